@@ -1,0 +1,256 @@
+//! Typed values.
+//!
+//! A [`Row`] is a vector of [`Value`]s in the table's column order. Values are totally ordered
+//! (derived order: first by variant, then by content) so that sets of values and keys are
+//! deterministic.
+
+use crate::error::InvalidInput;
+use crate::limits;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// A row: one value per column, in column order.
+pub type Row = Vec<Value>;
+
+/// The type of a column.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ColumnType {
+    /// 64-bit signed integer.
+    Int,
+    /// Fixed-point decimal with [`Decimal::SCALE`] fractional digits.
+    Decimal,
+    /// UTF-8 string.
+    String,
+    /// Opaque bytes.
+    Bytes,
+    /// A set of values of one element type (target of set add/remove formulas).
+    Set(Box<ColumnType>),
+}
+
+impl fmt::Display for ColumnType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ColumnType::Int => write!(f, "int"),
+            ColumnType::Decimal => write!(f, "decimal"),
+            ColumnType::String => write!(f, "string"),
+            ColumnType::Bytes => write!(f, "bytes"),
+            ColumnType::Set(t) => write!(f, "set<{t}>"),
+        }
+    }
+}
+
+/// Exact fixed-point decimal: `units / 10^SCALE`. Money in TPC-C needs exact sums (the
+/// consistency conditions compare sums for equality), so floating point is not an option.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Decimal(pub i64);
+
+impl Decimal {
+    /// Number of fractional decimal digits.
+    pub const SCALE: u32 = 6;
+    const ONE: i64 = 10i64.pow(Self::SCALE);
+
+    pub const ZERO: Decimal = Decimal(0);
+
+    pub fn from_int(v: i64) -> Option<Decimal> {
+        v.checked_mul(Self::ONE).map(Decimal)
+    }
+    /// `cents / 100`, the usual way money is written in workloads.
+    pub fn from_cents(cents: i64) -> Decimal {
+        Decimal(cents * (Self::ONE / 100))
+    }
+    pub fn checked_add(self, o: Decimal) -> Option<Decimal> {
+        self.0.checked_add(o.0).map(Decimal)
+    }
+    /// Product, rounded toward zero to the scale.
+    pub fn checked_mul(self, o: Decimal) -> Option<Decimal> {
+        let p = (self.0 as i128) * (o.0 as i128) / (Self::ONE as i128);
+        i64::try_from(p).ok().map(Decimal)
+    }
+}
+
+impl fmt::Display for Decimal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sign = if self.0 < 0 { "-" } else { "" };
+        let a = self.0.unsigned_abs();
+        let one = Self::ONE as u64;
+        write!(f, "{sign}{}.{:06}", a / one, a % one)
+    }
+}
+
+/// A column value.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Value {
+    Null,
+    Int(i64),
+    Decimal(Decimal),
+    String(String),
+    Bytes(Vec<u8>),
+    Set(BTreeSet<Value>),
+}
+
+impl Value {
+    /// The name of this value's type, for error messages.
+    pub fn type_name(&self) -> String {
+        match self {
+            Value::Null => "null".into(),
+            Value::Int(_) => "int".into(),
+            Value::Decimal(_) => "decimal".into(),
+            Value::String(_) => "string".into(),
+            Value::Bytes(_) => "bytes".into(),
+            Value::Set(_) => "set".into(),
+        }
+    }
+
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Value::Int(v) => Some(*v),
+            _ => None,
+        }
+    }
+    pub fn as_decimal(&self) -> Option<Decimal> {
+        match self {
+            Value::Decimal(v) => Some(*v),
+            _ => None,
+        }
+    }
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(v) => Some(v),
+            _ => None,
+        }
+    }
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Value::Bytes(v) => Some(v),
+            _ => None,
+        }
+    }
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// Does this value inhabit `ty`? `Null` inhabits no type (nullability is a column property).
+    pub fn has_type(&self, ty: &ColumnType) -> bool {
+        match (self, ty) {
+            (Value::Int(_), ColumnType::Int)
+            | (Value::Decimal(_), ColumnType::Decimal)
+            | (Value::String(_), ColumnType::String)
+            | (Value::Bytes(_), ColumnType::Bytes) => true,
+            (Value::Set(s), ColumnType::Set(elem)) => s.iter().all(|v| v.has_type(elem)),
+            _ => false,
+        }
+    }
+
+    /// Approximate in-memory size in bytes, used for limits and memory accounting.
+    pub fn size(&self) -> usize {
+        match self {
+            Value::Null | Value::Int(_) | Value::Decimal(_) => 9,
+            Value::String(s) => 1 + s.len(),
+            Value::Bytes(b) => 1 + b.len(),
+            Value::Set(s) => 1 + s.iter().map(Value::size).sum::<usize>(),
+        }
+    }
+
+    /// Checks the size limits of [`crate::limits`].
+    pub fn check_limits(&self, what: &str) -> Result<(), InvalidInput> {
+        let size = self.size();
+        if size > limits::VALUE_SIZE_MAX {
+            return Err(InvalidInput::Oversized {
+                what: what.into(),
+                size,
+                limit: limits::VALUE_SIZE_MAX,
+            });
+        }
+        if let Value::Set(s) = self {
+            if s.len() > limits::SET_ELEMENTS_MAX {
+                return Err(InvalidInput::Oversized {
+                    what: format!("{what} (set elements)"),
+                    size: s.len(),
+                    limit: limits::SET_ELEMENTS_MAX,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Null => write!(f, "NULL"),
+            Value::Int(v) => write!(f, "{v}"),
+            Value::Decimal(v) => write!(f, "{v}"),
+            Value::String(v) => write!(f, "{v:?}"),
+            Value::Bytes(v) => write!(f, "0x{}", v.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+            Value::Set(s) => {
+                write!(f, "{{")?;
+                for (i, v) in s.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                write!(f, "}}")
+            }
+        }
+    }
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::Int(v)
+    }
+}
+impl From<Decimal> for Value {
+    fn from(v: Decimal) -> Self {
+        Value::Decimal(v)
+    }
+}
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Value::String(v.to_string())
+    }
+}
+impl From<String> for Value {
+    fn from(v: String) -> Self {
+        Value::String(v)
+    }
+}
+impl From<Vec<u8>> for Value {
+    fn from(v: Vec<u8>) -> Self {
+        Value::Bytes(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_display_and_arithmetic() {
+        assert_eq!(Decimal::from_cents(1234).to_string(), "12.340000");
+        assert_eq!(Decimal::from_cents(-5).to_string(), "-0.050000");
+        let a = Decimal::from_cents(250);
+        let b = Decimal::from_int(2).unwrap();
+        assert_eq!(a.checked_mul(b), Some(Decimal::from_cents(500)));
+        assert_eq!(Decimal(i64::MAX).checked_add(Decimal(1)), None);
+    }
+
+    #[test]
+    fn has_type_rejects_mismatch_and_null() {
+        assert!(Value::Int(1).has_type(&ColumnType::Int));
+        assert!(!Value::Int(1).has_type(&ColumnType::String));
+        assert!(!Value::Null.has_type(&ColumnType::Int));
+        let s = Value::Set([Value::Int(1)].into_iter().collect());
+        assert!(s.has_type(&ColumnType::Set(Box::new(ColumnType::Int))));
+        assert!(!s.has_type(&ColumnType::Set(Box::new(ColumnType::String))));
+    }
+
+    #[test]
+    fn oversized_value_is_rejected() {
+        let v = Value::Bytes(vec![0; limits::VALUE_SIZE_MAX + 1]);
+        assert!(matches!(v.check_limits("x"), Err(InvalidInput::Oversized { .. })));
+        assert!(Value::Bytes(vec![0; 10]).check_limits("x").is_ok());
+    }
+}
