@@ -1,1 +1,151 @@
-//! placeholder
+//! # litmus-client: the Rust client library
+//!
+//! A [`Client`] talks to one coordinator over a [`Transport`] — in-process channels to an
+//! embedded cluster ([`litmus_runtime::embedded::EmbeddedTransport`]) or a TCP connection to a
+//! `litmus server` ([`litmus_runtime::tcp::TcpTransport`]). It offers:
+//!
+//! * [`Client::call`] — run a registered stored procedure as one transaction;
+//! * [`Client::begin`] — an interactive [`Transaction`] with read / scan / write / insert /
+//!   delete / formula update, then commit or rollback.
+//!
+//! Every failure is a typed [`litmus_core::Error`]: [`Error::is_retryable`] tells whether to try
+//! again. Bad input (unknown table or procedure, wrong types, oversized values) is rejected by the
+//! server before anything is applied.
+//!
+//! ```no_run
+//! # fn demo(mut client: litmus_client::Client) -> Result<(), litmus_core::Error> {
+//! use litmus_core::{Formula, Value};
+//! let out = client.call("kv_get", vec![Value::Int(7)])?;
+//! let mut txn = client.begin()?;
+//! txn.update("kv_counter", &[Value::Int(7)], &[("n", Formula::Add(Value::Int(1)))])?;
+//! txn.commit()?;
+//! # Ok(()) }
+//! ```
+
+use litmus_core::{Error, Formula, Row, TxnId, Value};
+use litmus_engine::message::{RequestBody, ResponseBody};
+use litmus_engine::op::{Op, OpResult};
+
+pub use litmus_runtime::transport::Transport;
+
+/// A client session with one coordinator.
+pub struct Client {
+    transport: Box<dyn Transport>,
+}
+
+impl Client {
+    pub fn new(transport: Box<dyn Transport>) -> Self {
+        Client { transport }
+    }
+
+    /// Connects to a `litmus server` over TCP.
+    pub fn connect(addr: &str) -> Result<Client, Error> {
+        Ok(Client::new(Box::new(litmus_runtime::tcp::TcpTransport::connect(addr)?)))
+    }
+
+    fn request(&mut self, body: RequestBody) -> Result<ResponseBody, Error> {
+        self.transport.request(body)
+    }
+
+    /// Runs a stored procedure as one transaction and returns its values.
+    pub fn call(&mut self, procedure: &str, args: Vec<Value>) -> Result<Vec<Value>, Error> {
+        match self.request(RequestBody::Call { procedure: procedure.into(), args })? {
+            ResponseBody::Returned(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Starts an interactive transaction.
+    pub fn begin(&mut self) -> Result<Transaction<'_>, Error> {
+        match self.request(RequestBody::Begin)? {
+            ResponseBody::Begun(txn) => Ok(Transaction { client: self, txn, done: false }),
+            other => Err(unexpected(other)),
+        }
+    }
+}
+
+fn unexpected(body: ResponseBody) -> Error {
+    Error::Internal(format!("unexpected response {body:?}"))
+}
+
+/// An interactive transaction. Dropping it without commit rolls it back.
+pub struct Transaction<'a> {
+    client: &'a mut Client,
+    txn: TxnId,
+    done: bool,
+}
+
+impl Transaction<'_> {
+    pub fn id(&self) -> TxnId {
+        self.txn
+    }
+
+    fn op(&mut self, op: Op) -> Result<OpResult, Error> {
+        match self.client.request(RequestBody::Op { txn: self.txn, op }) {
+            Ok(ResponseBody::Op(r)) => Ok(r),
+            Ok(other) => Err(unexpected(other)),
+            Err(e) => {
+                if matches!(e, Error::Abort(_) | Error::Unavailable { .. }) {
+                    self.done = true; // the server already aborted it (or it is unreachable)
+                }
+                Err(e)
+            }
+        }
+    }
+
+    pub fn read(&mut self, table: &str, key: &[Value]) -> Result<Option<Row>, Error> {
+        match self.op(Op::Read { table: table.into(), key: key.to_vec() })? {
+            OpResult::Row(r) => Ok(r),
+            other => Err(Error::Internal(format!("read returned {other:?}"))),
+        }
+    }
+
+    pub fn scan(&mut self, table: &str, start: &[Value], end: Option<&[Value]>, limit: u32) -> Result<Vec<Row>, Error> {
+        let op = Op::Scan { table: table.into(), start: start.to_vec(), end: end.map(<[Value]>::to_vec), limit };
+        match self.op(op)? {
+            OpResult::Rows(r) => Ok(r),
+            other => Err(Error::Internal(format!("scan returned {other:?}"))),
+        }
+    }
+
+    pub fn write(&mut self, table: &str, row: Row) -> Result<(), Error> {
+        self.op(Op::Write { table: table.into(), row }).map(drop)
+    }
+
+    pub fn insert(&mut self, table: &str, row: Row) -> Result<(), Error> {
+        self.op(Op::Insert { table: table.into(), row }).map(drop)
+    }
+
+    pub fn delete(&mut self, table: &str, key: &[Value]) -> Result<(), Error> {
+        self.op(Op::Delete { table: table.into(), key: key.to_vec() }).map(drop)
+    }
+
+    pub fn update(&mut self, table: &str, key: &[Value], updates: &[(&str, Formula)]) -> Result<(), Error> {
+        let updates = updates.iter().map(|(c, f)| (c.to_string(), f.clone())).collect();
+        self.op(Op::Update { table: table.into(), key: key.to_vec(), updates }).map(drop)
+    }
+
+    pub fn commit(mut self) -> Result<(), Error> {
+        self.done = true;
+        match self.client.request(RequestBody::Commit { txn: self.txn })? {
+            ResponseBody::Committed => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub fn rollback(mut self) -> Result<(), Error> {
+        self.done = true;
+        match self.client.request(RequestBody::Rollback { txn: self.txn })? {
+            ResponseBody::RolledBack => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.client.request(RequestBody::Rollback { txn: self.txn });
+        }
+    }
+}

@@ -1,1 +1,34 @@
-//! placeholder
+//! # litmus-engine: the deterministic protocol core
+//!
+//! Every role is a [`Machine`] — `step(input, now) -> effects`, no I/O, no clocks, no threads,
+//! seeded randomness (see [`machine`]). This crate holds the roles and the engines:
+//!
+//! * [`Partition`] — a shard: store + engine + log (see [`partition`]).
+//! * [`Coordinator`] — runs transactions for clients: procedures, interactive transactions,
+//!   validation, routing, commit (see [`coordinator`]).
+//! * [`ClientSession`] — request ids and timeouts for client libraries (see [`client`]).
+//! * [`procedure`] — stored procedures written once against [`Ctx`], polled by a tiny executor.
+//! * [`engine`] — the two-halved [`engine::CoordinatorEngine`] / [`engine::PartitionEngine`]
+//!   plug point, and [`EngineKind`]; the engines themselves live in [`engines`].
+//! * [`message`] and [`wire`] — the messages and their framed encoding.
+
+pub mod builtin;
+pub mod client;
+pub mod coordinator;
+pub mod engine;
+pub mod engines;
+pub mod machine;
+pub mod message;
+pub mod op;
+pub mod partition;
+pub mod procedure;
+pub mod wire;
+
+pub use client::ClientSession;
+pub use coordinator::{Coordinator, CoordinatorConfig};
+pub use engine::EngineKind;
+pub use machine::{Effects, Input, Machine};
+pub use message::{Addr, Envelope, Message};
+pub use op::{Op, OpResult};
+pub use partition::Partition;
+pub use procedure::{Ctx, Registry};

@@ -1,0 +1,92 @@
+//! The client role: request ids, outstanding requests, and timeouts, as a pure state machine.
+//!
+//! The embedded and TCP client libraries and the simulator's workload clients all wrap a
+//! [`ClientSession`]. A request is never retransmitted (a procedure is not idempotent); one that
+//! gets no answer in time fails with `Unavailable { outcome_unknown: true }`, and the caller
+//! decides (a read-only call may simply be retried).
+
+use crate::message::{Addr, ClientRequest, ClientResponse, Envelope, Message, RequestBody, ResponseBody};
+use litmus_core::{ClientId, Error, RequestId, Time};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Default time a client waits for an answer.
+pub const REQUEST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
+
+#[derive(Debug)]
+pub struct ClientSession {
+    id: ClientId,
+    coordinator: Addr,
+    next_request: u64,
+    timeout: Duration,
+    /// Deadline of each outstanding request.
+    outstanding: BTreeMap<RequestId, Time>,
+}
+
+impl ClientSession {
+    pub fn new(id: ClientId, coordinator: Addr, timeout: Duration) -> Self {
+        ClientSession { id, coordinator, next_request: 0, timeout, outstanding: BTreeMap::new() }
+    }
+
+    pub fn id(&self) -> ClientId {
+        self.id
+    }
+
+    pub fn addr(&self) -> Addr {
+        Addr::Client(self.id)
+    }
+
+    pub fn outstanding(&self) -> usize {
+        self.outstanding.len()
+    }
+
+    /// Starts a request; the envelope is to be sent to the coordinator.
+    pub fn request(&mut self, now: Time, body: RequestBody) -> (RequestId, Envelope) {
+        self.next_request += 1;
+        let id = RequestId(self.next_request);
+        self.outstanding.insert(id, now + self.timeout);
+        let msg = Message::ClientRequest(ClientRequest { id, body });
+        (id, Envelope { from: self.addr(), to: self.coordinator, msg })
+    }
+
+    /// Matches a response to its request. Unknown or duplicate responses (a request that
+    /// already timed out, a duplicated packet) yield `None`.
+    pub fn on_response(&mut self, resp: ClientResponse) -> Option<(RequestId, Result<ResponseBody, Error>)> {
+        self.outstanding.remove(&resp.id).map(|_| (resp.id, resp.result))
+    }
+
+    /// Fails every request whose deadline passed.
+    pub fn tick(&mut self, now: Time) -> Vec<(RequestId, Error)> {
+        let expired: Vec<RequestId> = self.outstanding.iter().filter(|(_, &d)| d <= now).map(|(&id, _)| id).collect();
+        expired
+            .into_iter()
+            .map(|id| {
+                self.outstanding.remove(&id);
+                (id, Error::Unavailable { reason: "no response before the deadline".into(), outcome_unknown: true })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use litmus_core::NodeId;
+
+    #[test]
+    fn responses_match_requests_once_and_deadlines_expire() {
+        let mut s = ClientSession::new(ClientId(1), Addr::Coordinator(NodeId(0)), Duration::from_millis(10));
+        let (a, _) = s.request(Time::ZERO, RequestBody::Begin);
+        let (b, _) = s.request(Time::ZERO, RequestBody::Begin);
+        assert_ne!(a, b);
+        let resp = ClientResponse { id: a, result: Ok(ResponseBody::Committed) };
+        assert!(s.on_response(resp.clone()).is_some());
+        assert!(s.on_response(resp).is_none(), "duplicate ignored");
+        assert!(s.tick(Time::from_millis(5)).is_empty());
+        let expired = s.tick(Time::from_millis(10));
+        assert_eq!(expired.len(), 1);
+        assert_eq!(expired[0].0, b);
+        assert!(!expired[0].1.is_retryable());
+        assert_eq!(s.outstanding(), 0);
+    }
+}

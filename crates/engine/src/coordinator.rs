@@ -1,0 +1,414 @@
+//! The coordinator role: runs transactions on behalf of clients.
+//!
+//! ## The life of a transaction
+//!
+//! 1. A client sends `Call { procedure, args }` (or `Begin` and then ops, for an interactive
+//!    transaction). The coordinator checks the procedure exists and the argument types, assigns
+//!    a [`TxnId`] and calls `engine.begin`.
+//! 2. It polls the procedure's future (see [`crate::procedure`]). Each operation the procedure
+//!    issues is validated and routed ([`crate::op::resolve`]); invalid ones fail at once and
+//!    change nothing. Valid ones are split into one piece per partition and handed to the
+//!    engine (`engine.issue`), which sends them (or answers from its own state).
+//! 3. The engine reports `OpDone` per piece; when all pieces of an op are in, the results are
+//!    merged and handed to the procedure, which is polled again.
+//! 4. When the procedure returns `Ok`, the coordinator asks the engine to commit; on `Err`, to
+//!    abort. The engine reports `TxnDone` and the coordinator answers the client.
+//!
+//! The coordinator persists one record of its own: its epoch, bumped at every restart, so that
+//! transaction ids are never reused. Engines persist their own records (2PC decisions) through
+//! [`CoordCtx::persist`].
+
+use crate::engine::{CoordCtx, CoordinatorEngine, EngineKind, Event};
+use crate::machine::{Effects, Input, Machine, TICK_INTERVAL_MS};
+use crate::message::{Addr, ClientRequest, ClientResponse, Envelope, Message, RequestBody, ResponseBody, SubOpId};
+use crate::op::{merge, resolve, OpKind, PartResult, Resolved};
+use crate::procedure::{poll_once, Ctx, ProcFuture, Registry};
+use litmus_core::{AbortReason, Catalog, Error, InvalidInput, NodeId, PartitionId, RequestId, Time, TxnId, Value};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+/// Most transactions one coordinator runs at once; beyond it clients get `Unavailable`.
+pub const TXNS_ACTIVE_MAX: usize = 65_536;
+/// An interactive transaction idle this long is aborted.
+pub const INTERACTIVE_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The coordinator's own log records.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum CoordRecord {
+    Epoch(u32),
+    Engine(Vec<u8>),
+}
+
+/// Configuration shared by every coordinator of a cluster.
+#[derive(Clone)]
+pub struct CoordinatorConfig {
+    pub node: NodeId,
+    pub engine: EngineKind,
+    pub partitions: u32,
+    /// The partition that serves reads of replicated tables (a local one when there is one).
+    pub preferred: PartitionId,
+    pub catalog: Arc<Catalog>,
+    pub registry: Arc<Registry>,
+    pub seed: u64,
+}
+
+enum Source {
+    Procedure { fut: ProcFuture, ctx: Ctx },
+    Interactive,
+}
+
+#[derive(Debug)]
+enum Outcome {
+    /// Commit; a procedure's return values.
+    Commit(Vec<Value>),
+    /// Abort because of this error (reported to the client).
+    Abort(Error),
+    /// Abort at the client's request.
+    Rollback,
+}
+
+struct PendingOp {
+    kind: OpKind,
+    waiting: usize,
+    results: Vec<PartResult>,
+    error: Option<Error>,
+    /// For interactive ops: the client request to answer.
+    reply: Option<RequestId>,
+}
+
+struct Txn {
+    client: Addr,
+    /// The request that started (procedure) or is finishing (interactive) the transaction.
+    request: Option<RequestId>,
+    source: Source,
+    ops: BTreeMap<u32, PendingOp>,
+    finishing: Option<Outcome>,
+    last_active: Time,
+}
+
+pub struct Coordinator {
+    cfg: CoordinatorConfig,
+    epoch: u32,
+    epoch_logged: bool,
+    next_seq: u64,
+    engine: Box<dyn CoordinatorEngine>,
+    rng: ChaCha8Rng,
+    txns: BTreeMap<TxnId, Txn>,
+    events: Vec<Event>,
+    last_idle_check: Time,
+}
+
+impl Coordinator {
+    pub fn new(cfg: CoordinatorConfig) -> Self {
+        let rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ (0x434f_4f52 << 32) ^ cfg.node.0 as u64);
+        Coordinator {
+            engine: cfg.engine.coordinator(),
+            cfg,
+            epoch: 0,
+            epoch_logged: false,
+            next_seq: 0,
+            rng,
+            txns: BTreeMap::new(),
+            events: Vec::new(),
+            last_idle_check: Time::ZERO,
+        }
+    }
+
+    /// Transactions in flight (for tests and metrics).
+    pub fn active_txns(&self) -> usize {
+        self.txns.len()
+    }
+
+    fn me(&self) -> Addr {
+        Addr::Coordinator(self.cfg.node)
+    }
+
+    /// Runs `f` against the engine with a context borrowing this coordinator's parts.
+    fn with_engine(&mut self, now: Time, out: &mut Effects, f: impl FnOnce(&mut dyn CoordinatorEngine, &mut CoordCtx)) {
+        let mut ctx = CoordCtx {
+            now,
+            me: Addr::Coordinator(self.cfg.node),
+            rng: &mut self.rng,
+            partitions: self.cfg.partitions,
+            out,
+            events: &mut self.events,
+        };
+        f(self.engine.as_mut(), &mut ctx);
+    }
+
+    fn respond(&self, out: &mut Effects, to: Addr, id: RequestId, result: Result<ResponseBody, Error>) {
+        let msg = Message::ClientResponse(ClientResponse { id, result });
+        out.send.push(Envelope { from: self.me(), to, msg });
+    }
+
+    fn new_txn(&mut self, now: Time, client: Addr, request: Option<RequestId>, source: Source, out: &mut Effects) -> TxnId {
+        self.next_seq += 1;
+        let id = TxnId { node: self.cfg.node, epoch: self.epoch, seq: self.next_seq };
+        self.txns.insert(id, Txn { client, request, source, ops: BTreeMap::new(), finishing: None, last_active: now });
+        self.with_engine(now, out, |e, ctx| e.begin(id, ctx));
+        id
+    }
+
+    fn on_client(&mut self, now: Time, from: Addr, req: ClientRequest, out: &mut Effects) {
+        let id = req.id;
+        let is_new_txn = matches!(req.body, RequestBody::Call { .. } | RequestBody::Begin);
+        if is_new_txn && self.txns.len() >= TXNS_ACTIVE_MAX {
+            return self.respond(out, from, id, Err(Error::unavailable("coordinator at its transaction limit")));
+        }
+        match req.body {
+            RequestBody::Call { procedure, args } => {
+                let proc = match self.cfg.registry.get(&procedure).and_then(|p| p.check_args(&args).map(|_| p)) {
+                    Ok(p) => p.clone(),
+                    Err(e) => return self.respond(out, from, id, Err(e.into())),
+                };
+                let ctx = Ctx::new();
+                let fut = proc.start(ctx.clone(), args);
+                let txn = self.new_txn(now, from, Some(id), Source::Procedure { fut, ctx }, out);
+                self.drive(now, txn, out);
+            }
+            RequestBody::Begin => {
+                let txn = self.new_txn(now, from, None, Source::Interactive, out);
+                self.respond(out, from, id, Ok(ResponseBody::Begun(txn)));
+            }
+            RequestBody::Op { txn, op } => {
+                if let Err(e) = self.check_interactive(txn, from) {
+                    return self.respond(out, from, id, Err(e));
+                }
+                match resolve(&self.cfg.catalog, self.cfg.partitions, &op) {
+                    Err(e) => self.respond(out, from, id, Err(e)),
+                    Ok(resolved) => {
+                        let t = self.txns.get_mut(&txn).expect("checked");
+                        t.last_active = now;
+                        let op_id = t.ops.keys().next_back().map_or(0, |k| k + 1);
+                        self.dispatch(now, txn, op_id, resolved, Some(id), out);
+                    }
+                }
+            }
+            RequestBody::Commit { txn } | RequestBody::Rollback { txn } => {
+                if let Err(e) = self.check_interactive(txn, from) {
+                    return self.respond(out, from, id, Err(e));
+                }
+                let outcome =
+                    if matches!(req.body, RequestBody::Commit { .. }) { Outcome::Commit(vec![]) } else { Outcome::Rollback };
+                self.txns.get_mut(&txn).expect("checked").request = Some(id);
+                self.finish(now, txn, outcome, out);
+            }
+        }
+    }
+
+    fn check_interactive(&self, txn: TxnId, from: Addr) -> Result<(), Error> {
+        match self.txns.get(&txn) {
+            Some(t) if t.client == from && matches!(t.source, Source::Interactive) && t.finishing.is_none() => {
+                if t.ops.is_empty() {
+                    Ok(())
+                } else {
+                    Err(Error::Invalid(InvalidInput::Unsupported {
+                        engine: self.cfg.engine.name().into(),
+                        what: "a new request while an operation is in flight".into(),
+                    }))
+                }
+            }
+            _ => Err(InvalidInput::UnknownTransaction.into()),
+        }
+    }
+
+    /// Hands the pieces of one op to the engine.
+    fn dispatch(&mut self, now: Time, txn: TxnId, op_id: u32, resolved: Resolved, reply: Option<RequestId>, out: &mut Effects) {
+        let parts = resolved.partitions(self.cfg.partitions, self.cfg.preferred);
+        assert!(!parts.is_empty());
+        let t = self.txns.get_mut(&txn).expect("dispatch to a live txn");
+        let pending = PendingOp { kind: resolved.op.kind.clone(), waiting: parts.len(), results: vec![], error: None, reply };
+        assert!(t.ops.insert(op_id, pending).is_none(), "op id reused");
+        for part in parts {
+            let op = resolved.op.clone();
+            self.with_engine(now, out, |e, ctx| e.issue(SubOpId { txn, op: op_id, part }, op, ctx));
+        }
+    }
+
+    /// Polls a procedure until it waits on the network or finishes.
+    fn drive(&mut self, now: Time, txn: TxnId, out: &mut Effects) {
+        loop {
+            let Some(t) = self.txns.get_mut(&txn) else { return };
+            if t.finishing.is_some() {
+                return;
+            }
+            let Source::Procedure { fut, ctx } = &mut t.source else { return };
+            match poll_once(fut) {
+                Poll::Ready(Ok(values)) => return self.finish(now, txn, Outcome::Commit(values), out),
+                Poll::Ready(Err(e)) => return self.finish(now, txn, Outcome::Abort(e), out),
+                Poll::Pending => {}
+            }
+            let ctx = ctx.clone();
+            let issued = ctx.io().take_issued();
+            if issued.is_empty() {
+                return; // waiting for replies
+            }
+            let mut completed_locally = false;
+            for (op_id, op) in issued {
+                match resolve(&self.cfg.catalog, self.cfg.partitions, &op) {
+                    Err(e) => {
+                        ctx.io().complete(op_id, Err(e));
+                        completed_locally = true;
+                    }
+                    Ok(resolved) => self.dispatch(now, txn, op_id, resolved, None, out),
+                }
+            }
+            if !completed_locally {
+                return;
+            }
+        }
+    }
+
+    fn finish(&mut self, now: Time, txn: TxnId, outcome: Outcome, out: &mut Effects) {
+        let t = self.txns.get_mut(&txn).expect("finish a live txn");
+        assert!(t.finishing.is_none(), "{txn} finished twice");
+        let commit = matches!(outcome, Outcome::Commit(_));
+        t.finishing = Some(outcome);
+        if commit {
+            self.with_engine(now, out, |e, ctx| e.commit(txn, ctx));
+        } else {
+            self.with_engine(now, out, |e, ctx| e.abort(txn, ctx));
+        }
+    }
+
+    fn process_events(&mut self, now: Time, out: &mut Effects) {
+        while !self.events.is_empty() {
+            let events = std::mem::take(&mut self.events);
+            for event in events {
+                match event {
+                    Event::OpDone { id, result } => self.on_op_done(now, id, result, out),
+                    Event::TxnDone { txn, result } => self.on_txn_done(txn, result, out),
+                }
+            }
+        }
+    }
+
+    fn on_op_done(&mut self, now: Time, id: SubOpId, result: Result<PartResult, Error>, out: &mut Effects) {
+        let Some(t) = self.txns.get_mut(&id.txn) else { return }; // late reply
+        let Some(op) = t.ops.get_mut(&id.op) else { return };
+        assert!(op.waiting > 0);
+        op.waiting -= 1;
+        match result {
+            Ok(r) => op.results.push(r),
+            Err(e) => {
+                op.error.get_or_insert(e);
+            }
+        }
+        if op.waiting > 0 {
+            return;
+        }
+        let op = t.ops.remove(&id.op).expect("present");
+        let result = match op.error {
+            Some(e) => Err(e),
+            None => Ok(merge(&op.kind, op.results)),
+        };
+        t.last_active = now;
+        let client = t.client;
+        match &t.source {
+            Source::Procedure { ctx, .. } => {
+                ctx.io().complete(id.op, result);
+                self.drive(now, id.txn, out);
+            }
+            Source::Interactive => {
+                let request = op.reply.expect("interactive ops answer a request");
+                let abort = matches!(result, Err(Error::Abort(_)));
+                let finishing = t.finishing.is_some();
+                self.respond(out, client, request, result.clone().map(ResponseBody::Op));
+                if abort && !finishing {
+                    // Concurrency control aborted the transaction; release what it holds.
+                    let e = result.expect_err("abort");
+                    self.finish(now, id.txn, Outcome::Abort(e), out);
+                }
+            }
+        }
+    }
+
+    fn on_txn_done(&mut self, txn: TxnId, result: Result<(), Error>, out: &mut Effects) {
+        let Some(t) = self.txns.remove(&txn) else { return };
+        let outcome = t.finishing.expect("TxnDone for a transaction that was not finishing");
+        let response = match (outcome, result) {
+            (Outcome::Commit(values), Ok(())) => match t.source {
+                Source::Procedure { .. } => Ok(ResponseBody::Returned(values)),
+                Source::Interactive => Ok(ResponseBody::Committed),
+            },
+            (Outcome::Commit(_), Err(e)) => Err(e),
+            (Outcome::Abort(e), _) => Err(e),
+            (Outcome::Rollback, _) => Ok(ResponseBody::RolledBack),
+        };
+        if let Some(request) = t.request {
+            self.respond(out, t.client, request, response);
+        }
+    }
+
+    fn on_tick(&mut self, now: Time, out: &mut Effects) {
+        self.with_engine(now, out, |e, ctx| e.on_tick(ctx));
+        if now.saturating_sub(self.last_idle_check) < Duration::from_millis(100 * TICK_INTERVAL_MS) {
+            return;
+        }
+        self.last_idle_check = now;
+        let idle: Vec<TxnId> = self
+            .txns
+            .iter()
+            .filter(|(_, t)| {
+                matches!(t.source, Source::Interactive)
+                    && t.finishing.is_none()
+                    && t.ops.is_empty()
+                    && now.saturating_sub(t.last_active) > INTERACTIVE_IDLE_TIMEOUT
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for txn in idle {
+            self.finish(now, txn, Outcome::Abort(Error::Abort(AbortReason::Timeout)), out);
+        }
+    }
+}
+
+impl Machine for Coordinator {
+    fn addr(&self) -> Addr {
+        self.me()
+    }
+
+    fn recover(&mut self, snapshot: Option<&[u8]>, records: &[Vec<u8>]) -> Result<(), Error> {
+        assert!(snapshot.is_none(), "coordinators do not snapshot");
+        let mut last_epoch = 0;
+        for bytes in records {
+            match postcard::from_bytes(bytes) {
+                Ok(CoordRecord::Epoch(e)) => last_epoch = last_epoch.max(e),
+                Ok(CoordRecord::Engine(r)) => self.engine.apply(&r)?,
+                Err(e) => return Err(Error::Storage(format!("coordinator log record: {e}"))),
+            }
+        }
+        self.epoch = last_epoch + 1;
+        self.epoch_logged = false;
+        Ok(())
+    }
+
+    fn step(&mut self, now: Time, input: Input, out: &mut Effects) {
+        if !self.epoch_logged {
+            // Logged before any message that carries a transaction id of this epoch.
+            out.persist.push(postcard::to_stdvec(&CoordRecord::Epoch(self.epoch)).expect("serialize"));
+            self.epoch_logged = true;
+        }
+        match input {
+            Input::Tick => self.on_tick(now, out),
+            Input::Message(env) => match env.msg {
+                Message::ClientRequest(req) => self.on_client(now, env.from, req, out),
+                Message::PartitionReply(reply) => {
+                    self.with_engine(now, out, |e, ctx| e.on_reply(reply.from, reply.body, ctx))
+                }
+                // Anything else is a stray (e.g. duplicated) message: drop it.
+                Message::ClientResponse(_) | Message::PartitionRequest(_) => {}
+            },
+        }
+        self.process_events(now, out);
+    }
+
+    fn snapshot(&self) -> Option<Vec<u8>> {
+        None
+    }
+}

@@ -1,0 +1,162 @@
+//! The plug point for concurrency-control engines.
+//!
+//! An engine has two halves, each driven by a generic role:
+//!
+//! * [`CoordinatorEngine`] — inside the [`crate::Coordinator`]: turns each per-partition piece
+//!   of an operation into messages, and runs the commit protocol (none, 2PC, an oracle round,
+//!   timestamp votes...).
+//! * [`PartitionEngine`] — inside the [`crate::Partition`]: answers those messages against the
+//!   partition's store (locks, versions, formulas), logging every state change as a
+//!   [`PartitionRecord`] that it can re-apply deterministically during recovery.
+//!
+//! The generic roles own everything engines share: the client session, procedures and their
+//! executor, validation and routing of operations, merging of results, the store, the log and
+//! snapshots. [`EngineKind`] names the engines a database can be created with.
+
+use crate::engines::nocc;
+use crate::machine::Effects;
+use crate::message::{Addr, EngineReply, EngineRequest, Envelope, Message, PartitionRecord, SubOpId};
+use crate::op::{PartOp, PartResult};
+use litmus_core::{Catalog, Error, InvalidInput, PartitionId, Time, TxnId};
+use litmus_storage::mvcc::MvccStore;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// Something an engine tells its coordinator.
+#[derive(Debug)]
+pub enum Event {
+    /// One per-partition piece of an operation finished.
+    OpDone { id: SubOpId, result: Result<PartResult, Error> },
+    /// A commit (or abort) finished: `Ok` means committed (for an abort request: rolled back).
+    TxnDone { txn: TxnId, result: Result<(), Error> },
+}
+
+/// What a coordinator engine may touch while handling one input.
+pub struct CoordCtx<'a> {
+    pub now: Time,
+    pub me: Addr,
+    pub rng: &'a mut ChaCha8Rng,
+    pub partitions: u32,
+    pub(crate) out: &'a mut Effects,
+    pub(crate) events: &'a mut Vec<Event>,
+}
+
+impl CoordCtx<'_> {
+    pub fn send(&mut self, to: Addr, msg: Message) {
+        self.out.send.push(Envelope { from: self.me, to, msg });
+    }
+    pub fn send_to_partition(&mut self, p: PartitionId, body: EngineRequest) {
+        self.send(Addr::Partition(p), Message::PartitionRequest(crate::message::PartitionRequest { body }));
+    }
+    /// Logs an engine record on the coordinator's log (replayed through `apply` on recovery).
+    pub fn persist(&mut self, record: Vec<u8>) {
+        let rec = crate::coordinator::CoordRecord::Engine(record);
+        self.out.persist.push(postcard::to_stdvec(&rec).expect("records serialize"));
+    }
+    pub fn op_done(&mut self, id: SubOpId, result: Result<PartResult, Error>) {
+        self.events.push(Event::OpDone { id, result });
+    }
+    pub fn txn_done(&mut self, txn: TxnId, result: Result<(), Error>) {
+        self.events.push(Event::TxnDone { txn, result });
+    }
+}
+
+/// The coordinator half of an engine. Every method must eventually lead to the matching event
+/// (`issue` → `OpDone`, `commit`/`abort` → `TxnDone`), possibly in a later step.
+pub trait CoordinatorEngine: Send {
+    fn begin(&mut self, txn: TxnId, ctx: &mut CoordCtx);
+    fn issue(&mut self, id: SubOpId, op: PartOp, ctx: &mut CoordCtx);
+    fn commit(&mut self, txn: TxnId, ctx: &mut CoordCtx);
+    fn abort(&mut self, txn: TxnId, ctx: &mut CoordCtx);
+    fn on_reply(&mut self, from: PartitionId, reply: EngineReply, ctx: &mut CoordCtx);
+    fn on_tick(&mut self, ctx: &mut CoordCtx);
+    /// Re-applies a record this engine persisted (coordinator-side decisions, e.g. 2PC).
+    fn apply(&mut self, record: &[u8]) -> Result<(), Error>;
+}
+
+/// What a partition engine may touch while handling one input.
+pub struct PartCtx<'a> {
+    pub now: Time,
+    pub me: PartitionId,
+    pub rng: &'a mut ChaCha8Rng,
+    pub catalog: &'a Catalog,
+    pub store: &'a mut MvccStore,
+    pub(crate) out: &'a mut Effects,
+}
+
+impl PartCtx<'_> {
+    /// Logs a record. The caller applies it to the store right after (log, then apply: the same
+    /// `apply` runs during recovery).
+    pub fn log(&mut self, record: &PartitionRecord) {
+        self.out.persist.push(postcard::to_stdvec(record).expect("records serialize"));
+    }
+    pub fn reply(&mut self, to: Addr, body: EngineReply) {
+        let msg = Message::PartitionReply(crate::message::PartitionReply { from: self.me, body });
+        self.out.send.push(Envelope { from: Addr::Partition(self.me), to, msg });
+    }
+}
+
+/// The partition half of an engine.
+pub trait PartitionEngine: Send {
+    fn on_request(&mut self, from: Addr, req: EngineRequest, ctx: &mut PartCtx);
+    fn on_tick(&mut self, ctx: &mut PartCtx);
+    /// Applies a logged record; deterministic. Used live (after `PartCtx::log`) and in recovery.
+    fn apply(&mut self, record: PartitionRecord, store: &mut MvccStore) -> Result<(), Error>;
+    /// Engine state beyond the store, for snapshots.
+    fn encode_state(&self) -> Vec<u8>;
+    fn decode_state(&mut self, bytes: &[u8]) -> Result<(), Error>;
+}
+
+/// The engines a database can run. Each names its paper and its guarantee in its module doc.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum EngineKind {
+    /// No concurrency control (UNSAFE): the throughput upper bound. See [`crate::engines::nocc`].
+    Nocc,
+}
+
+impl EngineKind {
+    pub const ALL: &'static [EngineKind] = &[EngineKind::Nocc];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Nocc => "nocc",
+        }
+    }
+
+    /// What the engine guarantees, one line, for `--help` and reports.
+    pub fn guarantee(self) -> &'static str {
+        match self {
+            EngineKind::Nocc => "none (UNSAFE baseline: no isolation, no atomicity across partitions)",
+        }
+    }
+
+    pub fn coordinator(self) -> Box<dyn CoordinatorEngine> {
+        match self {
+            EngineKind::Nocc => Box::new(nocc::NoccCoordinator::default()),
+        }
+    }
+
+    pub fn partition(self) -> Box<dyn PartitionEngine> {
+        match self {
+            EngineKind::Nocc => Box::new(nocc::NoccPartition::default()),
+        }
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for EngineKind {
+    type Err = InvalidInput;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EngineKind::ALL.iter().copied().find(|e| e.name() == s).ok_or_else(|| {
+            let known: Vec<_> = EngineKind::ALL.iter().map(|e| e.name()).collect();
+            InvalidInput::Config(format!("unknown engine {s:?} (known: {})", known.join(", ")))
+        })
+    }
+}

@@ -1,0 +1,3 @@
+//! Concurrency-control engines, one module each.
+
+pub mod nocc;

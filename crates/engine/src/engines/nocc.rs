@@ -1,0 +1,161 @@
+//! # `nocc` — no concurrency control (UNSAFE baseline)
+//!
+//! Deneva's NO_CC and Granola's no-CC baseline: every operation is applied at its partition the
+//! moment it arrives, with no locks, no timestamps and no commit protocol. It is the upper bound
+//! of throughput in benchmarks and the engine used to exercise the runtimes.
+//!
+//! **Guarantee: none.** Transactions see each other's partial effects; an abort (by the
+//! procedure or by a failure) does not undo writes already applied; a transaction spanning
+//! partitions is not atomic. What it does guarantee, like every engine:
+//!
+//! * bad input is rejected by the coordinator before anything is sent (see [`crate::op`]);
+//! * each single operation is atomic and durable: its effect is logged before it is
+//!   acknowledged, and an acknowledged write survives a crash;
+//! * an operation that fails at the partition (duplicate insert, update of a missing row, a
+//!   formula overflow) changes nothing.
+//!
+//! Versions: each write gets the partition's next timestamp and older versions of the key are
+//! dropped at once, so the store holds one version per key.
+
+use crate::engine::{CoordCtx, CoordinatorEngine, PartCtx, PartitionEngine};
+use crate::message::{Addr, EngineReply, EngineRequest, PartitionRecord, SubOpId};
+use crate::op::{OpKind, PartOp, PartResult};
+use litmus_core::formula::apply_updates;
+use litmus_core::{Error, InvalidInput, Key, PartitionId, Row, TableId, Timestamp, TxnId};
+use litmus_storage::mvcc::MvccStore;
+use serde::{Deserialize, Serialize};
+use std::ops::Bound;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Request {
+    Op { id: SubOpId, op: PartOp },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Reply {
+    Op { id: SubOpId, result: Result<PartResult, Error> },
+}
+
+/// The redo record of one applied write.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Record {
+    Put { ts: Timestamp, table: TableId, key: Key, row: Option<Row> },
+}
+
+#[derive(Debug, Default)]
+pub struct NoccCoordinator;
+
+impl CoordinatorEngine for NoccCoordinator {
+    fn begin(&mut self, _txn: TxnId, _ctx: &mut CoordCtx) {}
+
+    fn issue(&mut self, id: SubOpId, op: PartOp, ctx: &mut CoordCtx) {
+        ctx.send_to_partition(id.part, EngineRequest::Nocc(Request::Op { id, op }));
+    }
+
+    fn commit(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
+        ctx.txn_done(txn, Ok(()));
+    }
+
+    fn abort(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
+        ctx.txn_done(txn, Ok(()));
+    }
+
+    fn on_reply(&mut self, _from: PartitionId, reply: EngineReply, ctx: &mut CoordCtx) {
+        let EngineReply::Nocc(Reply::Op { id, result }) = reply;
+        ctx.op_done(id, result);
+    }
+
+    fn on_tick(&mut self, _ctx: &mut CoordCtx) {}
+
+    fn apply(&mut self, _record: &[u8]) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct NoccPartition {
+    /// Timestamp of the last write applied (recovered from the log).
+    last_ts: Timestamp,
+}
+
+impl NoccPartition {
+    /// Computes the effect of a write without changing anything: the new row image, `None` for a
+    /// delete, or an error.
+    fn write_image(&self, table: TableId, kind: &OpKind, store: &MvccStore, ctx_table: &str) -> Result<Option<Row>, Error> {
+        let current = |key: &Key| store.latest(table, key).and_then(|(_, r)| r.cloned());
+        Ok(match kind {
+            OpKind::Write { row, .. } => Some(row.clone()),
+            OpKind::Insert { key, row } => {
+                if current(key).is_some() {
+                    return Err(InvalidInput::DuplicateKey(ctx_table.into()).into());
+                }
+                Some(row.clone())
+            }
+            OpKind::Delete { .. } => None,
+            OpKind::Update { key, updates } => {
+                let mut row = current(key).ok_or_else(|| InvalidInput::KeyNotFound(ctx_table.into()))?;
+                apply_updates(&mut row, updates)?;
+                Some(row)
+            }
+            OpKind::Read { .. } | OpKind::Scan { .. } => unreachable!("not a write"),
+        })
+    }
+
+    fn execute(&mut self, op: PartOp, ctx: &mut PartCtx) -> Result<PartResult, Error> {
+        let table_name = ctx.catalog.table(op.table)?.name.clone();
+        match &op.kind {
+            OpKind::Read { key } => {
+                Ok(PartResult::Row(ctx.store.latest(op.table, key).and_then(|(_, r)| r.cloned())))
+            }
+            OpKind::Scan { start, end, limit } => {
+                let end = end.as_ref().map_or(Bound::Unbounded, Bound::Excluded);
+                let rows = ctx.store.scan(op.table, Bound::Included(start), end, Timestamp::MAX, *limit as usize);
+                Ok(PartResult::Rows(rows))
+            }
+            kind => {
+                let key = kind.key().expect("point write").clone();
+                let image = self.write_image(op.table, kind, ctx.store, &table_name)?;
+                if image.is_none() && ctx.store.latest(op.table, &key).is_none_or(|(_, r)| r.is_none()) {
+                    return Ok(PartResult::Done); // deleting a missing row changes nothing
+                }
+                let record = PartitionRecord::Nocc(Record::Put { ts: self.last_ts.next(), table: op.table, key, row: image });
+                ctx.log(&record);
+                self.apply(record, ctx.store)?;
+                Ok(PartResult::Done)
+            }
+        }
+    }
+}
+
+impl PartitionEngine for NoccPartition {
+    fn on_request(&mut self, from: Addr, req: EngineRequest, ctx: &mut PartCtx) {
+        let EngineRequest::Nocc(Request::Op { id, op }) = req;
+        let result = self.execute(op, ctx);
+        ctx.reply(from, EngineReply::Nocc(Reply::Op { id, result }));
+    }
+
+    fn on_tick(&mut self, _ctx: &mut PartCtx) {}
+
+    fn apply(&mut self, record: PartitionRecord, store: &mut MvccStore) -> Result<(), Error> {
+        let PartitionRecord::Nocc(Record::Put { ts, table, key, row }) = record;
+        if ts <= self.last_ts {
+            return Err(Error::Internal(format!("nocc record {ts} not after {}", self.last_ts)));
+        }
+        let previous = store.latest(table, &key).map(|(t, _)| t);
+        store.put(table, key.clone(), ts, row);
+        if let Some(prev) = previous {
+            store.remove_version(table, &key, prev);
+        }
+        self.last_ts = ts;
+        Ok(())
+    }
+
+    fn encode_state(&self) -> Vec<u8> {
+        postcard::to_stdvec(&self.last_ts).expect("serialize")
+    }
+
+    fn decode_state(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        self.last_ts = postcard::from_bytes(bytes).map_err(|e| Error::Storage(format!("nocc state: {e}")))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,71 @@
+//! The state-machine model every role follows.
+//!
+//! A role (partition, coordinator, and later the Omid oracle) is a [`Machine`]: the runtime
+//! hands it one [`Input`] and the current [`Time`], and it returns [`Effects`] — log records to
+//! persist and messages to send. A machine does no I/O, reads no clock, spawns no thread and
+//! draws randomness only from the seeded RNG it was built with, so the simulator can replay any
+//! run from its seed (etcd raft's `Ready`, toydb's `step`).
+//!
+//! ## The runtime's one ordering rule: persist before send
+//!
+//! Each call to [`Machine::step`] may emit records and messages. The runtime must make every
+//! record emitted so far durable (per its fsync policy) before it releases any message emitted in
+//! the same or a later step. Messages may expose the effects of the records (an acknowledgement,
+//! or a read of a just-written row), so a message must never overtake its records. The runtime
+//! is free to batch the records of many steps into one write and one fsync (group commit).
+//!
+//! ## Recovery
+//!
+//! A restarted machine is rebuilt by [`Machine::recover`] from its last snapshot and the records
+//! logged after it, before it sees any input. A crash loses unsynced records, and exactly those.
+
+use crate::message::{Addr, Envelope};
+use litmus_core::{Error, Time};
+
+/// What arrives at a machine.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Input {
+    /// A message from another role.
+    Message(Envelope),
+    /// Time passed; the runtime ticks every machine at least every [`TICK_INTERVAL_MS`].
+    Tick,
+}
+
+/// How often runtimes tick machines (timeouts are measured against `now`, not counted ticks).
+pub const TICK_INTERVAL_MS: u64 = 5;
+
+/// What a step produced. Records come before sends (see the module doc).
+#[derive(Debug, Default)]
+pub struct Effects {
+    /// Serialized log records to append to this machine's log, in order.
+    pub persist: Vec<Vec<u8>>,
+    /// Messages to send once `persist` (and everything before it) is durable.
+    pub send: Vec<Envelope>,
+}
+
+impl Effects {
+    pub fn is_empty(&self) -> bool {
+        self.persist.is_empty() && self.send.is_empty()
+    }
+    pub fn clear(&mut self) {
+        self.persist.clear();
+        self.send.clear();
+    }
+}
+
+/// A deterministic role. See the module doc for the contract.
+pub trait Machine: Send {
+    /// This machine's address.
+    fn addr(&self) -> Addr;
+
+    /// Rebuilds state from a snapshot and the records logged after it. Called once before the
+    /// first step of a restarted machine. Corrupt input is an error (the node refuses to start).
+    fn recover(&mut self, snapshot: Option<&[u8]>, records: &[Vec<u8>]) -> Result<(), Error>;
+
+    /// Handles one input at time `now`.
+    fn step(&mut self, now: Time, input: Input, out: &mut Effects);
+
+    /// A snapshot of the state produced by every record emitted so far, or `None` when this
+    /// role keeps no durable state. The runtime writes it and drops the log prefix it covers.
+    fn snapshot(&self) -> Option<Vec<u8>>;
+}

@@ -1,0 +1,296 @@
+//! Operations of the transaction context, their validation and their routing.
+//!
+//! A client or a procedure names tables and columns ([`Op`]). The coordinator resolves an op
+//! against the catalog ([`resolve`]) before anything is sent: unknown tables and columns, wrong
+//! types, NULL keys and oversized values are rejected here with a typed error, so bad input never
+//! reaches a partition and never half-applies. A resolved op is split into one [`PartOp`] per
+//! target partition; the results are merged back ([`merge`]).
+
+use litmus_core::formula::ColumnUpdate;
+use litmus_core::{limits, Catalog, Error, Formula, InvalidInput, Key, PartitionId, Row, TableId, Value};
+use serde::{Deserialize, Serialize};
+
+/// An operation as written by a client or a procedure.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Op {
+    /// Point read by full primary key.
+    Read { table: String, key: Vec<Value> },
+    /// Range read: keys `>= start` and `< end` (both key prefixes). With `end: None` every key
+    /// that starts with `start`. At most `limit` rows, in key order.
+    Scan { table: String, start: Vec<Value>, end: Option<Vec<Value>>, limit: u32 },
+    /// Insert or replace a whole row.
+    Write { table: String, row: Row },
+    /// Insert a row; fails with `DuplicateKey` if the key exists.
+    Insert { table: String, row: Row },
+    /// Delete by key (deleting a missing key is not an error).
+    Delete { table: String, key: Vec<Value> },
+    /// Apply formulas to columns of an existing row; fails with `KeyNotFound` if absent.
+    Update { table: String, key: Vec<Value>, updates: Vec<(String, Formula)> },
+}
+
+impl Op {
+    pub fn is_write(&self) -> bool {
+        !matches!(self, Op::Read { .. } | Op::Scan { .. })
+    }
+}
+
+/// The result of an operation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum OpResult {
+    Row(Option<Row>),
+    Rows(Vec<Row>),
+    Done,
+}
+
+/// The resolved, validated body of an operation, as sent to a partition.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum OpKind {
+    Read { key: Key },
+    Scan { start: Key, end: Option<Key>, limit: u32 },
+    Write { key: Key, row: Row },
+    Insert { key: Key, row: Row },
+    Delete { key: Key },
+    Update { key: Key, updates: Vec<ColumnUpdate> },
+}
+
+impl OpKind {
+    pub fn is_write(&self) -> bool {
+        !matches!(self, OpKind::Read { .. } | OpKind::Scan { .. })
+    }
+    /// The key of a point operation.
+    pub fn key(&self) -> Option<&Key> {
+        match self {
+            OpKind::Read { key }
+            | OpKind::Write { key, .. }
+            | OpKind::Insert { key, .. }
+            | OpKind::Delete { key }
+            | OpKind::Update { key, .. } => Some(key),
+            OpKind::Scan { .. } => None,
+        }
+    }
+}
+
+/// One partition's share of an operation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PartOp {
+    pub table: TableId,
+    pub kind: OpKind,
+}
+
+/// A partition's answer to a [`PartOp`]. Scans return keys so results can be merged in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum PartResult {
+    Row(Option<Row>),
+    Rows(Vec<(Key, Row)>),
+    Done,
+}
+
+/// Which partitions an operation touches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Targets {
+    One(PartitionId),
+    /// A read of a replicated table: any one copy will do.
+    AnyReplica,
+    /// A write of a replicated table, or a range read not confined to one partition.
+    All,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resolved {
+    pub op: PartOp,
+    pub targets: Targets,
+}
+
+impl Resolved {
+    /// The concrete partitions to contact; `preferred` picks the copy of a replicated read.
+    pub fn partitions(&self, partitions: u32, preferred: PartitionId) -> Vec<PartitionId> {
+        match self.targets {
+            Targets::One(p) => vec![p],
+            Targets::AnyReplica => vec![preferred],
+            Targets::All => (0..partitions).map(PartitionId).collect(),
+        }
+    }
+}
+
+/// Validates `op` against the catalog and routes it. Never panics on bad input.
+pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, Error> {
+    let point = |table: &str, key: &[Value]| -> Result<(TableId, Key, Targets), Error> {
+        let t = catalog.table_by_name(table)?;
+        t.validate_key(key, false)?;
+        let k = Key::encode(key)?;
+        let targets = match t.partition_of(key, partitions) {
+            Some(p) => Targets::One(p),
+            None => Targets::AnyReplica,
+        };
+        Ok((t.id, k, targets))
+    };
+    let writes_replicated = |targets: Targets| match targets {
+        Targets::AnyReplica => Targets::All,
+        t => t,
+    };
+    let resolved = match op {
+        Op::Read { table, key } => {
+            let (table, key, targets) = point(table, key)?;
+            Resolved { op: PartOp { table, kind: OpKind::Read { key } }, targets }
+        }
+        Op::Delete { table, key } => {
+            let (table, key, targets) = point(table, key)?;
+            Resolved { op: PartOp { table, kind: OpKind::Delete { key } }, targets: writes_replicated(targets) }
+        }
+        Op::Update { table: name, key, updates } => {
+            let (table, key, targets) = point(name, key)?;
+            let schema = catalog.table(table)?;
+            let updates = updates
+                .iter()
+                .map(|(col, f)| Ok(ColumnUpdate::new(schema.column(col)?, f.clone())))
+                .collect::<Result<Vec<_>, InvalidInput>>()?;
+            schema.validate_updates(&updates)?;
+            Resolved { op: PartOp { table, kind: OpKind::Update { key, updates } }, targets: writes_replicated(targets) }
+        }
+        Op::Write { table, row } | Op::Insert { table, row } => {
+            let t = catalog.table_by_name(table)?;
+            t.validate_row(row)?;
+            let key_vals = t.key_values(row);
+            let key = Key::encode(&key_vals)?;
+            let targets = match t.partition_of(&key_vals, partitions) {
+                Some(p) => Targets::One(p),
+                None => Targets::All,
+            };
+            let kind = if matches!(op, Op::Write { .. }) {
+                OpKind::Write { key, row: row.clone() }
+            } else {
+                OpKind::Insert { key, row: row.clone() }
+            };
+            Resolved { op: PartOp { table: t.id, kind }, targets }
+        }
+        Op::Scan { table, start, end, limit } => {
+            let t = catalog.table_by_name(table)?;
+            t.validate_key(start, true)?;
+            if let Some(end) = end {
+                t.validate_key(end, true)?;
+            }
+            if *limit as usize > limits::SCAN_ROWS_MAX {
+                return Err(InvalidInput::Oversized {
+                    what: "scan limit".into(),
+                    size: *limit as usize,
+                    limit: limits::SCAN_ROWS_MAX,
+                }
+                .into());
+            }
+            let start_key = Key::encode(start)?;
+            let end_key = match end {
+                Some(e) => Some(Key::encode(e)?),
+                None => start_key.prefix_end(),
+            };
+            // A range read stays on one partition when both bounds share the partition prefix.
+            let targets = match &t.partitioning {
+                litmus_core::Partitioning::Replicated => Targets::AnyReplica,
+                litmus_core::Partitioning::KeyPrefix { prefix_len } => {
+                    let same_prefix = match end {
+                        None => start.len() >= *prefix_len,
+                        Some(e) => {
+                            start.len() >= *prefix_len && e.len() >= *prefix_len && start[..*prefix_len] == e[..*prefix_len]
+                        }
+                    };
+                    if same_prefix {
+                        Targets::One(t.partition_of(start, partitions).expect("partitioned table"))
+                    } else {
+                        Targets::All
+                    }
+                }
+            };
+            Resolved { op: PartOp { table: t.id, kind: OpKind::Scan { start: start_key, end: end_key, limit: *limit } }, targets }
+        }
+    };
+    Ok(resolved)
+}
+
+/// Merges per-partition results of one op into the op's result. Scans are merged in key order
+/// and cut to the limit; replicated writes must have succeeded everywhere (the caller checks
+/// errors before merging).
+pub fn merge(kind: &OpKind, mut parts: Vec<PartResult>) -> OpResult {
+    match kind {
+        OpKind::Scan { limit, .. } => {
+            let mut rows: Vec<(Key, Row)> = parts
+                .drain(..)
+                .flat_map(|p| match p {
+                    PartResult::Rows(r) => r,
+                    other => panic!("scan answered with {other:?}"),
+                })
+                .collect();
+            rows.sort_by(|a, b| a.0.cmp(&b.0));
+            rows.truncate(*limit as usize);
+            OpResult::Rows(rows.into_iter().map(|(_, r)| r).collect())
+        }
+        OpKind::Read { .. } => match parts.pop() {
+            Some(PartResult::Row(r)) => OpResult::Row(r),
+            other => panic!("read answered with {other:?}"),
+        },
+        _ => OpResult::Done,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use litmus_core::{Column, ColumnType, Partitioning, TableSchema};
+
+    fn catalog() -> Catalog {
+        let mut c = Catalog::new();
+        c.add(TableSchema::new(
+            "kv",
+            vec![Column::new("k", ColumnType::Int), Column::new("v", ColumnType::Int)],
+            &["k"],
+            Partitioning::KeyPrefix { prefix_len: 1 },
+        ));
+        c.add(TableSchema::new(
+            "item",
+            vec![Column::new("i", ColumnType::Int), Column::new("name", ColumnType::String)],
+            &["i"],
+            Partitioning::Replicated,
+        ));
+        c
+    }
+
+    #[test]
+    fn bad_input_is_rejected_with_typed_errors() {
+        let c = catalog();
+        let err = |op: Op| resolve(&c, 4, &op).unwrap_err();
+        assert!(matches!(err(Op::Read { table: "nope".into(), key: vec![Value::Int(1)] }), Error::Invalid(InvalidInput::UnknownTable(_))));
+        assert!(matches!(err(Op::Read { table: "kv".into(), key: vec!["x".into()] }), Error::Invalid(InvalidInput::WrongType { .. })));
+        assert!(matches!(err(Op::Read { table: "kv".into(), key: vec![] }), Error::Invalid(InvalidInput::WrongArity { .. })));
+        assert!(matches!(err(Op::Write { table: "kv".into(), row: vec![Value::Int(1)] }), Error::Invalid(InvalidInput::WrongArity { .. })));
+        assert!(matches!(
+            err(Op::Update { table: "kv".into(), key: vec![Value::Int(1)], updates: vec![("zz".into(), Formula::Add(Value::Int(1)))] }),
+            Error::Invalid(InvalidInput::UnknownColumn { .. })
+        ));
+        assert!(matches!(
+            err(Op::Write { table: "item".into(), row: vec![Value::Int(1), Value::String("x".repeat(limits::VALUE_SIZE_MAX))] }),
+            Error::Invalid(InvalidInput::Oversized { .. })
+        ));
+    }
+
+    #[test]
+    fn routing_follows_partitioning() {
+        let c = catalog();
+        let r = resolve(&c, 4, &Op::Read { table: "kv".into(), key: vec![Value::Int(6)] }).unwrap();
+        assert_eq!(r.targets, Targets::One(PartitionId(2)));
+        let r = resolve(&c, 4, &Op::Read { table: "item".into(), key: vec![Value::Int(6)] }).unwrap();
+        assert_eq!(r.targets, Targets::AnyReplica);
+        let r = resolve(&c, 4, &Op::Write { table: "item".into(), row: vec![Value::Int(6), "a".into()] }).unwrap();
+        assert_eq!(r.targets, Targets::All);
+        assert_eq!(r.partitions(4, PartitionId(0)).len(), 4);
+        let r = resolve(&c, 4, &Op::Scan { table: "kv".into(), start: vec![], end: None, limit: 10 }).unwrap();
+        assert_eq!(r.targets, Targets::All);
+        let r = resolve(&c, 4, &Op::Scan { table: "kv".into(), start: vec![Value::Int(5)], end: None, limit: 10 }).unwrap();
+        assert_eq!(r.targets, Targets::One(PartitionId(1)));
+    }
+
+    #[test]
+    fn merge_scan_orders_and_limits() {
+        let kind = OpKind::Scan { start: Key::default(), end: None, limit: 3 };
+        let row = |i: i64| (Key::ints(&[i]), vec![Value::Int(i)]);
+        let out = merge(&kind, vec![PartResult::Rows(vec![row(1), row(4)]), PartResult::Rows(vec![row(2), row(3), row(5)])]);
+        assert_eq!(out, OpResult::Rows(vec![vec![Value::Int(1)], vec![Value::Int(2)], vec![Value::Int(3)]]));
+    }
+}

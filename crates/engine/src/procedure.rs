@@ -1,0 +1,278 @@
+//! Stored procedures and the transaction context.
+//!
+//! A transaction is written once, as an `async fn(Ctx, Vec<Value>) -> Result<Vec<Value>>`,
+//! against the [`Ctx`] operations (read, range read, write, insert, delete, formula update,
+//! abort). The coordinator state machine polls the procedure's future itself with a no-op waker
+//! — a tiny executor, no tokio — so a procedure can await remote reads while the coordinator
+//! stays deterministic:
+//!
+//! ```text
+//!   coordinator.step(msg)                 procedure future
+//!   ───────────────────────              ─────────────────────────────
+//!   poll ───────────────────────────────► ctx.read(..).await
+//!                                          pushes Op #0 into TxnIo, Pending
+//!   drain TxnIo.issued: route Op #0
+//!   to its partition (engine) ...
+//!   reply arrives: TxnIo.results[#0] = r
+//!   poll ───────────────────────────────► read returns r; next op ...
+//! ```
+//!
+//! A procedure never sees time or randomness except through its arguments, so re-running it
+//! with the same arguments against the same reads issues the same operations (what Salt's
+//! roll-forward and Granola's replicas rely on).
+
+use crate::op::{Op, OpResult};
+use litmus_core::{limits, ColumnType, Error, Formula, InvalidInput, Row, Value};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+
+pub type ProcResult = Result<Vec<Value>, Error>;
+pub type ProcFuture = Pin<Box<dyn Future<Output = ProcResult> + Send>>;
+type ProcFn = dyn Fn(Ctx, Vec<Value>) -> ProcFuture + Send + Sync;
+
+/// A registered procedure: its name, parameter types and body.
+#[derive(Clone)]
+pub struct Procedure {
+    pub name: String,
+    pub params: Vec<ColumnType>,
+    body: Arc<ProcFn>,
+}
+
+impl std::fmt::Debug for Procedure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Procedure").field("name", &self.name).field("params", &self.params).finish()
+    }
+}
+
+impl Procedure {
+    /// Checks the argument count and types (NULL is accepted for any parameter).
+    pub fn check_args(&self, args: &[Value]) -> Result<(), InvalidInput> {
+        if args.len() > limits::ARGS_MAX || args.len() != self.params.len() {
+            return Err(InvalidInput::WrongArity {
+                what: format!("arguments of {}", self.name),
+                expected: self.params.len(),
+                got: args.len(),
+            });
+        }
+        for (i, (a, ty)) in args.iter().zip(&self.params).enumerate() {
+            if !a.is_null() && !a.has_type(ty) {
+                return Err(InvalidInput::WrongType {
+                    what: format!("argument {i} of {}", self.name),
+                    expected: ty.to_string(),
+                    got: a.type_name(),
+                });
+            }
+            a.check_limits(&format!("argument {i} of {}", self.name))?;
+        }
+        Ok(())
+    }
+
+    /// Starts the procedure; the returned future is driven by the coordinator.
+    pub fn start(&self, ctx: Ctx, args: Vec<Value>) -> ProcFuture {
+        (self.body)(ctx, args)
+    }
+}
+
+/// Procedures by name. Built once at startup and shared read-only by every coordinator.
+#[derive(Clone, Default, Debug)]
+pub struct Registry {
+    procs: BTreeMap<String, Procedure>,
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers `body` under `name`. Registering a name twice is a programming error.
+    pub fn register<F, Fut>(&mut self, name: &str, params: Vec<ColumnType>, body: F)
+    where
+        F: Fn(Ctx, Vec<Value>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ProcResult> + Send + 'static,
+    {
+        let body: Arc<ProcFn> = Arc::new(move |ctx, args| Box::pin(body(ctx, args)));
+        let prev = self.procs.insert(name.to_string(), Procedure { name: name.to_string(), params, body });
+        assert!(prev.is_none(), "procedure {name} registered twice");
+    }
+
+    pub fn get(&self, name: &str) -> Result<&Procedure, InvalidInput> {
+        self.procs.get(name).ok_or_else(|| InvalidInput::UnknownProcedure(name.to_string()))
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.procs.keys().map(String::as_str)
+    }
+
+    pub fn merge(&mut self, other: &Registry) {
+        for (k, v) in &other.procs {
+            if !self.procs.contains_key(k) {
+                self.procs.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+/// Operations issued by a procedure and results handed back, shared between the procedure's
+/// future and the coordinator. Only ever touched by the thread stepping the coordinator; the
+/// mutex exists to make the future `Send`, it is never contended.
+#[derive(Debug, Default)]
+pub struct TxnIo {
+    next_op: u32,
+    issued: Vec<(u32, Op)>,
+    results: BTreeMap<u32, Result<OpResult, Error>>,
+}
+
+impl TxnIo {
+    /// Operations issued since the last call, in issue order.
+    pub fn take_issued(&mut self) -> Vec<(u32, Op)> {
+        std::mem::take(&mut self.issued)
+    }
+    pub fn complete(&mut self, op: u32, result: Result<OpResult, Error>) {
+        let prev = self.results.insert(op, result);
+        assert!(prev.is_none(), "op {op} completed twice");
+    }
+}
+
+/// The transaction context handed to a procedure.
+#[derive(Clone, Debug, Default)]
+pub struct Ctx {
+    io: Arc<Mutex<TxnIo>>,
+}
+
+impl Ctx {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The coordinator's side of the context.
+    pub fn io(&self) -> std::sync::MutexGuard<'_, TxnIo> {
+        self.io.lock().expect("txn io poisoned")
+    }
+
+    /// Issues an operation and waits for its result.
+    pub fn op(&self, op: Op) -> OpFuture {
+        let mut io = self.io();
+        let id = io.next_op;
+        io.next_op += 1;
+        io.issued.push((id, op));
+        OpFuture { io: self.io.clone(), id }
+    }
+
+    /// Point read by full primary key.
+    pub async fn read(&self, table: &str, key: &[Value]) -> Result<Option<Row>, Error> {
+        match self.op(Op::Read { table: table.into(), key: key.to_vec() }).await? {
+            OpResult::Row(r) => Ok(r),
+            other => Err(Error::Internal(format!("read returned {other:?}"))),
+        }
+    }
+
+    /// Every row whose key starts with `prefix`, in key order, at most `limit`.
+    pub async fn scan_prefix(&self, table: &str, prefix: &[Value], limit: u32) -> Result<Vec<Row>, Error> {
+        self.scan(table, prefix, None, limit).await
+    }
+
+    /// Rows with keys in `[start, end)` (key prefixes), in key order, at most `limit`.
+    pub async fn scan(&self, table: &str, start: &[Value], end: Option<&[Value]>, limit: u32) -> Result<Vec<Row>, Error> {
+        let op = Op::Scan { table: table.into(), start: start.to_vec(), end: end.map(<[Value]>::to_vec), limit };
+        match self.op(op).await? {
+            OpResult::Rows(r) => Ok(r),
+            other => Err(Error::Internal(format!("scan returned {other:?}"))),
+        }
+    }
+
+    /// Insert or replace a row.
+    pub async fn write(&self, table: &str, row: Row) -> Result<(), Error> {
+        self.op(Op::Write { table: table.into(), row }).await.map(drop)
+    }
+
+    /// Insert a new row (`DuplicateKey` if present).
+    pub async fn insert(&self, table: &str, row: Row) -> Result<(), Error> {
+        self.op(Op::Insert { table: table.into(), row }).await.map(drop)
+    }
+
+    pub async fn delete(&self, table: &str, key: &[Value]) -> Result<(), Error> {
+        self.op(Op::Delete { table: table.into(), key: key.to_vec() }).await.map(drop)
+    }
+
+    /// Applies formulas to named columns of an existing row (`bal += x`).
+    pub async fn update(&self, table: &str, key: &[Value], updates: &[(&str, Formula)]) -> Result<(), Error> {
+        let updates = updates.iter().map(|(c, f)| (c.to_string(), f.clone())).collect();
+        self.op(Op::Update { table: table.into(), key: key.to_vec(), updates }).await.map(drop)
+    }
+
+    /// The error a procedure returns to abort itself with a reason (not retryable).
+    pub fn abort(&self, reason: impl Into<String>) -> Error {
+        Error::UserAbort(reason.into())
+    }
+}
+
+/// Resolves when the coordinator completes the operation.
+pub struct OpFuture {
+    io: Arc<Mutex<TxnIo>>,
+    id: u32,
+}
+
+impl Future for OpFuture {
+    type Output = Result<OpResult, Error>;
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut io = self.io.lock().expect("txn io poisoned");
+        match io.results.remove(&self.id) {
+            Some(r) => Poll::Ready(r),
+            None => Poll::Pending,
+        }
+    }
+}
+
+/// Polls a procedure once. The coordinator re-polls after every completion, so no waker is
+/// needed: a no-op waker keeps the executor free of threads and clocks.
+pub fn poll_once(fut: &mut ProcFuture) -> Poll<ProcResult> {
+    let waker = noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    fut.as_mut().poll(&mut cx)
+}
+
+fn noop_waker() -> Waker {
+    const VTABLE: RawWakerVTable = RawWakerVTable::new(|_| RAW, |_| {}, |_| {}, |_| {});
+    const RAW: RawWaker = RawWaker::new(std::ptr::null(), &VTABLE);
+    // SAFETY: every vtable function ignores the (null) data pointer.
+    unsafe { Waker::from_raw(RAW) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn procedure_issues_ops_and_resumes_on_completion() {
+        let mut reg = Registry::new();
+        reg.register("incr", vec![ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
+            let row = ctx.read("kv", &args[..1]).await?.ok_or_else(|| ctx.abort("missing"))?;
+            ctx.update("kv", &args[..1], &[("v", Formula::Add(Value::Int(1)))]).await?;
+            Ok(row)
+        });
+        let p = reg.get("incr").unwrap();
+        assert!(p.check_args(&[Value::Int(1)]).is_ok());
+        assert!(p.check_args(&["x".into()]).is_err());
+        assert!(p.check_args(&[]).is_err());
+        assert!(matches!(reg.get("nope"), Err(InvalidInput::UnknownProcedure(_))));
+
+        let ctx = Ctx::new();
+        let mut fut = p.start(ctx.clone(), vec![Value::Int(1)]);
+        assert!(poll_once(&mut fut).is_pending());
+        let issued = ctx.io().take_issued();
+        assert_eq!(issued.len(), 1);
+        assert!(matches!(issued[0].1, Op::Read { .. }));
+        ctx.io().complete(issued[0].0, Ok(OpResult::Row(Some(vec![Value::Int(1), Value::Int(5)]))));
+        assert!(poll_once(&mut fut).is_pending());
+        let issued = ctx.io().take_issued();
+        assert!(matches!(issued[0].1, Op::Update { .. }));
+        ctx.io().complete(issued[0].0, Ok(OpResult::Done));
+        match poll_once(&mut fut) {
+            Poll::Ready(Ok(v)) => assert_eq!(v, vec![Value::Int(1), Value::Int(5)]),
+            other => panic!("{other:?}"),
+        }
+    }
+}

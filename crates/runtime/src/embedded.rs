@@ -1,0 +1,355 @@
+//! The embedded runtime: a whole cluster in one process, threads and channels.
+//!
+//! The default for the CLI and the benchmarks. Machines are spread over a small pool of worker
+//! threads (machine `i` on worker `i mod workers`), each worker owning a [`Host`]. Every message
+//! between two different hosts (node ↔ node, client ↔ node) is delayed by a sampled one-way
+//! **network delay** ([`DelayModel`], default uniform 100–250 µs, a datacenter LAN) so that
+//! coordination costs what it costs on a real network; messages within a node are not delayed.
+//!
+//! ```text
+//!   client thread ──(deliver_at, Envelope)──► worker inbox ─► heap by deliver_at ─► Host::step
+//!        ▲                                                                            │
+//!        └──────────────── Router::route (delay sampled per message) ◄── Host::flush ─┘
+//! ```
+//!
+//! With a data directory every machine keeps a WAL (group commit per worker loop iteration);
+//! without one nothing touches the disk.
+
+use crate::host::Host;
+use crate::topology::ClusterSpec;
+use crate::transport::Transport;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use litmus_core::{ClientId, Error, InvalidInput, Time};
+use litmus_engine::message::{RequestBody, ResponseBody};
+use litmus_engine::{Addr, ClientSession, Envelope, Input, Machine, Message};
+use litmus_storage::wal::FsyncPolicy;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Most messages a worker steps before it flushes and sends (bounds the latency a batch adds).
+pub const WORKER_BATCH_MAX: usize = 256;
+
+/// One-way network delay between hosts: uniform in `[min, max]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DelayModel {
+    pub min: Duration,
+    pub max: Duration,
+}
+
+impl DelayModel {
+    /// A datacenter LAN: 100–250 µs one way.
+    pub const LAN: DelayModel = DelayModel { min: Duration::from_micros(100), max: Duration::from_micros(250) };
+    pub const NONE: DelayModel = DelayModel { min: Duration::ZERO, max: Duration::ZERO };
+
+    /// A fixed mean delay `us` with ±40% jitter (`0` is no delay).
+    pub fn around_micros(us: u64) -> DelayModel {
+        DelayModel { min: Duration::from_micros(us * 6 / 10), max: Duration::from_micros(us * 14 / 10) }
+    }
+
+    pub fn sample(&self, rng: &mut impl Rng) -> Duration {
+        if self.max <= self.min {
+            return self.min;
+        }
+        Duration::from_nanos(rng.gen_range(self.min.as_nanos() as u64..=self.max.as_nanos() as u64))
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct EmbeddedConfig {
+    pub workers: usize,
+    pub delay: DelayModel,
+    /// Where logs live; `None` keeps everything in memory.
+    pub data_dir: Option<PathBuf>,
+    pub fsync: FsyncPolicy,
+    /// How long a client waits for a response.
+    pub request_timeout: Duration,
+}
+
+impl Default for EmbeddedConfig {
+    fn default() -> Self {
+        EmbeddedConfig {
+            workers: 2,
+            delay: DelayModel::LAN,
+            data_dir: None,
+            fsync: FsyncPolicy::Never,
+            request_timeout: litmus_engine::client::REQUEST_TIMEOUT_DEFAULT,
+        }
+    }
+}
+
+/// A message on its way, due at `at`.
+struct Timed {
+    at: Time,
+    seq: u64,
+    env: Envelope,
+}
+impl PartialEq for Timed {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Timed {}
+impl PartialOrd for Timed {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Timed {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (o.at, o.seq).cmp(&(self.at, self.seq)) // min-heap
+    }
+}
+
+/// Routes envelopes to worker inboxes and client channels, stamping the delivery time.
+pub(crate) struct Router {
+    start: Instant,
+    spec_topology: crate::topology::Topology,
+    delay: DelayModel,
+    machines: BTreeMap<Addr, usize>,
+    workers: Vec<Sender<(Time, Envelope)>>,
+    clients: RwLock<HashMap<ClientId, Sender<(Time, Envelope)>>>,
+    seq: AtomicU64,
+}
+
+impl Router {
+    pub(crate) fn now(&self) -> Time {
+        Time(self.start.elapsed().as_nanos() as u64)
+    }
+
+    fn route(&self, env: Envelope, rng: &mut impl Rng) {
+        let t = &self.spec_topology;
+        let delay = if t.host_of(env.from) == t.host_of(env.to) { Duration::ZERO } else { self.delay.sample(rng) };
+        let at = self.now() + delay;
+        match env.to {
+            Addr::Client(c) => {
+                if let Some(tx) = self.clients.read().expect("clients lock").get(&c) {
+                    let _ = tx.send((at, env));
+                }
+            }
+            to => {
+                if let Some(&w) = self.machines.get(&to) {
+                    let _ = self.workers[w].send((at, env));
+                }
+            }
+        }
+    }
+}
+
+/// A running embedded cluster. Dropping it stops the workers.
+pub struct EmbeddedCluster {
+    router: Arc<Router>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<Result<(), Error>>>,
+    next_client: AtomicU64,
+    request_timeout: Duration,
+    seed: u64,
+    records_total: Arc<AtomicU64>,
+}
+
+impl EmbeddedCluster {
+    pub fn start(spec: ClusterSpec, cfg: EmbeddedConfig) -> Result<EmbeddedCluster, Error> {
+        if cfg.workers == 0 || cfg.workers > 64 {
+            return Err(InvalidInput::Config(format!("workers must be in 1..=64, got {}", cfg.workers)).into());
+        }
+        let mut all: Vec<Box<dyn Machine>> = Vec::new();
+        for node in spec.topology.node_ids() {
+            all.extend(spec.machines_of(node));
+        }
+        let workers = cfg.workers.min(all.len());
+        let mut per_worker: Vec<Vec<Box<dyn Machine>>> = (0..workers).map(|_| Vec::new()).collect();
+        let mut machines = BTreeMap::new();
+        for (i, m) in all.into_iter().enumerate() {
+            machines.insert(m.addr(), i % workers);
+            per_worker[i % workers].push(m);
+        }
+        let mut hosts = Vec::new();
+        for ms in per_worker {
+            hosts.push(Host::open(ms, cfg.data_dir.as_deref(), cfg.fsync)?);
+        }
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..workers).map(|_| crossbeam_channel::unbounded()).unzip();
+        let router = Arc::new(Router {
+            start: Instant::now(),
+            spec_topology: spec.topology,
+            delay: cfg.delay,
+            machines,
+            workers: txs,
+            clients: RwLock::new(HashMap::new()),
+            seq: AtomicU64::new(0),
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let records_total = Arc::new(AtomicU64::new(0));
+        let mut threads = Vec::new();
+        for (i, (host, rx)) in hosts.into_iter().zip(rxs).enumerate() {
+            let (router, stop, records) = (router.clone(), stop.clone(), records_total.clone());
+            let seed = spec.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let handle = std::thread::Builder::new()
+                .name(format!("litmus-worker-{i}"))
+                .spawn(move || worker_loop(host, rx, router, stop, seed, records))
+                .map_err(|e| Error::Internal(format!("spawn worker: {e}")))?;
+            threads.push(handle);
+        }
+        Ok(EmbeddedCluster {
+            router,
+            stop,
+            threads,
+            next_client: AtomicU64::new(0),
+            request_timeout: cfg.request_timeout,
+            seed: spec.seed,
+            records_total,
+        })
+    }
+
+    /// A new client session, attached round-robin to a coordinator.
+    pub fn transport(&self) -> EmbeddedTransport {
+        let n = self.next_client.fetch_add(1, Ordering::Relaxed);
+        let id = ClientId(n);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        self.router.clients.write().expect("clients lock").insert(id, tx);
+        let coordinator = self.router.spec_topology.coordinator_for(n);
+        EmbeddedTransport {
+            session: ClientSession::new(id, coordinator, self.request_timeout),
+            rx,
+            router: self.router.clone(),
+            rng: ChaCha8Rng::seed_from_u64(self.seed ^ n.wrapping_mul(0xA076_1D64_78BD_642F)),
+        }
+    }
+
+    /// Log records produced by all machines so far (counted with or without a data directory).
+    pub fn records_total(&self) -> u64 {
+        self.records_total.load(Ordering::Relaxed)
+    }
+
+    /// Stops the workers and reports the first error any of them hit.
+    pub fn shutdown(mut self) -> Result<(), Error> {
+        self.stop_all()
+    }
+
+    fn stop_all(&mut self) -> Result<(), Error> {
+        self.stop.store(true, Ordering::SeqCst);
+        let mut first = Ok(());
+        for t in self.threads.drain(..) {
+            match t.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    if first.is_ok() {
+                        first = Err(e);
+                    }
+                }
+                Err(_) => first = Err(Error::Internal("worker panicked".into())),
+            }
+        }
+        first
+    }
+}
+
+impl Drop for EmbeddedCluster {
+    fn drop(&mut self) {
+        let _ = self.stop_all();
+    }
+}
+
+fn worker_loop(
+    mut host: Host,
+    inbox: Receiver<(Time, Envelope)>,
+    router: Arc<Router>,
+    stop: Arc<AtomicBool>,
+    seed: u64,
+    records: Arc<AtomicU64>,
+) -> Result<(), Error> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut heap: BinaryHeap<Timed> = BinaryHeap::new();
+    let tick = Duration::from_millis(litmus_engine::machine::TICK_INTERVAL_MS);
+    let mut next_tick = router.now() + tick;
+    let mut recorded = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let now = router.now();
+        let deadline = heap.peek().map_or(next_tick, |t| t.at.min(next_tick));
+        if deadline > now {
+            // Wait for a message or the deadline (at most 50 ms so `stop` is noticed).
+            let wait = (deadline - now).min(Duration::from_millis(50));
+            match inbox.recv_timeout(wait) {
+                Ok((at, env)) => heap.push(Timed { at, seq: router.seq.fetch_add(1, Ordering::Relaxed), env }),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        while let Ok((at, env)) = inbox.try_recv() {
+            heap.push(Timed { at, seq: router.seq.fetch_add(1, Ordering::Relaxed), env });
+        }
+        let now = router.now();
+        let mut stepped = 0;
+        while stepped < WORKER_BATCH_MAX && heap.peek().is_some_and(|t| t.at <= now) {
+            let t = heap.pop().expect("peeked");
+            host.step(now, t.env.to, Input::Message(t.env))?;
+            stepped += 1;
+        }
+        if now >= next_tick {
+            host.tick(now)?;
+            next_tick = now + tick;
+        }
+        if host.has_pending() {
+            for env in host.flush()? {
+                router.route(env, &mut rng);
+            }
+        }
+        let total = host.records_total();
+        records.fetch_add(total - recorded, Ordering::Relaxed);
+        recorded = total;
+    }
+    Ok(())
+}
+
+/// A client session of an embedded cluster.
+pub struct EmbeddedTransport {
+    session: ClientSession,
+    rx: Receiver<(Time, Envelope)>,
+    router: Arc<Router>,
+    rng: ChaCha8Rng,
+}
+
+impl Transport for EmbeddedTransport {
+    fn request(&mut self, body: RequestBody) -> Result<ResponseBody, Error> {
+        let (id, env) = self.session.request(self.router.now(), body);
+        self.router.route(env, &mut self.rng);
+        loop {
+            let now = self.router.now();
+            let deadline = self.session.tick(now);
+            if let Some((rid, e)) = deadline.into_iter().find(|(rid, _)| *rid == id) {
+                debug_assert_eq!(rid, id);
+                return Err(e);
+            }
+            match self.rx.recv_timeout(Duration::from_millis(10)) {
+                Ok((at, env)) => {
+                    // The network delay: hold the response until it is due.
+                    let now = self.router.now();
+                    if at > now {
+                        std::thread::sleep(at - now);
+                    }
+                    if let Message::ClientResponse(resp) = env.msg {
+                        if let Some((rid, result)) = self.session.on_response(resp) {
+                            if rid == id {
+                                return result;
+                            }
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Err(Error::unavailable("cluster stopped")),
+            }
+        }
+    }
+}
+
+impl Drop for EmbeddedTransport {
+    fn drop(&mut self) {
+        if let Ok(mut clients) = self.router.clients.write() {
+            clients.remove(&self.session.id());
+        }
+    }
+}

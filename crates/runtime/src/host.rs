@@ -1,0 +1,132 @@
+//! A host: the machines of one node, their logs, and the persist-before-send rule.
+//!
+//! The embedded and TCP runtimes both drive machines through a [`Host`]: deliver inputs with
+//! [`Host::step`] / [`Host::tick`], then call [`Host::flush`], which appends every record the
+//! steps produced, makes each dirty log durable with one write and (per the fsync policy) one
+//! fsync — group commit — and only then returns the messages those steps want sent.
+
+use litmus_core::{Error, Time};
+use litmus_engine::{Addr, Effects, Envelope, Input, Machine};
+use litmus_storage::disk::DiskLog;
+use litmus_storage::wal::FsyncPolicy;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A machine is snapshotted (and its log prefix dropped) after this many records.
+pub const SNAPSHOT_EVERY_RECORDS: u64 = 200_000;
+
+struct Slot {
+    machine: Box<dyn Machine>,
+    log: Option<DiskLog>,
+    dirty: bool,
+    records_since_snapshot: u64,
+}
+
+pub struct Host {
+    slots: BTreeMap<Addr, Slot>,
+    pending: Vec<Envelope>,
+    scratch: Effects,
+    records_total: u64,
+}
+
+/// The directory of one machine's log inside a node's data directory.
+pub fn machine_dir(data_dir: &Path, addr: Addr) -> PathBuf {
+    data_dir.join(match addr {
+        Addr::Coordinator(n) => format!("coordinator-{}", n.0),
+        Addr::Partition(p) => format!("partition-{}", p.0),
+        Addr::Client(c) => format!("client-{}", c.0),
+    })
+}
+
+impl Host {
+    /// Opens the machines' logs under `data_dir` (or keeps nothing on disk when `None`) and
+    /// recovers each machine from its snapshot and log.
+    pub fn open(machines: Vec<Box<dyn Machine>>, data_dir: Option<&Path>, fsync: FsyncPolicy) -> Result<Host, Error> {
+        let mut slots = BTreeMap::new();
+        for mut machine in machines {
+            let addr = machine.addr();
+            let log = match data_dir {
+                None => {
+                    machine.recover(None, &[])?;
+                    None
+                }
+                Some(dir) => {
+                    let (log, snapshot, records) = DiskLog::open(&machine_dir(dir, addr), fsync)?;
+                    let records: Vec<Vec<u8>> = records.into_iter().map(|(_, r)| r).collect();
+                    machine.recover(snapshot.as_deref(), &records)?;
+                    Some(log)
+                }
+            };
+            slots.insert(addr, Slot { machine, log, dirty: false, records_since_snapshot: 0 });
+        }
+        Ok(Host { slots, pending: Vec::new(), scratch: Effects::default(), records_total: 0 })
+    }
+
+    pub fn addrs(&self) -> impl Iterator<Item = Addr> + '_ {
+        self.slots.keys().copied()
+    }
+
+    pub fn contains(&self, addr: Addr) -> bool {
+        self.slots.contains_key(&addr)
+    }
+
+    /// Records logged since the host opened.
+    pub fn records_total(&self) -> u64 {
+        self.records_total
+    }
+
+    /// Delivers one input to one machine. Its records are buffered and its messages held until
+    /// the next [`Host::flush`].
+    pub fn step(&mut self, now: Time, to: Addr, input: Input) -> Result<(), Error> {
+        let Some(slot) = self.slots.get_mut(&to) else {
+            return Ok(()); // not ours (e.g. a stale route): drop, like a lost packet
+        };
+        self.scratch.clear();
+        slot.machine.step(now, input, &mut self.scratch);
+        if !self.scratch.persist.is_empty() {
+            self.records_total += self.scratch.persist.len() as u64;
+            slot.records_since_snapshot += self.scratch.persist.len() as u64;
+            if let Some(log) = slot.log.as_mut() {
+                for r in &self.scratch.persist {
+                    log.append(r)?;
+                }
+                slot.dirty = true;
+            }
+        }
+        self.pending.append(&mut self.scratch.send);
+        Ok(())
+    }
+
+    /// Ticks every machine.
+    pub fn tick(&mut self, now: Time) -> Result<(), Error> {
+        let addrs: Vec<Addr> = self.slots.keys().copied().collect();
+        for a in addrs {
+            self.step(now, a, Input::Tick)?;
+        }
+        Ok(())
+    }
+
+    /// Group commit: makes every buffered record durable, snapshots machines whose logs grew
+    /// long, and returns the messages that may now be sent.
+    pub fn flush(&mut self) -> Result<Vec<Envelope>, Error> {
+        for slot in self.slots.values_mut() {
+            let Some(log) = slot.log.as_mut() else { continue };
+            if slot.dirty {
+                log.flush()?;
+                slot.dirty = false;
+            }
+            if slot.records_since_snapshot >= SNAPSHOT_EVERY_RECORDS {
+                if let Some(bytes) = slot.machine.snapshot() {
+                    log.snapshot(&bytes)?;
+                }
+                slot.records_since_snapshot = 0;
+            }
+        }
+        Ok(std::mem::take(&mut self.pending))
+    }
+
+    /// Whether messages are waiting for a flush.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty() || self.slots.values().any(|s| s.dirty)
+    }
+}

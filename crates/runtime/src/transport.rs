@@ -1,0 +1,10 @@
+//! How a client library reaches a coordinator.
+
+use litmus_core::Error;
+use litmus_engine::message::{RequestBody, ResponseBody};
+
+/// One request at a time to one coordinator; blocking. Implemented by the embedded runtime
+/// (channels) and the TCP runtime (a socket).
+pub trait Transport: Send {
+    fn request(&mut self, body: RequestBody) -> Result<ResponseBody, Error>;
+}
