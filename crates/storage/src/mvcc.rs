@@ -1,0 +1,741 @@
+//! # Multiversion ordered store for one partition
+//!
+//! [`MvccStore`] maps `(table, key)` to the list of versions of that row. A version is a
+//! timestamp and either a row or a tombstone (the row was deleted at that timestamp). Engines
+//! decide what a timestamp means (a partition counter, a Granola vote, an Omid start timestamp,
+//! a hybrid clock); the store only orders versions by it. It never blocks, locks or checks
+//! conflicts — that is the engines' job.
+//!
+//! ```text
+//!   ts │
+//!    5 │              a5                      (a5: row "a" written at 5)
+//!    4 │  ×                       c4          (×: tombstone, "k1" deleted at 4)
+//!    3 │                    b3
+//!    2 │  a2          x2
+//!    1 │  a1                                  gc(lwm = 3) keeps, per key, every version
+//!   ───┼─────────────────────────────────     above 3 plus the newest one at or below 3:
+//!      │  k1          k2    k3    k4            k1: × a2    k2: a5 x2   k3: b3   k4: c4
+//!
+//!   get(k1, 3) = a2     get(k1, 4) = None (tombstone)    get(k2, 4) = x2    get(k4, 3) = None
+//! ```
+//!
+//! ## Visibility
+//!
+//! * [`MvccStore::get`] / [`MvccStore::scan`] at `ts`: the newest version with version
+//!   timestamp `<= ts`; a tombstone there means "absent".
+//! * [`MvccStore::scan_visible`] / [`MvccStore::versions`]: for engines whose visibility is not a
+//!   timestamp comparison (Omid's `inSnapshot` consults commit timestamps from the status oracle):
+//!   the newest version whose timestamp satisfies a predicate.
+//!
+//! ## Out-of-order installs
+//!
+//! Versions of one key may be installed in any timestamp order (Omid tags writes with the
+//! writer's *start* timestamp, so a long transaction installs below newer ones).
+//! [`MvccStore::put`] inserts in sorted position; installing the same timestamp twice replaces
+//! the earlier version (an idempotent redo). [`MvccStore::remove_version`] undoes an aborted
+//! writer's install.
+//!
+//! ## Garbage collection
+//!
+//! [`MvccStore::gc`] takes a low-water mark `lwm` below which no reader will ever read again, and
+//! for each key keeps every version above `lwm` plus the newest version at or below it (which
+//! still answers reads at `lwm <= ts < next version`). If that newest-old version is a tombstone
+//! with nothing newer, the whole key goes. Reads at any `ts >= lwm` return the same rows before
+//! and after (property test `gc_preserves_reads_at_or_above_low_water`). It visits every key:
+//! run it periodically, not per transaction.
+//!
+//! ## Representation and invariants
+//!
+//! A `BTreeMap<TableId, BTreeMap<Key, Vec<Version>>>` (a map per table rather than one map keyed
+//! by `(TableId, Key)`, so point reads borrow the `&Key` instead of cloning it into a tuple).
+//! Invariants, checked by [`MvccStore::check_invariants`] in tests and on snapshot decode:
+//!
+//! * every version list is non-empty and strictly ascending by timestamp (no duplicates);
+//! * no table map is empty (so equal contents have equal representations and equal snapshot
+//!   bytes);
+//! * `key_count` and `version_count` equal the counts of the maps.
+//!
+//! Iteration is in `(table, key, ts)` order, so everything here is deterministic.
+//!
+//! ## Snapshot encoding
+//!
+//! [`MvccStore::encode_snapshot`] is postcard of `(format, tables)` — all versions, tombstones
+//! included — with [`SNAPSHOT_FORMAT`] as a leading version number. Equal stores encode to equal
+//! bytes. Decoding rejects trailing bytes and any invariant violation with a typed error.
+//!
+//! ## Not implemented
+//!
+//! * No per-key version limit: a key that is written often and never collected grows without
+//!   bound. Engines must call [`MvccStore::gc`].
+//! * `scan` does not enforce [`litmus_core::limits::SCAN_ROWS_MAX`]; requests are checked against
+//!   it where they enter the system, and internal callers (consistency checks) may scan all rows.
+//! * Decoding a snapshot trusts its nesting depth (a `Value::Set` inside a set ...); snapshot
+//!   files are checksummed and written only by us.
+
+use crate::StorageError;
+use litmus_core::{Key, Row, TableId, Timestamp};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// A version as seen by readers: its timestamp and its row, `None` for a tombstone.
+pub type VersionRef<'a> = (Timestamp, Option<&'a Row>);
+
+/// Version number of the snapshot encoding, the first field of every encoded snapshot.
+pub const SNAPSHOT_FORMAT: u32 = 1;
+
+/// One version of a row.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Version {
+    ts: Timestamp,
+    /// `None`: the row was deleted at `ts`.
+    row: Option<Row>,
+}
+
+/// The versions of one key: non-empty, strictly ascending by `ts`. Usually one or two entries.
+type Versions = Vec<Version>;
+
+type Tables = BTreeMap<TableId, BTreeMap<Key, Versions>>;
+
+/// The in-memory multiversion store of one partition. See the module doc.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MvccStore {
+    tables: Tables,
+    /// Number of `(table, key)` entries.
+    key_count: usize,
+    /// Number of versions over all keys, tombstones included.
+    version_count: usize,
+}
+
+/// Serialized form, borrowed for encoding.
+#[derive(Serialize)]
+struct SnapshotRef<'a> {
+    format: u32,
+    tables: &'a Tables,
+}
+
+/// Serialized form, owned for decoding.
+#[derive(Deserialize)]
+struct SnapshotOwned {
+    format: u32,
+    tables: Tables,
+}
+
+impl MvccStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn versions_of(&self, table: TableId, key: &Key) -> Option<&Versions> {
+        self.tables.get(&table)?.get(key)
+    }
+
+    /// The row visible at `ts`: the newest version with version timestamp `<= ts`. `None` if
+    /// there is none or it is a tombstone.
+    pub fn get(&self, table: TableId, key: &Key, ts: Timestamp) -> Option<&Row> {
+        visible_at(self.versions_of(table, key)?, ts)
+    }
+
+    /// The newest version of any timestamp, tombstones included.
+    pub fn latest(&self, table: TableId, key: &Key) -> Option<VersionRef<'_>> {
+        let v = self.versions_of(table, key)?.last()?;
+        Some((v.ts, v.row.as_ref()))
+    }
+
+    /// Every version of the key, newest first, tombstones included.
+    pub fn versions(&self, table: TableId, key: &Key) -> impl Iterator<Item = VersionRef<'_>> {
+        self.versions_of(table, key).into_iter().flat_map(|vs| vs.iter().rev()).map(|v| (v.ts, v.row.as_ref()))
+    }
+
+    /// Range read at `ts`: rows of `table` with key in `(start, end)` visible at `ts` (see
+    /// [`MvccStore::get`]), in ascending key order, at most `limit` of them. An empty or inverted
+    /// range returns nothing.
+    pub fn scan(
+        &self,
+        table: TableId,
+        start: Bound<&Key>,
+        end: Bound<&Key>,
+        ts: Timestamp,
+        limit: usize,
+    ) -> Vec<(Key, Row)> {
+        self.scan_with(table, start, end, limit, |versions| visible_at(versions, ts))
+    }
+
+    /// Range read with custom visibility: for each key, the newest version whose timestamp
+    /// satisfies `visible`; keys where that version is a tombstone, or where no version is
+    /// visible, are skipped.
+    pub fn scan_visible(
+        &self,
+        table: TableId,
+        start: Bound<&Key>,
+        end: Bound<&Key>,
+        visible: impl Fn(Timestamp) -> bool,
+        limit: usize,
+    ) -> Vec<(Key, Row)> {
+        self.scan_with(table, start, end, limit, |versions| {
+            versions.iter().rev().find(|v| visible(v.ts)).and_then(|v| v.row.as_ref())
+        })
+    }
+
+    fn scan_with<'a>(
+        &'a self,
+        table: TableId,
+        start: Bound<&Key>,
+        end: Bound<&Key>,
+        limit: usize,
+        pick: impl Fn(&'a Versions) -> Option<&'a Row>,
+    ) -> Vec<(Key, Row)> {
+        let mut out = Vec::new();
+        // `BTreeMap::range` panics on an inverted range; such a range is simply empty.
+        if limit == 0 || range_is_empty(start, end) {
+            return out;
+        }
+        let Some(keys) = self.tables.get(&table) else { return out };
+        for (key, versions) in keys.range::<Key, _>((start, end)) {
+            if let Some(row) = pick(versions) {
+                out.push((key.clone(), row.clone()));
+                if out.len() == limit {
+                    break;
+                }
+            }
+        }
+        assert!(out.len() <= limit);
+        debug_assert!(out.windows(2).all(|w| w[0].0 < w[1].0), "scan output must be ascending");
+        out
+    }
+
+    /// Installs a version at `ts` (`row: None` installs a tombstone). Versions may arrive in any
+    /// timestamp order; the same `ts` replaces the existing version.
+    pub fn put(&mut self, table: TableId, key: Key, ts: Timestamp, row: Option<Row>) {
+        let versions = self.tables.entry(table).or_default().entry(key).or_default();
+        if versions.is_empty() {
+            self.key_count += 1;
+        }
+        match versions.binary_search_by_key(&ts, |v| v.ts) {
+            Ok(i) => versions[i].row = row,
+            Err(i) => {
+                versions.insert(i, Version { ts, row });
+                self.version_count += 1;
+            }
+        }
+        debug_assert!(is_strictly_ascending(versions));
+        assert!(self.version_count >= self.key_count);
+    }
+
+    /// Removes the version at exactly `ts` (cleanup of an aborted writer). Returns whether it
+    /// existed. A key whose last version goes is removed.
+    pub fn remove_version(&mut self, table: TableId, key: &Key, ts: Timestamp) -> bool {
+        let Some(keys) = self.tables.get_mut(&table) else { return false };
+        let Some(versions) = keys.get_mut(key) else { return false };
+        let Ok(i) = versions.binary_search_by_key(&ts, |v| v.ts) else { return false };
+        versions.remove(i);
+        self.version_count -= 1;
+        if versions.is_empty() {
+            keys.remove(key);
+            self.key_count -= 1;
+            if keys.is_empty() {
+                self.tables.remove(&table);
+            }
+        }
+        assert!(self.version_count >= self.key_count);
+        true
+    }
+
+    /// Garbage collection below `low_water` (see the module doc). Returns the number of versions
+    /// removed. Reads at any `ts >= low_water` are unchanged.
+    pub fn gc(&mut self, low_water: Timestamp) -> usize {
+        let mut versions_removed = 0;
+        let mut keys_removed = 0;
+        for keys in self.tables.values_mut() {
+            keys.retain(|_, versions| {
+                // Index one past the newest version with ts <= low_water.
+                let old_end = versions.partition_point(|v| v.ts <= low_water);
+                if old_end == 0 {
+                    return true; // Every version is above the mark.
+                }
+                let newest_old = old_end - 1;
+                if newest_old == versions.len() - 1 && versions[newest_old].row.is_none() {
+                    // Deleted at or before the mark and never rewritten: absent at every ts >= lwm.
+                    versions_removed += versions.len();
+                    keys_removed += 1;
+                    return false;
+                }
+                versions.drain(..newest_old);
+                versions_removed += newest_old;
+                assert!(versions[0].ts <= low_water, "the version answering reads at the mark is kept");
+                true
+            });
+        }
+        self.tables.retain(|_, keys| !keys.is_empty());
+        self.version_count -= versions_removed;
+        self.key_count -= keys_removed;
+        assert!(self.version_count >= self.key_count);
+        versions_removed
+    }
+
+    /// Number of `(table, key)` entries (keys whose newest version is a tombstone included).
+    pub fn key_count(&self) -> usize {
+        self.key_count
+    }
+
+    /// Number of versions over all keys, tombstones included.
+    pub fn version_count(&self) -> usize {
+        self.version_count
+    }
+
+    /// Serializes every version of every key. Equal stores give equal bytes.
+    pub fn encode_snapshot(&self) -> Vec<u8> {
+        let repr = SnapshotRef { format: SNAPSHOT_FORMAT, tables: &self.tables };
+        // Serializing owned in-memory data with known lengths into a Vec cannot fail.
+        postcard::to_allocvec(&repr).expect("postcard serialization of an in-memory store cannot fail")
+    }
+
+    /// Decodes [`MvccStore::encode_snapshot`] output, checking every invariant.
+    pub fn decode_snapshot(bytes: &[u8]) -> Result<Self, StorageError> {
+        let (repr, rest): (SnapshotOwned, &[u8]) =
+            postcard::take_from_bytes(bytes).map_err(|e| StorageError::Decode(format!("mvcc snapshot: {e}")))?;
+        if !rest.is_empty() {
+            return Err(StorageError::Decode(format!("mvcc snapshot: {} trailing bytes", rest.len())));
+        }
+        if repr.format != SNAPSHOT_FORMAT {
+            return Err(StorageError::Decode(format!(
+                "mvcc snapshot format {} (this build reads {SNAPSHOT_FORMAT})",
+                repr.format
+            )));
+        }
+        let key_count = repr.tables.values().map(BTreeMap::len).sum();
+        let version_count = repr.tables.values().flat_map(BTreeMap::values).map(Vec::len).sum();
+        let store = MvccStore { tables: repr.tables, key_count, version_count };
+        store.check_invariants().map_err(|m| StorageError::Corrupt(format!("mvcc snapshot: {m}")))?;
+        Ok(store)
+    }
+
+    /// Checks the representation invariants listed in the module doc.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut keys = 0;
+        let mut versions_total = 0;
+        for (table, by_key) in &self.tables {
+            if by_key.is_empty() {
+                return Err(format!("table {table} has an empty key map"));
+            }
+            for (key, versions) in by_key {
+                if versions.is_empty() {
+                    return Err(format!("{table} {key:?} has no versions"));
+                }
+                if !is_strictly_ascending(versions) {
+                    return Err(format!("{table} {key:?} versions are not strictly ascending"));
+                }
+                keys += 1;
+                versions_total += versions.len();
+            }
+        }
+        if (keys, versions_total) != (self.key_count, self.version_count) {
+            return Err(format!(
+                "counts ({}, {}) do not match contents ({keys}, {versions_total})",
+                self.key_count, self.version_count
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The row of the newest version with `ts <= read_ts`, if it is not a tombstone.
+fn visible_at(versions: &Versions, read_ts: Timestamp) -> Option<&Row> {
+    let end = versions.partition_point(|v| v.ts <= read_ts);
+    versions[..end].last()?.row.as_ref()
+}
+
+fn is_strictly_ascending(versions: &Versions) -> bool {
+    versions.windows(2).all(|w| w[0].ts < w[1].ts)
+}
+
+/// True when no key lies in `(start, end)`, including the inverted ranges `BTreeMap::range`
+/// panics on (start > end, or start == end with both bounds excluded).
+fn range_is_empty(start: Bound<&Key>, end: Bound<&Key>) -> bool {
+    use Bound::{Excluded, Included, Unbounded};
+    match (start, end) {
+        (Unbounded, _) | (_, Unbounded) => false,
+        (Included(s), Included(e)) => s > e,
+        (Included(s), Excluded(e)) | (Excluded(s), Included(e)) | (Excluded(s), Excluded(e)) => s >= e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use litmus_core::Value;
+    use proptest::prelude::*;
+    use std::ops::Bound::{Excluded, Included, Unbounded};
+
+    const T: TableId = TableId(1);
+
+    fn k(i: i64) -> Key {
+        Key::ints(&[i])
+    }
+    fn r(i: i64) -> Row {
+        vec![Value::Int(i)]
+    }
+    fn ts(t: u64) -> Timestamp {
+        Timestamp(t)
+    }
+
+    #[test]
+    fn read_sees_newest_version_at_or_below_ts() {
+        let mut s = MvccStore::new();
+        s.put(T, k(1), ts(2), Some(r(20)));
+        s.put(T, k(1), ts(5), Some(r(50)));
+        assert_eq!(s.get(T, &k(1), ts(1)), None);
+        assert_eq!(s.get(T, &k(1), ts(2)), Some(&r(20)));
+        assert_eq!(s.get(T, &k(1), ts(4)), Some(&r(20)));
+        assert_eq!(s.get(T, &k(1), ts(5)), Some(&r(50)));
+        assert_eq!(s.get(T, &k(1), Timestamp::MAX), Some(&r(50)));
+        assert_eq!(s.get(TableId(2), &k(1), ts(5)), None, "tables are separate key spaces");
+        s.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn tombstone_hides_row_at_and_after_its_ts_only() {
+        let mut s = MvccStore::new();
+        s.put(T, k(1), ts(1), Some(r(1)));
+        s.put(T, k(1), ts(3), None);
+        assert_eq!(s.get(T, &k(1), ts(2)), Some(&r(1)));
+        assert_eq!(s.get(T, &k(1), ts(3)), None);
+        assert_eq!(s.latest(T, &k(1)), Some((ts(3), None)));
+        assert_eq!(s.scan(T, Unbounded, Unbounded, ts(9), 10), vec![]);
+        assert_eq!(s.scan(T, Unbounded, Unbounded, ts(2), 10), vec![(k(1), r(1))]);
+        assert_eq!((s.key_count(), s.version_count()), (1, 2));
+    }
+
+    #[test]
+    fn out_of_order_puts_are_sorted_and_same_ts_replaces() {
+        let mut s = MvccStore::new();
+        s.put(T, k(1), ts(5), Some(r(5)));
+        s.put(T, k(1), ts(1), Some(r(1)));
+        s.put(T, k(1), ts(3), Some(r(3)));
+        s.put(T, k(1), ts(3), Some(r(33)));
+        let all: Vec<_> = s.versions(T, &k(1)).collect();
+        assert_eq!(all, vec![(ts(5), Some(&r(5))), (ts(3), Some(&r(33))), (ts(1), Some(&r(1)))]);
+        assert_eq!(s.get(T, &k(1), ts(4)), Some(&r(33)));
+        assert_eq!((s.key_count(), s.version_count()), (1, 3));
+        assert_eq!(s.versions(T, &k(2)).count(), 0);
+        s.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn remove_version_undoes_one_install_and_drops_empty_keys() {
+        let mut s = MvccStore::new();
+        s.put(T, k(1), ts(1), Some(r(1)));
+        s.put(T, k(1), ts(2), Some(r(2)));
+        assert!(s.remove_version(T, &k(1), ts(2)));
+        assert!(!s.remove_version(T, &k(1), ts(2)), "already gone");
+        assert!(!s.remove_version(T, &k(9), ts(1)));
+        assert!(!s.remove_version(TableId(7), &k(1), ts(1)));
+        assert_eq!(s.get(T, &k(1), ts(9)), Some(&r(1)));
+        assert!(s.remove_version(T, &k(1), ts(1)));
+        assert_eq!((s.key_count(), s.version_count()), (0, 0));
+        assert_eq!(s, MvccStore::new(), "no empty maps left behind");
+    }
+
+    #[test]
+    fn scan_bounds_and_limit() {
+        let mut s = MvccStore::new();
+        for i in 0..10 {
+            s.put(T, k(i), ts(1), Some(r(i)));
+        }
+        s.put(TableId(0), k(3), ts(1), Some(r(-1)));
+        s.put(TableId(2), k(3), ts(1), Some(r(-2)));
+        let keys = |v: Vec<(Key, Row)>| v.into_iter().map(|(_, row)| row[0].as_int().unwrap()).collect::<Vec<_>>();
+        assert_eq!(keys(s.scan(T, Included(&k(2)), Excluded(&k(5)), ts(1), 100)), vec![2, 3, 4]);
+        assert_eq!(keys(s.scan(T, Excluded(&k(2)), Included(&k(5)), ts(1), 100)), vec![3, 4, 5]);
+        assert_eq!(keys(s.scan(T, Unbounded, Excluded(&k(2)), ts(1), 100)), vec![0, 1]);
+        assert_eq!(keys(s.scan(T, Included(&k(8)), Unbounded, ts(1), 100)), vec![8, 9]);
+        assert_eq!(keys(s.scan(T, Unbounded, Unbounded, ts(1), 3)), vec![0, 1, 2]);
+        assert_eq!(keys(s.scan(T, Unbounded, Unbounded, ts(1), 0)), Vec::<i64>::new());
+        assert_eq!(keys(s.scan(T, Unbounded, Unbounded, ts(0), 100)), Vec::<i64>::new());
+        // Empty and inverted ranges return nothing instead of panicking.
+        assert!(s.scan(T, Included(&k(5)), Excluded(&k(5)), ts(1), 100).is_empty());
+        assert!(s.scan(T, Excluded(&k(5)), Excluded(&k(5)), ts(1), 100).is_empty());
+        assert!(s.scan(T, Included(&k(6)), Included(&k(5)), ts(1), 100).is_empty());
+        assert_eq!(keys(s.scan(T, Included(&k(5)), Included(&k(5)), ts(1), 100)), vec![5]);
+        // A prefix range.
+        let p = Key::ints(&[]);
+        assert_eq!(s.scan(T, Included(&p), Unbounded, ts(1), 100).len(), 10);
+    }
+
+    #[test]
+    fn scan_limit_counts_visible_rows_not_keys() {
+        let mut s = MvccStore::new();
+        s.put(T, k(1), ts(1), None);
+        s.put(T, k(2), ts(5), Some(r(2)));
+        s.put(T, k(3), ts(1), Some(r(3)));
+        s.put(T, k(4), ts(1), Some(r(4)));
+        assert_eq!(s.scan(T, Unbounded, Unbounded, ts(2), 2), vec![(k(3), r(3)), (k(4), r(4))]);
+    }
+
+    #[test]
+    fn scan_visible_uses_predicate_on_version_timestamps() {
+        let mut s = MvccStore::new();
+        s.put(T, k(1), ts(1), Some(r(1)));
+        s.put(T, k(1), ts(2), Some(r(2)));
+        s.put(T, k(1), ts(3), None);
+        // Only odd timestamps "committed": the newest visible version of k1 is the tombstone at 3.
+        assert!(s.scan_visible(T, Unbounded, Unbounded, |t| t.0 % 2 == 1, 10).is_empty());
+        // Only ts 1 and 2 visible.
+        assert_eq!(s.scan_visible(T, Unbounded, Unbounded, |t| t.0 <= 2, 10), vec![(k(1), r(2))]);
+        assert_eq!(s.scan_visible(T, Unbounded, Unbounded, |t| t.0 == 1, 10), vec![(k(1), r(1))]);
+        assert!(s.scan_visible(T, Unbounded, Unbounded, |_| false, 10).is_empty());
+    }
+
+    #[test]
+    fn gc_keeps_newest_version_at_or_below_mark_and_drops_dead_keys() {
+        let mut s = MvccStore::new();
+        // The grid of the module doc.
+        s.put(T, k(1), ts(1), Some(r(1)));
+        s.put(T, k(1), ts(2), Some(r(2)));
+        s.put(T, k(1), ts(4), None);
+        s.put(T, k(2), ts(2), Some(r(22)));
+        s.put(T, k(2), ts(5), Some(r(25)));
+        s.put(T, k(3), ts(3), Some(r(33)));
+        s.put(T, k(4), ts(4), Some(r(44)));
+        s.put(T, k(5), ts(1), Some(r(5)));
+        s.put(T, k(5), ts(2), None);
+        assert_eq!(s.gc(ts(3)), 3, "k1@1, and both versions of the deleted k5");
+        assert_eq!(s.versions(T, &k(1)).map(|v| v.0).collect::<Vec<_>>(), vec![ts(4), ts(2)]);
+        assert_eq!(s.versions(T, &k(5)).count(), 0);
+        assert_eq!((s.key_count(), s.version_count()), (4, 6));
+        assert_eq!(s.get(T, &k(1), ts(3)), Some(&r(2)));
+        assert_eq!(s.gc(ts(3)), 0, "gc is idempotent");
+        assert_eq!(s.gc(ts(10)), 3, "k1 dead; k2 keeps 25");
+        assert_eq!((s.key_count(), s.version_count()), (3, 3));
+        s.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn snapshot_round_trips_and_is_deterministic() {
+        let mut a = MvccStore::new();
+        let mut b = MvccStore::new();
+        let puts = [(1, 3, Some(1)), (2, 1, None), (1, 1, Some(2)), (3, 2, Some(3))];
+        for &(key, t, v) in &puts {
+            a.put(T, k(key), ts(t), v.map(r));
+        }
+        for &(key, t, v) in puts.iter().rev() {
+            b.put(T, k(key), ts(t), v.map(r));
+        }
+        let bytes = a.encode_snapshot();
+        assert_eq!(bytes, b.encode_snapshot(), "insertion order does not matter");
+        let c = MvccStore::decode_snapshot(&bytes).unwrap();
+        assert_eq!(c, a);
+        assert_eq!(MvccStore::decode_snapshot(&MvccStore::new().encode_snapshot()).unwrap(), MvccStore::new());
+    }
+
+    #[test]
+    fn decode_rejects_garbage_without_panicking() {
+        let mut s = MvccStore::new();
+        s.put(T, k(1), ts(1), Some(vec![Value::String("hello".into())]));
+        let bytes = s.encode_snapshot();
+        for cut in 0..bytes.len() {
+            assert!(MvccStore::decode_snapshot(&bytes[..cut]).is_err(), "truncated at {cut}");
+        }
+        let mut trailing = bytes.clone();
+        trailing.push(0);
+        assert!(matches!(MvccStore::decode_snapshot(&trailing), Err(StorageError::Decode(_))));
+        let mut wrong_format = bytes.clone();
+        wrong_format[0] = 9;
+        assert!(matches!(MvccStore::decode_snapshot(&wrong_format), Err(StorageError::Decode(_))));
+        // Two versions at the same ts (a crafted file) violate an invariant.
+        let bad = postcard::to_allocvec(&SnapshotRef {
+            format: SNAPSHOT_FORMAT,
+            tables: &BTreeMap::from([(
+                T,
+                BTreeMap::from([(k(1), vec![Version { ts: ts(1), row: None }, Version { ts: ts(1), row: None }])]),
+            )]),
+        })
+        .unwrap();
+        assert!(matches!(MvccStore::decode_snapshot(&bad), Err(StorageError::Corrupt(_))));
+        let empty_versions = postcard::to_allocvec(&SnapshotRef {
+            format: SNAPSHOT_FORMAT,
+            tables: &BTreeMap::from([(T, BTreeMap::from([(k(1), vec![])]))]),
+        })
+        .unwrap();
+        assert!(matches!(MvccStore::decode_snapshot(&empty_versions), Err(StorageError::Corrupt(_))));
+    }
+
+    // ---- Property tests against a naive model ----
+
+    /// The naive model: a flat list of every installed version.
+    #[derive(Default)]
+    struct Model {
+        entries: Vec<(TableId, Key, Timestamp, Option<Row>)>,
+    }
+
+    impl Model {
+        fn put(&mut self, t: TableId, key: Key, at: Timestamp, row: Option<Row>) {
+            self.entries.retain(|e| !(e.0 == t && e.1 == key && e.2 == at));
+            self.entries.push((t, key, at, row));
+        }
+        fn remove(&mut self, t: TableId, key: &Key, at: Timestamp) -> bool {
+            let before = self.entries.len();
+            self.entries.retain(|e| !(e.0 == t && &e.1 == key && e.2 == at));
+            before != self.entries.len()
+        }
+        fn get(&self, t: TableId, key: &Key, at: Timestamp) -> Option<Row> {
+            let newest = self.entries.iter().filter(|e| e.0 == t && &e.1 == key && e.2 <= at).max_by_key(|e| e.2)?;
+            newest.3.clone()
+        }
+        fn keys(&self, t: TableId) -> Vec<Key> {
+            let mut keys: Vec<Key> = self.entries.iter().filter(|e| e.0 == t).map(|e| e.1.clone()).collect();
+            keys.sort();
+            keys.dedup();
+            keys
+        }
+        fn scan(&self, t: TableId, lo: Bound<&Key>, hi: Bound<&Key>, at: Timestamp, limit: usize) -> Vec<(Key, Row)> {
+            let in_range = |key: &Key| {
+                (match lo {
+                    Included(s) => key >= s,
+                    Excluded(s) => key > s,
+                    Unbounded => true,
+                }) && (match hi {
+                    Included(e) => key <= e,
+                    Excluded(e) => key < e,
+                    Unbounded => true,
+                })
+            };
+            self.keys(t)
+                .into_iter()
+                .filter(|key| in_range(key))
+                .filter_map(|key| self.get(t, &key, at).map(|row| (key, row)))
+                .take(limit)
+                .collect()
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Put(u32, i64, u64, Option<i64>),
+        Remove(u32, i64, u64),
+    }
+
+    const TS_MAX: u64 = 12;
+    const KEY_MAX: i64 = 6;
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (0..2u32, 0..KEY_MAX, 0..TS_MAX, proptest::option::weighted(0.7, 0..100i64))
+                .prop_map(|(t, key, at, v)| Op::Put(t, key, at, v)),
+            1 => (0..2u32, 0..KEY_MAX, 0..TS_MAX).prop_map(|(t, key, at)| Op::Remove(t, key, at)),
+        ]
+    }
+
+    fn bound() -> impl Strategy<Value = (u8, i64)> {
+        (0..3u8, -1..KEY_MAX + 1)
+    }
+
+    fn to_bound(b: &(u8, i64), key: &Key) -> Bound<Key> {
+        match b.0 {
+            0 => Unbounded,
+            1 => Included(key.clone()),
+            _ => Excluded(key.clone()),
+        }
+    }
+
+    fn apply(ops: &[Op]) -> (MvccStore, Model) {
+        let mut s = MvccStore::new();
+        let mut m = Model::default();
+        for o in ops {
+            match *o {
+                Op::Put(t, key, at, v) => {
+                    s.put(TableId(t), k(key), ts(at), v.map(r));
+                    m.put(TableId(t), k(key), ts(at), v.map(r));
+                }
+                Op::Remove(t, key, at) => {
+                    assert_eq!(s.remove_version(TableId(t), &k(key), ts(at)), m.remove(TableId(t), &k(key), ts(at)));
+                }
+            }
+        }
+        (s, m)
+    }
+
+    /// Every point read and a sample of range reads at every timestamp in `from..=TS_MAX`.
+    fn assert_reads_equal(
+        s: &MvccStore,
+        m: &Model,
+        from: u64,
+        lo: &(u8, i64),
+        hi: &(u8, i64),
+        limit: usize,
+    ) -> Result<(), TestCaseError> {
+        let (lo_key, hi_key) = (k(lo.1), k(hi.1));
+        let (lo_b, hi_b) = (to_bound(lo, &lo_key), to_bound(hi, &hi_key));
+        for at in from..=TS_MAX {
+            for t in 0..2 {
+                for key in -1..=KEY_MAX {
+                    prop_assert_eq!(s.get(TableId(t), &k(key), ts(at)).cloned(), m.get(TableId(t), &k(key), ts(at)));
+                }
+                prop_assert_eq!(
+                    s.scan(TableId(t), lo_b.as_ref(), hi_b.as_ref(), ts(at), limit),
+                    m.scan(TableId(t), lo_b.as_ref(), hi_b.as_ref(), ts(at), limit)
+                );
+                prop_assert_eq!(
+                    s.scan_visible(TableId(t), lo_b.as_ref(), hi_b.as_ref(), |v| v.0 <= at, limit),
+                    m.scan(TableId(t), lo_b.as_ref(), hi_b.as_ref(), ts(at), limit)
+                );
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+        #[test]
+        fn store_matches_naive_model(
+            ops in proptest::collection::vec(op(), 0..40),
+            lo in bound(),
+            hi in bound(),
+            limit in 0..8usize,
+        ) {
+            let (s, m) = apply(&ops);
+            s.check_invariants().map_err(TestCaseError::fail)?;
+            prop_assert_eq!(s.version_count(), m.entries.len());
+            prop_assert_eq!(s.key_count(), m.keys(TableId(0)).len() + m.keys(TableId(1)).len());
+            assert_reads_equal(&s, &m, 0, &lo, &hi, limit)?;
+            // latest and versions agree with the model too.
+            for t in 0..2 {
+                for key in 0..KEY_MAX {
+                    let mut expected: Vec<_> =
+                        m.entries.iter().filter(|e| e.0 == TableId(t) && e.1 == k(key)).map(|e| (e.2, e.3.as_ref())).collect();
+                    expected.sort_by_key(|v| std::cmp::Reverse(v.0));
+                    prop_assert_eq!(s.versions(TableId(t), &k(key)).collect::<Vec<_>>(), expected.clone());
+                    prop_assert_eq!(s.latest(TableId(t), &k(key)), expected.first().copied());
+                }
+            }
+            // Snapshots round-trip exactly.
+            let decoded = MvccStore::decode_snapshot(&s.encode_snapshot()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(&decoded, &s);
+        }
+
+        #[test]
+        fn gc_preserves_reads_at_or_above_low_water(
+            ops in proptest::collection::vec(op(), 0..40),
+            low_water in 0..TS_MAX + 1,
+            lo in bound(),
+            hi in bound(),
+            limit in 0..8usize,
+        ) {
+            let (mut s, m) = apply(&ops);
+            let before = s.version_count();
+            let removed = s.gc(ts(low_water));
+            s.check_invariants().map_err(TestCaseError::fail)?;
+            prop_assert_eq!(s.version_count() + removed, before);
+            // The store after gc still answers every read at ts >= lwm like the un-collected model.
+            assert_reads_equal(&s, &m, low_water, &lo, &hi, limit)?;
+            // At most one version per key remains at or below the mark.
+            for t in 0..2 {
+                for key in 0..KEY_MAX {
+                    prop_assert!(s.versions(TableId(t), &k(key)).filter(|v| v.0 <= ts(low_water)).count() <= 1);
+                }
+            }
+            prop_assert_eq!(s.gc(ts(low_water)), 0);
+        }
+    }
+}
