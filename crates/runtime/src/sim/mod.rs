@@ -1,0 +1,642 @@
+//! # The deterministic simulator
+//!
+//! One thread, virtual time, one seeded RNG: the same seed replays the same run bit for bit
+//! (TigerBeetle's VOPR, FoundationDB's simulation). Every role is the same [`Machine`] the real
+//! runtimes drive; the simulator supplies what they would get from the world:
+//!
+//! * **Network** ([`NetConfig`]): per-message latency drawn from a uniform range (so messages on
+//!   one link reorder), loss, duplication, and partitions between groups of nodes that heal
+//!   later. Messages inside one node are delivered in order after a microsecond.
+//! * **Disks**: each machine's log is a list of records with a synced prefix. A sync completes
+//!   `fsync_latency` after it is requested and covers every record appended before it (group
+//!   commit). Messages wait for their records ([`Machine`]'s persist-before-send rule).
+//! * **Crashes**: a crashed node loses its machines and every unsynced record; it restarts later
+//!   and recovers from its snapshot and synced records.
+//! * **Clocks**: each node sees virtual time plus a fixed skew.
+//! * **Clients** live on their own host, never crash, and are driven by a [`SimDriver`] that
+//!   picks each client's next request and records what came back. After the workload phase the
+//!   simulator heals every fault, lets outstanding requests finish, and hands the driver a
+//!   [`Simulator`] handle to check its invariants ([`SimDriver::verify`]).
+//!
+//! Determinism rules kept here: all maps are `BTreeMap`s, every random draw comes from the one
+//! `ChaCha8Rng`, events at equal times are ordered by a sequence number, and the run's trace
+//! hash (FNV over every delivered message) is printed so two runs can be compared.
+//!
+//! Hosting async libraries: a later issue replicates partitions with openraft, whose nodes are
+//! async tasks. The plan is an adapter machine that owns a current-thread tokio runtime with a
+//! paused clock, advanced to the simulator's virtual time before each poll, with openraft's
+//! network and storage traits implemented over the simulator's messages and disks. Nothing in
+//! the event loop assumes machines are hand-written.
+
+pub mod workload;
+
+use crate::topology::{ClusterSpec, Host};
+use litmus_core::{ClientId, Error, NodeId, Time};
+use litmus_engine::message::{RequestBody, ResponseBody};
+use litmus_engine::{Addr, ClientSession, Effects, Envelope, Input, Machine, Message};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::time::Duration;
+
+/// A machine's simulated log is snapshotted (at a sync) once it holds this many records.
+pub const SIM_SNAPSHOT_EVERY_RECORDS: usize = 512;
+/// Bound on simulated events per run, so a livelocked protocol fails instead of hanging.
+pub const SIM_EVENTS_MAX: u64 = 50_000_000;
+
+#[derive(Clone, Debug)]
+pub struct NetConfig {
+    pub latency_min: Duration,
+    pub latency_max: Duration,
+    /// Probability a message between hosts is lost.
+    pub loss: f64,
+    /// Probability a message between hosts is delivered twice.
+    pub duplicate: f64,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        NetConfig { latency_min: Duration::from_micros(100), latency_max: Duration::from_micros(900), loss: 0.0, duplicate: 0.0 }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct FaultConfig {
+    /// How often the fault injector rolls its dice.
+    pub period: Duration,
+    /// Probability, per period, of crashing a random node that is up.
+    pub crash: f64,
+    /// Probability, per period, of partitioning the nodes in two (if none is active).
+    pub partition: f64,
+    /// How long a crashed node stays down, or a partition lasts: uniform in this range.
+    pub outage_min: Duration,
+    pub outage_max: Duration,
+}
+
+impl FaultConfig {
+    pub fn none() -> Self {
+        FaultConfig {
+            period: Duration::from_millis(100),
+            crash: 0.0,
+            partition: 0.0,
+            outage_min: Duration::from_millis(50),
+            outage_max: Duration::from_millis(300),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub seed: u64,
+    pub net: NetConfig,
+    pub faults: FaultConfig,
+    /// Each node's clock is off by up to this much (either way).
+    pub clock_skew_max: Duration,
+    pub fsync_latency: Duration,
+    pub clients: usize,
+    /// Length of the workload phase (virtual time).
+    pub duration: Duration,
+    pub request_timeout: Duration,
+}
+
+impl SimConfig {
+    pub fn new(seed: u64) -> Self {
+        SimConfig {
+            seed,
+            net: NetConfig::default(),
+            faults: FaultConfig::none(),
+            clock_skew_max: Duration::from_millis(5),
+            fsync_latency: Duration::from_micros(500),
+            clients: 4,
+            duration: Duration::from_secs(2),
+            request_timeout: Duration::from_millis(500),
+        }
+    }
+
+    /// Every fault on: loss, duplication, reordering, crashes, partitions.
+    pub fn with_faults(mut self) -> Self {
+        self.net.loss = 0.01;
+        self.net.duplicate = 0.01;
+        self.faults = FaultConfig { crash: 0.15, partition: 0.1, ..FaultConfig::none() };
+        self
+    }
+}
+
+/// Picks requests for the simulated clients and checks the outcome.
+pub trait SimDriver {
+    /// The next request of an idle client, or `None` to leave it idle for the rest of the run.
+    fn next(&mut self, client: usize, rng: &mut ChaCha8Rng) -> Option<RequestBody>;
+    /// What came back for a request (a timeout is `Unavailable { outcome_unknown: true }`).
+    fn done(&mut self, client: usize, request: &RequestBody, result: &Result<ResponseBody, Error>);
+    /// After the run, with every fault healed: check invariants (may issue requests).
+    fn verify(&mut self, sim: &mut Simulator) -> Result<(), String>;
+}
+
+/// What a run did, printed by `litmus sim`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SimReport {
+    pub seed: u64,
+    pub virtual_time: Time,
+    pub events: u64,
+    pub delivered: u64,
+    pub dropped: u64,
+    pub duplicated: u64,
+    pub crashes: u64,
+    pub partitions: u64,
+    pub requests_ok: u64,
+    pub requests_failed: u64,
+    /// FNV-1a over every delivered message: equal for equal seeds.
+    pub trace_hash: u64,
+}
+
+impl std::fmt::Display for SimReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "seed {} | virtual time {} | events {} | delivered {} dropped {} duplicated {} | crashes {} partitions {} | requests ok {} failed {} | trace {:016x}",
+            self.seed,
+            self.virtual_time,
+            self.events,
+            self.delivered,
+            self.dropped,
+            self.duplicated,
+            self.crashes,
+            self.partitions,
+            self.requests_ok,
+            self.requests_failed,
+            self.trace_hash
+        )
+    }
+}
+
+#[derive(Debug)]
+enum Event {
+    Deliver(Envelope),
+    Tick(NodeId),
+    ClientTick,
+    Sync { node: NodeId, incarnation: u64 },
+    Crash(NodeId),
+    Restart(NodeId),
+    Heal,
+    FaultCheck,
+}
+
+struct Scheduled {
+    at: Time,
+    seq: u64,
+    event: Event,
+}
+impl PartialEq for Scheduled {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Scheduled {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (o.at, o.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+#[derive(Default)]
+struct SimDisk {
+    snapshot: Option<Vec<u8>>,
+    records: Vec<Vec<u8>>,
+    synced: usize,
+}
+
+struct SimNode {
+    up: bool,
+    incarnation: u64,
+    skew_ns: i64,
+    machines: BTreeMap<Addr, Box<dyn Machine>>,
+    disks: BTreeMap<Addr, SimDisk>,
+    /// Messages waiting for their machine's log to be synced up to a length.
+    held: Vec<(Addr, usize, Envelope)>,
+    sync_pending: bool,
+}
+
+struct SimClient {
+    session: ClientSession,
+    busy: Option<(litmus_core::RequestId, RequestBody)>,
+    idle_forever: bool,
+}
+
+pub struct Simulator {
+    cfg: SimConfig,
+    spec: ClusterSpec,
+    now: Time,
+    rng: ChaCha8Rng,
+    queue: BinaryHeap<Scheduled>,
+    seq: u64,
+    nodes: Vec<SimNode>,
+    clients: Vec<SimClient>,
+    /// Node pairs that cannot talk (both directions listed).
+    blocked: BTreeSet<(NodeId, NodeId)>,
+    faults_on: bool,
+    issuing: bool,
+    report: SimReport,
+    /// Responses for the verification client (index `clients.len()`).
+    verify_result: Option<Result<ResponseBody, Error>>,
+}
+
+impl Simulator {
+    pub fn new(spec: ClusterSpec, cfg: SimConfig) -> Result<Simulator, Error> {
+        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+        let mut nodes = Vec::new();
+        for node in spec.topology.node_ids() {
+            let skew_max = cfg.clock_skew_max.as_nanos() as i64;
+            let skew_ns = if skew_max > 0 { rng.gen_range(-skew_max..=skew_max) } else { 0 };
+            let mut n = SimNode {
+                up: true,
+                incarnation: 0,
+                skew_ns,
+                machines: BTreeMap::new(),
+                disks: BTreeMap::new(),
+                held: Vec::new(),
+                sync_pending: false,
+            };
+            for m in spec.machines_of(node) {
+                n.disks.insert(m.addr(), SimDisk::default());
+            }
+            nodes.push(n);
+        }
+        let mut clients = Vec::new();
+        for i in 0..=cfg.clients {
+            // The extra last client is the verifier's.
+            let id = ClientId(i as u64);
+            clients.push(SimClient {
+                session: ClientSession::new(id, spec.topology.coordinator_for(i as u64), cfg.request_timeout),
+                busy: None,
+                idle_forever: false,
+            });
+        }
+        let report = SimReport { seed: cfg.seed, trace_hash: 0xcbf2_9ce4_8422_2325, ..Default::default() };
+        let mut sim = Simulator {
+            cfg,
+            spec,
+            now: Time::ZERO,
+            rng,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            nodes,
+            clients,
+            blocked: BTreeSet::new(),
+            faults_on: false,
+            issuing: false,
+            report,
+            verify_result: None,
+        };
+        for node in sim.spec.topology.node_ids() {
+            sim.start_node(node)?;
+        }
+        Ok(sim)
+    }
+
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    fn schedule(&mut self, after: Duration, event: Event) {
+        self.seq += 1;
+        self.queue.push(Scheduled { at: self.now + after, seq: self.seq, event });
+    }
+
+    fn node_now(&self, node: NodeId) -> Time {
+        let skew = self.nodes[node.0 as usize].skew_ns;
+        Time((self.now.0 as i64 + skew).max(0) as u64)
+    }
+
+    fn start_node(&mut self, node: NodeId) -> Result<(), Error> {
+        let machines = self.spec.machines_of(node);
+        let n = &mut self.nodes[node.0 as usize];
+        n.machines.clear();
+        for mut m in machines {
+            let disk = n.disks.entry(m.addr()).or_default();
+            m.recover(disk.snapshot.as_deref(), &disk.records)?;
+            n.machines.insert(m.addr(), m);
+        }
+        n.up = true;
+        let tick = Duration::from_millis(litmus_engine::machine::TICK_INTERVAL_MS);
+        let jitter = Duration::from_micros(self.rng.gen_range(0..1000));
+        self.schedule(tick + jitter, Event::Tick(node));
+        Ok(())
+    }
+
+    /// Runs the workload phase, heals every fault, drains, then lets the driver verify.
+    pub fn run(&mut self, driver: &mut dyn SimDriver) -> Result<SimReport, String> {
+        let fail = |e: Error| format!("simulator: {e}");
+        self.faults_on = true;
+        self.issuing = true;
+        self.schedule(self.cfg.faults.period, Event::FaultCheck);
+        self.schedule(Duration::from_millis(1), Event::ClientTick);
+        for c in 0..self.cfg.clients {
+            self.issue(c, driver);
+        }
+        let end = self.now + self.cfg.duration;
+        self.run_until(end, driver).map_err(fail)?;
+        // Heal: no new requests, no new faults, everyone back up and connected.
+        self.issuing = false;
+        self.faults_on = false;
+        self.heal_all().map_err(fail)?;
+        let drain_end = self.now + self.cfg.request_timeout * 2 + Duration::from_millis(100);
+        self.run_until(drain_end, driver).map_err(fail)?;
+        driver.verify(self)?;
+        self.report.virtual_time = self.now;
+        Ok(self.report.clone())
+    }
+
+    fn heal_all(&mut self) -> Result<(), Error> {
+        self.blocked.clear();
+        for node in self.spec.topology.node_ids() {
+            if !self.nodes[node.0 as usize].up {
+                self.start_node(node)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends one request from the verification client and runs until it is answered.
+    pub fn request(&mut self, body: RequestBody) -> Result<ResponseBody, Error> {
+        let v = self.clients.len() - 1;
+        let (id, env) = self.clients[v].session.request(self.now, body.clone());
+        self.clients[v].busy = Some((id, body));
+        self.verify_result = None;
+        self.send(env);
+        let deadline = self.now + self.cfg.request_timeout * 4;
+        while self.verify_result.is_none() && self.now < deadline {
+            if !self.step_one(&mut NoDriver)? {
+                break;
+            }
+        }
+        self.clients[v].busy = None;
+        self.verify_result.take().unwrap_or_else(|| Err(Error::unavailable("verification request timed out")))
+    }
+
+    fn run_until(&mut self, end: Time, driver: &mut dyn SimDriver) -> Result<(), Error> {
+        while self.queue.peek().is_some_and(|s| s.at <= end) {
+            self.step_one(driver)?;
+        }
+        self.now = self.now.max(end);
+        Ok(())
+    }
+
+    /// Processes one event; false when the queue is empty.
+    fn step_one(&mut self, driver: &mut dyn SimDriver) -> Result<bool, Error> {
+        let Some(s) = self.queue.pop() else { return Ok(false) };
+        self.report.events += 1;
+        assert!(self.report.events < SIM_EVENTS_MAX, "seed {}: event limit reached (livelock?)", self.cfg.seed);
+        debug_assert!(s.at >= self.now);
+        self.now = s.at;
+        match s.event {
+            Event::Deliver(env) => self.deliver(env, driver)?,
+            Event::Tick(node) => {
+                if self.nodes[node.0 as usize].up {
+                    let addrs: Vec<Addr> = self.nodes[node.0 as usize].machines.keys().copied().collect();
+                    for a in addrs {
+                        self.step_machine(node, a, Input::Tick);
+                    }
+                    self.schedule(Duration::from_millis(litmus_engine::machine::TICK_INTERVAL_MS), Event::Tick(node));
+                }
+            }
+            Event::ClientTick => {
+                for c in 0..self.clients.len() {
+                    for (id, e) in self.clients[c].session.tick(self.now) {
+                        self.client_done(c, id, Err(e), driver);
+                    }
+                }
+                self.schedule(Duration::from_millis(1), Event::ClientTick);
+            }
+            Event::Sync { node, incarnation } => self.sync(node, incarnation),
+            Event::Crash(node) => self.crash(node),
+            Event::Restart(node) => {
+                if !self.nodes[node.0 as usize].up {
+                    self.start_node(node)?;
+                }
+            }
+            Event::Heal => self.blocked.clear(),
+            Event::FaultCheck => {
+                if self.faults_on {
+                    self.inject_faults();
+                    self.schedule(self.cfg.faults.period, Event::FaultCheck);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    fn inject_faults(&mut self) {
+        let f = self.cfg.faults.clone();
+        let outage = |rng: &mut ChaCha8Rng| {
+            Duration::from_nanos(rng.gen_range(f.outage_min.as_nanos() as u64..=f.outage_max.as_nanos() as u64))
+        };
+        if self.rng.gen_bool(f.crash) {
+            let up: Vec<NodeId> = self.spec.topology.node_ids().filter(|n| self.nodes[n.0 as usize].up).collect();
+            if !up.is_empty() {
+                let victim = up[self.rng.gen_range(0..up.len())];
+                self.schedule(Duration::ZERO, Event::Crash(victim));
+                let d = outage(&mut self.rng);
+                self.schedule(d, Event::Restart(victim));
+            }
+        }
+        let n = self.spec.topology.nodes;
+        if n >= 2 && self.blocked.is_empty() && self.rng.gen_bool(f.partition) {
+            // A random non-trivial split into two groups.
+            let mask: u64 = self.rng.gen_range(1..(1u64 << n.min(63)) - 1);
+            for a in 0..n {
+                for b in 0..n {
+                    if (mask >> a) & 1 != (mask >> b) & 1 {
+                        self.blocked.insert((NodeId(a), NodeId(b)));
+                    }
+                }
+            }
+            self.report.partitions += 1;
+            let d = outage(&mut self.rng);
+            self.schedule(d, Event::Heal);
+        }
+    }
+
+    fn crash(&mut self, node: NodeId) {
+        let n = &mut self.nodes[node.0 as usize];
+        if !n.up {
+            return;
+        }
+        n.up = false;
+        n.incarnation += 1;
+        n.machines.clear();
+        n.held.clear();
+        n.sync_pending = false;
+        for disk in n.disks.values_mut() {
+            disk.records.truncate(disk.synced); // the unsynced tail is lost
+        }
+        self.report.crashes += 1;
+    }
+
+    fn sync(&mut self, node: NodeId, incarnation: u64) {
+        let n = &mut self.nodes[node.0 as usize];
+        if !n.up || n.incarnation != incarnation {
+            return;
+        }
+        n.sync_pending = false;
+        for (addr, disk) in n.disks.iter_mut() {
+            disk.synced = disk.records.len();
+            if disk.records.len() >= SIM_SNAPSHOT_EVERY_RECORDS {
+                if let Some(snap) = n.machines.get(addr).and_then(|m| m.snapshot()) {
+                    disk.snapshot = Some(snap);
+                    disk.records.clear();
+                    disk.synced = 0;
+                    // Held messages of this machine now wait for nothing.
+                    for h in n.held.iter_mut().filter(|h| h.0 == *addr) {
+                        h.1 = 0;
+                    }
+                }
+            }
+        }
+        let held = std::mem::take(&mut n.held);
+        let (ready, waiting): (Vec<_>, Vec<_>) = held.into_iter().partition(|(a, need, _)| n.disks[a].synced >= *need);
+        n.held = waiting;
+        for (_, _, env) in ready {
+            self.send(env);
+        }
+    }
+
+    fn step_machine(&mut self, node: NodeId, addr: Addr, input: Input) {
+        let now = self.node_now(node);
+        let n = &mut self.nodes[node.0 as usize];
+        let Some(m) = n.machines.get_mut(&addr) else { return };
+        let mut out = Effects::default();
+        m.step(now, input, &mut out);
+        let disk = n.disks.get_mut(&addr).expect("every machine has a disk");
+        disk.records.extend(out.persist);
+        let need = disk.records.len();
+        let synced = disk.synced;
+        let mut ready = Vec::new();
+        for env in out.send {
+            if need <= synced {
+                ready.push(env);
+            } else {
+                n.held.push((addr, need, env));
+            }
+        }
+        if need > synced && !n.sync_pending {
+            n.sync_pending = true;
+            let incarnation = n.incarnation;
+            self.schedule(self.cfg.fsync_latency, Event::Sync { node, incarnation });
+        }
+        for env in ready {
+            self.send(env);
+        }
+    }
+
+    fn send(&mut self, env: Envelope) {
+        let t = self.spec.topology;
+        let (from, to) = (t.host_of(env.from), t.host_of(env.to));
+        if from == to {
+            self.schedule(Duration::from_micros(1), Event::Deliver(env));
+            return;
+        }
+        if let (Host::Node(a), Host::Node(b)) = (from, to) {
+            if self.blocked.contains(&(a, b)) {
+                self.report.dropped += 1;
+                return;
+            }
+        }
+        let net = self.cfg.net.clone();
+        if net.loss > 0.0 && self.rng.gen_bool(net.loss) {
+            self.report.dropped += 1;
+            return;
+        }
+        let copies = if net.duplicate > 0.0 && self.rng.gen_bool(net.duplicate) { 2 } else { 1 };
+        if copies == 2 {
+            self.report.duplicated += 1;
+        }
+        for _ in 0..copies {
+            let lat = self.rng.gen_range(net.latency_min.as_nanos() as u64..=net.latency_max.as_nanos() as u64);
+            self.schedule(Duration::from_nanos(lat), Event::Deliver(env.clone()));
+        }
+    }
+
+    fn deliver(&mut self, env: Envelope, driver: &mut dyn SimDriver) -> Result<(), Error> {
+        let t = self.spec.topology;
+        if let (Host::Node(a), Host::Node(b)) = (t.host_of(env.from), t.host_of(env.to)) {
+            if self.blocked.contains(&(a, b)) {
+                self.report.dropped += 1;
+                return Ok(());
+            }
+        }
+        self.report.delivered += 1;
+        let bytes = postcard::to_stdvec(&env).expect("envelopes serialize");
+        let mut h = self.report.trace_hash ^ self.now.0;
+        for b in bytes {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.report.trace_hash = h;
+        match t.host_of(env.to) {
+            Host::Clients => {
+                let Addr::Client(c) = env.to else { unreachable!() };
+                let c = c.0 as usize;
+                if let Message::ClientResponse(resp) = env.msg {
+                    if let Some((id, result)) = self.clients[c].session.on_response(resp) {
+                        self.client_done(c, id, result, driver);
+                    }
+                }
+            }
+            Host::Node(node) => {
+                if self.nodes[node.0 as usize].up {
+                    self.step_machine(node, env.to, Input::Message(env));
+                } else {
+                    self.report.dropped += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn client_done(&mut self, c: usize, id: litmus_core::RequestId, result: Result<ResponseBody, Error>, driver: &mut dyn SimDriver) {
+        let Some((busy_id, body)) = self.clients[c].busy.take() else { return };
+        assert_eq!(busy_id, id, "a client has one request at a time");
+        if result.is_ok() {
+            self.report.requests_ok += 1;
+        } else {
+            self.report.requests_failed += 1;
+        }
+        if c == self.clients.len() - 1 {
+            self.verify_result = Some(result);
+            return;
+        }
+        driver.done(c, &body, &result);
+        self.issue(c, driver);
+    }
+
+    fn issue(&mut self, c: usize, driver: &mut dyn SimDriver) {
+        if !self.issuing || self.clients[c].idle_forever || self.clients[c].busy.is_some() {
+            return;
+        }
+        match driver.next(c, &mut self.rng) {
+            None => self.clients[c].idle_forever = true,
+            Some(body) => {
+                let (id, env) = self.clients[c].session.request(self.now, body.clone());
+                self.clients[c].busy = Some((id, body));
+                self.send(env);
+            }
+        }
+    }
+}
+
+/// The driver used while verification requests run: no workload clients are active.
+struct NoDriver;
+impl SimDriver for NoDriver {
+    fn next(&mut self, _: usize, _: &mut ChaCha8Rng) -> Option<RequestBody> {
+        None
+    }
+    fn done(&mut self, _: usize, _: &RequestBody, _: &Result<ResponseBody, Error>) {}
+    fn verify(&mut self, _: &mut Simulator) -> Result<(), String> {
+        Ok(())
+    }
+}
