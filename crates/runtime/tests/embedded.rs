@@ -1,0 +1,113 @@
+//! The embedded runtime end to end: procedures, interactive transactions, bad input, restart.
+
+use litmus_core::{Error, Formula, InvalidInput, Value};
+use litmus_engine::message::{RequestBody, ResponseBody};
+use litmus_engine::op::{Op, OpResult};
+use litmus_engine::{builtin, EngineKind};
+use litmus_runtime::embedded::{DelayModel, EmbeddedCluster, EmbeddedConfig};
+use litmus_runtime::{ClusterSpec, Topology, Transport};
+use litmus_storage::wal::FsyncPolicy;
+use std::sync::Arc;
+
+fn spec() -> ClusterSpec {
+    ClusterSpec {
+        engine: EngineKind::Nocc,
+        topology: Topology::new(2, 4).unwrap(),
+        catalog: Arc::new(builtin::catalog()),
+        registry: Arc::new(builtin::registry()),
+        seed: 1,
+    }
+}
+
+fn call(t: &mut dyn Transport, procedure: &str, args: Vec<Value>) -> Result<Vec<Value>, Error> {
+    match t.request(RequestBody::Call { procedure: procedure.into(), args })? {
+        ResponseBody::Returned(v) => Ok(v),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn procedures_and_interactive_transactions() {
+    let cluster = EmbeddedCluster::start(spec(), EmbeddedConfig::default()).unwrap();
+    let mut t = cluster.transport();
+    for k in 0..20 {
+        call(&mut t, "kv_put", vec![Value::Int(k), Value::Bytes(vec![k as u8])]).unwrap();
+    }
+    assert_eq!(call(&mut t, "kv_get", vec![Value::Int(7)]).unwrap(), vec![Value::Bytes(vec![7])]);
+    assert_eq!(call(&mut t, "kv_get", vec![Value::Int(99)]).unwrap(), vec![Value::Null]);
+
+    // Interactive: begin, scan across partitions, delete, commit.
+    let txn = match t.request(RequestBody::Begin).unwrap() {
+        ResponseBody::Begun(txn) => txn,
+        other => panic!("{other:?}"),
+    };
+    let scan = Op::Scan { table: "kv".into(), start: vec![], end: None, limit: 5 };
+    match t.request(RequestBody::Op { txn, op: scan }).unwrap() {
+        ResponseBody::Op(OpResult::Rows(rows)) => {
+            let keys: Vec<_> = rows.iter().map(|r| r[0].clone()).collect();
+            assert_eq!(keys, (0..5).map(Value::Int).collect::<Vec<_>>(), "merged in key order");
+        }
+        other => panic!("{other:?}"),
+    }
+    t.request(RequestBody::Op { txn, op: Op::Delete { table: "kv".into(), key: vec![Value::Int(3)] } }).unwrap();
+    assert_eq!(t.request(RequestBody::Commit { txn }).unwrap(), ResponseBody::Committed);
+    assert_eq!(call(&mut t, "kv_get", vec![Value::Int(3)]).unwrap(), vec![Value::Null]);
+    cluster.shutdown().unwrap();
+}
+
+#[test]
+fn bad_input_gets_typed_errors_and_changes_nothing() {
+    let cluster = EmbeddedCluster::start(spec(), EmbeddedConfig { delay: DelayModel::NONE, ..Default::default() }).unwrap();
+    let mut t = cluster.transport();
+    let err = call(&mut t, "nope", vec![]).unwrap_err();
+    assert!(matches!(err, Error::Invalid(InvalidInput::UnknownProcedure(_))), "{err}");
+    let err = call(&mut t, "kv_put", vec![Value::String("x".into()), Value::Bytes(vec![])]).unwrap_err();
+    assert!(matches!(err, Error::Invalid(InvalidInput::WrongType { .. })), "{err}");
+    let err = call(&mut t, "kv_put", vec![Value::Int(1)]).unwrap_err();
+    assert!(matches!(err, Error::Invalid(InvalidInput::WrongArity { .. })), "{err}");
+    let big = Value::Bytes(vec![0; litmus_core::limits::VALUE_SIZE_MAX + 1]);
+    let err = call(&mut t, "kv_put", vec![Value::Int(1), big]).unwrap_err();
+    assert!(matches!(err, Error::Invalid(InvalidInput::Oversized { .. })), "{err}");
+    assert_eq!(call(&mut t, "kv_get", vec![Value::Int(1)]).unwrap(), vec![Value::Null], "nothing was written");
+
+    let txn = match t.request(RequestBody::Begin).unwrap() {
+        ResponseBody::Begun(txn) => txn,
+        other => panic!("{other:?}"),
+    };
+    let op = Op::Write { table: "nope".into(), row: vec![] };
+    let err = t.request(RequestBody::Op { txn, op }).unwrap_err();
+    assert!(matches!(err, Error::Invalid(InvalidInput::UnknownTable(_))));
+    let op = Op::Update { table: "kv".into(), key: vec![Value::Int(5)], updates: vec![("v".into(), Formula::Add(Value::Int(1)))] };
+    let err = t.request(RequestBody::Op { txn, op }).unwrap_err();
+    assert!(matches!(err, Error::Invalid(InvalidInput::FormulaType { .. })), "{err}");
+    let op = Op::Insert { table: "kv".into(), row: vec![Value::Int(5), Value::Bytes(vec![1])] };
+    t.request(RequestBody::Op { txn, op: op.clone() }).unwrap();
+    let err = t.request(RequestBody::Op { txn, op }).unwrap_err();
+    assert!(matches!(err, Error::Invalid(InvalidInput::DuplicateKey(_))), "{err}");
+    assert_eq!(t.request(RequestBody::Commit { txn }).unwrap(), ResponseBody::Committed);
+    let err = t.request(RequestBody::Commit { txn }).unwrap_err();
+    assert!(matches!(err, Error::Invalid(InvalidInput::UnknownTransaction)));
+    cluster.shutdown().unwrap();
+}
+
+#[test]
+fn restart_recovers_acknowledged_writes_from_the_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = EmbeddedConfig { data_dir: Some(dir.path().to_path_buf()), fsync: FsyncPolicy::Always, ..Default::default() };
+    {
+        let cluster = EmbeddedCluster::start(spec(), cfg.clone()).unwrap();
+        let mut t = cluster.transport();
+        for k in 0..50 {
+            call(&mut t, "kv_put", vec![Value::Int(k), Value::Bytes(vec![1, k as u8])]).unwrap();
+        }
+        call(&mut t, "kv_delete", vec![Value::Int(10)]).unwrap();
+        cluster.shutdown().unwrap();
+    }
+    let cluster = EmbeddedCluster::start(spec(), cfg).unwrap();
+    let mut t = cluster.transport();
+    for k in 0..50 {
+        let want = if k == 10 { Value::Null } else { Value::Bytes(vec![1, k as u8]) };
+        assert_eq!(call(&mut t, "kv_get", vec![Value::Int(k)]).unwrap(), vec![want], "key {k}");
+    }
+    cluster.shutdown().unwrap();
+}
