@@ -1,1 +1,50 @@
-fn main() {}
+//! `litmus` — the LitmusDB command line.
+//!
+//! * `litmus bench <workload>` — run a workload on an embedded cluster (default) or against
+//!   running servers (`--connect`), print throughput and latency percentiles.
+//! * `litmus server --config node.toml` — run one node of a TCP cluster.
+//! * `litmus sim --seed N` — run (or replay) a deterministic simulation with faults.
+
+mod server;
+mod sim;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "litmus",
+    version,
+    about = "LitmusDB: a partitioned transactional database where each transaction pays only for the coordination it needs",
+    long_about = "LitmusDB runs several concurrency-control engines (the papers' designs) side by side on one core.\n\n\
+Start here:\n  litmus bench ycsb --duration 5            run YCSB on an embedded 2-node cluster\n  \
+litmus bench ycsb --compare nocc,nocc       run two engines in one invocation and print the ratio\n  \
+litmus sim --seed 7 --faults                 one deterministic simulation with crashes, partitions, loss\n  \
+litmus server --config node.toml            one node of a TCP cluster (see README)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a benchmark workload and report throughput, latency percentiles and invariant checks.
+    Bench(litmus_bench::BenchArgs),
+    /// Run one node of a TCP cluster (configuration from a TOML file, flags override it).
+    Server(server::ServerArgs),
+    /// Run deterministic simulations: a seed replays bit for bit.
+    Sim(sim::SimArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Bench(args) => litmus_bench::run(&args),
+        Command::Server(args) => server::run(args),
+        Command::Sim(args) => sim::run(args),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -134,7 +134,7 @@ impl EngineKind {
 
     pub fn coordinator(self) -> Box<dyn CoordinatorEngine> {
         match self {
-            EngineKind::Nocc => Box::new(nocc::NoccCoordinator::default()),
+            EngineKind::Nocc => Box::new(nocc::NoccCoordinator),
         }
     }
 

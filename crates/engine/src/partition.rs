@@ -86,12 +86,13 @@ impl Machine for Partition {
         };
         match input {
             Input::Tick => self.engine.on_tick(&mut ctx),
-            Input::Message(env) => match env.msg {
-                Message::PartitionRequest(req) => self.engine.on_request(env.from, req.body, &mut ctx),
-                // A partition receives nothing else; a stray message (e.g. a duplicate delivered
-                // by the network) is dropped.
-                _ => {}
-            },
+            // A partition receives nothing but requests; anything else is a stray message and
+            // is dropped.
+            Input::Message(env) => {
+                if let Message::PartitionRequest(req) = env.msg {
+                    self.engine.on_request(env.from, req.body, &mut ctx)
+                }
+            }
         }
     }
 

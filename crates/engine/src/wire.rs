@@ -114,7 +114,10 @@ mod tests {
         fn decoder_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
             match decode(&bytes) {
                 Ok(f) => { let _ = encode(&f); }
-                Err(e) => prop_assert!(matches!(e, InvalidInput::MalformedFrame(_) | InvalidInput::Oversized { .. })),
+                Err(e) => {
+                    let typed = matches!(e, InvalidInput::MalformedFrame(_) | InvalidInput::Oversized { .. });
+                    prop_assert!(typed, "untyped decode error {:?}", e);
+                }
             }
         }
 
