@@ -96,7 +96,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
             Err(e) => {
                 failures += 1;
                 println!("FAIL seed {seed}: {e}");
-                println!("     replay: litmus sim --seed {seed}{}", if args.faults { " --faults" } else { "" });
+                println!("     replay: litmus sim --seed {seed}{}", replay_flags());
             }
         }
     }
@@ -105,4 +105,29 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         bail!("{failures} simulation run(s) failed");
     }
     Ok(())
+}
+
+/// The flags of this invocation minus `--seed`, `--seeds` and `--quiet`, so a failing seed's
+/// replay command reproduces the same configuration.
+fn replay_flags() -> String {
+    let mut out = String::new();
+    let mut args = std::env::args().skip_while(|a| a != "sim").skip(1);
+    while let Some(a) = args.next() {
+        let (flag, inline_value) = match a.split_once('=') {
+            Some((f, v)) => (f.to_string(), Some(v.to_string())),
+            None => (a.clone(), None),
+        };
+        let takes_value = !matches!(flag.as_str(), "--faults" | "--quiet");
+        let value = if takes_value && inline_value.is_none() { args.next() } else { inline_value };
+        if matches!(flag.as_str(), "--seed" | "--seeds" | "--quiet") {
+            continue;
+        }
+        out.push(' ');
+        out.push_str(&flag);
+        if let Some(v) = value {
+            out.push(' ');
+            out.push_str(&v);
+        }
+    }
+    out
 }

@@ -36,6 +36,9 @@ use std::time::Duration;
 pub const TXNS_ACTIVE_MAX: usize = 65_536;
 /// An interactive transaction idle this long is aborted.
 pub const INTERACTIVE_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A transaction whose operations made no progress this long (a partition crashed or is cut
+/// off) is aborted so its state is freed; the client has long since timed out.
+pub const TXN_STALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The coordinator's own log records.
 #[derive(Debug, Serialize, Deserialize)]
@@ -355,14 +358,16 @@ impl Coordinator {
             .txns
             .iter()
             .filter(|(_, t)| {
-                matches!(t.source, Source::Interactive)
-                    && t.finishing.is_none()
-                    && t.ops.is_empty()
-                    && now.saturating_sub(t.last_active) > INTERACTIVE_IDLE_TIMEOUT
+                let quiet = now.saturating_sub(t.last_active);
+                let idle_interactive = matches!(t.source, Source::Interactive) && quiet > INTERACTIVE_IDLE_TIMEOUT;
+                let stalled = !t.ops.is_empty() && quiet > TXN_STALL_TIMEOUT;
+                t.finishing.is_none() && (idle_interactive || stalled)
             })
             .map(|(id, _)| *id)
             .collect();
         for txn in idle {
+            // Late replies for the dropped ops are ignored (`on_op_done` finds no op).
+            self.txns.get_mut(&txn).expect("listed").ops.clear();
             self.finish(now, txn, Outcome::Abort(Error::Abort(AbortReason::Timeout)), out);
         }
     }

@@ -160,3 +160,33 @@ proptest! {
         prop_assert_eq!(before, after);
     }
 }
+
+/// A transaction whose partition never answers is aborted after `TXN_STALL_TIMEOUT`, freeing
+/// the coordinator's state and answering the client with a retryable timeout.
+#[test]
+fn stalled_transaction_is_aborted_and_freed() {
+    use litmus_engine::coordinator::TXN_STALL_TIMEOUT;
+    let mut c = Cluster::new();
+    let mut out = Effects::default();
+    let req = Envelope {
+        from: Addr::Client(ClientId(0)),
+        to: Addr::Coordinator(NodeId(0)),
+        msg: Message::ClientRequest(ClientRequest {
+            id: litmus_core::RequestId(1),
+            body: RequestBody::Call { procedure: "kv_get".into(), args: vec![Value::Int(1)] },
+        }),
+    };
+    c.coordinator.step(Time::from_millis(1), Input::Message(req), &mut out);
+    assert_eq!(out.send.len(), 1, "one read sent to a partition, which we drop");
+    assert_eq!(c.coordinator.active_txns(), 1);
+    let mut out = Effects::default();
+    let later = Time::from_millis(2) + TXN_STALL_TIMEOUT + std::time::Duration::from_secs(1);
+    c.coordinator.step(later, Input::Tick, &mut out);
+    assert_eq!(c.coordinator.active_txns(), 0);
+    let resp = out.send.iter().find_map(|e| match &e.msg {
+        Message::ClientResponse(r) => Some(r.clone()),
+        _ => None,
+    });
+    let resp = resp.expect("client answered");
+    assert!(matches!(resp.result, Err(Error::Abort(litmus_core::AbortReason::Timeout))));
+}

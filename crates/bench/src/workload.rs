@@ -1,0 +1,141 @@
+//! The workload abstraction (the shape of toydb's `src/bin/workload.rs`).
+//!
+//! A [`Workload`] is everything the harness needs to benchmark a database without knowing what
+//! the transactions mean:
+//!
+//! ```text
+//!   catalog() + register()   tables and stored procedures, merged into the cluster's
+//!   prepare(clients)         initial data, loaded through ordinary clients
+//!   generate(rng) ──► TxnRequest { kind, procedure, args } ──► Client::call   (closed loop)
+//!   verify(client, stats)    the workload's invariant, checked against what the run reported
+//! ```
+//!
+//! `generate` is a pure function of the RNG it is handed (one seeded stream per client), so a
+//! client's request sequence replays from the seed. `verify` gets the outcome counts of the
+//! *whole* run ([`RunStats::total`], warmup included), because the invariant is about every
+//! transaction that may have touched the data, not only the measured ones.
+//!
+//! ## Outcome classes
+//!
+//! Every logical transaction ends in exactly one class, counted per kind in [`Outcomes`]:
+//!
+//! * `committed` — the call returned `Ok`.
+//! * `gave_up` — every attempt failed with a retryable error ([`litmus_core::Error::is_retryable`]);
+//!   by the error contract such an attempt left no effect.
+//! * `user_aborts` — the procedure aborted itself ([`litmus_core::Error::UserAbort`]).
+//! * `errors` — any other failure, among them `outcome_unknown` timeouts.
+//!
+//! A transaction in the last two classes is *indeterminate* for invariants: an engine without
+//! atomicity (nocc) keeps the writes made before the failure, and a timed-out commit may or may
+//! not have happened. Invariants must hold for every resolution of the indeterminate ones.
+
+use litmus_client::Client;
+use litmus_core::{Catalog, Error, Value};
+use litmus_engine::Registry;
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// A benchmark workload: schema, procedures, initial data, transaction mix and invariant.
+pub trait Workload: Send + Sync {
+    fn name(&self) -> &'static str;
+
+    /// The workload's settings in one line (for report headers), e.g. `records=10000 ...`.
+    fn describe(&self) -> String;
+
+    /// Tables this workload needs (merged into the cluster catalog).
+    fn catalog(&self) -> Catalog;
+
+    /// Stored procedures it calls.
+    fn register(&self, registry: &mut Registry);
+
+    /// Loads the initial data through clients made by `clients` (several may load in parallel
+    /// threads). Each call of `clients` opens a new client session.
+    fn prepare(&self, clients: &mut dyn FnMut() -> Result<Client, Error>) -> anyhow::Result<()>;
+
+    /// Picks the next transaction.
+    fn generate(&self, rng: &mut ChaCha8Rng) -> TxnRequest;
+
+    /// Checks the workload's invariant after the run; returns a verdict line, `Err` on violation.
+    fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String>;
+}
+
+/// One transaction to run: a stored procedure call and the label it is reported under.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TxnRequest {
+    /// Type label for the report, e.g. `"read"`, `"update"`.
+    pub kind: &'static str,
+    pub procedure: &'static str,
+    pub args: Vec<Value>,
+}
+
+/// How the logical transactions of one kind ended (see the module doc for the classes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Outcomes {
+    pub committed: u64,
+    /// Attempts that failed with a retryable error (each is followed by a retry or a give-up).
+    pub aborts: u64,
+    /// Attempts re-run after a retryable failure.
+    pub retries: u64,
+    /// Transactions abandoned after `RETRIES_MAX` retries.
+    pub gave_up: u64,
+    pub user_aborts: u64,
+    /// Non-retryable failures other than user aborts (`outcome_unknown` included).
+    pub errors: u64,
+    /// Of `errors`: timeouts whose commit may or may not have happened.
+    pub outcome_unknown: u64,
+}
+
+impl Outcomes {
+    /// Transactions that may have left some or all of their writes (see the module doc).
+    pub fn indeterminate(&self) -> u64 {
+        self.user_aborts + self.errors
+    }
+
+    /// Logical transactions finished, in any class.
+    pub fn finished(&self) -> u64 {
+        self.committed + self.gave_up + self.user_aborts + self.errors
+    }
+
+    pub fn add(&mut self, o: &Outcomes) {
+        self.committed += o.committed;
+        self.aborts += o.aborts;
+        self.retries += o.retries;
+        self.gave_up += o.gave_up;
+        self.user_aborts += o.user_aborts;
+        self.errors += o.errors;
+        self.outcome_unknown += o.outcome_unknown;
+    }
+}
+
+/// What a run did, handed to [`Workload::verify`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunStats {
+    /// Length of the measured window, seconds.
+    pub measured_secs: f64,
+    /// Per kind, transactions that finished inside the measured window.
+    pub measured: BTreeMap<&'static str, Outcomes>,
+    /// Per kind, every transaction of the run (warmup and stragglers included).
+    pub total: BTreeMap<&'static str, Outcomes>,
+}
+
+impl RunStats {
+    /// Whole-run outcomes of one kind (zero if the kind never ran).
+    pub fn total_of(&self, kind: &str) -> Outcomes {
+        self.total.get(kind).copied().unwrap_or_default()
+    }
+
+    /// Whole-run outcomes summed over kinds.
+    pub fn total_all(&self) -> Outcomes {
+        let mut sum = Outcomes::default();
+        self.total.values().for_each(|o| sum.add(o));
+        sum
+    }
+
+    /// Measured-window outcomes summed over kinds.
+    pub fn measured_all(&self) -> Outcomes {
+        let mut sum = Outcomes::default();
+        self.measured.values().for_each(|o| sum.add(o));
+        sum
+    }
+}

@@ -1,0 +1,708 @@
+//! # YCSB: the Yahoo! Cloud Serving Benchmark, as transactions
+//!
+//! One table of `records` rows, keys `0..records`, and a mix of read and update transactions
+//! over keys drawn uniformly or from a (scrambled) Zipfian distribution. With the defaults —
+//! `--read-ratio 0.5 --distribution zipfian --txn-size 1` — it is YCSB workload A; `0.95` is
+//! workload B and `1.0` workload C. `--txn-size n` makes every transaction touch `n` distinct
+//! keys, as Deneva's multi-request YCSB does, so that most transactions span partitions.
+//!
+//! ## Schema
+//!
+//! ```text
+//!   usertable(ycsb_key int, field0 bytes, field1 bytes, ycsb_updates int)
+//!   primary key ycsb_key, partitioned by it (key k lives on partition k mod P)
+//! ```
+//!
+//! Every field value starts with its row's key (8 bytes, little endian), then filler up to
+//! `--field-size` bytes. `ycsb_updates` counts the updates a row received.
+//!
+//! ## Transactions
+//!
+//! A transaction is read-only with probability `read_ratio`, otherwise update-only (Deneva's
+//! per-transaction write choice): a read transaction reads `n` whole rows, an update
+//! transaction writes `n` rows with one formula update each,
+//! `field0 := value, ycsb_updates += 1` (a blind write: no read first).
+//!
+//! Procedures take fixed parameter lists, so there is one procedure per transaction size,
+//! `ycsb_txn_1` ..= `ycsb_txn_16` ([`TXN_SIZE_MAX`]), with parameters
+//! `(key_1 int, value_1 bytes, ..., key_n int, value_n bytes)`: `value_i = NULL` reads key `i`,
+//! a byte string writes it. The keys stay plain arguments (not packed into one blob), so the
+//! read and write sets are visible in the call. A procedure issues all `n` operations before it
+//! awaits any (one round of messages per transaction, as a one-shot stored procedure does); a
+//! read that finds no row aborts the transaction ([`litmus_core::Error::UserAbort`]).
+//!
+//! Loading uses `ycsb_load(start, count, field_size)`, which writes `count` initial rows
+//! ([`LOAD_BATCH_ROWS`] per call, [`LOAD_CLIENTS_MAX`] clients in parallel). It overwrites, so a
+//! load retried after a timeout is harmless. `ycsb_check(start, end)` scans a key range and
+//! returns `[rows, sum(ycsb_updates), bad_rows, first_bad_key]` for [`Ycsb::verify`].
+//!
+//! ## Invariant (checked by `verify`)
+//!
+//! With `U` committed update transactions and `I` indeterminate ones (user aborts and errors,
+//! see [`crate::workload`]), each touching `n` keys:
+//!
+//! * exactly `records` rows exist in `0..records`, and every field carries its own row's key
+//!   (no write landed on the wrong row, no row lost or torn);
+//! * `n·U <= sum(ycsb_updates) <= n·(U + I)`: no committed update was lost and nothing was
+//!   applied that nobody asked for (or twice);
+//! * no transaction found a row missing (no user aborts).
+//!
+//! ## Not implemented
+//!
+//! Inserts, scans and read-modify-write transactions (YCSB workloads D, E, F); the latest
+//! distribution; fields other than `field0` are never updated.
+
+use crate::harness::{call_idempotent, progress_bar};
+use crate::workload::{RunStats, TxnRequest, Workload};
+use anyhow::Context as _;
+use litmus_client::Client;
+use litmus_core::schema::fnv1a;
+use litmus_core::{
+    limits, Catalog, Column, ColumnType, Error, Formula, InvalidInput, Partitioning, Row, TableSchema, Value,
+};
+use litmus_engine::procedure::ProcResult;
+use litmus_engine::{Ctx, Op, OpResult, Registry};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Zipf};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+pub const TABLE: &str = "usertable";
+pub const KEY_COLUMN: &str = "ycsb_key";
+/// Field columns per row (`field0`, `field1`). Fixed so that the schema does not depend on
+/// options and `litmus server` can register it up front.
+pub const FIELDS: usize = 2;
+pub const FIELD_COLUMNS: [&str; FIELDS] = ["field0", "field1"];
+pub const UPDATES_COLUMN: &str = "ycsb_updates";
+
+pub const KIND_READ: &str = "read";
+pub const KIND_UPDATE: &str = "update";
+
+/// Largest number of keys one transaction touches.
+pub const TXN_SIZE_MAX: usize = 16;
+/// `TXN_PROCEDURES[n - 1]` runs a transaction over `n` keys.
+pub const TXN_PROCEDURES: [&str; TXN_SIZE_MAX] = [
+    "ycsb_txn_1",
+    "ycsb_txn_2",
+    "ycsb_txn_3",
+    "ycsb_txn_4",
+    "ycsb_txn_5",
+    "ycsb_txn_6",
+    "ycsb_txn_7",
+    "ycsb_txn_8",
+    "ycsb_txn_9",
+    "ycsb_txn_10",
+    "ycsb_txn_11",
+    "ycsb_txn_12",
+    "ycsb_txn_13",
+    "ycsb_txn_14",
+    "ycsb_txn_15",
+    "ycsb_txn_16",
+];
+pub const LOAD_PROCEDURE: &str = "ycsb_load";
+pub const CHECK_PROCEDURE: &str = "ycsb_check";
+
+/// Largest table size accepted.
+pub const RECORDS_MAX: u64 = 100_000_000;
+/// Bytes at the start of every field holding the row's key.
+pub const KEY_TAG_BYTES: usize = 8;
+/// Largest field size (leaves room for the value's own header within the value limit).
+pub const FIELD_SIZE_MAX: usize = limits::VALUE_SIZE_MAX / 2;
+/// Rows written by one `ycsb_load` call.
+pub const LOAD_BATCH_ROWS: u64 = 100;
+/// Most rows `ycsb_load` accepts in one call.
+pub const LOAD_BATCH_ROWS_MAX: i64 = 1_000;
+/// Clients loading in parallel.
+pub const LOAD_CLIENTS_MAX: usize = 4;
+/// Keys checked by one `ycsb_check` call (also its most rows per call).
+pub const CHECK_CHUNK_ROWS: u64 = 1_000;
+/// Draws from the key distribution before falling back to probing for a distinct key.
+pub const DISTINCT_KEY_ATTEMPTS_MAX: u32 = 32;
+/// Records above which loading shows a progress bar.
+pub const LOAD_PROGRESS_RECORDS_MIN: u64 = 10_000;
+
+/// How keys are drawn.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyDistribution {
+    /// Every key equally likely.
+    Uniform,
+    /// Zipfian over key ranks, ranks scrambled over the key space with FNV-1a (YCSB's
+    /// ScrambledZipfian), so hot keys spread over partitions.
+    Zipfian,
+}
+
+/// YCSB settings (the `--records`, `--read-ratio`, ... flags of `litmus bench ycsb`).
+#[derive(clap::Args, Clone, Debug, PartialEq, Serialize)]
+#[command(next_help_heading = "YCSB options")]
+pub struct YcsbOptions {
+    /// Rows in usertable (keys 0..records), loaded before the run.
+    #[arg(long, default_value_t = YcsbOptions::DEFAULT.records)]
+    pub records: u64,
+
+    /// Fraction of transactions that only read; the rest only update. 0.5 is YCSB workload A,
+    /// 0.95 workload B, 1.0 workload C.
+    #[arg(long = "read-ratio", value_name = "FRACTION", default_value_t = YcsbOptions::DEFAULT.read_ratio)]
+    pub read_ratio: f64,
+
+    /// How keys are drawn.
+    #[arg(long, value_enum, default_value_t = YcsbOptions::DEFAULT.distribution)]
+    pub distribution: KeyDistribution,
+
+    /// Skew θ of the zipfian distribution (YCSB uses 0.99; 0 is uniform over ranks).
+    #[arg(long = "zipf-theta", value_name = "THETA", default_value_t = YcsbOptions::DEFAULT.zipf_theta)]
+    pub zipf_theta: f64,
+
+    /// Distinct keys each transaction reads or updates (1..=16). Above 1 most transactions span
+    /// partitions.
+    #[arg(long = "txn-size", value_name = "KEYS", default_value_t = YcsbOptions::DEFAULT.txn_size)]
+    pub txn_size: usize,
+
+    /// Bytes in each of the two fields of a row (at least 8: a field starts with its row's key).
+    #[arg(long = "field-size", value_name = "BYTES", default_value_t = YcsbOptions::DEFAULT.field_size)]
+    pub field_size: usize,
+}
+
+impl YcsbOptions {
+    pub const DEFAULT: YcsbOptions = YcsbOptions {
+        records: 10_000,
+        read_ratio: 0.5,
+        distribution: KeyDistribution::Zipfian,
+        zipf_theta: 0.99,
+        txn_size: 1,
+        field_size: 100,
+    };
+
+    pub fn validate(&self) -> Result<(), YcsbConfigError> {
+        use YcsbConfigError::*;
+        if self.records == 0 || self.records > RECORDS_MAX {
+            return Err(Records(self.records));
+        }
+        if !(0.0..=1.0).contains(&self.read_ratio) {
+            return Err(ReadRatio(self.read_ratio));
+        }
+        if !self.zipf_theta.is_finite() || self.zipf_theta < 0.0 {
+            return Err(ZipfTheta(self.zipf_theta));
+        }
+        if self.txn_size == 0 || self.txn_size > TXN_SIZE_MAX || self.txn_size as u64 > self.records {
+            return Err(TxnSize { txn_size: self.txn_size, records: self.records });
+        }
+        if self.field_size < KEY_TAG_BYTES || self.field_size > FIELD_SIZE_MAX {
+            return Err(FieldSize(self.field_size));
+        }
+        Ok(())
+    }
+}
+
+impl Default for YcsbOptions {
+    fn default() -> Self {
+        YcsbOptions::DEFAULT
+    }
+}
+
+/// Rejected YCSB settings.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum YcsbConfigError {
+    #[error("--records must be in 1..={RECORDS_MAX}, got {0}")]
+    Records(u64),
+    #[error("--read-ratio must be in [0, 1], got {0}")]
+    ReadRatio(f64),
+    #[error("--zipf-theta must be finite and >= 0, got {0}")]
+    ZipfTheta(f64),
+    #[error("--txn-size must be in 1..={TXN_SIZE_MAX} and at most --records ({records}), got {txn_size}")]
+    TxnSize { txn_size: usize, records: u64 },
+    #[error("--field-size must be in {KEY_TAG_BYTES}..={FIELD_SIZE_MAX}, got {0}")]
+    FieldSize(usize),
+}
+
+/// Draws keys in `0..records`.
+#[derive(Clone, Debug)]
+pub enum KeyChooser {
+    Uniform { records: u64 },
+    /// Zipf over ranks `1..=records`; rank `r` maps to key `fnv1a(r) mod records`.
+    Zipfian { zipf: Zipf<f64>, records: u64 },
+}
+
+impl KeyChooser {
+    pub fn new(distribution: KeyDistribution, records: u64, theta: f64) -> Result<KeyChooser, YcsbConfigError> {
+        if records == 0 || records > RECORDS_MAX {
+            return Err(YcsbConfigError::Records(records));
+        }
+        Ok(match distribution {
+            KeyDistribution::Uniform => KeyChooser::Uniform { records },
+            KeyDistribution::Zipfian => {
+                let zipf = Zipf::new(records, theta).map_err(|_| YcsbConfigError::ZipfTheta(theta))?;
+                KeyChooser::Zipfian { zipf, records }
+            }
+        })
+    }
+
+    pub fn records(&self) -> u64 {
+        match self {
+            KeyChooser::Uniform { records } | KeyChooser::Zipfian { records, .. } => *records,
+        }
+    }
+
+    pub fn sample(&self, rng: &mut impl Rng) -> u64 {
+        match self {
+            KeyChooser::Uniform { records } => rng.gen_range(0..*records),
+            KeyChooser::Zipfian { zipf, records } => {
+                let rank = (zipf.sample(rng) as u64).clamp(1, *records);
+                let key = fnv1a(&rank.to_le_bytes()) % records;
+                debug_assert!(key < *records);
+                key
+            }
+        }
+    }
+
+    /// `n` distinct keys (`n <= records`). Draws from the distribution, and after
+    /// [`DISTINCT_KEY_ATTEMPTS_MAX`] repeats probes upward for a free key, so it always ends.
+    pub fn distinct(&self, rng: &mut impl Rng, n: usize) -> Vec<u64> {
+        let records = self.records();
+        assert!(n as u64 <= records, "{n} distinct keys out of {records}");
+        let mut keys = Vec::with_capacity(n);
+        while keys.len() < n {
+            let mut key = self.sample(rng);
+            let mut attempts = 1;
+            while keys.contains(&key) && attempts < DISTINCT_KEY_ATTEMPTS_MAX {
+                key = self.sample(rng);
+                attempts += 1;
+            }
+            while keys.contains(&key) {
+                key = (key + 1) % records;
+            }
+            keys.push(key);
+        }
+        keys
+    }
+}
+
+/// The YCSB workload.
+pub struct Ycsb {
+    opts: YcsbOptions,
+    keys: KeyChooser,
+    /// Whether loading may show a progress bar.
+    progress: bool,
+}
+
+impl Ycsb {
+    pub fn new(opts: YcsbOptions, progress: bool) -> Result<Ycsb, YcsbConfigError> {
+        opts.validate()?;
+        let keys = KeyChooser::new(opts.distribution, opts.records, opts.zipf_theta)?;
+        Ok(Ycsb { opts, keys, progress })
+    }
+
+    pub fn options(&self) -> &YcsbOptions {
+        &self.opts
+    }
+}
+
+/// The content of field `field` of row `key` at load time: the key, then filler.
+pub fn initial_field(key: i64, field: usize, field_size: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(field_size);
+    v.extend_from_slice(&key.to_le_bytes());
+    v.extend((KEY_TAG_BYTES..field_size).map(|j| b'a' + ((key as usize).wrapping_add(field + j) % 26) as u8));
+    v
+}
+
+fn initial_row(key: i64, field_size: usize) -> Row {
+    let mut row = Vec::with_capacity(2 + FIELDS);
+    row.push(Value::Int(key));
+    row.extend((0..FIELDS).map(|f| Value::Bytes(initial_field(key, f, field_size))));
+    row.push(Value::Int(0));
+    row
+}
+
+fn int_arg(args: &[Value], i: usize, procedure: &str) -> Result<i64, Error> {
+    args.get(i).and_then(Value::as_int).ok_or_else(|| {
+        InvalidInput::WrongType {
+            what: format!("argument {i} of {procedure}"),
+            expected: "int".into(),
+            got: args.get(i).map_or("nothing".into(), Value::type_name),
+        }
+        .into()
+    })
+}
+
+/// `ycsb_txn_n(key_1, value_1, ..., key_n, value_n)`; see the module doc.
+async fn txn_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let mut pending = Vec::with_capacity(args.len() / 2);
+    for pair in args.chunks_exact(2) {
+        let key = vec![pair[0].clone()];
+        let op = match &pair[1] {
+            Value::Null => Op::Read { table: TABLE.into(), key },
+            Value::Bytes(v) => Op::Update {
+                table: TABLE.into(),
+                key,
+                updates: vec![
+                    (FIELD_COLUMNS[0].into(), Formula::Assign(Value::Bytes(v.clone()))),
+                    (UPDATES_COLUMN.into(), Formula::Add(Value::Int(1))),
+                ],
+            },
+            other => {
+                return Err(InvalidInput::WrongType {
+                    what: "ycsb value argument".into(),
+                    expected: "bytes or NULL".into(),
+                    got: other.type_name(),
+                }
+                .into())
+            }
+        };
+        // Issued now, awaited below: all operations go out in one round.
+        pending.push((pair[0].clone(), ctx.op(op)));
+    }
+    let mut out = Vec::new();
+    for (key, op) in pending {
+        match op.await? {
+            OpResult::Row(Some(mut row)) if row.len() > 1 => out.push(row.swap_remove(1)),
+            OpResult::Row(_) => return Err(ctx.abort(format!("{TABLE} row {key} is missing"))),
+            OpResult::Done => {}
+            other => return Err(Error::Internal(format!("ycsb op returned {other:?}"))),
+        }
+    }
+    Ok(out)
+}
+
+/// `ycsb_load(start, count, field_size)`: writes the initial rows `start..start+count`.
+async fn load_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let start = int_arg(&args, 0, LOAD_PROCEDURE)?;
+    let count = int_arg(&args, 1, LOAD_PROCEDURE)?;
+    let field_size = int_arg(&args, 2, LOAD_PROCEDURE)?;
+    let bad = |what: String| -> Error { InvalidInput::Config(format!("{LOAD_PROCEDURE}: {what}")).into() };
+    if !(0..=LOAD_BATCH_ROWS_MAX).contains(&count) {
+        return Err(bad(format!("count must be in 0..={LOAD_BATCH_ROWS_MAX}, got {count}")));
+    }
+    if start < 0 || start.checked_add(count).is_none() {
+        return Err(bad(format!("bad key range start {start} count {count}")));
+    }
+    if field_size < KEY_TAG_BYTES as i64 || field_size > FIELD_SIZE_MAX as i64 {
+        return Err(bad(format!("field size must be in {KEY_TAG_BYTES}..={FIELD_SIZE_MAX}, got {field_size}")));
+    }
+    let writes: Vec<_> = (start..start + count)
+        .map(|k| ctx.op(Op::Write { table: TABLE.into(), row: initial_row(k, field_size as usize) }))
+        .collect();
+    for w in writes {
+        w.await?;
+    }
+    Ok(vec![Value::Int(count)])
+}
+
+/// Whether a usertable row is well formed for key range `start..end`; returns its key and update
+/// count, or `None` for a bad row.
+fn check_row(row: &[Value], start: i64, end: i64) -> Option<(i64, i64)> {
+    if row.len() != 2 + FIELDS {
+        return None;
+    }
+    let key = row[0].as_int().filter(|k| (start..end).contains(k))?;
+    let tag = key.to_le_bytes();
+    let fields_ok = row[1..=FIELDS].iter().all(|f| f.as_bytes().is_some_and(|b| b.starts_with(&tag)));
+    let updates = row[1 + FIELDS].as_int().filter(|u| *u >= 0)?;
+    fields_ok.then_some((key, updates))
+}
+
+/// `ycsb_check(start, end)` -> `[rows, sum(ycsb_updates), bad_rows, first_bad_key | NULL]`.
+async fn check_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let start = int_arg(&args, 0, CHECK_PROCEDURE)?;
+    let end = int_arg(&args, 1, CHECK_PROCEDURE)?;
+    let span = end.checked_sub(start).filter(|s| (0..=CHECK_CHUNK_ROWS as i64).contains(s)).ok_or_else(|| {
+        Error::from(InvalidInput::Config(format!(
+            "{CHECK_PROCEDURE}: range {start}..{end} must span 0..={CHECK_CHUNK_ROWS} keys"
+        )))
+    })?;
+    let rows = ctx.scan(TABLE, &[Value::Int(start)], Some(&[Value::Int(end)]), span as u32).await?;
+    let (mut sum, mut bad, mut first_bad) = (0i64, 0i64, Value::Null);
+    for row in &rows {
+        match check_row(row, start, end) {
+            Some((_, updates)) => {
+                sum = sum.checked_add(updates).ok_or_else(|| InvalidInput::Overflow("sum(ycsb_updates)".into()))?
+            }
+            None => {
+                bad += 1;
+                if first_bad.is_null() {
+                    first_bad = row.first().cloned().unwrap_or(Value::Null);
+                }
+            }
+        }
+    }
+    Ok(vec![Value::Int(rows.len() as i64), Value::Int(sum), Value::Int(bad), first_bad])
+}
+
+/// The usertable schema.
+pub fn table() -> TableSchema {
+    let mut columns = vec![Column::new(KEY_COLUMN, ColumnType::Int)];
+    columns.extend(FIELD_COLUMNS.iter().map(|f| Column::new(f, ColumnType::Bytes)));
+    columns.push(Column::new(UPDATES_COLUMN, ColumnType::Int));
+    TableSchema::new(TABLE, columns, &[KEY_COLUMN], Partitioning::KeyPrefix { prefix_len: 1 })
+}
+
+impl Workload for Ycsb {
+    fn name(&self) -> &'static str {
+        "ycsb"
+    }
+
+    fn describe(&self) -> String {
+        let o = &self.opts;
+        let dist = match o.distribution {
+            KeyDistribution::Uniform => "uniform".to_string(),
+            KeyDistribution::Zipfian => format!("zipfian(θ={})", o.zipf_theta),
+        };
+        format!(
+            "records={} read_ratio={} distribution={dist} txn_size={} fields={FIELDS}x{}B",
+            o.records, o.read_ratio, o.txn_size, o.field_size
+        )
+    }
+
+    fn catalog(&self) -> Catalog {
+        let mut c = Catalog::new();
+        c.add(table());
+        c
+    }
+
+    fn register(&self, registry: &mut Registry) {
+        for (i, name) in TXN_PROCEDURES.iter().enumerate() {
+            let params = (0..=i).flat_map(|_| [ColumnType::Int, ColumnType::Bytes]).collect();
+            registry.register(name, params, txn_body);
+        }
+        registry.register(LOAD_PROCEDURE, vec![ColumnType::Int; 3], load_body);
+        registry.register(CHECK_PROCEDURE, vec![ColumnType::Int; 2], check_body);
+    }
+
+    fn prepare(&self, clients: &mut dyn FnMut() -> Result<Client, Error>) -> anyhow::Result<()> {
+        let records = self.opts.records;
+        let batches = records.div_ceil(LOAD_BATCH_ROWS);
+        let threads = (batches as usize).clamp(1, LOAD_CLIENTS_MAX);
+        let mut sessions = Vec::with_capacity(threads);
+        for _ in 0..threads {
+            sessions.push(clients().context("open a load client")?);
+        }
+        let bar = progress_bar(records, "load", !self.progress || records < LOAD_PROGRESS_RECORDS_MIN);
+        let next_batch = AtomicU64::new(0);
+        let failed = AtomicBool::new(false);
+        let field_size = self.opts.field_size as i64;
+        let result = std::thread::scope(|s| {
+            let mut handles = Vec::with_capacity(threads);
+            for (i, client) in sessions.iter_mut().enumerate() {
+                let (next_batch, failed, bar) = (&next_batch, &failed, &bar);
+                let load = move || -> anyhow::Result<()> {
+                    while !failed.load(Ordering::Relaxed) {
+                        let start = next_batch.fetch_add(1, Ordering::Relaxed) * LOAD_BATCH_ROWS;
+                        if start >= records {
+                            break;
+                        }
+                        let count = LOAD_BATCH_ROWS.min(records - start);
+                        let args = vec![Value::Int(start as i64), Value::Int(count as i64), Value::Int(field_size)];
+                        if let Err(e) = call_idempotent(client, LOAD_PROCEDURE, args) {
+                            failed.store(true, Ordering::Relaxed);
+                            return Err(e).with_context(|| format!("load rows {start}..{}", start + count));
+                        }
+                        bar.inc(count);
+                    }
+                    Ok(())
+                };
+                let handle = std::thread::Builder::new()
+                    .name(format!("ycsb-load-{i}"))
+                    .spawn_scoped(s, load)
+                    .context("spawn a load thread")?;
+                handles.push(handle);
+            }
+            let mut first: anyhow::Result<()> = Ok(());
+            for h in handles {
+                let r = h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a load thread panicked")));
+                if first.is_ok() {
+                    first = r;
+                }
+            }
+            first
+        });
+        bar.finish_and_clear();
+        result
+    }
+
+    fn generate(&self, rng: &mut ChaCha8Rng) -> TxnRequest {
+        let n = self.opts.txn_size;
+        let read = rng.gen_bool(self.opts.read_ratio);
+        let keys = self.keys.distinct(rng, n);
+        let mut args = Vec::with_capacity(2 * n);
+        for key in keys {
+            let key = key as i64;
+            args.push(Value::Int(key));
+            if read {
+                args.push(Value::Null);
+            } else {
+                let mut v = vec![0u8; self.opts.field_size];
+                v[..KEY_TAG_BYTES].copy_from_slice(&key.to_le_bytes());
+                rng.fill(&mut v[KEY_TAG_BYTES..]);
+                args.push(Value::Bytes(v));
+            }
+        }
+        TxnRequest { kind: if read { KIND_READ } else { KIND_UPDATE }, procedure: TXN_PROCEDURES[n - 1], args }
+    }
+
+    fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String> {
+        let records = self.opts.records;
+        let (mut rows, mut sum, mut bad, mut first_bad) = (0u64, 0u64, 0u64, None);
+        let mut start = 0;
+        while start < records {
+            let end = (start + CHECK_CHUNK_ROWS).min(records);
+            let out = call_idempotent(client, CHECK_PROCEDURE, vec![Value::Int(start as i64), Value::Int(end as i64)])
+                .with_context(|| format!("check rows {start}..{end}"))?;
+            let count = |i: usize| out.get(i).and_then(Value::as_int).and_then(|v| u64::try_from(v).ok());
+            let (Some(r), Some(s), Some(b)) = (count(0), count(1), count(2)) else {
+                anyhow::bail!("{CHECK_PROCEDURE} returned {out:?}, expected [rows, sum, bad_rows, first_bad_key]");
+            };
+            rows += r;
+            sum += s;
+            bad += b;
+            if first_bad.is_none() && b > 0 {
+                first_bad = out.get(3).cloned();
+            }
+            start = end;
+        }
+
+        let n = self.opts.txn_size as u64;
+        let updates = stats.total_of(KIND_UPDATE);
+        let (low, high) = (n * updates.committed, n * (updates.committed + updates.indeterminate()));
+        let user_aborts = stats.total_all().user_aborts;
+        let mut violations = Vec::new();
+        if rows != records {
+            violations.push(format!("expected {records} rows in {TABLE}, found {rows}"));
+        }
+        if bad > 0 {
+            let first = first_bad.map_or("?".to_string(), |k| k.to_string());
+            violations.push(format!("{bad} rows malformed or carrying another row's key (first: key {first})"));
+        }
+        if !(low..=high).contains(&sum) {
+            violations.push(format!(
+                "sum({UPDATES_COLUMN}) = {sum} outside [{low}, {high}] ({} committed and {} indeterminate update \
+                 transactions of {n} keys)",
+                updates.committed,
+                updates.indeterminate()
+            ));
+        }
+        if user_aborts > 0 {
+            violations.push(format!("{user_aborts} transactions found a row missing"));
+        }
+        if !violations.is_empty() {
+            anyhow::bail!(violations.join("; "));
+        }
+        Ok(format!(
+            "{rows} rows intact; sum({UPDATES_COLUMN}) = {sum} within [{low}, {high}] ({} committed update \
+             transactions of {n} keys)",
+            updates.committed
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn procedure_names_match_their_sizes() {
+        for (i, name) in TXN_PROCEDURES.iter().enumerate() {
+            assert_eq!(*name, format!("ycsb_txn_{}", i + 1));
+        }
+    }
+
+    #[test]
+    fn zipfian_keys_are_in_range_and_skewed() {
+        let records = 10_000u64;
+        let samples = 100_000u64;
+        let chooser = KeyChooser::new(KeyDistribution::Zipfian, records, 0.99).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut hits = vec![0u64; records as usize];
+        for _ in 0..samples {
+            let k = chooser.sample(&mut rng);
+            assert!(k < records, "key {k} out of range");
+            hits[k as usize] += 1;
+        }
+        let uniform_mean = samples / records;
+        let top = *hits.iter().max().unwrap();
+        assert!(top > 100 * uniform_mean, "top key hit {top} times, uniform mean {uniform_mean}");
+        // Scrambling spreads the hottest keys over partitions rather than onto key 0, 1, 2...
+        let mut hottest: Vec<usize> = (0..records as usize).collect();
+        hottest.sort_by_key(|&k| std::cmp::Reverse(hits[k]));
+        let partitions: std::collections::BTreeSet<_> = hottest[..16].iter().map(|k| k % 4).collect();
+        assert!(partitions.len() > 1, "the 16 hottest keys all on one of 4 partitions");
+
+        // The negative space: uniform keys are not skewed.
+        let chooser = KeyChooser::new(KeyDistribution::Uniform, records, 0.99).unwrap();
+        let mut hits = vec![0u64; records as usize];
+        for _ in 0..samples {
+            hits[chooser.sample(&mut rng) as usize] += 1;
+        }
+        assert!(*hits.iter().max().unwrap() < 5 * uniform_mean);
+    }
+
+    #[test]
+    fn transactions_touch_distinct_keys_and_follow_the_read_ratio() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        // A tiny, very skewed table forces the distinct-key fallback.
+        let opts = YcsbOptions { records: 16, txn_size: 16, zipf_theta: 3.0, ..YcsbOptions::DEFAULT };
+        let w = Ycsb::new(opts, false).unwrap();
+        for _ in 0..200 {
+            let t = w.generate(&mut rng);
+            assert_eq!(t.procedure, "ycsb_txn_16");
+            assert_eq!(t.args.len(), 32);
+            let mut keys: Vec<i64> = t.args.iter().step_by(2).map(|k| k.as_int().unwrap()).collect();
+            keys.sort();
+            keys.dedup();
+            assert_eq!(keys.len(), 16);
+            assert!(keys.iter().all(|k| (0..16).contains(k)));
+        }
+        for (ratio, kind) in [(1.0, KIND_READ), (0.0, KIND_UPDATE)] {
+            let w = Ycsb::new(YcsbOptions { read_ratio: ratio, ..YcsbOptions::DEFAULT }, false).unwrap();
+            for _ in 0..50 {
+                let t = w.generate(&mut rng);
+                assert_eq!(t.kind, kind);
+                let key = t.args[0].as_int().unwrap();
+                match &t.args[1] {
+                    Value::Null => assert_eq!(kind, KIND_READ),
+                    Value::Bytes(v) => {
+                        assert_eq!(v.len(), YcsbOptions::DEFAULT.field_size);
+                        assert!(v.starts_with(&key.to_le_bytes()), "an update carries its key");
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn generation_replays_from_the_seed() {
+        let w = Ycsb::new(YcsbOptions::DEFAULT, false).unwrap();
+        let run = |seed| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            (0..20).map(|_| w.generate(&mut rng)).collect::<Vec<_>>()
+        };
+        assert_eq!(run(3), run(3));
+        assert_ne!(run(3), run(4));
+    }
+
+    #[test]
+    fn bad_options_are_rejected() {
+        let bad = |o: YcsbOptions| Ycsb::new(o, false).err().expect("rejected");
+        let d = YcsbOptions::DEFAULT;
+        assert_eq!(bad(YcsbOptions { records: 0, ..d.clone() }), YcsbConfigError::Records(0));
+        assert_eq!(bad(YcsbOptions { read_ratio: 1.5, ..d.clone() }), YcsbConfigError::ReadRatio(1.5));
+        assert!(matches!(bad(YcsbOptions { txn_size: 17, ..d.clone() }), YcsbConfigError::TxnSize { .. }));
+        assert!(matches!(bad(YcsbOptions { records: 2, txn_size: 3, ..d.clone() }), YcsbConfigError::TxnSize { .. }));
+        assert_eq!(bad(YcsbOptions { field_size: 4, ..d.clone() }), YcsbConfigError::FieldSize(4));
+        assert!(matches!(bad(YcsbOptions { zipf_theta: f64::NAN, ..d }), YcsbConfigError::ZipfTheta(_)));
+    }
+
+    #[test]
+    fn check_row_accepts_loaded_rows_and_rejects_foreign_fields() {
+        let row = initial_row(5, 16);
+        assert_eq!(check_row(&row, 0, 10), Some((5, 0)));
+        assert_eq!(check_row(&row, 6, 10), None, "key outside the range");
+        let mut foreign = row.clone();
+        foreign[1] = Value::Bytes(initial_field(6, 0, 16));
+        assert_eq!(check_row(&foreign, 0, 10), None);
+        let mut negative = row;
+        negative[3] = Value::Int(-1);
+        assert_eq!(check_row(&negative, 0, 10), None);
+    }
+}
