@@ -27,7 +27,7 @@ use litmus_core::{AbortReason, Catalog, Error, InvalidInput, NodeId, PartitionId
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -77,7 +77,8 @@ enum Outcome {
 
 struct PendingOp {
     kind: OpKind,
-    waiting: usize,
+    /// Partitions whose piece is still out (a set, so a duplicated reply counts once).
+    waiting: BTreeSet<PartitionId>,
     results: Vec<PartResult>,
     error: Option<Error>,
     /// For interactive ops: the client request to answer.
@@ -92,6 +93,9 @@ struct Txn {
     ops: BTreeMap<u32, PendingOp>,
     finishing: Option<Outcome>,
     last_active: Time,
+    /// Next op id of an interactive transaction (never reused, so a late reply to an old op
+    /// cannot complete a new one).
+    next_op: u32,
 }
 
 pub struct Coordinator {
@@ -152,7 +156,7 @@ impl Coordinator {
     fn new_txn(&mut self, now: Time, client: Addr, request: Option<RequestId>, source: Source, out: &mut Effects) -> TxnId {
         self.next_seq += 1;
         let id = TxnId { node: self.cfg.node, epoch: self.epoch, seq: self.next_seq };
-        self.txns.insert(id, Txn { client, request, source, ops: BTreeMap::new(), finishing: None, last_active: now });
+        self.txns.insert(id, Txn { client, request, source, ops: BTreeMap::new(), finishing: None, last_active: now, next_op: 0 });
         self.with_engine(now, out, |e, ctx| e.begin(id, ctx));
         id
     }
@@ -187,7 +191,8 @@ impl Coordinator {
                     Ok(resolved) => {
                         let t = self.txns.get_mut(&txn).expect("checked");
                         t.last_active = now;
-                        let op_id = t.ops.keys().next_back().map_or(0, |k| k + 1);
+                        let op_id = t.next_op;
+                        t.next_op += 1;
                         self.dispatch(now, txn, op_id, resolved, Some(id), out);
                     }
                 }
@@ -225,7 +230,8 @@ impl Coordinator {
         let parts = resolved.partitions(self.cfg.partitions, self.cfg.preferred);
         assert!(!parts.is_empty());
         let t = self.txns.get_mut(&txn).expect("dispatch to a live txn");
-        let pending = PendingOp { kind: resolved.op.kind.clone(), waiting: parts.len(), results: vec![], error: None, reply };
+        let waiting = parts.iter().copied().collect();
+        let pending = PendingOp { kind: resolved.op.kind.clone(), waiting, results: vec![], error: None, reply };
         assert!(t.ops.insert(op_id, pending).is_none(), "op id reused");
         for part in parts {
             let op = resolved.op.clone();
@@ -294,15 +300,16 @@ impl Coordinator {
     fn on_op_done(&mut self, now: Time, id: SubOpId, result: Result<PartResult, Error>, out: &mut Effects) {
         let Some(t) = self.txns.get_mut(&id.txn) else { return }; // late reply
         let Some(op) = t.ops.get_mut(&id.op) else { return };
-        assert!(op.waiting > 0);
-        op.waiting -= 1;
+        if !op.waiting.remove(&id.part) {
+            return; // a duplicated reply
+        }
         match result {
             Ok(r) => op.results.push(r),
             Err(e) => {
                 op.error.get_or_insert(e);
             }
         }
-        if op.waiting > 0 {
+        if !op.waiting.is_empty() {
             return;
         }
         let op = t.ops.remove(&id.op).expect("present");
