@@ -1,1 +1,276 @@
-//! placeholder
+//! # litmus-bench: workloads and the closed-loop benchmark harness
+//!
+//! `litmus bench <workload>` loads a workload into a fresh cluster, drives it with closed-loop
+//! clients for a measured window, prints throughput and per-kind latency percentiles, and then
+//! has the workload check its own invariant — a benchmark that silently corrupts data fails.
+//!
+//! ```text
+//!   BenchArgs ──► BenchConfig + Box<dyn Workload> ──► harness::run ──► BenchReport
+//!   (clap flags)   (validated)    (workload())         (one engine)     (stdout table, --json)
+//! ```
+//!
+//! * [`mod@workload`] — the [`Workload`] trait (toydb's prepare / generate / verify shape) and the
+//!   outcome counts ([`RunStats`]) a workload's invariant is checked against.
+//! * [`ycsb`] — YCSB (workloads A/B/C, uniform or scrambled-zipfian keys, multi-key
+//!   transactions), with an update-counter invariant.
+//! * [`harness`] — the runner: embedded cluster or `--connect` to `litmus server`s, warmup,
+//!   retries with backoff, HDR histograms, the report and its printing.
+//!
+//! `--compare a,b` runs the same settings on engine `a` and then `b`, each on a fresh cluster,
+//! and ends the output with `ratio b/a = X.XX` (throughput of `b` over `a`).
+//!
+//! ```text
+//!   litmus bench ycsb --duration 3 --json out.json
+//!   litmus bench ycsb --compare nocc,nocc --duration 3
+//!   litmus bench ycsb --read-ratio 0.95 --distribution uniform --txn-size 4 --clients 16
+//! ```
+//!
+//! For `--connect`, the servers must know the workload's tables and procedures: build their
+//! catalog and registry with [`full_schema`] (`litmus server` does).
+
+pub mod harness;
+pub mod workload;
+pub mod ycsb;
+
+pub use harness::{BenchConfig, BenchError, BenchReport};
+pub use workload::{Outcomes, RunStats, TxnRequest, Workload};
+pub use ycsb::{Ycsb, YcsbOptions};
+
+use anyhow::Context as _;
+use litmus_core::Catalog;
+use litmus_engine::{builtin, EngineKind, Registry};
+use litmus_storage::wal::FsyncPolicy;
+use serde::Serialize;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Names of the workloads [`workload()`] knows.
+pub const WORKLOADS: &[&str] = &["ycsb"];
+
+/// Two engines to compare (`--compare a,b`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EnginePair {
+    pub first: EngineKind,
+    pub second: EngineKind,
+}
+
+fn parse_engine(s: &str) -> Result<EngineKind, String> {
+    s.trim().parse::<EngineKind>().map_err(|e| e.to_string())
+}
+
+fn parse_engine_pair(s: &str) -> Result<EnginePair, String> {
+    match s.split(',').collect::<Vec<_>>()[..] {
+        [a, b] => Ok(EnginePair { first: parse_engine(a)?, second: parse_engine(b)? }),
+        _ => Err(format!("expected two engines separated by a comma (e.g. nocc,nocc), got {s:?}")),
+    }
+}
+
+fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
+    s.parse::<FsyncPolicy>().map_err(|e| e.to_string())
+}
+
+/// The flags of `litmus bench`.
+#[derive(clap::Args, Clone, Debug, PartialEq)]
+pub struct BenchArgs {
+    /// Workload to run (known: ycsb).
+    pub workload: String,
+
+    /// Concurrency-control engine of the embedded cluster (e.g. nocc). With --connect, the
+    /// engine the servers run (used as the report's label).
+    #[arg(long, default_value = "nocc", value_parser = parse_engine)]
+    pub engine: EngineKind,
+
+    /// Run twice with identical settings, on engine A and then engine B (a fresh cluster each),
+    /// print both reports and, as the last line, `ratio B/A = X.XX` (throughput of B over A).
+    #[arg(long, value_name = "A,B", value_parser = parse_engine_pair, conflicts_with = "engine")]
+    pub compare: Option<EnginePair>,
+
+    /// Nodes of the embedded cluster (each runs a coordinator and its share of partitions).
+    #[arg(long, default_value_t = 2)]
+    pub nodes: u32,
+
+    /// Partitions of the embedded cluster (partition p lives on node p mod nodes).
+    #[arg(long, default_value_t = 4)]
+    pub partitions: u32,
+
+    /// Closed-loop clients, each one thread with at most one transaction outstanding.
+    #[arg(long, default_value_t = 8)]
+    pub clients: usize,
+
+    /// Length of the measured window in seconds (fractions allowed).
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub duration: f64,
+
+    /// Seconds of load before the measured window, not counted.
+    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    pub warmup: f64,
+
+    /// One-way network delay between hosts in µs, ±40% jitter (0: none). Default: a datacenter
+    /// LAN, uniform 100–250 µs.
+    #[arg(long = "net-delay-us", value_name = "MICROS")]
+    pub net_delay_us: Option<u64>,
+
+    /// Seed of the cluster and of the clients' transaction streams (client i uses stream i).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// Worker threads driving the embedded cluster's machines.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+
+    /// Keep the embedded cluster's logs here (must be empty or absent; with --compare each run
+    /// uses a subdirectory). Default: in memory.
+    #[arg(long = "data-dir", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// When logs are fsynced, with --data-dir: always (every group commit) or never.
+    #[arg(long, value_name = "POLICY", default_value = "never", value_parser = parse_fsync)]
+    pub fsync: FsyncPolicy,
+
+    /// Benchmark running `litmus server`s instead of an embedded cluster; clients connect round
+    /// robin. The servers' engine must match --engine.
+    #[arg(
+        long,
+        value_name = "HOST:PORT,...",
+        value_delimiter = ',',
+        conflicts_with_all = ["compare", "data_dir", "net_delay_us"]
+    )]
+    pub connect: Option<Vec<String>>,
+
+    /// Also write the report as JSON to this file (with --compare: both runs and the ratio).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+
+    /// No progress bars.
+    #[arg(long, short)]
+    pub quiet: bool,
+
+    #[command(flatten)]
+    pub ycsb: YcsbOptions,
+}
+
+/// Unknown workload name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown workload {0:?} (known: {known})", known = WORKLOADS.join(", "))]
+pub struct UnknownWorkload(pub String);
+
+/// Builds the named workload from the flags.
+pub fn workload(name: &str, args: &BenchArgs) -> anyhow::Result<Box<dyn Workload>> {
+    match name {
+        "ycsb" => Ok(Box::new(Ycsb::new(args.ycsb.clone(), !args.quiet)?)),
+        other => Err(UnknownWorkload(other.into()).into()),
+    }
+}
+
+/// Every table and procedure a `litmus server` needs to serve any workload: the built-ins and
+/// each workload's (their schemas and procedures do not depend on workload options).
+pub fn full_schema() -> (Catalog, Registry) {
+    let mut catalog = builtin::catalog();
+    let mut registry = builtin::registry();
+    let ycsb = Ycsb::new(YcsbOptions::default(), false).expect("default options are valid");
+    catalog.merge(&ycsb.catalog());
+    ycsb.register(&mut registry);
+    (catalog, registry)
+}
+
+fn seconds(flag: &str, secs: f64) -> Result<Duration, BenchError> {
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| BenchError::Config(format!("--{flag} must be a non-negative number of seconds, got {secs}")))
+}
+
+/// The run configuration the flags describe, for `engine`.
+pub fn config(args: &BenchArgs, engine: EngineKind) -> Result<BenchConfig, BenchError> {
+    let cfg = BenchConfig {
+        workload: args.workload.clone(),
+        engine,
+        nodes: args.nodes,
+        partitions: args.partitions,
+        clients: args.clients,
+        duration: seconds("duration", args.duration)?,
+        warmup: seconds("warmup", args.warmup)?,
+        net_delay_us: args.net_delay_us,
+        seed: args.seed,
+        workers: args.workers,
+        data_dir: args.data_dir.clone(),
+        fsync: args.fsync,
+        connect: args.connect.clone(),
+        json: args.json.clone(),
+        quiet: args.quiet,
+    };
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// The JSON written for `--compare`.
+#[derive(Serialize)]
+struct CompareReport<'a> {
+    runs: &'a [BenchReport],
+    /// `"b/a"`, engine names.
+    ratio_of: String,
+    /// Throughput of the second run over the first; `null` when the first committed nothing.
+    ratio: Option<f64>,
+}
+
+/// `litmus bench`: runs as the flags say and prints to stdout.
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    run_to(args, &mut out)
+}
+
+/// [`run`], printing to `out`. Returns `Err` when a run fails or a verification fails (after
+/// printing every report and writing the JSON).
+pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let engines = match args.compare {
+        Some(p) => vec![p.first, p.second],
+        None => vec![args.engine],
+    };
+    let mut reports = Vec::with_capacity(engines.len());
+    for (i, &engine) in engines.iter().enumerate() {
+        let mut cfg = config(args, engine)?;
+        if args.compare.is_some() {
+            cfg.data_dir = cfg.data_dir.map(|d| d.join(format!("run{}-{engine}", i + 1)));
+        }
+        let workload = workload(&args.workload, args)?;
+        let report = harness::run(&cfg, workload.as_ref()).with_context(|| format!("{} on {engine}", args.workload))?;
+        if i > 0 {
+            writeln!(out)?;
+        }
+        harness::print_report(out, &report)?;
+        reports.push(report);
+    }
+    if let [a, b] = &reports[..] {
+        writeln!(out)?;
+        harness::print_ratio(out, a, b)?;
+    }
+    out.flush()?;
+
+    if let Some(path) = &args.json {
+        let file = std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
+        let mut w = std::io::BufWriter::new(file);
+        match &reports[..] {
+            [a, b] => {
+                let ratio_of = format!("{}/{}", b.engine, a.engine);
+                serde_json::to_writer_pretty(
+                    &mut w,
+                    &CompareReport { runs: &reports, ratio_of, ratio: harness::ratio(a, b) },
+                )
+            }
+            [one] => serde_json::to_writer_pretty(&mut w, one),
+            _ => unreachable!("one or two runs"),
+        }
+        .with_context(|| format!("write {}", path.display()))?;
+        w.flush().with_context(|| format!("write {}", path.display()))?;
+    }
+
+    let failed: Vec<String> = reports
+        .iter()
+        .filter(|r| !r.verify.ok)
+        .map(|r| format!("{} on {}: {}", r.workload, r.engine, r.verify.message))
+        .collect();
+    if !failed.is_empty() {
+        return Err(BenchError::Verify(failed.join("; ")).into());
+    }
+    Ok(())
+}

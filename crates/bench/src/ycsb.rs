@@ -39,7 +39,7 @@
 //! ## Invariant (checked by `verify`)
 //!
 //! With `U` committed update transactions and `I` indeterminate ones (user aborts and errors,
-//! see [`crate::workload`]), each touching `n` keys:
+//! see [`mod@crate::workload`]), each touching `n` keys:
 //!
 //! * exactly `records` rows exist in `0..records`, and every field carries its own row's key
 //!   (no write landed on the wrong row, no row lost or torn);
@@ -52,7 +52,7 @@
 //! Inserts, scans and read-modify-write transactions (YCSB workloads D, E, F); the latest
 //! distribution; fields other than `field0` are never updated.
 
-use crate::harness::{call_idempotent, progress_bar};
+use crate::harness::{call_idempotent, progress_bar, BAR_COUNTED};
 use crate::workload::{RunStats, TxnRequest, Workload};
 use anyhow::Context as _;
 use litmus_client::Client;
@@ -219,9 +219,14 @@ pub enum YcsbConfigError {
 /// Draws keys in `0..records`.
 #[derive(Clone, Debug)]
 pub enum KeyChooser {
-    Uniform { records: u64 },
+    Uniform {
+        records: u64,
+    },
     /// Zipf over ranks `1..=records`; rank `r` maps to key `fnv1a(r) mod records`.
-    Zipfian { zipf: Zipf<f64>, records: u64 },
+    Zipfian {
+        zipf: Zipf<f64>,
+        records: u64,
+    },
 }
 
 impl KeyChooser {
@@ -476,7 +481,7 @@ impl Workload for Ycsb {
         for _ in 0..threads {
             sessions.push(clients().context("open a load client")?);
         }
-        let bar = progress_bar(records, "load", !self.progress || records < LOAD_PROGRESS_RECORDS_MIN);
+        let bar = progress_bar(records, "load", BAR_COUNTED, !self.progress || records < LOAD_PROGRESS_RECORDS_MIN);
         let next_batch = AtomicU64::new(0);
         let failed = AtomicBool::new(false);
         let field_size = self.opts.field_size as i64;
@@ -575,7 +580,7 @@ impl Workload for Ycsb {
         if !(low..=high).contains(&sum) {
             violations.push(format!(
                 "sum({UPDATES_COLUMN}) = {sum} outside [{low}, {high}] ({} committed and {} indeterminate update \
-                 transactions of {n} keys)",
+                 transactions, {n} key(s) each)",
                 updates.committed,
                 updates.indeterminate()
             ));
@@ -588,7 +593,7 @@ impl Workload for Ycsb {
         }
         Ok(format!(
             "{rows} rows intact; sum({UPDATES_COLUMN}) = {sum} within [{low}, {high}] ({} committed update \
-             transactions of {n} keys)",
+             transactions, {n} key(s) each)",
             updates.committed
         ))
     }

@@ -1,0 +1,617 @@
+//! # The closed-loop benchmark harness
+//!
+//! One run ([`run`]) of a [`Workload`] against one engine:
+//!
+//! ```text
+//!   catalog = builtin ∪ workload.catalog()      registry = builtin ∪ workload.register()
+//!   EmbeddedCluster::start (or --connect: clients dial running `litmus server`s, round robin)
+//!   workload.prepare(clients)                    initial data, not timed as part of the run
+//!   C client threads, each: own Client + ChaCha8Rng(seed, stream = client index)
+//!     loop until warmup + duration:
+//!       generate ─► call ─► retryable error? back off, retry (≤ RETRIES_MAX) ─► record
+//!   ├── warmup ──┼────────────── measured window (duration) ──────────────┤ stragglers
+//!   workload.verify(client, RunStats)            the workload's invariant
+//! ```
+//!
+//! **Closed loop**: each client has at most one transaction outstanding, so offered load adapts
+//! to the system (throughput and latency are two views of the same run, Little's law).
+//!
+//! **What is measured.** A transaction belongs to the measured window when it *finishes* inside
+//! it. Its latency runs from the first attempt to the final answer, retries and backoff
+//! included (what a user waits), and is recorded for committed transactions only, per kind, in
+//! an HDR histogram of microseconds (one per client thread, merged at the end). Throughput is
+//! committed transactions in the window over the window's length. [`RunStats::total`] counts
+//! the whole run for the invariant.
+//!
+//! **Retries.** An attempt failing with a retryable error ([`Error::is_retryable`]: a
+//! concurrency-control abort, or an unavailable node that certainly did not run it) is retried
+//! with jittered exponential backoff ([`BACKOFF_BASE_US`] doubling up to [`BACKOFF_MAX_US`]),
+//! at most [`RETRIES_MAX`] times, then given up. A user abort or another error ends the
+//! transaction at once. A rejection as invalid input ([`Error::Invalid`]) stops the whole run:
+//! the same request would be rejected forever (for example the servers lack the procedures).
+//!
+//! **Not measured / caveats.** Client threads share the machine with the embedded cluster, so
+//! on few cores the numbers are a relative comparison between engines, not absolute capacity.
+//! In `--connect` mode the engine label is taken on trust from the configuration.
+
+use crate::workload::{Outcomes, RunStats, Workload};
+use anyhow::Context as _;
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use litmus_client::Client;
+use litmus_core::Error;
+use litmus_engine::{builtin, EngineKind};
+use litmus_runtime::embedded::{DelayModel, EmbeddedCluster, EmbeddedConfig};
+use litmus_runtime::{ClusterSpec, Topology};
+use litmus_storage::wal::FsyncPolicy;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Most retries of one transaction after retryable failures.
+pub const RETRIES_MAX: u32 = 8;
+/// First backoff before a retry; doubles per retry.
+pub const BACKOFF_BASE_US: u64 = 100;
+/// Longest backoff before a retry.
+pub const BACKOFF_MAX_US: u64 = 10_000;
+/// Most retries of an idempotent setup call (load, check); these may also retry timeouts.
+pub const SETUP_RETRIES_MAX: u32 = 20;
+/// Largest latency the histograms hold (larger values are clamped to it).
+pub const LATENCY_US_MAX: u64 = 60_000_000;
+/// Significant decimal digits of the latency histograms.
+pub const LATENCY_SIGNIFICANT_DIGITS: u8 = 3;
+/// Most client threads.
+pub const CLIENTS_MAX: usize = 1024;
+/// Longest measured window or warmup.
+pub const DURATION_MAX: Duration = Duration::from_secs(24 * 3600);
+/// How often the live progress bar is redrawn.
+pub const PROGRESS_REFRESH: Duration = Duration::from_millis(200);
+
+/// Everything one run needs besides the workload itself.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchConfig {
+    pub workload: String,
+    pub engine: EngineKind,
+    pub nodes: u32,
+    pub partitions: u32,
+    pub clients: usize,
+    /// Length of the measured window.
+    pub duration: Duration,
+    /// Load before the measured window, not counted.
+    pub warmup: Duration,
+    /// One-way network delay: `None` is the LAN default (100–250 µs), `Some(0)` none, `Some(x)`
+    /// around `x` µs ±40%.
+    pub net_delay_us: Option<u64>,
+    pub seed: u64,
+    /// Worker threads of the embedded cluster.
+    pub workers: usize,
+    /// Where the embedded cluster keeps its logs (`None`: in memory). Must be empty or absent.
+    pub data_dir: Option<PathBuf>,
+    pub fsync: FsyncPolicy,
+    /// TCP mode: addresses of running `litmus server`s (no embedded cluster is started).
+    pub connect: Option<Vec<String>>,
+    /// Where to write the JSON report.
+    pub json: Option<PathBuf>,
+    /// No progress bars.
+    pub quiet: bool,
+}
+
+impl BenchConfig {
+    /// The defaults of `litmus bench` for `workload` on `engine`.
+    pub fn new(workload: &str, engine: EngineKind) -> BenchConfig {
+        BenchConfig {
+            workload: workload.into(),
+            engine,
+            nodes: 2,
+            partitions: 4,
+            clients: 8,
+            duration: Duration::from_secs(10),
+            warmup: Duration::from_secs(1),
+            net_delay_us: None,
+            seed: 1,
+            workers: 2,
+            data_dir: None,
+            fsync: FsyncPolicy::Never,
+            connect: None,
+            json: None,
+            quiet: false,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), BenchError> {
+        let bad = |m: String| Err(BenchError::Config(m));
+        if self.clients == 0 || self.clients > CLIENTS_MAX {
+            return bad(format!("clients must be in 1..={CLIENTS_MAX}, got {}", self.clients));
+        }
+        if self.duration.is_zero() || self.duration > DURATION_MAX {
+            return bad(format!("duration must be in (0, {}] s, got {:?}", DURATION_MAX.as_secs(), self.duration));
+        }
+        if self.warmup > DURATION_MAX {
+            return bad(format!("warmup must be at most {} s, got {:?}", DURATION_MAX.as_secs(), self.warmup));
+        }
+        if let Some(addrs) = &self.connect {
+            if addrs.is_empty() || addrs.iter().any(|a| a.trim().is_empty()) {
+                return bad("--connect needs a comma-separated list of host:port addresses".into());
+            }
+        } else {
+            Topology::new(self.nodes, self.partitions).map_err(|e| BenchError::Config(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// The embedded cluster's network delay model.
+    pub fn delay(&self) -> DelayModel {
+        match self.net_delay_us {
+            None => DelayModel::LAN,
+            Some(0) => DelayModel::NONE,
+            Some(us) => DelayModel::around_micros(us),
+        }
+    }
+
+    fn delay_label(&self) -> String {
+        if self.connect.is_some() {
+            return "real network".into();
+        }
+        let d = self.delay();
+        if d == DelayModel::NONE {
+            "none".into()
+        } else {
+            format!("{}-{}µs", d.min.as_micros(), d.max.as_micros())
+        }
+    }
+}
+
+/// Failures of the harness itself (engine and I/O errors pass through as they are).
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("invalid benchmark configuration: {0}")]
+    Config(String),
+    #[error("the database rejected a {kind} transaction ({procedure}) as invalid input; stopping, since every retry would be rejected too: {error}")]
+    Rejected { kind: &'static str, procedure: &'static str, error: Error },
+    #[error("verification failed: {0}")]
+    Verify(String),
+}
+
+/// Latency of one kind of transaction over the measured window, microseconds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LatencySummary {
+    /// Committed transactions of this kind in the window.
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: u64,
+    pub p95_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+impl LatencySummary {
+    fn of(h: &Histogram<u64>) -> LatencySummary {
+        LatencySummary {
+            count: h.len(),
+            mean_us: h.mean(),
+            p50_us: h.value_at_quantile(0.50),
+            p95_us: h.value_at_quantile(0.95),
+            p99_us: h.value_at_quantile(0.99),
+            max_us: h.max(),
+        }
+    }
+}
+
+/// The settings a report was produced with (flat, for JSON consumers).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ReportConfig {
+    pub nodes: u32,
+    pub partitions: u32,
+    pub clients: usize,
+    pub duration_secs: f64,
+    pub warmup_secs: f64,
+    pub net_delay: String,
+    pub net_delay_us: Option<u64>,
+    pub seed: u64,
+    pub workers: usize,
+    pub data_dir: Option<String>,
+    pub fsync: String,
+    pub connect: Option<Vec<String>>,
+}
+
+impl ReportConfig {
+    fn of(cfg: &BenchConfig) -> ReportConfig {
+        ReportConfig {
+            nodes: cfg.nodes,
+            partitions: cfg.partitions,
+            clients: cfg.clients,
+            duration_secs: cfg.duration.as_secs_f64(),
+            warmup_secs: cfg.warmup.as_secs_f64(),
+            net_delay: cfg.delay_label(),
+            net_delay_us: cfg.net_delay_us,
+            seed: cfg.seed,
+            workers: cfg.workers,
+            data_dir: cfg.data_dir.as_ref().map(|d| d.display().to_string()),
+            fsync: match cfg.fsync {
+                FsyncPolicy::Always => "always".into(),
+                FsyncPolicy::Never => "never".into(),
+            },
+            connect: cfg.connect.clone(),
+        }
+    }
+}
+
+/// The workload's verdict on its invariant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    pub ok: bool,
+    pub message: String,
+}
+
+/// The result of one run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchReport {
+    pub workload: String,
+    pub workload_settings: String,
+    pub engine: String,
+    pub engine_guarantee: String,
+    pub config: ReportConfig,
+    /// Time spent loading the initial data.
+    pub load_secs: f64,
+    /// Length of the measured window.
+    pub measured_secs: f64,
+    /// Committed transactions in the measured window.
+    pub committed: u64,
+    /// Committed transactions per second over the measured window.
+    pub throughput: f64,
+    /// Per kind of transaction.
+    pub latency: BTreeMap<String, LatencySummary>,
+    /// Outcome counts over the measured window (see [`Outcomes`]).
+    pub aborts: u64,
+    pub retries: u64,
+    pub gave_up: u64,
+    pub user_aborts: u64,
+    pub errors: u64,
+    pub outcome_unknown: u64,
+    pub verify: Verdict,
+}
+
+/// Runs `workload` once as configured: a fresh embedded cluster (or the `--connect` servers),
+/// load, warmup, measured window, verify. A failed verification is reported in the returned
+/// report's [`BenchReport::verify`], not as an `Err`; errors are failures to run at all.
+pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchReport> {
+    cfg.validate()?;
+    if let Some(addrs) = &cfg.connect {
+        let mut next = 0usize;
+        let mut connect = || {
+            let addr = &addrs[next % addrs.len()];
+            next += 1;
+            Client::connect(addr)
+        };
+        return drive(cfg, workload, &mut connect);
+    }
+    if let Some(dir) = &cfg.data_dir {
+        let occupied = std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(false);
+        if occupied {
+            return Err(BenchError::Config(format!(
+                "data directory {} is not empty (the cluster would recover an old run's data); remove it or pick another",
+                dir.display()
+            ))
+            .into());
+        }
+    }
+    let mut catalog = builtin::catalog();
+    catalog.merge(&workload.catalog());
+    let mut registry = builtin::registry();
+    workload.register(&mut registry);
+    let spec = ClusterSpec {
+        engine: cfg.engine,
+        topology: Topology::new(cfg.nodes, cfg.partitions)?,
+        catalog: Arc::new(catalog),
+        registry: Arc::new(registry),
+        seed: cfg.seed,
+    };
+    let embedded = EmbeddedConfig {
+        workers: cfg.workers,
+        delay: cfg.delay(),
+        data_dir: cfg.data_dir.clone(),
+        fsync: cfg.fsync,
+        ..EmbeddedConfig::default()
+    };
+    let cluster = EmbeddedCluster::start(spec, embedded).context("start the embedded cluster")?;
+    let mut attach = || Ok(Client::new(Box::new(cluster.transport())));
+    let report = drive(cfg, workload, &mut attach);
+    cluster.shutdown().context("a cluster worker failed")?;
+    report
+}
+
+/// Calls an idempotent procedure (a load batch, a read-only check), retrying retryable errors
+/// and timeouts alike, at most [`SETUP_RETRIES_MAX`] times. Never use it for a procedure whose
+/// effect must happen once.
+pub fn call_idempotent(
+    client: &mut Client,
+    procedure: &str,
+    args: Vec<litmus_core::Value>,
+) -> Result<Vec<litmus_core::Value>, Error> {
+    let mut attempt = 0;
+    loop {
+        match client.call(procedure, args.clone()) {
+            Ok(v) => return Ok(v),
+            Err(e) if attempt < SETUP_RETRIES_MAX && (e.is_retryable() || matches!(e, Error::Unavailable { .. })) => {
+                attempt += 1;
+                std::thread::sleep(Duration::from_micros(backoff_cap_us(attempt)));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The backoff ceiling before retry number `attempt` (1-based).
+fn backoff_cap_us(attempt: u32) -> u64 {
+    BACKOFF_BASE_US.saturating_mul(1 << attempt.saturating_sub(1).min(20)).min(BACKOFF_MAX_US)
+}
+
+/// Progress bar template for counted work (rows loaded).
+pub(crate) const BAR_COUNTED: &str = "{prefix:>7} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} {msg}";
+/// Progress bar template for a timed run (position in milliseconds, not shown).
+pub(crate) const BAR_TIMED: &str = "{prefix:>7} [{elapsed_precise}] {wide_bar} {msg}";
+
+/// A progress bar on stderr drawn with `template`; hidden when asked or when stderr is not a
+/// terminal.
+pub(crate) fn progress_bar(len: u64, prefix: &'static str, template: &str, hidden: bool) -> ProgressBar {
+    if hidden || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    bar.set_style(ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar.set_prefix(prefix);
+    bar
+}
+
+/// The measured window.
+#[derive(Clone, Copy)]
+struct Window {
+    measure_from: Instant,
+    until: Instant,
+}
+
+/// State shared by the client threads and the progress loop.
+struct Shared {
+    /// Commits so far (warmup included), for the live throughput.
+    committed: AtomicU64,
+    stop: AtomicBool,
+    rejected: Mutex<Option<BenchError>>,
+}
+
+/// One client thread's record of one kind.
+struct KindTally {
+    measured: Outcomes,
+    total: Outcomes,
+    latency_us: Histogram<u64>,
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LATENCY_US_MAX, LATENCY_SIGNIFICANT_DIGITS).expect("constant bounds are valid")
+}
+
+/// How one logical transaction ended.
+enum Final {
+    Committed,
+    GaveUp,
+    UserAbort,
+    Failed(Error),
+}
+
+fn drive(
+    cfg: &BenchConfig,
+    workload: &dyn Workload,
+    clients: &mut dyn FnMut() -> Result<Client, Error>,
+) -> anyhow::Result<BenchReport> {
+    let load_started = Instant::now();
+    workload.prepare(clients).with_context(|| format!("prepare {}", workload.name()))?;
+    let load_secs = load_started.elapsed().as_secs_f64();
+
+    let mut sessions = Vec::with_capacity(cfg.clients);
+    for _ in 0..cfg.clients {
+        sessions.push(clients().context("open a benchmark client")?);
+    }
+    let shared = Shared { committed: AtomicU64::new(0), stop: AtomicBool::new(false), rejected: Mutex::new(None) };
+    let start = Instant::now();
+    let window = Window { measure_from: start + cfg.warmup, until: start + cfg.warmup + cfg.duration };
+
+    let tallies = std::thread::scope(|s| -> anyhow::Result<Vec<BTreeMap<&'static str, KindTally>>> {
+        let mut handles = Vec::with_capacity(sessions.len());
+        for (i, client) in sessions.iter_mut().enumerate() {
+            let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+            rng.set_stream(i as u64);
+            let shared = &shared;
+            let handle = std::thread::Builder::new()
+                .name(format!("bench-client-{i}"))
+                .spawn_scoped(s, move || client_loop(client, rng, workload, window, shared))
+                .context("spawn a client thread")?;
+            handles.push(handle);
+        }
+        show_progress(cfg, window, &shared);
+        let mut tallies = Vec::with_capacity(handles.len());
+        for h in handles {
+            tallies.push(h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))?);
+        }
+        Ok(tallies)
+    })?;
+    if let Some(rejected) = shared.rejected.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.take() {
+        return Err(rejected.into());
+    }
+
+    let mut stats = RunStats { measured_secs: cfg.duration.as_secs_f64(), ..RunStats::default() };
+    let mut histograms: BTreeMap<&'static str, Histogram<u64>> = BTreeMap::new();
+    for tally in tallies {
+        for (kind, t) in tally {
+            stats.measured.entry(kind).or_default().add(&t.measured);
+            stats.total.entry(kind).or_default().add(&t.total);
+            histograms.entry(kind).or_insert_with(new_histogram).add(&t.latency_us).context("merge histograms")?;
+        }
+    }
+
+    let mut checker = clients().context("open the verification client")?;
+    let verify = match workload.verify(&mut checker, &stats) {
+        Ok(message) => Verdict { ok: true, message },
+        Err(e) => Verdict { ok: false, message: format!("{e:#}") },
+    };
+
+    let m = stats.measured_all();
+    Ok(BenchReport {
+        workload: workload.name().into(),
+        workload_settings: workload.describe(),
+        engine: cfg.engine.name().into(),
+        engine_guarantee: cfg.engine.guarantee().into(),
+        config: ReportConfig::of(cfg),
+        load_secs,
+        measured_secs: stats.measured_secs,
+        committed: m.committed,
+        throughput: m.committed as f64 / stats.measured_secs,
+        latency: histograms.iter().map(|(k, h)| (k.to_string(), LatencySummary::of(h))).collect(),
+        aborts: m.aborts,
+        retries: m.retries,
+        gave_up: m.gave_up,
+        user_aborts: m.user_aborts,
+        errors: m.errors,
+        outcome_unknown: m.outcome_unknown,
+        verify,
+    })
+}
+
+/// The live progress bar: elapsed time and throughput over the last refresh interval. Returns
+/// when the window ends or the run is stopped.
+fn show_progress(cfg: &BenchConfig, window: Window, shared: &Shared) {
+    let started = Instant::now();
+    let total_ms = (window.until - started).as_millis() as u64;
+    let bar = progress_bar(total_ms.max(1), "warmup", BAR_TIMED, cfg.quiet);
+    let (mut last_at, mut last_committed) = (started, 0u64);
+    loop {
+        let now = Instant::now();
+        if now >= window.until || shared.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        std::thread::sleep(PROGRESS_REFRESH.min(window.until - now));
+        let (at, committed) = (Instant::now(), shared.committed.load(Ordering::Relaxed));
+        let rate = (committed - last_committed) as f64 / (at - last_at).as_secs_f64().max(1e-6);
+        (last_at, last_committed) = (at, committed);
+        bar.set_prefix(if at < window.measure_from { "warmup" } else { "run" });
+        bar.set_position(((at - started).as_millis() as u64).min(total_ms));
+        bar.set_message(format!("{rate:.0} txn/s"));
+    }
+    bar.finish_and_clear();
+}
+
+/// One closed-loop client: generate, call (with retries), record, until the window ends.
+fn client_loop(
+    client: &mut Client,
+    mut rng: ChaCha8Rng,
+    workload: &dyn Workload,
+    window: Window,
+    shared: &Shared,
+) -> BTreeMap<&'static str, KindTally> {
+    let mut tally: BTreeMap<&'static str, KindTally> = BTreeMap::new();
+    while Instant::now() < window.until && !shared.stop.load(Ordering::Relaxed) {
+        let req = workload.generate(&mut rng);
+        let started = Instant::now();
+        let mut outcome = Outcomes::default();
+        let mut attempt = 0;
+        let end = loop {
+            match client.call(req.procedure, req.args.clone()) {
+                Ok(_) => break Final::Committed,
+                Err(e) if e.is_retryable() => {
+                    outcome.aborts += 1;
+                    if attempt >= RETRIES_MAX {
+                        break Final::GaveUp;
+                    }
+                    attempt += 1;
+                    outcome.retries += 1;
+                    let cap = backoff_cap_us(attempt);
+                    std::thread::sleep(Duration::from_micros(rng.gen_range(cap / 2..=cap)));
+                }
+                Err(Error::UserAbort(_)) => break Final::UserAbort,
+                Err(e) => break Final::Failed(e),
+            }
+        };
+        let finished = Instant::now();
+        match end {
+            Final::Committed => {
+                outcome.committed = 1;
+                shared.committed.fetch_add(1, Ordering::Relaxed);
+            }
+            Final::GaveUp => outcome.gave_up = 1,
+            Final::UserAbort => outcome.user_aborts = 1,
+            Final::Failed(e) => {
+                outcome.errors = 1;
+                outcome.outcome_unknown = u64::from(matches!(e, Error::Unavailable { outcome_unknown: true, .. }));
+                if let Error::Invalid(_) = e {
+                    shared.stop.store(true, Ordering::Relaxed);
+                    if let Ok(mut r) = shared.rejected.lock() {
+                        r.get_or_insert(BenchError::Rejected { kind: req.kind, procedure: req.procedure, error: e });
+                    }
+                }
+            }
+        }
+        let t = tally.entry(req.kind).or_insert_with(|| KindTally {
+            measured: Outcomes::default(),
+            total: Outcomes::default(),
+            latency_us: new_histogram(),
+        });
+        t.total.add(&outcome);
+        if finished >= window.measure_from && finished <= window.until {
+            t.measured.add(&outcome);
+            if outcome.committed == 1 {
+                t.latency_us
+                    .saturating_record((finished - started).as_micros().clamp(1, LATENCY_US_MAX as u128) as u64);
+            }
+        }
+    }
+    tally
+}
+
+/// Prints a report as a human table.
+pub fn print_report(out: &mut dyn Write, r: &BenchReport) -> std::io::Result<()> {
+    let c = &r.config;
+    let place = match &c.connect {
+        Some(addrs) => format!("servers {}", addrs.join(",")),
+        None => format!("{} nodes, {} partitions, {} workers", c.nodes, c.partitions, c.workers),
+    };
+    writeln!(
+        out,
+        "{} on {}: {place}, {} clients, {:.1} s (+{:.1} s warmup), net delay {}, fsync {}, seed {}",
+        r.workload, r.engine, c.clients, c.duration_secs, c.warmup_secs, c.net_delay, c.fsync, c.seed
+    )?;
+    writeln!(out, "  workload: {}", r.workload_settings)?;
+    writeln!(out, "  engine guarantee: {}", r.engine_guarantee)?;
+    writeln!(out, "  loaded in {:.2} s", r.load_secs)?;
+    writeln!(out, "throughput: {:.1} txn/s ({} committed in {:.2} s)", r.throughput, r.committed, r.measured_secs)?;
+    for (kind, l) in &r.latency {
+        writeln!(
+            out,
+            "  {kind:<8} n={:<9} p50={}µs p95={}µs p99={}µs max={}µs",
+            l.count, l.p50_us, l.p95_us, l.p99_us, l.max_us
+        )?;
+    }
+    writeln!(
+        out,
+        "aborts: {}  retries: {}  gave up: {}  user aborts: {}  errors: {} (outcome unknown: {})",
+        r.aborts, r.retries, r.gave_up, r.user_aborts, r.errors, r.outcome_unknown
+    )?;
+    let status = if r.verify.ok { "ok" } else { "FAILED" };
+    writeln!(out, "verify: {status}: {}", r.verify.message)
+}
+
+/// Throughput of `b` over throughput of `a`; `None` when `a` committed nothing.
+pub fn ratio(a: &BenchReport, b: &BenchReport) -> Option<f64> {
+    (a.throughput > 0.0).then(|| b.throughput / a.throughput)
+}
+
+/// The last line of a comparison: `ratio b/a = X.XX`.
+pub fn print_ratio(out: &mut dyn Write, a: &BenchReport, b: &BenchReport) -> std::io::Result<()> {
+    match ratio(a, b) {
+        Some(x) => writeln!(out, "ratio {}/{} = {x:.2}", b.engine, a.engine),
+        None => writeln!(out, "ratio {}/{} = n/a ({} committed nothing)", b.engine, a.engine, a.engine),
+    }
+}
