@@ -32,7 +32,7 @@
 //!
 //! **Not measured / caveats.** Client threads share the machine with the embedded cluster, so
 //! on few cores the numbers are a relative comparison between engines, not absolute capacity.
-//! In `--connect` mode the engine label is taken on trust from the configuration.
+//! In `--connect` mode the servers' engine (announced in the TCP hello) must match `--engine`.
 
 use crate::workload::{Outcomes, RunStats, Workload};
 use anyhow::Context as _;
@@ -287,7 +287,16 @@ pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchRe
         let mut connect = || {
             let addr = &addrs[next % addrs.len()];
             next += 1;
-            Client::connect(addr)
+            let client = Client::connect(addr)?;
+            match client.server_engine() {
+                Some(e) if e != cfg.engine.name() => {
+                    Err(litmus_core::Error::Invalid(litmus_core::InvalidInput::Config(format!(
+                        "server {addr} runs engine {e}, but the benchmark asked for {}",
+                        cfg.engine.name()
+                    ))))
+                }
+                _ => Ok(client),
+            }
         };
         return drive(cfg, workload, &mut connect);
     }

@@ -60,7 +60,9 @@ fn check_probability(name: &str, p: Option<f64>) -> anyhow::Result<()> {
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let engine: EngineKind = args.engine.parse()?;
     let topology = Topology::new(args.nodes, args.partitions)?;
-    for (n, p) in [("loss", args.loss), ("duplicate", args.duplicate), ("crash", args.crash), ("partition", args.partition)] {
+    for (n, p) in
+        [("loss", args.loss), ("duplicate", args.duplicate), ("crash", args.crash), ("partition", args.partition)]
+    {
         check_probability(n, p)?;
     }
     if args.clients == 0 || args.clients > 10_000 {
@@ -90,7 +92,11 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         match sim.run(&mut driver) {
             Ok(report) => {
                 if !args.quiet {
-                    println!("ok   {report} | acked writes {} | reads checked {}", driver.acked(), driver.reads_checked);
+                    println!(
+                        "ok   {report} | acked writes {} | reads checked {}",
+                        driver.acked(),
+                        driver.reads_checked
+                    );
                 }
             }
             Err(e) => {

@@ -47,6 +47,11 @@ impl Client {
         self.transport.request(body)
     }
 
+    /// The engine the server runs, when the transport knows it (TCP connections do).
+    pub fn server_engine(&self) -> Option<&str> {
+        self.transport.server_engine()
+    }
+
     /// Runs a stored procedure as one transaction and returns its values.
     pub fn call(&mut self, procedure: &str, args: Vec<Value>) -> Result<Vec<Value>, Error> {
         match self.request(RequestBody::Call { procedure: procedure.into(), args })? {

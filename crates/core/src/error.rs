@@ -37,9 +37,7 @@ impl Error {
         match self {
             Error::Abort(_) => true,
             Error::Unavailable { outcome_unknown, .. } => !outcome_unknown,
-            Error::UserAbort(_) | Error::Invalid(_) | Error::Storage(_) | Error::Internal(_) => {
-                false
-            }
+            Error::UserAbort(_) | Error::Invalid(_) | Error::Storage(_) | Error::Internal(_) => false,
         }
     }
 

@@ -92,9 +92,7 @@ impl Formula {
             (Formula::Add(Value::Decimal(x)), Value::Decimal(v)) => {
                 v.checked_add(*x).map(Value::Decimal).ok_or_else(overflow)
             }
-            (Formula::Multiply(Value::Int(x)), Value::Int(v)) => {
-                v.checked_mul(*x).map(Value::Int).ok_or_else(overflow)
-            }
+            (Formula::Multiply(Value::Int(x)), Value::Int(v)) => v.checked_mul(*x).map(Value::Int).ok_or_else(overflow),
             (Formula::Multiply(Value::Decimal(x)), Value::Decimal(v)) => {
                 v.checked_mul(*x).map(Value::Decimal).ok_or_else(overflow)
             }
@@ -133,7 +131,10 @@ impl Formula {
     /// Whether applying the formula twice equals applying it once (safe to redo without a
     /// context table).
     pub fn is_idempotent(&self) -> bool {
-        matches!(self, Formula::Assign(_) | Formula::Min(_) | Formula::Max(_) | Formula::SetAdd(_) | Formula::SetRemove(_))
+        matches!(
+            self,
+            Formula::Assign(_) | Formula::Min(_) | Formula::Max(_) | Formula::SetAdd(_) | Formula::SetRemove(_)
+        )
     }
 }
 
@@ -183,7 +184,9 @@ mod tests {
         assert_eq!(Formula::Assign(Value::Int(3)).apply(&Value::Int(1)).unwrap(), Value::Int(3));
         assert_eq!(Formula::Add(Value::Int(3)).apply(&Value::Int(1)).unwrap(), Value::Int(4));
         assert_eq!(
-            Formula::Add(Value::Decimal(Decimal::from_cents(5))).apply(&Value::Decimal(Decimal::from_cents(10))).unwrap(),
+            Formula::Add(Value::Decimal(Decimal::from_cents(5)))
+                .apply(&Value::Decimal(Decimal::from_cents(10)))
+                .unwrap(),
             Value::Decimal(Decimal::from_cents(15))
         );
         assert_eq!(Formula::Multiply(Value::Int(3)).apply(&Value::Int(2)).unwrap(), Value::Int(6));
@@ -204,10 +207,12 @@ mod tests {
     #[test]
     fn apply_updates_is_all_or_nothing() {
         let mut row = vec![Value::Int(1), Value::String("a".into())];
-        let bad = [ColumnUpdate::new(0, Formula::Add(Value::Int(1))), ColumnUpdate::new(1, Formula::Add(Value::Int(1)))];
+        let bad =
+            [ColumnUpdate::new(0, Formula::Add(Value::Int(1))), ColumnUpdate::new(1, Formula::Add(Value::Int(1)))];
         assert!(apply_updates(&mut row, &bad).is_err());
         assert_eq!(row, vec![Value::Int(1), Value::String("a".into())]);
-        let good = [ColumnUpdate::new(0, Formula::Add(Value::Int(1))), ColumnUpdate::new(0, Formula::Multiply(Value::Int(5)))];
+        let good =
+            [ColumnUpdate::new(0, Formula::Add(Value::Int(1))), ColumnUpdate::new(0, Formula::Multiply(Value::Int(5)))];
         apply_updates(&mut row, &good).unwrap();
         assert_eq!(row[0], Value::Int(10));
     }
@@ -245,12 +250,24 @@ mod tests {
         }
         // Spot checks of "no" cells with a witness.
         let old = Value::Int(2);
-        for (a, b) in [(Formula::Add(Value::Int(1)), Formula::Multiply(Value::Int(3))), (Formula::Assign(Value::Int(1)), Formula::Add(Value::Int(1))), (Formula::Min(Value::Int(0)), Formula::Max(Value::Int(5)))] {
+        for (a, b) in [
+            (Formula::Add(Value::Int(1)), Formula::Multiply(Value::Int(3))),
+            (Formula::Assign(Value::Int(1)), Formula::Add(Value::Int(1))),
+            (Formula::Min(Value::Int(0)), Formula::Max(Value::Int(5))),
+        ] {
             assert!(!a.commutes_with(&b));
-            assert_ne!(a.apply(&old).and_then(|v| b.apply(&v)).unwrap(), b.apply(&old).and_then(|v| a.apply(&v)).unwrap());
+            assert_ne!(
+                a.apply(&old).and_then(|v| b.apply(&v)).unwrap(),
+                b.apply(&old).and_then(|v| a.apply(&v)).unwrap()
+            );
         }
         let sets = [set(&[]), set(&[1]), set(&[1, 2])];
-        let sf = [Formula::SetAdd(Value::Int(1)), Formula::SetAdd(Value::Int(2)), Formula::SetRemove(Value::Int(1)), Formula::SetRemove(Value::Int(2))];
+        let sf = [
+            Formula::SetAdd(Value::Int(1)),
+            Formula::SetAdd(Value::Int(2)),
+            Formula::SetRemove(Value::Int(1)),
+            Formula::SetRemove(Value::Int(2)),
+        ];
         for a in &sf {
             for b in &sf {
                 let differs = sets.iter().any(|old| {

@@ -107,9 +107,7 @@ impl Key {
                         }
                     }
                     if tag == TAG_STRING {
-                        out.push(Value::String(
-                            String::from_utf8(buf).map_err(|_| bad("invalid utf-8"))?,
-                        ));
+                        out.push(Value::String(String::from_utf8(buf).map_err(|_| bad("invalid utf-8"))?));
                     } else {
                         out.push(Value::Bytes(buf));
                     }

@@ -60,7 +60,9 @@ impl TableSchema {
         assert!(!columns.is_empty() && columns.len() <= limits::COLUMNS_MAX, "table {name}: bad column count");
         let primary_key: Vec<usize> = primary_key
             .iter()
-            .map(|k| columns.iter().position(|c| c.name == *k).unwrap_or_else(|| panic!("table {name}: no key column {k}")))
+            .map(|k| {
+                columns.iter().position(|c| c.name == *k).unwrap_or_else(|| panic!("table {name}: no key column {k}"))
+            })
             .collect();
         assert!(!primary_key.is_empty(), "table {name}: empty primary key");
         for &k in &primary_key {
@@ -103,7 +105,10 @@ impl TableSchema {
         }
         for &k in &self.primary_key {
             if row[k].is_null() {
-                return Err(InvalidInput::NullViolation { table: self.name.clone(), column: self.columns[k].name.clone() });
+                return Err(InvalidInput::NullViolation {
+                    table: self.name.clone(),
+                    column: self.columns[k].name.clone(),
+                });
             }
         }
         Ok(())
@@ -130,7 +135,11 @@ impl TableSchema {
     pub fn validate_key(&self, key: &[Value], allow_prefix: bool) -> Result<(), InvalidInput> {
         let n = self.primary_key.len();
         if key.len() > n || (!allow_prefix && key.len() != n) {
-            return Err(InvalidInput::WrongArity { what: format!("key columns of {}", self.name), expected: n, got: key.len() });
+            return Err(InvalidInput::WrongArity {
+                what: format!("key columns of {}", self.name),
+                expected: n,
+                got: key.len(),
+            });
         }
         for (v, &i) in key.iter().zip(&self.primary_key) {
             let c = &self.columns[i];
@@ -167,7 +176,10 @@ impl TableSchema {
                 (_, ty) => op.has_type(ty),
             };
             if !ok {
-                return Err(InvalidInput::FormulaType { formula: u.formula.to_string(), value: format!("{}.{} ({})", self.name, c.name, c.ty) });
+                return Err(InvalidInput::FormulaType {
+                    formula: u.formula.to_string(),
+                    value: format!("{}.{} ({})", self.name, c.name, c.ty),
+                });
             }
             op.check_limits(&format!("{}.{}", self.name, c.name))?;
         }

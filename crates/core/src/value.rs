@@ -156,11 +156,7 @@ impl Value {
     pub fn check_limits(&self, what: &str) -> Result<(), InvalidInput> {
         let size = self.size();
         if size > limits::VALUE_SIZE_MAX {
-            return Err(InvalidInput::Oversized {
-                what: what.into(),
-                size,
-                limit: limits::VALUE_SIZE_MAX,
-            });
+            return Err(InvalidInput::Oversized { what: what.into(), size, limit: limits::VALUE_SIZE_MAX });
         }
         if let Value::Set(s) = self {
             if s.len() > limits::SET_ELEMENTS_MAX {

@@ -153,10 +153,20 @@ impl Coordinator {
         out.send.push(Envelope { from: self.me(), to, msg });
     }
 
-    fn new_txn(&mut self, now: Time, client: Addr, request: Option<RequestId>, source: Source, out: &mut Effects) -> TxnId {
+    fn new_txn(
+        &mut self,
+        now: Time,
+        client: Addr,
+        request: Option<RequestId>,
+        source: Source,
+        out: &mut Effects,
+    ) -> TxnId {
         self.next_seq += 1;
         let id = TxnId { node: self.cfg.node, epoch: self.epoch, seq: self.next_seq };
-        self.txns.insert(id, Txn { client, request, source, ops: BTreeMap::new(), finishing: None, last_active: now, next_op: 0 });
+        self.txns.insert(
+            id,
+            Txn { client, request, source, ops: BTreeMap::new(), finishing: None, last_active: now, next_op: 0 },
+        );
         self.with_engine(now, out, |e, ctx| e.begin(id, ctx));
         id
     }
@@ -201,8 +211,11 @@ impl Coordinator {
                 if let Err(e) = self.check_interactive(txn, from) {
                     return self.respond(out, from, id, Err(e));
                 }
-                let outcome =
-                    if matches!(req.body, RequestBody::Commit { .. }) { Outcome::Commit(vec![]) } else { Outcome::Rollback };
+                let outcome = if matches!(req.body, RequestBody::Commit { .. }) {
+                    Outcome::Commit(vec![])
+                } else {
+                    Outcome::Rollback
+                };
                 self.txns.get_mut(&txn).expect("checked").request = Some(id);
                 self.finish(now, txn, outcome, out);
             }
@@ -226,7 +239,15 @@ impl Coordinator {
     }
 
     /// Hands the pieces of one op to the engine.
-    fn dispatch(&mut self, now: Time, txn: TxnId, op_id: u32, resolved: Resolved, reply: Option<RequestId>, out: &mut Effects) {
+    fn dispatch(
+        &mut self,
+        now: Time,
+        txn: TxnId,
+        op_id: u32,
+        resolved: Resolved,
+        reply: Option<RequestId>,
+        out: &mut Effects,
+    ) {
         let parts = resolved.partitions(self.cfg.partitions, self.cfg.preferred);
         assert!(!parts.is_empty());
         let t = self.txns.get_mut(&txn).expect("dispatch to a live txn");

@@ -145,7 +145,10 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
                 .map(|(col, f)| Ok(ColumnUpdate::new(schema.column(col)?, f.clone())))
                 .collect::<Result<Vec<_>, InvalidInput>>()?;
             schema.validate_updates(&updates)?;
-            Resolved { op: PartOp { table, kind: OpKind::Update { key, updates } }, targets: writes_replicated(targets) }
+            Resolved {
+                op: PartOp { table, kind: OpKind::Update { key, updates } },
+                targets: writes_replicated(targets),
+            }
         }
         Op::Write { table, row } | Op::Insert { table, row } => {
             let t = catalog.table_by_name(table)?;
@@ -189,7 +192,9 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
                     let same_prefix = match end {
                         None => start.len() >= *prefix_len,
                         Some(e) => {
-                            start.len() >= *prefix_len && e.len() >= *prefix_len && start[..*prefix_len] == e[..*prefix_len]
+                            start.len() >= *prefix_len
+                                && e.len() >= *prefix_len
+                                && start[..*prefix_len] == e[..*prefix_len]
                         }
                     };
                     if same_prefix {
@@ -199,7 +204,10 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
                     }
                 }
             };
-            Resolved { op: PartOp { table: t.id, kind: OpKind::Scan { start: start_key, end: end_key, limit: *limit } }, targets }
+            Resolved {
+                op: PartOp { table: t.id, kind: OpKind::Scan { start: start_key, end: end_key, limit: *limit } },
+                targets,
+            }
         }
     };
     Ok(resolved)
@@ -256,16 +264,35 @@ mod tests {
     fn bad_input_is_rejected_with_typed_errors() {
         let c = catalog();
         let err = |op: Op| resolve(&c, 4, &op).unwrap_err();
-        assert!(matches!(err(Op::Read { table: "nope".into(), key: vec![Value::Int(1)] }), Error::Invalid(InvalidInput::UnknownTable(_))));
-        assert!(matches!(err(Op::Read { table: "kv".into(), key: vec!["x".into()] }), Error::Invalid(InvalidInput::WrongType { .. })));
-        assert!(matches!(err(Op::Read { table: "kv".into(), key: vec![] }), Error::Invalid(InvalidInput::WrongArity { .. })));
-        assert!(matches!(err(Op::Write { table: "kv".into(), row: vec![Value::Int(1)] }), Error::Invalid(InvalidInput::WrongArity { .. })));
         assert!(matches!(
-            err(Op::Update { table: "kv".into(), key: vec![Value::Int(1)], updates: vec![("zz".into(), Formula::Add(Value::Int(1)))] }),
+            err(Op::Read { table: "nope".into(), key: vec![Value::Int(1)] }),
+            Error::Invalid(InvalidInput::UnknownTable(_))
+        ));
+        assert!(matches!(
+            err(Op::Read { table: "kv".into(), key: vec!["x".into()] }),
+            Error::Invalid(InvalidInput::WrongType { .. })
+        ));
+        assert!(matches!(
+            err(Op::Read { table: "kv".into(), key: vec![] }),
+            Error::Invalid(InvalidInput::WrongArity { .. })
+        ));
+        assert!(matches!(
+            err(Op::Write { table: "kv".into(), row: vec![Value::Int(1)] }),
+            Error::Invalid(InvalidInput::WrongArity { .. })
+        ));
+        assert!(matches!(
+            err(Op::Update {
+                table: "kv".into(),
+                key: vec![Value::Int(1)],
+                updates: vec![("zz".into(), Formula::Add(Value::Int(1)))]
+            }),
             Error::Invalid(InvalidInput::UnknownColumn { .. })
         ));
         assert!(matches!(
-            err(Op::Write { table: "item".into(), row: vec![Value::Int(1), Value::String("x".repeat(limits::VALUE_SIZE_MAX))] }),
+            err(Op::Write {
+                table: "item".into(),
+                row: vec![Value::Int(1), Value::String("x".repeat(limits::VALUE_SIZE_MAX))]
+            }),
             Error::Invalid(InvalidInput::Oversized { .. })
         ));
     }
@@ -282,7 +309,8 @@ mod tests {
         assert_eq!(r.partitions(4, PartitionId(0)).len(), 4);
         let r = resolve(&c, 4, &Op::Scan { table: "kv".into(), start: vec![], end: None, limit: 10 }).unwrap();
         assert_eq!(r.targets, Targets::All);
-        let r = resolve(&c, 4, &Op::Scan { table: "kv".into(), start: vec![Value::Int(5)], end: None, limit: 10 }).unwrap();
+        let r =
+            resolve(&c, 4, &Op::Scan { table: "kv".into(), start: vec![Value::Int(5)], end: None, limit: 10 }).unwrap();
         assert_eq!(r.targets, Targets::One(PartitionId(1)));
     }
 
@@ -290,7 +318,8 @@ mod tests {
     fn merge_scan_orders_and_limits() {
         let kind = OpKind::Scan { start: Key::default(), end: None, limit: 3 };
         let row = |i: i64| (Key::ints(&[i]), vec![Value::Int(i)]);
-        let out = merge(&kind, vec![PartResult::Rows(vec![row(1), row(4)]), PartResult::Rows(vec![row(2), row(3), row(5)])]);
+        let out =
+            merge(&kind, vec![PartResult::Rows(vec![row(1), row(4)]), PartResult::Rows(vec![row(2), row(3), row(5)])]);
         assert_eq!(out, OpResult::Rows(vec![vec![Value::Int(1)], vec![Value::Int(2)], vec![Value::Int(3)]]));
     }
 }

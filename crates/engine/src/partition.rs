@@ -76,14 +76,8 @@ impl Machine for Partition {
     }
 
     fn step(&mut self, now: Time, input: Input, out: &mut Effects) {
-        let mut ctx = PartCtx {
-            now,
-            me: self.id,
-            rng: &mut self.rng,
-            catalog: &self.catalog,
-            store: &mut self.store,
-            out,
-        };
+        let mut ctx =
+            PartCtx { now, me: self.id, rng: &mut self.rng, catalog: &self.catalog, store: &mut self.store, out };
         match input {
             Input::Tick => self.engine.on_tick(&mut ctx),
             // A partition receives nothing but requests; anything else is a stray message and

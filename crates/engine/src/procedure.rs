@@ -175,7 +175,13 @@ impl Ctx {
     }
 
     /// Rows with keys in `[start, end)` (key prefixes), in key order, at most `limit`.
-    pub async fn scan(&self, table: &str, start: &[Value], end: Option<&[Value]>, limit: u32) -> Result<Vec<Row>, Error> {
+    pub async fn scan(
+        &self,
+        table: &str,
+        start: &[Value],
+        end: Option<&[Value]>,
+        limit: u32,
+    ) -> Result<Vec<Row>, Error> {
         let op = Op::Scan { table: table.into(), start: start.to_vec(), end: end.map(<[Value]>::to_vec), limit };
         match self.op(op).await? {
             OpResult::Rows(r) => Ok(r),

@@ -25,9 +25,19 @@ pub const PROTOCOL_VERSION: u32 = 1;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Frame {
-    HelloNode { version: u32, node: NodeId },
-    HelloClient { version: u32 },
-    Welcome { client: ClientId, node: NodeId },
+    HelloNode {
+        version: u32,
+        node: NodeId,
+    },
+    HelloClient {
+        version: u32,
+    },
+    /// The server's answer to a client hello: the client id it assigned, its node, its engine.
+    Welcome {
+        client: ClientId,
+        node: NodeId,
+        engine: String,
+    },
     Envelope(Envelope),
     /// The peer's last frame was rejected; the connection closes.
     Rejected(Error),

@@ -6,7 +6,9 @@
 use litmus_core::{ClientId, Error, Formula, InvalidInput, NodeId, PartitionId, Time, Value};
 use litmus_engine::message::{ClientRequest, RequestBody, ResponseBody};
 use litmus_engine::op::{Op, OpResult};
-use litmus_engine::{builtin, Addr, Coordinator, CoordinatorConfig, Effects, EngineKind, Envelope, Input, Machine, Message, Partition};
+use litmus_engine::{
+    builtin, Addr, Coordinator, CoordinatorConfig, Effects, EngineKind, Envelope, Input, Machine, Message, Partition,
+};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -64,7 +66,7 @@ impl Cluster {
                 Addr::Coordinator(_) => self.coordinator.step(now, Input::Message(env), &mut out),
                 Addr::Partition(p) => {
                     self.partitions[p.0 as usize].step(now, Input::Message(env), &mut out);
-                    self.logs[p.0 as usize].extend(out.persist.drain(..));
+                    self.logs[p.0 as usize].append(&mut out.persist);
                 }
             }
             queue.extend(out.send);

@@ -84,6 +84,7 @@ impl NodeConfig {
 /// A blocking client connection to a `litmus server`.
 pub struct TcpTransport {
     stream: TcpStream,
+    engine: String,
     session: ClientSession,
     timeout: Duration,
     buf: Vec<u8>,
@@ -103,8 +104,9 @@ impl TcpTransport {
         wire::write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION });
         stream.write_all(&buf).map_err(io)?;
         match wire::read_frame(&mut stream)? {
-            Frame::Welcome { client, node } => Ok(TcpTransport {
+            Frame::Welcome { client, node, engine } => Ok(TcpTransport {
                 stream,
+                engine,
                 session: ClientSession::new(client, Addr::Coordinator(node), timeout),
                 timeout,
                 buf: Vec::new(),
@@ -116,6 +118,10 @@ impl TcpTransport {
 }
 
 impl Transport for TcpTransport {
+    fn server_engine(&self) -> Option<&str> {
+        Some(&self.engine)
+    }
+
     fn request(&mut self, body: RequestBody) -> Result<ResponseBody, Error> {
         let now = Time::ZERO; // deadlines are enforced by the socket's read timeout
         let (id, env) = self.session.request(now, body);
@@ -157,6 +163,7 @@ fn frame_bytes(frame: &Frame) -> Bytes {
 /// Routes envelopes leaving the node loop: local machines, peer links, client connections.
 struct TcpRouter {
     me: NodeId,
+    engine: EngineKind,
     topology: Topology,
     inbox: Sender<Envelope>,
     peers: Vec<Option<UnboundedSender<Bytes>>>,
@@ -211,7 +218,14 @@ pub fn serve(cfg: NodeConfig, catalog: Arc<Catalog>, registry: Arc<Registry>) ->
         peers.push(Some(tx));
         dialers.push((addr.clone(), rx));
     }
-    let router = Arc::new(TcpRouter { me, topology, inbox: inbox_tx.clone(), peers, clients: RwLock::new(HashMap::new()) });
+    let router = Arc::new(TcpRouter {
+        me,
+        engine,
+        topology,
+        inbox: inbox_tx.clone(),
+        peers,
+        clients: RwLock::new(HashMap::new()),
+    });
 
     let listener = rt
         .block_on(tokio::net::TcpListener::bind(&cfg.listen))
@@ -226,13 +240,21 @@ pub fn serve(cfg: NodeConfig, catalog: Arc<Catalog>, registry: Arc<Registry>) ->
             match listener.accept().await {
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
-                    tokio::spawn(handle_connection(stream, accept_router.clone(), inbox_tx.clone(), next_client.clone()));
+                    tokio::spawn(handle_connection(
+                        stream,
+                        accept_router.clone(),
+                        inbox_tx.clone(),
+                        next_client.clone(),
+                    ));
                 }
                 Err(e) => eprintln!("litmus server: accept failed: {e}"),
             }
         }
     });
-    eprintln!("litmus server: node {} listening on {} ({} engine, {} partitions)", cfg.node, cfg.listen, engine, topology.partitions);
+    eprintln!(
+        "litmus server: node {} listening on {} ({} engine, {} partitions)",
+        cfg.node, cfg.listen, engine, topology.partitions
+    );
     let result = node_loop(host, inbox_rx, &router);
     rt.shutdown_background();
     result
@@ -332,7 +354,11 @@ async fn handle_connection(
             let client = ClientId(((router.me.0 as u64) << 48) | next_client.fetch_add(1, Ordering::Relaxed));
             let (tx, mut rx) = unbounded_channel::<Bytes>();
             router.clients.write().expect("clients lock").insert(client, tx);
-            if framed.send(frame_bytes(&Frame::Welcome { client, node: router.me })).await.is_err() {
+            if framed
+                .send(frame_bytes(&Frame::Welcome { client, node: router.me, engine: router.engine.name().into() }))
+                .await
+                .is_err()
+            {
                 router.clients.write().expect("clients lock").remove(&client);
                 return;
             }

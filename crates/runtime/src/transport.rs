@@ -7,4 +7,8 @@ use litmus_engine::message::{RequestBody, ResponseBody};
 /// (channels) and the TCP runtime (a socket).
 pub trait Transport: Send {
     fn request(&mut self, body: RequestBody) -> Result<ResponseBody, Error>;
+    /// The engine the server runs, when the transport learns it (the TCP hello does).
+    fn server_engine(&self) -> Option<&str> {
+        None
+    }
 }

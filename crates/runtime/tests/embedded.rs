@@ -57,7 +57,8 @@ fn procedures_and_interactive_transactions() {
 
 #[test]
 fn bad_input_gets_typed_errors_and_changes_nothing() {
-    let cluster = EmbeddedCluster::start(spec(), EmbeddedConfig { delay: DelayModel::NONE, ..Default::default() }).unwrap();
+    let cluster =
+        EmbeddedCluster::start(spec(), EmbeddedConfig { delay: DelayModel::NONE, ..Default::default() }).unwrap();
     let mut t = cluster.transport();
     let err = call(&mut t, "nope", vec![]).unwrap_err();
     assert!(matches!(err, Error::Invalid(InvalidInput::UnknownProcedure(_))), "{err}");
@@ -77,7 +78,11 @@ fn bad_input_gets_typed_errors_and_changes_nothing() {
     let op = Op::Write { table: "nope".into(), row: vec![] };
     let err = t.request(RequestBody::Op { txn, op }).unwrap_err();
     assert!(matches!(err, Error::Invalid(InvalidInput::UnknownTable(_))));
-    let op = Op::Update { table: "kv".into(), key: vec![Value::Int(5)], updates: vec![("v".into(), Formula::Add(Value::Int(1)))] };
+    let op = Op::Update {
+        table: "kv".into(),
+        key: vec![Value::Int(5)],
+        updates: vec![("v".into(), Formula::Add(Value::Int(1)))],
+    };
     let err = t.request(RequestBody::Op { txn, op }).unwrap_err();
     assert!(matches!(err, Error::Invalid(InvalidInput::FormulaType { .. })), "{err}");
     let op = Op::Insert { table: "kv".into(), row: vec![Value::Int(5), Value::Bytes(vec![1])] };
@@ -93,7 +98,8 @@ fn bad_input_gets_typed_errors_and_changes_nothing() {
 #[test]
 fn restart_recovers_acknowledged_writes_from_the_wal() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = EmbeddedConfig { data_dir: Some(dir.path().to_path_buf()), fsync: FsyncPolicy::Always, ..Default::default() };
+    let cfg =
+        EmbeddedConfig { data_dir: Some(dir.path().to_path_buf()), fsync: FsyncPolicy::Always, ..Default::default() };
     {
         let cluster = EmbeddedCluster::start(spec(), cfg.clone()).unwrap();
         let mut t = cluster.transport();

@@ -1,8 +1,8 @@
 //! The TCP runtime in one process: three nodes on loopback, a client, and a malformed frame.
 
 use litmus_core::{Error, InvalidInput, Value};
-use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::builtin;
+use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_runtime::tcp::{serve, NodeConfig, TcpTransport};
 use litmus_runtime::Transport;
 use std::io::{Read, Write};
@@ -43,7 +43,10 @@ fn three_node_cluster_on_loopback() {
     let mut a = connect_retry(&peers[0]);
     let mut b = connect_retry(&peers[2]);
     for k in 0..30 {
-        let r = a.request(RequestBody::Call { procedure: "kv_put".into(), args: vec![Value::Int(k), Value::Bytes(vec![k as u8])] });
+        let r = a.request(RequestBody::Call {
+            procedure: "kv_put".into(),
+            args: vec![Value::Int(k), Value::Bytes(vec![k as u8])],
+        });
         assert!(matches!(r, Ok(ResponseBody::Returned(_))), "{r:?}");
     }
     for k in 0..30 {

@@ -111,6 +111,7 @@ const _: () = assert!(RECORD_SIZE_MAX <= u32::MAX as usize, "len must fit the u3
 
 /// When [`Wal::flush`] calls fsync. See the module doc.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum FsyncPolicy {
     /// `fdatasync` on every flush: flushed records survive power loss.
     Always,

@@ -81,7 +81,13 @@ pub struct NoccPartition {
 impl NoccPartition {
     /// Computes the effect of a write without changing anything: the new row image, `None` for a
     /// delete, or an error.
-    fn write_image(&self, table: TableId, kind: &OpKind, store: &MvccStore, ctx_table: &str) -> Result<Option<Row>, Error> {
+    fn write_image(
+        &self,
+        table: TableId,
+        kind: &OpKind,
+        store: &MvccStore,
+        ctx_table: &str,
+    ) -> Result<Option<Row>, Error> {
         let current = |key: &Key| store.latest(table, key).and_then(|(_, r)| r.cloned());
         Ok(match kind {
             OpKind::Write { row, .. } => Some(row.clone()),
@@ -104,9 +110,7 @@ impl NoccPartition {
     fn execute(&mut self, op: PartOp, ctx: &mut PartCtx) -> Result<PartResult, Error> {
         let table_name = ctx.catalog.table(op.table)?.name.clone();
         match &op.kind {
-            OpKind::Read { key } => {
-                Ok(PartResult::Row(ctx.store.latest(op.table, key).and_then(|(_, r)| r.cloned())))
-            }
+            OpKind::Read { key } => Ok(PartResult::Row(ctx.store.latest(op.table, key).and_then(|(_, r)| r.cloned()))),
             OpKind::Scan { start, end, limit } => {
                 let end = end.as_ref().map_or(Bound::Unbounded, Bound::Excluded);
                 let rows = ctx.store.scan(op.table, Bound::Included(start), end, Timestamp::MAX, *limit as usize);
@@ -118,7 +122,8 @@ impl NoccPartition {
                 if image.is_none() && ctx.store.latest(op.table, &key).is_none_or(|(_, r)| r.is_none()) {
                     return Ok(PartResult::Done); // deleting a missing row changes nothing
                 }
-                let record = PartitionRecord::Nocc(Record::Put { ts: self.last_ts.next(), table: op.table, key, row: image });
+                let record =
+                    PartitionRecord::Nocc(Record::Put { ts: self.last_ts.next(), table: op.table, key, row: image });
                 ctx.log(&record);
                 self.apply(record, ctx.store)?;
                 Ok(PartResult::Done)

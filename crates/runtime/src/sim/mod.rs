@@ -56,7 +56,12 @@ pub struct NetConfig {
 
 impl Default for NetConfig {
     fn default() -> Self {
-        NetConfig { latency_min: Duration::from_micros(100), latency_max: Duration::from_micros(900), loss: 0.0, duplicate: 0.0 }
+        NetConfig {
+            latency_min: Duration::from_micros(100),
+            latency_max: Duration::from_micros(900),
+            loss: 0.0,
+            duplicate: 0.0,
+        }
     }
 }
 
@@ -598,7 +603,13 @@ impl Simulator {
         Ok(())
     }
 
-    fn client_done(&mut self, c: usize, id: litmus_core::RequestId, result: Result<ResponseBody, Error>, driver: &mut dyn SimDriver) {
+    fn client_done(
+        &mut self,
+        c: usize,
+        id: litmus_core::RequestId,
+        result: Result<ResponseBody, Error>,
+        driver: &mut dyn SimDriver,
+    ) {
         let Some((busy_id, body)) = self.clients[c].busy.take() else { return };
         assert_eq!(busy_id, id, "a client has one request at a time");
         if result.is_ok() {
