@@ -22,7 +22,7 @@
 //! # Ok(()) }
 //! ```
 
-use litmus_core::{Error, Formula, Row, TxnId, Value};
+use litmus_core::{Error, Formula, Isolation, Row, TxnId, Value};
 use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::op::{Op, OpResult};
 
@@ -60,9 +60,15 @@ impl Client {
         }
     }
 
-    /// Starts an interactive transaction.
+    /// Starts an interactive transaction at the serializable level.
     pub fn begin(&mut self) -> Result<Transaction<'_>, Error> {
-        match self.request(RequestBody::Begin)? {
+        self.begin_with(Isolation::Serializable)
+    }
+
+    /// Starts an interactive transaction at an isolation level (engines without a choice of
+    /// level ignore it; see the engine's documentation for what it guarantees).
+    pub fn begin_with(&mut self, isolation: Isolation) -> Result<Transaction<'_>, Error> {
+        match self.request(RequestBody::Begin { isolation })? {
             ResponseBody::Begun(txn) => Ok(Transaction { client: self, txn, done: false }),
             other => Err(unexpected(other)),
         }

@@ -11,6 +11,7 @@
 //!   values with `apply` and a commutativity table. They are TFP's formulas (BASIC §IV.B), the
 //!   merge operators of coordination-free execution (I-confluence §5) and the redo records of
 //!   Salt's roll-forward recovery (Salt §6.2).
+//! * [`txn`] — ANSI isolation levels and access types (Salt Table 1).
 //! * [`time`] and [`ids`] — timestamps, virtual time, and identifiers.
 //! * [`error`] — typed errors classified by what the caller must do ([`Error::is_retryable`]).
 
@@ -20,6 +21,7 @@ pub mod ids;
 pub mod key;
 pub mod schema;
 pub mod time;
+pub mod txn;
 pub mod value;
 
 pub use error::{AbortReason, Error, InvalidInput, Result};
@@ -28,6 +30,7 @@ pub use ids::{ClientId, NodeId, PartitionId, RequestId, TableId, TxnId};
 pub use key::Key;
 pub use schema::{Catalog, Column, Partitioning, TableSchema};
 pub use time::{Time, Timestamp};
+pub use txn::{Access, Isolation};
 pub use value::{ColumnType, Decimal, Row, Value};
 
 /// Hard limits on user-supplied data ("put a limit on everything").

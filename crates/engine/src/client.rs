@@ -76,8 +76,8 @@ mod tests {
     #[test]
     fn responses_match_requests_once_and_deadlines_expire() {
         let mut s = ClientSession::new(ClientId(1), Addr::Coordinator(NodeId(0)), Duration::from_millis(10));
-        let (a, _) = s.request(Time::ZERO, RequestBody::Begin);
-        let (b, _) = s.request(Time::ZERO, RequestBody::Begin);
+        let (a, _) = s.request(Time::ZERO, RequestBody::Begin { isolation: Default::default() });
+        let (b, _) = s.request(Time::ZERO, RequestBody::Begin { isolation: Default::default() });
         assert_ne!(a, b);
         let resp = ClientResponse { id: a, result: Ok(ResponseBody::Committed) };
         assert!(s.on_response(resp.clone()).is_some());

@@ -18,11 +18,11 @@
 //! transaction ids are never reused. Engines persist their own records (2PC decisions) through
 //! [`CoordCtx::persist`].
 
-use crate::engine::{CoordCtx, CoordinatorEngine, EngineKind, Event};
+use crate::engine::{CoordCtx, CoordinatorEngine, EngineKind, Event, TxnOptions};
 use crate::machine::{Effects, Input, Machine, TICK_INTERVAL_MS};
 use crate::message::{Addr, ClientRequest, ClientResponse, Envelope, Message, RequestBody, ResponseBody, SubOpId};
 use crate::op::{merge, resolve, OpKind, PartResult, Resolved};
-use crate::procedure::{poll_once, Ctx, ProcFuture, Registry};
+use crate::procedure::{poll_once, Ctx, Issued, ProcFuture, Registry};
 use litmus_core::{AbortReason, Catalog, Error, InvalidInput, NodeId, PartitionId, RequestId, Time, TxnId, Value};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -159,6 +159,7 @@ impl Coordinator {
         client: Addr,
         request: Option<RequestId>,
         source: Source,
+        opts: TxnOptions,
         out: &mut Effects,
     ) -> TxnId {
         self.next_seq += 1;
@@ -167,13 +168,13 @@ impl Coordinator {
             id,
             Txn { client, request, source, ops: BTreeMap::new(), finishing: None, last_active: now, next_op: 0 },
         );
-        self.with_engine(now, out, |e, ctx| e.begin(id, ctx));
+        self.with_engine(now, out, |e, ctx| e.begin(id, &opts, ctx));
         id
     }
 
     fn on_client(&mut self, now: Time, from: Addr, req: ClientRequest, out: &mut Effects) {
         let id = req.id;
-        let is_new_txn = matches!(req.body, RequestBody::Call { .. } | RequestBody::Begin);
+        let is_new_txn = matches!(req.body, RequestBody::Call { .. } | RequestBody::Begin { .. });
         if is_new_txn && self.txns.len() >= TXNS_ACTIVE_MAX {
             return self.respond(out, from, id, Err(Error::unavailable("coordinator at its transaction limit")));
         }
@@ -184,12 +185,14 @@ impl Coordinator {
                     Err(e) => return self.respond(out, from, id, Err(e.into())),
                 };
                 let ctx = Ctx::new();
+                let opts = TxnOptions { isolation: proc.options.isolation, procedure: Some((procedure, args.clone())) };
                 let fut = proc.start(ctx.clone(), args);
-                let txn = self.new_txn(now, from, Some(id), Source::Procedure { fut, ctx }, out);
+                let txn = self.new_txn(now, from, Some(id), Source::Procedure { fut, ctx }, opts, out);
                 self.drive(now, txn, out);
             }
-            RequestBody::Begin => {
-                let txn = self.new_txn(now, from, None, Source::Interactive, out);
+            RequestBody::Begin { isolation } => {
+                let opts = TxnOptions { isolation, procedure: None };
+                let txn = self.new_txn(now, from, None, Source::Interactive, opts, out);
                 self.respond(out, from, id, Ok(ResponseBody::Begun(txn)));
             }
             RequestBody::Op { txn, op } => {
@@ -279,13 +282,16 @@ impl Coordinator {
                 return; // waiting for replies
             }
             let mut completed_locally = false;
-            for (op_id, op) in issued {
-                match resolve(&self.cfg.catalog, self.cfg.partitions, &op) {
-                    Err(e) => {
-                        ctx.io().complete(op_id, Err(e));
-                        completed_locally = true;
-                    }
-                    Ok(resolved) => self.dispatch(now, txn, op_id, resolved, None, out),
+            for (op_id, what) in issued {
+                match what {
+                    Issued::Control(c) => self.with_engine(now, out, |e, ctx| e.control(txn, op_id, c, ctx)),
+                    Issued::Op(op) => match resolve(&self.cfg.catalog, self.cfg.partitions, &op) {
+                        Err(e) => {
+                            ctx.io().complete(op_id, Err(e));
+                            completed_locally = true;
+                        }
+                        Ok(resolved) => self.dispatch(now, txn, op_id, resolved, None, out),
+                    },
                 }
             }
             if !completed_locally {
@@ -312,6 +318,7 @@ impl Coordinator {
             for event in events {
                 match event {
                     Event::OpDone { id, result } => self.on_op_done(now, id, result, out),
+                    Event::ControlDone { txn, op, result } => self.on_control_done(now, txn, op, result, out),
                     Event::TxnDone { txn, result } => self.on_txn_done(txn, result, out),
                 }
             }
@@ -357,6 +364,14 @@ impl Coordinator {
                 }
             }
         }
+    }
+
+    fn on_control_done(&mut self, now: Time, txn: TxnId, op: u32, result: Result<(), Error>, out: &mut Effects) {
+        let Some(t) = self.txns.get_mut(&txn) else { return };
+        let Source::Procedure { ctx, .. } = &t.source else { return };
+        t.last_active = now;
+        ctx.io().complete(op, result.map(|()| crate::op::OpResult::Done));
+        self.drive(now, txn, out);
     }
 
     fn on_txn_done(&mut self, txn: TxnId, result: Result<(), Error>, out: &mut Effects) {

@@ -17,18 +17,30 @@ use crate::engines::nocc;
 use crate::machine::Effects;
 use crate::message::{Addr, EngineReply, EngineRequest, Envelope, Message, PartitionRecord, SubOpId};
 use crate::op::{PartOp, PartResult};
-use litmus_core::{Catalog, Error, InvalidInput, PartitionId, Time, TxnId};
+use crate::procedure::Control;
+use litmus_core::{Catalog, Error, InvalidInput, Isolation, PartitionId, Time, TxnId, Value};
 use litmus_storage::mvcc::MvccStore;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
+/// What an engine learns about a transaction when it begins.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TxnOptions {
+    pub isolation: Isolation,
+    /// The procedure and its arguments (`None` for interactive transactions). Salt logs them
+    /// before a BASE transaction is accepted, to roll it forward after a crash (§6.1).
+    pub procedure: Option<(String, Vec<Value>)>,
+}
+
 /// Something an engine tells its coordinator.
 #[derive(Debug)]
 pub enum Event {
     /// One per-partition piece of an operation finished.
     OpDone { id: SubOpId, result: Result<PartResult, Error> },
+    /// A control point of a procedure (e.g. the end of an alkaline subtransaction) finished.
+    ControlDone { txn: TxnId, op: u32, result: Result<(), Error> },
     /// A commit (or abort) finished: `Ok` means committed (for an abort request: rolled back).
     TxnDone { txn: TxnId, result: Result<(), Error> },
 }
@@ -61,13 +73,20 @@ impl CoordCtx<'_> {
     pub fn txn_done(&mut self, txn: TxnId, result: Result<(), Error>) {
         self.events.push(Event::TxnDone { txn, result });
     }
+    pub fn control_done(&mut self, txn: TxnId, op: u32, result: Result<(), Error>) {
+        self.events.push(Event::ControlDone { txn, op, result });
+    }
 }
 
 /// The coordinator half of an engine. Every method must eventually lead to the matching event
 /// (`issue` → `OpDone`, `commit`/`abort` → `TxnDone`), possibly in a later step.
 pub trait CoordinatorEngine: Send {
-    fn begin(&mut self, txn: TxnId, ctx: &mut CoordCtx);
+    fn begin(&mut self, txn: TxnId, opts: &TxnOptions, ctx: &mut CoordCtx);
     fn issue(&mut self, id: SubOpId, op: PartOp, ctx: &mut CoordCtx);
+    /// A procedure's control point. Engines without BASE transactions accept it at once.
+    fn control(&mut self, txn: TxnId, op: u32, _control: Control, ctx: &mut CoordCtx) {
+        ctx.control_done(txn, op, Ok(()));
+    }
     fn commit(&mut self, txn: TxnId, ctx: &mut CoordCtx);
     fn abort(&mut self, txn: TxnId, ctx: &mut CoordCtx);
     fn on_reply(&mut self, from: PartitionId, reply: EngineReply, ctx: &mut CoordCtx);

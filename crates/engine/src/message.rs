@@ -11,7 +11,7 @@
 
 use crate::engines::nocc;
 use crate::op::{Op, OpResult};
-use litmus_core::{ClientId, Error, NodeId, PartitionId, RequestId, TxnId, Value};
+use litmus_core::{ClientId, Error, Isolation, NodeId, PartitionId, RequestId, TxnId, Value};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -59,8 +59,8 @@ pub struct ClientRequest {
 pub enum RequestBody {
     /// Run a registered stored procedure as one transaction.
     Call { procedure: String, args: Vec<Value> },
-    /// Start an interactive transaction.
-    Begin,
+    /// Start an interactive transaction at an isolation level (engines without a choice ignore it).
+    Begin { isolation: Isolation },
     /// One operation of an interactive transaction.
     Op { txn: TxnId, op: Op },
     /// Commit an interactive transaction.

@@ -22,7 +22,7 @@
 //! roll-forward and Granola's replicas rely on).
 
 use crate::op::{Op, OpResult};
-use litmus_core::{limits, ColumnType, Error, Formula, InvalidInput, Row, Value};
+use litmus_core::{limits, ColumnType, Error, Formula, InvalidInput, Isolation, Row, Value};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -33,11 +33,20 @@ pub type ProcResult = Result<Vec<Value>, Error>;
 pub type ProcFuture = Pin<Box<dyn Future<Output = ProcResult> + Send>>;
 type ProcFn = dyn Fn(Ctx, Vec<Value>) -> ProcFuture + Send + Sync;
 
-/// A registered procedure: its name, parameter types and body.
+/// How a procedure runs, declared at registration (engine-specific structure is declared, not
+/// re-coded: the same body runs under every engine).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcOptions {
+    /// Isolation level for engines that offer a choice (the locking engine: Salt Table 1).
+    pub isolation: Isolation,
+}
+
+/// A registered procedure: its name, parameter types, options and body.
 #[derive(Clone)]
 pub struct Procedure {
     pub name: String,
     pub params: Vec<ColumnType>,
+    pub options: ProcOptions,
     body: Arc<ProcFn>,
 }
 
@@ -93,8 +102,18 @@ impl Registry {
         F: Fn(Ctx, Vec<Value>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ProcResult> + Send + 'static,
     {
+        self.register_with(name, params, ProcOptions::default(), body)
+    }
+
+    /// Registers `body` with explicit options (e.g. an isolation level).
+    pub fn register_with<F, Fut>(&mut self, name: &str, params: Vec<ColumnType>, options: ProcOptions, body: F)
+    where
+        F: Fn(Ctx, Vec<Value>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ProcResult> + Send + 'static,
+    {
         let body: Arc<ProcFn> = Arc::new(move |ctx, args| Box::pin(body(ctx, args)));
-        let prev = self.procs.insert(name.to_string(), Procedure { name: name.to_string(), params, body });
+        let proc = Procedure { name: name.to_string(), params, options, body };
+        let prev = self.procs.insert(name.to_string(), proc);
         assert!(prev.is_none(), "procedure {name} registered twice");
     }
 
@@ -121,13 +140,31 @@ impl Registry {
 #[derive(Debug, Default)]
 pub struct TxnIo {
     next_op: u32,
-    issued: Vec<(u32, Op)>,
+    issued: Vec<(u32, Issued)>,
     results: BTreeMap<u32, Result<OpResult, Error>>,
 }
 
+/// What a procedure asks of its coordinator: a data operation, or a control point that declares
+/// engine structure (Salt's alkaline boundaries; engines without BASE transactions ignore them).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Issued {
+    Op(Op),
+    Control(Control),
+}
+
+/// Control points of a procedure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Control {
+    /// `begin alkaline-subtransaction` (Salt §4, Fig. 2).
+    BeginAlkaline,
+    /// `end alkaline-subtransaction`: commits the alkaline subtransaction; an error means it was
+    /// rolled back (the procedure's exception handler may compensate).
+    EndAlkaline,
+}
+
 impl TxnIo {
-    /// Operations issued since the last call, in issue order.
-    pub fn take_issued(&mut self) -> Vec<(u32, Op)> {
+    /// Requests issued since the last call, in issue order.
+    pub fn take_issued(&mut self) -> Vec<(u32, Issued)> {
         std::mem::take(&mut self.issued)
     }
     pub fn complete(&mut self, op: u32, result: Result<OpResult, Error>) {
@@ -154,11 +191,27 @@ impl Ctx {
 
     /// Issues an operation and waits for its result.
     pub fn op(&self, op: Op) -> OpFuture {
+        self.issue(Issued::Op(op))
+    }
+
+    fn issue(&self, what: Issued) -> OpFuture {
         let mut io = self.io();
         let id = io.next_op;
         io.next_op += 1;
-        io.issued.push((id, op));
+        io.issued.push((id, what));
         OpFuture { io: self.io.clone(), id }
+    }
+
+    /// `begin alkaline-subtransaction` (Salt §4). Under engines without BASE transactions the
+    /// procedure runs as one ACID transaction and this is a no-op.
+    pub async fn begin_alkaline(&self) -> Result<(), Error> {
+        self.issue(Issued::Control(Control::BeginAlkaline)).await.map(drop)
+    }
+
+    /// `end alkaline-subtransaction`: commits it. An error means it rolled back; a procedure may
+    /// catch it and run a compensating alkaline subtransaction (Salt Fig. 2).
+    pub async fn end_alkaline(&self) -> Result<(), Error> {
+        self.issue(Issued::Control(Control::EndAlkaline)).await.map(drop)
     }
 
     /// Point read by full primary key.
@@ -270,11 +323,11 @@ mod tests {
         assert!(poll_once(&mut fut).is_pending());
         let issued = ctx.io().take_issued();
         assert_eq!(issued.len(), 1);
-        assert!(matches!(issued[0].1, Op::Read { .. }));
+        assert!(matches!(issued[0].1, Issued::Op(Op::Read { .. })));
         ctx.io().complete(issued[0].0, Ok(OpResult::Row(Some(vec![Value::Int(1), Value::Int(5)]))));
         assert!(poll_once(&mut fut).is_pending());
         let issued = ctx.io().take_issued();
-        assert!(matches!(issued[0].1, Op::Update { .. }));
+        assert!(matches!(issued[0].1, Issued::Op(Op::Update { .. })));
         ctx.io().complete(issued[0].0, Ok(OpResult::Done));
         match poll_once(&mut fut) {
             Poll::Ready(Ok(v)) => assert_eq!(v, vec![Value::Int(1), Value::Int(5)]),

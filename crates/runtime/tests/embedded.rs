@@ -37,7 +37,7 @@ fn procedures_and_interactive_transactions() {
     assert_eq!(call(&mut t, "kv_get", vec![Value::Int(99)]).unwrap(), vec![Value::Null]);
 
     // Interactive: begin, scan across partitions, delete, commit.
-    let txn = match t.request(RequestBody::Begin).unwrap() {
+    let txn = match t.request(RequestBody::Begin { isolation: Default::default() }).unwrap() {
         ResponseBody::Begun(txn) => txn,
         other => panic!("{other:?}"),
     };
@@ -71,7 +71,7 @@ fn bad_input_gets_typed_errors_and_changes_nothing() {
     assert!(matches!(err, Error::Invalid(InvalidInput::Oversized { .. })), "{err}");
     assert_eq!(call(&mut t, "kv_get", vec![Value::Int(1)]).unwrap(), vec![Value::Null], "nothing was written");
 
-    let txn = match t.request(RequestBody::Begin).unwrap() {
+    let txn = match t.request(RequestBody::Begin { isolation: Default::default() }).unwrap() {
         ResponseBody::Begun(txn) => txn,
         other => panic!("{other:?}"),
     };

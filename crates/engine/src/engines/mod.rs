@@ -1,3 +1,4 @@
 //! Concurrency-control engines, one module each.
 
+pub mod locking;
 pub mod nocc;

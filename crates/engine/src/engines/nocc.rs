@@ -17,7 +17,7 @@
 //! Versions: each write gets the partition's next timestamp and older versions of the key are
 //! dropped at once, so the store holds one version per key.
 
-use crate::engine::{CoordCtx, CoordinatorEngine, PartCtx, PartitionEngine};
+use crate::engine::{CoordCtx, CoordinatorEngine, PartCtx, PartitionEngine, TxnOptions};
 use crate::message::{Addr, EngineReply, EngineRequest, PartitionRecord, SubOpId};
 use crate::op::{OpKind, PartOp, PartResult};
 use litmus_core::formula::apply_updates;
@@ -46,7 +46,7 @@ pub enum Record {
 pub struct NoccCoordinator;
 
 impl CoordinatorEngine for NoccCoordinator {
-    fn begin(&mut self, _txn: TxnId, _ctx: &mut CoordCtx) {}
+    fn begin(&mut self, _txn: TxnId, _opts: &TxnOptions, _ctx: &mut CoordCtx) {}
 
     fn issue(&mut self, id: SubOpId, op: PartOp, ctx: &mut CoordCtx) {
         ctx.send_to_partition(id.part, EngineRequest::Nocc(Request::Op { id, op }));

@@ -1,0 +1,1 @@
+//! Lock manager (being written).
