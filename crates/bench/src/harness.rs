@@ -72,6 +72,10 @@ pub const CLIENTS_MAX: usize = 1024;
 pub const DURATION_MAX: Duration = Duration::from_secs(24 * 3600);
 /// How often the live progress bar is redrawn.
 pub const PROGRESS_REFRESH: Duration = Duration::from_millis(200);
+/// Clients loading initial data in parallel ([`load_in_batches`]).
+pub const LOAD_CLIENTS_MAX: usize = 4;
+/// Rows above which loading shows a progress bar.
+pub const LOAD_PROGRESS_ROWS_MIN: u64 = 10_000;
 
 /// Everything one run needs besides the workload itself.
 #[derive(Clone, Debug, PartialEq)]
@@ -267,6 +271,8 @@ pub struct BenchReport {
     pub throughput: f64,
     /// Per kind of transaction.
     pub latency: BTreeMap<String, LatencySummary>,
+    /// Every kind merged (what a sweep's table and figure show).
+    pub latency_all: LatencySummary,
     /// Outcome counts over the measured window (see [`Outcomes`]).
     pub aborts: u64,
     pub retries: u64,
@@ -354,6 +360,66 @@ pub fn call_idempotent(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Loads rows `0..rows` by calling the idempotent `procedure` with `args(start, count)` for
+/// batches of at most `batch_rows`, from up to [`LOAD_CLIENTS_MAX`] clients in parallel threads
+/// (each batch retried by [`call_idempotent`]). Shows a progress bar labelled `load` when
+/// `progress` and there are at least [`LOAD_PROGRESS_ROWS_MIN`] rows. Stops at the first failure.
+pub fn load_in_batches(
+    clients: &mut dyn FnMut() -> Result<Client, Error>,
+    rows: u64,
+    batch_rows: u64,
+    progress: bool,
+    procedure: &str,
+    args: &(dyn Fn(u64, u64) -> Vec<litmus_core::Value> + Sync),
+) -> anyhow::Result<()> {
+    assert!(batch_rows > 0, "load batches must hold at least one row");
+    let batches = rows.div_ceil(batch_rows);
+    let threads = (batches as usize).clamp(1, LOAD_CLIENTS_MAX);
+    let mut sessions = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        sessions.push(clients().context("open a load client")?);
+    }
+    let bar = progress_bar(rows, "load", BAR_COUNTED, !progress || rows < LOAD_PROGRESS_ROWS_MIN);
+    let next_batch = AtomicU64::new(0);
+    let failed = AtomicBool::new(false);
+    let result = std::thread::scope(|s| {
+        let mut handles = Vec::with_capacity(threads);
+        for (i, client) in sessions.iter_mut().enumerate() {
+            let (next_batch, failed, bar) = (&next_batch, &failed, &bar);
+            let load = move || -> anyhow::Result<()> {
+                while !failed.load(Ordering::Relaxed) {
+                    let start = next_batch.fetch_add(1, Ordering::Relaxed) * batch_rows;
+                    if start >= rows {
+                        break;
+                    }
+                    let count = batch_rows.min(rows - start);
+                    if let Err(e) = call_idempotent(client, procedure, args(start, count)) {
+                        failed.store(true, Ordering::Relaxed);
+                        return Err(e).with_context(|| format!("load rows {start}..{}", start + count));
+                    }
+                    bar.inc(count);
+                }
+                Ok(())
+            };
+            let handle = std::thread::Builder::new()
+                .name(format!("load-{i}"))
+                .spawn_scoped(s, load)
+                .context("spawn a load thread")?;
+            handles.push(handle);
+        }
+        let mut first: anyhow::Result<()> = Ok(());
+        for h in handles {
+            let r = h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a load thread panicked")));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    });
+    bar.finish_and_clear();
+    result
 }
 
 /// The backoff ceiling before retry number `attempt` (1-based).
@@ -468,6 +534,10 @@ fn drive(
         Err(e) => Verdict { ok: false, message: format!("{e:#}") },
     };
 
+    let mut all = new_histogram();
+    for h in histograms.values() {
+        all.add(h).context("merge histograms")?;
+    }
     let m = stats.measured_all();
     Ok(BenchReport {
         workload: workload.name().into(),
@@ -480,6 +550,7 @@ fn drive(
         committed: m.committed,
         throughput: m.committed as f64 / stats.measured_secs,
         latency: histograms.iter().map(|(k, h)| (k.to_string(), LatencySummary::of(h))).collect(),
+        latency_all: LatencySummary::of(&all),
         aborts: m.aborts,
         retries: m.retries,
         gave_up: m.gave_up,

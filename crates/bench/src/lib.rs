@@ -13,26 +13,38 @@
 //!   outcome counts ([`RunStats`]) a workload's invariant is checked against.
 //! * [`ycsb`] — YCSB (workloads A/B/C, uniform or scrambled-zipfian keys, multi-key
 //!   transactions), with an update-counter invariant.
+//! * [`salt_micro`] — Salt's contention microbenchmarks (§8.3, Figs. 11–13): `salt-contention`,
+//!   `salt-position`, `salt-rw`, every operation its own alkaline subtransaction.
+//! * [`sweep`] and [`plot`] — `--sweep PARAM=v1,v2,...`: a run per value (and engine), a table,
+//!   a JSON array of points and an SVG figure of throughput against the parameter.
 //! * [`harness`] — the runner: embedded cluster or `--connect` to `litmus server`s, warmup,
 //!   retries with backoff, HDR histograms, the report and its printing.
 //!
-//! `--compare a,b` runs the same settings on engine `a` and then `b`, each on a fresh cluster,
-//! and ends the output with `ratio b/a = X.XX` (throughput of `b` over `a`).
+//! `--compare a,b[,c...]` runs the same settings on each engine in turn, each on a fresh
+//! cluster, and prints the throughput ratio of every later engine over the first, ending with
+//! the second's: `ratio b/a = X.XX` is always the last line (for `a,b,c`: `ratio c/a`, then
+//! `ratio b/a`).
 //!
 //! ```text
 //!   litmus bench ycsb --duration 3 --json out.json
 //!   litmus bench ycsb --compare nocc,nocc --duration 3
 //!   litmus bench ycsb --read-ratio 0.95 --distribution uniform --txn-size 4 --clients 16
+//!   litmus bench salt-contention --compare acid,salt,salt-local --sweep rows=10,100,1000,10000 --json fig11.json
 //! ```
 //!
 //! For `--connect`, the servers must know the workload's tables and procedures: build their
 //! catalog and registry with [`full_schema`] (`litmus server` does).
 
 pub mod harness;
+pub mod plot;
+pub mod salt_micro;
+pub mod sweep;
 pub mod workload;
 pub mod ycsb;
 
 pub use harness::{BenchConfig, BenchError, BenchReport};
+pub use salt_micro::{SaltMicro, SaltMicroKind, SaltMicroOptions};
+pub use sweep::{Sweep, SweepParam, SweepPoint};
 pub use workload::{Outcomes, RunStats, TxnRequest, Workload};
 pub use ycsb::{Ycsb, YcsbOptions};
 
@@ -46,24 +58,27 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Names of the workloads [`workload()`] knows.
-pub const WORKLOADS: &[&str] = &["ycsb"];
+pub const WORKLOADS: &[&str] = &["ycsb", "salt-contention", "salt-position", "salt-rw"];
 
-/// Two engines to compare (`--compare a,b`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EnginePair {
-    pub first: EngineKind,
-    pub second: EngineKind,
-}
+/// Most engines one `--compare` runs.
+pub const COMPARE_ENGINES_MAX: usize = 8;
+
+/// The engines to compare (`--compare a,b[,c...]`), in order; at least two (repeats allowed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineList(pub Vec<EngineKind>);
 
 fn parse_engine(s: &str) -> Result<EngineKind, String> {
     s.trim().parse::<EngineKind>().map_err(|e| e.to_string())
 }
 
-fn parse_engine_pair(s: &str) -> Result<EnginePair, String> {
-    match s.split(',').collect::<Vec<_>>()[..] {
-        [a, b] => Ok(EnginePair { first: parse_engine(a)?, second: parse_engine(b)? }),
-        _ => Err(format!("expected two engines separated by a comma (e.g. nocc,nocc), got {s:?}")),
+fn parse_engine_list(s: &str) -> Result<EngineList, String> {
+    let engines = s.split(',').map(parse_engine).collect::<Result<Vec<_>, _>>()?;
+    if !(2..=COMPARE_ENGINES_MAX).contains(&engines.len()) {
+        return Err(format!(
+            "expected 2..={COMPARE_ENGINES_MAX} engines separated by commas (e.g. nocc,nocc), got {s:?}"
+        ));
     }
+    Ok(EngineList(engines))
 }
 
 fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
@@ -73,7 +88,7 @@ fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
 /// The flags of `litmus bench`.
 #[derive(clap::Args, Clone, Debug, PartialEq)]
 pub struct BenchArgs {
-    /// Workload to run (known: ycsb).
+    /// Workload to run (known: ycsb, salt-contention, salt-position, salt-rw).
     pub workload: String,
 
     /// Concurrency-control engine of the embedded cluster (e.g. nocc). With --connect, the
@@ -81,10 +96,10 @@ pub struct BenchArgs {
     #[arg(long, default_value = "nocc", value_parser = parse_engine)]
     pub engine: EngineKind,
 
-    /// Run twice with identical settings, on engine A and then engine B (a fresh cluster each),
-    /// print both reports and, as the last line, `ratio B/A = X.XX` (throughput of B over A).
-    #[arg(long, value_name = "A,B", value_parser = parse_engine_pair, conflicts_with = "engine")]
-    pub compare: Option<EnginePair>,
+    /// Run with identical settings on each engine in turn (a fresh cluster each), print every
+    /// report and the throughput ratios over A; the last line is `ratio B/A = X.XX`.
+    #[arg(long, value_name = "A,B[,C...]", value_parser = parse_engine_list, conflicts_with = "engine")]
+    pub compare: Option<EngineList>,
 
     /// Nodes of the embedded cluster (each runs a coordinator and its share of partitions).
     #[arg(long, default_value_t = 2)]
@@ -138,9 +153,21 @@ pub struct BenchArgs {
     )]
     pub connect: Option<Vec<String>>,
 
-    /// Also write the report as JSON to this file (with --compare: both runs and the ratio).
+    /// Also write the report as JSON to this file (with --compare: every run and the ratios;
+    /// with --sweep: an array of points).
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
+
+    /// Run once per value of a parameter (with --compare, every engine at each value), print a
+    /// table and draw a figure. PARAM is one of rows, after, cold-rows, read-fraction, clients,
+    /// nodes, partitions, records, read-ratio, txn-size, zipf-theta.
+    #[arg(long, value_name = "PARAM=V1,V2,...", value_parser = sweep::parse_sweep)]
+    pub sweep: Option<Sweep>,
+
+    /// Draw the sweep's figure (throughput against the parameter, a line per engine) to this SVG
+    /// file. Default with --sweep and --json: the JSON path with .svg.
+    #[arg(long, value_name = "SVG", requires = "sweep")]
+    pub plot: Option<PathBuf>,
 
     /// No progress bars.
     #[arg(long, short)]
@@ -148,6 +175,9 @@ pub struct BenchArgs {
 
     #[command(flatten)]
     pub ycsb: YcsbOptions,
+
+    #[command(flatten)]
+    pub salt: SaltMicroOptions,
 }
 
 /// Unknown workload name.
@@ -159,7 +189,10 @@ pub struct UnknownWorkload(pub String);
 pub fn workload(name: &str, args: &BenchArgs) -> anyhow::Result<Box<dyn Workload>> {
     match name {
         "ycsb" => Ok(Box::new(Ycsb::new(args.ycsb.clone(), !args.quiet)?)),
-        other => Err(UnknownWorkload(other.into()).into()),
+        other => match SaltMicroKind::from_name(other) {
+            Some(kind) => Ok(Box::new(SaltMicro::new(kind, args.salt.clone(), !args.quiet)?)),
+            None => Err(UnknownWorkload(other.into()).into()),
+        },
     }
 }
 
@@ -171,6 +204,11 @@ pub fn full_schema() -> (Catalog, Registry) {
     let ycsb = Ycsb::new(YcsbOptions::default(), false).expect("default options are valid");
     catalog.merge(&ycsb.catalog());
     ycsb.register(&mut registry);
+    // The three Salt microbenchmarks share one table and one set of procedures.
+    let salt = SaltMicro::new(SaltMicroKind::Contention, SaltMicroOptions::default(), false)
+        .expect("default options are valid");
+    catalog.merge(&salt.catalog());
+    salt.register(&mut registry);
     (catalog, registry)
 }
 
@@ -202,14 +240,32 @@ pub fn config(args: &BenchArgs, engine: EngineKind) -> Result<BenchConfig, Bench
     Ok(cfg)
 }
 
+/// The engines the flags ask for: `--compare`'s, or `--engine`.
+pub fn engines(args: &BenchArgs) -> Vec<EngineKind> {
+    match &args.compare {
+        Some(EngineList(list)) => list.clone(),
+        None => vec![args.engine],
+    }
+}
+
+/// One ratio of a comparison.
+#[derive(Serialize)]
+struct RatioEntry {
+    /// `"b/a"`, engine names.
+    of: String,
+    ratio: Option<f64>,
+}
+
 /// The JSON written for `--compare`.
 #[derive(Serialize)]
 struct CompareReport<'a> {
     runs: &'a [BenchReport],
-    /// `"b/a"`, engine names.
+    /// `"b/a"`: the second engine over the first.
     ratio_of: String,
     /// Throughput of the second run over the first; `null` when the first committed nothing.
     ratio: Option<f64>,
+    /// Every later run over the first, in run order.
+    ratios: Vec<RatioEntry>,
 }
 
 /// `litmus bench`: runs as the flags say and prints to stdout.
@@ -222,10 +278,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
 /// [`run`], printing to `out`. Returns `Err` when a run fails or a verification fails (after
 /// printing every report and writing the JSON).
 pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let engines = match args.compare {
-        Some(p) => vec![p.first, p.second],
-        None => vec![args.engine],
-    };
+    if let Some(s) = &args.sweep {
+        return sweep::run_sweep(args, s, out);
+    }
+    let engines = engines(args);
     let mut reports = Vec::with_capacity(engines.len());
     for (i, &engine) in engines.iter().enumerate() {
         let mut cfg = config(args, engine)?;
@@ -240,9 +296,13 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         harness::print_report(out, &report)?;
         reports.push(report);
     }
-    if let [a, b] = &reports[..] {
+    if let [first, second, rest @ ..] = &reports[..] {
+        // The second over the first is printed last: scripts read the last line.
         writeln!(out)?;
-        harness::print_ratio(out, a, b)?;
+        for later in rest {
+            harness::print_ratio(out, first, later)?;
+        }
+        harness::print_ratio(out, first, second)?;
     }
     out.flush()?;
 
@@ -250,15 +310,17 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         let file = std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
         let mut w = std::io::BufWriter::new(file);
         match &reports[..] {
-            [a, b] => {
-                let ratio_of = format!("{}/{}", b.engine, a.engine);
+            [one] => serde_json::to_writer_pretty(&mut w, one),
+            [a, b, ..] => {
+                let of = |r: &BenchReport| format!("{}/{}", r.engine, a.engine);
+                let ratios =
+                    reports[1..].iter().map(|r| RatioEntry { of: of(r), ratio: harness::ratio(a, r) }).collect();
                 serde_json::to_writer_pretty(
                     &mut w,
-                    &CompareReport { runs: &reports, ratio_of, ratio: harness::ratio(a, b) },
+                    &CompareReport { runs: &reports, ratio_of: of(b), ratio: harness::ratio(a, b), ratios },
                 )
             }
-            [one] => serde_json::to_writer_pretty(&mut w, one),
-            _ => unreachable!("one or two runs"),
+            [] => unreachable!("at least one run"),
         }
         .with_context(|| format!("write {}", path.display()))?;
         w.flush().with_context(|| format!("write {}", path.display()))?;

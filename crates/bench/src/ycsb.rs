@@ -32,7 +32,7 @@
 //! read that finds no row aborts the transaction ([`litmus_core::Error::UserAbort`]).
 //!
 //! Loading uses `ycsb_load(start, count, field_size)`, which writes `count` initial rows
-//! ([`LOAD_BATCH_ROWS`] per call, [`LOAD_CLIENTS_MAX`] clients in parallel). It overwrites, so a
+//! ([`LOAD_BATCH_ROWS`] per call, [`crate::harness::LOAD_CLIENTS_MAX`] clients in parallel). It overwrites, so a
 //! load retried after a timeout is harmless. `ycsb_check(start, end)` scans a key range and
 //! returns `[rows, sum(ycsb_updates), bad_rows, first_bad_key]` for [`Ycsb::verify`].
 //!
@@ -52,7 +52,7 @@
 //! Inserts, scans and read-modify-write transactions (YCSB workloads D, E, F); the latest
 //! distribution; fields other than `field0` are never updated.
 
-use crate::harness::{call_idempotent, progress_bar, BAR_COUNTED};
+use crate::harness::{call_idempotent, load_in_batches};
 use crate::workload::{RunStats, TxnRequest, Workload};
 use anyhow::Context as _;
 use litmus_client::Client;
@@ -66,7 +66,6 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Zipf};
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub const TABLE: &str = "usertable";
 pub const KEY_COLUMN: &str = "ycsb_key";
@@ -113,14 +112,10 @@ pub const FIELD_SIZE_MAX: usize = limits::VALUE_SIZE_MAX / 2;
 pub const LOAD_BATCH_ROWS: u64 = 100;
 /// Most rows `ycsb_load` accepts in one call.
 pub const LOAD_BATCH_ROWS_MAX: i64 = 1_000;
-/// Clients loading in parallel.
-pub const LOAD_CLIENTS_MAX: usize = 4;
 /// Keys checked by one `ycsb_check` call (also its most rows per call).
 pub const CHECK_CHUNK_ROWS: u64 = 1_000;
 /// Draws from the key distribution before falling back to probing for a distinct key.
 pub const DISTINCT_KEY_ATTEMPTS_MAX: u32 = 32;
-/// Records above which loading shows a progress bar.
-pub const LOAD_PROGRESS_RECORDS_MIN: u64 = 10_000;
 
 /// How keys are drawn.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -474,54 +469,10 @@ impl Workload for Ycsb {
     }
 
     fn prepare(&self, clients: &mut dyn FnMut() -> Result<Client, Error>) -> anyhow::Result<()> {
-        let records = self.opts.records;
-        let batches = records.div_ceil(LOAD_BATCH_ROWS);
-        let threads = (batches as usize).clamp(1, LOAD_CLIENTS_MAX);
-        let mut sessions = Vec::with_capacity(threads);
-        for _ in 0..threads {
-            sessions.push(clients().context("open a load client")?);
-        }
-        let bar = progress_bar(records, "load", BAR_COUNTED, !self.progress || records < LOAD_PROGRESS_RECORDS_MIN);
-        let next_batch = AtomicU64::new(0);
-        let failed = AtomicBool::new(false);
         let field_size = self.opts.field_size as i64;
-        let result = std::thread::scope(|s| {
-            let mut handles = Vec::with_capacity(threads);
-            for (i, client) in sessions.iter_mut().enumerate() {
-                let (next_batch, failed, bar) = (&next_batch, &failed, &bar);
-                let load = move || -> anyhow::Result<()> {
-                    while !failed.load(Ordering::Relaxed) {
-                        let start = next_batch.fetch_add(1, Ordering::Relaxed) * LOAD_BATCH_ROWS;
-                        if start >= records {
-                            break;
-                        }
-                        let count = LOAD_BATCH_ROWS.min(records - start);
-                        let args = vec![Value::Int(start as i64), Value::Int(count as i64), Value::Int(field_size)];
-                        if let Err(e) = call_idempotent(client, LOAD_PROCEDURE, args) {
-                            failed.store(true, Ordering::Relaxed);
-                            return Err(e).with_context(|| format!("load rows {start}..{}", start + count));
-                        }
-                        bar.inc(count);
-                    }
-                    Ok(())
-                };
-                let handle = std::thread::Builder::new()
-                    .name(format!("ycsb-load-{i}"))
-                    .spawn_scoped(s, load)
-                    .context("spawn a load thread")?;
-                handles.push(handle);
-            }
-            let mut first: anyhow::Result<()> = Ok(());
-            for h in handles {
-                let r = h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a load thread panicked")));
-                if first.is_ok() {
-                    first = r;
-                }
-            }
-            first
-        });
-        bar.finish_and_clear();
-        result
+        let args =
+            |start: u64, count: u64| vec![Value::Int(start as i64), Value::Int(count as i64), Value::Int(field_size)];
+        load_in_batches(clients, self.opts.records, LOAD_BATCH_ROWS, self.progress, LOAD_PROCEDURE, &args)
     }
 
     fn generate(&self, rng: &mut ChaCha8Rng) -> TxnRequest {

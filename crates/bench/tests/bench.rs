@@ -2,9 +2,10 @@
 
 use clap::{CommandFactory, Parser};
 use litmus_bench::harness::{self, BenchConfig};
+use litmus_bench::salt_micro;
 use litmus_bench::workload::{Outcomes, RunStats, Workload};
 use litmus_bench::ycsb::{self, KeyDistribution, Ycsb, YcsbOptions};
-use litmus_bench::{BenchArgs, EnginePair};
+use litmus_bench::{BenchArgs, EngineList};
 use litmus_client::Client;
 use litmus_core::{Formula, Value};
 use litmus_engine::{builtin, EngineKind};
@@ -88,7 +89,7 @@ fn compare_prints_ratio_last_and_writes_both_runs_as_json() {
         json.to_str().unwrap(),
     ])
     .unwrap();
-    assert_eq!(args.compare, Some(EnginePair { first: EngineKind::Nocc, second: EngineKind::Nocc }));
+    assert_eq!(args.compare, Some(EngineList(vec![EngineKind::Nocc, EngineKind::Nocc])));
     let mut out = Vec::new();
     litmus_bench::run_to(&args, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
@@ -224,12 +225,15 @@ fn flags_parse_with_defaults_and_reject_nonsense() {
 
     assert!(parse(&["ycsb", "--engine", "nope"]).unwrap_err().to_string().contains("unknown engine"));
     assert!(parse(&["ycsb", "--compare", "nocc"]).is_err());
+    assert!(parse(&["ycsb", "--compare", "nocc,nope"]).is_err());
+    assert!(parse(&["ycsb", "--compare", &["nocc"; litmus_bench::COMPARE_ENGINES_MAX + 1].join(",")]).is_err());
+    assert!(parse(&["ycsb", "--plot", "x.svg"]).is_err(), "--plot needs --sweep");
     assert!(parse(&["ycsb", "--compare", "nocc,nocc", "--engine", "nocc"]).is_err());
     assert!(parse(&["ycsb", "--fsync", "sometimes"]).is_err());
     assert!(parse(&["ycsb", "--connect", "a:1", "--net-delay-us", "5"]).is_err());
 
     let err = litmus_bench::workload("tpcc", &parse(&["tpcc"]).unwrap()).err().unwrap().to_string();
-    assert_eq!(err, "unknown workload \"tpcc\" (known: ycsb)");
+    assert_eq!(err, "unknown workload \"tpcc\" (known: ycsb, salt-contention, salt-position, salt-rw)");
     let err = litmus_bench::workload("ycsb", &parse(&["ycsb", "--read-ratio", "2"]).unwrap()).err().unwrap();
     assert!(err.to_string().contains("--read-ratio"), "{err}");
     for bad in [&["ycsb", "--duration", "0"][..], &["ycsb", "--warmup=-1"], &["ycsb", "--clients", "0"]] {
@@ -253,7 +257,16 @@ fn full_schema_covers_the_workloads() {
     let (catalog, registry) = litmus_bench::full_schema();
     assert!(catalog.table_by_name(ycsb::TABLE).is_ok());
     assert!(catalog.table_by_name(builtin::KV_TABLE).is_ok());
-    for name in ycsb::TXN_PROCEDURES.iter().chain(&[ycsb::LOAD_PROCEDURE, ycsb::CHECK_PROCEDURE, "kv_get"]) {
+    assert!(catalog.table_by_name(salt_micro::TABLE).is_ok());
+    let salt = [
+        salt_micro::UPDATE_5_PROCEDURE,
+        salt_micro::UPDATE_10_PROCEDURE,
+        salt_micro::READ_5_PROCEDURE,
+        salt_micro::LOAD_PROCEDURE,
+        salt_micro::CHECK_PROCEDURE,
+    ];
+    for name in ycsb::TXN_PROCEDURES.iter().chain(&[ycsb::LOAD_PROCEDURE, ycsb::CHECK_PROCEDURE, "kv_get"]).chain(&salt)
+    {
         assert!(registry.get(name).is_ok(), "{name}");
     }
 }

@@ -1,0 +1,412 @@
+//! # Parameter sweeps: one workload at several values of one knob, every engine at each
+//!
+//! `--sweep PARAM=v1,v2,...` reruns the benchmark once per value (and, with `--compare`, once
+//! per engine at each value, a fresh cluster every run), prints a compact table as the runs
+//! finish, writes every run to `--json` as an array of [`SweepPoint`]s, and draws throughput
+//! against the parameter, one line per engine ([`crate::plot::plot_sweep`]):
+//!
+//! ```text
+//!   for v in values:                          every value is validated before the first run
+//!     for engine in --compare (or --engine):
+//!       harness::run(flags with PARAM = v)  ──►  table row, SweepPoint
+//!   --json: [SweepPoint, ...]      --plot (default: the --json path with .svg): the figure
+//! ```
+//!
+//! The Salt microbenchmarks' sweeps draw the paper's figures: `salt-contention` over `rows`
+//! is Fig. 11 (x = contention ratio 5/rows, log scale), `salt-position` over `after` Fig. 12,
+//! `salt-rw` over `read-fraction` Fig. 13 (x in percent).
+
+use crate::harness::{self, BenchReport};
+use crate::salt_micro::{SaltMicroKind, CONTENTION_OPS};
+use crate::{config, workload, BenchArgs};
+use anyhow::Context as _;
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Most values one sweep accepts.
+pub const SWEEP_VALUES_MAX: usize = 64;
+
+/// A knob `--sweep` can turn: the flag of the same name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SweepParam {
+    Rows,
+    After,
+    ColdRows,
+    ReadFraction,
+    Clients,
+    Nodes,
+    Partitions,
+    Records,
+    ReadRatio,
+    TxnSize,
+    ZipfTheta,
+}
+
+impl SweepParam {
+    pub const ALL: [SweepParam; 11] = [
+        SweepParam::Rows,
+        SweepParam::After,
+        SweepParam::ColdRows,
+        SweepParam::ReadFraction,
+        SweepParam::Clients,
+        SweepParam::Nodes,
+        SweepParam::Partitions,
+        SweepParam::Records,
+        SweepParam::ReadRatio,
+        SweepParam::TxnSize,
+        SweepParam::ZipfTheta,
+    ];
+
+    /// The flag name without dashes, as written in `--sweep`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SweepParam::Rows => "rows",
+            SweepParam::After => "after",
+            SweepParam::ColdRows => "cold-rows",
+            SweepParam::ReadFraction => "read-fraction",
+            SweepParam::Clients => "clients",
+            SweepParam::Nodes => "nodes",
+            SweepParam::Partitions => "partitions",
+            SweepParam::Records => "records",
+            SweepParam::ReadRatio => "read-ratio",
+            SweepParam::TxnSize => "txn-size",
+            SweepParam::ZipfTheta => "zipf-theta",
+        }
+    }
+
+    /// Whether the parameter changes anything for `workload` (a sweep over a flag the workload
+    /// ignores would run the same benchmark over and over).
+    pub fn applies_to(self, workload: &str) -> bool {
+        let salt = SaltMicroKind::from_name(workload);
+        match self {
+            SweepParam::Clients | SweepParam::Nodes | SweepParam::Partitions => true,
+            SweepParam::Rows => matches!(salt, Some(SaltMicroKind::Contention | SaltMicroKind::ReadWrite)),
+            SweepParam::After | SweepParam::ColdRows => salt == Some(SaltMicroKind::Position),
+            SweepParam::ReadFraction => salt == Some(SaltMicroKind::ReadWrite),
+            SweepParam::Records | SweepParam::ReadRatio | SweepParam::TxnSize | SweepParam::ZipfTheta => {
+                workload == "ycsb"
+            }
+        }
+    }
+
+    /// Whether values are whole numbers (counts) rather than fractions.
+    fn integral(self) -> bool {
+        !matches!(self, SweepParam::ReadFraction | SweepParam::ReadRatio | SweepParam::ZipfTheta)
+    }
+
+    /// Sets this parameter of `args` to `value` (already checked by [`parse_sweep`]).
+    pub fn apply(self, args: &mut BenchArgs, value: f64) {
+        debug_assert!(!self.integral() || value.fract() == 0.0, "{} = {value}", self.name());
+        match self {
+            SweepParam::Rows => args.salt.rows = value as u64,
+            SweepParam::After => args.salt.after = value as u32,
+            SweepParam::ColdRows => args.salt.cold_rows = value as u64,
+            SweepParam::ReadFraction => args.salt.read_fraction = value,
+            SweepParam::Clients => args.clients = value as usize,
+            SweepParam::Nodes => args.nodes = value as u32,
+            SweepParam::Partitions => args.partitions = value as u32,
+            SweepParam::Records => args.ycsb.records = value as u64,
+            SweepParam::ReadRatio => args.ycsb.read_ratio = value,
+            SweepParam::TxnSize => args.ycsb.txn_size = value as usize,
+            SweepParam::ZipfTheta => args.ycsb.zipf_theta = value,
+        }
+    }
+}
+
+/// `--sweep PARAM=v1,v2,...`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sweep {
+    pub param: SweepParam,
+    pub values: Vec<f64>,
+}
+
+/// Parses `PARAM=v1,v2,...`: a known parameter, 1..=[`SWEEP_VALUES_MAX`] values, whole
+/// non-negative numbers for counts.
+pub fn parse_sweep(s: &str) -> Result<Sweep, String> {
+    let known = || SweepParam::ALL.map(SweepParam::name).join(", ");
+    let (name, list) =
+        s.split_once('=').ok_or_else(|| format!("expected PARAM=v1,v2,... (e.g. rows=10,100), got {s:?}"))?;
+    let param = SweepParam::ALL
+        .into_iter()
+        .find(|p| p.name() == name.trim())
+        .ok_or_else(|| format!("cannot sweep {name:?} (known: {})", known()))?;
+    let mut values = Vec::new();
+    for v in list.split(',').map(str::trim) {
+        let value = if param.integral() {
+            v.parse::<u64>().ok().filter(|n| *n < (1 << 53)).map(|n| n as f64)
+        } else {
+            v.parse::<f64>().ok().filter(|x| x.is_finite())
+        };
+        let kind = if param.integral() { "a whole number" } else { "a finite number" };
+        values.push(value.ok_or_else(|| format!("--sweep {}: {v:?} is not {kind}", param.name()))?);
+    }
+    if values.len() > SWEEP_VALUES_MAX {
+        return Err(format!("--sweep takes at most {SWEEP_VALUES_MAX} values, got {}", values.len()));
+    }
+    Ok(Sweep { param, values })
+}
+
+/// One run of a sweep: the value, the engine, the headline numbers, and the full report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SweepPoint {
+    pub param: SweepParam,
+    pub value: f64,
+    /// Where the point sits on the figure's x axis (the value, or e.g. the contention ratio).
+    pub x: f64,
+    pub engine: String,
+    /// Position of the engine in `--compare` (0 without it): a figure draws one line per
+    /// position, so `--compare nocc,nocc` gets two.
+    pub engine_index: usize,
+    /// Committed transactions per second.
+    pub throughput: f64,
+    /// Latency over every kind of transaction, µs.
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub report: BenchReport,
+}
+
+/// How a sweep is drawn: the title, the x axis, and how a value maps onto it.
+#[derive(Clone, Copy, Debug)]
+pub struct FigureAxis {
+    pub title: &'static str,
+    pub x_label: &'static str,
+    /// Short table column for `x` when it differs from the value.
+    pub x_column: Option<&'static str>,
+    x_of: fn(f64) -> f64,
+}
+
+impl FigureAxis {
+    /// The figure for sweeping `param` of workload `workload` (Salt's figures for its
+    /// microbenchmarks; a generic one otherwise).
+    pub fn of(workload: &str, param: SweepParam) -> FigureAxis {
+        let generic = |title, x_label| FigureAxis { title, x_label, x_column: None, x_of: |v| v };
+        match (SaltMicroKind::from_name(workload), param) {
+            (Some(SaltMicroKind::Contention), SweepParam::Rows) => FigureAxis {
+                title: "Salt Fig. 11: contention ratio",
+                x_label: "contention ratio (5 / rows)",
+                x_column: Some("ratio"),
+                x_of: |rows| CONTENTION_OPS as f64 / rows,
+            },
+            (Some(SaltMicroKind::Position), SweepParam::After) => {
+                generic("Salt Fig. 12: contention position", "operations after the contended update")
+            }
+            (Some(SaltMicroKind::ReadWrite), SweepParam::ReadFraction) => FigureAxis {
+                title: "Salt Fig. 13: read-write ratio",
+                x_label: "read-only transactions (%)",
+                x_column: Some("read %"),
+                x_of: |f| 100.0 * f,
+            },
+            (_, SweepParam::Rows) => generic("throughput vs rows", "rows"),
+            (_, SweepParam::After) => generic("throughput vs after", "operations after the contended update"),
+            (_, SweepParam::ColdRows) => generic("throughput vs cold rows", "cold rows"),
+            (_, SweepParam::ReadFraction) => generic("throughput vs read fraction", "read-only fraction"),
+            (_, SweepParam::Clients) => generic("throughput vs clients", "closed-loop clients"),
+            (_, SweepParam::Nodes) => generic("throughput vs nodes", "nodes"),
+            (_, SweepParam::Partitions) => generic("throughput vs partitions", "partitions"),
+            (_, SweepParam::Records) => generic("throughput vs records", "records"),
+            (_, SweepParam::ReadRatio) => generic("throughput vs read ratio", "read ratio"),
+            (_, SweepParam::TxnSize) => generic("throughput vs transaction size", "keys per transaction"),
+            (_, SweepParam::ZipfTheta) => generic("throughput vs zipf theta", "zipf theta"),
+        }
+    }
+
+    pub fn x(&self, value: f64) -> f64 {
+        (self.x_of)(value)
+    }
+
+    /// The figure title with the workload named: `"Salt Fig. 11: contention ratio
+    /// (salt-contention)"`.
+    pub fn full_title(&self, workload: &str) -> String {
+        format!("{} ({workload})", self.title)
+    }
+}
+
+/// Where the figure goes: `--plot`, or the `--json` path with `.svg`; `None` when neither.
+pub fn figure_path(args: &BenchArgs) -> Option<PathBuf> {
+    args.plot.clone().or_else(|| args.json.as_ref().map(|j| j.with_extension("svg")))
+}
+
+/// Runs the sweep the flags describe, printing its table to `out`. Returns `Err` when a run
+/// fails or a verification fails (after printing the table and writing the JSON and figure).
+pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow::Result<()> {
+    let engines = crate::engines(args);
+    let axis = FigureAxis::of(&args.workload, sweep.param);
+    let name = sweep.param.name();
+
+    // Every point's flags are checked before the first run: a typo in the last value should not
+    // cost the whole sweep.
+    if !sweep.param.applies_to(&args.workload) {
+        return Err(crate::BenchError::Config(format!(
+            "--sweep {name}: workload {} does not use --{name}",
+            args.workload
+        ))
+        .into());
+    }
+    let mut plans = Vec::with_capacity(sweep.values.len());
+    for &value in &sweep.values {
+        let mut point = args.clone();
+        sweep.param.apply(&mut point, value);
+        workload(&args.workload, &point).with_context(|| format!("--sweep {name}={value}"))?;
+        for &engine in &engines {
+            config(&point, engine).with_context(|| format!("--sweep {name}={value}"))?;
+        }
+        plans.push((value, point));
+    }
+
+    let engine_names: Vec<&str> = engines.iter().map(|e| e.name()).collect();
+    writeln!(
+        out,
+        "{}: sweep {name} over {} values on {}, {} s per run",
+        axis.full_title(&args.workload),
+        sweep.values.len(),
+        engine_names.join(","),
+        args.duration
+    )?;
+    let x_header = axis.x_column.map_or(String::new(), |c| format!(" {c:>9}"));
+    writeln!(
+        out,
+        "{name:>13}{x_header}  {:<12} {:>11} {:>9} {:>9} {:>9}  verify",
+        "engine", "txn/s", "p50_us", "p99_us", "vs first"
+    )?;
+    out.flush()?;
+
+    let mut points: Vec<SweepPoint> = Vec::with_capacity(plans.len() * engines.len());
+    for (j, &(value, ref point)) in plans.iter().enumerate() {
+        let first_at = points.len();
+        for (i, &engine) in engines.iter().enumerate() {
+            let mut cfg = config(point, engine)?;
+            cfg.data_dir = cfg
+                .data_dir
+                .map(|d| d.join(format!("point{}-{name}={value}", j + 1)).join(format!("run{}-{engine}", i + 1)));
+            let w = workload(&point.workload, point)?;
+            let report = harness::run(&cfg, w.as_ref())
+                .with_context(|| format!("{} on {engine} at {name}={value}", point.workload))?;
+            let vs_first = harness::ratio(points.get(first_at).map_or(&report, |p| &p.report), &report);
+            let p = SweepPoint {
+                param: sweep.param,
+                value,
+                x: axis.x(value),
+                engine: engine.name().into(),
+                engine_index: i,
+                throughput: report.throughput,
+                p50_us: report.latency_all.p50_us,
+                p99_us: report.latency_all.p99_us,
+                report,
+            };
+            let x_cell = axis.x_column.map_or(String::new(), |_| format!(" {:>9}", format_number(p.x)));
+            let vs = vs_first.map_or("n/a".to_string(), |r| format!("{r:.2}"));
+            let verify = if p.report.verify.ok { "ok" } else { "FAILED" };
+            writeln!(
+                out,
+                "{:>13}{x_cell}  {:<12} {:>11.1} {:>9} {:>9} {vs:>9}  {verify}",
+                format_number(value),
+                p.engine,
+                p.throughput,
+                p.p50_us,
+                p.p99_us
+            )?;
+            out.flush()?;
+            points.push(p);
+        }
+    }
+
+    if let Some(path) = &args.json {
+        write_json(path, &points)?;
+    }
+    if let Some(path) = figure_path(args) {
+        crate::plot::plot_sweep(&points, &path, &axis.full_title(&args.workload), axis.x_label)
+            .with_context(|| format!("draw {}", path.display()))?;
+        writeln!(out, "figure: {}", path.display())?;
+    }
+
+    let failed: Vec<String> = points
+        .iter()
+        .filter(|p| !p.report.verify.ok)
+        .map(|p| format!("{} on {} at {name}={}: {}", p.report.workload, p.engine, p.value, p.report.verify.message))
+        .collect();
+    for f in &failed {
+        writeln!(out, "verify FAILED: {f}")?;
+    }
+    out.flush()?;
+    if !failed.is_empty() {
+        return Err(crate::BenchError::Verify(failed.join("; ")).into());
+    }
+    Ok(())
+}
+
+fn write_json(path: &Path, points: &[SweepPoint]) -> anyhow::Result<()> {
+    let file = std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
+    let mut w = std::io::BufWriter::new(file);
+    serde_json::to_writer_pretty(&mut w, points).with_context(|| format!("write {}", path.display()))?;
+    w.flush().with_context(|| format!("write {}", path.display()))
+}
+
+/// A number as short as it can be without losing what matters on a table or an axis: whole
+/// numbers without a fraction, others with up to 4 significant digits.
+pub fn format_number(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else if x != 0.0 && x.abs() < 1e-3 {
+        format!("{x:.1e}")
+    } else {
+        let s = format!("{x:.4}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweeps_parse_counts_and_fractions_and_reject_nonsense() {
+        let s = parse_sweep("rows=10,100, 1000").unwrap();
+        assert_eq!((s.param, s.values), (SweepParam::Rows, vec![10.0, 100.0, 1000.0]));
+        let s = parse_sweep("read-fraction=0,0.5,0.95").unwrap();
+        assert_eq!((s.param, s.values), (SweepParam::ReadFraction, vec![0.0, 0.5, 0.95]));
+        for p in SweepParam::ALL {
+            assert_eq!(parse_sweep(&format!("{}=1", p.name())).unwrap().param, p);
+        }
+        for bad in ["rows", "rows=", "rows=1.5", "rows=-1", "after=x", "speed=1,2", "read-fraction=nan"] {
+            assert!(parse_sweep(bad).is_err(), "{bad}");
+        }
+        let many = format!("after={}", vec!["1"; SWEEP_VALUES_MAX + 1].join(","));
+        assert!(parse_sweep(&many).is_err());
+    }
+
+    #[test]
+    fn salt_sweeps_are_drawn_as_the_papers_figures() {
+        let a = FigureAxis::of("salt-contention", SweepParam::Rows);
+        assert!(a.title.contains("Fig. 11"));
+        assert_eq!(a.x(100.0), 0.05);
+        assert!(FigureAxis::of("salt-position", SweepParam::After).title.contains("Fig. 12"));
+        let a = FigureAxis::of("salt-rw", SweepParam::ReadFraction);
+        assert!(a.title.contains("Fig. 13"));
+        assert_eq!(a.x(0.95), 95.0);
+        let a = FigureAxis::of("ycsb", SweepParam::Rows);
+        assert_eq!(a.x(100.0), 100.0);
+    }
+
+    #[test]
+    fn a_sweep_must_turn_a_knob_the_workload_uses() {
+        assert!(SweepParam::Rows.applies_to("salt-contention") && SweepParam::Rows.applies_to("salt-rw"));
+        assert!(!SweepParam::Rows.applies_to("salt-position") && !SweepParam::Rows.applies_to("ycsb"));
+        assert!(SweepParam::After.applies_to("salt-position") && !SweepParam::After.applies_to("salt-contention"));
+        assert!(SweepParam::ReadFraction.applies_to("salt-rw") && !SweepParam::ReadFraction.applies_to("ycsb"));
+        assert!(SweepParam::Records.applies_to("ycsb") && !SweepParam::Records.applies_to("salt-rw"));
+        for w in crate::WORKLOADS {
+            assert!(SweepParam::Clients.applies_to(w));
+        }
+    }
+
+    #[test]
+    fn numbers_print_short() {
+        assert_eq!(format_number(100.0), "100");
+        assert_eq!(format_number(0.05), "0.05");
+        assert_eq!(format_number(0.0005), "5.0e-4");
+        assert_eq!(format_number(0.95), "0.95");
+        assert_eq!(format_number(2.0 / 3.0), "0.6667");
+    }
+}
