@@ -1,1 +1,1558 @@
-//! Lock manager (being written).
+//! # The lock manager: ACID, alkaline and saline locks (Salt §5–§6)
+//!
+//! One [`LockManager`] per partition. It is a pure state machine: no I/O, no clock, no threads,
+//! deterministic iteration (`BTreeMap`/`Vec` only). It never blocks: [`LockManager::acquire`]
+//! answers [`Decision::Granted`], [`Decision::Waiting`] or [`Decision::Die`], and every call that
+//! can unblock someone returns the [`Grant`]s of requests that were `Waiting` and now hold their
+//! lock (identified by the caller's `token`). The caller resumes those operations.
+//!
+//! ## Rule 1 — conflicts (Salt §5.1, Table 2)
+//!
+//! Three lock classes, each with read and write locks. [`compatible`] is Table 2, one pure
+//! function (`RangeRead` behaves as `Read`):
+//!
+//! ```text
+//!              ACID-R  ACID-W  alka-R  alka-W  saline-R  saline-W
+//!   ACID-R       ✓       ✗       ✓       ✗        ✓         ✗
+//!   ACID-W       ✗       ✗       ✗       ✗        ✗         ✗
+//!   alka-R       ✓       ✗       ✓       ✗        ✓         ✓
+//!   alka-W       ✗       ✗       ✗       ✗        ✓         ✓
+//!   saline-R     ✓       ✗       ✓       ✓        ✓         ✓
+//!   saline-W     ✗       ✗       ✓       ✓        ✓         ✓
+//! ```
+//!
+//! Read–read never conflicts; otherwise ACID conflicts with everything, alkaline with alkaline,
+//! and saline with nothing but ACID. The table is symmetric. Classes are nested: every conflict
+//! of a saline lock is a conflict of the alkaline lock of the same access, and every conflict of
+//! an alkaline lock is one of the ACID lock ("ACID ⊒ alkaline ⊒ saline", [`LockClass::covers`]).
+//!
+//! ## Rule 2 — re-entrancy and upgrades
+//!
+//! A transaction's own locks never conflict with its own requests. A request that one of the
+//! transaction's held locks on the same (table, target) *covers* — same or stronger access
+//! (`W` covers `R`) and a class at least as strict — is granted at once and creates no lock (so a
+//! later [`LockManager::release`] of the weaker mode finds nothing and is a no-op: the stronger
+//! lock stays). Anything else, an upgrade `R → W` included, is a new lock, granted under rule 3
+//! like any other request. A transaction may hold several locks on one target (its `R` and its
+//! `W`; two saline `W`s after two subtransactions each wrote it).
+//!
+//! ## Rule 3 — per-object FIFO (Salt §6)
+//!
+//! "MySQL Cluster places operations that try to acquire locks on objects in a per-object queue in
+//! lock-acquisition order; Salt leverages this mechanism to further ensure that BASE transactions
+//! cannot cause ACID transactions to starve." Every request gets a number from one global
+//! sequence, so "earlier" is defined across point queues and range locks. A request of `T` is
+//! granted iff, on every overlapping target,
+//!
+//! * it is compatible with every lock held (or releasing, rule 6) by another transaction, and
+//! * it need not queue behind any earlier waiting request of another transaction: it conflicts
+//!   with it, or ([`must_queue_behind`]) the earlier request is a BASE read and this one a BASE
+//!   write — granting the write first would change what the queued reader reads, and make the
+//!   reader depend on the writer (rule 6a) after others already decided to wait behind it.
+//!
+//! When locks go away or weaken, the waiters on overlapping targets are re-examined in sequence
+//! order and every one that now passes is granted, in one pass: a granted waiter conflicts with
+//! no less than it did while waiting, so it can unblock only later requests that queued behind
+//! it without conflicting (the second case above), and the same pass examines those next.
+//!
+//! ## Rule 4 — range locks (Salt §5, Table 1: `RR ∈ 𝓛` for serializable)
+//!
+//! A [`Target::Range`] `[start, end)` (`end = None`: unbounded above) is used by `RangeRead` locks
+//! only, and only they use it. It overlaps a key `k` when `start <= k < end`, and another range
+//! when the two intersect. It conflicts (Table 2, as a read) with write locks on keys inside it,
+//! so an insert, update or delete inside a scanned range waits: no phantoms. Point locks live in
+//! a `BTreeMap<(TableId, Key), queue>`; range locks per table in a `Vec` (they are few, see
+//! [`RANGE_QUEUE_LEN_MAX`]).
+//!
+//! ## Rule 5 — deadlocks: wait-die on the owner's age
+//!
+//! Each owner carries an `age` (smaller = older; a retried transaction keeps its age; ties are
+//! broken by `TxnId`, so priorities are a total order). A request that cannot be granted looks at
+//! every transaction it would wait for; if any is older than the requester (or is the requester
+//! itself), the requester gets [`Decision::Die`] and nothing changes — the caller aborts it with
+//! `AbortReason::Deadlock` ([`Decision::abort_reason`]) and retries it with the same age. Else it
+//! waits. So every waits-for edge goes from older to younger: no cycle, no deadlock, and the
+//! oldest transaction never dies (limits aside), so a retried transaction eventually runs.
+//!
+//! *Whom a request waits for.* Its blockers' owners — and, because of rule 6, more: a lock whose
+//! release is held back by release-order dependencies keeps blocking ACID requests until those
+//! dependencies are released, i.e. until other transactions finish. So for a requester that
+//! conflicts with the *saline* form of a blocker (which is exactly an ACID requester; every
+//! non-ACID request passes a blocker once its owner downgrades it), the manager walks the
+//! blocker's dependencies — for a granted lock its pending dependencies (fixed at grant), for a
+//! waiting request every lock that could become its dependency when granted — and counts the
+//! owners of every held lock on the way. Dependencies are fixed at grant and the FIFO rule keeps
+//! new writers from slipping in before a queued reader, so this set only shrinks while the
+//! requester waits: the order argument above holds for the real waits-for graph (a property test
+//! checks it). The walk is bounded by [`DEPENDENCY_WALK_MAX`].
+//!
+//! ## Rule 6 — saline release order (Salt §5.1, Figs. 4–5; §6.3)
+//!
+//! Indirect dirty reads (Fig. 4: BASE₁ writes `x`; BASE₂ reads `x` and writes `y`; ACID₁ reads
+//! `y`) are prevented by ordering releases:
+//!
+//! * **(a) read-after-write across transactions**: a BASE (alkaline or saline) read lock granted
+//!   while other transactions hold BASE write locks on an overlapping target is not released
+//!   before each of those write locks is.
+//! * **(b) write-after-read within a transaction**: a BASE write lock of `B` is not released
+//!   before every BASE read lock that `B` requested earlier and held when the write was granted.
+//!
+//! A lock whose owner releases it (commit, abort, short-term release, end of the BASE
+//! transaction) while some of its dependencies are still held turns into a *releasing* saline
+//! lock of the same access: it still counts as held (it conflicts with ACID, rule 1) but no
+//! call releases it; it goes away by itself, cascading, when its last dependency does, and the
+//! grants it unblocks are returned by the call that released that dependency (Fig. 5: ACID₁'s
+//! read of `y` waits until BASE₁ releases `x`, although BASE₂ ended first). ACID locks never have
+//! dependencies and are always released at once.
+//!
+//! §6.3 keeps one pointer per saline lock to the most recent non-ACID lock on the object. Here
+//! each lock stores its dependency list and a count of the pending ones, fixed when it is
+//! granted; releasing a lock checks the count (O(1)) and decrements the counts of its
+//! dependents. One pointer is not enough here: saline writes are compatible with each other, so
+//! two BASE transactions may hold write locks on `x` at once and a reader depends on both; and a
+//! range read depends on writers of several keys.
+//!
+//! ## Using it (the engine's side)
+//!
+//! * ACID transaction: [`LockManager::acquire`] with [`LockClass::Acid`]; short-term locks
+//!   (Table 1, 𝓢 \ 𝓛) are released with [`LockManager::release`] when the operation completes;
+//!   commit or abort: [`LockManager::release_all`].
+//! * BASE transaction: acquire [`LockClass::Alkaline`] locks (Salt §5.1: "we acquire only an
+//!   alkaline lock"); release short-term ones with `release` *before* the subtransaction ends.
+//!   - alkaline subtransaction commits (also the §6.4 local-transaction optimization, right after
+//!     its single operation): [`LockManager::downgrade_alkaline`] — long-term alkaline locks
+//!     become saline, held until the BASE transaction ends (§6.4 footnote 5: saline locks are not
+//!     released early). Releasing them instead would expose the BASE transaction to ACID ones.
+//!   - alkaline subtransaction aborts: [`LockManager::release_non_saline`] (keeps the saline locks
+//!     of earlier subtransactions).
+//!   - BASE transaction ends: [`LockManager::release_all`].
+//! * [`LockClass::Saline`] may be acquired directly (relocking after a partition restart; the
+//!   rule-6 dependencies of the lost locks are not restored).
+//! * An operation that reads a value and writes another from it must hold a read lock on what it
+//!   read (rule 6b only sees read locks). A blind or formula write needs only the write lock.
+//! * A waiting transaction that is aborted: [`LockManager::cancel_waits`] if it keeps running
+//!   (an alkaline subtransaction's abort), else just `release_all`, which drops waits too.
+//! * `release` with a mode the lock no longer has (an alkaline lock after `downgrade_alkaline`)
+//!   or a lock that a covering lock absorbed (rule 2) is a no-op.
+//!
+//! ## Limits
+//!
+//! [`OBJECT_QUEUE_LEN_MAX`] locks and requests per key, [`RANGE_QUEUE_LEN_MAX`] range locks and
+//! requests per table, [`DEPENDENCY_WALK_MAX`] locks visited by one wait-die check. A request
+//! that would exceed one gets `Die` (the caller aborts and retries it like a wait-die victim).
+//!
+//! ## Not implemented
+//!
+//! * Coverage is per exact target: a range lock does not cover a point read inside it.
+//! * No lock escalation, no timeouts (liveness comes from wait-die and finite transactions).
+//! * Release-order dependencies live in memory only (see the engine's module doc on recovery).
+
+use litmus_core::{AbortReason, Access, Key, TableId, TxnId};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Most locks and waiting requests on one key.
+pub const OBJECT_QUEUE_LEN_MAX: usize = 1024;
+/// Most range locks and waiting range requests in one table.
+pub const RANGE_QUEUE_LEN_MAX: usize = 1024;
+/// Most locks one wait-die check may visit while following release-order dependencies.
+pub const DEPENDENCY_WALK_MAX: usize = 4096;
+
+/// The three kinds of locks of Salt §5.1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum LockClass {
+    /// Taken by ACID transactions; isolates them from everyone.
+    Acid,
+    /// Taken by an alkaline subtransaction; isolates it from ACID and alkaline ones.
+    Alkaline,
+    /// A committed alkaline subtransaction's lock, held until its BASE transaction ends;
+    /// conflicts only with ACID locks.
+    Saline,
+}
+
+impl LockClass {
+    /// `ACID ⊒ alkaline ⊒ saline`: a lock of a stricter class conflicts with a superset.
+    fn strictness(self) -> u8 {
+        match self {
+            LockClass::Saline => 0,
+            LockClass::Alkaline => 1,
+            LockClass::Acid => 2,
+        }
+    }
+
+    /// `self` is at least as strict as `other`.
+    pub fn covers(self, other: LockClass) -> bool {
+        self.strictness() >= other.strictness()
+    }
+}
+
+/// A lock's class and access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct LockMode {
+    pub class: LockClass,
+    pub access: Access,
+}
+
+impl LockMode {
+    pub const fn new(class: LockClass, access: Access) -> Self {
+        LockMode { class, access }
+    }
+
+    pub fn is_write(self) -> bool {
+        self.access == Access::Write
+    }
+
+    /// A BASE (alkaline or saline) read or range read: can depend on writers (rule 6a).
+    fn is_base_read(self) -> bool {
+        self.class != LockClass::Acid && !self.is_write()
+    }
+
+    /// A BASE (alkaline or saline) write: readers can depend on it (rule 6a).
+    fn is_base_write(self) -> bool {
+        self.class != LockClass::Acid && self.is_write()
+    }
+
+    /// Rule 2: holding `self` makes a request for `other` on the same target redundant.
+    pub fn covers(self, other: LockMode) -> bool {
+        let access = self.access == other.access || (self.access == Access::Write && other.access == Access::Read);
+        access && self.class.covers(other.class)
+    }
+
+    /// The same access as a saline lock (what `downgrade_alkaline` and a delayed release leave).
+    pub fn as_saline(self) -> LockMode {
+        LockMode { class: LockClass::Saline, access: self.access }
+    }
+}
+
+/// Salt Table 2 (rule 1), symmetric. `RangeRead` behaves as `Read`. A transaction is never in
+/// conflict with itself; callers check the owner separately.
+pub fn compatible(held: LockMode, requested: LockMode) -> bool {
+    use LockClass::*;
+    if !held.is_write() && !requested.is_write() {
+        return true;
+    }
+    match (held.class, requested.class) {
+        (Acid, _) | (_, Acid) => false,
+        (Alkaline, Alkaline) => false,
+        (Saline, _) | (_, Saline) => true,
+    }
+}
+
+/// Rule 3: a request of another transaction must wait behind an earlier `waiting` request that it
+/// conflicts with, or that is a BASE read when the request is a BASE write (see the module doc).
+pub fn must_queue_behind(waiting: LockMode, requested: LockMode) -> bool {
+    !compatible(waiting, requested) || (waiting.is_base_read() && requested.is_base_write())
+}
+
+/// What a lock covers: one key, or the keys of `[start, end)` (`end = None`: no upper bound).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Target {
+    Key(Key),
+    Range { start: Key, end: Option<Key> },
+}
+
+impl Target {
+    /// Rule 4: a key overlaps a range that contains it; ranges overlap when they intersect.
+    pub fn overlaps(&self, other: &Target) -> bool {
+        match (self, other) {
+            (Target::Key(a), Target::Key(b)) => a == b,
+            (Target::Key(k), Target::Range { start, end }) | (Target::Range { start, end }, Target::Key(k)) => {
+                range_contains(start, end.as_ref(), k)
+            }
+            (Target::Range { start: s1, end: e1 }, Target::Range { start: s2, end: e2 }) => {
+                let lo = s1.max(s2);
+                e1.as_ref().is_none_or(|e| lo < e) && e2.as_ref().is_none_or(|e| lo < e)
+            }
+        }
+    }
+
+    fn is_range(&self) -> bool {
+        matches!(self, Target::Range { .. })
+    }
+}
+
+fn range_contains(start: &Key, end: Option<&Key>, k: &Key) -> bool {
+    start <= k && end.is_none_or(|e| k < e)
+}
+
+/// Who asks: the transaction and its wait-die age (smaller = older; kept across retries).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Owner {
+    pub txn: TxnId,
+    pub age: u64,
+}
+
+impl Owner {
+    /// Wait-die priority, a total order: smaller is older.
+    fn priority(self) -> (u64, TxnId) {
+        (self.age, self.txn)
+    }
+}
+
+/// The answer to [`LockManager::acquire`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Decision {
+    Granted,
+    /// Queued; a later call returns a [`Grant`] with this request's token.
+    Waiting,
+    /// Wait-die (or a limit) says: abort the requester. Nothing changed.
+    Die,
+}
+
+impl Decision {
+    pub fn abort_reason(self) -> Option<AbortReason> {
+        match self {
+            Decision::Die => Some(AbortReason::Deadlock),
+            Decision::Granted | Decision::Waiting => None,
+        }
+    }
+}
+
+/// A request that was `Waiting` (the caller's `token`) and now holds its lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Grant {
+    pub txn: TxnId,
+    pub token: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Waiting {
+        token: u64,
+    },
+    Held,
+    /// Released by its owner but held back by rule 6; always saline, always `pending > 0`.
+    Releasing,
+}
+
+/// A lock or a waiting request. Its key in `LockManager::entries` is its request sequence number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Entry {
+    owner: Owner,
+    table: TableId,
+    target: Target,
+    mode: LockMode,
+    state: State,
+    /// Rule 6: the locks this one may not be released before; fixed at grant.
+    deps: Vec<u64>,
+    /// How many of `deps` are still held (the O(1) release check).
+    pending: usize,
+    /// The locks whose `deps` name this one.
+    dependents: Vec<u64>,
+}
+
+impl Entry {
+    fn is_held(&self) -> bool {
+        matches!(self.state, State::Held | State::Releasing)
+    }
+
+    fn is_waiting(&self) -> bool {
+        matches!(self.state, State::Waiting { .. })
+    }
+}
+
+/// The lock table of one partition. See the module doc.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LockManager {
+    /// The next request's sequence number (rule 3: "earlier" means smaller).
+    seq_next: u64,
+    /// Every lock and waiting request, by sequence number.
+    entries: BTreeMap<u64, Entry>,
+    /// Per-key queues: sequence numbers in increasing order.
+    points: BTreeMap<(TableId, Key), Vec<u64>>,
+    /// Per-table range locks and range requests, in increasing order.
+    ranges: BTreeMap<TableId, Vec<u64>>,
+    by_txn: BTreeMap<TxnId, BTreeSet<u64>>,
+    waiting: BTreeSet<u64>,
+}
+
+impl LockManager {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks for a lock (rules 1–5). `token` names the request in a later [`Grant`].
+    pub fn acquire(&mut self, owner: Owner, table: TableId, target: Target, mode: LockMode, token: u64) -> Decision {
+        assert_eq!(
+            target.is_range(),
+            mode.access == Access::RangeRead,
+            "range targets are for RangeRead locks only, and RangeRead locks only use range targets"
+        );
+        if self.covering_lock(owner.txn, table, &target, mode).is_some() {
+            return Decision::Granted;
+        }
+        let seq = self.seq_next;
+        let queue_len_max = if target.is_range() { RANGE_QUEUE_LEN_MAX } else { OBJECT_QUEUE_LEN_MAX };
+        if self.queue_len(table, &target) >= queue_len_max {
+            return Decision::Die;
+        }
+        let blockers = self.blockers(owner.txn, table, &target, mode, seq);
+        if blockers.is_empty() {
+            self.insert(owner, table, target, mode, State::Waiting { token });
+            self.make_held(seq);
+            return Decision::Granted;
+        }
+        match self.waits_for(mode, &blockers) {
+            Some(others) if others.values().all(|o| o.txn != owner.txn && o.priority() > owner.priority()) => {
+                self.insert(owner, table, target, mode, State::Waiting { token });
+                Decision::Waiting
+            }
+            _ => Decision::Die,
+        }
+    }
+
+    /// Releases one held lock of `txn` on (`table`, `target`) with exactly `mode` (a short-term
+    /// lock, or the Salt §6.4 local-transaction optimization). Returns the waiters now granted.
+    /// A no-op if there is no such lock (rule 2: a covered request created none).
+    pub fn release(&mut self, txn: TxnId, table: TableId, target: &Target, mode: LockMode) -> Vec<Grant> {
+        let found = self.by_txn.get(&txn).and_then(|ids| {
+            ids.iter().rev().copied().find(|id| {
+                let e = &self.entries[id];
+                e.state == State::Held && e.table == table && &e.target == target && e.mode == mode
+            })
+        });
+        let mut touched = Vec::new();
+        if let Some(id) = found {
+            self.start_release(id, &mut touched);
+        }
+        self.wake(touched)
+    }
+
+    /// End of an alkaline subtransaction (Salt §5.1): every alkaline lock of `txn` becomes a
+    /// saline lock of the same access. ACID readers stay blocked; alkaline requests now pass.
+    pub fn downgrade_alkaline(&mut self, txn: TxnId) -> Vec<Grant> {
+        let mut touched = Vec::new();
+        for id in self.ids_of(txn) {
+            let e = self.entries.get_mut(&id).expect("by_txn names live entries");
+            if e.state == State::Held && e.mode.class == LockClass::Alkaline {
+                e.mode = e.mode.as_saline();
+                touched.push((e.table, e.target.clone()));
+            }
+        }
+        self.wake(touched)
+    }
+
+    /// Releases every held lock of `txn` that is not saline (abort of an alkaline
+    /// subtransaction). Waiting requests stay. Rule 6 still applies.
+    pub fn release_non_saline(&mut self, txn: TxnId) -> Vec<Grant> {
+        let mut touched = Vec::new();
+        for id in self.ids_of(txn) {
+            let Some(e) = self.entries.get(&id) else { continue };
+            if e.state == State::Held && e.mode.class != LockClass::Saline {
+                self.start_release(id, &mut touched);
+            }
+        }
+        self.wake(touched)
+    }
+
+    /// End (commit or abort) of `txn`: drops its waiting requests and releases all its locks;
+    /// saline locks that rule 6 holds back stay *releasing* and go away by themselves later.
+    pub fn release_all(&mut self, txn: TxnId) -> Vec<Grant> {
+        let mut touched = Vec::new();
+        for id in self.ids_of(txn) {
+            let Some(e) = self.entries.get(&id) else { continue };
+            match e.state {
+                State::Waiting { .. } => {
+                    let e = self.unlink(id);
+                    touched.push((e.table, e.target));
+                }
+                State::Held => self.start_release(id, &mut touched),
+                State::Releasing => {}
+            }
+        }
+        self.wake(touched)
+    }
+
+    /// Abort: drops `txn`'s waiting requests (it may still hold locks; call `release_all` after).
+    pub fn cancel_waits(&mut self, txn: TxnId) -> Vec<Grant> {
+        let mut touched = Vec::new();
+        for id in self.ids_of(txn) {
+            if self.entries[&id].is_waiting() {
+                let e = self.unlink(id);
+                touched.push((e.table, e.target));
+            }
+        }
+        self.wake(touched)
+    }
+
+    /// Every lock `txn` holds, releasing ones included, in acquisition order.
+    pub fn held(&self, txn: TxnId) -> Vec<(TableId, Target, LockMode)> {
+        self.locks_of(txn, Entry::is_held)
+    }
+
+    /// The locks of `txn` that its owner released but rule 6 holds back.
+    pub fn releasing(&self, txn: TxnId) -> Vec<(TableId, Target, LockMode)> {
+        self.locks_of(txn, |e| e.state == State::Releasing)
+    }
+
+    pub fn is_waiting(&self, txn: TxnId) -> bool {
+        self.by_txn.get(&txn).is_some_and(|ids| ids.iter().any(|id| self.entries[id].is_waiting()))
+    }
+
+    /// Held and releasing locks.
+    pub fn lock_count(&self) -> usize {
+        self.entries.len() - self.waiting.len()
+    }
+
+    pub fn waiter_count(&self) -> usize {
+        self.waiting.len()
+    }
+
+    // ----- internals -----
+
+    fn locks_of(&self, txn: TxnId, keep: impl Fn(&Entry) -> bool) -> Vec<(TableId, Target, LockMode)> {
+        self.ids_of(txn)
+            .into_iter()
+            .map(|id| &self.entries[&id])
+            .filter(|e| keep(e))
+            .map(|e| (e.table, e.target.clone(), e.mode))
+            .collect()
+    }
+
+    fn ids_of(&self, txn: TxnId) -> Vec<u64> {
+        self.by_txn.get(&txn).map(|ids| ids.iter().copied().collect()).unwrap_or_default()
+    }
+
+    fn queue_len(&self, table: TableId, target: &Target) -> usize {
+        match target {
+            Target::Key(k) => self.points.get(&(table, k.clone())).map_or(0, Vec::len),
+            Target::Range { .. } => self.ranges.get(&table).map_or(0, Vec::len),
+        }
+    }
+
+    /// Sequence numbers of every lock and request on a target overlapping `target`.
+    fn overlapping(&self, table: TableId, target: &Target) -> Vec<u64> {
+        let mut out = Vec::new();
+        match target {
+            Target::Key(k) => {
+                if let Some(q) = self.points.get(&(table, k.clone())) {
+                    out.extend_from_slice(q);
+                }
+            }
+            Target::Range { start, end } => {
+                for ((t, k), q) in self.points.range((table, start.clone())..) {
+                    if *t != table || !range_contains(start, end.as_ref(), k) {
+                        break;
+                    }
+                    out.extend_from_slice(q);
+                }
+            }
+        }
+        if let Some(q) = self.ranges.get(&table) {
+            out.extend(q.iter().copied().filter(|id| self.entries[id].target.overlaps(target)));
+        }
+        out
+    }
+
+    /// Rule 2: a held lock of `txn` on this exact target whose mode covers `mode`.
+    fn covering_lock(&self, txn: TxnId, table: TableId, target: &Target, mode: LockMode) -> Option<u64> {
+        self.by_txn.get(&txn)?.iter().copied().find(|id| {
+            let e = &self.entries[id];
+            e.state == State::Held && e.table == table && &e.target == target && e.mode.covers(mode)
+        })
+    }
+
+    /// Rule 3: what stands between request `seq` of `txn` and a grant.
+    fn blockers(&self, txn: TxnId, table: TableId, target: &Target, mode: LockMode, seq: u64) -> Vec<u64> {
+        self.overlapping(table, target)
+            .into_iter()
+            .filter(|id| {
+                let e = &self.entries[id];
+                e.owner.txn != txn
+                    && match e.state {
+                        State::Held | State::Releasing => !compatible(e.mode, mode),
+                        State::Waiting { .. } => *id < seq && must_queue_behind(e.mode, mode),
+                    }
+            })
+            .collect()
+    }
+
+    /// Rule 5: every transaction a request for `mode` blocked by `blockers` would wait for,
+    /// following rule-6 dependencies when the requester conflicts with a blocker's saline form.
+    /// `None` when the walk exceeds [`DEPENDENCY_WALK_MAX`].
+    fn waits_for(&self, mode: LockMode, blockers: &[u64]) -> Option<BTreeMap<TxnId, Owner>> {
+        let mut owners = BTreeMap::new();
+        let mut stack = Vec::new();
+        for &b in blockers {
+            let e = &self.entries[&b];
+            if compatible(e.mode.as_saline(), mode) {
+                // Gone as soon as its owner downgrades or releases it (or, waiting, once granted).
+                assert!(e.state != State::Releasing, "a releasing lock is saline and blocks only ACID requests");
+                owners.insert(e.owner.txn, e.owner);
+            } else {
+                stack.push(b);
+            }
+        }
+        let mut visited = BTreeSet::new();
+        while let Some(id) = stack.pop() {
+            if !visited.insert(id) {
+                continue;
+            }
+            if visited.len() > DEPENDENCY_WALK_MAX {
+                return None;
+            }
+            let e = &self.entries[&id];
+            if e.state != State::Releasing {
+                owners.insert(e.owner.txn, e.owner);
+            }
+            match e.state {
+                State::Held | State::Releasing => {
+                    stack.extend(e.deps.iter().copied().filter(|d| self.entries.contains_key(d)))
+                }
+                State::Waiting { .. } => stack.extend(self.dependency_candidates(id, true)),
+            }
+        }
+        Some(owners)
+    }
+
+    /// Rule 6: the locks that lock `id` must not be released before, were it granted now.
+    /// With `include_waiting`, also the waiting requests that could be granted before it (the
+    /// only other locks it can come to depend on — see `must_queue_behind`).
+    fn dependency_candidates(&self, id: u64, include_waiting: bool) -> Vec<u64> {
+        let e = &self.entries[&id];
+        let eligible = |x: u64, xe: &Entry| xe.is_held() || (include_waiting && xe.is_waiting() && x < id);
+        if e.mode.is_base_read() {
+            // (a) read-after-write across transactions.
+            self.overlapping(e.table, &e.target)
+                .into_iter()
+                .filter(|&x| {
+                    let xe = &self.entries[&x];
+                    xe.owner.txn != e.owner.txn && xe.mode.is_base_write() && eligible(x, xe)
+                })
+                .collect()
+        } else if e.mode.is_base_write() {
+            // (b) write-after-read within a transaction: reads requested earlier.
+            self.by_txn[&e.owner.txn]
+                .range(..id)
+                .copied()
+                .filter(|&x| {
+                    let xe = &self.entries[&x];
+                    xe.mode.is_base_read() && eligible(x, xe)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn insert(&mut self, owner: Owner, table: TableId, target: Target, mode: LockMode, state: State) {
+        let id = self.seq_next;
+        self.seq_next += 1;
+        match &target {
+            Target::Key(k) => self.points.entry((table, k.clone())).or_default().push(id),
+            Target::Range { .. } => self.ranges.entry(table).or_default().push(id),
+        }
+        self.by_txn.entry(owner.txn).or_default().insert(id);
+        if matches!(state, State::Waiting { .. }) {
+            self.waiting.insert(id);
+        }
+        let entry = Entry { owner, table, target, mode, state, deps: Vec::new(), pending: 0, dependents: Vec::new() };
+        self.entries.insert(id, entry);
+    }
+
+    /// Grants waiting entry `id` and records its rule-6 dependencies.
+    fn make_held(&mut self, id: u64) {
+        assert!(self.entries[&id].is_waiting());
+        let deps = self.dependency_candidates(id, false);
+        for d in &deps {
+            self.entries.get_mut(d).expect("a dependency is held").dependents.push(id);
+        }
+        let e = self.entries.get_mut(&id).expect("entry exists");
+        e.state = State::Held;
+        e.pending = deps.len();
+        e.deps = deps;
+        self.waiting.remove(&id);
+    }
+
+    /// The owner lets go of held lock `id`: freed now, or releasing until its dependencies are.
+    fn start_release(&mut self, id: u64, touched: &mut Vec<(TableId, Target)>) {
+        let e = self.entries.get_mut(&id).expect("entry exists");
+        assert_eq!(e.state, State::Held);
+        if e.pending == 0 {
+            self.free(id, touched);
+        } else {
+            assert_ne!(e.mode.class, LockClass::Acid, "ACID locks have no release-order dependencies");
+            e.state = State::Releasing;
+            e.mode = e.mode.as_saline();
+            touched.push((e.table, e.target.clone()));
+        }
+    }
+
+    /// Frees lock `id` and, cascading, every releasing lock that was waiting only for it.
+    fn free(&mut self, id: u64, touched: &mut Vec<(TableId, Target)>) {
+        let mut work = vec![id];
+        while let Some(id) = work.pop() {
+            let e = self.unlink(id);
+            assert!(e.is_held() && e.pending == 0, "rule 6: a lock is freed only when its dependencies are");
+            for d in &e.dependents {
+                let de = self.entries.get_mut(d).expect("a dependent outlives its dependencies");
+                de.pending -= 1;
+                if de.pending == 0 && de.state == State::Releasing {
+                    work.push(*d);
+                }
+            }
+            touched.push((e.table, e.target));
+        }
+    }
+
+    fn unlink(&mut self, id: u64) -> Entry {
+        let e = self.entries.remove(&id).expect("entry exists");
+        match &e.target {
+            Target::Key(k) => {
+                let slot = (e.table, k.clone());
+                let queue = self.points.get_mut(&slot).expect("an entry is in its queue");
+                queue.retain(|&x| x != id);
+                if queue.is_empty() {
+                    self.points.remove(&slot);
+                }
+            }
+            Target::Range { .. } => {
+                let queue = self.ranges.get_mut(&e.table).expect("an entry is in its queue");
+                queue.retain(|&x| x != id);
+                if queue.is_empty() {
+                    self.ranges.remove(&e.table);
+                }
+            }
+        }
+        let ids = self.by_txn.get_mut(&e.owner.txn).expect("an entry is indexed by its txn");
+        ids.remove(&id);
+        if ids.is_empty() {
+            self.by_txn.remove(&e.owner.txn);
+        }
+        self.waiting.remove(&id);
+        e
+    }
+
+    /// Rule 3: re-examines, in sequence order, the waiters on targets overlapping `touched`
+    /// (locks that went away or weakened) and grants those that now pass.
+    fn wake(&mut self, touched: Vec<(TableId, Target)>) -> Vec<Grant> {
+        let mut candidates = BTreeSet::new();
+        for (table, target) in &touched {
+            self.add_waiters(*table, target, 0, &mut candidates);
+        }
+        let mut grants = Vec::new();
+        while let Some(id) = candidates.pop_first() {
+            let Some(e) = self.entries.get(&id) else { continue };
+            let State::Waiting { token } = e.state else { continue };
+            let (txn, table, target, mode) = (e.owner.txn, e.table, e.target.clone(), e.mode);
+            if self.covering_lock(txn, table, &target, mode).is_some() {
+                self.unlink(id); // the txn got a covering lock meanwhile (rule 2)
+            } else if self.blockers(txn, table, &target, mode, id).is_empty() {
+                self.make_held(id);
+            } else {
+                continue;
+            }
+            grants.push(Grant { txn, token });
+            // A later request may have queued behind this one without conflicting with it.
+            self.add_waiters(table, &target, id + 1, &mut candidates);
+        }
+        grants
+    }
+
+    fn add_waiters(&self, table: TableId, target: &Target, from: u64, out: &mut BTreeSet<u64>) {
+        out.extend(self.overlapping(table, target).into_iter().filter(|&id| id >= from && self.waiting.contains(&id)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use litmus_core::NodeId;
+    use proptest::prelude::*;
+    use Access::{RangeRead as RR, Read as R, Write as W};
+    use LockClass::{Acid, Alkaline, Saline};
+
+    const ACID_R: LockMode = LockMode::new(Acid, R);
+    const ACID_W: LockMode = LockMode::new(Acid, W);
+    const ACID_RR: LockMode = LockMode::new(Acid, RR);
+    const ALK_R: LockMode = LockMode::new(Alkaline, R);
+    const ALK_W: LockMode = LockMode::new(Alkaline, W);
+    const ALK_RR: LockMode = LockMode::new(Alkaline, RR);
+    const SAL_R: LockMode = LockMode::new(Saline, R);
+    const SAL_W: LockMode = LockMode::new(Saline, W);
+    const TABLE: TableId = TableId(1);
+
+    fn txn(n: u64) -> TxnId {
+        TxnId { node: NodeId(0), epoch: 0, seq: n }
+    }
+
+    /// Transaction `n` with age `n`: a smaller number is older.
+    fn owner(n: u64) -> Owner {
+        Owner { txn: txn(n), age: n }
+    }
+
+    fn key(k: i64) -> Target {
+        Target::Key(Key::ints(&[k]))
+    }
+
+    fn range(start: i64, end: Option<i64>) -> Target {
+        Target::Range { start: Key::ints(&[start]), end: end.map(|e| Key::ints(&[e])) }
+    }
+
+    /// `lm.acquire` for txn `n` (age `n`); tests name the token they expect in grants.
+    fn acq(lm: &mut LockManager, n: u64, target: Target, mode: LockMode, token: u64) -> Decision {
+        lm.acquire(owner(n), TABLE, target, mode, token)
+    }
+
+    fn grant(n: u64, token: u64) -> Grant {
+        Grant { txn: txn(n), token }
+    }
+
+    // ----- Rule 1: Salt Table 2 -----
+
+    /// Salt §5.1, Table 2, cell by cell (rows and columns: ACID-R, ACID-W, alka-R, alka-W,
+    /// saline-R, saline-W).
+    #[test]
+    fn rule1_salt_table_2_cell_by_cell() {
+        const ORDER: [LockMode; 6] = [ACID_R, ACID_W, ALK_R, ALK_W, SAL_R, SAL_W];
+        const TABLE_2: [&str; 6] = [
+            "✓ ✗ ✓ ✗ ✓ ✗", //
+            "✗ ✗ ✗ ✗ ✗ ✗",
+            "✓ ✗ ✓ ✗ ✓ ✓",
+            "✗ ✗ ✗ ✗ ✓ ✓",
+            "✓ ✗ ✓ ✓ ✓ ✓",
+            "✗ ✗ ✓ ✓ ✓ ✓",
+        ];
+        for (i, row) in TABLE_2.iter().enumerate() {
+            let cells: Vec<&str> = row.split(' ').collect();
+            assert_eq!(cells.len(), 6);
+            for (j, cell) in cells.iter().enumerate() {
+                let expected = *cell == "✓";
+                assert_eq!(compatible(ORDER[i], ORDER[j]), expected, "held {:?} requested {:?}", ORDER[i], ORDER[j]);
+                assert_eq!(compatible(ORDER[j], ORDER[i]), expected, "Table 2 is symmetric");
+            }
+        }
+    }
+
+    /// Rule 1: `RangeRead` behaves as `Read` for compatibility.
+    #[test]
+    fn rule1_range_read_behaves_as_read() {
+        let all = [ACID_R, ACID_W, ALK_R, ALK_W, SAL_R, SAL_W];
+        for m in all {
+            for n in all {
+                let rr = |x: LockMode| if x.access == R { LockMode::new(x.class, RR) } else { x };
+                assert_eq!(compatible(rr(m), n), compatible(m, n));
+                assert_eq!(compatible(m, rr(n)), compatible(m, n));
+                assert_eq!(compatible(rr(m), rr(n)), compatible(m, n));
+            }
+        }
+    }
+
+    /// Rules 1–2: classes are nested, so a covering lock conflicts with everything the covered
+    /// request would (a covered request can be granted without a lock of its own).
+    #[test]
+    fn rule2_covering_lock_conflicts_with_a_superset() {
+        let all = [ACID_R, ACID_W, ACID_RR, ALK_R, ALK_W, ALK_RR, SAL_R, SAL_W, LockMode::new(Saline, RR)];
+        for held in all {
+            for req in all {
+                if !held.covers(req) {
+                    continue;
+                }
+                for other in all {
+                    assert!(compatible(other, req) || !compatible(other, held), "{held:?} covers {req:?}");
+                }
+            }
+        }
+        assert!(ACID_W.covers(ACID_R) && ACID_W.covers(ALK_W) && ALK_W.covers(SAL_R));
+        assert!(!ACID_R.covers(ACID_W) && !SAL_W.covers(ALK_R) && !ALK_R.covers(ACID_R));
+    }
+
+    // ----- Rule 2: re-entrancy and upgrades -----
+
+    #[test]
+    fn rule2_reentrant_request_covered_by_held_lock_is_granted_without_a_new_lock() {
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, 1, key(1), ACID_W, 1), Decision::Granted);
+        assert_eq!(acq(&mut lm, 1, key(1), ACID_W, 2), Decision::Granted);
+        assert_eq!(acq(&mut lm, 1, key(1), ACID_R, 3), Decision::Granted);
+        assert_eq!(lm.lock_count(), 1);
+        // Releasing the short-term read the covered request "took" keeps the write.
+        assert!(lm.release(txn(1), TABLE, &key(1), ACID_R).is_empty());
+        assert_eq!(lm.held(txn(1)), vec![(TABLE, key(1), ACID_W)]);
+    }
+
+    #[test]
+    fn rule2_upgrade_read_to_write_granted_when_alone() {
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, 1, key(1), ACID_R, 1), Decision::Granted);
+        assert_eq!(acq(&mut lm, 1, key(1), ACID_W, 2), Decision::Granted);
+        assert_eq!(lm.held(txn(1)), vec![(TABLE, key(1), ACID_R), (TABLE, key(1), ACID_W)]);
+    }
+
+    #[test]
+    fn rule2_upgrade_waits_for_other_reader_then_is_granted() {
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, 1, key(1), ACID_R, 1), Decision::Granted);
+        assert_eq!(acq(&mut lm, 2, key(1), ACID_R, 2), Decision::Granted);
+        // Older txn 1 waits for younger txn 2's read lock.
+        assert_eq!(acq(&mut lm, 1, key(1), ACID_W, 3), Decision::Waiting);
+        assert_eq!(lm.release_all(txn(2)), vec![grant(1, 3)]);
+        // Younger txn 2 upgrading against older txn 1 dies.
+        let mut lm = LockManager::new();
+        acq(&mut lm, 1, key(1), ACID_R, 1);
+        acq(&mut lm, 2, key(1), ACID_R, 2);
+        assert_eq!(acq(&mut lm, 2, key(1), ACID_W, 3), Decision::Die);
+    }
+
+    /// Rule 2 + 3: an upgrade queues behind an earlier conflicting waiter; with wait-die the
+    /// classic upgrade deadlock (both readers upgrade) cannot happen.
+    #[test]
+    fn rule2_upgrade_respects_earlier_conflicting_waiter() {
+        let mut lm = LockManager::new();
+        acq(&mut lm, 2, key(1), ACID_R, 1);
+        acq(&mut lm, 3, key(1), ACID_R, 2);
+        assert_eq!(acq(&mut lm, 2, key(1), ACID_W, 3), Decision::Waiting); // 2 waits for 3
+        assert_eq!(acq(&mut lm, 3, key(1), ACID_W, 4), Decision::Die); // 3 would wait for 2
+        assert_eq!(lm.release_all(txn(3)), vec![grant(2, 3)]);
+    }
+
+    #[test]
+    fn rule2_own_locks_never_conflict_with_own_requests() {
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, 5, key(1), ALK_W, 1), Decision::Granted);
+        assert_eq!(acq(&mut lm, 5, key(1), ACID_W, 2), Decision::Granted);
+        assert_eq!(acq(&mut lm, 5, range(0, None), ACID_RR, 3), Decision::Granted);
+        assert_eq!(lm.lock_count(), 3);
+    }
+
+    // ----- Rule 3: per-object FIFO -----
+
+    /// Salt §6: a reader may not overtake an earlier waiting writer (no writer starvation).
+    #[test]
+    fn rule3_reader_queues_behind_earlier_waiting_writer() {
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, 3, key(1), ACID_R, 1), Decision::Granted);
+        assert_eq!(acq(&mut lm, 2, key(1), ACID_W, 2), Decision::Waiting);
+        assert_eq!(acq(&mut lm, 1, key(1), ACID_R, 3), Decision::Waiting);
+        assert_eq!(lm.release_all(txn(3)), vec![grant(2, 2)]);
+        assert!(lm.is_waiting(txn(1)));
+        assert_eq!(lm.release_all(txn(2)), vec![grant(1, 3)]);
+    }
+
+    /// Salt §6: "BASE transactions cannot cause ACID transactions to starve" — a stream of BASE
+    /// readers does not pass an ACID writer waiting for saline readers.
+    #[test]
+    fn rule3_base_cannot_starve_acid() {
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, 5, key(1), ALK_R, 1), Decision::Granted);
+        lm.downgrade_alkaline(txn(5));
+        assert_eq!(acq(&mut lm, 2, key(1), ACID_W, 2), Decision::Waiting);
+        // Compatible with the saline holder, but behind the waiting ACID writer.
+        assert_eq!(acq(&mut lm, 1, key(1), ALK_R, 3), Decision::Waiting);
+        assert_eq!(acq(&mut lm, 6, key(1), ALK_R, 4), Decision::Die);
+        assert_eq!(lm.release_all(txn(5)), vec![grant(2, 2)]);
+        assert_eq!(lm.release_all(txn(2)), vec![grant(1, 3)]);
+    }
+
+    /// Rule 3: "earlier" is one sequence across point queues and range locks.
+    #[test]
+    fn rule3_fifo_is_global_across_keys_and_ranges() {
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, 3, key(5), ACID_W, 1), Decision::Granted);
+        assert_eq!(acq(&mut lm, 2, range(0, Some(9)), ACID_RR, 2), Decision::Waiting);
+        // Key 7 is free, but the earlier range request covers it.
+        assert_eq!(acq(&mut lm, 1, key(7), ACID_W, 3), Decision::Waiting);
+        assert_eq!(lm.release_all(txn(3)), vec![grant(2, 2)]);
+        assert!(lm.is_waiting(txn(1)));
+        assert_eq!(lm.release_all(txn(2)), vec![grant(1, 3)]);
+    }
+
+    #[test]
+    fn rule3_release_grants_every_waiter_that_now_passes_in_order() {
+        let mut lm = LockManager::new();
+        acq(&mut lm, 9, key(1), ACID_W, 1);
+        assert_eq!(acq(&mut lm, 4, key(1), ACID_R, 2), Decision::Waiting);
+        assert_eq!(acq(&mut lm, 3, key(1), ACID_R, 3), Decision::Waiting);
+        assert_eq!(acq(&mut lm, 2, key(1), ACID_W, 4), Decision::Waiting);
+        assert_eq!(acq(&mut lm, 1, key(1), ACID_R, 5), Decision::Waiting);
+        assert_eq!(lm.release_all(txn(9)), vec![grant(4, 2), grant(3, 3)]);
+        assert_eq!(lm.waiter_count(), 2);
+    }
+
+    #[test]
+    fn rule3_cancel_waits_unblocks_requests_queued_behind() {
+        let mut lm = LockManager::new();
+        acq(&mut lm, 3, key(1), ACID_R, 1);
+        assert_eq!(acq(&mut lm, 2, key(1), ACID_W, 2), Decision::Waiting);
+        assert_eq!(acq(&mut lm, 1, key(1), ACID_R, 3), Decision::Waiting);
+        assert_eq!(lm.cancel_waits(txn(2)), vec![grant(1, 3)]);
+        assert!(!lm.is_waiting(txn(2)));
+        assert_eq!(lm.held(txn(2)), vec![]);
+    }
+
+    // ----- Rule 4: range locks -----
+
+    #[test]
+    fn rule4_target_overlap() {
+        assert!(key(3).overlaps(&key(3)) && !key(3).overlaps(&key(4)));
+        assert!(range(1, Some(5)).overlaps(&key(1)));
+        assert!(range(1, Some(5)).overlaps(&key(4)));
+        assert!(!range(1, Some(5)).overlaps(&key(5)), "end is exclusive");
+        assert!(!range(1, Some(5)).overlaps(&key(0)));
+        assert!(range(1, None).overlaps(&key(i64::MAX)), "unbounded above");
+        assert!(range(1, Some(5)).overlaps(&range(4, Some(9))));
+        assert!(!range(1, Some(5)).overlaps(&range(5, Some(9))));
+        assert!(range(1, None).overlaps(&range(7, None)));
+        assert!(!range(3, Some(3)).overlaps(&range(0, None)), "an empty range overlaps nothing");
+        assert!(!range(3, Some(3)).overlaps(&key(3)));
+    }
+
+    /// Rule 4 (Table 1, serializable: RR ∈ 𝓛): an insert inside a scanned range waits.
+    #[test]
+    fn rule4_range_lock_blocks_writes_inside_the_range_no_phantom() {
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, 1, range(10, Some(20)), ACID_RR, 1), Decision::Granted);
+        assert_eq!(acq(&mut lm, 2, key(15), ACID_W, 2), Decision::Die); // younger writer dies
+        assert_eq!(acq(&mut lm, 2, key(20), ACID_W, 3), Decision::Granted); // outside
+        assert_eq!(acq(&mut lm, 2, key(9), ACID_W, 4), Decision::Granted);
+        assert_eq!(acq(&mut lm, 2, key(10), ACID_R, 5), Decision::Granted); // reads share
+        let mut lm = LockManager::new();
+        acq(&mut lm, 2, range(10, None), ACID_RR, 1);
+        assert_eq!(acq(&mut lm, 1, key(1_000), ACID_W, 2), Decision::Waiting); // older writer waits
+        assert_eq!(lm.release_all(txn(2)), vec![grant(1, 2)]);
+    }
+
+    /// Rule 4 + 1: range locks follow the class rules (a BASE scan does not block saline writes;
+    /// an ACID scan blocks them; an alkaline write waits for a held range).
+    #[test]
+    fn rule4_range_locks_follow_table_2() {
+        let mut lm = LockManager::new();
+        acq(&mut lm, 2, key(5), ALK_W, 1);
+        lm.downgrade_alkaline(txn(2)); // saline W on 5
+        assert_eq!(acq(&mut lm, 3, range(0, Some(9)), ALK_RR, 2), Decision::Granted);
+        assert_eq!(acq(&mut lm, 4, range(0, Some(9)), ACID_RR, 3), Decision::Die); // blocked by txn 2
+        assert_eq!(acq(&mut lm, 1, range(0, Some(9)), ACID_RR, 4), Decision::Waiting);
+        assert_eq!(acq(&mut lm, 5, key(6), ALK_W, 5), Decision::Die); // alkaline range of txn 3
+    }
+
+    #[test]
+    #[should_panic(expected = "range targets are for RangeRead locks only")]
+    fn rule4_point_mode_on_range_target_is_a_bug() {
+        LockManager::new().acquire(owner(1), TABLE, range(0, None), ACID_W, 1);
+    }
+
+    // ----- Rule 5: wait-die -----
+
+    #[test]
+    fn rule5_wait_die_younger_dies_older_waits() {
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, 5, key(1), ACID_W, 1), Decision::Granted);
+        assert_eq!(acq(&mut lm, 7, key(1), ACID_R, 2), Decision::Die);
+        assert_eq!(acq(&mut lm, 3, key(1), ACID_R, 3), Decision::Waiting);
+        assert_eq!(Decision::Die.abort_reason(), Some(AbortReason::Deadlock));
+        assert_eq!(Decision::Waiting.abort_reason(), None);
+    }
+
+    /// Rule 5: a requester that dies changes nothing, and a retry keeps its age.
+    #[test]
+    fn rule5_die_changes_nothing_and_retry_keeps_age() {
+        let mut lm = LockManager::new();
+        acq(&mut lm, 5, key(1), ACID_W, 1);
+        let before = lm.clone();
+        assert_eq!(lm.acquire(Owner { txn: txn(70), age: 7 }, TABLE, key(1), ACID_R, 2), Decision::Die);
+        assert_eq!(lm, before);
+        lm.release_all(txn(5));
+        acq(&mut lm, 9, key(1), ACID_W, 3);
+        // The retry (new id, same age 7) is now older than the holder: it waits.
+        assert_eq!(lm.acquire(Owner { txn: txn(71), age: 7 }, TABLE, key(1), ACID_R, 4), Decision::Waiting);
+    }
+
+    /// Rule 5 (ties): equal ages are ordered by `TxnId`.
+    #[test]
+    fn rule5_equal_ages_are_ordered_by_txn_id() {
+        let mut lm = LockManager::new();
+        lm.acquire(Owner { txn: txn(2), age: 1 }, TABLE, key(1), ACID_W, 1);
+        assert_eq!(lm.acquire(Owner { txn: txn(3), age: 1 }, TABLE, key(1), ACID_W, 2), Decision::Die);
+        assert_eq!(lm.acquire(Owner { txn: txn(1), age: 1 }, TABLE, key(1), ACID_W, 3), Decision::Waiting);
+    }
+
+    /// Rule 5 + 6: an ACID request blocked by a lock whose release waits for an older
+    /// transaction waits for that transaction too, so it dies. Without this, BASE₁ (age 1) could
+    /// wait for ACID (age 3) holding z while ACID waits for BASE₂'s releasing lock on y, which
+    /// waits for BASE₁: a deadlock wait-die would not see.
+    #[test]
+    fn rule5_wait_die_counts_release_order_dependencies() {
+        let mut lm = LockManager::new();
+        acq(&mut lm, 1, key(1), ALK_W, 1); // BASE₁ writes x
+        lm.downgrade_alkaline(txn(1));
+        acq(&mut lm, 5, key(1), ALK_R, 2); // BASE₂ reads x (rule 6a)
+        acq(&mut lm, 5, key(2), ALK_W, 3); // and writes y (rule 6b)
+        lm.downgrade_alkaline(txn(5));
+        assert!(lm.release_all(txn(5)).is_empty());
+        assert_eq!(lm.releasing(txn(5)).len(), 2);
+        // ACID (age 3) is older than BASE₂ but younger than BASE₁, whom it would wait for.
+        assert_eq!(acq(&mut lm, 3, key(2), ACID_R, 4), Decision::Die);
+        assert_eq!(acq(&mut lm, 0, key(2), ACID_R, 5), Decision::Waiting);
+        assert_eq!(lm.release_all(txn(1)), vec![grant(0, 5)]);
+    }
+
+    /// Rule 5: a queued request's future dependencies count too. BASE 5's range read waits
+    /// (behind BASE 7's alkaline write); when granted it will depend on BASE 1's saline write
+    /// inside the range (rule 6a). ACID 3 writing another key of the range queues behind the
+    /// range read, so it would wait for BASE 1, which is older: it dies; ACID 0 waits.
+    #[test]
+    fn rule5_wait_die_counts_dependencies_of_queued_readers() {
+        let mut lm = LockManager::new();
+        acq(&mut lm, 1, key(5), ALK_W, 1);
+        lm.downgrade_alkaline(txn(1)); // saline W(5) of BASE 1
+        acq(&mut lm, 7, key(6), ALK_W, 2);
+        assert_eq!(acq(&mut lm, 5, range(0, Some(9)), ALK_RR, 3), Decision::Waiting);
+        assert_eq!(acq(&mut lm, 3, key(7), ACID_W, 4), Decision::Die);
+        assert_eq!(acq(&mut lm, 0, key(7), ACID_W, 5), Decision::Waiting);
+    }
+
+    #[test]
+    fn rule5_limits_make_the_requester_die() {
+        let mut lm = LockManager::new();
+        for n in 0..OBJECT_QUEUE_LEN_MAX as u64 {
+            assert_eq!(acq(&mut lm, 10 + n, key(1), ACID_R, n), Decision::Granted);
+        }
+        assert_eq!(acq(&mut lm, 1, key(1), ACID_R, 9_999), Decision::Die);
+        assert_eq!(acq(&mut lm, 1, key(2), ACID_R, 9_999), Decision::Granted);
+    }
+
+    // ----- Rule 6: saline release order -----
+
+    /// Rule 6a: a BASE reader of a BASE write keeps its lock until the writer releases.
+    #[test]
+    fn rule6a_read_after_write_reader_released_after_writer() {
+        let mut lm = LockManager::new();
+        acq(&mut lm, 1, key(1), ALK_W, 1);
+        lm.downgrade_alkaline(txn(1));
+        assert_eq!(acq(&mut lm, 2, key(1), ALK_R, 2), Decision::Granted);
+        lm.downgrade_alkaline(txn(2));
+        lm.release_all(txn(2));
+        assert_eq!(lm.releasing(txn(2)), vec![(TABLE, key(1), SAL_R)]);
+        lm.release_all(txn(1));
+        assert_eq!(lm.lock_count(), 0);
+    }
+
+    /// Rule 6a under read-committed: a short-term read of a dirty value becomes a releasing
+    /// saline lock instead of going away.
+    #[test]
+    fn rule6a_short_term_read_of_base_write_stays_as_saline() {
+        let mut lm = LockManager::new();
+        acq(&mut lm, 1, key(1), ALK_W, 1);
+        lm.downgrade_alkaline(txn(1));
+        acq(&mut lm, 2, key(1), ALK_R, 2);
+        lm.release(txn(2), TABLE, &key(1), ALK_R);
+        assert_eq!(lm.releasing(txn(2)), vec![(TABLE, key(1), SAL_R)]);
+        // A short-term read with nothing to depend on goes away at once.
+        acq(&mut lm, 3, key(2), ALK_R, 3);
+        lm.release(txn(3), TABLE, &key(2), ALK_R);
+        assert_eq!(lm.held(txn(3)), vec![]);
+    }
+
+    /// Rule 6a: saline writes are compatible, so a reader may depend on two writers at once
+    /// (why one "most recent" pointer is not enough), and a range read on writers of many keys.
+    #[test]
+    fn rule6a_reader_depends_on_every_base_writer() {
+        let mut lm = LockManager::new();
+        for n in [1, 2] {
+            assert_eq!(acq(&mut lm, n, key(1), ALK_W, n), Decision::Granted);
+            lm.downgrade_alkaline(txn(n));
+        }
+        acq(&mut lm, 3, key(5), ALK_W, 3);
+        lm.downgrade_alkaline(txn(3));
+        acq(&mut lm, 4, key(1), ALK_R, 4);
+        acq(&mut lm, 5, range(0, None), ALK_RR, 5);
+        lm.release_all(txn(4));
+        lm.release_all(txn(5));
+        lm.release_all(txn(2));
+        lm.release_all(txn(3));
+        assert_eq!(lm.releasing(txn(4)).len(), 1, "still waits for writer 1");
+        assert_eq!(lm.releasing(txn(5)).len(), 1, "still waits for writer 1");
+        lm.release_all(txn(1));
+        assert_eq!(lm.lock_count(), 0);
+    }
+
+    /// Rule 6b: a BASE write is released only after the reads that the txn requested before it.
+    #[test]
+    fn rule6b_write_after_read_released_after_earlier_reads() {
+        let mut lm = LockManager::new();
+        acq(&mut lm, 1, key(1), ALK_W, 1);
+        lm.downgrade_alkaline(txn(1));
+        acq(&mut lm, 2, key(1), ALK_R, 2); // depends on 1 (6a)
+        acq(&mut lm, 2, key(2), ALK_W, 3); // depends on the read (6b)
+        acq(&mut lm, 2, key(3), ALK_R, 4); // a later read: no dependency of the write
+        lm.downgrade_alkaline(txn(2));
+        lm.release_all(txn(2));
+        assert_eq!(lm.releasing(txn(2)), vec![(TABLE, key(1), SAL_R), (TABLE, key(2), SAL_W)]);
+        lm.release_all(txn(1));
+        assert_eq!(lm.lock_count(), 0);
+    }
+
+    /// Rule 6b does not hold back writes whose earlier reads saw nothing dirty.
+    #[test]
+    fn rule6b_clean_reads_release_with_their_writes() {
+        let mut lm = LockManager::new();
+        acq(&mut lm, 2, key(1), ALK_R, 1);
+        acq(&mut lm, 2, key(2), ALK_W, 2);
+        lm.downgrade_alkaline(txn(2));
+        assert!(lm.release_all(txn(2)).is_empty());
+        assert_eq!(lm.lock_count(), 0);
+    }
+
+    /// Rule 6: ACID locks are never held back.
+    #[test]
+    fn rule6_acid_locks_are_released_at_once() {
+        let mut lm = LockManager::new();
+        acq(&mut lm, 1, key(1), ACID_R, 1);
+        acq(&mut lm, 1, key(2), ACID_W, 2);
+        lm.release_all(txn(1));
+        assert_eq!(lm.lock_count(), 0);
+    }
+
+    /// Salt Fig. 4: the indirect dirty read that a naive Salt would allow — BASE₁ writes x,
+    /// BASE₂ reads x and writes y (both compatible: BASE transactions see each other), BASE₂
+    /// ends; ACID₁ then reads y. Fig. 5: with rule 6, ACID₁'s read of y is granted only when
+    /// BASE₁ releases x.
+    #[test]
+    fn fig4_fig5_indirect_dirty_read_is_prevented() {
+        let (base1, base2, acid1) = (3, 2, 1);
+        let (x, y) = (key(1), key(2));
+        let mut lm = LockManager::new();
+        // Fig. 4: w(x) by BASE₁ in alkaline₁, committed (saline).
+        assert_eq!(acq(&mut lm, base1, x.clone(), ALK_W, 10), Decision::Granted);
+        assert!(lm.downgrade_alkaline(txn(base1)).is_empty());
+        // BASE₂: r(x) w(y) — its reads see BASE₁'s committed alkaline state.
+        assert_eq!(acq(&mut lm, base2, x.clone(), ALK_R, 20), Decision::Granted);
+        assert_eq!(acq(&mut lm, base2, y.clone(), ALK_W, 21), Decision::Granted);
+        lm.downgrade_alkaline(txn(base2));
+        // BASE₂ ends first.
+        assert!(lm.release_all(txn(base2)).is_empty());
+        // Fig. 5: BASE₂ cannot release its lock on x before BASE₁ commits, nor its lock on y
+        // before its lock on x.
+        assert_eq!(lm.releasing(txn(base2)), vec![(TABLE, x.clone(), SAL_R), (TABLE, y.clone(), SAL_W)]);
+        // ACID₁ reads y: blocked by BASE₂'s (releasing) saline write lock.
+        assert_eq!(acq(&mut lm, acid1, y.clone(), ACID_R, 30), Decision::Waiting);
+        // BASE₁ commits: the cascade frees x (BASE₂), then y (BASE₂), then grants ACID₁.
+        assert_eq!(lm.release_all(txn(base1)), vec![grant(acid1, 30)]);
+        assert_eq!(lm.held(txn(base2)), vec![]);
+        assert_eq!(lm.held(txn(acid1)), vec![(TABLE, y, ACID_R)]);
+    }
+
+    // ----- Salt Fig. 3 -----
+
+    /// Fig. 3(a): BASE waits until ACID commits.
+    #[test]
+    fn fig3a_base_waits_until_acid_commits() {
+        let (base, acid) = (1, 2);
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, acid, key(1), ACID_W, 1), Decision::Granted);
+        assert_eq!(acq(&mut lm, base, key(1), ALK_W, 2), Decision::Waiting);
+        assert_eq!(lm.release_all(txn(acid)), vec![grant(base, 2)]);
+    }
+
+    /// Fig. 3(b): BASE₂ waits only for alkaline₁ (until BASE₁'s downgrade), not for BASE₁.
+    #[test]
+    fn fig3b_base2_waits_only_for_alkaline1() {
+        let (base1, base2) = (2, 1);
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, base1, key(1), ALK_W, 1), Decision::Granted);
+        assert_eq!(acq(&mut lm, base2, key(1), ALK_W, 2), Decision::Waiting);
+        assert_eq!(lm.downgrade_alkaline(txn(base1)), vec![grant(base2, 2)]);
+        assert_eq!(lm.held(txn(base1)), vec![(TABLE, key(1), SAL_W)]);
+    }
+
+    /// Fig. 3(c): ACID must wait the whole BASE transaction out.
+    #[test]
+    fn fig3c_acid_waits_for_the_whole_base_transaction() {
+        let (acid, base) = (1, 2);
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, base, key(1), ALK_W, 1), Decision::Granted);
+        assert_eq!(acq(&mut lm, acid, key(1), ACID_R, 2), Decision::Waiting);
+        assert!(lm.downgrade_alkaline(txn(base)).is_empty(), "alkaline₁ commits: still saline");
+        assert_eq!(acq(&mut lm, base, key(2), ALK_W, 3), Decision::Granted); // alkaline₂
+        assert!(lm.downgrade_alkaline(txn(base)).is_empty());
+        assert_eq!(lm.release_all(txn(base)), vec![grant(acid, 2)]);
+    }
+
+    // ----- engine-facing calls -----
+
+    #[test]
+    fn release_non_saline_keeps_saline_locks() {
+        let mut lm = LockManager::new();
+        acq(&mut lm, 1, key(1), ALK_W, 1);
+        lm.downgrade_alkaline(txn(1)); // alkaline₁ committed
+        acq(&mut lm, 1, key(2), ALK_W, 2); // alkaline₂ …
+        acq(&mut lm, 1, key(3), ALK_R, 3);
+        lm.release_non_saline(txn(1)); // … aborts
+        assert_eq!(lm.held(txn(1)), vec![(TABLE, key(1), SAL_W)]);
+    }
+
+    #[test]
+    fn downgrade_lets_alkaline_requests_pass_but_not_acid() {
+        let mut lm = LockManager::new();
+        acq(&mut lm, 3, key(1), ALK_W, 1);
+        assert_eq!(acq(&mut lm, 1, key(1), ACID_R, 2), Decision::Waiting);
+        assert_eq!(acq(&mut lm, 2, key(1), ALK_R, 3), Decision::Waiting);
+        // The ACID reader stays blocked; the alkaline reader (not in conflict with the queued
+        // ACID reader) now passes, and depends on the saline write it reads (rule 6a).
+        assert_eq!(lm.downgrade_alkaline(txn(3)), vec![grant(2, 3)]);
+        assert!(lm.is_waiting(txn(1)));
+        assert_eq!(lm.release_all(txn(3)), vec![grant(1, 2)]);
+    }
+
+    #[test]
+    fn release_all_drops_waiting_requests() {
+        let mut lm = LockManager::new();
+        acq(&mut lm, 2, key(1), ACID_W, 1);
+        assert_eq!(acq(&mut lm, 1, key(1), ACID_W, 2), Decision::Waiting);
+        assert!(lm.release_all(txn(1)).is_empty());
+        assert_eq!(lm.waiter_count(), 0);
+        assert_eq!(lm.lock_count(), 1);
+    }
+
+    // ----- Rule 8: invariants under random operations -----
+
+    const SLOTS: u64 = 4;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Acquire { slot: u64, target: Target, class: LockClass, write: bool },
+        Release { slot: u64, pick: usize },
+        Downgrade { slot: u64 },
+        ReleaseNonSaline { slot: u64 },
+        ReleaseAll { slot: u64 },
+        CancelWaits { slot: u64 },
+    }
+
+    /// Random calls over 4 transaction slots (ages 0–3), 4 keys and small ranges of one table.
+    /// Odd slots mostly take ACID locks, even ones mostly BASE locks; each mixes in the others.
+    fn op() -> impl Strategy<Value = Op> {
+        let target = || {
+            prop_oneof![
+                2 => (0i64..4).prop_map(key),
+                1 => (0i64..4, proptest::option::of(1i64..3)).prop_map(|(s, len)| range(s, len.map(|l| s + l))),
+            ]
+        };
+        let acquire = (0..SLOTS).prop_flat_map(move |slot| {
+            let class = if slot % 2 == 1 {
+                prop_oneof![6 => Just(Acid), 1 => Just(Alkaline), 1 => Just(Saline)].boxed()
+            } else {
+                prop_oneof![1 => Just(Acid), 6 => Just(Alkaline), 1 => Just(Saline)].boxed()
+            };
+            (Just(slot), target(), class, any::<bool>()).prop_map(|(slot, target, class, write)| Op::Acquire {
+                slot,
+                target,
+                class,
+                write,
+            })
+        });
+        let slot = 0..SLOTS;
+        prop_oneof![
+            8 => acquire,
+            2 => (slot.clone(), 0usize..8).prop_map(|(slot, pick)| Op::Release { slot, pick }),
+            2 => slot.clone().prop_map(|slot| Op::Downgrade { slot }),
+            1 => slot.clone().prop_map(|slot| Op::ReleaseNonSaline { slot }),
+            2 => slot.clone().prop_map(|slot| Op::ReleaseAll { slot }),
+            1 => slot.prop_map(|slot| Op::CancelWaits { slot }),
+        ]
+    }
+
+    /// The transactions the waiter `w` waits for right now (the real waits-for graph): owners of
+    /// conflicting held locks and earlier queued requests, and — when the waiter conflicts with a
+    /// blocker's saline form — owners of held locks its release still depends on (rule 6).
+    fn waits_for_now(lm: &LockManager, w: u64) -> BTreeSet<(u64, TxnId)> {
+        let we = &lm.entries[&w];
+        let mut out = BTreeSet::new();
+        for (&b, be) in &lm.entries {
+            if be.owner.txn == we.owner.txn || be.table != we.table || !be.target.overlaps(&we.target) {
+                continue;
+            }
+            let blocks =
+                if be.is_held() { !compatible(be.mode, we.mode) } else { b < w && must_queue_behind(be.mode, we.mode) };
+            if !blocks {
+                continue;
+            }
+            if !be.is_held() || compatible(be.mode.as_saline(), we.mode) {
+                out.insert(be.owner.priority());
+                continue;
+            }
+            let mut stack = vec![b];
+            let mut seen = BTreeSet::new();
+            while let Some(id) = stack.pop() {
+                let Some(e) = lm.entries.get(&id) else { continue };
+                if !seen.insert(id) {
+                    continue;
+                }
+                if e.state == State::Held {
+                    out.insert(e.owner.priority());
+                }
+                stack.extend(e.deps.iter().copied());
+            }
+        }
+        out
+    }
+
+    fn check_invariants(lm: &LockManager) -> Result<(), TestCaseError> {
+        let entries: Vec<(u64, &Entry)> = lm.entries.iter().map(|(&id, e)| (id, e)).collect();
+        // Bookkeeping: indices, counters (pair assertions for the O(1) check).
+        for &(id, e) in &entries {
+            prop_assert!(lm.by_txn[&e.owner.txn].contains(&id));
+            prop_assert_eq!(lm.waiting.contains(&id), e.is_waiting());
+            let live = e.deps.iter().filter(|d| lm.entries.contains_key(d)).count();
+            prop_assert_eq!(e.pending, live, "pending count of {}", id);
+            if e.state == State::Releasing {
+                prop_assert!(e.pending > 0 && e.mode.class == LockClass::Saline);
+            }
+            if e.is_waiting() {
+                prop_assert!(e.deps.is_empty() && e.dependents.is_empty());
+            }
+        }
+        // (i) held (and releasing) locks of different txns on overlapping targets are compatible.
+        for &(a, ea) in &entries {
+            for &(b, eb) in &entries {
+                if a < b
+                    && ea.is_held()
+                    && eb.is_held()
+                    && ea.owner.txn != eb.owner.txn
+                    && ea.table == eb.table
+                    && ea.target.overlaps(&eb.target)
+                {
+                    prop_assert!(compatible(ea.mode, eb.mode), "incompatible locks {:?} {:?}", ea, eb);
+                }
+            }
+        }
+        // (ii) no lost wake-up: every waiter is blocked by another txn's lock or earlier request.
+        for &(w, we) in &entries {
+            if !we.is_waiting() {
+                continue;
+            }
+            let blocked = entries.iter().any(|&(b, be)| {
+                be.owner.txn != we.owner.txn
+                    && be.table == we.table
+                    && be.target.overlaps(&we.target)
+                    && if be.is_held() {
+                        !compatible(be.mode, we.mode)
+                    } else {
+                        b < w && must_queue_behind(be.mode, we.mode)
+                    }
+            });
+            prop_assert!(blocked, "waiter {} {:?} is grantable", w, we);
+        }
+        // (iii) every waits-for edge goes from older to younger, so the graph is acyclic.
+        let mut graph: BTreeMap<TxnId, BTreeSet<TxnId>> = BTreeMap::new();
+        for &(w, we) in &entries {
+            if !we.is_waiting() {
+                continue;
+            }
+            for prio in waits_for_now(lm, w) {
+                let to = prio.1;
+                prop_assert!(prio > we.owner.priority(), "{:?} waits for older or same {:?}", we.owner, to);
+                graph.entry(we.owner.txn).or_default().insert(to);
+            }
+        }
+        prop_assert!(acyclic(&graph), "waits-for cycle: {:?}", graph);
+        Ok(())
+    }
+
+    fn acyclic(graph: &BTreeMap<TxnId, BTreeSet<TxnId>>) -> bool {
+        // Kahn's algorithm.
+        let mut indegree: BTreeMap<TxnId, usize> = BTreeMap::new();
+        for (from, tos) in graph {
+            indegree.entry(*from).or_default();
+            for to in tos {
+                *indegree.entry(*to).or_default() += 1;
+            }
+        }
+        let mut ready: Vec<TxnId> = indegree.iter().filter(|(_, &d)| d == 0).map(|(t, _)| *t).collect();
+        let mut removed = 0;
+        while let Some(t) = ready.pop() {
+            removed += 1;
+            for to in graph.get(&t).into_iter().flatten() {
+                let d = indegree.get_mut(to).expect("node");
+                *d -= 1;
+                if *d == 0 {
+                    ready.push(*to);
+                }
+            }
+        }
+        removed == indegree.len()
+    }
+
+    #[test]
+    fn rule5_cycle_check_detects_cycles() {
+        let mut g = BTreeMap::new();
+        g.insert(txn(1), BTreeSet::from([txn(2)]));
+        assert!(acyclic(&g));
+        g.insert(txn(2), BTreeSet::from([txn(1)]));
+        assert!(!acyclic(&g));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Rule 8: after any sequence of calls, (i) no incompatible locks overlap, (ii) no waiter
+        /// is grantable, (iii) waits-for edges go from older to younger (acyclic), (iv) every
+        /// grant names a request that was waiting; `Die` changes nothing.
+        #[test]
+        fn rule8_invariants_hold_under_random_operations(ops in proptest::collection::vec(op(), 1..60)) {
+            let mut lm = LockManager::new();
+            let mut incarnation = [0u64; SLOTS as usize];
+            let txn_of = |slot: u64, inc: &[u64; SLOTS as usize]| txn(slot * 1_000 + inc[slot as usize]);
+            let mut waiting: BTreeMap<u64, TxnId> = BTreeMap::new(); // token -> txn
+            let mut token = 0u64;
+            for op in ops {
+                let grants = match op {
+                    Op::Acquire { slot, target, class, write } => {
+                        let t = txn_of(slot, &incarnation);
+                        let access = match (&target, write) {
+                            (Target::Range { .. }, _) => RR,
+                            (Target::Key(_), true) => W,
+                            (Target::Key(_), false) => R,
+                        };
+                        token += 1;
+                        let before = lm.clone();
+                        // A retried transaction keeps its age: age = slot.
+                        let d = lm.acquire(Owner { txn: t, age: slot }, TABLE, target, LockMode::new(class, access), token);
+                        match d {
+                            Decision::Waiting => { waiting.insert(token, t); }
+                            Decision::Die => prop_assert_eq!(&lm, &before),
+                            Decision::Granted => {}
+                        }
+                        Vec::new()
+                    }
+                    Op::Release { slot, pick } => {
+                        let t = txn_of(slot, &incarnation);
+                        let held: Vec<_> = lm.held(t).into_iter().filter(|h| !lm.releasing(t).contains(h)).collect();
+                        match held.get(pick) {
+                            Some((table, target, mode)) => lm.release(t, *table, target, *mode),
+                            None => Vec::new(),
+                        }
+                    }
+                    Op::Downgrade { slot } => lm.downgrade_alkaline(txn_of(slot, &incarnation)),
+                    Op::ReleaseNonSaline { slot } => lm.release_non_saline(txn_of(slot, &incarnation)),
+                    Op::ReleaseAll { slot } => {
+                        let t = txn_of(slot, &incarnation);
+                        waiting.retain(|_, w| *w != t);
+                        incarnation[slot as usize] += 1; // the next one is a retry or a new txn
+                        lm.release_all(t)
+                    }
+                    Op::CancelWaits { slot } => {
+                        let t = txn_of(slot, &incarnation);
+                        waiting.retain(|_, w| *w != t);
+                        lm.cancel_waits(t)
+                    }
+                };
+                // (iv) every grant names a request that was waiting (once).
+                for g in grants {
+                    prop_assert_eq!(waiting.remove(&g.token), Some(g.txn), "grant {:?} was not waiting", g);
+                }
+                let tokens: BTreeSet<u64> = lm.entries.values().filter_map(|e| match e.state {
+                    State::Waiting { token } => Some(token),
+                    _ => None,
+                }).collect();
+                prop_assert_eq!(&tokens, &waiting.keys().copied().collect::<BTreeSet<_>>());
+                check_invariants(&lm)?;
+            }
+            // Everyone finishes: all locks and requests go away.
+            for slot in 0..SLOTS {
+                lm.release_all(txn_of(slot, &incarnation));
+            }
+            prop_assert_eq!(lm.lock_count(), 0);
+            prop_assert_eq!(lm.waiter_count(), 0);
+        }
+    }
+}
