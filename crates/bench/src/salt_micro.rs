@@ -75,8 +75,9 @@
 //! subtransactions finish in the background, so the sums may still be climbing when the clients
 //! stop. `verify` therefore re-reads them every [`VERIFY_SETTLE_POLL`] until two consecutive
 //! readings agree and hold the invariant (or a reading reaches the upper bound, beyond which
-//! nothing can change), for at most [`VERIFY_SETTLE_MAX`]. A sum above its upper bound fails at
-//! once: counters only grow.
+//! nothing can change), for at most [`VERIFY_SETTLE_MAX`]. A check that keeps aborting (an ACID
+//! scan waiting out BASE transactions) counts as a reading not yet taken. A sum above its upper
+//! bound fails at once: counters only grow.
 //!
 //! ## Not implemented
 //!
@@ -314,16 +315,21 @@ impl SaltMicro {
         }
     }
 
-    /// Reads every group's rows once.
-    fn read_sums(&self, client: &mut Client, groups: &[Group]) -> anyhow::Result<Reading> {
+    /// Reads every group's rows once. `Ok(Err(e))`: a check kept failing with a retryable error
+    /// (the database is busy, e.g. an ACID scan waiting out BASE transactions), which the settle
+    /// loop waits out.
+    fn read_sums(&self, client: &mut Client, groups: &[Group]) -> anyhow::Result<Result<Reading, Error>> {
         let mut reading = Reading { rows: vec![0; groups.len()], sums: vec![0; groups.len()], bad: 0, first_bad: None };
         for (i, g) in groups.iter().enumerate() {
             let mut start = g.start;
             while start < g.end {
                 let end = (start + CHECK_CHUNK_ROWS).min(g.end);
                 let args = vec![Value::Int(start as i64), Value::Int(end as i64)];
-                let out = call_idempotent(client, CHECK_PROCEDURE, args)
-                    .with_context(|| format!("check rows {start}..{end}"))?;
+                let out = match call_idempotent(client, CHECK_PROCEDURE, args) {
+                    Ok(out) => out,
+                    Err(e) if e.is_retryable() || matches!(e, Error::Unavailable { .. }) => return Ok(Err(e)),
+                    Err(e) => return Err(e).with_context(|| format!("check rows {start}..{end}")),
+                };
                 let count = |i: usize| out.get(i).and_then(Value::as_int).and_then(|v| u64::try_from(v).ok());
                 let (Some(rows), Some(sum), Some(bad)) = (count(0), count(1), count(2)) else {
                     anyhow::bail!("{CHECK_PROCEDURE} returned {out:?}, expected [rows, sum, bad_rows, first_bad_row]");
@@ -337,7 +343,7 @@ impl SaltMicro {
                 start = end;
             }
         }
-        Ok(reading)
+        Ok(Ok(reading))
     }
 }
 
@@ -567,8 +573,23 @@ impl Workload for SaltMicro {
         let mut previous: Option<Reading> = None;
         let mut readings = 0u32;
         let reading = loop {
-            let r = self.read_sums(client, &groups)?;
+            let read = self.read_sums(client, &groups)?;
             readings += 1;
+            let r = match read {
+                Ok(r) => r,
+                Err(busy) => {
+                    let waited = started.elapsed();
+                    if waited >= self.settle_max {
+                        anyhow::bail!(
+                            "could not read the counters for {} ms ({readings} attempt(s)): {busy}",
+                            waited.as_millis()
+                        );
+                    }
+                    previous = None;
+                    std::thread::sleep(VERIFY_SETTLE_POLL);
+                    continue;
+                }
+            };
             let stable = previous.as_ref() == Some(&r);
             let complete = r.sums.iter().zip(&bounds).all(|(s, (_, high))| s == high);
             let (problems, final_) = judge(&r, stable);
