@@ -46,3 +46,81 @@ pub fn registry() -> Registry {
     );
     r
 }
+
+/// The banking application of Salt Figs. 1–2: `accounts(id int, bal int)` partitioned by id.
+///
+/// * `bank_transfer(sndr, rcvr, amt)` — the BASE transfer of Fig. 2: debit the sender in one
+///   alkaline subtransaction (only if the balance covers it), credit the receiver in a second;
+///   if the credit fails (e.g. no such receiver) a compensating alkaline subtransaction refunds
+///   the sender. Returns nothing (a BASE transaction is answered when accepted).
+/// * `bank_transfer_acid(sndr, rcvr, amt)` — the same body registered as an ACID transaction
+///   (Fig. 1a); a missing receiver aborts it.
+/// * `bank_total()` — the unmodified ACID `total-balance`: the sum of every balance
+///   (serializable: a range read over all accounts).
+pub mod bank {
+    use crate::procedure::{Ctx, ProcOptions, Registry};
+    use litmus_core::{Catalog, Column, ColumnType, Error, Formula, Partitioning, TableSchema, Value};
+
+    pub const ACCOUNTS: &str = "accounts";
+
+    pub fn catalog() -> Catalog {
+        let mut c = Catalog::new();
+        c.add(TableSchema::new(
+            ACCOUNTS,
+            vec![Column::new("id", ColumnType::Int), Column::new("bal", ColumnType::Int)],
+            &["id"],
+            Partitioning::KeyPrefix { prefix_len: 1 },
+        ));
+        c
+    }
+
+    async fn transfer(ctx: Ctx, args: Vec<Value>) -> Result<Vec<Value>, Error> {
+        let (sndr, rcvr, amt) = (args[0].clone(), args[1].clone(), args[2].as_int().unwrap_or(0));
+        // Alkaline 1: debit the sender if the balance covers the amount.
+        let debited = async {
+            ctx.begin_alkaline().await?;
+            let bal = ctx.read(ACCOUNTS, std::slice::from_ref(&sndr)).await?.map_or(0, |r| r[1].as_int().unwrap_or(0));
+            if bal >= amt {
+                ctx.update(ACCOUNTS, std::slice::from_ref(&sndr), &[("bal", Formula::Add(Value::Int(-amt)))]).await?;
+            }
+            ctx.end_alkaline().await?;
+            Ok::<bool, Error>(bal >= amt)
+        }
+        .await;
+        match debited {
+            Err(e) => return Err(e),        // before acceptance: the BASE transaction aborts
+            Ok(false) => return Ok(vec![]), // constraint violation: nothing to do
+            Ok(true) => {}
+        }
+        // Alkaline 2: credit the receiver; on failure, refund the sender (alkaline 3).
+        let credited = async {
+            ctx.begin_alkaline().await?;
+            ctx.update(ACCOUNTS, std::slice::from_ref(&rcvr), &[("bal", Formula::Add(Value::Int(amt)))]).await?;
+            ctx.end_alkaline().await
+        }
+        .await;
+        if credited.is_err() {
+            ctx.begin_alkaline().await?;
+            ctx.update(ACCOUNTS, &[sndr], &[("bal", Formula::Add(Value::Int(amt)))]).await?;
+            ctx.end_alkaline().await?;
+        }
+        Ok(vec![])
+    }
+
+    pub fn registry() -> Registry {
+        let mut r = Registry::new();
+        let params = vec![ColumnType::Int, ColumnType::Int, ColumnType::Int];
+        r.register_with("bank_transfer", params.clone(), ProcOptions::base(), transfer);
+        r.register("bank_transfer_acid", params, transfer);
+        r.register("bank_total", vec![], |ctx: Ctx, _args: Vec<Value>| async move {
+            let rows = ctx.scan(ACCOUNTS, &[], None, litmus_core::limits::SCAN_ROWS_MAX as u32).await?;
+            let total: i64 = rows.iter().map(|r| r[1].as_int().unwrap_or(0)).sum();
+            Ok(vec![Value::Int(total), Value::Int(rows.len() as i64)])
+        });
+        r.register("bank_open", vec![ColumnType::Int, ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
+            ctx.write(ACCOUNTS, args).await?;
+            Ok(vec![])
+        });
+        r
+    }
+}

@@ -93,6 +93,8 @@ struct Txn {
     ops: BTreeMap<u32, PendingOp>,
     finishing: Option<Outcome>,
     last_active: Time,
+    /// The procedure and arguments, to re-run it on `Event::Restart`.
+    procedure: Option<(String, Vec<Value>)>,
     /// Next op id of an interactive transaction (never reused, so a late reply to an old op
     /// cannot complete a new one).
     next_op: u32,
@@ -108,6 +110,8 @@ pub struct Coordinator {
     txns: BTreeMap<TxnId, Txn>,
     events: Vec<Event>,
     last_idle_check: Time,
+    /// Transactions recovered from the log, restarted at the first step.
+    to_roll_forward: Vec<TxnId>,
 }
 
 impl Coordinator {
@@ -123,6 +127,7 @@ impl Coordinator {
             txns: BTreeMap::new(),
             events: Vec::new(),
             last_idle_check: Time::ZERO,
+            to_roll_forward: Vec::new(),
         }
     }
 
@@ -140,6 +145,7 @@ impl Coordinator {
         let mut ctx = CoordCtx {
             now,
             me: Addr::Coordinator(self.cfg.node),
+            epoch: self.epoch,
             rng: &mut self.rng,
             partitions: self.cfg.partitions,
             out,
@@ -164,10 +170,18 @@ impl Coordinator {
     ) -> TxnId {
         self.next_seq += 1;
         let id = TxnId { node: self.cfg.node, epoch: self.epoch, seq: self.next_seq };
-        self.txns.insert(
-            id,
-            Txn { client, request, source, ops: BTreeMap::new(), finishing: None, last_active: now, next_op: 0 },
-        );
+        let procedure = opts.procedure.clone();
+        let txn = Txn {
+            client,
+            request,
+            source,
+            ops: BTreeMap::new(),
+            finishing: None,
+            last_active: now,
+            procedure,
+            next_op: 0,
+        };
+        self.txns.insert(id, txn);
         self.with_engine(now, out, |e, ctx| e.begin(id, &opts, ctx));
         id
     }
@@ -185,13 +199,17 @@ impl Coordinator {
                     Err(e) => return self.respond(out, from, id, Err(e.into())),
                 };
                 let ctx = Ctx::new();
-                let opts = TxnOptions { isolation: proc.options.isolation, procedure: Some((procedure, args.clone())) };
+                let opts = TxnOptions {
+                    isolation: proc.options.isolation,
+                    base: proc.options.base,
+                    procedure: Some((procedure, args.clone())),
+                };
                 let fut = proc.start(ctx.clone(), args);
                 let txn = self.new_txn(now, from, Some(id), Source::Procedure { fut, ctx }, opts, out);
                 self.drive(now, txn, out);
             }
             RequestBody::Begin { isolation } => {
-                let opts = TxnOptions { isolation, procedure: None };
+                let opts = TxnOptions { isolation, base: false, procedure: None };
                 let txn = self.new_txn(now, from, None, Source::Interactive, opts, out);
                 self.respond(out, from, id, Ok(ResponseBody::Begun(txn)));
             }
@@ -206,7 +224,7 @@ impl Coordinator {
                         t.last_active = now;
                         let op_id = t.next_op;
                         t.next_op += 1;
-                        self.dispatch(now, txn, op_id, resolved, Some(id), out);
+                        self.dispatch(now, txn, op_id, resolved, Some(id), false, out);
                     }
                 }
             }
@@ -241,7 +259,9 @@ impl Coordinator {
         }
     }
 
-    /// Hands the pieces of one op to the engine.
+    /// Hands the pieces of one op to the engine (`alkaline`: the op is a whole alkaline
+    /// subtransaction, see `Ctx::alkaline_op`).
+    #[allow(clippy::too_many_arguments)]
     fn dispatch(
         &mut self,
         now: Time,
@@ -249,6 +269,7 @@ impl Coordinator {
         op_id: u32,
         resolved: Resolved,
         reply: Option<RequestId>,
+        alkaline: bool,
         out: &mut Effects,
     ) {
         let parts = resolved.partitions(self.cfg.partitions, self.cfg.preferred);
@@ -259,7 +280,12 @@ impl Coordinator {
         assert!(t.ops.insert(op_id, pending).is_none(), "op id reused");
         for part in parts {
             let op = resolved.op.clone();
-            self.with_engine(now, out, |e, ctx| e.issue(SubOpId { txn, op: op_id, part }, op, ctx));
+            let id = SubOpId { txn, op: op_id, part };
+            if alkaline {
+                self.with_engine(now, out, |e, ctx| e.issue_alkaline(id, op, ctx));
+            } else {
+                self.with_engine(now, out, |e, ctx| e.issue(id, op, ctx));
+            }
         }
     }
 
@@ -283,15 +309,20 @@ impl Coordinator {
             }
             let mut completed_locally = false;
             for (op_id, what) in issued {
-                match what {
-                    Issued::Control(c) => self.with_engine(now, out, |e, ctx| e.control(txn, op_id, c, ctx)),
-                    Issued::Op(op) => match resolve(&self.cfg.catalog, self.cfg.partitions, &op) {
-                        Err(e) => {
-                            ctx.io().complete(op_id, Err(e));
-                            completed_locally = true;
-                        }
-                        Ok(resolved) => self.dispatch(now, txn, op_id, resolved, None, out),
-                    },
+                let (op, alkaline) = match what {
+                    Issued::Control(c) => {
+                        self.with_engine(now, out, |e, ctx| e.control(txn, op_id, c, ctx));
+                        continue;
+                    }
+                    Issued::Op(op) => (op, false),
+                    Issued::AlkalineOp(op) => (op, true),
+                };
+                match resolve(&self.cfg.catalog, self.cfg.partitions, &op) {
+                    Err(e) => {
+                        ctx.io().complete(op_id, Err(e));
+                        completed_locally = true;
+                    }
+                    Ok(resolved) => self.dispatch(now, txn, op_id, resolved, None, alkaline, out),
                 }
             }
             if !completed_locally {
@@ -319,6 +350,8 @@ impl Coordinator {
                 match event {
                     Event::OpDone { id, result } => self.on_op_done(now, id, result, out),
                     Event::ControlDone { txn, op, result } => self.on_control_done(now, txn, op, result, out),
+                    Event::Accepted { txn } => self.on_accepted(txn, out),
+                    Event::Restart { txn } => self.restart(now, txn, out),
                     Event::TxnDone { txn, result } => self.on_txn_done(txn, result, out),
                 }
             }
@@ -364,6 +397,32 @@ impl Coordinator {
                 }
             }
         }
+    }
+
+    /// Early commit: answer the client now; `TxnDone` will find no request to answer.
+    fn on_accepted(&mut self, txn: TxnId, out: &mut Effects) {
+        let Some(t) = self.txns.get_mut(&txn) else { return };
+        if let Some(request) = t.request.take() {
+            let client = t.client;
+            self.respond(out, client, request, Ok(ResponseBody::Returned(vec![])));
+        }
+    }
+
+    /// Re-runs a procedure from the start under the same transaction id; the engine answers
+    /// what it already did from its context table.
+    fn restart(&mut self, now: Time, txn: TxnId, out: &mut Effects) {
+        let Some(t) = self.txns.get_mut(&txn) else { return };
+        let Some((name, args)) = t.procedure.clone() else { return };
+        let Ok(proc) = self.cfg.registry.get(&name) else {
+            panic!("{txn}: procedure {name} to roll forward is not registered");
+        };
+        let ctx = Ctx::new();
+        let fut = proc.start(ctx.clone(), args);
+        t.source = Source::Procedure { fut, ctx };
+        t.ops.clear();
+        t.finishing = None;
+        t.last_active = now;
+        self.drive(now, txn, out);
     }
 
     fn on_control_done(&mut self, now: Time, txn: TxnId, op: u32, result: Result<(), Error>, out: &mut Effects) {
@@ -433,6 +492,21 @@ impl Machine for Coordinator {
         }
         self.epoch = last_epoch + 1;
         self.epoch_logged = false;
+        for (txn, name, args) in self.engine.take_recovered() {
+            // Rolled forward on the first step; nobody waits for an answer.
+            let t = Txn {
+                client: Addr::Coordinator(self.cfg.node),
+                request: None,
+                source: Source::Interactive,
+                ops: BTreeMap::new(),
+                finishing: None,
+                last_active: Time::ZERO,
+                procedure: Some((name, args)),
+                next_op: 0,
+            };
+            self.txns.insert(txn, t);
+            self.to_roll_forward.push(txn);
+        }
         Ok(())
     }
 
@@ -441,6 +515,9 @@ impl Machine for Coordinator {
             // Logged before any message that carries a transaction id of this epoch.
             out.persist.push(postcard::to_stdvec(&CoordRecord::Epoch(self.epoch)).expect("serialize"));
             self.epoch_logged = true;
+        }
+        for txn in std::mem::take(&mut self.to_roll_forward) {
+            self.restart(now, txn, out);
         }
         match input {
             Input::Tick => self.on_tick(now, out),

@@ -13,6 +13,7 @@
 //! executor, validation and routing of operations, merging of results, the store, the log and
 //! snapshots. [`EngineKind`] names the engines a database can be created with.
 
+use crate::engines::locking::{LockingConfig, LockingCoordinator, LockingPartition};
 use crate::engines::nocc;
 use crate::machine::Effects;
 use crate::message::{Addr, EngineReply, EngineRequest, Envelope, Message, PartitionRecord, SubOpId};
@@ -29,6 +30,8 @@ use std::str::FromStr;
 #[derive(Clone, Debug, PartialEq)]
 pub struct TxnOptions {
     pub isolation: Isolation,
+    /// A BASE transaction (Salt §4); see [`crate::procedure::ProcOptions::base`].
+    pub base: bool,
     /// The procedure and its arguments (`None` for interactive transactions). Salt logs them
     /// before a BASE transaction is accepted, to roll it forward after a crash (§6.1).
     pub procedure: Option<(String, Vec<Value>)>,
@@ -41,6 +44,12 @@ pub enum Event {
     OpDone { id: SubOpId, result: Result<PartResult, Error> },
     /// A control point of a procedure (e.g. the end of an alkaline subtransaction) finished.
     ControlDone { txn: TxnId, op: u32, result: Result<(), Error> },
+    /// Early commit (Salt §6.1): answer the client now; the transaction goes on and will commit.
+    Accepted { txn: TxnId },
+    /// Re-run the transaction's procedure from the start: the engine serves operations it has
+    /// already completed from its context table (Salt §6.2 roll-forward; also used to retry an
+    /// accepted BASE transaction's alkaline subtransaction that concurrency control aborted).
+    Restart { txn: TxnId },
     /// A commit (or abort) finished: `Ok` means committed (for an abort request: rolled back).
     TxnDone { txn: TxnId, result: Result<(), Error> },
 }
@@ -49,6 +58,8 @@ pub enum Event {
 pub struct CoordCtx<'a> {
     pub now: Time,
     pub me: Addr,
+    /// The coordinator's incarnation (bumped at every restart).
+    pub epoch: u32,
     pub rng: &'a mut ChaCha8Rng,
     pub partitions: u32,
     pub(crate) out: &'a mut Effects,
@@ -76,6 +87,12 @@ impl CoordCtx<'_> {
     pub fn control_done(&mut self, txn: TxnId, op: u32, result: Result<(), Error>) {
         self.events.push(Event::ControlDone { txn, op, result });
     }
+    pub fn accepted(&mut self, txn: TxnId) {
+        self.events.push(Event::Accepted { txn });
+    }
+    pub fn restart(&mut self, txn: TxnId) {
+        self.events.push(Event::Restart { txn });
+    }
 }
 
 /// The coordinator half of an engine. Every method must eventually lead to the matching event
@@ -86,6 +103,16 @@ pub trait CoordinatorEngine: Send {
     /// A procedure's control point. Engines without BASE transactions accept it at once.
     fn control(&mut self, txn: TxnId, op: u32, _control: Control, ctx: &mut CoordCtx) {
         ctx.control_done(txn, op, Ok(()));
+    }
+    /// A single-operation alkaline subtransaction ([`crate::Ctx::alkaline_op`]); by default a
+    /// plain operation.
+    fn issue_alkaline(&mut self, id: SubOpId, op: PartOp, ctx: &mut CoordCtx) {
+        self.issue(id, op, ctx)
+    }
+    /// After `apply` has replayed the log: transactions to roll forward (Salt §6.2), as
+    /// (id, procedure, arguments). The coordinator re-runs each procedure under its old id.
+    fn take_recovered(&mut self) -> Vec<(TxnId, String, Vec<Value>)> {
+        Vec::new()
     }
     fn commit(&mut self, txn: TxnId, ctx: &mut CoordCtx);
     fn abort(&mut self, txn: TxnId, ctx: &mut CoordCtx);
@@ -133,14 +160,34 @@ pub trait PartitionEngine: Send {
 pub enum EngineKind {
     /// No concurrency control (UNSAFE): the throughput upper bound. See [`crate::engines::nocc`].
     Nocc,
+    /// Strict 2PL + 2PC at the four ANSI levels; BASE procedures run as ACID.
+    /// See [`crate::engines::locking`].
+    Acid,
+    /// ACID plus Salt BASE transactions (alkaline/saline locks, early commit, roll-forward).
+    Salt,
+    /// Salt with the local-transaction optimization (Salt §6.4).
+    SaltLocal,
 }
 
 impl EngineKind {
-    pub const ALL: &'static [EngineKind] = &[EngineKind::Nocc];
+    pub const ALL: &'static [EngineKind] =
+        &[EngineKind::Nocc, EngineKind::Acid, EngineKind::Salt, EngineKind::SaltLocal];
 
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Nocc => "nocc",
+            EngineKind::Acid => "acid",
+            EngineKind::Salt => "salt",
+            EngineKind::SaltLocal => "salt-local",
+        }
+    }
+
+    fn locking(self) -> Option<LockingConfig> {
+        match self {
+            EngineKind::Nocc => None,
+            EngineKind::Acid => Some(LockingConfig { base: false, local: false }),
+            EngineKind::Salt => Some(LockingConfig { base: true, local: false }),
+            EngineKind::SaltLocal => Some(LockingConfig { base: true, local: true }),
         }
     }
 
@@ -148,18 +195,24 @@ impl EngineKind {
     pub fn guarantee(self) -> &'static str {
         match self {
             EngineKind::Nocc => "none (UNSAFE baseline: no isolation, no atomicity across partitions)",
+            EngineKind::Acid => "ACID at the chosen ANSI level (strict 2PL, 2PC, wait-die)",
+            EngineKind::Salt | EngineKind::SaltLocal => {
+                "ACID for ACID transactions; Salt isolation for BASE transactions (Salt §5)"
+            }
         }
     }
 
     pub fn coordinator(self) -> Box<dyn CoordinatorEngine> {
-        match self {
-            EngineKind::Nocc => Box::new(nocc::NoccCoordinator),
+        match self.locking() {
+            None => Box::new(nocc::NoccCoordinator),
+            Some(cfg) => Box::new(LockingCoordinator::new(cfg)),
         }
     }
 
     pub fn partition(self) -> Box<dyn PartitionEngine> {
-        match self {
-            EngineKind::Nocc => Box::new(nocc::NoccPartition::default()),
+        match self.locking() {
+            None => Box::new(nocc::NoccPartition::default()),
+            Some(cfg) => Box::new(LockingPartition::new(cfg)),
         }
     }
 }

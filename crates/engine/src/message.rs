@@ -9,7 +9,7 @@
 //! Engine-specific payloads are the `Engine*` enums, one variant per engine. An engine adds its
 //! variant here and its logic in `engines/`; the roles and runtimes do not change.
 
-use crate::engines::nocc;
+use crate::engines::{locking, nocc};
 use crate::op::{Op, OpResult};
 use litmus_core::{ClientId, Error, Isolation, NodeId, PartitionId, RequestId, TxnId, Value};
 use serde::{Deserialize, Serialize};
@@ -108,12 +108,14 @@ pub struct PartitionReply {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum EngineRequest {
     Nocc(nocc::Request),
+    Locking(locking::Request),
 }
 
 /// Partition → coordinator payloads, per engine.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum EngineReply {
     Nocc(nocc::Reply),
+    Locking(locking::Reply),
 }
 
 /// A partition's log record, per engine. Applying the same records in the same order to the
@@ -121,4 +123,5 @@ pub enum EngineReply {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum PartitionRecord {
     Nocc(nocc::Record),
+    Locking(locking::Record),
 }

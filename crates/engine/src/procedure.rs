@@ -39,6 +39,18 @@ type ProcFn = dyn Fn(Ctx, Vec<Value>) -> ProcFuture + Send + Sync;
 pub struct ProcOptions {
     /// Isolation level for engines that offer a choice (the locking engine: Salt Table 1).
     pub isolation: Isolation,
+    /// `begin BASE transaction` (Salt §4): under the `salt` engines the procedure runs as a BASE
+    /// transaction whose alkaline subtransactions are delimited by `Ctx::begin_alkaline` /
+    /// `end_alkaline` (operations outside them form implicit ones). Other engines run it as one
+    /// ACID transaction.
+    pub base: bool,
+}
+
+impl ProcOptions {
+    /// A BASE procedure at the default isolation level.
+    pub fn base() -> Self {
+        ProcOptions { base: true, ..Default::default() }
+    }
 }
 
 /// A registered procedure: its name, parameter types, options and body.
@@ -150,6 +162,9 @@ pub struct TxnIo {
 pub enum Issued {
     Op(Op),
     Control(Control),
+    /// An operation that is a whole alkaline subtransaction by itself (Salt §6.4: the
+    /// local-transaction optimization lets the partition commit it on its own).
+    AlkalineOp(Op),
 }
 
 /// Control points of a procedure.
@@ -206,6 +221,27 @@ impl Ctx {
     /// procedure runs as one ACID transaction and this is a no-op.
     pub async fn begin_alkaline(&self) -> Result<(), Error> {
         self.issue(Issued::Control(Control::BeginAlkaline)).await.map(drop)
+    }
+
+    /// A single-operation alkaline subtransaction: `begin_alkaline; op; end_alkaline` in one
+    /// request, which `salt-local` commits at the partition as soon as the operation completes
+    /// (Salt §6.4). Other engines run it as a plain operation.
+    pub fn alkaline_op(&self, op: Op) -> OpFuture {
+        self.issue(Issued::AlkalineOp(op))
+    }
+
+    /// `update` as a single-operation alkaline subtransaction (see [`Ctx::alkaline_op`]).
+    pub async fn alkaline_update(&self, table: &str, key: &[Value], updates: &[(&str, Formula)]) -> Result<(), Error> {
+        let updates = updates.iter().map(|(c, f)| (c.to_string(), f.clone())).collect();
+        self.alkaline_op(Op::Update { table: table.into(), key: key.to_vec(), updates }).await.map(drop)
+    }
+
+    /// `read` as a single-operation alkaline subtransaction (see [`Ctx::alkaline_op`]).
+    pub async fn alkaline_read(&self, table: &str, key: &[Value]) -> Result<Option<Row>, Error> {
+        match self.alkaline_op(Op::Read { table: table.into(), key: key.to_vec() }).await? {
+            OpResult::Row(r) => Ok(r),
+            other => Err(Error::Internal(format!("read returned {other:?}"))),
+        }
     }
 
     /// `end alkaline-subtransaction`: commits it. An error means it rolled back; a procedure may

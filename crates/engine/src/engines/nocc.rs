@@ -61,7 +61,7 @@ impl CoordinatorEngine for NoccCoordinator {
     }
 
     fn on_reply(&mut self, _from: PartitionId, reply: EngineReply, ctx: &mut CoordCtx) {
-        let EngineReply::Nocc(Reply::Op { id, result }) = reply;
+        let EngineReply::Nocc(Reply::Op { id, result }) = reply else { return };
         ctx.op_done(id, result);
     }
 
@@ -134,7 +134,7 @@ impl NoccPartition {
 
 impl PartitionEngine for NoccPartition {
     fn on_request(&mut self, from: Addr, req: EngineRequest, ctx: &mut PartCtx) {
-        let EngineRequest::Nocc(Request::Op { id, op }) = req;
+        let EngineRequest::Nocc(Request::Op { id, op }) = req else { return };
         let result = self.execute(op, ctx);
         ctx.reply(from, EngineReply::Nocc(Reply::Op { id, result }));
     }
@@ -142,7 +142,9 @@ impl PartitionEngine for NoccPartition {
     fn on_tick(&mut self, _ctx: &mut PartCtx) {}
 
     fn apply(&mut self, record: PartitionRecord, store: &mut MvccStore) -> Result<(), Error> {
-        let PartitionRecord::Nocc(Record::Put { ts, table, key, row }) = record;
+        let PartitionRecord::Nocc(Record::Put { ts, table, key, row }) = record else {
+            return Err(Error::Storage(format!("nocc partition cannot replay {record:?}")));
+        };
         if ts <= self.last_ts {
             return Err(Error::Internal(format!("nocc record {ts} not after {}", self.last_ts)));
         }

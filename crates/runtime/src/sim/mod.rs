@@ -351,8 +351,10 @@ impl Simulator {
         self.heal_all().map_err(fail)?;
         let drain_end = self.now + self.cfg.request_timeout * 2 + Duration::from_millis(100);
         self.run_until(drain_end, driver).map_err(fail)?;
-        driver.verify(self)?;
         self.report.virtual_time = self.now;
+        let verdict = driver.verify(self);
+        self.report.virtual_time = self.now;
+        verdict.map_err(|e| format!("{e}\n     run so far: {}", self.report))?;
         Ok(self.report.clone())
     }
 
@@ -364,6 +366,12 @@ impl Simulator {
             }
         }
         Ok(())
+    }
+
+    /// Lets virtual time pass (timers fire, retransmissions happen) without new requests.
+    pub fn idle(&mut self, d: Duration) -> Result<(), Error> {
+        let end = self.now + d;
+        self.run_until(end, &mut NoDriver)
     }
 
     /// Sends one request from the verification client and runs until it is answered.

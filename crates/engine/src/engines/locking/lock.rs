@@ -66,6 +66,18 @@
 //!
 //! ## Rule 5 — deadlocks: wait-die on the owner's age
 //!
+//! **Rule 5a — ACID never waits for BASE** (on in the engine, [`LockManager::acid_never_waits_for_base`];
+//! off in [`LockManager::new`], which reproduces the paper's figures). An ACID request blocked by an alkaline or saline
+//! lock (held, releasing or queued) dies instead of waiting. An accepted BASE transaction cannot
+//! be aborted: its saline locks stay until it ends, and when concurrency control aborts one of
+//! its subtransactions it re-runs. If an ACID transaction waited for its saline lock while
+//! holding a lock that BASE transaction needs, wait-die could not break the cycle (the BASE side
+//! would die and re-run forever; found by the simulator, `litmus sim --workload bank --engine
+//! salt`). With rule 5a the waits-for edges are ACID→ACID and BASE→BASE (older to younger,
+//! wait-die) and BASE→ACID (also wait-die), never ACID→BASE, so there is still no cycle. The price:
+//! an ACID transaction that meets a BASE transaction's lock aborts (retryably) where Salt's
+//! Fig. 3(a)/(c) shows it waiting; isolation is the same, only liveness under contention differs.
+//!
 //! Each owner carries an `age` (smaller = older; a retried transaction keeps its age; ties are
 //! broken by `TxnId`, so priorities are a total order). A request that cannot be granted looks at
 //! every transaction it would wait for; if any is older than the requester (or is the requester
@@ -364,11 +376,19 @@ pub struct LockManager {
     ranges: BTreeMap<TableId, Vec<u64>>,
     by_txn: BTreeMap<TxnId, BTreeSet<u64>>,
     waiting: BTreeSet<u64>,
+    /// Rule 5a on: ACID requests never wait for BASE locks (what the engine uses).
+    acid_never_waits_for_base: bool,
 }
 
 impl LockManager {
+    /// The lock manager of the paper's figures: ACID requests may wait for BASE locks.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The lock manager the engine runs: rule 5a on (ACID never waits for BASE).
+    pub fn acid_never_waits_for_base() -> Self {
+        LockManager { acid_never_waits_for_base: true, ..Self::default() }
     }
 
     /// Asks for a lock (rules 1–5). `token` names the request in a later [`Grant`].
@@ -391,6 +411,14 @@ impl LockManager {
             self.insert(owner, table, target, mode, State::Waiting { token });
             self.make_held(seq);
             return Decision::Granted;
+        }
+        // Rule 5a: an ACID request never waits for a BASE transaction (alkaline or saline lock,
+        // held or queued): it dies. See the module doc.
+        if self.acid_never_waits_for_base
+            && mode.class == LockClass::Acid
+            && blockers.iter().any(|b| self.entries[b].mode.class != LockClass::Acid)
+        {
+            return Decision::Die;
         }
         match self.waits_for(mode, &blockers) {
             Some(others) if others.values().all(|o| o.txn != owner.txn && o.priority() > owner.priority()) => {
@@ -1554,5 +1582,27 @@ mod tests {
             prop_assert_eq!(lm.lock_count(), 0);
             prop_assert_eq!(lm.waiter_count(), 0);
         }
+    }
+
+    /// Rule 5a: with the engine's policy, an ACID request blocked by a saline (or alkaline)
+    /// lock dies instead of waiting, while BASE requests still wait for older ACID holders.
+    #[test]
+    fn rule5a_acid_never_waits_for_base_in_the_engine_policy() {
+        let mut lm = LockManager::acid_never_waits_for_base();
+        let sal_w = LockMode { class: LockClass::Alkaline, access: Access::Write };
+        assert_eq!(lm.acquire(Owner { txn: txn(5), age: 5 }, TABLE, key(1), sal_w, 1), Decision::Granted);
+        lm.downgrade_alkaline(txn(5));
+        let acid_r = LockMode { class: LockClass::Acid, access: Access::Read };
+        // Older ACID reader: waits under the paper's policy, dies under rule 5a.
+        assert_eq!(lm.acquire(Owner { txn: txn(1), age: 1 }, TABLE, key(1), acid_r, 2), Decision::Die);
+        let mut paper = LockManager::new();
+        assert_eq!(paper.acquire(Owner { txn: txn(5), age: 5 }, TABLE, key(1), sal_w, 1), Decision::Granted);
+        paper.downgrade_alkaline(txn(5));
+        assert_eq!(paper.acquire(Owner { txn: txn(1), age: 1 }, TABLE, key(1), acid_r, 2), Decision::Waiting);
+        // A BASE request blocked by a younger ACID holder still waits.
+        let acid_w = LockMode { class: LockClass::Acid, access: Access::Write };
+        assert_eq!(lm.acquire(Owner { txn: txn(9), age: 9 }, TABLE, key(2), acid_w, 3), Decision::Granted);
+        let alk_w = LockMode { class: LockClass::Alkaline, access: Access::Write };
+        assert_eq!(lm.acquire(Owner { txn: txn(5), age: 5 }, TABLE, key(2), alk_w, 4), Decision::Waiting);
     }
 }

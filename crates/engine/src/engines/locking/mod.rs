@@ -1,4 +1,206 @@
-//! The locking engine (strict 2PL + 2PC at the four ANSI levels, and Salt BASE transactions).
-//! Being written; see `lock.rs` for the lock manager.
+//! # The locking engine: ACID at the four ANSI levels (2PL + 2PC) and Salt BASE transactions
+//!
+//! Engines `acid`, `salt` and `salt-local` are this one module with different switches
+//! ([`LockingConfig`]). Specification: Salt (OSDI '14) §4–§6; the lock manager is [`lock`].
+//!
+//! ## ACID transactions (Salt §5, Table 1)
+//!
+//! Strict two-phase locking with the transaction's isolation level deciding which accesses lock
+//! and for how long ([`litmus_core::Isolation`]: 𝓛 = long-term, 𝓢 \ 𝓛 = short-term, released
+//! when the operation completes). Serializable range reads take range locks, so inserts into a
+//! scanned range wait (no phantoms). Writes are buffered at the partition and sent back to the
+//! coordinator with each reply; the coordinator holds the redo (the *write images*) and ships
+//! it with the commit. Deadlocks: wait-die on the transaction's age (see [`lock`]): a younger
+//! requester blocked by an older transaction aborts with `AbortReason::Deadlock` (retryable);
+//! waits only go from older to younger, so nobody waits forever.
+//!
+//! Commit: one participant → one `Commit` message (no 2PC). Several → two-phase commit with
+//! **presumed abort**: `Prepare` (each participant logs `Prepared` with the keys it must relock,
+//! votes), the coordinator logs `Decided` with every participant's writes, sends `Commit`
+//! (participants log the writes, apply, release), and logs `Ended` when all have acknowledged.
+//! Aborts are never logged. Recovery: a participant relocks its in-doubt transactions and asks
+//! the coordinator (`Query`); the coordinator answers from its log, and resends `Commit` for
+//! every decision without `Ended`. A coordinator that restarts tells every partition its new
+//! epoch; partitions drop the unprepared work of its older epochs.
+//!
+//! ## BASE transactions (Salt §4–§6)
+//!
+//! A procedure registered with `ProcOptions::base()` runs as a BASE transaction under `salt`:
+//! a sequence of **alkaline subtransactions** (explicit `begin_alkaline`/`end_alkaline`; an
+//! operation outside them opens an implicit one that lasts to the next boundary).
+//!
+//! * Alkaline locks (Table 2) isolate a subtransaction from ACID and alkaline ones. When it
+//!   commits, its long-term alkaline locks are **downgraded to saline** locks, held until the
+//!   BASE transaction ends; saline locks conflict only with ACID locks (non read-read), so other
+//!   BASE transactions see the committed subtransaction and ACID transactions never do.
+//! * The two saline release-order rules of §5.1 (indirect dirty reads) are enforced by the lock
+//!   manager ([`lock`], §6.3's O(1) pointer check).
+//! * **Accept vs commit** (§6.1): before the first subtransaction commits, the coordinator logs
+//!   the transaction's logic (procedure + arguments); when it commits the client is answered
+//!   (early commit). An accepted transaction always commits.
+//! * Every subtransaction commit is decided at the coordinator with a `SubDecided` record that
+//!   holds the results of its operations — the **context table** of §6.2 — and its writes.
+//!   Recovery replays the log and **rolls forward** each accepted, unfinished BASE transaction:
+//!   the coordinator re-runs the procedure under the same id, operations of decided
+//!   subtransactions are answered from the context table (no operation runs twice, earlier
+//!   reads return the same values), and execution continues from the first undecided one.
+//! * If concurrency control aborts a subtransaction after acceptance, the subtransaction is
+//!   rolled back and the procedure is re-run the same way (it keeps its age, so it eventually
+//!   wins). Before acceptance the whole BASE transaction aborts and the client may retry.
+//! * Exceptions: an error inside a subtransaction (a failed operation, a user abort) rolls that
+//!   subtransaction back and surfaces from `end_alkaline` or the operation, so the procedure can
+//!   run a compensating subtransaction (Fig. 2).
+//! * **Local-transaction optimization** (`salt-local`, §6.4): a single-operation subtransaction
+//!   (`Ctx::alkaline_op`) on one partition is committed by the partition itself as soon as the
+//!   operation completes — its ACID/alkaline locks are released (long-term ones become saline)
+//!   without waiting for the coordinator. The partition remembers the result for roll-forward.
+//!
+//! Under `acid`, BASE procedures run as ordinary ACID transactions (boundaries are no-ops).
+//!
+//! ## Not implemented (yet)
+//!
+//! * Saline release-order dependencies are not persisted: after a *partition* restart, the
+//!   recovered saline locks of unfinished BASE transactions are reacquired, but their §5.1
+//!   ordering edges are not.
+//! * Lock waits have no timeout beyond wait-die; a transaction whose coordinator disappears
+//!   forever holds its locks until that coordinator restarts (its new epoch releases them).
 
+pub mod coordinator;
 pub mod lock;
+pub mod partition;
+
+use crate::message::SubOpId;
+use crate::op::{PartOp, PartResult};
+use litmus_core::{Error, Isolation, Key, NodeId, Row, TableId, TxnId};
+use serde::{Deserialize, Serialize};
+
+pub use coordinator::LockingCoordinator;
+pub use partition::LockingPartition;
+
+/// The switches that make `acid`, `salt` and `salt-local`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockingConfig {
+    /// Run `ProcOptions::base()` procedures as BASE transactions.
+    pub base: bool,
+    /// Salt §6.4: partitions commit single-operation alkaline subtransactions themselves.
+    pub local: bool,
+}
+
+/// A unit of atomic commit at a partition: an ACID transaction (`sub == 0`) or one alkaline
+/// subtransaction of a BASE transaction (`sub >= 1`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Unit {
+    pub txn: TxnId,
+    pub sub: u32,
+}
+
+/// How a transaction locks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxnClass {
+    pub isolation: Isolation,
+    /// Alkaline locks (a BASE transaction's subtransaction) instead of ACID locks.
+    pub base: bool,
+    /// Wait-die priority: smaller is older.
+    pub age: u64,
+}
+
+/// One write's effect, as shipped with a commit: the row image, or `None` for a delete.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WriteImage {
+    pub table: TableId,
+    pub key: Key,
+    pub row: Option<Row>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Request {
+    /// Execute an operation of `unit` under locks. `attempt` distinguishes re-runs of the same
+    /// procedure (stale replies of an earlier run are dropped). `local_commit`: the operation
+    /// is a whole alkaline subtransaction and the partition commits it itself (Salt §6.4).
+    Op { id: SubOpId, unit: Unit, attempt: u32, class: TxnClass, op: PartOp, local_commit: bool },
+    /// Commit `unit` with these writes (one-phase, or the second phase of 2PC). Idempotent.
+    Commit { unit: Unit, writes: Vec<WriteImage> },
+    /// First phase of 2PC.
+    Prepare { unit: Unit },
+    /// Roll `unit` back and release what it holds (for a subtransaction: its non-saline locks).
+    /// Ignored when the partition already runs a later `attempt` of the transaction (a late or
+    /// duplicated abort must not undo the re-run's work).
+    Abort { unit: Unit, attempt: u32 },
+    /// The BASE transaction ended: release its saline locks (subject to §5.1's order rules).
+    EndBase { txn: TxnId },
+    /// The coordinator of `node` restarted with `epoch`: drop unprepared work of older epochs.
+    Epoch { node: NodeId, epoch: u32 },
+    /// Answer to a participant's `Query`: the decision for an in-doubt unit.
+    Decision { unit: Unit, commit: bool, writes: Vec<WriteImage> },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Reply {
+    /// An operation's result; `writes` are the images it produced (the coordinator keeps the
+    /// redo). `committed`: the partition committed the unit itself (local optimization).
+    Op {
+        id: SubOpId,
+        attempt: u32,
+        result: Result<PartResult, Error>,
+        writes: Vec<WriteImage>,
+        committed: bool,
+    },
+    Prepared {
+        unit: Unit,
+        vote: Result<(), Error>,
+    },
+    Committed {
+        unit: Unit,
+    },
+    Aborted {
+        unit: Unit,
+    },
+    /// A participant asks about an in-doubt unit (after its restart).
+    Query {
+        unit: Unit,
+    },
+    /// The BASE transaction's locks here are released (answer to `EndBase`).
+    BaseEnded {
+        txn: TxnId,
+    },
+}
+
+/// A partition's log records.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Record {
+    /// A unit committed: its writes, and (for a subtransaction) the saline locks its BASE
+    /// transaction holds here, and (local commits) the op results for roll-forward.
+    Commit {
+        unit: Unit,
+        writes: Vec<WriteImage>,
+        saline: Vec<(TableId, lock::Target, lock::LockMode)>,
+        results: Vec<(u32, PartResult)>,
+    },
+    /// 2PC first phase: the unit's write locks, to relock if we restart in doubt.
+    Prepared { unit: Unit, coordinator: NodeId, locks: Vec<(TableId, lock::Target, lock::LockMode)> },
+    /// A prepared unit was rolled back.
+    Aborted { unit: Unit },
+    /// A BASE transaction ended here (its saline locks are gone).
+    BaseEnded { txn: TxnId },
+}
+
+/// The coordinator's log records (inside `CoordRecord::Engine`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum CoordinatorRecord {
+    /// Salt §6.1: the logic of a BASE transaction, logged before it is accepted.
+    BaseLogic { txn: TxnId, procedure: String, args: Vec<litmus_core::Value>, age: u64, isolation: Isolation },
+    /// A commit decision (2PC, or any BASE subtransaction): every participant's writes, and for
+    /// a subtransaction the results of its operations (the context table, Salt §6.2).
+    Decided {
+        unit: Unit,
+        writes: Vec<(litmus_core::PartitionId, Vec<WriteImage>)>,
+        results: Vec<(SubOpId, PartResult)>,
+    },
+    /// Results of a subtransaction a partition committed locally (Salt §6.4).
+    LocalDone { unit: Unit, results: Vec<(SubOpId, PartResult)> },
+    /// Every participant acknowledged the decision.
+    Ended { unit: Unit },
+    /// A BASE transaction finished and every partition it touched has released its saline
+    /// locks (until then a restart rolls it forward again, which ends it again).
+    BaseEnded { txn: TxnId },
+}

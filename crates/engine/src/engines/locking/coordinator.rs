@@ -1,0 +1,744 @@
+//! The coordinator half of the locking engine: units, 2PC, BASE acceptance and roll-forward.
+//! See the module doc of [`super`] for the protocol.
+
+use super::{CoordinatorRecord, LockingConfig, Reply, Request, TxnClass, Unit, WriteImage};
+use crate::engine::{CoordCtx, CoordinatorEngine, TxnOptions};
+use crate::message::{Addr, EngineReply, EngineRequest, SubOpId};
+use crate::op::{PartOp, PartResult};
+use crate::procedure::Control;
+use litmus_core::{AbortReason, Error, PartitionId, Time, TxnId, Value};
+use rand::Rng;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// Marks a recovered transaction whose run number is assigned at its first operation.
+const ATTEMPT_UNSET: u32 = u32::MAX;
+
+/// First backoff before re-running an accepted BASE transaction, in microseconds; it doubles
+/// with every retry up to `RETRY_BACKOFF_DOUBLINGS_MAX` times.
+pub const RETRY_BACKOFF_BASE_US: u64 = 200;
+pub const RETRY_BACKOFF_DOUBLINGS_MAX: u32 = 6;
+
+/// An accepted BASE transaction waiting this long for an operation's reply is re-run.
+pub const BASE_OP_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// How often a coordinator repeats its epoch to every partition.
+pub const EPOCH_ANNOUNCE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often undelivered commit decisions are sent again.
+pub const RESEND_INTERVAL: Duration = Duration::from_millis(50);
+
+/// What to do once the unit in progress has committed (or failed to).
+#[derive(Debug, Clone)]
+enum Then {
+    /// Answer a procedure's control point (`end_alkaline`, or `begin_alkaline` that had to
+    /// close an implicit subtransaction first).
+    Control { op: u32, open_explicit: bool },
+    /// Answer a single-operation alkaline subtransaction with its result.
+    AlkalineOp { id: SubOpId, result: PartResult },
+    /// The procedure finished: commit the transaction.
+    Finish,
+}
+
+#[derive(Debug)]
+enum Phase {
+    Running,
+    Preparing { waiting: BTreeSet<PartitionId>, then: Then },
+    Committing { waiting: BTreeSet<PartitionId>, then: Then },
+}
+
+#[derive(Debug)]
+struct CTxn {
+    class: TxnClass,
+    /// Runs as a BASE transaction (engine allows it and the procedure declares it).
+    base: bool,
+    procedure: Option<(String, Vec<Value>)>,
+    attempt: u32,
+    /// Current unit: sub 0 for ACID; for BASE the number of the current/last subtransaction.
+    sub: u32,
+    in_sub: bool,
+    unit_parts: BTreeSet<PartitionId>,
+    unit_writes: BTreeMap<PartitionId, Vec<WriteImage>>,
+    unit_results: Vec<(SubOpId, PartResult)>,
+    /// The first error an operation of this unit hit (an exception of the subtransaction).
+    unit_error: Option<Error>,
+    /// Every partition a BASE transaction touched (to end it there).
+    all_parts: BTreeSet<PartitionId>,
+    /// Ops in flight: is it a single-operation alkaline subtransaction?
+    in_flight: BTreeMap<SubOpId, bool>,
+    /// Salt §6.2 context table: results of operations of decided subtransactions.
+    context: BTreeMap<SubOpId, PartResult>,
+    decided_subs: u32,
+    logic_logged: bool,
+    accepted: bool,
+    phase: Phase,
+    /// A re-run waiting out its backoff (after concurrency control aborted a subtransaction).
+    retry_at: Option<Time>,
+    retries: u32,
+    /// Last reply received (an accepted BASE transaction whose operations go unanswered — a
+    /// lost message, a crashed partition — is re-run after `BASE_OP_TIMEOUT`).
+    last_progress: Time,
+}
+
+/// A logged commit decision not yet acknowledged by every participant.
+#[derive(Debug)]
+struct Pending {
+    waiting: BTreeSet<PartitionId>,
+    writes: BTreeMap<PartitionId, Vec<WriteImage>>,
+}
+
+pub struct LockingCoordinator {
+    cfg: LockingConfig,
+    txns: BTreeMap<TxnId, CTxn>,
+    decisions: BTreeMap<Unit, Pending>,
+    /// BASE transactions whose `EndBase` is not yet acknowledged everywhere.
+    ending: BTreeMap<TxnId, BTreeSet<PartitionId>>,
+    /// Recovered BASE transactions to roll forward.
+    recovered: Vec<(TxnId, String, Vec<Value>)>,
+    epoch_announced: bool,
+    last_announce: Time,
+    last_resend: Time,
+    next_age: u64,
+}
+
+fn request(r: Request) -> EngineRequest {
+    EngineRequest::Locking(r)
+}
+
+impl LockingCoordinator {
+    pub fn new(cfg: LockingConfig) -> Self {
+        LockingCoordinator {
+            cfg,
+            txns: BTreeMap::new(),
+            decisions: BTreeMap::new(),
+            ending: BTreeMap::new(),
+            recovered: Vec::new(),
+            epoch_announced: false,
+            last_announce: Time::ZERO,
+            last_resend: Time::ZERO,
+            next_age: 0,
+        }
+    }
+
+    fn persist(ctx: &mut CoordCtx, record: &CoordinatorRecord) {
+        ctx.persist(postcard::to_stdvec(record).expect("serialize"));
+    }
+
+    /// Tells every partition this coordinator's epoch, so they drop unprepared work of its
+    /// earlier incarnations.
+    fn announce_epoch(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
+        // Once at start, then every EPOCH_ANNOUNCE_INTERVAL (the message may be lost).
+        if self.epoch_announced && ctx.now.saturating_sub(self.last_announce) < EPOCH_ANNOUNCE_INTERVAL {
+            return;
+        }
+        self.epoch_announced = true;
+        self.last_announce = ctx.now;
+        for p in 0..ctx.partitions {
+            ctx.send_to_partition(PartitionId(p), request(Request::Epoch { node: txn.node, epoch: txn.epoch }));
+        }
+    }
+
+    fn unit(txn: TxnId, t: &CTxn) -> Unit {
+        Unit { txn, sub: if t.base { t.sub } else { 0 } }
+    }
+
+    /// Opens a subtransaction of a BASE transaction if none is open.
+    fn open_sub(t: &mut CTxn) {
+        if t.base && !t.in_sub {
+            t.sub += 1;
+            t.in_sub = true;
+            t.unit_parts.clear();
+            t.unit_writes.clear();
+            t.unit_results.clear();
+            t.unit_error = None;
+        }
+    }
+
+    /// Sends an operation; `single`: it is a whole alkaline subtransaction.
+    fn send_op(&mut self, id: SubOpId, op: PartOp, single: bool, ctx: &mut CoordCtx) {
+        let local_commit = single && self.cfg.local;
+        let t = self.txns.get_mut(&id.txn).expect("live txn");
+        if t.attempt == ATTEMPT_UNSET {
+            // A rolled-forward transaction: a run number above any before the restart.
+            t.attempt = (ctx.epoch << 16) | 0x8000;
+        }
+        let unit = Self::unit(id.txn, t);
+        if t.base && unit.sub <= t.decided_subs {
+            // Roll-forward: this operation belongs to a decided subtransaction.
+            let result = t.context.get(&id).cloned().ok_or_else(|| {
+                Error::Internal(format!(
+                    "{}: op {} of decided sub {} missing from the context table",
+                    id.txn, id.op, unit.sub
+                ))
+            });
+            if single {
+                t.in_sub = false;
+            }
+            return ctx.op_done(id, result);
+        }
+        t.unit_parts.insert(id.part);
+        if t.base {
+            t.all_parts.insert(id.part);
+        }
+        t.in_flight.insert(id, single);
+        let r = Request::Op { id, unit, attempt: t.attempt, class: t.class, op, local_commit };
+        ctx.send_to_partition(id.part, request(r));
+    }
+
+    fn log_logic(txn: TxnId, t: &mut CTxn, ctx: &mut CoordCtx) {
+        if t.logic_logged {
+            return;
+        }
+        t.logic_logged = true;
+        let (procedure, args) = t.procedure.clone().expect("BASE transactions run procedures");
+        let r = CoordinatorRecord::BaseLogic { txn, procedure, args, age: t.class.age, isolation: t.class.isolation };
+        Self::persist(ctx, &r);
+    }
+
+    /// Commits the unit in progress, then does `then`.
+    fn commit_unit(&mut self, txn: TxnId, then: Then, ctx: &mut CoordCtx) {
+        let t = self.txns.get_mut(&txn).expect("live txn");
+        let unit = Self::unit(txn, t);
+        if let Some(e) = t.unit_error.clone().filter(|_| t.base) {
+            // An exception inside the subtransaction: roll it back, surface the error.
+            return self.abort_unit(txn, then, e, ctx);
+        }
+        if t.base {
+            Self::log_logic(txn, t, ctx);
+        }
+        let parts: BTreeSet<PartitionId> = t.unit_parts.clone();
+        if parts.is_empty() {
+            return self.unit_committed(txn, then, ctx);
+        }
+        if parts.len() > 1 && !t.base {
+            for p in &parts {
+                ctx.send_to_partition(*p, request(Request::Prepare { unit }));
+            }
+            t.phase = Phase::Preparing { waiting: parts, then };
+            return;
+        }
+        self.decide(txn, then, ctx);
+    }
+
+    /// Logs the commit decision (2PC, or any BASE subtransaction) and sends the commits.
+    fn decide(&mut self, txn: TxnId, then: Then, ctx: &mut CoordCtx) {
+        let t = self.txns.get_mut(&txn).expect("live txn");
+        let unit = Self::unit(txn, t);
+        let parts = t.unit_parts.clone();
+        let logged = t.base || parts.len() > 1;
+        if logged {
+            let writes = t.unit_writes.iter().map(|(p, w)| (*p, w.clone())).collect();
+            let results = if t.base { t.unit_results.clone() } else { vec![] };
+            Self::persist(ctx, &CoordinatorRecord::Decided { unit, writes, results });
+            self.decisions.insert(unit, Pending { waiting: parts.clone(), writes: t.unit_writes.clone() });
+        }
+        for p in &parts {
+            let writes = t.unit_writes.get(p).cloned().unwrap_or_default();
+            ctx.send_to_partition(*p, request(Request::Commit { unit, writes }));
+        }
+        t.phase = Phase::Committing { waiting: parts, then };
+    }
+
+    fn unit_committed(&mut self, txn: TxnId, then: Then, ctx: &mut CoordCtx) {
+        let t = self.txns.get_mut(&txn).expect("live txn");
+        t.phase = Phase::Running;
+        if t.base {
+            for (id, r) in t.unit_results.drain(..) {
+                t.context.insert(id, r);
+            }
+            t.decided_subs = t.decided_subs.max(t.sub);
+            t.in_sub = false;
+            if !t.accepted {
+                t.accepted = true;
+                ctx.accepted(txn); // Salt §6.1 early commit
+            }
+        }
+        t.unit_parts.clear();
+        t.unit_writes.clear();
+        self.then(txn, then, Ok(()), ctx);
+    }
+
+    fn then(&mut self, txn: TxnId, then: Then, result: Result<(), Error>, ctx: &mut CoordCtx) {
+        match then {
+            Then::Control { op, open_explicit } => {
+                if open_explicit && result.is_ok() {
+                    let t = self.txns.get_mut(&txn).expect("live txn");
+                    Self::open_sub(t);
+                }
+                if op != u32::MAX {
+                    ctx.control_done(txn, op, result);
+                }
+            }
+            Then::AlkalineOp { id, result: r } => ctx.op_done(id, result.map(|()| r)),
+            Then::Finish => self.finish(txn, result, ctx),
+        }
+    }
+
+    /// Rolls back the unit in progress, then does `then` with `error`.
+    fn abort_unit(&mut self, txn: TxnId, then: Then, error: Error, ctx: &mut CoordCtx) {
+        let t = self.txns.get_mut(&txn).expect("live txn");
+        let unit = Self::unit(txn, t);
+        for p in &t.unit_parts {
+            ctx.send_to_partition(*p, request(Request::Abort { unit, attempt: t.attempt }));
+        }
+        t.unit_parts.clear();
+        t.unit_writes.clear();
+        t.unit_results.clear();
+        t.unit_error = None;
+        t.in_sub = false;
+        t.phase = Phase::Running;
+        self.then(txn, then, Err(error), ctx);
+    }
+
+    /// The procedure is done and the last unit committed (or failed): end the transaction.
+    fn finish(&mut self, txn: TxnId, result: Result<(), Error>, ctx: &mut CoordCtx) {
+        let t = self.txns.remove(&txn).expect("live txn");
+        if t.base {
+            // EndBase goes out only after every commit decision of the transaction has been
+            // acknowledged: a partition that ended it ignores later commits for it.
+            if t.logic_logged && !t.all_parts.is_empty() {
+                self.ending.insert(txn, t.all_parts.clone());
+                self.send_end_base(txn, ctx);
+            } else {
+                for p in &t.all_parts {
+                    ctx.send_to_partition(*p, request(Request::EndBase { txn }));
+                }
+                if t.logic_logged {
+                    Self::persist(ctx, &CoordinatorRecord::BaseEnded { txn });
+                }
+            }
+            // An accepted BASE transaction has committed whatever its procedure did.
+            ctx.txn_done(txn, if t.accepted { Ok(()) } else { result });
+        } else {
+            ctx.txn_done(txn, result);
+        }
+    }
+
+    /// Concurrency control aborted an operation of an accepted BASE transaction: roll the
+    /// subtransaction back and re-run the procedure (decided subtransactions replay from the
+    /// context table; the age is kept, so it eventually wins).
+    fn retry_accepted(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
+        let t = self.txns.get_mut(&txn).expect("live txn");
+        let unit = Self::unit(txn, t);
+        for p in &t.unit_parts {
+            ctx.send_to_partition(*p, request(Request::Abort { unit, attempt: t.attempt }));
+        }
+        t.attempt += 1;
+        t.sub = 0;
+        t.in_sub = false;
+        t.unit_parts.clear();
+        t.unit_writes.clear();
+        t.unit_results.clear();
+        t.unit_error = None;
+        t.in_flight.clear();
+        t.phase = Phase::Running;
+        // Back off before the re-run (bounded exponential, jittered) so contention resolves
+        // instead of storming; the age is kept, so it eventually wins.
+        t.retries = t.retries.saturating_add(1);
+        let max_us = RETRY_BACKOFF_BASE_US << t.retries.min(RETRY_BACKOFF_DOUBLINGS_MAX);
+        let wait = Duration::from_micros(ctx.rng.gen_range(max_us / 2..=max_us));
+        t.retry_at = Some(ctx.now + wait);
+    }
+
+    /// Accepted BASE transactions whose operations went unanswered are re-run.
+    fn retry_stalled(&mut self, ctx: &mut CoordCtx) {
+        let stalled: Vec<TxnId> = self
+            .txns
+            .iter()
+            .filter(|(_, t)| {
+                t.base
+                    && t.accepted
+                    && t.retry_at.is_none()
+                    && !t.in_flight.is_empty()
+                    && ctx.now.saturating_sub(t.last_progress) > BASE_OP_TIMEOUT
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for txn in stalled {
+            self.txns.get_mut(&txn).expect("listed").last_progress = ctx.now;
+            self.retry_accepted(txn, ctx);
+        }
+    }
+
+    fn restart_due(&mut self, ctx: &mut CoordCtx) {
+        let due: Vec<TxnId> =
+            self.txns.iter().filter(|(_, t)| t.retry_at.is_some_and(|at| at <= ctx.now)).map(|(id, _)| *id).collect();
+        for txn in due {
+            self.txns.get_mut(&txn).expect("listed").retry_at = None;
+            ctx.restart(txn);
+        }
+    }
+
+    fn on_op_reply(
+        &mut self,
+        id: SubOpId,
+        attempt: u32,
+        result: Result<PartResult, Error>,
+        writes: Vec<WriteImage>,
+        committed: bool,
+        ctx: &mut CoordCtx,
+    ) {
+        let Some(t) = self.txns.get_mut(&id.txn) else { return };
+        if attempt != t.attempt {
+            return;
+        }
+        t.last_progress = ctx.now;
+        let Some(single) = t.in_flight.remove(&id) else { return };
+        if matches!(result, Err(Error::Abort(_))) && t.base && t.accepted {
+            return self.retry_accepted(id.txn, ctx);
+        }
+        if !writes.is_empty() {
+            t.unit_writes.entry(id.part).or_default().extend(writes);
+        }
+        let unit = Self::unit(id.txn, t);
+        if committed {
+            // Salt §6.4: the partition committed this single-operation subtransaction.
+            let r = result.clone().expect("locally committed ops succeeded");
+            Self::persist(ctx, &CoordinatorRecord::LocalDone { unit, results: vec![(id, r.clone())] });
+            t.unit_results.push((id, r));
+            t.unit_parts.clear();
+            return self.unit_committed(id.txn, Then::AlkalineOp { id, result: result.expect("ok") }, ctx);
+        }
+        match result {
+            Ok(r) => {
+                if t.base {
+                    t.unit_results.push((id, r.clone()));
+                }
+                if single && t.base {
+                    // A single-operation subtransaction without the local optimization.
+                    self.commit_unit(id.txn, Then::AlkalineOp { id, result: r }, ctx);
+                } else {
+                    ctx.op_done(id, Ok(r));
+                }
+            }
+            Err(e) => {
+                if single && t.base {
+                    self.abort_unit(id.txn, Then::AlkalineOp { id, result: PartResult::Done }, e, ctx);
+                } else {
+                    if t.base && t.in_sub {
+                        t.unit_error.get_or_insert(e.clone());
+                    }
+                    ctx.op_done(id, Err(e));
+                }
+            }
+        }
+    }
+
+    fn on_vote(&mut self, unit: Unit, from: PartitionId, vote: Result<(), Error>, ctx: &mut CoordCtx) {
+        let Some(t) = self.txns.get_mut(&unit.txn) else { return };
+        let Phase::Preparing { waiting, then } = &mut t.phase else { return };
+        match vote {
+            Ok(()) => {
+                waiting.remove(&from);
+                if waiting.is_empty() {
+                    let then = then.clone();
+                    self.decide(unit.txn, then, ctx);
+                }
+            }
+            Err(e) => {
+                let then = then.clone();
+                self.abort_unit(unit.txn, then, e, ctx);
+            }
+        }
+    }
+
+    fn on_committed(&mut self, unit: Unit, from: PartitionId, ctx: &mut CoordCtx) {
+        if let Some(p) = self.decisions.get_mut(&unit) {
+            p.waiting.remove(&from);
+            if p.waiting.is_empty() {
+                self.decisions.remove(&unit);
+                Self::persist(ctx, &CoordinatorRecord::Ended { unit });
+                self.send_end_base(unit.txn, ctx);
+            }
+        }
+        let Some(t) = self.txns.get_mut(&unit.txn) else { return };
+        if Self::unit(unit.txn, t) != unit {
+            return;
+        }
+        let Phase::Committing { waiting, then } = &mut t.phase else { return };
+        waiting.remove(&from);
+        if waiting.is_empty() {
+            let then = then.clone();
+            self.unit_committed(unit.txn, then, ctx);
+        }
+    }
+
+    fn on_query(&mut self, unit: Unit, from: PartitionId, ctx: &mut CoordCtx) {
+        let decision = match self.decisions.get(&unit) {
+            Some(p) => {
+                Request::Decision { unit, commit: true, writes: p.writes.get(&from).cloned().unwrap_or_default() }
+            }
+            None => {
+                // Presumed abort. If the unit is still preparing here, it aborts now.
+                if let Some(t) = self.txns.get(&unit.txn) {
+                    if matches!(t.phase, Phase::Preparing { .. }) && Self::unit(unit.txn, t) == unit {
+                        if let Phase::Preparing { then, .. } = &t.phase {
+                            let then = then.clone();
+                            self.abort_unit(unit.txn, then, Error::Abort(AbortReason::Failure), ctx);
+                        }
+                    } else if matches!(t.phase, Phase::Committing { .. }) {
+                        return; // decided but not logged (one participant): it will get the commit
+                    }
+                }
+                Request::Decision { unit, commit: false, writes: vec![] }
+            }
+        };
+        ctx.send_to_partition(from, request(decision));
+    }
+
+    /// Sends `EndBase` for `txn` if none of its commit decisions is still unacknowledged.
+    fn send_end_base(&self, txn: TxnId, ctx: &mut CoordCtx) {
+        let Some(waiting) = self.ending.get(&txn) else { return };
+        if self.decisions.keys().any(|u| u.txn == txn) {
+            return;
+        }
+        for part in waiting {
+            ctx.send_to_partition(*part, request(Request::EndBase { txn }));
+        }
+    }
+
+    fn resend_decisions(&mut self, ctx: &mut CoordCtx) {
+        if ctx.now.saturating_sub(self.last_resend) < RESEND_INTERVAL {
+            return;
+        }
+        self.last_resend = ctx.now;
+        for (unit, p) in &self.decisions {
+            for part in &p.waiting {
+                let writes = p.writes.get(part).cloned().unwrap_or_default();
+                ctx.send_to_partition(*part, request(Request::Commit { unit: *unit, writes }));
+            }
+        }
+        let ending: Vec<TxnId> = self.ending.keys().copied().collect();
+        for txn in ending {
+            self.send_end_base(txn, ctx);
+        }
+    }
+}
+
+impl CoordinatorEngine for LockingCoordinator {
+    fn begin(&mut self, txn: TxnId, opts: &TxnOptions, ctx: &mut CoordCtx) {
+        self.announce_epoch(txn, ctx);
+        // Wait-die age: the begin time, made unique per coordinator.
+        self.next_age = self.next_age.max(ctx.now.as_nanos()) + 1;
+        let age = (self.next_age << 8) | (txn.node.0 as u64 & 0xff);
+        let base = self.cfg.base && opts.base;
+        let class = TxnClass { isolation: opts.isolation, base, age };
+        self.txns.insert(
+            txn,
+            CTxn {
+                class,
+                base,
+                procedure: opts.procedure.clone(),
+                attempt: txn.epoch << 16,
+                sub: 0,
+                in_sub: false,
+                unit_parts: BTreeSet::new(),
+                unit_writes: BTreeMap::new(),
+                unit_results: Vec::new(),
+                unit_error: None,
+                all_parts: BTreeSet::new(),
+                in_flight: BTreeMap::new(),
+                context: BTreeMap::new(),
+                decided_subs: 0,
+                logic_logged: false,
+                accepted: false,
+                phase: Phase::Running,
+                retry_at: None,
+                retries: 0,
+                last_progress: ctx.now,
+            },
+        );
+    }
+
+    fn issue(&mut self, id: SubOpId, op: PartOp, ctx: &mut CoordCtx) {
+        let Some(t) = self.txns.get_mut(&id.txn) else {
+            return ctx.op_done(id, Err(Error::Abort(AbortReason::Failure)));
+        };
+        Self::open_sub(t);
+        self.send_op(id, op, false, ctx);
+    }
+
+    fn issue_alkaline(&mut self, id: SubOpId, op: PartOp, ctx: &mut CoordCtx) {
+        let Some(t) = self.txns.get_mut(&id.txn) else {
+            return ctx.op_done(id, Err(Error::Abort(AbortReason::Failure)));
+        };
+        if !t.base || t.in_sub {
+            return self.issue(id, op, ctx);
+        }
+        Self::open_sub(t);
+        if self.cfg.local {
+            // The partition commits it: the logic must be durable first (Salt §6.1).
+            Self::log_logic(id.txn, t, ctx);
+        }
+        self.send_op(id, op, true, ctx);
+    }
+
+    fn control(&mut self, txn: TxnId, op: u32, control: Control, ctx: &mut CoordCtx) {
+        let Some(t) = self.txns.get_mut(&txn) else {
+            return ctx.control_done(txn, op, Err(Error::Abort(AbortReason::Failure)));
+        };
+        if !t.base {
+            return ctx.control_done(txn, op, Ok(()));
+        }
+        match control {
+            Control::BeginAlkaline => {
+                if t.in_sub && t.unit_error.is_some() {
+                    // The previous subtransaction was left by an exception: roll it back (its
+                    // error already reached the procedure) and open the new one.
+                    let e = t.unit_error.clone().expect("checked");
+                    self.abort_unit(txn, Then::Control { op: u32::MAX, open_explicit: false }, e, ctx);
+                    let t = self.txns.get_mut(&txn).expect("live txn");
+                    Self::open_sub(t);
+                    ctx.control_done(txn, op, Ok(()));
+                } else if t.in_sub {
+                    // Close the implicit subtransaction first.
+                    self.commit_unit(txn, Then::Control { op, open_explicit: true }, ctx);
+                } else {
+                    Self::open_sub(t);
+                    ctx.control_done(txn, op, Ok(()));
+                }
+            }
+            Control::EndAlkaline => {
+                if !t.in_sub {
+                    return ctx.control_done(txn, op, Ok(()));
+                }
+                if t.sub <= t.decided_subs {
+                    t.in_sub = false; // replayed from the context table
+                    return ctx.control_done(txn, op, Ok(()));
+                }
+                self.commit_unit(txn, Then::Control { op, open_explicit: false }, ctx);
+            }
+        }
+    }
+
+    fn commit(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
+        let Some(t) = self.txns.get_mut(&txn) else {
+            return ctx.txn_done(txn, Err(Error::Abort(AbortReason::Failure)));
+        };
+        if t.base && !t.in_sub {
+            return self.finish(txn, Ok(()), ctx);
+        }
+        if t.base && t.sub <= t.decided_subs {
+            t.in_sub = false;
+            return self.finish(txn, Ok(()), ctx);
+        }
+        self.commit_unit(txn, Then::Finish, ctx);
+    }
+
+    fn abort(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
+        if !self.txns.contains_key(&txn) {
+            return ctx.txn_done(txn, Ok(()));
+        }
+        self.abort_unit(txn, Then::Finish, Error::Abort(AbortReason::Other("rolled back".into())), ctx);
+    }
+
+    fn on_reply(&mut self, from: PartitionId, reply: EngineReply, ctx: &mut CoordCtx) {
+        let EngineReply::Locking(reply) = reply else { return };
+        match reply {
+            Reply::Op { id, attempt, result, writes, committed } => {
+                self.on_op_reply(id, attempt, result, writes, committed, ctx)
+            }
+            Reply::Prepared { unit, vote } => self.on_vote(unit, from, vote, ctx),
+            Reply::Committed { unit } => self.on_committed(unit, from, ctx),
+            Reply::Aborted { .. } => {}
+            Reply::Query { unit } => self.on_query(unit, from, ctx),
+            Reply::BaseEnded { txn } => {
+                if let Some(waiting) = self.ending.get_mut(&txn) {
+                    waiting.remove(&from);
+                    if waiting.is_empty() {
+                        self.ending.remove(&txn);
+                        Self::persist(ctx, &CoordinatorRecord::BaseEnded { txn });
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_tick(&mut self, ctx: &mut CoordCtx) {
+        let me = TxnId {
+            node: match ctx.me {
+                Addr::Coordinator(n) => n,
+                _ => unreachable!(),
+            },
+            epoch: ctx.epoch,
+            seq: 0,
+        };
+        self.announce_epoch(me, ctx);
+        self.resend_decisions(ctx);
+        self.retry_stalled(ctx);
+        self.restart_due(ctx);
+    }
+
+    fn apply(&mut self, record: &[u8]) -> Result<(), Error> {
+        let record: CoordinatorRecord =
+            postcard::from_bytes(record).map_err(|e| Error::Storage(format!("locking coordinator record: {e}")))?;
+        match record {
+            CoordinatorRecord::BaseLogic { txn, procedure, args, age, isolation } => {
+                let t = CTxn {
+                    class: TxnClass { isolation, base: true, age },
+                    base: true,
+                    procedure: Some((procedure, args)),
+                    attempt: 0,
+                    sub: 0,
+                    in_sub: false,
+                    unit_parts: BTreeSet::new(),
+                    unit_writes: BTreeMap::new(),
+                    unit_results: Vec::new(),
+                    unit_error: None,
+                    all_parts: BTreeSet::new(),
+                    in_flight: BTreeMap::new(),
+                    context: BTreeMap::new(),
+                    decided_subs: 0,
+                    logic_logged: true,
+                    accepted: false,
+                    phase: Phase::Running,
+                    retry_at: None,
+                    retries: 0,
+                    last_progress: Time::ZERO,
+                };
+                self.txns.insert(txn, t);
+            }
+            CoordinatorRecord::Decided { unit, writes, results } => {
+                let waiting = writes.iter().map(|(p, _)| *p).collect();
+                self.decisions.insert(unit, Pending { waiting, writes: writes.into_iter().collect() });
+                self.record_context(unit, results);
+            }
+            CoordinatorRecord::LocalDone { unit, results } => self.record_context(unit, results),
+            CoordinatorRecord::Ended { unit } => {
+                self.decisions.remove(&unit);
+            }
+            CoordinatorRecord::BaseEnded { txn } => {
+                self.txns.remove(&txn);
+            }
+        }
+        Ok(())
+    }
+
+    fn take_recovered(&mut self) -> Vec<(TxnId, String, Vec<Value>)> {
+        let mut out = std::mem::take(&mut self.recovered);
+        for (txn, t) in &mut self.txns {
+            // Roll forward with a fresh run number (set from the new epoch at the first op).
+            t.attempt = ATTEMPT_UNSET;
+            if let Some((name, args)) = &t.procedure {
+                out.push((*txn, name.clone(), args.clone()));
+            }
+        }
+        out
+    }
+}
+
+impl LockingCoordinator {
+    fn record_context(&mut self, unit: Unit, results: Vec<(SubOpId, PartResult)>) {
+        if unit.sub == 0 {
+            return;
+        }
+        if let Some(t) = self.txns.get_mut(&unit.txn) {
+            for (id, r) in results {
+                t.all_parts.insert(id.part);
+                t.context.insert(id, r);
+            }
+            t.decided_subs = t.decided_subs.max(unit.sub);
+            t.accepted = true;
+        }
+    }
+}

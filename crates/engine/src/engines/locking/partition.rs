@@ -1,0 +1,616 @@
+//! The partition half of the locking engine: locks, buffered writes, commit, 2PC participant.
+//! See the module doc of [`super`] for the protocol.
+
+use super::lock::{Decision, Grant, LockClass, LockManager, LockMode, Owner, Target};
+use super::{LockingConfig, Record, Reply, Request, TxnClass, Unit, WriteImage};
+use crate::engine::{PartCtx, PartitionEngine};
+use crate::message::{Addr, EngineReply, EngineRequest, PartitionRecord, SubOpId};
+use crate::op::{OpKind, PartOp, PartResult};
+use litmus_core::formula::apply_updates;
+use litmus_core::{AbortReason, Access, Error, InvalidInput, Key, NodeId, Row, TableId, Time, Timestamp, TxnId};
+use litmus_storage::mvcc::MvccStore;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound;
+use std::time::Duration;
+
+/// How many finished transactions a partition remembers, to ignore their late messages.
+pub const FINISHED_MEMORY_MAX: usize = 100_000;
+/// An unprepared ACID transaction with no message for this long is rolled back here (its
+/// coordinator is gone or cut off, or its abort was lost; it can still abort, so this is safe —
+/// an interactive transaction idle this long loses its locks and fails at its next operation).
+pub const ORPHAN_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often an in-doubt participant asks its coordinator for the decision.
+pub const QUERY_INTERVAL: Duration = Duration::from_millis(100);
+
+type LockList = Vec<(TableId, Target, LockMode)>;
+
+/// A transaction's state at this partition.
+#[derive(Debug)]
+struct PTxn {
+    class: TxnClass,
+    /// The unit in progress (sub 0 for ACID) and the attempt it belongs to.
+    sub: u32,
+    attempt: u32,
+    /// Writes of the unit in progress, visible to this transaction only.
+    buffer: BTreeMap<(TableId, Key), Option<Row>>,
+    prepared: bool,
+    last_active: Time,
+    /// Operations already received, by (attempt, op): a duplicated message is ignored (a
+    /// formula must not apply twice).
+    seen: BTreeSet<(u32, u32)>,
+}
+
+/// An operation waiting for locks.
+#[derive(Debug)]
+struct Parked {
+    from: Addr,
+    id: SubOpId,
+    unit: Unit,
+    attempt: u32,
+    op: PartOp,
+    local_commit: bool,
+    /// Locks still to acquire, in order, with "short-term" flags.
+    locks: VecDeque<(TableId, Target, LockMode, bool)>,
+    short: Vec<(TableId, Target, LockMode)>,
+}
+
+#[derive(Default, Serialize, Deserialize)]
+struct State {
+    last_ts: Timestamp,
+    /// BASE subtransactions committed here, with their local-commit results (roll-forward).
+    committed: BTreeMap<Unit, Vec<(u32, PartResult)>>,
+    /// Prepared units waiting for a decision, with their coordinator and locks.
+    in_doubt: BTreeMap<Unit, (NodeId, LockList)>,
+    /// Saline locks of BASE transactions that have not ended.
+    saline: BTreeMap<TxnId, LockList>,
+}
+
+pub struct LockingPartition {
+    cfg: LockingConfig,
+    locks: LockManager,
+    txns: BTreeMap<TxnId, PTxn>,
+    parked: BTreeMap<u64, Parked>,
+    next_token: u64,
+    state: State,
+    finished: BTreeSet<TxnId>,
+    finished_order: VecDeque<TxnId>,
+    /// Newest epoch seen per coordinator.
+    epochs: BTreeMap<NodeId, u32>,
+    /// Locks to take again after recovery, before the first input.
+    relock_pending: bool,
+    last_sweep: Time,
+}
+
+impl LockingPartition {
+    pub fn new(cfg: LockingConfig) -> Self {
+        LockingPartition {
+            cfg,
+            locks: LockManager::acid_never_waits_for_base(),
+            txns: BTreeMap::new(),
+            parked: BTreeMap::new(),
+            next_token: 0,
+            state: State::default(),
+            finished: BTreeSet::new(),
+            finished_order: VecDeque::new(),
+            epochs: BTreeMap::new(),
+            relock_pending: false,
+            last_sweep: Time::ZERO,
+        }
+    }
+
+    fn remember_finished(&mut self, txn: TxnId) {
+        if self.finished.insert(txn) {
+            self.finished_order.push_back(txn);
+            if self.finished_order.len() > FINISHED_MEMORY_MAX {
+                let old = self.finished_order.pop_front().expect("nonempty");
+                self.finished.remove(&old);
+            }
+        }
+    }
+
+    /// Reacquires the locks of in-doubt units and of unfinished BASE transactions after a
+    /// restart (the lock table is empty, so every request is granted).
+    fn relock(&mut self, now: Time) {
+        self.relock_pending = false;
+        let mut all: Vec<(TxnId, NodeId, LockList)> = Vec::new();
+        for (unit, (node, locks)) in &self.state.in_doubt {
+            all.push((unit.txn, *node, locks.clone()));
+        }
+        for (txn, locks) in &self.state.saline {
+            all.push((*txn, txn.node, locks.clone()));
+        }
+        for (txn, node, locks) in all {
+            for (table, target, mode) in locks {
+                let d = self.locks.acquire(Owner { txn, age: 0 }, table, target, mode, u64::MAX);
+                assert!(matches!(d, Decision::Granted), "relock after restart must be granted");
+            }
+            let prepared = self.state.in_doubt.keys().any(|u| u.txn == txn);
+            let base = self.state.saline.contains_key(&txn);
+            let _ = node;
+            self.txns.entry(txn).or_insert(PTxn {
+                class: TxnClass { isolation: Default::default(), base, age: 0 },
+                sub: 0,
+                attempt: 0,
+                buffer: BTreeMap::new(),
+                prepared,
+                last_active: now,
+                seen: BTreeSet::new(),
+            });
+        }
+    }
+
+    fn lock_plan(&self, class: &TxnClass, op: &PartOp) -> VecDeque<(TableId, Target, LockMode, bool)> {
+        let lock_class = if class.base { LockClass::Alkaline } else { LockClass::Acid };
+        let (access, target) = match &op.kind {
+            OpKind::Read { key } => (Access::Read, Target::Key(key.clone())),
+            OpKind::Scan { start, end, .. } => {
+                (Access::RangeRead, Target::Range { start: start.clone(), end: end.clone() })
+            }
+            kind => (Access::Write, Target::Key(kind.key().expect("point write").clone())),
+        };
+        let mut plan = VecDeque::new();
+        if class.isolation.locked(access) {
+            let short = class.isolation.short_term(access);
+            plan.push_back((op.table, target, LockMode { class: lock_class, access }, short));
+        }
+        plan
+    }
+
+    #[allow(clippy::too_many_arguments)] // the fields of one `Request::Op`
+    fn on_op(
+        &mut self,
+        from: Addr,
+        id: SubOpId,
+        unit: Unit,
+        attempt: u32,
+        class: TxnClass,
+        op: PartOp,
+        local_commit: bool,
+        ctx: &mut PartCtx,
+    ) {
+        let txn = unit.txn;
+        if let Some(results) = self.state.committed.get(&unit) {
+            // Roll-forward re-sent an operation of a subtransaction we committed locally.
+            let result = results.iter().find(|(o, _)| *o == id.op).map(|(_, r)| r.clone());
+            let result = result.ok_or_else(|| Error::Internal(format!("{unit:?} committed without op {}", id.op)));
+            return ctx.reply(from, reply(Reply::Op { id, attempt, result, writes: vec![], committed: true }));
+        }
+        if self.finished.contains(&txn) || self.epochs.get(&txn.node).is_some_and(|&e| e > txn.epoch && !class.base) {
+            let e = Error::Abort(AbortReason::Failure);
+            return ctx.reply(from, reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false }));
+        }
+        let t = self.txns.entry(txn).or_insert(PTxn {
+            class,
+            sub: unit.sub,
+            attempt,
+            buffer: BTreeMap::new(),
+            prepared: false,
+            last_active: ctx.now,
+            seen: BTreeSet::new(),
+        });
+        if !t.seen.insert((attempt, id.op)) {
+            return; // a duplicate
+        }
+        if t.prepared {
+            let e = Error::Internal(format!("{txn} sent an operation after prepare"));
+            return ctx.reply(from, reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false }));
+        }
+        t.last_active = ctx.now;
+        t.class = class;
+        if attempt < t.attempt {
+            return; // a stale operation of an earlier run
+        }
+        if attempt > t.attempt || unit.sub != t.sub {
+            // A new run (roll-forward/retry) or a new subtransaction: what the previous one left
+            // unfinished here is rolled back (its saline locks stay).
+            let fresh_run = attempt > t.attempt;
+            t.attempt = attempt;
+            t.sub = unit.sub;
+            t.buffer.clear();
+            if fresh_run {
+                let grants = self.locks.cancel_waits(txn);
+                self.parked.retain(|_, p| p.unit.txn != txn);
+                let mut grants2 = self.locks.release_non_saline(txn);
+                grants2.extend(grants);
+                self.resume(grants2, ctx);
+            }
+        }
+        let locks = self.lock_plan(&class, &op);
+        let parked = Parked { from, id, unit, attempt, op, local_commit, locks, short: vec![] };
+        self.advance(parked, ctx);
+    }
+
+    /// Acquires the remaining locks of `p`, then executes it; parks it if it must wait.
+    fn advance(&mut self, mut p: Parked, ctx: &mut PartCtx) {
+        while let Some((table, target, mode, short)) = p.locks.front().cloned() {
+            let age = self.txns.get(&p.unit.txn).map_or(0, |t| t.class.age);
+            let token = self.next_token;
+            match self.locks.acquire(Owner { txn: p.unit.txn, age }, table, target.clone(), mode, token) {
+                Decision::Granted => {
+                    p.locks.pop_front();
+                    if short {
+                        p.short.push((table, target, mode));
+                    }
+                }
+                Decision::Waiting => {
+                    self.next_token += 1;
+                    p.locks.pop_front();
+                    if short {
+                        p.short.push((table, target, mode));
+                    }
+                    self.parked.insert(token, p);
+                    return;
+                }
+                Decision::Die => {
+                    let e = Error::Abort(AbortReason::Deadlock);
+                    let r =
+                        Reply::Op { id: p.id, attempt: p.attempt, result: Err(e), writes: vec![], committed: false };
+                    return ctx.reply(p.from, reply(r));
+                }
+            }
+        }
+        self.execute(p, ctx);
+    }
+
+    fn resume(&mut self, grants: Vec<Grant>, ctx: &mut PartCtx) {
+        for g in grants {
+            if let Some(p) = self.parked.remove(&g.token) {
+                self.advance(p, ctx);
+            }
+        }
+    }
+
+    fn execute(&mut self, p: Parked, ctx: &mut PartCtx) {
+        let txn = p.unit.txn;
+        let table_name = ctx.catalog.table(p.op.table).map(|t| t.name.clone()).unwrap_or_default();
+        // Read-uncommitted reads see other transactions' uncommitted writes (dirty reads are
+        // what that level allows; footnote 3 of Salt §5.1).
+        let dirty = match (&p.op.kind, self.txns.get(&txn).map(|t| t.class.isolation)) {
+            (OpKind::Read { key }, Some(litmus_core::Isolation::ReadUncommitted)) => self
+                .txns
+                .iter()
+                .filter(|(other, _)| **other != txn)
+                .find_map(|(_, o)| o.buffer.get(&(p.op.table, key.clone())).cloned()),
+            _ => None,
+        };
+        let t = self.txns.get_mut(&txn).expect("executing a live txn");
+        let mut writes = Vec::new();
+        let result = match dirty {
+            Some(row) if !t.buffer.contains_key(&(p.op.table, p.op.kind.key().expect("read").clone())) => {
+                Ok(PartResult::Row(row))
+            }
+            _ => execute_op(&p.op, &mut t.buffer, ctx.store, &table_name, &mut writes),
+        };
+        let mut grants = Vec::new();
+        for (table, target, mode) in &p.short {
+            grants.extend(self.locks.release(txn, *table, target, *mode));
+        }
+        let mut committed = false;
+        if p.local_commit && self.cfg.local {
+            // Salt §6.4: a single-operation alkaline subtransaction commits here and now.
+            if let Ok(r) = &result {
+                let writes = std::mem::take(&mut t.buffer)
+                    .into_iter()
+                    .map(|((table, key), row)| WriteImage { table, key, row })
+                    .collect::<Vec<_>>();
+                grants.extend(self.locks.downgrade_alkaline(txn));
+                grants.extend(self.locks.release_non_saline(txn));
+                let saline = self.saline_of(txn);
+                let results = vec![(p.id.op, r.clone())];
+                self.log_commit(p.unit, writes, saline, results, ctx);
+                committed = true;
+            } else {
+                t.buffer.clear();
+                grants.extend(self.locks.release_non_saline(txn));
+            }
+        }
+        let r = Reply::Op {
+            id: p.id,
+            attempt: p.attempt,
+            result,
+            writes: if committed { vec![] } else { writes },
+            committed,
+        };
+        ctx.reply(p.from, reply(r));
+        self.resume(grants, ctx);
+    }
+
+    fn saline_of(&self, txn: TxnId) -> LockList {
+        self.locks.held(txn).into_iter().filter(|(_, _, m)| m.class == LockClass::Saline).collect()
+    }
+
+    /// Logs and applies a unit's commit.
+    fn log_commit(
+        &mut self,
+        unit: Unit,
+        writes: Vec<WriteImage>,
+        saline: LockList,
+        results: Vec<(u32, PartResult)>,
+        ctx: &mut PartCtx,
+    ) {
+        let record = PartitionRecord::Locking(Record::Commit { unit, writes, saline, results });
+        ctx.log(&record);
+        self.apply_record(record, ctx.store);
+    }
+
+    fn on_commit(&mut self, from: Addr, unit: Unit, writes: Vec<WriteImage>, ctx: &mut PartCtx) {
+        let txn = unit.txn;
+        // A commit we applied already (a re-sent decision, a duplicated message), or one for a
+        // transaction that has ended here, changes nothing.
+        let done = self.state.committed.contains_key(&unit) || self.finished.contains(&txn);
+        if !done {
+            let mut grants = Vec::new();
+            if unit.sub == 0 {
+                grants.extend(self.locks.cancel_waits(txn));
+                grants.extend(self.locks.release_all(txn));
+                self.txns.remove(&txn);
+                self.parked.retain(|_, p| p.unit.txn != txn);
+                self.log_commit(unit, writes, vec![], vec![], ctx);
+                self.remember_finished(txn);
+            } else {
+                grants.extend(self.locks.downgrade_alkaline(txn));
+                grants.extend(self.locks.release_non_saline(txn));
+                if let Some(t) = self.txns.get_mut(&txn) {
+                    t.buffer.clear();
+                    t.prepared = false;
+                }
+                let saline = self.saline_of(txn);
+                self.log_commit(unit, writes, saline, vec![], ctx);
+            }
+            self.resume(grants, ctx);
+        }
+        ctx.reply(from, reply(Reply::Committed { unit }));
+    }
+
+    fn on_prepare(&mut self, from: Addr, unit: Unit, ctx: &mut PartCtx) {
+        let vote = match self.txns.get_mut(&unit.txn) {
+            Some(t) if t.sub == unit.sub && !self.parked.values().any(|p| p.unit == unit) => {
+                t.prepared = true;
+                let node = unit.txn.node;
+                let locks = self.locks.held(unit.txn);
+                let record = PartitionRecord::Locking(Record::Prepared { unit, coordinator: node, locks });
+                ctx.log(&record);
+                self.apply_record(record, ctx.store);
+                Ok(())
+            }
+            _ => Err(Error::Abort(AbortReason::Failure)), // we lost it (restart, orphan timeout)
+        };
+        ctx.reply(from, reply(Reply::Prepared { unit, vote }));
+    }
+
+    fn on_abort(&mut self, from: Option<Addr>, unit: Unit, ctx: &mut PartCtx) {
+        let txn = unit.txn;
+        let mut grants = self.locks.cancel_waits(txn);
+        self.parked.retain(|_, p| p.unit.txn != txn);
+        if self.state.in_doubt.contains_key(&unit) {
+            let record = PartitionRecord::Locking(Record::Aborted { unit });
+            ctx.log(&record);
+            self.apply_record(record, ctx.store);
+        }
+        if unit.sub == 0 {
+            grants.extend(self.locks.release_all(txn));
+            self.txns.remove(&txn);
+            self.remember_finished(txn);
+        } else {
+            grants.extend(self.locks.release_non_saline(txn));
+            if let Some(t) = self.txns.get_mut(&txn) {
+                t.buffer.clear();
+                t.prepared = false;
+            }
+        }
+        self.resume(grants, ctx);
+        if let Some(from) = from {
+            ctx.reply(from, reply(Reply::Aborted { unit }));
+        }
+    }
+
+    fn on_end_base(&mut self, txn: TxnId, ctx: &mut PartCtx) {
+        let mut grants = self.locks.cancel_waits(txn);
+        grants.extend(self.locks.release_all(txn));
+        self.txns.remove(&txn);
+        self.parked.retain(|_, p| p.unit.txn != txn);
+        let holds_state = self.state.saline.contains_key(&txn) || self.state.committed.keys().any(|u| u.txn == txn);
+        if holds_state {
+            let record = PartitionRecord::Locking(Record::BaseEnded { txn });
+            ctx.log(&record);
+            self.apply_record(record, ctx.store);
+        }
+        self.remember_finished(txn);
+        self.resume(grants, ctx);
+    }
+
+    fn on_epoch(&mut self, node: NodeId, epoch: u32, ctx: &mut PartCtx) {
+        if self.epochs.get(&node).is_some_and(|&e| e >= epoch) {
+            return;
+        }
+        self.epochs.insert(node, epoch);
+        let stale: Vec<(TxnId, bool, u32)> = self
+            .txns
+            .iter()
+            // Work of an older incarnation; a BASE transaction already being rolled forward by
+            // the new one runs under an attempt number of the new epoch and is left alone.
+            .filter(|(id, t)| id.node == node && id.epoch < epoch && !t.prepared && t.attempt < (epoch << 16))
+            .map(|(id, t)| (*id, t.class.base, t.sub))
+            .collect();
+        for (txn, base, sub) in stale {
+            // Unprepared work of a dead incarnation: roll it back. A BASE transaction keeps its
+            // saline locks: the restarted coordinator rolls it forward.
+            self.on_abort(None, Unit { txn, sub: if base { sub.max(1) } else { 0 } }, ctx);
+        }
+    }
+
+    fn sweep(&mut self, ctx: &mut PartCtx) {
+        if ctx.now.saturating_sub(self.last_sweep) < QUERY_INTERVAL {
+            return;
+        }
+        self.last_sweep = ctx.now;
+        for (unit, (node, _)) in &self.state.in_doubt {
+            ctx.reply(Addr::Coordinator(*node), reply(Reply::Query { unit: *unit }));
+        }
+        let orphans: Vec<TxnId> = self
+            .txns
+            .iter()
+            .filter(|(_, t)| !t.prepared && !t.class.base && ctx.now.saturating_sub(t.last_active) > ORPHAN_TIMEOUT)
+            .map(|(id, _)| *id)
+            .collect();
+        for txn in orphans {
+            self.on_abort(None, Unit { txn, sub: 0 }, ctx);
+        }
+    }
+
+    /// Applies a record to the store and the durable bookkeeping (live and on replay).
+    fn apply_record(&mut self, record: PartitionRecord, store: &mut MvccStore) {
+        let PartitionRecord::Locking(record) = record else { panic!("not a locking record: {record:?}") };
+        match record {
+            Record::Commit { unit, writes, saline, results } => {
+                for w in writes {
+                    self.state.last_ts = self.state.last_ts.next();
+                    let previous = store.latest(w.table, &w.key).map(|(t, _)| t);
+                    store.put(w.table, w.key.clone(), self.state.last_ts, w.row);
+                    if let Some(prev) = previous {
+                        store.remove_version(w.table, &w.key, prev);
+                    }
+                }
+                self.state.in_doubt.remove(&unit);
+                if unit.sub > 0 {
+                    self.state.committed.insert(unit, results);
+                    self.state.saline.insert(unit.txn, saline);
+                }
+            }
+            Record::Prepared { unit, coordinator, locks } => {
+                self.state.in_doubt.insert(unit, (coordinator, locks));
+            }
+            Record::Aborted { unit } => {
+                self.state.in_doubt.remove(&unit);
+            }
+            Record::BaseEnded { txn } => {
+                self.state.saline.remove(&txn);
+                self.state.committed.retain(|u, _| u.txn != txn);
+            }
+        }
+    }
+}
+
+fn reply(r: Reply) -> EngineReply {
+    EngineReply::Locking(r)
+}
+
+/// Runs one operation against the store overlaid with the unit's own buffered writes. Writes go
+/// to the buffer and their images to `writes`; nothing touches the store.
+fn execute_op(
+    op: &PartOp,
+    buffer: &mut BTreeMap<(TableId, Key), Option<Row>>,
+    store: &MvccStore,
+    table_name: &str,
+    writes: &mut Vec<WriteImage>,
+) -> Result<PartResult, Error> {
+    let table = op.table;
+    let current = |buffer: &BTreeMap<(TableId, Key), Option<Row>>, key: &Key| -> Option<Row> {
+        match buffer.get(&(table, key.clone())) {
+            Some(r) => r.clone(),
+            None => store.latest(table, key).and_then(|(_, r)| r.cloned()),
+        }
+    };
+    let image = match &op.kind {
+        OpKind::Read { key } => return Ok(PartResult::Row(current(buffer, key))),
+        OpKind::Scan { start, end, limit } => {
+            let hi = end.as_ref().map_or(Bound::Unbounded, Bound::Excluded);
+            let own: Vec<(Key, Option<Row>)> = buffer
+                .range((table, start.clone())..)
+                .take_while(|((t, k), _)| *t == table && end.as_ref().is_none_or(|e| k < e))
+                .map(|((_, k), r)| (k.clone(), r.clone()))
+                .collect();
+            let want = *limit as usize + own.len();
+            let mut rows: BTreeMap<Key, Row> =
+                store.scan(table, Bound::Included(start), hi, Timestamp::MAX, want).into_iter().collect();
+            for (k, r) in own {
+                match r {
+                    Some(r) => rows.insert(k, r),
+                    None => rows.remove(&k),
+                };
+            }
+            return Ok(PartResult::Rows(rows.into_iter().take(*limit as usize).collect()));
+        }
+        OpKind::Write { row, .. } => Some(row.clone()),
+        OpKind::Insert { key, row } => {
+            if current(buffer, key).is_some() {
+                return Err(InvalidInput::DuplicateKey(table_name.into()).into());
+            }
+            Some(row.clone())
+        }
+        OpKind::Delete { .. } => None,
+        OpKind::Update { key, updates } => {
+            let mut row = current(buffer, key).ok_or_else(|| InvalidInput::KeyNotFound(table_name.into()))?;
+            apply_updates(&mut row, updates)?;
+            Some(row)
+        }
+    };
+    let key = op.kind.key().expect("point write").clone();
+    buffer.insert((table, key.clone()), image.clone());
+    writes.push(WriteImage { table, key, row: image });
+    Ok(PartResult::Done)
+}
+
+impl PartitionEngine for LockingPartition {
+    fn on_request(&mut self, from: Addr, req: EngineRequest, ctx: &mut PartCtx) {
+        if self.relock_pending {
+            self.relock(ctx.now);
+        }
+        let EngineRequest::Locking(req) = req else { return };
+        // Any transaction of a newer coordinator epoch tells us that incarnation restarted (the
+        // `Epoch` announcement itself may have been lost).
+        if let Request::Op { unit, .. } | Request::Prepare { unit } | Request::Commit { unit, .. } = &req {
+            if unit.txn.epoch > self.epochs.get(&unit.txn.node).copied().unwrap_or(1) {
+                self.on_epoch(unit.txn.node, unit.txn.epoch, ctx);
+            }
+        }
+        match req {
+            Request::Op { id, unit, attempt, class, op, local_commit } => {
+                self.on_op(from, id, unit, attempt, class, op, local_commit, ctx)
+            }
+            Request::Commit { unit, writes } | Request::Decision { unit, commit: true, writes } => {
+                self.on_commit(from, unit, writes, ctx)
+            }
+            Request::Decision { unit, commit: false, .. } => self.on_abort(None, unit, ctx),
+            Request::Prepare { unit } => self.on_prepare(from, unit, ctx),
+            Request::Abort { unit, attempt } => {
+                if self.txns.get(&unit.txn).is_some_and(|t| t.attempt > attempt) {
+                    return ctx.reply(from, reply(Reply::Aborted { unit }));
+                }
+                self.on_abort(Some(from), unit, ctx)
+            }
+            Request::EndBase { txn } => {
+                self.on_end_base(txn, ctx);
+                ctx.reply(from, reply(Reply::BaseEnded { txn }));
+            }
+            Request::Epoch { node, epoch } => self.on_epoch(node, epoch, ctx),
+        }
+    }
+
+    fn on_tick(&mut self, ctx: &mut PartCtx) {
+        if self.relock_pending {
+            self.relock(ctx.now);
+        }
+        self.sweep(ctx);
+    }
+
+    fn apply(&mut self, record: PartitionRecord, store: &mut MvccStore) -> Result<(), Error> {
+        if !matches!(record, PartitionRecord::Locking(_)) {
+            return Err(Error::Storage(format!("locking partition cannot replay {record:?}")));
+        }
+        self.apply_record(record, store);
+        self.relock_pending = true;
+        Ok(())
+    }
+
+    fn encode_state(&self) -> Vec<u8> {
+        postcard::to_stdvec(&self.state).expect("serialize")
+    }
+
+    fn decode_state(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        self.state = postcard::from_bytes(bytes).map_err(|e| Error::Storage(format!("locking state: {e}")))?;
+        self.relock_pending = true;
+        Ok(())
+    }
+}

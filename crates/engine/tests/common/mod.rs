@@ -1,0 +1,181 @@
+//! A synchronous, in-order test cluster: one coordinator and a few partitions, messages
+//! delivered one at a time from a FIFO queue, every logged record treated as synced, and a
+//! "crash" that rebuilds every machine from its log. Tests can stop between any two messages.
+
+#![allow(dead_code)]
+
+use litmus_core::Catalog;
+use litmus_core::{ClientId, Error, NodeId, PartitionId, RequestId, Time};
+use litmus_engine::message::{ClientRequest, RequestBody, ResponseBody};
+use litmus_engine::{
+    Addr, Coordinator, CoordinatorConfig, Effects, EngineKind, Envelope, Input, Machine, Message, Partition, Registry,
+};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+pub struct SyncCluster {
+    engine: EngineKind,
+    catalog: Arc<Catalog>,
+    registry: Arc<Registry>,
+    pub coordinator: Coordinator,
+    pub partitions: Vec<Partition>,
+    logs: BTreeMap<Addr, Vec<Vec<u8>>>,
+    pub queue: VecDeque<Envelope>,
+    pub now: Time,
+    responses: BTreeMap<(u64, u64), Result<ResponseBody, Error>>,
+    next_request: u64,
+    pub delivered: u64,
+}
+
+impl SyncCluster {
+    pub fn new(engine: EngineKind, catalog: Catalog, registry: Registry, partitions: u32) -> Self {
+        let catalog = Arc::new(catalog);
+        let registry = Arc::new(registry);
+        let mut c = SyncCluster {
+            engine,
+            coordinator: Self::coordinator(engine, &catalog, &registry, partitions),
+            partitions: vec![],
+            catalog,
+            registry,
+            logs: BTreeMap::new(),
+            queue: VecDeque::new(),
+            now: Time::from_millis(1),
+            responses: BTreeMap::new(),
+            next_request: 0,
+            delivered: 0,
+        };
+        c.coordinator.recover(None, &[]).unwrap();
+        for p in 0..partitions {
+            let mut m = Partition::new(PartitionId(p), engine, c.catalog.clone(), 1);
+            m.recover(None, &[]).unwrap();
+            c.partitions.push(m);
+        }
+        c
+    }
+
+    fn coordinator(
+        engine: EngineKind,
+        catalog: &Arc<Catalog>,
+        registry: &Arc<Registry>,
+        partitions: u32,
+    ) -> Coordinator {
+        Coordinator::new(CoordinatorConfig {
+            node: NodeId(0),
+            engine,
+            partitions,
+            preferred: PartitionId(0),
+            catalog: catalog.clone(),
+            registry: registry.clone(),
+            seed: 1,
+        })
+    }
+
+    /// Queues a request from `client`; returns its id.
+    pub fn send(&mut self, client: u64, body: RequestBody) -> u64 {
+        self.next_request += 1;
+        let id = self.next_request;
+        self.queue.push_back(Envelope {
+            from: Addr::Client(ClientId(client)),
+            to: Addr::Coordinator(NodeId(0)),
+            msg: Message::ClientRequest(ClientRequest { id: RequestId(id), body }),
+        });
+        id
+    }
+
+    fn step_machine(&mut self, to: Addr, input: Input) {
+        let mut out = Effects::default();
+        match to {
+            Addr::Coordinator(_) => self.coordinator.step(self.now, input, &mut out),
+            Addr::Partition(p) => self.partitions[p.0 as usize].step(self.now, input, &mut out),
+            Addr::Client(_) => unreachable!(),
+        }
+        self.logs.entry(to).or_default().append(&mut out.persist);
+        self.queue.extend(out.send);
+    }
+
+    /// Delivers one message; false when the queue is empty.
+    pub fn deliver_one(&mut self) -> bool {
+        let Some(env) = self.queue.pop_front() else { return false };
+        self.delivered += 1;
+        if std::env::var("SYNC_TRACE").is_ok() {
+            eprintln!("{:>4} {} -> {}: {:?}", self.delivered, env.from, env.to, env.msg);
+        }
+        match env.to {
+            Addr::Client(c) => {
+                if let Message::ClientResponse(r) = env.msg {
+                    self.responses.insert((c.0, r.id.0), r.result);
+                }
+            }
+            to => self.step_machine(to, Input::Message(env)),
+        }
+        true
+    }
+
+    /// Advances time and ticks every machine.
+    pub fn tick(&mut self, ms: u64) {
+        self.now = self.now + std::time::Duration::from_millis(ms);
+        self.step_machine(Addr::Coordinator(NodeId(0)), Input::Tick);
+        for p in 0..self.partitions.len() {
+            self.step_machine(Addr::Partition(PartitionId(p as u32)), Input::Tick);
+        }
+    }
+
+    /// Delivers until nothing is left, ticking a few times so timers fire.
+    pub fn settle(&mut self) {
+        for _ in 0..20 {
+            while self.deliver_one() {
+                assert!(self.delivered < 10_000_000, "livelock");
+            }
+            self.tick(60);
+        }
+        while self.deliver_one() {}
+    }
+
+    pub fn response(&self, client: u64, id: u64) -> Option<&Result<ResponseBody, Error>> {
+        self.responses.get(&(client, id))
+    }
+
+    /// Sends a request and delivers until it is answered.
+    pub fn call(&mut self, client: u64, body: RequestBody) -> Result<ResponseBody, Error> {
+        let id = self.send(client, body);
+        for _ in 0..100 {
+            while self.response(client, id).is_none() && self.deliver_one() {}
+            if let Some(r) = self.response(client, id) {
+                return r.clone();
+            }
+            self.tick(10);
+        }
+        panic!("request {id} of client {client} never answered");
+    }
+
+    pub fn proc(
+        &mut self,
+        client: u64,
+        procedure: &str,
+        args: Vec<litmus_core::Value>,
+    ) -> Result<Vec<litmus_core::Value>, Error> {
+        match self.call(client, RequestBody::Call { procedure: procedure.into(), args })? {
+            ResponseBody::Returned(v) => Ok(v),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// Every machine crashes and restarts from its log (all records synced); in-flight messages
+    /// are lost.
+    pub fn crash_all(&mut self) {
+        if std::env::var("SYNC_TRACE").is_ok() {
+            eprintln!("---- crash ----");
+        }
+        self.queue.clear();
+        let partitions = self.partitions.len() as u32;
+        self.coordinator = Self::coordinator(self.engine, &self.catalog, &self.registry, partitions);
+        let log = self.logs.get(&Addr::Coordinator(NodeId(0))).cloned().unwrap_or_default();
+        self.coordinator.recover(None, &log).unwrap();
+        for p in 0..partitions {
+            let mut m = Partition::new(PartitionId(p), self.engine, self.catalog.clone(), 1);
+            let log = self.logs.get(&Addr::Partition(PartitionId(p))).cloned().unwrap_or_default();
+            m.recover(None, &log).unwrap();
+            self.partitions[p as usize] = m;
+        }
+    }
+}

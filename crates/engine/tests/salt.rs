@@ -1,0 +1,315 @@
+//! The locking engine against Salt's rules, on a synchronous cluster (tests/common): the
+//! banking example (Figs. 1–2), roll-forward after a crash at every message (§6.2), ACID never
+//! observing a BASE transaction's intermediate state (§5.1), and the anomaly suite per ANSI
+//! level (§5, Table 1) — what each level forbids and what it allows.
+
+mod common;
+
+use common::SyncCluster;
+use litmus_core::{AbortReason, Error, Formula, Isolation, Value};
+use litmus_engine::builtin::bank;
+use litmus_engine::message::{RequestBody, ResponseBody};
+use litmus_engine::op::{Op, OpResult};
+use litmus_engine::procedure::{Ctx, ProcOptions, Registry};
+use litmus_engine::EngineKind;
+
+const INITIAL: i64 = 100;
+
+fn bank_cluster(engine: EngineKind, accounts: i64) -> SyncCluster {
+    let mut c = SyncCluster::new(engine, bank::catalog(), bank::registry(), 3);
+    for id in 0..accounts {
+        c.proc(0, "bank_open", vec![Value::Int(id), Value::Int(INITIAL)]).unwrap();
+    }
+    c
+}
+
+fn total(c: &mut SyncCluster) -> Result<(i64, i64), Error> {
+    let v = c.proc(9, "bank_total", vec![])?;
+    Ok((v[0].as_int().unwrap(), v[1].as_int().unwrap()))
+}
+
+fn try_balance(c: &mut SyncCluster, id: i64) -> Result<i64, Error> {
+    let body = RequestBody::Begin { isolation: Isolation::ReadCommitted };
+    let ResponseBody::Begun(txn) = c.call(8, body).unwrap() else { panic!() };
+    let r =
+        c.call(8, RequestBody::Op { txn, op: Op::Read { table: bank::ACCOUNTS.into(), key: vec![Value::Int(id)] } })?;
+    c.call(8, RequestBody::Commit { txn })?;
+    match r {
+        ResponseBody::Op(OpResult::Row(Some(row))) => Ok(row[1].as_int().unwrap()),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn balance(c: &mut SyncCluster, id: i64) -> i64 {
+    let body = RequestBody::Begin { isolation: Isolation::ReadCommitted };
+    let ResponseBody::Begun(txn) = c.call(8, body).unwrap() else { panic!() };
+    let r =
+        c.call(8, RequestBody::Op { txn, op: Op::Read { table: bank::ACCOUNTS.into(), key: vec![Value::Int(id)] } });
+    c.call(8, RequestBody::Commit { txn }).unwrap();
+    match r.unwrap() {
+        ResponseBody::Op(OpResult::Row(Some(row))) => row[1].as_int().unwrap(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Salt Fig. 2: the BASE transfer moves money; the unmodified ACID total never changes.
+#[test]
+fn fig2_base_transfer_and_acid_total() {
+    for engine in [EngineKind::Acid, EngineKind::Salt, EngineKind::SaltLocal] {
+        let mut c = bank_cluster(engine, 6);
+        for (s, r, amt) in [(0, 1, 30), (1, 2, 50), (3, 4, 10), (5, 0, 100)] {
+            c.proc(1, "bank_transfer", vec![Value::Int(s), Value::Int(r), Value::Int(amt)]).unwrap();
+            c.settle();
+            assert_eq!(total(&mut c).unwrap(), (6 * INITIAL, 6), "{engine}");
+        }
+        assert_eq!(balance(&mut c, 0), INITIAL - 30 + 100, "{engine}");
+        assert_eq!(balance(&mut c, 2), INITIAL + 50, "{engine}");
+        // Constraint violation (insufficient balance): nothing moves.
+        c.proc(1, "bank_transfer", vec![Value::Int(3), Value::Int(4), Value::Int(1_000)]).unwrap();
+        c.settle();
+        assert_eq!(balance(&mut c, 3), INITIAL - 10, "{engine}");
+    }
+}
+
+/// Salt Fig. 2, lines 15–18: a failed credit (no such receiver) runs the compensating
+/// alkaline subtransaction and the sender is refunded.
+#[test]
+fn fig2_exception_handler_compensates() {
+    for engine in [EngineKind::Salt, EngineKind::SaltLocal] {
+        let mut c = bank_cluster(engine, 3);
+        c.proc(1, "bank_transfer", vec![Value::Int(0), Value::Int(99), Value::Int(40)]).unwrap();
+        c.settle();
+        assert_eq!(balance(&mut c, 0), INITIAL, "{engine}: refunded");
+        assert_eq!(total(&mut c).unwrap(), (3 * INITIAL, 3));
+    }
+    // Under ACID the same body is one transaction: debit and refund commit together.
+    let mut c = bank_cluster(EngineKind::Acid, 3);
+    c.proc(1, "bank_transfer_acid", vec![Value::Int(0), Value::Int(99), Value::Int(40)]).unwrap();
+    assert_eq!(balance(&mut c, 0), INITIAL);
+}
+
+/// Salt §5.1 / Theorem 1: an ACID total-balance issued while a BASE transfer is between its
+/// alkaline subtransactions either waits it out or aborts; it never sees the money in flight.
+#[test]
+fn acid_never_observes_base_intermediate_state() {
+    for engine in [EngineKind::Salt, EngineKind::SaltLocal] {
+        for cut in 0..40 {
+            let mut c = bank_cluster(engine, 4);
+            let t = c.send(
+                1,
+                RequestBody::Call {
+                    procedure: "bank_transfer".into(),
+                    args: vec![Value::Int(0), Value::Int(3), Value::Int(25)],
+                },
+            );
+            for _ in 0..cut {
+                c.deliver_one();
+            }
+            let q = c.send(2, RequestBody::Call { procedure: "bank_total".into(), args: vec![] });
+            c.settle();
+            match c.response(2, q).expect("answered") {
+                Ok(ResponseBody::Returned(v)) => assert_eq!(v[0], Value::Int(4 * INITIAL), "{engine} cut {cut}"),
+                Err(Error::Abort(_)) => {} // wait-die: the younger ACID reader aborted
+                other => panic!("{engine} cut {cut}: {other:?}"),
+            }
+            assert!(c.response(1, t).is_some_and(|r| r.is_ok()), "{engine} cut {cut}: transfer answered");
+            assert_eq!(total(&mut c).unwrap(), (4 * INITIAL, 4));
+            assert_eq!(balance(&mut c, 3), INITIAL + 25);
+        }
+    }
+}
+
+fn three_step_registry() -> Registry {
+    let mut r = bank::registry();
+    r.register_with("three_steps", vec![], ProcOptions::base(), |ctx: Ctx, _args: Vec<Value>| async move {
+        for id in 0..3i64 {
+            ctx.begin_alkaline().await?;
+            ctx.update(bank::ACCOUNTS, &[Value::Int(id)], &[("bal", Formula::Add(Value::Int(1)))]).await?;
+            ctx.end_alkaline().await?;
+        }
+        Ok(vec![])
+    });
+    r.register_with("three_local_steps", vec![], ProcOptions::base(), |ctx: Ctx, _args: Vec<Value>| async move {
+        for id in 0..3i64 {
+            ctx.alkaline_update(bank::ACCOUNTS, &[Value::Int(id)], &[("bal", Formula::Add(Value::Int(1)))]).await?;
+        }
+        Ok(vec![])
+    });
+    r
+}
+
+/// Salt §6.1–§6.2: crash every machine after any number of delivered messages; after restart an
+/// accepted BASE transaction is rolled forward and each of its steps happens exactly once; one
+/// that was never accepted happens entirely or not at all.
+#[test]
+fn accepted_base_rolls_forward_exactly_once_at_every_crash_point() {
+    for (engine, procedure) in [
+        (EngineKind::Salt, "three_steps"),
+        (EngineKind::SaltLocal, "three_local_steps"),
+        (EngineKind::Salt, "three_local_steps"),
+    ] {
+        let mut crash_points = 0;
+        for cut in 0.. {
+            let mut c = SyncCluster::new(engine, bank::catalog(), three_step_registry(), 3);
+            for id in 0..3 {
+                c.proc(0, "bank_open", vec![Value::Int(id), Value::Int(0)]).unwrap();
+            }
+            let id = c.send(1, RequestBody::Call { procedure: procedure.into(), args: vec![] });
+            let mut finished = false;
+            for _ in 0..cut {
+                if !c.deliver_one() {
+                    finished = true;
+                    break;
+                }
+            }
+            let accepted = c.response(1, id).is_some_and(|r| r.is_ok());
+            c.crash_all();
+            c.settle();
+            let bals: Vec<Result<i64, Error>> = (0..3).map(|i| try_balance(&mut c, i)).collect();
+            let bals: Vec<i64> = match bals.into_iter().collect() {
+                Ok(b) => b,
+                Err(e) => panic!("{engine} {procedure} cut {cut}: accepted={accepted}: reading after recovery: {e}"),
+            };
+            let all_once = bals == [1, 1, 1];
+            assert!(
+                all_once || (!accepted && bals == [0, 0, 0]),
+                "{engine} {procedure} cut {cut}: accepted={accepted} balances {bals:?}"
+            );
+            crash_points += 1;
+            if finished {
+                break;
+            }
+        }
+        assert!(crash_points > 10);
+    }
+}
+
+fn begin(c: &mut SyncCluster, client: u64, isolation: Isolation) -> litmus_core::TxnId {
+    match c.call(client, RequestBody::Begin { isolation }).unwrap() {
+        ResponseBody::Begun(t) => t,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn op(c: &mut SyncCluster, client: u64, txn: litmus_core::TxnId, op: Op) -> Result<OpResult, Error> {
+    match c.call(client, RequestBody::Op { txn, op }) {
+        Ok(ResponseBody::Op(r)) => Ok(r),
+        Ok(other) => panic!("{other:?}"),
+        Err(e) => Err(e),
+    }
+}
+
+fn read(id: i64) -> Op {
+    Op::Read { table: bank::ACCOUNTS.into(), key: vec![Value::Int(id)] }
+}
+fn write(id: i64, bal: i64) -> Op {
+    Op::Write { table: bank::ACCOUNTS.into(), row: vec![Value::Int(id), Value::Int(bal)] }
+}
+fn scan() -> Op {
+    Op::Scan { table: bank::ACCOUNTS.into(), start: vec![Value::Int(10)], end: Some(vec![Value::Int(20)]), limit: 100 }
+}
+fn row_bal(r: Result<OpResult, Error>) -> Result<i64, Error> {
+    match r? {
+        OpResult::Row(Some(row)) => Ok(row[1].as_int().unwrap()),
+        other => panic!("{other:?}"),
+    }
+}
+fn is_cc_abort(r: &Result<impl std::fmt::Debug, Error>) -> bool {
+    matches!(r, Err(Error::Abort(AbortReason::Deadlock)))
+}
+
+/// Dirty write (P0) is forbidden at every level: the second writer (younger) dies.
+#[test]
+fn anomaly_dirty_write_forbidden_at_every_level() {
+    for level in Isolation::ALL {
+        let mut c = bank_cluster(EngineKind::Acid, 2);
+        let t1 = begin(&mut c, 1, level);
+        let t2 = begin(&mut c, 2, level);
+        op(&mut c, 1, t1, write(0, 1)).unwrap();
+        assert!(is_cc_abort(&op(&mut c, 2, t2, write(0, 2))), "{level}");
+        c.call(1, RequestBody::Commit { txn: t1 }).unwrap();
+        assert_eq!(balance(&mut c, 0), 1);
+    }
+}
+
+/// Dirty read (P1): allowed at read-uncommitted, forbidden from read-committed up.
+#[test]
+fn anomaly_dirty_read_per_level() {
+    for level in Isolation::ALL {
+        let mut c = bank_cluster(EngineKind::Acid, 2);
+        let t1 = begin(&mut c, 1, Isolation::Serializable);
+        let t2 = begin(&mut c, 2, level);
+        op(&mut c, 1, t1, write(0, 7)).unwrap();
+        let r = row_bal(op(&mut c, 2, t2, read(0)));
+        if level == Isolation::ReadUncommitted {
+            assert_eq!(r.unwrap(), 7, "read-uncommitted allows dirty reads");
+        } else {
+            assert!(is_cc_abort(&r), "{level} forbids dirty reads: {r:?}");
+        }
+        c.call(1, RequestBody::Rollback { txn: t1 }).unwrap();
+    }
+}
+
+/// Non-repeatable read (P2): allowed at read-committed (and below), forbidden from
+/// repeatable-read up.
+#[test]
+fn anomaly_non_repeatable_read_per_level() {
+    for level in Isolation::ALL {
+        let mut c = bank_cluster(EngineKind::Acid, 2);
+        let t1 = begin(&mut c, 1, level);
+        let t2 = begin(&mut c, 2, Isolation::Serializable);
+        let first = row_bal(op(&mut c, 1, t1, read(0))).unwrap();
+        let w = op(&mut c, 2, t2, write(0, 55));
+        if level <= Isolation::ReadCommitted {
+            w.unwrap();
+            c.call(2, RequestBody::Commit { txn: t2 }).unwrap();
+            let second = row_bal(op(&mut c, 1, t1, read(0))).unwrap();
+            assert_ne!(first, second, "{level} allows non-repeatable reads");
+        } else {
+            assert!(is_cc_abort(&w), "{level}: the writer must not overwrite a read-locked row");
+            let second = row_bal(op(&mut c, 1, t1, read(0))).unwrap();
+            assert_eq!(first, second, "{level} forbids non-repeatable reads");
+        }
+    }
+}
+
+/// Phantom (P3): allowed at repeatable-read and below, forbidden at serializable (range locks).
+#[test]
+fn anomaly_phantom_per_level() {
+    for level in Isolation::ALL {
+        let mut c = bank_cluster(EngineKind::Acid, 2);
+        let t1 = begin(&mut c, 1, level);
+        let t2 = begin(&mut c, 2, Isolation::Serializable);
+        let OpResult::Rows(before) = op(&mut c, 1, t1, scan()).unwrap() else { panic!() };
+        let ins =
+            op(&mut c, 2, t2, Op::Insert { table: bank::ACCOUNTS.into(), row: vec![Value::Int(15), Value::Int(1)] });
+        if level == Isolation::Serializable {
+            assert!(is_cc_abort(&ins), "serializable forbids phantoms: {ins:?}");
+            let OpResult::Rows(after) = op(&mut c, 1, t1, scan()).unwrap() else { panic!() };
+            assert_eq!(before, after);
+        } else {
+            ins.unwrap();
+            c.call(2, RequestBody::Commit { txn: t2 }).unwrap();
+            let OpResult::Rows(after) = op(&mut c, 1, t1, scan()).unwrap() else { panic!() };
+            assert_eq!(after.len(), before.len() + 1, "{level} allows phantoms");
+        }
+    }
+}
+
+/// Two-phase commit: a transaction over three partitions commits atomically, and aborts
+/// atomically when one participant fails (duplicate insert).
+#[test]
+fn two_phase_commit_is_atomic() {
+    let mut c = bank_cluster(EngineKind::Acid, 3);
+    let t = begin(&mut c, 1, Isolation::Serializable);
+    for id in 0..3 {
+        op(&mut c, 1, t, write(id, 500)).unwrap();
+    }
+    assert_eq!(c.call(1, RequestBody::Commit { txn: t }).unwrap(), ResponseBody::Committed);
+    assert_eq!(total(&mut c).unwrap(), (1500, 3));
+    let t = begin(&mut c, 1, Isolation::Serializable);
+    op(&mut c, 1, t, write(0, 1)).unwrap();
+    op(&mut c, 1, t, write(1, 1)).unwrap();
+    c.call(1, RequestBody::Rollback { txn: t }).unwrap();
+    assert_eq!(total(&mut c).unwrap(), (1500, 3));
+}
