@@ -3,17 +3,22 @@
 //! Three workloads reproduce the microbenchmarks with which Salt shows how contention, the
 //! position of the contended operation and the read-write mix affect ACID and BASE
 //! transactions. Every transaction is one stored procedure that wraps *each* operation in its
-//! own alkaline subtransaction (Salt §4, Fig. 2):
+//! own alkaline subtransaction (Salt §4, Fig. 2), registered as a BASE procedure
+//! ([`ProcOptions::base`]):
 //!
 //! ```text
-//!   salt_update_n(r_1, ..., r_n)                 the BASE transaction
+//!   salt_update_n(r_1, ..., r_n)                 begin BASE transaction
 //!     for r in r_1..r_n, in argument order:
-//!       begin alkaline-subtransaction             ctx.begin_alkaline()
-//!         counter(r) += 1                         ctx.update (a formula, no read)   [salt_read_5: ctx.read]
-//!       end alkaline-subtransaction               ctx.end_alkaline()
+//!       begin alkaline-subtransaction            ┐ ctx.alkaline_update: the three lines as one
+//!         counter(r) += 1                        │ request (a formula, no read)
+//!       end alkaline-subtransaction              ┘ [salt_read_5: ctx.alkaline_read]
+//!                                                end BASE transaction
 //! ```
 //!
-//! The operations are sequential (each awaited before the next is issued), so the position of an
+//! A single-operation alkaline subtransaction is issued as one request
+//! ([`Ctx::alkaline_update`], the same as `begin_alkaline; update; end_alkaline`) so that
+//! `salt-local` can commit it at the partition as soon as the operation completes (§6.4). The
+//! operations are sequential (each awaited before the next is issued), so the position of an
 //! operation in the argument list is its position in time, which is what Fig. 12 varies.
 //!
 //! What the boundaries mean is the engine's business, not the workload's:
@@ -21,8 +26,9 @@
 //! * engines with BASE transactions (`salt`, `salt-local`) hold each alkaline lock only until
 //!   the end of its subtransaction and acknowledge the transaction at *accept* — after the first
 //!   alkaline subtransaction commits — finishing the rest in the background (§4, §6.1);
-//! * engines without them (`nocc`, `acid`) ignore the boundaries ([`litmus_engine::Ctx`]), so
-//!   the same body runs as one ACID transaction holding its locks to the end.
+//!   `salt-local` releases it as soon as the operation completes (§6.4);
+//! * engines without them (`nocc`, `acid`) ignore the BASE option and the boundaries, so the
+//!   same body runs as one ACID transaction holding its locks to the end.
 //!
 //! | workload          | paper   | each transaction                                   | knob                 |
 //! |-------------------|---------|----------------------------------------------------|----------------------|
@@ -42,13 +48,14 @@
 //!   salt-position:            hot rows 0..10, cold rows 10..10+cold_rows
 //! ```
 //!
-//! * `salt_update_5(r_1..r_5)`, `salt_update_10(r_1..r_10)`: `counter += 1` on each row; an update
-//!   of a missing row is rejected as invalid input (and stops the run).
-//! * `salt_read_5(r_1..r_5) -> [counter_1..counter_5]`: a missing row aborts the transaction
+//! * `salt_update_5(r_1..r_5)`, `salt_update_10(r_1..r_10)` (BASE): `counter += 1` on each row;
+//!   an update of a missing row is rejected as invalid input (and stops the run).
+//! * `salt_read_5(r_1..r_5) -> [counter_1..counter_5]` (BASE): a missing row aborts the transaction
 //!   ([`litmus_core::Error::UserAbort`]).
 //! * `salt_load(start, count)`: writes rows `start..start+count` with `counter = 0` (overwrites,
 //!   so a retried load is harmless). `salt_check(start, end) -> [rows, sum(counter), bad_rows,
-//!   first_bad_row | NULL]` scans at most [`CHECK_CHUNK_ROWS`] rows.
+//!   first_bad_row | NULL]` scans at most [`CHECK_CHUNK_ROWS`] rows. Both are plain ACID
+//!   procedures.
 //!
 //! The three workloads share the table and the procedures (a cluster only ever runs one of
 //! them), and neither depends on the options, so `litmus server` registers them up front.
@@ -92,7 +99,7 @@ use crate::ycsb::KeyChooser;
 use anyhow::Context as _;
 use litmus_client::Client;
 use litmus_core::{Catalog, Column, ColumnType, Error, Formula, InvalidInput, Partitioning, TableSchema, Value};
-use litmus_engine::procedure::ProcResult;
+use litmus_engine::procedure::{ProcOptions, ProcResult};
 use litmus_engine::{Ctx, Op, Registry};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -358,12 +365,11 @@ fn int_arg(args: &[Value], i: usize, procedure: &str) -> Result<i64, Error> {
     })
 }
 
-/// `salt_update_n(r_1, ..., r_n)`: one alkaline subtransaction per row, in argument order.
+/// `salt_update_n(r_1, ..., r_n)`: one single-operation alkaline subtransaction per row, in
+/// argument order.
 async fn update_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     for row in args {
-        ctx.begin_alkaline().await?;
-        ctx.update(TABLE, &[row], &[(COUNTER_COLUMN, Formula::Add(Value::Int(1)))]).await?;
-        ctx.end_alkaline().await?;
+        ctx.alkaline_update(TABLE, &[row], &[(COUNTER_COLUMN, Formula::Add(Value::Int(1)))]).await?;
     }
     Ok(vec![])
 }
@@ -373,9 +379,7 @@ async fn update_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
 async fn read_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     let mut counters = Vec::with_capacity(args.len());
     for row in args {
-        ctx.begin_alkaline().await?;
-        let found = ctx.read(TABLE, std::slice::from_ref(&row)).await?;
-        ctx.end_alkaline().await?;
+        let found = ctx.alkaline_read(TABLE, std::slice::from_ref(&row)).await?;
         match found {
             Some(mut r) if r.len() == 2 => counters.push(r.swap_remove(1)),
             _ => return Err(ctx.abort(format!("{TABLE} row {row} is missing"))),
@@ -489,9 +493,10 @@ impl Workload for SaltMicro {
     }
 
     fn register(&self, registry: &mut Registry) {
-        registry.register(UPDATE_5_PROCEDURE, vec![ColumnType::Int; CONTENTION_OPS], update_body);
-        registry.register(UPDATE_10_PROCEDURE, vec![ColumnType::Int; POSITION_OPS], update_body);
-        registry.register(READ_5_PROCEDURE, vec![ColumnType::Int; CONTENTION_OPS], read_body);
+        let base = ProcOptions::base();
+        registry.register_with(UPDATE_5_PROCEDURE, vec![ColumnType::Int; CONTENTION_OPS], base, update_body);
+        registry.register_with(UPDATE_10_PROCEDURE, vec![ColumnType::Int; POSITION_OPS], base, update_body);
+        registry.register_with(READ_5_PROCEDURE, vec![ColumnType::Int; CONTENTION_OPS], base, read_body);
         registry.register(LOAD_PROCEDURE, vec![ColumnType::Int; 2], load_body);
         registry.register(CHECK_PROCEDURE, vec![ColumnType::Int; 2], check_body);
     }
@@ -695,6 +700,18 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let reads = (0..2000).filter(|_| w.generate(&mut rng).kind == KIND_READ).count();
         assert!((800..1200).contains(&reads), "{reads} reads of 2000 at fraction 0.5");
+    }
+
+    #[test]
+    fn transactions_are_base_procedures_and_setup_is_acid() {
+        let mut registry = Registry::new();
+        micro(SaltMicroKind::Contention, SaltMicroOptions::DEFAULT).register(&mut registry);
+        for name in [UPDATE_5_PROCEDURE, UPDATE_10_PROCEDURE, READ_5_PROCEDURE] {
+            assert!(registry.get(name).unwrap().options.base, "{name} must run as a BASE transaction");
+        }
+        for name in [LOAD_PROCEDURE, CHECK_PROCEDURE] {
+            assert!(!registry.get(name).unwrap().options.base, "{name} must run as an ACID transaction");
+        }
     }
 
     #[test]
