@@ -2,3 +2,4 @@
 
 pub mod locking;
 pub mod nocc;
+pub mod omid;

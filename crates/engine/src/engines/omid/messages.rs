@@ -1,0 +1,196 @@
+//! The oracle's wire and log types (plain serde; not yet part of the global message enums).
+
+use super::{CommitAbort, OracleError, RowId};
+use litmus_core::{ClientId, Error, Timestamp};
+use serde::{Deserialize, Serialize};
+
+/// A client's request to the status oracle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// Open a session; answered with [`Reply::Connected`] (§IV "Client Startup").
+    Connect,
+    /// TsReq: a start timestamp; answered with [`Reply::Began`] carrying the client's delta.
+    Begin,
+    /// Commit request `(Ts, W)` (Algorithm 3).
+    Commit { start_ts: Timestamp, write_set: Vec<RowId> },
+    /// The client gives up the transaction (it may have written).
+    Abort { start_ts: Timestamp },
+    /// The client deleted the versions of an aborted transaction (§II "single-row cleanup").
+    CleanedUp { start_ts: Timestamp },
+    /// `inSnapshot` the client's replica cannot answer (`Tmax < Ts_f < T_init`).
+    InSnapshot { version_ts: Timestamp, reader_ts: Timestamp },
+    /// Acknowledges a [`Reply::Push`].
+    Ack,
+}
+
+/// The oracle's answer to one request, or an unsolicited push.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reply {
+    Connected(Connected),
+    /// TsRes: the start timestamp and ΔSO since the client's previous reply.
+    Began {
+        start_ts: Timestamp,
+        delta: Delta,
+    },
+    Committed {
+        start_ts: Timestamp,
+        commit_ts: Timestamp,
+    },
+    Aborted {
+        start_ts: Timestamp,
+        reason: CommitAbort,
+    },
+    /// Reply to [`Request::Abort`] / [`Request::CleanedUp`].
+    Done {
+        start_ts: Timestamp,
+    },
+    InSnapshot {
+        version_ts: Timestamp,
+        reader_ts: Timestamp,
+        visible: bool,
+    },
+    /// ΔSO pushed to a silent client (§IV "Silent Clients"); answer with [`Request::Ack`].
+    Push {
+        delta: Delta,
+    },
+    Refused(OracleError),
+}
+
+/// What the oracle tells a new client: everything its replica cannot learn from later deltas.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Connected {
+    /// `T_init`: no timestamp issued before the connection is at or above it.
+    pub t_init: Timestamp,
+    pub tmax: Timestamp,
+    /// The aborted list at connection time.
+    pub aborted: Vec<Timestamp>,
+    pub crash_ranges: Vec<CrashRange>,
+    /// Position in `commitinfo` of the first entry the client's first delta will carry.
+    pub cursor: u64,
+}
+
+/// ΔSO: the `commitinfo` entries `[from, from + entries.len())`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delta {
+    pub from: u64,
+    pub entries: Vec<MetaChange>,
+}
+
+/// One durable change of the replicated metadata (Tc list, aborted list, `Tmax`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetaChange {
+    Committed {
+        start_ts: Timestamp,
+        commit_ts: Timestamp,
+    },
+    Aborted {
+        start_ts: Timestamp,
+    },
+    /// An aborted transaction was cleaned up and left the aborted list.
+    Forgotten {
+        start_ts: Timestamp,
+    },
+    CrashAborted(CrashRange),
+    Tmax(Timestamp),
+}
+
+/// Transactions that were in flight when the oracle crashed: every start timestamp in
+/// `(after, upto]` that is not in `committed` is aborted (§IV "the SO could simply abort all the
+/// uncommitted transactions that started before the failure").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CrashRange {
+    pub after: Timestamp,
+    pub upto: Timestamp,
+    /// Start timestamps in the range that committed (sorted).
+    pub committed: Vec<Timestamp>,
+}
+
+impl CrashRange {
+    pub fn aborts(&self, start_ts: Timestamp) -> bool {
+        self.after < start_ts && start_ts <= self.upto && self.committed.binary_search(&start_ts).is_err()
+    }
+}
+
+/// One WAL record. A [`Batch`] of them is one atomic log write.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Record {
+    /// Timestamps up to `upto` may be issued.
+    Reserve {
+        upto: Timestamp,
+    },
+    Committed {
+        start_ts: Timestamp,
+        commit_ts: Timestamp,
+    },
+    Aborted {
+        start_ts: Timestamp,
+    },
+    Forgotten {
+        start_ts: Timestamp,
+    },
+    Tmax(Timestamp),
+    /// Written by recovery: the range `(after, upto]` of in-flight transactions lost in a crash.
+    CrashAborted {
+        after: Timestamp,
+        upto: Timestamp,
+    },
+}
+
+impl Record {
+    /// Approximate encoded size, for the batch size trigger.
+    pub fn size_bytes(&self) -> usize {
+        match self {
+            Record::Committed { .. } | Record::CrashAborted { .. } => 17,
+            _ => 9,
+        }
+    }
+}
+
+/// One WAL write (group commit).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Batch {
+    pub records: Vec<Record>,
+}
+
+impl Batch {
+    pub fn encode(&self) -> Vec<u8> {
+        postcard::to_stdvec(self).expect("oracle records serialize")
+    }
+    pub fn decode(bytes: &[u8]) -> Result<Batch, Error> {
+        postcard::from_bytes(bytes).map_err(|e| Error::Storage(format!("corrupt oracle batch: {e}")))
+    }
+}
+
+/// The durable state at a batch boundary (§IV "Recovery": checkpoints).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub reserved_upto: Timestamp,
+    pub tmax: Timestamp,
+    /// The Tc list `(Ts, Tc)` in `Tc` order.
+    pub commits: Vec<(Timestamp, Timestamp)>,
+    pub aborted: Vec<Timestamp>,
+    pub crash_ranges: Vec<CrashRange>,
+}
+
+impl Checkpoint {
+    pub fn encode(&self) -> Vec<u8> {
+        postcard::to_stdvec(self).expect("oracle checkpoint serializes")
+    }
+    pub fn decode(bytes: &[u8]) -> Result<Checkpoint, Error> {
+        postcard::from_bytes(bytes).map_err(|e| Error::Storage(format!("corrupt oracle checkpoint: {e}")))
+    }
+}
+
+/// What a step produced: WAL batches to persist, then messages to send (in this order).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OracleEffects {
+    pub persist: Vec<Batch>,
+    pub send: Vec<Outbound>,
+}
+
+/// A message to a client, or the end of its session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outbound {
+    Reply { client: ClientId, reply: Reply },
+    Disconnect { client: ClientId },
+}
