@@ -577,7 +577,13 @@ fn run_against_model(config: OracleConfig, ops: Vec<Op>, exact: bool) -> Result<
             Op::Commit(i, rows) if !started.is_empty() => {
                 let (c, ts) = started[i % started.len()];
                 let rows: Vec<RowId> = rows.into_iter().map(row).collect();
-                commit_requests.entry(ts).or_insert((rows.clone(), h.o.tmax())); // the first request decides
+                if let std::collections::btree_map::Entry::Vacant(e) = commit_requests.entry(ts) {
+                    // The first request decides. A transaction that commits nothing wrote nothing.
+                    if rows.is_empty() {
+                        cleaned.insert(ts);
+                    }
+                    e.insert((rows.clone(), h.o.tmax()));
+                }
                 h.send(c, Request::Commit { start_ts: ts, write_set: rows })
             }
             Op::Abort(i) if !started.is_empty() => {
@@ -612,17 +618,12 @@ fn run_against_model(config: OracleConfig, ops: Vec<Op>, exact: bool) -> Result<
                     last_ts = commit_ts;
                     let (rows, _) = &commit_requests[&start_ts];
                     prop_assert!(model.may_commit(start_ts, rows), "oracle committed what SI forbids");
-                    if rows.is_empty() {
-                        cleaned.insert(start_ts);
-                    } else {
+                    if !rows.is_empty() {
                         model.committed.insert(start_ts, (commit_ts, rows.iter().copied().collect()));
                     }
                 }
                 Reply::Aborted { start_ts, reason } => {
                     let (rows, tmax_then) = &commit_requests[&start_ts];
-                    if rows.is_empty() && reason != CommitAbort::NotInFlight {
-                        cleaned.insert(start_ts);
-                    }
                     match reason {
                         CommitAbort::RowConflict { .. } => {
                             prop_assert!(!model.may_commit(start_ts, rows), "spurious row conflict")
