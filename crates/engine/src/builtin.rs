@@ -117,8 +117,10 @@ pub mod bank {
             let total: i64 = rows.iter().map(|r| r[1].as_int().unwrap_or(0)).sum();
             Ok(vec![Value::Int(total), Value::Int(rows.len() as i64)])
         });
+        // An insert, not a write: a late duplicate of an open whose answer was lost must not
+        // reset a balance that transfers have since changed.
         r.register("bank_open", vec![ColumnType::Int, ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
-            ctx.write(ACCOUNTS, args).await?;
+            ctx.insert(ACCOUNTS, args).await?;
             Ok(vec![])
         });
         r

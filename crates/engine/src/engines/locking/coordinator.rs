@@ -75,6 +75,8 @@ struct CTxn {
     /// A re-run waiting out its backoff (after concurrency control aborted a subtransaction).
     retry_at: Option<Time>,
     retries: u32,
+    /// Wounded while idle (lock rule 5b): its next operation and its commit fail.
+    wounded: bool,
     /// Last reply received (an accepted BASE transaction whose operations go unanswered — a
     /// lost message, a crashed partition — is re-run after `BASE_OP_TIMEOUT`).
     last_progress: Time,
@@ -93,6 +95,8 @@ pub struct LockingCoordinator {
     decisions: BTreeMap<Unit, Pending>,
     /// BASE transactions whose `EndBase` is not yet acknowledged everywhere.
     ending: BTreeMap<TxnId, BTreeSet<PartitionId>>,
+    /// Those of them whose logic is logged (their end is logged once acknowledged).
+    logged_ending: BTreeSet<TxnId>,
     /// Recovered BASE transactions to roll forward.
     recovered: Vec<(TxnId, String, Vec<Value>)>,
     epoch_announced: bool,
@@ -112,6 +116,7 @@ impl LockingCoordinator {
             txns: BTreeMap::new(),
             decisions: BTreeMap::new(),
             ending: BTreeMap::new(),
+            logged_ending: BTreeSet::new(),
             recovered: Vec::new(),
             epoch_announced: false,
             last_announce: Time::ZERO,
@@ -250,6 +255,7 @@ impl LockingCoordinator {
             t.in_sub = false;
             if !t.accepted {
                 t.accepted = true;
+                t.class.immortal = true;
                 ctx.accepted(txn); // Salt §6.1 early commit
             }
         }
@@ -296,16 +302,15 @@ impl LockingCoordinator {
         if t.base {
             // EndBase goes out only after every commit decision of the transaction has been
             // acknowledged: a partition that ended it ignores later commits for it.
-            if t.logic_logged && !t.all_parts.is_empty() {
+            // Resent until every partition acknowledges (a lost EndBase would leave its locks).
+            if !t.all_parts.is_empty() {
                 self.ending.insert(txn, t.all_parts.clone());
-                self.send_end_base(txn, ctx);
-            } else {
-                for p in &t.all_parts {
-                    ctx.send_to_partition(*p, request(Request::EndBase { txn }));
-                }
                 if t.logic_logged {
-                    Self::persist(ctx, &CoordinatorRecord::BaseEnded { txn });
+                    self.logged_ending.insert(txn);
                 }
+                self.send_end_base(txn, ctx);
+            } else if t.logic_logged {
+                Self::persist(ctx, &CoordinatorRecord::BaseEnded { txn });
             }
             // An accepted BASE transaction has committed whatever its procedure did.
             ctx.txn_done(txn, if t.accepted { Ok(()) } else { result });
@@ -463,6 +468,51 @@ impl LockingCoordinator {
         }
     }
 
+    /// A participant rolled the unit back before our one-phase commit reached it (it timed the
+    /// transaction out): the commit fails. (Logged decisions are never refused: participants
+    /// never time out prepared units or BASE subtransactions.)
+    fn on_commit_refused(&mut self, unit: Unit, from: PartitionId, ctx: &mut CoordCtx) {
+        let Some(t) = self.txns.get_mut(&unit.txn) else { return };
+        if Self::unit(unit.txn, t) != unit || self.decisions.contains_key(&unit) {
+            return;
+        }
+        let Phase::Committing { waiting, then } = &t.phase else { return };
+        if !waiting.contains(&from) {
+            return;
+        }
+        let then = then.clone();
+        self.abort_unit(unit.txn, then, Error::Abort(AbortReason::Timeout), ctx);
+    }
+
+    /// Lock rule 5b: an accepted BASE transaction waits for `txn`. If `txn` can still abort
+    /// (an ACID transaction before its decision, or a BASE one before acceptance), it does.
+    fn on_wound(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
+        let Some(t) = self.txns.get_mut(&txn) else { return };
+        if t.base && t.accepted {
+            return;
+        }
+        let deadlock = Error::Abort(AbortReason::Deadlock);
+        match &t.phase {
+            Phase::Preparing { then, .. } => {
+                let then = then.clone();
+                self.abort_unit(txn, then, deadlock, ctx);
+            }
+            Phase::Committing { .. } => {} // decided: it is about to release everything
+            Phase::Running => {
+                // Fail the operations in flight; the procedure (or client) sees a retryable
+                // abort and the coordinator rolls the transaction back.
+                let ids: Vec<SubOpId> = std::mem::take(&mut t.in_flight).into_keys().collect();
+                if ids.is_empty() {
+                    t.unit_error.get_or_insert(deadlock.clone());
+                    t.wounded = true;
+                }
+                for id in ids {
+                    ctx.op_done(id, Err(deadlock.clone()));
+                }
+            }
+        }
+    }
+
     fn on_query(&mut self, unit: Unit, from: PartitionId, ctx: &mut CoordCtx) {
         let decision = match self.decisions.get(&unit) {
             Some(p) => {
@@ -522,7 +572,7 @@ impl CoordinatorEngine for LockingCoordinator {
         self.next_age = self.next_age.max(ctx.now.as_nanos()) + 1;
         let age = (self.next_age << 8) | (txn.node.0 as u64 & 0xff);
         let base = self.cfg.base && opts.base;
-        let class = TxnClass { isolation: opts.isolation, base, age };
+        let class = TxnClass { isolation: opts.isolation, base, age, immortal: false };
         self.txns.insert(
             txn,
             CTxn {
@@ -545,6 +595,7 @@ impl CoordinatorEngine for LockingCoordinator {
                 phase: Phase::Running,
                 retry_at: None,
                 retries: 0,
+                wounded: false,
                 last_progress: ctx.now,
             },
         );
@@ -554,6 +605,9 @@ impl CoordinatorEngine for LockingCoordinator {
         let Some(t) = self.txns.get_mut(&id.txn) else {
             return ctx.op_done(id, Err(Error::Abort(AbortReason::Failure)));
         };
+        if t.wounded {
+            return ctx.op_done(id, Err(Error::Abort(AbortReason::Deadlock)));
+        }
         Self::open_sub(t);
         self.send_op(id, op, false, ctx);
     }
@@ -640,14 +694,17 @@ impl CoordinatorEngine for LockingCoordinator {
             }
             Reply::Prepared { unit, vote } => self.on_vote(unit, from, vote, ctx),
             Reply::Committed { unit } => self.on_committed(unit, from, ctx),
-            Reply::Aborted { .. } => {}
+            Reply::Aborted { unit } => self.on_commit_refused(unit, from, ctx),
             Reply::Query { unit } => self.on_query(unit, from, ctx),
+            Reply::Wound { txn } => self.on_wound(txn, ctx),
             Reply::BaseEnded { txn } => {
                 if let Some(waiting) = self.ending.get_mut(&txn) {
                     waiting.remove(&from);
                     if waiting.is_empty() {
                         self.ending.remove(&txn);
-                        Self::persist(ctx, &CoordinatorRecord::BaseEnded { txn });
+                        if self.logged_ending.remove(&txn) {
+                            Self::persist(ctx, &CoordinatorRecord::BaseEnded { txn });
+                        }
                     }
                 }
             }
@@ -675,7 +732,7 @@ impl CoordinatorEngine for LockingCoordinator {
         match record {
             CoordinatorRecord::BaseLogic { txn, procedure, args, age, isolation } => {
                 let t = CTxn {
-                    class: TxnClass { isolation, base: true, age },
+                    class: TxnClass { isolation, base: true, age, immortal: false },
                     base: true,
                     procedure: Some((procedure, args)),
                     attempt: 0,
@@ -694,6 +751,7 @@ impl CoordinatorEngine for LockingCoordinator {
                     phase: Phase::Running,
                     retry_at: None,
                     retries: 0,
+                    wounded: false,
                     last_progress: Time::ZERO,
                 };
                 self.txns.insert(txn, t);
@@ -739,6 +797,7 @@ impl LockingCoordinator {
             }
             t.decided_subs = t.decided_subs.max(unit.sub);
             t.accepted = true;
+            t.class.immortal = true;
         }
     }
 }

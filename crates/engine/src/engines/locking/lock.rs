@@ -393,6 +393,52 @@ impl LockManager {
 
     /// Asks for a lock (rules 1–5). `token` names the request in a later [`Grant`].
     pub fn acquire(&mut self, owner: Owner, table: TableId, target: Target, mode: LockMode, token: u64) -> Decision {
+        self.acquire_as(owner, table, target, mode, token, false)
+    }
+
+    /// Rule 5b: a request of an *accepted* BASE transaction, which cannot be aborted. It never
+    /// dies for wait-die (only for a cycle through itself or a queue limit): it waits, and the
+    /// caller **wounds** the older transactions it waits for ([`LockManager::wound_targets`]) —
+    /// they can abort, which breaks any cycle through this transaction's saline locks.
+    pub fn acquire_immortal(
+        &mut self,
+        owner: Owner,
+        table: TableId,
+        target: Target,
+        mode: LockMode,
+        token: u64,
+    ) -> Decision {
+        self.acquire_as(owner, table, target, mode, token, true)
+    }
+
+    /// Transactions older than `txn` that its waiting requests wait for (rule 5b's victims).
+    pub fn wound_targets(&self, txn: TxnId) -> Vec<TxnId> {
+        let Some(seqs) = self.by_txn.get(&txn) else { return vec![] };
+        let mut out = BTreeSet::new();
+        for &seq in seqs {
+            let e = &self.entries[&seq];
+            if !matches!(e.state, State::Waiting { .. }) {
+                continue;
+            }
+            let blockers = self.blockers(txn, e.table, &e.target, e.mode, seq);
+            if let Some(others) = self.waits_for(e.mode, &blockers) {
+                out.extend(
+                    others.values().filter(|o| o.txn != txn && o.priority() < e.owner.priority()).map(|o| o.txn),
+                );
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    fn acquire_as(
+        &mut self,
+        owner: Owner,
+        table: TableId,
+        target: Target,
+        mode: LockMode,
+        token: u64,
+        immortal: bool,
+    ) -> Decision {
         assert_eq!(
             target.is_range(),
             mode.access == Access::RangeRead,
@@ -421,6 +467,10 @@ impl LockManager {
             return Decision::Die;
         }
         match self.waits_for(mode, &blockers) {
+            Some(others) if immortal && others.values().all(|o| o.txn != owner.txn) => {
+                self.insert(owner, table, target, mode, State::Waiting { token });
+                Decision::Waiting
+            }
             Some(others) if others.values().all(|o| o.txn != owner.txn && o.priority() > owner.priority()) => {
                 self.insert(owner, table, target, mode, State::Waiting { token });
                 Decision::Waiting

@@ -44,9 +44,16 @@
 //!   the coordinator re-runs the procedure under the same id, operations of decided
 //!   subtransactions are answered from the context table (no operation runs twice, earlier
 //!   reads return the same values), and execution continues from the first undecided one.
-//! * If concurrency control aborts a subtransaction after acceptance, the subtransaction is
-//!   rolled back and the procedure is re-run the same way (it keeps its age, so it eventually
-//!   wins). Before acceptance the whole BASE transaction aborts and the client may retry.
+//! * An accepted BASE transaction cannot abort, so its lock requests never die for wait-die:
+//!   they wait and **wound** the older transactions in the way (lock rule 5b; the wounded ACID
+//!   or not-yet-accepted transaction aborts, retryably). This breaks the one cycle wait-die
+//!   cannot: an older ACID transaction waiting for the BASE transaction's saline lock while
+//!   holding what it needs (found by the simulator, `litmus sim --workload bank --engine salt`).
+//!   ACID transactions still wait for BASE locks as in Salt Fig. 3, in per-object FIFO order.
+//! * If concurrency control aborts a subtransaction after acceptance anyway (a cycle through
+//!   itself, a queue limit, a lost message), the subtransaction is rolled back and the procedure
+//!   is re-run the same way. Before acceptance the whole BASE transaction aborts and the client
+//!   may retry.
 //! * Exceptions: an error inside a subtransaction (a failed operation, a user abort) rolls that
 //!   subtransaction back and surfaces from `end_alkaline` or the operation, so the procedure can
 //!   run a compensating subtransaction (Fig. 2).
@@ -102,6 +109,9 @@ pub struct TxnClass {
     pub base: bool,
     /// Wait-die priority: smaller is older.
     pub age: u64,
+    /// An accepted BASE transaction: it cannot abort, so it never dies for wait-die; it waits
+    /// and wounds the older transactions in its way (lock rule 5b).
+    pub immortal: bool,
 }
 
 /// One write's effect, as shipped with a commit: the row image, or `None` for a delete.
@@ -155,6 +165,11 @@ pub enum Reply {
     Aborted {
         unit: Unit,
     },
+    /// Lock rule 5b: an accepted BASE transaction waits for `txn`; abort it if it can still
+    /// abort (it may be waiting for the BASE transaction's saline locks: a cycle).
+    Wound {
+        txn: TxnId,
+    },
     /// A participant asks about an in-doubt unit (after its restart).
     Query {
         unit: Unit,
@@ -180,6 +195,10 @@ pub enum Record {
     Prepared { unit: Unit, coordinator: NodeId, locks: Vec<(TableId, lock::Target, lock::LockMode)> },
     /// A prepared unit was rolled back.
     Aborted { unit: Unit },
+    /// Locks a BASE subtransaction's operation took here, logged before it is answered: its
+    /// commit decision may be re-sent after we restart, and until it arrives nobody else may
+    /// write what it wrote (its row images would overwrite theirs).
+    Locked { unit: Unit, locks: Vec<(TableId, lock::Target, lock::LockMode)> },
     /// A BASE transaction ended here (its saline locks are gone).
     BaseEnded { txn: TxnId },
 }

@@ -64,6 +64,13 @@ struct State {
     in_doubt: BTreeMap<Unit, (NodeId, LockList)>,
     /// Saline locks of BASE transactions that have not ended.
     saline: BTreeMap<TxnId, LockList>,
+    /// Recently committed ACID transactions (bounded), so a commit re-sent after our restart is
+    /// acknowledged instead of applied twice (its images could overwrite newer writes).
+    acid_committed: BTreeSet<TxnId>,
+    acid_committed_order: VecDeque<TxnId>,
+    /// Locks of BASE subtransactions whose operations ran here but whose commit or rollback has
+    /// not arrived: relocked after a restart.
+    pending: BTreeMap<Unit, LockList>,
 }
 
 pub struct LockingPartition {
@@ -73,7 +80,9 @@ pub struct LockingPartition {
     parked: BTreeMap<u64, Parked>,
     next_token: u64,
     state: State,
-    finished: BTreeSet<TxnId>,
+    /// Transactions that ended here: `true` if they committed (ACID) or ended (BASE), `false`
+    /// if rolled back — a later commit for a rolled-back one must fail, not be acknowledged.
+    finished: BTreeMap<TxnId, bool>,
     finished_order: VecDeque<TxnId>,
     /// Newest epoch seen per coordinator.
     epochs: BTreeMap<NodeId, u32>,
@@ -86,12 +95,12 @@ impl LockingPartition {
     pub fn new(cfg: LockingConfig) -> Self {
         LockingPartition {
             cfg,
-            locks: LockManager::acid_never_waits_for_base(),
+            locks: LockManager::new(),
             txns: BTreeMap::new(),
             parked: BTreeMap::new(),
             next_token: 0,
             state: State::default(),
-            finished: BTreeSet::new(),
+            finished: BTreeMap::new(),
             finished_order: VecDeque::new(),
             epochs: BTreeMap::new(),
             relock_pending: false,
@@ -99,8 +108,8 @@ impl LockingPartition {
         }
     }
 
-    fn remember_finished(&mut self, txn: TxnId) {
-        if self.finished.insert(txn) {
+    fn remember_finished(&mut self, txn: TxnId, committed: bool) {
+        if self.finished.insert(txn, committed).is_none() {
             self.finished_order.push_back(txn);
             if self.finished_order.len() > FINISHED_MEMORY_MAX {
                 let old = self.finished_order.pop_front().expect("nonempty");
@@ -120,16 +129,19 @@ impl LockingPartition {
         for (txn, locks) in &self.state.saline {
             all.push((*txn, txn.node, locks.clone()));
         }
+        for (unit, locks) in &self.state.pending {
+            all.push((unit.txn, unit.txn.node, locks.clone()));
+        }
         for (txn, node, locks) in all {
             for (table, target, mode) in locks {
                 let d = self.locks.acquire(Owner { txn, age: 0 }, table, target, mode, u64::MAX);
                 assert!(matches!(d, Decision::Granted), "relock after restart must be granted");
             }
             let prepared = self.state.in_doubt.keys().any(|u| u.txn == txn);
-            let base = self.state.saline.contains_key(&txn);
+            let base = self.state.saline.contains_key(&txn) || self.state.pending.keys().any(|u| u.txn == txn);
             let _ = node;
             self.txns.entry(txn).or_insert(PTxn {
-                class: TxnClass { isolation: Default::default(), base, age: 0 },
+                class: TxnClass { isolation: Default::default(), base, age: 0, immortal: base },
                 sub: 0,
                 attempt: 0,
                 buffer: BTreeMap::new(),
@@ -176,7 +188,8 @@ impl LockingPartition {
             let result = result.ok_or_else(|| Error::Internal(format!("{unit:?} committed without op {}", id.op)));
             return ctx.reply(from, reply(Reply::Op { id, attempt, result, writes: vec![], committed: true }));
         }
-        if self.finished.contains(&txn) || self.epochs.get(&txn.node).is_some_and(|&e| e > txn.epoch && !class.base) {
+        if self.finished.contains_key(&txn) || self.epochs.get(&txn.node).is_some_and(|&e| e > txn.epoch && !class.base)
+        {
             let e = Error::Abort(AbortReason::Failure);
             return ctx.reply(from, reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false }));
         }
@@ -224,9 +237,15 @@ impl LockingPartition {
     /// Acquires the remaining locks of `p`, then executes it; parks it if it must wait.
     fn advance(&mut self, mut p: Parked, ctx: &mut PartCtx) {
         while let Some((table, target, mode, short)) = p.locks.front().cloned() {
-            let age = self.txns.get(&p.unit.txn).map_or(0, |t| t.class.age);
+            let (age, immortal) = self.txns.get(&p.unit.txn).map_or((0, false), |t| (t.class.age, t.class.immortal));
             let token = self.next_token;
-            match self.locks.acquire(Owner { txn: p.unit.txn, age }, table, target.clone(), mode, token) {
+            let owner = Owner { txn: p.unit.txn, age };
+            let decision = if immortal {
+                self.locks.acquire_immortal(owner, table, target.clone(), mode, token)
+            } else {
+                self.locks.acquire(owner, table, target.clone(), mode, token)
+            };
+            match decision {
                 Decision::Granted => {
                     p.locks.pop_front();
                     if short {
@@ -239,7 +258,11 @@ impl LockingPartition {
                     if short {
                         p.short.push((table, target, mode));
                     }
+                    let txn = p.unit.txn;
                     self.parked.insert(token, p);
+                    if immortal {
+                        self.wound_blockers(txn, ctx);
+                    }
                     return;
                 }
                 Decision::Die => {
@@ -251,6 +274,14 @@ impl LockingPartition {
             }
         }
         self.execute(p, ctx);
+    }
+
+    /// Lock rule 5b: tell the coordinators of the older transactions an accepted BASE
+    /// transaction waits for to abort them.
+    fn wound_blockers(&self, txn: TxnId, ctx: &mut PartCtx) {
+        for victim in self.locks.wound_targets(txn) {
+            ctx.reply(Addr::Coordinator(victim.node), reply(Reply::Wound { txn: victim }));
+        }
     }
 
     fn resume(&mut self, grants: Vec<Grant>, ctx: &mut PartCtx) {
@@ -305,6 +336,15 @@ impl LockingPartition {
                 grants.extend(self.locks.release_non_saline(txn));
             }
         }
+        if !committed && p.unit.sub > 0 && result.is_ok() {
+            let locks: LockList =
+                self.locks.held(txn).into_iter().filter(|(_, _, m)| m.class == LockClass::Alkaline).collect();
+            if !locks.is_empty() {
+                let record = PartitionRecord::Locking(Record::Locked { unit: p.unit, locks });
+                ctx.log(&record);
+                self.apply_record(record, ctx.store);
+            }
+        }
         let r = Reply::Op {
             id: p.id,
             attempt: p.attempt,
@@ -338,7 +378,22 @@ impl LockingPartition {
         let txn = unit.txn;
         // A commit we applied already (a re-sent decision, a duplicated message), or one for a
         // transaction that has ended here, changes nothing.
-        let done = self.state.committed.contains_key(&unit) || self.finished.contains(&txn);
+        if self.finished.get(&txn) == Some(&false) {
+            // We rolled it back (orphan timeout, epoch change) before the commit arrived.
+            return ctx.reply(from, reply(Reply::Aborted { unit }));
+        }
+        if unit.sub == 0
+            && !self.state.acid_committed.contains(&txn)
+            && !self.txns.contains_key(&txn)
+            && !self.state.in_doubt.contains_key(&unit)
+        {
+            // We hold nothing of it (we restarted before it prepared): its writes were computed
+            // under locks we no longer hold, so applying them could overwrite newer ones.
+            return ctx.reply(from, reply(Reply::Aborted { unit }));
+        }
+        let done = self.state.committed.contains_key(&unit)
+            || self.finished.contains_key(&txn)
+            || self.state.acid_committed.contains(&txn);
         if !done {
             let mut grants = Vec::new();
             if unit.sub == 0 {
@@ -347,7 +402,7 @@ impl LockingPartition {
                 self.txns.remove(&txn);
                 self.parked.retain(|_, p| p.unit.txn != txn);
                 self.log_commit(unit, writes, vec![], vec![], ctx);
-                self.remember_finished(txn);
+                self.remember_finished(txn, true);
             } else {
                 grants.extend(self.locks.downgrade_alkaline(txn));
                 grants.extend(self.locks.release_non_saline(txn));
@@ -383,7 +438,7 @@ impl LockingPartition {
         let txn = unit.txn;
         let mut grants = self.locks.cancel_waits(txn);
         self.parked.retain(|_, p| p.unit.txn != txn);
-        if self.state.in_doubt.contains_key(&unit) {
+        if self.state.in_doubt.contains_key(&unit) || self.state.pending.contains_key(&unit) {
             let record = PartitionRecord::Locking(Record::Aborted { unit });
             ctx.log(&record);
             self.apply_record(record, ctx.store);
@@ -391,7 +446,7 @@ impl LockingPartition {
         if unit.sub == 0 {
             grants.extend(self.locks.release_all(txn));
             self.txns.remove(&txn);
-            self.remember_finished(txn);
+            self.remember_finished(txn, false);
         } else {
             grants.extend(self.locks.release_non_saline(txn));
             if let Some(t) = self.txns.get_mut(&txn) {
@@ -410,13 +465,15 @@ impl LockingPartition {
         grants.extend(self.locks.release_all(txn));
         self.txns.remove(&txn);
         self.parked.retain(|_, p| p.unit.txn != txn);
-        let holds_state = self.state.saline.contains_key(&txn) || self.state.committed.keys().any(|u| u.txn == txn);
+        let holds_state = self.state.saline.contains_key(&txn)
+            || self.state.committed.keys().any(|u| u.txn == txn)
+            || self.state.pending.keys().any(|u| u.txn == txn);
         if holds_state {
             let record = PartitionRecord::Locking(Record::BaseEnded { txn });
             ctx.log(&record);
             self.apply_record(record, ctx.store);
         }
-        self.remember_finished(txn);
+        self.remember_finished(txn, true);
         self.resume(grants, ctx);
     }
 
@@ -448,6 +505,16 @@ impl LockingPartition {
         for (unit, (node, _)) in &self.state.in_doubt {
             ctx.reply(Addr::Coordinator(*node), reply(Reply::Query { unit: *unit }));
         }
+        // Wounds may be lost: repeat them while an accepted BASE transaction still waits.
+        let waiting: BTreeSet<TxnId> = self
+            .parked
+            .values()
+            .map(|p| p.unit.txn)
+            .filter(|t| self.txns.get(t).is_some_and(|t| t.class.immortal))
+            .collect();
+        for txn in waiting {
+            self.wound_blockers(txn, ctx);
+        }
         let orphans: Vec<TxnId> = self
             .txns
             .iter()
@@ -473,9 +540,16 @@ impl LockingPartition {
                     }
                 }
                 self.state.in_doubt.remove(&unit);
+                self.state.pending.remove(&unit);
                 if unit.sub > 0 {
                     self.state.committed.insert(unit, results);
                     self.state.saline.insert(unit.txn, saline);
+                } else if self.state.acid_committed.insert(unit.txn) {
+                    self.state.acid_committed_order.push_back(unit.txn);
+                    if self.state.acid_committed_order.len() > FINISHED_MEMORY_MAX {
+                        let old = self.state.acid_committed_order.pop_front().expect("nonempty");
+                        self.state.acid_committed.remove(&old);
+                    }
                 }
             }
             Record::Prepared { unit, coordinator, locks } => {
@@ -483,9 +557,14 @@ impl LockingPartition {
             }
             Record::Aborted { unit } => {
                 self.state.in_doubt.remove(&unit);
+                self.state.pending.remove(&unit);
+            }
+            Record::Locked { unit, locks } => {
+                self.state.pending.insert(unit, locks);
             }
             Record::BaseEnded { txn } => {
                 self.state.saline.remove(&txn);
+                self.state.pending.retain(|u, _| u.txn != txn);
                 self.state.committed.retain(|u, _| u.txn != txn);
             }
         }
