@@ -22,6 +22,11 @@ pub const RETRY_BACKOFF_DOUBLINGS_MAX: u32 = 6;
 /// An accepted BASE transaction waiting this long for an operation's reply is re-run.
 pub const BASE_OP_TIMEOUT: Duration = Duration::from_millis(300);
 
+/// Most accepted BASE transactions a coordinator answers early (Salt §6.1) while they still
+/// run; beyond it clients are answered when the transaction ends. Without a bound, clients
+/// answered at acceptance pile up background work faster than contended rows can absorb it.
+pub const BASE_BACKGROUND_MAX: usize = 64;
+
 /// How often a coordinator repeats its epoch to every partition.
 pub const EPOCH_ANNOUNCE_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -77,6 +82,8 @@ struct CTxn {
     retries: u32,
     /// Wounded while idle (lock rule 5b): its next operation and its commit fail.
     wounded: bool,
+    /// The client was answered at acceptance (counted in `background`).
+    answered_early: bool,
     /// Last reply received (an accepted BASE transaction whose operations go unanswered — a
     /// lost message, a crashed partition — is re-run after `BASE_OP_TIMEOUT`).
     last_progress: Time,
@@ -97,6 +104,8 @@ pub struct LockingCoordinator {
     ending: BTreeMap<TxnId, BTreeSet<PartitionId>>,
     /// Those of them whose logic is logged (their end is logged once acknowledged).
     logged_ending: BTreeSet<TxnId>,
+    /// Accepted BASE transactions answered early and still running.
+    background: usize,
     /// Recovered BASE transactions to roll forward.
     recovered: Vec<(TxnId, String, Vec<Value>)>,
     epoch_announced: bool,
@@ -117,6 +126,7 @@ impl LockingCoordinator {
             decisions: BTreeMap::new(),
             ending: BTreeMap::new(),
             logged_ending: BTreeSet::new(),
+            background: 0,
             recovered: Vec::new(),
             epoch_announced: false,
             last_announce: Time::ZERO,
@@ -256,7 +266,13 @@ impl LockingCoordinator {
             if !t.accepted {
                 t.accepted = true;
                 t.class.immortal = true;
-                ctx.accepted(txn); // Salt §6.1 early commit
+                // Salt §6.1 early commit — unless too much accepted work is still running in
+                // the background; then the client waits for the end (backpressure).
+                if self.background < BASE_BACKGROUND_MAX {
+                    self.background += 1;
+                    t.answered_early = true;
+                    ctx.accepted(txn);
+                }
             }
         }
         t.unit_parts.clear();
@@ -299,6 +315,9 @@ impl LockingCoordinator {
     /// The procedure is done and the last unit committed (or failed): end the transaction.
     fn finish(&mut self, txn: TxnId, result: Result<(), Error>, ctx: &mut CoordCtx) {
         let t = self.txns.remove(&txn).expect("live txn");
+        if t.answered_early {
+            self.background -= 1;
+        }
         if t.base {
             // EndBase goes out only after every commit decision of the transaction has been
             // acknowledged: a partition that ended it ignores later commits for it.
@@ -596,6 +615,7 @@ impl CoordinatorEngine for LockingCoordinator {
                 retry_at: None,
                 retries: 0,
                 wounded: false,
+                answered_early: false,
                 last_progress: ctx.now,
             },
         );
@@ -752,6 +772,7 @@ impl CoordinatorEngine for LockingCoordinator {
                     retry_at: None,
                     retries: 0,
                     wounded: false,
+                    answered_early: false,
                     last_progress: Time::ZERO,
                 };
                 self.txns.insert(txn, t);
