@@ -89,6 +89,35 @@ struct CTxn {
     last_progress: Time,
 }
 
+impl CTxn {
+    fn new(class: TxnClass, procedure: Option<(String, Vec<Value>)>, attempt: u32, now: Time) -> Self {
+        CTxn {
+            class,
+            base: class.base,
+            procedure,
+            attempt,
+            sub: 0,
+            in_sub: false,
+            unit_parts: BTreeSet::new(),
+            unit_writes: BTreeMap::new(),
+            unit_results: Vec::new(),
+            unit_error: None,
+            all_parts: BTreeSet::new(),
+            in_flight: BTreeMap::new(),
+            context: BTreeMap::new(),
+            decided_subs: 0,
+            logic_logged: false,
+            accepted: false,
+            phase: Phase::Running,
+            retry_at: None,
+            retries: 0,
+            wounded: false,
+            answered_early: false,
+            last_progress: now,
+        }
+    }
+}
+
 /// A logged commit decision not yet acknowledged by every participant.
 #[derive(Debug)]
 struct Pending {
@@ -592,33 +621,8 @@ impl CoordinatorEngine for LockingCoordinator {
         let age = (self.next_age << 8) | (txn.node.0 as u64 & 0xff);
         let base = self.cfg.base && opts.base;
         let class = TxnClass { isolation: opts.isolation, base, age, immortal: false };
-        self.txns.insert(
-            txn,
-            CTxn {
-                class,
-                base,
-                procedure: opts.procedure.clone(),
-                attempt: txn.epoch << 16,
-                sub: 0,
-                in_sub: false,
-                unit_parts: BTreeSet::new(),
-                unit_writes: BTreeMap::new(),
-                unit_results: Vec::new(),
-                unit_error: None,
-                all_parts: BTreeSet::new(),
-                in_flight: BTreeMap::new(),
-                context: BTreeMap::new(),
-                decided_subs: 0,
-                logic_logged: false,
-                accepted: false,
-                phase: Phase::Running,
-                retry_at: None,
-                retries: 0,
-                wounded: false,
-                answered_early: false,
-                last_progress: ctx.now,
-            },
-        );
+        let t = CTxn::new(class, opts.procedure.clone(), txn.epoch << 16, ctx.now);
+        self.txns.insert(txn, t);
     }
 
     fn issue(&mut self, id: SubOpId, op: PartOp, ctx: &mut CoordCtx) {
@@ -751,30 +755,9 @@ impl CoordinatorEngine for LockingCoordinator {
             postcard::from_bytes(record).map_err(|e| Error::Storage(format!("locking coordinator record: {e}")))?;
         match record {
             CoordinatorRecord::BaseLogic { txn, procedure, args, age, isolation } => {
-                let t = CTxn {
-                    class: TxnClass { isolation, base: true, age, immortal: false },
-                    base: true,
-                    procedure: Some((procedure, args)),
-                    attempt: 0,
-                    sub: 0,
-                    in_sub: false,
-                    unit_parts: BTreeSet::new(),
-                    unit_writes: BTreeMap::new(),
-                    unit_results: Vec::new(),
-                    unit_error: None,
-                    all_parts: BTreeSet::new(),
-                    in_flight: BTreeMap::new(),
-                    context: BTreeMap::new(),
-                    decided_subs: 0,
-                    logic_logged: true,
-                    accepted: false,
-                    phase: Phase::Running,
-                    retry_at: None,
-                    retries: 0,
-                    wounded: false,
-                    answered_early: false,
-                    last_progress: Time::ZERO,
-                };
+                let class = TxnClass { isolation, base: true, age, immortal: false };
+                let mut t = CTxn::new(class, Some((procedure, args)), 0, Time::ZERO);
+                t.logic_logged = true;
                 self.txns.insert(txn, t);
             }
             CoordinatorRecord::Decided { unit, writes, results } => {
