@@ -218,7 +218,8 @@ mod tests {
     }
 
     /// Every pair the table says commutes must commute on a spread of old values; every
-    /// non-commuting same-type pair in the sample must have a witness.
+    /// "no" cell is spot-checked with a witness (a table marked "no" is conservative: some
+    /// operand pairs, e.g. `Assign(x)` and `Min(y)` with x <= y, commute anyway).
     #[test]
     fn commutativity_table_matches_brute_force() {
         let ints = [-3i64, 0, 2, 7];
@@ -235,7 +236,6 @@ mod tests {
         }
         for a in &formulas {
             for b in &formulas {
-                let mut witness = false;
                 for &o in &ints {
                     let old = Value::Int(o);
                     let ab = a.apply(&old).and_then(|v| b.apply(&v)).unwrap();
@@ -243,9 +243,7 @@ mod tests {
                     if a.commutes_with(b) {
                         assert_eq!(ab, ba, "{a} and {b} should commute on {old}");
                     }
-                    witness |= ab != ba;
                 }
-                let _ = witness;
             }
         }
         // Spot checks of "no" cells with a witness.

@@ -15,6 +15,7 @@
 //! With a data directory every machine keeps a WAL (group commit per worker loop iteration);
 //! without one nothing touches the disk.
 
+use crate::due::Due;
 use crate::host::Host;
 use crate::topology::ClusterSpec;
 use crate::transport::Transport;
@@ -80,29 +81,6 @@ impl Default for EmbeddedConfig {
             fsync: FsyncPolicy::Never,
             request_timeout: litmus_engine::client::REQUEST_TIMEOUT_DEFAULT,
         }
-    }
-}
-
-/// A message on its way, due at `at`.
-struct Timed {
-    at: Time,
-    seq: u64,
-    env: Envelope,
-}
-impl PartialEq for Timed {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for Timed {}
-impl PartialOrd for Timed {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Timed {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (o.at, o.seq).cmp(&(self.at, self.seq)) // min-heap
     }
 }
 
@@ -263,7 +241,7 @@ fn worker_loop(
     records: Arc<AtomicU64>,
 ) -> Result<(), Error> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut heap: BinaryHeap<Timed> = BinaryHeap::new();
+    let mut heap: BinaryHeap<Due<Envelope>> = BinaryHeap::new();
     let tick = Duration::from_millis(litmus_engine::machine::TICK_INTERVAL_MS);
     let mut next_tick = router.now() + tick;
     let mut recorded = 0;
@@ -274,19 +252,19 @@ fn worker_loop(
             // Wait for a message or the deadline (at most 50 ms so `stop` is noticed).
             let wait = (deadline - now).min(Duration::from_millis(50));
             match inbox.recv_timeout(wait) {
-                Ok((at, env)) => heap.push(Timed { at, seq: router.seq.fetch_add(1, Ordering::Relaxed), env }),
+                Ok((at, env)) => heap.push(Due { at, seq: router.seq.fetch_add(1, Ordering::Relaxed), item: env }),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
         }
         while let Ok((at, env)) = inbox.try_recv() {
-            heap.push(Timed { at, seq: router.seq.fetch_add(1, Ordering::Relaxed), env });
+            heap.push(Due { at, seq: router.seq.fetch_add(1, Ordering::Relaxed), item: env });
         }
         let now = router.now();
         let mut stepped = 0;
         while stepped < WORKER_BATCH_MAX && heap.peek().is_some_and(|t| t.at <= now) {
             let t = heap.pop().expect("peeked");
-            host.step(now, t.env.to, Input::Message(t.env))?;
+            host.step(now, t.item.to, Input::Message(t.item))?;
             stepped += 1;
         }
         if now >= next_tick {

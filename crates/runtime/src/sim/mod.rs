@@ -30,6 +30,7 @@
 
 pub mod workload;
 
+use crate::due::Due;
 use crate::topology::{ClusterSpec, Host};
 use litmus_core::{ClientId, Error, NodeId, Time};
 use litmus_engine::message::{RequestBody, ResponseBody};
@@ -186,28 +187,6 @@ enum Event {
     FaultCheck,
 }
 
-struct Scheduled {
-    at: Time,
-    seq: u64,
-    event: Event,
-}
-impl PartialEq for Scheduled {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for Scheduled {}
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Scheduled {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (o.at, o.seq).cmp(&(self.at, self.seq))
-    }
-}
-
 #[derive(Default)]
 struct SimDisk {
     snapshot: Option<Vec<u8>>,
@@ -237,7 +216,7 @@ pub struct Simulator {
     spec: ClusterSpec,
     now: Time,
     rng: ChaCha8Rng,
-    queue: BinaryHeap<Scheduled>,
+    queue: BinaryHeap<Due<Event>>,
     seq: u64,
     nodes: Vec<SimNode>,
     clients: Vec<SimClient>,
@@ -309,7 +288,7 @@ impl Simulator {
 
     fn schedule(&mut self, after: Duration, event: Event) {
         self.seq += 1;
-        self.queue.push(Scheduled { at: self.now + after, seq: self.seq, event });
+        self.queue.push(Due { at: self.now + after, seq: self.seq, item: event });
     }
 
     fn node_now(&self, node: NodeId) -> Time {
@@ -406,7 +385,7 @@ impl Simulator {
         assert!(self.report.events < SIM_EVENTS_MAX, "seed {}: event limit reached (livelock?)", self.cfg.seed);
         debug_assert!(s.at >= self.now);
         self.now = s.at;
-        match s.event {
+        match s.item {
             Event::Deliver(env) => self.deliver(env, driver)?,
             Event::Tick(node) => {
                 if self.nodes[node.0 as usize].up {

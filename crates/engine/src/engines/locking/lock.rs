@@ -66,17 +66,14 @@
 //!
 //! ## Rule 5 — deadlocks: wait-die on the owner's age
 //!
-//! **Rule 5a — ACID never waits for BASE** (on in the engine, [`LockManager::acid_never_waits_for_base`];
-//! off in [`LockManager::new`], which reproduces the paper's figures). An ACID request blocked by an alkaline or saline
-//! lock (held, releasing or queued) dies instead of waiting. An accepted BASE transaction cannot
-//! be aborted: its saline locks stay until it ends, and when concurrency control aborts one of
-//! its subtransactions it re-runs. If an ACID transaction waited for its saline lock while
-//! holding a lock that BASE transaction needs, wait-die could not break the cycle (the BASE side
-//! would die and re-run forever; found by the simulator, `litmus sim --workload bank --engine
-//! salt`). With rule 5a the waits-for edges are ACID→ACID and BASE→BASE (older to younger,
-//! wait-die) and BASE→ACID (also wait-die), never ACID→BASE, so there is still no cycle. The price:
-//! an ACID transaction that meets a BASE transaction's lock aborts (retryably) where Salt's
-//! Fig. 3(a)/(c) shows it waiting; isolation is the same, only liveness under contention differs.
+//! **Rule 5b — accepted BASE transactions wound.** An accepted BASE transaction cannot be
+//! aborted: its saline locks stay until it ends. If an older ACID transaction waited for such a
+//! saline lock while holding a lock the BASE transaction needs, wait-die could not break the
+//! cycle (the BASE side would die and re-run forever; found by the simulator, `litmus sim
+//! --workload bank --engine salt`). So requests of accepted BASE transactions use
+//! [`LockManager::acquire_immortal`]: they never die for wait-die, they wait, and the caller
+//! *wounds* ([`LockManager::wound_targets`]) the older transactions they wait for, which can
+//! abort. ACID requests still wait for BASE locks in FIFO order, as in Salt Fig. 3.
 //!
 //! Each owner carries an `age` (smaller = older; a retried transaction keeps its age; ties are
 //! broken by `TxnId`, so priorities are a total order). A request that cannot be granted looks at
@@ -376,19 +373,11 @@ pub struct LockManager {
     ranges: BTreeMap<TableId, Vec<u64>>,
     by_txn: BTreeMap<TxnId, BTreeSet<u64>>,
     waiting: BTreeSet<u64>,
-    /// Rule 5a on: ACID requests never wait for BASE locks (what the engine uses).
-    acid_never_waits_for_base: bool,
 }
 
 impl LockManager {
-    /// The lock manager of the paper's figures: ACID requests may wait for BASE locks.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// The lock manager the engine runs: rule 5a on (ACID never waits for BASE).
-    pub fn acid_never_waits_for_base() -> Self {
-        LockManager { acid_never_waits_for_base: true, ..Self::default() }
     }
 
     /// Asks for a lock (rules 1–5). `token` names the request in a later [`Grant`].
@@ -457,14 +446,6 @@ impl LockManager {
             self.insert(owner, table, target, mode, State::Waiting { token });
             self.make_held(seq);
             return Decision::Granted;
-        }
-        // Rule 5a: an ACID request never waits for a BASE transaction (alkaline or saline lock,
-        // held or queued): it dies. See the module doc.
-        if self.acid_never_waits_for_base
-            && mode.class == LockClass::Acid
-            && blockers.iter().any(|b| self.entries[b].mode.class != LockClass::Acid)
-        {
-            return Decision::Die;
         }
         match self.waits_for(mode, &blockers) {
             Some(others) if immortal && others.values().all(|o| o.txn != owner.txn) => {
@@ -1634,25 +1615,23 @@ mod tests {
         }
     }
 
-    /// Rule 5a: with the engine's policy, an ACID request blocked by a saline (or alkaline)
-    /// lock dies instead of waiting, while BASE requests still wait for older ACID holders.
+    /// Rule 5b: a request of an accepted BASE transaction blocked by an older transaction
+    /// waits instead of dying, and names the older blocker to wound; an ordinary request in
+    /// the same place dies (wait-die).
     #[test]
-    fn rule5a_acid_never_waits_for_base_in_the_engine_policy() {
-        let mut lm = LockManager::acid_never_waits_for_base();
-        let sal_w = LockMode { class: LockClass::Alkaline, access: Access::Write };
-        assert_eq!(lm.acquire(Owner { txn: txn(5), age: 5 }, TABLE, key(1), sal_w, 1), Decision::Granted);
-        lm.downgrade_alkaline(txn(5));
-        let acid_r = LockMode { class: LockClass::Acid, access: Access::Read };
-        // Older ACID reader: waits under the paper's policy, dies under rule 5a.
-        assert_eq!(lm.acquire(Owner { txn: txn(1), age: 1 }, TABLE, key(1), acid_r, 2), Decision::Die);
-        let mut paper = LockManager::new();
-        assert_eq!(paper.acquire(Owner { txn: txn(5), age: 5 }, TABLE, key(1), sal_w, 1), Decision::Granted);
-        paper.downgrade_alkaline(txn(5));
-        assert_eq!(paper.acquire(Owner { txn: txn(1), age: 1 }, TABLE, key(1), acid_r, 2), Decision::Waiting);
-        // A BASE request blocked by a younger ACID holder still waits.
+    fn rule5b_accepted_base_waits_and_wounds_older_blockers() {
+        let mut lm = LockManager::new();
         let acid_w = LockMode { class: LockClass::Acid, access: Access::Write };
-        assert_eq!(lm.acquire(Owner { txn: txn(9), age: 9 }, TABLE, key(2), acid_w, 3), Decision::Granted);
         let alk_w = LockMode { class: LockClass::Alkaline, access: Access::Write };
-        assert_eq!(lm.acquire(Owner { txn: txn(5), age: 5 }, TABLE, key(2), alk_w, 4), Decision::Waiting);
+        assert_eq!(lm.acquire(Owner { txn: txn(1), age: 1 }, TABLE, key(1), acid_w, 1), Decision::Granted);
+        // Younger ordinary BASE request: dies.
+        assert_eq!(lm.acquire(Owner { txn: txn(5), age: 5 }, TABLE, key(1), alk_w, 2), Decision::Die);
+        // Younger accepted BASE request: waits and wounds txn 1.
+        assert_eq!(lm.acquire_immortal(Owner { txn: txn(5), age: 5 }, TABLE, key(1), alk_w, 3), Decision::Waiting);
+        assert_eq!(lm.wound_targets(txn(5)), vec![txn(1)]);
+        // The wounded transaction aborts: the waiter is granted.
+        let grants = lm.release_all(txn(1));
+        assert_eq!(grants, vec![Grant { txn: txn(5), token: 3 }]);
+        assert!(lm.wound_targets(txn(5)).is_empty());
     }
 }
