@@ -271,7 +271,9 @@ impl LockingCoordinator {
         let parts = t.unit_parts.clone();
         let logged = t.base || parts.len() > 1;
         if logged {
-            let writes = t.unit_writes.iter().map(|(p, w)| (*p, w.clone())).collect();
+            // Every participant is listed, read-only ones with no writes: on replay the list is
+            // who must still acknowledge (a missing one would never be sent the commit again).
+            let writes = parts.iter().map(|p| (*p, t.unit_writes.get(p).cloned().unwrap_or_default())).collect();
             let results = if t.base { t.unit_results.clone() } else { vec![] };
             Self::persist(ctx, &CoordinatorRecord::Decided { unit, writes, results });
             self.decisions.insert(unit, Pending { waiting: parts.clone(), writes: t.unit_writes.clone() });
@@ -584,6 +586,15 @@ impl LockingCoordinator {
         ctx.send_to_partition(from, request(decision));
     }
 
+    /// A partition asks about a BASE transaction of an earlier incarnation of ours (see
+    /// [`Reply::QueryBase`]).
+    fn on_query_base(&mut self, txn: TxnId, from: PartitionId, ctx: &mut CoordCtx) {
+        if txn.epoch >= ctx.epoch || self.txns.contains_key(&txn) || self.ending.contains_key(&txn) {
+            return; // ours and alive: rolled forward or ending, the partition will hear of it
+        }
+        ctx.send_to_partition(from, request(Request::EndBase { txn }));
+    }
+
     /// Sends `EndBase` for `txn` if none of its commit decisions is still unacknowledged.
     fn send_end_base(&self, txn: TxnId, ctx: &mut CoordCtx) {
         let Some(waiting) = self.ending.get(&txn) else { return };
@@ -720,6 +731,7 @@ impl CoordinatorEngine for LockingCoordinator {
             Reply::Committed { unit } => self.on_committed(unit, from, ctx),
             Reply::Aborted { unit } => self.on_commit_refused(unit, from, ctx),
             Reply::Query { unit } => self.on_query(unit, from, ctx),
+            Reply::QueryBase { txn } => self.on_query_base(txn, from, ctx),
             Reply::Wound { txn } => self.on_wound(txn, ctx),
             Reply::BaseEnded { txn } => {
                 if let Some(waiting) = self.ending.get_mut(&txn) {

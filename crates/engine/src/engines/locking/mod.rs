@@ -21,7 +21,11 @@
 //! Aborts are never logged. Recovery: a participant relocks its in-doubt transactions and asks
 //! the coordinator (`Query`); the coordinator answers from its log, and resends `Commit` for
 //! every decision without `Ended`. A coordinator that restarts tells every partition its new
-//! epoch; partitions drop the unprepared work of its older epochs.
+//! epoch; partitions drop the unprepared ACID work of its older epochs. BASE work of an older
+//! epoch stays (its subtransaction may have been decided just before the crash, and its row
+//! images are only valid under its locks): the partition asks about the transaction
+//! (`QueryBase`) until the new incarnation rolls it forward, ends it, or — not in its log, so
+//! never accepted — answers `EndBase`.
 //!
 //! ## BASE transactions (Salt §4–§6)
 //!
@@ -174,6 +178,14 @@ pub enum Reply {
     Query {
         unit: Unit,
     },
+    /// A partition holds work of BASE transaction `txn`, begun by an earlier incarnation of
+    /// this coordinator: is it still alive? Unknown to the coordinator's log means it was never
+    /// accepted (its logic is logged before its first subtransaction commits), so nothing of it
+    /// committed anywhere and the answer is `EndBase`; a known one is rolled forward (or ended)
+    /// by the coordinator, which needs no answer.
+    QueryBase {
+        txn: TxnId,
+    },
     /// The BASE transaction's locks here are released (answer to `EndBase`).
     BaseEnded {
         txn: TxnId,
@@ -208,7 +220,8 @@ pub enum Record {
 pub enum CoordinatorRecord {
     /// Salt §6.1: the logic of a BASE transaction, logged before it is accepted.
     BaseLogic { txn: TxnId, procedure: String, args: Vec<litmus_core::Value>, age: u64, isolation: Isolation },
-    /// A commit decision (2PC, or any BASE subtransaction): every participant's writes, and for
+    /// A commit decision (2PC, or any BASE subtransaction): every participant (read-only ones
+    /// with no writes) and its writes, and for
     /// a subtransaction the results of its operations (the context table, Salt §6.2).
     Decided {
         unit: Unit,

@@ -222,6 +222,14 @@ impl LockingPartition {
             t.sub = unit.sub;
             t.buffer.clear();
             if fresh_run {
+                // The earlier run's logged locks go with it (a restart must not relock them: others
+                // may take them from now on).
+                let stale: Vec<Unit> = self.state.pending.keys().filter(|u| u.txn == txn).copied().collect();
+                for unit in stale {
+                    let record = PartitionRecord::Locking(Record::Aborted { unit });
+                    ctx.log(&record);
+                    self.apply_record(record, ctx.store);
+                }
                 let grants = self.locks.cancel_waits(txn);
                 self.parked.retain(|_, p| p.unit.txn != txn);
                 let mut grants2 = self.locks.release_non_saline(txn);
@@ -482,18 +490,20 @@ impl LockingPartition {
             return;
         }
         self.epochs.insert(node, epoch);
-        let stale: Vec<(TxnId, bool, u32)> = self
+        // Unprepared ACID work of a dead incarnation can still abort: roll it back. BASE work
+        // is left in place — a subtransaction whose operations ran here may have been decided
+        // just before the crash (its commit will be re-sent, and its row images are only
+        // correct while we keep its locks), and an accepted transaction is rolled forward (its
+        // new run supersedes what is here). The sweep asks the coordinator about the rest
+        // (`Reply::QueryBase`): one it never logged is ended.
+        let stale: Vec<TxnId> = self
             .txns
             .iter()
-            // Work of an older incarnation; a BASE transaction already being rolled forward by
-            // the new one runs under an attempt number of the new epoch and is left alone.
-            .filter(|(id, t)| id.node == node && id.epoch < epoch && !t.prepared && t.attempt < (epoch << 16))
-            .map(|(id, t)| (*id, t.class.base, t.sub))
+            .filter(|(id, t)| id.node == node && id.epoch < epoch && !t.prepared && !t.class.base)
+            .map(|(id, _)| *id)
             .collect();
-        for (txn, base, sub) in stale {
-            // Unprepared work of a dead incarnation: roll it back. A BASE transaction keeps its
-            // saline locks: the restarted coordinator rolls it forward.
-            self.on_abort(None, Unit { txn, sub: if base { sub.max(1) } else { 0 } }, ctx);
+        for txn in stale {
+            self.on_abort(None, Unit { txn, sub: 0 }, ctx);
         }
     }
 
@@ -504,6 +514,16 @@ impl LockingPartition {
         self.last_sweep = ctx.now;
         for (unit, (node, _)) in &self.state.in_doubt {
             ctx.reply(Addr::Coordinator(*node), reply(Reply::Query { unit: *unit }));
+        }
+        // BASE transactions of dead coordinator incarnations: still alive?
+        let orphaned_base: BTreeSet<TxnId> = self
+            .txns
+            .iter()
+            .filter(|(id, t)| t.class.base && self.epochs.get(&id.node).is_some_and(|&e| e > id.epoch))
+            .map(|(id, _)| *id)
+            .collect();
+        for txn in orphaned_base {
+            ctx.reply(Addr::Coordinator(txn.node), reply(Reply::QueryBase { txn }));
         }
         // Wounds may be lost: repeat them while an accepted BASE transaction still waits.
         let waiting: BTreeSet<TxnId> = self
