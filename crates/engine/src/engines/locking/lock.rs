@@ -135,8 +135,14 @@
 //!   - alkaline subtransaction aborts: [`LockManager::release_non_saline`] (keeps the saline locks
 //!     of earlier subtransactions).
 //!   - BASE transaction ends: [`LockManager::release_all`].
-//! * [`LockClass::Saline`] may be acquired directly (relocking after a partition restart; the
-//!   rule-6 dependencies of the lost locks are not restored).
+//! * Partition restart: the partition persists each lock it must get back as a [`HeldLock`]
+//!   with its **grant number** (the order locks were granted in, across incarnations) and
+//!   relocks them with [`LockManager::acquire_recovered`] in that order. Rule-6 dependencies are
+//!   fixed at grant from what is held then, so granting the survivors in their old order
+//!   rebuilds exactly the dependencies among them that were still pending (a lock granted
+//!   earlier and still held at the crash was held at the later grant too; one granted later
+//!   was not). Locks of ended BASE transactions that rule 6 was holding back are persisted too,
+//!   relocked and released again (they become *releasing* once more).
 //! * An operation that reads a value and writes another from it must hold a read lock on what it
 //!   read (rule 6b only sees read locks). A blind or formula write needs only the write lock.
 //! * A waiting transaction that is aborted: [`LockManager::cancel_waits`] if it keeps running
@@ -334,9 +340,21 @@ enum State {
     Releasing,
 }
 
+/// A held lock as persisted by a partition, to be taken again after a restart.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldLock {
+    pub table: TableId,
+    pub target: Target,
+    pub mode: LockMode,
+    /// Grant number: locks are relocked in this order (see the module doc).
+    pub granted: u64,
+}
+
 /// A lock or a waiting request. Its key in `LockManager::entries` is its request sequence number.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Entry {
+    /// Grant number (meaningful once held): increasing in grant order.
+    granted: u64,
     owner: Owner,
     table: TableId,
     target: Target,
@@ -365,6 +383,8 @@ impl Entry {
 pub struct LockManager {
     /// The next request's sequence number (rule 3: "earlier" means smaller).
     seq_next: u64,
+    /// The next grant number ([`HeldLock::granted`]).
+    granted_next: u64,
     /// Every lock and waiting request, by sequence number.
     entries: BTreeMap<u64, Entry>,
     /// Per-key queues: sequence numbers in increasing order.
@@ -398,6 +418,22 @@ impl LockManager {
         token: u64,
     ) -> Decision {
         self.acquire_as(owner, table, target, mode, token, true)
+    }
+
+    /// Takes a lock back after a restart, with the grant number it had (call in increasing
+    /// grant order, before any other request). The recovered locks were all held at once, so
+    /// the request is always granted. Their owner counts as the oldest for wait-die (age 0):
+    /// requesters die and retry rather than queue behind a lock whose owner may itself need to
+    /// queue behind them (a rolled-forward BASE transaction waits on anyone).
+    pub fn acquire_recovered(&mut self, txn: TxnId, lock: &HeldLock) {
+        let id = self.seq_next;
+        let owner = Owner { txn, age: 0 };
+        let d = self.acquire_as(owner, lock.table, lock.target.clone(), lock.mode, u64::MAX, true);
+        assert_eq!(d, Decision::Granted, "locks held together before a restart are compatible");
+        if let Some(e) = self.entries.get_mut(&id) {
+            e.granted = lock.granted;
+        }
+        self.granted_next = self.granted_next.max(lock.granted + 1);
     }
 
     /// Transactions older than `txn` that its waiting requests wait for (rule 5b's victims).
@@ -537,6 +573,16 @@ impl LockManager {
     /// Every lock `txn` holds, releasing ones included, in acquisition order.
     pub fn held(&self, txn: TxnId) -> Vec<(TableId, Target, LockMode)> {
         self.locks_of(txn, Entry::is_held)
+    }
+
+    /// [`LockManager::held`] with grant numbers, as a partition persists them.
+    pub fn held_locks(&self, txn: TxnId) -> Vec<HeldLock> {
+        self.ids_of(txn)
+            .into_iter()
+            .map(|id| &self.entries[&id])
+            .filter(|e| e.is_held())
+            .map(|e| HeldLock { table: e.table, target: e.target.clone(), mode: e.mode, granted: e.granted })
+            .collect()
     }
 
     /// The locks of `txn` that its owner released but rule 6 holds back.
@@ -705,7 +751,17 @@ impl LockManager {
         if matches!(state, State::Waiting { .. }) {
             self.waiting.insert(id);
         }
-        let entry = Entry { owner, table, target, mode, state, deps: Vec::new(), pending: 0, dependents: Vec::new() };
+        let entry = Entry {
+            granted: 0,
+            owner,
+            table,
+            target,
+            mode,
+            state,
+            deps: Vec::new(),
+            pending: 0,
+            dependents: Vec::new(),
+        };
         self.entries.insert(id, entry);
     }
 
@@ -717,6 +773,8 @@ impl LockManager {
             self.entries.get_mut(d).expect("a dependency is held").dependents.push(id);
         }
         let e = self.entries.get_mut(&id).expect("entry exists");
+        e.granted = self.granted_next;
+        self.granted_next += 1;
         e.state = State::Held;
         e.pending = deps.len();
         e.deps = deps;

@@ -39,6 +39,9 @@
 //!   BASE transactions see the committed subtransaction and ACID transactions never do.
 //! * The two saline release-order rules of §5.1 (indirect dirty reads) are enforced by the lock
 //!   manager ([`lock`], §6.3's O(1) pointer check).
+//!   They survive a partition restart: locks are persisted with their grant order and relocked
+//!   in it, and locks rule 6 still holds back when their transaction ends are persisted too
+//!   (`tests/salt_restart.rs`).
 //! * **Accept vs commit** (§6.1): before the first subtransaction commits, the coordinator logs
 //!   the transaction's logic (procedure + arguments); when it commits the client is answered
 //!   (early commit). An accepted transaction always commits.
@@ -70,9 +73,6 @@
 //!
 //! ## Not implemented (yet)
 //!
-//! * Saline release-order dependencies are not persisted: after a *partition* restart, the
-//!   recovered saline locks of unfinished BASE transactions are reacquired, but their §5.1
-//!   ordering edges are not.
 //! * Lock waits have no timeout beyond wait-die; a transaction whose coordinator disappears
 //!   forever holds its locks until that coordinator restarts (its new epoch releases them).
 
@@ -197,22 +197,21 @@ pub enum Reply {
 pub enum Record {
     /// A unit committed: its writes, and (for a subtransaction) the saline locks its BASE
     /// transaction holds here, and (local commits) the op results for roll-forward.
-    Commit {
-        unit: Unit,
-        writes: Vec<WriteImage>,
-        saline: Vec<(TableId, lock::Target, lock::LockMode)>,
-        results: Vec<(u32, PartResult)>,
-    },
+    Commit { unit: Unit, writes: Vec<WriteImage>, saline: Vec<lock::HeldLock>, results: Vec<(u32, PartResult)> },
     /// 2PC first phase: the unit's write locks, to relock if we restart in doubt.
-    Prepared { unit: Unit, coordinator: NodeId, locks: Vec<(TableId, lock::Target, lock::LockMode)> },
+    Prepared { unit: Unit, coordinator: NodeId, locks: Vec<lock::HeldLock> },
     /// A prepared unit was rolled back.
     Aborted { unit: Unit },
     /// Locks a BASE subtransaction's operation took here, logged before it is answered: its
     /// commit decision may be re-sent after we restart, and until it arrives nobody else may
     /// write what it wrote (its row images would overwrite theirs).
-    Locked { unit: Unit, locks: Vec<(TableId, lock::Target, lock::LockMode)> },
-    /// A BASE transaction ended here (its saline locks are gone).
-    BaseEnded { txn: TxnId },
+    Locked { unit: Unit, locks: Vec<lock::HeldLock> },
+    /// A BASE transaction ended here. Its saline locks are gone, except `releasing`: those rule
+    /// 6 still holds back (§5.1), relocked and released again after a restart.
+    BaseEnded { txn: TxnId, releasing: Vec<lock::HeldLock> },
+    /// The locks rule 6 held back for ended `txn` are gone (logged in the step that freed them,
+    /// before any lock they kept out can be logged by someone else).
+    Released { txn: TxnId },
 }
 
 /// The coordinator's log records (inside `CoordRecord::Engine`).

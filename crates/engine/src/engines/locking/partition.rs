@@ -1,7 +1,7 @@
 //! The partition half of the locking engine: locks, buffered writes, commit, 2PC participant.
 //! See the module doc of [`super`] for the protocol.
 
-use super::lock::{Decision, Grant, LockClass, LockManager, LockMode, Owner, Target};
+use super::lock::{Decision, Grant, HeldLock, LockClass, LockManager, LockMode, Owner, Target};
 use super::{LockingConfig, Record, Reply, Request, TxnClass, Unit, WriteImage};
 use crate::engine::{PartCtx, PartitionEngine};
 use crate::message::{Addr, EngineReply, EngineRequest, PartitionRecord, SubOpId};
@@ -23,7 +23,7 @@ pub const ORPHAN_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often an in-doubt participant asks its coordinator for the decision.
 pub const QUERY_INTERVAL: Duration = Duration::from_millis(100);
 
-type LockList = Vec<(TableId, Target, LockMode)>;
+type LockList = Vec<HeldLock>;
 
 /// A transaction's state at this partition.
 #[derive(Debug)]
@@ -71,6 +71,9 @@ struct State {
     /// Locks of BASE subtransactions whose operations ran here but whose commit or rollback has
     /// not arrived: relocked after a restart.
     pending: BTreeMap<Unit, LockList>,
+    /// Saline locks of ended BASE transactions that rule 6 holds back (relocked and released
+    /// again after a restart), until a `Released` record says they are gone.
+    releasing: BTreeMap<TxnId, LockList>,
 }
 
 pub struct LockingPartition {
@@ -118,37 +121,45 @@ impl LockingPartition {
         }
     }
 
-    /// Reacquires the locks of in-doubt units and of unfinished BASE transactions after a
-    /// restart (the lock table is empty, so every request is granted).
+    /// Reacquires the locks of in-doubt units, of unfinished BASE transactions and those rule 6
+    /// holds back after a restart, in their old grant order so that the §5.1 release-order
+    /// dependencies among them come back as they were (see the lock module doc). The lock table
+    /// is empty and these locks were all held at once, so every request is granted.
     fn relock(&mut self, now: Time) {
         self.relock_pending = false;
-        let mut all: Vec<(TxnId, NodeId, LockList)> = Vec::new();
-        for (unit, (node, locks)) in &self.state.in_doubt {
-            all.push((unit.txn, *node, locks.clone()));
+        let mut all: Vec<(TxnId, &HeldLock)> = Vec::new();
+        for (unit, (_, locks)) in &self.state.in_doubt {
+            all.extend(locks.iter().map(|l| (unit.txn, l)));
         }
-        for (txn, locks) in &self.state.saline {
-            all.push((*txn, txn.node, locks.clone()));
+        for (txn, locks) in self.state.saline.iter().chain(&self.state.releasing) {
+            all.extend(locks.iter().map(|l| (*txn, l)));
         }
         for (unit, locks) in &self.state.pending {
-            all.push((unit.txn, unit.txn.node, locks.clone()));
+            all.extend(locks.iter().map(|l| (unit.txn, l)));
         }
-        for (txn, node, locks) in all {
-            for (table, target, mode) in locks {
-                let d = self.locks.acquire(Owner { txn, age: 0 }, table, target, mode, u64::MAX);
-                assert!(matches!(d, Decision::Granted), "relock after restart must be granted");
-            }
-            let prepared = self.state.in_doubt.keys().any(|u| u.txn == txn);
-            let base = self.state.saline.contains_key(&txn) || self.state.pending.keys().any(|u| u.txn == txn);
-            let _ = node;
-            self.txns.entry(txn).or_insert(PTxn {
+        all.sort_by_key(|(_, l)| l.granted);
+        for (txn, lock) in all {
+            self.locks.acquire_recovered(txn, lock);
+        }
+        for txn in self.state.releasing.keys() {
+            self.locks.release_all(*txn);
+        }
+        let in_doubt = self.state.in_doubt.keys().map(|u| (u.txn, u.sub, true));
+        let pending = self.state.pending.keys().map(|u| (u.txn, u.sub, false));
+        let saline = self.state.saline.keys().map(|t| (*t, 0, false));
+        let live: Vec<(TxnId, u32, bool)> = in_doubt.chain(pending).chain(saline).collect();
+        for (txn, sub, prepared) in live {
+            let base = !prepared;
+            let t = self.txns.entry(txn).or_insert(PTxn {
                 class: TxnClass { isolation: Default::default(), base, age: 0, immortal: base },
-                sub: 0,
+                sub,
                 attempt: 0,
                 buffer: BTreeMap::new(),
                 prepared,
                 last_active: now,
                 seen: BTreeSet::new(),
             });
+            t.sub = t.sub.max(sub);
         }
     }
 
@@ -292,7 +303,17 @@ impl LockingPartition {
         }
     }
 
+    /// Runs the operations whose locks were granted. Every lock release goes through here: first
+    /// it logs that held-back locks of ended BASE transactions are gone, so that a restart never
+    /// relocks them next to what they kept out.
     fn resume(&mut self, grants: Vec<Grant>, ctx: &mut PartCtx) {
+        let freed: Vec<TxnId> =
+            self.state.releasing.keys().filter(|txn| self.locks.held(**txn).is_empty()).copied().collect();
+        for txn in freed {
+            let record = PartitionRecord::Locking(Record::Released { txn });
+            ctx.log(&record);
+            self.apply_record(record, ctx.store);
+        }
         for g in grants {
             if let Some(p) = self.parked.remove(&g.token) {
                 self.advance(p, ctx);
@@ -346,7 +367,7 @@ impl LockingPartition {
         }
         if !committed && p.unit.sub > 0 && result.is_ok() {
             let locks: LockList =
-                self.locks.held(txn).into_iter().filter(|(_, _, m)| m.class == LockClass::Alkaline).collect();
+                self.locks.held_locks(txn).into_iter().filter(|l| l.mode.class == LockClass::Alkaline).collect();
             if !locks.is_empty() {
                 let record = PartitionRecord::Locking(Record::Locked { unit: p.unit, locks });
                 ctx.log(&record);
@@ -365,7 +386,7 @@ impl LockingPartition {
     }
 
     fn saline_of(&self, txn: TxnId) -> LockList {
-        self.locks.held(txn).into_iter().filter(|(_, _, m)| m.class == LockClass::Saline).collect()
+        self.locks.held_locks(txn).into_iter().filter(|l| l.mode.class == LockClass::Saline).collect()
     }
 
     /// Logs and applies a unit's commit.
@@ -431,7 +452,7 @@ impl LockingPartition {
             Some(t) if t.sub == unit.sub && !self.parked.values().any(|p| p.unit == unit) => {
                 t.prepared = true;
                 let node = unit.txn.node;
-                let locks = self.locks.held(unit.txn);
+                let locks = self.locks.held_locks(unit.txn);
                 let record = PartitionRecord::Locking(Record::Prepared { unit, coordinator: node, locks });
                 ctx.log(&record);
                 self.apply_record(record, ctx.store);
@@ -473,11 +494,14 @@ impl LockingPartition {
         grants.extend(self.locks.release_all(txn));
         self.txns.remove(&txn);
         self.parked.retain(|_, p| p.unit.txn != txn);
+        // What rule 6 holds back must come back after a restart, still held back.
+        let releasing = self.locks.held_locks(txn);
         let holds_state = self.state.saline.contains_key(&txn)
             || self.state.committed.keys().any(|u| u.txn == txn)
-            || self.state.pending.keys().any(|u| u.txn == txn);
+            || self.state.pending.keys().any(|u| u.txn == txn)
+            || !releasing.is_empty();
         if holds_state {
-            let record = PartitionRecord::Locking(Record::BaseEnded { txn });
+            let record = PartitionRecord::Locking(Record::BaseEnded { txn, releasing });
             ctx.log(&record);
             self.apply_record(record, ctx.store);
         }
@@ -582,8 +606,14 @@ impl LockingPartition {
             Record::Locked { unit, locks } => {
                 self.state.pending.insert(unit, locks);
             }
-            Record::BaseEnded { txn } => {
+            Record::Released { txn } => {
+                self.state.releasing.remove(&txn);
+            }
+            Record::BaseEnded { txn, releasing } => {
                 self.state.saline.remove(&txn);
+                if !releasing.is_empty() {
+                    self.state.releasing.insert(txn, releasing);
+                }
                 self.state.pending.retain(|u, _| u.txn != txn);
                 self.state.committed.retain(|u, _| u.txn != txn);
             }
