@@ -162,7 +162,7 @@ pub struct BenchArgs {
 
     /// Run once per value of a parameter (with --compare, every engine at each value), print a
     /// table and draw a figure. PARAM is one of rows, after, cold-rows, read-fraction, clients,
-    /// nodes, partitions, records, read-ratio, txn-size, zipf-theta.
+    /// nodes, partitions, records, read-ratio, txn-size, zipf-theta, base-txns.
     #[arg(long, value_name = "PARAM=V1,V2,...", value_parser = sweep::parse_sweep)]
     pub sweep: Option<Sweep>,
 
