@@ -1197,3 +1197,167 @@ impl Workload for Ticketing {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    const CAP: i64 = 100;
+
+    fn workload(base_txns: u32) -> Ticketing {
+        Ticketing::new(TicketingOptions { seats_per_category: CAP as u64, base_txns }, false).unwrap()
+    }
+
+    /// A consistent snapshot: category 0 has order 0 (2 seats, ISSUED) and order 2 (1 seat,
+    /// RESERVED); category 1 has nothing.
+    fn consistent() -> Snapshot {
+        let mut s = Snapshot::default();
+        for id in 0..CATEGORIES * CAP {
+            s.seats.insert(id, (id / CAP, SEAT_FREE, NO_ORDER));
+        }
+        let issued = OrderRow { order_id: 0, cat: 0, first_pos: 0, seats: 2, state: ORDER_ISSUED, customer: 7, amount: 100 };
+        let reserved = OrderRow { order_id: 2, cat: 0, first_pos: 2, seats: 1, state: ORDER_RESERVED, customer: -1, amount: 0 };
+        for (o, seat_state) in [(issued, SEAT_SOLD), (reserved, SEAT_RESERVED)] {
+            for sid in o.seat_ids(CAP) {
+                s.seats.insert(sid, (0, seat_state, o.order_id));
+                if o.state >= ORDER_PAID {
+                    s.tickets.insert((o.order_id, sid), 1);
+                }
+            }
+            s.queue.insert((o.state, bucket_of(o.order_id), o.order_id));
+            s.orders.insert(o.order_id, o);
+        }
+        s.categories = vec![
+            CategoryRow { cat: 0, capacity: CAP, free: CAP - 3, cursor: 3, next_order: 2 },
+            CategoryRow { cat: 1, capacity: CAP, free: CAP, cursor: 0, next_order: 0 },
+        ];
+        s
+    }
+
+    fn problems(s: &Snapshot) -> String {
+        check_snapshot(s, CAP).expect_err("must be rejected").join("; ")
+    }
+
+    #[test]
+    fn a_consistent_snapshot_passes() {
+        let v = check_snapshot(&consistent(), CAP).unwrap();
+        assert_eq!((v.seats, v.sold, v.reserved, v.free), (200, 2, 1, 197));
+        assert_eq!((v.live_orders, v.paid_orders, v.tickets), (2, 1, 2));
+    }
+
+    #[test]
+    fn a_seat_in_two_orders_is_caught_as_sold_twice() {
+        let mut s = consistent();
+        // Order 4 claims seat 1, already sold to order 0.
+        let o = OrderRow { order_id: 4, cat: 0, first_pos: 1, seats: 1, state: ORDER_RESERVED, customer: -1, amount: 0 };
+        s.orders.insert(4, o);
+        s.queue.insert((ORDER_RESERVED, bucket_of(4), 4));
+        assert!(problems(&s).contains("sold twice"), "{}", problems(&s));
+    }
+
+    #[test]
+    fn counters_that_disagree_with_the_seats_are_caught() {
+        let mut s = consistent();
+        s.categories[0].free += 1;
+        assert!(problems(&s).contains("counter says 98 free seats, the seats say 97"), "{}", problems(&s));
+        let mut s = consistent();
+        s.seats.remove(&150);
+        assert!(problems(&s).contains("!= capacity"), "{}", problems(&s));
+    }
+
+    #[test]
+    fn lost_seats_missing_tickets_and_orphans_are_caught() {
+        // A held seat without an order (the order was deleted, the seat never freed).
+        let mut s = consistent();
+        s.seats.insert(50, (0, SEAT_RESERVED, 98));
+        s.categories[0].free -= 1;
+        assert!(problems(&s).contains("lost seat"), "{}", problems(&s));
+        // A paid order missing a ticket.
+        let mut s = consistent();
+        s.tickets.remove(&(0, 1));
+        assert!(problems(&s).contains("has ticket None"), "{}", problems(&s));
+        // A ticket without a paid order.
+        let mut s = consistent();
+        s.tickets.insert((2, 2), 0);
+        assert!(problems(&s).contains("no paid order"), "{}", problems(&s));
+        // An order outside its queue.
+        let mut s = consistent();
+        s.queue.remove(&(ORDER_RESERVED, bucket_of(2), 2));
+        assert!(problems(&s).contains("not in its queue"), "{}", problems(&s));
+    }
+
+    #[test]
+    fn order_seats_wrap_around_the_category() {
+        let o = OrderRow { order_id: 3, cat: 1, first_pos: CAP - 1, seats: 3, state: 1, customer: -1, amount: 0 };
+        assert_eq!(o.seat_ids(CAP), vec![2 * CAP - 1, CAP, CAP + 1]);
+        assert_eq!(order_category(o.order_id), 1);
+    }
+
+    #[test]
+    fn the_mix_has_eleven_kinds_summing_to_one_hundred_percent() {
+        assert_eq!(TRANSACTIONS.iter().map(|t| t.percent).sum::<u32>(), 100);
+        let kinds: BTreeSet<_> = TRANSACTIONS.iter().map(|t| t.kind).collect();
+        assert_eq!(kinds.len(), 11);
+        let w = workload(1);
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut seen = BTreeMap::new();
+        for _ in 0..20_000 {
+            let t = w.generate(&mut rng);
+            *seen.entry(t.kind).or_insert(0u32) += 1;
+        }
+        for t in TRANSACTIONS {
+            let share = f64::from(seen[t.kind]) / 200.0;
+            assert!((share - f64::from(t.percent)).abs() < 1.5, "{}: {share}% for {}%", t.kind, t.percent);
+        }
+    }
+
+    #[test]
+    fn base_txns_picks_base_procedures_in_contention_order() {
+        let expect = |k: u32, create: &str, expire: &str, cancel: &str| {
+            let w = workload(k);
+            assert_eq!(w.procedure_of(&CREATE_ORDER), create, "K={k}");
+            assert_eq!(w.procedure_of(&EXPIRE_RESERVATIONS), expire, "K={k}");
+            assert_eq!(w.procedure_of(&CANCEL_ORDER), cancel, "K={k}");
+            assert_eq!(w.procedure_of(&DELETE_ORDER), PROC_DELETE);
+        };
+        expect(0, PROC_CREATE, PROC_EXPIRE, PROC_CANCEL);
+        expect(1, PROC_CREATE_BASE, PROC_EXPIRE, PROC_CANCEL);
+        expect(2, PROC_CREATE_BASE, PROC_EXPIRE_BASE, PROC_CANCEL);
+        expect(3, PROC_CREATE_BASE, PROC_EXPIRE_BASE, PROC_CANCEL_BASE);
+        let mut registry = Registry::new();
+        workload(1).register(&mut registry);
+        for t in BASE_ORDER {
+            assert!(registry.get(t.base_procedure.unwrap()).unwrap().options.base);
+            assert!(!registry.get(t.procedure).unwrap().options.base);
+        }
+    }
+
+    #[test]
+    fn generation_replays_from_the_seed_and_stays_in_range() {
+        let w = workload(1);
+        let run = |seed| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            (0..200).map(|_| w.generate(&mut rng)).collect::<Vec<_>>()
+        };
+        assert_eq!(run(3), run(3));
+        assert_ne!(run(3), run(4));
+        for t in run(9) {
+            if t.kind == VIEW_SEAT_MAP.kind {
+                let first = t.args[0].as_int().unwrap();
+                assert!(first >= 0 && first + SEAT_MAP_SEATS <= CATEGORIES * CAP);
+                assert_eq!(first / CAP, (first + SEAT_MAP_SEATS - 1) / CAP, "one category");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_options_are_rejected() {
+        let bad = |o| Ticketing::new(o, false).err().expect("rejected");
+        assert_eq!(bad(TicketingOptions { seats_per_category: 10, base_txns: 1 }), TicketingConfigError::Seats(10));
+        assert_eq!(
+            bad(TicketingOptions { seats_per_category: 100, base_txns: 4 }),
+            TicketingConfigError::BaseTxns(4)
+        );
+    }
+}
