@@ -215,9 +215,7 @@ impl FigureAxis {
             (_, SweepParam::ReadRatio) => generic("throughput vs read ratio", "read ratio"),
             (_, SweepParam::TxnSize) => generic("throughput vs transaction size", "keys per transaction"),
             (_, SweepParam::ZipfTheta) => generic("throughput vs zipf theta", "zipf theta"),
-            (_, SweepParam::BaseTxns) => {
-                generic("Salt Fig. 10: incremental BASE-ification", "BASE-ified transactions")
-            }
+            (_, SweepParam::BaseTxns) => generic("Salt Fig. 10: incremental BASE-ification", "BASE-ified transactions"),
         }
     }
 

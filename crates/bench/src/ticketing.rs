@@ -968,75 +968,69 @@ pub fn check_snapshot(s: &Snapshot, capacity: i64) -> Result<Verdict, Vec<String
     }
 }
 
-impl Ticketing {
-    /// Rows of `DUMP_TABLES[code]` with first key column in `start..end`, each of `cols` ints.
-    fn dump(
-        &self,
-        client: &mut Client,
-        code: usize,
-        start: i64,
-        end: i64,
-        cols: usize,
-    ) -> anyhow::Result<Result<Vec<Vec<i64>>, Error>> {
-        let mut rows = Vec::new();
-        let mut from = start;
-        while from < end {
-            let to = (from + DUMP_CHUNK_ROWS).min(end);
-            let args = vec![int(code as i64), int(from), int(to)];
-            let out = match call_idempotent(client, PROC_DUMP, args) {
-                Ok(out) => out,
-                Err(e) if e.is_retryable() || matches!(e, Error::Unavailable { .. }) => return Ok(Err(e)),
-                Err(e) => return Err(e).with_context(|| format!("dump {} {from}..{to}", DUMP_TABLES[code])),
-            };
-            if out.len() % cols != 0 || out.len() / cols >= (DUMP_CHUNK_ROWS * ORDER_SEATS_MAX) as usize {
-                anyhow::bail!(
-                    "{PROC_DUMP} of {} returned {} values (not rows of {cols}, or too many rows)",
-                    DUMP_TABLES[code],
-                    out.len()
-                );
-            }
-            for chunk in out.chunks(cols) {
-                rows.push(ints(chunk, cols, DUMP_TABLES[code]).map_err(anyhow::Error::from)?);
-            }
-            from = to;
+/// Rows of `DUMP_TABLES[code]` with first key column in `start..end`, each of `cols` ints, read
+/// through `call` (which runs `tk_dump` with the given arguments).
+fn dump(call: &mut DumpCall<'_>, code: usize, start: i64, end: i64, cols: usize) -> Result<Vec<Vec<i64>>, Error> {
+    let mut rows = Vec::new();
+    let mut from = start;
+    while from < end {
+        let to = (from + DUMP_CHUNK_ROWS).min(end);
+        let out = call(vec![int(code as i64), int(from), int(to)])?;
+        if out.len() % cols != 0 || out.len() / cols >= (DUMP_CHUNK_ROWS * ORDER_SEATS_MAX) as usize {
+            return Err(Error::Internal(format!(
+                "{PROC_DUMP} of {} returned {} values (not rows of {cols}, or too many rows)",
+                DUMP_TABLES[code],
+                out.len()
+            )));
         }
-        Ok(Ok(rows))
+        for chunk in out.chunks(cols) {
+            rows.push(ints(chunk, cols, DUMP_TABLES[code])?);
+        }
+        from = to;
     }
+    Ok(rows)
+}
 
-    /// One full reading; `Ok(Err(_))` when the database was busy.
-    fn read_snapshot(&self, client: &mut Client) -> anyhow::Result<Result<Snapshot, Error>> {
-        let mut s = Snapshot::default();
-        macro_rules! dump {
-            ($code:expr, $start:expr, $end:expr, $cols:expr) => {
-                match self.dump(client, $code, $start, $end, $cols)? {
-                    Ok(rows) => rows,
-                    Err(e) => return Ok(Err(e)),
-                }
-            };
-        }
-        for r in dump!(0, 0, CATEGORIES, 5) {
-            s.categories.push(CategoryRow { cat: r[0], capacity: r[1], free: r[2], cursor: r[3], next_order: r[4] });
-        }
-        for r in dump!(1, 0, CATEGORIES * self.capacity(), 4) {
-            if s.seats.insert(r[0], (r[1], r[2], r[3])).is_some() {
-                anyhow::bail!("seat {} read twice", r[0]);
-            }
-        }
-        let order_end = s.categories.iter().map(|c| c.next_order).max().unwrap_or(0) * CATEGORIES;
-        for r in dump!(2, 0, order_end, 7) {
-            let o = OrderRow::from_row(&r.iter().copied().map(int).collect::<Vec<_>>())?;
-            s.orders.insert(o.order_id, o);
-        }
-        for r in dump!(3, 0, order_end, 3) {
-            s.tickets.insert((r[0], r[1]), r[2]);
-        }
-        for state in ORDER_RESERVED..=ORDER_ISSUED {
-            for r in dump!(4, state, state + 1, 3) {
-                s.queue.insert((r[0], r[1], r[2]));
-            }
-        }
-        Ok(Ok(s))
+/// Runs `tk_dump` with the given arguments.
+pub type DumpCall<'a> = dyn FnMut(Vec<Value>) -> Result<Vec<Value>, Error> + 'a;
+
+/// Reads every ticketing table (chunk by chunk, each chunk its own transaction) through `call`.
+/// Only meaningful as a snapshot when nothing else runs; `verify` reads until two readings agree.
+pub fn read_snapshot(capacity: i64, call: &mut DumpCall<'_>) -> Result<Snapshot, Error> {
+    let mut s = Snapshot::default();
+    for r in dump(call, 0, 0, CATEGORIES, 5)? {
+        s.categories.push(CategoryRow { cat: r[0], capacity: r[1], free: r[2], cursor: r[3], next_order: r[4] });
     }
+    for r in dump(call, 1, 0, CATEGORIES * capacity, 4)? {
+        if s.seats.insert(r[0], (r[1], r[2], r[3])).is_some() {
+            return Err(Error::Internal(format!("seat {} read twice", r[0])));
+        }
+    }
+    let order_end = s.categories.iter().map(|c| c.next_order).max().unwrap_or(0) * CATEGORIES;
+    for r in dump(call, 2, 0, order_end, 7)? {
+        let o = OrderRow::from_row(&r.iter().copied().map(int).collect::<Vec<_>>())?;
+        s.orders.insert(o.order_id, o);
+    }
+    for r in dump(call, 3, 0, order_end, 3)? {
+        s.tickets.insert((r[0], r[1]), r[2]);
+    }
+    for state in ORDER_RESERVED..=ORDER_ISSUED {
+        for r in dump(call, 4, state, state + 1, 3)? {
+            s.queue.insert((r[0], r[1], r[2]));
+        }
+    }
+    Ok(s)
+}
+
+/// The verdict line of a snapshot that passed [`check_snapshot`].
+pub fn verdict_line(s: &Snapshot, v: &Verdict) -> String {
+    let orders_created: i64 = s.categories.iter().map(|c| c.next_order).sum();
+    format!(
+        "no seat sold twice; per category sold + reserved + free = capacity and = counter rows ({} seats: {} \
+         sold, {} reserved, {} free); {} live orders own exactly their seats, {} paid orders have exactly their \
+         {} tickets, no orphan ticket, queues match ({orders_created} order numbers issued)",
+        v.seats, v.sold, v.reserved, v.free, v.live_orders, v.paid_orders, v.tickets
+    )
 }
 
 impl Workload for Ticketing {
@@ -1142,11 +1136,14 @@ impl Workload for Ticketing {
         let mut previous: Option<Snapshot> = None;
         let mut readings = 0u32;
         let (snapshot, verdict) = loop {
-            let read = self.read_snapshot(client)?;
+            let read = read_snapshot(self.capacity(), &mut |args| call_idempotent(client, PROC_DUMP, args));
             readings += 1;
             let waited = started.elapsed();
             let s = match read {
                 Ok(s) => s,
+                Err(e) if !(e.is_retryable() || matches!(e, Error::Unavailable { .. })) => {
+                    return Err(e).context("read the ticketing tables");
+                }
                 Err(busy) => {
                     if waited >= self.settle_max {
                         anyhow::bail!(
@@ -1181,20 +1178,7 @@ impl Workload for Ticketing {
         if unexpected > 0 {
             anyhow::bail!("{unexpected} transaction(s) other than create-order aborted themselves (an invariant broken on the way)");
         }
-        let orders_created: i64 = snapshot.categories.iter().map(|c| c.next_order).sum();
-        Ok(format!(
-            "no seat sold twice; per category sold + reserved + free = capacity and = counter rows \
-             ({} seats: {} sold, {} reserved, {} free); {} live orders own exactly their seats, {} paid \
-             orders have exactly their {} tickets, no orphan ticket, queues match ({orders_created} order \
-             numbers issued, settled after {readings} readings)",
-            verdict.seats,
-            verdict.sold,
-            verdict.reserved,
-            verdict.free,
-            verdict.live_orders,
-            verdict.paid_orders,
-            verdict.tickets
-        ))
+        Ok(format!("{}; settled after {readings} readings", verdict_line(&snapshot, &verdict)))
     }
 }
 
@@ -1216,8 +1200,10 @@ mod tests {
         for id in 0..CATEGORIES * CAP {
             s.seats.insert(id, (id / CAP, SEAT_FREE, NO_ORDER));
         }
-        let issued = OrderRow { order_id: 0, cat: 0, first_pos: 0, seats: 2, state: ORDER_ISSUED, customer: 7, amount: 100 };
-        let reserved = OrderRow { order_id: 2, cat: 0, first_pos: 2, seats: 1, state: ORDER_RESERVED, customer: -1, amount: 0 };
+        let issued =
+            OrderRow { order_id: 0, cat: 0, first_pos: 0, seats: 2, state: ORDER_ISSUED, customer: 7, amount: 100 };
+        let reserved =
+            OrderRow { order_id: 2, cat: 0, first_pos: 2, seats: 1, state: ORDER_RESERVED, customer: -1, amount: 0 };
         for (o, seat_state) in [(issued, SEAT_SOLD), (reserved, SEAT_RESERVED)] {
             for sid in o.seat_ids(CAP) {
                 s.seats.insert(sid, (0, seat_state, o.order_id));
@@ -1250,7 +1236,8 @@ mod tests {
     fn a_seat_in_two_orders_is_caught_as_sold_twice() {
         let mut s = consistent();
         // Order 4 claims seat 1, already sold to order 0.
-        let o = OrderRow { order_id: 4, cat: 0, first_pos: 1, seats: 1, state: ORDER_RESERVED, customer: -1, amount: 0 };
+        let o =
+            OrderRow { order_id: 4, cat: 0, first_pos: 1, seats: 1, state: ORDER_RESERVED, customer: -1, amount: 0 };
         s.orders.insert(4, o);
         s.queue.insert((ORDER_RESERVED, bucket_of(4), 4));
         assert!(problems(&s).contains("sold twice"), "{}", problems(&s));
@@ -1355,9 +1342,6 @@ mod tests {
     fn bad_options_are_rejected() {
         let bad = |o| Ticketing::new(o, false).err().expect("rejected");
         assert_eq!(bad(TicketingOptions { seats_per_category: 10, base_txns: 1 }), TicketingConfigError::Seats(10));
-        assert_eq!(
-            bad(TicketingOptions { seats_per_category: 100, base_txns: 4 }),
-            TicketingConfigError::BaseTxns(4)
-        );
+        assert_eq!(bad(TicketingOptions { seats_per_category: 100, base_txns: 4 }), TicketingConfigError::BaseTxns(4));
     }
 }
