@@ -1,8 +1,9 @@
 //! # litmus-bench: workloads and the closed-loop benchmark harness
 //!
 //! `litmus bench <workload>` loads a workload into a fresh cluster, drives it with closed-loop
-//! clients for a measured window, prints throughput and per-kind latency percentiles, and then
-//! has the workload check its own invariant — a benchmark that silently corrupts data fails.
+//! clients for a measured window, prints throughput and per-kind latency percentiles and abort
+//! counts, and then has the workload check its own invariant — a benchmark that silently
+//! corrupts data fails.
 //!
 //! ```text
 //!   BenchArgs ──► BenchConfig + Box<dyn Workload> ──► harness::run ──► BenchReport
@@ -15,6 +16,8 @@
 //!   transactions), with an update-counter invariant.
 //! * [`salt_micro`] — Salt's contention microbenchmarks (§8.3, Figs. 11–13): `salt-contention`,
 //!   `salt-position`, `salt-rw`, every operation its own alkaline subtransaction.
+//! * [`ticketing`] — Salt's Fusion Ticket experiment (§8, Figs. 8 and 10): 11 booking
+//!   transactions, the contended `create-order` BASE-ifiable (`--base-txns`), seat invariants.
 //! * [`sweep`] and [`plot`] — `--sweep PARAM=v1,v2,...`: a run per value (and engine), a table,
 //!   a JSON array of points and an SVG figure of throughput against the parameter.
 //! * [`harness`] — the runner: embedded cluster or `--connect` to `litmus server`s, warmup,
