@@ -216,6 +216,9 @@ pub const BASE_TXNS_MAX: u32 = 3;
 pub const LOAD_BATCH_SEATS: u64 = 500;
 /// Rows (or ids) one verify dump covers.
 pub const DUMP_CHUNK_ROWS: i64 = 2_000;
+/// Most rows one verify dump may return (a chunk of tickets: every order with the most seats).
+/// A queue with more entries per state than this fails `verify` loudly.
+pub const DUMP_ROWS_MAX: usize = (DUMP_CHUNK_ROWS * ORDER_SEATS_MAX) as usize;
 /// Longest `verify` waits for Salt's background work to settle.
 pub const VERIFY_SETTLE_MAX: Duration = Duration::from_secs(10);
 /// Pause between two readings while settling.
@@ -835,7 +838,8 @@ async fn dump_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     if !(0..=DUMP_CHUNK_ROWS).contains(&(end - start)) {
         return Err(InvalidInput::Config(format!("{PROC_DUMP}: range {start}..{end} too wide")).into());
     }
-    let limit = (DUMP_CHUNK_ROWS * ORDER_SEATS_MAX) as u32;
+    // One more than a chunk can hold, so that a truncated answer is recognizable.
+    let limit = DUMP_ROWS_MAX as u32 + 1;
     let rows = ctx.scan(DUMP_TABLES[code as usize], &[int(start)], Some(&[int(end)]), limit).await?;
     Ok(rows.into_iter().flatten().collect())
 }
@@ -1009,7 +1013,7 @@ fn dump(call: &mut DumpCall<'_>, code: usize, start: i64, end: i64, cols: usize)
     while from < end {
         let to = (from + DUMP_CHUNK_ROWS).min(end);
         let out = call(vec![int(code as i64), int(from), int(to)])?;
-        if out.len() % cols != 0 || out.len() / cols >= (DUMP_CHUNK_ROWS * ORDER_SEATS_MAX) as usize {
+        if out.len() % cols != 0 || out.len() / cols > DUMP_ROWS_MAX {
             return Err(Error::Internal(format!(
                 "{PROC_DUMP} of {} returned {} values (not rows of {cols}, or too many rows)",
                 DUMP_TABLES[code],
