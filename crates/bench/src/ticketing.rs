@@ -135,13 +135,15 @@
 //! 4. every paid order (`PAID`..`ISSUED`) has exactly one ticket per seat, issued iff `ISSUED`,
 //!    and no ticket exists without a paid order;
 //! 5. every live order is in exactly the queue of its state, and the queues hold nothing else;
-//! 6. no transaction user-aborted for anything but "sold out".
+//! 6. no transaction but `create-order` aborted itself (the harness keeps counts, not reasons;
+//!    `create-order`'s only user abort is "sold out").
 //!
 //! ## What limits the Salt/ACID ratio here
 //!
 //! The paper reports 6.5x (Fig. 8). On this machine (2 shared cores, embedded cluster) the ratio
 //! swings between ~0.3 and ~1.9 from run to run; `create-order` alone commits up to ~2x more
-//! under `salt`. What holds it back, as far as the per-kind counts show:
+//! under `salt`. What holds it back — read from the per-kind counts and the engine's documented
+//! lock rules, not traced message by message:
 //!
 //! * **Wait-die on the hot row.** A `create-order` that is not yet accepted still dies when it
 //!   finds an older transaction on the category row, so under both engines the contended row is
