@@ -140,9 +140,9 @@
 //!
 //! ## What limits the Salt/ACID ratio here
 //!
-//! The paper reports 6.5x (Fig. 8). On this machine (2 shared cores, embedded cluster) the ratio
-//! swings between ~0.3 and ~1.9 from run to run; `create-order` alone commits up to ~2x more
-//! under `salt`. What holds it back — read from the per-kind counts and the engine's documented
+//! The paper reports 6.5x (Fig. 8). On this machine (2 shared cores, embedded cluster, 8
+//! clients, 3 × 5 s) the median salt/acid is 1.11 with K = 1 and 1.73 with K = 3 (unlike the
+//! paper's Fig. 10, where K = 2, 3 add nothing); at 32 clients single runs ranged 0.3–1.0. What holds it back — read from the per-kind counts and the engine's documented
 //! lock rules, not traced message by message:
 //!
 //! * **Wait-die on the hot row.** A `create-order` that is not yet accepted still dies when it
