@@ -271,6 +271,8 @@ pub struct BenchReport {
     pub throughput: f64,
     /// Per kind of transaction.
     pub latency: BTreeMap<String, LatencySummary>,
+    /// Per kind of transaction, outcome counts over the measured window (aborts per kind).
+    pub outcomes: BTreeMap<String, Outcomes>,
     /// Every kind merged (what a sweep's table and figure show).
     pub latency_all: LatencySummary,
     /// Outcome counts over the measured window (see [`Outcomes`]).
@@ -551,6 +553,7 @@ fn drive(
         throughput: m.committed as f64 / stats.measured_secs,
         latency: histograms.iter().map(|(k, h)| (k.to_string(), LatencySummary::of(h))).collect(),
         latency_all: LatencySummary::of(&all),
+        outcomes: stats.measured.iter().map(|(k, o)| (k.to_string(), *o)).collect(),
         aborts: m.aborts,
         retries: m.retries,
         gave_up: m.gave_up,
@@ -668,10 +671,11 @@ pub fn print_report(out: &mut dyn Write, r: &BenchReport) -> std::io::Result<()>
     writeln!(out, "  loaded in {:.2} s", r.load_secs)?;
     writeln!(out, "throughput: {:.1} txn/s ({} committed in {:.2} s)", r.throughput, r.committed, r.measured_secs)?;
     for (kind, l) in &r.latency {
+        let o = r.outcomes.get(kind).copied().unwrap_or_default();
         writeln!(
             out,
-            "  {kind:<8} n={:<9} p50={}µs p95={}µs p99={}µs max={}µs",
-            l.count, l.p50_us, l.p95_us, l.p99_us, l.max_us
+            "  {kind:<8} n={:<9} p50={}µs p95={}µs p99={}µs max={}µs  aborts={} gave-up={} user-aborts={}",
+            l.count, l.p50_us, l.p95_us, l.p99_us, l.max_us, o.aborts, o.gave_up, o.user_aborts
         )?;
     }
     writeln!(

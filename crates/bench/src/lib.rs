@@ -1,8 +1,9 @@
 //! # litmus-bench: workloads and the closed-loop benchmark harness
 //!
 //! `litmus bench <workload>` loads a workload into a fresh cluster, drives it with closed-loop
-//! clients for a measured window, prints throughput and per-kind latency percentiles, and then
-//! has the workload check its own invariant — a benchmark that silently corrupts data fails.
+//! clients for a measured window, prints throughput and per-kind latency percentiles and abort
+//! counts, and then has the workload check its own invariant — a benchmark that silently
+//! corrupts data fails.
 //!
 //! ```text
 //!   BenchArgs ──► BenchConfig + Box<dyn Workload> ──► harness::run ──► BenchReport
@@ -15,6 +16,8 @@
 //!   transactions), with an update-counter invariant.
 //! * [`salt_micro`] — Salt's contention microbenchmarks (§8.3, Figs. 11–13): `salt-contention`,
 //!   `salt-position`, `salt-rw`, every operation its own alkaline subtransaction.
+//! * [`ticketing`] — Salt's Fusion Ticket experiment (§8, Figs. 8 and 10): 11 booking
+//!   transactions, the contended `create-order` BASE-ifiable (`--base-txns`), seat invariants.
 //! * [`sweep`] and [`plot`] — `--sweep PARAM=v1,v2,...`: a run per value (and engine), a table,
 //!   a JSON array of points and an SVG figure of throughput against the parameter.
 //! * [`harness`] — the runner: embedded cluster or `--connect` to `litmus server`s, warmup,
@@ -39,12 +42,14 @@ pub mod harness;
 pub mod plot;
 pub mod salt_micro;
 pub mod sweep;
+pub mod ticketing;
 pub mod workload;
 pub mod ycsb;
 
 pub use harness::{BenchConfig, BenchError, BenchReport};
 pub use salt_micro::{SaltMicro, SaltMicroKind, SaltMicroOptions};
 pub use sweep::{Sweep, SweepParam, SweepPoint};
+pub use ticketing::{Ticketing, TicketingOptions};
 pub use workload::{Outcomes, RunStats, TxnRequest, Workload};
 pub use ycsb::{Ycsb, YcsbOptions};
 
@@ -58,7 +63,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Names of the workloads [`workload()`] knows.
-pub const WORKLOADS: &[&str] = &["ycsb", "salt-contention", "salt-position", "salt-rw"];
+pub const WORKLOADS: &[&str] = &["ycsb", "salt-contention", "salt-position", "salt-rw", "ticketing"];
 
 /// Most engines one `--compare` runs.
 pub const COMPARE_ENGINES_MAX: usize = 8;
@@ -88,7 +93,7 @@ fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
 /// The flags of `litmus bench`.
 #[derive(clap::Args, Clone, Debug, PartialEq)]
 pub struct BenchArgs {
-    /// Workload to run (known: ycsb, salt-contention, salt-position, salt-rw).
+    /// Workload to run (known: ycsb, salt-contention, salt-position, salt-rw, ticketing).
     pub workload: String,
 
     /// Concurrency-control engine of the embedded cluster (e.g. nocc). With --connect, the
@@ -160,7 +165,7 @@ pub struct BenchArgs {
 
     /// Run once per value of a parameter (with --compare, every engine at each value), print a
     /// table and draw a figure. PARAM is one of rows, after, cold-rows, read-fraction, clients,
-    /// nodes, partitions, records, read-ratio, txn-size, zipf-theta.
+    /// nodes, partitions, records, read-ratio, txn-size, zipf-theta, base-txns.
     #[arg(long, value_name = "PARAM=V1,V2,...", value_parser = sweep::parse_sweep)]
     pub sweep: Option<Sweep>,
 
@@ -178,6 +183,9 @@ pub struct BenchArgs {
 
     #[command(flatten)]
     pub salt: SaltMicroOptions,
+
+    #[command(flatten)]
+    pub ticketing: TicketingOptions,
 }
 
 /// Unknown workload name.
@@ -189,6 +197,7 @@ pub struct UnknownWorkload(pub String);
 pub fn workload(name: &str, args: &BenchArgs) -> anyhow::Result<Box<dyn Workload>> {
     match name {
         "ycsb" => Ok(Box::new(Ycsb::new(args.ycsb.clone(), !args.quiet)?)),
+        "ticketing" => Ok(Box::new(Ticketing::new(args.ticketing.clone(), !args.quiet)?)),
         other => match SaltMicroKind::from_name(other) {
             Some(kind) => Ok(Box::new(SaltMicro::new(kind, args.salt.clone(), !args.quiet)?)),
             None => Err(UnknownWorkload(other.into()).into()),
@@ -209,6 +218,9 @@ pub fn full_schema() -> (Catalog, Registry) {
         .expect("default options are valid");
     catalog.merge(&salt.catalog());
     salt.register(&mut registry);
+    let ticketing = Ticketing::new(TicketingOptions::default(), false).expect("default options are valid");
+    catalog.merge(&ticketing.catalog());
+    ticketing.register(&mut registry);
     (catalog, registry)
 }
 

@@ -42,10 +42,12 @@ pub enum SweepParam {
     ReadRatio,
     TxnSize,
     ZipfTheta,
+    /// ticketing's `--base-txns` (Salt Fig. 10).
+    BaseTxns,
 }
 
 impl SweepParam {
-    pub const ALL: [SweepParam; 11] = [
+    pub const ALL: [SweepParam; 12] = [
         SweepParam::Rows,
         SweepParam::After,
         SweepParam::ColdRows,
@@ -57,6 +59,7 @@ impl SweepParam {
         SweepParam::ReadRatio,
         SweepParam::TxnSize,
         SweepParam::ZipfTheta,
+        SweepParam::BaseTxns,
     ];
 
     /// The flag name without dashes, as written in `--sweep`.
@@ -73,6 +76,7 @@ impl SweepParam {
             SweepParam::ReadRatio => "read-ratio",
             SweepParam::TxnSize => "txn-size",
             SweepParam::ZipfTheta => "zipf-theta",
+            SweepParam::BaseTxns => "base-txns",
         }
     }
 
@@ -88,6 +92,7 @@ impl SweepParam {
             SweepParam::Records | SweepParam::ReadRatio | SweepParam::TxnSize | SweepParam::ZipfTheta => {
                 workload == "ycsb"
             }
+            SweepParam::BaseTxns => workload == "ticketing",
         }
     }
 
@@ -111,6 +116,7 @@ impl SweepParam {
             SweepParam::ReadRatio => args.ycsb.read_ratio = value,
             SweepParam::TxnSize => args.ycsb.txn_size = value as usize,
             SweepParam::ZipfTheta => args.ycsb.zipf_theta = value,
+            SweepParam::BaseTxns => args.ticketing.base_txns = value as u32,
         }
     }
 }
@@ -209,6 +215,7 @@ impl FigureAxis {
             (_, SweepParam::ReadRatio) => generic("throughput vs read ratio", "read ratio"),
             (_, SweepParam::TxnSize) => generic("throughput vs transaction size", "keys per transaction"),
             (_, SweepParam::ZipfTheta) => generic("throughput vs zipf theta", "zipf theta"),
+            (_, SweepParam::BaseTxns) => generic("Salt Fig. 10: incremental BASE-ification", "BASE-ified transactions"),
         }
     }
 
@@ -396,6 +403,7 @@ mod tests {
         assert!(SweepParam::After.applies_to("salt-position") && !SweepParam::After.applies_to("salt-contention"));
         assert!(SweepParam::ReadFraction.applies_to("salt-rw") && !SweepParam::ReadFraction.applies_to("ycsb"));
         assert!(SweepParam::Records.applies_to("ycsb") && !SweepParam::Records.applies_to("salt-rw"));
+        assert!(SweepParam::BaseTxns.applies_to("ticketing") && !SweepParam::BaseTxns.applies_to("ycsb"));
         for w in crate::WORKLOADS {
             assert!(SweepParam::Clients.applies_to(w));
         }

@@ -233,7 +233,7 @@ fn flags_parse_with_defaults_and_reject_nonsense() {
     assert!(parse(&["ycsb", "--connect", "a:1", "--net-delay-us", "5"]).is_err());
 
     let err = litmus_bench::workload("tpcc", &parse(&["tpcc"]).unwrap()).err().unwrap().to_string();
-    assert_eq!(err, "unknown workload \"tpcc\" (known: ycsb, salt-contention, salt-position, salt-rw)");
+    assert_eq!(err, "unknown workload \"tpcc\" (known: ycsb, salt-contention, salt-position, salt-rw, ticketing)");
     let err = litmus_bench::workload("ycsb", &parse(&["ycsb", "--read-ratio", "2"]).unwrap()).err().unwrap();
     assert!(err.to_string().contains("--read-ratio"), "{err}");
     for bad in [&["ycsb", "--duration", "0"][..], &["ycsb", "--warmup=-1"], &["ycsb", "--clients", "0"]] {
@@ -268,5 +268,14 @@ fn full_schema_covers_the_workloads() {
     for name in ycsb::TXN_PROCEDURES.iter().chain(&[ycsb::LOAD_PROCEDURE, ycsb::CHECK_PROCEDURE, "kv_get"]).chain(&salt)
     {
         assert!(registry.get(name).is_ok(), "{name}");
+    }
+    for t in litmus_bench::ticketing::tables() {
+        assert!(catalog.table_by_name(&t.name).is_ok(), "{}", t.name);
+    }
+    for t in litmus_bench::ticketing::TRANSACTIONS {
+        assert!(registry.get(t.procedure).is_ok(), "{}", t.procedure);
+        if let Some(base) = t.base_procedure {
+            assert!(registry.get(base).unwrap().options.base, "{base}");
+        }
     }
 }

@@ -1,0 +1,1386 @@
+//! # Ticketing: Salt's Fusion Ticket experiment (Salt OSDI'14 §8, Figs. 8 and 10)
+//!
+//! One event, two categories of `--seats-per-category` seats (10,000 each, as in §8), and
+//! closed-loop clients booking tickets through the 11 transactions of a booking flow modelled on
+//! Fusion Ticket. Every transaction is a stored procedure; the contended one is `create-order`,
+//! which — as in Fusion Ticket — reserves seats by updating the category's shared counter row
+//! (free seats, placement cursor, next order number) before it touches the seats themselves.
+//!
+//! ## The 11 transactions (one report kind each)
+//!
+//! | kind                  | what it does                                                              | mix |
+//! |-----------------------|---------------------------------------------------------------------------|-----|
+//! | `browse-events`       | reads the event row (categories, seats per category)                      | 10% |
+//! | `view-seat-map`       | reads a window of [`SEAT_MAP_SEATS`] seats of a category                    |  8% |
+//! | `check-availability`  | reads a category's counter row (free seats)                               | 10% |
+//! | `create-order`        | **contended**: category counters (free −= k, cursor += k, next order += 1), then claims the k seats at the cursor and records the order (`RESERVED`) | 18% |
+//! | `add-customer`        | a `RESERVED` order gets a customer (customer row upserted) → `CUSTOMER`   | 10% |
+//! | `payment`             | a `CUSTOMER` order is paid: its seats become sold, its tickets are created → `PAID` |  6% |
+//! | `confirm`             | a `PAID` order's confirmation is sent → `CONFIRMED`                       |  7% |
+//! | `issue-tickets`       | a `CONFIRMED` order's tickets are printed (issued = 1) → `ISSUED`          |  7% |
+//! | `cancel-order`        | a `CUSTOMER` order is cancelled: order deleted, seats freed, free += k    |  8% |
+//! | `expire-reservations` | the oldest `RESERVED` order of a bucket expires (as `cancel-order`)        | 10% |
+//! | `delete-order`        | administrative: an `ISSUED` order is deleted with its tickets, seats freed, free += k |  6% |
+//!
+//! Transactions that act on an existing order find it through the order queue
+//! (`tk_order_queue(state, bucket, order_id)`, an index table — there are no secondary indexes):
+//! the client names a bucket (`0..`[`QUEUE_BUCKETS`]) and a pick (`0..`[`QUEUE_PICK_MAX`]), the
+//! procedure scans that bucket of the state's queue and takes the pick-th oldest order (or the
+//! oldest, for `expire-reservations`). An empty bucket makes the transaction a successful no-op
+//! (it returns `[0]`; `[1]` when it acted) — a closed-loop client cannot remember its own orders,
+//! since [`Workload::generate`] is a pure function of the client's RNG. (Fusion Ticket's clients
+//! walk one booking through the steps in a session; here each step is drawn independently, so a
+//! step usually acts on somebody else's order.)
+//!
+//! **Steady state.** Each queue is drained faster than it fills, so orders flow through and
+//! every seat comes back to the pool: RESERVED gets 18% and is drained by add-customer 10% and
+//! expire 10% (about half the reservations are abandoned, as carts are); CUSTOMER gets ~9% and is
+//! drained by payment 6% and cancel 8%; PAID, CONFIRMED and ISSUED get ~4% and are drained by
+//! confirm 7%, issue-tickets 7% and the administrative `delete-order` 6%, which here stands for
+//! the event's turnover (voiding issued orders returns their seats — without it a long run sells
+//! out). Many of these calls find their bucket empty and commit as no-ops; a long run does not
+//! sell out and the live orders stay a small fraction of the capacity.
+//!
+//! **Statements.** `create-order` issues its statements one at a time, as Fusion Ticket's PHP
+//! placement code does (update the counters, read them back, a read per seat, a write per seat,
+//! insert the order, insert its queue entry); under ACID the category row stays locked through
+//! all of them. The three display transactions (`browse-events`, `view-seat-map`,
+//! `check-availability`) run at read-uncommitted, i.e. without read locks, like the plain
+//! non-locking `SELECT`s of MySQL Cluster (whose only isolation level is read-committed without
+//! read locks); they may show a free-seat count that is about to change, which is all a seat map
+//! promises. The other transactions are serializable.
+//!
+//! **Seat placement** is Fusion Ticket's "best available": a category hands out seats in order
+//! from its cursor (positions `cursor..cursor+k` modulo the capacity), so every `create-order` of
+//! a category goes through the same counter row — the contention of §8 — rather than picking
+//! uniformly random seats (which would have none). A request asks for 1..=[`ORDER_SEATS_MAX`]
+//! seats.
+//!
+//! ## BASE-ification (`--base-txns K`, Fig. 10)
+//!
+//! `K` (0..=3, default 1) is how many transactions run as BASE transactions, in contention
+//! order: 1 `create-order`, 2 `+ expire-reservations`, 3 `+ cancel-order` (the other writers of a
+//! category's counter row). Each of them is registered twice, as an ACID procedure and as a BASE
+//! one with the same body (`tk_create_order` / `tk_create_order_base`, ...); `generate` calls the
+//! BASE one when it is among the first K. Under `acid` (and `nocc`) BASE procedures run as ACID
+//! transactions, so `--compare acid,salt` compares Fusion Ticket before and after BASE-ification
+//! with the engine flag alone. `delete-order` is administrative and stays ACID (§8's point:
+//! Salt leaves the rare transactions unmodified).
+//!
+//! `create-order` as a BASE transaction (Salt §4, Fig. 2 pattern):
+//!
+//! ```text
+//!   begin BASE transaction
+//!     alkaline 1 (the short contended one):  category: free -= k, cursor += k, next_order += 1;
+//!                                            read it back; free < 0 → abort "sold out" (before
+//!                                            accept: the BASE transaction aborts, nothing changed)
+//!     ── accept: the client is answered ──
+//!     alkaline 2:  read the k seats at the cursor; if all are free: mark them RESERVED for the
+//!                  order, insert the order and its queue entry; else change nothing
+//!     alkaline 3 (only if alkaline 2 did not reserve — a seat still held when the cursor wrapped,
+//!                 or an error): compensate: category free += k
+//!   end BASE transaction
+//! ```
+//!
+//! Between alkaline 1 and 2 the counter row says the seats are taken while the seats are still
+//! free; BASE transactions may see that (Salt isolation), ACID ones never do (the saline lock).
+//! No seat is lost (the compensation returns the counter) and none is sold twice (alkaline 2
+//! claims a seat only if it reads it free, under its alkaline lock). `expire-reservations` and
+//! `cancel-order` as BASE transactions: alkaline 1 takes the order off its queue and deletes it
+//! (accept), alkaline 2 frees its seats, alkaline 3 is the contended `free += k` as a
+//! single-operation subtransaction ([`Ctx::alkaline_update`], which `salt-local` commits at the
+//! partition, §6.4). `create-order`'s alkaline 1 is two operations (update, then read back), so
+//! `salt-local` runs it like `salt`.
+//!
+//! ## Expected business failures
+//!
+//! * `create-order` when the category has fewer than k free seats: a user abort ("sold out") —
+//!   counted under `user aborts`, not a run failure;
+//! * `create-order` whose seats at the cursor are not all free: compensated, commits without an
+//!   order (`[]`);
+//! * an empty queue bucket: a committed no-op (`[0]`).
+//!
+//! Any other user abort is a broken invariant found on the way (e.g. an order's seat held by
+//! someone else) and `verify` fails the run.
+//!
+//! ## Schema (all columns `int`)
+//!
+//! ```text
+//!   tk_event(event_id, categories, seats_per_category)       1 row, partitioned by event_id
+//!   tk_category(cat_id, capacity, free, cursor, next_order)  partitioned by cat_id (cat c on partition c mod P)
+//!   tk_seat(seat_id, cat_id, state, order_id)                seat_id = cat·capacity + position; by seat_id
+//!   tk_order(order_id, cat_id, first_pos, seats, state, customer_id, amount)
+//!                                                            order_id = seq·CATEGORIES + cat; by order_id
+//!   tk_ticket(order_id, seat_id, issued)                     by order_id (with its order)
+//!   tk_order_queue(state, bucket, order_id)                  by (state, bucket)
+//!   tk_customer(customer_id, orders)                         by customer_id
+//! ```
+//!
+//! Seat states: 0 free (order −1), 1 reserved, 2 sold. Order states: 1 `RESERVED`, 2 `CUSTOMER`,
+//! 3 `PAID`, 4 `CONFIRMED`, 5 `ISSUED`. An order's seats are positions `first_pos..first_pos+seats`
+//! modulo the capacity.
+//!
+//! ## Invariants (checked by `verify`)
+//!
+//! After the clients stop, `verify` reads every table in chunks (ACID scans) until two
+//! consecutive readings agree — Salt's accepted BASE transactions finish in the background — for
+//! at most [`VERIFY_SETTLE_MAX`], then checks:
+//!
+//! 1. every seat row exists once with a valid state; free seats belong to no order;
+//! 2. per category, `sold + reserved + free = capacity` counted from the seats, and the counter
+//!    row's `free` equals the free seats counted;
+//! 3. **no seat is sold twice**: the seat lists of live orders are disjoint; each live order's
+//!    seats are held by it (reserved for `RESERVED`/`CUSTOMER`, sold for `PAID`..`ISSUED`) and
+//!    every held seat belongs to a live order;
+//! 4. every paid order (`PAID`..`ISSUED`) has exactly one ticket per seat, issued iff `ISSUED`,
+//!    and no ticket exists without a paid order;
+//! 5. every live order is in exactly the queue of its state, and the queues hold nothing else;
+//! 6. no transaction but `create-order` aborted itself (the harness keeps counts, not reasons;
+//!    `create-order`'s only user abort is "sold out").
+//!
+//! ## What limits the Salt/ACID ratio here
+//!
+//! The paper reports 6.5x (Fig. 8). On this machine (2 shared cores, embedded cluster, 8
+//! clients, 3 × 5 s) the median salt/acid is 1.11 with K = 1 and 1.73 with K = 3 (unlike the
+//! paper's Fig. 10, where K = 2, 3 add nothing); at 32 clients single runs ranged 0.3–1.0. What holds it back — read from the per-kind counts and the engine's documented
+//! lock rules, not traced message by message:
+//!
+//! * **Wait-die on the hot row.** A `create-order` that is not yet accepted still dies when it
+//!   finds an older transaction on the category row, so under both engines the contended row is
+//!   worked by abort/backoff cycles (at 32 clients ~8 aborts per committed `create-order`, and
+//!   the row idles during the client's backoff) rather than by a queue. Salt's shorter alkaline
+//!   subtransaction only shortens the collisions.
+//! * **ACID writers of the same row.** With K = 1, `expire-reservations`, `cancel-order` and
+//!   `delete-order` (24% of the mix) update the category row as ACID transactions: each waits for
+//!   the saline locks of every in-flight BASE `create-order` (until their *end*), and, in FIFO
+//!   order, later alkaline requests wait behind it — so whenever one is queued, `create-order`
+//!   is serialized again at its full length. K = 3 leaves only `delete-order` (6%).
+//! * **CPU.** The runs are CPU-bound on two shared cores; a BASE `create-order` costs two or three
+//!   subtransaction commits (more messages and log records) where ACID costs one.
+//! * **Give-ups.** The harness abandons a transaction after 8 retries; an ACID `create-order`
+//!   that gives up frees its client for cheaper transactions, which flatters ACID's throughput.
+//!
+//! ## Not implemented
+//!
+//! Fusion Ticket's PHP application logic (sessions, carts, discounts, payment providers) is
+//! reduced to the database accesses above; the paper's ten three-way-replicated partitions are
+//! the harness's cluster shape. The order queue's scans take range locks, so two clients picking
+//! from the same bucket conflict — a cost the original (which selects by session) does not have.
+
+use crate::harness::{call_idempotent, load_in_batches};
+use crate::workload::{RunStats, TxnRequest, Workload};
+use anyhow::Context as _;
+use litmus_client::Client;
+use litmus_core::{
+    Catalog, Column, ColumnType, Error, Formula, InvalidInput, Isolation, Partitioning, TableSchema, Value,
+};
+use litmus_engine::procedure::{ProcOptions, ProcResult};
+use litmus_engine::{Ctx, Op, OpResult, Registry};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+pub const EVENT: &str = "tk_event";
+pub const CATEGORY: &str = "tk_category";
+pub const SEAT: &str = "tk_seat";
+pub const ORDER: &str = "tk_order";
+pub const TICKET: &str = "tk_ticket";
+pub const QUEUE: &str = "tk_order_queue";
+pub const CUSTOMER: &str = "tk_customer";
+
+/// Seat categories of the event (Salt §8: two).
+pub const CATEGORIES: i64 = 2;
+/// The one event's id.
+pub const EVENT_ID: i64 = 0;
+/// Most seats one order asks for.
+pub const ORDER_SEATS_MAX: i64 = 4;
+/// Seats a seat-map view reads.
+pub const SEAT_MAP_SEATS: i64 = 20;
+/// Buckets of each order queue.
+pub const QUEUE_BUCKETS: i64 = 16;
+/// A pipeline transaction takes the pick-th oldest order of its bucket, pick < this.
+pub const QUEUE_PICK_MAX: i64 = 4;
+/// Customers the orders are attributed to.
+pub const CUSTOMERS: i64 = 10_000;
+/// Ticket price per category, whole currency units.
+pub const PRICES_BY_CATEGORY: [i64; CATEGORIES as usize] = [50, 30];
+/// Default seats per category (Salt §8).
+pub const SEATS_PER_CATEGORY_DEFAULT: u64 = 10_000;
+/// Fewest seats per category (an order must fit several times).
+pub const SEATS_PER_CATEGORY_MIN: u64 = 64;
+/// Most seats per category.
+pub const SEATS_PER_CATEGORY_MAX: u64 = 1_000_000;
+/// Most BASE-ified transactions (`--base-txns`).
+pub const BASE_TXNS_MAX: u32 = 3;
+/// Seats written by one load call.
+pub const LOAD_BATCH_SEATS: u64 = 500;
+/// Rows (or ids) one verify dump covers.
+pub const DUMP_CHUNK_ROWS: i64 = 2_000;
+/// Most rows one verify dump may return (a chunk of tickets: every order with the most seats).
+/// A queue with more entries per state than this fails `verify` loudly.
+pub const DUMP_ROWS_MAX: usize = (DUMP_CHUNK_ROWS * ORDER_SEATS_MAX) as usize;
+/// Longest `verify` waits for Salt's background work to settle.
+pub const VERIFY_SETTLE_MAX: Duration = Duration::from_secs(10);
+/// Pause between two readings while settling.
+pub const VERIFY_SETTLE_POLL: Duration = Duration::from_millis(100);
+
+/// Seat states.
+pub const SEAT_FREE: i64 = 0;
+pub const SEAT_RESERVED: i64 = 1;
+pub const SEAT_SOLD: i64 = 2;
+/// Order states (also the queue a live order is in).
+pub const ORDER_RESERVED: i64 = 1;
+pub const ORDER_CUSTOMER: i64 = 2;
+pub const ORDER_PAID: i64 = 3;
+pub const ORDER_CONFIRMED: i64 = 4;
+pub const ORDER_ISSUED: i64 = 5;
+/// The `order_id` of a free seat.
+pub const NO_ORDER: i64 = -1;
+/// The user-abort reason of a sold-out category (an expected business failure).
+pub const SOLD_OUT: &str = "sold out";
+
+pub const PROC_BROWSE: &str = "tk_browse_events";
+pub const PROC_SEAT_MAP: &str = "tk_seat_map";
+pub const PROC_AVAILABILITY: &str = "tk_check_availability";
+pub const PROC_CREATE: &str = "tk_create_order";
+pub const PROC_CREATE_BASE: &str = "tk_create_order_base";
+pub const PROC_ADD_CUSTOMER: &str = "tk_add_customer";
+pub const PROC_PAYMENT: &str = "tk_payment";
+pub const PROC_CONFIRM: &str = "tk_confirm";
+pub const PROC_ISSUE: &str = "tk_issue_tickets";
+pub const PROC_CANCEL: &str = "tk_cancel_order";
+pub const PROC_CANCEL_BASE: &str = "tk_cancel_order_base";
+pub const PROC_EXPIRE: &str = "tk_expire_reservations";
+pub const PROC_EXPIRE_BASE: &str = "tk_expire_reservations_base";
+pub const PROC_DELETE: &str = "tk_delete_order";
+pub const PROC_LOAD_EVENT: &str = "tk_load_event";
+pub const PROC_LOAD_SEATS: &str = "tk_load_seats";
+pub const PROC_DUMP: &str = "tk_dump";
+
+/// One transaction type: its report kind, ACID procedure, BASE procedure (if it can be
+/// BASE-ified) and share of the mix in percent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnType {
+    pub kind: &'static str,
+    pub procedure: &'static str,
+    pub base_procedure: Option<&'static str>,
+    pub percent: u32,
+}
+
+const fn txn(kind: &'static str, procedure: &'static str, base: Option<&'static str>, percent: u32) -> TxnType {
+    TxnType { kind, procedure, base_procedure: base, percent }
+}
+
+pub const BROWSE_EVENTS: TxnType = txn("browse-events", PROC_BROWSE, None, 10);
+pub const VIEW_SEAT_MAP: TxnType = txn("view-seat-map", PROC_SEAT_MAP, None, 8);
+pub const CHECK_AVAILABILITY: TxnType = txn("check-availability", PROC_AVAILABILITY, None, 10);
+pub const CREATE_ORDER: TxnType = txn("create-order", PROC_CREATE, Some(PROC_CREATE_BASE), 18);
+pub const ADD_CUSTOMER: TxnType = txn("add-customer", PROC_ADD_CUSTOMER, None, 10);
+pub const PAYMENT: TxnType = txn("payment", PROC_PAYMENT, None, 6);
+pub const CONFIRM: TxnType = txn("confirm", PROC_CONFIRM, None, 7);
+pub const ISSUE_TICKETS: TxnType = txn("issue-tickets", PROC_ISSUE, None, 7);
+pub const CANCEL_ORDER: TxnType = txn("cancel-order", PROC_CANCEL, Some(PROC_CANCEL_BASE), 8);
+pub const EXPIRE_RESERVATIONS: TxnType = txn("expire-reservations", PROC_EXPIRE, Some(PROC_EXPIRE_BASE), 10);
+pub const DELETE_ORDER: TxnType = txn("delete-order", PROC_DELETE, None, 6);
+
+/// The 11 transactions, in mix order.
+pub const TRANSACTIONS: [TxnType; 11] = [
+    BROWSE_EVENTS,
+    VIEW_SEAT_MAP,
+    CHECK_AVAILABILITY,
+    CREATE_ORDER,
+    ADD_CUSTOMER,
+    PAYMENT,
+    CONFIRM,
+    ISSUE_TICKETS,
+    CANCEL_ORDER,
+    EXPIRE_RESERVATIONS,
+    DELETE_ORDER,
+];
+
+/// The BASE-ifiable transactions in contention order: `--base-txns K` BASE-ifies the first K.
+pub const BASE_ORDER: [TxnType; BASE_TXNS_MAX as usize] = [CREATE_ORDER, EXPIRE_RESERVATIONS, CANCEL_ORDER];
+
+/// Settings of the ticketing workload.
+#[derive(clap::Args, Clone, Debug, PartialEq, Serialize)]
+#[command(next_help_heading = "Ticketing options (ticketing)")]
+pub struct TicketingOptions {
+    /// ticketing: seats in each of the event's two categories.
+    #[arg(long = "seats-per-category", value_name = "N", default_value_t = TicketingOptions::DEFAULT.seats_per_category)]
+    pub seats_per_category: u64,
+
+    /// ticketing: how many transactions run as BASE transactions under salt, in contention order
+    /// (0..=3: 1 create-order, 2 + expire-reservations, 3 + cancel-order).
+    #[arg(long = "base-txns", value_name = "K", default_value_t = TicketingOptions::DEFAULT.base_txns)]
+    pub base_txns: u32,
+}
+
+impl TicketingOptions {
+    pub const DEFAULT: TicketingOptions =
+        TicketingOptions { seats_per_category: SEATS_PER_CATEGORY_DEFAULT, base_txns: 1 };
+
+    pub fn validate(&self) -> Result<(), TicketingConfigError> {
+        if !(SEATS_PER_CATEGORY_MIN..=SEATS_PER_CATEGORY_MAX).contains(&self.seats_per_category) {
+            return Err(TicketingConfigError::Seats(self.seats_per_category));
+        }
+        if self.base_txns > BASE_TXNS_MAX {
+            return Err(TicketingConfigError::BaseTxns(self.base_txns));
+        }
+        Ok(())
+    }
+}
+
+impl Default for TicketingOptions {
+    fn default() -> Self {
+        TicketingOptions::DEFAULT
+    }
+}
+
+/// Rejected ticketing settings.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TicketingConfigError {
+    #[error("--seats-per-category must be in {SEATS_PER_CATEGORY_MIN}..={SEATS_PER_CATEGORY_MAX}, got {0}")]
+    Seats(u64),
+    #[error("--base-txns must be in 0..={BASE_TXNS_MAX}, got {0}")]
+    BaseTxns(u32),
+}
+
+/// The ticketing workload.
+pub struct Ticketing {
+    opts: TicketingOptions,
+    progress: bool,
+    settle_max: Duration,
+}
+
+impl Ticketing {
+    pub fn new(opts: TicketingOptions, progress: bool) -> Result<Ticketing, TicketingConfigError> {
+        opts.validate()?;
+        Ok(Ticketing { opts, progress, settle_max: VERIFY_SETTLE_MAX })
+    }
+
+    /// Waits at most `settle_max` for background work before judging.
+    pub fn with_settle_max(mut self, settle_max: Duration) -> Ticketing {
+        self.settle_max = settle_max;
+        self
+    }
+
+    pub fn options(&self) -> &TicketingOptions {
+        &self.opts
+    }
+
+    /// The procedure `generate` calls for `t` under the configured `--base-txns`.
+    pub fn procedure_of(&self, t: &TxnType) -> &'static str {
+        let base = BASE_ORDER.iter().take(self.opts.base_txns as usize).any(|b| b.kind == t.kind);
+        match t.base_procedure {
+            Some(p) if base => p,
+            _ => t.procedure,
+        }
+    }
+
+    fn capacity(&self) -> i64 {
+        self.opts.seats_per_category as i64
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows
+
+/// A category's counter row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CategoryRow {
+    pub cat: i64,
+    pub capacity: i64,
+    pub free: i64,
+    pub cursor: i64,
+    pub next_order: i64,
+}
+
+/// An order row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OrderRow {
+    pub order_id: i64,
+    pub cat: i64,
+    pub first_pos: i64,
+    pub seats: i64,
+    pub state: i64,
+    pub customer: i64,
+    pub amount: i64,
+}
+
+fn ints(row: &[Value], n: usize, what: &str) -> Result<Vec<i64>, Error> {
+    let v: Option<Vec<i64>> = row.iter().map(Value::as_int).collect();
+    match v {
+        Some(v) if v.len() == n => Ok(v),
+        _ => Err(Error::Internal(format!("malformed {what} row {row:?}"))),
+    }
+}
+
+impl CategoryRow {
+    fn from_row(row: &[Value]) -> Result<CategoryRow, Error> {
+        let v = ints(row, 5, CATEGORY)?;
+        Ok(CategoryRow { cat: v[0], capacity: v[1], free: v[2], cursor: v[3], next_order: v[4] })
+    }
+}
+
+impl OrderRow {
+    fn from_row(row: &[Value]) -> Result<OrderRow, Error> {
+        let v = ints(row, 7, ORDER)?;
+        Ok(OrderRow {
+            order_id: v[0],
+            cat: v[1],
+            first_pos: v[2],
+            seats: v[3],
+            state: v[4],
+            customer: v[5],
+            amount: v[6],
+        })
+    }
+
+    fn to_row(self) -> Vec<Value> {
+        [self.order_id, self.cat, self.first_pos, self.seats, self.state, self.customer, self.amount]
+            .into_iter()
+            .map(Value::Int)
+            .collect()
+    }
+
+    /// The seat ids of the order, given its category's capacity.
+    pub fn seat_ids(&self, capacity: i64) -> Vec<i64> {
+        (0..self.seats).map(|i| seat_id(self.cat, (self.first_pos + i).rem_euclid(capacity), capacity)).collect()
+    }
+}
+
+/// The id of the seat at `pos` of category `cat`.
+pub fn seat_id(cat: i64, pos: i64, capacity: i64) -> i64 {
+    cat * capacity + pos
+}
+
+/// The category an order id belongs to.
+pub fn order_category(order_id: i64) -> i64 {
+    order_id.rem_euclid(CATEGORIES)
+}
+
+/// The queue bucket of an order.
+pub fn bucket_of(order_id: i64) -> i64 {
+    (order_id / CATEGORIES).rem_euclid(QUEUE_BUCKETS)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Procedures
+
+fn int_arg(args: &[Value], i: usize, procedure: &str) -> Result<i64, Error> {
+    args.get(i).and_then(Value::as_int).ok_or_else(|| {
+        InvalidInput::WrongType {
+            what: format!("argument {i} of {procedure}"),
+            expected: "int".into(),
+            got: args.get(i).map_or("nothing".into(), Value::type_name),
+        }
+        .into()
+    })
+}
+
+fn ranged_arg(args: &[Value], i: usize, procedure: &str, range: std::ops::Range<i64>) -> Result<i64, Error> {
+    let v = int_arg(args, i, procedure)?;
+    if !range.contains(&v) {
+        return Err(InvalidInput::Config(format!("{procedure}: argument {i} must be in {range:?}, got {v}")).into());
+    }
+    Ok(v)
+}
+
+fn int(v: i64) -> Value {
+    Value::Int(v)
+}
+
+/// Issues every op at once and awaits them in order.
+async fn all(ctx: &Ctx, ops: Vec<Op>) -> Result<Vec<OpResult>, Error> {
+    let futures: Vec<_> = ops.into_iter().map(|op| ctx.op(op)).collect();
+    let mut out = Vec::with_capacity(futures.len());
+    for f in futures {
+        out.push(f.await?);
+    }
+    Ok(out)
+}
+
+fn read_op(table: &str, key: i64) -> Op {
+    Op::Read { table: table.into(), key: vec![int(key)] }
+}
+
+fn category_of(row: Option<Vec<Value>>, cat: i64) -> Result<CategoryRow, Error> {
+    let row = row.ok_or_else(|| Error::Internal(format!("{CATEGORY} row {cat} is missing")))?;
+    CategoryRow::from_row(&row)
+}
+
+/// The pick-th oldest order in bucket `bucket` of queue `state` (fewer: the newest), with its
+/// row; `None` when the bucket is empty.
+async fn pick_order(ctx: &Ctx, state: i64, bucket: i64, pick: i64) -> Result<Option<OrderRow>, Error> {
+    let entries = ctx.scan_prefix(QUEUE, &[int(state), int(bucket)], QUEUE_PICK_MAX as u32).await?;
+    let Some(entry) = entries.get((pick as usize).min(entries.len().saturating_sub(1))) else {
+        return Ok(None);
+    };
+    let order_id = ints(entry, 3, QUEUE)?[2];
+    let row = ctx.read(ORDER, &[int(order_id)]).await?;
+    let order = row.as_deref().map(OrderRow::from_row).transpose()?;
+    match order {
+        Some(o) if o.state == state => Ok(Some(o)),
+        other => Err(ctx.abort(format!("queue {state} lists order {order_id}, but the order is {other:?}"))),
+    }
+}
+
+/// Moves `order` from its queue to `to`'s and writes it with state `to`.
+async fn advance(ctx: &Ctx, mut order: OrderRow, to: i64) -> Result<(), Error> {
+    let b = bucket_of(order.order_id);
+    let from = order.state;
+    order.state = to;
+    all(
+        ctx,
+        vec![
+            Op::Delete { table: QUEUE.into(), key: vec![int(from), int(b), int(order.order_id)] },
+            Op::Insert { table: QUEUE.into(), row: vec![int(to), int(b), int(order.order_id)] },
+            Op::Write { table: ORDER.into(), row: order.to_row() },
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Checks that every seat of `order` is in state `expected` and held by it; returns the seat ids.
+async fn held_seats(ctx: &Ctx, order: &OrderRow, capacity: i64, expected: i64) -> Result<Vec<i64>, Error> {
+    let ids = order.seat_ids(capacity);
+    let rows = all(ctx, ids.iter().map(|s| read_op(SEAT, *s)).collect()).await?;
+    for (s, r) in ids.iter().zip(rows) {
+        let ok = match r {
+            OpResult::Row(Some(row)) => {
+                let v = ints(&row, 4, SEAT)?;
+                v[2] == expected && v[3] == order.order_id
+            }
+            _ => false,
+        };
+        if !ok {
+            return Err(ctx.abort(format!("seat {s} of order {} is not held by it (invariant broken)", order.order_id)));
+        }
+    }
+    Ok(ids)
+}
+
+fn seat_row(seat: i64, cat: i64, state: i64, order: i64) -> Vec<Value> {
+    vec![int(seat), int(cat), int(state), int(order)]
+}
+
+/// The capacity of a category, from the event row (static: read locks only, no contention).
+async fn capacity_of(ctx: &Ctx) -> Result<i64, Error> {
+    let row =
+        ctx.read(EVENT, &[int(EVENT_ID)]).await?.ok_or_else(|| Error::Internal(format!("{EVENT} row missing")))?;
+    Ok(ints(&row, 3, EVENT)?[2])
+}
+
+/// `tk_browse_events() -> [event_id, categories, seats_per_category]`.
+async fn browse_body(ctx: Ctx, _args: Vec<Value>) -> ProcResult {
+    let row = ctx.read(EVENT, &[int(EVENT_ID)]).await?;
+    Ok(row.unwrap_or_default())
+}
+
+/// `tk_seat_map(first_seat_id, count) -> [free seats in the window]`.
+async fn seat_map_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let first = int_arg(&args, 0, PROC_SEAT_MAP)?;
+    let count = ranged_arg(&args, 1, PROC_SEAT_MAP, 1..SEAT_MAP_SEATS + 1)?;
+    let rows = ctx.scan(SEAT, &[int(first)], Some(&[int(first + count)]), count as u32).await?;
+    let free = rows.iter().filter(|r| r.get(2).and_then(Value::as_int) == Some(SEAT_FREE)).count();
+    Ok(vec![int(free as i64)])
+}
+
+/// `tk_check_availability(cat) -> [free]`.
+async fn availability_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let cat = ranged_arg(&args, 0, PROC_AVAILABILITY, 0..CATEGORIES)?;
+    let c = category_of(ctx.read(CATEGORY, &[int(cat)]).await?, cat)?;
+    Ok(vec![int(c.free)])
+}
+
+/// `tk_create_order(cat, k) -> [order_id]` (`[]` when its seats were taken). See the module doc
+/// for the alkaline subtransactions.
+async fn create_order_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let cat = ranged_arg(&args, 0, PROC_CREATE, 0..CATEGORIES)?;
+    let k = ranged_arg(&args, 1, PROC_CREATE, 1..ORDER_SEATS_MAX + 1)?;
+    let cat_key = [int(cat)];
+
+    // Alkaline 1: the contended counter update, as short as possible.
+    ctx.begin_alkaline().await?;
+    let reserve =
+        [("free", Formula::Add(int(-k))), ("cursor", Formula::Add(int(k))), ("next_order", Formula::Add(int(1)))];
+    ctx.update(CATEGORY, &cat_key, &reserve).await?;
+    let c = category_of(ctx.read(CATEGORY, &cat_key).await?, cat)?;
+    if c.free < 0 {
+        // Before accept: the whole (BASE or ACID) transaction aborts, the counters are untouched.
+        return Err(ctx.abort(SOLD_OUT));
+    }
+    ctx.end_alkaline().await?;
+
+    let order = OrderRow {
+        order_id: (c.next_order - 1) * CATEGORIES + cat,
+        cat,
+        first_pos: (c.cursor - k).rem_euclid(c.capacity),
+        seats: k,
+        state: ORDER_RESERVED,
+        customer: NO_ORDER,
+        amount: 0,
+    };
+    // Alkaline 2: claim the seats at the cursor if they are all free, and record the order.
+    let claimed = async {
+        ctx.begin_alkaline().await?;
+        // One statement at a time, as Fusion Ticket's placement code issues them: a read per
+        // seat, then a write per seat, the order and its queue entry. Under ACID the category
+        // row stays locked throughout.
+        let ids = order.seat_ids(c.capacity);
+        let mut all_free = true;
+        for s in &ids {
+            let row = ctx.read(SEAT, &[int(*s)]).await?;
+            if row.and_then(|r| r.get(2).and_then(Value::as_int)) != Some(SEAT_FREE) {
+                all_free = false;
+                break;
+            }
+        }
+        if all_free {
+            for s in &ids {
+                ctx.write(SEAT, seat_row(*s, cat, SEAT_RESERVED, order.order_id)).await?;
+            }
+            ctx.insert(ORDER, order.to_row()).await?;
+            ctx.insert(QUEUE, vec![int(ORDER_RESERVED), int(bucket_of(order.order_id)), int(order.order_id)]).await?;
+        }
+        ctx.end_alkaline().await?;
+        Ok::<bool, Error>(all_free)
+    }
+    .await;
+    match claimed {
+        Ok(true) => Ok(vec![int(order.order_id)]),
+        // Concurrency control aborted it: an ACID transaction is retried whole; an accepted BASE
+        // one is re-run by its coordinator.
+        Err(e) if e.is_retryable() => Err(e),
+        failed => {
+            // Alkaline 3: compensate — the seats go back to the counter (the cursor moves on).
+            ctx.begin_alkaline().await?;
+            ctx.update(CATEGORY, &cat_key, &[("free", Formula::Add(int(k)))]).await?;
+            ctx.end_alkaline().await?;
+            failed.map(|_| vec![])
+        }
+    }
+}
+
+/// `tk_add_customer(bucket, pick, customer_id) -> [acted]`.
+async fn add_customer_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let bucket = ranged_arg(&args, 0, PROC_ADD_CUSTOMER, 0..QUEUE_BUCKETS)?;
+    let pick = ranged_arg(&args, 1, PROC_ADD_CUSTOMER, 0..QUEUE_PICK_MAX)?;
+    let customer = ranged_arg(&args, 2, PROC_ADD_CUSTOMER, 0..CUSTOMERS)?;
+    let Some(mut order) = pick_order(&ctx, ORDER_RESERVED, bucket, pick).await? else {
+        return Ok(vec![int(0)]);
+    };
+    let orders = match ctx.read(CUSTOMER, &[int(customer)]).await? {
+        Some(row) => ints(&row, 2, CUSTOMER)?[1],
+        None => 0,
+    };
+    ctx.write(CUSTOMER, vec![int(customer), int(orders + 1)]).await?;
+    order.customer = customer;
+    advance(&ctx, order, ORDER_CUSTOMER).await?;
+    Ok(vec![int(1)])
+}
+
+/// `tk_payment(bucket, pick) -> [acted]`: seats sold, tickets created, order paid.
+async fn payment_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let bucket = ranged_arg(&args, 0, PROC_PAYMENT, 0..QUEUE_BUCKETS)?;
+    let pick = ranged_arg(&args, 1, PROC_PAYMENT, 0..QUEUE_PICK_MAX)?;
+    let Some(mut order) = pick_order(&ctx, ORDER_CUSTOMER, bucket, pick).await? else {
+        return Ok(vec![int(0)]);
+    };
+    let capacity = capacity_of(&ctx).await?;
+    let ids = held_seats(&ctx, &order, capacity, SEAT_RESERVED).await?;
+    let mut writes = Vec::with_capacity(2 * ids.len());
+    for s in &ids {
+        writes.push(Op::Write { table: SEAT.into(), row: seat_row(*s, order.cat, SEAT_SOLD, order.order_id) });
+        writes.push(Op::Insert { table: TICKET.into(), row: vec![int(order.order_id), int(*s), int(0)] });
+    }
+    all(&ctx, writes).await?;
+    order.amount = order.seats * PRICES_BY_CATEGORY[order.cat as usize];
+    advance(&ctx, order, ORDER_PAID).await?;
+    Ok(vec![int(1)])
+}
+
+/// `tk_confirm(bucket, pick) -> [acted]`.
+async fn confirm_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let bucket = ranged_arg(&args, 0, PROC_CONFIRM, 0..QUEUE_BUCKETS)?;
+    let pick = ranged_arg(&args, 1, PROC_CONFIRM, 0..QUEUE_PICK_MAX)?;
+    let Some(order) = pick_order(&ctx, ORDER_PAID, bucket, pick).await? else {
+        return Ok(vec![int(0)]);
+    };
+    advance(&ctx, order, ORDER_CONFIRMED).await?;
+    Ok(vec![int(1)])
+}
+
+/// `tk_issue_tickets(bucket, pick) -> [acted]`: every ticket of the order marked issued.
+async fn issue_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let bucket = ranged_arg(&args, 0, PROC_ISSUE, 0..QUEUE_BUCKETS)?;
+    let pick = ranged_arg(&args, 1, PROC_ISSUE, 0..QUEUE_PICK_MAX)?;
+    let Some(order) = pick_order(&ctx, ORDER_CONFIRMED, bucket, pick).await? else {
+        return Ok(vec![int(0)]);
+    };
+    let tickets = ctx.scan_prefix(TICKET, &[int(order.order_id)], ORDER_SEATS_MAX as u32 + 1).await?;
+    if tickets.len() as i64 != order.seats {
+        return Err(ctx.abort(format!(
+            "order {} has {} tickets for {} seats (invariant broken)",
+            order.order_id,
+            tickets.len(),
+            order.seats
+        )));
+    }
+    let mut writes = Vec::with_capacity(tickets.len());
+    for t in &tickets {
+        let v = ints(t, 3, TICKET)?;
+        writes.push(Op::Write { table: TICKET.into(), row: vec![int(v[0]), int(v[1]), int(1)] });
+    }
+    all(&ctx, writes).await?;
+    advance(&ctx, order, ORDER_ISSUED).await?;
+    Ok(vec![int(1)])
+}
+
+/// Removes a live order in `state` and returns its seats: alkaline 1 deletes the order (and
+/// its tickets) and its queue entry, alkaline 2 frees the seats, alkaline 3 is the contended
+/// `free += k`. As an ACID procedure the boundaries are no-ops.
+async fn release(ctx: &Ctx, state: i64, bucket: i64, pick: i64, seat_state: i64) -> ProcResult {
+    ctx.begin_alkaline().await?;
+    let Some(order) = pick_order(ctx, state, bucket, pick).await? else {
+        ctx.end_alkaline().await?;
+        return Ok(vec![int(0)]);
+    };
+    let capacity = capacity_of(ctx).await?;
+    let mut deletes = vec![
+        Op::Delete { table: ORDER.into(), key: vec![int(order.order_id)] },
+        Op::Delete { table: QUEUE.into(), key: vec![int(state), int(bucket), int(order.order_id)] },
+    ];
+    if seat_state == SEAT_SOLD {
+        for s in order.seat_ids(capacity) {
+            deletes.push(Op::Delete { table: TICKET.into(), key: vec![int(order.order_id), int(s)] });
+        }
+    }
+    all(ctx, deletes).await?;
+    ctx.end_alkaline().await?;
+
+    ctx.begin_alkaline().await?;
+    let ids = held_seats(ctx, &order, capacity, seat_state).await?;
+    let frees = ids
+        .iter()
+        .map(|s| Op::Write { table: SEAT.into(), row: seat_row(*s, order.cat, SEAT_FREE, NO_ORDER) })
+        .collect();
+    all(ctx, frees).await?;
+    ctx.end_alkaline().await?;
+
+    ctx.alkaline_update(CATEGORY, &[int(order.cat)], &[("free", Formula::Add(int(order.seats)))]).await?;
+    Ok(vec![int(1)])
+}
+
+/// `tk_cancel_order(bucket, pick) -> [acted]`: a checked-out (CUSTOMER) order is cancelled.
+async fn cancel_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let bucket = ranged_arg(&args, 0, PROC_CANCEL, 0..QUEUE_BUCKETS)?;
+    let pick = ranged_arg(&args, 1, PROC_CANCEL, 0..QUEUE_PICK_MAX)?;
+    release(&ctx, ORDER_CUSTOMER, bucket, pick, SEAT_RESERVED).await
+}
+
+/// `tk_expire_reservations(bucket) -> [acted]`: the oldest RESERVED order of the bucket expires.
+async fn expire_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let bucket = ranged_arg(&args, 0, PROC_EXPIRE, 0..QUEUE_BUCKETS)?;
+    release(&ctx, ORDER_RESERVED, bucket, 0, SEAT_RESERVED).await
+}
+
+/// `tk_delete_order(bucket, pick) -> [acted]` (administrative, ACID): an ISSUED order is deleted
+/// with its tickets and its seats return to the pool.
+async fn delete_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let bucket = ranged_arg(&args, 0, PROC_DELETE, 0..QUEUE_BUCKETS)?;
+    let pick = ranged_arg(&args, 1, PROC_DELETE, 0..QUEUE_PICK_MAX)?;
+    release(&ctx, ORDER_ISSUED, bucket, pick, SEAT_SOLD).await
+}
+
+/// `tk_load_event(seats_per_category)`: the event and category rows (overwrites: idempotent).
+async fn load_event_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let capacity =
+        ranged_arg(&args, 0, PROC_LOAD_EVENT, SEATS_PER_CATEGORY_MIN as i64..SEATS_PER_CATEGORY_MAX as i64 + 1)?;
+    let mut writes = vec![Op::Write { table: EVENT.into(), row: vec![int(EVENT_ID), int(CATEGORIES), int(capacity)] }];
+    for cat in 0..CATEGORIES {
+        writes.push(Op::Write {
+            table: CATEGORY.into(),
+            row: vec![int(cat), int(capacity), int(capacity), int(0), int(0)],
+        });
+    }
+    all(&ctx, writes).await?;
+    Ok(vec![])
+}
+
+/// `tk_load_seats(start, count, seats_per_category)`: free seats `start..start+count` (global
+/// seat ids; overwrites: idempotent).
+async fn load_seats_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let capacity =
+        ranged_arg(&args, 2, PROC_LOAD_SEATS, SEATS_PER_CATEGORY_MIN as i64..SEATS_PER_CATEGORY_MAX as i64 + 1)?;
+    let start = ranged_arg(&args, 0, PROC_LOAD_SEATS, 0..CATEGORIES * capacity)?;
+    let count = ranged_arg(&args, 1, PROC_LOAD_SEATS, 0..LOAD_BATCH_SEATS as i64 + 1)?;
+    let end = (start + count).min(CATEGORIES * capacity);
+    let writes = (start..end)
+        .map(|s| Op::Write { table: SEAT.into(), row: seat_row(s, s / capacity, SEAT_FREE, NO_ORDER) })
+        .collect();
+    all(&ctx, writes).await?;
+    Ok(vec![int(end - start)])
+}
+
+/// The tables `tk_dump` reads, by code.
+const DUMP_TABLES: [&str; 5] = [CATEGORY, SEAT, ORDER, TICKET, QUEUE];
+
+/// `tk_dump(table_code, start, end) -> [row_0 ..., row_1 ..., ...]`: every row of table
+/// `DUMP_TABLES[code]` whose first key column is in `start..end` (at most [`DUMP_CHUNK_ROWS`]
+/// ids; for the ticket table that many orders, so up to `ORDER_SEATS_MAX` times as many rows),
+/// flattened.
+async fn dump_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let code = ranged_arg(&args, 0, PROC_DUMP, 0..DUMP_TABLES.len() as i64)?;
+    let start = int_arg(&args, 1, PROC_DUMP)?;
+    let end = int_arg(&args, 2, PROC_DUMP)?;
+    if !(0..=DUMP_CHUNK_ROWS).contains(&(end - start)) {
+        return Err(InvalidInput::Config(format!("{PROC_DUMP}: range {start}..{end} too wide")).into());
+    }
+    // One more than a chunk can hold, so that a truncated answer is recognizable.
+    let limit = DUMP_ROWS_MAX as u32 + 1;
+    let rows = ctx.scan(DUMP_TABLES[code as usize], &[int(start)], Some(&[int(end)]), limit).await?;
+    Ok(rows.into_iter().flatten().collect())
+}
+
+/// The ticketing schema.
+pub fn tables() -> Vec<TableSchema> {
+    let t = |name: &str, cols: &[&str], key: &[&str], prefix_len: usize| {
+        TableSchema::new(
+            name,
+            cols.iter().map(|c| Column::new(c, ColumnType::Int)).collect(),
+            key,
+            Partitioning::KeyPrefix { prefix_len },
+        )
+    };
+    vec![
+        t(EVENT, &["event_id", "categories", "seats_per_category"], &["event_id"], 1),
+        t(CATEGORY, &["cat_id", "capacity", "free", "cursor", "next_order"], &["cat_id"], 1),
+        t(SEAT, &["seat_id", "cat_id", "state", "order_id"], &["seat_id"], 1),
+        t(ORDER, &["order_id", "cat_id", "first_pos", "seats", "state", "customer_id", "amount"], &["order_id"], 1),
+        t(TICKET, &["order_id", "seat_id", "issued"], &["order_id", "seat_id"], 1),
+        t(QUEUE, &["state", "bucket", "order_id"], &["state", "bucket", "order_id"], 2),
+        t(CUSTOMER, &["customer_id", "orders"], &["customer_id"], 1),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verification
+
+/// Everything `verify` reads, in one (settled) reading.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    pub categories: Vec<CategoryRow>,
+    /// Per seat id: (cat, state, order).
+    pub seats: BTreeMap<i64, (i64, i64, i64)>,
+    pub orders: BTreeMap<i64, OrderRow>,
+    /// (order, seat) -> issued.
+    pub tickets: BTreeMap<(i64, i64), i64>,
+    /// (state, bucket, order).
+    pub queue: BTreeSet<(i64, i64, i64)>,
+}
+
+/// Totals of a snapshot that passed [`check_snapshot`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub seats: u64,
+    pub free: u64,
+    pub reserved: u64,
+    pub sold: u64,
+    pub live_orders: u64,
+    pub paid_orders: u64,
+    pub tickets: u64,
+}
+
+/// Checks the invariants of the module doc on one reading; every violation is listed.
+pub fn check_snapshot(s: &Snapshot, capacity: i64) -> Result<Verdict, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut v = Verdict { seats: 0, free: 0, reserved: 0, sold: 0, live_orders: 0, paid_orders: 0, tickets: 0 };
+    let mut p = |msg: String| {
+        if problems.len() < 20 {
+            problems.push(msg);
+        }
+    };
+    // 1, 2: seats and counters.
+    let expected_seats = CATEGORIES * capacity;
+    if s.seats.len() as i64 != expected_seats || s.seats.keys().any(|id| !(0..expected_seats).contains(id)) {
+        p(format!("expected seats 0..{expected_seats}, found {} seat rows", s.seats.len()));
+    }
+    let mut counted = vec![[0i64; 3]; CATEGORIES as usize];
+    for (&id, &(cat, state, order)) in &s.seats {
+        if cat != id.div_euclid(capacity) || !(SEAT_FREE..=SEAT_SOLD).contains(&state) {
+            p(format!("seat {id} is malformed: category {cat}, state {state}"));
+            continue;
+        }
+        if (state == SEAT_FREE) != (order == NO_ORDER) {
+            p(format!("seat {id} has state {state} and order {order}"));
+        }
+        counted[cat as usize][state as usize] += 1;
+    }
+    if s.categories.len() as i64 != CATEGORIES {
+        p(format!("expected {CATEGORIES} category rows, found {}", s.categories.len()));
+    }
+    for c in &s.categories {
+        let Some(n) = usize::try_from(c.cat).ok().and_then(|i| counted.get(i)) else {
+            p(format!("unknown category {}", c.cat));
+            continue;
+        };
+        let [free, reserved, sold] = *n;
+        if free + reserved + sold != capacity || c.capacity != capacity {
+            p(format!(
+                "category {}: sold {sold} + reserved {reserved} + free {free} != capacity {capacity} (row says {})",
+                c.cat, c.capacity
+            ));
+        }
+        if c.free != free {
+            p(format!("category {}: counter says {} free seats, the seats say {free}", c.cat, c.free));
+        }
+    }
+    for n in &counted {
+        v.free += n[0] as u64;
+        v.reserved += n[1] as u64;
+        v.sold += n[2] as u64;
+    }
+    v.seats = s.seats.len() as u64;
+
+    // 3, 4, 5: orders own their seats exactly, tickets and queues match.
+    let mut owner: BTreeMap<i64, i64> = BTreeMap::new();
+    for o in s.orders.values() {
+        v.live_orders += 1;
+        if !(ORDER_RESERVED..=ORDER_ISSUED).contains(&o.state)
+            || !(1..=ORDER_SEATS_MAX).contains(&o.seats)
+            || order_category(o.order_id) != o.cat
+        {
+            p(format!("order {} is malformed: {o:?}", o.order_id));
+            continue;
+        }
+        let paid = o.state >= ORDER_PAID;
+        let seat_state = if paid { SEAT_SOLD } else { SEAT_RESERVED };
+        for sid in o.seat_ids(capacity) {
+            if let Some(other) = owner.insert(sid, o.order_id) {
+                p(format!("seat {sid} is in two live orders: {other} and {} (sold twice)", o.order_id));
+            }
+            match s.seats.get(&sid) {
+                Some(&(_, st, ord)) if st == seat_state && ord == o.order_id => {}
+                other => {
+                    p(format!("order {} (state {}) should hold seat {sid}, which is {other:?}", o.order_id, o.state))
+                }
+            }
+            let ticket = s.tickets.get(&(o.order_id, sid));
+            match (paid, ticket) {
+                (false, None) => {}
+                (true, Some(&issued)) if issued == i64::from(o.state == ORDER_ISSUED) => {}
+                (_, t) => p(format!("order {} (state {}) has ticket {t:?} for seat {sid}", o.order_id, o.state)),
+            }
+        }
+        if paid {
+            v.paid_orders += 1;
+        }
+        if !s.queue.contains(&(o.state, bucket_of(o.order_id), o.order_id)) {
+            p(format!("order {} (state {}) is not in its queue", o.order_id, o.state));
+        }
+    }
+    for (&sid, &(_, state, order)) in &s.seats {
+        if state != SEAT_FREE && owner.get(&sid) != Some(&order) {
+            p(format!("seat {sid} (state {state}) is held by order {order}, which does not list it (lost seat)"));
+        }
+    }
+    for &(order, sid) in s.tickets.keys() {
+        v.tickets += 1;
+        let ok = s.orders.get(&order).is_some_and(|o| o.state >= ORDER_PAID && owner.get(&sid) == Some(&order));
+        if !ok {
+            p(format!("ticket for seat {sid} of order {order} has no paid order holding that seat"));
+        }
+    }
+    for &(state, bucket, order) in &s.queue {
+        if !s.orders.get(&order).is_some_and(|o| o.state == state && bucket_of(order) == bucket) {
+            p(format!("queue {state} bucket {bucket} lists order {order}, which is not a live order in that state"));
+        }
+    }
+    if problems.is_empty() {
+        Ok(v)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Rows of `DUMP_TABLES[code]` with first key column in `start..end`, each of `cols` ints, read
+/// through `call` (which runs `tk_dump` with the given arguments).
+fn dump(call: &mut DumpCall<'_>, code: usize, start: i64, end: i64, cols: usize) -> Result<Vec<Vec<i64>>, Error> {
+    let mut rows = Vec::new();
+    let mut from = start;
+    while from < end {
+        let to = (from + DUMP_CHUNK_ROWS).min(end);
+        let out = call(vec![int(code as i64), int(from), int(to)])?;
+        if out.len() % cols != 0 || out.len() / cols > DUMP_ROWS_MAX {
+            return Err(Error::Internal(format!(
+                "{PROC_DUMP} of {} returned {} values (not rows of {cols}, or too many rows)",
+                DUMP_TABLES[code],
+                out.len()
+            )));
+        }
+        for chunk in out.chunks(cols) {
+            rows.push(ints(chunk, cols, DUMP_TABLES[code])?);
+        }
+        from = to;
+    }
+    Ok(rows)
+}
+
+/// Runs `tk_dump` with the given arguments.
+pub type DumpCall<'a> = dyn FnMut(Vec<Value>) -> Result<Vec<Value>, Error> + 'a;
+
+/// Reads every ticketing table (chunk by chunk, each chunk its own transaction) through `call`.
+/// Only meaningful as a snapshot when nothing else runs; `verify` reads until two readings agree.
+pub fn read_snapshot(capacity: i64, call: &mut DumpCall<'_>) -> Result<Snapshot, Error> {
+    let mut s = Snapshot::default();
+    for r in dump(call, 0, 0, CATEGORIES, 5)? {
+        s.categories.push(CategoryRow { cat: r[0], capacity: r[1], free: r[2], cursor: r[3], next_order: r[4] });
+    }
+    for r in dump(call, 1, 0, CATEGORIES * capacity, 4)? {
+        if s.seats.insert(r[0], (r[1], r[2], r[3])).is_some() {
+            return Err(Error::Internal(format!("seat {} read twice", r[0])));
+        }
+    }
+    let order_end = s.categories.iter().map(|c| c.next_order).max().unwrap_or(0) * CATEGORIES;
+    for r in dump(call, 2, 0, order_end, 7)? {
+        let o = OrderRow::from_row(&r.iter().copied().map(int).collect::<Vec<_>>())?;
+        s.orders.insert(o.order_id, o);
+    }
+    for r in dump(call, 3, 0, order_end, 3)? {
+        s.tickets.insert((r[0], r[1]), r[2]);
+    }
+    for state in ORDER_RESERVED..=ORDER_ISSUED {
+        for r in dump(call, 4, state, state + 1, 3)? {
+            s.queue.insert((r[0], r[1], r[2]));
+        }
+    }
+    Ok(s)
+}
+
+/// The verdict line of a snapshot that passed [`check_snapshot`].
+pub fn verdict_line(s: &Snapshot, v: &Verdict) -> String {
+    let orders_created: i64 = s.categories.iter().map(|c| c.next_order).sum();
+    format!(
+        "no seat sold twice; per category sold + reserved + free = capacity and = counter rows ({} seats: {} \
+         sold, {} reserved, {} free); {} live orders own exactly their seats, {} paid orders have exactly their \
+         {} tickets, no orphan ticket, queues match ({orders_created} order numbers issued)",
+        v.seats, v.sold, v.reserved, v.free, v.live_orders, v.paid_orders, v.tickets
+    )
+}
+
+impl Workload for Ticketing {
+    fn name(&self) -> &'static str {
+        "ticketing"
+    }
+
+    fn describe(&self) -> String {
+        let base: Vec<&str> = BASE_ORDER.iter().take(self.opts.base_txns as usize).map(|t| t.kind).collect();
+        format!(
+            "1 event, {CATEGORIES} categories x {} seats; base_txns={} ({}); 11 transactions, create-order {}%",
+            self.opts.seats_per_category,
+            self.opts.base_txns,
+            if base.is_empty() { "all ACID".to_string() } else { base.join(", ") },
+            CREATE_ORDER.percent
+        )
+    }
+
+    fn catalog(&self) -> Catalog {
+        let mut c = Catalog::new();
+        for t in tables() {
+            c.add(t);
+        }
+        c
+    }
+
+    fn register(&self, registry: &mut Registry) {
+        let base = ProcOptions::base();
+        let display = ProcOptions { isolation: Isolation::ReadUncommitted, ..ProcOptions::default() };
+        let i = || ColumnType::Int;
+        registry.register_with(PROC_BROWSE, vec![], display, browse_body);
+        registry.register_with(PROC_SEAT_MAP, vec![i(), i()], display, seat_map_body);
+        registry.register_with(PROC_AVAILABILITY, vec![i()], display, availability_body);
+        registry.register(PROC_CREATE, vec![i(), i()], create_order_body);
+        registry.register_with(PROC_CREATE_BASE, vec![i(), i()], base, create_order_body);
+        registry.register(PROC_ADD_CUSTOMER, vec![i(), i(), i()], add_customer_body);
+        registry.register(PROC_PAYMENT, vec![i(), i()], payment_body);
+        registry.register(PROC_CONFIRM, vec![i(), i()], confirm_body);
+        registry.register(PROC_ISSUE, vec![i(), i()], issue_body);
+        registry.register(PROC_CANCEL, vec![i(), i()], cancel_body);
+        registry.register_with(PROC_CANCEL_BASE, vec![i(), i()], base, cancel_body);
+        registry.register(PROC_EXPIRE, vec![i()], expire_body);
+        registry.register_with(PROC_EXPIRE_BASE, vec![i()], base, expire_body);
+        registry.register(PROC_DELETE, vec![i(), i()], delete_body);
+        registry.register(PROC_LOAD_EVENT, vec![i()], load_event_body);
+        registry.register(PROC_LOAD_SEATS, vec![i(), i(), i()], load_seats_body);
+        registry.register(PROC_DUMP, vec![i(), i(), i()], dump_body);
+    }
+
+    fn prepare(&self, clients: &mut dyn FnMut() -> Result<Client, Error>) -> anyhow::Result<()> {
+        let capacity = self.capacity();
+        let mut client = clients().context("open a load client")?;
+        call_idempotent(&mut client, PROC_LOAD_EVENT, vec![int(capacity)]).context("load the event")?;
+        let args = move |start: u64, count: u64| vec![int(start as i64), int(count as i64), int(capacity)];
+        load_in_batches(
+            clients,
+            CATEGORIES as u64 * self.opts.seats_per_category,
+            LOAD_BATCH_SEATS,
+            self.progress,
+            PROC_LOAD_SEATS,
+            &args,
+        )
+    }
+
+    fn generate(&self, rng: &mut ChaCha8Rng) -> TxnRequest {
+        let mut roll = rng.gen_range(0..100u32);
+        let t = TRANSACTIONS
+            .iter()
+            .find(|t| {
+                if roll < t.percent {
+                    true
+                } else {
+                    roll -= t.percent;
+                    false
+                }
+            })
+            .copied()
+            .unwrap_or(BROWSE_EVENTS);
+        let cat = rng.gen_range(0..CATEGORIES);
+        let bucket = rng.gen_range(0..QUEUE_BUCKETS);
+        let pick = rng.gen_range(0..QUEUE_PICK_MAX);
+        let args = match t.kind {
+            k if k == BROWSE_EVENTS.kind => vec![],
+            k if k == VIEW_SEAT_MAP.kind => {
+                let pos = rng.gen_range(0..=self.capacity() - SEAT_MAP_SEATS);
+                vec![int(seat_id(cat, pos, self.capacity())), int(SEAT_MAP_SEATS)]
+            }
+            k if k == CHECK_AVAILABILITY.kind => vec![int(cat)],
+            k if k == CREATE_ORDER.kind => vec![int(cat), int(rng.gen_range(1..=ORDER_SEATS_MAX))],
+            k if k == ADD_CUSTOMER.kind => vec![int(bucket), int(pick), int(rng.gen_range(0..CUSTOMERS))],
+            k if k == EXPIRE_RESERVATIONS.kind => vec![int(bucket)],
+            _ => vec![int(bucket), int(pick)],
+        };
+        TxnRequest { kind: t.kind, procedure: self.procedure_of(&t), args }
+    }
+
+    fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String> {
+        // 6: user aborts other than "sold out" mean a transaction found an invariant broken; the
+        // harness does not keep the reasons, so any user abort outside create-order counts.
+        let unexpected: u64 =
+            stats.total.iter().filter(|(k, _)| **k != CREATE_ORDER.kind).map(|(_, o)| o.user_aborts).sum();
+        let started = Instant::now();
+        let mut previous: Option<Snapshot> = None;
+        let mut readings = 0u32;
+        let (snapshot, verdict) = loop {
+            let read = read_snapshot(self.capacity(), &mut |args| call_idempotent(client, PROC_DUMP, args));
+            readings += 1;
+            let waited = started.elapsed();
+            let s = match read {
+                Ok(s) => s,
+                Err(e) if !(e.is_retryable() || matches!(e, Error::Unavailable { .. })) => {
+                    return Err(e).context("read the ticketing tables");
+                }
+                Err(busy) => {
+                    if waited >= self.settle_max {
+                        anyhow::bail!(
+                            "could not read the tables for {} ms ({readings} attempts): {busy}",
+                            waited.as_millis()
+                        );
+                    }
+                    previous = None;
+                    std::thread::sleep(VERIFY_SETTLE_POLL);
+                    continue;
+                }
+            };
+            let stable = previous.as_ref() == Some(&s);
+            match check_snapshot(&s, self.capacity()) {
+                Ok(v) if stable => break (s, v),
+                Ok(_) => {}
+                Err(problems) if stable || waited >= self.settle_max => {
+                    anyhow::bail!(
+                        "ticketing invariants violated ({readings} readings over {} ms): {}",
+                        waited.as_millis(),
+                        problems.join("; ")
+                    );
+                }
+                Err(_) => {}
+            }
+            if waited >= self.settle_max {
+                anyhow::bail!("the tables were still changing after {} ms", waited.as_millis());
+            }
+            previous = Some(s);
+            std::thread::sleep(VERIFY_SETTLE_POLL);
+        };
+        if unexpected > 0 {
+            anyhow::bail!("{unexpected} transaction(s) other than create-order aborted themselves (an invariant broken on the way)");
+        }
+        Ok(format!("{}; settled after {readings} readings", verdict_line(&snapshot, &verdict)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    const CAP: i64 = 100;
+
+    fn workload(base_txns: u32) -> Ticketing {
+        Ticketing::new(TicketingOptions { seats_per_category: CAP as u64, base_txns }, false).unwrap()
+    }
+
+    /// A consistent snapshot: category 0 has order 0 (2 seats, ISSUED) and order 2 (1 seat,
+    /// RESERVED); category 1 has nothing.
+    fn consistent() -> Snapshot {
+        let mut s = Snapshot::default();
+        for id in 0..CATEGORIES * CAP {
+            s.seats.insert(id, (id / CAP, SEAT_FREE, NO_ORDER));
+        }
+        let issued =
+            OrderRow { order_id: 0, cat: 0, first_pos: 0, seats: 2, state: ORDER_ISSUED, customer: 7, amount: 100 };
+        let reserved =
+            OrderRow { order_id: 2, cat: 0, first_pos: 2, seats: 1, state: ORDER_RESERVED, customer: -1, amount: 0 };
+        for (o, seat_state) in [(issued, SEAT_SOLD), (reserved, SEAT_RESERVED)] {
+            for sid in o.seat_ids(CAP) {
+                s.seats.insert(sid, (0, seat_state, o.order_id));
+                if o.state >= ORDER_PAID {
+                    s.tickets.insert((o.order_id, sid), 1);
+                }
+            }
+            s.queue.insert((o.state, bucket_of(o.order_id), o.order_id));
+            s.orders.insert(o.order_id, o);
+        }
+        s.categories = vec![
+            CategoryRow { cat: 0, capacity: CAP, free: CAP - 3, cursor: 3, next_order: 2 },
+            CategoryRow { cat: 1, capacity: CAP, free: CAP, cursor: 0, next_order: 0 },
+        ];
+        s
+    }
+
+    fn problems(s: &Snapshot) -> String {
+        check_snapshot(s, CAP).expect_err("must be rejected").join("; ")
+    }
+
+    #[test]
+    fn a_consistent_snapshot_passes() {
+        let v = check_snapshot(&consistent(), CAP).unwrap();
+        assert_eq!((v.seats, v.sold, v.reserved, v.free), (200, 2, 1, 197));
+        assert_eq!((v.live_orders, v.paid_orders, v.tickets), (2, 1, 2));
+    }
+
+    #[test]
+    fn a_seat_in_two_orders_is_caught_as_sold_twice() {
+        let mut s = consistent();
+        // Order 4 claims seat 1, already sold to order 0.
+        let o =
+            OrderRow { order_id: 4, cat: 0, first_pos: 1, seats: 1, state: ORDER_RESERVED, customer: -1, amount: 0 };
+        s.orders.insert(4, o);
+        s.queue.insert((ORDER_RESERVED, bucket_of(4), 4));
+        assert!(problems(&s).contains("sold twice"), "{}", problems(&s));
+    }
+
+    #[test]
+    fn counters_that_disagree_with_the_seats_are_caught() {
+        let mut s = consistent();
+        s.categories[0].free += 1;
+        assert!(problems(&s).contains("counter says 98 free seats, the seats say 97"), "{}", problems(&s));
+        let mut s = consistent();
+        s.seats.remove(&150);
+        assert!(problems(&s).contains("!= capacity"), "{}", problems(&s));
+    }
+
+    #[test]
+    fn lost_seats_missing_tickets_and_orphans_are_caught() {
+        // A held seat without an order (the order was deleted, the seat never freed).
+        let mut s = consistent();
+        s.seats.insert(50, (0, SEAT_RESERVED, 98));
+        s.categories[0].free -= 1;
+        assert!(problems(&s).contains("lost seat"), "{}", problems(&s));
+        // A paid order missing a ticket.
+        let mut s = consistent();
+        s.tickets.remove(&(0, 1));
+        assert!(problems(&s).contains("has ticket None"), "{}", problems(&s));
+        // A ticket without a paid order.
+        let mut s = consistent();
+        s.tickets.insert((2, 2), 0);
+        assert!(problems(&s).contains("no paid order"), "{}", problems(&s));
+        // An order outside its queue.
+        let mut s = consistent();
+        s.queue.remove(&(ORDER_RESERVED, bucket_of(2), 2));
+        assert!(problems(&s).contains("not in its queue"), "{}", problems(&s));
+    }
+
+    #[test]
+    fn order_seats_wrap_around_the_category() {
+        let o = OrderRow { order_id: 3, cat: 1, first_pos: CAP - 1, seats: 3, state: 1, customer: -1, amount: 0 };
+        assert_eq!(o.seat_ids(CAP), vec![2 * CAP - 1, CAP, CAP + 1]);
+        assert_eq!(order_category(o.order_id), 1);
+    }
+
+    #[test]
+    fn the_mix_has_eleven_kinds_summing_to_one_hundred_percent() {
+        assert_eq!(TRANSACTIONS.iter().map(|t| t.percent).sum::<u32>(), 100);
+        let kinds: BTreeSet<_> = TRANSACTIONS.iter().map(|t| t.kind).collect();
+        assert_eq!(kinds.len(), 11);
+        let w = workload(1);
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut seen = BTreeMap::new();
+        for _ in 0..20_000 {
+            let t = w.generate(&mut rng);
+            *seen.entry(t.kind).or_insert(0u32) += 1;
+        }
+        for t in TRANSACTIONS {
+            let share = f64::from(seen[t.kind]) / 200.0;
+            assert!((share - f64::from(t.percent)).abs() < 1.5, "{}: {share}% for {}%", t.kind, t.percent);
+        }
+    }
+
+    #[test]
+    fn base_txns_picks_base_procedures_in_contention_order() {
+        let expect = |k: u32, create: &str, expire: &str, cancel: &str| {
+            let w = workload(k);
+            assert_eq!(w.procedure_of(&CREATE_ORDER), create, "K={k}");
+            assert_eq!(w.procedure_of(&EXPIRE_RESERVATIONS), expire, "K={k}");
+            assert_eq!(w.procedure_of(&CANCEL_ORDER), cancel, "K={k}");
+            assert_eq!(w.procedure_of(&DELETE_ORDER), PROC_DELETE);
+        };
+        expect(0, PROC_CREATE, PROC_EXPIRE, PROC_CANCEL);
+        expect(1, PROC_CREATE_BASE, PROC_EXPIRE, PROC_CANCEL);
+        expect(2, PROC_CREATE_BASE, PROC_EXPIRE_BASE, PROC_CANCEL);
+        expect(3, PROC_CREATE_BASE, PROC_EXPIRE_BASE, PROC_CANCEL_BASE);
+        let mut registry = Registry::new();
+        workload(1).register(&mut registry);
+        for t in BASE_ORDER {
+            assert!(registry.get(t.base_procedure.unwrap()).unwrap().options.base);
+            assert!(!registry.get(t.procedure).unwrap().options.base);
+        }
+    }
+
+    #[test]
+    fn generation_replays_from_the_seed_and_stays_in_range() {
+        let w = workload(1);
+        let run = |seed| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            (0..200).map(|_| w.generate(&mut rng)).collect::<Vec<_>>()
+        };
+        assert_eq!(run(3), run(3));
+        assert_ne!(run(3), run(4));
+        for t in run(9) {
+            if t.kind == VIEW_SEAT_MAP.kind {
+                let first = t.args[0].as_int().unwrap();
+                assert!(first >= 0 && first + SEAT_MAP_SEATS <= CATEGORIES * CAP);
+                assert_eq!(first / CAP, (first + SEAT_MAP_SEATS - 1) / CAP, "one category");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_options_are_rejected() {
+        let bad = |o| Ticketing::new(o, false).err().expect("rejected");
+        assert_eq!(bad(TicketingOptions { seats_per_category: 10, base_txns: 1 }), TicketingConfigError::Seats(10));
+        assert_eq!(bad(TicketingOptions { seats_per_category: 100, base_txns: 4 }), TicketingConfigError::BaseTxns(4));
+    }
+}
