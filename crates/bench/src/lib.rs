@@ -39,12 +39,14 @@ pub mod harness;
 pub mod plot;
 pub mod salt_micro;
 pub mod sweep;
+pub mod tpcc;
 pub mod workload;
 pub mod ycsb;
 
 pub use harness::{BenchConfig, BenchError, BenchReport};
 pub use salt_micro::{SaltMicro, SaltMicroKind, SaltMicroOptions};
 pub use sweep::{Sweep, SweepParam, SweepPoint};
+pub use tpcc::{Tpcc, TpccOptions};
 pub use workload::{Outcomes, RunStats, TxnRequest, Workload};
 pub use ycsb::{Ycsb, YcsbOptions};
 
@@ -58,7 +60,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Names of the workloads [`workload()`] knows.
-pub const WORKLOADS: &[&str] = &["ycsb", "salt-contention", "salt-position", "salt-rw"];
+pub const WORKLOADS: &[&str] = &["ycsb", "salt-contention", "salt-position", "salt-rw", "tpcc"];
 
 /// Most engines one `--compare` runs.
 pub const COMPARE_ENGINES_MAX: usize = 8;
@@ -88,7 +90,7 @@ fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
 /// The flags of `litmus bench`.
 #[derive(clap::Args, Clone, Debug, PartialEq)]
 pub struct BenchArgs {
-    /// Workload to run (known: ycsb, salt-contention, salt-position, salt-rw).
+    /// Workload to run (known: ycsb, salt-contention, salt-position, salt-rw, tpcc).
     pub workload: String,
 
     /// Concurrency-control engine of the embedded cluster (e.g. nocc). With --connect, the
@@ -178,6 +180,9 @@ pub struct BenchArgs {
 
     #[command(flatten)]
     pub salt: SaltMicroOptions,
+
+    #[command(flatten)]
+    pub tpcc: TpccOptions,
 }
 
 /// Unknown workload name.
@@ -189,6 +194,7 @@ pub struct UnknownWorkload(pub String);
 pub fn workload(name: &str, args: &BenchArgs) -> anyhow::Result<Box<dyn Workload>> {
     match name {
         "ycsb" => Ok(Box::new(Ycsb::new(args.ycsb.clone(), !args.quiet)?)),
+        "tpcc" => Ok(Box::new(Tpcc::new(&args.tpcc, !args.quiet)?)),
         other => match SaltMicroKind::from_name(other) {
             Some(kind) => Ok(Box::new(SaltMicro::new(kind, args.salt.clone(), !args.quiet)?)),
             None => Err(UnknownWorkload(other.into()).into()),
@@ -209,6 +215,8 @@ pub fn full_schema() -> (Catalog, Registry) {
         .expect("default options are valid");
     catalog.merge(&salt.catalog());
     salt.register(&mut registry);
+    catalog.merge(&tpcc::schema::catalog());
+    tpcc::register(&mut registry);
     (catalog, registry)
 }
 
