@@ -344,3 +344,36 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+
+    /// The flags `litmus bench <workload>` gets with nothing else said.
+    pub(crate) fn default_args(workload: &str) -> BenchArgs {
+        Cli::try_parse_from(["bench", workload]).expect("defaults parse").args
+    }
+
+    #[test]
+    fn every_workload_builds_from_default_flags_and_the_server_schema_has_tpcc() {
+        for w in WORKLOADS {
+            let args = default_args(w);
+            workload(w, &args).unwrap_or_else(|e| panic!("{w}: {e}"));
+        }
+        let args =
+            Cli::try_parse_from(["bench", "tpcc", "--warehouses", "3", "--variant", "acid", "--scale-div", "10"])
+                .unwrap()
+                .args;
+        assert_eq!((args.tpcc.warehouses, args.tpcc.variant.as_deref(), args.tpcc.scale_div), (3, Some("acid"), 10));
+        let (catalog, registry) = full_schema();
+        assert!(catalog.table_by_name(tpcc::schema::STOCK).is_ok());
+        assert!(registry.get(tpcc::txns::NEW_ORDER_BASE_PROC).is_ok());
+    }
+}

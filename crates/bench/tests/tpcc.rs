@@ -83,6 +83,9 @@ fn salt_local_run_keeps_the_consistency_conditions() {
     run(EngineKind::SaltLocal, 2);
 }
 
+/// Writes that break a condition, run in one interactive transaction.
+type Corruption = dyn FnOnce(&mut litmus_client::Transaction<'_>);
+
 /// Runs `corrupt` in one interactive transaction, then expects the check to name `condition`.
 fn expect_caught(
     w: &Tpcc,
@@ -134,7 +137,7 @@ fn the_loaded_database_passes_every_condition_and_corruption_is_caught() {
     assert!(err.contains("3.3.2.2"), "{err}");
     drop(cluster);
 
-    let cases: Vec<(&str, Box<dyn FnOnce(&mut litmus_client::Transaction<'_>)>)> = vec![
+    let cases: Vec<(&str, Box<Corruption>)> = vec![
         (
             "3.3.2.1 at warehouse 2",
             Box::new(|t| {

@@ -28,15 +28,15 @@ pub const LOAD_CUSTOMERS: &str = "tpcc_load_customers";
 pub const LOAD_ORDERS: &str = "tpcc_load_orders";
 
 /// Items or stock rows per load call.
-pub const LOAD_ITEMS_PER_CALL: u64 = 2_000;
+pub const LOAD_ITEMS_PER_CALL: u64 = 250;
 /// Customers per load call (each also writes a name-index row and a history row).
-pub const LOAD_CUSTOMERS_PER_CALL: u64 = 500;
+pub const LOAD_CUSTOMERS_PER_CALL: u64 = 50;
 /// Orders per load call (each also writes 5–15 order lines, an index row, maybe a new-order).
-pub const LOAD_ORDERS_PER_CALL: u64 = 200;
+pub const LOAD_ORDERS_PER_CALL: u64 = 20;
 /// Most rows of one kind a load call accepts.
 pub const LOAD_CALL_ROWS_MAX: i64 = 5_000;
 /// Client threads loading in parallel.
-pub const LOAD_THREADS: usize = 4;
+pub const LOAD_THREADS: usize = 8;
 
 /// The initial HISTORY amount of every customer, and minus its initial balance (10.00).
 pub const H_AMOUNT_INITIAL_CENTS: i64 = 1_000;
@@ -286,28 +286,48 @@ fn ints(v: &[u64]) -> Vec<Value> {
 
 /// Every load call of the initial population, warehouses (and districts) first.
 pub fn plan(scale: &Scale, seed: u64) -> Vec<LoadCall> {
+    plan_in_batches(scale, seed, LoadBatches::DEFAULT)
+}
+
+/// Rows per load call, by kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadBatches {
+    pub items: u64,
+    pub customers: u64,
+    pub orders: u64,
+}
+
+impl LoadBatches {
+    pub const DEFAULT: LoadBatches =
+        LoadBatches { items: LOAD_ITEMS_PER_CALL, customers: LOAD_CUSTOMERS_PER_CALL, orders: LOAD_ORDERS_PER_CALL };
+}
+
+/// [`plan`] with other batch sizes (the simulator uses small ones).
+pub fn plan_in_batches(scale: &Scale, seed: u64, batches: LoadBatches) -> Vec<LoadCall> {
+    let LoadBatches { items: items_per_call, customers: customers_per_call, orders: orders_per_call } = batches;
+    assert!(items_per_call > 0 && customers_per_call > 0 && orders_per_call > 0);
     let mut calls = Vec::new();
     let (c, items) = (scale.customers, scale.items);
     for w in 1..=scale.warehouses {
         calls.push(LoadCall { procedure: LOAD_WAREHOUSE, args: ints(&[w, seed, c]), rows: 1 + DISTRICTS as u64 });
     }
-    for start in (0..items).step_by(LOAD_ITEMS_PER_CALL as usize) {
-        let count = LOAD_ITEMS_PER_CALL.min(items - start);
+    for start in (0..items).step_by(items_per_call as usize) {
+        let count = items_per_call.min(items - start);
         calls.push(LoadCall { procedure: LOAD_ITEMS, args: ints(&[start, count, seed]), rows: count });
     }
     for w in 1..=scale.warehouses {
-        for start in (0..items).step_by(LOAD_ITEMS_PER_CALL as usize) {
-            let count = LOAD_ITEMS_PER_CALL.min(items - start);
+        for start in (0..items).step_by(items_per_call as usize) {
+            let count = items_per_call.min(items - start);
             calls.push(LoadCall { procedure: LOAD_STOCK, args: ints(&[w, start, count, seed]), rows: count });
         }
         for d in 1..=DISTRICTS as u64 {
-            for start in (0..c).step_by(LOAD_CUSTOMERS_PER_CALL as usize) {
-                let count = LOAD_CUSTOMERS_PER_CALL.min(c - start);
+            for start in (0..c).step_by(customers_per_call as usize) {
+                let count = customers_per_call.min(c - start);
                 let args = ints(&[w, d, start, count, seed]);
                 calls.push(LoadCall { procedure: LOAD_CUSTOMERS, args, rows: 3 * count });
             }
-            for start in (0..c).step_by(LOAD_ORDERS_PER_CALL as usize) {
-                let count = LOAD_ORDERS_PER_CALL.min(c - start);
+            for start in (0..c).step_by(orders_per_call as usize) {
+                let count = orders_per_call.min(c - start);
                 let args = ints(&[w, d, start, count, seed, c, items, scale.new_orders_initial()]);
                 // ~10 order lines, an index row and (30%) a new-order per order.
                 calls.push(LoadCall { procedure: LOAD_ORDERS, args, rows: 12 * count });

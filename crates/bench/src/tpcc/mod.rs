@@ -259,7 +259,7 @@ impl Scale {
         if !(1..=WAREHOUSES_MAX).contains(&warehouses) {
             return Err(TpccConfigError::Warehouses(warehouses));
         }
-        if customers < 10 || customers % 10 != 0 || customers > CUSTOMERS_FULL {
+        if customers < 10 || !customers.is_multiple_of(10) || customers > CUSTOMERS_FULL {
             return Err(TpccConfigError::Customers(customers));
         }
         if !(100..=ITEMS_FULL).contains(&items) {
@@ -319,7 +319,7 @@ impl TpccOptions {
 
     /// The cardinalities.
     pub fn scale(&self) -> Result<Scale, TpccConfigError> {
-        if self.scale_div == 0 || 300 % self.scale_div != 0 {
+        if self.scale_div == 0 || !300u64.is_multiple_of(self.scale_div) {
             return Err(TpccConfigError::ScaleDiv(self.scale_div));
         }
         Scale::new(self.warehouses, CUSTOMERS_FULL / self.scale_div, ITEMS_FULL / self.scale_div)

@@ -11,23 +11,27 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// Attempts of one load or check request before the simulation gives up on it.
-pub const SIM_CALL_ATTEMPTS_MAX: u32 = 500;
+/// Virtual time one load or check call may take, retries included, before the simulation
+/// gives up on it.
+pub const SIM_CALL_MAX: Duration = Duration::from_secs(60);
+/// Rows per load call in the simulator (small: a request must finish before the verification
+/// client's timeout).
+pub const SIM_LOAD_BATCHES: load::LoadBatches = load::LoadBatches { items: 20, customers: 5, orders: 2 };
 /// Virtual time let pass between two attempts.
-pub const SIM_RETRY_PAUSE: Duration = Duration::from_millis(5);
+pub const SIM_RETRY_PAUSE: Duration = Duration::from_millis(20);
 
 /// Calls a procedure from the simulator's verification client, retrying "busy" errors.
 pub fn sim_call(sim: &mut Simulator, procedure: &str, args: Vec<Value>) -> Result<Vec<Value>, Error> {
-    let mut attempt = 0;
+    let started = sim.now();
     loop {
         let body = RequestBody::Call { procedure: procedure.into(), args: args.clone() };
         match sim.request(body) {
             Ok(ResponseBody::Returned(v)) => return Ok(v),
             Ok(other) => return Err(Error::Internal(format!("{procedure} answered {other:?}"))),
             Err(e)
-                if (e.is_retryable() || matches!(e, Error::Unavailable { .. })) && attempt < SIM_CALL_ATTEMPTS_MAX =>
+                if (e.is_retryable() || matches!(e, Error::Unavailable { .. }))
+                    && sim.now().0 - started.0 < SIM_CALL_MAX.as_nanos() as u64 =>
             {
-                attempt += 1;
                 sim.idle(SIM_RETRY_PAUSE)?;
             }
             Err(e) => return Err(e),
@@ -53,7 +57,7 @@ impl TpccSim {
 
     /// Loads the initial population (before `Simulator::run`, fault-free).
     pub fn load(&self, sim: &mut Simulator) -> Result<(), Error> {
-        for call in load::plan(self.tpcc.scale(), LOAD_SEED) {
+        for call in load::plan_in_batches(self.tpcc.scale(), LOAD_SEED, SIM_LOAD_BATCHES) {
             sim_call(sim, call.procedure, call.args)?;
         }
         Ok(())

@@ -284,7 +284,7 @@ async fn find_customer(ctx: &Ctx, w: &Value, d: &Value, c_id: Option<i64>, last:
             if rows.is_empty() {
                 return Err(ctx.abort(format!("no customer named {last} in district ({w}, {d})")));
             }
-            row_int(&rows[(rows.len() + 1) / 2 - 1], col::CN_C_ID)
+            row_int(&rows[rows.len().div_ceil(2) - 1], col::CN_C_ID)
         }
         (None, None) => Err(bad_arg(PAYMENT_PROC, "neither a customer id nor a last name".into())),
     }
