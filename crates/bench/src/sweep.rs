@@ -346,7 +346,7 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
         if sweep.param == SweepParam::Clients {
             // Salt Figs. 7-8: latency against throughput as the load grows.
             let latency = latency_figure_path(&path);
-            let title = format!("latency vs throughput ({})", args.workload);
+            let title = format!("Salt Figs. 7-8: latency vs throughput ({})", args.workload);
             crate::plot::plot_latency_throughput(&points, &latency, &title)
                 .with_context(|| format!("draw {}", latency.display()))?;
             writeln!(out, "figure: {}", latency.display())?;

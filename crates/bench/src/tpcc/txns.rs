@@ -194,8 +194,6 @@ async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     // Lines 8–11: saline-protected in a BASE transaction (an implicit alkaline subtransaction
     // to the end of the procedure).
     let c = Value::Int(inp.c);
-    let customer = must_read(&ctx, CUSTOMER, &[w.clone(), d.clone(), c.clone()]).await?;
-    let discount = row_dec(&customer, col::C_DISCOUNT)?;
     let all_local = inp.lines.iter().all(|l| l.supply_w == inp.w);
     let o = Value::Int(o_id);
     let mut ops = vec![
@@ -264,6 +262,11 @@ async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
         });
     }
     run_all(&ctx, ops).await?;
+    // Fig. 6 line 8, moved after the inserts: a BASE Delivery holds the NEW-ORDER range it
+    // scanned and then updates a customer; reading the customer first and then inserting into
+    // that range would let the two accepted (immortal) subtransactions wait for each other.
+    let customer = must_read(&ctx, CUSTOMER, &[w.clone(), d.clone(), c.clone()]).await?;
+    let discount = row_dec(&customer, col::C_DISCOUNT)?;
     let one = Decimal::from_int(1).expect("1 fits");
     let factor = one.checked_add(w_tax).and_then(|x| x.checked_add(d_tax)).ok_or_else(|| overflow("tax"))?;
     let total = total
@@ -315,8 +318,18 @@ async fn payment(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
         ctx.update(WAREHOUSE, &wkey, &[("w_ytd", add(amount))]).await?;
         ctx.update(DISTRICT, &dkey, &[("d_ytd", add(amount))]).await?;
     }
-    let warehouse = must_read(&ctx, WAREHOUSE, &wkey).await?;
-    let district = must_read(&ctx, DISTRICT, &dkey).await?;
+    // The names for h_data (never updated). In a BASE Payment each read is its own
+    // single-operation subtransaction, so the last one does not hold a lock on the hot
+    // warehouse row while it works on a (maybe remote) customer.
+    let (warehouse, district) = if base {
+        let missing = |what: &str| ctx.abort(format!("{what} is missing"));
+        (
+            ctx.alkaline_read(WAREHOUSE, &wkey).await?.ok_or_else(|| missing("warehouse"))?,
+            ctx.alkaline_read(DISTRICT, &dkey).await?.ok_or_else(|| missing("district"))?,
+        )
+    } else {
+        (must_read(&ctx, WAREHOUSE, &wkey).await?, must_read(&ctx, DISTRICT, &dkey).await?)
+    };
     let c = find_customer(&ctx, &c_w, &c_d, c_id, c_last).await?;
     let ckey = vec![c_w.clone(), c_d.clone(), Value::Int(c)];
     let neg = Decimal(-amount.0);
@@ -383,7 +396,15 @@ async fn delivery(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     for d in 1..=DISTRICTS as i64 {
         let d = Value::Int(d);
         begin(&ctx, base).await?;
-        must_read(&ctx, DISTRICT, &[w.clone(), d.clone()]).await?;
+        let dkey = [w.clone(), d.clone()];
+        if base {
+            // Write-lock the district (adding zero): two BASE Deliveries of one district then
+            // take turns instead of both reading the NEW-ORDER range and both waiting to
+            // delete its first row (accepted subtransactions cannot die to break that).
+            ctx.update(DISTRICT, &dkey, &[("d_ytd", Formula::Add(dec(Decimal::ZERO)))]).await?;
+        } else {
+            must_read(&ctx, DISTRICT, &dkey).await?;
+        }
         let oldest = ctx.scan_prefix(NEW_ORDER, &[w.clone(), d.clone()], 1).await?;
         let Some(no) = oldest.first() else {
             end(&ctx, base).await?;
@@ -438,12 +459,27 @@ async fn stock_level(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     let from = [w.clone(), d.clone(), Value::Int(next - STOCK_LEVEL_ORDERS)];
     let to = [w.clone(), d.clone(), Value::Int(next)];
     let limit = (STOCK_LEVEL_ORDERS as usize * ORDER_LINES_MAX) as u32;
-    let lines = ctx.scan(ORDER_LINE, &from, Some(&to), limit).await?;
+    let scan = Op::Scan { table: ORDER_LINE.into(), start: from.to_vec(), end: Some(to.to_vec()), limit };
+    let lines = match if base { ctx.alkaline_op(scan).await? } else { ctx.op(scan).await? } {
+        OpResult::Rows(r) => r,
+        other => return Err(Error::Internal(format!("scan returned {other:?}"))),
+    };
     let mut items: Vec<i64> = lines.iter().map(|l| row_int(l, col::OL_I_ID)).collect::<Result<_, _>>()?;
     items.sort_unstable();
     items.dedup();
     let keys: Vec<Vec<Value>> = items.iter().map(|i| vec![w.clone(), Value::Int(*i)]).collect();
-    let stocks = read_many(&ctx, STOCK, &keys).await?;
+    let stocks = if base {
+        // One single-read alkaline subtransaction per stock row: the BASE Stock-Level never
+        // holds one lock while waiting for another, so it cannot deadlock with accepted
+        // New-Orders (which it could, reading ~200 rows in no particular order).
+        let mut rows = Vec::with_capacity(keys.len());
+        for k in &keys {
+            rows.push(ctx.alkaline_read(STOCK, k).await?);
+        }
+        rows
+    } else {
+        read_many(&ctx, STOCK, &keys).await?
+    };
     let mut low = 0;
     for s in stocks.iter().flatten() {
         if row_int(s, col::S_QUANTITY)? < threshold {
