@@ -27,6 +27,11 @@ pub const LOAD_STOCK: &str = "tpcc_load_stock";
 pub const LOAD_CUSTOMERS: &str = "tpcc_load_customers";
 pub const LOAD_ORDERS: &str = "tpcc_load_orders";
 
+// Load calls are small because the locking engine's partitions drop a transaction idle at
+// them for 2 s (`ORPHAN_TIMEOUT`) and clients time out at 5 s: a call of a few thousand rows
+// (an ITEM row is written at every partition) can take that long on a busy machine. Many
+// small calls from several threads load as fast (the engine's cost is per row).
+
 /// Items or stock rows per load call.
 pub const LOAD_ITEMS_PER_CALL: u64 = 250;
 /// Customers per load call (each also writes a name-index row and a history row).
