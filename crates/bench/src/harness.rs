@@ -271,10 +271,10 @@ pub struct BenchReport {
     pub throughput: f64,
     /// Per kind of transaction.
     pub latency: BTreeMap<String, LatencySummary>,
-    /// Per kind of transaction, outcome counts over the measured window (aborts per kind).
-    pub outcomes: BTreeMap<String, Outcomes>,
     /// Every kind merged (what a sweep's table and figure show).
     pub latency_all: LatencySummary,
+    /// Per kind of transaction, the outcomes over the measured window (abort rates per kind).
+    pub outcomes: BTreeMap<String, Outcomes>,
     /// Outcome counts over the measured window (see [`Outcomes`]).
     pub aborts: u64,
     pub retries: u64,
@@ -672,10 +672,14 @@ pub fn print_report(out: &mut dyn Write, r: &BenchReport) -> std::io::Result<()>
     writeln!(out, "throughput: {:.1} txn/s ({} committed in {:.2} s)", r.throughput, r.committed, r.measured_secs)?;
     for (kind, l) in &r.latency {
         let o = r.outcomes.get(kind).copied().unwrap_or_default();
+        // Aborted attempts per started attempt; user aborts (e.g. TPC-C's rolled-back
+        // New-Orders) are the procedure's own decision and listed apart.
+        let attempts = o.committed + o.aborts + o.user_aborts + o.errors;
+        let abort_pct = if attempts > 0 { 100.0 * o.aborts as f64 / attempts as f64 } else { 0.0 };
         writeln!(
             out,
-            "  {kind:<8} n={:<9} p50={}µs p95={}µs p99={}µs max={}µs  aborts={} gave-up={} user-aborts={}",
-            l.count, l.p50_us, l.p95_us, l.p99_us, l.max_us, o.aborts, o.gave_up, o.user_aborts
+            "  {kind:<8} n={:<9} p50={}µs p95={}µs p99={}µs max={}µs  aborts={} ({abort_pct:.1}%) user_aborts={} gave_up={} errors={}",
+            l.count, l.p50_us, l.p95_us, l.p99_us, l.max_us, o.aborts, o.user_aborts, o.gave_up, o.errors
         )?;
     }
     writeln!(

@@ -42,6 +42,7 @@ pub mod harness;
 pub mod plot;
 pub mod salt_micro;
 pub mod sweep;
+pub mod tpcc;
 pub mod ticketing;
 pub mod workload;
 pub mod ycsb;
@@ -49,6 +50,7 @@ pub mod ycsb;
 pub use harness::{BenchConfig, BenchError, BenchReport};
 pub use salt_micro::{SaltMicro, SaltMicroKind, SaltMicroOptions};
 pub use sweep::{Sweep, SweepParam, SweepPoint};
+pub use tpcc::{Tpcc, TpccOptions};
 pub use ticketing::{Ticketing, TicketingOptions};
 pub use workload::{Outcomes, RunStats, TxnRequest, Workload};
 pub use ycsb::{Ycsb, YcsbOptions};
@@ -63,7 +65,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Names of the workloads [`workload()`] knows.
-pub const WORKLOADS: &[&str] = &["ycsb", "salt-contention", "salt-position", "salt-rw", "ticketing"];
+pub const WORKLOADS: &[&str] = &["ycsb", "salt-contention", "salt-position", "salt-rw", "tpcc", "ticketing"];
 
 /// Most engines one `--compare` runs.
 pub const COMPARE_ENGINES_MAX: usize = 8;
@@ -93,7 +95,7 @@ fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
 /// The flags of `litmus bench`.
 #[derive(clap::Args, Clone, Debug, PartialEq)]
 pub struct BenchArgs {
-    /// Workload to run (known: ycsb, salt-contention, salt-position, salt-rw, ticketing).
+    /// Workload to run (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing).
     pub workload: String,
 
     /// Concurrency-control engine of the embedded cluster (e.g. nocc). With --connect, the
@@ -184,6 +186,16 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub salt: SaltMicroOptions,
 
+    /// tpcc, ticketing: run the K most contended transactions as BASE transactions under salt
+    /// (Salt Figs. 9–10). tpcc: 0..=5, default 2 (new-order, payment, delivery, stock-level,
+    /// order-status); ticketing: 0..=3, default 1 (create-order, expire-reservations,
+    /// cancel-order).
+    #[arg(long = "base-txns", value_name = "K")]
+    pub base_txns: Option<u32>,
+
+    #[command(flatten)]
+    pub tpcc: TpccOptions,
+
     #[command(flatten)]
     pub ticketing: TicketingOptions,
 }
@@ -197,7 +209,16 @@ pub struct UnknownWorkload(pub String);
 pub fn workload(name: &str, args: &BenchArgs) -> anyhow::Result<Box<dyn Workload>> {
     match name {
         "ycsb" => Ok(Box::new(Ycsb::new(args.ycsb.clone(), !args.quiet)?)),
-        "ticketing" => Ok(Box::new(Ticketing::new(args.ticketing.clone(), !args.quiet)?)),
+        "tpcc" => {
+            let mut opts = args.tpcc.clone();
+            opts.base_txns = args.base_txns.or(opts.base_txns);
+            Ok(Box::new(Tpcc::new(&opts, !args.quiet)?))
+        }
+        "ticketing" => {
+            let mut opts = args.ticketing.clone();
+            opts.base_txns = args.base_txns.unwrap_or(opts.base_txns);
+            Ok(Box::new(Ticketing::new(opts, !args.quiet)?))
+        }
         other => match SaltMicroKind::from_name(other) {
             Some(kind) => Ok(Box::new(SaltMicro::new(kind, args.salt.clone(), !args.quiet)?)),
             None => Err(UnknownWorkload(other.into()).into()),
@@ -218,6 +239,8 @@ pub fn full_schema() -> (Catalog, Registry) {
         .expect("default options are valid");
     catalog.merge(&salt.catalog());
     salt.register(&mut registry);
+    catalog.merge(&tpcc::schema::catalog());
+    tpcc::register(&mut registry);
     let ticketing = Ticketing::new(TicketingOptions::default(), false).expect("default options are valid");
     catalog.merge(&ticketing.catalog());
     ticketing.register(&mut registry);
@@ -347,4 +370,37 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         return Err(BenchError::Verify(failed.join("; ")).into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+
+    /// The flags `litmus bench <workload>` gets with nothing else said.
+    pub(crate) fn default_args(workload: &str) -> BenchArgs {
+        Cli::try_parse_from(["bench", workload]).expect("defaults parse").args
+    }
+
+    #[test]
+    fn every_workload_builds_from_default_flags_and_the_server_schema_has_tpcc() {
+        for w in WORKLOADS {
+            let args = default_args(w);
+            workload(w, &args).unwrap_or_else(|e| panic!("{w}: {e}"));
+        }
+        let args =
+            Cli::try_parse_from(["bench", "tpcc", "--warehouses", "3", "--variant", "acid", "--scale-div", "10"])
+                .unwrap()
+                .args;
+        assert_eq!((args.tpcc.warehouses, args.tpcc.variant.as_deref(), args.tpcc.scale_div), (3, Some("acid"), 10));
+        let (catalog, registry) = full_schema();
+        assert!(catalog.table_by_name(tpcc::schema::STOCK).is_ok());
+        assert!(registry.get(tpcc::txns::NEW_ORDER_BASE_PROC).is_ok());
+    }
 }

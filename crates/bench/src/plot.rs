@@ -5,6 +5,8 @@
 //! logarithmic when every x is positive and they span at least [`LOG_X_SPAN_MIN`]× (a sweep over
 //! table sizes, or Salt Fig. 11's contention ratio); otherwise linear. Lines follow the engines
 //! in the order they first appear in the points, each point marked with a dot.
+//! [`plot_latency_throughput`] draws a `--sweep clients=...` the way Salt Figs. 7–8 do:
+//! median latency against throughput, a point per client count.
 
 use crate::sweep::{format_number, SweepPoint};
 use anyhow::Context as _;
@@ -40,17 +42,19 @@ struct Line {
 }
 
 /// A line per engine position, in order of first appearance; an engine named twice in
-/// `--compare` is labelled `name #position` (1-based).
+/// `--compare` is labelled `name #position` (1-based). Points are `(x, throughput)`, sorted by x.
 fn lines_of(points: &[SweepPoint]) -> Vec<Line> {
+    lines_by(points, |p| (p.x, p.throughput), true)
+}
+
+/// [`lines_of`] with the point coordinates `xy`; without `sort_by_x` each line keeps the
+/// sweep's order (the swept value's).
+fn lines_by(points: &[SweepPoint], xy: impl Fn(&SweepPoint) -> (f64, f64), sort_by_x: bool) -> Vec<Line> {
     let mut lines: Vec<Line> = Vec::new();
     for p in points {
         match lines.iter_mut().find(|l| l.engine_index == p.engine_index) {
-            Some(l) => l.points.push((p.x, p.throughput)),
-            None => lines.push(Line {
-                engine_index: p.engine_index,
-                label: p.engine.clone(),
-                points: vec![(p.x, p.throughput)],
-            }),
+            Some(l) => l.points.push(xy(p)),
+            None => lines.push(Line { engine_index: p.engine_index, label: p.engine.clone(), points: vec![xy(p)] }),
         }
     }
     let names: Vec<String> = lines.iter().map(|l| l.label.clone()).collect();
@@ -58,9 +62,32 @@ fn lines_of(points: &[SweepPoint]) -> Vec<Line> {
         if names.iter().filter(|n| **n == l.label).count() > 1 {
             l.label = format!("{} #{}", l.label, l.engine_index + 1);
         }
-        l.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if sort_by_x {
+            l.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
     }
     lines
+}
+
+/// Draws median latency (y, ms) against throughput (x), one curve per engine with a point per
+/// swept value in sweep order (a `--sweep clients=...`: Salt Figs. 7–8), to the SVG `path`.
+pub fn plot_latency_throughput(points: &[SweepPoint], path: &Path, title: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(!points.is_empty(), "no points to draw");
+    let mut sorted: Vec<&SweepPoint> = points.iter().collect();
+    sorted.sort_by(|a, b| a.value.total_cmp(&b.value));
+    let owned: Vec<SweepPoint> = sorted.into_iter().cloned().collect();
+    let lines = lines_by(&owned, |p| (p.throughput, p.p50_us as f64 / 1000.0), false);
+    anyhow::ensure!(lines.len() <= LINES_MAX, "{} engines, at most {LINES_MAX} lines per figure", lines.len());
+    let all = lines.iter().flat_map(|l| l.points.iter());
+    let (x_max, y_max) = all.fold((0.0f64, 0.0f64), |(x, y), p| (x.max(p.0), y.max(p.1)));
+    anyhow::ensure!(x_max.is_finite() && y_max.is_finite(), "a point is not finite");
+    let root = SVGBackend::new(path, FIGURE_SIZE).into_drawing_area();
+    root.fill(&WHITE).context("draw the background")?;
+    let x_top = if x_max > 0.0 { x_max * 1.1 } else { 1.0 };
+    let y_top = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
+    let axes = Axes { x_label: "throughput (committed txn/s)", y_label: "median latency (ms)", y_top };
+    draw_lines(&root, 0.0..x_top, &axes, &lines, title, &|y| format!("{y:.1}"))?;
+    root.present().with_context(|| format!("write {}", path.display()))
 }
 
 /// Draws throughput (y) against each point's `x`, one line per engine, titled `title`, to the
@@ -80,21 +107,33 @@ pub fn plot_sweep(points: &[SweepPoint], path: &Path, title: &str, x_label: &str
     root.fill(&WHITE).context("draw the background")?;
     if x_min > 0.0 && x_max / x_min >= LOG_X_SPAN_MIN {
         let x_range = (x_min / 1.5..x_max * 1.5).log_scale();
-        draw(&root, x_range, y_top, &lines, title, &format!("{x_label}, log scale"))?;
+        let x_label = format!("{x_label}, log scale");
+        let axes = Axes { x_label: &x_label, y_label: THROUGHPUT_LABEL, y_top };
+        draw_lines(&root, x_range, &axes, &lines, title, &|y| format!("{y:.0}"))?;
     } else {
         let pad = if x_max > x_min { (x_max - x_min) * 0.05 } else { 0.5 };
-        draw(&root, x_min - pad..x_max + pad, y_top, &lines, title, x_label)?;
+        let axes = Axes { x_label, y_label: THROUGHPUT_LABEL, y_top };
+        draw_lines(&root, x_min - pad..x_max + pad, &axes, &lines, title, &|y| format!("{y:.0}"))?;
     }
     root.present().with_context(|| format!("write {}", path.display()))
 }
 
-fn draw<X>(
+const THROUGHPUT_LABEL: &str = "throughput (committed txn/s)";
+
+/// Axis labels and the top of the y range (which starts at 0).
+struct Axes<'a> {
+    x_label: &'a str,
+    y_label: &'a str,
+    y_top: f64,
+}
+
+fn draw_lines<X>(
     root: &DrawingArea<SVGBackend, Shift>,
     x_range: X,
-    y_top: f64,
+    axes: &Axes<'_>,
     lines: &[Line],
     title: &str,
-    x_label: &str,
+    y_format: &dyn Fn(&f64) -> String,
 ) -> anyhow::Result<()>
 where
     X: AsRangedCoord<Value = f64>,
@@ -105,15 +144,15 @@ where
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
-        .build_cartesian_2d(x_range, 0.0..y_top)
+        .build_cartesian_2d(x_range, 0.0..axes.y_top)
         .context("lay out the chart")?;
     chart
         .configure_mesh()
-        .x_desc(x_label)
-        .y_desc("throughput (committed txn/s)")
+        .x_desc(axes.x_label)
+        .y_desc(axes.y_label)
         .light_line_style(BLACK.mix(0.04))
         .x_label_formatter(&|x| format_number(*x))
-        .y_label_formatter(&|y| format!("{y:.0}"))
+        .y_label_formatter(y_format)
         .draw()
         .context("draw the axes")?;
     for (i, line) in lines.iter().enumerate() {

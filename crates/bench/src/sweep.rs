@@ -14,7 +14,9 @@
 //!
 //! The Salt microbenchmarks' sweeps draw the paper's figures: `salt-contention` over `rows`
 //! is Fig. 11 (x = contention ratio 5/rows, log scale), `salt-position` over `after` Fig. 12,
-//! `salt-rw` over `read-fraction` Fig. 13 (x in percent).
+//! `salt-rw` over `read-fraction` Fig. 13 (x in percent). `tpcc` over `base-txns` is Fig. 9.
+//! A sweep over `clients` also draws latency (p50, every kind) against throughput, one curve
+//! per engine with a point per client count (`fig-latency.svg`), the shape of Figs. 7–8.
 
 use crate::harness::{self, BenchReport};
 use crate::salt_micro::{SaltMicroKind, CONTENTION_OPS};
@@ -42,12 +44,14 @@ pub enum SweepParam {
     ReadRatio,
     TxnSize,
     ZipfTheta,
-    /// ticketing's `--base-txns` (Salt Fig. 10).
+    /// TPC-C (Salt Fig. 9) and ticketing (Fig. 10): `--base-txns`, how many transactions run as BASE.
     BaseTxns,
+    /// TPC-C: warehouses.
+    Warehouses,
 }
 
 impl SweepParam {
-    pub const ALL: [SweepParam; 12] = [
+    pub const ALL: [SweepParam; 13] = [
         SweepParam::Rows,
         SweepParam::After,
         SweepParam::ColdRows,
@@ -60,6 +64,7 @@ impl SweepParam {
         SweepParam::TxnSize,
         SweepParam::ZipfTheta,
         SweepParam::BaseTxns,
+        SweepParam::Warehouses,
     ];
 
     /// The flag name without dashes, as written in `--sweep`.
@@ -77,6 +82,7 @@ impl SweepParam {
             SweepParam::TxnSize => "txn-size",
             SweepParam::ZipfTheta => "zipf-theta",
             SweepParam::BaseTxns => "base-txns",
+            SweepParam::Warehouses => "warehouses",
         }
     }
 
@@ -92,7 +98,8 @@ impl SweepParam {
             SweepParam::Records | SweepParam::ReadRatio | SweepParam::TxnSize | SweepParam::ZipfTheta => {
                 workload == "ycsb"
             }
-            SweepParam::BaseTxns => workload == "ticketing",
+            SweepParam::BaseTxns => workload == "tpcc" || workload == "ticketing",
+            SweepParam::Warehouses => workload == "tpcc",
         }
     }
 
@@ -116,7 +123,8 @@ impl SweepParam {
             SweepParam::ReadRatio => args.ycsb.read_ratio = value,
             SweepParam::TxnSize => args.ycsb.txn_size = value as usize,
             SweepParam::ZipfTheta => args.ycsb.zipf_theta = value,
-            SweepParam::BaseTxns => args.ticketing.base_txns = value as u32,
+            SweepParam::BaseTxns => args.base_txns = Some(value as u32),
+            SweepParam::Warehouses => args.tpcc.warehouses = value as u64,
         }
     }
 }
@@ -215,7 +223,13 @@ impl FigureAxis {
             (_, SweepParam::ReadRatio) => generic("throughput vs read ratio", "read ratio"),
             (_, SweepParam::TxnSize) => generic("throughput vs transaction size", "keys per transaction"),
             (_, SweepParam::ZipfTheta) => generic("throughput vs zipf theta", "zipf theta"),
-            (_, SweepParam::BaseTxns) => generic("Salt Fig. 10: incremental BASE-ification", "BASE-ified transactions"),
+            (_, SweepParam::BaseTxns) if workload == "ticketing" => {
+                generic("Salt Fig. 10: incremental BASE-ification", "BASE-ified transactions (create-order, ...)")
+            }
+            (_, SweepParam::BaseTxns) => {
+                generic("Salt Fig. 9: incremental BASE-ification", "BASE-ified transactions (new-order, payment, ...)")
+            }
+            (_, SweepParam::Warehouses) => generic("throughput vs warehouses", "warehouses"),
         }
     }
 
@@ -233,6 +247,13 @@ impl FigureAxis {
 /// Where the figure goes: `--plot`, or the `--json` path with `.svg`; `None` when neither.
 pub fn figure_path(args: &BenchArgs) -> Option<PathBuf> {
     args.plot.clone().or_else(|| args.json.as_ref().map(|j| j.with_extension("svg")))
+}
+
+/// Where a `--sweep clients=...` also draws latency against throughput: `fig.svg` ->
+/// `fig-latency.svg`.
+pub fn latency_figure_path(figure: &Path) -> PathBuf {
+    let stem = figure.file_stem().map_or("figure".into(), |s| s.to_string_lossy().into_owned());
+    figure.with_file_name(format!("{stem}-latency.svg"))
 }
 
 /// Runs the sweep the flags describe, printing its table to `out`. Returns `Err` when a run
@@ -326,6 +347,14 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
         crate::plot::plot_sweep(&points, &path, &axis.full_title(&args.workload), axis.x_label)
             .with_context(|| format!("draw {}", path.display()))?;
         writeln!(out, "figure: {}", path.display())?;
+        if sweep.param == SweepParam::Clients {
+            // Salt Figs. 7-8: latency against throughput as the load grows.
+            let latency = latency_figure_path(&path);
+            let title = format!("Salt Figs. 7-8: latency vs throughput ({})", args.workload);
+            crate::plot::plot_latency_throughput(&points, &latency, &title)
+                .with_context(|| format!("draw {}", latency.display()))?;
+            writeln!(out, "figure: {}", latency.display())?;
+        }
     }
 
     let failed: Vec<String> = points
@@ -407,6 +436,20 @@ mod tests {
         for w in crate::WORKLOADS {
             assert!(SweepParam::Clients.applies_to(w));
         }
+        for p in [SweepParam::BaseTxns, SweepParam::Warehouses] {
+            assert!(p.applies_to("tpcc") && !p.applies_to("ycsb") && !p.applies_to("salt-rw"));
+        }
+    }
+
+    #[test]
+    fn tpcc_sweeps_set_their_flags_and_draw_fig_9() {
+        let mut args = crate::tests::default_args("tpcc");
+        SweepParam::BaseTxns.apply(&mut args, 3.0);
+        SweepParam::Warehouses.apply(&mut args, 4.0);
+        assert_eq!((args.base_txns, args.tpcc.warehouses), (Some(3), 4));
+        assert!(FigureAxis::of("tpcc", SweepParam::BaseTxns).title.contains("Fig. 9"));
+        let p = latency_figure_path(Path::new("out/tpcc-fig7.svg"));
+        assert_eq!(p, Path::new("out/tpcc-fig7-latency.svg"));
     }
 
     #[test]

@@ -311,9 +311,10 @@ pub struct TicketingOptions {
     #[arg(long = "seats-per-category", value_name = "N", default_value_t = TicketingOptions::DEFAULT.seats_per_category)]
     pub seats_per_category: u64,
 
-    /// ticketing: how many transactions run as BASE transactions under salt, in contention order
-    /// (0..=3: 1 create-order, 2 + expire-reservations, 3 + cancel-order).
-    #[arg(long = "base-txns", value_name = "K", default_value_t = TicketingOptions::DEFAULT.base_txns)]
+    /// How many transactions run as BASE transactions under salt, in contention order (0..=3:
+    /// 1 create-order, 2 + expire-reservations, 3 + cancel-order). Set by `--base-txns`, a flag
+    /// of `litmus bench` shared with TPC-C.
+    #[arg(skip = TicketingOptions::DEFAULT.base_txns)]
     pub base_txns: u32,
 }
 

@@ -29,7 +29,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a benchmark workload and report throughput, latency percentiles and invariant checks.
-    Bench(litmus_bench::BenchArgs),
+    Bench(Box<litmus_bench::BenchArgs>),
     /// Run one node of a TCP cluster (configuration from a TOML file, flags override it).
     Server(server::ServerArgs),
     /// Run deterministic simulations: a seed replays bit for bit.

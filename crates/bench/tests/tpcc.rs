@@ -1,0 +1,251 @@
+//! TPC-C end to end on small embedded clusters: the loaded database passes every consistency
+//! condition (3.3.2.11 included), short runs on `acid` and `salt` keep them, and a corrupted
+//! database is caught, condition by condition.
+
+use litmus_bench::harness::{self, BenchConfig};
+use litmus_bench::tpcc::schema::*;
+use litmus_bench::tpcc::{self, Tpcc, TpccOptions};
+use litmus_bench::workload::Workload;
+use litmus_client::Client;
+use litmus_core::{Decimal, Formula, Value};
+use litmus_engine::{builtin, EngineKind};
+use litmus_runtime::embedded::{DelayModel, EmbeddedCluster, EmbeddedConfig};
+use litmus_runtime::{ClusterSpec, Topology};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// 2 warehouses, 30 customers per district, 1,000 items.
+fn small(base_txns: u32) -> Tpcc {
+    let opts = TpccOptions { warehouses: 2, base_txns: Some(base_txns), variant: None, scale_div: 100 };
+    Tpcc::new(&opts, false).unwrap()
+}
+
+fn loaded_cluster(w: &Tpcc, engine: EngineKind) -> EmbeddedCluster {
+    let mut catalog = builtin::catalog();
+    catalog.merge(&w.catalog());
+    let mut registry = builtin::registry();
+    w.register(&mut registry);
+    let spec = ClusterSpec {
+        engine,
+        topology: Topology::new(2, 3).unwrap(),
+        catalog: Arc::new(catalog),
+        registry: Arc::new(registry),
+        seed: 5,
+    };
+    let cluster =
+        EmbeddedCluster::start(spec, EmbeddedConfig { delay: DelayModel::NONE, ..EmbeddedConfig::default() }).unwrap();
+    w.prepare(&mut || Ok(Client::new(Box::new(cluster.transport())))).unwrap();
+    cluster
+}
+
+fn run(engine: EngineKind, base_txns: u32) -> litmus_bench::BenchReport {
+    let w = small(base_txns);
+    let cfg = BenchConfig {
+        clients: 6,
+        partitions: 3,
+        duration: Duration::from_millis(1500),
+        warmup: Duration::from_millis(200),
+        quiet: true,
+        ..BenchConfig::new("tpcc", engine)
+    };
+    let report = harness::run(&cfg, &w).unwrap();
+    eprintln!(
+        "tpcc on {engine} base_txns={base_txns}: {:.0} txn/s, {} user aborts — {}",
+        report.throughput, report.user_aborts, report.verify.message
+    );
+    assert!(report.verify.ok, "{}", report.verify.message);
+    assert!(report.committed > 50, "only {} committed", report.committed);
+    for kind in [tpcc::KIND_NEW_ORDER, tpcc::KIND_PAYMENT] {
+        assert!(report.latency.contains_key(kind), "no {kind} in {:?}", report.latency.keys());
+    }
+    assert!(report.verify.message.contains("3.3.2.1-3.3.2.10, 3.3.2.12"), "{}", report.verify.message);
+    assert_eq!(report.errors, 0);
+    report
+}
+
+#[test]
+fn acid_run_keeps_the_consistency_conditions() {
+    run(EngineKind::Acid, 0);
+}
+
+#[test]
+fn salt_run_with_new_order_and_payment_base_keeps_the_consistency_conditions() {
+    run(EngineKind::Salt, 2);
+}
+
+#[test]
+fn salt_run_with_every_transaction_base_keeps_the_consistency_conditions() {
+    run(EngineKind::Salt, 5);
+}
+
+#[test]
+fn salt_local_run_keeps_the_consistency_conditions() {
+    run(EngineKind::SaltLocal, 2);
+}
+
+/// Writes that break a condition, run in one interactive transaction.
+type Corruption = dyn FnOnce(&mut litmus_client::Transaction<'_>);
+
+/// Runs `corrupt` in one interactive transaction, then expects the check to name `condition`.
+fn expect_caught(
+    w: &Tpcc,
+    client: &mut Client,
+    condition: &str,
+    corrupt: impl FnOnce(&mut litmus_client::Transaction<'_>),
+) {
+    let mut txn = client.begin().unwrap();
+    corrupt(&mut txn);
+    txn.commit().unwrap();
+    let err = w.check_client(client, false).expect_err(condition).to_string();
+    eprintln!("{condition}: {err}");
+    assert!(err.contains(condition), "expected {condition} in: {err}");
+}
+
+fn int(v: i64) -> Value {
+    Value::Int(v)
+}
+
+fn cents(c: i64) -> Value {
+    Value::Decimal(Decimal::from_cents(c))
+}
+
+#[test]
+fn the_loaded_database_passes_every_condition_and_corruption_is_caught() {
+    let w = small(0);
+    let cluster = loaded_cluster(&w, EngineKind::Acid);
+    let mut client = Client::new(Box::new(cluster.transport()));
+    let summary = w.check_client(&mut client, true).unwrap();
+    assert_eq!((summary.warehouses, summary.districts, summary.customers), (2, 20, 600));
+    assert_eq!(summary.orders, 600);
+    assert!(summary.to_string().contains("3.3.2.11"), "{summary}");
+
+    // 11: one more delivered order than a fresh database has (and 5, 7 for the same order are
+    // kept consistent: carrier set, lines delivered, new-order row gone).
+    let mut txn = client.begin().unwrap();
+    let o = 30; // the last order of district (1, 1): undelivered at load
+    txn.delete(NEW_ORDER, &[int(1), int(1), int(o)]).unwrap();
+    txn.update(ORDERS, &[int(1), int(1), int(o)], &[("o_carrier_id", Formula::Assign(int(3)))]).unwrap();
+    let lines = txn.scan(ORDER_LINE, &[int(1), int(1), int(o)], None, 20).unwrap();
+    for l in &lines {
+        let key = [int(1), int(1), int(o), l[3].clone()];
+        txn.update(ORDER_LINE, &key, &[("ol_delivery_d", Formula::Assign(int(1)))]).unwrap();
+    }
+    txn.commit().unwrap();
+    let err = w.check_client(&mut client, true).unwrap_err().to_string();
+    assert!(err.contains("3.3.2.11 at warehouse 1 district 1"), "{err}");
+    // Not fresh any more, but 2 (max(no_o_id)) now fails too: order 30 was the newest.
+    assert!(err.contains("3.3.2.2"), "{err}");
+    drop(cluster);
+
+    let cases: Vec<(&str, Box<Corruption>)> = vec![
+        (
+            "3.3.2.1 at warehouse 2",
+            Box::new(|t| {
+                t.update(WAREHOUSE, &[int(2)], &[("w_ytd", Formula::Add(cents(1)))]).unwrap();
+            }),
+        ),
+        (
+            "3.3.2.9 at warehouse 1 district 4",
+            Box::new(|t| {
+                t.update(DISTRICT, &[int(1), int(4)], &[("d_ytd", Formula::Add(cents(5)))]).unwrap();
+                t.update(WAREHOUSE, &[int(1)], &[("w_ytd", Formula::Add(cents(5)))]).unwrap();
+            }),
+        ),
+        (
+            "3.3.2.2 at warehouse 1 district 2",
+            Box::new(|t| {
+                t.update(DISTRICT, &[int(1), int(2)], &[("d_next_o_id", Formula::Add(int(1)))]).unwrap();
+            }),
+        ),
+        (
+            "3.3.2.3 at warehouse 2 district 3",
+            Box::new(|t| {
+                t.delete(NEW_ORDER, &[int(2), int(3), int(25)]).unwrap();
+            }),
+        ),
+        (
+            "3.3.2.6 at warehouse 2 district 5",
+            Box::new(|t| {
+                t.update(ORDERS, &[int(2), int(5), int(7)], &[("o_ol_cnt", Formula::Add(int(1)))]).unwrap();
+            }),
+        ),
+        (
+            "3.3.2.7 at warehouse 1 district 6",
+            Box::new(|t| {
+                t.update(
+                    ORDER_LINE,
+                    &[int(1), int(6), int(2), int(1)],
+                    &[("ol_delivery_d", Formula::Assign(Value::Null))],
+                )
+                .unwrap();
+            }),
+        ),
+        (
+            "3.3.2.10 at warehouse 2 district 7",
+            Box::new(|t| {
+                t.update(CUSTOMER, &[int(2), int(7), int(9)], &[("c_balance", Formula::Add(cents(-1)))]).unwrap();
+            }),
+        ),
+        (
+            "3.3.2.12 at warehouse 1 district 8",
+            Box::new(|t| {
+                t.update(CUSTOMER, &[int(1), int(8), int(3)], &[("c_ytd_payment", Formula::Add(cents(7)))]).unwrap();
+            }),
+        ),
+        (
+            "3.3.2.8 at warehouse 2",
+            Box::new(|t| {
+                // A history row paid to warehouse 2 district 1, with matching district ytd: only 8
+                // (and 1) can see it; 10 sees the customer's history change too.
+                let row = vec![
+                    int(1),
+                    int(1),
+                    int(1),
+                    int(77),
+                    int(2),
+                    int(1),
+                    int(0),
+                    cents(100),
+                    Value::String("x".into()),
+                ];
+                t.write(HISTORY, row).unwrap();
+                t.update(DISTRICT, &[int(2), int(1)], &[("d_ytd", Formula::Add(cents(100)))]).unwrap();
+            }),
+        ),
+        (
+            "3.3.2.4 at warehouse 1 district 9",
+            Box::new(|t| {
+                t.delete(ORDER_LINE, &[int(1), int(9), int(4), int(1)]).unwrap();
+                t.update(ORDERS, &[int(1), int(9), int(4)], &[("o_ol_cnt", Formula::Add(int(-1)))]).unwrap();
+                t.write(
+                    ORDER_LINE,
+                    vec![
+                        int(1),
+                        int(9),
+                        int(99),
+                        int(1),
+                        int(1),
+                        int(1),
+                        Value::Null,
+                        int(1),
+                        cents(0),
+                        Value::String("x".into()),
+                    ],
+                )
+                .unwrap();
+            }),
+        ),
+        (
+            "3.3.2.5 at warehouse 2 district 10",
+            Box::new(|t| {
+                t.update(ORDERS, &[int(2), int(10), int(28)], &[("o_carrier_id", Formula::Assign(int(1)))]).unwrap();
+            }),
+        ),
+    ];
+    for (condition, corrupt) in cases {
+        // A fresh database per case, so each corruption is judged alone.
+        let cluster = loaded_cluster(&w, EngineKind::Acid);
+        let mut client = Client::new(Box::new(cluster.transport()));
+        expect_caught(&w, &mut client, condition, corrupt);
+    }
+}
