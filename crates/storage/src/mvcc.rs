@@ -177,6 +177,26 @@ impl MvccStore {
         })
     }
 
+    /// Range read of every version: the first `keys_max` keys of `table` in `(start, end)`, each
+    /// with its versions newest first (tombstones included). For engines that decide visibility
+    /// away from the store (Omid's client-side `inSnapshot`).
+    pub fn scan_versions(
+        &self,
+        table: TableId,
+        start: Bound<&Key>,
+        end: Bound<&Key>,
+        keys_max: usize,
+    ) -> Vec<(Key, Vec<(Timestamp, Option<Row>)>)> {
+        if keys_max == 0 || range_is_empty(start, end) {
+            return Vec::new();
+        }
+        let Some(keys) = self.tables.get(&table) else { return Vec::new() };
+        keys.range::<Key, _>((start, end))
+            .take(keys_max)
+            .map(|(key, versions)| (key.clone(), versions.iter().rev().map(|v| (v.ts, v.row.clone())).collect()))
+            .collect()
+    }
+
     fn scan_with<'a>(
         &'a self,
         table: TableId,

@@ -37,6 +37,8 @@ struct Session {
     cursor: u64,
     last_heard: Time,
     push_sent_at: Option<Time>,
+    /// False for a client without a replica ([`Request::ConnectUnreplicated`]).
+    replicated: bool,
 }
 
 /// The status oracle. Drive it with [`StatusOracle::step`]; see the module doc of [`super`].
@@ -206,12 +208,14 @@ impl StatusOracle {
     }
 
     fn handle(&mut self, client: ClientId, request: Request) -> Option<Pending> {
-        if request == Request::Connect {
+        if matches!(request, Request::Connect | Request::ConnectUnreplicated) {
+            let replicated = request == Request::Connect;
             if !self.sessions.contains_key(&client) && self.sessions.len() >= self.config.clients_max {
                 return Some(Pending::Refused(OracleError::TooManyClients { limit: self.config.clients_max }));
             }
             let cursor = self.commitinfo_end();
-            self.sessions.insert(client, Session { cursor, last_heard: self.now, push_sent_at: None });
+            let session = Session { cursor, last_heard: self.now, push_sent_at: None, replicated };
+            self.sessions.insert(client, session);
             return Some(Pending::Connected);
         }
         let now = self.now;
@@ -221,7 +225,7 @@ impl StatusOracle {
         session.last_heard = now;
         session.push_sent_at = None;
         Some(match request {
-            Request::Connect => unreachable!("handled above"),
+            Request::Connect | Request::ConnectUnreplicated => unreachable!("handled above"),
             Request::Ack => return None,
             Request::Begin => Pending::Began { start_ts: self.begin() },
             Request::Commit { start_ts, write_set } => {
@@ -444,6 +448,11 @@ impl StatusOracle {
     pub fn tmax(&self) -> Timestamp {
         self.tmax
     }
+    /// `Tmin` (§IV "HBase Garbage Collection"): the smallest start timestamp still in flight, or
+    /// the next timestamp to issue when none is. No transaction that can still read started below.
+    pub fn t_min(&self) -> Timestamp {
+        self.uncommitted.first().copied().unwrap_or(self.next_ts)
+    }
     pub fn last_commit(&self, row: RowId) -> Option<Timestamp> {
         self.last_commit.get(&row).copied()
     }
@@ -515,6 +524,10 @@ impl StatusOracle {
         let end = self.commitinfo_end();
         let base = self.commitinfo_base;
         let session = self.sessions.get_mut(&client).expect("connected");
+        if !session.replicated {
+            session.cursor = end;
+            return Delta { from: end, entries: Vec::new() };
+        }
         assert!(base <= session.cursor && session.cursor <= end, "cursor inside the buffer");
         let from = session.cursor;
         session.cursor = end;
@@ -522,7 +535,8 @@ impl StatusOracle {
     }
 
     fn trim_commitinfo(&mut self) {
-        let keep_from = self.sessions.values().map(|s| s.cursor).min().unwrap_or(self.commitinfo_end());
+        let keep_from =
+            self.sessions.values().filter(|s| s.replicated).map(|s| s.cursor).min().unwrap_or(self.commitinfo_end());
         while self.commitinfo_base < keep_from {
             self.commitinfo.pop_front();
             self.commitinfo_base += 1;
@@ -571,7 +585,10 @@ impl StatusOracle {
             match session.push_sent_at {
                 Some(sent) if now >= sent + self.config.push_ack_timeout => gone.push(client),
                 Some(_) => {}
-                None if session.cursor < end && now >= session.last_heard + self.config.idle_push_after => {
+                None if session.replicated
+                    && session.cursor < end
+                    && now >= session.last_heard + self.config.idle_push_after =>
+                {
                     push.push(client)
                 }
                 None => {}
@@ -586,7 +603,13 @@ impl StatusOracle {
             self.disconnect(client, out);
         }
         while self.commitinfo.len() > self.config.commitinfo_entries_max {
-            let laggard = self.sessions.iter().min_by_key(|(_, s)| s.cursor).map(|(&c, _)| c).expect("a session");
+            let laggard = self
+                .sessions
+                .iter()
+                .filter(|(_, s)| s.replicated)
+                .min_by_key(|(_, s)| s.cursor)
+                .map(|(&c, _)| c)
+                .expect("only replicated sessions hold the buffer");
             self.disconnect(laggard, out);
         }
         self.trim_commitinfo();
