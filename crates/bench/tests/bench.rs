@@ -5,7 +5,7 @@ use litmus_bench::harness::{self, BenchConfig};
 use litmus_bench::salt_micro;
 use litmus_bench::workload::{Outcomes, RunStats, Workload};
 use litmus_bench::ycsb::{self, KeyDistribution, Ycsb, YcsbOptions};
-use litmus_bench::{BenchArgs, EngineList};
+use litmus_bench::{BenchArgs, CompareList, EngineList};
 use litmus_client::Client;
 use litmus_core::{Formula, Value};
 use litmus_engine::{builtin, EngineKind};
@@ -89,7 +89,7 @@ fn compare_prints_ratio_last_and_writes_both_runs_as_json() {
         json.to_str().unwrap(),
     ])
     .unwrap();
-    assert_eq!(args.compare, Some(EngineList(vec![EngineKind::Nocc, EngineKind::Nocc])));
+    assert_eq!(args.compare, Some(CompareList::Engines(EngineList(vec![EngineKind::Nocc, EngineKind::Nocc]))));
     let mut out = Vec::new();
     litmus_bench::run_to(&args, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
@@ -230,10 +230,21 @@ fn flags_parse_with_defaults_and_reject_nonsense() {
     assert!(parse(&["ycsb", "--plot", "x.svg"]).is_err(), "--plot needs --sweep");
     assert!(parse(&["ycsb", "--compare", "nocc,nocc", "--engine", "nocc"]).is_err());
     assert!(parse(&["ycsb", "--fsync", "sometimes"]).is_err());
+    let args = parse(&["omid-oracle", "--compare", "replication-off,replication-on", "--write-set", "2"]).unwrap();
+    assert_eq!(args.compare, Some(CompareList::Replication(vec![false, true])));
+    assert_eq!(args.omid_oracle.write_set, 2);
+    assert!(parse(&["omid-oracle", "--compare", "replication-off,replication-maybe"]).is_err());
+    assert!(parse(&["omid-oracle", "--compare", "replication-on"]).is_err());
+    assert!(litmus_bench::run_to(
+        &parse(&["ycsb", "--compare", "replication-off,replication-on"]).unwrap(),
+        &mut Vec::new()
+    )
+    .is_err());
+    assert!(parse(&["ycsb-t", "--mix", "sideways"]).is_err());
     assert!(parse(&["ycsb", "--connect", "a:1", "--net-delay-us", "5"]).is_err());
 
     let err = litmus_bench::workload("tpcc", &parse(&["tpcc"]).unwrap()).err().unwrap().to_string();
-    assert_eq!(err, "unknown workload \"tpcc\" (known: ycsb, salt-contention, salt-position, salt-rw)");
+    assert_eq!(err, "unknown workload \"tpcc\" (known: ycsb, salt-contention, salt-position, salt-rw, ycsb-t)");
     let err = litmus_bench::workload("ycsb", &parse(&["ycsb", "--read-ratio", "2"]).unwrap()).err().unwrap();
     assert!(err.to_string().contains("--read-ratio"), "{err}");
     for bad in [&["ycsb", "--duration", "0"][..], &["ycsb", "--warmup=-1"], &["ycsb", "--clients", "0"]] {

@@ -16,12 +16,12 @@
 use crate::engines::locking::{LockingConfig, LockingCoordinator, LockingPartition};
 use crate::engines::nocc;
 use crate::engines::omid::engine::{OmidCoordinator, OmidPartition};
+use crate::engines::omid::node::OracleReply;
 use crate::machine::Effects;
 use crate::message::{Addr, EngineReply, EngineRequest, Envelope, Message, PartitionRecord, SubOpId};
 use crate::op::{PartOp, PartResult};
 use crate::procedure::Control;
 use litmus_core::{Catalog, Error, InvalidInput, Isolation, PartitionId, Time, TxnId, Value};
-use crate::engines::omid::node::OracleReply;
 use litmus_storage::mvcc::MvccStore;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};

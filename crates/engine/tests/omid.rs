@@ -163,3 +163,18 @@ fn garbage_collection_drops_shadowed_versions() {
     assert!(versions_before >= 20 && versions_after <= 2, "{versions_before} -> {versions_after}");
     assert_eq!(total(&mut c), (20, 1));
 }
+
+/// No locks: a transaction whose client went silent (never commits nor rolls back) blocks
+/// nobody — another writer of the same row commits at once, and readers skip its version.
+#[test]
+fn a_silent_client_blocks_nobody() {
+    let mut c = cluster(1, 100);
+    let silent = begin(&mut c, 1);
+    add(&mut c, 1, silent, 0, 1).unwrap();
+    let t = begin(&mut c, 2);
+    add(&mut c, 2, t, 0, 5).unwrap();
+    assert_eq!(commit(&mut c, 2, t).unwrap(), ResponseBody::Committed);
+    assert_eq!(total(&mut c), (105, 1));
+    // The silent transaction cannot commit over the newer write (first committer wins).
+    assert_eq!(commit(&mut c, 1, silent), Err(Error::Abort(AbortReason::WriteConflict)));
+}

@@ -5,8 +5,7 @@
 //! runtimes use the same layout, so a workload runs unchanged on any of them.
 
 use litmus_core::{Catalog, InvalidInput, NodeId, PartitionId};
-use litmus_engine::engines::omid::node::OracleMachine;
-use litmus_engine::engines::omid::OracleConfig;
+use litmus_engine::engines::omid::node::{self, OracleMachine};
 use litmus_engine::{Addr, Coordinator, CoordinatorConfig, EngineKind, Machine, Partition, Registry};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -103,7 +102,7 @@ impl ClusterSpec {
             out.push(Box::new(Partition::new(p, self.engine, self.catalog.clone(), self.seed)));
         }
         if self.engine.needs_oracle() && node == ORACLE_NODE {
-            out.push(Box::new(OracleMachine::new(OracleConfig::default(), self.topology.partitions)));
+            out.push(Box::new(OracleMachine::new(node::runtime_config(), self.topology.partitions)));
         }
         out
     }

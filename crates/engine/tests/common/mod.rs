@@ -6,9 +6,8 @@
 
 use litmus_core::Catalog;
 use litmus_core::{ClientId, Error, NodeId, PartitionId, RequestId, Time};
-use litmus_engine::message::{ClientRequest, RequestBody, ResponseBody};
 use litmus_engine::engines::omid::node::OracleMachine;
-use litmus_engine::engines::omid::OracleConfig;
+use litmus_engine::message::{ClientRequest, RequestBody, ResponseBody};
 use litmus_engine::{
     Addr, Coordinator, CoordinatorConfig, Effects, EngineKind, Envelope, Input, Machine, Message, Partition, Registry,
 };
@@ -39,7 +38,9 @@ impl SyncCluster {
             engine,
             coordinator: Self::coordinator(engine, &catalog, &registry, partitions),
             partitions: vec![],
-            oracle: engine.needs_oracle().then(|| OracleMachine::new(OracleConfig::default(), partitions)),
+            oracle: engine
+                .needs_oracle()
+                .then(|| OracleMachine::new(litmus_engine::engines::omid::node::runtime_config(), partitions)),
             catalog,
             registry,
             logs: BTreeMap::new(),
@@ -187,7 +188,7 @@ impl SyncCluster {
             self.partitions[p as usize] = m;
         }
         if self.engine.needs_oracle() {
-            let mut o = OracleMachine::new(OracleConfig::default(), partitions);
+            let mut o = OracleMachine::new(litmus_engine::engines::omid::node::runtime_config(), partitions);
             o.recover(None, &self.logs.get(&Addr::Oracle).cloned().unwrap_or_default()).unwrap();
             self.oracle = Some(o);
         }

@@ -75,20 +75,45 @@ pub enum Request {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Reply {
     /// `more`: older versions exist beyond the ones returned.
-    Versions { tag: u64, id: SubOpId, result: Result<(Vec<Version>, bool), Error> },
+    Versions {
+        tag: u64,
+        id: SubOpId,
+        result: Result<(Vec<Version>, bool), Error>,
+    },
     /// `resume`: the page was full; continue after this key.
-    ScanVersions { tag: u64, id: SubOpId, result: Result<(Vec<(Key, Vec<Version>)>, Option<Key>), Error> },
-    Written { tag: u64, id: SubOpId, result: Result<(), Error> },
-    CleanedUp { ts: Timestamp },
+    ScanVersions {
+        tag: u64,
+        id: SubOpId,
+        result: Result<(Vec<(Key, Vec<Version>)>, Option<Key>), Error>,
+    },
+    Written {
+        tag: u64,
+        id: SubOpId,
+        result: Result<(), Error>,
+    },
+    CleanedUp {
+        ts: Timestamp,
+    },
 }
 
 /// A partition's redo record.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Record {
-    Put { ts: Timestamp, table: TableId, key: Key, row: Option<Row> },
-    Cleanup { ts: Timestamp, rows: Vec<(TableId, Key)> },
+    Put {
+        ts: Timestamp,
+        table: TableId,
+        key: Key,
+        row: Option<Row>,
+    },
+    Cleanup {
+        ts: Timestamp,
+        rows: Vec<(TableId, Key)>,
+    },
     /// For each `(table, key, ts)`: drop the versions of the key older than `ts`.
-    Gc { low_water: Timestamp, removals: Vec<(TableId, Key, Timestamp)> },
+    Gc {
+        low_water: Timestamp,
+        removals: Vec<(TableId, Key, Timestamp)>,
+    },
 }
 
 // ================================================================================================
@@ -124,7 +149,15 @@ impl OmidPartition {
         Ok(())
     }
 
-    fn read(&self, store: &MvccStore, table: TableId, key: &Key, reader_ts: Timestamp, before: Option<Timestamp>, versions_max: u32) -> Result<(Vec<Version>, bool), Error> {
+    fn read(
+        &self,
+        store: &MvccStore,
+        table: TableId,
+        key: &Key,
+        reader_ts: Timestamp,
+        before: Option<Timestamp>,
+        versions_max: u32,
+    ) -> Result<(Vec<Version>, bool), Error> {
         self.too_old(reader_ts)?;
         let mut versions: Vec<Version> = store
             .versions(table, key)
@@ -276,8 +309,20 @@ enum Then {
 }
 
 enum OpState {
-    Read { table: TableId, key: Key, then: Then, fetched: Option<(Vec<Version>, bool)> },
-    Scan { table: TableId, start: Key, end: Option<Key>, limit: u32, rows: Vec<(Key, Row)>, page: Option<(Vec<(Key, Vec<Version>)>, Option<Key>)> },
+    Read {
+        table: TableId,
+        key: Key,
+        then: Then,
+        fetched: Option<(Vec<Version>, bool)>,
+    },
+    Scan {
+        table: TableId,
+        start: Key,
+        end: Option<Key>,
+        limit: u32,
+        rows: Vec<(Key, Row)>,
+        page: Option<(Vec<(Key, Vec<Version>)>, Option<Key>)>,
+    },
     Put,
 }
 
@@ -334,7 +379,9 @@ fn write_set(writes: &BTreeMap<(TableId, Key), BTreeSet<PartitionId>>) -> Vec<Ro
     writes.keys().map(|(table, key)| RowId::of(*table, key)).collect()
 }
 
-fn rows_by_partition(writes: &BTreeMap<(TableId, Key), BTreeSet<PartitionId>>) -> BTreeMap<PartitionId, Vec<(TableId, Key)>> {
+fn rows_by_partition(
+    writes: &BTreeMap<(TableId, Key), BTreeSet<PartitionId>>,
+) -> BTreeMap<PartitionId, Vec<(TableId, Key)>> {
     let mut by_part: BTreeMap<PartitionId, Vec<(TableId, Key)>> = BTreeMap::new();
     for ((table, key), parts) in writes {
         for p in parts {
@@ -444,7 +491,11 @@ impl OmidCoordinator {
         loop {
             let cursor = replica.cursor();
             // Duplicates and deltas already covered are dropped.
-            while self.early.first_key_value().is_some_and(|(&from, d)| from < cursor && from + d.entries.len() as u64 <= cursor) {
+            while self
+                .early
+                .first_key_value()
+                .is_some_and(|(&from, d)| from < cursor && from + d.entries.len() as u64 <= cursor)
+            {
                 self.early.pop_first();
             }
             let Some(delta) = self.early.remove(&cursor) else { break };
@@ -452,7 +503,8 @@ impl OmidCoordinator {
         }
         self.gap_since = if self.early.is_empty() { None } else { self.gap_since.or(Some(ctx.now)) };
         let cursor = replica.cursor();
-        let (ready, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.staged).into_iter().partition(|s| s.2 <= cursor);
+        let (ready, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.staged).into_iter().partition(|s| s.2 <= cursor);
         self.staged = later;
         for (txn, ts, _) in ready {
             self.started(txn, ts, ctx);
@@ -500,7 +552,17 @@ impl OmidCoordinator {
             OpKind::Read { key } => self.read(id, table, key, Then::Return, None, ctx),
             OpKind::Scan { start, end, limit } => {
                 let t = self.txns.get_mut(&id.txn).expect("live txn");
-                t.ops.insert(id, OpState::Scan { table, start: start.clone(), end: end.clone(), limit, rows: Vec::new(), page: None });
+                t.ops.insert(
+                    id,
+                    OpState::Scan {
+                        table,
+                        start: start.clone(),
+                        end: end.clone(),
+                        limit,
+                        rows: Vec::new(),
+                        page: None,
+                    },
+                );
                 let tag = self.fresh_tag();
                 let keys_max = limit.clamp(1, SCAN_PAGE_KEYS_MAX);
                 let req = Request::Scan { tag, id, table, start, after: None, end, keys_max, reader_ts };
@@ -514,7 +576,15 @@ impl OmidCoordinator {
         }
     }
 
-    fn read(&mut self, id: SubOpId, table: TableId, key: Key, then: Then, before: Option<Timestamp>, ctx: &mut CoordCtx) {
+    fn read(
+        &mut self,
+        id: SubOpId,
+        table: TableId,
+        key: Key,
+        then: Then,
+        before: Option<Timestamp>,
+        ctx: &mut CoordCtx,
+    ) {
         let t = self.txns.get_mut(&id.txn).expect("live txn");
         let reader_ts = t.start_ts.expect("started");
         t.ops.insert(id, OpState::Read { table, key: key.clone(), then, fetched: None });
@@ -665,7 +735,12 @@ impl OmidCoordinator {
 
     // ---- finishing ---------------------------------------------------------------------------
 
-    fn start_cleanup(&mut self, ts: Timestamp, writes: &BTreeMap<(TableId, Key), BTreeSet<PartitionId>>, ctx: &mut CoordCtx) {
+    fn start_cleanup(
+        &mut self,
+        ts: Timestamp,
+        writes: &BTreeMap<(TableId, Key), BTreeSet<PartitionId>>,
+        ctx: &mut CoordCtx,
+    ) {
         let by_part = rows_by_partition(writes);
         if by_part.is_empty() {
             return;
@@ -701,7 +776,9 @@ impl OmidCoordinator {
             OracleBody::Aborted { reason, .. } => Error::Abort(reason.abort_reason()),
             // Even this copy's refusal does not say an earlier copy was not processed.
             OracleBody::Refused(OracleError::NotConnected) => return self.session_lost(ctx),
-            OracleBody::Refused(e) => Error::Invalid(InvalidInput::Unsupported { engine: "omid".into(), what: e.to_string() }),
+            OracleBody::Refused(e) => {
+                Error::Invalid(InvalidInput::Unsupported { engine: "omid".into(), what: e.to_string() })
+            }
             _ => return,
         };
         let t = self.txns.remove(&txn).expect("present");
@@ -755,7 +832,9 @@ impl CoordinatorEngine for OmidCoordinator {
     }
 
     fn commit(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
-        let Some(t) = self.txns.get_mut(&txn) else { return ctx.txn_done(txn, Err(Error::Abort(AbortReason::Failure))) };
+        let Some(t) = self.txns.get_mut(&txn) else {
+            return ctx.txn_done(txn, Err(Error::Abort(AbortReason::Failure)));
+        };
         let Some(ts) = t.start_ts else {
             // Nothing read or written yet: the pending Begin reply will be released.
             self.txns.remove(&txn);
@@ -798,7 +877,9 @@ impl CoordinatorEngine for OmidCoordinator {
     fn on_reply(&mut self, from: PartitionId, reply: EngineReply, ctx: &mut CoordCtx) {
         let EngineReply::Omid(reply) = reply else { return };
         let (tag, id) = match &reply {
-            Reply::Versions { tag, id, .. } | Reply::ScanVersions { tag, id, .. } | Reply::Written { tag, id, .. } => (*tag, *id),
+            Reply::Versions { tag, id, .. } | Reply::ScanVersions { tag, id, .. } | Reply::Written { tag, id, .. } => {
+                (*tag, *id)
+            }
             Reply::CleanedUp { ts } => {
                 let Some((waiting, _)) = self.cleanups.get_mut(ts) else { return };
                 waiting.remove(&from);
@@ -892,8 +973,12 @@ impl CoordinatorEngine for OmidCoordinator {
         if self.gap_since.is_some_and(|since| now.saturating_sub(since) > DELTA_GAP_TIMEOUT) {
             return self.session_lost(ctx);
         }
-        let due: Vec<u64> =
-            self.calls.iter().filter(|(_, c)| now.saturating_sub(c.sent_at) >= ORACLE_RESEND_AFTER).map(|(t, _)| *t).collect();
+        let due: Vec<u64> = self
+            .calls
+            .iter()
+            .filter(|(_, c)| now.saturating_sub(c.sent_at) >= ORACLE_RESEND_AFTER)
+            .map(|(t, _)| *t)
+            .collect();
         for tag in due {
             let call = self.calls.get_mut(&tag).expect("listed");
             call.sent_at = now;

@@ -692,3 +692,31 @@ proptest! {
         run_against_model(config, ops, false)?;
     }
 }
+
+// ---- Replication off (Fig. 9's plain SO) ------------------------------------------------------
+
+/// A client connected without a replica gets empty deltas and does not hold the shared buffer;
+/// a replicated client beside it still gets every change.
+#[test]
+fn unreplicated_sessions_get_no_piggyback_and_hold_no_buffer() {
+    let mut h = Harness::new(small_config());
+    let plain = match h.call(1, Request::ConnectUnreplicated).pop() {
+        Some(Reply::Connected(c)) => c,
+        other => panic!("{other:?}"),
+    };
+    let connected = h.connect(2);
+    let mut replica = ClientReplica::new(&connected);
+    let t = h.begin(1);
+    h.commit(1, t, &[1]).unwrap();
+    let (_, delta) = h.begin_with_delta(1);
+    assert!(delta.entries.is_empty(), "no piggyback without replication: {delta:?}");
+    assert!(plain.cursor <= delta.from);
+    let (reader, delta) = h.begin_with_delta(2);
+    assert!(!delta.entries.is_empty());
+    replica.apply(&delta).unwrap();
+    assert_eq!(replica.in_snapshot(t, reader), Visibility::Visible);
+    // Only the replicated session's cursor keeps entries alive: after it catches up, the
+    // unreplicated one (which never will) does not make the oracle disconnect anyone.
+    h.advance(60_000);
+    assert!(h.o.is_connected(ClientId(1)) && h.o.is_connected(ClientId(2)));
+}
