@@ -97,6 +97,9 @@ type Versions = Vec<Version>;
 
 type Tables = BTreeMap<TableId, BTreeMap<Key, Versions>>;
 
+/// A version copied out of the store: its timestamp and row (`None`: a tombstone).
+pub type OwnedVersion = (Timestamp, Option<Row>);
+
 /// The in-memory multiversion store of one partition. See the module doc.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MvccStore {
@@ -186,7 +189,7 @@ impl MvccStore {
         start: Bound<&Key>,
         end: Bound<&Key>,
         keys_max: usize,
-    ) -> Vec<(Key, Vec<(Timestamp, Option<Row>)>)> {
+    ) -> Vec<(Key, Vec<OwnedVersion>)> {
         if keys_max == 0 || range_is_empty(start, end) {
             return Vec::new();
         }

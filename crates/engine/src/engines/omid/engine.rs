@@ -34,7 +34,11 @@ pub const CLEANUP_GIVE_UP_AFTER: Duration = Duration::from_secs(5);
 
 /// A version as a partition returns it: the writer's start timestamp and the row (`None`: a
 /// tombstone).
-pub type Version = (Timestamp, Option<Row>);
+pub type Version = litmus_storage::mvcc::OwnedVersion;
+
+/// One page of a scan: each key with its versions (newest first), and the key to resume after
+/// when the page was full.
+pub type ScanPage = (Vec<(Key, Vec<Version>)>, Option<Key>);
 
 /// Coordinator (and oracle) → partition.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -84,7 +88,7 @@ pub enum Reply {
     ScanVersions {
         tag: u64,
         id: SubOpId,
-        result: Result<(Vec<(Key, Vec<Version>)>, Option<Key>), Error>,
+        result: Result<ScanPage, Error>,
     },
     Written {
         tag: u64,
@@ -309,20 +313,8 @@ enum Then {
 }
 
 enum OpState {
-    Read {
-        table: TableId,
-        key: Key,
-        then: Then,
-        fetched: Option<(Vec<Version>, bool)>,
-    },
-    Scan {
-        table: TableId,
-        start: Key,
-        end: Option<Key>,
-        limit: u32,
-        rows: Vec<(Key, Row)>,
-        page: Option<(Vec<(Key, Vec<Version>)>, Option<Key>)>,
-    },
+    Read { table: TableId, key: Key, then: Then, fetched: Option<(Vec<Version>, bool)> },
+    Scan { table: TableId, start: Key, end: Option<Key>, limit: u32, rows: Vec<(Key, Row)>, page: Option<ScanPage> },
     Put,
 }
 
