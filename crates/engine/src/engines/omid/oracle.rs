@@ -74,6 +74,54 @@ pub struct StatusOracle {
     sessions: BTreeMap<ClientId, Session>,
 }
 
+/// A hot standby (§V "Recovery": "a hot backup could continuously read the state from the
+/// WAL"): it starts from a checkpoint, applies each batch as the primary logs it, and on failover
+/// [`Standby::promote`]s itself with only rule 8's last step left — abort what was in flight —
+/// instead of reading the whole log tail first.
+#[derive(Debug)]
+pub struct Standby {
+    o: StatusOracle,
+}
+
+impl Standby {
+    pub fn new(config: OracleConfig, checkpoint: Option<&Checkpoint>) -> Standby {
+        let mut o = StatusOracle::new(config);
+        if let Some(c) = checkpoint {
+            o.reserved_upto = c.reserved_upto;
+            o.tmax = c.tmax;
+            for &(start_ts, commit_ts) in &c.commits {
+                o.insert_commit(start_ts, commit_ts);
+            }
+            o.aborted = c.aborted.iter().copied().collect();
+            o.crash_ranges = c.crash_ranges.clone();
+        }
+        Standby { o }
+    }
+
+    /// Applies one batch the primary logged (in log order).
+    pub fn tail(&mut self, batch: &Batch) {
+        for record in &batch.records {
+            self.o.replay(record);
+        }
+    }
+
+    /// The oracle takes over: timestamps resume above the last reservation and every
+    /// transaction that may have been in flight is aborted by a crash range. Persist the returned
+    /// batch before stepping the oracle.
+    pub fn promote(self) -> (StatusOracle, OracleEffects) {
+        let mut o = self.o;
+        o.next_ts = o.reserved_upto.next();
+        let (after, upto) = (o.tmax, o.reserved_upto);
+        if upto > after {
+            o.add_crash_range(after, upto);
+            o.log(Record::CrashAborted { after, upto });
+        }
+        let mut out = OracleEffects::default();
+        o.flush(&mut out);
+        (o, out)
+    }
+}
+
 impl StatusOracle {
     /// A fresh oracle with an empty log.
     pub fn new(config: OracleConfig) -> StatusOracle {
@@ -106,36 +154,18 @@ impl StatusOracle {
 
     /// Rule 8: rebuilds the durable state from a checkpoint and the batches logged after it,
     /// then aborts every transaction that was in flight at the crash. The returned effects hold
-    /// the crash-range batch; persist it before stepping the oracle.
+    /// the crash-range batch; persist it before stepping the oracle. The same as feeding a
+    /// [`Standby`] the batches and promoting it.
     pub fn recover(
         config: OracleConfig,
         checkpoint: Option<&Checkpoint>,
         batches: &[Batch],
     ) -> (StatusOracle, OracleEffects) {
-        let mut o = StatusOracle::new(config);
-        if let Some(c) = checkpoint {
-            o.reserved_upto = c.reserved_upto;
-            o.tmax = c.tmax;
-            for &(start_ts, commit_ts) in &c.commits {
-                o.insert_commit(start_ts, commit_ts);
-            }
-            o.aborted = c.aborted.iter().copied().collect();
-            o.crash_ranges = c.crash_ranges.clone();
-        }
+        let mut standby = Standby::new(config, checkpoint);
         for batch in batches {
-            for record in &batch.records {
-                o.replay(record);
-            }
+            standby.tail(batch);
         }
-        o.next_ts = o.reserved_upto.next();
-        let (after, upto) = (o.tmax, o.reserved_upto);
-        if upto > after {
-            o.add_crash_range(after, upto);
-            o.log(Record::CrashAborted { after, upto });
-        }
-        let mut out = OracleEffects::default();
-        o.flush(&mut out);
-        (o, out)
+        standby.promote()
     }
 
     fn replay(&mut self, record: &Record) {
