@@ -345,7 +345,7 @@ impl Workload for YcsbT {
         TxnRequest { kind, procedure: TXN_PROCEDURE, args }
     }
 
-    fn verify(&self, client: &mut Client, _stats: &RunStats) -> anyhow::Result<String> {
+    fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String> {
         let records = 2 * self.pairs;
         let (mut rows, mut sum_v, mut sum_writes, mut torn) = (0i64, 0i64, 0i64, 0i64);
         let mut start = 0;
@@ -391,12 +391,21 @@ impl Workload for YcsbT {
             violations
                 .push(format!("sum(v) = {sum_v} (expected 0), {torn} pairs with two stamps: a writer was not atomic"));
         }
+        let all = stats.total_all();
+        let abort_rate = all.aborts as f64 / (all.committed + all.aborts).max(1) as f64;
         if !violations.is_empty() {
-            anyhow::bail!("snapshot isolation violated: {}", violations.join("; "));
+            anyhow::bail!(
+                "snapshot isolation violated: {}; abort rate {:.2}%",
+                violations.join("; "),
+                100.0 * abort_rate
+            );
         }
         Ok(format!(
             "snapshot isolation holds: no fractured read, no lost update ({written} pairs written by committed \
-             transactions, {logged} log rows), every pair atomic"
+             transactions, {logged} log rows), every pair atomic; abort rate {:.2}% ({} aborted attempts, {} commits)",
+            100.0 * abort_rate,
+            all.aborts,
+            all.committed
         ))
     }
 }

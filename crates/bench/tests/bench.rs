@@ -281,3 +281,18 @@ fn full_schema_covers_the_workloads() {
         assert!(registry.get(name).is_ok(), "{name}");
     }
 }
+
+/// Omid §V's transactional YCSB on the omid engine: every mix commits and the snapshot-isolation
+/// verdict holds (no fractured read, no lost update, atomic pairs) under 6 concurrent clients.
+#[test]
+fn ycsb_t_on_omid_passes_the_snapshot_isolation_check() {
+    use litmus_bench::ycsb_t::{Mix, YcsbT, YcsbTOptions};
+    for mix in [Mix::Complex, Mix::Mixed] {
+        let cfg = BenchConfig { workload: "ycsb-t".into(), net_delay_us: Some(0), ..small_config(6, 400) };
+        let cfg = BenchConfig { engine: EngineKind::Omid, ..cfg };
+        let report = harness::run(&cfg, &YcsbT::new(YcsbTOptions { mix }, 200, false).unwrap()).unwrap();
+        assert!(report.throughput > 0.0, "{mix}");
+        assert!(report.verify.ok, "{mix}: {}", report.verify.message);
+        assert!(report.verify.message.contains("snapshot isolation holds"), "{}", report.verify.message);
+    }
+}
