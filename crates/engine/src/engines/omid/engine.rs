@@ -477,24 +477,46 @@ impl OmidCoordinator {
         }
     }
 
-    /// Applies buffered deltas in order, then hands out the start timestamps they cover.
+    /// Buffers a delta. Deltas are slices of one stream, so of two that start at the same
+    /// position the longer holds the shorter (replies rendered with nothing new in between).
+    fn buffer_delta(&mut self, delta: Delta) {
+        match self.early.entry(delta.from) {
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(delta);
+            }
+            std::collections::btree_map::Entry::Occupied(mut e) => {
+                if delta.entries.len() > e.get().entries.len() {
+                    e.insert(delta);
+                }
+            }
+        }
+    }
+
+    /// Applies buffered deltas in stream order (skipping what the replica already has), then
+    /// hands out the start timestamps they cover.
     fn drain_deltas(&mut self, ctx: &mut CoordCtx) {
         let Some(replica) = self.replica.as_mut() else { return };
-        loop {
+        let cursor_before = replica.cursor();
+        while let Some(entry) = self.early.first_entry() {
             let cursor = replica.cursor();
-            // Duplicates and deltas already covered are dropped.
-            while self
-                .early
-                .first_key_value()
-                .is_some_and(|(&from, d)| from < cursor && from + d.entries.len() as u64 <= cursor)
-            {
-                self.early.pop_first();
+            if *entry.key() > cursor {
+                break; // a gap: an earlier reply is still on its way (or lost)
             }
-            let Some(delta) = self.early.remove(&cursor) else { break };
-            replica.apply(&delta).expect("delta starts at the cursor");
+            let delta = entry.remove();
+            let skip = (cursor - delta.from) as usize;
+            if skip >= delta.entries.len() {
+                continue; // already applied (a duplicate, or covered by a longer delta)
+            }
+            let suffix = Delta { from: cursor, entries: delta.entries[skip..].to_vec() };
+            replica.apply(&suffix).expect("the suffix starts at the cursor");
         }
-        self.gap_since = if self.early.is_empty() { None } else { self.gap_since.or(Some(ctx.now)) };
         let cursor = replica.cursor();
+        // The gap clock runs only while the replica makes no progress.
+        self.gap_since = match (self.early.is_empty(), cursor > cursor_before) {
+            (true, _) => None,
+            (false, true) => Some(ctx.now),
+            (false, false) => self.gap_since.or(Some(ctx.now)),
+        };
         let (ready, later): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.staged).into_iter().partition(|s| s.2 <= cursor);
         self.staged = later;
@@ -784,7 +806,7 @@ impl OmidCoordinator {
             return Self::release(ctx, start_ts);
         }
         let end = delta.from + delta.entries.len() as u64;
-        self.early.entry(delta.from).or_insert(delta);
+        self.buffer_delta(delta);
         match purpose {
             Some(Purpose::Begin(txn)) => self.staged.push((txn, start_ts, end)),
             _ => Self::release(ctx, start_ts),
@@ -923,7 +945,7 @@ impl CoordinatorEngine for OmidCoordinator {
             OracleBody::Began { start_ts, delta } => self.on_begun(purpose, start_ts, delta, ctx),
             OracleBody::Push { delta } => {
                 if self.replica.is_some() {
-                    self.early.entry(delta.from).or_insert(delta);
+                    self.buffer_delta(delta);
                     self.drain_deltas(ctx);
                     Self::notify(ctx, OracleCall::Ack);
                 }
