@@ -39,21 +39,25 @@
 //! catalog and registry with [`full_schema`] (`litmus server` does).
 
 pub mod harness;
+pub mod omid_oracle;
 pub mod plot;
 pub mod salt_micro;
 pub mod sweep;
-pub mod tpcc;
 pub mod ticketing;
+pub mod tpcc;
 pub mod workload;
 pub mod ycsb;
+pub mod ycsb_t;
 
 pub use harness::{BenchConfig, BenchError, BenchReport};
+pub use omid_oracle::OmidOracleOptions;
 pub use salt_micro::{SaltMicro, SaltMicroKind, SaltMicroOptions};
 pub use sweep::{Sweep, SweepParam, SweepPoint};
-pub use tpcc::{Tpcc, TpccOptions};
 pub use ticketing::{Ticketing, TicketingOptions};
+pub use tpcc::{Tpcc, TpccOptions};
 pub use workload::{Outcomes, RunStats, TxnRequest, Workload};
 pub use ycsb::{Ycsb, YcsbOptions};
+pub use ycsb_t::{YcsbT, YcsbTOptions};
 
 use anyhow::Context as _;
 use litmus_core::Catalog;
@@ -65,7 +69,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Names of the workloads [`workload()`] knows.
-pub const WORKLOADS: &[&str] = &["ycsb", "salt-contention", "salt-position", "salt-rw", "tpcc", "ticketing"];
+pub const WORKLOADS: &[&str] = &["ycsb", "salt-contention", "salt-position", "salt-rw", "tpcc", "ticketing", "ycsb-t"];
 
 /// Most engines one `--compare` runs.
 pub const COMPARE_ENGINES_MAX: usize = 8;
@@ -88,6 +92,33 @@ fn parse_engine_list(s: &str) -> Result<EngineList, String> {
     Ok(EngineList(engines))
 }
 
+/// What `--compare` names: engines, or (for `omid-oracle` only) the oracle's replication
+/// settings `replication-off,replication-on` (Omid Fig. 9).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CompareList {
+    Engines(EngineList),
+    /// `true` = replication on.
+    Replication(Vec<bool>),
+}
+
+fn parse_compare(s: &str) -> Result<CompareList, String> {
+    if !s.split(',').any(|n| n.trim().starts_with("replication-")) {
+        return parse_engine_list(s).map(CompareList::Engines);
+    }
+    let modes = s
+        .split(',')
+        .map(|n| match n.trim() {
+            "replication-off" => Ok(false),
+            "replication-on" => Ok(true),
+            other => Err(format!("expected replication-off or replication-on, got {other:?}")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if !(2..=COMPARE_ENGINES_MAX).contains(&modes.len()) {
+        return Err(format!("expected 2..={COMPARE_ENGINES_MAX} settings separated by commas, got {s:?}"));
+    }
+    Ok(CompareList::Replication(modes))
+}
+
 fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
     s.parse::<FsyncPolicy>().map_err(|e| e.to_string())
 }
@@ -95,7 +126,8 @@ fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
 /// The flags of `litmus bench`.
 #[derive(clap::Args, Clone, Debug, PartialEq)]
 pub struct BenchArgs {
-    /// Workload to run (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing).
+    /// Workload to run (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing,
+    /// ycsb-t), or `omid-oracle` (the status oracle alone, see [`omid_oracle`]).
     pub workload: String,
 
     /// Concurrency-control engine of the embedded cluster (e.g. nocc). With --connect, the
@@ -105,8 +137,9 @@ pub struct BenchArgs {
 
     /// Run with identical settings on each engine in turn (a fresh cluster each), print every
     /// report and the throughput ratios over A; the last line is `ratio B/A = X.XX`.
-    #[arg(long, value_name = "A,B[,C...]", value_parser = parse_engine_list, conflicts_with = "engine")]
-    pub compare: Option<EngineList>,
+    /// For omid-oracle: `replication-off,replication-on` (ratio of on over off).
+    #[arg(long, value_name = "A,B[,C...]", value_parser = parse_compare, conflicts_with = "engine")]
+    pub compare: Option<CompareList>,
 
     /// Nodes of the embedded cluster (each runs a coordinator and its share of partitions).
     #[arg(long, default_value_t = 2)]
@@ -198,6 +231,12 @@ pub struct BenchArgs {
 
     #[command(flatten)]
     pub ticketing: TicketingOptions,
+
+    #[command(flatten)]
+    pub ycsb_t: YcsbTOptions,
+
+    #[command(flatten)]
+    pub omid_oracle: OmidOracleOptions,
 }
 
 /// Unknown workload name.
@@ -219,6 +258,7 @@ pub fn workload(name: &str, args: &BenchArgs) -> anyhow::Result<Box<dyn Workload
             opts.base_txns = args.base_txns.unwrap_or(opts.base_txns);
             Ok(Box::new(Ticketing::new(opts, !args.quiet)?))
         }
+        "ycsb-t" => Ok(Box::new(YcsbT::new(args.ycsb_t.clone(), args.ycsb.records, !args.quiet)?)),
         other => match SaltMicroKind::from_name(other) {
             Some(kind) => Ok(Box::new(SaltMicro::new(kind, args.salt.clone(), !args.quiet)?)),
             None => Err(UnknownWorkload(other.into()).into()),
@@ -244,6 +284,10 @@ pub fn full_schema() -> (Catalog, Registry) {
     let ticketing = Ticketing::new(TicketingOptions::default(), false).expect("default options are valid");
     catalog.merge(&ticketing.catalog());
     ticketing.register(&mut registry);
+    let ycsb_t = YcsbT::new(YcsbTOptions { mix: ycsb_t::Mix::Complex }, YcsbOptions::default().records, false)
+        .expect("default options are valid");
+    catalog.merge(&ycsb_t.catalog());
+    ycsb_t.register(&mut registry);
     (catalog, registry)
 }
 
@@ -278,8 +322,8 @@ pub fn config(args: &BenchArgs, engine: EngineKind) -> Result<BenchConfig, Bench
 /// The engines the flags ask for: `--compare`'s, or `--engine`.
 pub fn engines(args: &BenchArgs) -> Vec<EngineKind> {
     match &args.compare {
-        Some(EngineList(list)) => list.clone(),
-        None => vec![args.engine],
+        Some(CompareList::Engines(EngineList(list))) => list.clone(),
+        Some(CompareList::Replication(_)) | None => vec![args.engine],
     }
 }
 
@@ -313,6 +357,12 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
 /// [`run`], printing to `out`. Returns `Err` when a run fails or a verification fails (after
 /// printing every report and writing the JSON).
 pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    if args.workload == omid_oracle::NAME {
+        return omid_oracle::run(args, out);
+    }
+    if let Some(CompareList::Replication(_)) = &args.compare {
+        anyhow::bail!("--compare replication-off,replication-on is for {} only", omid_oracle::NAME);
+    }
     if let Some(s) = &args.sweep {
         return sweep::run_sweep(args, s, out);
     }

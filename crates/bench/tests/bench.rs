@@ -5,7 +5,7 @@ use litmus_bench::harness::{self, BenchConfig};
 use litmus_bench::salt_micro;
 use litmus_bench::workload::{Outcomes, RunStats, Workload};
 use litmus_bench::ycsb::{self, KeyDistribution, Ycsb, YcsbOptions};
-use litmus_bench::{BenchArgs, EngineList};
+use litmus_bench::{BenchArgs, CompareList, EngineList};
 use litmus_client::Client;
 use litmus_core::{Formula, Value};
 use litmus_engine::{builtin, EngineKind};
@@ -89,7 +89,7 @@ fn compare_prints_ratio_last_and_writes_both_runs_as_json() {
         json.to_str().unwrap(),
     ])
     .unwrap();
-    assert_eq!(args.compare, Some(EngineList(vec![EngineKind::Nocc, EngineKind::Nocc])));
+    assert_eq!(args.compare, Some(CompareList::Engines(EngineList(vec![EngineKind::Nocc, EngineKind::Nocc]))));
     let mut out = Vec::new();
     litmus_bench::run_to(&args, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
@@ -230,12 +230,23 @@ fn flags_parse_with_defaults_and_reject_nonsense() {
     assert!(parse(&["ycsb", "--plot", "x.svg"]).is_err(), "--plot needs --sweep");
     assert!(parse(&["ycsb", "--compare", "nocc,nocc", "--engine", "nocc"]).is_err());
     assert!(parse(&["ycsb", "--fsync", "sometimes"]).is_err());
+    let args = parse(&["omid-oracle", "--compare", "replication-off,replication-on", "--write-set", "2"]).unwrap();
+    assert_eq!(args.compare, Some(CompareList::Replication(vec![false, true])));
+    assert_eq!(args.omid_oracle.write_set, 2);
+    assert!(parse(&["omid-oracle", "--compare", "replication-off,replication-maybe"]).is_err());
+    assert!(parse(&["omid-oracle", "--compare", "replication-on"]).is_err());
+    assert!(litmus_bench::run_to(
+        &parse(&["ycsb", "--compare", "replication-off,replication-on"]).unwrap(),
+        &mut Vec::new()
+    )
+    .is_err());
+    assert!(parse(&["ycsb-t", "--mix", "sideways"]).is_err());
     assert!(parse(&["ycsb", "--connect", "a:1", "--net-delay-us", "5"]).is_err());
 
     let err = litmus_bench::workload("tpch", &parse(&["tpch"]).unwrap()).err().unwrap().to_string();
     assert_eq!(
         err,
-        "unknown workload \"tpch\" (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing)"
+        "unknown workload \"tpch\" (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing, ycsb-t)"
     );
     let err = litmus_bench::workload("ycsb", &parse(&["ycsb", "--read-ratio", "2"]).unwrap()).err().unwrap();
     assert!(err.to_string().contains("--read-ratio"), "{err}");
@@ -280,5 +291,20 @@ fn full_schema_covers_the_workloads() {
         if let Some(base) = t.base_procedure {
             assert!(registry.get(base).unwrap().options.base, "{base}");
         }
+    }
+}
+
+/// Omid §V's transactional YCSB on the omid engine: every mix commits and the snapshot-isolation
+/// verdict holds (no fractured read, no lost update, atomic pairs) under 6 concurrent clients.
+#[test]
+fn ycsb_t_on_omid_passes_the_snapshot_isolation_check() {
+    use litmus_bench::ycsb_t::{Mix, YcsbT, YcsbTOptions};
+    for mix in [Mix::Complex, Mix::Mixed] {
+        let cfg = BenchConfig { workload: "ycsb-t".into(), net_delay_us: Some(0), ..small_config(6, 400) };
+        let cfg = BenchConfig { engine: EngineKind::Omid, ..cfg };
+        let report = harness::run(&cfg, &YcsbT::new(YcsbTOptions { mix }, 200, false).unwrap()).unwrap();
+        assert!(report.throughput > 0.0, "{mix}");
+        assert!(report.verify.ok, "{mix}: {}", report.verify.message);
+        assert!(report.verify.message.contains("snapshot isolation holds"), "{}", report.verify.message);
     }
 }

@@ -147,7 +147,6 @@ fn spec(engine: EngineKind, seed: u64) -> ClusterSpec {
     }
 }
 
-
 #[test]
 fn no_seat_is_sold_twice_under_faults() {
     let seeds: u64 = std::env::var("LITMUS_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300) / 30;

@@ -18,6 +18,8 @@ use clap::{Parser, Subcommand};
     long_about = "LitmusDB runs several concurrency-control engines (the papers' designs) side by side on one core.\n\n\
 Start here:\n  litmus bench ycsb --duration 5            run YCSB on an embedded 2-node cluster\n  \
 litmus bench ycsb --compare nocc,nocc       run two engines in one invocation and print the ratio\n  \
+litmus bench ycsb-t --engine omid --mix complex   Omid's transactional YCSB with an SI check\n  \
+litmus bench omid-oracle --write-set 8       the Omid status oracle alone over TCP loopback\n  \
 litmus sim --seed 7 --faults                 one deterministic simulation with crashes, partitions, loss\n  \
 litmus server --config node.toml            one node of a TCP cluster (see README)"
 )]

@@ -148,6 +148,7 @@ impl Coordinator {
             epoch: self.epoch,
             rng: &mut self.rng,
             partitions: self.cfg.partitions,
+            catalog: &self.cfg.catalog,
             out,
             events: &mut self.events,
         };
@@ -526,8 +527,9 @@ impl Machine for Coordinator {
                 Message::PartitionReply(reply) => {
                     self.with_engine(now, out, |e, ctx| e.on_reply(reply.from, reply.body, ctx))
                 }
+                Message::OracleReply(reply) => self.with_engine(now, out, |e, ctx| e.on_oracle_reply(reply, ctx)),
                 // Anything else is a stray (e.g. duplicated) message: drop it.
-                Message::ClientResponse(_) | Message::PartitionRequest(_) => {}
+                Message::ClientResponse(_) | Message::PartitionRequest(_) | Message::OracleRequest(_) => {}
             },
         }
         self.process_events(now, out);

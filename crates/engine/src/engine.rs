@@ -15,6 +15,8 @@
 
 use crate::engines::locking::{LockingConfig, LockingCoordinator, LockingPartition};
 use crate::engines::nocc;
+use crate::engines::omid::engine::{OmidCoordinator, OmidPartition};
+use crate::engines::omid::node::OracleReply;
 use crate::machine::Effects;
 use crate::message::{Addr, EngineReply, EngineRequest, Envelope, Message, PartitionRecord, SubOpId};
 use crate::op::{PartOp, PartResult};
@@ -62,6 +64,7 @@ pub struct CoordCtx<'a> {
     pub epoch: u32,
     pub rng: &'a mut ChaCha8Rng,
     pub partitions: u32,
+    pub catalog: &'a Catalog,
     pub(crate) out: &'a mut Effects,
     pub(crate) events: &'a mut Vec<Event>,
 }
@@ -117,6 +120,8 @@ pub trait CoordinatorEngine: Send {
     fn commit(&mut self, txn: TxnId, ctx: &mut CoordCtx);
     fn abort(&mut self, txn: TxnId, ctx: &mut CoordCtx);
     fn on_reply(&mut self, from: PartitionId, reply: EngineReply, ctx: &mut CoordCtx);
+    /// A reply from the Omid status oracle; engines that do not talk to it drop it.
+    fn on_oracle_reply(&mut self, _reply: OracleReply, _ctx: &mut CoordCtx) {}
     fn on_tick(&mut self, ctx: &mut CoordCtx);
     /// Re-applies a record this engine persisted (coordinator-side decisions, e.g. 2PC).
     fn apply(&mut self, record: &[u8]) -> Result<(), Error>;
@@ -167,11 +172,13 @@ pub enum EngineKind {
     Salt,
     /// Salt with the local-transaction optimization (Salt §6.4).
     SaltLocal,
+    /// Snapshot isolation through a status oracle (Omid ICDE'14). See [`crate::engines::omid`].
+    Omid,
 }
 
 impl EngineKind {
     pub const ALL: &'static [EngineKind] =
-        &[EngineKind::Nocc, EngineKind::Acid, EngineKind::Salt, EngineKind::SaltLocal];
+        &[EngineKind::Nocc, EngineKind::Acid, EngineKind::Salt, EngineKind::SaltLocal, EngineKind::Omid];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -179,12 +186,13 @@ impl EngineKind {
             EngineKind::Acid => "acid",
             EngineKind::Salt => "salt",
             EngineKind::SaltLocal => "salt-local",
+            EngineKind::Omid => "omid",
         }
     }
 
     fn locking(self) -> Option<LockingConfig> {
         match self {
-            EngineKind::Nocc => None,
+            EngineKind::Nocc | EngineKind::Omid => None,
             EngineKind::Acid => Some(LockingConfig { base: false, local: false }),
             EngineKind::Salt => Some(LockingConfig { base: true, local: false }),
             EngineKind::SaltLocal => Some(LockingConfig { base: true, local: true }),
@@ -199,10 +207,19 @@ impl EngineKind {
             EngineKind::Salt | EngineKind::SaltLocal => {
                 "ACID for ACID transactions; Salt isolation for BASE transactions (Salt §5)"
             }
+            EngineKind::Omid => "snapshot isolation (lock-free, status oracle; BASE procedures run as SI)",
         }
     }
 
+    /// Whether the cluster runs an Omid status oracle ([`crate::message::Addr::Oracle`]).
+    pub fn needs_oracle(self) -> bool {
+        self == EngineKind::Omid
+    }
+
     pub fn coordinator(self) -> Box<dyn CoordinatorEngine> {
+        if self == EngineKind::Omid {
+            return Box::new(OmidCoordinator::new());
+        }
         match self.locking() {
             None => Box::new(nocc::NoccCoordinator),
             Some(cfg) => Box::new(LockingCoordinator::new(cfg)),
@@ -210,6 +227,9 @@ impl EngineKind {
     }
 
     pub fn partition(self) -> Box<dyn PartitionEngine> {
+        if self == EngineKind::Omid {
+            return Box::new(OmidPartition::default());
+        }
         match self.locking() {
             None => Box::new(nocc::NoccPartition::default()),
             Some(cfg) => Box::new(LockingPartition::new(cfg)),

@@ -9,7 +9,7 @@
 //! Engine-specific payloads are the `Engine*` enums, one variant per engine. An engine adds its
 //! variant here and its logic in `engines/`; the roles and runtimes do not change.
 
-use crate::engines::{locking, nocc};
+use crate::engines::{locking, nocc, omid};
 use crate::op::{Op, OpResult};
 use litmus_core::{ClientId, Error, Isolation, NodeId, PartitionId, RequestId, TxnId, Value};
 use serde::{Deserialize, Serialize};
@@ -21,6 +21,8 @@ pub enum Addr {
     Client(ClientId),
     Coordinator(NodeId),
     Partition(PartitionId),
+    /// The Omid status oracle (one per cluster; see [`crate::engines::omid`]).
+    Oracle,
 }
 
 impl fmt::Display for Addr {
@@ -29,6 +31,7 @@ impl fmt::Display for Addr {
             Addr::Client(c) => write!(f, "{c}"),
             Addr::Coordinator(n) => write!(f, "coord-{n}"),
             Addr::Partition(p) => write!(f, "{p}"),
+            Addr::Oracle => write!(f, "oracle"),
         }
     }
 }
@@ -46,6 +49,10 @@ pub enum Message {
     ClientResponse(ClientResponse),
     PartitionRequest(PartitionRequest),
     PartitionReply(PartitionReply),
+    /// A coordinator (or benchmark client) → the Omid status oracle.
+    OracleRequest(omid::node::OracleRequest),
+    /// The Omid status oracle → a coordinator (or benchmark client).
+    OracleReply(omid::node::OracleReply),
 }
 
 /// A request from a client session. `id` is unique per client and echoed in the response.
@@ -109,6 +116,7 @@ pub struct PartitionReply {
 pub enum EngineRequest {
     Nocc(nocc::Request),
     Locking(locking::Request),
+    Omid(omid::engine::Request),
 }
 
 /// Partition → coordinator payloads, per engine.
@@ -116,6 +124,7 @@ pub enum EngineRequest {
 pub enum EngineReply {
     Nocc(nocc::Reply),
     Locking(locking::Reply),
+    Omid(omid::engine::Reply),
 }
 
 /// A partition's log record, per engine. Applying the same records in the same order to the
@@ -124,4 +133,5 @@ pub enum EngineReply {
 pub enum PartitionRecord {
     Nocc(nocc::Record),
     Locking(locking::Record),
+    Omid(omid::engine::Record),
 }

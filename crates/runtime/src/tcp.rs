@@ -10,7 +10,7 @@
 //!   loss) and is redialed with backoff.
 //! * Client connections: `HelloClient` is answered with `Welcome { client, node }`. The server
 //!   stamps the assigned client id on everything the connection sends, and accepts only
-//!   requests addressed to its own coordinator.
+//!   requests addressed to its own coordinator (or, under `omid`, to the status oracle).
 //! * A frame that does not decode or is too large is answered with `Rejected(error)` and the
 //!   connection is closed; nothing it carried is applied.
 
@@ -381,6 +381,13 @@ async fn handle_connection(
                     Ok(Frame::Envelope(Envelope { msg: msg @ Message::ClientRequest(_), .. })) => {
                         // The server, not the client, says who is speaking and to whom.
                         let _ = inbox.send(Envelope { from: Addr::Client(client), to: me, msg });
+                    }
+                    Ok(Frame::Envelope(Envelope { msg: msg @ Message::OracleRequest(_), .. }))
+                        if router.engine.needs_oracle() =>
+                    {
+                        // An Omid client talking to the status oracle directly (the oracle
+                        // benchmark); routed to the oracle's node.
+                        router.route(Envelope { from: Addr::Client(client), to: Addr::Oracle, msg });
                     }
                     Ok(other) => {
                         let e = InvalidInput::MalformedFrame(format!("unexpected frame from a client: {other:?}"));

@@ -5,6 +5,7 @@
 //! runtimes use the same layout, so a workload runs unchanged on any of them.
 
 use litmus_core::{Catalog, InvalidInput, NodeId, PartitionId};
+use litmus_engine::engines::omid::node::{self, OracleMachine};
 use litmus_engine::{Addr, Coordinator, CoordinatorConfig, EngineKind, Machine, Partition, Registry};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -13,6 +14,9 @@ use std::sync::Arc;
 pub const PARTITIONS_MAX: u32 = 4096;
 /// Largest number of nodes a cluster may have.
 pub const NODES_MAX: u32 = 256;
+
+/// The node that runs the Omid status oracle ([`Addr::Oracle`]) when the engine needs one.
+pub const ORACLE_NODE: NodeId = NodeId(0);
 
 /// A host on the (real or simulated) network.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -48,6 +52,7 @@ impl Topology {
             Addr::Partition(p) => Host::Node(self.node_of(p)),
             Addr::Coordinator(n) => Host::Node(n),
             Addr::Client(_) => Host::Clients,
+            Addr::Oracle => Host::Node(ORACLE_NODE),
         }
     }
 
@@ -81,7 +86,8 @@ pub struct ClusterSpec {
 }
 
 impl ClusterSpec {
-    /// The machines a node runs: its coordinator and its partitions.
+    /// The machines a node runs: its coordinator and its partitions (and, on [`ORACLE_NODE`]
+    /// under an engine that needs one, the Omid status oracle).
     pub fn machines_of(&self, node: NodeId) -> Vec<Box<dyn Machine>> {
         let mut out: Vec<Box<dyn Machine>> = vec![Box::new(Coordinator::new(CoordinatorConfig {
             node,
@@ -94,6 +100,9 @@ impl ClusterSpec {
         }))];
         for p in self.topology.partitions_of(node) {
             out.push(Box::new(Partition::new(p, self.engine, self.catalog.clone(), self.seed)));
+        }
+        if self.engine.needs_oracle() && node == ORACLE_NODE {
+            out.push(Box::new(OracleMachine::new(node::runtime_config(), self.topology.partitions)));
         }
         out
     }

@@ -97,6 +97,9 @@ type Versions = Vec<Version>;
 
 type Tables = BTreeMap<TableId, BTreeMap<Key, Versions>>;
 
+/// A version copied out of the store: its timestamp and row (`None`: a tombstone).
+pub type OwnedVersion = (Timestamp, Option<Row>);
+
 /// The in-memory multiversion store of one partition. See the module doc.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MvccStore {
@@ -175,6 +178,26 @@ impl MvccStore {
         self.scan_with(table, start, end, limit, |versions| {
             versions.iter().rev().find(|v| visible(v.ts)).and_then(|v| v.row.as_ref())
         })
+    }
+
+    /// Range read of every version: the first `keys_max` keys of `table` in `(start, end)`, each
+    /// with its versions newest first (tombstones included). For engines that decide visibility
+    /// away from the store (Omid's client-side `inSnapshot`).
+    pub fn scan_versions(
+        &self,
+        table: TableId,
+        start: Bound<&Key>,
+        end: Bound<&Key>,
+        keys_max: usize,
+    ) -> Vec<(Key, Vec<OwnedVersion>)> {
+        if keys_max == 0 || range_is_empty(start, end) {
+            return Vec::new();
+        }
+        let Some(keys) = self.tables.get(&table) else { return Vec::new() };
+        keys.range::<Key, _>((start, end))
+            .take(keys_max)
+            .map(|(key, versions)| (key.clone(), versions.iter().rev().map(|v| (v.ts, v.row.clone())).collect()))
+            .collect()
     }
 
     fn scan_with<'a>(

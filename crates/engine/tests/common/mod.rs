@@ -6,6 +6,7 @@
 
 use litmus_core::Catalog;
 use litmus_core::{ClientId, Error, NodeId, PartitionId, RequestId, Time};
+use litmus_engine::engines::omid::node::OracleMachine;
 use litmus_engine::message::{ClientRequest, RequestBody, ResponseBody};
 use litmus_engine::{
     Addr, Coordinator, CoordinatorConfig, Effects, EngineKind, Envelope, Input, Machine, Message, Partition, Registry,
@@ -19,6 +20,8 @@ pub struct SyncCluster {
     registry: Arc<Registry>,
     pub coordinator: Coordinator,
     pub partitions: Vec<Partition>,
+    /// The Omid status oracle, for engines that need one.
+    pub oracle: Option<OracleMachine>,
     logs: BTreeMap<Addr, Vec<Vec<u8>>>,
     pub queue: VecDeque<Envelope>,
     pub now: Time,
@@ -35,6 +38,9 @@ impl SyncCluster {
             engine,
             coordinator: Self::coordinator(engine, &catalog, &registry, partitions),
             partitions: vec![],
+            oracle: engine
+                .needs_oracle()
+                .then(|| OracleMachine::new(litmus_engine::engines::omid::node::runtime_config(), partitions)),
             catalog,
             registry,
             logs: BTreeMap::new(),
@@ -87,6 +93,7 @@ impl SyncCluster {
         match to {
             Addr::Coordinator(_) => self.coordinator.step(self.now, input, &mut out),
             Addr::Partition(p) => self.partitions[p.0 as usize].step(self.now, input, &mut out),
+            Addr::Oracle => self.oracle.as_mut().expect("an oracle").step(self.now, input, &mut out),
             Addr::Client(_) => unreachable!(),
         }
         self.logs.entry(to).or_default().append(&mut out.persist);
@@ -115,6 +122,9 @@ impl SyncCluster {
     pub fn tick(&mut self, ms: u64) {
         self.now = self.now + std::time::Duration::from_millis(ms);
         self.step_machine(Addr::Coordinator(NodeId(0)), Input::Tick);
+        if self.oracle.is_some() {
+            self.step_machine(Addr::Oracle, Input::Tick);
+        }
         for p in 0..self.partitions.len() {
             self.step_machine(Addr::Partition(PartitionId(p as u32)), Input::Tick);
         }
@@ -176,6 +186,11 @@ impl SyncCluster {
             let log = self.logs.get(&Addr::Partition(PartitionId(p))).cloned().unwrap_or_default();
             m.recover(None, &log).unwrap();
             self.partitions[p as usize] = m;
+        }
+        if self.engine.needs_oracle() {
+            let mut o = OracleMachine::new(litmus_engine::engines::omid::node::runtime_config(), partitions);
+            o.recover(None, &self.logs.get(&Addr::Oracle).cloned().unwrap_or_default()).unwrap();
+            self.oracle = Some(o);
         }
     }
 }

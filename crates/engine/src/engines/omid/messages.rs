@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 pub enum Request {
     /// Open a session; answered with [`Reply::Connected`] (§IV "Client Startup").
     Connect,
+    /// Open a session for a client that keeps no replica (replication off, the paper's plain SO
+    /// of Fig. 9): `Began` replies carry empty deltas and the client asks
+    /// [`Request::InSnapshot`] for every version it reads.
+    ConnectUnreplicated,
     /// TsReq: a start timestamp; answered with [`Reply::Began`] carrying the client's delta.
     Begin,
     /// Commit request `(Ts, W)` (Algorithm 3).

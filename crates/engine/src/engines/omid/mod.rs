@@ -1,17 +1,73 @@
 //! # Omid: lock-free snapshot isolation through a status oracle (Omid ICDE'14 §II–§IV)
 //!
-//! This module holds, so far, only the **status oracle** (SO) of the Omid engine and the
-//! **client replica** of its metadata, both pure state machines: no I/O, no clock reads (time is
-//! an argument), deterministic iteration (`BTreeMap`, `BTreeSet`, `VecDeque`). Clients read and
-//! write the multiversion store directly, tagging versions with their start timestamp `Ts`; the
-//! SO issues timestamps, detects write-write conflicts at commit and answers "is this version in
-//! my snapshot?". Integration with the partitions' store, the client library and a runtime node
-//! role are not written yet (see "Not implemented").
+//! **Guarantee: snapshot isolation** (lock-free; write skew is allowed — `tests/omid.rs` shows
+//! it). The engine `omid` ([`crate::EngineKind::Omid`]) has three parts, all pure state machines:
+//! no I/O, no clock reads (time is an argument), deterministic iteration. Clients read and write
+//! the multiversion store directly, tagging versions with their start timestamp `Ts`; the status
+//! oracle (SO) issues timestamps, detects write-write conflicts at commit and answers "is this
+//! version in my snapshot?".
 //!
-//! * [`oracle::StatusOracle`] — the SO, driven by [`oracle::StatusOracle::step`].
+//! * [`oracle::StatusOracle`] — the SO, driven by [`oracle::StatusOracle::step`] (rules 1–8);
+//!   [`oracle::Standby`] — a hot standby that applies the SO's batches as they are logged.
+//! * [`node::OracleMachine`] — the SO as a runtime role at [`crate::message::Addr::Oracle`]
+//!   (node 0), with its WAL as the machine's log (persist before send = rule 7).
 //! * [`replica::ClientReplica`] — a client's read-only copy of the SO metadata (§IV).
-//! * [`messages`] — requests, replies, WAL records, checkpoints (plain serde types, not yet in
-//!   the global message enums).
+//! * [`engine::OmidCoordinator`] — the Omid *client*: in LitmusDB the party that runs a
+//!   transaction is the node's coordinator, so each coordinator holds one oracle session and one
+//!   replica, shared by every transaction it runs (interactive and stored procedures).
+//! * [`engine::OmidPartition`] — the data server: versions in the partition's
+//!   [`litmus_storage::mvcc::MvccStore`], tagged with `Ts`.
+//! * [`messages`] — the SO's requests, replies, WAL records, checkpoints.
+//!
+//! ## Mapping onto LitmusDB (E1–E6)
+//!
+//! **E1 — begin.** `begin` asks the SO for `Ts` (`Begin`, tagged so the reply finds its
+//! transaction). The reply piggybacks ΔSO; it is applied to the replica in `commitinfo` order
+//! (deltas that arrive early wait — the network reorders), and the transaction starts only once
+//! its own delta is applied, so the replica holds every `Tc < Ts`. Operations issued before that
+//! wait in the transaction. A start timestamp nobody uses (a late or duplicated reply, a
+//! transaction that finished first) is released with an empty commit.
+//!
+//! **E2 — reads.** A point read fetches the newest [`engine::VERSIONS_PER_READ`] (`nv` = 3)
+//! versions; the coordinator walks them newest first and returns the first in the snapshot
+//! (rule 5 on the replica); if none is and more exist, it reads the next `nv` below the oldest
+//! seen. A version the replica cannot judge (`Tmax < Ts_f < T_init`) is asked of the SO
+//! (`InSnapshot`) before deciding. Scans return every retained version of each key, in pages
+//! of at most `limit` keys, and continue until `limit` visible rows or the end of the range.
+//!
+//! **E3 — writes and commit.** `Write` installs a version at `Ts` at once; `Insert`, `Update` and
+//! `Delete` first read the row in the snapshot (duplicate key / missing key / formula errors are
+//! decided there, changing nothing) and then install the new image (a tombstone for a delete).
+//! Own writes are visible (rule 5, `Ts_f = Ts_r`). Commit with no writes is local (§II: the SO
+//! only gets the timestamp back, asynchronously); otherwise `Commit(Ts, W)` with `W` the
+//! [`RowId`]s of the written rows. A conflict aborts with the retryable `Error::Abort`
+//! (`WriteConflict` or `TimestampTooOld`) and the coordinator deletes the versions (`Cleanup`)
+//! and reports `CleanedUp` to the SO (rule 4). The isolation level a client asks for is ignored:
+//! it is always SI. BASE procedures run as one SI transaction.
+//!
+//! **E4 — faults.** Requests to the SO and to partitions are resent (same tag) until answered;
+//! reads and puts are idempotent. A commit whose answer is ambiguous — `NotInFlight` (a resent or
+//! duplicated copy may have committed it) or a session lost while committing — is reported as
+//! `Unavailable { outcome_unknown: true }` and its versions are left alone (if it aborted they
+//! are invisible forever). A partition refuses a put of a cleaned-up `Ts` (a late duplicate would
+//! otherwise resurrect a version after the SO forgot the abort). When the session ends (the SO
+//! restarted, dropped the client as silent, or a delta was lost for [`engine::DELTA_GAP_TIMEOUT`])
+//! the coordinator drops its replica, fails the transactions holding a snapshot of it with a
+//! retryable abort, and reconnects. A crashed coordinator blocks nobody: its transactions' versions
+//! stay invisible (uncommitted, then aborted when `Tmax` passes them; no locks anywhere).
+//!
+//! **E5 — garbage collection (§IV "HBase Garbage Collection").** Every
+//! [`node::GC_INTERVAL`] the SO sends `Tmin` (smallest in-flight `Ts`) to the partitions. After a
+//! commit the coordinator tells each written partition `(Ts, Tc, rows)`; a partition keeps these
+//! notices in memory and, at a GC with mark `m`, for each noticed version with `Tc < m` deletes
+//! every *older* version (smaller `Ts`) of that row: every reader with `Ts_r ≥ m` sees the noticed
+//! version first (it is committed before the reader started), so it never reads past it. This is
+//! exact, where the paper's "keep one non-aborted version below Tmin" is not (a version below
+//! `Tmin` may have committed after a reader started). Reads and puts below the last mark are
+//! refused (`TimestampTooOld`). A lost notice only keeps versions longer.
+//!
+//! **E6 — the replica and silent clients** are rules 6 and the oracle's idle push: a coordinator
+//! answers pushes with `Ack`.
 //!
 //! ## Rule 1 — timestamps (§II "Transaction Status Oracle", §V "Micro-benchmarks")
 //!
@@ -118,13 +174,17 @@
 //!
 //! ## Not implemented
 //!
-//! The Omid engine itself (clients writing versions tagged `Ts` into the partitions' multiversion
-//! store, reads walking versions with `in_snapshot`, cleanup of aborted versions), the client
-//! library, the runtime node role (wiring [`oracle::StatusOracle::step`] into the global message
-//! enums and [`crate::machine::Machine`]), garbage collection of versions below `T_min` (§IV "HBase
-//! Garbage Collection"), cleanup of crash ranges, a hot backup, and the benchmarks of §V.
+//! Cleanup of crash ranges and of the versions of transactions whose coordinator crashed (they
+//! stay, invisible, until a later commit of the row lets GC shadow them); the SO does not abort a
+//! crashed coordinator's transactions when it reconnects (they hold `Tmin`, so GC, back until
+//! `Tmax` passes them). The hot standby ([`oracle::Standby`]: tails the WAL, promotes in
+//! about a millisecond) is a tested state machine that `bench omid-oracle` times, but no runtime runs one
+//! on another node yet (that needs the oracle's log shipped or shared): failover in a cluster
+//! today is the oracle's node restarting and recovering from its log.
 
+pub mod engine;
 pub mod messages;
+pub mod node;
 pub mod oracle;
 pub mod replica;
 

@@ -37,6 +37,8 @@ struct Session {
     cursor: u64,
     last_heard: Time,
     push_sent_at: Option<Time>,
+    /// False for a client without a replica ([`Request::ConnectUnreplicated`]).
+    replicated: bool,
 }
 
 /// The status oracle. Drive it with [`StatusOracle::step`]; see the module doc of [`super`].
@@ -72,6 +74,54 @@ pub struct StatusOracle {
     sessions: BTreeMap<ClientId, Session>,
 }
 
+/// A hot standby (§V "Recovery": "a hot backup could continuously read the state from the
+/// WAL"): it starts from a checkpoint, applies each batch as the primary logs it, and on failover
+/// [`Standby::promote`]s itself with only rule 8's last step left — abort what was in flight —
+/// instead of reading the whole log tail first.
+#[derive(Debug)]
+pub struct Standby {
+    o: StatusOracle,
+}
+
+impl Standby {
+    pub fn new(config: OracleConfig, checkpoint: Option<&Checkpoint>) -> Standby {
+        let mut o = StatusOracle::new(config);
+        if let Some(c) = checkpoint {
+            o.reserved_upto = c.reserved_upto;
+            o.tmax = c.tmax;
+            for &(start_ts, commit_ts) in &c.commits {
+                o.insert_commit(start_ts, commit_ts);
+            }
+            o.aborted = c.aborted.iter().copied().collect();
+            o.crash_ranges = c.crash_ranges.clone();
+        }
+        Standby { o }
+    }
+
+    /// Applies one batch the primary logged (in log order).
+    pub fn tail(&mut self, batch: &Batch) {
+        for record in &batch.records {
+            self.o.replay(record);
+        }
+    }
+
+    /// The oracle takes over: timestamps resume above the last reservation and every
+    /// transaction that may have been in flight is aborted by a crash range. Persist the returned
+    /// batch before stepping the oracle.
+    pub fn promote(self) -> (StatusOracle, OracleEffects) {
+        let mut o = self.o;
+        o.next_ts = o.reserved_upto.next();
+        let (after, upto) = (o.tmax, o.reserved_upto);
+        if upto > after {
+            o.add_crash_range(after, upto);
+            o.log(Record::CrashAborted { after, upto });
+        }
+        let mut out = OracleEffects::default();
+        o.flush(&mut out);
+        (o, out)
+    }
+}
+
 impl StatusOracle {
     /// A fresh oracle with an empty log.
     pub fn new(config: OracleConfig) -> StatusOracle {
@@ -104,36 +154,18 @@ impl StatusOracle {
 
     /// Rule 8: rebuilds the durable state from a checkpoint and the batches logged after it,
     /// then aborts every transaction that was in flight at the crash. The returned effects hold
-    /// the crash-range batch; persist it before stepping the oracle.
+    /// the crash-range batch; persist it before stepping the oracle. The same as feeding a
+    /// [`Standby`] the batches and promoting it.
     pub fn recover(
         config: OracleConfig,
         checkpoint: Option<&Checkpoint>,
         batches: &[Batch],
     ) -> (StatusOracle, OracleEffects) {
-        let mut o = StatusOracle::new(config);
-        if let Some(c) = checkpoint {
-            o.reserved_upto = c.reserved_upto;
-            o.tmax = c.tmax;
-            for &(start_ts, commit_ts) in &c.commits {
-                o.insert_commit(start_ts, commit_ts);
-            }
-            o.aborted = c.aborted.iter().copied().collect();
-            o.crash_ranges = c.crash_ranges.clone();
-        }
+        let mut standby = Standby::new(config, checkpoint);
         for batch in batches {
-            for record in &batch.records {
-                o.replay(record);
-            }
+            standby.tail(batch);
         }
-        o.next_ts = o.reserved_upto.next();
-        let (after, upto) = (o.tmax, o.reserved_upto);
-        if upto > after {
-            o.add_crash_range(after, upto);
-            o.log(Record::CrashAborted { after, upto });
-        }
-        let mut out = OracleEffects::default();
-        o.flush(&mut out);
-        (o, out)
+        standby.promote()
     }
 
     fn replay(&mut self, record: &Record) {
@@ -206,12 +238,14 @@ impl StatusOracle {
     }
 
     fn handle(&mut self, client: ClientId, request: Request) -> Option<Pending> {
-        if request == Request::Connect {
+        if matches!(request, Request::Connect | Request::ConnectUnreplicated) {
+            let replicated = request == Request::Connect;
             if !self.sessions.contains_key(&client) && self.sessions.len() >= self.config.clients_max {
                 return Some(Pending::Refused(OracleError::TooManyClients { limit: self.config.clients_max }));
             }
             let cursor = self.commitinfo_end();
-            self.sessions.insert(client, Session { cursor, last_heard: self.now, push_sent_at: None });
+            let session = Session { cursor, last_heard: self.now, push_sent_at: None, replicated };
+            self.sessions.insert(client, session);
             return Some(Pending::Connected);
         }
         let now = self.now;
@@ -221,7 +255,7 @@ impl StatusOracle {
         session.last_heard = now;
         session.push_sent_at = None;
         Some(match request {
-            Request::Connect => unreachable!("handled above"),
+            Request::Connect | Request::ConnectUnreplicated => unreachable!("handled above"),
             Request::Ack => return None,
             Request::Begin => Pending::Began { start_ts: self.begin() },
             Request::Commit { start_ts, write_set } => {
@@ -444,6 +478,11 @@ impl StatusOracle {
     pub fn tmax(&self) -> Timestamp {
         self.tmax
     }
+    /// `Tmin` (§IV "HBase Garbage Collection"): the smallest start timestamp still in flight, or
+    /// the next timestamp to issue when none is. No transaction that can still read started below.
+    pub fn t_min(&self) -> Timestamp {
+        self.uncommitted.first().copied().unwrap_or(self.next_ts)
+    }
     pub fn last_commit(&self, row: RowId) -> Option<Timestamp> {
         self.last_commit.get(&row).copied()
     }
@@ -515,6 +554,10 @@ impl StatusOracle {
         let end = self.commitinfo_end();
         let base = self.commitinfo_base;
         let session = self.sessions.get_mut(&client).expect("connected");
+        if !session.replicated {
+            session.cursor = end;
+            return Delta { from: end, entries: Vec::new() };
+        }
         assert!(base <= session.cursor && session.cursor <= end, "cursor inside the buffer");
         let from = session.cursor;
         session.cursor = end;
@@ -522,7 +565,8 @@ impl StatusOracle {
     }
 
     fn trim_commitinfo(&mut self) {
-        let keep_from = self.sessions.values().map(|s| s.cursor).min().unwrap_or(self.commitinfo_end());
+        let keep_from =
+            self.sessions.values().filter(|s| s.replicated).map(|s| s.cursor).min().unwrap_or(self.commitinfo_end());
         while self.commitinfo_base < keep_from {
             self.commitinfo.pop_front();
             self.commitinfo_base += 1;
@@ -571,7 +615,10 @@ impl StatusOracle {
             match session.push_sent_at {
                 Some(sent) if now >= sent + self.config.push_ack_timeout => gone.push(client),
                 Some(_) => {}
-                None if session.cursor < end && now >= session.last_heard + self.config.idle_push_after => {
+                None if session.replicated
+                    && session.cursor < end
+                    && now >= session.last_heard + self.config.idle_push_after =>
+                {
                     push.push(client)
                 }
                 None => {}
@@ -586,7 +633,13 @@ impl StatusOracle {
             self.disconnect(client, out);
         }
         while self.commitinfo.len() > self.config.commitinfo_entries_max {
-            let laggard = self.sessions.iter().min_by_key(|(_, s)| s.cursor).map(|(&c, _)| c).expect("a session");
+            let laggard = self
+                .sessions
+                .iter()
+                .filter(|(_, s)| s.replicated)
+                .min_by_key(|(_, s)| s.cursor)
+                .map(|(&c, _)| c)
+                .expect("only replicated sessions hold the buffer");
             self.disconnect(laggard, out);
         }
         self.trim_commitinfo();

@@ -116,6 +116,10 @@ impl ClientReplica {
     pub fn t_init(&self) -> Timestamp {
         self.t_init
     }
+    /// Position in the oracle's `commitinfo` of the next delta entry this replica expects.
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
     /// Entries held (Tc list and aborted list): the replica's memory footprint.
     pub fn len(&self) -> usize {
         self.commits.len() + self.aborted.len()

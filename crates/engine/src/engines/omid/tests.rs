@@ -692,3 +692,69 @@ proptest! {
         run_against_model(config, ops, false)?;
     }
 }
+
+// ---- Replication off (Fig. 9's plain SO) ------------------------------------------------------
+
+/// A client connected without a replica gets empty deltas and does not hold the shared buffer;
+/// a replicated client beside it still gets every change.
+#[test]
+fn unreplicated_sessions_get_no_piggyback_and_hold_no_buffer() {
+    let mut h = Harness::new(small_config());
+    let plain = match h.call(1, Request::ConnectUnreplicated).pop() {
+        Some(Reply::Connected(c)) => c,
+        other => panic!("{other:?}"),
+    };
+    let connected = h.connect(2);
+    let mut replica = ClientReplica::new(&connected);
+    let t = h.begin(1);
+    h.commit(1, t, &[1]).unwrap();
+    let (_, delta) = h.begin_with_delta(1);
+    assert!(delta.entries.is_empty(), "no piggyback without replication: {delta:?}");
+    assert!(plain.cursor <= delta.from);
+    let (reader, delta) = h.begin_with_delta(2);
+    assert!(!delta.entries.is_empty());
+    replica.apply(&delta).unwrap();
+    assert_eq!(replica.in_snapshot(t, reader), Visibility::Visible);
+    // Only the replicated session's cursor keeps entries alive: after it catches up, the
+    // unreplicated one (which never will) does not make the oracle disconnect anyone.
+    h.advance(60_000);
+    assert!(h.o.is_connected(ClientId(1)) && h.o.is_connected(ClientId(2)));
+}
+
+// ---- Hot standby (§V "Recovery") --------------------------------------------------------------
+
+/// A standby that tailed every batch the primary logged takes over with the same durable state
+/// as recovery from the log: every acknowledged commit stays, what was in flight is aborted,
+/// and new timestamps start above everything issued.
+#[test]
+fn standby_tailing_the_log_takes_over_like_recovery() {
+    use super::oracle::Standby;
+    let mut h = Harness::new(small_config());
+    h.connect(1);
+    let mut standby = Standby::new(small_config(), None);
+    let mut tailed = 0;
+    let mut committed = Vec::new();
+    for i in 0..40 {
+        let t = h.begin(1);
+        committed.push((t, h.commit(1, t, &[i]).unwrap()));
+        for batch in &h.log[tailed..] {
+            standby.tail(batch);
+        }
+        tailed = h.log.len();
+    }
+    let in_flight = h.begin(1);
+    for batch in &h.log[tailed..] {
+        standby.tail(batch);
+    }
+    let (promoted, _) = standby.promote();
+    let (recovered, _) = StatusOracle::recover(small_config(), None, &h.log);
+    for &(ts, tc) in &committed {
+        assert_eq!(promoted.commit_ts(ts), Some(tc));
+        assert!(promoted.in_snapshot(ts, Timestamp::MAX));
+        assert_eq!(promoted.commit_ts(ts), recovered.commit_ts(ts));
+    }
+    assert!(promoted.is_aborted(in_flight) && recovered.is_aborted(in_flight));
+    assert_eq!(promoted.tmax(), recovered.tmax());
+    assert_eq!(promoted.checkpoint(), recovered.checkpoint());
+    assert!(promoted.t_min() > in_flight, "new timestamps start above every issued one");
+}
