@@ -27,7 +27,7 @@ use litmus_core::{AbortReason, Catalog, Error, InvalidInput, NodeId, PartitionId
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -112,7 +112,16 @@ pub struct Coordinator {
     last_idle_check: Time,
     /// Transactions recovered from the log, restarted at the first step.
     to_roll_forward: Vec<TxnId>,
+    /// Client requests seen recently (bounded by [`CLIENT_REQUESTS_REMEMBERED_MAX`], oldest
+    /// forgotten first): the network may duplicate a request, and running it twice would run a
+    /// procedure twice or apply an interactive operation's formula twice.
+    seen_requests: BTreeSet<(Addr, RequestId)>,
+    seen_order: VecDeque<(Addr, RequestId)>,
 }
+
+/// How many client requests a coordinator remembers to drop their duplicates. Not durable: a
+/// duplicate delayed across a coordinator restart is not recognized.
+pub const CLIENT_REQUESTS_REMEMBERED_MAX: usize = 100_000;
 
 impl Coordinator {
     pub fn new(cfg: CoordinatorConfig) -> Self {
@@ -128,7 +137,22 @@ impl Coordinator {
             events: Vec::new(),
             last_idle_check: Time::ZERO,
             to_roll_forward: Vec::new(),
+            seen_requests: BTreeSet::new(),
+            seen_order: VecDeque::new(),
         }
+    }
+
+    /// Records a client request; `false` if it was seen already (a duplicate, dropped).
+    fn first_sighting(&mut self, from: Addr, id: RequestId) -> bool {
+        if !self.seen_requests.insert((from, id)) {
+            return false;
+        }
+        self.seen_order.push_back((from, id));
+        if self.seen_order.len() > CLIENT_REQUESTS_REMEMBERED_MAX {
+            let old = self.seen_order.pop_front().expect("nonempty");
+            self.seen_requests.remove(&old);
+        }
+        true
     }
 
     /// Transactions in flight (for tests and metrics).
@@ -189,6 +213,9 @@ impl Coordinator {
 
     fn on_client(&mut self, now: Time, from: Addr, req: ClientRequest, out: &mut Effects) {
         let id = req.id;
+        if !self.first_sighting(from, id) {
+            return; // a duplicated request: its first copy is running or was answered
+        }
         let is_new_txn = matches!(req.body, RequestBody::Call { .. } | RequestBody::Begin { .. });
         if is_new_txn && self.txns.len() >= TXNS_ACTIVE_MAX {
             return self.respond(out, from, id, Err(Error::unavailable("coordinator at its transaction limit")));

@@ -71,6 +71,28 @@ fn fig2_base_transfer_and_acid_total() {
     }
 }
 
+/// A client request the network duplicates runs once: a second BASE transfer (or interactive
+/// update) would move the money twice — under Salt a BASE transaction cannot abort once
+/// accepted, so a uniqueness check inside it would not save it either.
+#[test]
+fn duplicated_client_request_runs_once() {
+    for engine in [EngineKind::Acid, EngineKind::Salt, EngineKind::SaltLocal] {
+        let mut c = bank_cluster(engine, 2);
+        c.send(
+            1,
+            RequestBody::Call {
+                procedure: "bank_transfer".into(),
+                args: vec![Value::Int(0), Value::Int(1), Value::Int(30)],
+            },
+        );
+        let late_copy = c.copy_last();
+        c.settle();
+        c.requeue(late_copy);
+        c.settle();
+        assert_eq!((balance(&mut c, 0), balance(&mut c, 1)), (INITIAL - 30, INITIAL + 30), "{engine}");
+    }
+}
+
 /// Salt Fig. 2, lines 15–18: a failed credit (no such receiver) runs the compensating
 /// alkaline subtransaction and the sender is refunded.
 #[test]

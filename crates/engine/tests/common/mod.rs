@@ -88,6 +88,16 @@ impl SyncCluster {
         id
     }
 
+    /// A copy of the last queued message (to deliver again later: the network duplicated it).
+    pub fn copy_last(&self) -> Envelope {
+        self.queue.back().expect("a queued message").clone()
+    }
+
+    /// Queues a message (e.g. a late duplicate from [`SyncCluster::copy_last`]).
+    pub fn requeue(&mut self, env: Envelope) {
+        self.queue.push_back(env);
+    }
+
     fn step_machine(&mut self, to: Addr, input: Input) {
         let mut out = Effects::default();
         match to {
