@@ -38,18 +38,6 @@ fn run(engine: EngineKind, base_txns: u32, seed: u64) -> (u64, String) {
     // call hundreds), so at 1% a third of them would stall and the run would measure stalls.
     // Crashes, partitions, duplication and reordering stay as `with_faults` sets them.
     cfg.net.loss = 0.002;
-    // Known engine bug (reported, not worked around in the workload): under `salt` and
-    // `salt-local`, duplicated messages make an accepted BASE Payment run twice — `w_ytd` and
-    // `d_ytd` get the amount twice, the second HISTORY insert fails with DuplicateKey (its
-    // `h_id` comes from the input, so the duplicate run is visible) and 3.3.2.8/9 break. Replay:
-    // LITMUS_TPCC_SIM_DUPLICATE=1 LITMUS_TPCC_SIM_REPLAY=salt,2,100 cargo test -p litmus-bench
-    // --test tpcc_sim replay -- --ignored --nocapture (also salt,2,101 and salt-local,2,108;
-    // without crashes or partitions too). Until it is fixed the Salt runs go without
-    // duplication; every other fault stays on.
-    let salt = matches!(engine, EngineKind::Salt | EngineKind::SaltLocal);
-    if salt && std::env::var("LITMUS_TPCC_SIM_DUPLICATE").is_err() {
-        cfg.net.duplicate = 0.0;
-    }
     // A lost message stalls an ACID transaction until the engine's stall timeout (10 s); the
     // verification client must outwait it (its deadline is 4 request timeouts), or the late
     // answer of a timed-out verification request trips the simulator.
@@ -80,18 +68,20 @@ fn acid_tpcc_keeps_the_consistency_conditions_under_faults() {
 }
 
 /// Salt runs: Salt's choice (new-order, payment BASE) and everything BASE, on `salt` and
-/// `salt-local`. The seeds are fixed: some others currently end with a lock on a warehouse or
-/// district row that is never released after the faults heal (the checker's quiesce step then
-/// dies for wait-die for 900 s of virtual time) — an engine liveness problem, reported with
-/// its replay: `LITMUS_TPCC_SIM_REPLAY=salt,2,103` (also `salt,2,204`, `salt,5,103`,
-/// `salt,5,105`, `salt,5,201`, `salt,5,204`, `salt,5,207`). Measured over seeds 200-207: 7 of
-/// 8 pass with base-txns 2, most fail with base-txns 5; acid passes all it was given.
-const SALT_CASES: [(EngineKind, u32, u64); 5] = [
+/// `salt-local`, every fault on (duplication included). The last three once failed, each
+/// traced to the locking engine and fixed there: `salt,2,103` and `salt,5,201` never settled
+/// (a BASE subtransaction's locks left behind by a dead coordinator incarnation), and
+/// `salt-local,2,203` added a Payment's amount to `w_ytd` twice (a late duplicate of a
+/// locally committed operation re-run after its transaction had ended).
+const SALT_CASES: [(EngineKind, u32, u64); 8] = [
     (EngineKind::Salt, 2, 100),
     (EngineKind::Salt, 5, 101),
     (EngineKind::SaltLocal, 2, 102),
     (EngineKind::Salt, 2, 106),
     (EngineKind::SaltLocal, 5, 109),
+    (EngineKind::Salt, 2, 103),
+    (EngineKind::Salt, 5, 201),
+    (EngineKind::SaltLocal, 2, 203),
 ];
 
 #[test]

@@ -14,6 +14,10 @@
 //! 4. When the procedure returns `Ok`, the coordinator asks the engine to commit; on `Err`, to
 //!    abort. The engine reports `TxnDone` and the coordinator answers the client.
 //!
+//! Every client request is run at most once per coordinator incarnation: the network may
+//! duplicate a message, so the coordinator remembers the last
+//! [`CLIENT_REQUESTS_REMEMBERED_MAX`] (client, request id) pairs and drops repeats.
+//!
 //! The coordinator persists one record of its own: its epoch, bumped at every restart, so that
 //! transaction ids are never reused. Engines persist their own records (2PC decisions) through
 //! [`CoordCtx::persist`].

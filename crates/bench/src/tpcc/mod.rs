@@ -157,15 +157,14 @@
 //!   clients), none at all over TCP with 300 customers per district. Keeping a transaction's
 //!   age across the client's retries (classic wait-die restarts keep their timestamp) would
 //!   fix it; it is the engine's call, not the workload's. The consistency conditions hold.
-//! * **Duplicated messages run an accepted BASE Payment twice** in the simulator (see
-//!   `tests/tpcc_sim.rs` for the replay command); the Salt simulation tests therefore run
-//!   without message duplication.
-//! * **Some Salt simulations never settle**: after the faults heal, a lock on a warehouse or
-//!   district row stays held, so the checker's quiesce step waits forever (1 of 8 seeds with
-//!   `--base-txns 2`, most with 5; replay commands in `tests/tpcc_sim.rs`). Seen once in an
-//!   embedded run too (`--clients 64`, salt: verify timed out; not reproduced on a rerun).
 //! * A lost operation message stalls an ACID transaction until the coordinator's stall timeout
 //!   (10 s) while it holds its locks, so the simulation tests lower message loss to 0.2%.
+//!
+//! Fixed in the engine since they were found here: duplicated messages ran an accepted BASE
+//! Payment twice (coordinators now drop duplicated client requests, partitions refuse late
+//! duplicates of an ended BASE transaction's operations), and some Salt simulations never
+//! settled (BASE work of a crashed coordinator incarnation); `tests/tpcc_sim.rs` keeps their
+//! seeds as regression cases.
 //!
 //! ## Not implemented / differences from the specification
 //!

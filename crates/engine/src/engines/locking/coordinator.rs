@@ -220,6 +220,17 @@ impl LockingCoordinator {
             }
             return ctx.op_done(id, result);
         }
+        let first = Unit { txn: id.txn, sub: 0 };
+        let undelivered = self.decisions.range(first..).next().is_some_and(|(u, _)| u.txn == id.txn);
+        if t.base && t.accepted && undelivered {
+            // A rolled-forward run got past a subtransaction whose commit (decided before the
+            // crash) is still being re-sent. Its row images are right only while its locks
+            // are alkaline; committing a later subtransaction first would downgrade them to
+            // saline and let other BASE transactions write in between. Run again once it is
+            // delivered.
+            return self.retry_accepted(id.txn, ctx);
+        }
+        let t = self.txns.get_mut(&id.txn).expect("live txn");
         t.unit_parts.insert(id.part);
         if t.base {
             t.all_parts.insert(id.part);
@@ -356,6 +367,10 @@ impl LockingCoordinator {
             if !t.all_parts.is_empty() {
                 self.ending.insert(txn, t.all_parts.clone());
                 if t.logic_logged {
+                    // A restart must not run it again: partitions refuse the operations of a
+                    // transaction that ended there, and a re-run could take another path.
+                    let parts = t.all_parts.iter().copied().collect();
+                    Self::persist(ctx, &CoordinatorRecord::BaseFinished { txn, parts });
                     self.logged_ending.insert(txn);
                 }
                 self.send_end_base(txn, ctx);
@@ -781,8 +796,15 @@ impl CoordinatorEngine for LockingCoordinator {
             CoordinatorRecord::Ended { unit } => {
                 self.decisions.remove(&unit);
             }
+            CoordinatorRecord::BaseFinished { txn, parts } => {
+                self.txns.remove(&txn);
+                self.ending.insert(txn, parts.into_iter().collect());
+                self.logged_ending.insert(txn);
+            }
             CoordinatorRecord::BaseEnded { txn } => {
                 self.txns.remove(&txn);
+                self.ending.remove(&txn);
+                self.logged_ending.remove(&txn);
             }
         }
         Ok(())

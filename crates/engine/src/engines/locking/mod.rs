@@ -50,7 +50,12 @@
 //!   Recovery replays the log and **rolls forward** each accepted, unfinished BASE transaction:
 //!   the coordinator re-runs the procedure under the same id, operations of decided
 //!   subtransactions are answered from the context table (no operation runs twice, earlier
-//!   reads return the same values), and execution continues from the first undecided one.
+//!   reads return the same values), and execution continues from the first undecided one —
+//!   once every decision re-sent after the crash has been acknowledged (a later
+//!   subtransaction's commit would otherwise downgrade the earlier one's alkaline locks before
+//!   its row images are applied). A transaction whose procedure finished logs `BaseFinished`
+//!   before it sends `EndBase`, so a restart never runs it again; partitions remember ended
+//!   BASE transactions durably (bounded) and refuse late duplicates of their operations.
 //! * An accepted BASE transaction cannot abort, so its lock requests never die for wait-die:
 //!   they wait and **wound** the older transactions in the way (lock rule 5b; the wounded ACID
 //!   or not-yet-accepted transaction aborts, retryably). This breaks the one cycle wait-die
@@ -75,6 +80,14 @@
 //!
 //! * Lock waits have no timeout beyond wait-die; a transaction whose coordinator disappears
 //!   forever holds its locks until that coordinator restarts (its new epoch releases them).
+//! * Operation requests and replies are not retransmitted: a lost one leaves a transaction
+//!   that can still abort waiting for the front end's stall timeout (10 s) — the partition drops
+//!   an idle unprepared ACID transaction after 2 s, a not-yet-accepted BASE one keeps its locks
+//!   until then. (A shorter coordinator-side reply timeout was tried and broke ACID atomicity
+//!   in the heavy-fault simulation; not understood yet, so not shipped.)
+//! * Wait-die ages are per transaction: a client's retry is a new, younger transaction, so an
+//!   ACID transaction that keeps meeting older in-flight BASE transactions' saline locks can
+//!   starve (TPC-C Delivery under Salt; see `litmus-bench`'s `tpcc` module doc).
 
 pub mod coordinator;
 pub mod lock;
@@ -82,7 +95,7 @@ pub mod partition;
 
 use crate::message::SubOpId;
 use crate::op::{PartOp, PartResult};
-use litmus_core::{Error, Isolation, Key, NodeId, Row, TableId, TxnId};
+use litmus_core::{Error, Isolation, Key, NodeId, PartitionId, Row, TableId, TxnId};
 use serde::{Deserialize, Serialize};
 
 pub use coordinator::LockingCoordinator;
@@ -231,7 +244,10 @@ pub enum CoordinatorRecord {
     LocalDone { unit: Unit, results: Vec<(SubOpId, PartResult)> },
     /// Every participant acknowledged the decision.
     Ended { unit: Unit },
+    /// A BASE transaction's procedure finished (logged before `EndBase` goes out): a restart
+    /// does not run it again, it only resends `EndBase` to `parts` until they acknowledge.
+    BaseFinished { txn: TxnId, parts: Vec<PartitionId> },
     /// A BASE transaction finished and every partition it touched has released its saline
-    /// locks (until then a restart rolls it forward again, which ends it again).
+    /// locks.
     BaseEnded { txn: TxnId },
 }

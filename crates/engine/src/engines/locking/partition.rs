@@ -71,6 +71,11 @@ struct State {
     /// Locks of BASE subtransactions whose operations ran here but whose commit or rollback has
     /// not arrived: relocked after a restart.
     pending: BTreeMap<Unit, LockList>,
+    /// Recently ended BASE transactions (bounded), so a late duplicate of one of their
+    /// operations is refused even after a restart (re-running a locally committed operation
+    /// would apply its formula twice; any other would take locks nobody releases).
+    base_ended: BTreeSet<TxnId>,
+    base_ended_order: VecDeque<TxnId>,
     /// Saline locks of ended BASE transactions that rule 6 holds back (relocked and released
     /// again after a restart), until a `Released` record says they are gone.
     releasing: BTreeMap<TxnId, LockList>,
@@ -199,8 +204,10 @@ impl LockingPartition {
             let result = result.ok_or_else(|| Error::Internal(format!("{unit:?} committed without op {}", id.op)));
             return ctx.reply(from, reply(Reply::Op { id, attempt, result, writes: vec![], committed: true }));
         }
-        if self.finished.contains_key(&txn) || self.epochs.get(&txn.node).is_some_and(|&e| e > txn.epoch && !class.base)
-        {
+        let ended = self.finished.contains_key(&txn)
+            || self.state.base_ended.contains(&txn)
+            || self.state.acid_committed.contains(&txn);
+        if ended || self.epochs.get(&txn.node).is_some_and(|&e| e > txn.epoch && !class.base) {
             let e = Error::Abort(AbortReason::Failure);
             return ctx.reply(from, reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false }));
         }
@@ -233,19 +240,20 @@ impl LockingPartition {
             t.sub = unit.sub;
             t.buffer.clear();
             if fresh_run {
-                // The earlier run's logged locks go with it (a restart must not relock them: others
-                // may take them from now on).
+                // The earlier run's unfinished work goes, its logged locks with it (a restart
+                // must not relock them: others may take them from now on). A new run starts
+                // only once every decision of the earlier runs has been delivered (see the
+                // coordinator's `send_op`), so nothing decided is pending here.
                 let stale: Vec<Unit> = self.state.pending.keys().filter(|u| u.txn == txn).copied().collect();
-                for unit in stale {
-                    let record = PartitionRecord::Locking(Record::Aborted { unit });
+                for u in stale {
+                    let record = PartitionRecord::Locking(Record::Aborted { unit: u });
                     ctx.log(&record);
                     self.apply_record(record, ctx.store);
                 }
-                let grants = self.locks.cancel_waits(txn);
+                let mut grants = self.locks.cancel_waits(txn);
                 self.parked.retain(|_, p| p.unit.txn != txn);
-                let mut grants2 = self.locks.release_non_saline(txn);
-                grants2.extend(grants);
-                self.resume(grants2, ctx);
+                grants.extend(self.locks.release_non_saline(txn));
+                self.resume(grants, ctx);
             }
         }
         let locks = self.lock_plan(&class, &op);
@@ -496,11 +504,13 @@ impl LockingPartition {
         self.parked.retain(|_, p| p.unit.txn != txn);
         // What rule 6 holds back must come back after a restart, still held back.
         let releasing = self.locks.held_locks(txn);
-        let holds_state = self.state.saline.contains_key(&txn)
+        // Logged whenever the transaction did anything here, so its late duplicates stay refused.
+        let touched = self.state.saline.contains_key(&txn)
             || self.state.committed.keys().any(|u| u.txn == txn)
             || self.state.pending.keys().any(|u| u.txn == txn)
-            || !releasing.is_empty();
-        if holds_state {
+            || !releasing.is_empty()
+            || !self.state.base_ended.contains(&txn);
+        if touched {
             let record = PartitionRecord::Locking(Record::BaseEnded { txn, releasing });
             ctx.log(&record);
             self.apply_record(record, ctx.store);
@@ -610,6 +620,13 @@ impl LockingPartition {
                 self.state.releasing.remove(&txn);
             }
             Record::BaseEnded { txn, releasing } => {
+                if self.state.base_ended.insert(txn) {
+                    self.state.base_ended_order.push_back(txn);
+                    if self.state.base_ended_order.len() > FINISHED_MEMORY_MAX {
+                        let old = self.state.base_ended_order.pop_front().expect("nonempty");
+                        self.state.base_ended.remove(&old);
+                    }
+                }
                 self.state.saline.remove(&txn);
                 if !releasing.is_empty() {
                     self.state.releasing.insert(txn, releasing);
