@@ -411,17 +411,22 @@ pub fn load_in_batches(
                 .context("spawn a load thread")?;
             handles.push(handle);
         }
-        let mut first: anyhow::Result<()> = Ok(());
-        for h in handles {
-            let r = h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a load thread panicked")));
-            if first.is_ok() {
-                first = r;
-            }
-        }
-        first
+        join_loaders(handles)
     });
     bar.finish_and_clear();
     result
+}
+
+/// Waits for every load thread; the first error (or panic) wins.
+pub(crate) fn join_loaders(handles: Vec<std::thread::ScopedJoinHandle<'_, anyhow::Result<()>>>) -> anyhow::Result<()> {
+    let mut first = Ok(());
+    for h in handles {
+        let r = h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a load thread panicked")));
+        if first.is_ok() {
+            first = r;
+        }
+    }
+    first
 }
 
 /// The backoff ceiling before retry number `attempt` (1-based).

@@ -159,3 +159,24 @@ fn bank_totals_hold_under_heavy_faults() {
         }
     }
 }
+
+/// Salt §6.2 roll-forward, with 8 clients (more contention than the tests above): a re-run of
+/// an accepted BASE transaction resumes only after the commits it re-sends for subtransactions
+/// decided before the crash are acknowledged. Seed 222 once committed a later subtransaction
+/// first; that downgraded the earlier one's alkaline locks to saline, another BASE transfer
+/// wrote the row, and the earlier row image overwrote it (money lost).
+#[test]
+fn roll_forward_resumes_after_resent_decisions_land() {
+    for engine in [EngineKind::Salt, EngineKind::SaltLocal] {
+        for seed in [222, 223, 224] {
+            let mut cfg = SimConfig::new(seed).with_faults();
+            cfg.clients = 8;
+            cfg.duration = Duration::from_millis(3000);
+            let mut sim = Simulator::new(spec(engine, seed, 3, 6), cfg).unwrap();
+            let mut driver = litmus_runtime::sim::workload::Bank::new(8, "bank_transfer");
+            if let Err(e) = sim.run(&mut driver) {
+                panic!("{engine} seed {seed} failed: {e}\nreplay: litmus sim --seed {seed} --faults --clients 8 --duration-ms 3000 --engine {engine} --workload bank");
+            }
+        }
+    }
+}

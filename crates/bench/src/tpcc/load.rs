@@ -379,14 +379,7 @@ pub fn load(
                 })
             })
             .collect();
-        let mut first = Ok(());
-        for h in handles {
-            let r = h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a load thread panicked")));
-            if first.is_ok() {
-                first = r;
-            }
-        }
-        first
+        crate::harness::join_loaders(handles)
     });
     bar.finish_and_clear();
     result

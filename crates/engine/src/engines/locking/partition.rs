@@ -504,13 +504,9 @@ impl LockingPartition {
         self.parked.retain(|_, p| p.unit.txn != txn);
         // What rule 6 holds back must come back after a restart, still held back.
         let releasing = self.locks.held_locks(txn);
-        // Logged whenever the transaction did anything here, so its late duplicates stay refused.
-        let touched = self.state.saline.contains_key(&txn)
-            || self.state.committed.keys().any(|u| u.txn == txn)
-            || self.state.pending.keys().any(|u| u.txn == txn)
-            || !releasing.is_empty()
-            || !self.state.base_ended.contains(&txn);
-        if touched {
+        // Logged once per transaction (a repeated EndBase finds it ended), so its late
+        // duplicates stay refused after a restart.
+        if !self.state.base_ended.contains(&txn) || !releasing.is_empty() {
             let record = PartitionRecord::Locking(Record::BaseEnded { txn, releasing });
             ctx.log(&record);
             self.apply_record(record, ctx.store);
