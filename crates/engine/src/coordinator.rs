@@ -22,6 +22,7 @@
 //! transaction ids are never reused. Engines persist their own records (2PC decisions) through
 //! [`CoordCtx::persist`].
 
+use crate::bounded::BoundedSet;
 use crate::engine::{CoordCtx, CoordinatorEngine, EngineKind, Event, TxnOptions};
 use crate::machine::{Effects, Input, Machine, TICK_INTERVAL_MS};
 use crate::message::{Addr, ClientRequest, ClientResponse, Envelope, Message, RequestBody, ResponseBody, SubOpId};
@@ -31,7 +32,7 @@ use litmus_core::{AbortReason, Catalog, Error, InvalidInput, NodeId, PartitionId
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -119,8 +120,7 @@ pub struct Coordinator {
     /// Client requests seen recently (bounded by [`CLIENT_REQUESTS_REMEMBERED_MAX`], oldest
     /// forgotten first): the network may duplicate a request, and running it twice would run a
     /// procedure twice or apply an interactive operation's formula twice.
-    seen_requests: BTreeSet<(Addr, RequestId)>,
-    seen_order: VecDeque<(Addr, RequestId)>,
+    seen_requests: BoundedSet<(Addr, RequestId)>,
 }
 
 /// How many client requests a coordinator remembers to drop their duplicates. Not durable: a
@@ -141,22 +141,8 @@ impl Coordinator {
             events: Vec::new(),
             last_idle_check: Time::ZERO,
             to_roll_forward: Vec::new(),
-            seen_requests: BTreeSet::new(),
-            seen_order: VecDeque::new(),
+            seen_requests: BoundedSet::new(CLIENT_REQUESTS_REMEMBERED_MAX),
         }
-    }
-
-    /// Records a client request; `false` if it was seen already (a duplicate, dropped).
-    fn first_sighting(&mut self, from: Addr, id: RequestId) -> bool {
-        if !self.seen_requests.insert((from, id)) {
-            return false;
-        }
-        self.seen_order.push_back((from, id));
-        if self.seen_order.len() > CLIENT_REQUESTS_REMEMBERED_MAX {
-            let old = self.seen_order.pop_front().expect("nonempty");
-            self.seen_requests.remove(&old);
-        }
-        true
     }
 
     /// Transactions in flight (for tests and metrics).
@@ -217,7 +203,7 @@ impl Coordinator {
 
     fn on_client(&mut self, now: Time, from: Addr, req: ClientRequest, out: &mut Effects) {
         let id = req.id;
-        if !self.first_sighting(from, id) {
+        if !self.seen_requests.insert((from, id)) {
             return; // a duplicated request: its first copy is running or was answered
         }
         let is_new_txn = matches!(req.body, RequestBody::Call { .. } | RequestBody::Begin { .. });

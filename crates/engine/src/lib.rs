@@ -12,6 +12,7 @@
 //!   plug point, and [`EngineKind`]; the engines themselves live in [`engines`].
 //! * [`message`] and [`wire`] — the messages and their framed encoding.
 
+pub mod bounded;
 pub mod builtin;
 pub mod client;
 pub mod coordinator;

@@ -3,6 +3,7 @@
 
 use super::lock::{Decision, Grant, HeldLock, LockClass, LockManager, LockMode, Owner, Target};
 use super::{LockingConfig, Record, Reply, Request, TxnClass, Unit, WriteImage};
+use crate::bounded::BoundedSet;
 use crate::engine::{PartCtx, PartitionEngine};
 use crate::message::{Addr, EngineReply, EngineRequest, PartitionRecord, SubOpId};
 use crate::op::{OpKind, PartOp, PartResult};
@@ -55,7 +56,7 @@ struct Parked {
     short: Vec<(TableId, Target, LockMode)>,
 }
 
-#[derive(Default, Serialize, Deserialize)]
+#[derive(Serialize, Deserialize)]
 struct State {
     last_ts: Timestamp,
     /// BASE subtransactions committed here, with their local-commit results (roll-forward).
@@ -66,19 +67,32 @@ struct State {
     saline: BTreeMap<TxnId, LockList>,
     /// Recently committed ACID transactions (bounded), so a commit re-sent after our restart is
     /// acknowledged instead of applied twice (its images could overwrite newer writes).
-    acid_committed: BTreeSet<TxnId>,
-    acid_committed_order: VecDeque<TxnId>,
+    acid_committed: BoundedSet<TxnId>,
     /// Locks of BASE subtransactions whose operations ran here but whose commit or rollback has
     /// not arrived: relocked after a restart.
     pending: BTreeMap<Unit, LockList>,
     /// Recently ended BASE transactions (bounded), so a late duplicate of one of their
     /// operations is refused even after a restart (re-running a locally committed operation
     /// would apply its formula twice; any other would take locks nobody releases).
-    base_ended: BTreeSet<TxnId>,
-    base_ended_order: VecDeque<TxnId>,
+    base_ended: BoundedSet<TxnId>,
     /// Saline locks of ended BASE transactions that rule 6 holds back (relocked and released
     /// again after a restart), until a `Released` record says they are gone.
     releasing: BTreeMap<TxnId, LockList>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            last_ts: Timestamp::default(),
+            committed: BTreeMap::new(),
+            in_doubt: BTreeMap::new(),
+            saline: BTreeMap::new(),
+            acid_committed: BoundedSet::new(FINISHED_MEMORY_MAX),
+            pending: BTreeMap::new(),
+            base_ended: BoundedSet::new(FINISHED_MEMORY_MAX),
+            releasing: BTreeMap::new(),
+        }
+    }
 }
 
 pub struct LockingPartition {
@@ -594,12 +608,8 @@ impl LockingPartition {
                 if unit.sub > 0 {
                     self.state.committed.insert(unit, results);
                     self.state.saline.insert(unit.txn, saline);
-                } else if self.state.acid_committed.insert(unit.txn) {
-                    self.state.acid_committed_order.push_back(unit.txn);
-                    if self.state.acid_committed_order.len() > FINISHED_MEMORY_MAX {
-                        let old = self.state.acid_committed_order.pop_front().expect("nonempty");
-                        self.state.acid_committed.remove(&old);
-                    }
+                } else {
+                    self.state.acid_committed.insert(unit.txn);
                 }
             }
             Record::Prepared { unit, coordinator, locks } => {
@@ -616,13 +626,7 @@ impl LockingPartition {
                 self.state.releasing.remove(&txn);
             }
             Record::BaseEnded { txn, releasing } => {
-                if self.state.base_ended.insert(txn) {
-                    self.state.base_ended_order.push_back(txn);
-                    if self.state.base_ended_order.len() > FINISHED_MEMORY_MAX {
-                        let old = self.state.base_ended_order.pop_front().expect("nonempty");
-                        self.state.base_ended.remove(&old);
-                    }
-                }
+                self.state.base_ended.insert(txn);
                 self.state.saline.remove(&txn);
                 if !releasing.is_empty() {
                     self.state.releasing.insert(txn, releasing);
