@@ -544,9 +544,14 @@ impl Machine for Coordinator {
                 Message::PartitionReply(reply) => {
                     self.with_engine(now, out, |e, ctx| e.on_reply(reply.from, reply.body, ctx))
                 }
-                Message::OracleReply(reply) => self.with_engine(now, out, |e, ctx| e.on_oracle_reply(reply, ctx)),
+                Message::OracleReply(reply) => {
+                    self.with_engine(now, out, |e, ctx| e.on_oracle_reply(env.from, reply, ctx))
+                }
                 // Anything else is a stray (e.g. duplicated) message: drop it.
-                Message::ClientResponse(_) | Message::PartitionRequest(_) | Message::OracleRequest(_) => {}
+                Message::ClientResponse(_)
+                | Message::PartitionRequest(_)
+                | Message::OracleRequest(_)
+                | Message::OracleReplication(_) => {}
             },
         }
         self.process_events(now, out);

@@ -120,8 +120,8 @@ pub trait CoordinatorEngine: Send {
     fn commit(&mut self, txn: TxnId, ctx: &mut CoordCtx);
     fn abort(&mut self, txn: TxnId, ctx: &mut CoordCtx);
     fn on_reply(&mut self, from: PartitionId, reply: EngineReply, ctx: &mut CoordCtx);
-    /// A reply from the Omid status oracle; engines that do not talk to it drop it.
-    fn on_oracle_reply(&mut self, _reply: OracleReply, _ctx: &mut CoordCtx) {}
+    /// A reply from an Omid status oracle replica (`from`); engines that do not talk to it drop it.
+    fn on_oracle_reply(&mut self, _from: Addr, _reply: OracleReply, _ctx: &mut CoordCtx) {}
     fn on_tick(&mut self, ctx: &mut CoordCtx);
     /// Re-applies a record this engine persisted (coordinator-side decisions, e.g. 2PC).
     fn apply(&mut self, record: &[u8]) -> Result<(), Error>;

@@ -23,6 +23,9 @@ pub enum Addr {
     Partition(PartitionId),
     /// The Omid status oracle (one per cluster; see [`crate::engines::omid`]).
     Oracle,
+    /// The second Omid oracle replica: the hot standby at start, the primary after a failover
+    /// (see [`crate::engines::omid::node`]). Clusters with one node have none.
+    OracleStandby,
 }
 
 impl fmt::Display for Addr {
@@ -32,6 +35,7 @@ impl fmt::Display for Addr {
             Addr::Coordinator(n) => write!(f, "coord-{n}"),
             Addr::Partition(p) => write!(f, "{p}"),
             Addr::Oracle => write!(f, "oracle"),
+            Addr::OracleStandby => write!(f, "oracle-standby"),
         }
     }
 }
@@ -53,6 +57,8 @@ pub enum Message {
     OracleRequest(omid::node::OracleRequest),
     /// The Omid status oracle → a coordinator (or benchmark client).
     OracleReply(omid::node::OracleReply),
+    /// Between the two Omid oracle replicas: log shipping, acks, fencing, state transfer.
+    OracleReplication(omid::node::Replication),
 }
 
 /// A request from a client session. `id` is unique per client and echoed in the response.

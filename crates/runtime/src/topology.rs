@@ -17,6 +17,9 @@ pub const NODES_MAX: u32 = 256;
 
 /// The node that runs the Omid status oracle ([`Addr::Oracle`]) when the engine needs one.
 pub const ORACLE_NODE: NodeId = NodeId(0);
+/// The node that runs its hot standby ([`Addr::OracleStandby`]) when the cluster has two nodes
+/// or more.
+pub const ORACLE_STANDBY_NODE: NodeId = NodeId(1);
 
 /// A host on the (real or simulated) network.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -53,6 +56,9 @@ impl Topology {
             Addr::Coordinator(n) => Host::Node(n),
             Addr::Client(_) => Host::Clients,
             Addr::Oracle => Host::Node(ORACLE_NODE),
+            // One node: no standby runs, and messages to it are lost on node 0.
+            Addr::OracleStandby if self.nodes == 1 => Host::Node(ORACLE_NODE),
+            Addr::OracleStandby => Host::Node(ORACLE_STANDBY_NODE),
         }
     }
 
@@ -86,8 +92,9 @@ pub struct ClusterSpec {
 }
 
 impl ClusterSpec {
-    /// The machines a node runs: its coordinator and its partitions (and, on [`ORACLE_NODE`]
-    /// under an engine that needs one, the Omid status oracle).
+    /// The machines a node runs: its coordinator and its partitions (and, under an engine that
+    /// needs one, the Omid status oracle on [`ORACLE_NODE`] and, with two nodes or more, its hot
+    /// standby on [`ORACLE_STANDBY_NODE`]).
     pub fn machines_of(&self, node: NodeId) -> Vec<Box<dyn Machine>> {
         let mut out: Vec<Box<dyn Machine>> = vec![Box::new(Coordinator::new(CoordinatorConfig {
             node,
@@ -101,8 +108,24 @@ impl ClusterSpec {
         for p in self.topology.partitions_of(node) {
             out.push(Box::new(Partition::new(p, self.engine, self.catalog.clone(), self.seed)));
         }
-        if self.engine.needs_oracle() && node == ORACLE_NODE {
-            out.push(Box::new(OracleMachine::new(node::runtime_config(), self.topology.partitions)));
+        if self.engine.needs_oracle() {
+            let (config, partitions) = (node::runtime_config(), self.topology.partitions);
+            match (node, self.topology.nodes) {
+                (ORACLE_NODE, 1) => out.push(Box::new(OracleMachine::new(config, partitions))),
+                (ORACLE_NODE, _) => out.push(Box::new(OracleMachine::replica(
+                    config,
+                    partitions,
+                    Addr::Oracle,
+                    Some(Addr::OracleStandby),
+                ))),
+                (ORACLE_STANDBY_NODE, _) => out.push(Box::new(OracleMachine::replica(
+                    config,
+                    partitions,
+                    Addr::OracleStandby,
+                    Some(Addr::Oracle),
+                ))),
+                _ => {}
+            }
         }
         out
     }

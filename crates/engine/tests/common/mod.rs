@@ -104,6 +104,8 @@ impl SyncCluster {
             Addr::Coordinator(_) => self.coordinator.step(self.now, input, &mut out),
             Addr::Partition(p) => self.partitions[p.0 as usize].step(self.now, input, &mut out),
             Addr::Oracle => self.oracle.as_mut().expect("an oracle").step(self.now, input, &mut out),
+            // One node: no standby oracle (a coordinator that fails over reaches nobody).
+            Addr::OracleStandby => {}
             Addr::Client(_) => unreachable!(),
         }
         self.logs.entry(to).or_default().append(&mut out.persist);

@@ -26,6 +26,10 @@ pub const SCAN_PAGE_KEYS_MAX: u32 = 1024;
 pub const ORACLE_RESEND_AFTER: Duration = Duration::from_millis(200);
 /// A partition request unanswered this long is sent again (reads and puts are idempotent).
 pub const PARTITION_RESEND_AFTER: Duration = Duration::from_millis(100);
+/// An oracle that answers nothing this long while requests wait is given up for the other
+/// replica ([`Addr::Oracle`] ↔ [`Addr::OracleStandby`]; longer than
+/// [`super::node::PROMOTE_AFTER`], so a standby has promoted by then).
+pub const ORACLE_FAILOVER_AFTER: Duration = Duration::from_millis(300);
 /// A delta gap (a lost reply that carried metadata) older than this resets the session.
 pub const DELTA_GAP_TIMEOUT: Duration = Duration::from_millis(500);
 /// A cleanup whose partitions did not all answer in this long is given up (its aborted entry
@@ -296,6 +300,7 @@ struct Call {
     request: OracleCall,
     purpose: Purpose,
     sent_at: Time,
+    first_sent_at: Time,
 }
 
 struct PartCall {
@@ -347,6 +352,9 @@ enum Session {
 
 /// The Omid client inside a coordinator. See the module doc of [`super`] (E1–E3, E6).
 pub struct OmidCoordinator {
+    /// The oracle replica this coordinator talks to, and when it last answered.
+    oracle: Addr,
+    oracle_heard: Time,
     session: Session,
     replica: Option<ClientReplica>,
     /// Deltas that arrived ahead of the replica's cursor (the network reorders), by `from`.
@@ -386,6 +394,8 @@ fn rows_by_partition(
 impl OmidCoordinator {
     pub fn new() -> OmidCoordinator {
         OmidCoordinator {
+            oracle: Addr::Oracle,
+            oracle_heard: Time::ZERO,
             session: Session::Disconnected,
             replica: None,
             early: BTreeMap::new(),
@@ -401,26 +411,34 @@ impl OmidCoordinator {
 
     // ---- talking to the oracle -----------------------------------------------------------------
 
-    fn send_oracle(ctx: &mut CoordCtx, tag: u64, body: OracleCall) {
-        ctx.send(Addr::Oracle, Message::OracleRequest(OracleRequest { tag, body }));
+    fn send_oracle(ctx: &mut CoordCtx, oracle: Addr, tag: u64, body: OracleCall) {
+        ctx.send(oracle, Message::OracleRequest(OracleRequest { tag, body }));
     }
 
     fn call(&mut self, request: OracleCall, purpose: Purpose, ctx: &mut CoordCtx) {
         self.next_tag += 1;
         let tag = self.next_tag;
-        Self::send_oracle(ctx, tag, request.clone());
-        self.calls.insert(tag, Call { request, purpose, sent_at: ctx.now });
+        Self::send_oracle(ctx, self.oracle, tag, request.clone());
+        self.calls.insert(tag, Call { request, purpose, sent_at: ctx.now, first_sent_at: ctx.now });
     }
 
     /// A request whose answer nobody waits for (tag 0 is never tracked).
-    fn notify(ctx: &mut CoordCtx, body: OracleCall) {
-        Self::send_oracle(ctx, 0, body);
+    fn notify(ctx: &mut CoordCtx, oracle: Addr, body: OracleCall) {
+        Self::send_oracle(ctx, oracle, 0, body);
     }
 
     /// Gives a start timestamp nobody will use back to the oracle: an empty commit takes it out
     /// of the uncommitted list without entering it anywhere (rule 2).
-    fn release(ctx: &mut CoordCtx, start_ts: Timestamp) {
-        Self::notify(ctx, OracleCall::Commit { start_ts, write_set: Vec::new() });
+    fn release(ctx: &mut CoordCtx, oracle: Addr, start_ts: Timestamp) {
+        Self::notify(ctx, oracle, OracleCall::Commit { start_ts, write_set: Vec::new() });
+    }
+
+    /// The oracle replica in use does not serve (it says so, or it is silent): the session
+    /// ends (E4) and the coordinator reconnects to the other replica.
+    fn fail_over(&mut self, ctx: &mut CoordCtx) {
+        self.oracle = if self.oracle == Addr::Oracle { Addr::OracleStandby } else { Addr::Oracle };
+        self.oracle_heard = ctx.now;
+        self.session_lost(ctx);
     }
 
     fn connect(&mut self, ctx: &mut CoordCtx) {
@@ -527,7 +545,7 @@ impl OmidCoordinator {
 
     fn started(&mut self, txn: TxnId, ts: Timestamp, ctx: &mut CoordCtx) {
         let Some(t) = self.txns.get_mut(&txn).filter(|t| t.start_ts.is_none()) else {
-            return Self::release(ctx, ts);
+            return Self::release(ctx, self.oracle, ts);
         };
         t.start_ts = Some(ts);
         for (id, op) in std::mem::take(&mut t.queued) {
@@ -796,20 +814,20 @@ impl OmidCoordinator {
             _ => return,
         };
         let t = self.txns.remove(&txn).expect("present");
-        Self::notify(ctx, OracleCall::Abort { start_ts: ts });
+        Self::notify(ctx, self.oracle, OracleCall::Abort { start_ts: ts });
         self.start_cleanup(ts, &t.writes, ctx);
         ctx.txn_done(txn, Err(result));
     }
 
     fn on_begun(&mut self, purpose: Option<Purpose>, start_ts: Timestamp, delta: Delta, ctx: &mut CoordCtx) {
         if self.replica.is_none() {
-            return Self::release(ctx, start_ts);
+            return Self::release(ctx, self.oracle, start_ts);
         }
         let end = delta.from + delta.entries.len() as u64;
         self.buffer_delta(delta);
         match purpose {
             Some(Purpose::Begin(txn)) => self.staged.push((txn, start_ts, end)),
-            _ => Self::release(ctx, start_ts),
+            _ => Self::release(ctx, self.oracle, start_ts),
         }
         self.drain_deltas(ctx);
     }
@@ -858,13 +876,13 @@ impl CoordinatorEngine for OmidCoordinator {
             // Read-only: commits locally (§II); the oracle only learns the timestamp is free.
             self.txns.remove(&txn);
             self.forget_parts(txn);
-            Self::release(ctx, ts);
+            Self::release(ctx, self.oracle, ts);
             return ctx.txn_done(txn, Ok(()));
         }
         if t.doomed {
             let t = self.txns.remove(&txn).expect("present");
             self.forget_parts(txn);
-            Self::notify(ctx, OracleCall::Abort { start_ts: ts });
+            Self::notify(ctx, self.oracle, OracleCall::Abort { start_ts: ts });
             self.start_cleanup(ts, &t.writes, ctx);
             return ctx.txn_done(txn, Err(Error::Abort(AbortReason::Failure)));
         }
@@ -879,9 +897,9 @@ impl CoordinatorEngine for OmidCoordinator {
         let Some(t) = self.txns.remove(&txn) else { return ctx.txn_done(txn, Ok(())) };
         if let Some(ts) = t.start_ts {
             if t.writes.is_empty() {
-                Self::release(ctx, ts);
+                Self::release(ctx, self.oracle, ts);
             } else {
-                Self::notify(ctx, OracleCall::Abort { start_ts: ts });
+                Self::notify(ctx, self.oracle, OracleCall::Abort { start_ts: ts });
                 self.start_cleanup(ts, &t.writes, ctx);
             }
         }
@@ -899,7 +917,7 @@ impl CoordinatorEngine for OmidCoordinator {
                 waiting.remove(&from);
                 if waiting.is_empty() {
                     self.cleanups.remove(ts);
-                    Self::notify(ctx, OracleCall::CleanedUp { start_ts: *ts });
+                    Self::notify(ctx, self.oracle, OracleCall::CleanedUp { start_ts: *ts });
                 }
                 return;
             }
@@ -934,7 +952,14 @@ impl CoordinatorEngine for OmidCoordinator {
         }
     }
 
-    fn on_oracle_reply(&mut self, reply: OracleReply, ctx: &mut CoordCtx) {
+    fn on_oracle_reply(&mut self, from: Addr, reply: OracleReply, ctx: &mut CoordCtx) {
+        if from != self.oracle {
+            return; // the replica this coordinator left: its session is over
+        }
+        self.oracle_heard = ctx.now;
+        if reply.body == OracleBody::Refused(OracleError::NotServing) {
+            return self.fail_over(ctx);
+        }
         let purpose = reply.tag.and_then(|tag| self.calls.remove(&tag)).map(|c| c.purpose);
         match reply.body {
             OracleBody::Connected(c) => {
@@ -947,7 +972,7 @@ impl CoordinatorEngine for OmidCoordinator {
                 if self.replica.is_some() {
                     self.buffer_delta(delta);
                     self.drain_deltas(ctx);
-                    Self::notify(ctx, OracleCall::Ack);
+                    Self::notify(ctx, self.oracle, OracleCall::Ack);
                 }
             }
             OracleBody::InSnapshot { version_ts, visible, .. } => {
@@ -987,6 +1012,10 @@ impl CoordinatorEngine for OmidCoordinator {
         if self.gap_since.is_some_and(|since| now.saturating_sub(since) > DELTA_GAP_TIMEOUT) {
             return self.session_lost(ctx);
         }
+        let waiting_since = self.calls.values().map(|c| c.first_sent_at).min();
+        if waiting_since.is_some_and(|since| now.saturating_sub(since.max(self.oracle_heard)) >= ORACLE_FAILOVER_AFTER) {
+            return self.fail_over(ctx);
+        }
         let due: Vec<u64> = self
             .calls
             .iter()
@@ -997,7 +1026,7 @@ impl CoordinatorEngine for OmidCoordinator {
             let call = self.calls.get_mut(&tag).expect("listed");
             call.sent_at = now;
             let request = call.request.clone();
-            Self::send_oracle(ctx, tag, request);
+            Self::send_oracle(ctx, self.oracle, tag, request);
         }
         for (_, call) in self.parts.values_mut() {
             if now.saturating_sub(call.sent_at) >= PARTITION_RESEND_AFTER {

@@ -138,13 +138,27 @@ pub enum Record {
         after: Timestamp,
         upto: Timestamp,
     },
+    /// Hot standby ([`super::node`]): from here on replica `primary` serves `epoch`;
+    /// `standby_out`: the other replica does not hold this epoch's state (it cannot promote, so
+    /// the primary answers without its acknowledgement). Logged at a promotion, when the other
+    /// replica joins, and at every restart of a primary (the batch fences acks of earlier
+    /// incarnations).
+    Role {
+        epoch: u64,
+        primary: u8,
+        standby_out: bool,
+    },
+    /// State transfer to a standby: the state is replaced by the primary's checkpoint. Only in a
+    /// standby's own log, alone in its batch, which is not a batch of the primary's stream.
+    Install(Box<Checkpoint>),
 }
 
 impl Record {
     /// Approximate encoded size, for the batch size trigger.
     pub fn size_bytes(&self) -> usize {
         match self {
-            Record::Committed { .. } | Record::CrashAborted { .. } => 17,
+            Record::Committed { .. } | Record::CrashAborted { .. } | Record::Role { .. } => 17,
+            Record::Install(c) => 48 + 16 * (c.commits.len() + c.crash_ranges.len()) + 8 * c.aborted.len(),
             _ => 9,
         }
     }
@@ -174,6 +188,13 @@ pub struct Checkpoint {
     pub commits: Vec<(Timestamp, Timestamp)>,
     pub aborted: Vec<Timestamp>,
     pub crash_ranges: Vec<CrashRange>,
+    /// Batches of the primary's stream the checkpoint covers (the hot standby's position).
+    pub lsn: u64,
+    /// The replica roles (see [`Record::Role`]); epoch 0, replica 0 and a standby in sync
+    /// for a fresh cluster.
+    pub epoch: u64,
+    pub primary: u8,
+    pub standby_out: bool,
 }
 
 impl Checkpoint {

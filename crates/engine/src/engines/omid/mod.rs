@@ -312,6 +312,10 @@ pub enum OracleError {
     TooManyClients { limit: usize },
     #[error("write set of {rows} rows exceeds {limit}")]
     WriteSetTooLarge { rows: usize, limit: usize },
+    /// This oracle replica does not serve (a hot standby, or fenced by a newer epoch): ask the
+    /// other one.
+    #[error("this oracle replica is not serving")]
+    NotServing,
 }
 
 impl OracleError {

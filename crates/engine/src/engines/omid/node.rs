@@ -20,8 +20,8 @@
 //!   partitions do with it.
 
 use super::engine;
-use super::messages::{Batch, Checkpoint, OracleEffects, Outbound, Reply, Request};
-use super::oracle::{Input as OracleInput, StatusOracle};
+use super::messages::{Batch, Checkpoint, OracleEffects, Outbound, Record, Reply, Request};
+use super::oracle::{Input as OracleInput, Standby, StatusOracle};
 use super::{OracleConfig, OracleError};
 use crate::machine::{Effects, Input, Machine};
 use crate::message::{Addr, EngineRequest, Envelope, Message, PartitionRequest};
@@ -43,6 +43,33 @@ pub fn runtime_config() -> OracleConfig {
 
 /// How often the oracle tells the partitions its `Tmin` (garbage collection).
 pub const GC_INTERVAL: Duration = Duration::from_millis(500);
+/// A primary with a standby ships at least this often (an empty ship is a heartbeat); a
+/// fenced or joining replica asks to join this often.
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(20);
+/// A standby that hears nothing of its epoch's primary this long promotes itself.
+pub const PROMOTE_AFTER: Duration = Duration::from_millis(200);
+/// A primary with a standby sends `Gc` only within this long of sending a ship that the standby
+/// acknowledged (shorter than [`PROMOTE_AFTER`]: the standby cannot have promoted since).
+pub const SERVE_LEASE: Duration = Duration::from_millis(100);
+/// Unacknowledged batches (or a state transfer) are shipped again after this long without an
+/// acknowledgement that moves the standby forward.
+pub const SHIP_RESEND_AFTER: Duration = Duration::from_millis(20);
+/// Ships remembered for the lease (`seq` → send time); older acks renew nothing.
+const SHIPS_REMEMBERED_MAX: usize = 1024;
+
+/// The replica index of an oracle address (what [`Record::Role`] names).
+pub fn replica_index(addr: Addr) -> u8 {
+    u8::from(addr == Addr::OracleStandby)
+}
+
+/// The address of oracle replica `index`.
+pub fn replica_addr(index: u8) -> Addr {
+    if index == 0 {
+        Addr::Oracle
+    } else {
+        Addr::OracleStandby
+    }
+}
 
 /// A request to the oracle; `tag` is echoed in the reply.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,11 +86,154 @@ pub struct OracleReply {
     pub body: Reply,
 }
 
+/// Between the two oracle replicas (see the module doc, "Hot standby").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Replication {
+    /// Primary → standby: batch `lsn` of the primary's stream, or (`batch: None`) a heartbeat
+    /// saying the stream is at `lsn`. `seq` numbers the primary's messages (per incarnation).
+    Ship { epoch: u64, seq: u64, lsn: u64, batch: Option<Batch> },
+    /// Primary → standby: state transfer; the checkpoint covers the stream up to its `lsn`.
+    Install { epoch: u64, seq: u64, checkpoint: Checkpoint },
+    /// Standby → primary: batches up to `applied` are durable here; answers message `seq`.
+    Ack { epoch: u64, seq: u64, applied: u64 },
+    /// "Epoch `epoch` is newer than yours": the receiver no longer serves.
+    Fenced { epoch: u64 },
+    /// A replica that learned of `epoch` asks its primary for a state transfer.
+    Join { epoch: u64 },
+}
+
+/// A reply held until the standby acknowledges the stream up to `lsn` in answer to a message
+/// sent at or after `seq` (so the standby had not promoted when the reply was decided).
+struct Held {
+    lsn: u64,
+    seq: u64,
+    env: Envelope,
+}
+
+/// The serving (or, once fenced, formerly serving) replica.
+struct Primary {
+    oracle: StatusOracle,
+    /// A newer epoch this replica heard of: it serves nothing and asks to join it.
+    fenced_by: Option<u64>,
+    /// Last replication message sent (this incarnation).
+    seq: u64,
+    /// `seq` of the first message sent at or after the current step began.
+    step_seq: u64,
+    unacked: VecDeque<(u64, Batch)>,
+    /// Recent messages to the standby, `(seq, sent at)`, for the lease.
+    sent: VecDeque<(u64, Time)>,
+    held: VecDeque<Held>,
+    last_ship: Option<Time>,
+    last_progress: Time,
+    serving_until: Option<Time>,
+    last_install: Option<Time>,
+    last_join: Option<Time>,
+}
+
+impl Primary {
+    fn new(oracle: StatusOracle) -> Primary {
+        Primary {
+            oracle,
+            fenced_by: None,
+            seq: 0,
+            step_seq: 1,
+            unacked: VecDeque::new(),
+            sent: VecDeque::new(),
+            held: VecDeque::new(),
+            last_ship: None,
+            last_progress: Time::ZERO,
+            serving_until: None,
+            last_install: None,
+            last_join: None,
+        }
+    }
+
+    /// Replies wait for the standby: it holds this epoch's state and could take over.
+    fn synchronous(&self, peer: Option<Addr>) -> bool {
+        peer.is_some() && self.fenced_by.is_none() && !self.oracle.standby_out()
+    }
+
+    fn send(&mut self, now: Time, me: Addr, peer: Addr, r: Replication, out: &mut Effects) {
+        self.last_ship = Some(now);
+        if self.sent.len() >= SHIPS_REMEMBERED_MAX {
+            self.sent.pop_front();
+        }
+        self.sent.push_back((self.seq, now));
+        out.send.push(Envelope { from: me, to: peer, msg: Message::OracleReplication(r) });
+    }
+
+    fn ship(&mut self, now: Time, me: Addr, peer: Addr, lsn: u64, batch: Option<Batch>, out: &mut Effects) {
+        self.seq += 1;
+        let r = Replication::Ship { epoch: self.oracle.epoch(), seq: self.seq, lsn, batch };
+        self.send(now, me, peer, r, out);
+    }
+
+    fn install(&mut self, now: Time, me: Addr, peer: Addr, out: &mut Effects) {
+        if self.last_install.is_some_and(|at| now.saturating_sub(at) < SHIP_RESEND_AFTER) {
+            return;
+        }
+        let Some(checkpoint) = self.oracle.checkpoint() else { return };
+        self.last_install = Some(now);
+        self.seq += 1;
+        let r = Replication::Install { epoch: self.oracle.epoch(), seq: self.seq, checkpoint };
+        self.send(now, me, peer, r, out);
+    }
+
+    /// The standby's acknowledgement: forget what it holds, release what it confirms.
+    fn on_ack(&mut self, now: Time, me: Addr, peer: Addr, seq: u64, applied: u64, out: &mut Effects) {
+        if let Some(&(_, at)) = self.sent.iter().find(|(s, _)| *s == seq) {
+            self.serving_until = self.serving_until.max(Some(at + SERVE_LEASE));
+        }
+        while self.unacked.front().is_some_and(|(lsn, _)| *lsn <= applied) {
+            self.unacked.pop_front();
+            self.last_progress = now;
+        }
+        while self.held.front().is_some_and(|h| h.lsn <= applied && h.seq <= seq) {
+            out.send.push(self.held.pop_front().expect("checked").env);
+        }
+        let next_held = self.unacked.front().map_or(self.oracle.lsn() + 1, |(lsn, _)| *lsn);
+        if applied < self.oracle.lsn() && next_held > applied + 1 {
+            // The standby misses batches this incarnation no longer has (it restarted, or the
+            // standby fell behind a restart of ours): state transfer.
+            self.install(now, me, peer, out);
+        }
+    }
+
+    /// A newer epoch exists: nothing decided here may be answered any more.
+    fn fence(&mut self, now: Time, me: Addr, peer: Addr, epoch: u64, out: &mut Effects) {
+        self.fenced_by = Some(self.fenced_by.unwrap_or(0).max(epoch));
+        self.held.clear();
+        self.unacked.clear();
+        self.last_join = Some(now);
+        let msg = Message::OracleReplication(Replication::Join { epoch });
+        out.send.push(Envelope { from: me, to: peer, msg });
+    }
+}
+
+/// A hot standby: tails the primary's stream.
+struct Follower {
+    standby: Standby,
+    /// When the primary of the standby's epoch was last heard (`None`: not since recovery).
+    last_heard: Option<Time>,
+    /// A newer epoch heard of (this replica's state is stale): it may not promote, and asks
+    /// to join.
+    joining: Option<u64>,
+    last_join: Option<Time>,
+}
+
+enum Role {
+    Primary(Box<Primary>),
+    Standby(Box<Follower>),
+}
+
 /// See the module doc.
 pub struct OracleMachine {
     config: OracleConfig,
     partitions: u32,
-    oracle: StatusOracle,
+    me: Addr,
+    /// The other replica, when the cluster runs a hot standby.
+    peer: Option<Addr>,
+    role: Role,
     ids: BTreeMap<Addr, ClientId>,
     addrs: BTreeMap<ClientId, Addr>,
     tags: BTreeMap<ClientId, VecDeque<u64>>,
@@ -75,11 +245,20 @@ pub struct OracleMachine {
 }
 
 impl OracleMachine {
+    /// The oracle alone (no standby) at [`Addr::Oracle`]: failover is its node restarting.
     pub fn new(config: OracleConfig, partitions: u32) -> OracleMachine {
-        OracleMachine {
-            oracle: StatusOracle::new(config.clone()),
+        Self::replica(config, partitions, Addr::Oracle, None)
+    }
+
+    /// Oracle replica `me` ([`Addr::Oracle`] or [`Addr::OracleStandby`]) with the other replica
+    /// at `peer`. A fresh replica 0 serves epoch 0 and replica 1 is its standby.
+    pub fn replica(config: OracleConfig, partitions: u32, me: Addr, peer: Option<Addr>) -> OracleMachine {
+        let mut m = OracleMachine {
+            role: Role::Primary(Box::new(Primary::new(StatusOracle::new(config.clone())))),
             config,
             partitions,
+            me,
+            peer,
             ids: BTreeMap::new(),
             addrs: BTreeMap::new(),
             tags: BTreeMap::new(),
@@ -87,12 +266,54 @@ impl OracleMachine {
             recovered: Vec::new(),
             last_gc: Time::ZERO,
             scratch: OracleEffects::default(),
+        };
+        let standby = Standby::new(m.config.clone(), None);
+        m.start_from(standby);
+        m
+    }
+
+    /// The state machine inside (for tests and benchmarks): the serving oracle, or the
+    /// standby's copy.
+    pub fn oracle(&self) -> &StatusOracle {
+        match &self.role {
+            Role::Primary(p) => &p.oracle,
+            Role::Standby(f) => f.standby.oracle(),
         }
     }
 
-    /// The state machine inside (for tests and benchmarks).
-    pub fn oracle(&self) -> &StatusOracle {
-        &self.oracle
+    /// Whether this replica answers oracle requests now (a primary not fenced by a newer epoch;
+    /// with a standby in sync it still waits for its acknowledgements).
+    pub fn is_primary(&self) -> bool {
+        matches!(&self.role, Role::Primary(p) if p.fenced_by.is_none())
+    }
+
+    /// The epoch this replica last logged.
+    pub fn epoch(&self) -> u64 {
+        self.oracle().epoch()
+    }
+
+    /// Takes the role the recovered state says: the primary of its epoch restarts as primary
+    /// (rule 8: aborting what was in flight); any other replica is that primary's standby.
+    fn start_from(&mut self, standby: Standby) {
+        self.ids.clear();
+        self.addrs.clear();
+        self.tags.clear();
+        if self.peer.is_some() && standby.primary() != replica_index(self.me) {
+            let f = Follower { standby, last_heard: None, joining: None, last_join: None };
+            self.role = Role::Standby(Box::new(f));
+            self.recovered.clear();
+            return;
+        }
+        let (mut oracle, mut effects) = standby.promote();
+        assert!(effects.send.is_empty(), "recovery sends nothing");
+        if self.peer.is_some() {
+            // Every incarnation of a primary starts with a batch of its own: an acknowledgement
+            // of an earlier incarnation's message can never cover it.
+            let (epoch, primary, out) = (oracle.epoch(), oracle.primary(), oracle.standby_out());
+            oracle.log_role(epoch, primary, out, &mut effects);
+        }
+        self.recovered = effects.persist;
+        self.role = Role::Primary(Box::new(Primary::new(oracle)));
     }
 
     fn client_of(&mut self, addr: Addr) -> ClientId {
@@ -106,11 +327,36 @@ impl OracleMachine {
         id
     }
 
-    fn emit(&mut self, out: &mut Effects) {
-        let effects = std::mem::take(&mut self.scratch);
-        for batch in &effects.persist {
-            out.persist.push(batch.encode());
+    fn primary_mut(&mut self) -> Option<&mut Primary> {
+        match &mut self.role {
+            Role::Primary(p) => Some(p),
+            Role::Standby(_) => None,
         }
+    }
+
+    /// Persists batches the oracle emitted (the newest `batches.len()` of its stream) and, to a
+    /// standby in sync, ships them.
+    fn batches_out(&mut self, now: Time, batches: Vec<Batch>, out: &mut Effects) {
+        let (me, peer) = (self.me, self.peer);
+        let Role::Primary(p) = &mut self.role else { return };
+        let first = p.oracle.lsn() + 1 - batches.len() as u64;
+        for (i, batch) in batches.into_iter().enumerate() {
+            out.persist.push(batch.encode());
+            if let (true, Some(peer)) = (p.synchronous(peer), peer) {
+                let lsn = first + i as u64;
+                if p.unacked.is_empty() {
+                    p.last_progress = now;
+                }
+                p.unacked.push_back((lsn, batch.clone()));
+                p.ship(now, me, peer, lsn, Some(batch), out);
+            }
+        }
+    }
+
+    fn emit(&mut self, now: Time, out: &mut Effects) {
+        let effects = std::mem::take(&mut self.scratch);
+        self.batches_out(now, effects.persist, out);
+        let mut envelopes = Vec::new();
         for o in effects.send {
             match o {
                 Outbound::Reply { client, reply } => {
@@ -121,71 +367,259 @@ impl OracleMachine {
                         self.tags.get_mut(&client).and_then(VecDeque::pop_front)
                     };
                     let msg = Message::OracleReply(OracleReply { tag, body: reply });
-                    out.send.push(Envelope { from: Addr::Oracle, to, msg });
+                    envelopes.push(Envelope { from: self.me, to, msg });
                 }
                 Outbound::Disconnect { client } => {
                     self.tags.remove(&client);
                     let Some(&to) = self.addrs.get(&client) else { continue };
                     let body = Reply::Refused(OracleError::NotConnected);
                     let msg = Message::OracleReply(OracleReply { tag: None, body });
-                    out.send.push(Envelope { from: Addr::Oracle, to, msg });
+                    envelopes.push(Envelope { from: self.me, to, msg });
                 }
             }
         }
+        let peer = self.peer;
+        let Some(p) = self.primary_mut() else { return };
+        if !p.synchronous(peer) {
+            out.send.extend(envelopes);
+            return;
+        }
+        let (lsn, seq) = (p.oracle.lsn(), p.step_seq);
+        p.held.extend(envelopes.into_iter().map(|env| Held { lsn, seq, env }));
     }
 
     fn send_gc(&mut self, now: Time, out: &mut Effects) {
         if now.saturating_sub(self.last_gc) < GC_INTERVAL {
             return;
         }
+        let peer = self.peer;
+        let Role::Primary(p) = &self.role else { return };
+        // Only the serving oracle collects: alone, or with every batch at the standby (so its
+        // `Tmin` is below any timestamp a promoted standby issues) and the lease running.
+        let serving = peer.is_none()
+            || (p.fenced_by.is_none()
+                && (p.oracle.standby_out()
+                    || (p.unacked.is_empty() && p.serving_until.is_some_and(|until| now < until))));
+        if !serving {
+            return;
+        }
         self.last_gc = now;
-        let low_water = self.oracle.t_min();
-        for p in 0..self.partitions {
+        let low_water = p.oracle.t_min();
+        for part in 0..self.partitions {
             let body = EngineRequest::Omid(engine::Request::Gc { low_water });
             let msg = Message::PartitionRequest(PartitionRequest { body });
-            out.send.push(Envelope { from: Addr::Oracle, to: Addr::Partition(PartitionId(p)), msg });
+            out.send.push(Envelope { from: self.me, to: Addr::Partition(PartitionId(part)), msg });
+        }
+    }
+
+    fn on_request(&mut self, now: Time, from: Addr, request: OracleRequest, out: &mut Effects) {
+        let OracleRequest { tag, body } = request;
+        if !self.is_primary() {
+            if body != Request::Ack {
+                let msg = Message::OracleReply(OracleReply { tag: Some(tag), body: Reply::Refused(OracleError::NotServing) });
+                out.send.push(Envelope { from: self.me, to: from, msg });
+            }
+            return;
+        }
+        let client = self.client_of(from);
+        if body != Request::Ack {
+            self.tags.entry(client).or_default().push_back(tag);
+        }
+        let Role::Primary(p) = &mut self.role else { unreachable!("checked") };
+        p.oracle.step(now, OracleInput::Request { client, request: body }, &mut self.scratch);
+        self.emit(now, out);
+    }
+
+    fn tick(&mut self, now: Time, out: &mut Effects) {
+        let (me, peer) = (self.me, self.peer);
+        match &mut self.role {
+            Role::Primary(p) => {
+                p.oracle.step(now, OracleInput::Tick, &mut self.scratch);
+                self.emit(now, out);
+                let Role::Primary(p) = &mut self.role else { unreachable!() };
+                if let Some(peer) = peer {
+                    if let Some(epoch) = p.fenced_by {
+                        if p.last_join.is_none_or(|at| now.saturating_sub(at) >= HEARTBEAT_INTERVAL) {
+                            p.fence(now, me, peer, epoch, out);
+                        }
+                        return;
+                    }
+                    if !p.unacked.is_empty() && now.saturating_sub(p.last_progress) >= SHIP_RESEND_AFTER {
+                        p.last_progress = now;
+                        for (lsn, batch) in p.unacked.clone() {
+                            p.ship(now, me, peer, lsn, Some(batch), out);
+                        }
+                    }
+                    if p.last_ship.is_none_or(|at| now.saturating_sub(at) >= HEARTBEAT_INTERVAL) {
+                        let lsn = p.oracle.lsn();
+                        p.ship(now, me, peer, lsn, None, out);
+                    }
+                }
+                self.send_gc(now, out);
+            }
+            Role::Standby(f) => {
+                let Some(peer) = peer else { return };
+                if let Some(epoch) = f.joining {
+                    if f.last_join.is_none_or(|at| now.saturating_sub(at) >= HEARTBEAT_INTERVAL) {
+                        f.last_join = Some(now);
+                        let msg = Message::OracleReplication(Replication::Join { epoch });
+                        out.send.push(Envelope { from: me, to: peer, msg });
+                    }
+                    return;
+                }
+                let heard = *f.last_heard.get_or_insert(now);
+                if now.saturating_sub(heard) >= PROMOTE_AFTER {
+                    self.promote(now, out);
+                }
+            }
+        }
+    }
+
+    /// The primary went silent: this standby serves the next epoch, alone until the other
+    /// replica comes back and joins.
+    fn promote(&mut self, now: Time, out: &mut Effects) {
+        let placeholder = Role::Primary(Box::new(Primary::new(StatusOracle::new(self.config.clone()))));
+        let Role::Standby(f) = std::mem::replace(&mut self.role, placeholder) else { unreachable!("a standby") };
+        let epoch = f.standby.epoch() + 1;
+        let (mut oracle, mut effects) = f.standby.promote();
+        oracle.log_role(epoch, replica_index(self.me), true, &mut effects);
+        self.ids.clear();
+        self.addrs.clear();
+        self.tags.clear();
+        self.role = Role::Primary(Box::new(Primary::new(oracle)));
+        self.batches_out(now, effects.persist, out);
+    }
+
+    /// Installs the primary's checkpoint (persisted before the acknowledgement leaves).
+    fn install(&mut self, now: Time, epoch: u64, seq: u64, checkpoint: Checkpoint, out: &mut Effects) {
+        let applied = checkpoint.lsn;
+        out.persist.push(Batch { records: vec![Record::Install(Box::new(checkpoint.clone()))] }.encode());
+        let standby = Standby::new(self.config.clone(), Some(&checkpoint));
+        self.ids.clear();
+        self.addrs.clear();
+        self.tags.clear();
+        self.recovered.clear();
+        let f = Follower { standby, last_heard: Some(now), joining: None, last_join: None };
+        self.role = Role::Standby(Box::new(f));
+        self.ack(epoch, seq, applied, out);
+    }
+
+    fn ack(&self, epoch: u64, seq: u64, applied: u64, out: &mut Effects) {
+        let Some(peer) = self.peer else { return };
+        let msg = Message::OracleReplication(Replication::Ack { epoch, seq, applied });
+        out.send.push(Envelope { from: self.me, to: peer, msg });
+    }
+
+    fn reply(&self, r: Replication, out: &mut Effects) {
+        let Some(peer) = self.peer else { return };
+        out.send.push(Envelope { from: self.me, to: peer, msg: Message::OracleReplication(r) });
+    }
+
+    fn on_replication(&mut self, now: Time, r: Replication, out: &mut Effects) {
+        let Some(peer) = self.peer else { return };
+        let me = self.me;
+        let mine = self.epoch();
+        match (&mut self.role, r) {
+            // Anything from an older epoch: its sender is fenced.
+            (_, Replication::Ship { epoch, .. } | Replication::Install { epoch, .. }) if epoch < mine => {
+                self.reply(Replication::Fenced { epoch: mine }, out)
+            }
+            // A newer epoch's state: this replica becomes its standby.
+            (_, Replication::Install { epoch, seq, checkpoint }) if epoch > mine => {
+                self.install(now, epoch, seq, checkpoint, out)
+            }
+            (Role::Primary(p), Replication::Ship { epoch, .. } | Replication::Fenced { epoch }) if epoch > mine => {
+                p.fence(now, me, peer, epoch, out)
+            }
+            (Role::Primary(p), Replication::Ack { epoch, seq, applied }) if epoch == mine && p.fenced_by.is_none() => {
+                p.on_ack(now, me, peer, seq, applied, out)
+            }
+            (Role::Primary(p), Replication::Join { epoch }) if epoch == mine && p.fenced_by.is_none() => {
+                if p.oracle.standby_out() {
+                    // From here on the other replica can take over: answer nothing it lacks.
+                    let index = replica_index(me);
+                    p.oracle.log_role(epoch, index, false, &mut self.scratch);
+                    self.emit(now, out);
+                }
+                let Role::Primary(p) = &mut self.role else { unreachable!() };
+                p.install(now, me, peer, out);
+            }
+            (Role::Standby(f), Replication::Ship { epoch, .. } | Replication::Fenced { epoch }) if epoch > mine => {
+                f.joining = Some(epoch);
+                f.last_join = Some(now);
+                self.reply(Replication::Join { epoch }, out)
+            }
+            (Role::Standby(f), Replication::Ship { epoch, seq, lsn, batch }) if epoch == mine => {
+                f.last_heard = Some(now);
+                if let Some(batch) = batch.filter(|_| lsn == f.standby.lsn() + 1) {
+                    f.standby.tail(&batch);
+                    out.persist.push(batch.encode());
+                }
+                let applied = f.standby.lsn();
+                self.ack(epoch, seq, applied, out)
+            }
+            (Role::Standby(f), Replication::Install { epoch, seq, checkpoint }) if epoch == mine => {
+                f.last_heard = Some(now);
+                if checkpoint.lsn > f.standby.lsn() {
+                    self.install(now, epoch, seq, checkpoint, out)
+                } else {
+                    // A late copy: the stream is one history, so it is a prefix of ours.
+                    let applied = f.standby.lsn();
+                    self.ack(epoch, seq, applied, out)
+                }
+            }
+            _ => {}
         }
     }
 }
 
 impl Machine for OracleMachine {
     fn addr(&self) -> Addr {
-        Addr::Oracle
+        self.me
     }
 
     fn recover(&mut self, snapshot: Option<&[u8]>, records: &[Vec<u8>]) -> Result<(), Error> {
         let checkpoint = snapshot.map(Checkpoint::decode).transpose()?;
         let batches = records.iter().map(|r| Batch::decode(r)).collect::<Result<Vec<_>, _>>()?;
-        let (oracle, effects) = StatusOracle::recover(self.config.clone(), checkpoint.as_ref(), &batches);
-        assert!(effects.send.is_empty(), "recovery sends nothing");
-        self.oracle = oracle;
-        self.recovered = effects.persist;
+        let mut standby = Standby::new(self.config.clone(), checkpoint.as_ref());
+        for batch in &batches {
+            standby.tail(batch);
+        }
+        self.start_from(standby);
         Ok(())
     }
 
     fn step(&mut self, now: Time, input: Input, out: &mut Effects) {
-        for batch in std::mem::take(&mut self.recovered) {
-            out.persist.push(batch.encode());
+        if let Role::Primary(p) = &mut self.role {
+            p.step_seq = p.seq + 1;
+        }
+        let recovered = std::mem::take(&mut self.recovered);
+        if !recovered.is_empty() {
+            self.batches_out(now, recovered, out);
         }
         match input {
-            Input::Tick => {
-                self.oracle.step(now, OracleInput::Tick, &mut self.scratch);
-                self.emit(out);
-                self.send_gc(now, out);
-            }
-            Input::Message(env) => {
-                let Message::OracleRequest(OracleRequest { tag, body }) = env.msg else { return };
-                let client = self.client_of(env.from);
-                if body != Request::Ack {
-                    self.tags.entry(client).or_default().push_back(tag);
-                }
-                self.oracle.step(now, OracleInput::Request { client, request: body }, &mut self.scratch);
-                self.emit(out);
+            Input::Tick => self.tick(now, out),
+            Input::Message(env) => match env.msg {
+                Message::OracleRequest(request) => self.on_request(now, env.from, request, out),
+                Message::OracleReplication(r) if Some(env.from) == self.peer => self.on_replication(now, r, out),
+                _ => {}
+            },
+        }
+        // Replies decided in this step wait for an acknowledgement of a message sent after
+        // their requests arrived: send one now rather than at the next heartbeat.
+        let (me, peer) = (self.me, self.peer);
+        if let (Role::Primary(p), Some(peer)) = (&mut self.role, peer) {
+            if p.held.back().is_some_and(|h| h.seq > p.seq) {
+                let lsn = p.oracle.lsn();
+                p.ship(now, me, peer, lsn, None, out);
             }
         }
     }
 
     fn snapshot(&self) -> Option<Vec<u8>> {
-        self.oracle.checkpoint().map(|c| c.encode())
+        match &self.role {
+            Role::Primary(p) => p.oracle.checkpoint().map(|c| c.encode()),
+            Role::Standby(f) => Some(f.standby.checkpoint().encode()),
+        }
     }
 }

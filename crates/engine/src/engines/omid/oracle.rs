@@ -72,6 +72,12 @@ pub struct StatusOracle {
     commitinfo: VecDeque<MetaChange>,
     commitinfo_base: u64,
     sessions: BTreeMap<ClientId, Session>,
+    // Hot standby ([`super::node`]): durable, replayed like the rest.
+    /// Batches emitted (or replayed) since the log began: the position in the primary's stream.
+    lsn: u64,
+    epoch: u64,
+    primary: u8,
+    standby_out: bool,
 }
 
 /// A hot standby (§V "Recovery": "a hot backup could continuously read the state from the
@@ -94,15 +100,51 @@ impl Standby {
             }
             o.aborted = c.aborted.iter().copied().collect();
             o.crash_ranges = c.crash_ranges.clone();
+            o.lsn = c.lsn;
+            o.epoch = c.epoch;
+            o.primary = c.primary;
+            o.standby_out = c.standby_out;
         }
         Standby { o }
     }
 
-    /// Applies one batch the primary logged (in log order).
+    /// Applies one batch the primary logged (in log order). A batch holding a
+    /// [`Record::Install`] replaces the state instead (state transfer; not a batch of the
+    /// primary's stream, so it does not advance [`Standby::lsn`] past the checkpoint's).
     pub fn tail(&mut self, batch: &Batch) {
         for record in &batch.records {
             self.o.replay(record);
         }
+        if !matches!(batch.records.as_slice(), [Record::Install(_)]) {
+            self.o.lsn += 1;
+        }
+    }
+
+    /// State transfer: the state becomes the primary's checkpoint.
+    pub fn install(&mut self, checkpoint: &Checkpoint) {
+        *self = Standby::new(self.o.config.clone(), Some(checkpoint));
+    }
+
+    /// The durable state (for the standby's own snapshot, or for a state transfer).
+    pub fn checkpoint(&self) -> Checkpoint {
+        self.o.checkpoint().expect("a standby never has an open batch")
+    }
+
+    /// The state as tailed so far (read-only: for tests and snapshots).
+    pub fn oracle(&self) -> &StatusOracle {
+        &self.o
+    }
+
+    /// Batches of the primary's stream applied.
+    pub fn lsn(&self) -> u64 {
+        self.o.lsn
+    }
+    /// The epoch and the replica serving it, as last logged (see [`Record::Role`]).
+    pub fn epoch(&self) -> u64 {
+        self.o.epoch
+    }
+    pub fn primary(&self) -> u8 {
+        self.o.primary
     }
 
     /// The oracle takes over: timestamps resume above the last reservation and every
@@ -149,6 +191,10 @@ impl StatusOracle {
             commitinfo: VecDeque::new(),
             commitinfo_base: 0,
             sessions: BTreeMap::new(),
+            lsn: 0,
+            epoch: 0,
+            primary: 0,
+            standby_out: false,
         }
     }
 
@@ -189,6 +235,12 @@ impl StatusOracle {
                 }
             }
             Record::CrashAborted { after, upto } => self.add_crash_range(after, upto),
+            Record::Role { epoch, primary, standby_out } => {
+                self.epoch = epoch;
+                self.primary = primary;
+                self.standby_out = standby_out;
+            }
+            Record::Install(ref checkpoint) => *self = Standby::new(self.config.clone(), Some(checkpoint)).o,
         }
     }
 
@@ -204,7 +256,20 @@ impl StatusOracle {
             commits: self.commit_order.iter().map(|&(tc, ts)| (ts, tc)).collect(),
             aborted: self.aborted.iter().copied().collect(),
             crash_ranges: self.crash_ranges.clone(),
+            lsn: self.lsn,
+            epoch: self.epoch,
+            primary: self.primary,
+            standby_out: self.standby_out,
         })
+    }
+
+    /// Hot standby: logs (and emits at once, with the open batch) a new replica role
+    /// ([`Record::Role`]). Role changes are rare, so they do not wait for a batch trigger.
+    pub fn log_role(&mut self, epoch: u64, primary: u8, standby_out: bool, out: &mut OracleEffects) {
+        let record = Record::Role { epoch, primary, standby_out };
+        self.replay(&record);
+        self.log(record);
+        self.flush(out);
     }
 
     /// Handles one input at time `now`.
@@ -498,6 +563,20 @@ impl StatusOracle {
     pub fn is_connected(&self, client: ClientId) -> bool {
         self.sessions.contains_key(&client)
     }
+    /// Batches emitted since the log began (the position in the stream a standby tails).
+    pub fn lsn(&self) -> u64 {
+        self.lsn
+    }
+    /// The replica roles as last logged (see [`Record::Role`]).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+    pub fn primary(&self) -> u8 {
+        self.primary
+    }
+    pub fn standby_out(&self) -> bool {
+        self.standby_out
+    }
 
     // ---- Rule 7: WAL batching -----------------------------------------------------------------
 
@@ -524,6 +603,7 @@ impl StatusOracle {
             }
         }
         out.persist.push(Batch { records });
+        self.lsn += 1;
         for (client, pending) in std::mem::take(&mut self.held) {
             self.render(client, pending, out);
         }
@@ -532,7 +612,7 @@ impl StatusOracle {
 
     fn meta_change(&self, record: &Record) -> Option<MetaChange> {
         Some(match *record {
-            Record::Reserve { .. } => return None,
+            Record::Reserve { .. } | Record::Role { .. } | Record::Install(_) => return None,
             Record::Committed { start_ts, commit_ts } => MetaChange::Committed { start_ts, commit_ts },
             Record::Aborted { start_ts } => MetaChange::Aborted { start_ts },
             Record::Forgotten { start_ts } => MetaChange::Forgotten { start_ts },
