@@ -189,6 +189,8 @@ pub mod oracle;
 pub mod replica;
 
 #[cfg(test)]
+mod standby_tests;
+#[cfg(test)]
 mod tests;
 
 use litmus_core::{Key, TableId, Timestamp};
