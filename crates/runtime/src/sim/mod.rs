@@ -182,6 +182,11 @@ enum Event {
     ClientTick,
     Sync { node: NodeId, incarnation: u64 },
     Crash(NodeId),
+    /// A scripted crash: the node stays down until `until`.
+    Outage {
+        node: NodeId,
+        until: Time,
+    },
     Restart(NodeId),
     Heal,
     FaultCheck,
@@ -196,6 +201,8 @@ struct SimDisk {
 
 struct SimNode {
     up: bool,
+    /// A scripted outage ([`Simulator::schedule_outage`]) keeps the node down until then.
+    down_until: Time,
     incarnation: u64,
     skew_ns: i64,
     machines: BTreeMap<Addr, Box<dyn Machine>>,
@@ -238,6 +245,7 @@ impl Simulator {
             let skew_ns = if skew_max > 0 { rng.gen_range(-skew_max..=skew_max) } else { 0 };
             let mut n = SimNode {
                 up: true,
+                down_until: Time::ZERO,
                 incarnation: 0,
                 skew_ns,
                 machines: BTreeMap::new(),
@@ -284,6 +292,15 @@ impl Simulator {
 
     pub fn now(&self) -> Time {
         self.now
+    }
+
+    /// Scripts an outage on top of the random faults: `node` crashes `after` from now and stays
+    /// down for `down_for` (a random restart in between is ignored; healing at the end of the
+    /// workload phase still restarts it).
+    pub fn schedule_outage(&mut self, node: NodeId, after: Duration, down_for: Duration) {
+        let until = self.now + after + down_for;
+        self.schedule(after, Event::Outage { node, until });
+        self.schedule(after + down_for, Event::Restart(node));
     }
 
     fn schedule(&mut self, after: Duration, event: Event) {
@@ -406,8 +423,14 @@ impl Simulator {
             }
             Event::Sync { node, incarnation } => self.sync(node, incarnation),
             Event::Crash(node) => self.crash(node),
+            Event::Outage { node, until } => {
+                let n = &mut self.nodes[node.0 as usize];
+                n.down_until = n.down_until.max(until);
+                self.crash(node);
+            }
             Event::Restart(node) => {
-                if !self.nodes[node.0 as usize].up {
+                let n = &self.nodes[node.0 as usize];
+                if !n.up && self.now >= n.down_until {
                     self.start_node(node)?;
                 }
             }
