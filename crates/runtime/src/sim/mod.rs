@@ -180,7 +180,10 @@ enum Event {
     Deliver(Envelope),
     Tick(NodeId),
     ClientTick,
-    Sync { node: NodeId, incarnation: u64 },
+    Sync {
+        node: NodeId,
+        incarnation: u64,
+    },
     Crash(NodeId),
     /// A scripted crash: the node stays down until `until`.
     Outage {

@@ -1013,7 +1013,8 @@ impl CoordinatorEngine for OmidCoordinator {
             return self.session_lost(ctx);
         }
         let waiting_since = self.calls.values().map(|c| c.first_sent_at).min();
-        if waiting_since.is_some_and(|since| now.saturating_sub(since.max(self.oracle_heard)) >= ORACLE_FAILOVER_AFTER) {
+        if waiting_since.is_some_and(|since| now.saturating_sub(since.max(self.oracle_heard)) >= ORACLE_FAILOVER_AFTER)
+        {
             return self.fail_over(ctx);
         }
         let due: Vec<u64> = self

@@ -10,7 +10,9 @@
 //! * [`oracle::StatusOracle`] — the SO, driven by [`oracle::StatusOracle::step`] (rules 1–8);
 //!   [`oracle::Standby`] — a hot standby that applies the SO's batches as they are logged.
 //! * [`node::OracleMachine`] — the SO as a runtime role at [`crate::message::Addr::Oracle`]
-//!   (node 0), with its WAL as the machine's log (persist before send = rule 7).
+//!   (node 0), with its WAL as the machine's log (persist before send = rule 7), and, in clusters
+//!   of two nodes or more, its hot standby at [`crate::message::Addr::OracleStandby`] (node 1):
+//!   synchronous log shipping, promotion with a higher epoch, fencing (see its module doc).
 //! * [`replica::ClientReplica`] — a client's read-only copy of the SO metadata (§IV).
 //! * [`engine::OmidCoordinator`] — the Omid *client*: in LitmusDB the party that runs a
 //!   transaction is the node's coordinator, so each coordinator holds one oracle session and one
@@ -53,7 +55,8 @@
 //! otherwise resurrect a version after the SO forgot the abort). When the session ends (the SO
 //! restarted, dropped the client as silent, or a delta was lost for [`engine::DELTA_GAP_TIMEOUT`])
 //! the coordinator drops its replica, fails the transactions holding a snapshot of it with a
-//! retryable abort, and reconnects. A crashed coordinator blocks nobody: its transactions' versions
+//! retryable abort, and reconnects — to the other oracle replica when the one it used refused
+//! (`NotServing`) or was silent for [`engine::ORACLE_FAILOVER_AFTER`] (hot standby, [`node`]). A crashed coordinator blocks nobody: its transactions' versions
 //! stay invisible (uncommitted, then aborted when `Tmax` passes them; no locks anywhere).
 //!
 //! **E5 — garbage collection (§IV "HBase Garbage Collection").** Every
@@ -177,10 +180,10 @@
 //! Cleanup of crash ranges and of the versions of transactions whose coordinator crashed (they
 //! stay, invisible, until a later commit of the row lets GC shadow them); the SO does not abort a
 //! crashed coordinator's transactions when it reconnects (they hold `Tmin`, so GC, back until
-//! `Tmax` passes them). The hot standby ([`oracle::Standby`]: tails the WAL, promotes in
-//! about a millisecond) is a tested state machine that `bench omid-oracle` times, but no runtime runs one
-//! on another node yet (that needs the oracle's log shipped or shared): failover in a cluster
-//! today is the oracle's node restarting and recovering from its log.
+//! `Tmax` passes them). The hot standby ([`node`]) has two replicas and no third voter: a
+//! primary whose in-sync standby goes silent stalls until one of the two answers (it cannot
+//! tell a crash from a partition); a witness, or the oracle's log under Raft, would let it drop
+//! the standby instead. Single-node clusters run no standby (failover is the node restarting).
 
 pub mod engine;
 pub mod messages;

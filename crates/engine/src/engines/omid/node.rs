@@ -1,6 +1,7 @@
 //! The status oracle as a runtime role: [`OracleMachine`] wraps [`StatusOracle`] in the
 //! [`Machine`] contract so the simulator, the embedded runtime and the TCP runtime run it like
-//! any partition or coordinator, at [`Addr::Oracle`] (placed on node 0 by the topology).
+//! any partition or coordinator, at [`Addr::Oracle`] (node 0) and, in clusters of two nodes or
+//! more, a hot standby at [`Addr::OracleStandby`] (node 1).
 //!
 //! * **Peers.** Coordinators (and benchmark clients) are the oracle's clients. The machine maps
 //!   each peer address to an oracle [`ClientId`] on first contact; sessions are volatile (rule 8:
@@ -14,10 +15,66 @@
 //!   a batch is open). The runtime's persist-before-send rule is exactly rule 7's "no reply before
 //!   its batch is durable". Recovery replays through [`StatusOracle::recover`]; the crash-range
 //!   batch it produces is emitted at the first step.
-//! * **Garbage collection (§IV "HBase Garbage Collection").** Every [`GC_INTERVAL`] the oracle
-//!   sends `Gc { low_water: Tmin }` to every partition, where `Tmin` is the smallest start
+//! * **Garbage collection (§IV "HBase Garbage Collection").** Every [`GC_INTERVAL`] the serving
+//!   oracle sends `Gc { low_water: Tmin }` to every partition, where `Tmin` is the smallest start
 //!   timestamp still in flight (or the next timestamp). See [`super::engine`] for what the
 //!   partitions do with it.
+//!
+//! ## Hot standby (§IV "Recovery": "a hot backup could continuously read the state from the WAL")
+//!
+//! Two replicas of one machine; which one serves is durable state of the oracle's own log: a
+//! [`Record::Role`] names the **epoch** and its primary (replica 0 = [`Addr::Oracle`], 1 =
+//! [`Addr::OracleStandby`]). A fresh cluster is epoch 0 with replica 0 serving and replica 1 its
+//! standby, both at the empty state. What replica a restart comes back as is what its log says.
+//!
+//! * **Log shipping, synchronous.** The primary persists each batch (rule 7, as before) and ships
+//!   it ([`Replication::Ship`], numbered by `lsn`, the batch's position in the stream) to the
+//!   standby, which tails it into a [`Standby`] (persisting it in its own log) and acknowledges
+//!   (`Ack`, after its log is durable). **A primary with a standby in sync answers nothing until
+//!   the standby has acknowledged every batch up to the reply's state** — so a failover never
+//!   loses an acknowledged commit. Unacknowledged batches are shipped again after
+//!   [`SHIP_RESEND_AFTER`]; a standby that misses batches the primary no longer holds in memory
+//!   (either restarted) gets a state transfer ([`Replication::Install`]: the primary's
+//!   checkpoint, logged by the standby as a [`Record::Install`]).
+//! * **No stale answers.** An ack also has to answer a message sent *after* the reply was decided
+//!   (`seq`; a reply decided in a step gets a heartbeat at once): a standby that acknowledges has
+//!   not promoted yet, so a reply (even a `Begin` or `InSnapshot` that logged nothing) reflects
+//!   the newest state — raft's ReadIndex. Every primary incarnation starts with a batch of its
+//!   own, so an ack of an earlier incarnation's message can never release a reply.
+//! * **Failover.** A standby that hears nothing of its epoch's primary — batches, or heartbeats
+//!   every [`HEARTBEAT_INTERVAL`] — for [`PROMOTE_AFTER`] promotes itself: the epoch + 1 with
+//!   itself as primary, and rule 8's last step (abort what was in flight: a crash range above its
+//!   last reservation). It refuses coordinators until then ([`OracleError::NotServing`]).
+//! * **Fencing.** A replica answers any ship from an older epoch with [`Replication::Fenced`], so
+//!   the old primary can never again collect the ack every answer needs: it drops its held
+//!   replies (never sent, so never acknowledged) and refuses coordinators. A restarted old
+//!   primary comes back as the primary of its old epoch, but is fenced at its first ship. It
+//!   then asks the new primary to `Join`, and **becomes the new standby by state transfer** (its
+//!   own tail may hold batches nobody acknowledged; the checkpoint replaces them). Its
+//!   knowledge of the newer epoch is not logged until the checkpoint is: a replica whose
+//!   log says "standby of epoch e" always holds epoch e's state.
+//! * **Standby down: degrade only when it is safe, else stall.** Two replicas cannot tell a
+//!   crashed standby from a partitioned one, and a partitioned standby promotes. So a primary
+//!   whose standby is in sync *stalls* while the standby is silent (coordinators fail over to the
+//!   standby address and back until one of them answers) — never answers alone. It serves alone
+//!   only while the other replica is known **out** ([`Record::Role`]'s `standby_out`): right after
+//!   a promotion the old primary lacks the new epoch, cannot promote (a primary never does) and
+//!   can only come back through `Join`, so the new primary answers without acks, which is what
+//!   keeps the cluster committing while node 0 is down. On `Join` the primary logs
+//!   `standby_out = false` *before* it sends the checkpoint, and is synchronous from then on —
+//!   also after a restart. (A third voter — a witness, or this log under Raft — would let a
+//!   primary drop a dead standby safely; not built.)
+//! * **Garbage collection** comes from the serving oracle only: a primary alone, or one whose
+//!   batches are all acknowledged (so its `Tmin` is below every timestamp a promoted standby
+//!   issues) with an ack received for a message sent less than [`SERVE_LEASE`] ago (shorter than
+//!   [`PROMOTE_AFTER`]). Fenced replicas and standbys send none.
+//! * **Coordinators** ([`super::engine::OmidCoordinator`]) talk to one replica; on
+//!   `NotServing`, or when it answers nothing for [`super::engine::ORACLE_FAILOVER_AFTER`] while
+//!   requests wait, they switch to the other address — their session ends and they reconnect
+//!   (E4), ignoring replies of the replica they left.
+//!
+//! A single-node cluster runs [`OracleMachine::new`]: no standby, no role records, failover is
+//! the node restarting and recovering from its log, as before.
 
 use super::engine;
 use super::messages::{Batch, Checkpoint, OracleEffects, Outbound, Record, Reply, Request};
@@ -416,7 +473,8 @@ impl OracleMachine {
         let OracleRequest { tag, body } = request;
         if !self.is_primary() {
             if body != Request::Ack {
-                let msg = Message::OracleReply(OracleReply { tag: Some(tag), body: Reply::Refused(OracleError::NotServing) });
+                let msg =
+                    Message::OracleReply(OracleReply { tag: Some(tag), body: Reply::Refused(OracleError::NotServing) });
                 out.send.push(Envelope { from: self.me, to: from, msg });
             }
             return;

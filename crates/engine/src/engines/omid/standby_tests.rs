@@ -3,9 +3,7 @@
 //! replica from its log.
 
 use super::messages::{Reply, Request};
-use super::node::{
-    runtime_config, OracleMachine, OracleReply, OracleRequest, Replication, GC_INTERVAL, PROMOTE_AFTER,
-};
+use super::node::{runtime_config, OracleMachine, OracleReply, OracleRequest, Replication, GC_INTERVAL, PROMOTE_AFTER};
 use super::{OracleError, RowId};
 use crate::machine::{Effects, Input, Machine};
 use crate::message::{Addr, EngineRequest, Envelope, Message};
@@ -62,7 +60,9 @@ impl Pair {
                     self.replies.push((env.from, r));
                 }
                 Addr::Partition(_) => {
-                    assert!(matches!(env.msg, Message::PartitionRequest(ref r) if matches!(r.body, EngineRequest::Omid(_))));
+                    assert!(
+                        matches!(env.msg, Message::PartitionRequest(ref r) if matches!(r.body, EngineRequest::Omid(_)))
+                    );
                     self.gc_from.push(env.from);
                 }
                 _ => self.net.push_back(env),
