@@ -238,7 +238,11 @@ impl Primary {
 
     /// The standby's acknowledgement: forget what it holds, release what it confirms.
     fn on_ack(&mut self, now: Time, me: Addr, peer: Addr, seq: u64, applied: u64, out: &mut Effects) {
-        if let Some(&(_, at)) = self.sent.iter().find(|(s, _)| *s == seq) {
+        // Acks mostly come in order: older entries can renew nothing a newer ack did not.
+        while self.sent.front().is_some_and(|(s, _)| *s < seq) {
+            self.sent.pop_front();
+        }
+        if let Some(&(_, at)) = self.sent.front().filter(|(s, _)| *s == seq) {
             self.serving_until = self.serving_until.max(Some(at + SERVE_LEASE));
         }
         while self.unacked.front().is_some_and(|(lsn, _)| *lsn <= applied) {
