@@ -111,6 +111,8 @@ pub const SERVE_LEASE: Duration = Duration::from_millis(100);
 /// Unacknowledged batches (or a state transfer) are shipped again after this long without an
 /// acknowledgement that moves the standby forward.
 pub const SHIP_RESEND_AFTER: Duration = Duration::from_millis(20);
+/// Batches a standby keeps that arrived ahead of a missing one (beyond: dropped, shipped again).
+const EARLY_BATCHES_MAX: u64 = 4096;
 /// Ships remembered for the lease (`seq` → send time); older acks renew nothing.
 const SHIPS_REMEMBERED_MAX: usize = 1024;
 
@@ -274,6 +276,8 @@ impl Primary {
 /// A hot standby: tails the primary's stream.
 struct Follower {
     standby: Standby,
+    /// Batches that arrived ahead of the stream (the network reorders), by `lsn`.
+    early: BTreeMap<u64, Batch>,
     /// When the primary of the standby's epoch was last heard (`None`: not since recovery).
     last_heard: Option<Time>,
     /// A newer epoch heard of (this replica's state is stale): it may not promote, and asks
@@ -360,7 +364,7 @@ impl OracleMachine {
         self.addrs.clear();
         self.tags.clear();
         if self.peer.is_some() && standby.primary() != replica_index(self.me) {
-            let f = Follower { standby, last_heard: None, joining: None, last_join: None };
+            let f = Follower { standby, early: BTreeMap::new(), last_heard: None, joining: None, last_join: None };
             self.role = Role::Standby(Box::new(f));
             self.recovered.clear();
             return;
@@ -561,7 +565,7 @@ impl OracleMachine {
         self.addrs.clear();
         self.tags.clear();
         self.recovered.clear();
-        let f = Follower { standby, last_heard: Some(now), joining: None, last_join: None };
+        let f = Follower { standby, early: BTreeMap::new(), last_heard: Some(now), joining: None, last_join: None };
         self.role = Role::Standby(Box::new(f));
         self.ack(epoch, seq, applied, out);
     }
@@ -613,10 +617,18 @@ impl OracleMachine {
             }
             (Role::Standby(f), Replication::Ship { epoch, seq, lsn, batch }) if epoch == mine => {
                 f.last_heard = Some(now);
-                if let Some(batch) = batch.filter(|_| lsn == f.standby.lsn() + 1) {
+                if let Some(batch) = batch {
+                    if lsn > f.standby.lsn() && lsn - f.standby.lsn() <= EARLY_BATCHES_MAX {
+                        f.early.insert(lsn, batch);
+                    }
+                }
+                // Apply (and log, in stream order) what is contiguous.
+                while let Some(batch) = f.early.remove(&(f.standby.lsn() + 1)) {
                     f.standby.tail(&batch);
                     out.persist.push(batch.encode());
                 }
+                let applied = f.standby.lsn();
+                f.early.retain(|&lsn, _| lsn > applied);
                 let applied = f.standby.lsn();
                 self.ack(epoch, seq, applied, out)
             }
