@@ -13,6 +13,7 @@ use litmus_engine::{
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
 pub struct SyncCluster {
     engine: EngineKind,
@@ -174,7 +175,9 @@ impl SyncCluster {
         procedure: &str,
         args: Vec<litmus_core::Value>,
     ) -> Result<Vec<litmus_core::Value>, Error> {
-        match self.call(client, RequestBody::Call { procedure: procedure.into(), args })? {
+        match self
+            .call(client, RequestBody::Call { procedure: procedure.into(), args, retrying_for: Duration::ZERO })?
+        {
             ResponseBody::Returned(v) => Ok(v),
             other => panic!("unexpected {other:?}"),
         }
