@@ -180,24 +180,36 @@ impl MvccStore {
         })
     }
 
-    /// Range read of every version: the first `keys_max` keys of `table` in `(start, end)`, each
-    /// with its versions newest first (tombstones included). For engines that decide visibility
-    /// away from the store (Omid's client-side `inSnapshot`).
+    /// Range read of the newest versions: the first `keys_max` keys of `table` in `(start, end)`,
+    /// each with its newest `versions_max` versions, newest first (tombstones included), and
+    /// whether older ones exist. For engines that decide visibility away from the store (Omid's
+    /// client-side `inSnapshot`), which fetch older versions of a key only when they need them.
     pub fn scan_versions(
         &self,
         table: TableId,
         start: Bound<&Key>,
         end: Bound<&Key>,
         keys_max: usize,
-    ) -> Vec<(Key, Vec<OwnedVersion>)> {
+        versions_max: usize,
+    ) -> Vec<(Key, Vec<OwnedVersion>, bool)> {
         if keys_max == 0 || range_is_empty(start, end) {
             return Vec::new();
         }
         let Some(keys) = self.tables.get(&table) else { return Vec::new() };
         keys.range::<Key, _>((start, end))
             .take(keys_max)
-            .map(|(key, versions)| (key.clone(), versions.iter().rev().map(|v| (v.ts, v.row.clone())).collect()))
+            .map(|(key, versions)| {
+                let newest = versions.iter().rev().take(versions_max).map(|v| (v.ts, v.row.clone())).collect();
+                (key.clone(), newest, versions.len() > versions_max)
+            })
             .collect()
+    }
+
+    /// Every version's `(table, key, ts)`, in table and key order (to build an index).
+    pub fn all_versions(&self) -> impl Iterator<Item = (TableId, &Key, Timestamp)> {
+        self.tables
+            .iter()
+            .flat_map(|(&table, keys)| keys.iter().flat_map(move |(key, vs)| vs.iter().map(move |v| (table, key, v.ts))))
     }
 
     fn scan_with<'a>(

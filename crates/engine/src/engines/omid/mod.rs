@@ -312,11 +312,14 @@ pub enum OracleError {
     TooManyClients { limit: usize },
     #[error("write set of {rows} rows exceeds {limit}")]
     WriteSetTooLarge { rows: usize, limit: usize },
+    /// A `ConnectAs` older than the client's current session (a late duplicate).
+    #[error("session is older than the client's current one")]
+    StaleSession,
 }
 
 impl OracleError {
     /// True when the same request may succeed later (after reconnecting, or when load drops).
     pub fn is_retryable(&self) -> bool {
-        !matches!(self, OracleError::WriteSetTooLarge { .. })
+        !matches!(self, OracleError::WriteSetTooLarge { .. } | OracleError::StaleSession)
     }
 }
