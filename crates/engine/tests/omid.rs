@@ -6,7 +6,7 @@
 mod common;
 
 use common::SyncCluster;
-use litmus_core::{AbortReason, Error, Formula, Isolation, TxnId, Value};
+use litmus_core::{AbortReason, Error, Formula, Isolation, Timestamp, TxnId, Value};
 use litmus_engine::builtin::bank;
 use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::op::{Op, OpResult};
@@ -177,4 +177,129 @@ fn a_silent_client_blocks_nobody() {
     assert_eq!(total(&mut c), (105, 1));
     // The silent transaction cannot commit over the newer write (first committer wins).
     assert_eq!(commit(&mut c, 1, silent), Err(Error::Abort(AbortReason::WriteConflict)));
+}
+
+fn oracle(c: &SyncCluster) -> &litmus_engine::engines::omid::oracle::StatusOracle {
+    c.oracle.as_ref().expect("omid has an oracle").oracle()
+}
+
+/// Every version a partition holds with start timestamp `ts`.
+fn versions_at(c: &SyncCluster, ts: Timestamp) -> usize {
+    c.partitions.iter().map(|p| p.store().all_versions().filter(|v| v.2 == ts).count()).sum()
+}
+
+/// Lets the oracle send a few GC rounds (every `GC_INTERVAL`) and the partitions answer.
+fn gc_rounds(c: &mut SyncCluster, rounds: usize) {
+    for _ in 0..rounds {
+        c.tick(600);
+        c.settle();
+    }
+}
+
+/// Issue 5: a coordinator crashes with a transaction open. Its restarted incarnation opens a new
+/// oracle session, which aborts the old session's transactions: `Tmin` moves on, garbage
+/// collection proceeds, the orphan's version is purged from the partition, and its aborted-list
+/// entry leaves once every partition reported.
+#[test]
+fn a_crashed_coordinators_transaction_stops_holding_tmin_once_it_restarts() {
+    let mut c = cluster(2, 100);
+    let orphan_txn = begin(&mut c, 1);
+    add(&mut c, 1, orphan_txn, 0, 7).unwrap();
+    let orphan = oracle(&c).t_min();
+    assert!(oracle(&c).is_in_flight(orphan) && versions_at(&c, orphan) == 1);
+    c.crash_coordinator();
+    gc_rounds(&mut c, 2);
+    assert_eq!(oracle(&c).t_min(), orphan, "nobody ended the old session yet: it holds Tmin");
+    // Work on the restarted coordinator: a new session, which aborts the orphan.
+    for _ in 0..5 {
+        c.proc(2, "bank_transfer_acid", vec![Value::Int(0), Value::Int(1), Value::Int(1)]).unwrap();
+    }
+    assert!(!oracle(&c).is_in_flight(orphan) && oracle(&c).is_aborted(orphan));
+    assert!(oracle(&c).t_min() > orphan);
+    let before = c.partitions.iter().map(|p| p.store().version_count()).sum::<usize>();
+    gc_rounds(&mut c, 3);
+    let after = c.partitions.iter().map(|p| p.store().version_count()).sum::<usize>();
+    assert_eq!(versions_at(&c, orphan), 0, "the orphan's version is purged");
+    assert!(!oracle(&c).is_aborted(orphan), "its aborted-list entry left");
+    assert!(after < before && after <= 2, "GC proceeds past the orphan: {before} -> {after}");
+    assert_eq!(total(&mut c), (200, 2));
+}
+
+/// A client that began a transaction, wrote a version and went silent (§IV "Silent Clients"):
+/// the oracle pushes to it, gets no `Ack`, drops it — and now also aborts its transaction, whose
+/// version garbage collection then purges. A late duplicate of its put cannot bring it back.
+#[test]
+fn a_silent_clients_transaction_is_aborted_and_its_version_purged() {
+    use litmus_engine::engines::omid::{engine::Request as PartReq, messages::Request as OracleCall};
+    use litmus_engine::engines::omid::node::OracleRequest;
+    use litmus_engine::message::{EngineRequest, PartitionRequest, SubOpId};
+    use litmus_engine::{Addr, Envelope, Message};
+    let mut c = cluster(2, 100);
+    let silent = Addr::Client(litmus_core::ClientId(77));
+    let to_oracle = |tag, body| Envelope {
+        from: silent,
+        to: Addr::Oracle,
+        msg: Message::OracleRequest(OracleRequest { tag, body }),
+    };
+    c.requeue(to_oracle(1, OracleCall::ConnectAs { session: 1 }));
+    c.requeue(to_oracle(2, OracleCall::Begin));
+    c.settle();
+    let ts = oracle(&c).t_min();
+    assert!(oracle(&c).is_in_flight(ts));
+    let table = bank::catalog().table_by_name(bank::ACCOUNTS).unwrap().id;
+    let key = litmus_core::Key::encode(&[Value::Int(0)]).unwrap();
+    let put = Envelope {
+        from: silent,
+        to: Addr::Partition(litmus_core::PartitionId(0)),
+        msg: Message::PartitionRequest(PartitionRequest {
+            body: EngineRequest::Omid(PartReq::Put {
+                tag: 3,
+                id: SubOpId { txn: litmus_core::TxnId { node: litmus_core::NodeId(9), epoch: 1, seq: 1 }, op: 0, part: litmus_core::PartitionId(0) },
+                ts,
+                table,
+                key: key.clone(),
+                row: Some(vec![Value::Int(0), Value::Int(1_000_000)]),
+            }),
+        }),
+    };
+    c.requeue(put.clone());
+    c.settle();
+    assert_eq!(versions_at(&c, ts), 1);
+    // Others work for 40 s of virtual time; the silent client never acknowledges the push.
+    for _ in 0..40 {
+        c.proc(2, "bank_transfer_acid", vec![Value::Int(0), Value::Int(1), Value::Int(1)]).unwrap();
+        c.tick(1000);
+        c.settle();
+    }
+    assert!(!oracle(&c).is_in_flight(ts), "aborted when its session was dropped");
+    gc_rounds(&mut c, 3);
+    assert_eq!(versions_at(&c, ts), 0, "purged");
+    assert!(!oracle(&c).is_aborted(ts), "forgotten");
+    c.requeue(put); // a late duplicate: refused below the GC mark
+    c.settle();
+    assert_eq!(versions_at(&c, ts), 0, "a late put cannot resurrect the version");
+    assert_eq!(total(&mut c), (200, 2));
+}
+
+/// After the oracle recovers, the transactions in flight at its crash are a crash range. Their
+/// versions (here: an open write of a crashed coordinator) are purged by GC and the range leaves
+/// the oracle's metadata; committed members of the range are untouched.
+#[test]
+fn a_crash_ranges_versions_are_purged_and_the_range_forgotten() {
+    let mut c = cluster(3, 100);
+    let in_flight = begin(&mut c, 2);
+    add(&mut c, 2, in_flight, 2, 500).unwrap();
+    let lost = oracle(&c).t_min();
+    c.crash_all();
+    assert_eq!(oracle(&c).crash_ranges().len(), 1);
+    assert!(oracle(&c).is_aborted(lost) && versions_at(&c, lost) == 1);
+    c.proc(1, "bank_transfer_acid", vec![Value::Int(0), Value::Int(1), Value::Int(10)]).unwrap();
+    gc_rounds(&mut c, 3);
+    assert_eq!(versions_at(&c, lost), 0);
+    assert!(oracle(&c).crash_ranges().is_empty(), "every partition purged the range");
+    assert_eq!(total(&mut c), (300, 3));
+    let t = begin(&mut c, 3);
+    assert_eq!(read(&mut c, 3, t, 2).unwrap(), 100);
+    assert_eq!(read(&mut c, 3, t, 0).unwrap(), 90);
+    commit(&mut c, 3, t).unwrap();
 }
