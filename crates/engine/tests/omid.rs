@@ -303,3 +303,144 @@ fn a_crash_ranges_versions_are_purged_and_the_range_forgotten() {
     assert_eq!(read(&mut c, 3, t, 0).unwrap(), 90);
     commit(&mut c, 3, t).unwrap();
 }
+
+mod scans {
+    //! Scans honour `nv` (E2): a page carries the newest `VERSIONS_PER_READ` versions of each key
+    //! and the coordinator fetches older ones only for keys whose visible version was not among
+    //! them. Checked against a naive model: the committed map at each reader's start.
+
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    const KEYS: i64 = 6;
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// A transaction writes (`Some`) or deletes (`None`) these keys and commits.
+        Commit(Vec<(i64, Option<i64>)>),
+        /// A transaction writes these keys and stays open forever: invisible versions.
+        Open(Vec<i64>),
+        /// A reader starts (its snapshot is the model now).
+        Reader,
+        /// Reader `n mod readers` scans from `from` with `limit`.
+        Scan { reader: usize, from: i64, limit: u32 },
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        let write = (0..KEYS, prop::option::weighted(0.85, 0..1000i64));
+        prop_oneof![
+            4 => prop::collection::vec(write, 1..4).prop_map(Step::Commit),
+            3 => prop::collection::vec(0..KEYS, 1..3).prop_map(Step::Open),
+            1 => Just(Step::Reader),
+            3 => (0..8usize, 0..KEYS, 1..8u32).prop_map(|(reader, from, limit)| Step::Scan { reader, from, limit }),
+        ]
+    }
+
+    fn write(c: &mut SyncCluster, client: u64, txn: TxnId, id: i64, bal: Option<i64>) {
+        let table = bank::ACCOUNTS.to_string();
+        let op = match bal {
+            Some(bal) => Op::Write { table, row: vec![Value::Int(id), Value::Int(bal)] },
+            None => Op::Delete { table, key: vec![Value::Int(id)] },
+        };
+        c.call(client, RequestBody::Op { txn, op }).unwrap();
+    }
+
+    fn scan(c: &mut SyncCluster, client: u64, txn: TxnId, from: i64, limit: u32) -> Vec<(i64, i64)> {
+        let (start, end) = (vec![Value::Int(from)], Some(vec![Value::Int(KEYS)]));
+        let op = Op::Scan { table: bank::ACCOUNTS.into(), start, end, limit };
+        match c.call(client, RequestBody::Op { txn, op }).unwrap() {
+            ResponseBody::Op(OpResult::Rows(rows)) => {
+                rows.iter().map(|r| (r[0].as_int().unwrap(), r[1].as_int().unwrap())).collect()
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Runs the steps against the model; returns the most versions any key had.
+    fn run(steps: Vec<Step>) -> Result<usize, TestCaseError> {
+        let mut c = SyncCluster::new(EngineKind::Omid, bank::catalog(), bank::registry(), 2);
+        let mut model: BTreeMap<i64, i64> = BTreeMap::new();
+        let mut readers: Vec<(TxnId, BTreeMap<i64, i64>)> = Vec::new();
+        let mut max_versions = 0;
+        for s in steps {
+            match s {
+                Step::Commit(writes) => {
+                    let t = begin(&mut c, 1);
+                    for &(id, bal) in &writes {
+                        write(&mut c, 1, t, id, bal);
+                    }
+                    prop_assert_eq!(commit(&mut c, 1, t).unwrap(), ResponseBody::Committed);
+                    for (id, bal) in writes {
+                        match bal {
+                            Some(bal) => model.insert(id, bal),
+                            None => model.remove(&id),
+                        };
+                    }
+                }
+                Step::Open(ids) => {
+                    let t = begin(&mut c, 2);
+                    for id in ids {
+                        write(&mut c, 2, t, id, Some(-1));
+                    }
+                }
+                Step::Reader => {
+                    let t = begin(&mut c, 3);
+                    scan(&mut c, 3, t, 0, 1); // takes the snapshot now
+                    readers.push((t, model.clone()));
+                }
+                Step::Scan { reader, from, limit } => {
+                    let (txn, snapshot) = match readers.get(reader % readers.len().max(1)) {
+                        Some((t, m)) => (*t, m.clone()),
+                        None => continue,
+                    };
+                    let got = scan(&mut c, 3, txn, from, limit);
+                    let want: Vec<(i64, i64)> =
+                        snapshot.range(from..).take(limit as usize).map(|(&k, &v)| (k, v)).collect();
+                    prop_assert_eq!(got, want, "reader {:?} from {} limit {}", txn, from, limit);
+                }
+            }
+            let per_key = c
+                .partitions
+                .iter()
+                .flat_map(|p| p.store().all_versions().map(|(_, k, _)| k.clone()).collect::<Vec<_>>())
+                .fold(BTreeMap::<_, usize>::new(), |mut m, k| {
+                    *m.entry(k).or_default() += 1;
+                    m
+                });
+            max_versions = max_versions.max(per_key.values().copied().max().unwrap_or(0));
+        }
+        for (t, _) in readers {
+            commit(&mut c, 3, t).unwrap();
+        }
+        Ok(max_versions)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+        #[test]
+        fn scans_return_the_readers_snapshot_over_keys_with_many_versions(
+            steps in prop::collection::vec(step(), 1..50)
+        ) {
+            run(steps)?;
+        }
+    }
+
+    /// The case the property is about, spelled out: a key with its snapshot version below more
+    /// than `nv` newer invisible versions (commits after the reader, open writers), scanned with
+    /// a limit smaller than the number of keys.
+    #[test]
+    fn a_scan_reaches_a_version_below_nv_newer_invisible_ones() {
+        use litmus_engine::engines::omid::engine::VERSIONS_PER_READ;
+        let mut steps = vec![Step::Commit(vec![(0, Some(1)), (1, Some(10)), (2, Some(20))]), Step::Reader];
+        for i in 0..VERSIONS_PER_READ as i64 + 2 {
+            steps.push(Step::Commit(vec![(1, Some(100 + i))]));
+            steps.push(Step::Open(vec![1, 2]));
+        }
+        steps.push(Step::Commit(vec![(0, None)]));
+        steps.push(Step::Scan { reader: 0, from: 0, limit: 2 });
+        steps.push(Step::Scan { reader: 0, from: 1, limit: 5 });
+        let versions = run(steps).unwrap();
+        assert!(versions > 2 * VERSIONS_PER_READ as usize, "{versions} versions of the hot key");
+    }
+}
