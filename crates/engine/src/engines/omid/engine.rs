@@ -412,6 +412,9 @@ enum Purpose {
     Begin(TxnId),
     Commit(TxnId),
     InSnapshot(TxnId, Timestamp),
+    /// An abort, or the release of an unused start timestamp: resent until answered, or the
+    /// timestamp would stay in flight at the oracle and hold `Tmin` (so GC) back.
+    Finish,
 }
 
 struct Call {
@@ -554,8 +557,13 @@ impl OmidCoordinator {
 
     /// Gives a start timestamp nobody will use back to the oracle: an empty commit takes it out
     /// of the uncommitted list without entering it anywhere (rule 2).
-    fn release(ctx: &mut CoordCtx, start_ts: Timestamp) {
-        Self::notify(ctx, OracleCall::Commit { start_ts, write_set: Vec::new() });
+    fn release(&mut self, ctx: &mut CoordCtx, start_ts: Timestamp) {
+        self.call(OracleCall::Commit { start_ts, write_set: Vec::new() }, Purpose::Finish, ctx);
+    }
+
+    /// Tells the oracle a transaction that may have written aborted.
+    fn abort_at_oracle(&mut self, ctx: &mut CoordCtx, start_ts: Timestamp) {
+        self.call(OracleCall::Abort { start_ts }, Purpose::Finish, ctx);
     }
 
     /// Opens a new oracle session. Its id grows with every session (and incarnation): the oracle
@@ -667,7 +675,7 @@ impl OmidCoordinator {
 
     fn started(&mut self, txn: TxnId, ts: Timestamp, ctx: &mut CoordCtx) {
         let Some(t) = self.txns.get_mut(&txn).filter(|t| t.start_ts.is_none()) else {
-            return Self::release(ctx, ts);
+            return self.release(ctx, ts);
         };
         t.start_ts = Some(ts);
         for (id, op) in std::mem::take(&mut t.queued) {
@@ -958,20 +966,22 @@ impl OmidCoordinator {
             _ => return,
         };
         let t = self.txns.remove(&txn).expect("present");
-        Self::notify(ctx, OracleCall::Abort { start_ts: ts });
+        self.abort_at_oracle(ctx, ts);
         self.start_cleanup(ts, &t.writes, ctx);
         ctx.txn_done(txn, Err(result));
     }
 
     fn on_begun(&mut self, purpose: Option<Purpose>, start_ts: Timestamp, delta: Delta, ctx: &mut CoordCtx) {
         if self.replica.is_none() {
-            return Self::release(ctx, start_ts);
+            // From a session that ended (or is being replaced): the oracle aborts its
+            // timestamps when the next session opens.
+            return;
         }
         let end = delta.from + delta.entries.len() as u64;
         self.buffer_delta(delta);
         match purpose {
             Some(Purpose::Begin(txn)) => self.staged.push((txn, start_ts, end)),
-            _ => Self::release(ctx, start_ts),
+            _ => self.release(ctx, start_ts),
         }
         self.drain_deltas(ctx);
     }
@@ -1023,13 +1033,13 @@ impl CoordinatorEngine for OmidCoordinator {
             // Read-only: commits locally (§II); the oracle only learns the timestamp is free.
             self.txns.remove(&txn);
             self.forget_parts(txn);
-            Self::release(ctx, ts);
+            self.release(ctx, ts);
             return ctx.txn_done(txn, Ok(()));
         }
         if t.doomed {
             let t = self.txns.remove(&txn).expect("present");
             self.forget_parts(txn);
-            Self::notify(ctx, OracleCall::Abort { start_ts: ts });
+            self.abort_at_oracle(ctx, ts);
             self.start_cleanup(ts, &t.writes, ctx);
             return ctx.txn_done(txn, Err(Error::Abort(AbortReason::Failure)));
         }
@@ -1044,9 +1054,9 @@ impl CoordinatorEngine for OmidCoordinator {
         let Some(t) = self.txns.remove(&txn) else { return ctx.txn_done(txn, Ok(())) };
         if let Some(ts) = t.start_ts {
             if t.writes.is_empty() {
-                Self::release(ctx, ts);
+                self.release(ctx, ts);
             } else {
-                Self::notify(ctx, OracleCall::Abort { start_ts: ts });
+                self.abort_at_oracle(ctx, ts);
                 self.start_cleanup(ts, &t.writes, ctx);
             }
         }
