@@ -544,6 +544,9 @@ impl OmidCoordinator {
     }
 
     fn call(&mut self, request: OracleCall, purpose: Purpose, ctx: &mut CoordCtx) {
+        if self.next_tag == 0 {
+            self.next_tag = u64::from(ctx.epoch) << 32;
+        }
         self.next_tag += 1;
         let tag = self.next_tag;
         Self::send_oracle(ctx, tag, request.clone());
@@ -989,9 +992,6 @@ impl OmidCoordinator {
 
 impl CoordinatorEngine for OmidCoordinator {
     fn begin(&mut self, txn: TxnId, _opts: &TxnOptions, ctx: &mut CoordCtx) {
-        if self.next_tag == 0 {
-            self.next_tag = u64::from(ctx.epoch) << 32;
-        }
         let t = Txn {
             start_ts: None,
             queued: Vec::new(),
@@ -1171,7 +1171,10 @@ impl CoordinatorEngine for OmidCoordinator {
 
     fn on_tick(&mut self, ctx: &mut CoordCtx) {
         let now = ctx.now;
-        if self.session == Session::Disconnected && !self.txns.is_empty() {
+        // A new incarnation connects at once, even idle: its session ends the previous
+        // incarnation's, whose transactions would otherwise hold `Tmin` until the oracle drops
+        // it as silent.
+        if self.session == Session::Disconnected && (!self.txns.is_empty() || self.sessions_opened == 0) {
             self.connect(ctx);
         }
         if self.gap_since.is_some_and(|since| now.saturating_sub(since) > DELTA_GAP_TIMEOUT) {
