@@ -544,11 +544,17 @@ impl OmidCoordinator {
     }
 
     fn call(&mut self, request: OracleCall, purpose: Purpose, ctx: &mut CoordCtx) {
+        self.call_with(|_| request, purpose, ctx);
+    }
+
+    /// Sends a tagged request built from its tag; resent with the same tag until answered.
+    fn call_with(&mut self, request: impl FnOnce(u64) -> OracleCall, purpose: Purpose, ctx: &mut CoordCtx) {
         if self.next_tag == 0 {
             self.next_tag = u64::from(ctx.epoch) << 32;
         }
         self.next_tag += 1;
         let tag = self.next_tag;
+        let request = request(tag);
         Self::send_oracle(ctx, tag, request.clone());
         self.calls.insert(tag, Call { request, purpose, sent_at: ctx.now });
     }
@@ -624,7 +630,7 @@ impl OmidCoordinator {
         self.early.clear();
         let waiting: Vec<TxnId> = self.txns.iter().filter(|(_, t)| t.start_ts.is_none()).map(|(id, _)| *id).collect();
         for txn in waiting {
-            self.call(OracleCall::Begin, Purpose::Begin(txn), ctx);
+            self.call_with(|id| OracleCall::BeginAs { id }, Purpose::Begin(txn), ctx);
         }
     }
 
@@ -984,6 +990,9 @@ impl OmidCoordinator {
         self.buffer_delta(delta);
         match purpose {
             Some(Purpose::Begin(txn)) => self.staged.push((txn, start_ts, end)),
+            // A second answer to a resent `BeginAs` carries the timestamp the first gave.
+            _ if self.staged.iter().any(|s| s.1 == start_ts)
+                || self.txns.values().any(|t| t.start_ts == Some(start_ts)) => {}
             _ => self.release(ctx, start_ts),
         }
         self.drain_deltas(ctx);
@@ -1004,7 +1013,7 @@ impl CoordinatorEngine for OmidCoordinator {
         };
         self.txns.insert(txn, t);
         match self.session {
-            Session::Connected => self.call(OracleCall::Begin, Purpose::Begin(txn), ctx),
+            Session::Connected => self.call_with(|id| OracleCall::BeginAs { id }, Purpose::Begin(txn), ctx),
             _ => self.connect(ctx),
         }
     }

@@ -20,6 +20,10 @@ pub enum Request {
     ConnectAs { session: u64 },
     /// TsReq: a start timestamp; answered with [`Reply::Began`] carrying the client's delta.
     Begin,
+    /// [`Request::Begin`] that may be resent: while the timestamp it got is in flight, a copy with
+    /// the same `id` in the same session is answered with that timestamp again instead of a new
+    /// one (whose reply lost, nobody would ever finish: it would hold `Tmin`).
+    BeginAs { id: u64 },
     /// Commit request `(Ts, W)` (Algorithm 3).
     Commit { start_ts: Timestamp, write_set: Vec<RowId> },
     /// The client gives up the transaction (it may have written).

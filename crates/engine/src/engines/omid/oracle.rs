@@ -45,7 +45,13 @@ struct Session {
     push_sent_at: Option<Time>,
     /// False for a client without a replica ([`Request::ConnectUnreplicated`]).
     replicated: bool,
+    /// The last [`BEGIN_IDS_MAX`] [`Request::BeginAs`] ids and the timestamps they got.
+    begins: BTreeMap<u64, Timestamp>,
 }
+
+/// [`Request::BeginAs`] ids remembered per session (a resend older than this gets a new
+/// timestamp).
+pub const BEGIN_IDS_MAX: usize = 1024;
 
 /// The status oracle. Drive it with [`StatusOracle::step`]; see the module doc of [`super`].
 #[derive(Debug)]
@@ -291,6 +297,19 @@ impl StatusOracle {
             }
             Request::Ack => return None,
             Request::Begin => Pending::Began { start_ts: self.begin(client) },
+            Request::BeginAs { id } => {
+                let again = session.begins.get(&id).copied();
+                if let Some(start_ts) = again.filter(|ts| self.uncommitted.get(ts) == Some(&client)) {
+                    return Some(Pending::Began { start_ts });
+                }
+                let start_ts = self.begin(client);
+                let begins = &mut self.sessions.get_mut(&client).expect("connected").begins;
+                begins.insert(id, start_ts);
+                if begins.len() > BEGIN_IDS_MAX {
+                    begins.pop_first();
+                }
+                Pending::Began { start_ts }
+            }
             Request::Commit { start_ts, write_set } => {
                 if write_set.len() > self.config.write_set_rows_max {
                     let limit = self.config.write_set_rows_max;
@@ -331,7 +350,7 @@ impl StatusOracle {
         self.end_session(client);
         self.session_ids.insert(client, id.max(last_id));
         let cursor = self.commitinfo_end();
-        let session = Session { cursor, last_heard: self.now, push_sent_at: None, replicated };
+        let session = Session { cursor, last_heard: self.now, push_sent_at: None, replicated, begins: BTreeMap::new() };
         self.sessions.insert(client, session);
         Pending::Connected
     }

@@ -900,3 +900,23 @@ fn a_purged_crash_range_is_forgotten_logged_and_replicated() {
     assert_eq!(h.o.crash_ranges().len(), 1, "only the new crash's range");
     assert!(h.o.crash_ranges()[0].upto > range.upto);
 }
+
+#[test]
+fn a_resent_begin_gets_the_same_timestamp_while_it_is_in_flight() {
+    let mut h = Harness::new(small_config());
+    h.connect(1);
+    let began = |h: &mut Harness, id| match h.call(1, Request::BeginAs { id }).pop() {
+        Some(Reply::Began { start_ts, .. }) => start_ts,
+        other => panic!("{other:?}"),
+    };
+    let first = began(&mut h, 7);
+    // The reply was lost; the resend must not leave `first` in flight forever.
+    assert_eq!(began(&mut h, 7), first);
+    assert_eq!(h.o.t_min(), first);
+    let other = began(&mut h, 8);
+    assert!(other > first);
+    h.commit(1, first, &[1]).unwrap();
+    // Once it finished, a late copy gets a fresh timestamp (which its client releases).
+    let late = began(&mut h, 7);
+    assert!(late > other && h.o.is_in_flight(late));
+}
