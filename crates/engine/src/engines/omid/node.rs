@@ -207,4 +207,8 @@ impl Machine for OracleMachine {
     fn snapshot(&self) -> Option<Vec<u8>> {
         self.oracle.checkpoint().map(|c| c.encode())
     }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
 }

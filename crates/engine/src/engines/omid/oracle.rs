@@ -654,6 +654,10 @@ impl StatusOracle {
     pub fn is_in_flight(&self, start_ts: Timestamp) -> bool {
         self.uncommitted.contains_key(&start_ts)
     }
+    /// Number of transactions in flight (the uncommitted list).
+    pub fn in_flight(&self) -> usize {
+        self.uncommitted.len()
+    }
     /// The aborted list (rule 4).
     pub fn aborted(&self) -> impl Iterator<Item = Timestamp> + '_ {
         self.aborted.iter().copied()
