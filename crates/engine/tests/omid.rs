@@ -232,8 +232,8 @@ fn a_crashed_coordinators_transaction_stops_holding_tmin_once_it_restarts() {
 /// version garbage collection then purges. A late duplicate of its put cannot bring it back.
 #[test]
 fn a_silent_clients_transaction_is_aborted_and_its_version_purged() {
-    use litmus_engine::engines::omid::{engine::Request as PartReq, messages::Request as OracleCall};
     use litmus_engine::engines::omid::node::OracleRequest;
+    use litmus_engine::engines::omid::{engine::Request as PartReq, messages::Request as OracleCall};
     use litmus_engine::message::{EngineRequest, PartitionRequest, SubOpId};
     use litmus_engine::{Addr, Envelope, Message};
     let mut c = cluster(2, 100);
@@ -256,7 +256,11 @@ fn a_silent_clients_transaction_is_aborted_and_its_version_purged() {
         msg: Message::PartitionRequest(PartitionRequest {
             body: EngineRequest::Omid(PartReq::Put {
                 tag: 3,
-                id: SubOpId { txn: litmus_core::TxnId { node: litmus_core::NodeId(9), epoch: 1, seq: 1 }, op: 0, part: litmus_core::PartitionId(0) },
+                id: SubOpId {
+                    txn: litmus_core::TxnId { node: litmus_core::NodeId(9), epoch: 1, seq: 1 },
+                    op: 0,
+                    part: litmus_core::PartitionId(0),
+                },
                 ts,
                 table,
                 key: key.clone(),

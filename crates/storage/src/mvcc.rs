@@ -207,9 +207,9 @@ impl MvccStore {
 
     /// Every version's `(table, key, ts)`, in table and key order (to build an index).
     pub fn all_versions(&self) -> impl Iterator<Item = (TableId, &Key, Timestamp)> {
-        self.tables
-            .iter()
-            .flat_map(|(&table, keys)| keys.iter().flat_map(move |(key, vs)| vs.iter().map(move |v| (table, key, v.ts))))
+        self.tables.iter().flat_map(|(&table, keys)| {
+            keys.iter().flat_map(move |(key, vs)| vs.iter().map(move |v| (table, key, v.ts)))
+        })
     }
 
     fn scan_with<'a>(

@@ -438,7 +438,12 @@ enum Then {
 }
 
 enum OpState {
-    Read { table: TableId, key: Key, then: Then, fetched: Option<(Vec<Version>, bool)> },
+    Read {
+        table: TableId,
+        key: Key,
+        then: Then,
+        fetched: Option<(Vec<Version>, bool)>,
+    },
     /// `older`: a [`Request::ReadOlder`] for some keys of `page` is out.
     Scan {
         table: TableId,

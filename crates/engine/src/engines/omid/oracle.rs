@@ -21,7 +21,12 @@ pub enum Input {
     /// Partition `partition` (of `partitions`) deleted every version it held of the aborted
     /// transactions `start_ts` and of the uncommitted members of the crash ranges `crashed`
     /// (`(after, upto)`), as asked by the garbage-collection message (rule 4).
-    Purged { partition: u32, partitions: u32, start_ts: Vec<Timestamp>, crashed: Vec<(Timestamp, Timestamp)> },
+    Purged {
+        partition: u32,
+        partitions: u32,
+        start_ts: Vec<Timestamp>,
+        crashed: Vec<(Timestamp, Timestamp)>,
+    },
 }
 
 /// A reply decided but not rendered yet: it waits for the open batch (rule 7).
@@ -30,10 +35,20 @@ enum Pending {
     Connected,
     /// A duplicate of the current session's connect: answered again from the session's cursor.
     Reconnected,
-    Began { start_ts: Timestamp },
-    Commit { start_ts: Timestamp, result: Result<Timestamp, CommitAbort> },
-    Done { start_ts: Timestamp },
-    InSnapshot { version_ts: Timestamp, reader_ts: Timestamp },
+    Began {
+        start_ts: Timestamp,
+    },
+    Commit {
+        start_ts: Timestamp,
+        result: Result<Timestamp, CommitAbort>,
+    },
+    Done {
+        start_ts: Timestamp,
+    },
+    InSnapshot {
+        version_ts: Timestamp,
+        reader_ts: Timestamp,
+    },
     Refused(OracleError),
 }
 
