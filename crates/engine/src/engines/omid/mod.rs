@@ -212,14 +212,16 @@
 //! ## Not implemented
 //!
 //! The SO keeps no session state across its own crash (rule 8): the highest session id of each
-//! client is volatile, so a `ConnectAs` delayed across an SO restart can replace a newer session
-//! (its transactions abort — outcome unknown, never a wrong "committed" — and the coordinator
-//! reconnects after [`engine::DELTA_GAP_TIMEOUT`]). A partition's `Ts → rows` index, rebuilt after
+//! client is volatile, so a `ConnectAs` delayed across an SO restart can end a newer session:
+//! the transactions in flight in it abort (their commits get `NotInFlight`, which the coordinator
+//! reports as outcome unknown — never a wrong "committed"). A partition's `Ts → rows` index, rebuilt after
 //! a restart, holds every version until commit notices, GC or cleanups remove entries: memory
-//! proportional to the store until then. The hot standby ([`oracle::Standby`]: tails the WAL, promotes in
-//! about a millisecond) is a tested state machine that `bench omid-oracle` times, but no runtime runs one
-//! on another node yet (that needs the oracle's log shipped or shared): failover in a cluster
-//! today is the oracle's node restarting and recovering from its log.
+//! proportional to the store until then.
+//!
+//! The hot standby ([`oracle::Standby`]: tails the WAL, promotes in about a millisecond) is a
+//! tested state machine that `bench omid-oracle` times, but no runtime runs one on another node
+//! yet (that needs the oracle's log shipped or shared): failover in a cluster today is the
+//! oracle's node restarting and recovering from its log.
 
 pub mod engine;
 pub mod messages;
