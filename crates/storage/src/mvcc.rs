@@ -442,6 +442,28 @@ mod tests {
     }
 
     #[test]
+    fn scan_versions_returns_the_newest_versions_per_key_and_says_if_older_exist() {
+        let mut s = MvccStore::new();
+        for t in 1..=4 {
+            s.put(T, k(1), ts(t), Some(r(t as i64)));
+        }
+        s.put(T, k(2), ts(7), None);
+        s.put(T, k(3), ts(8), Some(r(8)));
+        let page = s.scan_versions(T, Unbounded, Unbounded, 2, 3);
+        assert_eq!(
+            page,
+            vec![
+                (k(1), vec![(ts(4), Some(r(4))), (ts(3), Some(r(3))), (ts(2), Some(r(2)))], true),
+                (k(2), vec![(ts(7), None)], false),
+            ]
+        );
+        let all: Vec<_> = s.all_versions().map(|(_, key, t)| (key.clone(), t)).collect();
+        assert_eq!(all.len(), 6);
+        assert_eq!(all[0], (k(1), ts(1)));
+        assert_eq!(all[5], (k(3), ts(8)));
+    }
+
+    #[test]
     fn out_of_order_puts_are_sorted_and_same_ts_replaces() {
         let mut s = MvccStore::new();
         s.put(T, k(1), ts(5), Some(r(5)));
