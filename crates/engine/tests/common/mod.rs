@@ -183,6 +183,17 @@ impl SyncCluster {
         }
     }
 
+    /// The coordinator alone crashes and restarts from its log (a new epoch): what it had in
+    /// memory and the messages on their way to it are lost; everything else goes on.
+    pub fn crash_coordinator(&mut self) {
+        let me = Addr::Coordinator(NodeId(0));
+        self.queue.retain(|env| env.to != me);
+        let partitions = self.partitions.len() as u32;
+        self.coordinator = Self::coordinator(self.engine, &self.catalog, &self.registry, partitions);
+        let log = self.logs.get(&me).cloned().unwrap_or_default();
+        self.coordinator.recover(None, &log).unwrap();
+    }
+
     /// Every machine crashes and restarts from its log (all records synced); in-flight messages
     /// are lost.
     pub fn crash_all(&mut self) {

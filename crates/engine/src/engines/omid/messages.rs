@@ -13,8 +13,17 @@ pub enum Request {
     /// of Fig. 9): `Began` replies carry empty deltas and the client asks
     /// [`Request::InSnapshot`] for every version it reads.
     ConnectUnreplicated,
+    /// Open session `session` of this client (replicated, like [`Request::Connect`]). Session
+    /// ids of one client increase (a coordinator uses `(epoch, n)`): a larger id ends the
+    /// client's previous session and aborts the transactions it began (rule 4); the same id is a
+    /// duplicate (answered again, nothing ends); a smaller one is stale and refused.
+    ConnectAs { session: u64 },
     /// TsReq: a start timestamp; answered with [`Reply::Began`] carrying the client's delta.
     Begin,
+    /// [`Request::Begin`] that may be resent: while the timestamp it got is in flight, a copy with
+    /// the same `id` in the same session is answered with that timestamp again instead of a new
+    /// one (whose reply lost, nobody would ever finish: it would hold `Tmin`).
+    BeginAs { id: u64 },
     /// Commit request `(Ts, W)` (Algorithm 3).
     Commit { start_ts: Timestamp, write_set: Vec<RowId> },
     /// The client gives up the transaction (it may have written).
@@ -95,6 +104,11 @@ pub enum MetaChange {
         start_ts: Timestamp,
     },
     CrashAborted(CrashRange),
+    /// Every version in a crash range was purged: the range leaves the metadata.
+    CrashForgotten {
+        after: Timestamp,
+        upto: Timestamp,
+    },
     Tmax(Timestamp),
 }
 
@@ -138,13 +152,18 @@ pub enum Record {
         after: Timestamp,
         upto: Timestamp,
     },
+    /// Every partition purged the versions of the crash range `(after, upto]`: it is dropped.
+    CrashForgotten {
+        after: Timestamp,
+        upto: Timestamp,
+    },
 }
 
 impl Record {
     /// Approximate encoded size, for the batch size trigger.
     pub fn size_bytes(&self) -> usize {
         match self {
-            Record::Committed { .. } | Record::CrashAborted { .. } => 17,
+            Record::Committed { .. } | Record::CrashAborted { .. } | Record::CrashForgotten { .. } => 17,
             _ => 9,
         }
     }

@@ -16,7 +16,10 @@
 //!   batch it produces is emitted at the first step.
 //! * **Garbage collection (§IV "HBase Garbage Collection").** Every [`GC_INTERVAL`] the oracle
 //!   sends `Gc { low_water: Tmin }` to every partition, where `Tmin` is the smallest start
-//!   timestamp still in flight (or the next timestamp). See [`super::engine`] for what the
+//!   timestamp still in flight (or the next timestamp), with up to [`PURGE_TXNS_MAX`] aborted
+//!   transactions and crash ranges below it whose versions the partitions must delete
+//!   ([`StatusOracle::purge_work`]); each partition answers with what it purged, and the oracle
+//!   forgets an entry once every partition did (rule 4). See [`super::engine`] for what the
 //!   partitions do with it.
 
 use super::engine;
@@ -24,7 +27,7 @@ use super::messages::{Batch, Checkpoint, OracleEffects, Outbound, Reply, Request
 use super::oracle::{Input as OracleInput, StatusOracle};
 use super::{OracleConfig, OracleError};
 use crate::machine::{Effects, Input, Machine};
-use crate::message::{Addr, EngineRequest, Envelope, Message, PartitionRequest};
+use crate::message::{Addr, EngineReply, EngineRequest, Envelope, Message, PartitionReply, PartitionRequest};
 use litmus_core::{ClientId, Error, PartitionId, Time};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -43,6 +46,10 @@ pub fn runtime_config() -> OracleConfig {
 
 /// How often the oracle tells the partitions its `Tmin` (garbage collection).
 pub const GC_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Most aborted transactions (and, separately, crash ranges) one GC message asks partitions to
+/// purge.
+pub const PURGE_TXNS_MAX: usize = 256;
 
 /// A request to the oracle; `tag` is echoed in the reply.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,8 +147,10 @@ impl OracleMachine {
         }
         self.last_gc = now;
         let low_water = self.oracle.t_min();
+        let (purge, crashed) = self.oracle.purge_work(low_water, PURGE_TXNS_MAX);
         for p in 0..self.partitions {
-            let body = EngineRequest::Omid(engine::Request::Gc { low_water });
+            let (purge, crashed) = (purge.clone(), crashed.clone());
+            let body = EngineRequest::Omid(engine::Request::Gc { low_water, purge, crashed });
             let msg = Message::PartitionRequest(PartitionRequest { body });
             out.send.push(Envelope { from: Addr::Oracle, to: Addr::Partition(PartitionId(p)), msg });
         }
@@ -173,6 +182,16 @@ impl Machine for OracleMachine {
                 self.emit(out);
                 self.send_gc(now, out);
             }
+            Input::Message(Envelope {
+                msg: Message::PartitionReply(PartitionReply { from, body: EngineReply::Omid(reply) }),
+                ..
+            }) => {
+                let engine::Reply::Purged { start_ts, crashed } = reply else { return };
+                let partitions = self.partitions;
+                let input = OracleInput::Purged { partition: from.0, partitions, start_ts, crashed };
+                self.oracle.step(now, input, &mut self.scratch);
+                self.emit(out);
+            }
             Input::Message(env) => {
                 let Message::OracleRequest(OracleRequest { tag, body }) = env.msg else { return };
                 let client = self.client_of(env.from);
@@ -187,5 +206,9 @@ impl Machine for OracleMachine {
 
     fn snapshot(&self) -> Option<Vec<u8>> {
         self.oracle.checkpoint().map(|c| c.encode())
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }
