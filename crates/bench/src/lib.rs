@@ -200,7 +200,8 @@ pub struct BenchArgs {
 
     /// Run once per value of a parameter (with --compare, every engine at each value), print a
     /// table and draw a figure. PARAM is one of rows, after, cold-rows, read-fraction, clients,
-    /// nodes, partitions, records, read-ratio, txn-size, zipf-theta, base-txns.
+    /// nodes, partitions, records, read-ratio, txn-size, zipf-theta, base-txns, warehouses;
+    /// omid-oracle: clients, outstanding, write-set, duration (Omid Figs. 7-10, 12).
     #[arg(long, value_name = "PARAM=V1,V2,...", value_parser = sweep::parse_sweep)]
     pub sweep: Option<Sweep>,
 
@@ -291,7 +292,7 @@ pub fn full_schema() -> (Catalog, Registry) {
     (catalog, registry)
 }
 
-fn seconds(flag: &str, secs: f64) -> Result<Duration, BenchError> {
+pub(crate) fn seconds(flag: &str, secs: f64) -> Result<Duration, BenchError> {
     Duration::try_from_secs_f64(secs)
         .map_err(|_| BenchError::Config(format!("--{flag} must be a non-negative number of seconds, got {secs}")))
 }
