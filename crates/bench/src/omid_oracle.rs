@@ -90,7 +90,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -368,6 +368,8 @@ pub struct OracleSummary {
     pub piggyback_bytes_mean: f64,
     pub piggyback_bytes_stdev: f64,
     pub slow_piggyback_bytes_mean: f64,
+    /// Timestamp replies the slow clients received in the window (0: their bytes mean is empty).
+    pub slow_begins: u64,
     pub pushes: u64,
     pub pushes_per_sec: f64,
     pub recovery_ms: f64,
@@ -400,6 +402,7 @@ impl OracleSummary {
             piggyback_bytes_mean: r.piggyback_bytes.mean(),
             piggyback_bytes_stdev: r.piggyback_bytes.stdev(),
             slow_piggyback_bytes_mean: r.slow_piggyback_bytes.mean(),
+            slow_begins: r.slow_piggyback_bytes.n,
             pushes: r.pushes,
             pushes_per_sec: r.pushes as f64 / r.measured_secs.max(f64::MIN_POSITIVE),
             recovery_ms: r.recovery.as_secs_f64() * 1e3,
@@ -462,11 +465,16 @@ fn on_off(replication: bool) -> &'static str {
     }
 }
 
-/// Where runs keep their logs: `--data-dir`, or a temporary directory removed at the end.
+/// Where runs keep their logs: `--data-dir`, or a temporary directory removed at the end (one
+/// per invocation: several may run in one process, e.g. tests).
 fn data_root(args: &BenchArgs) -> PathBuf {
+    static INVOCATIONS: AtomicU64 = AtomicU64::new(0);
     match &args.data_dir {
         Some(d) => d.clone(),
-        None => std::env::temp_dir().join(format!("litmus-omid-oracle-{}", std::process::id())),
+        None => {
+            let n = INVOCATIONS.fetch_add(1, Ordering::Relaxed);
+            std::env::temp_dir().join(format!("litmus-omid-oracle-{}-{n}", std::process::id()))
+        }
     }
 }
 
@@ -546,13 +554,14 @@ fn run_sweep(args: &BenchArgs, sweep: &Sweep, modes: &[bool], root: &Path, out: 
     }
     let axis = FigureAxis::of(NAME, sweep.param);
     let mode_names: Vec<&str> = modes.iter().map(|&m| mode_name(m)).collect();
+    let per_run =
+        if sweep.param == SweepParam::Duration { String::new() } else { format!(", {} s per run", args.duration) };
     writeln!(
         out,
-        "{}: sweep {name} over {} values, {}, {} s per run",
+        "{}: sweep {name} over {} values, {}{per_run}",
         axis.full_title(NAME),
         sweep.values.len(),
         mode_names.join(","),
-        args.duration
     )?;
     writeln!(
         out,
@@ -741,9 +750,7 @@ fn run_slow_clients_table(args: &BenchArgs, spec: &RunSpec, root: &Path, out: &m
     writeln!(
         out,
         "Omid Table I: slow clients ({} clients, write set {}, think {think_ms} ms, {} s per run, replication on)",
-        spec.clients,
-        spec.write_set,
-        args.duration
+        spec.clients, spec.write_set, args.duration
     )?;
     writeln!(
         out,
@@ -757,7 +764,7 @@ fn run_slow_clients_table(args: &BenchArgs, spec: &RunSpec, root: &Path, out: &m
         let report = run_one(row, true, &dir).with_context(|| format!("{NAME} Table I row {name}"))?;
         let s = OracleSummary::of(row, &report);
         let slow_bytes =
-            if row.slow_clients > 0 { format!("{:.0}", s.slow_piggyback_bytes_mean) } else { "-".to_string() };
+            if s.slow_begins > 0 { format!("{:.0}", s.slow_piggyback_bytes_mean) } else { "-".to_string() };
         writeln!(
             out,
             "{name:<22} {:>10.0} {:>10.2} {:>10.2} {:>22} {:>12} {:>9.2}",
@@ -773,7 +780,7 @@ fn run_slow_clients_table(args: &BenchArgs, spec: &RunSpec, root: &Path, out: &m
     }
     writeln!(
         out,
-        "commits/s and latency (commit request to reply) are of the normal clients; piggyback: ΔSO bytes per timestamp reply over every client"
+        "commits/s and latency (commit request to reply) are of the normal clients; piggyback: ΔSO bytes per timestamp reply over every client; slow bytes: the slow clients' mean (- when none began in the window)"
     )?;
     if let Some(path) = &args.json {
         write_json(path, &table)?;
