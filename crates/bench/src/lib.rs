@@ -18,6 +18,11 @@
 //!   `salt-position`, `salt-rw`, every operation its own alkaline subtransaction.
 //! * [`ticketing`] — Salt's Fusion Ticket experiment (§8, Figs. 8 and 10): 11 booking
 //!   transactions, the contended `create-order` BASE-ifiable (`--base-txns`), seat invariants.
+//! * [`ycsb_t`] — Omid §V's transactional YCSB (four mixes, 8 rows per transaction on
+//!   average) with a snapshot-isolation check; Fig. 11 is `--compare nocc,omid --sweep clients=...`.
+//! * [`omid_oracle`] — the Omid status oracle alone over TCP loopback (not a [`Workload`]: no
+//!   cluster): commit rate, latency, piggyback size, recovery; its own sweeps and Table I
+//!   (Omid Figs. 7–10, 12).
 //! * [`sweep`] and [`plot`] — `--sweep PARAM=v1,v2,...`: a run per value (and engine), a table,
 //!   a JSON array of points and an SVG figure of throughput against the parameter.
 //! * [`harness`] — the runner: embedded cluster or `--connect` to `litmus server`s, warmup,

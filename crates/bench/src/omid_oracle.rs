@@ -1129,7 +1129,9 @@ fn write_set(rng: &mut ChaCha8Rng, rows: usize) -> Vec<RowId> {
 
 fn record_began(result: &mut ClientResult, delta: &Delta) {
     result.entries.add(delta.entries.len() as f64);
-    let bytes = postcard::to_stdvec(delta).map_or(0, |b| b.len());
+    // Counted, not encoded: the size flavor walks the value without allocating.
+    let size = postcard::ser_flavors::Size::default();
+    let bytes = postcard::serialize_with_flavor::<Delta, _, usize>(delta, size).unwrap_or(0);
     result.bytes.add(bytes as f64);
 }
 

@@ -236,6 +236,9 @@ impl FigureAxis {
             }
         }
         match (SaltMicroKind::from_name(workload), param) {
+            (_, SweepParam::Clients) if workload == "ycsb-t" => {
+                generic("Omid Fig. 11: overhead over the store without transactions", "closed-loop clients")
+            }
             (Some(SaltMicroKind::Contention), SweepParam::Rows) => FigureAxis {
                 title: "Salt Fig. 11: contention ratio",
                 x_label: "contention ratio (5 / rows)",
@@ -303,6 +306,11 @@ pub fn latency_figure_path(figure: &Path) -> PathBuf {
 pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow::Result<()> {
     let engines = crate::engines(args);
     let axis = FigureAxis::of(&args.workload, sweep.param);
+    // The workload as figure titles name it (ycsb-t draws one figure per mix).
+    let label = match args.workload.as_str() {
+        "ycsb-t" => format!("ycsb-t --mix {}", args.ycsb_t.mix),
+        w => w.to_string(),
+    };
     let name = sweep.param.name();
 
     // Every point's flags are checked before the first run: a typo in the last value should not
@@ -329,7 +337,7 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
     writeln!(
         out,
         "{}: sweep {name} over {} values on {}, {} s per run",
-        axis.full_title(&args.workload),
+        axis.full_title(&label),
         sweep.values.len(),
         engine_names.join(","),
         args.duration
@@ -386,13 +394,14 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
         write_json(path, &points)?;
     }
     if let Some(path) = figure_path(args) {
-        crate::plot::plot_sweep(&points, &path, &axis.full_title(&args.workload), axis.x_label)
+        crate::plot::plot_sweep(&points, &path, &axis.full_title(&label), axis.x_label)
             .with_context(|| format!("draw {}", path.display()))?;
         writeln!(out, "figure: {}", path.display())?;
         if sweep.param == SweepParam::Clients {
             // Salt Figs. 7-8: latency against throughput as the load grows.
             let latency = latency_figure_path(&path);
-            let title = format!("Salt Figs. 7-8: latency vs throughput ({})", args.workload);
+            let paper = if args.workload == "ycsb-t" { "Omid Fig. 11" } else { "Salt Figs. 7-8" };
+            let title = format!("{paper}: latency vs throughput ({label})");
             crate::plot::plot_latency_throughput(&points, &latency, &title)
                 .with_context(|| format!("draw {}", latency.display()))?;
             writeln!(out, "figure: {}", latency.display())?;
