@@ -29,17 +29,19 @@ O=(bench omid-oracle --quiet)
 if [ "${MEDIANS:-1}" = 1 ]; then
   {
     for ws in 2 8; do
-      rate=(); p50=(); p99=(); rec=()
+      rate=(); p50=(); p99=(); rec=(); promote=()
       for _ in $(seq 1 "$RUNS"); do
         out=$("$B" "${O[@]}" --write-set "$ws" --duration "$SECS" 2>/dev/null)
         rate+=("$(echo "$out" | awk '/^commits\/s:/ {print $2}')")
         p50+=("$(echo "$out" | awk '/^commit latency us:/ {print $5}')")
         p99+=("$(echo "$out" | awk '/^commit latency us:/ {print $9}')")
         rec+=("$(echo "$out" | awk '/^recovery:/ {print $2}')")
+        promote+=("$(echo "$out" | awk '/^failover to a standby/ {print $(NF-1)}')")
       done
-      printf 'omid-oracle write-set=%s (8 clients x 64 outstanding, %s s): commits/s median %s (runs %s); commit p50 us median %s (%s); p99 us median %s (%s); recovery ms median %s (%s)\n' \
+      printf 'omid-oracle write-set=%s (8 clients x 64 outstanding, %s s): commits/s median %s (runs %s); commit p50 us median %s (%s); p99 us median %s (%s); recovery ms median %s (%s); standby promotion ms median %s (%s)\n' \
         "$ws" "$SECS" "$(printf '%s\n' "${rate[@]}" | median)" "${rate[*]}" "$(printf '%s\n' "${p50[@]}" | median)" "${p50[*]}" \
-        "$(printf '%s\n' "${p99[@]}" | median)" "${p99[*]}" "$(printf '%s\n' "${rec[@]}" | median)" "${rec[*]}"
+        "$(printf '%s\n' "${p99[@]}" | median)" "${p99[*]}" "$(printf '%s\n' "${rec[@]}" | median)" "${rec[*]}" \
+        "$(printf '%s\n' "${promote[@]}" | median)" "${promote[*]}"
     done
     ratios=()
     for _ in $(seq 1 "$RUNS"); do
