@@ -6,7 +6,9 @@
 //! table sizes, or Salt Fig. 11's contention ratio); otherwise linear. Lines follow the engines
 //! in the order they first appear in the points, each point marked with a dot.
 //! [`plot_latency_throughput`] draws a `--sweep clients=...` the way Salt Figs. 7–8 do:
-//! median latency against throughput, a point per client count.
+//! median latency against throughput, a point per client count. Both go through
+//! [`plot_series`], which draws any labelled `(x, y)` lines and is what the Omid oracle's
+//! figures (throughput, latency, piggyback bytes, recovery time) use.
 
 use crate::sweep::{format_number, SweepPoint};
 use anyhow::Context as _;
@@ -216,4 +218,28 @@ where
         .draw()
         .context("draw the legend")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_draw_to_svg_and_bad_points_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.svg");
+        let chart = Chart { title: "t", x_label: "x", y_label: "y", x_scale: XScale::Auto, y_decimals: 0 };
+        let line = |label: &str, points: Vec<(f64, f64)>| Series { label: label.into(), points };
+        let ok = [line("a", vec![(1.0, 2.0), (512.0, 3.0)]), line("b", vec![(2.0, 1.0)])];
+        plot_series(&ok, &path, &chart).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("log scale"), "a 512x span is drawn on a log axis");
+        let from_zero = Chart { x_scale: XScale::FromZero, ..chart };
+        plot_series(&ok, &path, &from_zero).unwrap();
+        assert!(plot_series(&[], &path, &chart).is_err());
+        assert!(plot_series(&[line("a", vec![])], &path, &chart).is_err());
+        assert!(plot_series(&[line("a", vec![(f64::NAN, 1.0)])], &path, &chart).is_err());
+        let many: Vec<Series> = (0..=LINES_MAX).map(|i| line(&i.to_string(), vec![(1.0, 1.0)])).collect();
+        assert!(plot_series(&many, &path, &chart).is_err());
+    }
 }

@@ -505,6 +505,34 @@ mod tests {
     }
 
     #[test]
+    fn omid_sweeps_turn_the_oracle_knobs_and_draw_the_omid_figures() {
+        let oracle = crate::omid_oracle::NAME;
+        for p in [SweepParam::WriteSet, SweepParam::Outstanding, SweepParam::Duration] {
+            assert!(p.applies_to(oracle) && !p.applies_to("ycsb") && !p.applies_to("ycsb-t"), "{}", p.name());
+        }
+        assert!(SweepParam::Clients.applies_to(oracle));
+        assert!(!SweepParam::Nodes.applies_to(oracle) && !SweepParam::Partitions.applies_to(oracle));
+        assert!(!SweepParam::Rows.applies_to(oracle));
+        let mut args = crate::tests::default_args(oracle);
+        SweepParam::WriteSet.apply(&mut args, 512.0);
+        SweepParam::Outstanding.apply(&mut args, 100.0);
+        SweepParam::Duration.apply(&mut args, 2.5);
+        assert_eq!((args.omid_oracle.write_set, args.omid_oracle.outstanding, args.duration), (512, 100, 2.5));
+        assert_eq!(parse_sweep("duration=0.5,1").unwrap().values, vec![0.5, 1.0]);
+        assert!(parse_sweep("write-set=2.5").is_err());
+        for (param, fig) in [
+            (SweepParam::Clients, "Figs. 7-8"),
+            (SweepParam::Outstanding, "Fig. 9"),
+            (SweepParam::WriteSet, "Fig. 10"),
+            (SweepParam::Duration, "Fig. 12"),
+        ] {
+            assert!(FigureAxis::of(oracle, param).title.starts_with(&format!("Omid {fig}")), "{}", param.name());
+        }
+        assert!(FigureAxis::of("ycsb-t", SweepParam::Clients).title.starts_with("Omid Fig. 11"));
+        assert!(!FigureAxis::of("ycsb", SweepParam::Clients).title.contains("Omid"));
+    }
+
+    #[test]
     fn numbers_print_short() {
         assert_eq!(format_number(100.0), "100");
         assert_eq!(format_number(0.05), "0.05");
