@@ -13,12 +13,14 @@
 #   omid-fig12-recovery.svg    Fig. 12: recovery (and standby promotion) time vs log size
 # Usage: scripts/omid-figures.sh [RUNS] [SECONDS]
 #   RUNS × SECONDS for the medians (default 3 × 10); POINT_SECS (default 3) per figure point;
-#   MEDIANS=0 or FIGURES=0 skips a part.
+#   REPEAT (default 3) runs per point of Figs. 9 and 10, the median drawn; MEDIANS=0 or
+#   FIGURES=0 skips a part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-3}
 SECS=${2:-10}
 PT=${POINT_SECS:-3}
+REPEAT=${REPEAT:-3}
 cargo build --release -q -p litmus-cli
 B=target/release/litmus
 OUT=docs/figures
@@ -70,10 +72,10 @@ if [ "${FIGURES:-1}" = 1 ]; then
   "$B" "${O[@]}" "${CMP[@]}" --outstanding 1 --think-ms 50 --sweep clients=1,4,16,64,256,1024 \
     --duration "$PT" --json "$OUT/omid-fig7-8.json" 2>/dev/null
   # Fig. 9: the pipe kept full, the load rising (8 clients × outstanding).
-  "$B" "${O[@]}" "${CMP[@]}" --clients 8 --sweep outstanding=1,2,4,8,16,32,64,128 \
+  "$B" "${O[@]}" "${CMP[@]}" --clients 8 --sweep outstanding=1,2,4,8,16,32,64,128 --repeat "$REPEAT" \
     --duration "$PT" --json "$OUT/omid-fig9.json" 2>/dev/null
   # Fig. 10: saturation throughput per write-set size.
-  "$B" "${O[@]}" --clients 8 --outstanding 64 --sweep write-set=2,4,8,16,32,128,512 \
+  "$B" "${O[@]}" --clients 8 --outstanding 64 --sweep write-set=2,4,8,16,32,128,512 --repeat "$REPEAT" \
     --duration "$PT" --json "$OUT/omid-fig10.json" 2>/dev/null
   # Table I: 1024 clients, 50 ms think; 10% slow (x100) and glacial (x1000) clients.
   "$B" "${O[@]}" --clients 1024 --outstanding 1 --think-ms 50 --table slow-clients \

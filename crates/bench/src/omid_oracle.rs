@@ -40,8 +40,8 @@
 //!
 //! `--sweep PARAM=v1,...` (the harness's parser, axes and JSON, [`crate::sweep`]; figures with
 //! [`crate::plot::plot_series`]) reruns the benchmark per value and per replication setting of
-//! `--compare`, each on a fresh server, prints a table, writes the points ([`OraclePoint`]) to
-//! `--json` and draws:
+//! `--compare`, each on a fresh server (`--repeat N` times, keeping the run with the median
+//! commit rate), prints a table, writes the points ([`OraclePoint`]) to `--json` and draws:
 //!
 //! | sweep | figure (`--plot`, default the `--json` path with `.svg`) | Omid |
 //! | --- | --- | --- |
@@ -100,6 +100,8 @@ pub const NAME: &str = "omid-oracle";
 pub const WRITE_SET_ROWS_MAX: usize = 4096;
 /// Largest `--outstanding`.
 pub const OUTSTANDING_MAX: usize = 4096;
+/// Largest `--repeat`.
+pub const REPEAT_MAX: usize = 99;
 /// Longest `--think-ms` (after `--slow-factor`): an hour.
 pub const THINK_MS_MAX: f64 = 3_600_000.0;
 /// How long to wait for the in-process server to accept connections.
@@ -186,6 +188,10 @@ pub struct OmidOracleOptions {
     /// omid-oracle: print a table of runs instead: slow-clients (Omid Table I; needs --think-ms).
     #[arg(long, value_name = "TABLE")]
     pub table: Option<OracleTable>,
+    /// omid-oracle --sweep: runs per point and replication setting; the point is the run with
+    /// the median commit rate.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub repeat: usize,
 }
 
 /// Count, sum and sum of squares: mean and standard deviation without keeping the samples.
@@ -286,6 +292,9 @@ fn spec_of(args: &BenchArgs) -> anyhow::Result<RunSpec> {
     }
     if args.connect.is_some() {
         return Err(config_error(format!("{NAME} runs its own server; no --connect")));
+    }
+    if !(1..=REPEAT_MAX).contains(&o.repeat) || (o.repeat > 1 && args.sweep.is_none()) {
+        return Err(config_error(format!("--repeat must be in 1..={REPEAT_MAX} and is for --sweep, got {}", o.repeat)));
     }
     Ok(RunSpec {
         write_set: o.write_set,
@@ -554,8 +563,11 @@ fn run_sweep(args: &BenchArgs, sweep: &Sweep, modes: &[bool], root: &Path, out: 
     }
     let axis = FigureAxis::of(NAME, sweep.param);
     let mode_names: Vec<&str> = modes.iter().map(|&m| mode_name(m)).collect();
-    let per_run =
+    let mut per_run =
         if sweep.param == SweepParam::Duration { String::new() } else { format!(", {} s per run", args.duration) };
+    if args.omid_oracle.repeat > 1 {
+        per_run += &format!(", the median of {} runs per point", args.omid_oracle.repeat);
+    }
     writeln!(
         out,
         "{}: sweep {name} over {} values, {}{per_run}",
@@ -577,9 +589,16 @@ fn run_sweep(args: &BenchArgs, sweep: &Sweep, modes: &[bool], root: &Path, out: 
                 i + 1,
                 on_off(replication)
             ));
-            let report = run_one(spec, replication, &dir)
-                .with_context(|| format!("{NAME} {} at {name}={}", mode_name(replication), format_number(*value)))?;
-            let s = OracleSummary::of(spec, &report);
+            let mut runs = Vec::with_capacity(args.omid_oracle.repeat);
+            for k in 0..args.omid_oracle.repeat {
+                let report = run_one(spec, replication, &dir.join(format!("repeat{}", k + 1))).with_context(|| {
+                    format!("{NAME} {} at {name}={}", mode_name(replication), format_number(*value))
+                })?;
+                runs.push(OracleSummary::of(spec, &report));
+            }
+            // The median run by commit rate (the lower middle one for an even count).
+            runs.sort_by(|a, b| a.commits_per_sec.total_cmp(&b.commits_per_sec));
+            let s = runs.swap_remove((runs.len() - 1) / 2);
             writeln!(
                 out,
                 "{:>11}  {:<16} {:>10.0} {:>9} {:>9} {:>10.1} {:>10.1} {:>12.1} {:>10.2}",

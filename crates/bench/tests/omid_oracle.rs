@@ -57,6 +57,8 @@ fn bad_flags_are_typed_config_errors_and_run_nothing() {
         &["--sweep", "clients=1,2", "--think-ms", "1"],
         &["--compare", "nocc,omid"],
         &["--connect", "127.0.0.1:1"],
+        &["--repeat", "3"], // for --sweep only
+        &["--repeat", "0", "--sweep", "write-set=2"],
     ];
     for argv in cases {
         let err = run(argv).expect_err(&format!("{argv:?} should be refused"));
@@ -160,6 +162,8 @@ fn load_and_duration_sweeps_draw_figs_9_and_12() {
         "1",
         "--sweep",
         "outstanding=1,8",
+        "--repeat",
+        "2",
         "--duration",
         "0.2",
         "--json",
