@@ -197,7 +197,7 @@ pub struct LatencySummary {
 }
 
 impl LatencySummary {
-    fn of(h: &Histogram<u64>) -> LatencySummary {
+    pub(crate) fn of(h: &Histogram<u64>) -> LatencySummary {
         LatencySummary {
             count: h.len(),
             mean_us: h.mean(),
