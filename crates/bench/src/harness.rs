@@ -26,7 +26,9 @@
 //! **Retries.** An attempt failing with a retryable error ([`Error::is_retryable`]: a
 //! concurrency-control abort, or an unavailable node that certainly did not run it) is retried
 //! with jittered exponential backoff ([`BACKOFF_BASE_US`] doubling up to [`BACKOFF_MAX_US`]),
-//! at most [`RETRIES_MAX`] times, then given up. A user abort or another error ends the
+//! at most [`RETRIES_MAX`] times, then given up. Each retry tells the server how long the
+//! transaction has been retrying ([`Client::call_retry`]), so it keeps its first attempt's
+//! wait-die age and is not starved by newer transactions. A user abort or another error ends the
 //! transaction at once. A rejection as invalid input ([`Error::Invalid`]) stops the whole run:
 //! the same request would be rejected forever (for example the servers lack the procedures).
 //!
@@ -195,7 +197,7 @@ pub struct LatencySummary {
 }
 
 impl LatencySummary {
-    fn of(h: &Histogram<u64>) -> LatencySummary {
+    pub(crate) fn of(h: &Histogram<u64>) -> LatencySummary {
         LatencySummary {
             count: h.len(),
             mean_us: h.mean(),
@@ -607,7 +609,7 @@ fn client_loop(
         let mut outcome = Outcomes::default();
         let mut attempt = 0;
         let end = loop {
-            match client.call(req.procedure, req.args.clone()) {
+            match client.call_retry(req.procedure, req.args.clone(), started.elapsed()) {
                 Ok(_) => break Final::Committed,
                 Err(e) if e.is_retryable() => {
                     outcome.aborts += 1;

@@ -18,6 +18,11 @@
 //!   `salt-position`, `salt-rw`, every operation its own alkaline subtransaction.
 //! * [`ticketing`] — Salt's Fusion Ticket experiment (§8, Figs. 8 and 10): 11 booking
 //!   transactions, the contended `create-order` BASE-ifiable (`--base-txns`), seat invariants.
+//! * [`ycsb_t`] — Omid §V's transactional YCSB (four mixes, 8 rows per transaction on
+//!   average) with a snapshot-isolation check; Fig. 11 is `--compare nocc,omid --sweep clients=...`.
+//! * [`omid_oracle`] — the Omid status oracle alone over TCP loopback (not a [`Workload`]: no
+//!   cluster): commit rate, latency, piggyback size, recovery; its own sweeps and Table I
+//!   (Omid Figs. 7–10, 12).
 //! * [`sweep`] and [`plot`] — `--sweep PARAM=v1,v2,...`: a run per value (and engine), a table,
 //!   a JSON array of points and an SVG figure of throughput against the parameter.
 //! * [`harness`] — the runner: embedded cluster or `--connect` to `litmus server`s, warmup,
@@ -200,7 +205,8 @@ pub struct BenchArgs {
 
     /// Run once per value of a parameter (with --compare, every engine at each value), print a
     /// table and draw a figure. PARAM is one of rows, after, cold-rows, read-fraction, clients,
-    /// nodes, partitions, records, read-ratio, txn-size, zipf-theta, base-txns.
+    /// nodes, partitions, records, read-ratio, txn-size, zipf-theta, base-txns, warehouses;
+    /// omid-oracle: clients, outstanding, write-set, duration (Omid Figs. 7-10, 12).
     #[arg(long, value_name = "PARAM=V1,V2,...", value_parser = sweep::parse_sweep)]
     pub sweep: Option<Sweep>,
 
@@ -291,7 +297,7 @@ pub fn full_schema() -> (Catalog, Registry) {
     (catalog, registry)
 }
 
-fn seconds(flag: &str, secs: f64) -> Result<Duration, BenchError> {
+pub(crate) fn seconds(flag: &str, secs: f64) -> Result<Duration, BenchError> {
     Duration::try_from_secs_f64(secs)
         .map_err(|_| BenchError::Config(format!("--{flag} must be a non-negative number of seconds, got {secs}")))
 }

@@ -1,4 +1,4 @@
-//! # `omid-oracle`: the status oracle alone, over the TCP runtime (Omid §V, Figs. 9, 10, 12)
+//! # `omid-oracle`: the status oracle alone, over the TCP runtime (Omid §V, Figs. 7–10, 12, Table I)
 //!
 //! Omid's micro-benchmarks measure the status oracle in isolation from the data store: clients
 //! send nothing but timestamp requests and commit requests. This benchmark does the same against
@@ -8,33 +8,69 @@
 //!
 //! ```text
 //!   client thread ×--clients ──TCP──► node 0: Addr::Oracle (StatusOracle + WAL)
-//!     keeps --outstanding transactions in flight, each: Begin ─► Began{Ts, ΔSO} ─► Commit(Ts, W)
+//!     one socket = one oracle session; keeps --outstanding transactions in flight, each:
+//!     Begin ─► Began{Ts, ΔSO} ─► [think --think-ms] ─► Commit(Ts, W) ─► Committed | Aborted
 //! ```
 //!
 //! * `W` is `--write-set` random row ids (no two commits conflict in practice: 64-bit ids).
-//! * **Replication** (Fig. 9): with `replication-on` each client connects with `Connect` and
+//! * **Replication** (Figs. 7, 9): with `replication-on` each client connects with `Connect` and
 //!   keeps a [`ClientReplica`], applying the ΔSO piggybacked on every `Began`; with
 //!   `replication-off` it connects with `ConnectUnreplicated`: the oracle piggybacks nothing (the
 //!   paper's plain SO; such a client would ask `InSnapshot` for every version it reads).
 //!   `--compare replication-off,replication-on` runs both, each on a fresh server, and ends with
 //!   `ratio replication-on/replication-off = X` (commit throughput).
+//! * **Think time** (Figs. 7–8, Table I): `--think-ms T` makes each client "execute" every
+//!   transaction for `T` ms between its start timestamp and its commit request (the paper's
+//!   simulated 50 ms), fixed or exponential (`--think-dist exp`); such a client runs one
+//!   transaction at a time (`--outstanding 1`, as in the paper) and starts at a random offset in
+//!   `[0, T)` so the clients do not beat in step. `--slow-fraction F --slow-factor X` makes the
+//!   first `F·clients` clients think `X` times longer: their ΔSO grows with the time since
+//!   their previous timestamp request. While a client thinks it still answers the oracle's
+//!   pushes to silent clients (§IV), which are counted.
 //! * Reported: commits per second over the measured window, aborts, commit latency percentiles
-//!   (commit request to reply), begin-to-commit latency, mean ΔSO entries per `Began` (Fig. 8's
-//!   piggyback size), and the **recovery time** (Fig. 12): after the run the oracle's log
+//!   (commit request to reply), begin-to-commit latency, the **piggyback**: ΔSO entries and
+//!   encoded bytes (postcard, as on the wire) per `Began`, mean and standard deviation (Fig. 8,
+//!   Table I), pushes, and the **recovery time** (Fig. 12): after the run the oracle's log
 //!   directory is copied and a fresh oracle is recovered from it (checkpoint + tail replay +
 //!   crash range), timed; and the failover time of a hot standby ([`Standby`]) that had tailed
-//!   the same log (its promotion only).
+//!   the same log (its promotion only). The in-process server cannot be killed (`serve` has no
+//!   shutdown), so the crash is of a copy: the recovery reads exactly what a restarted node would.
+//!
+//! ## The paper's figures
+//!
+//! `--sweep PARAM=v1,...` (the harness's parser, axes and JSON, [`crate::sweep`]; figures with
+//! [`crate::plot::plot_series`]) reruns the benchmark per value and per replication setting of
+//! `--compare`, each on a fresh server (`--repeat N` times, keeping the run with the median
+//! commit rate), prints a table, writes the points ([`OraclePoint`]) to `--json` and draws:
+//!
+//! | sweep | figure (`--plot`, default the `--json` path with `.svg`) | Omid |
+//! | --- | --- | --- |
+//! | `clients` (with `--think-ms`) | commits/s vs clients; `-latency.svg`: commit latency vs commits/s; `-piggyback.svg`: bytes per `Began` vs clients | Figs. 7, 8 |
+//! | `outstanding` | commits/s vs load; `-latency.svg` | Fig. 9 |
+//! | `write-set` | saturation commits/s vs rows per write set; `-latency.svg` | Fig. 10 |
+//! | `duration` | commits/s; `-recovery.svg`: recovery and standby promotion (ms) vs log size (MB) | Fig. 12 |
+//!
+//! `--table slow-clients` prints Table I: four runs with the same clients and `--think-ms T` —
+//! every client `T` fixed; exponential with mean `T`; 10% of the clients 100× slower; 10% 1000×
+//! slower — with the commit rate and latency of the normal clients, the piggyback bytes (mean,
+//! stdev; and the slow clients' mean) and pushes per second.
 //!
 //! ```text
 //!   litmus bench omid-oracle --write-set 8 --duration 10
 //!   litmus bench omid-oracle --compare replication-off,replication-on --duration 10
+//!   litmus bench omid-oracle --compare replication-off,replication-on --sweep outstanding=1,4,16,64 --json fig9.json
+//!   litmus bench omid-oracle --outstanding 1 --think-ms 50 --sweep clients=1,4,16,64,256,1024 --json fig7.json
+//!   litmus bench omid-oracle --outstanding 1 --think-ms 10 --clients 256 --table slow-clients --json table1.json
 //! ```
 
+use crate::harness::{BenchError, LatencySummary, CLIENTS_MAX};
+use crate::plot::{plot_series, Chart, Series, XScale};
+use crate::sweep::{figure_path, format_number, latency_figure_path, write_json, FigureAxis, Sweep, SweepParam};
 use crate::{BenchArgs, CompareList};
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use litmus_core::{Catalog, Timestamp};
-use litmus_engine::engines::omid::messages::{Batch, Checkpoint, Reply, Request};
+use litmus_engine::engines::omid::messages::{Batch, Checkpoint, Delta, Reply, Request};
 use litmus_engine::engines::omid::node::{self, OracleMachine, OracleReply, OracleRequest};
 use litmus_engine::engines::omid::oracle::Standby;
 use litmus_engine::engines::omid::replica::ClientReplica;
@@ -46,11 +82,15 @@ use litmus_runtime::tcp::{serve, NodeConfig};
 use litmus_storage::disk::DiskLog;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Exp};
+use serde::Serialize;
 use std::collections::HashMap;
-use std::io::{BufReader, Write};
+use std::fmt;
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -60,9 +100,68 @@ pub const NAME: &str = "omid-oracle";
 pub const WRITE_SET_ROWS_MAX: usize = 4096;
 /// Largest `--outstanding`.
 pub const OUTSTANDING_MAX: usize = 4096;
+/// Largest `--repeat`.
+pub const REPEAT_MAX: usize = 99;
+/// Longest `--think-ms` (after `--slow-factor`): an hour.
+pub const THINK_MS_MAX: f64 = 3_600_000.0;
 /// How long to wait for the in-process server to accept connections.
 const SERVER_START_TIMEOUT: Duration = Duration::from_secs(10);
 const LATENCY_US_MAX: u64 = 60_000_000;
+/// Longest sleep of a thinking client between checks for pushes and the end of the run.
+const THINK_SLICE: Duration = Duration::from_millis(50);
+/// Stack of a client thread (1024 of them for Fig. 7).
+const CLIENT_STACK_BYTES: usize = 256 * 1024;
+/// Table I: the share of slow clients and how much slower they are (the paper's 10², 10³).
+pub const TABLE_SLOW_FRACTION: f64 = 0.1;
+pub const TABLE_SLOW_FACTOR: f64 = 100.0;
+pub const TABLE_GLACIAL_FACTOR: f64 = 1000.0;
+
+/// How a client's think time is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ThinkDist {
+    /// Exactly `--think-ms`.
+    Fixed,
+    /// Exponential with mean `--think-ms` (Table I row 2: Poisson arrivals at the oracle).
+    Exp,
+}
+
+impl FromStr for ThinkDist {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ThinkDist, String> {
+        match s {
+            "fixed" => Ok(ThinkDist::Fixed),
+            "exp" => Ok(ThinkDist::Exp),
+            _ => Err(format!("unknown think-time distribution {s:?} (known: fixed, exp)")),
+        }
+    }
+}
+
+impl fmt::Display for ThinkDist {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ThinkDist::Fixed => "fixed",
+            ThinkDist::Exp => "exp",
+        })
+    }
+}
+
+/// Tables `--table` prints instead of a single run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OracleTable {
+    /// Omid Table I.
+    SlowClients,
+}
+
+impl FromStr for OracleTable {
+    type Err = String;
+    fn from_str(s: &str) -> Result<OracleTable, String> {
+        match s {
+            "slow-clients" => Ok(OracleTable::SlowClients),
+            _ => Err(format!("unknown table {s:?} (known: slow-clients)")),
+        }
+    }
+}
 
 /// The `omid-oracle` flags.
 #[derive(clap::Args, Clone, Debug, PartialEq)]
@@ -73,6 +172,154 @@ pub struct OmidOracleOptions {
     /// omid-oracle: transactions each client keeps in flight.
     #[arg(long, default_value_t = 64)]
     pub outstanding: usize,
+    /// omid-oracle: ms each transaction "executes" between its start timestamp and its commit
+    /// request (Omid §V: 50); needs --outstanding 1.
+    #[arg(long = "think-ms", value_name = "MS", default_value_t = 0.0)]
+    pub think_ms: f64,
+    /// omid-oracle: think time fixed, or exponential with mean --think-ms (exp).
+    #[arg(long = "think-dist", value_name = "DIST", default_value = "fixed")]
+    pub think_dist: ThinkDist,
+    /// omid-oracle: share of the clients that think --slow-factor times longer (0..=1).
+    #[arg(long = "slow-fraction", value_name = "F", default_value_t = 0.0)]
+    pub slow_fraction: f64,
+    /// omid-oracle: how many times longer slow clients think.
+    #[arg(long = "slow-factor", value_name = "X", default_value_t = TABLE_SLOW_FACTOR)]
+    pub slow_factor: f64,
+    /// omid-oracle: print a table of runs instead: slow-clients (Omid Table I; needs --think-ms).
+    #[arg(long, value_name = "TABLE")]
+    pub table: Option<OracleTable>,
+    /// omid-oracle --sweep: runs per point and replication setting; the point is the run with
+    /// the median commit rate.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub repeat: usize,
+}
+
+/// Count, sum and sum of squares: mean and standard deviation without keeping the samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Moments {
+    pub n: u64,
+    pub sum: f64,
+    pub sum_sq: f64,
+}
+
+impl Moments {
+    pub fn add(&mut self, x: f64) {
+        self.n += 1;
+        self.sum += x;
+        self.sum_sq += x * x;
+    }
+    pub fn merge(&mut self, other: &Moments) {
+        self.n += other.n;
+        self.sum += other.sum;
+        self.sum_sq += other.sum_sq;
+    }
+    /// 0 without samples.
+    pub fn mean(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.sum / self.n as f64
+        }
+    }
+    /// Population standard deviation; 0 without samples.
+    pub fn stdev(&self) -> f64 {
+        if self.n == 0 {
+            return 0.0;
+        }
+        let mean = self.mean();
+        (self.sum_sq / self.n as f64 - mean * mean).max(0.0).sqrt()
+    }
+}
+
+/// What one run does: the flags, checked.
+#[derive(Clone, Debug, PartialEq)]
+struct RunSpec {
+    write_set: usize,
+    outstanding: usize,
+    clients: usize,
+    think: Duration,
+    think_dist: ThinkDist,
+    slow_clients: usize,
+    slow_factor: f64,
+    warmup: Duration,
+    duration: Duration,
+    seed: u64,
+    fsync: litmus_storage::wal::FsyncPolicy,
+}
+
+fn config_error(m: String) -> anyhow::Error {
+    BenchError::Config(m).into()
+}
+
+/// Checks the flags of one run; every failure is a typed [`BenchError::Config`].
+fn spec_of(args: &BenchArgs) -> anyhow::Result<RunSpec> {
+    let o = &args.omid_oracle;
+    if !(1..=WRITE_SET_ROWS_MAX).contains(&o.write_set) {
+        return Err(config_error(format!("--write-set must be in 1..={WRITE_SET_ROWS_MAX}, got {}", o.write_set)));
+    }
+    if !(1..=OUTSTANDING_MAX).contains(&o.outstanding) {
+        return Err(config_error(format!("--outstanding must be in 1..={OUTSTANDING_MAX}, got {}", o.outstanding)));
+    }
+    if !(1..=CLIENTS_MAX).contains(&args.clients) {
+        return Err(config_error(format!("--clients must be in 1..={CLIENTS_MAX}, got {}", args.clients)));
+    }
+    let duration = crate::seconds("duration", args.duration)?;
+    if duration.is_zero() {
+        return Err(config_error("--duration must be positive".into()));
+    }
+    let warmup = crate::seconds("warmup", args.warmup)?;
+    if !(0.0..=1.0).contains(&o.slow_fraction) {
+        return Err(config_error(format!("--slow-fraction must be in 0..=1, got {}", o.slow_fraction)));
+    }
+    if !(o.slow_factor.is_finite() && o.slow_factor >= 1.0) {
+        return Err(config_error(format!("--slow-factor must be a number >= 1, got {}", o.slow_factor)));
+    }
+    let slowest = o.think_ms * if o.slow_fraction > 0.0 { o.slow_factor } else { 1.0 };
+    if !(o.think_ms.is_finite() && o.think_ms >= 0.0 && slowest <= THINK_MS_MAX) {
+        return Err(config_error(format!(
+            "--think-ms (times --slow-factor for slow clients) must be in 0..={THINK_MS_MAX}, got {}",
+            o.think_ms
+        )));
+    }
+    if o.think_ms > 0.0 && o.outstanding != 1 {
+        return Err(config_error(format!(
+            "--think-ms needs --outstanding 1 (a client that thinks runs one transaction at a time, as in Omid §V), got --outstanding {}",
+            o.outstanding
+        )));
+    }
+    if o.think_ms == 0.0 && (o.slow_fraction > 0.0 || o.think_dist != ThinkDist::Fixed) {
+        return Err(config_error("--slow-fraction and --think-dist need --think-ms".into()));
+    }
+    if args.connect.is_some() {
+        return Err(config_error(format!("{NAME} runs its own server; no --connect")));
+    }
+    if !(1..=REPEAT_MAX).contains(&o.repeat) || (o.repeat > 1 && args.sweep.is_none()) {
+        return Err(config_error(format!("--repeat must be in 1..={REPEAT_MAX} and is for --sweep, got {}", o.repeat)));
+    }
+    Ok(RunSpec {
+        write_set: o.write_set,
+        outstanding: o.outstanding,
+        clients: args.clients,
+        think: Duration::from_secs_f64(o.think_ms / 1e3),
+        think_dist: o.think_dist,
+        slow_clients: (args.clients as f64 * o.slow_fraction).round() as usize,
+        slow_factor: o.slow_factor,
+        warmup,
+        duration,
+        seed: args.seed,
+        fsync: args.fsync,
+    })
+}
+
+/// The replication settings to run: `--compare`'s, or on.
+fn modes_of(args: &BenchArgs) -> anyhow::Result<Vec<bool>> {
+    match &args.compare {
+        None => Ok(vec![true]),
+        Some(CompareList::Replication(modes)) => Ok(modes.clone()),
+        Some(CompareList::Engines(_)) => {
+            Err(config_error(format!("{NAME} compares replication-off,replication-on, not engines")))
+        }
+    }
 }
 
 /// One run's results.
@@ -84,18 +331,125 @@ pub struct OracleReport {
     pub aborts: u64,
     pub commit_latency: Histogram<u64>,
     pub txn_latency: Histogram<u64>,
+    /// Commits per second and commit latency of the clients that are not slow.
+    pub normal_commits_per_sec: f64,
+    pub normal_commit_latency: Histogram<u64>,
     pub delta_entries_per_begin: f64,
+    /// ΔSO entries per `Began`.
+    pub piggyback_entries: Moments,
+    /// Encoded ΔSO bytes per `Began`, over every client and over the slow ones.
+    pub piggyback_bytes: Moments,
+    pub slow_piggyback_bytes: Moments,
+    /// Pushes to silent clients (§IV) in the measured window.
+    pub pushes: u64,
+    pub measured_secs: f64,
     pub recovery: Duration,
     /// Failover to a standby that had tailed the whole log: its promotion alone.
     pub standby_promote: Duration,
     pub log_bytes: u64,
 }
 
+/// [`OracleReport`] as written to `--json`: settings and headline numbers.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OracleSummary {
+    /// `replication-on` or `replication-off`.
+    pub mode: String,
+    pub write_set: usize,
+    pub clients: usize,
+    pub outstanding: usize,
+    pub think_ms: f64,
+    pub think_dist: ThinkDist,
+    pub slow_clients: usize,
+    pub slow_factor: f64,
+    pub fsync: String,
+    pub measured_secs: f64,
+    pub commits_per_sec: f64,
+    pub commits: u64,
+    pub aborts: u64,
+    pub normal_commits_per_sec: f64,
+    /// Commit request to reply, µs.
+    pub commit_latency: LatencySummary,
+    /// Begin request to commit reply, µs.
+    pub txn_latency: LatencySummary,
+    pub normal_commit_latency: LatencySummary,
+    pub piggyback_entries_mean: f64,
+    pub piggyback_entries_stdev: f64,
+    pub piggyback_bytes_mean: f64,
+    pub piggyback_bytes_stdev: f64,
+    pub slow_piggyback_bytes_mean: f64,
+    /// Timestamp replies the slow clients received in the window (0: their bytes mean is empty).
+    pub slow_begins: u64,
+    pub pushes: u64,
+    pub pushes_per_sec: f64,
+    pub recovery_ms: f64,
+    pub standby_promote_ms: f64,
+    pub log_bytes: u64,
+}
+
+impl OracleSummary {
+    fn of(spec: &RunSpec, r: &OracleReport) -> OracleSummary {
+        OracleSummary {
+            mode: mode_name(r.replication).into(),
+            write_set: spec.write_set,
+            clients: spec.clients,
+            outstanding: spec.outstanding,
+            think_ms: spec.think.as_secs_f64() * 1e3,
+            think_dist: spec.think_dist,
+            slow_clients: spec.slow_clients,
+            slow_factor: spec.slow_factor,
+            fsync: spec.fsync.to_string(),
+            measured_secs: r.measured_secs,
+            commits_per_sec: r.commits_per_sec,
+            commits: r.commits,
+            aborts: r.aborts,
+            normal_commits_per_sec: r.normal_commits_per_sec,
+            commit_latency: LatencySummary::of(&r.commit_latency),
+            txn_latency: LatencySummary::of(&r.txn_latency),
+            normal_commit_latency: LatencySummary::of(&r.normal_commit_latency),
+            piggyback_entries_mean: r.piggyback_entries.mean(),
+            piggyback_entries_stdev: r.piggyback_entries.stdev(),
+            piggyback_bytes_mean: r.piggyback_bytes.mean(),
+            piggyback_bytes_stdev: r.piggyback_bytes.stdev(),
+            slow_piggyback_bytes_mean: r.slow_piggyback_bytes.mean(),
+            slow_begins: r.slow_piggyback_bytes.n,
+            pushes: r.pushes,
+            pushes_per_sec: r.pushes as f64 / r.measured_secs.max(f64::MIN_POSITIVE),
+            recovery_ms: r.recovery.as_secs_f64() * 1e3,
+            standby_promote_ms: r.standby_promote.as_secs_f64() * 1e3,
+            log_bytes: r.log_bytes,
+        }
+    }
+}
+
+/// The JSON of a single run or a `--compare`.
+#[derive(Serialize)]
+struct OracleRuns<'a> {
+    runs: &'a [OracleSummary],
+    /// `"replication-on/replication-off"`: the second over the first (none for one run).
+    ratio_of: Option<String>,
+    ratio: Option<f64>,
+}
+
+/// One run of an `omid-oracle` sweep.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OraclePoint {
+    pub param: SweepParam,
+    pub value: f64,
+    pub x: f64,
+    /// `replication-on` or `replication-off`.
+    pub mode: String,
+    /// Position of the setting in `--compare` (0 without it): one line per position.
+    pub mode_index: usize,
+    pub summary: OracleSummary,
+}
+
 struct ClientResult {
+    slow: bool,
     commits: u64,
     aborts: u64,
-    begins: u64,
-    delta_entries: u64,
+    pushes: u64,
+    entries: Moments,
+    bytes: Moments,
     commit_latency: Histogram<u64>,
     txn_latency: Histogram<u64>,
 }
@@ -104,54 +458,12 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, LATENCY_US_MAX, 3).expect("constant bounds")
 }
 
-/// `litmus bench omid-oracle`.
-pub fn run(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let o = &args.omid_oracle;
-    anyhow::ensure!((1..=WRITE_SET_ROWS_MAX).contains(&o.write_set), "--write-set must be in 1..={WRITE_SET_ROWS_MAX}");
-    anyhow::ensure!((1..=OUTSTANDING_MAX).contains(&o.outstanding), "--outstanding must be in 1..={OUTSTANDING_MAX}");
-    anyhow::ensure!(args.clients >= 1, "--clients must be at least 1");
-    anyhow::ensure!(
-        args.connect.is_none() && args.sweep.is_none(),
-        "{NAME} runs its own server; no --connect or --sweep"
-    );
-    let modes = match &args.compare {
-        None => vec![true],
-        Some(CompareList::Replication(modes)) => modes.clone(),
-        Some(CompareList::Engines(_)) => {
-            anyhow::bail!("{NAME} compares replication-off,replication-on, not engines")
-        }
-    };
-    let root = match &args.data_dir {
-        Some(d) => d.clone(),
-        None => std::env::temp_dir().join(format!("litmus-omid-oracle-{}", std::process::id())),
-    };
-    let mut reports = Vec::new();
-    for (i, &replication) in modes.iter().enumerate() {
-        let dir = root.join(format!("run{}-replication-{}", i + 1, on_off(replication)));
-        let report = run_one(args, replication, &dir).with_context(|| format!("{NAME} run {}", i + 1))?;
-        if i > 0 {
-            writeln!(out)?;
-        }
-        print_report(out, args, &report)?;
-        reports.push(report);
+fn mode_name(replication: bool) -> &'static str {
+    if replication {
+        "replication-on"
+    } else {
+        "replication-off"
     }
-    if args.data_dir.is_none() {
-        let _ = std::fs::remove_dir_all(&root);
-    }
-    if let [first, second, rest @ ..] = &reports[..] {
-        writeln!(out)?;
-        for later in rest.iter().chain([second]) {
-            let ratio = later.commits_per_sec / first.commits_per_sec.max(f64::MIN_POSITIVE);
-            writeln!(
-                out,
-                "ratio replication-{}/replication-{} = {ratio:.3}",
-                on_off(later.replication),
-                on_off(first.replication)
-            )?;
-        }
-    }
-    out.flush()?;
-    Ok(())
 }
 
 fn on_off(replication: bool) -> &'static str {
@@ -162,13 +474,348 @@ fn on_off(replication: bool) -> &'static str {
     }
 }
 
+/// Where runs keep their logs: `--data-dir`, or a temporary directory removed at the end (one
+/// per invocation: several may run in one process, e.g. tests).
+fn data_root(args: &BenchArgs) -> PathBuf {
+    static INVOCATIONS: AtomicU64 = AtomicU64::new(0);
+    match &args.data_dir {
+        Some(d) => d.clone(),
+        None => {
+            let n = INVOCATIONS.fetch_add(1, Ordering::Relaxed);
+            std::env::temp_dir().join(format!("litmus-omid-oracle-{}-{n}", std::process::id()))
+        }
+    }
+}
+
+/// `litmus bench omid-oracle`.
+pub fn run(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let spec = spec_of(args)?;
+    let modes = modes_of(args)?;
+    if args.omid_oracle.table.is_some() && args.sweep.is_some() {
+        return Err(config_error("--table and --sweep are separate experiments; pick one".into()));
+    }
+    let root = data_root(args);
+    let result = match (&args.omid_oracle.table, &args.sweep) {
+        (Some(OracleTable::SlowClients), _) => run_slow_clients_table(args, &spec, &root, out),
+        (None, Some(sweep)) => run_sweep(args, sweep, &modes, &root, out),
+        (None, None) => run_modes(args, &spec, &modes, &root, out),
+    };
+    if args.data_dir.is_none() {
+        let _ = std::fs::remove_dir_all(&root);
+    }
+    result
+}
+
+/// One run per replication setting, printed; the last line is the ratio of the second over the
+/// first.
+fn run_modes(args: &BenchArgs, spec: &RunSpec, modes: &[bool], root: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+    let mut reports = Vec::new();
+    for (i, &replication) in modes.iter().enumerate() {
+        let dir = root.join(format!("run{}-replication-{}", i + 1, on_off(replication)));
+        let report = run_one(spec, replication, &dir).with_context(|| format!("{NAME} run {}", i + 1))?;
+        if i > 0 {
+            writeln!(out)?;
+        }
+        print_report(out, spec, &report)?;
+        reports.push(report);
+    }
+    let ratio = |a: &OracleReport, b: &OracleReport| b.commits_per_sec / a.commits_per_sec.max(f64::MIN_POSITIVE);
+    if let [first, second, rest @ ..] = &reports[..] {
+        writeln!(out)?;
+        for later in rest.iter().chain([second]) {
+            writeln!(
+                out,
+                "ratio replication-{}/replication-{} = {:.3}",
+                on_off(later.replication),
+                on_off(first.replication),
+                ratio(first, later)
+            )?;
+        }
+    }
+    out.flush()?;
+    if let Some(path) = &args.json {
+        let runs: Vec<OracleSummary> = reports.iter().map(|r| OracleSummary::of(spec, r)).collect();
+        let (ratio_of, ratio) = match &reports[..] {
+            [a, b, ..] => {
+                (Some(format!("{}/{}", mode_name(b.replication), mode_name(a.replication))), Some(ratio(a, b)))
+            }
+            _ => (None, None),
+        };
+        write_json(path, &OracleRuns { runs: &runs, ratio_of, ratio })?;
+    }
+    Ok(())
+}
+
+/// `--sweep`: every value × every replication setting, a table row each, then the JSON and the
+/// figures of the module doc's table.
+fn run_sweep(args: &BenchArgs, sweep: &Sweep, modes: &[bool], root: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+    let name = sweep.param.name();
+    if !sweep.param.applies_to(NAME) {
+        return Err(config_error(format!("--sweep {name}: {NAME} does not use --{name}")));
+    }
+    // Every point's flags are checked before the first run.
+    let mut plans = Vec::with_capacity(sweep.values.len());
+    for &value in &sweep.values {
+        let mut point = args.clone();
+        sweep.param.apply(&mut point, value);
+        let spec = spec_of(&point).with_context(|| format!("--sweep {name}={}", format_number(value)))?;
+        plans.push((value, spec));
+    }
+    let axis = FigureAxis::of(NAME, sweep.param);
+    let mode_names: Vec<&str> = modes.iter().map(|&m| mode_name(m)).collect();
+    let mut per_run =
+        if sweep.param == SweepParam::Duration { String::new() } else { format!(", {} s per run", args.duration) };
+    if args.omid_oracle.repeat > 1 {
+        per_run += &format!(", the median of {} runs per point", args.omid_oracle.repeat);
+    }
+    writeln!(
+        out,
+        "{}: sweep {name} over {} values, {}{per_run}",
+        axis.full_title(NAME),
+        sweep.values.len(),
+        mode_names.join(","),
+    )?;
+    writeln!(
+        out,
+        "{name:>11}  {:<16} {:>10} {:>9} {:>9} {:>10} {:>10} {:>12} {:>10}",
+        "replication", "commits/s", "p50_us", "p99_us", "pb_entries", "pb_bytes", "recovery_ms", "log_MB"
+    )?;
+    out.flush()?;
+    let mut points: Vec<OraclePoint> = Vec::new();
+    for (j, (value, spec)) in plans.iter().enumerate() {
+        for (i, &replication) in modes.iter().enumerate() {
+            let dir = root.join(format!("point{}-{name}={}", j + 1, format_number(*value))).join(format!(
+                "run{}-replication-{}",
+                i + 1,
+                on_off(replication)
+            ));
+            let mut runs = Vec::with_capacity(args.omid_oracle.repeat);
+            for k in 0..args.omid_oracle.repeat {
+                let report = run_one(spec, replication, &dir.join(format!("repeat{}", k + 1))).with_context(|| {
+                    format!("{NAME} {} at {name}={}", mode_name(replication), format_number(*value))
+                })?;
+                runs.push(OracleSummary::of(spec, &report));
+            }
+            // The median run by commit rate (the lower middle one for an even count).
+            runs.sort_by(|a, b| a.commits_per_sec.total_cmp(&b.commits_per_sec));
+            let s = runs.swap_remove((runs.len() - 1) / 2);
+            writeln!(
+                out,
+                "{:>11}  {:<16} {:>10.0} {:>9} {:>9} {:>10.1} {:>10.1} {:>12.1} {:>10.2}",
+                format_number(*value),
+                s.mode,
+                s.commits_per_sec,
+                s.commit_latency.p50_us,
+                s.commit_latency.p99_us,
+                s.piggyback_entries_mean,
+                s.piggyback_bytes_mean,
+                s.recovery_ms,
+                s.log_bytes as f64 / 1e6
+            )?;
+            out.flush()?;
+            points.push(OraclePoint {
+                param: sweep.param,
+                value: *value,
+                x: axis.x(*value),
+                mode: s.mode.clone(),
+                mode_index: i,
+                summary: s,
+            });
+        }
+    }
+    if let Some(path) = &args.json {
+        write_json(path, &points)?;
+    }
+    if let Some(path) = figure_path(args) {
+        for (figure, series, chart) in figures(&points, &axis, sweep.param, &path) {
+            plot_series(&series, &figure, &chart).with_context(|| format!("draw {}", figure.display()))?;
+            writeln!(out, "figure: {}", figure.display())?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// One line per replication setting (in `--compare` order) of `y` against `x`, in sweep order.
+fn series_by_mode(points: &[OraclePoint], xy: impl Fn(&OraclePoint) -> (f64, f64)) -> Vec<Series> {
+    let mut lines: Vec<(usize, Series)> = Vec::new();
+    for p in points {
+        match lines.iter_mut().find(|(i, _)| *i == p.mode_index) {
+            Some((_, s)) => s.points.push(xy(p)),
+            None => lines.push((p.mode_index, Series { label: p.mode.clone(), points: vec![xy(p)] })),
+        }
+    }
+    let names: Vec<String> = lines.iter().map(|(_, s)| s.label.clone()).collect();
+    lines
+        .into_iter()
+        .map(|(i, mut s)| {
+            if names.iter().filter(|n| **n == s.label).count() > 1 {
+                s.label = format!("{} #{}", s.label, i + 1);
+            }
+            s
+        })
+        .collect()
+}
+
+/// The figures a sweep over `param` draws: `(file, lines, chart)`.
+fn figures<'a>(
+    points: &[OraclePoint],
+    axis: &'a FigureAxis,
+    param: SweepParam,
+    path: &Path,
+) -> Vec<(PathBuf, Vec<Series>, Chart<'a>)> {
+    let with_suffix = |suffix: &str| {
+        let stem = path.file_stem().map_or("figure".into(), |s| s.to_string_lossy().into_owned());
+        path.with_file_name(format!("{stem}-{suffix}.svg"))
+    };
+    let throughput = series_by_mode(points, |p| (p.x, p.summary.commits_per_sec));
+    let mut figs = vec![(
+        path.to_path_buf(),
+        throughput,
+        Chart {
+            title: axis.title,
+            x_label: axis.x_label,
+            y_label: "oracle throughput (commits/s)",
+            x_scale: XScale::Auto,
+            y_decimals: 0,
+        },
+    )];
+    let latency = series_by_mode(points, |p| (p.summary.commits_per_sec, p.summary.commit_latency.p50_us as f64 / 1e3));
+    let latency_chart = Chart {
+        title: match param {
+            SweepParam::Clients => "Omid Fig. 7: replication overhead (latency vs throughput as clients grow)",
+            SweepParam::Outstanding => "Omid Fig. 9: latency vs throughput as the load grows",
+            _ => "Omid Fig. 10: latency vs throughput per write-set size",
+        },
+        x_label: "oracle throughput (commits/s)",
+        y_label: "median commit latency (ms)",
+        x_scale: XScale::FromZero,
+        y_decimals: 1,
+    };
+    match param {
+        SweepParam::Clients | SweepParam::Outstanding | SweepParam::WriteSet => {
+            figs.push((latency_figure_path(path), latency, latency_chart));
+        }
+        _ => {}
+    }
+    if param == SweepParam::Clients {
+        let bytes = series_by_mode(points, |p| (p.x, p.summary.piggyback_bytes_mean));
+        let chart = Chart {
+            title: "Omid Fig. 8: piggyback size as clients grow",
+            x_label: axis.x_label,
+            y_label: "ΔSO bytes per timestamp reply",
+            x_scale: XScale::Auto,
+            y_decimals: 0,
+        };
+        figs.push((with_suffix("piggyback"), bytes, chart));
+    }
+    if param == SweepParam::Duration {
+        let mb = |p: &OraclePoint| p.summary.log_bytes as f64 / 1e6;
+        let mut lines = Vec::new();
+        for mut s in series_by_mode(points, |p| (mb(p), p.summary.recovery_ms)) {
+            s.label = format!("recover from the log ({})", s.label);
+            lines.push(s);
+        }
+        for mut s in series_by_mode(points, |p| (mb(p), p.summary.standby_promote_ms)) {
+            s.label = format!("promote a hot standby ({})", s.label);
+            lines.push(s);
+        }
+        for s in &mut lines {
+            s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        let chart = Chart {
+            title: "Omid Fig. 12: recovery time vs log size",
+            x_label: "oracle log directory (MB)",
+            y_label: "time to serve again (ms)",
+            x_scale: XScale::FromZero,
+            y_decimals: 1,
+        };
+        figs.push((with_suffix("recovery"), lines, chart));
+    }
+    figs
+}
+
+/// One row of Table I.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SlowClientsRow {
+    pub setup: String,
+    pub summary: OracleSummary,
+}
+
+/// `--table slow-clients`: Omid Table I (see the module doc).
+fn run_slow_clients_table(args: &BenchArgs, spec: &RunSpec, root: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+    if spec.think.is_zero() {
+        return Err(config_error("--table slow-clients needs --think-ms (the paper: 50)".into()));
+    }
+    let think_ms = format_number(spec.think.as_secs_f64() * 1e3);
+    let slow = |factor: f64| RunSpec {
+        slow_clients: (spec.clients as f64 * TABLE_SLOW_FRACTION).round() as usize,
+        slow_factor: factor,
+        think_dist: ThinkDist::Fixed,
+        ..spec.clone()
+    };
+    let rows = [
+        (format!("{think_ms} ms"), RunSpec { slow_clients: 0, think_dist: ThinkDist::Fixed, ..spec.clone() }),
+        (format!("exp({think_ms} ms)"), RunSpec { slow_clients: 0, think_dist: ThinkDist::Exp, ..spec.clone() }),
+        (format!("10% slow (x{})", format_number(TABLE_SLOW_FACTOR)), slow(TABLE_SLOW_FACTOR)),
+        (format!("10% glacial (x{})", format_number(TABLE_GLACIAL_FACTOR)), slow(TABLE_GLACIAL_FACTOR)),
+    ];
+    for (name, row) in &rows {
+        let slowest = row.think.as_secs_f64() * 1e3 * row.slow_factor;
+        if slowest > THINK_MS_MAX {
+            return Err(config_error(format!("{name}: think time {slowest} ms is over {THINK_MS_MAX}")));
+        }
+    }
+    writeln!(
+        out,
+        "Omid Table I: slow clients ({} clients, write set {}, think {think_ms} ms, {} s per run, replication on)",
+        spec.clients, spec.write_set, args.duration
+    )?;
+    writeln!(
+        out,
+        "{:<22} {:>10} {:>10} {:>10} {:>22} {:>12} {:>9}",
+        "txn time", "commits/s", "lat_ms", "p50_ms", "piggyback bytes (stdv)", "slow bytes", "pushes/s"
+    )?;
+    out.flush()?;
+    let mut table = Vec::new();
+    for (i, (name, row)) in rows.iter().enumerate() {
+        let dir = root.join(format!("table1-row{}", i + 1));
+        let report = run_one(row, true, &dir).with_context(|| format!("{NAME} Table I row {name}"))?;
+        let s = OracleSummary::of(row, &report);
+        let slow_bytes =
+            if s.slow_begins > 0 { format!("{:.0}", s.slow_piggyback_bytes_mean) } else { "-".to_string() };
+        writeln!(
+            out,
+            "{name:<22} {:>10.0} {:>10.2} {:>10.2} {:>22} {:>12} {:>9.2}",
+            s.normal_commits_per_sec,
+            s.normal_commit_latency.mean_us / 1e3,
+            s.normal_commit_latency.p50_us as f64 / 1e3,
+            format!("{:.0} ({:.0})", s.piggyback_bytes_mean, s.piggyback_bytes_stdev),
+            slow_bytes,
+            s.pushes_per_sec
+        )?;
+        out.flush()?;
+        table.push(SlowClientsRow { setup: name.clone(), summary: s });
+    }
+    writeln!(
+        out,
+        "commits/s and latency (commit request to reply) are of the normal clients; piggyback: ΔSO bytes per timestamp reply over every client; slow bytes: the slow clients' mean (- when none began in the window)"
+    )?;
+    if let Some(path) = &args.json {
+        write_json(path, &table)?;
+    }
+    Ok(())
+}
+
 fn free_loopback_port() -> anyhow::Result<String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").context("find a free port")?;
     Ok(l.local_addr()?.to_string())
 }
 
-fn run_one(args: &BenchArgs, replication: bool, dir: &Path) -> anyhow::Result<OracleReport> {
-    anyhow::ensure!(!dir.exists() || dir.read_dir()?.next().is_none(), "{} is not empty", dir.display());
+fn run_one(spec: &RunSpec, replication: bool, dir: &Path) -> anyhow::Result<OracleReport> {
+    if dir.exists() && dir.read_dir()?.next().is_some() {
+        return Err(config_error(format!("{} is not empty", dir.display())));
+    }
     let listen = free_loopback_port()?;
     let cfg = NodeConfig {
         node: 0,
@@ -176,9 +823,9 @@ fn run_one(args: &BenchArgs, replication: bool, dir: &Path) -> anyhow::Result<Or
         data_dir: dir.to_path_buf(),
         engine: "omid".into(),
         partitions: 1,
-        fsync: args.fsync,
+        fsync: spec.fsync,
         peers: vec![listen.clone()],
-        seed: args.seed,
+        seed: spec.seed,
     };
     let catalog: Arc<Catalog> = Arc::new(builtin::catalog());
     let registry = Arc::new(builtin::registry());
@@ -200,31 +847,61 @@ fn run_one(args: &BenchArgs, replication: bool, dir: &Path) -> anyhow::Result<Or
     let stop = Arc::new(AtomicBool::new(false));
     let measuring = Arc::new(AtomicBool::new(false));
     let mut handles = Vec::new();
-    for c in 0..args.clients {
+    for c in 0..spec.clients {
         let (listen, stop, measuring) = (listen.clone(), stop.clone(), measuring.clone());
-        let (write_set, outstanding, seed) = (args.omid_oracle.write_set, args.omid_oracle.outstanding, args.seed);
-        handles.push(std::thread::spawn(move || {
-            client_loop(&listen, replication, write_set, outstanding, seed ^ (c as u64) << 20, &stop, &measuring)
-        }));
+        let client = ClientSpec {
+            replication,
+            slow: c < spec.slow_clients,
+            seed: spec.seed ^ (c as u64) << 20,
+            write_set: spec.write_set,
+            outstanding: spec.outstanding,
+            think: spec.think,
+            think_dist: spec.think_dist,
+            slow_factor: spec.slow_factor,
+        };
+        let handle = std::thread::Builder::new()
+            .name(format!("omid-client-{c}"))
+            .stack_size(CLIENT_STACK_BYTES)
+            .spawn(move || client_loop(&listen, &client, &stop, &measuring))
+            .context("spawn a client thread")?;
+        handles.push(handle);
     }
-    std::thread::sleep(Duration::from_secs_f64(args.warmup));
+    std::thread::sleep(spec.warmup);
     measuring.store(true, Ordering::SeqCst);
     let window = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(args.duration));
+    std::thread::sleep(spec.duration);
     stop.store(true, Ordering::SeqCst);
     let measured_secs = window.elapsed().as_secs_f64();
-    let (mut commits, mut aborts, mut begins, mut entries) = (0, 0, 0, 0);
-    let (mut commit_latency, mut txn_latency) = (histogram(), histogram());
+    let (mut commits, mut aborts, mut pushes, mut normal_commits) = (0, 0, 0, 0);
+    let (mut entries, mut bytes, mut slow_bytes) = (Moments::default(), Moments::default(), Moments::default());
+    let (mut commit_latency, mut txn_latency, mut normal_commit_latency) = (histogram(), histogram(), histogram());
+    let mut first_error = None;
     for h in handles {
-        let r = h.join().map_err(|_| anyhow::anyhow!("client thread panicked"))??;
+        let r = match h.join().map_err(|_| anyhow::anyhow!("client thread panicked")).and_then(|r| r) {
+            Ok(r) => r,
+            Err(e) => {
+                first_error.get_or_insert(e);
+                continue;
+            }
+        };
         commits += r.commits;
         aborts += r.aborts;
-        begins += r.begins;
-        entries += r.delta_entries;
+        pushes += r.pushes;
+        entries.merge(&r.entries);
+        bytes.merge(&r.bytes);
         commit_latency.add(&r.commit_latency).expect("same bounds");
         txn_latency.add(&r.txn_latency).expect("same bounds");
+        if r.slow {
+            slow_bytes.merge(&r.bytes);
+        } else {
+            normal_commits += r.commits;
+            normal_commit_latency.add(&r.commit_latency).expect("same bounds");
+        }
     }
-    let (recovery, standby_promote, log_bytes) = measure_recovery(dir, args)?;
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    let (recovery, standby_promote, log_bytes) = measure_recovery(dir, spec)?;
     Ok(OracleReport {
         replication,
         commits_per_sec: commits as f64 / measured_secs,
@@ -232,7 +909,14 @@ fn run_one(args: &BenchArgs, replication: bool, dir: &Path) -> anyhow::Result<Or
         aborts,
         commit_latency,
         txn_latency,
-        delta_entries_per_begin: entries as f64 / begins.max(1) as f64,
+        normal_commits_per_sec: normal_commits as f64 / measured_secs,
+        normal_commit_latency,
+        delta_entries_per_begin: entries.mean(),
+        piggyback_entries: entries,
+        piggyback_bytes: bytes,
+        slow_piggyback_bytes: slow_bytes,
+        pushes,
+        measured_secs,
         recovery,
         standby_promote,
         log_bytes,
@@ -243,7 +927,7 @@ fn run_one(args: &BenchArgs, replication: bool, dir: &Path) -> anyhow::Result<Or
 /// oracle's recovery from it: open the log, load the checkpoint, replay the tail, log the crash
 /// range. Then the hot-standby variant: a [`Standby`] fed the same checkpoint and records
 /// (untimed: it does so while the primary runs) and promoted (timed).
-fn measure_recovery(dir: &Path, args: &BenchArgs) -> anyhow::Result<(Duration, Duration, u64)> {
+fn measure_recovery(dir: &Path, spec: &RunSpec) -> anyhow::Result<(Duration, Duration, u64)> {
     let src = litmus_runtime::host::machine_dir(dir, Addr::Oracle);
     let copy_root = dir.join("recovery-copy");
     let dst = litmus_runtime::host::machine_dir(&copy_root, Addr::Oracle);
@@ -257,10 +941,10 @@ fn measure_recovery(dir: &Path, args: &BenchArgs) -> anyhow::Result<(Duration, D
     }
     let machines: Vec<Box<dyn Machine>> = vec![Box::new(OracleMachine::new(node::runtime_config(), 1))];
     let start = Instant::now();
-    let host = Host::open(machines, Some(&copy_root), args.fsync).context("recover the oracle")?;
+    let host = Host::open(machines, Some(&copy_root), spec.fsync).context("recover the oracle")?;
     let elapsed = start.elapsed();
     drop(host);
-    let (_log, snapshot, records) = DiskLog::open(&dst, args.fsync).context("reopen the log copy")?;
+    let (_log, snapshot, records) = DiskLog::open(&dst, spec.fsync).context("reopen the log copy")?;
     let checkpoint = snapshot.as_deref().map(Checkpoint::decode).transpose()?;
     let mut standby = Standby::new(node::runtime_config(), checkpoint.as_ref());
     for (_, record) in &records {
@@ -274,6 +958,158 @@ fn measure_recovery(dir: &Path, args: &BenchArgs) -> anyhow::Result<(Duration, D
     Ok((elapsed, promote, bytes))
 }
 
+/// What one client thread does.
+struct ClientSpec {
+    replication: bool,
+    slow: bool,
+    seed: u64,
+    write_set: usize,
+    outstanding: usize,
+    think: Duration,
+    think_dist: ThinkDist,
+    slow_factor: f64,
+}
+
+impl ClientSpec {
+    /// This client's next think time.
+    fn think(&self, rng: &mut ChaCha8Rng) -> Duration {
+        let mean = self.think.as_secs_f64() * if self.slow { self.slow_factor } else { 1.0 };
+        let secs = match self.think_dist {
+            ThinkDist::Fixed => mean,
+            ThinkDist::Exp => Exp::new(1.0).expect("rate 1 is valid").sample(rng) * mean,
+        };
+        Duration::from_secs_f64(secs.min(THINK_MS_MAX / 1e3))
+    }
+}
+
+/// One oracle session over one socket: the handshake, tagged requests, replies with the
+/// replica kept and pushes acknowledged.
+struct Session {
+    stream: TcpStream,
+    reader: BufReader<TcpStream>,
+    buf: Vec<u8>,
+    me: litmus_core::ClientId,
+    next_tag: u64,
+    replica: Option<ClientReplica>,
+    /// Pushes received (and acknowledged) while `counting`.
+    pushes: u64,
+}
+
+impl Session {
+    /// Connects, says hello and opens the oracle session (`Connect` or `ConnectUnreplicated`).
+    fn open(listen: &str, replication: bool) -> anyhow::Result<Session> {
+        let stream = TcpStream::connect(listen).context("connect")?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let mut buf = Vec::new();
+        wire::write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION });
+        (&stream).write_all(&buf)?;
+        let mut reader = BufReader::new(stream.try_clone()?);
+        let me = match wire::read_frame(&mut reader)? {
+            Frame::Welcome { client, engine, .. } => {
+                anyhow::ensure!(engine == "omid", "server runs {engine}, not omid");
+                client
+            }
+            other => anyhow::bail!("unexpected handshake {other:?}"),
+        };
+        let mut session = Session { stream, reader, buf, me, next_tag: 0, replica: None, pushes: 0 };
+        session.send(if replication { Request::Connect } else { Request::ConnectUnreplicated })?;
+        match session.recv(false)? {
+            (_, Reply::Connected(c)) => session.replica = replication.then(|| ClientReplica::new(&c)),
+            (_, other) => anyhow::bail!("expected Connected, got {other:?}"),
+        }
+        Ok(session)
+    }
+
+    /// Sends a tagged request; returns its tag.
+    fn send(&mut self, body: Request) -> anyhow::Result<u64> {
+        self.next_tag += 1;
+        let msg = Message::OracleRequest(OracleRequest { tag: self.next_tag, body });
+        self.buf.clear();
+        wire::write_frame(
+            &mut self.buf,
+            &Frame::Envelope(Envelope { from: Addr::Client(self.me), to: Addr::Oracle, msg }),
+        );
+        self.stream.write_all(&self.buf)?;
+        Ok(self.next_tag)
+    }
+
+    fn apply(&mut self, delta: &Delta) -> anyhow::Result<()> {
+        if let Some(r) = self.replica.as_mut() {
+            r.apply(delta).map_err(|e| anyhow::anyhow!("replica gap over TCP: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// The next reply that answers a request (applying a `Began`'s ΔSO to the replica); pushes
+    /// on the way are applied, acknowledged and counted when `counting`.
+    fn recv(&mut self, counting: bool) -> anyhow::Result<(Option<u64>, Reply)> {
+        loop {
+            if let Some(reply) = self.next(counting)? {
+                return Ok(reply);
+            }
+        }
+    }
+
+    /// One frame: `None` for a push (handled here).
+    fn next(&mut self, counting: bool) -> anyhow::Result<Option<(Option<u64>, Reply)>> {
+        let frame = wire::read_frame(&mut self.reader).context("read a reply")?;
+        let Frame::Envelope(Envelope { msg: Message::OracleReply(OracleReply { tag, body }), .. }) = frame else {
+            anyhow::bail!("unexpected frame {frame:?}");
+        };
+        match body {
+            Reply::Push { delta } => {
+                self.apply(&delta)?;
+                self.send(Request::Ack)?;
+                self.pushes += u64::from(counting);
+                Ok(None)
+            }
+            Reply::Refused(e) => anyhow::bail!("oracle refused: {e}"),
+            Reply::Began { start_ts, delta } => {
+                self.apply(&delta)?;
+                Ok(Some((tag, Reply::Began { start_ts, delta })))
+            }
+            body => Ok(Some((tag, body))),
+        }
+    }
+
+    /// Handles the pushes that have already arrived, without waiting for more.
+    fn poll_pushes(&mut self, counting: bool) -> anyhow::Result<()> {
+        loop {
+            self.stream.set_nonblocking(true)?;
+            let ready = match self.reader.fill_buf() {
+                Ok([]) => Err(anyhow::anyhow!("the server closed the connection")),
+                Ok(_) => Ok(true),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(false),
+                Err(e) => Err(e.into()),
+            };
+            self.stream.set_nonblocking(false)?;
+            if !ready? {
+                return Ok(());
+            }
+            if let Some((_, reply)) = self.next(counting)? {
+                anyhow::bail!("unexpected reply while no request is outstanding: {reply:?}");
+            }
+        }
+    }
+
+    /// Sleeps `d` in slices, answering pushes; `false` when the run ended meanwhile.
+    fn think(&mut self, d: Duration, stop: &AtomicBool, counting: &AtomicBool) -> anyhow::Result<bool> {
+        let until = Instant::now() + d;
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(false);
+            }
+            let now = Instant::now();
+            if now >= until {
+                return Ok(true);
+            }
+            std::thread::sleep(THINK_SLICE.min(until - now));
+            self.poll_pushes(counting.load(Ordering::Relaxed))?;
+        }
+    }
+}
+
 struct InFlight {
     began_at: Instant,
     commit_sent_at: Option<Instant>,
@@ -281,122 +1117,166 @@ struct InFlight {
 
 fn client_loop(
     listen: &str,
-    replication: bool,
-    write_set: usize,
-    outstanding: usize,
-    seed: u64,
+    spec: &ClientSpec,
     stop: &AtomicBool,
     measuring: &AtomicBool,
 ) -> anyhow::Result<ClientResult> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut stream = TcpStream::connect(listen).context("connect")?;
-    stream.set_nodelay(true)?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut buf = Vec::new();
-    wire::write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION });
-    stream.write_all(&buf)?;
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let me = match wire::read_frame(&mut reader)? {
-        Frame::Welcome { client, engine, .. } => {
-            anyhow::ensure!(engine == "omid", "server runs {engine}, not omid");
-            client
-        }
-        other => anyhow::bail!("unexpected handshake {other:?}"),
-    };
-    let mut next_tag = 0u64;
-    let mut send = |stream: &mut TcpStream, body: Request| -> anyhow::Result<u64> {
-        next_tag += 1;
-        let msg = Message::OracleRequest(OracleRequest { tag: next_tag, body });
-        buf.clear();
-        wire::write_frame(&mut buf, &Frame::Envelope(Envelope { from: Addr::Client(me), to: Addr::Oracle, msg }));
-        stream.write_all(&buf)?;
-        Ok(next_tag)
-    };
-    let connect = if replication { Request::Connect } else { Request::ConnectUnreplicated };
-    send(&mut stream, connect)?;
-    let mut replica: Option<ClientReplica> = None;
+    let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
+    let mut session = Session::open(listen, spec.replication)?;
     let mut result = ClientResult {
+        slow: spec.slow,
         commits: 0,
         aborts: 0,
-        begins: 0,
-        delta_entries: 0,
+        pushes: 0,
+        entries: Moments::default(),
+        bytes: Moments::default(),
         commit_latency: histogram(),
         txn_latency: histogram(),
     };
+    if spec.think.is_zero() {
+        pipelined(&mut session, spec, &mut rng, stop, measuring, &mut result)?;
+    } else {
+        paced(&mut session, spec, &mut rng, stop, measuring, &mut result)?;
+    }
+    result.pushes = session.pushes;
+    Ok(result)
+}
+
+fn write_set(rng: &mut ChaCha8Rng, rows: usize) -> Vec<RowId> {
+    (0..rows).map(|_| RowId(rng.gen())).collect()
+}
+
+fn record_began(result: &mut ClientResult, delta: &Delta) {
+    result.entries.add(delta.entries.len() as f64);
+    // Counted, not encoded: the size flavor walks the value without allocating.
+    let size = postcard::ser_flavors::Size::default();
+    let bytes = postcard::serialize_with_flavor::<Delta, _, usize>(delta, size).unwrap_or(0);
+    result.bytes.add(bytes as f64);
+}
+
+fn us(d: Duration) -> u64 {
+    (d.as_micros() as u64).clamp(1, LATENCY_US_MAX)
+}
+
+fn record_outcome(result: &mut ClientResult, committed: bool, began_at: Instant, commit_sent_at: Instant) {
+    if committed {
+        let now = Instant::now();
+        result.commits += 1;
+        result.txn_latency.record(us(now - began_at)).expect("clamped");
+        result.commit_latency.record(us(now - commit_sent_at)).expect("clamped");
+    } else {
+        result.aborts += 1;
+    }
+}
+
+/// No think time: keeps `outstanding` transactions in flight, committing each as soon as its
+/// timestamp arrives (Figs. 9, 10: "clients keep the pipe on the SO full").
+fn pipelined(
+    session: &mut Session,
+    spec: &ClientSpec,
+    rng: &mut ChaCha8Rng,
+    stop: &AtomicBool,
+    measuring: &AtomicBool,
+    result: &mut ClientResult,
+) -> anyhow::Result<()> {
     let mut in_flight: HashMap<u64, InFlight> = HashMap::new();
     let mut by_ts: HashMap<Timestamp, InFlight> = HashMap::new();
-    let mut connected = false;
     loop {
-        let frame = wire::read_frame(&mut reader).context("read a reply")?;
-        let Frame::Envelope(Envelope { msg: Message::OracleReply(OracleReply { tag, body }), .. }) = frame else {
-            anyhow::bail!("unexpected frame {frame:?}");
-        };
+        while in_flight.len() + by_ts.len() < spec.outstanding {
+            let tag = session.send(Request::Begin)?;
+            in_flight.insert(tag, InFlight { began_at: Instant::now(), commit_sent_at: None });
+        }
         let measured = measuring.load(Ordering::Relaxed);
+        let (tag, body) = session.recv(measured)?;
         match body {
-            Reply::Connected(c) => {
-                replica = replication.then(|| ClientReplica::new(&c));
-                connected = true;
-            }
             Reply::Began { start_ts, delta } => {
                 let t = tag.and_then(|t| in_flight.remove(&t)).context("Began for an unknown tag")?;
-                if let Some(r) = replica.as_mut() {
-                    r.apply(&delta).map_err(|e| anyhow::anyhow!("replica gap over TCP: {e}"))?;
-                }
                 if measured {
-                    result.begins += 1;
-                    result.delta_entries += delta.entries.len() as u64;
+                    record_began(result, &delta);
                 }
-                let rows: Vec<RowId> = (0..write_set).map(|_| RowId(rng.gen())).collect();
-                send(&mut stream, Request::Commit { start_ts, write_set: rows })?;
+                session.send(Request::Commit { start_ts, write_set: write_set(rng, spec.write_set) })?;
                 by_ts.insert(start_ts, InFlight { commit_sent_at: Some(Instant::now()), ..t });
             }
             Reply::Committed { start_ts, .. } | Reply::Aborted { start_ts, .. } => {
-                let committed = matches!(body, Reply::Committed { .. });
                 let t = by_ts.remove(&start_ts).context("commit reply for an unknown transaction")?;
                 if measured {
-                    let now = Instant::now();
-                    let us = |d: Duration| (d.as_micros() as u64).clamp(1, LATENCY_US_MAX);
-                    if committed {
-                        result.commits += 1;
-                        result.txn_latency.record(us(now - t.began_at)).expect("clamped");
-                        let sent = t.commit_sent_at.expect("commit sent");
-                        result.commit_latency.record(us(now - sent)).expect("clamped");
-                    } else {
-                        result.aborts += 1;
-                    }
+                    let sent = t.commit_sent_at.context("commit reply before the commit")?;
+                    record_outcome(result, matches!(body, Reply::Committed { .. }), t.began_at, sent);
                 }
             }
-            Reply::Push { delta } => {
-                if let Some(r) = replica.as_mut() {
-                    r.apply(&delta).map_err(|e| anyhow::anyhow!("replica gap over TCP: {e}"))?;
-                }
-                send(&mut stream, Request::Ack)?;
-            }
-            Reply::Refused(e) => anyhow::bail!("oracle refused: {e}"),
-            Reply::Done { .. } | Reply::InSnapshot { .. } => {}
+            other => anyhow::bail!("unexpected reply {other:?}"),
         }
         if stop.load(Ordering::Relaxed) {
-            return Ok(result);
-        }
-        while connected && in_flight.len() + by_ts.len() < outstanding {
-            let tag = send(&mut stream, Request::Begin)?;
-            in_flight.insert(tag, InFlight { began_at: Instant::now(), commit_sent_at: None });
+            return Ok(());
         }
     }
 }
 
-fn print_report(out: &mut dyn Write, args: &BenchArgs, r: &OracleReport) -> std::io::Result<()> {
-    let o = &args.omid_oracle;
+/// With think time: one transaction at a time — Begin, wait for the timestamp, think, Commit,
+/// wait for the outcome (Figs. 7–8, Table I). Starts after a random offset in `[0, think)`.
+fn paced(
+    session: &mut Session,
+    spec: &ClientSpec,
+    rng: &mut ChaCha8Rng,
+    stop: &AtomicBool,
+    measuring: &AtomicBool,
+    result: &mut ClientResult,
+) -> anyhow::Result<()> {
+    let offset = spec.think(rng).mul_f64(rng.gen_range(0.0..1.0));
+    if !session.think(offset, stop, measuring)? {
+        return Ok(());
+    }
+    while !stop.load(Ordering::Relaxed) {
+        let began_at = Instant::now();
+        session.send(Request::Begin)?;
+        let measured = measuring.load(Ordering::Relaxed);
+        let (start_ts, delta) = match session.recv(measured)? {
+            (_, Reply::Began { start_ts, delta }) => (start_ts, delta),
+            (_, other) => anyhow::bail!("expected Began, got {other:?}"),
+        };
+        if measuring.load(Ordering::Relaxed) {
+            record_began(result, &delta);
+        }
+        let think = spec.think(rng);
+        if !session.think(think, stop, measuring)? {
+            return Ok(());
+        }
+        let sent = Instant::now();
+        session.send(Request::Commit { start_ts, write_set: write_set(rng, spec.write_set) })?;
+        let measured = measuring.load(Ordering::Relaxed);
+        let committed = match session.recv(measured)? {
+            (_, Reply::Committed { .. }) => true,
+            (_, Reply::Aborted { .. }) => false,
+            (_, other) => anyhow::bail!("expected the commit's outcome, got {other:?}"),
+        };
+        if measuring.load(Ordering::Relaxed) {
+            record_outcome(result, committed, began_at, sent);
+        }
+    }
+    Ok(())
+}
+
+fn print_report(out: &mut dyn Write, spec: &RunSpec, r: &OracleReport) -> std::io::Result<()> {
+    let think = if spec.think.is_zero() {
+        String::new()
+    } else {
+        let slow = if spec.slow_clients > 0 {
+            format!(" ({} slow x{})", spec.slow_clients, format_number(spec.slow_factor))
+        } else {
+            String::new()
+        };
+        format!(" think={}ms/{}{slow}", format_number(spec.think.as_secs_f64() * 1e3), spec.think_dist)
+    };
     writeln!(
         out,
-        "{NAME}: write-set={} clients={} outstanding={} (x{} = {} in flight) replication={} fsync={} transport=tcp-loopback",
-        o.write_set,
-        args.clients,
-        o.outstanding,
-        args.clients,
-        args.clients * o.outstanding,
+        "{NAME}: write-set={} clients={} outstanding={} (x{} = {} in flight){think} replication={} fsync={} transport=tcp-loopback",
+        spec.write_set,
+        spec.clients,
+        spec.outstanding,
+        spec.clients,
+        spec.clients * spec.outstanding,
         on_off(r.replication),
-        args.fsync
+        spec.fsync
     )?;
     writeln!(
         out,
@@ -416,6 +1296,55 @@ fn print_report(out: &mut dyn Write, args: &BenchArgs, r: &OracleReport) -> std:
         )?;
     }
     writeln!(out, "piggyback: {:.2} metadata entries per timestamp reply", r.delta_entries_per_begin)?;
+    writeln!(
+        out,
+        "piggyback bytes: {:.1} per timestamp reply (stdev {:.1}); {} pushes to silent clients",
+        r.piggyback_bytes.mean(),
+        r.piggyback_bytes.stdev(),
+        r.pushes
+    )?;
     writeln!(out, "recovery: {:.1} ms from a {} byte log directory", r.recovery.as_secs_f64() * 1e3, r.log_bytes)?;
     writeln!(out, "failover to a standby that tailed the log: {:.3} ms", r.standby_promote.as_secs_f64() * 1e3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn moments_give_mean_and_stdev() {
+        let mut m = Moments::default();
+        assert_eq!((m.mean(), m.stdev()), (0.0, 0.0));
+        for x in [2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0] {
+            m.add(x);
+        }
+        assert_eq!(m.mean(), 5.0);
+        assert!((m.stdev() - 2.0).abs() < 1e-12);
+        let mut n = Moments::default();
+        n.merge(&m);
+        assert_eq!(n, m);
+    }
+
+    #[test]
+    fn think_times_follow_the_distribution_and_the_slow_factor() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut c = ClientSpec {
+            replication: true,
+            slow: false,
+            seed: 0,
+            write_set: 8,
+            outstanding: 1,
+            think: Duration::from_millis(10),
+            think_dist: ThinkDist::Fixed,
+            slow_factor: 100.0,
+        };
+        assert_eq!(c.think(&mut rng), Duration::from_millis(10));
+        c.slow = true;
+        assert_eq!(c.think(&mut rng), Duration::from_secs(1));
+        c.slow = false;
+        c.think_dist = ThinkDist::Exp;
+        let n = 20_000;
+        let mean = (0..n).map(|_| c.think(&mut rng).as_secs_f64()).sum::<f64>() / n as f64;
+        assert!((mean - 0.010).abs() < 0.0005, "exp mean {mean}");
+    }
 }

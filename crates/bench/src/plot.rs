@@ -6,7 +6,9 @@
 //! table sizes, or Salt Fig. 11's contention ratio); otherwise linear. Lines follow the engines
 //! in the order they first appear in the points, each point marked with a dot.
 //! [`plot_latency_throughput`] draws a `--sweep clients=...` the way Salt Figs. 7–8 do:
-//! median latency against throughput, a point per client count.
+//! median latency against throughput, a point per client count. Both go through
+//! [`plot_series`], which draws any labelled `(x, y)` lines and is what the Omid oracle's
+//! figures (throughput, latency, piggyback bytes, recovery time) use.
 
 use crate::sweep::{format_number, SweepPoint};
 use anyhow::Context as _;
@@ -77,43 +79,87 @@ pub fn plot_latency_throughput(points: &[SweepPoint], path: &Path, title: &str) 
     sorted.sort_by(|a, b| a.value.total_cmp(&b.value));
     let owned: Vec<SweepPoint> = sorted.into_iter().cloned().collect();
     let lines = lines_by(&owned, |p| (p.throughput, p.p50_us as f64 / 1000.0), false);
-    anyhow::ensure!(lines.len() <= LINES_MAX, "{} engines, at most {LINES_MAX} lines per figure", lines.len());
-    let all = lines.iter().flat_map(|l| l.points.iter());
-    let (x_max, y_max) = all.fold((0.0f64, 0.0f64), |(x, y), p| (x.max(p.0), y.max(p.1)));
-    anyhow::ensure!(x_max.is_finite() && y_max.is_finite(), "a point is not finite");
-    let root = SVGBackend::new(path, FIGURE_SIZE).into_drawing_area();
-    root.fill(&WHITE).context("draw the background")?;
-    let x_top = if x_max > 0.0 { x_max * 1.1 } else { 1.0 };
-    let y_top = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
-    let axes = Axes { x_label: "throughput (committed txn/s)", y_label: "median latency (ms)", y_top };
-    draw_lines(&root, 0.0..x_top, &axes, &lines, title, &|y| format!("{y:.1}"))?;
-    root.present().with_context(|| format!("write {}", path.display()))
+    let series: Vec<Series> = lines.into_iter().map(|l| Series { label: l.label, points: l.points }).collect();
+    let chart = Chart {
+        title,
+        x_label: "throughput (committed txn/s)",
+        y_label: "median latency (ms)",
+        x_scale: XScale::FromZero,
+        y_decimals: 1,
+    };
+    plot_series(&series, path, &chart)
 }
 
 /// Draws throughput (y) against each point's `x`, one line per engine, titled `title`, to the
 /// SVG file `path`.
 pub fn plot_sweep(points: &[SweepPoint], path: &Path, title: &str, x_label: &str) -> anyhow::Result<()> {
     anyhow::ensure!(!points.is_empty(), "no points to draw");
-    anyhow::ensure!(points.iter().all(|p| p.x.is_finite() && p.throughput.is_finite()), "a point is not finite");
-    let lines = lines_of(points);
-    anyhow::ensure!(lines.len() <= LINES_MAX, "{} engines, at most {LINES_MAX} lines per figure", lines.len());
+    let series: Vec<Series> =
+        lines_of(points).into_iter().map(|l| Series { label: l.label, points: l.points }).collect();
+    let chart = Chart { title, x_label, y_label: THROUGHPUT_LABEL, x_scale: XScale::Auto, y_decimals: 0 };
+    plot_series(&series, path, &chart)
+}
 
-    let (x_min, x_max) =
-        points.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| (lo.min(p.x), hi.max(p.x)));
-    let y_max = points.iter().map(|p| p.throughput).fold(0.0, f64::max);
+/// One labelled line of a figure: `(x, y)` points, drawn in the order given.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// How the x axis is laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XScale {
+    /// Logarithmic when every x is positive and they span at least [`LOG_X_SPAN_MIN`]×, else
+    /// linear around the points.
+    Auto,
+    /// Linear from 0 (latency against throughput).
+    FromZero,
+}
+
+/// Titles and axes of a figure drawn by [`plot_series`].
+#[derive(Clone, Copy, Debug)]
+pub struct Chart<'a> {
+    pub title: &'a str,
+    pub x_label: &'a str,
+    pub y_label: &'a str,
+    pub x_scale: XScale,
+    /// Decimals of the y tick labels.
+    pub y_decimals: usize,
+}
+
+/// Draws `series` (one line each, y from 0) to the SVG file `path`: the figure code every
+/// benchmark shares (sweeps, latency-throughput curves, the Omid oracle's figures).
+pub fn plot_series(series: &[Series], path: &Path, chart: &Chart<'_>) -> anyhow::Result<()> {
+    anyhow::ensure!(series.iter().any(|s| !s.points.is_empty()), "no points to draw");
+    anyhow::ensure!(series.len() <= LINES_MAX, "{} lines, at most {LINES_MAX} per figure", series.len());
+    let all = || series.iter().flat_map(|s| s.points.iter());
+    anyhow::ensure!(all().all(|p| p.0.is_finite() && p.1.is_finite()), "a point is not finite");
+    let (x_min, x_max) = all().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
+    let y_max = all().map(|p| p.1).fold(0.0, f64::max);
     let y_top = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
+    let decimals = chart.y_decimals;
+    let y_format = move |y: &f64| format!("{y:.decimals$}");
 
     let root = SVGBackend::new(path, FIGURE_SIZE).into_drawing_area();
     root.fill(&WHITE).context("draw the background")?;
-    if x_min > 0.0 && x_max / x_min >= LOG_X_SPAN_MIN {
-        let x_range = (x_min / 1.5..x_max * 1.5).log_scale();
-        let x_label = format!("{x_label}, log scale");
-        let axes = Axes { x_label: &x_label, y_label: THROUGHPUT_LABEL, y_top };
-        draw_lines(&root, x_range, &axes, &lines, title, &|y| format!("{y:.0}"))?;
-    } else {
-        let pad = if x_max > x_min { (x_max - x_min) * 0.05 } else { 0.5 };
-        let axes = Axes { x_label, y_label: THROUGHPUT_LABEL, y_top };
-        draw_lines(&root, x_min - pad..x_max + pad, &axes, &lines, title, &|y| format!("{y:.0}"))?;
+    match chart.x_scale {
+        XScale::FromZero => {
+            let x_top = if x_max > 0.0 { x_max * 1.1 } else { 1.0 };
+            let axes = Axes { x_label: chart.x_label, y_label: chart.y_label, y_top };
+            draw_lines(&root, 0.0..x_top, &axes, series, chart.title, &y_format)?;
+        }
+        XScale::Auto if x_min > 0.0 && x_max / x_min >= LOG_X_SPAN_MIN => {
+            let x_range = (x_min / 1.5..x_max * 1.5).log_scale();
+            let x_label = format!("{}, log scale", chart.x_label);
+            let axes = Axes { x_label: &x_label, y_label: chart.y_label, y_top };
+            draw_lines(&root, x_range, &axes, series, chart.title, &y_format)?;
+        }
+        XScale::Auto => {
+            let pad = if x_max > x_min { (x_max - x_min) * 0.05 } else { 0.5 };
+            let axes = Axes { x_label: chart.x_label, y_label: chart.y_label, y_top };
+            draw_lines(&root, x_min - pad..x_max + pad, &axes, series, chart.title, &y_format)?;
+        }
     }
     root.present().with_context(|| format!("write {}", path.display()))
 }
@@ -131,7 +177,7 @@ fn draw_lines<X>(
     root: &DrawingArea<SVGBackend, Shift>,
     x_range: X,
     axes: &Axes<'_>,
-    lines: &[Line],
+    lines: &[Series],
     title: &str,
     y_format: &dyn Fn(&f64) -> String,
 ) -> anyhow::Result<()>
@@ -172,4 +218,28 @@ where
         .draw()
         .context("draw the legend")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_draw_to_svg_and_bad_points_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.svg");
+        let chart = Chart { title: "t", x_label: "x", y_label: "y", x_scale: XScale::Auto, y_decimals: 0 };
+        let line = |label: &str, points: Vec<(f64, f64)>| Series { label: label.into(), points };
+        let ok = [line("a", vec![(1.0, 2.0), (512.0, 3.0)]), line("b", vec![(2.0, 1.0)])];
+        plot_series(&ok, &path, &chart).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("log scale"), "a 512x span is drawn on a log axis");
+        let from_zero = Chart { x_scale: XScale::FromZero, ..chart };
+        plot_series(&ok, &path, &from_zero).unwrap();
+        assert!(plot_series(&[], &path, &chart).is_err());
+        assert!(plot_series(&[line("a", vec![])], &path, &chart).is_err());
+        assert!(plot_series(&[line("a", vec![(f64::NAN, 1.0)])], &path, &chart).is_err());
+        let many: Vec<Series> = (0..=LINES_MAX).map(|i| line(&i.to_string(), vec![(1.0, 1.0)])).collect();
+        assert!(plot_series(&many, &path, &chart).is_err());
+    }
 }

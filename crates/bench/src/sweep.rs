@@ -17,8 +17,12 @@
 //! `salt-rw` over `read-fraction` Fig. 13 (x in percent). `tpcc` over `base-txns` is Fig. 9.
 //! A sweep over `clients` also draws latency (p50, every kind) against throughput, one curve
 //! per engine with a point per client count (`fig-latency.svg`), the shape of Figs. 7–8.
+//! `omid-oracle` has no cluster or workload: its sweeps (Omid Figs. 7–10, 12) run in
+//! [`crate::omid_oracle`] with these parameters, axes and [`write_json`], one line per
+//! replication setting instead of per engine.
 
 use crate::harness::{self, BenchReport};
+use crate::omid_oracle::NAME as ORACLE;
 use crate::salt_micro::{SaltMicroKind, CONTENTION_OPS};
 use crate::{config, workload, BenchArgs};
 use anyhow::Context as _;
@@ -48,10 +52,17 @@ pub enum SweepParam {
     BaseTxns,
     /// TPC-C: warehouses.
     Warehouses,
+    /// omid-oracle (Omid Fig. 10): rows per commit's write set.
+    WriteSet,
+    /// omid-oracle (Omid Fig. 9): transactions each client keeps in flight.
+    Outstanding,
+    /// omid-oracle (Omid Fig. 12): the measured window in seconds, i.e. how much log the
+    /// recovery has to read.
+    Duration,
 }
 
 impl SweepParam {
-    pub const ALL: [SweepParam; 13] = [
+    pub const ALL: [SweepParam; 16] = [
         SweepParam::Rows,
         SweepParam::After,
         SweepParam::ColdRows,
@@ -65,6 +76,9 @@ impl SweepParam {
         SweepParam::ZipfTheta,
         SweepParam::BaseTxns,
         SweepParam::Warehouses,
+        SweepParam::WriteSet,
+        SweepParam::Outstanding,
+        SweepParam::Duration,
     ];
 
     /// The flag name without dashes, as written in `--sweep`.
@@ -83,6 +97,9 @@ impl SweepParam {
             SweepParam::ZipfTheta => "zipf-theta",
             SweepParam::BaseTxns => "base-txns",
             SweepParam::Warehouses => "warehouses",
+            SweepParam::WriteSet => "write-set",
+            SweepParam::Outstanding => "outstanding",
+            SweepParam::Duration => "duration",
         }
     }
 
@@ -91,7 +108,9 @@ impl SweepParam {
     pub fn applies_to(self, workload: &str) -> bool {
         let salt = SaltMicroKind::from_name(workload);
         match self {
-            SweepParam::Clients | SweepParam::Nodes | SweepParam::Partitions => true,
+            SweepParam::Clients => true,
+            SweepParam::Nodes | SweepParam::Partitions => workload != ORACLE,
+            SweepParam::WriteSet | SweepParam::Outstanding | SweepParam::Duration => workload == ORACLE,
             SweepParam::Rows => matches!(salt, Some(SaltMicroKind::Contention | SaltMicroKind::ReadWrite)),
             SweepParam::After | SweepParam::ColdRows => salt == Some(SaltMicroKind::Position),
             SweepParam::ReadFraction => salt == Some(SaltMicroKind::ReadWrite),
@@ -105,7 +124,7 @@ impl SweepParam {
 
     /// Whether values are whole numbers (counts) rather than fractions.
     fn integral(self) -> bool {
-        !matches!(self, SweepParam::ReadFraction | SweepParam::ReadRatio | SweepParam::ZipfTheta)
+        !matches!(self, SweepParam::ReadFraction | SweepParam::ReadRatio | SweepParam::ZipfTheta | SweepParam::Duration)
     }
 
     /// Sets this parameter of `args` to `value` (already checked by [`parse_sweep`]).
@@ -125,6 +144,9 @@ impl SweepParam {
             SweepParam::ZipfTheta => args.ycsb.zipf_theta = value,
             SweepParam::BaseTxns => args.base_txns = Some(value as u32),
             SweepParam::Warehouses => args.tpcc.warehouses = value as u64,
+            SweepParam::WriteSet => args.omid_oracle.write_set = value as usize,
+            SweepParam::Outstanding => args.omid_oracle.outstanding = value as usize,
+            SweepParam::Duration => args.duration = value,
         }
     }
 }
@@ -196,7 +218,27 @@ impl FigureAxis {
     /// microbenchmarks; a generic one otherwise).
     pub fn of(workload: &str, param: SweepParam) -> FigureAxis {
         let generic = |title, x_label| FigureAxis { title, x_label, x_column: None, x_of: |v| v };
+        if workload == ORACLE {
+            match param {
+                SweepParam::Clients => {
+                    return generic("Omid Figs. 7-8: replication cost as clients grow", "clients (oracle sessions)")
+                }
+                SweepParam::Outstanding => {
+                    return generic("Omid Fig. 9: scalability with load", "outstanding transactions per client")
+                }
+                SweepParam::WriteSet => {
+                    return generic("Omid Fig. 10: scalability with write-set size", "rows per write set")
+                }
+                SweepParam::Duration => {
+                    return generic("Omid Fig. 12: recovery vs run length", "run length before the crash (s)")
+                }
+                _ => {}
+            }
+        }
         match (SaltMicroKind::from_name(workload), param) {
+            (_, SweepParam::Clients) if workload == "ycsb-t" => {
+                generic("Omid Fig. 11: overhead over the store without transactions", "closed-loop clients")
+            }
             (Some(SaltMicroKind::Contention), SweepParam::Rows) => FigureAxis {
                 title: "Salt Fig. 11: contention ratio",
                 x_label: "contention ratio (5 / rows)",
@@ -230,6 +272,9 @@ impl FigureAxis {
                 generic("Salt Fig. 9: incremental BASE-ification", "BASE-ified transactions (new-order, payment, ...)")
             }
             (_, SweepParam::Warehouses) => generic("throughput vs warehouses", "warehouses"),
+            (_, SweepParam::WriteSet) => generic("throughput vs write-set size", "rows per write set"),
+            (_, SweepParam::Outstanding) => generic("throughput vs outstanding", "outstanding transactions"),
+            (_, SweepParam::Duration) => generic("throughput vs run length", "run length (s)"),
         }
     }
 
@@ -261,6 +306,11 @@ pub fn latency_figure_path(figure: &Path) -> PathBuf {
 pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow::Result<()> {
     let engines = crate::engines(args);
     let axis = FigureAxis::of(&args.workload, sweep.param);
+    // The workload as figure titles name it (ycsb-t draws one figure per mix).
+    let label = match args.workload.as_str() {
+        "ycsb-t" => format!("ycsb-t --mix {}", args.ycsb_t.mix),
+        w => w.to_string(),
+    };
     let name = sweep.param.name();
 
     // Every point's flags are checked before the first run: a typo in the last value should not
@@ -287,7 +337,7 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
     writeln!(
         out,
         "{}: sweep {name} over {} values on {}, {} s per run",
-        axis.full_title(&args.workload),
+        axis.full_title(&label),
         sweep.values.len(),
         engine_names.join(","),
         args.duration
@@ -344,13 +394,14 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
         write_json(path, &points)?;
     }
     if let Some(path) = figure_path(args) {
-        crate::plot::plot_sweep(&points, &path, &axis.full_title(&args.workload), axis.x_label)
+        crate::plot::plot_sweep(&points, &path, &axis.full_title(&label), axis.x_label)
             .with_context(|| format!("draw {}", path.display()))?;
         writeln!(out, "figure: {}", path.display())?;
         if sweep.param == SweepParam::Clients {
             // Salt Figs. 7-8: latency against throughput as the load grows.
             let latency = latency_figure_path(&path);
-            let title = format!("Salt Figs. 7-8: latency vs throughput ({})", args.workload);
+            let paper = if args.workload == "ycsb-t" { "Omid Fig. 11" } else { "Salt Figs. 7-8" };
+            let title = format!("{paper}: latency vs throughput ({label})");
             crate::plot::plot_latency_throughput(&points, &latency, &title)
                 .with_context(|| format!("draw {}", latency.display()))?;
             writeln!(out, "figure: {}", latency.display())?;
@@ -372,10 +423,11 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
     Ok(())
 }
 
-fn write_json(path: &Path, points: &[SweepPoint]) -> anyhow::Result<()> {
+/// Writes `value` as pretty JSON to `path` (a sweep's points, an oracle benchmark's runs).
+pub(crate) fn write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> anyhow::Result<()> {
     let file = std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
     let mut w = std::io::BufWriter::new(file);
-    serde_json::to_writer_pretty(&mut w, points).with_context(|| format!("write {}", path.display()))?;
+    serde_json::to_writer_pretty(&mut w, value).with_context(|| format!("write {}", path.display()))?;
     w.flush().with_context(|| format!("write {}", path.display()))
 }
 
@@ -450,6 +502,34 @@ mod tests {
         assert!(FigureAxis::of("tpcc", SweepParam::BaseTxns).title.contains("Fig. 9"));
         let p = latency_figure_path(Path::new("out/tpcc-fig7.svg"));
         assert_eq!(p, Path::new("out/tpcc-fig7-latency.svg"));
+    }
+
+    #[test]
+    fn omid_sweeps_turn_the_oracle_knobs_and_draw_the_omid_figures() {
+        let oracle = crate::omid_oracle::NAME;
+        for p in [SweepParam::WriteSet, SweepParam::Outstanding, SweepParam::Duration] {
+            assert!(p.applies_to(oracle) && !p.applies_to("ycsb") && !p.applies_to("ycsb-t"), "{}", p.name());
+        }
+        assert!(SweepParam::Clients.applies_to(oracle));
+        assert!(!SweepParam::Nodes.applies_to(oracle) && !SweepParam::Partitions.applies_to(oracle));
+        assert!(!SweepParam::Rows.applies_to(oracle));
+        let mut args = crate::tests::default_args(oracle);
+        SweepParam::WriteSet.apply(&mut args, 512.0);
+        SweepParam::Outstanding.apply(&mut args, 100.0);
+        SweepParam::Duration.apply(&mut args, 2.5);
+        assert_eq!((args.omid_oracle.write_set, args.omid_oracle.outstanding, args.duration), (512, 100, 2.5));
+        assert_eq!(parse_sweep("duration=0.5,1").unwrap().values, vec![0.5, 1.0]);
+        assert!(parse_sweep("write-set=2.5").is_err());
+        for (param, fig) in [
+            (SweepParam::Clients, "Figs. 7-8"),
+            (SweepParam::Outstanding, "Fig. 9"),
+            (SweepParam::WriteSet, "Fig. 10"),
+            (SweepParam::Duration, "Fig. 12"),
+        ] {
+            assert!(FigureAxis::of(oracle, param).title.starts_with(&format!("Omid {fig}")), "{}", param.name());
+        }
+        assert!(FigureAxis::of("ycsb-t", SweepParam::Clients).title.starts_with("Omid Fig. 11"));
+        assert!(!FigureAxis::of("ycsb", SweepParam::Clients).title.contains("Omid"));
     }
 
     #[test]

@@ -37,7 +37,7 @@ impl TicketingDriver {
 }
 
 fn call(procedure: &str, args: Vec<Value>) -> RequestBody {
-    RequestBody::Call { procedure: procedure.into(), args }
+    RequestBody::Call { procedure: procedure.into(), args, retrying_for: Duration::ZERO }
 }
 
 /// Tries per chunk of a snapshot read: the network still loses 1% of messages after the faults

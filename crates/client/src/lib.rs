@@ -25,6 +25,7 @@
 use litmus_core::{Error, Formula, Isolation, Row, TxnId, Value};
 use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::op::{Op, OpResult};
+use std::time::Duration;
 
 pub use litmus_runtime::transport::Transport;
 
@@ -54,7 +55,20 @@ impl Client {
 
     /// Runs a stored procedure as one transaction and returns its values.
     pub fn call(&mut self, procedure: &str, args: Vec<Value>) -> Result<Vec<Value>, Error> {
-        match self.request(RequestBody::Call { procedure: procedure.into(), args })? {
+        self.call_retry(procedure, args, Duration::ZERO)
+    }
+
+    /// Runs a stored procedure again after a retryable failure; `retrying_for` is the time
+    /// since the first attempt began. The server gives the retry the priority of that first
+    /// attempt (engines that resolve conflicts by age, i.e. wait-die, let the oldest win), so a
+    /// transaction that keeps losing to newer ones does not starve.
+    pub fn call_retry(
+        &mut self,
+        procedure: &str,
+        args: Vec<Value>,
+        retrying_for: Duration,
+    ) -> Result<Vec<Value>, Error> {
+        match self.request(RequestBody::Call { procedure: procedure.into(), args, retrying_for })? {
             ResponseBody::Returned(v) => Ok(v),
             other => Err(unexpected(other)),
         }

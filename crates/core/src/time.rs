@@ -25,6 +25,10 @@ impl Time {
     pub fn saturating_sub(self, other: Time) -> Duration {
         Duration::from_nanos(self.0.saturating_sub(other.0))
     }
+    /// The time `d` before this one (`ZERO` if that is before the runtime started).
+    pub fn earlier_by(self, d: Duration) -> Time {
+        Time(self.0.saturating_sub(d.as_nanos().min(u64::MAX as u128) as u64))
+    }
 }
 
 impl Add<Duration> for Time {

@@ -44,6 +44,9 @@ pub const INTERACTIVE_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A transaction whose operations made no progress this long (a partition crashed or is cut
 /// off) is aborted so its state is freed; the client has long since timed out.
 pub const TXN_STALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most a client's `retrying_for` may backdate a transaction's priority. A client could claim
+/// more to jump the queue; the cap bounds how far (a retry loop rarely lasts longer).
+pub const RETRY_PRIORITY_CREDIT_MAX: Duration = Duration::from_secs(10);
 
 /// The coordinator's own log records.
 #[derive(Debug, Serialize, Deserialize)]
@@ -211,7 +214,7 @@ impl Coordinator {
             return self.respond(out, from, id, Err(Error::unavailable("coordinator at its transaction limit")));
         }
         match req.body {
-            RequestBody::Call { procedure, args } => {
+            RequestBody::Call { procedure, args, retrying_for } => {
                 let proc = match self.cfg.registry.get(&procedure).and_then(|p| p.check_args(&args).map(|_| p)) {
                     Ok(p) => p.clone(),
                     Err(e) => return self.respond(out, from, id, Err(e.into())),
@@ -221,13 +224,14 @@ impl Coordinator {
                     isolation: proc.options.isolation,
                     base: proc.options.base,
                     procedure: Some((procedure, args.clone())),
+                    first_attempt: now.earlier_by(retrying_for.min(RETRY_PRIORITY_CREDIT_MAX)),
                 };
                 let fut = proc.start(ctx.clone(), args);
                 let txn = self.new_txn(now, from, Some(id), Source::Procedure { fut, ctx }, opts, out);
                 self.drive(now, txn, out);
             }
             RequestBody::Begin { isolation } => {
-                let opts = TxnOptions { isolation, base: false, procedure: None };
+                let opts = TxnOptions { isolation, base: false, procedure: None, first_attempt: now };
                 let txn = self.new_txn(now, from, None, Source::Interactive, opts, out);
                 self.respond(out, from, id, Ok(ResponseBody::Begun(txn)));
             }

@@ -37,6 +37,10 @@ pub struct TxnOptions {
     /// The procedure and its arguments (`None` for interactive transactions). Salt logs them
     /// before a BASE transaction is accepted, to roll it forward after a crash (§6.1).
     pub procedure: Option<(String, Vec<Value>)>,
+    /// When the transaction's first attempt began: `now` for a first attempt, earlier for a
+    /// client's retry (see `RequestBody::Call::retrying_for`). Engines that resolve conflicts by
+    /// age (the locking engine's wait-die) derive the age from it, so a retry keeps its place.
+    pub first_attempt: Time,
 }
 
 /// Something an engine tells its coordinator.

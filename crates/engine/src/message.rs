@@ -14,6 +14,7 @@ use crate::op::{Op, OpResult};
 use litmus_core::{ClientId, Error, Isolation, NodeId, PartitionId, RequestId, TxnId, Value};
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::time::Duration;
 
 /// Where a message goes. The runtime maps addresses to threads, simulated nodes or sockets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -71,7 +72,16 @@ pub struct ClientRequest {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum RequestBody {
     /// Run a registered stored procedure as one transaction.
-    Call { procedure: String, args: Vec<Value> },
+    Call {
+        procedure: String,
+        args: Vec<Value>,
+        /// How long the client has been retrying this call after retryable aborts (zero on a
+        /// first attempt). The coordinator backdates the transaction's priority by it, capped at
+        /// [`crate::coordinator::RETRY_PRIORITY_CREDIT_MAX`]: engines that resolve conflicts by
+        /// age (wait-die) then treat the retry as the age of its first attempt, so a transaction
+        /// that keeps losing eventually becomes the oldest and wins instead of starving.
+        retrying_for: Duration,
+    },
     /// Start an interactive transaction at an isolation level (engines without a choice ignore it).
     Begin { isolation: Isolation },
     /// One operation of an interactive transaction.

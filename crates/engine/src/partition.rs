@@ -94,4 +94,8 @@ impl Machine for Partition {
         let snap = Snapshot { store: self.store.encode_snapshot(), engine: self.engine.encode_state() };
         Some(postcard::to_stdvec(&snap).expect("snapshot serializes"))
     }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
 }

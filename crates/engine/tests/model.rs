@@ -12,6 +12,7 @@ use litmus_engine::{
 use proptest::prelude::*;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
 const PARTITIONS: u32 = 3;
 
@@ -115,12 +116,12 @@ proptest! {
             let kv = "kv".to_string();
             match op {
                 ModelOp::Put(k, v) => {
-                    let r = c.request(RequestBody::Call { procedure: "kv_put".into(), args: row(k, v) });
+                    let r = c.request(RequestBody::Call { procedure: "kv_put".into(), args: row(k, v), retrying_for: Duration::ZERO });
                     prop_assert_eq!(r, Ok(ResponseBody::Returned(vec![])));
                     model.insert(k, v);
                 }
                 ModelOp::Get(k) => {
-                    let r = c.request(RequestBody::Call { procedure: "kv_get".into(), args: vec![Value::Int(k)] });
+                    let r = c.request(RequestBody::Call { procedure: "kv_get".into(), args: vec![Value::Int(k)], retrying_for: Duration::ZERO });
                     let want = model.get(&k).map_or(Value::Null, |v| Value::Bytes(vec![*v]));
                     prop_assert_eq!(r, Ok(ResponseBody::Returned(vec![want])));
                 }
@@ -176,7 +177,11 @@ fn stalled_transaction_is_aborted_and_freed() {
         to: Addr::Coordinator(NodeId(0)),
         msg: Message::ClientRequest(ClientRequest {
             id: litmus_core::RequestId(1),
-            body: RequestBody::Call { procedure: "kv_get".into(), args: vec![Value::Int(1)] },
+            body: RequestBody::Call {
+                procedure: "kv_get".into(),
+                args: vec![Value::Int(1)],
+                retrying_for: Duration::ZERO,
+            },
         }),
     };
     c.coordinator.step(Time::from_millis(1), Input::Message(req), &mut out);

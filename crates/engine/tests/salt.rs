@@ -12,6 +12,7 @@ use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::op::{Op, OpResult};
 use litmus_engine::procedure::{Ctx, ProcOptions, Registry};
 use litmus_engine::EngineKind;
+use std::time::Duration;
 
 const INITIAL: i64 = 100;
 
@@ -83,6 +84,7 @@ fn duplicated_client_request_runs_once() {
             RequestBody::Call {
                 procedure: "bank_transfer".into(),
                 args: vec![Value::Int(0), Value::Int(1), Value::Int(30)],
+                retrying_for: Duration::ZERO,
             },
         );
         let late_copy = c.copy_last();
@@ -122,12 +124,16 @@ fn acid_never_observes_base_intermediate_state() {
                 RequestBody::Call {
                     procedure: "bank_transfer".into(),
                     args: vec![Value::Int(0), Value::Int(3), Value::Int(25)],
+                    retrying_for: Duration::ZERO,
                 },
             );
             for _ in 0..cut {
                 c.deliver_one();
             }
-            let q = c.send(2, RequestBody::Call { procedure: "bank_total".into(), args: vec![] });
+            let q = c.send(
+                2,
+                RequestBody::Call { procedure: "bank_total".into(), args: vec![], retrying_for: Duration::ZERO },
+            );
             c.settle();
             match c.response(2, q).expect("answered") {
                 Ok(ResponseBody::Returned(v)) => assert_eq!(v[0], Value::Int(4 * INITIAL), "{engine} cut {cut}"),
@@ -176,7 +182,8 @@ fn accepted_base_rolls_forward_exactly_once_at_every_crash_point() {
             for id in 0..3 {
                 c.proc(0, "bank_open", vec![Value::Int(id), Value::Int(0)]).unwrap();
             }
-            let id = c.send(1, RequestBody::Call { procedure: procedure.into(), args: vec![] });
+            let id = c
+                .send(1, RequestBody::Call { procedure: procedure.into(), args: vec![], retrying_for: Duration::ZERO });
             let mut finished = false;
             for _ in 0..cut {
                 if !c.deliver_one() {
@@ -334,4 +341,34 @@ fn two_phase_commit_is_atomic() {
     op(&mut c, 1, t, write(1, 1)).unwrap();
     c.call(1, RequestBody::Rollback { txn: t }).unwrap();
     assert_eq!(total(&mut c).unwrap(), (1500, 3));
+}
+
+/// Lock rule 5 (wait-die) across a client's retries: the retry of a call carries how long the
+/// client has been retrying (`retrying_for`), and the transaction gets the age of its first
+/// attempt. A first attempt younger than the lock holder dies and changes nothing; its retry,
+/// whose first attempt began before the holder, waits for it instead and then commits. Without
+/// this, a transaction that keeps meeting older lock holders restarts as the youngest every
+/// time and can starve (TPC-C Delivery under Salt did).
+#[test]
+fn wait_die_retry_keeps_the_first_attempts_age() {
+    let mut c = bank_cluster(EngineKind::Acid, 2);
+    c.tick(100);
+    let holder = begin(&mut c, 1, Isolation::Serializable);
+    op(&mut c, 1, holder, write(0, 70)).unwrap();
+    c.tick(5);
+    let transfer = |retrying_for| RequestBody::Call {
+        procedure: "bank_transfer".into(),
+        args: vec![Value::Int(0), Value::Int(1), Value::Int(10)],
+        retrying_for,
+    };
+    // The first attempt began after the holder: younger, so it dies.
+    assert!(is_cc_abort(&c.call(2, transfer(Duration::ZERO))));
+    // The retry has been retrying since before the holder began: older, so it waits.
+    let retry = c.send(2, transfer(Duration::from_millis(50)));
+    c.settle();
+    assert!(c.response(2, retry).is_none(), "the older retry waits for the holder");
+    c.call(1, RequestBody::Commit { txn: holder }).unwrap();
+    c.settle();
+    assert!(matches!(c.response(2, retry), Some(Ok(ResponseBody::Returned(_)))), "{:?}", c.response(2, retry));
+    assert_eq!((balance(&mut c, 0), balance(&mut c, 1)), (60, INITIAL + 10));
 }

@@ -8,6 +8,7 @@ use litmus_runtime::embedded::{DelayModel, EmbeddedCluster, EmbeddedConfig};
 use litmus_runtime::{ClusterSpec, Topology, Transport};
 use litmus_storage::wal::FsyncPolicy;
 use std::sync::Arc;
+use std::time::Duration;
 
 fn spec() -> ClusterSpec {
     ClusterSpec {
@@ -20,7 +21,7 @@ fn spec() -> ClusterSpec {
 }
 
 fn call(t: &mut dyn Transport, procedure: &str, args: Vec<Value>) -> Result<Vec<Value>, Error> {
-    match t.request(RequestBody::Call { procedure: procedure.into(), args })? {
+    match t.request(RequestBody::Call { procedure: procedure.into(), args, retrying_for: Duration::ZERO })? {
         ResponseBody::Returned(v) => Ok(v),
         other => panic!("unexpected {other:?}"),
     }

@@ -46,14 +46,23 @@ fn three_node_cluster_on_loopback() {
         let r = a.request(RequestBody::Call {
             procedure: "kv_put".into(),
             args: vec![Value::Int(k), Value::Bytes(vec![k as u8])],
+            retrying_for: Duration::ZERO,
         });
         assert!(matches!(r, Ok(ResponseBody::Returned(_))), "{r:?}");
     }
     for k in 0..30 {
-        let r = b.request(RequestBody::Call { procedure: "kv_get".into(), args: vec![Value::Int(k)] }).unwrap();
+        let r = b
+            .request(RequestBody::Call {
+                procedure: "kv_get".into(),
+                args: vec![Value::Int(k)],
+                retrying_for: Duration::ZERO,
+            })
+            .unwrap();
         assert_eq!(r, ResponseBody::Returned(vec![Value::Bytes(vec![k as u8])]), "written via node 0, read via node 2");
     }
-    let err = b.request(RequestBody::Call { procedure: "nope".into(), args: vec![] }).unwrap_err();
+    let err = b
+        .request(RequestBody::Call { procedure: "nope".into(), args: vec![], retrying_for: Duration::ZERO })
+        .unwrap_err();
     assert!(matches!(err, Error::Invalid(InvalidInput::UnknownProcedure(_))));
 
     // A garbage frame is answered with a typed rejection and changes nothing.
@@ -64,6 +73,12 @@ fn three_node_cluster_on_loopback() {
     assert!(matches!(frame, litmus_engine::wire::Frame::Rejected(Error::Invalid(_))), "{frame:?}");
     let mut rest = vec![];
     let _ = raw.read_to_end(&mut rest);
-    let r = b.request(RequestBody::Call { procedure: "kv_get".into(), args: vec![Value::Int(1)] }).unwrap();
+    let r = b
+        .request(RequestBody::Call {
+            procedure: "kv_get".into(),
+            args: vec![Value::Int(1)],
+            retrying_for: Duration::ZERO,
+        })
+        .unwrap();
     assert_eq!(r, ResponseBody::Returned(vec![Value::Bytes(vec![1])]));
 }

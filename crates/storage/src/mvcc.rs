@@ -180,24 +180,36 @@ impl MvccStore {
         })
     }
 
-    /// Range read of every version: the first `keys_max` keys of `table` in `(start, end)`, each
-    /// with its versions newest first (tombstones included). For engines that decide visibility
-    /// away from the store (Omid's client-side `inSnapshot`).
+    /// Range read of the newest versions: the first `keys_max` keys of `table` in `(start, end)`,
+    /// each with its newest `versions_max` versions, newest first (tombstones included), and
+    /// whether older ones exist. For engines that decide visibility away from the store (Omid's
+    /// client-side `inSnapshot`), which fetch older versions of a key only when they need them.
     pub fn scan_versions(
         &self,
         table: TableId,
         start: Bound<&Key>,
         end: Bound<&Key>,
         keys_max: usize,
-    ) -> Vec<(Key, Vec<OwnedVersion>)> {
+        versions_max: usize,
+    ) -> Vec<(Key, Vec<OwnedVersion>, bool)> {
         if keys_max == 0 || range_is_empty(start, end) {
             return Vec::new();
         }
         let Some(keys) = self.tables.get(&table) else { return Vec::new() };
         keys.range::<Key, _>((start, end))
             .take(keys_max)
-            .map(|(key, versions)| (key.clone(), versions.iter().rev().map(|v| (v.ts, v.row.clone())).collect()))
+            .map(|(key, versions)| {
+                let newest = versions.iter().rev().take(versions_max).map(|v| (v.ts, v.row.clone())).collect();
+                (key.clone(), newest, versions.len() > versions_max)
+            })
             .collect()
+    }
+
+    /// Every version's `(table, key, ts)`, in table and key order (to build an index).
+    pub fn all_versions(&self) -> impl Iterator<Item = (TableId, &Key, Timestamp)> {
+        self.tables.iter().flat_map(|(&table, keys)| {
+            keys.iter().flat_map(move |(key, vs)| vs.iter().map(move |v| (table, key, v.ts)))
+        })
     }
 
     fn scan_with<'a>(
@@ -427,6 +439,28 @@ mod tests {
         assert_eq!(s.scan(T, Unbounded, Unbounded, ts(9), 10), vec![]);
         assert_eq!(s.scan(T, Unbounded, Unbounded, ts(2), 10), vec![(k(1), r(1))]);
         assert_eq!((s.key_count(), s.version_count()), (1, 2));
+    }
+
+    #[test]
+    fn scan_versions_returns_the_newest_versions_per_key_and_says_if_older_exist() {
+        let mut s = MvccStore::new();
+        for t in 1..=4 {
+            s.put(T, k(1), ts(t), Some(r(t as i64)));
+        }
+        s.put(T, k(2), ts(7), None);
+        s.put(T, k(3), ts(8), Some(r(8)));
+        let page = s.scan_versions(T, Unbounded, Unbounded, 2, 3);
+        assert_eq!(
+            page,
+            vec![
+                (k(1), vec![(ts(4), Some(r(4))), (ts(3), Some(r(3))), (ts(2), Some(r(2)))], true),
+                (k(2), vec![(ts(7), None)], false),
+            ]
+        );
+        let all: Vec<_> = s.all_versions().map(|(_, key, t)| (key.clone(), t)).collect();
+        assert_eq!(all.len(), 6);
+        assert_eq!(all[0], (k(1), ts(1)));
+        assert_eq!(all[5], (k(3), ts(8)));
     }
 
     #[test]

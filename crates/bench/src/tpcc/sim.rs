@@ -24,7 +24,7 @@ pub const SIM_RETRY_PAUSE: Duration = Duration::from_millis(20);
 pub fn sim_call(sim: &mut Simulator, procedure: &str, args: Vec<Value>) -> Result<Vec<Value>, Error> {
     let started = sim.now();
     loop {
-        let body = RequestBody::Call { procedure: procedure.into(), args: args.clone() };
+        let body = RequestBody::Call { procedure: procedure.into(), args: args.clone(), retrying_for: Duration::ZERO };
         match sim.request(body) {
             Ok(ResponseBody::Returned(v)) => return Ok(v),
             Ok(other) => return Err(Error::Internal(format!("{procedure} answered {other:?}"))),
@@ -85,7 +85,7 @@ impl TpccSim {
 impl SimDriver for TpccSim {
     fn next(&mut self, _client: usize, rng: &mut ChaCha8Rng) -> Option<RequestBody> {
         let t = self.tpcc.generate(rng);
-        Some(RequestBody::Call { procedure: t.procedure.into(), args: t.args })
+        Some(RequestBody::Call { procedure: t.procedure.into(), args: t.args, retrying_for: Duration::ZERO })
     }
 
     fn done(&mut self, _client: usize, request: &RequestBody, result: &Result<ResponseBody, Error>) {

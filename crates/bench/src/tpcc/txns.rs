@@ -166,11 +166,26 @@ impl NewOrderInput {
 async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     let inp = NewOrderInput::parse(&args)?;
     let (w, d) = (Value::Int(inp.w), Value::Int(inp.d));
-    // Fig. 6 line 2: every item must exist, else the whole transaction rolls back (the 1% of
-    // New-Orders with an unused item). In a BASE transaction this is the first (implicit)
-    // alkaline subtransaction, so the abort comes before accept.
+    // Fig. 6 lines 2–7, one alkaline subtransaction in a BASE transaction: every item must
+    // exist, else the whole transaction rolls back (the 1% of New-Orders with an unused item);
+    // the warehouse tax; the district's next order id. The three are issued at once, so the
+    // district row stays locked no longer than its own two round trips. Keeping the district
+    // in the *first* subtransaction matters: until it commits the transaction can still die
+    // for wait-die, so an ACID Delivery or Stock-Level holding the district row makes it wait
+    // or retry; an accepted (later) subtransaction would instead wound them (lock rule 5b),
+    // which starved Delivery. The abort for an unused item comes before accept.
+    begin(&ctx, base).await?;
+    let dkey = vec![w.clone(), d.clone()];
+    let bump = ctx.op(update_op(DISTRICT, dkey.clone(), &[("d_next_o_id", Formula::Add(Value::Int(1)))]));
+    let warehouse = ctx.op(Op::Read { table: WAREHOUSE.into(), key: vec![w.clone()] });
     let item_keys: Vec<Vec<Value>> = inp.lines.iter().map(|l| vec![Value::Int(l.item)]).collect();
-    let items = read_many(&ctx, ITEM, &item_keys).await?;
+    let items = read_many(&ctx, ITEM, &item_keys).await?; // polled last: all three are out
+    bump.await?;
+    let warehouse = match warehouse.await? {
+        OpResult::Row(Some(r)) => r,
+        OpResult::Row(None) => return Err(ctx.abort(format!("{WAREHOUSE} row {w:?} is missing"))),
+        other => return Err(Error::Internal(format!("read returned {other:?}"))),
+    };
     let mut item_rows = Vec::with_capacity(items.len());
     for (l, row) in inp.lines.iter().zip(items) {
         match row {
@@ -178,14 +193,7 @@ async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
             None => return Err(ctx.abort(format!("item {} not found: new-order rolled back", l.item))),
         }
     }
-    // Line 3.
-    let warehouse = must_read(&ctx, WAREHOUSE, std::slice::from_ref(&w)).await?;
     let w_tax = row_dec(&warehouse, col::W_TAX)?;
-
-    // Lines 4–7: the alkaline subtransaction that hands out the order id.
-    begin(&ctx, base).await?;
-    let dkey = vec![w.clone(), d.clone()];
-    ctx.update(DISTRICT, &dkey, &[("d_next_o_id", Formula::Add(Value::Int(1)))]).await?;
     let district = must_read(&ctx, DISTRICT, &dkey).await?;
     end(&ctx, base).await?;
     let o_id = row_int(&district, col::D_NEXT_O_ID)? - 1;
@@ -294,7 +302,7 @@ async fn find_customer(ctx: &Ctx, w: &Value, d: &Value, c_id: Option<i64>, last:
 }
 
 /// Payment (clause 2.5.2): `[w, d, c_w, c_d, c_id | NULL, c_last | NULL, amount, h_date, h_id]`.
-/// BASE: the warehouse and the district year-to-date updates are single-operation alkaline
+/// BASE: the district and the warehouse year-to-date updates are single-operation alkaline
 /// subtransactions (the contended part, Salt §8.2), the customer and history the last one.
 async fn payment(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     let p = PAYMENT_PROC;
@@ -312,8 +320,11 @@ async fn payment(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     let wkey = vec![w.clone()];
     let dkey = vec![w.clone(), d.clone()];
     if base {
-        ctx.alkaline_update(WAREHOUSE, &wkey, &[("w_ytd", add(amount))]).await?;
+        // District first: the first subtransaction is the one that can still die, so an ACID
+        // Delivery or Stock-Level holding the district row makes this Payment wait or retry;
+        // once accepted, it would instead wound them (lock rule 5b), which starved Delivery.
         ctx.alkaline_update(DISTRICT, &dkey, &[("d_ytd", add(amount))]).await?;
+        ctx.alkaline_update(WAREHOUSE, &wkey, &[("w_ytd", add(amount))]).await?;
     } else {
         ctx.update(WAREHOUSE, &wkey, &[("w_ytd", add(amount))]).await?;
         ctx.update(DISTRICT, &dkey, &[("d_ytd", add(amount))]).await?;

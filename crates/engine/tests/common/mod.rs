@@ -13,6 +13,7 @@ use litmus_engine::{
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
 pub struct SyncCluster {
     engine: EngineKind,
@@ -176,10 +177,23 @@ impl SyncCluster {
         procedure: &str,
         args: Vec<litmus_core::Value>,
     ) -> Result<Vec<litmus_core::Value>, Error> {
-        match self.call(client, RequestBody::Call { procedure: procedure.into(), args })? {
+        match self
+            .call(client, RequestBody::Call { procedure: procedure.into(), args, retrying_for: Duration::ZERO })?
+        {
             ResponseBody::Returned(v) => Ok(v),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    /// The coordinator alone crashes and restarts from its log (a new epoch): what it had in
+    /// memory and the messages on their way to it are lost; everything else goes on.
+    pub fn crash_coordinator(&mut self) {
+        let me = Addr::Coordinator(NodeId(0));
+        self.queue.retain(|env| env.to != me);
+        let partitions = self.partitions.len() as u32;
+        self.coordinator = Self::coordinator(self.engine, &self.catalog, &self.registry, partitions);
+        let log = self.logs.get(&me).cloned().unwrap_or_default();
+        self.coordinator.recover(None, &log).unwrap();
     }
 
     /// Every machine crashes and restarts from its log (all records synced); in-flight messages

@@ -306,6 +306,11 @@ impl Simulator {
         self.schedule(after + down_for, Event::Restart(node));
     }
 
+    /// The machine at `addr`, if its node is up (for checks that inspect state).
+    pub fn machine(&self, addr: Addr) -> Option<&dyn Machine> {
+        self.nodes.iter().filter(|n| n.up).find_map(|n| n.machines.get(&addr)).map(|m| m.as_ref())
+    }
+
     fn schedule(&mut self, after: Duration, event: Event) {
         self.seq += 1;
         self.queue.push(Due { at: self.now + after, seq: self.seq, item: event });

@@ -17,6 +17,7 @@ use litmus_engine::message::{RequestBody, ResponseBody};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// Keys per client: client `c` writes keys `c * KEYS_PER_CLIENT + i`.
 const KEYS_PER_CLIENT: i64 = 1 << 32;
@@ -58,7 +59,9 @@ fn args_int(args: &[Value], i: usize) -> i64 {
 impl SimDriver for AckedWrites {
     fn next(&mut self, client: usize, rng: &mut ChaCha8Rng) -> Option<RequestBody> {
         let roll: f64 = rng.gen();
-        let call = |procedure: &str, args: Vec<Value>| Some(RequestBody::Call { procedure: procedure.into(), args });
+        let call = |procedure: &str, args: Vec<Value>| {
+            Some(RequestBody::Call { procedure: procedure.into(), args, retrying_for: Duration::ZERO })
+        };
         if roll < 0.2 && !self.acked.is_empty() {
             // Read back a random acknowledged key.
             let idx = rng.gen_range(0..self.acked.len());
@@ -77,7 +80,7 @@ impl SimDriver for AckedWrites {
     }
 
     fn done(&mut self, _client: usize, request: &RequestBody, result: &Result<ResponseBody, Error>) {
-        let RequestBody::Call { procedure, args } = request else { return };
+        let RequestBody::Call { procedure, args, .. } = request else { return };
         let Ok(ResponseBody::Returned(values)) = result else { return };
         match procedure.as_str() {
             "kv_put" => {
@@ -108,7 +111,11 @@ impl SimDriver for AckedWrites {
             let mut attempt = 0;
             let got = loop {
                 attempt += 1;
-                match sim.request(RequestBody::Call { procedure: "kv_get".into(), args: vec![Value::Int(key)] }) {
+                match sim.request(RequestBody::Call {
+                    procedure: "kv_get".into(),
+                    args: vec![Value::Int(key)],
+                    retrying_for: Duration::ZERO,
+                }) {
                     Ok(ResponseBody::Returned(v)) => break v,
                     Err(_) if attempt < VERIFY_ATTEMPTS_MAX => {
                         // Locks of transactions cut off by the faults time out; give it time.
@@ -157,7 +164,9 @@ impl Bank {
 
 impl SimDriver for Bank {
     fn next(&mut self, client: usize, rng: &mut ChaCha8Rng) -> Option<RequestBody> {
-        let call = |procedure: &str, args: Vec<Value>| Some(RequestBody::Call { procedure: procedure.into(), args });
+        let call = |procedure: &str, args: Vec<Value>| {
+            Some(RequestBody::Call { procedure: procedure.into(), args, retrying_for: Duration::ZERO })
+        };
         let unopened: Vec<i64> = (0..self.accounts).filter(|a| !self.opened.contains(a)).collect();
         if !unopened.is_empty() {
             // First every account is opened (a write of the initial balance, retried until
@@ -173,7 +182,7 @@ impl SimDriver for Bank {
     }
 
     fn done(&mut self, _client: usize, request: &RequestBody, result: &Result<ResponseBody, Error>) {
-        let RequestBody::Call { procedure, args } = request else { return };
+        let RequestBody::Call { procedure, args, .. } = request else { return };
         match (procedure.as_str(), result) {
             ("bank_open", Ok(_) | Err(Error::Invalid(litmus_core::InvalidInput::DuplicateKey(_)))) => {
                 self.opened.insert(args[0].as_int().unwrap_or(-1));
@@ -198,7 +207,11 @@ impl SimDriver for Bank {
         }
         let mut last = None;
         for _ in 0..VERIFY_ATTEMPTS_MAX {
-            match sim.request(RequestBody::Call { procedure: "bank_total".into(), args: vec![] }) {
+            match sim.request(RequestBody::Call {
+                procedure: "bank_total".into(),
+                args: vec![],
+                retrying_for: Duration::ZERO,
+            }) {
                 Ok(ResponseBody::Returned(v)) => {
                     let total = v[0].as_int().unwrap_or(-1);
                     if total != self.expected_total() {

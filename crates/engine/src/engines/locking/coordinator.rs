@@ -386,7 +386,10 @@ impl LockingCoordinator {
 
     /// Concurrency control aborted an operation of an accepted BASE transaction: roll the
     /// subtransaction back and re-run the procedure (decided subtransactions replay from the
-    /// context table; the age is kept, so it eventually wins).
+    /// context table; the age is kept, so it eventually wins). Until the re-run starts
+    /// (`retry_at`), operations and controls the abandoned run still issues — the rest of a
+    /// batch it issued at once — are dropped: served against the reset state they would be
+    /// taken for the new run's (found by the TPC-C simulation, seed 103).
     fn retry_accepted(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
         let t = self.txns.get_mut(&txn).expect("live txn");
         let unit = Self::unit(txn, t);
@@ -642,9 +645,17 @@ impl LockingCoordinator {
 impl CoordinatorEngine for LockingCoordinator {
     fn begin(&mut self, txn: TxnId, opts: &TxnOptions, ctx: &mut CoordCtx) {
         self.announce_epoch(txn, ctx);
-        // Wait-die age: the begin time, made unique per coordinator.
-        self.next_age = self.next_age.max(ctx.now.as_nanos()) + 1;
-        let age = (self.next_age << 8) | (txn.node.0 as u64 & 0xff);
+        // Wait-die age: when the transaction's first attempt began, so a client's retry keeps
+        // its place and eventually wins (rule 5). First attempts get the begin time made
+        // unique per coordinator; a retry may tie another transaction's age, and ties are
+        // ordered by `TxnId`.
+        let began = if opts.first_attempt < ctx.now {
+            opts.first_attempt.as_nanos()
+        } else {
+            self.next_age = self.next_age.max(ctx.now.as_nanos()) + 1;
+            self.next_age
+        };
+        let age = (began << 8) | (txn.node.0 as u64 & 0xff);
         let base = self.cfg.base && opts.base;
         let class = TxnClass { isolation: opts.isolation, base, age, immortal: false };
         let t = CTxn::new(class, opts.procedure.clone(), txn.epoch << 16, ctx.now);
@@ -658,6 +669,9 @@ impl CoordinatorEngine for LockingCoordinator {
         if t.wounded {
             return ctx.op_done(id, Err(Error::Abort(AbortReason::Deadlock)));
         }
+        if t.retry_at.is_some() {
+            return; // from the run `retry_accepted` abandoned; a new run replaces it
+        }
         Self::open_sub(t);
         self.send_op(id, op, false, ctx);
     }
@@ -666,7 +680,7 @@ impl CoordinatorEngine for LockingCoordinator {
         let Some(t) = self.txns.get_mut(&id.txn) else {
             return ctx.op_done(id, Err(Error::Abort(AbortReason::Failure)));
         };
-        if !t.base || t.in_sub {
+        if !t.base || t.in_sub || t.retry_at.is_some() {
             return self.issue(id, op, ctx);
         }
         Self::open_sub(t);
@@ -683,6 +697,9 @@ impl CoordinatorEngine for LockingCoordinator {
         };
         if !t.base {
             return ctx.control_done(txn, op, Ok(()));
+        }
+        if t.retry_at.is_some() {
+            return; // from the run `retry_accepted` abandoned; a new run replaces it
         }
         match control {
             Control::BeginAlkaline => {

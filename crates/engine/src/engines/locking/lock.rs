@@ -75,7 +75,9 @@
 //! *wounds* ([`LockManager::wound_targets`]) the older transactions they wait for, which can
 //! abort. ACID requests still wait for BASE locks in FIFO order, as in Salt Fig. 3.
 //!
-//! Each owner carries an `age` (smaller = older; a retried transaction keeps its age; ties are
+//! Each owner carries an `age` (smaller = older; a retried transaction keeps its age — the
+//! coordinator derives it from when the first attempt began, which a client's retry reports in
+//! `RequestBody::Call::retrying_for`, and BASE re-runs keep theirs; ties are
 //! broken by `TxnId`, so priorities are a total order). A request that cannot be granted looks at
 //! every transaction it would wait for; if any is older than the requester (or is the requester
 //! itself), the requester gets [`Decision::Die`] and nothing changes — the caller aborts it with

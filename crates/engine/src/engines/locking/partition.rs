@@ -23,6 +23,12 @@ pub const FINISHED_MEMORY_MAX: usize = 100_000;
 pub const ORPHAN_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often an in-doubt participant asks its coordinator for the decision.
 pub const QUERY_INTERVAL: Duration = Duration::from_millis(100);
+/// How long a participant waits for the decision after voting yes before it starts asking
+/// ([`QUERY_INTERVAL`]). A query that reaches a coordinator still collecting votes aborts the
+/// transaction (presumed abort), so asking at once would abort healthy multi-partition
+/// transactions whenever the votes are slower than the next sweep — as they are on a loaded
+/// machine (a TPC-C load failed that way). Units recovered from the log ask at once.
+pub const IN_DOUBT_QUERY_AFTER: Duration = Duration::from_secs(1);
 
 type LockList = Vec<HeldLock>;
 
@@ -111,6 +117,9 @@ pub struct LockingPartition {
     /// Locks to take again after recovery, before the first input.
     relock_pending: bool,
     last_sweep: Time,
+    /// When each unit prepared in this incarnation (volatile: recovered units are absent, and
+    /// ask their coordinator at once). See [`IN_DOUBT_QUERY_AFTER`].
+    prepared_at: BTreeMap<Unit, Time>,
 }
 
 impl LockingPartition {
@@ -127,6 +136,7 @@ impl LockingPartition {
             epochs: BTreeMap::new(),
             relock_pending: false,
             last_sweep: Time::ZERO,
+            prepared_at: BTreeMap::new(),
         }
     }
 
@@ -478,6 +488,7 @@ impl LockingPartition {
                 let record = PartitionRecord::Locking(Record::Prepared { unit, coordinator: node, locks });
                 ctx.log(&record);
                 self.apply_record(record, ctx.store);
+                self.prepared_at.insert(unit, ctx.now);
                 Ok(())
             }
             _ => Err(Error::Abort(AbortReason::Failure)), // we lost it (restart, orphan timeout)
@@ -556,7 +567,11 @@ impl LockingPartition {
             return;
         }
         self.last_sweep = ctx.now;
+        self.prepared_at.retain(|unit, _| self.state.in_doubt.contains_key(unit));
         for (unit, (node, _)) in &self.state.in_doubt {
+            if self.prepared_at.get(unit).is_some_and(|&at| ctx.now.saturating_sub(at) < IN_DOUBT_QUERY_AFTER) {
+                continue;
+            }
             ctx.reply(Addr::Coordinator(*node), reply(Reply::Query { unit: *unit }));
         }
         // BASE transactions of dead coordinator incarnations: still alive?

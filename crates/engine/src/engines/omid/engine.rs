@@ -3,7 +3,7 @@
 //! partition half ([`OmidPartition`]) is the data server. See the module doc of [`super`] for
 //! the mapping and the rules; rule numbers E1–E6 below refer to it.
 
-use super::messages::{Delta, Reply as OracleBody, Request as OracleCall};
+use super::messages::{CrashRange, Delta, Reply as OracleBody, Request as OracleCall};
 use super::node::{OracleReply, OracleRequest};
 use super::replica::{ClientReplica, Visibility};
 use super::{OracleError, RowId};
@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::time::Duration;
 
-/// `nv` (§IV): versions returned per point read, newest first.
+/// `nv` (§IV): versions returned per key by a read or a scan, newest first.
 pub const VERSIONS_PER_READ: u32 = 3;
 /// Most keys one scan request returns (the coordinator continues from the last one).
 pub const SCAN_PAGE_KEYS_MAX: u32 = 1024;
@@ -40,9 +40,15 @@ pub const CLEANUP_GIVE_UP_AFTER: Duration = Duration::from_secs(5);
 /// tombstone).
 pub type Version = litmus_storage::mvcc::OwnedVersion;
 
-/// One page of a scan: each key with its versions (newest first), and the key to resume after
-/// when the page was full.
-pub type ScanPage = (Vec<(Key, Vec<Version>)>, Option<Key>);
+/// A key with its newest versions (newest first) and whether older ones exist.
+pub type KeyVersions = (Key, Vec<Version>, bool);
+
+/// One page of a scan: each key with its newest versions, and the key to resume after when the
+/// page was full.
+pub type ScanPage = (Vec<KeyVersions>, Option<Key>);
+
+/// Start timestamp → the rows a partition holds a version of at that timestamp.
+type VersionIndex = BTreeMap<Timestamp, BTreeSet<(TableId, Key)>>;
 
 /// Coordinator (and oracle) → partition.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -58,7 +64,8 @@ pub enum Request {
         before: Option<Timestamp>,
         versions_max: u32,
     },
-    /// Every version of the first `keys_max` keys in the range; `after`: resume strictly after it.
+    /// The newest `versions_max` versions of each of the first `keys_max` keys in the range;
+    /// `after`: resume strictly after it.
     Scan {
         tag: u64,
         id: SubOpId,
@@ -67,7 +74,18 @@ pub enum Request {
         after: Option<Key>,
         end: Option<Key>,
         keys_max: u32,
+        versions_max: u32,
         reader_ts: Timestamp,
+    },
+    /// For each `(key, before)`: the newest `versions_max` versions of the key below `before` (a
+    /// scan's keys whose newest versions were all outside the snapshot).
+    ReadOlder {
+        tag: u64,
+        id: SubOpId,
+        table: TableId,
+        keys: Vec<(Key, Timestamp)>,
+        reader_ts: Timestamp,
+        versions_max: u32,
     },
     /// Install a version tagged with the writer's start timestamp (`row: None`: a tombstone).
     Put { tag: u64, id: SubOpId, ts: Timestamp, table: TableId, key: Key, row: Option<Row> },
@@ -75,8 +93,10 @@ pub enum Request {
     Cleanup { ts: Timestamp, rows: Vec<(TableId, Key)> },
     /// The writer committed at `commit_ts`: its versions may shadow older ones at GC (E5).
     Committed { ts: Timestamp, commit_ts: Timestamp, rows: Vec<(TableId, Key)> },
-    /// From the oracle: `Tmin`, the garbage-collection low-water mark (E5).
-    Gc { low_water: Timestamp },
+    /// From the oracle: `Tmin`, the garbage-collection low-water mark (E5), and the aborted
+    /// transactions and crash ranges below it whose versions must go (rule 4); answered with
+    /// [`Reply::Purged`].
+    Gc { low_water: Timestamp, purge: Vec<Timestamp>, crashed: Vec<CrashRange> },
 }
 
 /// Partition → coordinator.
@@ -99,8 +119,20 @@ pub enum Reply {
         id: SubOpId,
         result: Result<(), Error>,
     },
+    /// Answer to [`Request::ReadOlder`], in the order asked.
+    OlderVersions {
+        tag: u64,
+        id: SubOpId,
+        result: Result<Vec<KeyVersions>, Error>,
+    },
     CleanedUp {
         ts: Timestamp,
+    },
+    /// To the oracle: the versions of these aborted transactions and crash ranges `(after,
+    /// upto)` are gone from this partition.
+    Purged {
+        start_ts: Vec<Timestamp>,
+        crashed: Vec<(Timestamp, Timestamp)>,
     },
 }
 
@@ -141,6 +173,10 @@ pub struct OmidPartition {
     /// Commit notices not yet used by GC: `(commit_ts, table, key, ts)`. Volatile: losing one
     /// only keeps old versions longer.
     marks: Vec<(Timestamp, TableId, Key, Timestamp)>,
+    /// Which rows hold a version of each start timestamp, for purging the versions of aborted
+    /// writers that cannot clean up. Built from the store at first use (so after a restart);
+    /// committed writers leave it at their commit notice, versions leave it when removed.
+    index: Option<VersionIndex>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -178,6 +214,61 @@ impl OmidPartition {
         Ok((versions, more))
     }
 
+    fn index(&mut self, store: &MvccStore) -> &mut VersionIndex {
+        self.index.get_or_insert_with(|| {
+            let mut index = VersionIndex::new();
+            for (table, key, ts) in store.all_versions() {
+                index.entry(ts).or_default().insert((table, key.clone()));
+            }
+            index
+        })
+    }
+
+    fn unindex(&mut self, ts: Timestamp, table: TableId, key: &Key) {
+        let Some(index) = self.index.as_mut() else { return };
+        if let Some(rows) = index.get_mut(&ts) {
+            rows.remove(&(table, key.clone()));
+            if rows.is_empty() {
+                index.remove(&ts);
+            }
+        }
+    }
+
+    /// Deletes the versions of the aborted transactions `purge` and of the uncommitted members
+    /// of the crash ranges `crashed`, all below the GC mark — so a late put of one is refused
+    /// ([`OmidPartition::too_old`]) and cannot resurrect a version. Returns what was purged.
+    fn purge(
+        &mut self,
+        purge: &[Timestamp],
+        crashed: &[CrashRange],
+        ctx: &mut PartCtx,
+    ) -> (Vec<Timestamp>, Vec<(Timestamp, Timestamp)>) {
+        let low_water = self.low_water;
+        let index = self.index(ctx.store);
+        let mut work: Vec<(Timestamp, Vec<(TableId, Key)>)> = Vec::new();
+        let purged: Vec<Timestamp> = purge.iter().copied().filter(|&ts| ts < low_water).collect();
+        for ts in &purged {
+            if let Some(rows) = index.get(ts) {
+                work.push((*ts, rows.iter().cloned().collect()));
+            }
+        }
+        let mut ranges = Vec::new();
+        for range in crashed.iter().filter(|r| r.upto < low_water) {
+            ranges.push((range.after, range.upto));
+            for (&ts, rows) in index.range(range.after.next()..=range.upto) {
+                if range.aborts(ts) {
+                    work.push((ts, rows.iter().cloned().collect()));
+                }
+            }
+        }
+        for (ts, rows) in work {
+            let record = PartitionRecord::Omid(Record::Cleanup { ts, rows });
+            ctx.log(&record);
+            self.apply(record, ctx.store).expect("a cleanup applies");
+        }
+        (purged, ranges)
+    }
+
     fn gc(&mut self, low_water: Timestamp, ctx: &mut PartCtx) {
         if low_water <= self.low_water {
             return;
@@ -199,16 +290,29 @@ impl PartitionEngine for OmidPartition {
                 let result = self.read(ctx.store, table, &key, reader_ts, before, versions_max.max(1));
                 ctx.reply(from, EngineReply::Omid(Reply::Versions { tag, id, result }));
             }
-            Request::Scan { tag, id, table, start, after, end, keys_max, reader_ts } => {
+            Request::Scan { tag, id, table, start, after, end, keys_max, versions_max, reader_ts } => {
                 let result = self.too_old(reader_ts).map(|()| {
                     let lower = after.as_ref().map_or(Bound::Included(&start), Bound::Excluded);
                     let upper = end.as_ref().map_or(Bound::Unbounded, Bound::Excluded);
                     let keys_max = keys_max.clamp(1, SCAN_PAGE_KEYS_MAX) as usize;
-                    let page = ctx.store.scan_versions(table, lower, upper, keys_max);
+                    let versions_max = versions_max.max(1) as usize;
+                    let page = ctx.store.scan_versions(table, lower, upper, keys_max, versions_max);
                     let resume = (page.len() == keys_max).then(|| page.last().expect("full page").0.clone());
                     (page, resume)
                 });
                 ctx.reply(from, EngineReply::Omid(Reply::ScanVersions { tag, id, result }));
+            }
+            Request::ReadOlder { tag, id, table, keys, reader_ts, versions_max } => {
+                let keys = &keys[..keys.len().min(SCAN_PAGE_KEYS_MAX as usize)];
+                let result = keys
+                    .iter()
+                    .map(|(key, before)| {
+                        let (versions, more) =
+                            self.read(ctx.store, table, key, reader_ts, Some(*before), versions_max.max(1))?;
+                        Ok((key.clone(), versions, more))
+                    })
+                    .collect();
+                ctx.reply(from, EngineReply::Omid(Reply::OlderVersions { tag, id, result }));
             }
             Request::Put { tag, id, ts, table, key, row } => {
                 let result = if self.cleaned.contains(&ts) {
@@ -229,9 +333,20 @@ impl PartitionEngine for OmidPartition {
                 ctx.reply(from, EngineReply::Omid(Reply::CleanedUp { ts }));
             }
             Request::Committed { ts, commit_ts, rows } => {
+                // A committed version is never purged: it leaves the index.
+                for (table, key) in &rows {
+                    self.unindex(ts, *table, key);
+                }
                 self.marks.extend(rows.into_iter().map(|(table, key)| (commit_ts, table, key, ts)));
             }
-            Request::Gc { low_water } => self.gc(low_water, ctx),
+            Request::Gc { low_water, purge, crashed } => {
+                self.gc(low_water, ctx);
+                if purge.is_empty() && crashed.is_empty() {
+                    return;
+                }
+                let (start_ts, crashed) = self.purge(&purge, &crashed, ctx);
+                ctx.reply(from, EngineReply::Omid(Reply::Purged { start_ts, crashed }));
+            }
         }
     }
 
@@ -242,10 +357,16 @@ impl PartitionEngine for OmidPartition {
             return Err(Error::Storage(format!("omid partition cannot replay {record:?}")));
         };
         match record {
-            Record::Put { ts, table, key, row } => store.put(table, key, ts, row),
+            Record::Put { ts, table, key, row } => {
+                if let Some(index) = self.index.as_mut() {
+                    index.entry(ts).or_default().insert((table, key.clone()));
+                }
+                store.put(table, key, ts, row)
+            }
             Record::Cleanup { ts, rows } => {
                 for (table, key) in rows {
                     store.remove_version(table, &key, ts);
+                    self.unindex(ts, table, &key);
                 }
                 if ts >= self.low_water {
                     self.cleaned.insert(ts);
@@ -259,6 +380,7 @@ impl PartitionEngine for OmidPartition {
                         store.versions(table, &key).map(|(v, _)| v).filter(|&v| v < ts).collect();
                     for v in older {
                         store.remove_version(table, &key, v);
+                        self.unindex(v, table, &key);
                     }
                 }
                 self.low_water = self.low_water.max(low_water);
@@ -294,6 +416,9 @@ enum Purpose {
     Begin(TxnId),
     Commit(TxnId),
     InSnapshot(TxnId, Timestamp),
+    /// An abort, or the release of an unused start timestamp: resent until answered, or the
+    /// timestamp would stay in flight at the oracle and hold `Tmin` (so GC) back.
+    Finish,
 }
 
 struct Call {
@@ -318,8 +443,22 @@ enum Then {
 }
 
 enum OpState {
-    Read { table: TableId, key: Key, then: Then, fetched: Option<(Vec<Version>, bool)> },
-    Scan { table: TableId, start: Key, end: Option<Key>, limit: u32, rows: Vec<(Key, Row)>, page: Option<ScanPage> },
+    Read {
+        table: TableId,
+        key: Key,
+        then: Then,
+        fetched: Option<(Vec<Version>, bool)>,
+    },
+    /// `older`: a [`Request::ReadOlder`] for some keys of `page` is out.
+    Scan {
+        table: TableId,
+        start: Key,
+        end: Option<Key>,
+        limit: u32,
+        rows: Vec<(Key, Row)>,
+        page: Option<ScanPage>,
+        older: bool,
+    },
     Put,
 }
 
@@ -362,7 +501,10 @@ pub struct OmidCoordinator {
     gap_since: Option<Time>,
     /// Start timestamps received whose delta the replica has not applied yet: `(txn, Ts, end)`.
     staged: Vec<(TxnId, Timestamp, u64)>,
+    /// Tags and session ids start at `epoch << 32`, so a reply meant for an earlier incarnation
+    /// of this coordinator matches nothing of this one.
     next_tag: u64,
+    sessions_opened: u64,
     calls: BTreeMap<u64, Call>,
     parts: BTreeMap<SubOpId, (u64, PartCall)>,
     txns: BTreeMap<TxnId, Txn>,
@@ -402,6 +544,7 @@ impl OmidCoordinator {
             gap_since: None,
             staged: Vec::new(),
             next_tag: 0,
+            sessions_opened: 0,
             calls: BTreeMap::new(),
             parts: BTreeMap::new(),
             txns: BTreeMap::new(),
@@ -416,8 +559,17 @@ impl OmidCoordinator {
     }
 
     fn call(&mut self, request: OracleCall, purpose: Purpose, ctx: &mut CoordCtx) {
+        self.call_with(|_| request, purpose, ctx);
+    }
+
+    /// Sends a tagged request built from its tag; resent with the same tag until answered.
+    fn call_with(&mut self, request: impl FnOnce(u64) -> OracleCall, purpose: Purpose, ctx: &mut CoordCtx) {
+        if self.next_tag == 0 {
+            self.next_tag = u64::from(ctx.epoch) << 32;
+        }
         self.next_tag += 1;
         let tag = self.next_tag;
+        let request = request(tag);
         Self::send_oracle(ctx, self.oracle, tag, request.clone());
         self.calls.insert(tag, Call { request, purpose, sent_at: ctx.now, first_sent_at: ctx.now });
     }
@@ -429,22 +581,35 @@ impl OmidCoordinator {
 
     /// Gives a start timestamp nobody will use back to the oracle: an empty commit takes it out
     /// of the uncommitted list without entering it anywhere (rule 2).
-    fn release(ctx: &mut CoordCtx, oracle: Addr, start_ts: Timestamp) {
-        Self::notify(ctx, oracle, OracleCall::Commit { start_ts, write_set: Vec::new() });
+    fn release(&mut self, ctx: &mut CoordCtx, start_ts: Timestamp) {
+        self.call(OracleCall::Commit { start_ts, write_set: Vec::new() }, Purpose::Finish, ctx);
+    }
+
+    /// Tells the oracle a transaction that may have written aborted.
+    fn abort_at_oracle(&mut self, ctx: &mut CoordCtx, start_ts: Timestamp) {
+        self.call(OracleCall::Abort { start_ts }, Purpose::Finish, ctx);
     }
 
     /// The oracle replica in use does not serve (it says so, or it is silent): the session
-    /// ends (E4) and the coordinator reconnects to the other replica.
+    /// ends (E4) and the coordinator reconnects — with a new session id — to the other replica.
+    /// Unanswered aborts and releases are dropped with the session: the new session's connect
+    /// ends the old one at a primary that knew it, and a promoted standby aborted everything
+    /// in flight at its promotion.
     fn fail_over(&mut self, ctx: &mut CoordCtx) {
         self.oracle = if self.oracle == Addr::Oracle { Addr::OracleStandby } else { Addr::Oracle };
         self.oracle_heard = ctx.now;
         self.session_lost(ctx);
     }
 
+    /// Opens a new oracle session. Its id grows with every session (and incarnation): the oracle
+    /// aborts what the previous session began (none of it can finish: this coordinator forgot or
+    /// doomed it), and refuses a late duplicate of an older connect.
     fn connect(&mut self, ctx: &mut CoordCtx) {
         if self.session == Session::Disconnected {
             self.session = Session::Connecting;
-            self.call(OracleCall::Connect, Purpose::Connect, ctx);
+            self.sessions_opened += 1;
+            let session = (u64::from(ctx.epoch) << 32) | self.sessions_opened;
+            self.call(OracleCall::ConnectAs { session }, Purpose::Connect, ctx);
         }
     }
 
@@ -491,7 +656,7 @@ impl OmidCoordinator {
         self.early.clear();
         let waiting: Vec<TxnId> = self.txns.iter().filter(|(_, t)| t.start_ts.is_none()).map(|(id, _)| *id).collect();
         for txn in waiting {
-            self.call(OracleCall::Begin, Purpose::Begin(txn), ctx);
+            self.call_with(|id| OracleCall::BeginAs { id }, Purpose::Begin(txn), ctx);
         }
     }
 
@@ -545,7 +710,7 @@ impl OmidCoordinator {
 
     fn started(&mut self, txn: TxnId, ts: Timestamp, ctx: &mut CoordCtx) {
         let Some(t) = self.txns.get_mut(&txn).filter(|t| t.start_ts.is_none()) else {
-            return Self::release(ctx, self.oracle, ts);
+            return self.release(ctx, ts);
         };
         t.start_ts = Some(ts);
         for (id, op) in std::mem::take(&mut t.queued) {
@@ -557,7 +722,10 @@ impl OmidCoordinator {
 
     fn send_part(&mut self, id: SubOpId, part: PartitionId, request: Request, ctx: &mut CoordCtx) {
         let tag = match &request {
-            Request::Read { tag, .. } | Request::Scan { tag, .. } | Request::Put { tag, .. } => *tag,
+            Request::Read { tag, .. }
+            | Request::Scan { tag, .. }
+            | Request::ReadOlder { tag, .. }
+            | Request::Put { tag, .. } => *tag,
             _ => 0,
         };
         ctx.send_to_partition(part, EngineRequest::Omid(request.clone()));
@@ -593,11 +761,13 @@ impl OmidCoordinator {
                         limit,
                         rows: Vec::new(),
                         page: None,
+                        older: false,
                     },
                 );
                 let tag = self.fresh_tag();
                 let keys_max = limit.clamp(1, SCAN_PAGE_KEYS_MAX);
-                let req = Request::Scan { tag, id, table, start, after: None, end, keys_max, reader_ts };
+                let versions_max = VERSIONS_PER_READ;
+                let req = Request::Scan { tag, id, table, start, after: None, end, keys_max, versions_max, reader_ts };
                 self.send_part(id, id.part, req, ctx);
             }
             OpKind::Write { key, row } => self.put(id, table, key, Some(row), ctx),
@@ -692,24 +862,40 @@ impl OmidCoordinator {
                     Ok(None) => self.read_done(id, table, key, then, None, ctx),
                 }
             }
-            Some(OpState::Scan { page: Some((keys, resume)), .. }) => {
+            Some(OpState::Scan { page: Some((keys, resume)), older: false, table, .. }) => {
+                // Like a point read, per key: the newest `nv` versions came with the page; a key
+                // none of whose versions is in the snapshot has its older ones fetched, one
+                // request for all such keys of the page, until each key is decided.
                 let mut picked = Vec::new();
                 let mut unknown = Vec::new();
-                for (key, versions) in keys {
+                let mut fetch = Vec::new();
+                for (key, versions, more) in keys {
                     match self.pick(t, versions) {
                         Err(u) => unknown.extend(u),
                         Ok(Some(Some(row))) => picked.push((key.clone(), row)),
-                        Ok(_) => {}
+                        Ok(Some(None)) => {}
+                        Ok(None) => {
+                            if let Some(&(oldest, _)) = versions.last().filter(|_| *more) {
+                                fetch.push((key.clone(), oldest));
+                            }
+                        }
                     }
                 }
                 if !unknown.is_empty() {
                     return self.ask(id.txn, unknown, ctx);
                 }
-                let resume = resume.clone();
+                let (resume, table) = (resume.clone(), *table);
                 let tag = self.fresh_tag();
                 let t = self.txns.get_mut(&id.txn).expect("live txn");
                 let reader_ts = t.start_ts.expect("started");
-                let Some(OpState::Scan { rows, limit, table, start, end, page }) = t.ops.get_mut(&id) else {
+                if !fetch.is_empty() {
+                    let Some(OpState::Scan { older, .. }) = t.ops.get_mut(&id) else { unreachable!() };
+                    *older = true;
+                    let versions_max = VERSIONS_PER_READ;
+                    let req = Request::ReadOlder { tag, id, table, keys: fetch, reader_ts, versions_max };
+                    return self.send_part(id, id.part, req, ctx);
+                }
+                let Some(OpState::Scan { rows, limit, table, start, end, page, .. }) = t.ops.get_mut(&id) else {
                     unreachable!()
                 };
                 *page = None;
@@ -725,6 +911,7 @@ impl OmidCoordinator {
                             after: Some(after),
                             end: end.clone(),
                             keys_max: remaining as u32,
+                            versions_max: VERSIONS_PER_READ,
                             reader_ts,
                         };
                         self.send_part(id, id.part, req, ctx);
@@ -814,20 +1001,25 @@ impl OmidCoordinator {
             _ => return,
         };
         let t = self.txns.remove(&txn).expect("present");
-        Self::notify(ctx, self.oracle, OracleCall::Abort { start_ts: ts });
+        self.abort_at_oracle(ctx, ts);
         self.start_cleanup(ts, &t.writes, ctx);
         ctx.txn_done(txn, Err(result));
     }
 
     fn on_begun(&mut self, purpose: Option<Purpose>, start_ts: Timestamp, delta: Delta, ctx: &mut CoordCtx) {
         if self.replica.is_none() {
-            return Self::release(ctx, self.oracle, start_ts);
+            // From a session that ended (or is being replaced): the oracle aborts its
+            // timestamps when the next session opens.
+            return;
         }
         let end = delta.from + delta.entries.len() as u64;
         self.buffer_delta(delta);
         match purpose {
             Some(Purpose::Begin(txn)) => self.staged.push((txn, start_ts, end)),
-            _ => Self::release(ctx, self.oracle, start_ts),
+            // A second answer to a resent `BeginAs` carries the timestamp the first gave.
+            _ if self.staged.iter().any(|s| s.1 == start_ts)
+                || self.txns.values().any(|t| t.start_ts == Some(start_ts)) => {}
+            _ => self.release(ctx, start_ts),
         }
         self.drain_deltas(ctx);
     }
@@ -847,7 +1039,7 @@ impl CoordinatorEngine for OmidCoordinator {
         };
         self.txns.insert(txn, t);
         match self.session {
-            Session::Connected => self.call(OracleCall::Begin, Purpose::Begin(txn), ctx),
+            Session::Connected => self.call_with(|id| OracleCall::BeginAs { id }, Purpose::Begin(txn), ctx),
             _ => self.connect(ctx),
         }
     }
@@ -876,13 +1068,13 @@ impl CoordinatorEngine for OmidCoordinator {
             // Read-only: commits locally (§II); the oracle only learns the timestamp is free.
             self.txns.remove(&txn);
             self.forget_parts(txn);
-            Self::release(ctx, self.oracle, ts);
+            self.release(ctx, ts);
             return ctx.txn_done(txn, Ok(()));
         }
         if t.doomed {
             let t = self.txns.remove(&txn).expect("present");
             self.forget_parts(txn);
-            Self::notify(ctx, self.oracle, OracleCall::Abort { start_ts: ts });
+            self.abort_at_oracle(ctx, ts);
             self.start_cleanup(ts, &t.writes, ctx);
             return ctx.txn_done(txn, Err(Error::Abort(AbortReason::Failure)));
         }
@@ -897,9 +1089,9 @@ impl CoordinatorEngine for OmidCoordinator {
         let Some(t) = self.txns.remove(&txn) else { return ctx.txn_done(txn, Ok(())) };
         if let Some(ts) = t.start_ts {
             if t.writes.is_empty() {
-                Self::release(ctx, self.oracle, ts);
+                self.release(ctx, ts);
             } else {
-                Self::notify(ctx, self.oracle, OracleCall::Abort { start_ts: ts });
+                self.abort_at_oracle(ctx, ts);
                 self.start_cleanup(ts, &t.writes, ctx);
             }
         }
@@ -909,9 +1101,11 @@ impl CoordinatorEngine for OmidCoordinator {
     fn on_reply(&mut self, from: PartitionId, reply: EngineReply, ctx: &mut CoordCtx) {
         let EngineReply::Omid(reply) = reply else { return };
         let (tag, id) = match &reply {
-            Reply::Versions { tag, id, .. } | Reply::ScanVersions { tag, id, .. } | Reply::Written { tag, id, .. } => {
-                (*tag, *id)
-            }
+            Reply::Versions { tag, id, .. }
+            | Reply::ScanVersions { tag, id, .. }
+            | Reply::OlderVersions { tag, id, .. }
+            | Reply::Written { tag, id, .. } => (*tag, *id),
+            Reply::Purged { .. } => return, // for the oracle
             Reply::CleanedUp { ts } => {
                 let Some((waiting, _)) = self.cleanups.get_mut(ts) else { return };
                 waiting.remove(&from);
@@ -932,7 +1126,9 @@ impl CoordinatorEngine for OmidCoordinator {
                 t.ops.remove(&id);
                 ctx.op_done(id, result.map(|()| PartResult::Done));
             }
-            Reply::Versions { result: Err(e), .. } | Reply::ScanVersions { result: Err(e), .. } => {
+            Reply::Versions { result: Err(e), .. }
+            | Reply::ScanVersions { result: Err(e), .. }
+            | Reply::OlderVersions { result: Err(e), .. } => {
                 t.ops.remove(&id);
                 ctx.op_done(id, Err(e));
             }
@@ -948,7 +1144,18 @@ impl CoordinatorEngine for OmidCoordinator {
                     self.advance(id, ctx);
                 }
             }
-            Reply::CleanedUp { .. } => unreachable!("handled above"),
+            Reply::OlderVersions { result: Ok(got), .. } => {
+                if let Some(OpState::Scan { page: Some((keys, _)), older, .. }) = t.ops.get_mut(&id) {
+                    *older = false;
+                    for (key, versions, more) in got {
+                        if let Ok(i) = keys.binary_search_by(|k| k.0.cmp(&key)) {
+                            keys[i] = (key, versions, more);
+                        }
+                    }
+                    self.advance(id, ctx);
+                }
+            }
+            Reply::CleanedUp { .. } | Reply::Purged { .. } => unreachable!("handled above"),
         }
     }
 
@@ -958,7 +1165,12 @@ impl CoordinatorEngine for OmidCoordinator {
         }
         self.oracle_heard = ctx.now;
         if reply.body == OracleBody::Refused(OracleError::NotServing) {
-            return self.fail_over(ctx);
+            // Only an answer to a request still waiting: a refusal of one sent before an
+            // earlier switch (its call died with that session) says nothing about now.
+            if reply.tag.is_some_and(|tag| self.calls.contains_key(&tag)) {
+                self.fail_over(ctx);
+            }
+            return;
         }
         let purpose = reply.tag.and_then(|tag| self.calls.remove(&tag)).map(|c| c.purpose);
         match reply.body {
@@ -1006,7 +1218,10 @@ impl CoordinatorEngine for OmidCoordinator {
 
     fn on_tick(&mut self, ctx: &mut CoordCtx) {
         let now = ctx.now;
-        if self.session == Session::Disconnected && !self.txns.is_empty() {
+        // A new incarnation connects at once, even idle: its session ends the previous
+        // incarnation's, whose transactions would otherwise hold `Tmin` until the oracle drops
+        // it as silent.
+        if self.session == Session::Disconnected && (!self.txns.is_empty() || self.sessions_opened == 0) {
             self.connect(ctx);
         }
         if self.gap_since.is_some_and(|since| now.saturating_sub(since) > DELTA_GAP_TIMEOUT) {

@@ -13,8 +13,17 @@ pub enum Request {
     /// of Fig. 9): `Began` replies carry empty deltas and the client asks
     /// [`Request::InSnapshot`] for every version it reads.
     ConnectUnreplicated,
+    /// Open session `session` of this client (replicated, like [`Request::Connect`]). Session
+    /// ids of one client increase (a coordinator uses `(epoch, n)`): a larger id ends the
+    /// client's previous session and aborts the transactions it began (rule 4); the same id is a
+    /// duplicate (answered again, nothing ends); a smaller one is stale and refused.
+    ConnectAs { session: u64 },
     /// TsReq: a start timestamp; answered with [`Reply::Began`] carrying the client's delta.
     Begin,
+    /// [`Request::Begin`] that may be resent: while the timestamp it got is in flight, a copy with
+    /// the same `id` in the same session is answered with that timestamp again instead of a new
+    /// one (whose reply lost, nobody would ever finish: it would hold `Tmin`).
+    BeginAs { id: u64 },
     /// Commit request `(Ts, W)` (Algorithm 3).
     Commit { start_ts: Timestamp, write_set: Vec<RowId> },
     /// The client gives up the transaction (it may have written).
@@ -95,6 +104,11 @@ pub enum MetaChange {
         start_ts: Timestamp,
     },
     CrashAborted(CrashRange),
+    /// Every version in a crash range was purged: the range leaves the metadata.
+    CrashForgotten {
+        after: Timestamp,
+        upto: Timestamp,
+    },
     Tmax(Timestamp),
 }
 
@@ -151,13 +165,21 @@ pub enum Record {
     /// State transfer to a standby: the state is replaced by the primary's checkpoint. Only in a
     /// standby's own log, alone in its batch, which is not a batch of the primary's stream.
     Install(Box<Checkpoint>),
+    /// Every partition purged the versions of the crash range `(after, upto]`: it is dropped.
+    CrashForgotten {
+        after: Timestamp,
+        upto: Timestamp,
+    },
 }
 
 impl Record {
     /// Approximate encoded size, for the batch size trigger.
     pub fn size_bytes(&self) -> usize {
         match self {
-            Record::Committed { .. } | Record::CrashAborted { .. } | Record::Role { .. } => 17,
+            Record::Committed { .. }
+            | Record::CrashAborted { .. }
+            | Record::CrashForgotten { .. }
+            | Record::Role { .. } => 17,
             Record::Install(c) => 48 + 16 * (c.commits.len() + c.crash_ranges.len()) + 8 * c.aborted.len(),
             _ => 9,
         }

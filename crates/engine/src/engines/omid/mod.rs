@@ -23,19 +23,25 @@
 //!
 //! ## Mapping onto LitmusDB (E1–E6)
 //!
-//! **E1 — begin.** `begin` asks the SO for `Ts` (`Begin`, tagged so the reply finds its
-//! transaction). The reply piggybacks ΔSO; it is applied to the replica in `commitinfo` order
+//! **E1 — begin.** `begin` asks the SO for `Ts` (`BeginAs`, tagged so the reply finds its
+//! transaction; a resent copy gets the same `Ts` while it is in flight, so a lost reply orphans
+//! no timestamp). The reply piggybacks ΔSO; it is applied to the replica in `commitinfo` order
 //! (deltas that arrive early wait — the network reorders), and the transaction starts only once
 //! its own delta is applied, so the replica holds every `Tc < Ts`. Operations issued before that
 //! wait in the transaction. A start timestamp nobody uses (a late or duplicated reply, a
-//! transaction that finished first) is released with an empty commit.
+//! transaction that finished first) is released with an empty commit. Releases and aborts are
+//! resent until answered: a lost one would leave the `Ts` in flight, holding `Tmin`.
 //!
 //! **E2 — reads.** A point read fetches the newest [`engine::VERSIONS_PER_READ`] (`nv` = 3)
 //! versions; the coordinator walks them newest first and returns the first in the snapshot
 //! (rule 5 on the replica); if none is and more exist, it reads the next `nv` below the oldest
 //! seen. A version the replica cannot judge (`Tmax < Ts_f < T_init`) is asked of the SO
-//! (`InSnapshot`) before deciding. Scans return every retained version of each key, in pages
-//! of at most `limit` keys, and continue until `limit` visible rows or the end of the range.
+//! (`InSnapshot`) before deciding. Scans honour `nv` too: a page holds at most `limit` keys, each
+//! with its newest `nv` versions; the coordinator decides each key as a point read does and, for
+//! the keys none of whose returned versions is in the snapshot while older ones exist, fetches
+//! the next `nv` below the oldest seen (`ReadOlder`, one request for all such keys of the page)
+//! until every key is decided. Then it takes the page's visible rows in key order and continues
+//! after the page's last key until `limit` visible rows or the end of the range.
 //!
 //! **E3 — writes and commit.** `Write` installs a version at `Ts` at once; `Insert`, `Update` and
 //! `Delete` first read the row in the snapshot (duplicate key / missing key / formula errors are
@@ -50,17 +56,43 @@
 //! **E4 — faults.** Requests to the SO and to partitions are resent (same tag) until answered;
 //! reads and puts are idempotent. A commit whose answer is ambiguous — `NotInFlight` (a resent or
 //! duplicated copy may have committed it) or a session lost while committing — is reported as
-//! `Unavailable { outcome_unknown: true }` and its versions are left alone (if it aborted they
-//! are invisible forever). A partition refuses a put of a cleaned-up `Ts` (a late duplicate would
+//! `Unavailable { outcome_unknown: true }` and its versions are left alone (if it aborted, GC
+//! purges them, E5). A partition refuses a put of a cleaned-up `Ts` (a late duplicate would
 //! otherwise resurrect a version after the SO forgot the abort). When the session ends (the SO
 //! restarted, dropped the client as silent, or a delta was lost for [`engine::DELTA_GAP_TIMEOUT`])
 //! the coordinator drops its replica, fails the transactions holding a snapshot of it with a
-//! retryable abort, and reconnects — to the other oracle replica when the one it used refused
-//! (`NotServing`) or was silent for [`engine::ORACLE_FAILOVER_AFTER`] (hot standby, [`node`]). A crashed coordinator blocks nobody: its transactions' versions
-//! stay invisible (uncommitted, then aborted when `Tmax` passes them; no locks anywhere).
+//! retryable abort (a committing one: outcome unknown), and reconnects — to the other oracle
+//! replica when the one it used refused (`NotServing`) or was silent for
+//! [`engine::ORACLE_FAILOVER_AFTER`] while requests waited (hot standby, [`node`]); replies of
+//! the replica it left are ignored.
+//!
+//! **Sessions own their transactions.** The SO records which session began each `Ts`. A session
+//! ends when the SO drops it (silent, or lagging), or when the same client opens a newer one:
+//! a coordinator connects with `ConnectAs { session: (epoch, n) }` at startup (even idle) and
+//! after every lost session, a switch of oracle replica included (the new id goes to the replica
+//! it switched to). Then every `Ts` the old session began and did not finish is aborted,
+//! logged and replicated in deltas like any abort — nothing of it could finish: a restarted
+//! coordinator forgot it, a reconnecting one doomed it. A crashed coordinator so holds `Tmin` only
+//! until it restarts (or, if it never does, until the SO drops it as silent). A commit of the old
+//! session still in the network (resent or duplicated) arrives after the abort and gets
+//! `NotInFlight`, so it cannot commit after the abort was reported; and the coordinator never
+//! says "committed" for it: it answered its client "outcome unknown" when the session was lost,
+//! and a restarted coordinator has no client waiting. A late duplicate `ConnectAs` of the
+//! current session is answered from the session's cursor and ends nothing; an older one is
+//! refused (`StaleSession`). Tags and session ids start at `epoch << 32`, so a reply meant for an
+//! earlier incarnation matches nothing. A crashed coordinator blocks nobody meanwhile: its
+//! versions are invisible, and there are no locks.
+//!
+//! Which session owns a `Ts` is not logged (like the uncommitted list itself), so a standby does
+//! not have it: it needs none. A promoted standby, like a restarted SO, aborts everything that
+//! was in flight by a crash range (rule 8), whoever owned it; sessions, session ids and `BeginAs`
+//! ids start empty there, and coordinators reconnect to it with new session ids. What a session's
+//! end decides (the `Aborted` records) is logged, so shipped like any batch.
 //!
 //! **E5 — garbage collection (§IV "HBase Garbage Collection").** Every
-//! [`node::GC_INTERVAL`] the SO sends `Tmin` (smallest in-flight `Ts`) to the partitions. After a
+//! [`node::GC_INTERVAL`] the serving SO replica ([`node`]: a primary alone, or one whose
+//! standby holds every batch, under a lease) sends `Tmin` (smallest in-flight `Ts`) to the
+//! partitions. After a
 //! commit the coordinator tells each written partition `(Ts, Tc, rows)`; a partition keeps these
 //! notices in memory and, at a GC with mark `m`, for each noticed version with `Tc < m` deletes
 //! every *older* version (smaller `Ts`) of that row: every reader with `Ts_r ≥ m` sees the noticed
@@ -68,6 +100,18 @@
 //! exact, where the paper's "keep one non-aborted version below Tmin" is not (a version below
 //! `Tmin` may have committed after a reader started). Reads and puts below the last mark are
 //! refused (`TimestampTooOld`). A lost notice only keeps versions longer.
+//!
+//! The same message carries what no writer will clean up (rule 4): up to
+//! [`node::PURGE_TXNS_MAX`] aborted `Ts`s below the mark not yet cleaned up, oldest first, and
+//! the crash ranges below it. Each partition deletes its versions of those (a `Cleanup` record
+//! per `Ts`, found through an index `Ts → rows` it builds from its store at first use — so again
+//! after a restart — and keeps as versions come and go; a commit notice takes the committed
+//! writer out of it) and reports `Purged` to the SO. A late put of a purged `Ts` is refused: it is
+//! below the mark. Work whose report is lost is asked for again at the next round. A partition
+//! answers `Purged` to the replica that sent the `Gc`, and only a serving primary counts reports;
+//! who reported is volatile (not logged), so after a failover or restart the new primary asks
+//! for the work again (purging twice finds nothing) — only the conclusions, `Forgotten` and
+//! `CrashForgotten`, are logged, and so shipped to the standby.
 //!
 //! **E6 — the replica and silent clients** are rules 6 and the oracle's idle push: a coordinator
 //! answers pushes with `Ack`.
@@ -116,9 +160,15 @@
 //! transactions that may have written. A client that deleted its versions sends `CleanedUp`; the
 //! SO forgets the entry only once every transaction started before the report has terminated
 //! ("defers the removal ... until the already started transactions terminate"), then logs and
-//! replicates the removal. A `CleanedUp` for a transaction not in the list is ignored. The aborted
-//! list is not bounded: an entry of a client that never cleans up stays (the paper leaves it to
-//! the data store's garbage collection; so do we, for later).
+//! replicates the removal. A `CleanedUp` for a transaction not in the list is ignored. An entry
+//! whose client never cleans up (crashed, partitioned, gave up after
+//! [`engine::CLEANUP_GIVE_UP_AFTER`], or an abort at the end of its session) is left to the data
+//! store's garbage collection, as the paper says: once `Tmin` passes it, the GC message asks every
+//! partition to purge it (E5), and when every partition reported, it is forgotten exactly as
+//! after a `CleanedUp`. Crash ranges (rule 8) go the same way: purged below `Tmin` (their committed
+//! members kept), then dropped with a logged, replicated `CrashForgotten`. The uncommitted list
+//! maps each `Ts` to the client that began it: when the client's session ends, its entries are
+//! aborted (E4).
 //!
 //! ## Rule 5 — visibility (Algorithm 4)
 //!
@@ -170,20 +220,27 @@
 //! checkpoint. Then, as in the paper, every transaction that started before the crash and did not
 //! commit is aborted: the SO does not know their ids (the uncommitted list is not logged), so it
 //! logs a crash range `(Tmax, bound]` — "whatever is not committed nor aborted" — whose members,
-//! except the committed ones it lists, are aborted forever. `lastCommit` starts empty: new
+//! except the committed ones it lists, are aborted for good (the range is dropped only once GC
+//! purged their versions everywhere, rule 4). `lastCommit` starts empty: new
 //! transactions start above every pre-crash `Tc`, and pre-crash transactions are aborted.
 //! Lost with the crash: unflushed records (never acknowledged), pending cleanups (their entries
-//! stay aborted: safe), sessions (clients reconnect and reset their replica).
+//! stay aborted until GC purges them again), sessions (clients reconnect and reset their
+//! replica).
 //!
 //! ## Not implemented
 //!
-//! Cleanup of crash ranges and of the versions of transactions whose coordinator crashed (they
-//! stay, invisible, until a later commit of the row lets GC shadow them); the SO does not abort a
-//! crashed coordinator's transactions when it reconnects (they hold `Tmin`, so GC, back until
-//! `Tmax` passes them). The hot standby ([`node`]) has two replicas and no third voter: a
-//! primary whose in-sync standby goes silent stalls until one of the two answers (it cannot
-//! tell a crash from a partition); a witness, or the oracle's log under Raft, would let it drop
-//! the standby instead. Single-node clusters run no standby (failover is the node restarting).
+//! The SO keeps no session state across its own crash or a failover to the standby (rule 8):
+//! the highest session id of each client is volatile, so a `ConnectAs` delayed across an SO
+//! restart or a promotion can end a newer session: the transactions in flight in it abort (their
+//! commits get `NotInFlight`, which the coordinator reports as outcome unknown — never a wrong
+//! "committed"). A partition's `Ts → rows` index, rebuilt after a restart, holds every version
+//! until commit notices, GC or cleanups remove entries: memory proportional to the store until
+//! then.
+//!
+//! The hot standby ([`node`]) has two replicas and no third voter: a primary whose in-sync
+//! standby goes silent stalls until one of the two answers (it cannot tell a crash from a
+//! partition); a witness, or the oracle's log under Raft, would let it drop the standby instead.
+//! Single-node clusters run no standby (failover is the node restarting).
 
 pub mod engine;
 pub mod messages;
@@ -321,11 +378,14 @@ pub enum OracleError {
     /// other one.
     #[error("this oracle replica is not serving")]
     NotServing,
+    /// A `ConnectAs` older than the client's current session (a late duplicate).
+    #[error("session is older than the client's current one")]
+    StaleSession,
 }
 
 impl OracleError {
     /// True when the same request may succeed later (after reconnecting, or when load drops).
     pub fn is_retryable(&self) -> bool {
-        !matches!(self, OracleError::WriteSetTooLarge { .. })
+        !matches!(self, OracleError::WriteSetTooLarge { .. } | OracleError::StaleSession)
     }
 }

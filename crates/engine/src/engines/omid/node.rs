@@ -17,7 +17,10 @@
 //!   batch it produces is emitted at the first step.
 //! * **Garbage collection (§IV "HBase Garbage Collection").** Every [`GC_INTERVAL`] the serving
 //!   oracle sends `Gc { low_water: Tmin }` to every partition, where `Tmin` is the smallest start
-//!   timestamp still in flight (or the next timestamp). See [`super::engine`] for what the
+//!   timestamp still in flight (or the next timestamp), with up to [`PURGE_TXNS_MAX`] aborted
+//!   transactions and crash ranges below it whose versions the partitions must delete
+//!   ([`StatusOracle::purge_work`]); each partition answers the sender with what it purged, and
+//!   the oracle forgets an entry once every partition did (rule 4). See [`super::engine`] for what the
 //!   partitions do with it.
 //!
 //! ## Hot standby (§IV "Recovery": "a hot backup could continuously read the state from the WAL")
@@ -70,11 +73,22 @@
 //! * **Garbage collection** comes from the serving oracle only: a primary alone, or one whose
 //!   batches are all acknowledged (so its `Tmin` is below every timestamp a promoted standby
 //!   issues) with an ack received for a message sent less than [`SERVE_LEASE`] ago (shorter than
-//!   [`PROMOTE_AFTER`]). Fenced replicas and standbys send none.
+//!   [`PROMOTE_AFTER`]). Fenced replicas and standbys send none. The same goes for purging
+//!   (the `purge` and `crashed` lists of `Gc`): partitions answer `Purged` to the replica that
+//!   asked, and only an unfenced primary counts the reports. Who reported is volatile, so a
+//!   new primary (or a restarted one) asks again; what the reports conclude (`Forgotten`,
+//!   `CrashForgotten`) is logged, so shipped. A purged aborted `Ts` is one the standby also holds
+//!   as aborted (the primary collects only with every batch acknowledged).
+//! * **Sessions** (which client session began each in-flight `Ts`, session ids, `BeginAs` ids)
+//!   are not logged, so a standby has none: at its promotion everything in flight is aborted by
+//!   the crash range anyway, whoever owned it. The aborts a session's end decides are logged
+//!   records like any other, so they reach the standby before the reply that follows them.
 //! * **Coordinators** ([`super::engine::OmidCoordinator`]) talk to one replica; on
 //!   `NotServing`, or when it answers nothing for [`super::engine::ORACLE_FAILOVER_AFTER`] while
 //!   requests wait, they switch to the other address — their session ends and they reconnect
-//!   (E4), ignoring replies of the replica they left.
+//!   (E4) with a new session id (`ConnectAs`), ignoring replies of the replica they left. A
+//!   coordinator's first connect (at its first tick) goes to [`Addr::Oracle`] and moves the
+//!   same way if that replica does not serve.
 //!
 //! A single-node cluster runs [`OracleMachine::new`]: no standby, no role records, failover is
 //! the node restarting and recovering from its log, as before.
@@ -84,7 +98,7 @@ use super::messages::{Batch, Checkpoint, OracleEffects, Outbound, Record, Reply,
 use super::oracle::{Input as OracleInput, Standby, StatusOracle};
 use super::{OracleConfig, OracleError};
 use crate::machine::{Effects, Input, Machine};
-use crate::message::{Addr, EngineRequest, Envelope, Message, PartitionRequest};
+use crate::message::{Addr, EngineReply, EngineRequest, Envelope, Message, PartitionReply, PartitionRequest};
 use litmus_core::{ClientId, Error, PartitionId, Time};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -132,6 +146,10 @@ pub fn replica_addr(index: u8) -> Addr {
         Addr::OracleStandby
     }
 }
+
+/// Most aborted transactions (and, separately, crash ranges) one GC message asks partitions to
+/// purge.
+pub const PURGE_TXNS_MAX: usize = 256;
 
 /// A request to the oracle; `tag` is echoed in the reply.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -461,7 +479,7 @@ impl OracleMachine {
             return;
         }
         let peer = self.peer;
-        let Role::Primary(p) = &self.role else { return };
+        let Role::Primary(p) = &mut self.role else { return };
         // Only the serving oracle collects: alone, or with every batch at the standby (so its
         // `Tmin` is below any timestamp a promoted standby issues) and the lease running.
         let serving = peer.is_none()
@@ -473,8 +491,10 @@ impl OracleMachine {
         }
         self.last_gc = now;
         let low_water = p.oracle.t_min();
+        let (purge, crashed) = p.oracle.purge_work(low_water, PURGE_TXNS_MAX);
         for part in 0..self.partitions {
-            let body = EngineRequest::Omid(engine::Request::Gc { low_water });
+            let (purge, crashed) = (purge.clone(), crashed.clone());
+            let body = EngineRequest::Omid(engine::Request::Gc { low_water, purge, crashed });
             let msg = Message::PartitionRequest(PartitionRequest { body });
             out.send.push(Envelope { from: self.me, to: Addr::Partition(PartitionId(part)), msg });
         }
@@ -496,6 +516,22 @@ impl OracleMachine {
         }
         let Role::Primary(p) = &mut self.role else { unreachable!("checked") };
         p.oracle.step(now, OracleInput::Request { client, request: body }, &mut self.scratch);
+        self.emit(now, out);
+    }
+
+    /// A partition's purge report ([`engine::Reply::Purged`], the answer to this replica's
+    /// `Gc`). Only a serving primary counts it: the purge bookkeeping is volatile (a report lost
+    /// in a failover is asked for again by the next primary's `Gc`), and what it concludes
+    /// (`Forgotten`, `CrashForgotten`) is logged and shipped like any record.
+    fn on_purged(&mut self, now: Time, from: PartitionId, reply: engine::Reply, out: &mut Effects) {
+        let engine::Reply::Purged { start_ts, crashed } = reply else { return };
+        if !self.is_primary() {
+            return;
+        }
+        let partitions = self.partitions;
+        let Role::Primary(p) = &mut self.role else { unreachable!("checked") };
+        let input = OracleInput::Purged { partition: from.0, partitions, start_ts, crashed };
+        p.oracle.step(now, input, &mut self.scratch);
         self.emit(now, out);
     }
 
@@ -679,6 +715,9 @@ impl Machine for OracleMachine {
             Input::Message(env) => match env.msg {
                 Message::OracleRequest(request) => self.on_request(now, env.from, request, out),
                 Message::OracleReplication(r) if Some(env.from) == self.peer => self.on_replication(now, r, out),
+                Message::PartitionReply(PartitionReply { from, body: EngineReply::Omid(reply) }) => {
+                    self.on_purged(now, from, reply, out)
+                }
                 _ => {}
             },
         }
@@ -698,5 +737,9 @@ impl Machine for OracleMachine {
             Role::Primary(p) => p.oracle.checkpoint().map(|c| c.encode()),
             Role::Standby(f) => Some(f.standby.checkpoint().encode()),
         }
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }

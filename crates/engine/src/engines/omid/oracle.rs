@@ -18,16 +18,37 @@ pub enum Input {
     },
     /// Time passed: flush a batch past its deadline, push to silent clients, drop dead ones.
     Tick,
+    /// Partition `partition` (of `partitions`) deleted every version it held of the aborted
+    /// transactions `start_ts` and of the uncommitted members of the crash ranges `crashed`
+    /// (`(after, upto)`), as asked by the garbage-collection message (rule 4).
+    Purged {
+        partition: u32,
+        partitions: u32,
+        start_ts: Vec<Timestamp>,
+        crashed: Vec<(Timestamp, Timestamp)>,
+    },
 }
 
 /// A reply decided but not rendered yet: it waits for the open batch (rule 7).
 #[derive(Clone, Debug)]
 enum Pending {
     Connected,
-    Began { start_ts: Timestamp },
-    Commit { start_ts: Timestamp, result: Result<Timestamp, CommitAbort> },
-    Done { start_ts: Timestamp },
-    InSnapshot { version_ts: Timestamp, reader_ts: Timestamp },
+    /// A duplicate of the current session's connect: answered again from the session's cursor.
+    Reconnected,
+    Began {
+        start_ts: Timestamp,
+    },
+    Commit {
+        start_ts: Timestamp,
+        result: Result<Timestamp, CommitAbort>,
+    },
+    Done {
+        start_ts: Timestamp,
+    },
+    InSnapshot {
+        version_ts: Timestamp,
+        reader_ts: Timestamp,
+    },
     Refused(OracleError),
 }
 
@@ -39,7 +60,13 @@ struct Session {
     push_sent_at: Option<Time>,
     /// False for a client without a replica ([`Request::ConnectUnreplicated`]).
     replicated: bool,
+    /// The last [`BEGIN_IDS_MAX`] [`Request::BeginAs`] ids and the timestamps they got.
+    begins: BTreeMap<u64, Timestamp>,
 }
+
+/// [`Request::BeginAs`] ids remembered per session (a resend older than this gets a new
+/// timestamp).
+pub const BEGIN_IDS_MAX: usize = 1024;
 
 /// The status oracle. Drive it with [`StatusOracle::step`]; see the module doc of [`super`].
 #[derive(Debug)]
@@ -56,13 +83,22 @@ pub struct StatusOracle {
     // Tc list: start -> commit, and (commit, start) in commit order.
     commits: BTreeMap<Timestamp, Timestamp>,
     commit_order: VecDeque<(Timestamp, Timestamp)>,
-    // Rule 4.
-    uncommitted: BTreeSet<Timestamp>,
+    // Rule 4. In-flight transactions and the client that began each: when its session ends,
+    // they are aborted.
+    uncommitted: BTreeMap<Timestamp, ClientId>,
     aborted: BTreeSet<Timestamp>,
     crash_ranges: Vec<CrashRange>,
     /// `(fence, Ts)`: forget `Ts` once no transaction with a start below `fence` is in flight.
     cleanups: VecDeque<(Timestamp, Timestamp)>,
     cleanup_queued: BTreeSet<Timestamp>,
+    /// Partitions that reported purging an aborted `Ts` (volatile: lost reports are asked again).
+    purge_reports: BTreeMap<Timestamp, BTreeSet<u32>>,
+    /// The same for crash ranges `(after, upto)`.
+    crash_reports: BTreeMap<(Timestamp, Timestamp), BTreeSet<u32>>,
+    /// `(fence, after, upto)`: forget the crash range once nothing that started below `fence`
+    /// is in flight.
+    crash_cleanups: VecDeque<(Timestamp, Timestamp, Timestamp)>,
+    crash_cleanup_queued: BTreeSet<(Timestamp, Timestamp)>,
     // Rule 7: the open batch and the replies waiting for it.
     batch: Vec<Record>,
     batch_bytes: usize,
@@ -78,6 +114,8 @@ pub struct StatusOracle {
     epoch: u64,
     primary: u8,
     standby_out: bool,
+    /// The largest session id each client used: a late `ConnectAs` below it is stale.
+    session_ids: BTreeMap<ClientId, u64>,
 }
 
 /// A hot standby (§V "Recovery": "a hot backup could continuously read the state from the
@@ -179,11 +217,15 @@ impl StatusOracle {
             last_commit_by_tc: BTreeSet::new(),
             commits: BTreeMap::new(),
             commit_order: VecDeque::new(),
-            uncommitted: BTreeSet::new(),
+            uncommitted: BTreeMap::new(),
             aborted: BTreeSet::new(),
             crash_ranges: Vec::new(),
             cleanups: VecDeque::new(),
             cleanup_queued: BTreeSet::new(),
+            purge_reports: BTreeMap::new(),
+            crash_reports: BTreeMap::new(),
+            crash_cleanups: VecDeque::new(),
+            crash_cleanup_queued: BTreeSet::new(),
             batch: Vec::new(),
             batch_bytes: 0,
             batch_opened_at: None,
@@ -195,6 +237,7 @@ impl StatusOracle {
             epoch: 0,
             primary: 0,
             standby_out: false,
+            session_ids: BTreeMap::new(),
         }
     }
 
@@ -241,6 +284,7 @@ impl StatusOracle {
                 self.standby_out = standby_out;
             }
             Record::Install(ref checkpoint) => *self = Standby::new(self.config.clone(), Some(checkpoint)).o,
+            Record::CrashForgotten { after, upto } => self.crash_ranges.retain(|r| (r.after, r.upto) != (after, upto)),
         }
     }
 
@@ -296,6 +340,15 @@ impl StatusOracle {
                     }
                 }
                 self.tick_sessions(out);
+                if self.batch_bytes >= self.config.batch_bytes_max {
+                    self.flush(out);
+                }
+            }
+            Input::Purged { partition, partitions, start_ts, crashed } => {
+                self.purged(partition, partitions, &start_ts, &crashed);
+                if self.batch_bytes >= self.config.batch_bytes_max {
+                    self.flush(out);
+                }
             }
         }
         assert!(self.batch.is_empty() || self.batch_opened_at.is_some());
@@ -303,15 +356,14 @@ impl StatusOracle {
     }
 
     fn handle(&mut self, client: ClientId, request: Request) -> Option<Pending> {
-        if matches!(request, Request::Connect | Request::ConnectUnreplicated) {
-            let replicated = request == Request::Connect;
-            if !self.sessions.contains_key(&client) && self.sessions.len() >= self.config.clients_max {
-                return Some(Pending::Refused(OracleError::TooManyClients { limit: self.config.clients_max }));
-            }
-            let cursor = self.commitinfo_end();
-            let session = Session { cursor, last_heard: self.now, push_sent_at: None, replicated };
-            self.sessions.insert(client, session);
-            return Some(Pending::Connected);
+        let connect = match request {
+            Request::Connect => Some((0, true)),
+            Request::ConnectUnreplicated => Some((0, false)),
+            Request::ConnectAs { session } => Some((session, true)),
+            _ => None,
+        };
+        if let Some((id, replicated)) = connect {
+            return Some(self.connect(client, id, replicated));
         }
         let now = self.now;
         let Some(session) = self.sessions.get_mut(&client) else {
@@ -320,9 +372,24 @@ impl StatusOracle {
         session.last_heard = now;
         session.push_sent_at = None;
         Some(match request {
-            Request::Connect | Request::ConnectUnreplicated => unreachable!("handled above"),
+            Request::Connect | Request::ConnectUnreplicated | Request::ConnectAs { .. } => {
+                unreachable!("handled above")
+            }
             Request::Ack => return None,
-            Request::Begin => Pending::Began { start_ts: self.begin() },
+            Request::Begin => Pending::Began { start_ts: self.begin(client) },
+            Request::BeginAs { id } => {
+                let again = session.begins.get(&id).copied();
+                if let Some(start_ts) = again.filter(|ts| self.uncommitted.get(ts) == Some(&client)) {
+                    return Some(Pending::Began { start_ts });
+                }
+                let start_ts = self.begin(client);
+                let begins = &mut self.sessions.get_mut(&client).expect("connected").begins;
+                begins.insert(id, start_ts);
+                if begins.len() > BEGIN_IDS_MAX {
+                    begins.pop_first();
+                }
+                Pending::Began { start_ts }
+            }
             Request::Commit { start_ts, write_set } => {
                 if write_set.len() > self.config.write_set_rows_max {
                     let limit = self.config.write_set_rows_max;
@@ -342,6 +409,43 @@ impl StatusOracle {
         })
     }
 
+    /// Opens a session. A new session of a client that had one ends the old one first: the
+    /// transactions it began are aborted (a restarted coordinator, or one that lost its replica,
+    /// never finishes them). Ids let a late duplicate of an earlier connect be told apart.
+    fn connect(&mut self, client: ClientId, id: u64, replicated: bool) -> Pending {
+        let last_id = self.session_ids.get(&client).copied().unwrap_or(0);
+        if id != 0 && id < last_id {
+            return Pending::Refused(OracleError::StaleSession);
+        }
+        if id != 0 && id == last_id {
+            if let Some(session) = self.sessions.get_mut(&client) {
+                session.last_heard = self.now;
+                session.push_sent_at = None;
+                return Pending::Reconnected;
+            }
+        }
+        if !self.sessions.contains_key(&client) && self.sessions.len() >= self.config.clients_max {
+            return Pending::Refused(OracleError::TooManyClients { limit: self.config.clients_max });
+        }
+        self.end_session(client);
+        self.session_ids.insert(client, id.max(last_id));
+        let cursor = self.commitinfo_end();
+        let session = Session { cursor, last_heard: self.now, push_sent_at: None, replicated, begins: BTreeMap::new() };
+        self.sessions.insert(client, session);
+        Pending::Connected
+    }
+
+    /// Aborts every transaction `client` began (its session ended), logged and replicated like
+    /// any abort; their versions are purged by garbage collection ([`StatusOracle::purge_work`]).
+    fn end_session(&mut self, client: ClientId) {
+        let owned: Vec<Timestamp> = self.uncommitted.iter().filter(|(_, &c)| c == client).map(|(&ts, _)| ts).collect();
+        for start_ts in owned {
+            self.uncommitted.remove(&start_ts);
+            self.mark_aborted(start_ts);
+        }
+        self.forget_cleaned_up();
+    }
+
     // ---- Rule 1: timestamps -------------------------------------------------------------------
 
     fn next_timestamp(&mut self) -> Timestamp {
@@ -357,20 +461,20 @@ impl StatusOracle {
 
     /// Begin: a start timestamp, entered in the uncommitted list (rule 4). When the list is full
     /// the oldest in-flight transaction is aborted by raising `Tmax` to it (rule 3).
-    fn begin(&mut self) -> Timestamp {
+    fn begin(&mut self, client: ClientId) -> Timestamp {
         if self.uncommitted.len() >= self.config.uncommitted_txns_max {
-            let oldest = *self.uncommitted.first().expect("list is full");
+            let oldest = *self.uncommitted.first_key_value().expect("list is full").0;
             self.raise_tmax(oldest);
         }
         let ts = self.next_timestamp();
-        self.uncommitted.insert(ts);
+        self.uncommitted.insert(ts, client);
         ts
     }
 
     // ---- Rule 2: Algorithm 3 ------------------------------------------------------------------
 
     fn commit(&mut self, start_ts: Timestamp, mut write_set: Vec<RowId>) -> Result<Timestamp, CommitAbort> {
-        if !self.uncommitted.remove(&start_ts) {
+        if self.uncommitted.remove(&start_ts).is_none() {
             return Err(CommitAbort::NotInFlight);
         }
         write_set.sort_unstable();
@@ -456,7 +560,7 @@ impl StatusOracle {
             self.last_commit_by_tc.pop_first();
             self.last_commit.remove(&row);
         }
-        let passed: Vec<Timestamp> = self.uncommitted.range(..=tmax).copied().collect();
+        let passed: Vec<Timestamp> = self.uncommitted.range(..=tmax).map(|(&ts, _)| ts).collect();
         for start_ts in passed {
             self.uncommitted.remove(&start_ts);
             self.mark_aborted(start_ts);
@@ -478,14 +582,14 @@ impl StatusOracle {
     // ---- Rule 4: aborted and uncommitted lists ------------------------------------------------
 
     fn abort(&mut self, start_ts: Timestamp) {
-        if self.uncommitted.remove(&start_ts) {
+        if self.uncommitted.remove(&start_ts).is_some() {
             self.mark_aborted(start_ts);
             self.forget_cleaned_up();
         }
     }
 
     fn mark_aborted(&mut self, start_ts: Timestamp) {
-        assert!(!self.commits.contains_key(&start_ts) && !self.uncommitted.contains(&start_ts));
+        assert!(!self.commits.contains_key(&start_ts) && !self.uncommitted.contains_key(&start_ts));
         if self.aborted.insert(start_ts) {
             self.log(Record::Aborted { start_ts });
         }
@@ -498,19 +602,92 @@ impl StatusOracle {
         }
     }
 
-    /// Forgets cleaned-up aborts once every transaction started before the report terminated.
+    /// Forgets cleaned-up aborts (and purged crash ranges) once every transaction started
+    /// before the report terminated.
     fn forget_cleaned_up(&mut self) {
-        let oldest_in_flight = self.uncommitted.first().copied();
+        let oldest_in_flight = self.uncommitted.first_key_value().map(|(&ts, _)| ts);
+        let due = |fence: Timestamp| oldest_in_flight.is_none_or(|oldest| oldest >= fence);
         while let Some(&(fence, start_ts)) = self.cleanups.front() {
-            if oldest_in_flight.is_some_and(|oldest| oldest < fence) {
+            if !due(fence) {
                 break;
             }
             self.cleanups.pop_front();
             self.cleanup_queued.remove(&start_ts);
+            self.purge_reports.remove(&start_ts);
             if self.aborted.remove(&start_ts) {
                 self.log(Record::Forgotten { start_ts });
             }
         }
+        while let Some(&(fence, after, upto)) = self.crash_cleanups.front() {
+            if !due(fence) {
+                break;
+            }
+            self.crash_cleanups.pop_front();
+            self.crash_cleanup_queued.remove(&(after, upto));
+            let before = self.crash_ranges.len();
+            self.crash_ranges.retain(|r| (r.after, r.upto) != (after, upto));
+            if self.crash_ranges.len() < before {
+                self.log(Record::CrashForgotten { after, upto });
+            }
+        }
+    }
+
+    /// The garbage-collection work for the partitions at mark `low_water` (§IV leaves aborted
+    /// versions whose writer cannot clean up to the data store's GC; this is it): at most
+    /// `txns_max` aborted transactions and crash ranges below the mark that are not yet being
+    /// forgotten, oldest first. Below the mark a partition refuses puts, so a purged version
+    /// cannot come back.
+    pub fn purge_work(&mut self, low_water: Timestamp, txns_max: usize) -> (Vec<Timestamp>, Vec<CrashRange>) {
+        let start_ts: Vec<Timestamp> = self
+            .aborted
+            .range(..low_water)
+            .filter(|ts| !self.cleanup_queued.contains(ts))
+            .take(txns_max)
+            .copied()
+            .collect();
+        let crashed: Vec<CrashRange> = self
+            .crash_ranges
+            .iter()
+            .filter(|r| r.upto < low_water && !self.crash_cleanup_queued.contains(&(r.after, r.upto)))
+            .take(txns_max)
+            .cloned()
+            .collect();
+        // Reports of work no longer asked for (cleaned up by their writer meanwhile) are dropped.
+        let (aborted, queued) = (&self.aborted, &self.cleanup_queued);
+        self.purge_reports.retain(|ts, _| aborted.contains(ts) && !queued.contains(ts));
+        let ranges = &self.crash_ranges;
+        self.crash_reports.retain(|key, _| ranges.iter().any(|r| (r.after, r.upto) == *key));
+        (start_ts, crashed)
+    }
+
+    /// A partition's purge report: once every partition purged a transaction (a crash range),
+    /// it is cleaned up and forgotten as after a client's `CleanedUp` (rule 4).
+    fn purged(&mut self, partition: u32, partitions: u32, start_ts: &[Timestamp], crashed: &[(Timestamp, Timestamp)]) {
+        for &ts in start_ts {
+            if !self.aborted.contains(&ts) || self.cleanup_queued.contains(&ts) {
+                continue;
+            }
+            let reports = self.purge_reports.entry(ts).or_default();
+            reports.insert(partition);
+            if reports.len() >= partitions as usize {
+                self.purge_reports.remove(&ts);
+                self.cleaned_up(ts);
+            }
+        }
+        for &range in crashed {
+            let known = self.crash_ranges.iter().any(|r| (r.after, r.upto) == range);
+            if !known || self.crash_cleanup_queued.contains(&range) {
+                continue;
+            }
+            let reports = self.crash_reports.entry(range).or_default();
+            reports.insert(partition);
+            if reports.len() >= partitions as usize {
+                self.crash_reports.remove(&range);
+                self.crash_cleanup_queued.insert(range);
+                self.crash_cleanups.push_back((self.next_ts, range.0, range.1));
+            }
+        }
+        self.forget_cleaned_up();
     }
 
     fn add_crash_range(&mut self, after: Timestamp, upto: Timestamp) {
@@ -546,7 +723,7 @@ impl StatusOracle {
     /// `Tmin` (§IV "HBase Garbage Collection"): the smallest start timestamp still in flight, or
     /// the next timestamp to issue when none is. No transaction that can still read started below.
     pub fn t_min(&self) -> Timestamp {
-        self.uncommitted.first().copied().unwrap_or(self.next_ts)
+        self.uncommitted.first_key_value().map(|(&ts, _)| ts).unwrap_or(self.next_ts)
     }
     pub fn last_commit(&self, row: RowId) -> Option<Timestamp> {
         self.last_commit.get(&row).copied()
@@ -555,7 +732,18 @@ impl StatusOracle {
         self.commits.get(&start_ts).copied()
     }
     pub fn is_in_flight(&self, start_ts: Timestamp) -> bool {
-        self.uncommitted.contains(&start_ts)
+        self.uncommitted.contains_key(&start_ts)
+    }
+    /// Number of transactions in flight (the uncommitted list).
+    pub fn in_flight(&self) -> usize {
+        self.uncommitted.len()
+    }
+    /// The aborted list (rule 4).
+    pub fn aborted(&self) -> impl Iterator<Item = Timestamp> + '_ {
+        self.aborted.iter().copied()
+    }
+    pub fn crash_ranges(&self) -> &[CrashRange] {
+        &self.crash_ranges
     }
     pub fn last_commit_rows(&self) -> usize {
         self.last_commit.len()
@@ -620,6 +808,7 @@ impl StatusOracle {
             Record::CrashAborted { after, upto } => MetaChange::CrashAborted(
                 self.crash_ranges.iter().find(|r| r.after == after && r.upto == upto).expect("logged range").clone(),
             ),
+            Record::CrashForgotten { after, upto } => MetaChange::CrashForgotten { after, upto },
         })
     }
 
@@ -660,9 +849,15 @@ impl StatusOracle {
             return; // disconnected while its reply waited
         }
         let reply = match pending {
-            Pending::Connected => {
-                let cursor = self.commitinfo_end();
-                self.sessions.get_mut(&client).expect("connected").cursor = cursor;
+            Pending::Connected | Pending::Reconnected => {
+                // A duplicate connect resumes from the session's cursor: the deltas from there
+                // re-apply changes the current lists already hold, which is harmless.
+                let end = self.commitinfo_end();
+                let session = self.sessions.get_mut(&client).expect("connected");
+                if matches!(pending, Pending::Connected) {
+                    session.cursor = end;
+                }
+                let cursor = session.cursor;
                 Reply::Connected(Connected {
                     t_init: self.next_ts,
                     tmax: self.tmax,
@@ -727,6 +922,7 @@ impl StatusOracle {
 
     fn disconnect(&mut self, client: ClientId, out: &mut OracleEffects) {
         self.sessions.remove(&client);
+        self.end_session(client);
         out.send.push(Outbound::Disconnect { client });
         self.trim_commitinfo();
     }

@@ -74,6 +74,9 @@ impl ClientReplica {
                     self.aborted.remove(&start_ts);
                 }
                 MetaChange::CrashAborted(range) => self.crash_ranges.push(range.clone()),
+                &MetaChange::CrashForgotten { after, upto } => {
+                    self.crash_ranges.retain(|r| (r.after, r.upto) != (after, upto))
+                }
                 &MetaChange::Tmax(tmax) => {
                     self.tmax = self.tmax.max(tmax);
                     while let Some(&(commit_ts, start_ts)) = self.commit_order.front() {

@@ -2,16 +2,20 @@
 //! network between them that tests can cut, every logged record durable, crashes that rebuild a
 //! replica from its log.
 
+use super::engine;
 use super::messages::{Reply, Request};
 use super::node::{runtime_config, OracleMachine, OracleReply, OracleRequest, Replication, GC_INTERVAL, PROMOTE_AFTER};
 use super::{OracleError, RowId};
 use crate::machine::{Effects, Input, Machine};
-use crate::message::{Addr, EngineRequest, Envelope, Message};
-use litmus_core::{ClientId, Time, Timestamp};
+use crate::message::{Addr, EngineReply, EngineRequest, Envelope, Message, PartitionReply};
+use litmus_core::{ClientId, PartitionId, Time, Timestamp};
 use std::collections::VecDeque;
 
 const CLIENT: Addr = Addr::Client(ClientId(7));
 const ADDRS: [Addr; 2] = [Addr::Oracle, Addr::OracleStandby];
+
+/// A `Gc` as sent: `(sender, purge, crashed)`.
+type Gc = (Addr, Vec<Timestamp>, Vec<(Timestamp, Timestamp)>);
 
 struct Pair {
     replicas: [OracleMachine; 2],
@@ -23,6 +27,8 @@ struct Pair {
     now: Time,
     replies: Vec<(Addr, OracleReply)>,
     gc_from: Vec<Addr>,
+    /// The `Gc` messages sent: `(sender, purge, crashed)`.
+    gcs: Vec<Gc>,
     next_tag: u64,
 }
 
@@ -41,6 +47,7 @@ impl Pair {
             now: Time::from_millis(1),
             replies: Vec::new(),
             gc_from: Vec::new(),
+            gcs: Vec::new(),
             next_tag: 0,
         };
         p.replicas[0].recover(None, &[]).unwrap();
@@ -60,10 +67,13 @@ impl Pair {
                     self.replies.push((env.from, r));
                 }
                 Addr::Partition(_) => {
-                    assert!(
-                        matches!(env.msg, Message::PartitionRequest(ref r) if matches!(r.body, EngineRequest::Omid(_)))
-                    );
+                    let Message::PartitionRequest(r) = env.msg else { panic!("partitions get requests") };
+                    let EngineRequest::Omid(engine::Request::Gc { purge, crashed, .. }) = r.body else {
+                        panic!("the oracle sends partitions Gc only")
+                    };
                     self.gc_from.push(env.from);
+                    let crashed = crashed.iter().map(|r| (r.after, r.upto)).collect();
+                    self.gcs.push((env.from, purge, crashed));
                 }
                 _ => self.net.push_back(env),
             }
@@ -292,4 +302,76 @@ fn a_restarted_primary_resyncs_its_standby_by_state_transfer() {
     assert_eq!(p.replicas[1].oracle().lsn(), p.replicas[0].oracle().lsn());
     assert_eq!(p.replicas[1].oracle().commit_ts(s), Some(c));
     assert!(p.replicas[0].is_primary() && p.replicas[0].epoch() == 0);
+}
+
+impl Pair {
+    /// Partition `part` reports to replica `i` that it purged what was asked.
+    fn purged(&mut self, i: usize, part: u32, start_ts: Vec<Timestamp>, crashed: Vec<(Timestamp, Timestamp)>) {
+        let body = EngineReply::Omid(engine::Reply::Purged { start_ts, crashed });
+        let msg = Message::PartitionReply(PartitionReply { from: PartitionId(part), body });
+        self.step(i, Input::Message(Envelope { from: Addr::Partition(PartitionId(part)), to: ADDRS[i], msg }));
+        self.deliver();
+    }
+
+    /// The last `Gc` sent, after one more GC round.
+    fn next_gc(&mut self) -> Gc {
+        self.gcs.clear();
+        self.run(GC_INTERVAL.as_millis() as u64 + 20);
+        self.gcs.last().cloned().expect("a GC round")
+    }
+}
+
+/// Sessions (the SO aborts what an ended session began) and purging (partitions delete the
+/// versions GC names and report it) with a standby: the aborts and what the reports conclude
+/// are logged, so the standby holds them; reports count only at the serving primary; after a
+/// promotion the new primary purges the crash range it logged.
+#[test]
+fn session_aborts_and_purges_reach_the_standby_and_only_the_serving_replica_collects() {
+    let mut p = Pair::new();
+    let c = p.send(0, Request::ConnectAs { session: 1 });
+    assert!(matches!(p.answer(c), Some(Reply::Connected(_))));
+    let b = p.send(0, Request::BeginAs { id: 1 });
+    let Some(Reply::Began { start_ts, .. }) = p.answer(b).cloned() else { panic!("began") };
+    // The same client opens a newer session: the old one's transaction is aborted, and the
+    // standby holds the abort before the new session is answered.
+    let c2 = p.send(0, Request::ConnectAs { session: 2 });
+    assert!(matches!(p.answer(c2), Some(Reply::Connected(_))));
+    assert!(p.replicas[0].oracle().aborted().any(|t| t == start_ts), "aborted with its session");
+    assert!(p.replicas[1].oracle().aborted().any(|t| t == start_ts), "the abort was shipped");
+    // GC (from the primary) asks the partitions to purge it.
+    let (from, purge, _) = p.next_gc();
+    assert_eq!(from, Addr::Oracle);
+    assert!(purge.contains(&start_ts), "GC names the aborted transaction: {purge:?}");
+    // Reports to the standby count for nothing.
+    p.purged(1, 0, vec![start_ts], Vec::new());
+    p.purged(1, 1, vec![start_ts], Vec::new());
+    assert!(p.replicas[0].oracle().aborted().any(|t| t == start_ts));
+    // Both partitions report to the primary: forgotten there, and at the standby.
+    p.purged(0, 0, vec![start_ts], Vec::new());
+    assert!(p.replicas[0].oracle().aborted().any(|t| t == start_ts), "one partition is not all");
+    p.purged(0, 1, vec![start_ts], Vec::new());
+    assert!(!p.replicas[0].oracle().aborted().any(|t| t == start_ts), "forgotten once every partition purged");
+    assert!(!p.replicas[1].oracle().aborted().any(|t| t == start_ts), "the standby forgot it too");
+
+    // A transaction in flight when the primary fails: the promoted standby aborts it by a crash
+    // range, purges the range through GC, and forgets it once both partitions report.
+    let b2 = p.send(0, Request::BeginAs { id: 2 });
+    let Some(Reply::Began { start_ts: in_flight, .. }) = p.answer(b2).cloned() else { panic!("began") };
+    p.crash(0);
+    p.run(PROMOTE_AFTER.as_millis() as u64 + 20);
+    assert!(p.replicas[1].is_primary());
+    let ranges: Vec<_> = p.replicas[1].oracle().crash_ranges().iter().map(|r| (r.after, r.upto)).collect();
+    assert!(ranges.iter().any(|&(after, upto)| after < in_flight && in_flight <= upto), "{ranges:?}");
+    let (from, _, crashed) = p.next_gc();
+    assert_eq!(from, Addr::OracleStandby, "GC from the serving replica");
+    assert_eq!(crashed, ranges);
+    p.purged(1, 0, Vec::new(), crashed.clone());
+    p.purged(1, 1, Vec::new(), crashed);
+    assert!(p.replicas[1].oracle().crash_ranges().is_empty(), "the purged range is forgotten");
+    // The client's session did not survive the failover: it reconnects (a fresh session id
+    // there, as a coordinator that switched replicas does) and works.
+    let c3 = p.send(1, Request::ConnectAs { session: 3 });
+    assert!(matches!(p.answer(c3), Some(Reply::Connected(_))));
+    let b3 = p.send(1, Request::BeginAs { id: 3 });
+    assert!(matches!(p.answer(b3), Some(Reply::Began { start_ts, .. }) if *start_ts > in_flight));
 }

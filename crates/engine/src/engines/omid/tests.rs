@@ -760,3 +760,165 @@ fn standby_tailing_the_log_takes_over_like_recovery() {
     assert_eq!(promoted.checkpoint(), recovered.checkpoint());
     assert!(promoted.t_min() > in_flight, "new timestamps start above every issued one");
 }
+
+// ---- Rule 4: sessions own their transactions; GC purges what no writer cleans up --------------
+
+fn connect_as(h: &mut Harness, client: u64, session: u64) -> Reply {
+    h.call(client, Request::ConnectAs { session }).pop().expect("a reply")
+}
+
+#[test]
+fn a_new_session_aborts_the_transactions_of_the_old_one_and_replicates_the_aborts() {
+    let mut h = Harness::new(small_config());
+    assert!(matches!(connect_as(&mut h, 1, 10), Reply::Connected(_)));
+    h.connect(2);
+    let orphan = h.begin(1); // the coordinator crashes with it open
+    let other = h.begin(2);
+    assert_eq!(h.o.t_min(), orphan, "the orphan holds Tmin");
+    // The restarted coordinator opens a newer session: its predecessor's transaction is aborted.
+    assert!(matches!(connect_as(&mut h, 1, 11), Reply::Connected(_)));
+    assert!(!h.o.is_in_flight(orphan) && h.o.is_aborted(orphan));
+    assert_eq!(h.o.t_min(), other, "Tmin no longer held by the orphan");
+    // A commit of the old session still in the network cannot commit it now.
+    assert_eq!(h.commit(1, orphan, &[1]), Err(CommitAbort::NotInFlight));
+    // The abort is logged and reaches the other clients' replicas.
+    assert!(h.log.iter().flat_map(|b| &b.records).any(|r| *r == messages::Record::Aborted { start_ts: orphan }));
+    let (_, delta) = h.begin_with_delta(2);
+    assert!(delta.entries.contains(&messages::MetaChange::Aborted { start_ts: orphan }));
+    // A duplicate of the current connect ends nothing; a late one of an older session is refused.
+    let current = h.begin(1);
+    assert!(matches!(connect_as(&mut h, 1, 11), Reply::Connected(_)));
+    assert!(h.o.is_in_flight(current), "a duplicate connect is not a new session");
+    assert_eq!(connect_as(&mut h, 1, 10), Reply::Refused(OracleError::StaleSession));
+    assert!(h.o.is_in_flight(current) && h.o.is_connected(ClientId(1)));
+    assert!(h.commit(1, current, &[2]).is_ok());
+}
+
+#[test]
+fn a_duplicate_connect_answers_from_the_sessions_cursor_so_the_replica_stays_whole() {
+    let mut h = Harness::new(small_config());
+    h.connect(2);
+    let first = match connect_as(&mut h, 1, 5) {
+        Reply::Connected(c) => c,
+        other => panic!("{other:?}"),
+    };
+    let t = h.begin(2);
+    let commit_ts = h.commit(2, t, &[1]).unwrap();
+    // The first Connected was lost; the resent copy is answered from the same cursor, so the
+    // next delta continues it and carries the commit.
+    let again = match connect_as(&mut h, 1, 5) {
+        Reply::Connected(c) => c,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(again.cursor, first.cursor);
+    let mut replica = ClientReplica::new(&again);
+    let (reader, delta) = h.begin_with_delta(1);
+    replica.apply(&delta).unwrap();
+    assert!(commit_ts < reader);
+    assert_eq!(replica.in_snapshot(t, reader), Visibility::Visible);
+}
+
+#[test]
+fn a_silent_clients_transactions_are_aborted_when_it_is_disconnected() {
+    let config = OracleConfig {
+        idle_push_after: std::time::Duration::from_millis(100),
+        push_ack_timeout: std::time::Duration::from_millis(50),
+        ..small_config()
+    };
+    let mut h = Harness::new(config);
+    h.connect(1);
+    h.connect(2);
+    let silent = h.begin(2);
+    let t = h.begin(1);
+    h.commit(1, t, &[1]).unwrap();
+    assert_eq!(h.o.t_min(), silent);
+    h.advance(100); // push to client 2
+    let sent = h.advance(60); // no ack: disconnected
+    assert!(sent.contains(&Outbound::Disconnect { client: ClientId(2) }));
+    assert!(h.o.is_aborted(silent) && !h.o.is_in_flight(silent));
+    assert!(h.o.t_min() > silent, "Tmin moves on");
+    h.advance(5); // the abort's batch
+    assert!(h.log.iter().flat_map(|b| &b.records).any(|r| *r == messages::Record::Aborted { start_ts: silent }));
+}
+
+fn purged(h: &mut Harness, partition: u32, start_ts: Vec<Timestamp>, crashed: Vec<(Timestamp, Timestamp)>) {
+    let mut out = OracleEffects::default();
+    h.o.step(h.now, Input::Purged { partition, partitions: 2, start_ts, crashed }, &mut out);
+    h.absorb(out);
+    h.advance(5);
+}
+
+#[test]
+fn gc_purges_aborts_below_tmin_and_forgets_them_once_every_partition_reported() {
+    let mut h = Harness::new(small_config());
+    assert!(matches!(connect_as(&mut h, 1, 1), Reply::Connected(_)));
+    let orphan = h.begin(1);
+    let reader = h.begin(1);
+    assert!(matches!(connect_as(&mut h, 1, 2), Reply::Connected(_))); // both aborted
+    let live = h.begin(1);
+    let low_water = h.o.t_min();
+    assert_eq!(low_water, live);
+    let (purge, crashed) = h.o.purge_work(low_water, 1);
+    assert_eq!((purge, crashed), (vec![orphan], vec![]), "bounded, oldest first");
+    let (purge, _) = h.o.purge_work(low_water, 10);
+    assert_eq!(purge, vec![orphan, reader]);
+    assert!(h.o.purge_work(orphan, 10).0.is_empty(), "only below the mark");
+    purged(&mut h, 0, vec![orphan], vec![]);
+    purged(&mut h, 0, vec![orphan], vec![]); // a duplicate report counts once
+    assert!(h.o.is_aborted(orphan), "partition 1 has not purged yet");
+    purged(&mut h, 1, vec![orphan, reader], vec![]);
+    // Every partition purged `orphan`; `live` started before that, so the entry waits for it.
+    assert!(h.o.is_aborted(orphan));
+    assert_eq!(h.o.purge_work(low_water, 10).0, vec![reader], "a queued entry is not asked again");
+    h.commit(1, live, &[]).unwrap();
+    assert!(!h.o.is_aborted(orphan) && h.o.is_aborted(reader));
+    assert!(h.log.iter().flat_map(|b| &b.records).any(|r| *r == messages::Record::Forgotten { start_ts: orphan }));
+}
+
+#[test]
+fn a_purged_crash_range_is_forgotten_logged_and_replicated() {
+    let mut h = Harness::new(small_config());
+    h.connect(1);
+    let committed = h.begin(1);
+    let lost = h.begin(1);
+    h.commit(1, committed, &[1]).unwrap();
+    h.crash_and_recover();
+    h.connect(1);
+    h.connect(2);
+    let range = h.o.crash_ranges()[0].clone();
+    assert!(range.aborts(lost) && !range.aborts(committed));
+    let low_water = h.o.t_min();
+    assert_eq!(h.o.purge_work(low_water, 10).1, vec![range.clone()]);
+    purged(&mut h, 0, vec![], vec![(range.after, range.upto)]);
+    purged(&mut h, 1, vec![], vec![(range.after, range.upto)]);
+    assert!(h.o.crash_ranges().is_empty(), "nothing in flight started before the report");
+    let forgotten = messages::Record::CrashForgotten { after: range.after, upto: range.upto };
+    assert!(h.log.iter().flat_map(|b| &b.records).any(|r| *r == forgotten));
+    let (reader, delta) = h.begin_with_delta(2);
+    assert!(delta.entries.contains(&messages::MetaChange::CrashForgotten { after: range.after, upto: range.upto }));
+    assert!(h.o.in_snapshot(committed, reader));
+    // Replay keeps it forgotten.
+    h.crash_and_recover();
+    assert_eq!(h.o.crash_ranges().len(), 1, "only the new crash's range");
+    assert!(h.o.crash_ranges()[0].upto > range.upto);
+}
+
+#[test]
+fn a_resent_begin_gets_the_same_timestamp_while_it_is_in_flight() {
+    let mut h = Harness::new(small_config());
+    h.connect(1);
+    let began = |h: &mut Harness, id| match h.call(1, Request::BeginAs { id }).pop() {
+        Some(Reply::Began { start_ts, .. }) => start_ts,
+        other => panic!("{other:?}"),
+    };
+    let first = began(&mut h, 7);
+    // The reply was lost; the resend must not leave `first` in flight forever.
+    assert_eq!(began(&mut h, 7), first);
+    assert_eq!(h.o.t_min(), first);
+    let other = began(&mut h, 8);
+    assert!(other > first);
+    h.commit(1, first, &[1]).unwrap();
+    // Once it finished, a late copy gets a fresh timestamp (which its client releases).
+    let late = began(&mut h, 7);
+    assert!(late > other && h.o.is_in_flight(late));
+}
