@@ -158,6 +158,16 @@
 //!   its way whatever its age. Both now write the district in their *first* subtransaction,
 //!   which can still die, so a Delivery holding the district makes them wait or retry. Now
 //!   Delivery commits as often under `salt` as under `acid` (184 and 77 in one 10 s run).
+//! * **Salt/ACID is about 1.0 at 2 warehouses and 8 clients** (the paper: 6.6x). Two things cap
+//!   it. (1) The ACID Delivery's district read (the guard above) holds the row for its whole
+//!   ~70 ms, so New-Orders and Payments of that warehouse wait or die behind it under either
+//!   engine. Dropping the guard for "deliver `o` only if order `o - 1` exists" (as the BASE
+//!   Delivery does) needs next-key locking first: the NEW-ORDER scan locks the district's whole
+//!   key range although it reads one row, so accepted New-Orders inserting at its tail would
+//!   wound the Delivery instead. (2) Wait-die turns every conflict on a hot row into a death and
+//!   a client retry with backoff, however short the lock is held, so Salt's shorter alkaline
+//!   locks buy less than with a queueing lock manager (both engines abort ~70% of New-Order
+//!   attempts). Both are engine work, not the workload's.
 //! * A lost operation message stalls an ACID transaction until the coordinator's stall timeout
 //!   (10 s) while it holds its locks, so the simulation tests lower message loss to 0.2%.
 //!
