@@ -168,6 +168,13 @@
 //!   a client retry with backoff, however short the lock is held, so Salt's shorter alkaline
 //!   locks buy less than with a queueing lock manager (both engines abort ~70% of New-Order
 //!   attempts). Both are engine work, not the workload's.
+//! * **Salt thrashes beyond ~16 clients on 2 warehouses** (`tpcc-fig7`: 456 txn/s at 32 clients,
+//!   70 at 64, where acid does 554 and 308). Since the district row moved into the first
+//!   subtransactions of New-Order and Payment (so Delivery runs), every district write can die
+//!   for wait-die, and at 32 clients per warehouse nearly all do and retry. Before, those
+//!   writes were in accepted subtransactions, which queue instead of dying: Salt held 314–417
+//!   txn/s at 64 clients, but Delivery never committed. A queueing deadlock policy (wound-wait,
+//!   or detection) would give both; TPC-C's own load is 10 terminals per warehouse.
 //! * A lost operation message stalls an ACID transaction until the coordinator's stall timeout
 //!   (10 s) while it holds its locks, so the simulation tests lower message loss to 0.2%.
 //!
