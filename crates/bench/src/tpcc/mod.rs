@@ -72,13 +72,14 @@
 //! `nocc`) a BASE procedure runs as one ACID transaction, so `--compare acid,salt` runs the
 //! same procedures on both engines.
 //!
-//! **New-Order** follows Fig. 6: the item check and the `w_tax` read form the first (implicit)
-//! alkaline subtransaction, so an unused item aborts the whole transaction *before* accept;
-//! then an explicit alkaline subtransaction updates and reads `d_next_o_id` (update first, so
-//! the write lock is taken at once); the rest — customer, ORDERS, NEW-ORDER, the index row,
-//! stock updates and order lines — is one implicit alkaline subtransaction to the end,
-//! saline-protected (the customer read of Fig. 6 line 8 comes last in it, see
-//! [`txns`] for the deadlock it avoids). **Payment** (Salt §8.2): the `w_ytd` and `d_ytd` updates are
+//! **New-Order** follows Fig. 6: its first alkaline subtransaction checks the items, reads
+//! `w_tax` and updates and reads `d_next_o_id` (the update, the warehouse read and the item
+//! reads are issued at once, so the district row is held no longer than before), so an unused
+//! item aborts the whole transaction *before* accept; the rest — customer, ORDERS, NEW-ORDER,
+//! the index row, stock updates and order lines — is one implicit alkaline subtransaction to
+//! the end, saline-protected (the customer read of Fig. 6 line 8 comes last in it, see
+//! [`txns`] for the deadlock it avoids). **Payment** (Salt §8.2): the `d_ytd` and `w_ytd` updates
+//! (district first) are
 //! single-operation alkaline subtransactions (`alkaline_update`, committed at the partition
 //! by `salt-local`), so are the reads of the warehouse and district names, and the customer
 //! update and HISTORY insert are the last one. The BASE
@@ -149,14 +150,31 @@
 //!
 //! ## Known problems (measured, engine-side)
 //!
-//! * **Delivery starves under Salt at high load.** With the locking engine's wait-die, an ACID
-//!   Delivery (or Stock-Level) that meets the saline lock of an *older* in-flight BASE
-//!   New-Order dies instead of queueing, and the harness's retry is a new transaction with a
-//!   new (younger) age, so under a steady stream of New-Orders it rarely becomes the oldest:
-//!   e.g. 20 Deliveries committed against 103 under `acid` in the same 5 s (2 warehouses, 8
-//!   clients), none at all over TCP with 300 customers per district. Keeping a transaction's
-//!   age across the client's retries (classic wait-die restarts keep their timestamp) would
-//!   fix it; it is the engine's call, not the workload's. The consistency conditions hold.
+//! * **Delivery used to starve under Salt** (0–2 commits per 10 s run against ~300 under
+//!   `acid`). Two causes, both fixed: the client's retry was a new transaction with a new,
+//!   younger wait-die age (retries now keep the first attempt's age, `Call::retrying_for`);
+//!   and the district row, which the ACID Delivery reads first, was written in an *accepted*
+//!   subtransaction of New-Order and Payment, which wounds (lock rule 5b) any transaction in
+//!   its way whatever its age. Both now write the district in their *first* subtransaction,
+//!   which can still die, so a Delivery holding the district makes them wait or retry. Now
+//!   Delivery commits as often under `salt` as under `acid` (184 and 77 in one 10 s run).
+//! * **Salt/ACID is about 1.0 at 2 warehouses and 8 clients** (the paper: 6.6x). Two things cap
+//!   it. (1) The ACID Delivery's district read (the guard above) holds the row for its whole
+//!   ~70 ms, so New-Orders and Payments of that warehouse wait or die behind it under either
+//!   engine. Dropping the guard for "deliver `o` only if order `o - 1` exists" (as the BASE
+//!   Delivery does) needs next-key locking first: the NEW-ORDER scan locks the district's whole
+//!   key range although it reads one row, so accepted New-Orders inserting at its tail would
+//!   wound the Delivery instead. (2) Wait-die turns every conflict on a hot row into a death and
+//!   a client retry with backoff, however short the lock is held, so Salt's shorter alkaline
+//!   locks buy less than with a queueing lock manager (both engines abort ~70% of New-Order
+//!   attempts). Both are engine work, not the workload's.
+//! * **Salt thrashes beyond ~16 clients on 2 warehouses** (`tpcc-fig7`: 456 txn/s at 32 clients,
+//!   70 at 64, where acid does 554 and 308). Since the district row moved into the first
+//!   subtransactions of New-Order and Payment (so Delivery runs), every district write can die
+//!   for wait-die, and at 32 clients per warehouse nearly all do and retry. Before, those
+//!   writes were in accepted subtransactions, which queue instead of dying: Salt held 314–417
+//!   txn/s at 64 clients, but Delivery never committed. A queueing deadlock policy (wound-wait,
+//!   or detection) would give both; TPC-C's own load is 10 terminals per warehouse.
 //! * A lost operation message stalls an ACID transaction until the coordinator's stall timeout
 //!   (10 s) while it holds its locks, so the simulation tests lower message loss to 0.2%.
 //!
