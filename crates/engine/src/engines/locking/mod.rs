@@ -85,9 +85,15 @@
 //!   an idle unprepared ACID transaction after 2 s, a not-yet-accepted BASE one keeps its locks
 //!   until then. (A shorter coordinator-side reply timeout was tried and broke ACID atomicity
 //!   in the heavy-fault simulation; not understood yet, so not shipped.)
-//! * Wait-die ages are per transaction: a client's retry is a new, younger transaction, so an
-//!   ACID transaction that keeps meeting older in-flight BASE transactions' saline locks can
-//!   starve (TPC-C Delivery under Salt; see `litmus-bench`'s `tpcc` module doc).
+//! * Deadlocks are avoided with wait-die (rule 5): on a hot row nearly every requester is
+//!   younger than the holder and dies, so at high contention transactions die and retry
+//!   instead of queueing, however short the lock is held (TPC-C with the district row in
+//!   mortal subtransactions thrashes beyond ~16 clients on 2 warehouses; see `litmus-bench`'s
+//!   `tpcc` module doc). Only accepted BASE transactions queue. A queueing policy (wound-wait,
+//!   or detection) is not implemented. Retries keep their first attempt's age
+//!   (`RequestBody::Call::retrying_for`), so nothing starves for ever.
+//! * Range locks cover the whole scanned range even when a `limit` stops the scan early (no
+//!   next-key narrowing), so a scan for the first row of a range blocks inserts at its end.
 
 pub mod coordinator;
 pub mod lock;
