@@ -372,3 +372,43 @@ fn wait_die_retry_keeps_the_first_attempts_age() {
     assert!(matches!(c.response(2, retry), Some(Ok(ResponseBody::Returned(_)))), "{:?}", c.response(2, retry));
     assert_eq!((balance(&mut c, 0), balance(&mut c, 1)), (60, INITIAL + 10));
 }
+
+/// 2PC with presumed abort: a participant that voted yes asks its coordinator for the decision
+/// only after `IN_DOUBT_QUERY_AFTER`. A query that reaches a coordinator still collecting votes
+/// aborts the transaction, so a participant that asked at its next sweep aborted healthy
+/// transactions whenever another participant's vote was slower than the sweep (a TPC-C load
+/// failed so on a loaded machine). Here partition 1's `Prepare` is held back 300 ms while
+/// partition 0 has voted yes and its sweeps run: the transfer still commits.
+#[test]
+fn two_pc_participant_waits_before_querying_a_coordinator_that_collects_votes() {
+    use litmus_engine::engines::locking;
+    use litmus_engine::message::{EngineRequest, Message};
+    let mut c = bank_cluster(EngineKind::Acid, 3);
+    let is_prepare_to_p1 = |env: &litmus_engine::Envelope| {
+        env.to == litmus_engine::Addr::Partition(litmus_core::PartitionId(1))
+            && matches!(&env.msg, Message::PartitionRequest(r)
+                if matches!(r.body, EngineRequest::Locking(locking::Request::Prepare { .. })))
+    };
+    // Accounts 0 and 1 live on partitions 0 and 1 (key mod 3): the ACID transfer is a 2PC.
+    let id = c.send(
+        1,
+        RequestBody::Call {
+            procedure: "bank_transfer".into(),
+            args: vec![Value::Int(0), Value::Int(1), Value::Int(10)],
+            retrying_for: Duration::ZERO,
+        },
+    );
+    while !c.queue.iter().any(is_prepare_to_p1) {
+        assert!(c.deliver_one(), "the transfer never reached its prepare phase");
+    }
+    let at = c.queue.iter().position(is_prepare_to_p1).expect("found");
+    let held = c.queue.remove(at).expect("found");
+    for _ in 0..3 {
+        while c.deliver_one() {}
+        c.tick(100); // partition 0 is in doubt across three sweeps
+    }
+    c.requeue(held);
+    c.settle();
+    assert!(matches!(c.response(1, id), Some(Ok(ResponseBody::Returned(_)))), "{:?}", c.response(1, id));
+    assert_eq!((balance(&mut c, 0), balance(&mut c, 1)), (INITIAL - 10, INITIAL + 10));
+}
