@@ -367,7 +367,11 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         return omid_oracle::run(args, out);
     }
     if let Some(CompareList::Replication(_)) = &args.compare {
-        anyhow::bail!("--compare replication-off,replication-on is for {} only", omid_oracle::NAME);
+        return Err(harness::BenchError::Config(format!(
+            "--compare replication-off,replication-on is for {} only",
+            omid_oracle::NAME
+        ))
+        .into());
     }
     if let Some(s) = &args.sweep {
         return sweep::run_sweep(args, s, out);

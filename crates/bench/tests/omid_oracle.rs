@@ -61,9 +61,14 @@ fn bad_flags_are_typed_config_errors_and_run_nothing() {
         &["--repeat", "0", "--sweep", "write-set=2"],
     ];
     for argv in cases {
-        let err = run(argv).expect_err(&format!("{argv:?} should be refused"));
+        let mut full = vec!["omid-oracle", "--warmup", "0.1", "--quiet"];
+        full.extend_from_slice(argv);
+        let mut out = Vec::new();
+        let err = litmus_bench::run_to(&parse(&full).expect("flags parse"), &mut out)
+            .expect_err(&format!("{argv:?} should be refused"));
         let typed = err.chain().any(|e| matches!(e.downcast_ref::<BenchError>(), Some(BenchError::Config(_))));
         assert!(typed, "{argv:?}: not a BenchError::Config: {err:#}");
+        assert!(out.is_empty(), "{argv:?}: refused, yet something ran: {}", String::from_utf8_lossy(&out));
     }
     for argv in [
         &["omid-oracle", "--think-dist", "gamma"][..],

@@ -690,8 +690,14 @@ impl OmidCoordinator {
             if skip >= delta.entries.len() {
                 continue; // already applied (a duplicate, or covered by a longer delta)
             }
-            let suffix = Delta { from: cursor, entries: delta.entries[skip..].to_vec() };
-            replica.apply(&suffix).expect("the suffix starts at the cursor");
+            let mut delta = delta;
+            delta.entries.drain(..skip);
+            delta.from = cursor;
+            if replica.apply(&delta).is_err() {
+                // Entries that contradict the replica: a late delta of an earlier session or
+                // oracle incarnation. Start over with a new session and replica.
+                return self.session_lost(ctx);
+            }
         }
         let cursor = replica.cursor();
         // The gap clock runs only while the replica makes no progress.

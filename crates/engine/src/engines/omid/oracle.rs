@@ -395,10 +395,10 @@ impl StatusOracle {
                     let limit = self.config.write_set_rows_max;
                     return Some(Pending::Refused(OracleError::WriteSetTooLarge { rows: write_set.len(), limit }));
                 }
-                Pending::Commit { start_ts, result: self.commit(start_ts, write_set) }
+                Pending::Commit { start_ts, result: self.commit(client, start_ts, write_set) }
             }
             Request::Abort { start_ts } => {
-                self.abort(start_ts);
+                self.abort(client, start_ts);
                 Pending::Done { start_ts }
             }
             Request::CleanedUp { start_ts } => {
@@ -473,8 +473,23 @@ impl StatusOracle {
 
     // ---- Rule 2: Algorithm 3 ------------------------------------------------------------------
 
-    fn commit(&mut self, start_ts: Timestamp, mut write_set: Vec<RowId>) -> Result<Timestamp, CommitAbort> {
-        if self.uncommitted.remove(&start_ts).is_none() {
+    /// Takes `start_ts` out of the uncommitted list if `client` began it: a session owns its
+    /// transactions, so no other client can commit or abort them.
+    fn take_own(&mut self, client: ClientId, start_ts: Timestamp) -> bool {
+        if self.uncommitted.get(&start_ts) != Some(&client) {
+            return false;
+        }
+        self.uncommitted.remove(&start_ts);
+        true
+    }
+
+    fn commit(
+        &mut self,
+        client: ClientId,
+        start_ts: Timestamp,
+        mut write_set: Vec<RowId>,
+    ) -> Result<Timestamp, CommitAbort> {
+        if !self.take_own(client, start_ts) {
             return Err(CommitAbort::NotInFlight);
         }
         write_set.sort_unstable();
@@ -581,8 +596,8 @@ impl StatusOracle {
 
     // ---- Rule 4: aborted and uncommitted lists ------------------------------------------------
 
-    fn abort(&mut self, start_ts: Timestamp) {
-        if self.uncommitted.remove(&start_ts).is_some() {
+    fn abort(&mut self, client: ClientId, start_ts: Timestamp) {
+        if self.take_own(client, start_ts) {
             self.mark_aborted(start_ts);
             self.forget_cleaned_up();
         }

@@ -18,13 +18,16 @@ pub enum Visibility {
     AskOracle,
 }
 
-/// A delta that does not continue the replica: a message was lost or reordered. The client must
-/// reconnect and start a new replica.
+/// A delta that does not continue the replica: a message was lost or reordered (a gap), or its
+/// entries contradict what the replica holds (commit timestamps out of order: a late delta of
+/// an earlier session or oracle incarnation whose positions happen to line up). Nothing is
+/// applied; the client must reconnect and start a new replica.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
-#[error("delta starts at {got}, replica expects {expected}")]
-pub struct ReplicaGap {
-    pub expected: u64,
-    pub got: u64,
+pub enum ReplicaGap {
+    #[error("delta starts at {got}, replica expects {expected}")]
+    Gap { expected: u64, got: u64 },
+    #[error("delta at {from} commits at {commit_ts:?}, not after the replica's last commit {last:?}")]
+    OutOfOrder { from: u64, commit_ts: Timestamp, last: Timestamp },
 }
 
 /// See the module doc.
@@ -56,13 +59,27 @@ impl ClientReplica {
     /// Applies ΔSO (from a `Began` reply or a `Push`).
     pub fn apply(&mut self, delta: &Delta) -> Result<(), ReplicaGap> {
         if delta.from != self.cursor {
-            return Err(ReplicaGap { expected: self.cursor, got: delta.from });
+            return Err(ReplicaGap::Gap { expected: self.cursor, got: delta.from });
+        }
+        // Validate before applying anything: the commits the replica keeps (above `Tmax`) only
+        // grow along the stream.
+        let (mut last, mut tmax) = (self.commit_order.back().map_or(Timestamp(0), |&(tc, _)| tc), self.tmax);
+        for change in &delta.entries {
+            match *change {
+                MetaChange::Committed { commit_ts, .. } if commit_ts > tmax => {
+                    if commit_ts <= last {
+                        return Err(ReplicaGap::OutOfOrder { from: delta.from, commit_ts, last });
+                    }
+                    last = commit_ts;
+                }
+                MetaChange::Tmax(t) => tmax = tmax.max(t),
+                _ => {}
+            }
         }
         for change in &delta.entries {
             match change {
                 &MetaChange::Committed { start_ts, commit_ts } => {
                     if commit_ts > self.tmax {
-                        assert!(self.commit_order.back().is_none_or(|&(last, _)| last < commit_ts));
                         self.commits.insert(start_ts, commit_ts);
                         self.commit_order.push_back((commit_ts, start_ts));
                     }

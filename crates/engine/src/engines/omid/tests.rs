@@ -462,8 +462,41 @@ fn replica_asks_the_oracle_only_between_tmax_and_t_init() {
     assert_eq!(replica.in_snapshot(later, reader), Visibility::Invisible);
     assert_eq!(
         replica.apply(&Delta { from: 999, entries: vec![] }),
-        Err(ReplicaGap { expected: delta.from + delta.entries.len() as u64, got: 999 })
+        Err(ReplicaGap::Gap { expected: delta.from + delta.entries.len() as u64, got: 999 })
     );
+}
+
+/// Rule 6 (§IV "Client Replica"): a delta whose commits go backwards — a late delta of an
+/// earlier session or oracle incarnation whose stream positions happen to line up — is refused
+/// whole and changes nothing (the coordinator then starts a new session); it never panics.
+#[test]
+fn replica_refuses_a_delta_that_contradicts_it_and_changes_nothing() {
+    use super::messages::MetaChange;
+    let mut h = Harness::new(small_config());
+    let c = h.connect(1);
+    let mut replica = ClientReplica::new(&c);
+    let t1 = h.begin(1);
+    h.commit(1, t1, &[1]).unwrap();
+    let (reader, delta) = h.begin_with_delta(1);
+    replica.apply(&delta).unwrap();
+    let tc = match delta.entries.iter().find_map(|e| match *e {
+        MetaChange::Committed { commit_ts, .. } => Some(commit_ts),
+        _ => None,
+    }) {
+        Some(tc) => tc,
+        None => panic!("the delta carries t1's commit: {delta:?}"),
+    };
+    let stale = Delta {
+        from: replica.cursor(),
+        entries: vec![
+            MetaChange::Aborted { start_ts: t1 },
+            MetaChange::Committed { start_ts: Timestamp(1), commit_ts: Timestamp(tc.0 - 1) },
+        ],
+    };
+    let (cursor, seen) = (replica.cursor(), replica.in_snapshot(t1, reader));
+    assert!(matches!(replica.apply(&stale), Err(ReplicaGap::OutOfOrder { .. })));
+    assert_eq!(replica.cursor(), cursor, "nothing applied");
+    assert_eq!(replica.in_snapshot(t1, reader), seen);
 }
 
 #[test]
