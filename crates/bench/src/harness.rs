@@ -609,7 +609,11 @@ fn client_loop(
         let mut outcome = Outcomes::default();
         let mut attempt = 0;
         let end = loop {
-            match client.call_retry(req.procedure, req.args.clone(), started.elapsed()) {
+            match client.call_retry(
+                req.procedure,
+                req.args.clone(),
+                if attempt == 0 { Duration::ZERO } else { started.elapsed() },
+            ) {
                 Ok(_) => break Final::Committed,
                 Err(e) if e.is_retryable() => {
                     outcome.aborts += 1;

@@ -168,8 +168,9 @@ async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     let (w, d) = (Value::Int(inp.w), Value::Int(inp.d));
     // Fig. 6 lines 2–7, one alkaline subtransaction in a BASE transaction: every item must
     // exist, else the whole transaction rolls back (the 1% of New-Orders with an unused item);
-    // the warehouse tax; the district's next order id. The three are issued at once, so the
-    // district row stays locked no longer than its own two round trips. Keeping the district
+    // the warehouse tax; the district's next order id. The three are issued at once (the
+    // district lock is still held while the warehouse read waits, e.g. behind a Payment's
+    // `w_ytd` update). Keeping the district
     // in the *first* subtransaction matters: until it commits the transaction can still die
     // for wait-die, so an ACID Delivery or Stock-Level holding the district row makes it wait
     // or retry; an accepted (later) subtransaction would instead wound them (lock rule 5b),
@@ -326,8 +327,9 @@ async fn payment(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
         ctx.alkaline_update(DISTRICT, &dkey, &[("d_ytd", add(amount))]).await?;
         ctx.alkaline_update(WAREHOUSE, &wkey, &[("w_ytd", add(amount))]).await?;
     } else {
-        ctx.update(WAREHOUSE, &wkey, &[("w_ytd", add(amount))]).await?;
+        // The same order as New-Order (district, then warehouse): no lock-order cycle between them.
         ctx.update(DISTRICT, &dkey, &[("d_ytd", add(amount))]).await?;
+        ctx.update(WAREHOUSE, &wkey, &[("w_ytd", add(amount))]).await?;
     }
     // The names for h_data (never updated). In a BASE Payment each read is its own
     // single-operation subtransaction, so the last one does not hold a lock on the hot

@@ -389,7 +389,7 @@ impl LockingCoordinator {
     /// context table; the age is kept, so it eventually wins). Until the re-run starts
     /// (`retry_at`), operations and controls the abandoned run still issues — the rest of a
     /// batch it issued at once — are dropped: served against the reset state they would be
-    /// taken for the new run's (found by the TPC-C simulation, seed 103).
+    /// taken for the new run's (found by the TPC-C simulation, `salt,2,103`).
     fn retry_accepted(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
         let t = self.txns.get_mut(&txn).expect("live txn");
         let unit = Self::unit(txn, t);

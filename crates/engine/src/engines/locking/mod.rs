@@ -90,8 +90,11 @@
 //!   instead of queueing, however short the lock is held (TPC-C with the district row in
 //!   mortal subtransactions thrashes beyond ~16 clients on 2 warehouses; see `litmus-bench`'s
 //!   `tpcc` module doc). Only accepted BASE transactions queue. A queueing policy (wound-wait,
-//!   or detection) is not implemented. Retries keep their first attempt's age
-//!   (`RequestBody::Call::retrying_for`), so nothing starves for ever.
+//!   or detection) is not implemented. A stored-procedure call's retries keep their first
+//!   attempt's age (`RequestBody::Call::retrying_for`, credited up to 10 s); interactive
+//!   transactions get no credit, accepted BASE transactions wound whatever the age, and ages
+//!   compare each node's own clock (in the TCP runtime, time since that server started), so
+//!   across nodes the credit is approximate.
 //! * Range locks cover the whole scanned range even when a `limit` stops the scan early (no
 //!   next-key narrowing), so a scan for the first row of a range blocks inserts at its end.
 

@@ -488,7 +488,7 @@ impl LockingPartition {
                 let record = PartitionRecord::Locking(Record::Prepared { unit, coordinator: node, locks });
                 ctx.log(&record);
                 self.apply_record(record, ctx.store);
-                self.prepared_at.insert(unit, ctx.now);
+                self.prepared_at.entry(unit).or_insert(ctx.now); // a duplicated Prepare keeps the first time
                 Ok(())
             }
             _ => Err(Error::Abort(AbortReason::Failure)), // we lost it (restart, orphan timeout)

@@ -208,6 +208,10 @@ struct Primary {
     serving_until: Option<Time>,
     last_install: Option<Time>,
     last_join: Option<Time>,
+    /// `seq` of the newest ack seen: an older one arriving late (the network reorders) says
+    /// nothing new, and read as current it would look like a lagging standby and start a state
+    /// transfer.
+    acked_seq: u64,
 }
 
 impl Primary {
@@ -225,6 +229,7 @@ impl Primary {
             serving_until: None,
             last_install: None,
             last_join: None,
+            acked_seq: 0,
         }
     }
 
@@ -261,6 +266,10 @@ impl Primary {
 
     /// The standby's acknowledgement: forget what it holds, release what it confirms.
     fn on_ack(&mut self, now: Time, me: Addr, peer: Addr, seq: u64, applied: u64, out: &mut Effects) {
+        if seq < self.acked_seq {
+            return;
+        }
+        self.acked_seq = seq;
         // Acks mostly come in order: older entries can renew nothing a newer ack did not.
         while self.sent.front().is_some_and(|(s, _)| *s < seq) {
             self.sent.pop_front();
