@@ -412,3 +412,81 @@ fn two_pc_participant_waits_before_querying_a_coordinator_that_collects_votes() 
     assert!(matches!(c.response(1, id), Some(Ok(ResponseBody::Returned(_)))), "{:?}", c.response(1, id));
     assert_eq!((balance(&mut c, 0), balance(&mut c, 1)), (INITIAL - 10, INITIAL + 10));
 }
+
+fn insert(id: i64) -> Op {
+    Op::Insert { table: bank::ACCOUNTS.into(), row: vec![Value::Int(id), Value::Int(1)] }
+}
+fn scan_ids(r: Result<OpResult, Error>) -> Vec<i64> {
+    match r.unwrap() {
+        OpResult::Rows(rows) => rows.iter().map(|r| r[0].as_int().unwrap()).collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Lock rule 4 with next-key narrowing: a serializable scan that returns its `limit` rows locks
+/// its range only up to the last row it returned. An insert after that row cannot change its
+/// result and goes ahead; one before it is a phantom and waits (or dies). Accounts 10, 16 and
+/// 25 all live on partition 1 (key mod 3).
+#[test]
+fn limited_scan_locks_only_up_to_its_last_row() {
+    let mut c = bank_cluster(EngineKind::Acid, 0);
+    for id in [10, 16, 25] {
+        c.proc(0, "bank_open", vec![Value::Int(id), Value::Int(INITIAL)]).unwrap();
+    }
+    let scan2 = Op::Scan {
+        table: bank::ACCOUNTS.into(),
+        start: vec![Value::Int(10)],
+        end: Some(vec![Value::Int(30)]),
+        limit: 2,
+    };
+    let reader = begin(&mut c, 1, Isolation::Serializable);
+    assert_eq!(scan_ids(op(&mut c, 1, reader, scan2.clone())), vec![10, 16]);
+    // After the last row read: granted at once, and commits.
+    let tail = begin(&mut c, 2, Isolation::Serializable);
+    op(&mut c, 2, tail, insert(19)).unwrap();
+    c.call(2, RequestBody::Commit { txn: tail }).unwrap();
+    // Inside the rows read: a phantom, it must not be granted while the reader holds its lock.
+    let inside = begin(&mut c, 3, Isolation::Serializable);
+    let ins = c.send(3, RequestBody::Op { txn: inside, op: insert(13) });
+    while c.deliver_one() {} // no ticks: an idle transaction is an orphan after 2 s
+    let r = c.response(3, ins);
+    assert!(r.is_none_or(is_cc_abort), "{r:?}");
+    assert_eq!(scan_ids(op(&mut c, 1, reader, scan2)), vec![10, 16], "repeatable under serializable");
+    c.call(1, RequestBody::Commit { txn: reader }).unwrap();
+}
+
+/// Next-key narrowing when the guess goes stale: the range to lock is guessed from committed
+/// rows, but a row inside it is deleted by a transaction the scan waits for. After the delete
+/// commits the scan's result reaches past the locked prefix, so the partition locks the rest of
+/// the range and scans again; the whole range is then protected.
+#[test]
+fn limited_scan_relocks_when_rows_vanish_while_it_waits() {
+    let mut c = bank_cluster(EngineKind::Acid, 0);
+    for id in [10, 16, 25] {
+        c.proc(0, "bank_open", vec![Value::Int(id), Value::Int(INITIAL)]).unwrap();
+    }
+    let scan2 = Op::Scan {
+        table: bank::ACCOUNTS.into(),
+        start: vec![Value::Int(10)],
+        end: Some(vec![Value::Int(30)]),
+        limit: 2,
+    };
+    let reader = begin(&mut c, 1, Isolation::Serializable); // older: it waits, never dies
+    c.tick(5);
+    let deleter = begin(&mut c, 2, Isolation::Serializable);
+    op(&mut c, 2, deleter, Op::Delete { table: bank::ACCOUNTS.into(), key: vec![Value::Int(16)] }).unwrap();
+    let s = c.send(1, RequestBody::Op { txn: reader, op: scan2 });
+    while c.deliver_one() {} // no ticks: an idle transaction is an orphan after 2 s
+    assert!(c.response(1, s).is_none(), "the scan waits for the delete's lock");
+    c.call(2, RequestBody::Commit { txn: deleter }).unwrap();
+    while c.deliver_one() {} // no ticks: an idle transaction is an orphan after 2 s
+    let Some(Ok(ResponseBody::Op(rows))) = c.response(1, s).cloned() else { panic!("{:?}", c.response(1, s)) };
+    assert_eq!(scan_ids(Ok(rows)), vec![10, 25]);
+    // The rest of the range is locked now: an insert between 16 and 25 is a phantom.
+    let inside = begin(&mut c, 3, Isolation::Serializable);
+    let ins = c.send(3, RequestBody::Op { txn: inside, op: insert(19) });
+    while c.deliver_one() {} // no ticks: an idle transaction is an orphan after 2 s
+    let r = c.response(3, ins);
+    assert!(r.is_none_or(is_cc_abort), "{r:?}");
+    c.call(1, RequestBody::Commit { txn: reader }).unwrap();
+}

@@ -106,12 +106,18 @@
 //!   `o` has not yet inserted its ORDERS/NEW-ORDER/ORDER-LINE rows. A BASE New-Order `o + 1`
 //!   may finish first, so for a while NEW-ORDER has a hole at `o`. An ACID Delivery that
 //!   delivered `o + 1` then would leave `{o, o + 2, ...}` forever (condition 3). It cannot:
-//!   Delivery (and Stock-Level, and the checker) first read the district row with an ACID
-//!   lock, which conflicts with the saline lock every in-flight BASE New-Order of that
-//!   district holds on that row (it wrote `d_next_o_id`), so Delivery cannot proceed until they
-//!   have all finished, and while it holds the read lock no New-Order of the district can take
-//!   an id. (Safety does not depend on how the engine resolves the conflict; liveness does —
-//!   see "Known problems".) The rows a New-Order
+//!   Delivery delivers the oldest new order `o` of a district only if order `o - 1` exists.
+//!   Orders are never deleted, and a New-Order inserts its ORDERS and NEW-ORDER rows in one
+//!   subtransaction, so "`o - 1` exists and is not in NEW-ORDER" means `o - 1` was delivered,
+//!   and by induction the delivered orders are always a prefix. The ACID Delivery sees no
+//!   half of a BASE New-Order: the rows it reads (the oldest NEW-ORDER row, ORDERS `o - 1`
+//!   and `o`, the lines) carry the saline locks of their writer until it ends. It reads the
+//!   absence of ORDERS `o - 1` — a row nobody has written yet — and skips the district, as
+//!   when there is nothing to deliver. (An earlier version read the district row instead,
+//!   which conflicts with the saline lock of every in-flight New-Order of the district; that
+//!   blocked the warehouse's New-Orders and Payments for the whole ~70 ms Delivery, see
+//!   "Known problems".) Stock-Level and the checker still read the district row with an
+//!   ACID lock, so they wait for the district's in-flight New-Orders. The rows a New-Order
 //!   writes after the district subtransaction are written in one subtransaction, so no
 //!   BASE transaction sees an order without its lines either.
 //! * **1, 8, 9** (year-to-date sums): a BASE Payment's `w_ytd`, `d_ytd` and HISTORY updates
@@ -121,15 +127,11 @@
 //!   in one subtransaction; Delivery updates order lines and the customer in one transaction.
 //! * **4**: lines and `o_ol_cnt` are written in one subtransaction.
 //!
-//! With `K >= 3` the BASE Delivery sees other BASE transactions' halves, and Salt isolation no
-//! longer protects it from the hole above, so it guards itself: it delivers the oldest new
-//! order `o` of a district only if order `o - 1` exists (orders are never deleted, and ORDERS
-//! and NEW-ORDER rows are inserted in one subtransaction, so "`o - 1` exists and is not in
-//! NEW-ORDER" means it was delivered; by induction the delivered orders are always a prefix).
-//! Otherwise it skips the district, as when there is nothing to deliver. BASE Stock-Level and
-//! Order-Status are read-only and write nothing a condition is about; they may read a
-//! district's next order id before its lines exist (a lower count — Stock-Level is allowed
-//! read-committed isolation by clause 2.8.2.3 anyway).
+//! With `K >= 3` the BASE Delivery sees other BASE transactions' halves; the same `o - 1`
+//! guard keeps it from delivering past a hole. BASE Stock-Level and Order-Status are read-only
+//! and write nothing a condition is about; they may read a district's next order id before its
+//! lines exist (a lower count — Stock-Level is allowed read-committed isolation by clause
+//! 2.8.2.3 anyway).
 //!
 //! ## Checking (clause 3.3.2)
 //!

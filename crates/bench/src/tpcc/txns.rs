@@ -395,11 +395,12 @@ async fn order_status(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
 
 /// Delivery (clause 2.7.4), in one transaction: `[w, carrier, date]` -> `[orders delivered]`.
 ///
-/// Every district's step starts by reading the district row (Salt isolation: a BASE New-Order
-/// of the district that has taken its order id holds a saline lock on that row until it has
-/// written all of its order, so the ACID Delivery waits for it). The BASE variant (one alkaline
-/// subtransaction per district) sees other BASE transactions' halves, so it delivers the oldest
-/// new order `o` only if order `o - 1` exists (see the module doc).
+/// Each district's step delivers the oldest new order `o` only if order `o - 1` exists: a BASE
+/// New-Order that has taken id `o - 1` but not yet written its rows would otherwise leave a
+/// hole in NEW-ORDER for good (see the module doc). It does not read the district row, so it
+/// never waits for, nor blocks, the district's New-Orders and Payments; its NEW-ORDER scan
+/// locks only up to the row it returns (next-key narrowing in the engine), not the tail where
+/// New-Orders insert. The BASE variant is one alkaline subtransaction per district.
 async fn delivery(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     let p = DELIVERY_PROC;
     let w = Value::Int(arg_int(&args, 0, p)?);
@@ -415,8 +416,6 @@ async fn delivery(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
             // take turns instead of both reading the NEW-ORDER range and both waiting to
             // delete its first row (accepted subtransactions cannot die to break that).
             ctx.update(DISTRICT, &dkey, &[("d_ytd", Formula::Add(dec(Decimal::ZERO)))]).await?;
-        } else {
-            must_read(&ctx, DISTRICT, &dkey).await?;
         }
         let oldest = ctx.scan_prefix(NEW_ORDER, &[w.clone(), d.clone()], 1).await?;
         let Some(no) = oldest.first() else {
@@ -425,8 +424,9 @@ async fn delivery(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
         };
         let o_id = row_int(no, col::NO_O_ID)?;
         let o = Value::Int(o_id);
-        if base && o_id > 1 && ctx.read(ORDERS, &[w.clone(), d.clone(), Value::Int(o_id - 1)]).await?.is_none() {
-            // Order o-1 has its id but not its rows yet: a BASE New-Order in flight.
+        if o_id > 1 && ctx.read(ORDERS, &[w.clone(), d.clone(), Value::Int(o_id - 1)]).await?.is_none() {
+            // Order o-1 has its id but not its rows yet: a BASE New-Order in flight (see the
+            // module doc: delivering `o` now would leave a hole in NEW-ORDER for good).
             end(&ctx, base).await?;
             continue;
         }

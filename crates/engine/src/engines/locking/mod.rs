@@ -8,7 +8,10 @@
 //! Strict two-phase locking with the transaction's isolation level deciding which accesses lock
 //! and for how long ([`litmus_core::Isolation`]: 𝓛 = long-term, 𝓢 \ 𝓛 = short-term, released
 //! when the operation completes). Serializable range reads take range locks, so inserts into a
-//! scanned range wait (no phantoms). Writes are buffered at the partition and sent back to the
+//! scanned range wait (no phantoms). A scan with a row limit that has its `limit` rows locks its
+//! range only up to the last row it returns (next-key narrowing, `partition::narrowed_scan_range`):
+//! inserts after that row cannot change its result, so a TPC-C Delivery reading a district's
+//! oldest NEW-ORDER row does not block the New-Orders appending at the tail. Writes are buffered at the partition and sent back to the
 //! coordinator with each reply; the coordinator holds the redo (the *write images*) and ships
 //! it with the commit. Deadlocks: wait-die on the transaction's age (see [`lock`]): a younger
 //! requester blocked by an older transaction aborts with `AbortReason::Deadlock` (retryable);

@@ -60,6 +60,8 @@ struct Parked {
     /// Locks still to acquire, in order, with "short-term" flags.
     locks: VecDeque<(TableId, Target, LockMode, bool)>,
     short: Vec<(TableId, Target, LockMode)>,
+    /// A limited scan whose range lock was narrowed ([`narrowed_scan_range`]).
+    narrowed: Option<Narrowed>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -192,21 +194,27 @@ impl LockingPartition {
         }
     }
 
-    fn lock_plan(&self, class: &TxnClass, op: &PartOp) -> VecDeque<(TableId, Target, LockMode, bool)> {
+    /// The locks `op` needs, and for a limited scan the end of its narrowed range (if any).
+    fn lock_plan(&self, class: &TxnClass, op: &PartOp, store: &MvccStore) -> LockPlan {
         let lock_class = if class.base { LockClass::Alkaline } else { LockClass::Acid };
+        let mut locked_to = None;
         let (access, target) = match &op.kind {
             OpKind::Read { key } => (Access::Read, Target::Key(key.clone())),
-            OpKind::Scan { start, end, .. } => {
-                (Access::RangeRead, Target::Range { start: start.clone(), end: end.clone() })
+            OpKind::Scan { start, end, limit } => {
+                locked_to = narrowed_scan_range(store, op.table, start, end.as_ref(), *limit);
+                let end = locked_to.clone().or_else(|| end.clone());
+                (Access::RangeRead, Target::Range { start: start.clone(), end })
             }
             kind => (Access::Write, Target::Key(kind.key().expect("point write").clone())),
         };
-        let mut plan = VecDeque::new();
-        if class.isolation.locked(access) {
-            let short = class.isolation.short_term(access);
-            plan.push_back((op.table, target, LockMode { class: lock_class, access }, short));
+        let mut locks = VecDeque::new();
+        if !class.isolation.locked(access) {
+            return LockPlan { locks, narrowed: None };
         }
-        plan
+        let short = class.isolation.short_term(access);
+        let mode = LockMode { class: lock_class, access };
+        locks.push_back((op.table, target, mode, short));
+        LockPlan { locks, narrowed: locked_to.map(|locked_to| Narrowed { locked_to, mode, short }) }
     }
 
     #[allow(clippy::too_many_arguments)] // the fields of one `Request::Op`
@@ -280,8 +288,8 @@ impl LockingPartition {
                 self.resume(grants, ctx);
             }
         }
-        let locks = self.lock_plan(&class, &op);
-        let parked = Parked { from, id, unit, attempt, op, local_commit, locks, short: vec![] };
+        let LockPlan { locks, narrowed } = self.lock_plan(&class, &op, ctx.store);
+        let parked = Parked { from, id, unit, attempt, op, local_commit, locks, short: vec![], narrowed };
         self.advance(parked, ctx);
     }
 
@@ -353,7 +361,7 @@ impl LockingPartition {
         }
     }
 
-    fn execute(&mut self, p: Parked, ctx: &mut PartCtx) {
+    fn execute(&mut self, mut p: Parked, ctx: &mut PartCtx) {
         let txn = p.unit.txn;
         let table_name = ctx.catalog.table(p.op.table).map(|t| t.name.clone()).unwrap_or_default();
         // Read-uncommitted reads see other transactions' uncommitted writes (dirty reads are
@@ -374,6 +382,16 @@ impl LockingPartition {
             }
             _ => execute_op(&p.op, &mut t.buffer, ctx.store, &table_name, &mut writes),
         };
+        if let (Some(n), OpKind::Scan { end, limit, .. }) = (&p.narrowed, &p.op.kind) {
+            if !scan_fits_lock(&result, *limit, &n.locked_to) {
+                // Rows inside the narrowed range went away before the lock was granted: lock
+                // the rest of the range too and scan again (scans write nothing).
+                let rest = Target::Range { start: n.locked_to.clone(), end: end.clone() };
+                p.locks.push_back((p.op.table, rest, n.mode, n.short));
+                p.narrowed = None;
+                return self.advance(p, ctx);
+            }
+        }
         let mut grants = Vec::new();
         for (table, target, mode) in &p.short {
             grants.extend(self.locks.release(txn, *table, target, *mode));
@@ -655,6 +673,57 @@ impl LockingPartition {
 
 fn reply(r: Reply) -> EngineReply {
     EngineReply::Locking(r)
+}
+
+/// What an operation must lock before it runs (see [`LockingPartition::lock_plan`]).
+struct LockPlan {
+    /// Locks to acquire, in order, with "short-term" flags.
+    locks: VecDeque<(TableId, Target, LockMode, bool)>,
+    narrowed: Option<Narrowed>,
+}
+
+/// A limited scan's range lock, narrowed to `[start, locked_to)` (see [`narrowed_scan_range`]).
+#[derive(Debug)]
+struct Narrowed {
+    locked_to: Key,
+    mode: LockMode,
+    short: bool,
+}
+
+/// Next-key narrowing of a limited scan's range lock (lock rule 4). A scan of `[start, end)`
+/// that returns at most `limit` rows reads only up to its `limit`-th row `k`, so it needs
+/// `[start, k]` locked, not the whole range: an insert after `k` cannot change its result (a
+/// TPC-C Delivery reads the *oldest* NEW-ORDER row of a district, and New-Orders append at the
+/// tail). `k` is guessed from the committed data before the lock is taken; writes inside
+/// `[start, k]` then wait for the lock, so the guess stays right unless rows there were deleted
+/// (or the scan's own writes moved its result) in the meantime — [`scan_fits_lock`] checks the
+/// result after the scan runs, and if it does not fit, the rest of the range is locked and the
+/// scan runs again. Returns the exclusive end of the narrowed range (the successor of `k`), or
+/// `None` if there are fewer than `limit` rows (lock the whole range).
+fn narrowed_scan_range(store: &MvccStore, table: TableId, start: &Key, end: Option<&Key>, limit: u32) -> Option<Key> {
+    if limit == 0 {
+        return None;
+    }
+    let hi = end.map_or(Bound::Unbounded, Bound::Excluded);
+    let rows = store.scan(table, Bound::Included(start), hi, Timestamp::MAX, limit as usize);
+    if rows.len() < limit as usize {
+        return None;
+    }
+    let (last, _) = rows.last()?;
+    let mut successor = last.0.clone();
+    successor.push(0); // the smallest key greater than `last`
+    let successor = Key(successor);
+    // `last < end`, so `successor <= end`; equal means the whole range after all.
+    (end != Some(&successor)).then_some(successor)
+}
+
+/// A scan's result is what the whole range would give iff it holds `limit` rows, all inside
+/// the locked prefix `[start, locked_to)`.
+fn scan_fits_lock(result: &Result<PartResult, Error>, limit: u32, locked_to: &Key) -> bool {
+    match result {
+        Ok(PartResult::Rows(rows)) => rows.len() == limit as usize && rows.last().is_some_and(|(k, _)| k < locked_to),
+        _ => true, // an error: nothing was read
+    }
 }
 
 /// Runs one operation against the store overlaid with the unit's own buffered writes. Writes go
