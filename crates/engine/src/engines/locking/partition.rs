@@ -27,7 +27,10 @@ pub const QUERY_INTERVAL: Duration = Duration::from_millis(100);
 /// ([`QUERY_INTERVAL`]). A query that reaches a coordinator still collecting votes aborts the
 /// transaction (presumed abort), so asking at once would abort healthy multi-partition
 /// transactions whenever the votes are slower than the next sweep — as they are on a loaded
-/// machine (a TPC-C load failed that way). Units recovered from the log ask at once.
+/// machine (a TPC-C load failed that way). Units recovered from the log ask at once. That a
+/// query aborts a unit still collecting votes is kept on purpose: it is the coordinator's vote
+/// timeout — a lost `Prepare` or vote otherwise holds every participant's locks until the
+/// coordinator's stall timeout.
 pub const IN_DOUBT_QUERY_AFTER: Duration = Duration::from_secs(1);
 
 type LockList = Vec<HeldLock>;
