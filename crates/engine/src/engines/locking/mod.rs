@@ -12,7 +12,7 @@
 //! coordinator with each reply; the coordinator holds the redo (the *write images*) and ships
 //! it with the commit. Deadlocks: **wait-die with patience** on the transaction's age (lock
 //! rule 5): a blocked request queues, whoever it waits for; a request that still waits for an
-//! older transaction after `partition::LOCK_WAIT_PATIENCE` (20 ms, checked every tick) aborts
+//! older transaction after `partition::LOCK_WAIT_PATIENCE` (10 ms, checked every tick) aborts
 //! with `AbortReason::Deadlock` (retryable). Every deadlock cycle has such a younger→older edge,
 //! so none lasts much longer than the patience, and the oldest transaction never dies for it.
 //!
