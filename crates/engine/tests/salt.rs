@@ -8,6 +8,8 @@ mod common;
 use common::SyncCluster;
 use litmus_core::{AbortReason, Error, Formula, Isolation, Value};
 use litmus_engine::builtin::bank;
+use litmus_engine::engines::locking::partition::LOCK_WAIT_PATIENCE;
+use litmus_engine::machine::TICK_INTERVAL_MS;
 use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::op::{Op, OpResult};
 use litmus_engine::procedure::{Ctx, ProcOptions, Registry};
@@ -247,7 +249,39 @@ fn is_cc_abort(r: &Result<impl std::fmt::Debug, Error>) -> bool {
     matches!(r, Err(Error::Abort(AbortReason::Deadlock)))
 }
 
-/// Dirty write (P0) is forbidden at every level: the second writer (younger) dies.
+fn patience_ms() -> u64 {
+    LOCK_WAIT_PATIENCE.as_millis() as u64
+}
+
+/// Delivers every queued message without advancing time.
+fn drain(c: &mut SyncCluster) {
+    while c.deliver_one() {}
+}
+
+/// Sends a request that must queue behind an older lock holder (lock rule 5a): it is not
+/// answered while it waits less than `LOCK_WAIT_PATIENCE`, and is aborted with
+/// `AbortReason::Deadlock` once it has waited that long (plus a tick) and still waits.
+fn waits_then_dies(c: &mut SyncCluster, client: u64, body: RequestBody) -> Result<ResponseBody, Error> {
+    let id = c.send(client, body);
+    drain(c);
+    c.tick(patience_ms() - TICK_INTERVAL_MS);
+    drain(c);
+    assert!(c.response(client, id).is_none(), "a younger requester queues for the patience");
+    c.tick(2 * TICK_INTERVAL_MS);
+    drain(c);
+    c.response(client, id).expect("an impatient requester is aborted after the patience").clone()
+}
+
+fn op_waits_then_dies(c: &mut SyncCluster, client: u64, txn: litmus_core::TxnId, op: Op) -> Result<OpResult, Error> {
+    match waits_then_dies(c, client, RequestBody::Op { txn, op }) {
+        Ok(ResponseBody::Op(r)) => Ok(r),
+        Ok(other) => panic!("{other:?}"),
+        Err(e) => Err(e),
+    }
+}
+
+/// Dirty write (P0) is forbidden at every level: the second writer (younger) waits, and dies
+/// after the patience while the first still holds its lock (lock rule 5a).
 #[test]
 fn anomaly_dirty_write_forbidden_at_every_level() {
     for level in Isolation::ALL {
@@ -255,7 +289,7 @@ fn anomaly_dirty_write_forbidden_at_every_level() {
         let t1 = begin(&mut c, 1, level);
         let t2 = begin(&mut c, 2, level);
         op(&mut c, 1, t1, write(0, 1)).unwrap();
-        assert!(is_cc_abort(&op(&mut c, 2, t2, write(0, 2))), "{level}");
+        assert!(is_cc_abort(&op_waits_then_dies(&mut c, 2, t2, write(0, 2))), "{level}");
         c.call(1, RequestBody::Commit { txn: t1 }).unwrap();
         assert_eq!(balance(&mut c, 0), 1);
     }
@@ -269,10 +303,10 @@ fn anomaly_dirty_read_per_level() {
         let t1 = begin(&mut c, 1, Isolation::Serializable);
         let t2 = begin(&mut c, 2, level);
         op(&mut c, 1, t1, write(0, 7)).unwrap();
-        let r = row_bal(op(&mut c, 2, t2, read(0)));
         if level == Isolation::ReadUncommitted {
-            assert_eq!(r.unwrap(), 7, "read-uncommitted allows dirty reads");
+            assert_eq!(row_bal(op(&mut c, 2, t2, read(0))).unwrap(), 7, "read-uncommitted allows dirty reads");
         } else {
+            let r = row_bal(op_waits_then_dies(&mut c, 2, t2, read(0)));
             assert!(is_cc_abort(&r), "{level} forbids dirty reads: {r:?}");
         }
         c.call(1, RequestBody::Rollback { txn: t1 }).unwrap();
@@ -288,13 +322,13 @@ fn anomaly_non_repeatable_read_per_level() {
         let t1 = begin(&mut c, 1, level);
         let t2 = begin(&mut c, 2, Isolation::Serializable);
         let first = row_bal(op(&mut c, 1, t1, read(0))).unwrap();
-        let w = op(&mut c, 2, t2, write(0, 55));
         if level <= Isolation::ReadCommitted {
-            w.unwrap();
+            op(&mut c, 2, t2, write(0, 55)).unwrap();
             c.call(2, RequestBody::Commit { txn: t2 }).unwrap();
             let second = row_bal(op(&mut c, 1, t1, read(0))).unwrap();
             assert_ne!(first, second, "{level} allows non-repeatable reads");
         } else {
+            let w = op_waits_then_dies(&mut c, 2, t2, write(0, 55));
             assert!(is_cc_abort(&w), "{level}: the writer must not overwrite a read-locked row");
             let second = row_bal(op(&mut c, 1, t1, read(0))).unwrap();
             assert_eq!(first, second, "{level} forbids non-repeatable reads");
@@ -310,14 +344,14 @@ fn anomaly_phantom_per_level() {
         let t1 = begin(&mut c, 1, level);
         let t2 = begin(&mut c, 2, Isolation::Serializable);
         let OpResult::Rows(before) = op(&mut c, 1, t1, scan()).unwrap() else { panic!() };
-        let ins =
-            op(&mut c, 2, t2, Op::Insert { table: bank::ACCOUNTS.into(), row: vec![Value::Int(15), Value::Int(1)] });
+        let insert = Op::Insert { table: bank::ACCOUNTS.into(), row: vec![Value::Int(15), Value::Int(1)] };
         if level == Isolation::Serializable {
+            let ins = op_waits_then_dies(&mut c, 2, t2, insert);
             assert!(is_cc_abort(&ins), "serializable forbids phantoms: {ins:?}");
             let OpResult::Rows(after) = op(&mut c, 1, t1, scan()).unwrap() else { panic!() };
             assert_eq!(before, after);
         } else {
-            ins.unwrap();
+            op(&mut c, 2, t2, insert).unwrap();
             c.call(2, RequestBody::Commit { txn: t2 }).unwrap();
             let OpResult::Rows(after) = op(&mut c, 1, t1, scan()).unwrap() else { panic!() };
             assert_eq!(after.len(), before.len() + 1, "{level} allows phantoms");
@@ -343,12 +377,13 @@ fn two_phase_commit_is_atomic() {
     assert_eq!(total(&mut c).unwrap(), (1500, 3));
 }
 
-/// Lock rule 5 (wait-die) across a client's retries: the retry of a call carries how long the
-/// client has been retrying (`retrying_for`), and the transaction gets the age of its first
-/// attempt. A first attempt younger than the lock holder dies and changes nothing; its retry,
-/// whose first attempt began before the holder, waits for it instead and then commits. Without
-/// this, a transaction that keeps meeting older lock holders restarts as the youngest every
-/// time and can starve (TPC-C Delivery under Salt did).
+/// Lock rule 5 (wait-die with patience) across a client's retries: the retry of a call carries
+/// how long the client has been retrying (`retrying_for`), and the transaction gets the age of
+/// its first attempt. A first attempt younger than the lock holder waits impatiently and dies
+/// after the patience, changing nothing; its retry, whose first attempt began before the
+/// holder, waits for it patiently — far beyond the patience — and then commits. Without this,
+/// a transaction that keeps meeting older lock holders restarts as the youngest every time and
+/// can starve (TPC-C Delivery under Salt did).
 #[test]
 fn wait_die_retry_keeps_the_first_attempts_age() {
     let mut c = bank_cluster(EngineKind::Acid, 2);
@@ -361,16 +396,68 @@ fn wait_die_retry_keeps_the_first_attempts_age() {
         args: vec![Value::Int(0), Value::Int(1), Value::Int(10)],
         retrying_for,
     };
-    // The first attempt began after the holder: younger, so it dies.
-    assert!(is_cc_abort(&c.call(2, transfer(Duration::ZERO))));
+    // The first attempt began after the holder: younger, so it dies after the patience.
+    assert!(is_cc_abort(&waits_then_dies(&mut c, 2, transfer(Duration::ZERO))));
     // The retry has been retrying since before the holder began: older, so it waits.
-    let retry = c.send(2, transfer(Duration::from_millis(50)));
-    c.settle();
+    let retry = c.send(2, transfer(Duration::from_millis(80)));
+    c.settle(); // 1.2 s of ticks: many times the patience
     assert!(c.response(2, retry).is_none(), "the older retry waits for the holder");
     c.call(1, RequestBody::Commit { txn: holder }).unwrap();
     c.settle();
     assert!(matches!(c.response(2, retry), Some(Ok(ResponseBody::Returned(_)))), "{:?}", c.response(2, retry));
     assert_eq!((balance(&mut c, 0), balance(&mut c, 1)), (60, INITIAL + 10));
+}
+
+/// Lock rule 5a: a younger requester behind a briefly held lock queues and is granted when the
+/// holder commits within the patience — pure wait-die killed it at once (a hot row held for a
+/// round trip made nearly every requester die and retry).
+#[test]
+fn younger_requester_is_granted_when_the_holder_commits_within_the_patience() {
+    let mut c = bank_cluster(EngineKind::Acid, 2);
+    let t1 = begin(&mut c, 1, Isolation::Serializable);
+    let t2 = begin(&mut c, 2, Isolation::Serializable);
+    op(&mut c, 1, t1, write(0, 1)).unwrap();
+    let w = c.send(2, RequestBody::Op { txn: t2, op: write(0, 2) });
+    drain(&mut c);
+    c.tick(patience_ms() / 2);
+    drain(&mut c);
+    assert!(c.response(2, w).is_none(), "the younger writer queues");
+    let commit = c.send(1, RequestBody::Commit { txn: t1 });
+    drain(&mut c);
+    assert_eq!(c.response(1, commit), Some(&Ok(ResponseBody::Committed)));
+    assert_eq!(c.response(2, w), Some(&Ok(ResponseBody::Op(OpResult::Done))), "granted, not killed");
+    // Well past the patience: it holds the lock now, nothing aborts it.
+    c.tick(3 * patience_ms());
+    assert_eq!(c.call(2, RequestBody::Commit { txn: t2 }).unwrap(), ResponseBody::Committed);
+    assert_eq!(balance(&mut c, 0), 2);
+}
+
+/// Lock rule 5a: a deadlock between a younger and an older transaction on two keys is broken
+/// after the patience — the younger (waiting for the older) dies, the older (waiting for the
+/// younger, a permanent wait) is then granted and commits.
+#[test]
+fn deadlock_between_younger_and_older_is_broken_after_the_patience() {
+    for engine in [EngineKind::Acid, EngineKind::Salt] {
+        let mut c = bank_cluster(engine, 3);
+        let older = begin(&mut c, 1, Isolation::Serializable);
+        c.tick(1);
+        let younger = begin(&mut c, 2, Isolation::Serializable);
+        op(&mut c, 1, older, write(0, 10)).unwrap();
+        op(&mut c, 2, younger, write(1, 20)).unwrap();
+        let y = c.send(2, RequestBody::Op { txn: younger, op: write(0, 21) }); // younger → older
+        drain(&mut c);
+        let o = c.send(1, RequestBody::Op { txn: older, op: write(1, 11) }); // older → younger
+        drain(&mut c);
+        c.tick(patience_ms() - TICK_INTERVAL_MS);
+        drain(&mut c);
+        assert!(c.response(2, y).is_none() && c.response(1, o).is_none(), "{engine}: both wait (a deadlock)");
+        c.tick(2 * TICK_INTERVAL_MS);
+        drain(&mut c);
+        assert!(is_cc_abort(c.response(2, y).expect("the younger dies")), "{engine}: {:?}", c.response(2, y));
+        assert_eq!(c.response(1, o), Some(&Ok(ResponseBody::Op(OpResult::Done))), "{engine}: the older gets through");
+        assert_eq!(c.call(1, RequestBody::Commit { txn: older }).unwrap(), ResponseBody::Committed, "{engine}");
+        assert_eq!((balance(&mut c, 0), balance(&mut c, 1)), (10, 11), "{engine}");
+    }
 }
 
 /// 2PC with presumed abort: a participant that voted yes asks its coordinator for the decision

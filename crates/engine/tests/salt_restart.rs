@@ -13,6 +13,7 @@
 //! ```
 
 use litmus_core::{Isolation, Key, NodeId, PartitionId, Time, TxnId, Value};
+use litmus_engine::engines::locking::partition::LOCK_WAIT_PATIENCE;
 use litmus_engine::engines::locking::{Reply, Request, TxnClass, Unit, WriteImage};
 use litmus_engine::message::{EngineReply, EngineRequest, PartitionRequest, SubOpId};
 use litmus_engine::op::{OpKind, PartOp, PartResult};
@@ -58,6 +59,24 @@ impl Harness {
             .collect()
     }
 
+    /// Advances time by `ms` and ticks the partition; returns the locking replies.
+    fn tick(&mut self, ms: u64) -> Vec<Reply> {
+        self.now = self.now + std::time::Duration::from_millis(ms);
+        let mut out = litmus_engine::Effects::default();
+        self.part.step(self.now, Input::Tick, &mut out);
+        self.log.extend(out.persist);
+        out.send
+            .into_iter()
+            .filter_map(|e| match e.msg {
+                Message::PartitionReply(r) => match r.body {
+                    EngineReply::Locking(r) => Some(r),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Crash and restart from the log (no snapshot): every unsynced effect is already in it.
     fn restart(&mut self) {
         let mut part = Partition::new(P, EngineKind::Salt, self.catalog.clone(), 1);
@@ -87,7 +106,7 @@ fn op(h: &mut Harness, unit: Unit, n: u32, base: bool, kind: OpKind) -> Option<R
         id,
         unit,
         attempt,
-        // The ACID reader is the oldest, so wait-die lets it wait.
+        // The ACID reader is the oldest, so lock rule 5 lets it wait patiently.
         class: class(base, if base { unit.txn.seq } else { 0 }),
         op: PartOp { table, kind },
         local_commit: false,
@@ -143,12 +162,15 @@ fn fig5_release_order_survives_partition_restart() {
 
     h.restart();
 
-    // Recovered locks count as the oldest for wait-die, so the reader dies (and would retry)
-    // instead of waiting; either way it must not read y.
+    // Recovered locks count as the oldest for lock rule 5, so the reader waits impatiently and
+    // dies (and would retry) after the patience; either way it must not read y.
     let acid2 = txn(2, 4);
     let blocked = op(&mut h, Unit { txn: acid2, sub: 0 }, 0, false, read(y));
+    assert_eq!(blocked, None, "after a restart, ACID's read of y must still be kept out (waits)");
+    assert!(h.tick(5).is_empty(), "within the patience it keeps waiting");
+    let blocked = h.tick(LOCK_WAIT_PATIENCE.as_millis() as u64);
     assert!(
-        matches!(&blocked, Some(Reply::Op { result: Err(e), .. }) if e.is_retryable()),
+        matches!(&blocked[..], [Reply::Op { result: Err(e), .. }] if e.is_retryable()),
         "after a restart, ACID's read of y must still be kept out by BASE₂'s held-back lock: {blocked:?}"
     );
     // BASE₁ ends: the chain x → read x → y is released and a retried read gets through.

@@ -64,26 +64,52 @@
 //! a `BTreeMap<(TableId, Key), queue>`; range locks per table in a `Vec` (they are few, see
 //! [`RANGE_QUEUE_LEN_MAX`]).
 //!
-//! ## Rule 5 — deadlocks: wait-die on the owner's age
-//!
-//! **Rule 5b — accepted BASE transactions wound.** An accepted BASE transaction cannot be
-//! aborted: its saline locks stay until it ends. If an older ACID transaction waited for such a
-//! saline lock while holding a lock the BASE transaction needs, wait-die could not break the
-//! cycle (the BASE side would die and re-run forever; found by the simulator, `litmus sim
-//! --workload bank --engine salt`). So requests of accepted BASE transactions use
-//! [`LockManager::acquire_immortal`]: they never die for wait-die, they wait, and the caller
-//! *wounds* ([`LockManager::wound_targets`]) the older transactions they wait for, which can
-//! abort. ACID requests still wait for BASE locks in FIFO order, as in Salt Fig. 3.
+//! ## Rule 5 — deadlocks: wait-die with patience, on the owner's age
 //!
 //! Each owner carries an `age` (smaller = older; a retried transaction keeps its age — the
 //! coordinator derives it from when the first attempt began, which a client's retry reports in
-//! `RequestBody::Call::retrying_for`, and BASE re-runs keep theirs; ties are
-//! broken by `TxnId`, so priorities are a total order). A request that cannot be granted looks at
-//! every transaction it would wait for; if any is older than the requester (or is the requester
-//! itself), the requester gets [`Decision::Die`] and nothing changes — the caller aborts it with
-//! `AbortReason::Deadlock` ([`Decision::abort_reason`]) and retries it with the same age. Else it
-//! waits. So every waits-for edge goes from older to younger: no cycle, no deadlock, and the
-//! oldest transaction never dies (limits aside), so a retried transaction eventually runs.
+//! `RequestBody::Call::retrying_for`, and BASE re-runs keep theirs; ties are broken by `TxnId`,
+//! so priorities are a total order).
+//!
+//! **Rule 5a — queue, then die if impatient.** A request that cannot be granted looks at every
+//! transaction it would wait for. If that set cannot be computed (the walk below exceeds
+//! [`DEPENDENCY_WALK_MAX`]) or contains the requester itself, the requester gets
+//! [`Decision::Die`] and nothing changes — the caller aborts it with `AbortReason::Deadlock`
+//! ([`Decision::abort_reason`]) and retries it with the same age. Otherwise it gets
+//! [`Decision::Waiting`], whether the transactions it waits for are older or younger. Pure
+//! wait-die killed the younger requester at once; on a hot row held for one network round trip
+//! (TPC-C's district row) nearly every requester is younger than the holder, so transactions
+//! died and retried with backoff instead of queueing for a lock that was about to go.
+//!
+//! Wait-die's test is kept, but applied *later*: [`LockManager::impatient`] says whether a
+//! transaction has a waiting request that waits for an older transaction (or for itself). The
+//! caller — the partition, every tick — aborts a mortal transaction that has waited at least
+//! its *patience* (`partition::LOCK_WAIT_PATIENCE`) and is still impatient, dropping its waits
+//! with [`LockManager::cancel_waits`]. Why this is safe:
+//!
+//! * *No deadlock outlives the patience.* Ages are a total order, so every cycle in the
+//!   waits-for graph has an edge from a younger to an older transaction. That edge belongs to a
+//!   request whose owner is impatient, so within the patience (plus one tick) the owner dies and
+//!   the cycle is broken. A deadlock that wait-die would have prevented at once can stall its
+//!   queues for about the patience; a younger request may queue behind an older one for as
+//!   long, and is granted if the older one finishes in time.
+//! * *No starvation.* The oldest transaction never waits for an older one, so it is never
+//!   impatient and never dies for this (limits aside); retries keep their age, so a retried
+//!   transaction eventually is the oldest and runs.
+//! * *Edges from older to younger* are permanent waits, as under wait-die: they cannot close a
+//!   cycle by themselves.
+//! * The waits-for set of a waiting request only shrinks (below), so a request that was patient
+//!   stays patient, and an impatient one can become patient (its older blockers finished) —
+//!   then it keeps waiting and is granted.
+//!
+//! **Rule 5b — accepted BASE transactions wound.** An accepted BASE transaction cannot be
+//! aborted: its saline locks stay until it ends. If an older ACID transaction waited for such a
+//! saline lock while holding a lock the BASE transaction needs, dying could not break the cycle
+//! (the BASE side would die and re-run forever; found by the simulator, `litmus sim --workload
+//! bank --engine salt`). So requests of accepted BASE transactions use
+//! [`LockManager::acquire_immortal`]: they are never aborted for impatience, they wait, and the
+//! caller *wounds* ([`LockManager::wound_targets`]) the older transactions they wait for, which
+//! can abort. ACID requests still wait for BASE locks in FIFO order, as in Salt Fig. 3.
 //!
 //! *Whom a request waits for.* Its blockers' owners — and, because of rule 6, more: a lock whose
 //! release is held back by release-order dependencies keeps blocking ACID requests until those
@@ -94,8 +120,9 @@
 //! waiting request every lock that could become its dependency when granted — and counts the
 //! owners of every held lock on the way. Dependencies are fixed at grant and the FIFO rule keeps
 //! new writers from slipping in before a queued reader, so this set only shrinks while the
-//! requester waits: the order argument above holds for the real waits-for graph (a property test
-//! checks it). The walk is bounded by [`DEPENDENCY_WALK_MAX`].
+//! requester waits: the argument above holds for the real waits-for graph (a property test
+//! checks that every waiter with an edge to an older transaction is impatient, and that the
+//! edges of patient waiters form no cycle). The walk is bounded by [`DEPENDENCY_WALK_MAX`].
 //!
 //! ## Rule 6 — saline release order (Salt §5.1, Figs. 4–5; §6.3)
 //!
@@ -147,6 +174,9 @@
 //!   relocked and released again (they become *releasing* once more).
 //! * An operation that reads a value and writes another from it must hold a read lock on what it
 //!   read (rule 6b only sees read locks). A blind or formula write needs only the write lock.
+//! * Rule 5a: a mortal transaction whose request has waited for the patience and that is
+//!   [`LockManager::impatient`] is aborted (`cancel_waits`, then the abort releases the rest).
+//!   Rule 5b: an immortal one that waits wounds [`LockManager::wound_targets`], repeatedly.
 //! * A waiting transaction that is aborted: [`LockManager::cancel_waits`] if it keeps running
 //!   (an alkaline subtransaction's abort), else just `release_all`, which drops waits too.
 //! * `release` with a mode the lock no longer has (an alkaline lock after `downgrade_alkaline`)
@@ -155,13 +185,14 @@
 //! ## Limits
 //!
 //! [`OBJECT_QUEUE_LEN_MAX`] locks and requests per key, [`RANGE_QUEUE_LEN_MAX`] range locks and
-//! requests per table, [`DEPENDENCY_WALK_MAX`] locks visited by one wait-die check. A request
-//! that would exceed one gets `Die` (the caller aborts and retries it like a wait-die victim).
+//! requests per table, [`DEPENDENCY_WALK_MAX`] locks visited by one rule-5 check. A request
+//! that would exceed one gets `Die` (the caller aborts and retries it like any rule-5 victim);
+//! a waiting request whose check exceeds it counts as impatient.
 //!
 //! ## Not implemented
 //!
 //! * Coverage is per exact target: a range lock does not cover a point read inside it.
-//! * No lock escalation, no timeouts (liveness comes from wait-die and finite transactions).
+//! * No lock escalation, no plain timeouts (liveness comes from rule 5 and finite transactions).
 //! * Release-order dependencies live in memory only (see the engine's module doc on recovery).
 
 use litmus_core::{AbortReason, Access, Key, TableId, TxnId};
@@ -172,7 +203,7 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const OBJECT_QUEUE_LEN_MAX: usize = 1024;
 /// Most range locks and waiting range requests in one table.
 pub const RANGE_QUEUE_LEN_MAX: usize = 1024;
-/// Most locks one wait-die check may visit while following release-order dependencies.
+/// Most locks one rule-5 check may visit while following release-order dependencies.
 pub const DEPENDENCY_WALK_MAX: usize = 4096;
 
 /// The three kinds of locks of Salt §5.1.
@@ -292,7 +323,7 @@ fn range_contains(start: &Key, end: Option<&Key>, k: &Key) -> bool {
     start <= k && end.is_none_or(|e| k < e)
 }
 
-/// Who asks: the transaction and its wait-die age (smaller = older; kept across retries).
+/// Who asks: the transaction and its rule-5 age (smaller = older; kept across retries).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Owner {
     pub txn: TxnId,
@@ -300,7 +331,7 @@ pub struct Owner {
 }
 
 impl Owner {
-    /// Wait-die priority, a total order: smaller is older.
+    /// Rule-5 priority, a total order: smaller is older.
     fn priority(self) -> (u64, TxnId) {
         (self.age, self.txn)
     }
@@ -312,7 +343,8 @@ pub enum Decision {
     Granted,
     /// Queued; a later call returns a [`Grant`] with this request's token.
     Waiting,
-    /// Wait-die (or a limit) says: abort the requester. Nothing changed.
+    /// The request would wait for its own transaction, or a limit is reached (rule 5a): abort
+    /// the requester. Nothing changed.
     Die,
 }
 
@@ -402,15 +434,18 @@ impl LockManager {
         Self::default()
     }
 
-    /// Asks for a lock (rules 1–5). `token` names the request in a later [`Grant`].
+    /// Asks for a lock (rules 1–5). `token` names the request in a later [`Grant`]. A request
+    /// that waits for an older transaction waits too (rule 5a); the caller aborts it if it is
+    /// still [`LockManager::impatient`] after the patience.
     pub fn acquire(&mut self, owner: Owner, table: TableId, target: Target, mode: LockMode, token: u64) -> Decision {
-        self.acquire_as(owner, table, target, mode, token, false)
+        self.acquire_as(owner, table, target, mode, token)
     }
 
-    /// Rule 5b: a request of an *accepted* BASE transaction, which cannot be aborted. It never
-    /// dies for wait-die (only for a cycle through itself or a queue limit): it waits, and the
-    /// caller **wounds** the older transactions it waits for ([`LockManager::wound_targets`]) —
-    /// they can abort, which breaks any cycle through this transaction's saline locks.
+    /// Rule 5b: a request of an *accepted* BASE transaction, which cannot be aborted. The lock
+    /// manager decides it as any other (it dies only for a cycle through itself or a limit);
+    /// the difference is the caller's: it never aborts it for impatience, it **wounds** the
+    /// older transactions it waits for ([`LockManager::wound_targets`]) — they can abort, which
+    /// breaks any cycle through this transaction's saline locks.
     pub fn acquire_immortal(
         &mut self,
         owner: Owner,
@@ -419,18 +454,19 @@ impl LockManager {
         mode: LockMode,
         token: u64,
     ) -> Decision {
-        self.acquire_as(owner, table, target, mode, token, true)
+        self.acquire_as(owner, table, target, mode, token)
     }
 
     /// Takes a lock back after a restart, with the grant number it had (call in increasing
     /// grant order, before any other request). The recovered locks were all held at once, so
-    /// the request is always granted. Their owner counts as the oldest for wait-die (age 0):
-    /// requesters die and retry rather than queue behind a lock whose owner may itself need to
-    /// queue behind them (a rolled-forward BASE transaction waits on anyone).
+    /// the request is always granted. Their owner counts as the oldest for rule 5 (age 0):
+    /// mortal requesters behind them are impatient and die after the patience rather than
+    /// queue for good behind a lock whose owner may itself need to queue behind them (a
+    /// rolled-forward BASE transaction waits on anyone).
     pub fn acquire_recovered(&mut self, txn: TxnId, lock: &HeldLock) {
         let id = self.seq_next;
         let owner = Owner { txn, age: 0 };
-        let d = self.acquire_as(owner, lock.table, lock.target.clone(), lock.mode, u64::MAX, true);
+        let d = self.acquire_as(owner, lock.table, lock.target.clone(), lock.mode, u64::MAX);
         assert_eq!(d, Decision::Granted, "locks held together before a restart are compatible");
         if let Some(e) = self.entries.get_mut(&id) {
             e.granted = lock.granted;
@@ -440,32 +476,27 @@ impl LockManager {
 
     /// Transactions older than `txn` that its waiting requests wait for (rule 5b's victims).
     pub fn wound_targets(&self, txn: TxnId) -> Vec<TxnId> {
-        let Some(seqs) = self.by_txn.get(&txn) else { return vec![] };
         let mut out = BTreeSet::new();
-        for &seq in seqs {
-            let e = &self.entries[&seq];
-            if !matches!(e.state, State::Waiting { .. }) {
-                continue;
-            }
-            let blockers = self.blockers(txn, e.table, &e.target, e.mode, seq);
-            if let Some(others) = self.waits_for(e.mode, &blockers) {
-                out.extend(
-                    others.values().filter(|o| o.txn != txn && o.priority() < e.owner.priority()).map(|o| o.txn),
-                );
+        for (owner, waits_for) in self.waits_of(txn) {
+            if let Some(others) = waits_for {
+                out.extend(others.values().filter(|o| o.txn != txn && o.priority() < owner.priority()).map(|o| o.txn));
             }
         }
         out.into_iter().collect()
     }
 
-    fn acquire_as(
-        &mut self,
-        owner: Owner,
-        table: TableId,
-        target: Target,
-        mode: LockMode,
-        token: u64,
-        immortal: bool,
-    ) -> Decision {
+    /// Rule 5a: whether some waiting request of `txn` waits for a transaction older than `txn`,
+    /// or for `txn` itself (or its waits-for set exceeds [`DEPENDENCY_WALK_MAX`]) — the test
+    /// wait-die applies at request time, applied now. A mortal transaction that stays impatient
+    /// for the patience is aborted by the caller; one that is not waits as long as it takes.
+    pub fn impatient(&self, txn: TxnId) -> bool {
+        self.waits_of(txn).into_iter().any(|(owner, waits_for)| match waits_for {
+            Some(others) => others.values().any(|o| o.txn == txn || o.priority() < owner.priority()),
+            None => true,
+        })
+    }
+
+    fn acquire_as(&mut self, owner: Owner, table: TableId, target: Target, mode: LockMode, token: u64) -> Decision {
         assert_eq!(
             target.is_range(),
             mode.access == Access::RangeRead,
@@ -485,12 +516,9 @@ impl LockManager {
             self.make_held(seq);
             return Decision::Granted;
         }
+        // Rule 5a: wait, older blockers or not, unless the request would wait for itself.
         match self.waits_for(mode, &blockers) {
-            Some(others) if immortal && others.values().all(|o| o.txn != owner.txn) => {
-                self.insert(owner, table, target, mode, State::Waiting { token });
-                Decision::Waiting
-            }
-            Some(others) if others.values().all(|o| o.txn != owner.txn && o.priority() > owner.priority()) => {
+            Some(others) if others.values().all(|o| o.txn != owner.txn) => {
                 self.insert(owner, table, target, mode, State::Waiting { token });
                 Decision::Waiting
             }
@@ -613,6 +641,20 @@ impl LockManager {
             .map(|id| &self.entries[&id])
             .filter(|e| keep(e))
             .map(|e| (e.table, e.target.clone(), e.mode))
+            .collect()
+    }
+
+    /// Each waiting request of `txn`: its owner and whom it waits for now (rule 5; `None` past
+    /// the walk limit).
+    fn waits_of(&self, txn: TxnId) -> Vec<(Owner, Option<BTreeMap<TxnId, Owner>>)> {
+        let Some(seqs) = self.by_txn.get(&txn) else { return vec![] };
+        seqs.iter()
+            .map(|seq| (*seq, &self.entries[seq]))
+            .filter(|(_, e)| e.is_waiting())
+            .map(|(seq, e)| {
+                let blockers = self.blockers(txn, e.table, &e.target, e.mode, seq);
+                (e.owner, self.waits_for(e.mode, &blockers))
+            })
             .collect()
     }
 
@@ -1006,22 +1048,30 @@ mod tests {
         // Older txn 1 waits for younger txn 2's read lock.
         assert_eq!(acq(&mut lm, 1, key(1), ACID_W, 3), Decision::Waiting);
         assert_eq!(lm.release_all(txn(2)), vec![grant(1, 3)]);
-        // Younger txn 2 upgrading against older txn 1 dies.
+        // Younger txn 2 upgrading against older txn 1 waits too, but impatiently (rule 5a).
         let mut lm = LockManager::new();
         acq(&mut lm, 1, key(1), ACID_R, 1);
         acq(&mut lm, 2, key(1), ACID_R, 2);
-        assert_eq!(acq(&mut lm, 2, key(1), ACID_W, 3), Decision::Die);
+        assert_eq!(acq(&mut lm, 2, key(1), ACID_W, 3), Decision::Waiting);
+        assert!(lm.impatient(txn(2)));
+        assert!(!lm.impatient(txn(1)));
+        assert_eq!(lm.release_all(txn(1)), vec![grant(2, 3)]);
+        assert!(!lm.impatient(txn(2)), "granted: nothing to wait for");
     }
 
-    /// Rule 2 + 3: an upgrade queues behind an earlier conflicting waiter; with wait-die the
-    /// classic upgrade deadlock (both readers upgrade) cannot happen.
+    /// Rule 2 + 3: an upgrade queues behind an earlier conflicting waiter. The classic upgrade
+    /// deadlock (both readers upgrade) forms, but only the younger side is impatient: its abort
+    /// (rule 5a) lets the older upgrade through.
     #[test]
     fn rule2_upgrade_respects_earlier_conflicting_waiter() {
         let mut lm = LockManager::new();
         acq(&mut lm, 2, key(1), ACID_R, 1);
         acq(&mut lm, 3, key(1), ACID_R, 2);
         assert_eq!(acq(&mut lm, 2, key(1), ACID_W, 3), Decision::Waiting); // 2 waits for 3
-        assert_eq!(acq(&mut lm, 3, key(1), ACID_W, 4), Decision::Die); // 3 would wait for 2
+        assert_eq!(acq(&mut lm, 3, key(1), ACID_W, 4), Decision::Waiting); // 3 waits for 2
+        assert!(lm.impatient(txn(3)));
+        assert!(!lm.impatient(txn(2)));
+        assert!(lm.cancel_waits(txn(3)).is_empty());
         assert_eq!(lm.release_all(txn(3)), vec![grant(2, 3)]);
     }
 
@@ -1058,9 +1108,11 @@ mod tests {
         assert_eq!(acq(&mut lm, 2, key(1), ACID_W, 2), Decision::Waiting);
         // Compatible with the saline holder, but behind the waiting ACID writer.
         assert_eq!(acq(&mut lm, 1, key(1), ALK_R, 3), Decision::Waiting);
-        assert_eq!(acq(&mut lm, 6, key(1), ALK_R, 4), Decision::Die);
+        // Younger than the ACID writer it queues behind: waits, impatiently (rule 5a).
+        assert_eq!(acq(&mut lm, 6, key(1), ALK_R, 4), Decision::Waiting);
+        assert!(lm.impatient(txn(6)) && !lm.impatient(txn(1)) && !lm.impatient(txn(2)));
         assert_eq!(lm.release_all(txn(5)), vec![grant(2, 2)]);
-        assert_eq!(lm.release_all(txn(2)), vec![grant(1, 3)]);
+        assert_eq!(lm.release_all(txn(2)), vec![grant(1, 3), grant(6, 4)]);
     }
 
     /// Rule 3: "earlier" is one sequence across point queues and range locks.
@@ -1121,7 +1173,8 @@ mod tests {
     fn rule4_range_lock_blocks_writes_inside_the_range_no_phantom() {
         let mut lm = LockManager::new();
         assert_eq!(acq(&mut lm, 1, range(10, Some(20)), ACID_RR, 1), Decision::Granted);
-        assert_eq!(acq(&mut lm, 2, key(15), ACID_W, 2), Decision::Die); // younger writer dies
+        assert_eq!(acq(&mut lm, 2, key(15), ACID_W, 2), Decision::Waiting); // younger writer waits
+        assert!(lm.impatient(txn(2)), "... for an older transaction");
         assert_eq!(acq(&mut lm, 2, key(20), ACID_W, 3), Decision::Granted); // outside
         assert_eq!(acq(&mut lm, 2, key(9), ACID_W, 4), Decision::Granted);
         assert_eq!(acq(&mut lm, 2, key(10), ACID_R, 5), Decision::Granted); // reads share
@@ -1139,9 +1192,13 @@ mod tests {
         acq(&mut lm, 2, key(5), ALK_W, 1);
         lm.downgrade_alkaline(txn(2)); // saline W on 5
         assert_eq!(acq(&mut lm, 3, range(0, Some(9)), ALK_RR, 2), Decision::Granted);
-        assert_eq!(acq(&mut lm, 4, range(0, Some(9)), ACID_RR, 3), Decision::Die); // blocked by txn 2
+        assert_eq!(acq(&mut lm, 4, range(0, Some(9)), ACID_RR, 3), Decision::Waiting); // blocked by txn 2
+        assert!(lm.impatient(txn(4)));
         assert_eq!(acq(&mut lm, 1, range(0, Some(9)), ACID_RR, 4), Decision::Waiting);
-        assert_eq!(acq(&mut lm, 5, key(6), ALK_W, 5), Decision::Die); // alkaline range of txn 3
+        assert!(!lm.impatient(txn(1)));
+        assert_eq!(acq(&mut lm, 5, key(6), ALK_W, 5), Decision::Waiting); // alkaline range of txn 3
+        assert!(lm.impatient(txn(5)));
+        assert_eq!(lm.release_all(txn(3)), vec![], "txn 5 also queues behind the ACID range reads");
     }
 
     #[test]
@@ -1150,30 +1207,58 @@ mod tests {
         LockManager::new().acquire(owner(1), TABLE, range(0, None), ACID_W, 1);
     }
 
-    // ----- Rule 5: wait-die -----
+    // ----- Rule 5: wait-die with patience -----
 
+    /// Rule 5a: younger and older requesters both wait; only the younger one is impatient
+    /// (it waits for an older transaction), and it stays so while the older holder holds.
     #[test]
-    fn rule5_wait_die_younger_dies_older_waits() {
+    fn rule5_younger_waits_impatiently_older_waits_patiently() {
         let mut lm = LockManager::new();
         assert_eq!(acq(&mut lm, 5, key(1), ACID_W, 1), Decision::Granted);
-        assert_eq!(acq(&mut lm, 7, key(1), ACID_R, 2), Decision::Die);
+        assert_eq!(acq(&mut lm, 7, key(1), ACID_R, 2), Decision::Waiting);
+        assert!(lm.impatient(txn(7)));
         assert_eq!(acq(&mut lm, 3, key(1), ACID_R, 3), Decision::Waiting);
+        assert!(!lm.impatient(txn(3)), "3 waits only for younger 5 (and not for queued reader 7)");
+        assert!(!lm.impatient(txn(5)), "not waiting");
+        // The holder finishes within the patience: both readers are granted, no one died.
+        assert_eq!(lm.release_all(txn(5)), vec![grant(7, 2), grant(3, 3)]);
+        assert!(!lm.impatient(txn(7)));
         assert_eq!(Decision::Die.abort_reason(), Some(AbortReason::Deadlock));
         assert_eq!(Decision::Waiting.abort_reason(), None);
     }
 
-    /// Rule 5: a requester that dies changes nothing, and a retry keeps its age.
+    /// Rule 5a: an impatient requester becomes patient when the older transactions it waits
+    /// for are gone (its waits-for set only shrinks), and then waits like any older requester.
     #[test]
-    fn rule5_die_changes_nothing_and_retry_keeps_age() {
+    fn rule5_impatience_ends_when_the_older_blocker_goes() {
+        let mut lm = LockManager::new();
+        acq(&mut lm, 2, key(1), ACID_R, 1);
+        acq(&mut lm, 9, key(1), ACID_R, 2);
+        assert_eq!(acq(&mut lm, 5, key(1), ACID_W, 3), Decision::Waiting);
+        assert!(lm.impatient(txn(5)), "waits for older 2");
+        assert!(lm.release_all(txn(2)).is_empty(), "still blocked by 9");
+        assert!(!lm.impatient(txn(5)), "waits only for younger 9 now");
+        assert_eq!(lm.release_all(txn(9)), vec![grant(5, 3)]);
+    }
+
+    /// Rule 5: aborting an impatient requester (what the partition does after the patience)
+    /// leaves the locks as they were, and a retry keeps its age.
+    #[test]
+    fn rule5_impatient_abort_changes_nothing_and_retry_keeps_age() {
         let mut lm = LockManager::new();
         acq(&mut lm, 5, key(1), ACID_W, 1);
-        let before = lm.clone();
-        assert_eq!(lm.acquire(Owner { txn: txn(70), age: 7 }, TABLE, key(1), ACID_R, 2), Decision::Die);
-        assert_eq!(lm, before);
+        let before = lm.entries.clone();
+        assert_eq!(lm.acquire(Owner { txn: txn(70), age: 7 }, TABLE, key(1), ACID_R, 2), Decision::Waiting);
+        assert!(lm.impatient(txn(70)));
+        assert!(lm.cancel_waits(txn(70)).is_empty());
+        assert!(lm.release_all(txn(70)).is_empty());
+        assert_eq!(lm.entries, before);
+        assert!(!lm.impatient(txn(70)), "no waiting request");
         lm.release_all(txn(5));
         acq(&mut lm, 9, key(1), ACID_W, 3);
-        // The retry (new id, same age 7) is now older than the holder: it waits.
+        // The retry (new id, same age 7) is now older than the holder: it waits patiently.
         assert_eq!(lm.acquire(Owner { txn: txn(71), age: 7 }, TABLE, key(1), ACID_R, 4), Decision::Waiting);
+        assert!(!lm.impatient(txn(71)));
     }
 
     /// Rule 5 (ties): equal ages are ordered by `TxnId`.
@@ -1181,14 +1266,17 @@ mod tests {
     fn rule5_equal_ages_are_ordered_by_txn_id() {
         let mut lm = LockManager::new();
         lm.acquire(Owner { txn: txn(2), age: 1 }, TABLE, key(1), ACID_W, 1);
-        assert_eq!(lm.acquire(Owner { txn: txn(3), age: 1 }, TABLE, key(1), ACID_W, 2), Decision::Die);
+        assert_eq!(lm.acquire(Owner { txn: txn(3), age: 1 }, TABLE, key(1), ACID_W, 2), Decision::Waiting);
+        assert!(lm.impatient(txn(3)));
         assert_eq!(lm.acquire(Owner { txn: txn(1), age: 1 }, TABLE, key(1), ACID_W, 3), Decision::Waiting);
+        assert!(!lm.impatient(txn(1)));
     }
 
     /// Rule 5 + 6: an ACID request blocked by a lock whose release waits for an older
-    /// transaction waits for that transaction too, so it dies. Without this, BASE₁ (age 1) could
-    /// wait for ACID (age 3) holding z while ACID waits for BASE₂'s releasing lock on y, which
-    /// waits for BASE₁: a deadlock wait-die would not see.
+    /// transaction waits for that transaction too, so it is impatient. Without this, BASE₁
+    /// (age 1) could wait for ACID (age 3) holding z while ACID waits for BASE₂'s releasing
+    /// lock on y, which waits for BASE₁: a deadlock rule 5 would not see. A request that would
+    /// so wait for its own transaction dies at once.
     #[test]
     fn rule5_wait_die_counts_release_order_dependencies() {
         let mut lm = LockManager::new();
@@ -1199,16 +1287,22 @@ mod tests {
         lm.downgrade_alkaline(txn(5));
         assert!(lm.release_all(txn(5)).is_empty());
         assert_eq!(lm.releasing(txn(5)).len(), 2);
+        // BASE₁ itself reading y would wait for its own write on x: it dies, changing nothing.
+        let before = lm.clone();
+        assert_eq!(acq(&mut lm, 1, key(2), ACID_R, 6), Decision::Die);
+        assert_eq!(lm, before);
         // ACID (age 3) is older than BASE₂ but younger than BASE₁, whom it would wait for.
-        assert_eq!(acq(&mut lm, 3, key(2), ACID_R, 4), Decision::Die);
+        assert_eq!(acq(&mut lm, 3, key(2), ACID_R, 4), Decision::Waiting);
+        assert!(lm.impatient(txn(3)));
         assert_eq!(acq(&mut lm, 0, key(2), ACID_R, 5), Decision::Waiting);
-        assert_eq!(lm.release_all(txn(1)), vec![grant(0, 5)]);
+        assert!(!lm.impatient(txn(0)));
+        assert_eq!(lm.release_all(txn(1)), vec![grant(3, 4), grant(0, 5)]);
     }
 
     /// Rule 5: a queued request's future dependencies count too. BASE 5's range read waits
     /// (behind BASE 7's alkaline write); when granted it will depend on BASE 1's saline write
     /// inside the range (rule 6a). ACID 3 writing another key of the range queues behind the
-    /// range read, so it would wait for BASE 1, which is older: it dies; ACID 0 waits.
+    /// range read, so it would wait for BASE 1, which is older: it is impatient; ACID 0 is not.
     #[test]
     fn rule5_wait_die_counts_dependencies_of_queued_readers() {
         let mut lm = LockManager::new();
@@ -1216,8 +1310,10 @@ mod tests {
         lm.downgrade_alkaline(txn(1)); // saline W(5) of BASE 1
         acq(&mut lm, 7, key(6), ALK_W, 2);
         assert_eq!(acq(&mut lm, 5, range(0, Some(9)), ALK_RR, 3), Decision::Waiting);
-        assert_eq!(acq(&mut lm, 3, key(7), ACID_W, 4), Decision::Die);
+        assert_eq!(acq(&mut lm, 3, key(7), ACID_W, 4), Decision::Waiting);
+        assert!(lm.impatient(txn(3)));
         assert_eq!(acq(&mut lm, 0, key(7), ACID_W, 5), Decision::Waiting);
+        assert!(!lm.impatient(txn(0)));
     }
 
     #[test]
@@ -1551,19 +1647,26 @@ mod tests {
             });
             prop_assert!(blocked, "waiter {} {:?} is grantable", w, we);
         }
-        // (iii) every waits-for edge goes from older to younger, so the graph is acyclic.
-        let mut graph: BTreeMap<TxnId, BTreeSet<TxnId>> = BTreeMap::new();
+        // (iii) rule 5a: a waiter with an edge to an older transaction (or its own) is impatient;
+        // a patient one has only edges from older to younger, so every waits-for cycle goes
+        // through an impatient transaction (whom the partition aborts after the patience).
+        let mut patient_graph: BTreeMap<TxnId, BTreeSet<TxnId>> = BTreeMap::new();
         for &(w, we) in &entries {
             if !we.is_waiting() {
                 continue;
             }
+            let impatient = lm.impatient(we.owner.txn);
             for prio in waits_for_now(lm, w) {
                 let to = prio.1;
-                prop_assert!(prio > we.owner.priority(), "{:?} waits for older or same {:?}", we.owner, to);
-                graph.entry(we.owner.txn).or_default().insert(to);
+                if prio <= we.owner.priority() {
+                    prop_assert!(impatient, "{:?} waits for older or same {:?} but is patient", we.owner, to);
+                }
+                if !impatient {
+                    patient_graph.entry(we.owner.txn).or_default().insert(to);
+                }
             }
         }
-        prop_assert!(acyclic(&graph), "waits-for cycle: {:?}", graph);
+        prop_assert!(acyclic(&patient_graph), "waits-for cycle without an impatient txn: {:?}", patient_graph);
         Ok(())
     }
 
@@ -1604,7 +1707,8 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
         /// Rule 8: after any sequence of calls, (i) no incompatible locks overlap, (ii) no waiter
-        /// is grantable, (iii) waits-for edges go from older to younger (acyclic), (iv) every
+        /// is grantable, (iii) a waiter with an edge to an older txn is impatient, and patient
+        /// waiters' edges go from older to younger (acyclic), (iv) every
         /// grant names a request that was waiting; `Die` changes nothing.
         #[test]
         fn rule8_invariants_hold_under_random_operations(ops in proptest::collection::vec(op(), 1..60)) {
@@ -1676,16 +1780,18 @@ mod tests {
     }
 
     /// Rule 5b: a request of an accepted BASE transaction blocked by an older transaction
-    /// waits instead of dying, and names the older blocker to wound; an ordinary request in
-    /// the same place dies (wait-die).
+    /// waits, and names the older blocker to wound; an ordinary request in the same place
+    /// waits impatiently (rule 5a: its caller aborts it after the patience).
     #[test]
     fn rule5b_accepted_base_waits_and_wounds_older_blockers() {
         let mut lm = LockManager::new();
         let acid_w = LockMode { class: LockClass::Acid, access: Access::Write };
         let alk_w = LockMode { class: LockClass::Alkaline, access: Access::Write };
         assert_eq!(lm.acquire(Owner { txn: txn(1), age: 1 }, TABLE, key(1), acid_w, 1), Decision::Granted);
-        // Younger ordinary BASE request: dies.
-        assert_eq!(lm.acquire(Owner { txn: txn(5), age: 5 }, TABLE, key(1), alk_w, 2), Decision::Die);
+        // Younger ordinary BASE request: waits impatiently, and its caller aborts it.
+        assert_eq!(lm.acquire(Owner { txn: txn(5), age: 5 }, TABLE, key(1), alk_w, 2), Decision::Waiting);
+        assert!(lm.impatient(txn(5)));
+        assert!(lm.cancel_waits(txn(5)).is_empty());
         // Younger accepted BASE request: waits and wounds txn 1.
         assert_eq!(lm.acquire_immortal(Owner { txn: txn(5), age: 5 }, TABLE, key(1), alk_w, 3), Decision::Waiting);
         assert_eq!(lm.wound_targets(txn(5)), vec![txn(1)]);

@@ -13,9 +13,11 @@
 //! inserts after that row cannot change its result, so a TPC-C Delivery reading a district's
 //! oldest NEW-ORDER row does not block the New-Orders appending at the tail. Writes are buffered at the partition and sent back to the
 //! coordinator with each reply; the coordinator holds the redo (the *write images*) and ships
-//! it with the commit. Deadlocks: wait-die on the transaction's age (see [`lock`]): a younger
-//! requester blocked by an older transaction aborts with `AbortReason::Deadlock` (retryable);
-//! waits only go from older to younger, so nobody waits forever.
+//! it with the commit. Deadlocks: **wait-die with patience** on the transaction's age (lock
+//! rule 5): a blocked request queues, whoever it waits for; a request that still waits for an
+//! older transaction after `partition::LOCK_WAIT_PATIENCE` (10 ms, checked every tick) aborts
+//! with `AbortReason::Deadlock` (retryable). Every deadlock cycle has such a younger→older edge,
+//! so none lasts much longer than the patience, and the oldest transaction never dies for it.
 //!
 //! Commit: one participant → one `Commit` message (no 2PC). Several → two-phase commit with
 //! **presumed abort**: `Prepare` (each participant logs `Prepared` with the keys it must relock,
@@ -59,10 +61,10 @@
 //!   its row images are applied). A transaction whose procedure finished logs `BaseFinished`
 //!   before it sends `EndBase`, so a restart never runs it again; partitions remember ended
 //!   BASE transactions durably (bounded) and refuse late duplicates of their operations.
-//! * An accepted BASE transaction cannot abort, so its lock requests never die for wait-die:
-//!   they wait and **wound** the older transactions in the way (lock rule 5b; the wounded ACID
-//!   or not-yet-accepted transaction aborts, retryably). This breaks the one cycle wait-die
-//!   cannot: an older ACID transaction waiting for the BASE transaction's saline lock while
+//! * An accepted BASE transaction cannot abort, so its lock requests are never aborted for
+//!   impatience: they wait and **wound** the older transactions in the way (lock rule 5b; the
+//!   wounded ACID or not-yet-accepted transaction aborts, retryably). This breaks the one cycle
+//!   rule 5a cannot: an older ACID transaction waiting for the BASE transaction's saline lock while
 //!   holding what it needs (found by the simulator, `litmus sim --workload bank --engine salt`).
 //!   ACID transactions still wait for BASE locks as in Salt Fig. 3, in per-object FIFO order.
 //! * If concurrency control aborts a subtransaction after acceptance anyway (a cycle through
@@ -81,19 +83,21 @@
 //!
 //! ## Not implemented (yet)
 //!
-//! * Lock waits have no timeout beyond wait-die; a transaction whose coordinator disappears
+//! * Lock waits have no timeout beyond rule 5's patience; a transaction whose coordinator disappears
 //!   forever holds its locks until that coordinator restarts (its new epoch releases them).
 //! * Operation requests and replies are not retransmitted: a lost one leaves a transaction
 //!   that can still abort waiting for the front end's stall timeout (10 s) — the partition drops
 //!   an idle unprepared ACID transaction after 2 s, a not-yet-accepted BASE one keeps its locks
 //!   until then. (A shorter coordinator-side reply timeout was tried and broke ACID atomicity
 //!   in the heavy-fault simulation; not understood yet, so not shipped.)
-//! * Deadlocks are avoided with wait-die (rule 5): on a hot row nearly every requester is
-//!   younger than the holder and dies, so at high contention transactions die and retry
-//!   instead of queueing, however short the lock is held (TPC-C with the district row in
-//!   mortal subtransactions thrashes beyond ~16 clients on 2 warehouses; see `litmus-bench`'s
-//!   `tpcc` module doc). Only accepted BASE transactions queue. A queueing policy (wound-wait,
-//!   or detection) is not implemented. A stored-procedure call's retries keep their first
+//! * Deadlocks are broken by wait-die with patience (rule 5), not detected: a younger request
+//!   queues behind an older holder for at most `LOCK_WAIT_PATIENCE`, then dies even if no
+//!   cycle exists (a holder that keeps a hot lock longer than the patience still makes younger
+//!   requesters die and retry), and a real deadlock stalls its queues for about the patience.
+//!   Pure wait-die, before, killed every younger requester at once, so TPC-C with the district
+//!   row in mortal subtransactions thrashed beyond ~16 clients on 2 warehouses although the
+//!   row is held for a round trip. No waits-for graph detection or wound-wait for mortal
+//!   transactions. A stored-procedure call's retries keep their first
 //!   attempt's age (`RequestBody::Call::retrying_for`, credited up to 10 s); interactive
 //!   transactions get no credit, accepted BASE transactions wound whatever the age, and ages
 //!   compare each node's own clock (in the TCP runtime, time since that server started), so
