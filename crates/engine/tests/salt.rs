@@ -577,3 +577,45 @@ fn limited_scan_relocks_when_rows_vanish_while_it_waits() {
     assert!(r.is_none_or(is_cc_abort), "{r:?}");
     c.call(1, RequestBody::Commit { txn: reader }).unwrap();
 }
+
+/// Lock rule 5b with patience: an accepted BASE transaction that waits for an older ACID
+/// transaction's lock wounds it only once it has waited `LOCK_WAIT_PATIENCE`. (Wounding at once
+/// aborted TPC-C New-Orders whose `w_tax` read met an accepted Payment's `w_ytd` update, a lock
+/// held for one round trip.) Here the accepted transfer 1 → 0 waits for the ACID holder of
+/// account 0. A holder that commits within the patience is left alone. A holder that instead
+/// asks for account 1 — saline-locked by the transfer's debit, so the two are deadlocked —
+/// is wounded once the patience has run out, and the transfer completes. Accounts 1 and 0 live
+/// on partitions 1 and 0.
+#[test]
+fn accepted_base_wounds_an_older_blocker_only_after_the_patience() {
+    for deadlock in [false, true] {
+        let mut c = bank_cluster(EngineKind::Salt, 2);
+        let acid = begin(&mut c, 1, Isolation::Serializable);
+        op(&mut c, 1, acid, write(0, 50)).unwrap();
+        c.tick(1);
+        let transfer = RequestBody::Call {
+            procedure: "bank_transfer".into(),
+            args: vec![Value::Int(1), Value::Int(0), Value::Int(10)],
+            retrying_for: Duration::ZERO,
+        };
+        let call = c.send(2, transfer);
+        drain(&mut c);
+        assert!(matches!(c.response(2, call), Some(Ok(ResponseBody::Returned(_)))), "accepted after the debit");
+        c.tick(patience_ms() / 2);
+        drain(&mut c);
+        if !deadlock {
+            assert_eq!(c.call(1, RequestBody::Commit { txn: acid }), Ok(ResponseBody::Committed), "not wounded");
+        } else {
+            let read = c.send(1, RequestBody::Op { txn: acid, op: read(1) });
+            drain(&mut c);
+            assert!(c.response(1, read).is_none(), "the ACID holder waits for the transfer's saline lock");
+            c.tick(patience_ms());
+            drain(&mut c);
+            let r = c.response(1, read).cloned();
+            assert!(r.as_ref().is_some_and(is_cc_abort), "wounded after the patience: {r:?}");
+        }
+        c.settle();
+        let zero = if deadlock { INITIAL } else { 50 } + 10;
+        assert_eq!((balance(&mut c, 0), balance(&mut c, 1)), (zero, INITIAL - 10), "deadlock {deadlock}");
+    }
+}

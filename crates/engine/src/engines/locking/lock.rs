@@ -107,9 +107,13 @@
 //! saline lock while holding a lock the BASE transaction needs, dying could not break the cycle
 //! (the BASE side would die and re-run forever; found by the simulator, `litmus sim --workload
 //! bank --engine salt`). So requests of accepted BASE transactions use
-//! [`LockManager::acquire_immortal`]: they are never aborted for impatience, they wait, and the
-//! caller *wounds* ([`LockManager::wound_targets`]) the older transactions they wait for, which
-//! can abort. ACID requests still wait for BASE locks in FIFO order, as in Salt Fig. 3.
+//! [`LockManager::acquire_immortal`]: they are never aborted for impatience, they wait, and
+//! once they have waited the same patience the caller *wounds* ([`LockManager::wound_targets`])
+//! the older transactions they wait for, which can abort. (Wounding at once, as this engine
+//! first did, aborted a TPC-C New-Order whenever an accepted Payment's `w_ytd` update met its
+//! `w_tax` read, a lock held for one round trip.) The cycle argument above holds with "dies"
+//! read as "is wounded". ACID requests still wait for BASE locks in FIFO order, as in Salt
+//! Fig. 3.
 //!
 //! *Whom a request waits for.* Its blockers' owners — and, because of rule 6, more: a lock whose
 //! release is held back by release-order dependencies keeps blocking ACID requests until those

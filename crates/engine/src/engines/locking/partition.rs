@@ -83,6 +83,9 @@ struct Parked {
     narrowed: Option<Narrowed>,
     /// When it started waiting for its current lock ([`LOCK_WAIT_PATIENCE`]).
     waiting_since: Time,
+    /// An accepted BASE transaction's operation that has wounded the older transactions it
+    /// waits for (rule 5b, once the patience ran out); the sweep repeats the wounds.
+    wounded: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -311,8 +314,19 @@ impl LockingPartition {
         }
         let LockPlan { locks, narrowed } = self.lock_plan(&class, &op, ctx.store);
         let waiting_since = ctx.now;
-        let parked =
-            Parked { from, id, unit, attempt, op, local_commit, locks, short: vec![], narrowed, waiting_since };
+        let parked = Parked {
+            from,
+            id,
+            unit,
+            attempt,
+            op,
+            local_commit,
+            locks,
+            short: vec![],
+            narrowed,
+            waiting_since,
+            wounded: false,
+        };
         self.advance(parked, ctx);
     }
 
@@ -340,12 +354,9 @@ impl LockingPartition {
                     if short {
                         p.short.push((table, target, mode));
                     }
-                    let txn = p.unit.txn;
                     p.waiting_since = ctx.now;
+                    p.wounded = false;
                     self.parked.insert(token, p);
-                    if immortal {
-                        self.wound_blockers(txn, ctx);
-                    }
                     return;
                 }
                 Decision::Die => return die(p, ctx),
@@ -354,20 +365,33 @@ impl LockingPartition {
         self.execute(p, ctx);
     }
 
-    /// Lock rule 5a, every tick: the operations of mortal transactions that have waited at
-    /// least [`LOCK_WAIT_PATIENCE`] and still wait for an older transaction (or themselves)
+    /// Lock rules 5a and 5b, every tick. The operations of mortal transactions that have waited
+    /// at least [`LOCK_WAIT_PATIENCE`] and still wait for an older transaction (or themselves)
     /// are aborted, as a request that dies at once would be; their waits are dropped and
-    /// whoever queued behind them resumes. Accepted BASE transactions wound instead (rule 5b).
-    /// Impatience is a property of the transaction: one of its operations that is overdue
-    /// aborts them all, as the coordinator then aborts the transaction anyway.
+    /// whoever queued behind them resumes. Impatience is a property of the transaction: one of
+    /// its operations that is overdue aborts them all, as the coordinator then aborts the
+    /// transaction anyway. An accepted BASE transaction cannot abort: once its operation has
+    /// waited as long, it wounds the older transactions it waits for instead. Both wait the
+    /// same patience first, so a lock held for a moment costs a wait, not an abort, either way.
     fn abort_impatient(&mut self, ctx: &mut PartCtx) {
         let mut overdue: Vec<TxnId> = Vec::new();
-        for p in self.parked.values() {
+        let mut wound: Vec<TxnId> = Vec::new();
+        for p in self.parked.values_mut() {
             let txn = p.unit.txn;
-            let mortal = !self.txns.get(&txn).is_some_and(|t| t.class.immortal);
-            if mortal && ctx.now.saturating_sub(p.waiting_since) >= LOCK_WAIT_PATIENCE && !overdue.contains(&txn) {
+            if ctx.now.saturating_sub(p.waiting_since) < LOCK_WAIT_PATIENCE {
+                continue;
+            }
+            if self.txns.get(&txn).is_some_and(|t| t.class.immortal) {
+                if !p.wounded {
+                    p.wounded = true;
+                    wound.push(txn);
+                }
+            } else if !overdue.contains(&txn) {
                 overdue.push(txn); // in token order: who began waiting first goes first
             }
+        }
+        for txn in wound {
+            self.wound_blockers(txn, ctx);
         }
         for txn in overdue {
             // An abort earlier in this loop may have cleared its way (its waits-for set only
@@ -653,12 +677,7 @@ impl LockingPartition {
             ctx.reply(Addr::Coordinator(txn.node), reply(Reply::QueryBase { txn }));
         }
         // Wounds may be lost: repeat them while an accepted BASE transaction still waits.
-        let waiting: BTreeSet<TxnId> = self
-            .parked
-            .values()
-            .map(|p| p.unit.txn)
-            .filter(|t| self.txns.get(t).is_some_and(|t| t.class.immortal))
-            .collect();
+        let waiting: BTreeSet<TxnId> = self.parked.values().filter(|p| p.wounded).map(|p| p.unit.txn).collect();
         for txn in waiting {
             self.wound_blockers(txn, ctx);
         }
