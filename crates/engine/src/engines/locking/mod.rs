@@ -99,11 +99,14 @@
 //!   row is held for a round trip. No waits-for graph detection or wound-wait for mortal
 //!   transactions. A stored-procedure call's retries keep their first
 //!   attempt's age (`RequestBody::Call::retrying_for`, credited up to 10 s); interactive
-//!   transactions get no credit, accepted BASE transactions wound whatever the age, and ages
+//!   transactions get no credit, accepted BASE transactions wound (after the patience) whatever
+//!   their own age, and ages
 //!   compare each node's own clock (in the TCP runtime, time since that server started), so
 //!   across nodes the credit is approximate.
-//! * Range locks cover the whole scanned range even when a `limit` stops the scan early (no
-//!   next-key narrowing), so a scan for the first row of a range blocks inserts at its end.
+//! * Next-key narrowing guesses the last row from committed data and rescans with the whole
+//!   range locked when the guess went stale; it does not lock row by row as a B-tree engine
+//!   would, so a scan that must wait for the narrowed range may wait for a row it turns out
+//!   not to need.
 
 pub mod coordinator;
 pub mod lock;
@@ -143,7 +146,7 @@ pub struct TxnClass {
     /// Wait-die priority: smaller is older.
     pub age: u64,
     /// An accepted BASE transaction: it cannot abort, so it never dies for wait-die; it waits
-    /// and wounds the older transactions in its way (lock rule 5b).
+    /// and, after the patience, wounds the older transactions in its way (lock rule 5b).
     pub immortal: bool,
 }
 
