@@ -97,12 +97,11 @@
 //!   Pure wait-die, before, killed every younger requester at once, so TPC-C with the district
 //!   row in mortal subtransactions thrashed beyond ~16 clients on 2 warehouses although the
 //!   row is held for a round trip. No waits-for graph detection or wound-wait for mortal
-//!   transactions. A stored-procedure call's retries keep their first
-//!   attempt's age (`RequestBody::Call::retrying_for`, credited up to 10 s); interactive
-//!   transactions get no credit, accepted BASE transactions wound (after the patience) whatever
-//!   their own age, and ages
-//!   compare each node's own clock (in the TCP runtime, time since that server started), so
-//!   across nodes the credit is approximate.
+//!   transactions. A stored-procedure call's retries keep their first attempt's age
+//!   (`RequestBody::Call::retrying_for`, credited up to 10 s); interactive transactions get no
+//!   credit, accepted BASE transactions wound (after the patience) whatever their own age, and
+//!   ages compare each node's own clock (in the TCP runtime, time since that server started),
+//!   so across nodes the credit is approximate.
 //! * Next-key narrowing guesses the last row from committed data and rescans with the whole
 //!   range locked when the guess went stale; it does not lock row by row as a B-tree engine
 //!   would, so a scan that must wait for the narrowed range may wait for a row it turns out
