@@ -619,3 +619,30 @@ fn accepted_base_wounds_an_older_blocker_only_after_the_patience() {
         assert_eq!((balance(&mut c, 0), balance(&mut c, 1)), (zero, INITIAL - 10), "deadlock {deadlock}");
     }
 }
+
+/// Lock rule 5c: a deadlock on one partition is broken when it forms, without waiting out the
+/// patience — the younger transaction (the one waiting for an older) dies, the older is granted.
+/// Accounts 0 and 3 both live on partition 0. No time passes in this test.
+#[test]
+fn local_deadlock_is_broken_at_once() {
+    for engine in [EngineKind::Acid, EngineKind::Salt] {
+        let mut c = bank_cluster(engine, 4);
+        let older = begin(&mut c, 1, Isolation::Serializable);
+        c.tick(1);
+        let younger = begin(&mut c, 2, Isolation::Serializable);
+        op(&mut c, 1, older, write(0, 10)).unwrap();
+        op(&mut c, 2, younger, write(3, 20)).unwrap();
+        let y = c.send(2, RequestBody::Op { txn: younger, op: write(0, 21) });
+        drain(&mut c);
+        assert!(c.response(2, y).is_none(), "{engine}: younger waits (no cycle yet)");
+        let o = c.send(1, RequestBody::Op { txn: older, op: write(3, 11) });
+        drain(&mut c);
+        let r = c.response(2, y).cloned();
+        assert!(r.as_ref().is_some_and(is_cc_abort), "{engine}: the younger dies at once: {r:?}");
+        c.call(2, RequestBody::Rollback { txn: younger }).ok();
+        drain(&mut c);
+        assert_eq!(c.response(1, o), Some(&Ok(ResponseBody::Op(OpResult::Done))), "{engine}");
+        assert_eq!(c.call(1, RequestBody::Commit { txn: older }).unwrap(), ResponseBody::Committed);
+        assert_eq!((balance(&mut c, 0), balance(&mut c, 3)), (10, 11), "{engine}");
+    }
+}

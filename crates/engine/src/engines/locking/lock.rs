@@ -115,6 +115,14 @@
 //! read as "is wounded". ACID requests still wait for BASE locks in FIFO order, as in Salt
 //! Fig. 3.
 //!
+//! **Rule 5c — local deadlocks are broken at once.** When a request starts waiting, the caller
+//! asks [`LockManager::deadlock_victim`] whether the waits in this lock table now form a cycle
+//! through its transaction (a bounded search). If so, the youngest member of the cycle that
+//! waits for an older one — a transaction rule 5a would abort once its patience runs out — is
+//! aborted now. This is what the patience costs a deadlock on one partition (the common case:
+//! two transactions updating the same rows in different orders), not a stall of every queue
+//! behind it; deadlocks across partitions still wait out the patience.
+//!
 //! *Whom a request waits for.* Its blockers' owners — and, because of rule 6, more: a lock whose
 //! release is held back by release-order dependencies keeps blocking ACID requests until those
 //! dependencies are released, i.e. until other transactions finish. So for a requester that
@@ -209,6 +217,8 @@ pub const OBJECT_QUEUE_LEN_MAX: usize = 1024;
 pub const RANGE_QUEUE_LEN_MAX: usize = 1024;
 /// Most locks one rule-5 check may visit while following release-order dependencies.
 pub const DEPENDENCY_WALK_MAX: usize = 4096;
+/// Most transactions one deadlock search ([`LockManager::deadlock_victim`]) visits.
+pub const DEADLOCK_SEARCH_MAX: usize = 64;
 
 /// The three kinds of locks of Salt §5.1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -498,6 +508,53 @@ impl LockManager {
             Some(others) => others.values().any(|o| o.txn == txn || o.priority() < owner.priority()),
             None => true,
         })
+    }
+
+    /// Rule 5c: a deadlock that `txn`'s waiting requests close in this lock table, found at
+    /// once instead of after the patience. Searches the waits-for graph (a transaction waits
+    /// for the owners its waiting requests wait for, rule 5) from `txn` for a path back to it,
+    /// visiting at most [`DEADLOCK_SEARCH_MAX`] transactions. On the cycle found, every edge to
+    /// an older transaction is one rule 5a will break; the victim is the youngest transaction
+    /// with such an edge among those `can_abort` allows — what the patience would abort, only
+    /// sooner. `None`: no cycle through `txn` here (there may be one across partitions, which
+    /// the patience breaks), or no victim allowed.
+    pub fn deadlock_victim(&self, txn: TxnId, can_abort: impl Fn(TxnId) -> bool) -> Option<TxnId> {
+        let mut parent: BTreeMap<TxnId, Owner> = BTreeMap::new();
+        let mut owner_of: BTreeMap<TxnId, Owner> = BTreeMap::new();
+        let mut queue = std::collections::VecDeque::from([txn]);
+        let mut visited = BTreeSet::from([txn]);
+        while let Some(t) = queue.pop_front() {
+            for (owner, waits_for) in self.waits_of(t) {
+                owner_of.insert(t, owner);
+                for next in waits_for?.into_values() {
+                    if next.txn == txn {
+                        // The cycle: txn → … → t → txn. Edge a → b is impatient if b is older.
+                        let mut victim: Option<Owner> = None;
+                        let mut consider = |a: Owner, b: Owner| {
+                            if b.priority() < a.priority()
+                                && can_abort(a.txn)
+                                && victim.is_none_or(|v| a.priority() > v.priority())
+                            {
+                                victim = Some(a);
+                            }
+                        };
+                        consider(owner, next);
+                        let mut b = t;
+                        while let Some(&a) = parent.get(&b) {
+                            consider(a, owner_of[&b]);
+                            b = a.txn;
+                        }
+                        return victim.map(|v| v.txn);
+                    }
+                    if visited.len() >= DEADLOCK_SEARCH_MAX || !visited.insert(next.txn) {
+                        continue;
+                    }
+                    parent.insert(next.txn, owner);
+                    queue.push_back(next.txn);
+                }
+            }
+        }
+        None
     }
 
     fn acquire_as(&mut self, owner: Owner, table: TableId, target: Target, mode: LockMode, token: u64) -> Decision {
@@ -1231,6 +1288,54 @@ mod tests {
         assert_eq!(Decision::Waiting.abort_reason(), None);
     }
 
+    /// Rule 5c: a deadlock closed in one lock table is found when its last wait begins, and the
+    /// victim is the youngest transaction waiting for an older one on the cycle — whichever
+    /// request closed it. No cycle, no victim; a victim the caller may not abort is skipped.
+    #[test]
+    fn rule5c_local_deadlock_victim_is_the_youngest_impatient_member() {
+        for older_closes in [false, true] {
+            let mut lm = LockManager::new();
+            acq(&mut lm, 3, key(1), ACID_W, 1);
+            acq(&mut lm, 8, key(2), ACID_W, 2);
+            let all = |_: TxnId| true;
+            if older_closes {
+                assert_eq!(acq(&mut lm, 8, key(1), ACID_W, 3), Decision::Waiting);
+                assert_eq!(lm.deadlock_victim(txn(8), all), None, "8 → 3 only: no cycle yet");
+                assert_eq!(acq(&mut lm, 3, key(2), ACID_W, 4), Decision::Waiting);
+                assert_eq!(lm.deadlock_victim(txn(3), all), Some(txn(8)), "3 closed it; 8 waits for older 3");
+            } else {
+                assert_eq!(acq(&mut lm, 3, key(2), ACID_W, 3), Decision::Waiting);
+                assert_eq!(lm.deadlock_victim(txn(3), all), None, "3 → 8 only: no cycle yet");
+                assert_eq!(acq(&mut lm, 8, key(1), ACID_W, 4), Decision::Waiting);
+                assert_eq!(lm.deadlock_victim(txn(8), all), Some(txn(8)));
+            }
+            assert_eq!(lm.deadlock_victim(txn(8), |t| t != txn(8)), None, "the only impatient member is spared");
+        }
+    }
+
+    /// Rule 5c on three-member cycles (each holds one key and waits for the next one's): in
+    /// 2 → 6 → 9 → 2 only 9 → 2 goes to an older transaction, so 9 is the victim; in
+    /// 2 → 9 → 6 → 2 both 9 → 6 and 6 → 2 do, and the younger of 9 and 6 is the victim. The
+    /// search finds the same victim from every member.
+    #[test]
+    fn rule5c_longer_cycles_pick_the_youngest_impatient_member() {
+        for (order, victim) in [([2, 6, 9], 9), ([2, 9, 6], 9)] {
+            let mut lm = LockManager::new();
+            for (i, n) in order.iter().enumerate() {
+                acq(&mut lm, *n, key(i as i64), ACID_W, i as u64);
+            }
+            for (i, n) in order.iter().enumerate() {
+                let next = key(((i + 1) % order.len()) as i64);
+                assert_eq!(acq(&mut lm, *n, next, ACID_W, 10 + i as u64), Decision::Waiting);
+            }
+            let last = order[order.len() - 1];
+            assert_eq!(lm.deadlock_victim(txn(last), |_| true), Some(txn(victim)), "{order:?}");
+            for n in order {
+                assert_eq!(lm.deadlock_victim(txn(n), |_| true), Some(txn(victim)), "searched from {n}");
+            }
+        }
+    }
+
     /// Rule 5a: an impatient requester becomes patient when the older transactions it waits
     /// for are gone (its waits-for set only shrinks), and then waits like any older requester.
     #[test]
@@ -1735,7 +1840,14 @@ mod tests {
                         // A retried transaction keeps its age: age = slot.
                         let d = lm.acquire(Owner { txn: t, age: slot }, TABLE, target, LockMode::new(class, access), token);
                         match d {
-                            Decision::Waiting => { waiting.insert(token, t); }
+                            Decision::Waiting => {
+                                waiting.insert(token, t);
+                                // (v) a local deadlock's victim is impatient (rule 5c aborts
+                                // only what rule 5a would, sooner).
+                                if let Some(v) = lm.deadlock_victim(t, |_| true) {
+                                    prop_assert!(lm.impatient(v), "victim {:?} is patient", v);
+                                }
+                            }
                             Decision::Die => prop_assert_eq!(&lm, &before),
                             Decision::Granted => {}
                         }

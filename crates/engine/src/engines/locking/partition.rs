@@ -356,7 +356,14 @@ impl LockingPartition {
                     }
                     p.waiting_since = ctx.now;
                     p.wounded = false;
+                    let txn = p.unit.txn;
                     self.parked.insert(token, p);
+                    // Rule 5c: a deadlock closed here is broken now, not after the patience.
+                    let txns = &self.txns;
+                    let mortal = |t: TxnId| txns.get(&t).is_some_and(|t| !t.class.immortal);
+                    if let Some(victim) = self.locks.deadlock_victim(txn, mortal) {
+                        self.abort_waiting(victim, ctx);
+                    }
                     return;
                 }
                 Decision::Die => return die(p, ctx),
@@ -396,17 +403,23 @@ impl LockingPartition {
         for txn in overdue {
             // An abort earlier in this loop may have cleared its way (its waits-for set only
             // shrinks); then it keeps waiting.
-            if !self.locks.impatient(txn) {
-                continue;
+            if self.locks.impatient(txn) {
+                self.abort_waiting(txn, ctx);
             }
-            let grants = self.locks.cancel_waits(txn);
-            let tokens: Vec<u64> = self.parked.iter().filter(|(_, p)| p.unit.txn == txn).map(|(t, _)| *t).collect();
-            for token in tokens {
-                let p = self.parked.remove(&token).expect("listed just now");
-                die(p, ctx);
-            }
-            self.resume(grants, ctx);
         }
+    }
+
+    /// Rule 5: aborts the waiting operations of `txn` with `AbortReason::Deadlock` (the
+    /// coordinator then aborts the transaction); its waits are dropped and whoever queued
+    /// behind them resumes.
+    fn abort_waiting(&mut self, txn: TxnId, ctx: &mut PartCtx) {
+        let grants = self.locks.cancel_waits(txn);
+        let tokens: Vec<u64> = self.parked.iter().filter(|(_, p)| p.unit.txn == txn).map(|(t, _)| *t).collect();
+        for token in tokens {
+            let p = self.parked.remove(&token).expect("listed just now");
+            die(p, ctx);
+        }
+        self.resume(grants, ctx);
     }
 
     /// Lock rule 5b: tell the coordinators of the older transactions an accepted BASE
