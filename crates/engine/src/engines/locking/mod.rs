@@ -23,7 +23,15 @@
 //! **presumed abort**: `Prepare` (each participant logs `Prepared` with the keys it must relock,
 //! votes), the coordinator logs `Decided` with every participant's writes, sends `Commit`
 //! (participants log the writes, apply, release), and logs `Ended` when all have acknowledged.
-//! Aborts are never logged. Recovery: a participant relocks its in-doubt transactions and asks
+//! Aborts are never logged. An unprepared transaction's locks and buffered writes are
+//! volatile, so a participant that restarts between two of its operations has lost the first
+//! one's locks while the coordinator still holds its write images; the second operation then
+//! starts a fresh record at the new incarnation. `Prepare` and the one-phase `Commit` therefore
+//! carry how many operations of the unit the coordinator sent that participant, and a
+//! participant that received a different number in its current incarnation votes no or
+//! refuses the commit (the coordinator aborts, retryably) instead of applying images computed
+//! under locks it no longer holds (a lost update; `litmus sim --workload bank --engine acid`
+//! with crashes). Recovery: a participant relocks its in-doubt transactions and asks
 //! the coordinator (`Query`); the coordinator answers from its log, and resends `Commit` for
 //! every decision without `Ended`. A coordinator that restarts tells every partition its new
 //! epoch; partitions drop the unprepared ACID work of its older epochs. BASE work of an older
@@ -162,9 +170,14 @@ pub enum Request {
     /// is a whole alkaline subtransaction and the partition commits it itself (Salt §6.4).
     Op { id: SubOpId, unit: Unit, attempt: u32, class: TxnClass, op: PartOp, local_commit: bool },
     /// Commit `unit` with these writes (one-phase, or the second phase of 2PC). Idempotent.
-    Commit { unit: Unit, writes: Vec<WriteImage> },
-    /// First phase of 2PC.
-    Prepare { unit: Unit },
+    /// `ops`: for a one-phase ACID commit, how many operations of the unit the coordinator sent
+    /// this participant; the participant refuses (`Reply::Aborted`) unless it received exactly
+    /// that many in its current incarnation (it restarted in between: the earlier operations'
+    /// locks are gone and their write images may be stale). `None` for a logged decision.
+    Commit { unit: Unit, writes: Vec<WriteImage>, ops: Option<u32> },
+    /// First phase of 2PC. `ops` as for `Commit`: a participant that did not receive exactly
+    /// that many operations of the unit in its current incarnation votes no.
+    Prepare { unit: Unit, ops: u32 },
     /// Roll `unit` back and release what it holds (for a subtransaction: its non-saline locks).
     /// Ignored when the partition already runs a later `attempt` of the transaction (a late or
     /// duplicated abort must not undo the re-run's work).

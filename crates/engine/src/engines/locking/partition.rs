@@ -65,6 +65,13 @@ struct PTxn {
     /// Operations already received, by (attempt, op): a duplicated message is ignored (a
     /// formula must not apply twice).
     seen: BTreeSet<(u32, u32)>,
+    /// Operations of the unit in progress received by this incarnation. Its locks and buffered
+    /// writes are volatile until it prepares (ACID): after a restart, a later operation of the
+    /// unit starts a fresh record here that knows nothing of the earlier ones. `Prepare` and a
+    /// one-phase `Commit` carry how many the coordinator sent, and a mismatch refuses them —
+    /// the coordinator's write images of the earlier operations were computed under locks we
+    /// no longer hold (found by `litmus sim --workload bank --engine acid` with crashes).
+    ops: u32,
 }
 
 /// An operation waiting for locks.
@@ -210,6 +217,7 @@ impl LockingPartition {
                 prepared,
                 last_active: now,
                 seen: BTreeSet::new(),
+                ops: 0,
             });
             t.sub = t.sub.max(sub);
         }
@@ -272,6 +280,7 @@ impl LockingPartition {
             prepared: false,
             last_active: ctx.now,
             seen: BTreeSet::new(),
+            ops: 0,
         });
         if !t.seen.insert((attempt, id.op)) {
             return; // a duplicate
@@ -292,6 +301,7 @@ impl LockingPartition {
             t.attempt = attempt;
             t.sub = unit.sub;
             t.buffer.clear();
+            t.ops = 0;
             if fresh_run {
                 // The earlier run's unfinished work goes, its logged locks with it (a restart
                 // must not relock them: others may take them from now on). A new run starts
@@ -308,6 +318,9 @@ impl LockingPartition {
                 grants.extend(self.locks.release_non_saline(txn));
                 self.resume(grants, ctx);
             }
+        }
+        if let Some(t) = self.txns.get_mut(&txn) {
+            t.ops += 1;
         }
         let LockPlan { locks, narrowed } = self.lock_plan(&class, &op, ctx.store);
         let waiting_since = ctx.now;
@@ -503,7 +516,8 @@ impl LockingPartition {
         self.apply_record(record, ctx.store);
     }
 
-    fn on_commit(&mut self, from: Addr, unit: Unit, writes: Vec<WriteImage>, ctx: &mut PartCtx) {
+    /// `ops`: see `Request::Commit` (`None`: a logged decision, never refused).
+    fn on_commit(&mut self, from: Addr, unit: Unit, writes: Vec<WriteImage>, ops: Option<u32>, ctx: &mut PartCtx) {
         let txn = unit.txn;
         // A commit we applied already (a re-sent decision, a duplicated message), or one for a
         // transaction that has ended here, changes nothing.
@@ -523,6 +537,11 @@ impl LockingPartition {
         let done = self.state.committed.contains_key(&unit)
             || self.finished.contains_key(&txn)
             || self.state.acid_committed.contains(&txn);
+        if !done && ops.is_some_and(|n| !self.txns.get(&txn).is_some_and(|t| t.sub == unit.sub && t.ops == n)) {
+            // We restarted after some of its operations ran here (their locks are gone): a
+            // later one started a fresh record. The coordinator rolls the transaction back.
+            return ctx.reply(from, reply(Reply::Aborted { unit }));
+        }
         if !done {
             let mut grants = Vec::new();
             if unit.sub == 0 {
@@ -547,9 +566,15 @@ impl LockingPartition {
         ctx.reply(from, reply(Reply::Committed { unit }));
     }
 
-    fn on_prepare(&mut self, from: Addr, unit: Unit, ctx: &mut PartCtx) {
+    /// `ops`: see `Request::Prepare`. A unit prepared already (a duplicated `Prepare`, or one
+    /// relocked after our restart) votes yes again: its locks are durable.
+    fn on_prepare(&mut self, from: Addr, unit: Unit, ops: u32, ctx: &mut PartCtx) {
         let vote = match self.txns.get_mut(&unit.txn) {
-            Some(t) if t.sub == unit.sub && !self.parked.values().any(|p| p.unit == unit) => {
+            Some(t)
+                if t.sub == unit.sub
+                    && (t.prepared || t.ops == ops)
+                    && !self.parked.values().any(|p| p.unit == unit) =>
+            {
                 t.prepared = true;
                 let node = unit.txn.node;
                 let locks = self.locks.held_locks(unit.txn);
@@ -848,7 +873,7 @@ impl PartitionEngine for LockingPartition {
         let EngineRequest::Locking(req) = req else { return };
         // Any transaction of a newer coordinator epoch tells us that incarnation restarted (the
         // `Epoch` announcement itself may have been lost).
-        if let Request::Op { unit, .. } | Request::Prepare { unit } | Request::Commit { unit, .. } = &req {
+        if let Request::Op { unit, .. } | Request::Prepare { unit, .. } | Request::Commit { unit, .. } = &req {
             if unit.txn.epoch > self.epochs.get(&unit.txn.node).copied().unwrap_or(1) {
                 self.on_epoch(unit.txn.node, unit.txn.epoch, ctx);
             }
@@ -857,11 +882,10 @@ impl PartitionEngine for LockingPartition {
             Request::Op { id, unit, attempt, class, op, local_commit } => {
                 self.on_op(from, id, unit, attempt, class, op, local_commit, ctx)
             }
-            Request::Commit { unit, writes } | Request::Decision { unit, commit: true, writes } => {
-                self.on_commit(from, unit, writes, ctx)
-            }
+            Request::Commit { unit, writes, ops } => self.on_commit(from, unit, writes, ops, ctx),
+            Request::Decision { unit, commit: true, writes } => self.on_commit(from, unit, writes, None, ctx),
             Request::Decision { unit, commit: false, .. } => self.on_abort(None, unit, ctx),
-            Request::Prepare { unit } => self.on_prepare(from, unit, ctx),
+            Request::Prepare { unit, ops } => self.on_prepare(from, unit, ops, ctx),
             Request::Abort { unit, attempt } => {
                 if self.txns.get(&unit.txn).is_some_and(|t| t.attempt > attempt) {
                     return ctx.reply(from, reply(Reply::Aborted { unit }));
