@@ -72,6 +72,9 @@ struct PTxn {
     /// the coordinator's write images of the earlier operations were computed under locks we
     /// no longer hold (found by `litmus sim --workload bank --engine acid` with crashes).
     ops: u32,
+    /// Relocked after our restart for a BASE subtransaction whose operations ran here (its
+    /// `Locked` record): the locks are back, but not its run number or buffered writes.
+    recovered: bool,
 }
 
 /// An operation waiting for locks.
@@ -209,6 +212,7 @@ impl LockingPartition {
         let live: Vec<(TxnId, u32, bool)> = in_doubt.chain(pending).chain(saline).collect();
         for (txn, sub, prepared) in live {
             let base = !prepared;
+            let recovered = self.state.pending.contains_key(&Unit { txn, sub });
             let t = self.txns.entry(txn).or_insert(PTxn {
                 class: TxnClass { isolation: Default::default(), base, age: 0, immortal: base },
                 sub,
@@ -218,8 +222,10 @@ impl LockingPartition {
                 last_active: now,
                 seen: BTreeSet::new(),
                 ops: 0,
+                recovered,
             });
             t.sub = t.sub.max(sub);
+            t.recovered |= recovered && t.sub == sub;
         }
     }
 
@@ -281,6 +287,7 @@ impl LockingPartition {
             last_active: ctx.now,
             seen: BTreeSet::new(),
             ops: 0,
+            recovered: false,
         });
         if !t.seen.insert((attempt, id.op)) {
             return; // a duplicate
@@ -291,6 +298,19 @@ impl LockingPartition {
         }
         t.last_active = ctx.now;
         t.class = class;
+        if std::mem::take(&mut t.recovered) && unit.sub == t.sub {
+            // The subtransaction whose locks we relocked after our restart goes on (or is run
+            // again). We cannot tell which, and it cannot go on here: its buffered writes are
+            // lost, and taking this for a new run would release its locks while the
+            // coordinator still holds its earlier operations' write images (a lost update,
+            // `base_subtransaction_fails_after_its_partition_restarts_between_operations`).
+            // Roll it back and fail the operation; the coordinator rolls the subtransaction
+            // back too and runs it again (or aborts a not-yet-accepted transaction).
+            t.attempt = t.attempt.max(attempt);
+            self.on_abort(None, unit, ctx);
+            let e = Error::Abort(AbortReason::Failure);
+            return ctx.reply(from, reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false }));
+        }
         if attempt < t.attempt {
             return; // a stale operation of an earlier run
         }
