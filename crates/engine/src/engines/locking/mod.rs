@@ -75,6 +75,12 @@
 //!   rule 5a cannot: an older ACID transaction waiting for the BASE transaction's saline lock while
 //!   holding what it needs (found by the simulator, `litmus sim --workload bank --engine salt`).
 //!   ACID transactions still wait for BASE locks as in Salt Fig. 3, in per-object FIFO order.
+//! * A partition that restarts in the middle of a subtransaction relocks its logged locks but
+//!   has lost its buffered writes and cannot tell whether the subtransaction's next operation
+//!   continues the run or starts a roll-forward re-run: it rolls the subtransaction back and
+//!   fails that operation (`AbortReason::Failure`), and the coordinator re-runs it as below.
+//!   (Taking it for a new run used to release the locks under write images the coordinator
+//!   still held: a lost update.)
 //! * If concurrency control aborts a subtransaction after acceptance anyway (a cycle through
 //!   itself, a queue limit, a lost message), the subtransaction is rolled back and the procedure
 //!   is re-run the same way. Before acceptance the whole BASE transaction aborts and the client
