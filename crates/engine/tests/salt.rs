@@ -646,3 +646,112 @@ fn local_deadlock_is_broken_at_once() {
         assert_eq!((balance(&mut c, 0), balance(&mut c, 3)), (10, 11), "{engine}");
     }
 }
+
+/// A partition that restarts between two operations of an ACID transaction has lost the
+/// transaction's locks and buffered writes (both volatile before prepare). The transaction's
+/// later operation reaches the new incarnation, which knows nothing of the earlier ones; the
+/// commit must then fail, or the write images computed under the lost locks overwrite what
+/// another transaction committed in between — a lost update (found by `litmus sim --workload
+/// bank --engine acid` with crashes). Both commit paths: one participant (one-phase `Commit`)
+/// and two (2PC `Prepare`).
+#[test]
+fn acid_commit_fails_after_a_participant_lost_its_earlier_operations() {
+    for two_phase in [false, true] {
+        // Accounts 0 and 3 live on partition 0, account 1 on partition 1.
+        let mut c = bank_cluster(EngineKind::Acid, 4);
+        let t1 = begin(&mut c, 1, Isolation::Serializable);
+        let bal = row_bal(op(&mut c, 1, t1, read(0))).unwrap();
+        op(&mut c, 1, t1, write(0, bal - 50)).unwrap();
+        if two_phase {
+            op(&mut c, 1, t1, write(1, INITIAL)).unwrap();
+        }
+        c.crash_partition(0);
+        // T1's write lock on account 0 is gone: T2 moves 70 from account 0 to account 2.
+        let t2 = begin(&mut c, 2, Isolation::Serializable);
+        let b0 = row_bal(op(&mut c, 2, t2, read(0))).unwrap();
+        op(&mut c, 2, t2, write(0, b0 - 70)).unwrap();
+        let b2 = row_bal(op(&mut c, 2, t2, read(2))).unwrap();
+        op(&mut c, 2, t2, write(2, b2 + 70)).unwrap();
+        c.call(2, RequestBody::Commit { txn: t2 }).unwrap();
+        // T1 goes on at the new incarnation of partition 0 and tries to commit.
+        let later = op(&mut c, 1, t1, write(3, INITIAL + 50));
+        let commit = c.call(1, RequestBody::Commit { txn: t1 });
+        assert!(later.is_err() || commit.is_err(), "two_phase {two_phase}: T1 committed: {commit:?}");
+        assert!(matches!(commit, Err(Error::Abort(_))), "two_phase {two_phase}: retryable abort, got {commit:?}");
+        c.settle();
+        assert_eq!(balance(&mut c, 0), INITIAL - 70, "two_phase {two_phase}: T2's debit survives");
+        assert_eq!(total(&mut c).unwrap(), (4 * INITIAL, 4), "two_phase {two_phase}: money is conserved");
+    }
+}
+
+fn is_op_to(env: &litmus_engine::Envelope, part: u32) -> bool {
+    use litmus_engine::engines::locking;
+    use litmus_engine::message::{EngineRequest, Message};
+    env.to == litmus_engine::Addr::Partition(litmus_core::PartitionId(part))
+        && matches!(&env.msg, Message::PartitionRequest(r)
+            if matches!(r.body, EngineRequest::Locking(locking::Request::Op { .. })))
+}
+
+/// Delivers messages until one operation request to partition `part` has been delivered.
+fn deliver_through_op_to(c: &mut SyncCluster, part: u32) {
+    loop {
+        let next = c.queue.front().expect("the operation is on its way").clone();
+        c.deliver_one();
+        if is_op_to(&next, part) {
+            return;
+        }
+    }
+}
+
+/// The BASE counterpart of the test above. A subtransaction's locks are logged (`Locked`) and
+/// relocked when its partition restarts, but the partition's record of the transaction comes
+/// back without its run number or buffered writes. The subtransaction's next operation at the
+/// new incarnation used to be taken for a new run: the partition rolled the unit back and
+/// released its locks, while the coordinator still held the first operation's write image —
+/// and committed it over what another transaction wrote in between (a lost update).
+#[test]
+fn base_subtransaction_fails_after_its_partition_restarts_between_operations() {
+    let mut r = bank::registry();
+    r.register_with("two_writes", vec![], ProcOptions::base(), |ctx: Ctx, _args: Vec<Value>| async move {
+        ctx.begin_alkaline().await?;
+        ctx.update(bank::ACCOUNTS, &[Value::Int(0)], &[("bal", Formula::Add(Value::Int(10)))]).await?;
+        ctx.update(bank::ACCOUNTS, &[Value::Int(3)], &[("bal", Formula::Add(Value::Int(0)))]).await?;
+        ctx.end_alkaline().await?;
+        Ok(vec![])
+    });
+    for engine in [EngineKind::Salt, EngineKind::SaltLocal] {
+        // Accounts 0 and 3 live on partition 0.
+        let mut c = SyncCluster::new(engine, bank::catalog(), r.clone(), 3);
+        for id in 0..4 {
+            c.proc(0, "bank_open", vec![Value::Int(id), Value::Int(INITIAL)]).unwrap();
+        }
+        let call = RequestBody::Call { procedure: "two_writes".into(), args: vec![], retrying_for: Duration::ZERO };
+        let id = c.send(1, call);
+        deliver_through_op_to(&mut c, 0); // the first update ran (and logged its locks)
+        c.crash_partition(0);
+        deliver_through_op_to(&mut c, 0); // the second update reaches the new incarnation
+                                          // Hold its answer back while an ACID transaction adds 70 to account 0.
+        let p0 = litmus_engine::Addr::Partition(litmus_core::PartitionId(0));
+        let held: Vec<_> = c.queue.iter().filter(|e| e.from == p0).cloned().collect();
+        c.queue.retain(|e| e.from != p0);
+        let t2 = begin(&mut c, 2, Isolation::Serializable);
+        let mut t2_committed = false;
+        if let Ok(b0) = row_bal(op(&mut c, 2, t2, read(0))) {
+            if op(&mut c, 2, t2, write(0, b0 + 70)).is_ok() {
+                t2_committed = c.call(2, RequestBody::Commit { txn: t2 }).is_ok();
+            }
+        }
+        for e in held {
+            c.requeue(e);
+        }
+        c.settle();
+        let base_committed = matches!(c.response(1, id), Some(Ok(_)));
+        let expected = INITIAL + if base_committed { 10 } else { 0 } + if t2_committed { 70 } else { 0 };
+        assert_eq!(
+            balance(&mut c, 0),
+            expected,
+            "{engine}: BASE committed {base_committed}, ACID +70 committed {t2_committed}"
+        );
+        assert_eq!(balance(&mut c, 3), INITIAL, "{engine}");
+    }
+}

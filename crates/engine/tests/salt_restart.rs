@@ -131,7 +131,7 @@ fn commit(h: &mut Harness, unit: Unit, replies: &[Option<Reply>]) {
             other => panic!("operation did not succeed: {other:?}"),
         })
         .collect();
-    let replies = h.send(unit.txn.node, Request::Commit { unit, writes });
+    let replies = h.send(unit.txn.node, Request::Commit { unit, writes, ops: None });
     assert!(replies.iter().any(|r| matches!(r, Reply::Committed { .. })), "{replies:?}");
 }
 

@@ -196,6 +196,20 @@ impl SyncCluster {
         self.coordinator.recover(None, &log).unwrap();
     }
 
+    /// Partition `p` alone crashes and restarts from its log (every record synced): what it had
+    /// in memory and the messages on their way to it are lost; everything else goes on.
+    pub fn crash_partition(&mut self, p: u32) {
+        let me = Addr::Partition(PartitionId(p));
+        if std::env::var("SYNC_TRACE").is_ok() {
+            eprintln!("---- crash {me} ----");
+        }
+        self.queue.retain(|env| env.to != me);
+        let mut m = Partition::new(PartitionId(p), self.engine, self.catalog.clone(), 1);
+        let log = self.logs.get(&me).cloned().unwrap_or_default();
+        m.recover(None, &log).unwrap();
+        self.partitions[p as usize] = m;
+    }
+
     /// Every machine crashes and restarts from its log (all records synced); in-flight messages
     /// are lost.
     pub fn crash_all(&mut self) {

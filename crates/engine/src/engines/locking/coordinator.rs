@@ -63,6 +63,10 @@ struct CTxn {
     sub: u32,
     in_sub: bool,
     unit_parts: BTreeSet<PartitionId>,
+    /// Operations of the unit in progress sent to each participant. `Prepare` and a one-phase
+    /// `Commit` carry the count: a participant that restarted in between received fewer of
+    /// them in its current incarnation and refuses (see `PTxn::ops`).
+    unit_ops: BTreeMap<PartitionId, u32>,
     unit_writes: BTreeMap<PartitionId, Vec<WriteImage>>,
     unit_results: Vec<(SubOpId, PartResult)>,
     /// The first error an operation of this unit hit (an exception of the subtransaction).
@@ -99,6 +103,7 @@ impl CTxn {
             sub: 0,
             in_sub: false,
             unit_parts: BTreeSet::new(),
+            unit_ops: BTreeMap::new(),
             unit_writes: BTreeMap::new(),
             unit_results: Vec::new(),
             unit_error: None,
@@ -192,6 +197,7 @@ impl LockingCoordinator {
             t.sub += 1;
             t.in_sub = true;
             t.unit_parts.clear();
+            t.unit_ops.clear();
             t.unit_writes.clear();
             t.unit_results.clear();
             t.unit_error = None;
@@ -232,6 +238,7 @@ impl LockingCoordinator {
         }
         let t = self.txns.get_mut(&id.txn).expect("live txn");
         t.unit_parts.insert(id.part);
+        *t.unit_ops.entry(id.part).or_default() += 1;
         if t.base {
             t.all_parts.insert(id.part);
         }
@@ -267,7 +274,8 @@ impl LockingCoordinator {
         }
         if parts.len() > 1 && !t.base {
             for p in &parts {
-                ctx.send_to_partition(*p, request(Request::Prepare { unit }));
+                let ops = t.unit_ops.get(p).copied().unwrap_or_default();
+                ctx.send_to_partition(*p, request(Request::Prepare { unit, ops }));
             }
             t.phase = Phase::Preparing { waiting: parts, then };
             return;
@@ -291,7 +299,10 @@ impl LockingCoordinator {
         }
         for p in &parts {
             let writes = t.unit_writes.get(p).cloned().unwrap_or_default();
-            ctx.send_to_partition(*p, request(Request::Commit { unit, writes }));
+            // A one-phase commit is checked against what the participant received; a logged
+            // decision is final (the participants' state for it is durable).
+            let ops = (!logged).then(|| t.unit_ops.get(p).copied().unwrap_or_default());
+            ctx.send_to_partition(*p, request(Request::Commit { unit, writes, ops }));
         }
         t.phase = Phase::Committing { waiting: parts, then };
     }
@@ -318,6 +329,7 @@ impl LockingCoordinator {
             }
         }
         t.unit_parts.clear();
+        t.unit_ops.clear();
         t.unit_writes.clear();
         self.then(txn, then, Ok(()), ctx);
     }
@@ -346,6 +358,7 @@ impl LockingCoordinator {
             ctx.send_to_partition(*p, request(Request::Abort { unit, attempt: t.attempt }));
         }
         t.unit_parts.clear();
+        t.unit_ops.clear();
         t.unit_writes.clear();
         t.unit_results.clear();
         t.unit_error = None;
@@ -400,6 +413,7 @@ impl LockingCoordinator {
         t.sub = 0;
         t.in_sub = false;
         t.unit_parts.clear();
+        t.unit_ops.clear();
         t.unit_writes.clear();
         t.unit_results.clear();
         t.unit_error = None;
@@ -470,6 +484,7 @@ impl LockingCoordinator {
             Self::persist(ctx, &CoordinatorRecord::LocalDone { unit, results: vec![(id, r.clone())] });
             t.unit_results.push((id, r));
             t.unit_parts.clear();
+            t.unit_ops.clear();
             return self.unit_committed(id.txn, Then::AlkalineOp { id, result: result.expect("ok") }, ctx);
         }
         match result {
@@ -632,7 +647,7 @@ impl LockingCoordinator {
         for (unit, p) in &self.decisions {
             for part in &p.waiting {
                 let writes = p.writes.get(part).cloned().unwrap_or_default();
-                ctx.send_to_partition(*part, request(Request::Commit { unit: *unit, writes }));
+                ctx.send_to_partition(*part, request(Request::Commit { unit: *unit, writes, ops: None }));
             }
         }
         let ending: Vec<TxnId> = self.ending.keys().copied().collect();

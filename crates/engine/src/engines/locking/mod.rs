@@ -23,7 +23,15 @@
 //! **presumed abort**: `Prepare` (each participant logs `Prepared` with the keys it must relock,
 //! votes), the coordinator logs `Decided` with every participant's writes, sends `Commit`
 //! (participants log the writes, apply, release), and logs `Ended` when all have acknowledged.
-//! Aborts are never logged. Recovery: a participant relocks its in-doubt transactions and asks
+//! Aborts are never logged. An unprepared transaction's locks and buffered writes are
+//! volatile, so a participant that restarts between two of its operations has lost the first
+//! one's locks while the coordinator still holds its write images; the second operation then
+//! starts a fresh record at the new incarnation. `Prepare` and the one-phase `Commit` therefore
+//! carry how many operations of the unit the coordinator sent that participant, and a
+//! participant that received a different number in its current incarnation votes no or
+//! refuses the commit (the coordinator aborts, retryably) instead of applying images computed
+//! under locks it no longer holds (a lost update; `litmus sim --workload bank --engine acid`
+//! with crashes). Recovery: a participant relocks its in-doubt transactions and asks
 //! the coordinator (`Query`); the coordinator answers from its log, and resends `Commit` for
 //! every decision without `Ended`. A coordinator that restarts tells every partition its new
 //! epoch; partitions drop the unprepared ACID work of its older epochs. BASE work of an older
@@ -67,6 +75,12 @@
 //!   rule 5a cannot: an older ACID transaction waiting for the BASE transaction's saline lock while
 //!   holding what it needs (found by the simulator, `litmus sim --workload bank --engine salt`).
 //!   ACID transactions still wait for BASE locks as in Salt Fig. 3, in per-object FIFO order.
+//! * A partition that restarts in the middle of a subtransaction relocks its logged locks but
+//!   has lost its buffered writes and cannot tell whether the subtransaction's next operation
+//!   continues the run or starts a roll-forward re-run: it rolls the subtransaction back and
+//!   fails that operation (`AbortReason::Failure`), and the coordinator re-runs it as below.
+//!   (Taking it for a new run used to release the locks under write images the coordinator
+//!   still held: a lost update.)
 //! * If concurrency control aborts a subtransaction after acceptance anyway (a cycle through
 //!   itself, a queue limit, a lost message), the subtransaction is rolled back and the procedure
 //!   is re-run the same way. Before acceptance the whole BASE transaction aborts and the client
@@ -170,9 +184,14 @@ pub enum Request {
     /// is a whole alkaline subtransaction and the partition commits it itself (Salt §6.4).
     Op { id: SubOpId, unit: Unit, attempt: u32, class: TxnClass, op: PartOp, local_commit: bool },
     /// Commit `unit` with these writes (one-phase, or the second phase of 2PC). Idempotent.
-    Commit { unit: Unit, writes: Vec<WriteImage> },
-    /// First phase of 2PC.
-    Prepare { unit: Unit },
+    /// `ops`: for a one-phase ACID commit, how many operations of the unit the coordinator sent
+    /// this participant; the participant refuses (`Reply::Aborted`) unless it received exactly
+    /// that many in its current incarnation (it restarted in between: the earlier operations'
+    /// locks are gone and their write images may be stale). `None` for a logged decision.
+    Commit { unit: Unit, writes: Vec<WriteImage>, ops: Option<u32> },
+    /// First phase of 2PC. `ops` as for `Commit`: a participant that did not receive exactly
+    /// that many operations of the unit in its current incarnation votes no.
+    Prepare { unit: Unit, ops: u32 },
     /// Roll `unit` back and release what it holds (for a subtransaction: its non-saline locks).
     /// Ignored when the partition already runs a later `attempt` of the transaction (a late or
     /// duplicated abort must not undo the re-run's work).

@@ -65,6 +65,16 @@ struct PTxn {
     /// Operations already received, by (attempt, op): a duplicated message is ignored (a
     /// formula must not apply twice).
     seen: BTreeSet<(u32, u32)>,
+    /// Operations of the unit in progress received by this incarnation. Its locks and buffered
+    /// writes are volatile until it prepares (ACID): after a restart, a later operation of the
+    /// unit starts a fresh record here that knows nothing of the earlier ones. `Prepare` and a
+    /// one-phase `Commit` carry how many the coordinator sent, and a mismatch refuses them —
+    /// the coordinator's write images of the earlier operations were computed under locks we
+    /// no longer hold (found by `litmus sim --workload bank --engine acid` with crashes).
+    ops: u32,
+    /// Relocked after our restart for a BASE subtransaction whose operations ran here (its
+    /// `Locked` record): the locks are back, but not its run number or buffered writes.
+    recovered: bool,
 }
 
 /// An operation waiting for locks.
@@ -205,6 +215,7 @@ impl LockingPartition {
         let live: Vec<(TxnId, u32, bool)> = in_doubt.chain(pending).chain(saline).collect();
         for (txn, sub, prepared) in live {
             let base = !prepared;
+            let recovered = self.state.pending.contains_key(&Unit { txn, sub });
             let t = self.txns.entry(txn).or_insert(PTxn {
                 class: TxnClass { isolation: Default::default(), base, age: 0, immortal: base },
                 sub,
@@ -213,8 +224,11 @@ impl LockingPartition {
                 prepared,
                 last_active: now,
                 seen: BTreeSet::new(),
+                ops: 0,
+                recovered,
             });
             t.sub = t.sub.max(sub);
+            t.recovered |= recovered && t.sub == sub;
         }
     }
 
@@ -275,6 +289,8 @@ impl LockingPartition {
             prepared: false,
             last_active: ctx.now,
             seen: BTreeSet::new(),
+            ops: 0,
+            recovered: false,
         });
         if !t.seen.insert((attempt, id.op)) {
             return; // a duplicate
@@ -285,6 +301,19 @@ impl LockingPartition {
         }
         t.last_active = ctx.now;
         t.class = class;
+        if std::mem::take(&mut t.recovered) && unit.sub == t.sub {
+            // The subtransaction whose locks we relocked after our restart goes on (or is run
+            // again). We cannot tell which, and it cannot go on here: its buffered writes are
+            // lost, and taking this for a new run would release its locks while the
+            // coordinator still holds its earlier operations' write images (a lost update,
+            // `base_subtransaction_fails_after_its_partition_restarts_between_operations`).
+            // Roll it back and fail the operation; the coordinator rolls the subtransaction
+            // back too and runs it again (or aborts a not-yet-accepted transaction).
+            t.attempt = t.attempt.max(attempt);
+            self.on_abort(None, unit, ctx);
+            let e = Error::Abort(AbortReason::Failure);
+            return ctx.reply(from, reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false }));
+        }
         if attempt < t.attempt {
             return; // a stale operation of an earlier run
         }
@@ -295,6 +324,7 @@ impl LockingPartition {
             t.attempt = attempt;
             t.sub = unit.sub;
             t.buffer.clear();
+            t.ops = 0;
             if fresh_run {
                 // The earlier run's unfinished work goes, its logged locks with it (a restart
                 // must not relock them: others may take them from now on). A new run starts
@@ -311,6 +341,9 @@ impl LockingPartition {
                 grants.extend(self.locks.release_non_saline(txn));
                 self.resume(grants, ctx);
             }
+        }
+        if let Some(t) = self.txns.get_mut(&txn) {
+            t.ops += 1;
         }
         let LockPlan { locks, narrowed } = self.lock_plan(&class, &op, ctx.store);
         let waiting_since = ctx.now;
@@ -540,7 +573,8 @@ impl LockingPartition {
         self.apply_record(record, ctx.store);
     }
 
-    fn on_commit(&mut self, from: Addr, unit: Unit, writes: Vec<WriteImage>, ctx: &mut PartCtx) {
+    /// `ops`: see `Request::Commit` (`None`: a logged decision, never refused).
+    fn on_commit(&mut self, from: Addr, unit: Unit, writes: Vec<WriteImage>, ops: Option<u32>, ctx: &mut PartCtx) {
         let txn = unit.txn;
         // A commit we applied already (a re-sent decision, a duplicated message), or one for a
         // transaction that has ended here, changes nothing.
@@ -560,6 +594,11 @@ impl LockingPartition {
         let done = self.state.committed.contains_key(&unit)
             || self.finished.contains_key(&txn)
             || self.state.acid_committed.contains(&txn);
+        if !done && ops.is_some_and(|n| !self.txns.get(&txn).is_some_and(|t| t.sub == unit.sub && t.ops == n)) {
+            // We restarted after some of its operations ran here (their locks are gone): a
+            // later one started a fresh record. The coordinator rolls the transaction back.
+            return ctx.reply(from, reply(Reply::Aborted { unit }));
+        }
         if !done {
             let mut grants = Vec::new();
             if unit.sub == 0 {
@@ -584,9 +623,15 @@ impl LockingPartition {
         ctx.reply(from, reply(Reply::Committed { unit }));
     }
 
-    fn on_prepare(&mut self, from: Addr, unit: Unit, ctx: &mut PartCtx) {
+    /// `ops`: see `Request::Prepare`. A unit prepared already (a duplicated `Prepare`, or one
+    /// relocked after our restart) votes yes again: its locks are durable.
+    fn on_prepare(&mut self, from: Addr, unit: Unit, ops: u32, ctx: &mut PartCtx) {
         let vote = match self.txns.get_mut(&unit.txn) {
-            Some(t) if t.sub == unit.sub && !self.parked.values().any(|p| p.unit == unit) => {
+            Some(t)
+                if t.sub == unit.sub
+                    && (t.prepared || t.ops == ops)
+                    && !self.parked.values().any(|p| p.unit == unit) =>
+            {
                 t.prepared = true;
                 let node = unit.txn.node;
                 let locks = self.locks.held_locks(unit.txn);
@@ -880,7 +925,7 @@ impl PartitionEngine for LockingPartition {
         let EngineRequest::Locking(req) = req else { return };
         // Any transaction of a newer coordinator epoch tells us that incarnation restarted (the
         // `Epoch` announcement itself may have been lost).
-        if let Request::Op { unit, .. } | Request::Prepare { unit } | Request::Commit { unit, .. } = &req {
+        if let Request::Op { unit, .. } | Request::Prepare { unit, .. } | Request::Commit { unit, .. } = &req {
             if unit.txn.epoch > self.epochs.get(&unit.txn.node).copied().unwrap_or(1) {
                 self.on_epoch(unit.txn.node, unit.txn.epoch, ctx);
             }
@@ -889,11 +934,10 @@ impl PartitionEngine for LockingPartition {
             Request::Op { id, unit, attempt, class, op, local_commit } => {
                 self.on_op(from, id, unit, attempt, class, op, local_commit, ctx)
             }
-            Request::Commit { unit, writes } | Request::Decision { unit, commit: true, writes } => {
-                self.on_commit(from, unit, writes, ctx)
-            }
+            Request::Commit { unit, writes, ops } => self.on_commit(from, unit, writes, ops, ctx),
+            Request::Decision { unit, commit: true, writes } => self.on_commit(from, unit, writes, None, ctx),
             Request::Decision { unit, commit: false, .. } => self.on_abort(None, unit, ctx),
-            Request::Prepare { unit } => self.on_prepare(from, unit, ctx),
+            Request::Prepare { unit, ops } => self.on_prepare(from, unit, ops, ctx),
             Request::Abort { unit, attempt } => {
                 if self.txns.get(&unit.txn).is_some_and(|t| t.attempt > attempt) {
                     return ctx.reply(from, reply(Reply::Aborted { unit }));
