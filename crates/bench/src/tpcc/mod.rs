@@ -171,9 +171,14 @@
 //!   deadlock on one partition is broken when it forms; (3) *next-key narrowing* of limited
 //!   scans, which let the ACID Delivery drop its district read for the "`o - 1` exists" guard
 //!   (see above), so it no longer blocks a warehouse's New-Orders and Payments for ~70 ms.
-//!   Acceptance command after (1, 5b) and (3), 2 warehouses, full scale, 8 clients, LAN delay
-//!   100–250 µs, 3 × 20 s: salt/acid **1.17** (1.17, 1.23, 1.01; acid 681–724 txn/s, salt
-//!   729–839); New-Order attempts aborted: acid 7%, salt 0.2%; Payment 9% and 0.2%.
+//!   Acceptance command (2 warehouses, full scale, 8 clients, LAN delay 100–250 µs, 3 × 20
+//!   s) with all three: salt/acid **1.03** (1.10, 1.03, 0.98; acid 754–772 txn/s, salt
+//!   738–831); New-Order attempts aborted: acid 6%, salt 0.7%; Payment 6% and 0.5%. Without
+//!   (2) it was 1.17 (1.17, 1.23, 1.01), acid gaining more from (2) than salt (acid 681–724
+//!   then). With a 50 ms patience (single runs): 1.14 and 1.15 at 8 clients, and at scale-div
+//!   10 with 32 / 64 clients salt 491 / 325 txn/s against 518 / 127 at 10 ms — but acid 473 /
+//!   393 against 779 / 571: an ACID New-Order holds the district row for its whole run, so
+//!   younger requesters queue longer and then die anyway. 10 ms is kept.
 //! * **Salt/ACID stays far below the paper's 6.6x, and Salt still collapses beyond ~16
 //!   clients on 2 warehouses** (`tpcc-fig7`, scale-div 10, 3 s points: salt/acid 1.60 at 1
 //!   client, 1.70 at 2, 1.37 at 4, 1.13 at 8, 0.84 at 16, 0.53 at 32, 0.26 at 64). The runs
@@ -186,11 +191,15 @@
 //!   New-Order stock updates of the ACID Stock-Levels and Deliveries in their way. The
 //!   paper's ratio is measured where lock contention is the limit (Salt's 6.6x is at
 //!   saturation of a 10-partition, 3-way-replicated MySQL Cluster, not of its CPUs).
-//! * **The ACID Delivery is the slowest part of a Salt run**: at 8 clients it aborts 87% of
-//!   its attempts (acid: 37%) and some give up after 8 retries. Two Deliveries of the same
-//!   warehouse conflict on its oldest NEW-ORDER rows (the younger dies after the patience),
-//!   and under Salt they take longer (p50 125 ms against 45 ms), so they overlap more. TPC-C
-//!   queues Deliveries (deferred execution), which the harness does not model.
+//! * **The ACID Delivery is the slowest part of a Salt run**: at 8 clients it aborts 86% of
+//!   its attempts (acid: 40%) and ~150 of ~600 per 20 s run give up after 8 retries, so Salt's
+//!   clients spend about half their time in it although New-Order and Payment run two and
+//!   four times faster than under acid. Traced: nearly all of its aborts are impatient waits
+//!   on NEW-ORDER — two Deliveries of the same warehouse collide on its oldest rows and the
+//!   younger dies after the patience; under Salt they take longer (p50 ~110 ms against 45 ms,
+//!   retries included), so they overlap more, which feeds itself. TPC-C queues Deliveries
+//!   (deferred execution), which the harness does not model; a 50 ms patience cut give-ups to
+//!   7 per run (above).
 //! * A lost operation message stalls an ACID transaction until the coordinator's stall timeout
 //!   (10 s) while it holds its locks, so the simulation tests lower message loss to 0.2%.
 //!
