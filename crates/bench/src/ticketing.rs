@@ -140,23 +140,25 @@
 //!
 //! ## What limits the Salt/ACID ratio here
 //!
-//! The paper reports 6.5x (Fig. 8). On this machine (2 shared cores, embedded cluster, 8
-//! clients, 3 × 5 s) the median salt/acid is 1.11 with K = 1 and 1.73 with K = 3 (unlike the
-//! paper's Fig. 10, where K = 2, 3 add nothing); at 32 clients single runs ranged 0.3–1.0. What holds it back — read from the per-kind counts and the engine's documented
-//! lock rules, not traced message by message:
+//! The paper reports 6.5x (Fig. 8). On this machine (2 shared cores, embedded cluster, LAN
+//! delay) the acceptance form (8 clients, 3 × 20 s) gives a median salt/acid of 1.21; at 32
+//! clients (3 × 3 s) 1.60, and with K = 2, 3 BASE-ified 2.51 and 3.51 (Fig. 10; the paper's
+//! K = 2, 3 add nothing). Earlier, under pure wait-die, the 8-client median was 1.25 and 32
+//! clients ranged 0.3–1.0. What holds it back — read from the per-kind counts and the engine's
+//! documented lock rules, not traced message by message:
 //!
-//! * **Wait-die on the hot row.** A `create-order` that is not yet accepted still dies when it
-//!   finds an older transaction on the category row, so under both engines the contended row is
-//!   worked by abort/backoff cycles (at 32 clients ~8 aborts per committed `create-order`, and
-//!   the row idles during the client's backoff) rather than by a queue. Salt's shorter alkaline
-//!   subtransaction only shortens the collisions.
+//! * **The hot row is CPU-bound at 8 clients.** Every transaction's latency is 1–5 ms, close
+//!   to the cost of its messages on two shared cores, so a shorter lock buys little; a BASE
+//!   `create-order` costs two or three subtransaction commits where ACID costs one. At 32
+//!   clients the category row's queue is the limit and Salt's shorter alkaline hold pays.
+//!   (Before the engine's lock-wait patience, a `create-order` that found an older
+//!   transaction on the category row died at once, ~8 aborts per commit at 32 clients; now
+//!   it queues for up to 10 ms.)
 //! * **ACID writers of the same row.** With K = 1, `expire-reservations`, `cancel-order` and
 //!   `delete-order` (24% of the mix) update the category row as ACID transactions: each waits for
 //!   the saline locks of every in-flight BASE `create-order` (until their *end*), and, in FIFO
 //!   order, later alkaline requests wait behind it — so whenever one is queued, `create-order`
 //!   is serialized again at its full length. K = 3 leaves only `delete-order` (6%).
-//! * **CPU.** The runs are CPU-bound on two shared cores; a BASE `create-order` costs two or three
-//!   subtransaction commits (more messages and log records) where ACID costs one.
 //! * **Give-ups.** The harness abandons a transaction after 8 retries; an ACID `create-order`
 //!   that gives up frees its client for cheaper transactions, which flatters ACID's throughput.
 //!
@@ -164,8 +166,9 @@
 //!
 //! Fusion Ticket's PHP application logic (sessions, carts, discounts, payment providers) is
 //! reduced to the database accesses above; the paper's ten three-way-replicated partitions are
-//! the harness's cluster shape. The order queue's scans take range locks, so two clients picking
-//! from the same bucket conflict — a cost the original (which selects by session) does not have.
+//! the harness's cluster shape. The order queue's scans take range locks (up to the rows they
+//! return), so two clients picking from the same bucket conflict — a cost the original (which
+//! selects by session) does not have.
 
 use crate::harness::{call_idempotent, load_in_batches};
 use crate::workload::{RunStats, TxnRequest, Workload};
