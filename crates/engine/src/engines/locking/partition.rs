@@ -436,14 +436,7 @@ impl LockingPartition {
         let mut wound: Vec<TxnId> = Vec::new();
         for p in self.parked.values_mut() {
             let txn = p.unit.txn;
-            // A retry's longer patience only while it holds nothing here: a waiter that holds
-            // locks makes others wait behind it, and long waits by lock holders build convoys
-            // (ACID TPC-C at 32 clients halved when every retry waited longer).
-            let holds = !self.locks.held(txn).is_empty();
-            let patience = match self.txns.get(&txn) {
-                Some(t) if !holds => t.class.patience,
-                _ => LOCK_WAIT_PATIENCE,
-            };
+            let patience = self.txns.get(&txn).map_or(LOCK_WAIT_PATIENCE, |t| t.class.patience);
             if ctx.now.saturating_sub(p.waiting_since) < patience {
                 continue;
             }
