@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 pub const FRAME_SIZE_MAX: usize = 16 * 1024 * 1024;
 
 /// Protocol version, checked in the hello.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Frame {

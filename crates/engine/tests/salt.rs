@@ -755,37 +755,3 @@ fn base_subtransaction_fails_after_its_partition_restarts_between_operations() {
         assert_eq!(balance(&mut c, 3), INITIAL, "{engine}");
     }
 }
-
-/// Lock rule 5a, patience grows with retries (`partition::patience_for`): a call that is still
-/// younger than the lock holder but has been retrying for a while waits longer than a first
-/// attempt before it gives up — two TPC-C Deliveries of one warehouse used to collide at the
-/// same row on every retry until the younger gave up.
-#[test]
-fn a_retry_is_more_patient_than_a_first_attempt() {
-    use litmus_engine::engines::locking::partition::{patience_for, LOCK_WAIT_PATIENCE};
-    let retrying = Duration::from_millis(40);
-    let patience = patience_for(retrying);
-    assert_eq!(patience, LOCK_WAIT_PATIENCE + retrying);
-    let mut c = bank_cluster(EngineKind::Acid, 2);
-    c.tick(100);
-    let holder = begin(&mut c, 1, Isolation::Serializable);
-    op(&mut c, 1, holder, write(0, 70)).unwrap();
-    c.tick(45); // the call's first attempt began 5 ms after the holder: it is younger
-    let call = c.send(
-        2,
-        RequestBody::Call {
-            procedure: "bank_transfer".into(),
-            args: vec![Value::Int(0), Value::Int(1), Value::Int(10)],
-            retrying_for: retrying,
-        },
-    );
-    drain(&mut c);
-    c.tick(2 * LOCK_WAIT_PATIENCE.as_millis() as u64);
-    drain(&mut c);
-    assert!(c.response(2, call).is_none(), "still waiting after twice a first attempt's patience");
-    c.tick(patience.as_millis() as u64);
-    drain(&mut c);
-    assert!(c.response(2, call).is_some_and(is_cc_abort), "{:?}", c.response(2, call));
-    c.call(1, RequestBody::Commit { txn: holder }).unwrap();
-    assert_eq!(balance(&mut c, 0), 70);
-}

@@ -94,7 +94,7 @@ fn key(id: i64) -> Key {
 }
 
 fn class(base: bool, age: u64) -> TxnClass {
-    TxnClass { isolation: Isolation::Serializable, base, age, immortal: base, patience: LOCK_WAIT_PATIENCE }
+    TxnClass { isolation: Isolation::Serializable, base, age, immortal: base }
 }
 
 /// Runs one operation of `unit` and returns its reply (none if it waits).

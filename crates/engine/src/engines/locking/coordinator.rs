@@ -1,7 +1,6 @@
 //! The coordinator half of the locking engine: units, 2PC, BASE acceptance and roll-forward.
 //! See the module doc of [`super`] for the protocol.
 
-use super::partition::{self, LOCK_WAIT_PATIENCE};
 use super::{CoordinatorRecord, LockingConfig, Reply, Request, TxnClass, Unit, WriteImage};
 use crate::engine::{CoordCtx, CoordinatorEngine, TxnOptions};
 use crate::message::{Addr, EngineReply, EngineRequest, SubOpId};
@@ -673,10 +672,7 @@ impl CoordinatorEngine for LockingCoordinator {
         };
         let age = (began << 8) | (txn.node.0 as u64 & 0xff);
         let base = self.cfg.base && opts.base;
-        let retrying =
-            if opts.first_attempt < ctx.now { ctx.now.saturating_sub(opts.first_attempt) } else { Duration::ZERO };
-        let patience = partition::patience_for(retrying);
-        let class = TxnClass { isolation: opts.isolation, base, age, immortal: false, patience };
+        let class = TxnClass { isolation: opts.isolation, base, age, immortal: false };
         let t = CTxn::new(class, opts.procedure.clone(), txn.epoch << 16, ctx.now);
         self.txns.insert(txn, t);
     }
@@ -818,7 +814,7 @@ impl CoordinatorEngine for LockingCoordinator {
             postcard::from_bytes(record).map_err(|e| Error::Storage(format!("locking coordinator record: {e}")))?;
         match record {
             CoordinatorRecord::BaseLogic { txn, procedure, args, age, isolation } => {
-                let class = TxnClass { isolation, base: true, age, immortal: false, patience: LOCK_WAIT_PATIENCE };
+                let class = TxnClass { isolation, base: true, age, immortal: false };
                 let mut t = CTxn::new(class, Some((procedure, args)), 0, Time::ZERO);
                 t.logic_logged = true;
                 self.txns.insert(txn, t);

@@ -167,9 +167,6 @@ pub struct TxnClass {
     /// An accepted BASE transaction: it cannot abort, so it never dies for wait-die; it waits
     /// and, after the patience, wounds the older transactions in its way (lock rule 5b).
     pub immortal: bool,
-    /// How long one of its requests may wait for an older transaction (lock rule 5a):
-    /// `partition::patience_for` how long the transaction has been retrying.
-    pub patience: std::time::Duration,
 }
 
 /// One write's effect, as shipped with a commit: the row image, or `None` for a delete.

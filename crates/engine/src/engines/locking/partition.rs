@@ -48,18 +48,6 @@ pub const IN_DOUBT_QUERY_AFTER: Duration = Duration::from_secs(1);
 /// whole run (p50 ~25 ms): younger requesters queue that long and then die anyway. 10 ms
 /// keeps both engines above wait-die.
 pub const LOCK_WAIT_PATIENCE: Duration = Duration::from_millis(10);
-/// The most patience a retried transaction gets ([`patience_for`]).
-pub const LOCK_WAIT_PATIENCE_MAX: Duration = Duration::from_millis(100);
-
-/// A transaction's patience (lock rule 5a): [`LOCK_WAIT_PATIENCE`] plus how long it has been
-/// retrying, up to [`LOCK_WAIT_PATIENCE_MAX`]. A first attempt gives up on an older
-/// transaction quickly; a transaction that keeps losing waits longer each time, so one that
-/// collides with a long older transaction (two TPC-C Deliveries of a warehouse, ~50 ms each)
-/// eventually outwaits it instead of dying at the same spot until it gives up. Deadlocks stay
-/// bounded (by the maximum), and a retry's age already makes it win against younger ones.
-pub fn patience_for(retrying: Duration) -> Duration {
-    (LOCK_WAIT_PATIENCE + retrying).min(LOCK_WAIT_PATIENCE_MAX)
-}
 
 type LockList = Vec<HeldLock>;
 
@@ -229,13 +217,7 @@ impl LockingPartition {
             let base = !prepared;
             let recovered = self.state.pending.contains_key(&Unit { txn, sub });
             let t = self.txns.entry(txn).or_insert(PTxn {
-                class: TxnClass {
-                    isolation: Default::default(),
-                    base,
-                    age: 0,
-                    immortal: base,
-                    patience: LOCK_WAIT_PATIENCE,
-                },
+                class: TxnClass { isolation: Default::default(), base, age: 0, immortal: base },
                 sub,
                 attempt: 0,
                 buffer: BTreeMap::new(),
@@ -436,8 +418,7 @@ impl LockingPartition {
         let mut wound: Vec<TxnId> = Vec::new();
         for p in self.parked.values_mut() {
             let txn = p.unit.txn;
-            let patience = self.txns.get(&txn).map_or(LOCK_WAIT_PATIENCE, |t| t.class.patience);
-            if ctx.now.saturating_sub(p.waiting_since) < patience {
+            if ctx.now.saturating_sub(p.waiting_since) < LOCK_WAIT_PATIENCE {
                 continue;
             }
             if self.txns.get(&txn).is_some_and(|t| t.class.immortal) {
