@@ -178,7 +178,13 @@
 //!   then). With a 50 ms patience (single runs): 1.14 and 1.15 at 8 clients, and at scale-div
 //!   10 with 32 / 64 clients salt 491 / 325 txn/s against 518 / 127 at 10 ms — but acid 473 /
 //!   393 against 779 / 571: an ACID New-Order holds the district row for its whole run, so
-//!   younger requesters queue longer and then die anyway. 10 ms is kept.
+//!   younger requesters queue longer and then die anyway. 10 ms is kept. Also tried and
+//!   reverted: a patience that grows with how long a transaction has been retrying (10 ms plus
+//!   that, up to 100 ms). For every retry it measured 1.19 at 8 clients and 1.93 at 32, but by
+//!   slowing acid (303–337 txn/s at 32 clients, scale-div 10, against 610–675); for retries
+//!   holding no locks at the partition it kept acid's TPC-C throughput, gave 1.04 at 8 clients
+//!   (0.96, 1.04, 1.12) and cut Salt's Delivery give-ups from ~150 to ~25 per run — but cost
+//!   ticketing at 32 clients a third to a half of acid's throughput (625/932 against 1374/1336).
 //! * **Salt/ACID stays far below the paper's 6.6x, and Salt still collapses beyond ~16
 //!   clients on 2 warehouses** (`tpcc-fig7`, scale-div 10, 3 s points: salt/acid 1.60 at 1
 //!   client, 1.70 at 2, 1.37 at 4, 1.13 at 8, 0.84 at 16, 0.53 at 32, 0.26 at 64). The runs
