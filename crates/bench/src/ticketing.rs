@@ -141,7 +141,7 @@
 //! ## What limits the Salt/ACID ratio here
 //!
 //! The paper reports 6.5x (Fig. 8). On this machine (2 shared cores, embedded cluster, LAN
-//! delay) the acceptance form (8 clients, 3 × 20 s) gives a median salt/acid of 1.21; at 32
+//! delay) the acceptance form (8 clients, 3 × 20 s) gives a median salt/acid of 1.21–1.22; at 32
 //! clients (3 × 3 s) 1.60, and with K = 2, 3 BASE-ified 2.51 and 3.51 (Fig. 10; the paper's
 //! K = 2, 3 add nothing). Earlier, under pure wait-die, the 8-client median was 1.25 and 32
 //! clients ranged 0.3–1.0. What holds it back — read from the per-kind counts and the engine's
