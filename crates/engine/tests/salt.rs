@@ -510,12 +510,9 @@ fn scan_ids(r: Result<OpResult, Error>) -> Vec<i64> {
     }
 }
 
-/// Lock rule 4 with next-key narrowing: a serializable scan that returns its `limit` rows locks
-/// its range only up to the last row it returned. An insert after that row cannot change its
-/// result and goes ahead; one before it is a phantom and waits (or dies). Accounts 10, 16 and
-/// 25 all live on partition 1 (key mod 3).
-#[test]
-fn limited_scan_locks_only_up_to_its_last_row() {
+/// Accounts 10, 16 and 25 (all on partition 1: key mod 3) and a scan of `[10, 30)` that
+/// returns at most two rows.
+fn three_accounts_and_a_scan_of_two() -> (SyncCluster, Op) {
     let mut c = bank_cluster(EngineKind::Acid, 0);
     for id in [10, 16, 25] {
         c.proc(0, "bank_open", vec![Value::Int(id), Value::Int(INITIAL)]).unwrap();
@@ -526,6 +523,16 @@ fn limited_scan_locks_only_up_to_its_last_row() {
         end: Some(vec![Value::Int(30)]),
         limit: 2,
     };
+    (c, scan2)
+}
+
+/// Lock rule 4 with next-key narrowing: a serializable scan that returns its `limit` rows locks
+/// its range only up to the last row it returned. An insert after that row cannot change its
+/// result and goes ahead; one before it is a phantom and waits (or dies). Accounts 10, 16 and
+/// 25 all live on partition 1 (key mod 3).
+#[test]
+fn limited_scan_locks_only_up_to_its_last_row() {
+    let (mut c, scan2) = three_accounts_and_a_scan_of_two();
     let reader = begin(&mut c, 1, Isolation::Serializable);
     assert_eq!(scan_ids(op(&mut c, 1, reader, scan2.clone())), vec![10, 16]);
     // After the last row read: granted at once, and commits.
@@ -548,16 +555,7 @@ fn limited_scan_locks_only_up_to_its_last_row() {
 /// the range and scans again; the whole range is then protected.
 #[test]
 fn limited_scan_relocks_when_rows_vanish_while_it_waits() {
-    let mut c = bank_cluster(EngineKind::Acid, 0);
-    for id in [10, 16, 25] {
-        c.proc(0, "bank_open", vec![Value::Int(id), Value::Int(INITIAL)]).unwrap();
-    }
-    let scan2 = Op::Scan {
-        table: bank::ACCOUNTS.into(),
-        start: vec![Value::Int(10)],
-        end: Some(vec![Value::Int(30)]),
-        limit: 2,
-    };
+    let (mut c, scan2) = three_accounts_and_a_scan_of_two();
     let reader = begin(&mut c, 1, Isolation::Serializable); // older: it waits, never dies
     c.tick(5);
     let deleter = begin(&mut c, 2, Isolation::Serializable);
