@@ -55,6 +55,15 @@ fn balance(c: &mut SyncCluster, id: i64) -> i64 {
     }
 }
 
+/// A call of the Salt Fig. 2 transfer, reporting how long the client has been retrying.
+fn transfer(from: i64, to: i64, amount: i64, retrying_for: Duration) -> RequestBody {
+    RequestBody::Call {
+        procedure: "bank_transfer".into(),
+        args: vec![Value::Int(from), Value::Int(to), Value::Int(amount)],
+        retrying_for,
+    }
+}
+
 /// Salt Fig. 2: the BASE transfer moves money; the unmodified ACID total never changes.
 #[test]
 fn fig2_base_transfer_and_acid_total() {
@@ -81,14 +90,7 @@ fn fig2_base_transfer_and_acid_total() {
 fn duplicated_client_request_runs_once() {
     for engine in [EngineKind::Acid, EngineKind::Salt, EngineKind::SaltLocal] {
         let mut c = bank_cluster(engine, 2);
-        c.send(
-            1,
-            RequestBody::Call {
-                procedure: "bank_transfer".into(),
-                args: vec![Value::Int(0), Value::Int(1), Value::Int(30)],
-                retrying_for: Duration::ZERO,
-            },
-        );
+        c.send(1, transfer(0, 1, 30, Duration::ZERO));
         let late_copy = c.copy_last();
         c.settle();
         c.requeue(late_copy);
@@ -121,14 +123,7 @@ fn acid_never_observes_base_intermediate_state() {
     for engine in [EngineKind::Salt, EngineKind::SaltLocal] {
         for cut in 0..40 {
             let mut c = bank_cluster(engine, 4);
-            let t = c.send(
-                1,
-                RequestBody::Call {
-                    procedure: "bank_transfer".into(),
-                    args: vec![Value::Int(0), Value::Int(3), Value::Int(25)],
-                    retrying_for: Duration::ZERO,
-                },
-            );
+            let t = c.send(1, transfer(0, 3, 25, Duration::ZERO));
             for _ in 0..cut {
                 c.deliver_one();
             }
@@ -391,15 +386,11 @@ fn wait_die_retry_keeps_the_first_attempts_age() {
     let holder = begin(&mut c, 1, Isolation::Serializable);
     op(&mut c, 1, holder, write(0, 70)).unwrap();
     c.tick(5);
-    let transfer = |retrying_for| RequestBody::Call {
-        procedure: "bank_transfer".into(),
-        args: vec![Value::Int(0), Value::Int(1), Value::Int(10)],
-        retrying_for,
-    };
+    let call = |retrying_for| transfer(0, 1, 10, retrying_for);
     // The first attempt began after the holder: younger, so it dies after the patience.
-    assert!(is_cc_abort(&waits_then_dies(&mut c, 2, transfer(Duration::ZERO))));
+    assert!(is_cc_abort(&waits_then_dies(&mut c, 2, call(Duration::ZERO))));
     // The retry has been retrying since before the holder began: older, so it waits.
-    let retry = c.send(2, transfer(Duration::from_millis(80)));
+    let retry = c.send(2, call(Duration::from_millis(80)));
     c.settle(); // 1.2 s of ticks: many times the patience
     assert!(c.response(2, retry).is_none(), "the older retry waits for the holder");
     c.call(1, RequestBody::Commit { txn: holder }).unwrap();
@@ -412,7 +403,7 @@ fn wait_die_retry_keeps_the_first_attempts_age() {
 /// holder commits within the patience — pure wait-die killed it at once (a hot row held for a
 /// round trip made nearly every requester die and retry).
 #[test]
-fn younger_requester_is_granted_when_the_holder_commits_within_the_patience() {
+fn rule5a_younger_requester_is_granted_when_the_holder_commits_within_the_patience() {
     let mut c = bank_cluster(EngineKind::Acid, 2);
     let t1 = begin(&mut c, 1, Isolation::Serializable);
     let t2 = begin(&mut c, 2, Isolation::Serializable);
@@ -432,18 +423,25 @@ fn younger_requester_is_granted_when_the_holder_commits_within_the_patience() {
     assert_eq!(balance(&mut c, 0), 2);
 }
 
+/// Two serializable transactions a tick apart: the older writes account `a` (10), the younger
+/// account `b` (20); each holds its write lock.
+fn older_and_younger_writers(c: &mut SyncCluster, a: i64, b: i64) -> (litmus_core::TxnId, litmus_core::TxnId) {
+    let older = begin(c, 1, Isolation::Serializable);
+    c.tick(1);
+    let younger = begin(c, 2, Isolation::Serializable);
+    op(c, 1, older, write(a, 10)).unwrap();
+    op(c, 2, younger, write(b, 20)).unwrap();
+    (older, younger)
+}
+
 /// Lock rule 5a: a deadlock between a younger and an older transaction on two keys is broken
 /// after the patience — the younger (waiting for the older) dies, the older (waiting for the
 /// younger, a permanent wait) is then granted and commits.
 #[test]
-fn deadlock_between_younger_and_older_is_broken_after_the_patience() {
+fn rule5a_deadlock_between_younger_and_older_is_broken_after_the_patience() {
     for engine in [EngineKind::Acid, EngineKind::Salt] {
         let mut c = bank_cluster(engine, 3);
-        let older = begin(&mut c, 1, Isolation::Serializable);
-        c.tick(1);
-        let younger = begin(&mut c, 2, Isolation::Serializable);
-        op(&mut c, 1, older, write(0, 10)).unwrap();
-        op(&mut c, 2, younger, write(1, 20)).unwrap();
+        let (older, younger) = older_and_younger_writers(&mut c, 0, 1);
         let y = c.send(2, RequestBody::Op { txn: younger, op: write(0, 21) }); // younger → older
         drain(&mut c);
         let o = c.send(1, RequestBody::Op { txn: older, op: write(1, 11) }); // older → younger
@@ -477,14 +475,7 @@ fn two_pc_participant_waits_before_querying_a_coordinator_that_collects_votes() 
                 if matches!(r.body, EngineRequest::Locking(locking::Request::Prepare { .. })))
     };
     // Accounts 0 and 1 live on partitions 0 and 1 (key mod 3): the ACID transfer is a 2PC.
-    let id = c.send(
-        1,
-        RequestBody::Call {
-            procedure: "bank_transfer".into(),
-            args: vec![Value::Int(0), Value::Int(1), Value::Int(10)],
-            retrying_for: Duration::ZERO,
-        },
-    );
+    let id = c.send(1, transfer(0, 1, 10, Duration::ZERO));
     while !c.queue.iter().any(is_prepare_to_p1) {
         assert!(c.deliver_one(), "the transfer never reached its prepare phase");
     }
@@ -531,7 +522,7 @@ fn three_accounts_and_a_scan_of_two() -> (SyncCluster, Op) {
 /// result and goes ahead; one before it is a phantom and waits (or dies). Accounts 10, 16 and
 /// 25 all live on partition 1 (key mod 3).
 #[test]
-fn limited_scan_locks_only_up_to_its_last_row() {
+fn rule4_next_key_limited_scan_locks_only_up_to_its_last_row() {
     let (mut c, scan2) = three_accounts_and_a_scan_of_two();
     let reader = begin(&mut c, 1, Isolation::Serializable);
     assert_eq!(scan_ids(op(&mut c, 1, reader, scan2.clone())), vec![10, 16]);
@@ -554,7 +545,7 @@ fn limited_scan_locks_only_up_to_its_last_row() {
 /// commits the scan's result reaches past the locked prefix, so the partition locks the rest of
 /// the range and scans again; the whole range is then protected.
 #[test]
-fn limited_scan_relocks_when_rows_vanish_while_it_waits() {
+fn rule4_next_key_limited_scan_relocks_when_rows_vanish_while_it_waits() {
     let (mut c, scan2) = three_accounts_and_a_scan_of_two();
     let reader = begin(&mut c, 1, Isolation::Serializable); // older: it waits, never dies
     c.tick(5);
@@ -585,18 +576,13 @@ fn limited_scan_relocks_when_rows_vanish_while_it_waits() {
 /// is wounded once the patience has run out, and the transfer completes. Accounts 1 and 0 live
 /// on partitions 1 and 0.
 #[test]
-fn accepted_base_wounds_an_older_blocker_only_after_the_patience() {
+fn rule5b_accepted_base_wounds_an_older_blocker_only_after_the_patience() {
     for deadlock in [false, true] {
         let mut c = bank_cluster(EngineKind::Salt, 2);
         let acid = begin(&mut c, 1, Isolation::Serializable);
         op(&mut c, 1, acid, write(0, 50)).unwrap();
         c.tick(1);
-        let transfer = RequestBody::Call {
-            procedure: "bank_transfer".into(),
-            args: vec![Value::Int(1), Value::Int(0), Value::Int(10)],
-            retrying_for: Duration::ZERO,
-        };
-        let call = c.send(2, transfer);
+        let call = c.send(2, transfer(1, 0, 10, Duration::ZERO));
         drain(&mut c);
         assert!(matches!(c.response(2, call), Some(Ok(ResponseBody::Returned(_)))), "accepted after the debit");
         c.tick(patience_ms() / 2);
@@ -622,14 +608,10 @@ fn accepted_base_wounds_an_older_blocker_only_after_the_patience() {
 /// patience — the younger transaction (the one waiting for an older) dies, the older is granted.
 /// Accounts 0 and 3 both live on partition 0. No time passes in this test.
 #[test]
-fn local_deadlock_is_broken_at_once() {
+fn rule5c_local_deadlock_is_broken_at_once() {
     for engine in [EngineKind::Acid, EngineKind::Salt] {
         let mut c = bank_cluster(engine, 4);
-        let older = begin(&mut c, 1, Isolation::Serializable);
-        c.tick(1);
-        let younger = begin(&mut c, 2, Isolation::Serializable);
-        op(&mut c, 1, older, write(0, 10)).unwrap();
-        op(&mut c, 2, younger, write(3, 20)).unwrap();
+        let (older, younger) = older_and_younger_writers(&mut c, 0, 3);
         let y = c.send(2, RequestBody::Op { txn: younger, op: write(0, 21) });
         drain(&mut c);
         assert!(c.response(2, y).is_none(), "{engine}: younger waits (no cycle yet)");

@@ -44,26 +44,19 @@ impl Harness {
             to: Addr::Partition(P),
             msg: Message::PartitionRequest(PartitionRequest { body: EngineRequest::Locking(req) }),
         };
-        let mut out = litmus_engine::Effects::default();
-        self.part.step(self.now, Input::Message(env), &mut out);
-        self.log.extend(out.persist);
-        out.send
-            .into_iter()
-            .filter_map(|e| match e.msg {
-                Message::PartitionReply(r) => match r.body {
-                    EngineReply::Locking(r) => Some(r),
-                    _ => None,
-                },
-                _ => None,
-            })
-            .collect()
+        self.step(Input::Message(env))
     }
 
     /// Advances time by `ms` and ticks the partition; returns the locking replies.
     fn tick(&mut self, ms: u64) -> Vec<Reply> {
         self.now = self.now + std::time::Duration::from_millis(ms);
+        self.step(Input::Tick)
+    }
+
+    /// Steps the partition now; persists its records and returns its locking replies.
+    fn step(&mut self, input: Input) -> Vec<Reply> {
         let mut out = litmus_engine::Effects::default();
-        self.part.step(self.now, Input::Tick, &mut out);
+        self.part.step(self.now, input, &mut out);
         self.log.extend(out.persist);
         out.send
             .into_iter()

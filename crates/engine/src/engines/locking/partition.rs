@@ -239,7 +239,10 @@ impl LockingPartition {
         let (access, target) = match &op.kind {
             OpKind::Read { key } => (Access::Read, Target::Key(key.clone())),
             OpKind::Scan { start, end, limit } => {
-                locked_to = narrowed_scan_range(store, op.table, start, end.as_ref(), *limit);
+                // The guess costs a store scan: only where a range lock is taken at all.
+                if class.isolation.locked(Access::RangeRead) {
+                    locked_to = narrowed_scan_range(store, op.table, start, end.as_ref(), *limit);
+                }
                 let end = locked_to.clone().or_else(|| end.clone());
                 (Access::RangeRead, Target::Range { start: start.clone(), end })
             }
