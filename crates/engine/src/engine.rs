@@ -151,6 +151,12 @@ impl PartCtx<'_> {
         let msg = Message::PartitionReply(crate::message::PartitionReply { from: self.me, body });
         self.out.send.push(Envelope { from: Addr::Partition(self.me), to, msg });
     }
+    /// A request to another partition (engines whose partitions talk to each other, e.g. the
+    /// locking engine's cross-partition release order).
+    pub fn send_to_partition(&mut self, to: PartitionId, body: EngineRequest) {
+        let msg = Message::PartitionRequest(crate::message::PartitionRequest { body });
+        self.out.send.push(Envelope { from: Addr::Partition(self.me), to: Addr::Partition(to), msg });
+    }
 }
 
 /// The partition half of an engine.

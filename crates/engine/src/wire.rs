@@ -20,8 +20,9 @@ use serde::{Deserialize, Serialize};
 /// Largest frame payload accepted, in bytes.
 pub const FRAME_SIZE_MAX: usize = 16 * 1024 * 1024;
 
-/// Protocol version, checked in the hello.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// Protocol version, checked in the hello. 4: the locking engine's cross-partition release
+/// order (`Request::Op::after`, `Reply::Op::read_taint`, partition-to-partition requests).
+pub const PROTOCOL_VERSION: u32 = 4;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Frame {

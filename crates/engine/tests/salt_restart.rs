@@ -103,6 +103,7 @@ fn op(h: &mut Harness, unit: Unit, n: u32, base: bool, kind: OpKind) -> Option<R
         class: class(base, if base { unit.txn.seq } else { 0 }),
         op: PartOp { table, kind },
         local_commit: false,
+        after: vec![],
     };
     h.send(unit.txn.node, req).into_iter().find(|r| matches!(r, Reply::Op { .. }))
 }

@@ -1,6 +1,7 @@
 //! The coordinator half of the locking engine: units, 2PC, BASE acceptance and roll-forward.
 //! See the module doc of [`super`] for the protocol.
 
+use super::lock::RemoteDep;
 use super::{CoordinatorRecord, LockingConfig, Reply, Request, TxnClass, Unit, WriteImage};
 use crate::engine::{CoordCtx, CoordinatorEngine, TxnOptions};
 use crate::message::{Addr, EngineReply, EngineRequest, SubOpId};
@@ -91,6 +92,12 @@ struct CTxn {
     /// Last reply received (an accepted BASE transaction whose operations go unanswered — a
     /// lost message, a crashed partition — is re-run after `BASE_OP_TIMEOUT`).
     last_progress: Time,
+    /// Rule 6b across partitions: per partition, the largest grant number of this BASE
+    /// transaction's reads there that depended on an unfinished BASE write when answered
+    /// (`Reply::Op::read_taint`). Every later write on another partition waits for them
+    /// (`Request::Op::after`). Only grows: reads of rolled-back runs count too (a procedure
+    /// can carry what they read into a compensating subtransaction).
+    read_taint: BTreeMap<PartitionId, u64>,
 }
 
 impl CTxn {
@@ -119,6 +126,7 @@ impl CTxn {
             wounded: false,
             answered_early: false,
             last_progress: now,
+            read_taint: BTreeMap::new(),
         }
     }
 }
@@ -243,7 +251,14 @@ impl LockingCoordinator {
             t.all_parts.insert(id.part);
         }
         t.in_flight.insert(id, single);
-        let r = Request::Op { id, unit, attempt: t.attempt, class: t.class, op, local_commit };
+        // Rule 6b across partitions: a write waits for the earlier tainted reads elsewhere (on
+        // its own partition the lock manager sees them).
+        let after = if t.base && op.kind.is_write() {
+            t.read_taint.iter().filter(|(p, _)| **p != id.part).map(|(p, g)| RemoteDep { part: *p, upto: *g }).collect()
+        } else {
+            Vec::new()
+        };
+        let r = Request::Op { id, unit, attempt: t.attempt, class: t.class, op, local_commit, after };
         ctx.send_to_partition(id.part, request(r));
     }
 
@@ -294,7 +309,8 @@ impl LockingCoordinator {
             // who must still acknowledge (a missing one would never be sent the commit again).
             let writes = parts.iter().map(|p| (*p, t.unit_writes.get(p).cloned().unwrap_or_default())).collect();
             let results = if t.base { t.unit_results.clone() } else { vec![] };
-            Self::persist(ctx, &CoordinatorRecord::Decided { unit, writes, results });
+            let taint = t.read_taint.iter().map(|(p, g)| (*p, *g)).collect();
+            Self::persist(ctx, &CoordinatorRecord::Decided { unit, writes, results, taint });
             self.decisions.insert(unit, Pending { waiting: parts.clone(), writes: t.unit_writes.clone() });
         }
         for p in &parts {
@@ -456,6 +472,7 @@ impl LockingCoordinator {
         }
     }
 
+    #[allow(clippy::too_many_arguments)] // the fields of one `Reply::Op`
     fn on_op_reply(
         &mut self,
         id: SubOpId,
@@ -463,9 +480,15 @@ impl LockingCoordinator {
         result: Result<PartResult, Error>,
         writes: Vec<WriteImage>,
         committed: bool,
+        read_taint: Option<u64>,
         ctx: &mut CoordCtx,
     ) {
         let Some(t) = self.txns.get_mut(&id.txn) else { return };
+        if let Some(g) = read_taint.filter(|_| t.base) {
+            // Recorded even for a stale attempt: the read lock is held all the same.
+            let e = t.read_taint.entry(id.part).or_default();
+            *e = (*e).max(g);
+        }
         if attempt != t.attempt {
             return;
         }
@@ -481,7 +504,8 @@ impl LockingCoordinator {
         if committed {
             // Salt §6.4: the partition committed this single-operation subtransaction.
             let r = result.clone().expect("locally committed ops succeeded");
-            Self::persist(ctx, &CoordinatorRecord::LocalDone { unit, results: vec![(id, r.clone())] });
+            let taint = t.read_taint.iter().map(|(p, g)| (*p, *g)).collect();
+            Self::persist(ctx, &CoordinatorRecord::LocalDone { unit, results: vec![(id, r.clone())], taint });
             t.unit_results.push((id, r));
             t.unit_parts.clear();
             t.unit_ops.clear();
@@ -771,8 +795,8 @@ impl CoordinatorEngine for LockingCoordinator {
     fn on_reply(&mut self, from: PartitionId, reply: EngineReply, ctx: &mut CoordCtx) {
         let EngineReply::Locking(reply) = reply else { return };
         match reply {
-            Reply::Op { id, attempt, result, writes, committed } => {
-                self.on_op_reply(id, attempt, result, writes, committed, ctx)
+            Reply::Op { id, attempt, result, writes, committed, read_taint } => {
+                self.on_op_reply(id, attempt, result, writes, committed, read_taint, ctx)
             }
             Reply::Prepared { unit, vote } => self.on_vote(unit, from, vote, ctx),
             Reply::Committed { unit } => self.on_committed(unit, from, ctx),
@@ -819,12 +843,12 @@ impl CoordinatorEngine for LockingCoordinator {
                 t.logic_logged = true;
                 self.txns.insert(txn, t);
             }
-            CoordinatorRecord::Decided { unit, writes, results } => {
+            CoordinatorRecord::Decided { unit, writes, results, taint } => {
                 let waiting = writes.iter().map(|(p, _)| *p).collect();
                 self.decisions.insert(unit, Pending { waiting, writes: writes.into_iter().collect() });
-                self.record_context(unit, results);
+                self.record_context(unit, results, taint);
             }
-            CoordinatorRecord::LocalDone { unit, results } => self.record_context(unit, results),
+            CoordinatorRecord::LocalDone { unit, results, taint } => self.record_context(unit, results, taint),
             CoordinatorRecord::Ended { unit } => {
                 self.decisions.remove(&unit);
             }
@@ -856,11 +880,15 @@ impl CoordinatorEngine for LockingCoordinator {
 }
 
 impl LockingCoordinator {
-    fn record_context(&mut self, unit: Unit, results: Vec<(SubOpId, PartResult)>) {
+    fn record_context(&mut self, unit: Unit, results: Vec<(SubOpId, PartResult)>, taint: Vec<(PartitionId, u64)>) {
         if unit.sub == 0 {
             return;
         }
         if let Some(t) = self.txns.get_mut(&unit.txn) {
+            for (p, g) in taint {
+                let e = t.read_taint.entry(p).or_default();
+                *e = (*e).max(g);
+            }
             for (id, r) in results {
                 t.all_parts.insert(id.part);
                 t.context.insert(id, r);

@@ -207,7 +207,7 @@
 //! * No lock escalation, no plain timeouts (liveness comes from rule 5 and finite transactions).
 //! * Release-order dependencies live in memory only (see the engine's module doc on recovery).
 
-use litmus_core::{AbortReason, Access, Key, TableId, TxnId};
+use litmus_core::{AbortReason, Access, Key, PartitionId, TableId, TxnId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -396,6 +396,20 @@ pub struct HeldLock {
     pub mode: LockMode,
     /// Grant number: locks are relocked in this order (see the module doc).
     pub granted: u64,
+    /// Rule 6b across partitions: remote read sets this lock still may not be released before.
+    pub after: Vec<RemoteDep>,
+}
+
+/// Rule 6b across partitions (Salt §5.1, *write-after-read within a transaction*): a BASE
+/// write may not be released before the same transaction's earlier reads on partition `part`
+/// — those granted there with a grant number up to `upto` — have released their saline locks,
+/// i.e. until none of them still waits for a write of an unfinished BASE transaction (rule 6a).
+/// The partition holding the write asks `part` (`Request::AwaitReads`); the answer
+/// ([`LockManager::remote_settled`]) lifts the dependency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct RemoteDep {
+    pub part: PartitionId,
+    pub upto: u64,
 }
 
 /// A lock or a waiting request. Its key in `LockManager::entries` is its request sequence number.
@@ -408,9 +422,13 @@ struct Entry {
     target: Target,
     mode: LockMode,
     state: State,
-    /// Rule 6: the locks this one may not be released before; fixed at grant.
+    /// Rule 6: the locks this one may not be released before; fixed at grant (a covered
+    /// re-write of the same target adds the reads made since, see `extend_write_deps`).
     deps: Vec<u64>,
-    /// How many of `deps` are still held (the O(1) release check).
+    /// Rule 6b across partitions: remote read sets not yet known to be settled. A waiting
+    /// request keeps here what it asked for; they count as pending from its grant.
+    remote: Vec<RemoteDep>,
+    /// How many of `deps` are still held plus `remote.len()` once held (the O(1) release check).
     pending: usize,
     /// The locks whose `deps` name this one.
     dependents: Vec<u64>,
@@ -452,7 +470,24 @@ impl LockManager {
     /// that waits for an older transaction waits too (rule 5a); the caller aborts it if it is
     /// still [`LockManager::impatient`] after the patience.
     pub fn acquire(&mut self, owner: Owner, table: TableId, target: Target, mode: LockMode, token: u64) -> Decision {
-        self.acquire_as(owner, table, target, mode, token)
+        self.acquire_as(owner, table, target, mode, token, &[])
+    }
+
+    /// [`LockManager::acquire`] for a BASE write that rule 6b ties to the transaction's earlier
+    /// reads on other partitions (`after`): once granted, the lock is not released before each
+    /// of them is settled ([`LockManager::remote_settled`]). If the transaction already holds
+    /// a covering lock (it wrote the target before), that lock takes on the new dependencies —
+    /// the value written now may derive from reads made since. Ignored for other modes.
+    pub fn acquire_after(
+        &mut self,
+        owner: Owner,
+        table: TableId,
+        target: Target,
+        mode: LockMode,
+        token: u64,
+        after: &[RemoteDep],
+    ) -> Decision {
+        self.acquire_as(owner, table, target, mode, token, after)
     }
 
     /// Rule 5b: a request of an *accepted* BASE transaction, which cannot be aborted. The lock
@@ -468,7 +503,7 @@ impl LockManager {
         mode: LockMode,
         token: u64,
     ) -> Decision {
-        self.acquire_as(owner, table, target, mode, token)
+        self.acquire_as(owner, table, target, mode, token, &[])
     }
 
     /// Takes a lock back after a restart, with the grant number it had (call in increasing
@@ -480,7 +515,7 @@ impl LockManager {
     pub fn acquire_recovered(&mut self, txn: TxnId, lock: &HeldLock) {
         let id = self.seq_next;
         let owner = Owner { txn, age: 0 };
-        let d = self.acquire_as(owner, lock.table, lock.target.clone(), lock.mode, u64::MAX);
+        let d = self.acquire_as(owner, lock.table, lock.target.clone(), lock.mode, u64::MAX, &lock.after);
         assert_eq!(d, Decision::Granted, "locks held together before a restart are compatible");
         if let Some(e) = self.entries.get_mut(&id) {
             e.granted = lock.granted;
@@ -557,13 +592,25 @@ impl LockManager {
         None
     }
 
-    fn acquire_as(&mut self, owner: Owner, table: TableId, target: Target, mode: LockMode, token: u64) -> Decision {
+    fn acquire_as(
+        &mut self,
+        owner: Owner,
+        table: TableId,
+        target: Target,
+        mode: LockMode,
+        token: u64,
+        after: &[RemoteDep],
+    ) -> Decision {
         assert_eq!(
             target.is_range(),
             mode.access == Access::RangeRead,
             "range targets are for RangeRead locks only, and RangeRead locks only use range targets"
         );
-        if self.covering_lock(owner.txn, table, &target, mode).is_some() {
+        let after = if mode.is_base_write() { after } else { &[] };
+        if let Some(id) = self.covering_lock(owner.txn, table, &target, mode) {
+            if mode.is_base_write() && self.entries[&id].mode.is_base_write() {
+                self.extend_write_deps(id, after);
+            }
             return Decision::Granted;
         }
         let seq = self.seq_next;
@@ -573,14 +620,14 @@ impl LockManager {
         }
         let blockers = self.blockers(owner.txn, table, &target, mode, seq);
         if blockers.is_empty() {
-            self.insert(owner, table, target, mode, State::Waiting { token });
+            self.insert(owner, table, target, mode, State::Waiting { token }, after);
             self.make_held(seq);
             return Decision::Granted;
         }
         // Rule 5a: wait, older blockers or not, unless the request would wait for itself.
         match self.waits_for(mode, &blockers) {
             Some(others) if others.values().all(|o| o.txn != owner.txn) => {
-                self.insert(owner, table, target, mode, State::Waiting { token });
+                self.insert(owner, table, target, mode, State::Waiting { token }, after);
                 Decision::Waiting
             }
             _ => Decision::Die,
@@ -672,7 +719,13 @@ impl LockManager {
             .into_iter()
             .map(|id| &self.entries[&id])
             .filter(|e| e.is_held())
-            .map(|e| HeldLock { table: e.table, target: e.target.clone(), mode: e.mode, granted: e.granted })
+            .map(|e| HeldLock {
+                table: e.table,
+                target: e.target.clone(),
+                mode: e.mode,
+                granted: e.granted,
+                after: e.remote.clone(),
+            })
             .collect()
     }
 
@@ -694,7 +747,99 @@ impl LockManager {
         self.waiting.len()
     }
 
+    /// Rule 6b across partitions: `txn`'s reads on `dep.part` up to `dep.upto` are settled
+    /// (that partition's [`LockManager::reads_settled`] said so). Every lock of `txn` waiting
+    /// for that drops it; a releasing one whose last dependency it was goes away. Settlement is
+    /// permanent, so a repeated answer changes nothing. Returns the waiters now granted.
+    pub fn remote_settled(&mut self, txn: TxnId, dep: RemoteDep) -> Vec<Grant> {
+        let mut touched = Vec::new();
+        for id in self.ids_of(txn) {
+            let Some(e) = self.entries.get_mut(&id) else { continue };
+            let Some(i) = e.remote.iter().position(|d| *d == dep) else { continue };
+            e.remote.remove(i);
+            if e.is_held() {
+                e.pending -= 1;
+                if e.pending == 0 && e.state == State::Releasing {
+                    self.free(id, &mut touched);
+                }
+            }
+        }
+        self.wake(touched)
+    }
+
+    /// Rule 6b across partitions, the answering side: whether every BASE read lock of `txn`
+    /// granted here with a grant number up to `upto` has no pending rule-6a dependency (it reads
+    /// no write of a BASE transaction whose saline lock is still held). Monotonic: dependencies
+    /// only go away, and later reads get larger grant numbers.
+    pub fn reads_settled(&self, txn: TxnId, upto: u64) -> bool {
+        !self.by_txn.get(&txn).is_some_and(|ids| {
+            ids.iter().map(|id| &self.entries[id]).any(|e| {
+                e.is_held() && e.mode.is_base_read() && e.granted <= upto && e.pending > 0
+            })
+        })
+    }
+
+    /// The largest grant number among `txn`'s BASE read locks here that still depend on
+    /// another BASE transaction's write (rule 6a), if any: what a later write of `txn` on
+    /// another partition must wait for ([`RemoteDep::upto`]).
+    pub fn read_taint(&self, txn: TxnId) -> Option<u64> {
+        let ids = self.by_txn.get(&txn)?;
+        ids.iter()
+            .map(|id| &self.entries[id])
+            .filter(|e| e.is_held() && e.mode.is_base_read() && e.pending > 0)
+            .map(|e| e.granted)
+            .max()
+    }
+
+    /// Held locks still waiting for remote read sets: `(txn, dep, releasing)` — releasing ones
+    /// are what ACID requesters may be queued behind; the partition asks for their answers.
+    pub fn remote_pending(&self) -> Vec<(TxnId, RemoteDep, bool)> {
+        let mut out = BTreeSet::new();
+        for e in self.entries.values().filter(|e| e.is_held()) {
+            for d in &e.remote {
+                out.insert((e.owner.txn, *d, e.state == State::Releasing));
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    /// Grant numbers from now on start at `floor` or above (a partition gives each incarnation
+    /// its own range, so numbers never repeat across restarts: [`RemoteDep::upto`] compares
+    /// them).
+    pub fn set_grant_floor(&mut self, floor: u64) {
+        self.granted_next = self.granted_next.max(floor);
+    }
+
     // ----- internals -----
+
+    /// Rule 6b for a covered re-write (rule 2): `txn` writes again a target it holds a write
+    /// lock on, possibly from values it read since that lock was granted. The lock takes on the
+    /// reads of `txn` held now that it does not depend on yet, and the remote read sets `after`.
+    fn extend_write_deps(&mut self, id: u64, after: &[RemoteDep]) {
+        let e = &self.entries[&id];
+        assert_eq!(e.state, State::Held, "a covering lock is held");
+        let txn = e.owner.txn;
+        let reads: Vec<u64> = self.by_txn[&txn]
+            .iter()
+            .copied()
+            .filter(|&x| {
+                let xe = &self.entries[&x];
+                x != id && xe.mode.is_base_read() && xe.is_held() && !e.deps.contains(&x)
+            })
+            .collect();
+        for r in &reads {
+            self.entries.get_mut(r).expect("listed").dependents.push(id);
+        }
+        let e = self.entries.get_mut(&id).expect("entry exists");
+        e.pending += reads.len();
+        e.deps.extend(reads);
+        for d in after {
+            if !e.remote.contains(d) {
+                e.remote.push(*d);
+                e.pending += 1;
+            }
+        }
+    }
 
     fn locks_of(&self, txn: TxnId, keep: impl Fn(&Entry) -> bool) -> Vec<(TableId, Target, LockMode)> {
         self.ids_of(txn)
@@ -802,6 +947,12 @@ impl LockManager {
                 return None;
             }
             let e = &self.entries[&id];
+            if e.is_held() && !e.remote.is_empty() {
+                // Rule 6b across partitions: its release waits for transactions this lock
+                // table cannot see. Counted as unknown, i.e. impatient (rule 5a), so a cycle
+                // through other partitions still ends after the patience.
+                return None;
+            }
             if e.state != State::Releasing {
                 owners.insert(e.owner.txn, e.owner);
             }
@@ -845,7 +996,15 @@ impl LockManager {
         }
     }
 
-    fn insert(&mut self, owner: Owner, table: TableId, target: Target, mode: LockMode, state: State) {
+    fn insert(
+        &mut self,
+        owner: Owner,
+        table: TableId,
+        target: Target,
+        mode: LockMode,
+        state: State,
+        after: &[RemoteDep],
+    ) {
         let id = self.seq_next;
         self.seq_next += 1;
         match &target {
@@ -864,6 +1023,7 @@ impl LockManager {
             mode,
             state,
             deps: Vec::new(),
+            remote: after.to_vec(),
             pending: 0,
             dependents: Vec::new(),
         };
@@ -881,7 +1041,7 @@ impl LockManager {
         e.granted = self.granted_next;
         self.granted_next += 1;
         e.state = State::Held;
-        e.pending = deps.len();
+        e.pending = deps.len() + e.remote.len();
         e.deps = deps;
         self.waiting.remove(&id);
     }
@@ -1717,7 +1877,8 @@ mod tests {
             prop_assert!(lm.by_txn[&e.owner.txn].contains(&id));
             prop_assert_eq!(lm.waiting.contains(&id), e.is_waiting());
             let live = e.deps.iter().filter(|d| lm.entries.contains_key(d)).count();
-            prop_assert_eq!(e.pending, live, "pending count of {}", id);
+            let remote = if e.is_held() { e.remote.len() } else { 0 };
+            prop_assert_eq!(e.pending, live + remote, "pending count of {}", id);
             if e.state == State::Releasing {
                 prop_assert!(e.pending > 0 && e.mode.class == LockClass::Saline);
             }

@@ -182,7 +182,19 @@ pub enum Request {
     /// Execute an operation of `unit` under locks. `attempt` distinguishes re-runs of the same
     /// procedure (stale replies of an earlier run are dropped). `local_commit`: the operation
     /// is a whole alkaline subtransaction and the partition commits it itself (Salt §6.4).
-    Op { id: SubOpId, unit: Unit, attempt: u32, class: TxnClass, op: PartOp, local_commit: bool },
+    ///
+    /// `after`: for a BASE write, the transaction's earlier reads on *other* partitions that
+    /// still depended on unfinished BASE writes when they were answered (rule 6b across
+    /// partitions, `lock::RemoteDep`); the write lock is not released before they settle.
+    Op {
+        id: SubOpId,
+        unit: Unit,
+        attempt: u32,
+        class: TxnClass,
+        op: PartOp,
+        local_commit: bool,
+        after: Vec<lock::RemoteDep>,
+    },
     /// Commit `unit` with these writes (one-phase, or the second phase of 2PC). Idempotent.
     /// `ops`: for a one-phase ACID commit, how many operations of the unit the coordinator sent
     /// this participant; the participant refuses (`Reply::Aborted`) unless it received exactly
@@ -202,6 +214,12 @@ pub enum Request {
     Epoch { node: NodeId, epoch: u32 },
     /// Answer to a participant's `Query`: the decision for an in-doubt unit.
     Decision { unit: Unit, commit: bool, writes: Vec<WriteImage> },
+    /// Partition → partition (rule 6b across partitions): tell me once `txn`'s BASE reads here
+    /// up to grant number `upto` are settled (`LockManager::reads_settled`). Answered at once
+    /// if they are, else when they become so; the asker repeats it while it still waits.
+    AwaitReads { txn: TxnId, upto: u64 },
+    /// Partition → partition: the answer to `AwaitReads` (settlement is permanent).
+    ReadsSettled { txn: TxnId, upto: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -214,6 +232,10 @@ pub enum Reply {
         result: Result<PartResult, Error>,
         writes: Vec<WriteImage>,
         committed: bool,
+        /// BASE transactions: the largest grant number of its reads here that still depend on
+        /// an unfinished BASE write (`LockManager::read_taint`); later writes elsewhere carry
+        /// it in `Request::Op::after`.
+        read_taint: Option<u64>,
     },
     Prepared {
         unit: Unit,
@@ -268,6 +290,12 @@ pub enum Record {
     /// The locks rule 6 held back for ended `txn` are gone (logged in the step that freed them,
     /// before any lock they kept out can be logged by someone else).
     Released { txn: TxnId },
+    /// The saline locks a BASE transaction holds here after one of its subtransactions rolled
+    /// back (its reads may still be held back by rule 6a; relocked after a restart).
+    Saline { txn: TxnId, locks: Vec<lock::HeldLock> },
+    /// A restart: grant numbers of this incarnation start at `n << GRANT_INCARNATION_SHIFT`, so
+    /// they never repeat (`lock::RemoteDep::upto` compares them across restarts).
+    Incarnation { n: u64 },
 }
 
 /// The coordinator's log records (inside `CoordRecord::Engine`).
@@ -278,13 +306,17 @@ pub enum CoordinatorRecord {
     /// A commit decision (2PC, or any BASE subtransaction): every participant (read-only ones
     /// with no writes) and its writes, and for
     /// a subtransaction the results of its operations (the context table, Salt §6.2).
+    /// `taint`: the transaction's read taint per partition so far (rule 6b across partitions),
+    /// so a roll-forward's writes still wait for the reads it replays from the context table.
     Decided {
         unit: Unit,
         writes: Vec<(litmus_core::PartitionId, Vec<WriteImage>)>,
         results: Vec<(SubOpId, PartResult)>,
+        taint: Vec<(PartitionId, u64)>,
     },
-    /// Results of a subtransaction a partition committed locally (Salt §6.4).
-    LocalDone { unit: Unit, results: Vec<(SubOpId, PartResult)> },
+    /// Results of a subtransaction a partition committed locally (Salt §6.4), and the taint as
+    /// in `Decided`.
+    LocalDone { unit: Unit, results: Vec<(SubOpId, PartResult)>, taint: Vec<(PartitionId, u64)> },
     /// Every participant acknowledged the decision.
     Ended { unit: Unit },
     /// A BASE transaction's procedure finished (logged before `EndBase` goes out): a restart

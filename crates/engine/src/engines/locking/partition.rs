@@ -1,14 +1,16 @@
 //! The partition half of the locking engine: locks, buffered writes, commit, 2PC participant.
 //! See the module doc of [`super`] for the protocol.
 
-use super::lock::{Decision, Grant, HeldLock, LockClass, LockManager, LockMode, Owner, Target};
+use super::lock::{Decision, Grant, HeldLock, LockClass, LockManager, LockMode, Owner, RemoteDep, Target};
 use super::{LockingConfig, Record, Reply, Request, TxnClass, Unit, WriteImage};
 use crate::bounded::BoundedSet;
 use crate::engine::{PartCtx, PartitionEngine};
 use crate::message::{Addr, EngineReply, EngineRequest, PartitionRecord, SubOpId};
 use crate::op::{OpKind, PartOp, PartResult};
 use litmus_core::formula::apply_updates;
-use litmus_core::{AbortReason, Access, Error, InvalidInput, Key, NodeId, Row, TableId, Time, Timestamp, TxnId};
+use litmus_core::{
+    AbortReason, Access, Error, InvalidInput, Key, NodeId, PartitionId, Row, TableId, Time, Timestamp, TxnId,
+};
 use litmus_storage::mvcc::MvccStore;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -49,6 +51,13 @@ pub const IN_DOUBT_QUERY_AFTER: Duration = Duration::from_secs(1);
 /// keeps both engines above wait-die.
 pub const LOCK_WAIT_PATIENCE: Duration = Duration::from_millis(10);
 
+/// Grant numbers of incarnation `n` start at `n << GRANT_INCARNATION_SHIFT` (`Record::Incarnation`).
+pub const GRANT_INCARNATION_SHIFT: u32 = 40;
+
+/// Most `AwaitReads` watches a partition keeps (rule 6b across partitions). Past it a watch is
+/// dropped; the asker repeats its question every [`QUERY_INTERVAL`] while it still waits.
+pub const READ_WATCHES_MAX: usize = 65_536;
+
 type LockList = Vec<HeldLock>;
 
 /// A transaction's state at this partition.
@@ -86,6 +95,8 @@ struct Parked {
     attempt: u32,
     op: PartOp,
     local_commit: bool,
+    /// Rule 6b across partitions: remote reads a BASE write lock of this operation waits for.
+    after: Vec<RemoteDep>,
     /// Locks still to acquire, in order, with "short-term" flags.
     locks: VecDeque<(TableId, Target, LockMode, bool)>,
     short: Vec<(TableId, Target, LockMode)>,
@@ -120,6 +131,8 @@ struct State {
     /// Saline locks of ended BASE transactions that rule 6 holds back (relocked and released
     /// again after a restart), until a `Released` record says they are gone.
     releasing: BTreeMap<TxnId, LockList>,
+    /// Restarts so far (`Record::Incarnation`).
+    incarnation: u64,
 }
 
 impl Default for State {
@@ -133,6 +146,7 @@ impl Default for State {
             pending: BTreeMap::new(),
             base_ended: BoundedSet::new(FINISHED_MEMORY_MAX),
             releasing: BTreeMap::new(),
+            incarnation: 0,
         }
     }
 }
@@ -156,6 +170,9 @@ pub struct LockingPartition {
     /// When each unit prepared in this incarnation (volatile: recovered units are absent, and
     /// ask their coordinator at once). See [`IN_DOUBT_QUERY_AFTER`].
     prepared_at: BTreeMap<Unit, Time>,
+    /// Rule 6b across partitions: partitions waiting to hear that a transaction's reads here
+    /// (up to a grant number) are settled. Volatile: askers repeat their question.
+    read_watches: BTreeSet<(TxnId, u64, PartitionId)>,
 }
 
 impl LockingPartition {
@@ -173,6 +190,7 @@ impl LockingPartition {
             relock_pending: false,
             last_sweep: Time::ZERO,
             prepared_at: BTreeMap::new(),
+            read_watches: BTreeSet::new(),
         }
     }
 
@@ -190,8 +208,14 @@ impl LockingPartition {
     /// holds back after a restart, in their old grant order so that the §5.1 release-order
     /// dependencies among them come back as they were (see the lock module doc). The lock table
     /// is empty and these locks were all held at once, so every request is granted.
-    fn relock(&mut self, now: Time) {
+    fn relock(&mut self, ctx: &mut PartCtx) {
+        let now = ctx.now;
         self.relock_pending = false;
+        // A new incarnation: grant numbers above every earlier one's.
+        let record = PartitionRecord::Locking(Record::Incarnation { n: self.state.incarnation + 1 });
+        ctx.log(&record);
+        self.apply_record(record, ctx.store);
+        self.locks.set_grant_floor(self.state.incarnation << GRANT_INCARNATION_SHIFT);
         let mut all: Vec<(TxnId, &HeldLock)> = Vec::new();
         for (unit, (_, locks)) in &self.state.in_doubt {
             all.extend(locks.iter().map(|l| (unit.txn, l)));
@@ -203,6 +227,8 @@ impl LockingPartition {
             all.extend(locks.iter().map(|l| (unit.txn, l)));
         }
         all.sort_by_key(|(_, l)| l.granted);
+        // A saline lock can be listed twice (a subtransaction's `Locked` and an earlier commit).
+        all.dedup_by(|a, b| a.0 == b.0 && a.1.granted == b.1.granted);
         for (txn, lock) in all {
             self.locks.acquire_recovered(txn, lock);
         }
@@ -268,6 +294,7 @@ impl LockingPartition {
         class: TxnClass,
         op: PartOp,
         local_commit: bool,
+        after: Vec<RemoteDep>,
         ctx: &mut PartCtx,
     ) {
         let txn = unit.txn;
@@ -275,14 +302,14 @@ impl LockingPartition {
             // Roll-forward re-sent an operation of a subtransaction we committed locally.
             let result = results.iter().find(|(o, _)| *o == id.op).map(|(_, r)| r.clone());
             let result = result.ok_or_else(|| Error::Internal(format!("{unit:?} committed without op {}", id.op)));
-            return ctx.reply(from, reply(Reply::Op { id, attempt, result, writes: vec![], committed: true }));
+            return ctx.reply(from, reply(Reply::Op { id, attempt, result, writes: vec![], committed: true, read_taint: None }));
         }
         let ended = self.finished.contains_key(&txn)
             || self.state.base_ended.contains(&txn)
             || self.state.acid_committed.contains(&txn);
         if ended || self.epochs.get(&txn.node).is_some_and(|&e| e > txn.epoch && !class.base) {
             let e = Error::Abort(AbortReason::Failure);
-            return ctx.reply(from, reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false }));
+            return ctx.reply(from, reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None }));
         }
         let t = self.txns.entry(txn).or_insert(PTxn {
             class,
@@ -300,7 +327,7 @@ impl LockingPartition {
         }
         if t.prepared {
             let e = Error::Internal(format!("{txn} sent an operation after prepare"));
-            return ctx.reply(from, reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false }));
+            return ctx.reply(from, reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None }));
         }
         t.last_active = ctx.now;
         t.class = class;
@@ -315,7 +342,7 @@ impl LockingPartition {
             t.attempt = t.attempt.max(attempt);
             self.on_abort(None, unit, ctx);
             let e = Error::Abort(AbortReason::Failure);
-            return ctx.reply(from, reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false }));
+            return ctx.reply(from, reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None }));
         }
         if attempt < t.attempt {
             return; // a stale operation of an earlier run
@@ -357,6 +384,7 @@ impl LockingPartition {
             attempt,
             op,
             local_commit,
+            after,
             locks,
             short: vec![],
             narrowed,
@@ -369,14 +397,12 @@ impl LockingPartition {
     /// Acquires the remaining locks of `p`, then executes it; parks it if it must wait.
     fn advance(&mut self, mut p: Parked, ctx: &mut PartCtx) {
         while let Some((table, target, mode, short)) = p.locks.front().cloned() {
-            let (age, immortal) = self.txns.get(&p.unit.txn).map_or((0, false), |t| (t.class.age, t.class.immortal));
+            let age = self.txns.get(&p.unit.txn).map_or(0, |t| t.class.age);
             let token = self.next_token;
             let owner = Owner { txn: p.unit.txn, age };
-            let decision = if immortal {
-                self.locks.acquire_immortal(owner, table, target.clone(), mode, token)
-            } else {
-                self.locks.acquire(owner, table, target.clone(), mode, token)
-            };
+            // Accepted BASE transactions (rule 5b) ask the same way; the difference is ours:
+            // `abort_impatient` wounds for them instead of aborting them.
+            let decision = self.locks.acquire_after(owner, table, target.clone(), mode, token, &p.after);
             match decision {
                 Decision::Granted => {
                     p.locks.pop_front();
@@ -477,10 +503,42 @@ impl LockingPartition {
             ctx.log(&record);
             self.apply_record(record, ctx.store);
         }
+        self.answer_read_watches(ctx);
         for g in grants {
             if let Some(p) = self.parked.remove(&g.token) {
                 self.advance(p, ctx);
             }
+        }
+    }
+
+    /// Rule 6b across partitions: answers every partition waiting for reads here that have
+    /// settled meanwhile.
+    fn answer_read_watches(&mut self, ctx: &mut PartCtx) {
+        if self.read_watches.is_empty() {
+            return;
+        }
+        let settled: Vec<(TxnId, u64, PartitionId)> =
+            self.read_watches.iter().filter(|(txn, upto, _)| self.locks.reads_settled(*txn, *upto)).copied().collect();
+        for (txn, upto, to) in settled {
+            self.read_watches.remove(&(txn, upto, to));
+            ctx.send_to_partition(to, request(Request::ReadsSettled { txn, upto }));
+        }
+    }
+
+    /// `AwaitReads` from partition `from`: answer now if `txn`'s reads up to `upto` are
+    /// settled, else when they are.
+    fn on_await_reads(&mut self, from: PartitionId, txn: TxnId, upto: u64, ctx: &mut PartCtx) {
+        if self.locks.reads_settled(txn, upto) {
+            ctx.send_to_partition(from, request(Request::ReadsSettled { txn, upto }));
+        } else if self.read_watches.len() < READ_WATCHES_MAX {
+            self.read_watches.insert((txn, upto, from));
+        }
+    }
+
+    /// Asks the partitions named by `after` to tell us when `txn`'s reads there settle.
+    fn await_reads(txn: TxnId, after: &[RemoteDep], ctx: &mut PartCtx) {
+        for d in after {
+            ctx.send_to_partition(d.part, request(Request::AwaitReads { txn, upto: d.upto }));
         }
     }
 
@@ -539,20 +597,27 @@ impl LockingPartition {
             }
         }
         if !committed && p.unit.sub > 0 && result.is_ok() {
-            let locks: LockList =
-                self.locks.held_locks(txn).into_iter().filter(|l| l.mode.class == LockClass::Alkaline).collect();
-            if !locks.is_empty() {
+            // Every lock it holds here, saline ones too: a short-term read that rule 6a holds
+            // back is saline already, and a later write's release order depends on it.
+            let locks: LockList = self.locks.held_locks(txn);
+            if locks.iter().any(|l| l.mode.class == LockClass::Alkaline) {
                 let record = PartitionRecord::Locking(Record::Locked { unit: p.unit, locks });
                 ctx.log(&record);
                 self.apply_record(record, ctx.store);
             }
         }
+        let base = p.unit.sub > 0;
+        if base && !p.after.is_empty() {
+            Self::await_reads(txn, &p.after, ctx);
+        }
+        let read_taint = if base { self.locks.read_taint(txn) } else { None };
         let r = Reply::Op {
             id: p.id,
             attempt: p.attempt,
             result,
             writes: if committed { vec![] } else { writes },
             committed,
+            read_taint,
         };
         ctx.reply(p.from, reply(r));
         self.resume(grants, ctx);
@@ -668,6 +733,14 @@ impl LockingPartition {
                 t.buffer.clear();
                 t.prepared = false;
             }
+            // What the rolled-back subtransaction read may still be held back by rule 6a, and a
+            // later write of the transaction may depend on it (rule 6b): keep it durable.
+            let saline = self.saline_of(txn);
+            if self.state.saline.get(&txn).map_or(!saline.is_empty(), |s| *s != saline) {
+                let record = PartitionRecord::Locking(Record::Saline { txn, locks: saline });
+                ctx.log(&record);
+                self.apply_record(record, ctx.store);
+            }
         }
         self.resume(grants, ctx);
         if let Some(from) = from {
@@ -737,6 +810,14 @@ impl LockingPartition {
         for txn in orphaned_base {
             ctx.reply(Addr::Coordinator(txn.node), reply(Reply::QueryBase { txn }));
         }
+        // Rule 6b across partitions: ask again about remote reads that held-back locks still
+        // wait for (the first question, or its answer, may be lost, or the answering partition
+        // restarted and forgot it).
+        for (txn, dep, releasing) in self.locks.remote_pending() {
+            if releasing {
+                Self::await_reads(txn, &[dep], ctx);
+            }
+        }
         // Wounds may be lost: repeat them while an accepted BASE transaction still waits.
         let waiting: BTreeSet<TxnId> = self.parked.values().filter(|p| p.wounded).map(|p| p.unit.txn).collect();
         for txn in waiting {
@@ -788,6 +869,14 @@ impl LockingPartition {
             Record::Released { txn } => {
                 self.state.releasing.remove(&txn);
             }
+            Record::Saline { txn, locks } => {
+                if locks.is_empty() {
+                    self.state.saline.remove(&txn);
+                } else {
+                    self.state.saline.insert(txn, locks);
+                }
+            }
+            Record::Incarnation { n } => self.state.incarnation = n,
             Record::BaseEnded { txn, releasing } => {
                 self.state.base_ended.insert(txn);
                 self.state.saline.remove(&txn);
@@ -803,6 +892,10 @@ impl LockingPartition {
 
 fn reply(r: Reply) -> EngineReply {
     EngineReply::Locking(r)
+}
+
+fn request(r: Request) -> crate::message::EngineRequest {
+    crate::message::EngineRequest::Locking(r)
 }
 
 /// What an operation must lock before it runs (see [`LockingPartition::lock_plan`]).
@@ -860,7 +953,7 @@ fn scan_fits_lock(result: &Result<PartResult, Error>, limit: u32, locked_to: &Ke
 /// coordinator aborts the transaction (retryably). Its waits must be gone from the lock table.
 fn die(p: Parked, ctx: &mut PartCtx) {
     let e = Error::Abort(AbortReason::Deadlock);
-    let r = Reply::Op { id: p.id, attempt: p.attempt, result: Err(e), writes: vec![], committed: false };
+    let r = Reply::Op { id: p.id, attempt: p.attempt, result: Err(e), writes: vec![], committed: false, read_taint: None };
     ctx.reply(p.from, reply(r));
 }
 
@@ -923,7 +1016,7 @@ fn execute_op(
 impl PartitionEngine for LockingPartition {
     fn on_request(&mut self, from: Addr, req: EngineRequest, ctx: &mut PartCtx) {
         if self.relock_pending {
-            self.relock(ctx.now);
+            self.relock(ctx);
         }
         let EngineRequest::Locking(req) = req else { return };
         // Any transaction of a newer coordinator epoch tells us that incarnation restarted (the
@@ -934,8 +1027,8 @@ impl PartitionEngine for LockingPartition {
             }
         }
         match req {
-            Request::Op { id, unit, attempt, class, op, local_commit } => {
-                self.on_op(from, id, unit, attempt, class, op, local_commit, ctx)
+            Request::Op { id, unit, attempt, class, op, local_commit, after } => {
+                self.on_op(from, id, unit, attempt, class, op, local_commit, after, ctx)
             }
             Request::Commit { unit, writes, ops } => self.on_commit(from, unit, writes, ops, ctx),
             Request::Decision { unit, commit: true, writes } => self.on_commit(from, unit, writes, None, ctx),
@@ -952,12 +1045,23 @@ impl PartitionEngine for LockingPartition {
                 ctx.reply(from, reply(Reply::BaseEnded { txn }));
             }
             Request::Epoch { node, epoch } => self.on_epoch(node, epoch, ctx),
+            Request::AwaitReads { txn, upto } => {
+                if let Addr::Partition(from) = from {
+                    self.on_await_reads(from, txn, upto, ctx);
+                }
+            }
+            Request::ReadsSettled { txn, upto } => {
+                if let Addr::Partition(part) = from {
+                    let grants = self.locks.remote_settled(txn, RemoteDep { part, upto });
+                    self.resume(grants, ctx);
+                }
+            }
         }
     }
 
     fn on_tick(&mut self, ctx: &mut PartCtx) {
         if self.relock_pending {
-            self.relock(ctx.now);
+            self.relock(ctx);
         }
         // Every tick, not in the rate-limited sweep: the patience is a few ticks.
         self.abort_impatient(ctx);
