@@ -773,9 +773,9 @@ impl LockManager {
     /// only go away, and later reads get larger grant numbers.
     pub fn reads_settled(&self, txn: TxnId, upto: u64) -> bool {
         !self.by_txn.get(&txn).is_some_and(|ids| {
-            ids.iter().map(|id| &self.entries[id]).any(|e| {
-                e.is_held() && e.mode.is_base_read() && e.granted <= upto && e.pending > 0
-            })
+            ids.iter()
+                .map(|id| &self.entries[id])
+                .any(|e| e.is_held() && e.mode.is_base_read() && e.granted <= upto && e.pending > 0)
         })
     }
 

@@ -302,14 +302,20 @@ impl LockingPartition {
             // Roll-forward re-sent an operation of a subtransaction we committed locally.
             let result = results.iter().find(|(o, _)| *o == id.op).map(|(_, r)| r.clone());
             let result = result.ok_or_else(|| Error::Internal(format!("{unit:?} committed without op {}", id.op)));
-            return ctx.reply(from, reply(Reply::Op { id, attempt, result, writes: vec![], committed: true, read_taint: None }));
+            return ctx.reply(
+                from,
+                reply(Reply::Op { id, attempt, result, writes: vec![], committed: true, read_taint: None }),
+            );
         }
         let ended = self.finished.contains_key(&txn)
             || self.state.base_ended.contains(&txn)
             || self.state.acid_committed.contains(&txn);
         if ended || self.epochs.get(&txn.node).is_some_and(|&e| e > txn.epoch && !class.base) {
             let e = Error::Abort(AbortReason::Failure);
-            return ctx.reply(from, reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None }));
+            return ctx.reply(
+                from,
+                reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None }),
+            );
         }
         let t = self.txns.entry(txn).or_insert(PTxn {
             class,
@@ -327,7 +333,10 @@ impl LockingPartition {
         }
         if t.prepared {
             let e = Error::Internal(format!("{txn} sent an operation after prepare"));
-            return ctx.reply(from, reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None }));
+            return ctx.reply(
+                from,
+                reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None }),
+            );
         }
         t.last_active = ctx.now;
         t.class = class;
@@ -342,7 +351,10 @@ impl LockingPartition {
             t.attempt = t.attempt.max(attempt);
             self.on_abort(None, unit, ctx);
             let e = Error::Abort(AbortReason::Failure);
-            return ctx.reply(from, reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None }));
+            return ctx.reply(
+                from,
+                reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None }),
+            );
         }
         if attempt < t.attempt {
             return; // a stale operation of an earlier run
@@ -953,7 +965,8 @@ fn scan_fits_lock(result: &Result<PartResult, Error>, limit: u32, locked_to: &Ke
 /// coordinator aborts the transaction (retryably). Its waits must be gone from the lock table.
 fn die(p: Parked, ctx: &mut PartCtx) {
     let e = Error::Abort(AbortReason::Deadlock);
-    let r = Reply::Op { id: p.id, attempt: p.attempt, result: Err(e), writes: vec![], committed: false, read_taint: None };
+    let r =
+        Reply::Op { id: p.id, attempt: p.attempt, result: Err(e), writes: vec![], committed: false, read_taint: None };
     ctx.reply(p.from, reply(r));
 }
 
