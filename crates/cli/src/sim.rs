@@ -2,6 +2,7 @@
 
 use anyhow::bail;
 use litmus_engine::{builtin, EngineKind};
+use litmus_runtime::sim::chains::SaltChains;
 use litmus_runtime::sim::workload::{AckedWrites, Bank};
 use litmus_runtime::sim::{SimConfig, Simulator};
 use litmus_runtime::{ClusterSpec, Topology};
@@ -22,8 +23,10 @@ pub struct SimArgs {
     /// Engine under test (nocc, acid, salt, salt-local).
     #[arg(long, default_value = "nocc")]
     engine: String,
-    /// What the clients run: `acked` (every acknowledged write survives) or `bank` (Salt Figs.
-    /// 1–2: ACID totals never see a BASE transfer in flight; money is conserved).
+    /// What the clients run: `acked` (every acknowledged write survives), `bank` (Salt Figs.
+    /// 1–2: ACID totals never see a BASE transfer in flight; money is conserved) or
+    /// `salt-chains` (random BASE chains across partitions with provenance; no ACID read sees a
+    /// value derived from a BASE transaction that has not ended, Salt §5.1).
     #[arg(long, default_value = "acked")]
     workload: String,
     #[arg(long, default_value_t = 3)]
@@ -76,8 +79,10 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     for seed in args.seed..args.seed.saturating_add(args.seeds.max(1)) {
         let mut catalog = builtin::catalog();
         catalog.merge(&builtin::bank::catalog());
+        catalog.merge(&builtin::chains::catalog());
         let mut registry = builtin::registry();
         registry.merge(&builtin::bank::registry());
+        registry.merge(&builtin::chains::registry());
         let spec = ClusterSpec { engine, topology, catalog: Arc::new(catalog), registry: Arc::new(registry), seed };
         let mut cfg = SimConfig::new(seed);
         if args.faults {
@@ -93,12 +98,19 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         let mut acked = AckedWrites::new();
         let base = matches!(engine, EngineKind::Salt | EngineKind::SaltLocal);
         let mut bank = Bank::new(8, if base { "bank_transfer" } else { "bank_transfer_acid" });
+        let mut chains = SaltChains::new(2 * args.partitions as i64);
         let outcome = match args.workload.as_str() {
             "acked" => sim
                 .run(&mut acked)
                 .map(|r| format!("{r} | acked writes {} | reads checked {}", acked.acked(), acked.reads_checked)),
             "bank" => sim.run(&mut bank).map(|r| format!("{r} | totals checked {}", bank.totals_checked)),
-            other => bail!("unknown simulation workload {other:?} (known: acked, bank)"),
+            "salt-chains" => sim.run(&mut chains).map(|r| {
+                format!(
+                    "{r} | chain steps acked {} | ACID checks {} over {} tags | final check {} tags",
+                    chains.steps_acked, chains.checks, chains.tags_checked, chains.final_tags
+                )
+            }),
+            other => bail!("unknown simulation workload {other:?} (known: acked, bank, salt-chains)"),
         };
         match outcome {
             Ok(line) => {

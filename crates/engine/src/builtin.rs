@@ -126,3 +126,119 @@ pub mod bank {
         r
     }
 }
+
+/// Chains of BASE transactions with provenance, for checking Salt isolation (§5.1, Theorem 1)
+/// under faults (`litmus sim --workload salt-chains`).
+///
+/// * `chain(k int, v bytes)`: a value is its *provenance* — the tags (ids) of every BASE
+///   transaction whose writes it was computed from, comma-separated, newest last, at most
+///   [`chains::PROVENANCE_MAX`] of them (dropping old tags only makes the check weaker).
+/// * `chain_end(tag int, done int)`: written by a chain step's *last* alkaline subtransaction.
+/// * `chain_step(tag, s1, d1, s2, d2)` (BASE): alkaline 1 reads `s1` and writes
+///   `d1 := prov(s1) + tag`; alkaline 2 reads `s2` and writes `d2 := prov(s1) + prov(s2) + tag`
+///   (write-after-read across subtransactions, §5.1 footnote 4); alkaline 3 writes
+///   `chain_end(tag)`. Keys may be on any partitions.
+/// * `chain_check(k1, k2, k3)` (ACID, read-committed) and `chain_check_ser` (serializable): read
+///   the three keys, then `chain_end` of every tag in their provenance, in one transaction.
+///   Returns `[tags checked, missing, first missing tag or -1]`. A tag whose end marker is
+///   missing *after* the ACID transaction read a value derived from it means that transaction
+///   observed a write of a BASE transaction that had not ended — an (indirect) dirty read.
+pub mod chains {
+    use crate::procedure::{Ctx, ProcOptions, Registry};
+    use litmus_core::{Catalog, Column, ColumnType, Error, Isolation, Partitioning, TableSchema, Value};
+
+    pub const CHAIN: &str = "chain";
+    pub const CHAIN_END: &str = "chain_end";
+    /// Most tags a value carries.
+    pub const PROVENANCE_MAX: usize = 32;
+
+    pub fn catalog() -> Catalog {
+        let mut c = Catalog::new();
+        c.add(TableSchema::new(
+            CHAIN,
+            vec![Column::new("k", ColumnType::Int), Column::new("v", ColumnType::Bytes)],
+            &["k"],
+            Partitioning::KeyPrefix { prefix_len: 1 },
+        ));
+        c.add(TableSchema::new(
+            CHAIN_END,
+            vec![Column::new("tag", ColumnType::Int), Column::new("done", ColumnType::Int)],
+            &["tag"],
+            Partitioning::KeyPrefix { prefix_len: 1 },
+        ));
+        c
+    }
+
+    /// The tags in a value (malformed parts are skipped).
+    pub fn provenance(v: &[u8]) -> Vec<i64> {
+        std::str::from_utf8(v).unwrap_or("").split(',').filter_map(|t| t.parse().ok()).collect()
+    }
+
+    fn encode(tags: &[i64]) -> Value {
+        let start = tags.len().saturating_sub(PROVENANCE_MAX);
+        let s: Vec<String> = tags[start..].iter().map(|t| t.to_string()).collect();
+        Value::Bytes(s.join(",").into_bytes())
+    }
+
+    fn merge(into: &mut Vec<i64>, tags: &[i64]) {
+        for t in tags {
+            if !into.contains(t) {
+                into.push(*t);
+            }
+        }
+    }
+
+    async fn read_prov(ctx: &Ctx, k: &Value) -> Result<Vec<i64>, Error> {
+        let row = ctx.read(CHAIN, std::slice::from_ref(k)).await?;
+        Ok(row.and_then(|r| r[1].as_bytes().map(provenance)).unwrap_or_default())
+    }
+
+    async fn step(ctx: Ctx, args: Vec<Value>) -> Result<Vec<Value>, Error> {
+        let tag = args[0].as_int().unwrap_or(0);
+        ctx.begin_alkaline().await?;
+        let p1 = read_prov(&ctx, &args[1]).await?;
+        let mut d1 = p1.clone();
+        merge(&mut d1, &[tag]);
+        ctx.write(CHAIN, vec![args[2].clone(), encode(&d1)]).await?;
+        ctx.end_alkaline().await?;
+        ctx.begin_alkaline().await?;
+        let p2 = read_prov(&ctx, &args[3]).await?;
+        let mut d2 = p1;
+        merge(&mut d2, &p2);
+        merge(&mut d2, &[tag]);
+        ctx.write(CHAIN, vec![args[4].clone(), encode(&d2)]).await?;
+        ctx.end_alkaline().await?;
+        ctx.begin_alkaline().await?;
+        ctx.write(CHAIN_END, vec![Value::Int(tag), Value::Int(1)]).await?;
+        ctx.end_alkaline().await?;
+        Ok(vec![])
+    }
+
+    async fn check(ctx: Ctx, args: Vec<Value>) -> Result<Vec<Value>, Error> {
+        let mut tags = Vec::new();
+        for k in &args {
+            let p = read_prov(&ctx, k).await?;
+            merge(&mut tags, &p);
+        }
+        let (mut missing, mut first) = (0i64, -1i64);
+        for t in &tags {
+            if ctx.read(CHAIN_END, &[Value::Int(*t)]).await?.is_none() {
+                missing += 1;
+                if first < 0 {
+                    first = *t;
+                }
+            }
+        }
+        Ok(vec![Value::Int(tags.len() as i64), Value::Int(missing), Value::Int(first)])
+    }
+
+    pub fn registry() -> Registry {
+        let mut r = Registry::new();
+        let int = || ColumnType::Int;
+        r.register_with("chain_step", vec![int(), int(), int(), int(), int()], ProcOptions::base(), step);
+        let rc = ProcOptions { isolation: Isolation::ReadCommitted, ..Default::default() };
+        r.register_with("chain_check", vec![int(), int(), int()], rc, check);
+        r.register("chain_check_ser", vec![int(), int(), int()], check);
+        r
+    }
+}

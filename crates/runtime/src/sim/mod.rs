@@ -28,6 +28,7 @@
 //! network and storage traits implemented over the simulator's messages and disks. Nothing in
 //! the event loop assumes machines are hand-written.
 
+pub mod chains;
 pub mod workload;
 
 use crate::due::Due;

@@ -144,6 +144,11 @@ pub struct LockingCoordinator {
     decisions: BTreeMap<Unit, Pending>,
     /// BASE transactions whose `EndBase` is not yet acknowledged everywhere.
     ending: BTreeMap<TxnId, BTreeSet<PartitionId>>,
+    /// Rolled-back BASE subtransactions whose `Abort` a participant has not acknowledged, with
+    /// the run it belonged to: resent every `RESEND_INTERVAL` (a lost one leaves the
+    /// subtransaction's alkaline locks in place until the transaction's next operation reaches
+    /// that partition — two accepted transactions deadlocked across partitions that way).
+    aborts: BTreeMap<(Unit, PartitionId), u32>,
     /// Those of them whose logic is logged (their end is logged once acknowledged).
     logged_ending: BTreeSet<TxnId>,
     /// Accepted BASE transactions answered early and still running.
@@ -167,6 +172,7 @@ impl LockingCoordinator {
             txns: BTreeMap::new(),
             decisions: BTreeMap::new(),
             ending: BTreeMap::new(),
+            aborts: BTreeMap::new(),
             logged_ending: BTreeSet::new(),
             background: 0,
             recovered: Vec::new(),
@@ -372,6 +378,9 @@ impl LockingCoordinator {
         let unit = Self::unit(txn, t);
         for p in &t.unit_parts {
             ctx.send_to_partition(*p, request(Request::Abort { unit, attempt: t.attempt }));
+            if t.base {
+                self.aborts.insert((unit, *p), t.attempt);
+            }
         }
         t.unit_parts.clear();
         t.unit_ops.clear();
@@ -386,6 +395,8 @@ impl LockingCoordinator {
     /// The procedure is done and the last unit committed (or failed): end the transaction.
     fn finish(&mut self, txn: TxnId, result: Result<(), Error>, ctx: &mut CoordCtx) {
         let t = self.txns.remove(&txn).expect("live txn");
+        // `EndBase` (or, for ACID, the end of the transaction) supersedes them.
+        self.aborts.retain(|(u, _), _| u.txn != txn);
         if t.answered_early {
             self.background -= 1;
         }
@@ -424,6 +435,7 @@ impl LockingCoordinator {
         let unit = Self::unit(txn, t);
         for p in &t.unit_parts {
             ctx.send_to_partition(*p, request(Request::Abort { unit, attempt: t.attempt }));
+            self.aborts.insert((unit, *p), t.attempt);
         }
         t.attempt += 1;
         t.sub = 0;
@@ -678,6 +690,9 @@ impl LockingCoordinator {
         for txn in ending {
             self.send_end_base(txn, ctx);
         }
+        for ((unit, part), attempt) in &self.aborts {
+            ctx.send_to_partition(*part, request(Request::Abort { unit: *unit, attempt: *attempt }));
+        }
     }
 }
 
@@ -800,7 +815,10 @@ impl CoordinatorEngine for LockingCoordinator {
             }
             Reply::Prepared { unit, vote } => self.on_vote(unit, from, vote, ctx),
             Reply::Committed { unit } => self.on_committed(unit, from, ctx),
-            Reply::Aborted { unit } => self.on_commit_refused(unit, from, ctx),
+            Reply::Aborted { unit } => {
+                self.aborts.remove(&(unit, from));
+                self.on_commit_refused(unit, from, ctx)
+            }
             Reply::Query { unit } => self.on_query(unit, from, ctx),
             Reply::QueryBase { txn } => self.on_query_base(txn, from, ctx),
             Reply::Wound { txn } => self.on_wound(txn, ctx),

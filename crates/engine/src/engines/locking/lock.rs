@@ -423,7 +423,7 @@ struct Entry {
     mode: LockMode,
     state: State,
     /// Rule 6: the locks this one may not be released before; fixed at grant (a covered
-    /// re-write of the same target adds the reads made since, see `extend_write_deps`).
+    /// re-write of the same target gets a lock of its own, see `acquire_as`).
     deps: Vec<u64>,
     /// Rule 6b across partitions: remote read sets not yet known to be settled. A waiting
     /// request keeps here what it asked for; they count as pending from its grant.
@@ -608,8 +608,15 @@ impl LockManager {
         );
         let after = if mode.is_base_write() { after } else { &[] };
         if let Some(id) = self.covering_lock(owner.txn, table, &target, mode) {
-            if mode.is_base_write() && self.entries[&id].mode.is_base_write() {
-                self.extend_write_deps(id, after);
+            if mode.is_base_write() && self.entries[&id].mode.is_base_write() && self.rewrite_has_new_deps(id, after) {
+                // Rule 6b for a covered re-write: the value written now may derive from reads
+                // made since `id` was granted. A lock of its own carries those dependencies;
+                // adding them to `id` instead would hold back, behind reads made later, what
+                // others read of the first write (a release cycle, found by `litmus sim
+                // --workload salt-chains`). Granted at once, as rule 2 grants a covered request.
+                let seq = self.seq_next;
+                self.insert(owner, table, target, mode, State::Waiting { token }, after);
+                self.make_held(seq);
             }
             return Decision::Granted;
         }
@@ -812,33 +819,16 @@ impl LockManager {
 
     // ----- internals -----
 
-    /// Rule 6b for a covered re-write (rule 2): `txn` writes again a target it holds a write
-    /// lock on, possibly from values it read since that lock was granted. The lock takes on the
-    /// reads of `txn` held now that it does not depend on yet, and the remote read sets `after`.
-    fn extend_write_deps(&mut self, id: u64, after: &[RemoteDep]) {
+    /// Rule 6b for a covered re-write (rule 2): whether `txn`, writing again a target it
+    /// holds write lock `id` on, has read anything since that lock was granted (a held BASE
+    /// read requested later), or names remote reads `id` does not wait for.
+    fn rewrite_has_new_deps(&self, id: u64, after: &[RemoteDep]) -> bool {
         let e = &self.entries[&id];
-        assert_eq!(e.state, State::Held, "a covering lock is held");
-        let txn = e.owner.txn;
-        let reads: Vec<u64> = self.by_txn[&txn]
-            .iter()
-            .copied()
-            .filter(|&x| {
-                let xe = &self.entries[&x];
-                x != id && xe.mode.is_base_read() && xe.is_held() && !e.deps.contains(&x)
-            })
-            .collect();
-        for r in &reads {
-            self.entries.get_mut(r).expect("listed").dependents.push(id);
-        }
-        let e = self.entries.get_mut(&id).expect("entry exists");
-        e.pending += reads.len();
-        e.deps.extend(reads);
-        for d in after {
-            if !e.remote.contains(d) {
-                e.remote.push(*d);
-                e.pending += 1;
-            }
-        }
+        let local = self.by_txn[&e.owner.txn].range(id + 1..).any(|x| {
+            let xe = &self.entries[x];
+            xe.mode.is_base_read() && xe.is_held()
+        });
+        local || after.iter().any(|d| !e.remote.contains(d))
     }
 
     fn locks_of(&self, txn: TxnId, keep: impl Fn(&Entry) -> bool) -> Vec<(TableId, Target, LockMode)> {

@@ -84,6 +84,12 @@ struct PTxn {
     /// Relocked after our restart for a BASE subtransaction whose operations ran here (its
     /// `Locked` record): the locks are back, but not its run number or buffered writes.
     recovered: bool,
+    /// The latest (attempt, subtransaction) of a BASE transaction rolled back here by an
+    /// `Abort`: its operations arriving late (reordered, duplicated) are stale and dropped —
+    /// run, they would take alkaline locks no one releases until the transaction's next
+    /// operation reaches us (two accepted BASE transactions deadlocked that way across
+    /// partitions, `litmus sim --workload salt-chains --faults`).
+    aborted_upto: (u32, u32),
 }
 
 /// An operation waiting for locks.
@@ -252,6 +258,7 @@ impl LockingPartition {
                 seen: BTreeSet::new(),
                 ops: 0,
                 recovered,
+                aborted_upto: (0, 0),
             });
             t.sub = t.sub.max(sub);
             t.recovered |= recovered && t.sub == sub;
@@ -327,9 +334,10 @@ impl LockingPartition {
             seen: BTreeSet::new(),
             ops: 0,
             recovered: false,
+            aborted_upto: (0, 0),
         });
-        if !t.seen.insert((attempt, id.op)) {
-            return; // a duplicate
+        if !t.seen.insert((attempt, id.op)) || (unit.sub > 0 && (attempt, unit.sub) <= t.aborted_upto) {
+            return; // a duplicate, or an operation of a subtransaction rolled back already
         }
         if t.prepared {
             let e = Error::Internal(format!("{txn} sent an operation after prepare"));
@@ -747,8 +755,11 @@ impl LockingPartition {
             }
             // What the rolled-back subtransaction read may still be held back by rule 6a, and a
             // later write of the transaction may depend on it (rule 6b): keep it durable.
+            // Only while it lives here: a late abort of an ended transaction must not bring its
+            // (released or releasing) locks back for a restart to relock.
+            let ended = self.state.base_ended.contains(&txn) || self.finished.contains_key(&txn);
             let saline = self.saline_of(txn);
-            if self.state.saline.get(&txn).map_or(!saline.is_empty(), |s| *s != saline) {
+            if !ended && self.state.saline.get(&txn).map_or(!saline.is_empty(), |s| *s != saline) {
                 let record = PartitionRecord::Locking(Record::Saline { txn, locks: saline });
                 ctx.log(&record);
                 self.apply_record(record, ctx.store);
@@ -758,6 +769,28 @@ impl LockingPartition {
         if let Some(from) = from {
             ctx.reply(from, reply(Reply::Aborted { unit }));
         }
+    }
+
+    /// An `Abort` of BASE subtransaction `unit` of run `attempt`: its operations that arrive
+    /// later are stale (see `PTxn::aborted_upto`). Remembered even when nothing of it ran here
+    /// yet (the abort overtook its operations), unless the transaction ended here.
+    fn remember_base_abort(&mut self, unit: Unit, attempt: u32, now: Time) {
+        if self.state.base_ended.contains(&unit.txn) || self.finished.contains_key(&unit.txn) {
+            return;
+        }
+        let t = self.txns.entry(unit.txn).or_insert(PTxn {
+            class: TxnClass { isolation: Default::default(), base: true, age: 0, immortal: true },
+            sub: unit.sub,
+            attempt,
+            buffer: BTreeMap::new(),
+            prepared: false,
+            last_active: now,
+            seen: BTreeSet::new(),
+            ops: 0,
+            recovered: false,
+            aborted_upto: (0, 0),
+        });
+        t.aborted_upto = t.aborted_upto.max((attempt, unit.sub));
     }
 
     fn on_end_base(&mut self, txn: TxnId, ctx: &mut PartCtx) {
@@ -1048,6 +1081,9 @@ impl PartitionEngine for LockingPartition {
             Request::Decision { unit, commit: false, .. } => self.on_abort(None, unit, ctx),
             Request::Prepare { unit, ops } => self.on_prepare(from, unit, ops, ctx),
             Request::Abort { unit, attempt } => {
+                if unit.sub > 0 {
+                    self.remember_base_abort(unit, attempt, ctx.now);
+                }
                 if self.txns.get(&unit.txn).is_some_and(|t| t.attempt > attempt) {
                     return ctx.reply(from, reply(Reply::Aborted { unit }));
                 }
