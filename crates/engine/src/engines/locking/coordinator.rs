@@ -98,6 +98,9 @@ struct CTxn {
     /// (`Request::Op::after`). Only grows: reads of rolled-back runs count too (a procedure
     /// can carry what they read into a compensating subtransaction).
     read_taint: BTreeMap<PartitionId, u64>,
+    /// A roll-forward after our restart that has not yet rolled back, everywhere, the
+    /// subtransaction the dead incarnation left in progress (see `send_op`).
+    purge_stale: bool,
 }
 
 impl CTxn {
@@ -127,6 +130,7 @@ impl CTxn {
             answered_early: false,
             last_progress: now,
             read_taint: BTreeMap::new(),
+            purge_stale: false,
         }
     }
 }
@@ -225,6 +229,7 @@ impl LockingCoordinator {
         if t.attempt == ATTEMPT_UNSET {
             // A rolled-forward transaction: a run number above any before the restart.
             t.attempt = (ctx.epoch << 16) | 0x8000;
+            t.purge_stale = true;
         }
         let unit = Self::unit(id.txn, t);
         if t.base && unit.sub <= t.decided_subs {
@@ -249,6 +254,23 @@ impl LockingCoordinator {
             // saline and let other BASE transactions write in between. Run again once it is
             // delivered.
             return self.retry_accepted(id.txn, ctx);
+        }
+        let t = self.txns.get_mut(&id.txn).expect("live txn");
+        if std::mem::take(&mut t.purge_stale) {
+            // The dead incarnation's run may have left an undecided subtransaction (the one
+            // after the last decided) holding alkaline locks on partitions this run may never
+            // reach — it can block first on another transaction that waits for those locks (a
+            // deadlock between two accepted transactions, `litmus sim --workload salt-chains
+            // --faults`, seed 1182). Roll it back everywhere, reliably. Safe now: every decision
+            // of the earlier runs has been delivered (checked above), so no alkaline lock a
+            // decided subtransaction's images need is released.
+            let stale = Unit { txn: id.txn, sub: t.decided_subs + 1 };
+            let attempt = t.attempt - 1;
+            for p in 0..ctx.partitions {
+                let part = PartitionId(p);
+                ctx.send_to_partition(part, request(Request::Abort { unit: stale, attempt }));
+                self.aborts.insert((stale, part), attempt);
+            }
         }
         let t = self.txns.get_mut(&id.txn).expect("live txn");
         t.unit_parts.insert(id.part);

@@ -293,6 +293,9 @@ pub enum Record {
     /// The saline locks a BASE transaction holds here after one of its subtransactions rolled
     /// back (its reads may still be held back by rule 6a; relocked after a restart).
     Saline { txn: TxnId, locks: Vec<lock::HeldLock> },
+    /// Subtransaction `sub` of run `attempt` of BASE `txn` was rolled back here: operations of
+    /// it (or of earlier ones) that arrive later are stale.
+    BaseAborted { txn: TxnId, attempt: u32, sub: u32 },
     /// A restart: grant numbers of this incarnation start at `n << GRANT_INCARNATION_SHIFT`, so
     /// they never repeat (`lock::RemoteDep::upto` compares them across restarts).
     Incarnation { n: u64 },

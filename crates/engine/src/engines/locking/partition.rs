@@ -84,12 +84,6 @@ struct PTxn {
     /// Relocked after our restart for a BASE subtransaction whose operations ran here (its
     /// `Locked` record): the locks are back, but not its run number or buffered writes.
     recovered: bool,
-    /// The latest (attempt, subtransaction) of a BASE transaction rolled back here by an
-    /// `Abort`: its operations arriving late (reordered, duplicated) are stale and dropped —
-    /// run, they would take alkaline locks no one releases until the transaction's next
-    /// operation reaches us (two accepted BASE transactions deadlocked that way across
-    /// partitions, `litmus sim --workload salt-chains --faults`).
-    aborted_upto: (u32, u32),
 }
 
 /// An operation waiting for locks.
@@ -139,6 +133,12 @@ struct State {
     releasing: BTreeMap<TxnId, LockList>,
     /// Restarts so far (`Record::Incarnation`).
     incarnation: u64,
+    /// Per live BASE transaction, the latest (attempt, subtransaction) rolled back here by an
+    /// `Abort`: its operations that arrive later (reordered, duplicated) are stale and dropped.
+    /// Run, they would take alkaline locks no one releases until the transaction's next
+    /// operation reaches us — two accepted BASE transactions deadlocked that way across
+    /// partitions (`litmus sim --workload salt-chains --faults`, seeds 279 and 1182).
+    base_aborted: BTreeMap<TxnId, (u32, u32)>,
 }
 
 impl Default for State {
@@ -153,6 +153,7 @@ impl Default for State {
             base_ended: BoundedSet::new(FINISHED_MEMORY_MAX),
             releasing: BTreeMap::new(),
             incarnation: 0,
+            base_aborted: BTreeMap::new(),
         }
     }
 }
@@ -258,7 +259,6 @@ impl LockingPartition {
                 seen: BTreeSet::new(),
                 ops: 0,
                 recovered,
-                aborted_upto: (0, 0),
             });
             t.sub = t.sub.max(sub);
             t.recovered |= recovered && t.sub == sub;
@@ -314,6 +314,9 @@ impl LockingPartition {
                 reply(Reply::Op { id, attempt, result, writes: vec![], committed: true, read_taint: None }),
             );
         }
+        if unit.sub > 0 && self.state.base_aborted.get(&txn).is_some_and(|&a| (attempt, unit.sub) <= a) {
+            return; // an operation of a subtransaction rolled back already (`State::base_aborted`)
+        }
         let ended = self.finished.contains_key(&txn)
             || self.state.base_ended.contains(&txn)
             || self.state.acid_committed.contains(&txn);
@@ -334,10 +337,9 @@ impl LockingPartition {
             seen: BTreeSet::new(),
             ops: 0,
             recovered: false,
-            aborted_upto: (0, 0),
         });
-        if !t.seen.insert((attempt, id.op)) || (unit.sub > 0 && (attempt, unit.sub) <= t.aborted_upto) {
-            return; // a duplicate, or an operation of a subtransaction rolled back already
+        if !t.seen.insert((attempt, id.op)) {
+            return; // a duplicate
         }
         if t.prepared {
             let e = Error::Internal(format!("{txn} sent an operation after prepare"));
@@ -772,25 +774,19 @@ impl LockingPartition {
     }
 
     /// An `Abort` of BASE subtransaction `unit` of run `attempt`: its operations that arrive
-    /// later are stale (see `PTxn::aborted_upto`). Remembered even when nothing of it ran here
-    /// yet (the abort overtook its operations), unless the transaction ended here.
-    fn remember_base_abort(&mut self, unit: Unit, attempt: u32, now: Time) {
-        if self.state.base_ended.contains(&unit.txn) || self.finished.contains_key(&unit.txn) {
+    /// later are stale (see `State::base_aborted`), durably — a restart in between must not let
+    /// a late one take locks. Logged only when it moves the mark (aborts are rare).
+    fn remember_base_abort(&mut self, unit: Unit, attempt: u32, ctx: &mut PartCtx) {
+        let txn = unit.txn;
+        if self.state.base_ended.contains(&txn) || self.finished.contains_key(&txn) {
             return;
         }
-        let t = self.txns.entry(unit.txn).or_insert(PTxn {
-            class: TxnClass { isolation: Default::default(), base: true, age: 0, immortal: true },
-            sub: unit.sub,
-            attempt,
-            buffer: BTreeMap::new(),
-            prepared: false,
-            last_active: now,
-            seen: BTreeSet::new(),
-            ops: 0,
-            recovered: false,
-            aborted_upto: (0, 0),
-        });
-        t.aborted_upto = t.aborted_upto.max((attempt, unit.sub));
+        if self.state.base_aborted.get(&txn).is_some_and(|&a| a >= (attempt, unit.sub)) {
+            return;
+        }
+        let record = PartitionRecord::Locking(Record::BaseAborted { txn, attempt, sub: unit.sub });
+        ctx.log(&record);
+        self.apply_record(record, ctx.store);
     }
 
     fn on_end_base(&mut self, txn: TxnId, ctx: &mut PartCtx) {
@@ -922,6 +918,10 @@ impl LockingPartition {
                 }
             }
             Record::Incarnation { n } => self.state.incarnation = n,
+            Record::BaseAborted { txn, attempt, sub } => {
+                let mark = self.state.base_aborted.entry(txn).or_default();
+                *mark = (*mark).max((attempt, sub));
+            }
             Record::BaseEnded { txn, releasing } => {
                 self.state.base_ended.insert(txn);
                 self.state.saline.remove(&txn);
@@ -930,6 +930,7 @@ impl LockingPartition {
                 }
                 self.state.pending.retain(|u, _| u.txn != txn);
                 self.state.committed.retain(|u, _| u.txn != txn);
+                self.state.base_aborted.remove(&txn);
             }
         }
     }
@@ -1082,7 +1083,7 @@ impl PartitionEngine for LockingPartition {
             Request::Prepare { unit, ops } => self.on_prepare(from, unit, ops, ctx),
             Request::Abort { unit, attempt } => {
                 if unit.sub > 0 {
-                    self.remember_base_abort(unit, attempt, ctx.now);
+                    self.remember_base_abort(unit, attempt, ctx);
                 }
                 if self.txns.get(&unit.txn).is_some_and(|t| t.attempt > attempt) {
                     return ctx.reply(from, reply(Reply::Aborted { unit }));
