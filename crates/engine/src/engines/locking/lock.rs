@@ -155,6 +155,26 @@
 //! read of `y` waits until BASE₁ releases `x`, although BASE₂ ended first). ACID locks never have
 //! dependencies and are always released at once.
 //!
+//! **Across partitions** (issue 11). Rule (a) is about one object, so one lock table sees it.
+//! Rule (b) is not: BASE₂ may read `x` on partition P and write `y` on Q, and Q's lock table
+//! knows nothing of P's. So a BASE write lock can also carry *remote* dependencies
+//! ([`RemoteDep`]: "the transaction's reads on P with grant numbers up to `upto`"), counted in
+//! its pending count like local ones ([`LockManager::acquire_after`]). They are *settled* when
+//! none of those reads still depends (rule (a)) on a write lock that is held: P answers
+//! [`LockManager::reads_settled`], Q applies the answer with [`LockManager::remote_settled`].
+//! Settlement is permanent (dependencies only go away; grant numbers only grow, across
+//! restarts too), so questions and answers are idempotent. Only reads that depended on
+//! something when they were answered ([`LockManager::read_taint`]) create remote dependencies;
+//! reads of settled data never hold a write back. This is the transitive closure of §6.3's
+//! direct dependencies across partitions: a chain x → y → w spanning three partitions is
+//! released in order because each link waits for the settlement of the one before. Waiting
+//! for a lock with remote dependencies counts as waiting for unknown transactions (rule 5a:
+//! impatient), since its release depends on transactions this table cannot see.
+//!
+//! A covered re-write (rule 2) that read something since its first write gets a lock of its
+//! own carrying the new dependencies: merging them into the first lock would hold back what
+//! others read of the first write behind reads made later — a release cycle.
+//!
 //! §6.3 keeps one pointer per saline lock to the most recent non-ACID lock on the object. Here
 //! each lock stores its dependency list and a count of the pending ones, fixed when it is
 //! granted; releasing a lock checks the count (O(1)) and decrements the counts of its
@@ -205,7 +225,8 @@
 //!
 //! * Coverage is per exact target: a range lock does not cover a point read inside it.
 //! * No lock escalation, no plain timeouts (liveness comes from rule 5 and finite transactions).
-//! * Release-order dependencies live in memory only (see the engine's module doc on recovery).
+//! * Release-order dependencies live in memory; the partition persists what rebuilds them
+//!   (grant order, remote dependencies in [`HeldLock::after`]; see the engine's module doc).
 
 use litmus_core::{AbortReason, Access, Key, PartitionId, TableId, TxnId};
 use serde::{Deserialize, Serialize};

@@ -51,10 +51,26 @@
 //!   BASE transaction ends; saline locks conflict only with ACID locks (non read-read), so other
 //!   BASE transactions see the committed subtransaction and ACID transactions never do.
 //! * The two saline release-order rules of §5.1 (indirect dirty reads) are enforced by the lock
-//!   manager ([`lock`], §6.3's O(1) pointer check).
-//!   They survive a partition restart: locks are persisted with their grant order and relocked
-//!   in it, and locks rule 6 still holds back when their transaction ends are persisted too
-//!   (`tests/salt_restart.rs`).
+//!   manager ([`lock`] rule 6, §6.3's O(1) pointer check) — within one partition directly, and
+//!   **across partitions** by remote dependencies (`lock::RemoteDep`): a partition answering a
+//!   BASE operation reports the transaction's *read taint* there (the largest grant number of
+//!   its reads that still depend on an unfinished BASE write, `Reply::Op::read_taint`); the
+//!   coordinator keeps the taint per partition (logged with every decision, so a roll-forward
+//!   keeps it) and sends it with every later write to another partition (`Request::Op::after`);
+//!   the write's partition asks the reads' partition (`Request::AwaitReads`, partition to
+//!   partition) and releases the write only after the answer (`Request::ReadsSettled`), which
+//!   comes once those reads no longer depend on held writes. Questions are repeated every
+//!   `QUERY_INTERVAL` while a released lock still waits; answers are idempotent.
+//!   *Cost:* nothing for reads of settled data; for a BASE transaction that writes on Q after a
+//!   tainted read on P ≠ Q, two messages per such (P, Q) pair (plus a repeat every 100 ms while
+//!   the lock it holds back is released and still waiting), and no log records beyond the
+//!   remote dependencies stored with the lock. Measured in the README.
+//!   It all survives restarts: locks are persisted with their grant order and relocked in it
+//!   (with their remote dependencies), short-term reads rule 6 holds back are persisted with the
+//!   subtransaction's locks, grant numbers start above every earlier incarnation's
+//!   (`Record::Incarnation`), and locks rule 6 still holds back when their transaction ends are
+//!   persisted too (`tests/salt_restart.rs`, `tests/salt_across_partitions.rs`).
+//!   `litmus sim --workload salt-chains` checks it with a provenance oracle under faults.
 //! * **Accept vs commit** (§6.1): before the first subtransaction commits, the coordinator logs
 //!   the transaction's logic (procedure + arguments); when it commits the client is answered
 //!   (early commit). An accepted transaction always commits.
@@ -85,6 +101,13 @@
 //!   itself, a queue limit, a lost message), the subtransaction is rolled back and the procedure
 //!   is re-run the same way. Before acceptance the whole BASE transaction aborts and the client
 //!   may retry.
+//! * A subtransaction rolled back after acceptance is rolled back reliably: its `Abort` is
+//!   resent until acknowledged, partitions durably mark it (`Record::BaseAborted`) and drop its
+//!   operations that arrive late, and a roll-forward after a coordinator restart first rolls
+//!   back, on every partition, the subtransaction the dead run left undecided. Otherwise stale
+//!   alkaline locks stayed until the transaction's next operation reached that partition, and
+//!   two accepted transactions could deadlock across partitions on each other's leftovers
+//!   (neither can be aborted; found by `salt-chains`).
 //! * Exceptions: an error inside a subtransaction (a failed operation, a user abort) rolls that
 //!   subtransaction back and surfaces from `end_alkaline` or the operation, so the procedure can
 //!   run a compensating subtransaction (Fig. 2).
