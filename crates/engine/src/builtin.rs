@@ -56,7 +56,8 @@ pub fn registry() -> Registry {
 /// * `bank_transfer_acid(sndr, rcvr, amt)` — the same body registered as an ACID transaction
 ///   (Fig. 1a); a missing receiver aborts it.
 /// * `bank_total()` — the unmodified ACID `total-balance`: the sum of every balance
-///   (serializable: a range read over all accounts).
+///   (serializable: a range read over all accounts), with the number of accounts it saw and
+///   the smallest balance (`NULL` if none): `[total, accounts, min]`.
 pub mod bank {
     use crate::procedure::{Ctx, ProcOptions, Registry};
     use litmus_core::{Catalog, Column, ColumnType, Error, Formula, Partitioning, TableSchema, Value};
@@ -114,8 +115,9 @@ pub mod bank {
         r.register("bank_transfer_acid", params, transfer);
         r.register("bank_total", vec![], |ctx: Ctx, _args: Vec<Value>| async move {
             let rows = ctx.scan(ACCOUNTS, &[], None, litmus_core::limits::SCAN_ROWS_MAX as u32).await?;
-            let total: i64 = rows.iter().map(|r| r[1].as_int().unwrap_or(0)).sum();
-            Ok(vec![Value::Int(total), Value::Int(rows.len() as i64)])
+            let balances: Vec<i64> = rows.iter().map(|r| r[1].as_int().unwrap_or(0)).collect();
+            let min = balances.iter().copied().min().map_or(Value::Null, Value::Int);
+            Ok(vec![Value::Int(balances.iter().sum()), Value::Int(rows.len() as i64), min])
         });
         // An insert, not a write: a late duplicate of an open whose answer was lost must not
         // reset a balance that transfers have since changed.

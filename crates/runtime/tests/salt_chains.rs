@@ -120,6 +120,10 @@ fn fig4_fig5_across_nodes() {
             }
         }
         let v = seen.unwrap_or_else(|| panic!("{engine}: Fig. 5 — the ACID read of y never succeeded"));
-        assert_eq!(v, vec![Value::Int(2), Value::Int(0), Value::Int(-1)], "{engine}: y derives from BASE₁ and BASE₂, both ended");
+        assert_eq!(
+            v,
+            vec![Value::Int(2), Value::Int(0), Value::Int(-1)],
+            "{engine}: y derives from BASE₁ and BASE₂, both ended"
+        );
     }
 }

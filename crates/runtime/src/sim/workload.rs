@@ -138,10 +138,15 @@ const VERIFY_ATTEMPTS_MAX: usize = 40;
 /// The banking workload of Salt Figs. 1–2 under faults: clients run BASE (or ACID) transfers
 /// between random accounts and the unmodified ACID `bank_total`. Checked rules:
 ///
-/// 1. every `bank_total` that succeeds sees exactly the initial total (ACID transactions never
-///    observe a BASE transaction's intermediate state, Salt §5.1, Theorem 1);
+/// 1. every `bank_total` that succeeds once every account is open sees every account (no lost
+///    or phantom row), exactly the initial total (ACID transactions never observe a BASE
+///    transaction's intermediate state, Salt §5.1, Theorem 1) and no negative balance (a
+///    transfer debits only what the balance covers);
 /// 2. after the run, with every fault healed and accepted BASE transactions rolled forward, the
-///    total is still the initial total and no account is negative.
+///    same holds — accounts the run never got open are opened first, so the final check always
+///    runs: it cannot pass without checking.
+///
+/// A malformed `bank_total` result is a violation, never a pass.
 pub struct Bank {
     pub accounts: i64,
     pub initial: i64,
@@ -149,36 +154,67 @@ pub struct Bank {
     pub transfer: &'static str,
     opened: std::collections::BTreeSet<i64>,
     violations: Vec<String>,
+    /// Totals compared during the run (every one of them against all three rules).
     pub totals_checked: u64,
+    /// Whether the final check ran and passed.
+    pub final_checked: bool,
 }
 
 impl Bank {
     pub fn new(accounts: i64, transfer: &'static str) -> Self {
-        Bank { accounts, initial: 1_000, transfer, opened: Default::default(), violations: vec![], totals_checked: 0 }
+        Bank {
+            accounts,
+            initial: 1_000,
+            transfer,
+            opened: Default::default(),
+            violations: vec![],
+            totals_checked: 0,
+            final_checked: false,
+        }
     }
 
     fn expected_total(&self) -> i64 {
         self.accounts * self.initial
     }
+
+    /// Rule 1 on one `bank_total` result: `Err` names what is wrong.
+    pub fn check_total(&self, v: &[Value]) -> Result<(), String> {
+        let (total, n, min) = match v {
+            [Value::Int(t), Value::Int(n), min] => (*t, *n, min.as_int()),
+            other => return Err(format!("malformed bank_total result {other:?}")),
+        };
+        if n != self.accounts {
+            return Err(format!("a total saw {n} of {} accounts (a lost or phantom row)", self.accounts));
+        }
+        if total != self.expected_total() {
+            return Err(format!("a total saw {total}, expected {}", self.expected_total()));
+        }
+        match min {
+            Some(m) if m >= 0 => Ok(()),
+            other => Err(format!("a total saw a negative (or no) smallest balance: {other:?}")),
+        }
+    }
+
+    fn call(procedure: &str, args: Vec<Value>) -> RequestBody {
+        RequestBody::Call { procedure: procedure.into(), args, retrying_for: Duration::ZERO }
+    }
 }
 
 impl SimDriver for Bank {
     fn next(&mut self, client: usize, rng: &mut ChaCha8Rng) -> Option<RequestBody> {
-        let call = |procedure: &str, args: Vec<Value>| {
-            Some(RequestBody::Call { procedure: procedure.into(), args, retrying_for: Duration::ZERO })
-        };
         let unopened: Vec<i64> = (0..self.accounts).filter(|a| !self.opened.contains(a)).collect();
         if !unopened.is_empty() {
             // First every account is opened (a write of the initial balance, retried until
             // acknowledged; idempotent).
-            return call("bank_open", vec![Value::Int(unopened[client % unopened.len()]), Value::Int(self.initial)]);
+            let id = unopened[client % unopened.len()];
+            return Some(Self::call("bank_open", vec![Value::Int(id), Value::Int(self.initial)]));
         }
         if rng.gen_bool(0.3) {
-            return call("bank_total", vec![]);
+            return Some(Self::call("bank_total", vec![]));
         }
         let s = rng.gen_range(0..self.accounts);
         let r = (s + rng.gen_range(1..self.accounts)) % self.accounts;
-        call(self.transfer, vec![Value::Int(s), Value::Int(r), Value::Int(rng.gen_range(1..300))])
+        Some(Self::call(self.transfer, vec![Value::Int(s), Value::Int(r), Value::Int(rng.gen_range(1..300))]))
     }
 
     fn done(&mut self, _client: usize, request: &RequestBody, result: &Result<ResponseBody, Error>) {
@@ -189,9 +225,8 @@ impl SimDriver for Bank {
             }
             ("bank_total", Ok(ResponseBody::Returned(v))) if self.opened.len() as i64 == self.accounts => {
                 self.totals_checked += 1;
-                let (total, n) = (v[0].as_int().unwrap_or(-1), v[1].as_int().unwrap_or(-1));
-                if n == self.accounts && total != self.expected_total() {
-                    self.violations.push(format!("an ACID total saw {total}, expected {}", self.expected_total()));
+                if let Err(e) = self.check_total(v) {
+                    self.violations.push(e);
                 }
             }
             _ => {}
@@ -202,27 +237,35 @@ impl SimDriver for Bank {
         if let Some(v) = self.violations.first() {
             return Err(format!("{} violations; first: {v}", self.violations.len()));
         }
-        if (self.opened.len() as i64) < self.accounts {
-            return Ok(()); // the run never got the accounts open (heavy faults): nothing to check
+        let idle = |sim: &mut Simulator| sim.idle(Duration::from_millis(500)).map_err(|e| e.to_string());
+        // Accounts the run never got open (heavy faults): open them now, so the check runs.
+        for id in 0..self.accounts {
+            let mut attempts = 0;
+            while !self.opened.contains(&id) {
+                attempts += 1;
+                match sim.request(Self::call("bank_open", vec![Value::Int(id), Value::Int(self.initial)])) {
+                    Ok(_) | Err(Error::Invalid(litmus_core::InvalidInput::DuplicateKey(_))) => {
+                        self.opened.insert(id);
+                    }
+                    other if attempts >= VERIFY_ATTEMPTS_MAX => {
+                        return Err(format!("account {id} could not be opened after the run: {other:?}"))
+                    }
+                    _ => idle(sim)?,
+                }
+            }
         }
         let mut last = None;
         for _ in 0..VERIFY_ATTEMPTS_MAX {
-            match sim.request(RequestBody::Call {
-                procedure: "bank_total".into(),
-                args: vec![],
-                retrying_for: Duration::ZERO,
-            }) {
+            match sim.request(Self::call("bank_total", vec![])) {
                 Ok(ResponseBody::Returned(v)) => {
-                    let total = v[0].as_int().unwrap_or(-1);
-                    if total != self.expected_total() {
-                        return Err(format!("after the run the total is {total}, expected {}", self.expected_total()));
-                    }
+                    self.check_total(&v).map_err(|e| format!("after the run: {e}"))?;
+                    self.final_checked = true;
                     return Ok(());
                 }
                 other => {
                     // Still rolling forward or cleaning up: give it time.
                     last = Some(other);
-                    sim.idle(std::time::Duration::from_millis(500)).map_err(|e| e.to_string())?;
+                    idle(sim)?;
                 }
             }
         }
