@@ -64,7 +64,11 @@
 //!   *Cost:* nothing for reads of settled data; for a BASE transaction that writes on Q after a
 //!   tainted read on P ≠ Q, two messages per such (P, Q) pair (plus a repeat every 100 ms while
 //!   the lock it holds back is released and still waiting), and no log records beyond the
-//!   remote dependencies stored with the lock. Measured in the README.
+//!   remote dependencies stored with the lock. Measured (`bench tpcc --warehouses 2
+//!   --scale-div 10 --engine salt`, 9.4K committed transactions, a counting build): 0.31 of
+//!   these messages per committed transaction against ~102 messages in all, i.e. 0.3%;
+//!   ticketing sends none (its BASE transactions never write on another partition after a
+//!   tainted read).
 //!   It all survives restarts: locks are persisted with their grant order and relocked in it
 //!   (with their remote dependencies), short-term reads rule 6 holds back are persisted with the
 //!   subtransaction's locks, grant numbers start above every earlier incarnation's
