@@ -1,6 +1,8 @@
 //! `litmus sim`: deterministic simulation runs of the durability check.
 
 use anyhow::bail;
+use litmus_bench::ycsb_t_sim::YcsbTSim;
+use litmus_bench::Workload as _;
 use litmus_engine::{builtin, EngineKind};
 use litmus_runtime::sim::workload::{AckedWrites, Bank};
 use litmus_runtime::sim::{SimConfig, Simulator};
@@ -22,12 +24,18 @@ pub struct SimArgs {
     /// Engine under test (nocc, acid, salt, salt-local).
     #[arg(long, default_value = "nocc")]
     engine: String,
-    /// What the clients run: `acked` (every acknowledged write survives) or `bank` (Salt Figs.
-    /// 1–2: ACID totals never see a BASE transfer in flight; money is conserved).
+    /// What the clients run: `acked` (every acknowledged write survives), `bank` (Salt Figs.
+    /// 1–2: ACID totals never see a BASE transfer in flight; money is conserved) or `ycsb-t`
+    /// (Omid §V's transactions; node 0, the oracle's, crashes while a commit is in flight; then
+    /// every row is read and snapshot isolation checked). Every workload also checks liveness:
+    /// after the faults heal, every request a live coordinator received is answered in bounded
+    /// time.
     #[arg(long, default_value = "acked")]
     workload: String,
-    #[arg(long, default_value_t = 3)]
-    nodes: u32,
+    /// Nodes in the cluster (default 3; under `ycsb-t`, 1 for every third seed — the oracle
+    /// without its standby — and 3 otherwise).
+    #[arg(long)]
+    nodes: Option<u32>,
     #[arg(long, default_value_t = 6)]
     partitions: u32,
     #[arg(long, default_value_t = 4)]
@@ -47,10 +55,17 @@ pub struct SimArgs {
     /// Per-100ms probability of a network partition (overrides --faults).
     #[arg(long)]
     partition: Option<f64>,
+    /// CPU time each message costs the node that receives it, in microseconds (a node handles
+    /// one message at a time, so request storms queue up). Default 0 (free); under `ycsb-t`, 20.
+    #[arg(long)]
+    step_cost_us: Option<u64>,
     /// Print nothing but failures and the summary.
     #[arg(long)]
     quiet: bool,
 }
+
+/// `--step-cost-us` under `ycsb-t`.
+const YCSBT_STEP_COST_US: u64 = 20;
 
 fn check_probability(name: &str, p: Option<f64>) -> anyhow::Result<()> {
     if let Some(p) = p {
@@ -63,7 +78,10 @@ fn check_probability(name: &str, p: Option<f64>) -> anyhow::Result<()> {
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let engine: EngineKind = args.engine.parse()?;
-    let topology = Topology::new(args.nodes, args.partitions)?;
+    if !["acked", "bank", "ycsb-t"].contains(&args.workload.as_str()) {
+        bail!("unknown simulation workload {:?} (known: acked, bank, ycsb-t)", args.workload);
+    }
+    Topology::new(args.nodes.unwrap_or(3), args.partitions)?;
     for (n, p) in
         [("loss", args.loss), ("duplicate", args.duplicate), ("crash", args.crash), ("partition", args.partition)]
     {
@@ -74,10 +92,16 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     }
     let mut failures = 0;
     for seed in args.seed..args.seed.saturating_add(args.seeds.max(1)) {
+        let ycsbt = args.workload == "ycsb-t";
+        let nodes = args.nodes.unwrap_or(if ycsbt && seed % 3 == 0 { 1 } else { 3 });
+        let topology = Topology::new(nodes, args.partitions)?;
         let mut catalog = builtin::catalog();
         catalog.merge(&builtin::bank::catalog());
         let mut registry = builtin::registry();
         registry.merge(&builtin::bank::registry());
+        let mut ycsbt_driver = YcsbTSim::new();
+        catalog.merge(&ycsbt_driver.workload().catalog());
+        ycsbt_driver.workload().register(&mut registry);
         let spec = ClusterSpec { engine, topology, catalog: Arc::new(catalog), registry: Arc::new(registry), seed };
         let mut cfg = SimConfig::new(seed);
         if args.faults {
@@ -89,6 +113,8 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         cfg.faults.partition = args.partition.unwrap_or(cfg.faults.partition);
         cfg.clients = args.clients;
         cfg.duration = Duration::from_millis(args.duration_ms);
+        let cfg_duration = cfg.duration;
+        cfg.step_cost = Duration::from_micros(args.step_cost_us.unwrap_or(if ycsbt { YCSBT_STEP_COST_US } else { 0 }));
         let mut sim = Simulator::new(spec, cfg)?;
         let mut acked = AckedWrites::new();
         let base = matches!(engine, EngineKind::Salt | EngineKind::SaltLocal);
@@ -98,7 +124,20 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
                 .run(&mut acked)
                 .map(|r| format!("{r} | acked writes {} | reads checked {}", acked.acked(), acked.reads_checked)),
             "bank" => sim.run(&mut bank).map(|r| format!("{r} | totals checked {}", bank.totals_checked)),
-            other => bail!("unknown simulation workload {other:?} (known: acked, bank)"),
+            _ => ycsbt_driver
+                .load(&mut sim)
+                .map_err(|e| format!("ycsb-t load: {e}"))
+                .and_then(|()| {
+                    YcsbTSim::schedule_oracle_crash(&mut sim, seed, cfg_duration);
+                    sim.run(&mut ycsbt_driver)
+                })
+                .map(|r| {
+                    let written = ycsbt_driver.tally.as_ref().map_or(0, |t| t.written);
+                    format!(
+                        "{r} | nodes {nodes} | ycsb-t commits {} failed {} | pairs written {written}",
+                        ycsbt_driver.committed, ycsbt_driver.failed
+                    )
+                }),
         };
         match outcome {
             Ok(line) => {
@@ -108,7 +147,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
             }
             Err(e) => {
                 failures += 1;
-                println!("FAIL seed {seed}: {e}");
+                println!("FAIL seed {seed} ({nodes} nodes): {e}");
                 println!("     replay: litmus sim --seed {seed}{}", replay_flags());
             }
         }

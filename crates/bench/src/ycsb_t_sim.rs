@@ -1,0 +1,148 @@
+//! `ycsb-t` on the deterministic simulator (`litmus sim --workload ycsb-t`): Omid §V's
+//! transactions ([`crate::ycsb_t`]) from every simulated client while a scripted crash takes
+//! down the oracle's node (node 0) just after a commit request reaches it — with the hot
+//! standby on node 1 in clusters of two nodes or more, alone in a one-node cluster — on top of
+//! the random faults. After the faults heal, every row and log row is read as the bench's
+//! verify does ([`Tally`]), and:
+//!
+//! * the snapshot-isolation verdict of [`crate::ycsb_t`] holds;
+//! * nothing acknowledged is lost: the pairs written by transactions the clients were told
+//!   committed are at most the pairs the log rows record (outcome-unknown ones may add);
+//! * every check call is answered: the verify is retried for at most [`SIM_VERIFY_MAX`] of
+//!   virtual time, and the simulator's liveness check ([`litmus_runtime::sim`]) fails the run
+//!   if a live coordinator leaves any request unanswered after the faults heal.
+
+use crate::workload::Workload;
+use crate::ycsb_t::{Mix, Tally, YcsbT, YcsbTOptions, LOAD_BATCH_ROWS, LOAD_PROCEDURE};
+use litmus_core::{Error, NodeId, Value};
+use litmus_engine::engines::omid::node::OracleRequest;
+use litmus_engine::engines::omid::messages::Request as OracleCall;
+use litmus_engine::message::{RequestBody, ResponseBody};
+use litmus_engine::{Addr, Envelope, Message};
+use litmus_runtime::sim::{SimDriver, Simulator};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::time::Duration;
+
+/// Rows in the simulated table (pairs: half as many).
+pub const SIM_ROWS: u64 = 64;
+/// Virtual time one load or check call may take, retries included.
+pub const SIM_VERIFY_MAX: Duration = Duration::from_secs(20);
+/// Virtual time between two attempts of a check call.
+const SIM_RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// The driver; see the module doc.
+pub struct YcsbTSim {
+    ycsbt: YcsbT,
+    /// Pairs written by transactions acknowledged as committed.
+    acked_pairs: i64,
+    pub committed: u64,
+    pub failed: u64,
+    /// The verify's tally, once run.
+    pub tally: Option<Tally>,
+}
+
+impl Default for YcsbTSim {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl YcsbTSim {
+    pub fn new() -> YcsbTSim {
+        let ycsbt = YcsbT::new(YcsbTOptions { mix: Mix::Complex }, SIM_ROWS, false).expect("enough rows");
+        YcsbTSim { ycsbt, acked_pairs: 0, committed: 0, failed: 0, tally: None }
+    }
+
+    /// The workload's tables and procedures, for the simulated cluster's spec.
+    pub fn workload(&self) -> &YcsbT {
+        &self.ycsbt
+    }
+
+    /// Loads the rows through the verification client (before `Simulator::run`, fault-free).
+    pub fn load(&self, sim: &mut Simulator) -> Result<(), Error> {
+        let mut start = 0;
+        while start < SIM_ROWS {
+            let count = LOAD_BATCH_ROWS.min(SIM_ROWS - start);
+            sim_call(sim, LOAD_PROCEDURE, vec![Value::Int(start as i64), Value::Int(count as i64)])?;
+            start += count;
+        }
+        Ok(())
+    }
+
+    /// The oracle-crash schedule for `seed`: node 0 (the oracle's primary) crashes just after a
+    /// commit request with writes reaches the oracle, at a random point of the run, and stays
+    /// down for a while (restarted during the run) or until the faults heal.
+    pub fn schedule_oracle_crash(sim: &mut Simulator, seed: u64, duration: Duration) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6f6d_6964_6372_6173);
+        let span = duration.as_millis().max(10) as u64;
+        let after = Duration::from_millis(rng.gen_range(span / 5..=span * 3 / 5));
+        let down_for = if rng.gen_bool(0.5) {
+            Duration::from_millis(rng.gen_range(100..=600))
+        } else {
+            duration // restarted when the faults heal
+        };
+        let committing = |env: &Envelope| {
+            env.to == Addr::Oracle
+                && matches!(&env.msg, Message::OracleRequest(OracleRequest { body: OracleCall::Commit { write_set, .. }, .. }) if !write_set.is_empty())
+        };
+        sim.crash_on_delivery(NodeId(0), after, Duration::from_millis(3), down_for, Box::new(committing));
+    }
+}
+
+/// Calls a procedure from the verification client, retrying retryable errors and timeouts for
+/// at most [`SIM_VERIFY_MAX`] of virtual time.
+pub fn sim_call(sim: &mut Simulator, procedure: &str, args: Vec<Value>) -> Result<Vec<Value>, Error> {
+    let started = sim.now();
+    loop {
+        let body = RequestBody::Call { procedure: procedure.into(), args: args.clone(), retrying_for: Duration::ZERO };
+        match sim.request(body) {
+            Ok(ResponseBody::Returned(v)) => return Ok(v),
+            Ok(other) => return Err(Error::Internal(format!("{procedure} answered {other:?}"))),
+            Err(e)
+                if (e.is_retryable() || matches!(e, Error::Unavailable { .. }))
+                    && sim.now().0 - started.0 < SIM_VERIFY_MAX.as_nanos() as u64 =>
+            {
+                sim.idle(SIM_RETRY_PAUSE)?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+impl SimDriver for YcsbTSim {
+    fn next(&mut self, _client: usize, rng: &mut ChaCha8Rng) -> Option<RequestBody> {
+        let t = self.ycsbt.generate(rng);
+        Some(RequestBody::Call { procedure: t.procedure.into(), args: t.args, retrying_for: Duration::ZERO })
+    }
+
+    fn done(&mut self, _client: usize, request: &RequestBody, result: &Result<ResponseBody, Error>) {
+        let RequestBody::Call { args, .. } = request else { return };
+        match result {
+            Ok(ResponseBody::Returned(_)) => {
+                self.committed += 1;
+                let written = args.get(2).and_then(Value::as_bytes).map_or(0, |b| b.len() / 4);
+                self.acked_pairs += written as i64;
+            }
+            _ => self.failed += 1,
+        }
+    }
+
+    fn verify(&mut self, sim: &mut Simulator) -> Result<(), String> {
+        let mut call = |procedure: &str, args: Vec<Value>| sim_call(sim, procedure, args);
+        let tally = Tally::collect(SIM_ROWS, &mut call).map_err(|e| format!("ycsb-t verify: {e:#}"))?;
+        let mut violations = tally.violations(SIM_ROWS);
+        if tally.written < self.acked_pairs {
+            violations.push(format!(
+                "acknowledged transactions wrote {} pairs, the log records {}: an acknowledged commit was lost",
+                self.acked_pairs, tally.written
+            ));
+        }
+        self.tally = Some(tally);
+        if violations.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("ycsb-t: {}", violations.join("; ")))
+        }
+    }
+}
