@@ -24,7 +24,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Duration;
 
-/// Rows in the simulated table (pairs: half as many).
+/// Rows in the simulated table by default (pairs: half as many).
 pub const SIM_ROWS: u64 = 64;
 /// Virtual time one load or check call may take, retries included.
 pub const SIM_VERIFY_MAX: Duration = Duration::from_secs(20);
@@ -34,6 +34,7 @@ const SIM_RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// The driver; see the module doc.
 pub struct YcsbTSim {
     ycsbt: YcsbT,
+    rows: u64,
     /// Pairs written by transactions acknowledged as committed.
     acked_pairs: i64,
     pub committed: u64,
@@ -42,16 +43,11 @@ pub struct YcsbTSim {
     pub tally: Option<Tally>,
 }
 
-impl Default for YcsbTSim {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl YcsbTSim {
-    pub fn new() -> YcsbTSim {
-        let ycsbt = YcsbT::new(YcsbTOptions { mix: Mix::Complex }, SIM_ROWS, false).expect("enough rows");
-        YcsbTSim { ycsbt, acked_pairs: 0, committed: 0, failed: 0, tally: None }
+    /// A table of `rows` rows (even, at least `2 * PAIRS_PER_TXN_MAX`).
+    pub fn new(rows: u64) -> Result<YcsbTSim, litmus_core::InvalidInput> {
+        let ycsbt = YcsbT::new(YcsbTOptions { mix: Mix::Complex }, rows, false)?;
+        Ok(YcsbTSim { ycsbt, rows: rows / 2 * 2, acked_pairs: 0, committed: 0, failed: 0, tally: None })
     }
 
     /// The workload's tables and procedures, for the simulated cluster's spec.
@@ -62,8 +58,8 @@ impl YcsbTSim {
     /// Loads the rows through the verification client (before `Simulator::run`, fault-free).
     pub fn load(&self, sim: &mut Simulator) -> Result<(), Error> {
         let mut start = 0;
-        while start < SIM_ROWS {
-            let count = LOAD_BATCH_ROWS.min(SIM_ROWS - start);
+        while start < self.rows {
+            let count = LOAD_BATCH_ROWS.min(self.rows - start);
             sim_call(sim, LOAD_PROCEDURE, vec![Value::Int(start as i64), Value::Int(count as i64)])?;
             start += count;
         }
@@ -130,8 +126,8 @@ impl SimDriver for YcsbTSim {
 
     fn verify(&mut self, sim: &mut Simulator) -> Result<(), String> {
         let mut call = |procedure: &str, args: Vec<Value>| sim_call(sim, procedure, args);
-        let tally = Tally::collect(SIM_ROWS, &mut call).map_err(|e| format!("ycsb-t verify: {e:#}"))?;
-        let mut violations = tally.violations(SIM_ROWS);
+        let tally = Tally::collect(self.rows, &mut call).map_err(|e| format!("ycsb-t verify: {e:#}"))?;
+        let mut violations = tally.violations(self.rows);
         if tally.written < self.acked_pairs {
             violations.push(format!(
                 "acknowledged transactions wrote {} pairs, the log records {}: an acknowledged commit was lost",

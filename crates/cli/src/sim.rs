@@ -59,6 +59,9 @@ pub struct SimArgs {
     /// one message at a time, so request storms queue up). Default 0 (free); under `ycsb-t`, 20.
     #[arg(long)]
     step_cost_us: Option<u64>,
+    /// `ycsb-t`: rows in the table (even).
+    #[arg(long, default_value_t = litmus_bench::ycsb_t_sim::SIM_ROWS)]
+    rows: u64,
     /// Print nothing but failures and the summary.
     #[arg(long)]
     quiet: bool,
@@ -99,7 +102,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         catalog.merge(&builtin::bank::catalog());
         let mut registry = builtin::registry();
         registry.merge(&builtin::bank::registry());
-        let mut ycsbt_driver = YcsbTSim::new();
+        let mut ycsbt_driver = YcsbTSim::new(args.rows)?;
         catalog.merge(&ycsbt_driver.workload().catalog());
         ycsbt_driver.workload().register(&mut registry);
         let spec = ClusterSpec { engine, topology, catalog: Arc::new(catalog), registry: Arc::new(registry), seed };
