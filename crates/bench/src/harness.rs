@@ -68,7 +68,7 @@ use std::time::{Duration, Instant};
 /// also ends by its own deadline, so a bench ends within this plus one request timeout).
 pub const STRAGGLER_GRACE: Duration = Duration::from_secs(2);
 /// The verification (every check call and its retries) gives up after this long.
-pub const VERIFY_GRACE: Duration = Duration::from_secs(60);
+pub const VERIFY_GRACE: Duration = Duration::from_secs(30);
 
 /// Set by SIGINT / SIGTERM: every phase stops at its next call.
 static STOP: AtomicBool = AtomicBool::new(false);
