@@ -13,7 +13,7 @@
 //!   if a live coordinator leaves any request unanswered after the faults heal.
 
 use crate::workload::Workload;
-use crate::ycsb_t::{Mix, Tally, YcsbT, YcsbTOptions, LOAD_BATCH_ROWS, LOAD_PROCEDURE};
+use crate::ycsb_t::{Mix, Tally, YcsbT, YcsbTOptions, LOAD_PROCEDURE};
 use litmus_core::{Error, NodeId, Value};
 use litmus_engine::engines::omid::node::OracleRequest;
 use litmus_engine::engines::omid::messages::Request as OracleCall;
@@ -26,6 +26,9 @@ use std::time::Duration;
 
 /// Rows in the simulated table by default (pairs: half as many).
 pub const SIM_ROWS: u64 = 64;
+/// Rows per load call (small: a call must finish within the simulated client's timeout even
+/// when messages cost CPU time).
+pub const SIM_LOAD_BATCH_ROWS: u64 = 50;
 /// Virtual time one load or check call may take, retries included.
 pub const SIM_VERIFY_MAX: Duration = Duration::from_secs(20);
 /// Virtual time between two attempts of a check call.
@@ -59,7 +62,7 @@ impl YcsbTSim {
     pub fn load(&self, sim: &mut Simulator) -> Result<(), Error> {
         let mut start = 0;
         while start < self.rows {
-            let count = LOAD_BATCH_ROWS.min(self.rows - start);
+            let count = SIM_LOAD_BATCH_ROWS.min(self.rows - start);
             sim_call(sim, LOAD_PROCEDURE, vec![Value::Int(start as i64), Value::Int(count as i64)])?;
             start += count;
         }
