@@ -513,7 +513,14 @@ impl Simulator {
     fn step_one(&mut self, driver: &mut dyn SimDriver) -> Result<bool, Error> {
         let Some(s) = self.queue.pop() else { return Ok(false) };
         self.report.events += 1;
-        assert!(self.report.events < SIM_EVENTS_MAX, "seed {}: event limit reached (livelock?)", self.cfg.seed);
+        if self.report.events >= SIM_EVENTS_MAX {
+            // A livelock, or a request storm that keeps the nodes' queues full (a liveness
+            // failure like any other: the run fails with its seed).
+            return Err(Error::Internal(format!(
+                "liveness: event limit {SIM_EVENTS_MAX} reached at {} (livelock, or a request storm?)",
+                self.now
+            )));
+        }
         debug_assert!(s.at >= self.now);
         self.now = s.at;
         match s.item {
