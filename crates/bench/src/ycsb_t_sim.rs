@@ -145,3 +145,36 @@ impl SimDriver for YcsbTSim {
         }
     }
 }
+
+/// One `ycsb-t` simulation of `engine` on `nodes` nodes and `partitions` partitions with the
+/// oracle-crash schedule: load, run, heal, verify, liveness. The catalog and registry hold the
+/// built-in procedures and ycsb-t's.
+pub fn simulate(
+    engine: litmus_engine::EngineKind,
+    nodes: u32,
+    partitions: u32,
+    cfg: litmus_runtime::sim::SimConfig,
+    rows: u64,
+) -> Result<(litmus_runtime::sim::SimReport, YcsbTSim), String> {
+    use litmus_engine::builtin;
+    let seed = cfg.seed;
+    let topology = litmus_runtime::Topology::new(nodes, partitions).map_err(|e| e.to_string())?;
+    let mut driver = YcsbTSim::new(rows).map_err(|e| e.to_string())?;
+    let mut catalog = builtin::catalog();
+    catalog.merge(&driver.workload().catalog());
+    let mut registry = builtin::registry();
+    driver.workload().register(&mut registry);
+    let spec = litmus_runtime::ClusterSpec {
+        engine,
+        topology,
+        catalog: std::sync::Arc::new(catalog),
+        registry: std::sync::Arc::new(registry),
+        seed,
+    };
+    let duration = cfg.duration;
+    let mut sim = Simulator::new(spec, cfg).map_err(|e| e.to_string())?;
+    driver.load(&mut sim).map_err(|e| format!("ycsb-t load: {e}"))?;
+    YcsbTSim::schedule_oracle_crash(&mut sim, seed, duration);
+    let report = sim.run(&mut driver)?;
+    Ok((report, driver))
+}

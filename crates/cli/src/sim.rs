@@ -1,8 +1,7 @@
 //! `litmus sim`: deterministic simulation runs of the durability check.
 
 use anyhow::bail;
-use litmus_bench::ycsb_t_sim::YcsbTSim;
-use litmus_bench::Workload as _;
+use litmus_bench::ycsb_t_sim;
 use litmus_engine::{builtin, EngineKind};
 use litmus_runtime::sim::workload::{AckedWrites, Bank};
 use litmus_runtime::sim::{SimConfig, Simulator};
@@ -98,14 +97,6 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         let ycsbt = args.workload == "ycsb-t";
         let nodes = args.nodes.unwrap_or(if ycsbt && seed % 3 == 0 { 1 } else { 3 });
         let topology = Topology::new(nodes, args.partitions)?;
-        let mut catalog = builtin::catalog();
-        catalog.merge(&builtin::bank::catalog());
-        let mut registry = builtin::registry();
-        registry.merge(&builtin::bank::registry());
-        let mut ycsbt_driver = YcsbTSim::new(args.rows)?;
-        catalog.merge(&ycsbt_driver.workload().catalog());
-        ycsbt_driver.workload().register(&mut registry);
-        let spec = ClusterSpec { engine, topology, catalog: Arc::new(catalog), registry: Arc::new(registry), seed };
         let mut cfg = SimConfig::new(seed);
         if args.faults {
             cfg = cfg.with_faults();
@@ -116,8 +107,20 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         cfg.faults.partition = args.partition.unwrap_or(cfg.faults.partition);
         cfg.clients = args.clients;
         cfg.duration = Duration::from_millis(args.duration_ms);
-        let cfg_duration = cfg.duration;
         cfg.step_cost = Duration::from_micros(args.step_cost_us.unwrap_or(if ycsbt { YCSBT_STEP_COST_US } else { 0 }));
+        if ycsbt {
+            let outcome = ycsb_t_sim::simulate(engine, nodes, args.partitions, cfg, args.rows).map(|(r, d)| {
+                let written = d.tally.as_ref().map_or(0, |t| t.written);
+                format!("{r} | nodes {nodes} | ycsb-t commits {} failed {} | pairs written {written}", d.committed, d.failed)
+            });
+            failures += report(seed, nodes, outcome, args.quiet);
+            continue;
+        }
+        let mut catalog = builtin::catalog();
+        catalog.merge(&builtin::bank::catalog());
+        let mut registry = builtin::registry();
+        registry.merge(&builtin::bank::registry());
+        let spec = ClusterSpec { engine, topology, catalog: Arc::new(catalog), registry: Arc::new(registry), seed };
         let mut sim = Simulator::new(spec, cfg)?;
         let mut acked = AckedWrites::new();
         let base = matches!(engine, EngineKind::Salt | EngineKind::SaltLocal);
@@ -126,40 +129,32 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
             "acked" => sim
                 .run(&mut acked)
                 .map(|r| format!("{r} | acked writes {} | reads checked {}", acked.acked(), acked.reads_checked)),
-            "bank" => sim.run(&mut bank).map(|r| format!("{r} | totals checked {}", bank.totals_checked)),
-            _ => ycsbt_driver
-                .load(&mut sim)
-                .map_err(|e| format!("ycsb-t load: {e}"))
-                .and_then(|()| {
-                    YcsbTSim::schedule_oracle_crash(&mut sim, seed, cfg_duration);
-                    sim.run(&mut ycsbt_driver)
-                })
-                .map(|r| {
-                    let written = ycsbt_driver.tally.as_ref().map_or(0, |t| t.written);
-                    format!(
-                        "{r} | nodes {nodes} | ycsb-t commits {} failed {} | pairs written {written}",
-                        ycsbt_driver.committed, ycsbt_driver.failed
-                    )
-                }),
+            _ => sim.run(&mut bank).map(|r| format!("{r} | totals checked {}", bank.totals_checked)),
         };
-        match outcome {
-            Ok(line) => {
-                if !args.quiet {
-                    println!("ok   {line}");
-                }
-            }
-            Err(e) => {
-                failures += 1;
-                println!("FAIL seed {seed} ({nodes} nodes): {e}");
-                println!("     replay: litmus sim --seed {seed}{}", replay_flags());
-            }
-        }
+        failures += report(seed, nodes, outcome, args.quiet);
     }
     println!("{} passed, {} failed", args.seeds.max(1) - failures, failures);
     if failures > 0 {
         bail!("{failures} simulation run(s) failed");
     }
     Ok(())
+}
+
+/// Prints one seed's outcome (a failure with its replay command); 1 when it failed.
+fn report(seed: u64, nodes: u32, outcome: Result<String, String>, quiet: bool) -> u64 {
+    match outcome {
+        Ok(line) => {
+            if !quiet {
+                println!("ok   {line}");
+            }
+            0
+        }
+        Err(e) => {
+            println!("FAIL seed {seed} ({nodes} nodes): {e}");
+            println!("     replay: litmus sim --seed {seed}{}", replay_flags());
+            1
+        }
+    }
 }
 
 /// The flags of this invocation minus `--seed`, `--seeds` and `--quiet`, so a failing seed's
