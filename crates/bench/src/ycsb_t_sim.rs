@@ -15,8 +15,8 @@
 use crate::workload::Workload;
 use crate::ycsb_t::{Mix, Tally, YcsbT, YcsbTOptions, LOAD_PROCEDURE};
 use litmus_core::{Error, NodeId, Value};
-use litmus_engine::engines::omid::node::OracleRequest;
 use litmus_engine::engines::omid::messages::Request as OracleCall;
+use litmus_engine::engines::omid::node::OracleRequest;
 use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::{Addr, Envelope, Message};
 use litmus_runtime::sim::{SimDriver, Simulator};

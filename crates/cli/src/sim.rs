@@ -111,7 +111,10 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         if ycsbt {
             let outcome = ycsb_t_sim::simulate(engine, nodes, args.partitions, cfg, args.rows).map(|(r, d)| {
                 let written = d.tally.as_ref().map_or(0, |t| t.written);
-                format!("{r} | nodes {nodes} | ycsb-t commits {} failed {} | pairs written {written}", d.committed, d.failed)
+                format!(
+                    "{r} | nodes {nodes} | ycsb-t commits {} failed {} | pairs written {written}",
+                    d.committed, d.failed
+                )
             });
             failures += report(seed, nodes, outcome, args.quiet);
             continue;

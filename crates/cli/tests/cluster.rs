@@ -150,8 +150,7 @@ fn ycsb_runs_on_a_three_process_tcp_cluster() {
 fn oracle_node_killed_during_ycsb_t() {
     let dir = tempfile::tempdir().unwrap();
     let peers: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
-    let configs: Vec<_> =
-        (0..3).map(|n| write_engine_config(dir.path(), n, &peers, 6, "always", "omid")).collect();
+    let configs: Vec<_> = (0..3).map(|n| write_engine_config(dir.path(), n, &peers, 6, "always", "omid")).collect();
     let mut servers: Vec<Server> = configs.iter().map(|c| start(c)).collect();
     for p in &peers {
         drop(connect(p));

@@ -170,7 +170,9 @@ impl TcpTransport {
             if self.inbox.len() >= 4 {
                 let len = u32::from_be_bytes(self.inbox[..4].try_into().expect("4 bytes")) as usize;
                 if len > FRAME_SIZE_MAX {
-                    return Err(InvalidInput::Oversized { what: "frame".into(), size: len, limit: FRAME_SIZE_MAX }.into());
+                    return Err(
+                        InvalidInput::Oversized { what: "frame".into(), size: len, limit: FRAME_SIZE_MAX }.into()
+                    );
                 }
                 if self.inbox.len() >= 4 + len {
                     let frame = wire::decode(&self.inbox[4..4 + len]);

@@ -432,7 +432,8 @@ impl Simulator {
     fn check_liveness(&self) -> Result<(), String> {
         let Some(healed) = self.healed_at else { return Ok(()) };
         let mut stuck = self.unanswered.iter().filter(|(_, u)| {
-            self.nodes[u.node.0 as usize].incarnation == u.incarnation && self.now >= u.sent.max(healed) + LIVENESS_BOUND
+            self.nodes[u.node.0 as usize].incarnation == u.incarnation
+                && self.now >= u.sent.max(healed) + LIVENESS_BOUND
         });
         let Some(((client, id), first)) = stuck.next() else { return Ok(()) };
         let more = stuck.count();
