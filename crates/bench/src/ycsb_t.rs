@@ -370,6 +370,9 @@ impl Workload for YcsbT {
     }
 }
 
+/// How [`Tally::collect`] calls a check procedure (retrying as its caller sees fit).
+pub type CheckCall<'a> = dyn FnMut(&str, Vec<Value>) -> Result<Vec<Value>, Error> + 'a;
+
 /// What `verify` reads back: every row (`ycsbt_check`, in chunks) and every log row
 /// (`ycsbt_check_log`). Shared by the bench and the simulator ([`crate::ycsb_t_sim`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -386,10 +389,7 @@ pub struct Tally {
 
 impl Tally {
     /// Reads every row and log row through `call` (which retries as its caller sees fit).
-    pub fn collect(
-        records: u64,
-        call: &mut dyn FnMut(&str, Vec<Value>) -> Result<Vec<Value>, Error>,
-    ) -> anyhow::Result<Tally> {
+    pub fn collect(records: u64, call: &mut CheckCall<'_>) -> anyhow::Result<Tally> {
         let mut t = Tally::default();
         let mut start = 0;
         while start < records {
