@@ -489,23 +489,6 @@ impl Coordinator {
             })
             .map(|(id, _)| *id)
             .collect();
-        // A transaction stuck while finishing (its engine waits for a commit protocol message
-        // that was lost) keeps finishing in the engine, but its client is answered now: the
-        // outcome is unknown. No client waits without bound (issue 21).
-        let stuck: Vec<TxnId> = self
-            .txns
-            .iter()
-            .filter(|(_, t)| {
-                t.finishing.is_some() && t.request.is_some() && now.saturating_sub(t.last_active) > TXN_STALL_TIMEOUT
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        for txn in stuck {
-            let t = self.txns.get_mut(&txn).expect("listed");
-            let (client, request) = (t.client, t.request.take().expect("checked"));
-            let reason = "the transaction did not finish within the stall timeout".to_string();
-            self.respond(out, client, request, Err(Error::Unavailable { reason, outcome_unknown: true }));
-        }
         for txn in idle {
             // Late replies for the dropped ops are ignored (`on_op_done` finds no op).
             self.txns.get_mut(&txn).expect("listed").ops.clear();

@@ -20,8 +20,7 @@
 //! * **Liveness**, checked for every workload: a client's own timeout ends every call, so
 //!   that alone proves nothing. The simulator also tracks each request until its coordinator
 //!   *answers* it (even after the client gave up): once the faults heal, every request a live
-//!   coordinator received must be answered within [`SimConfig::liveness_bound`] (default
-//!   [`LIVENESS_BOUND`]) of the later of its
+//!   coordinator received must be answered within [`LIVENESS_BOUND`] of the later of its
 //!   sending and the heal — or the run fails, naming the request. Exempt: requests or answers
 //!   the network lost, and requests whose coordinator's node crashed after receiving them
 //!   (the coordinator forgot them; the client's timeout reports "outcome unknown").
@@ -56,11 +55,8 @@ pub const SIM_SNAPSHOT_EVERY_RECORDS: usize = 512;
 /// Bound on simulated events per run, so a livelocked protocol fails instead of hanging.
 pub const SIM_EVENTS_MAX: u64 = 50_000_000;
 /// Once the faults heal, every request a live coordinator received is answered within this
-/// long (see the module doc, "Liveness"): the coordinator's stall timeout
-/// ([`litmus_engine::coordinator::TXN_STALL_TIMEOUT`], after which a transaction whose messages
-/// were lost is aborted and answered — the locking engines and `nocc` do not resend) plus 2 s.
-/// Engines that resend everything can be held to less (the ycsb-t workload uses 5 s on omid).
-pub const LIVENESS_BOUND: Duration = Duration::from_secs(12);
+/// long (see the module doc, "Liveness").
+pub const LIVENESS_BOUND: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Debug)]
 pub struct NetConfig {
@@ -123,8 +119,6 @@ pub struct SimConfig {
     /// CPU time one message costs the node that receives it: a node handles one message at a
     /// time, so a storm of requests queues up (as on a real, loaded machine). Zero: free.
     pub step_cost: Duration,
-    /// See the module doc, "Liveness".
-    pub liveness_bound: Duration,
 }
 
 impl SimConfig {
@@ -139,7 +133,6 @@ impl SimConfig {
             duration: Duration::from_secs(2),
             request_timeout: Duration::from_millis(500),
             step_cost: Duration::ZERO,
-            liveness_bound: LIVENESS_BOUND,
         }
     }
 
@@ -429,7 +422,7 @@ impl Simulator {
         self.report.virtual_time = self.now;
         verdict.map_err(|e| format!("{e}\n     run so far: {}", self.report))?;
         // Liveness: let every request still out run into its bound, then none may be left.
-        self.idle(self.cfg.liveness_bound).map_err(fail)?;
+        self.idle(LIVENESS_BOUND).map_err(fail)?;
         self.report.virtual_time = self.now;
         self.check_liveness().map_err(|e| format!("{e}\n     run so far: {}", self.report))?;
         Ok(self.report.clone())
@@ -440,14 +433,14 @@ impl Simulator {
         let Some(healed) = self.healed_at else { return Ok(()) };
         let mut stuck = self.unanswered.iter().filter(|(_, u)| {
             self.nodes[u.node.0 as usize].incarnation == u.incarnation
-                && self.now >= u.sent.max(healed) + self.cfg.liveness_bound
+                && self.now >= u.sent.max(healed) + LIVENESS_BOUND
         });
         let Some(((client, id), first)) = stuck.next() else { return Ok(()) };
         let more = stuck.count();
         Err(format!(
             "liveness: request {} of client {client} ({}), sent at {} to node {}, was never answered \
-             ({more} more); faults healed at {healed}, bound {:?}",
-            id.0, first.what, first.sent, first.node.0, self.cfg.liveness_bound
+             ({more} more); faults healed at {healed}, bound {LIVENESS_BOUND:?}",
+            id.0, first.what, first.sent, first.node.0
         ))
     }
 
