@@ -31,6 +31,8 @@ pub const SIM_ROWS: u64 = 64;
 pub const SIM_LOAD_BATCH_ROWS: u64 = 50;
 /// Virtual time one load or check call may take, retries included.
 pub const SIM_VERIFY_MAX: Duration = Duration::from_secs(20);
+/// The liveness bound an omid run is held to (tighter than the simulator's default).
+pub const OMID_LIVENESS_BOUND: Duration = Duration::from_secs(5);
 /// Virtual time between two attempts of a check call.
 const SIM_RETRY_PAUSE: Duration = Duration::from_millis(50);
 
@@ -153,10 +155,15 @@ pub fn simulate(
     engine: litmus_engine::EngineKind,
     nodes: u32,
     partitions: u32,
-    cfg: litmus_runtime::sim::SimConfig,
+    mut cfg: litmus_runtime::sim::SimConfig,
     rows: u64,
 ) -> Result<(litmus_runtime::sim::SimReport, YcsbTSim), String> {
     use litmus_engine::builtin;
+    if engine == litmus_engine::EngineKind::Omid {
+        // Omid resends every request until answered and bounds every operation (OP_DEADLINE):
+        // it is held to a tighter bound than the engines that wait out a stall timeout.
+        cfg.liveness_bound = OMID_LIVENESS_BOUND;
+    }
     let seed = cfg.seed;
     let topology = litmus_runtime::Topology::new(nodes, partitions).map_err(|e| e.to_string())?;
     let mut driver = YcsbTSim::new(rows).map_err(|e| e.to_string())?;
