@@ -664,7 +664,7 @@ fn show_progress(cfg: &BenchConfig, window: Window, shared: &Shared) {
     let (mut last_at, mut last_committed) = (started, 0u64);
     loop {
         let now = Instant::now();
-        if now >= window.until || shared.stop.load(Ordering::Relaxed) {
+        if now >= window.until || shared.stop.load(Ordering::Relaxed) || stop_requested() {
             break;
         }
         std::thread::sleep(PROGRESS_REFRESH.min(window.until - now));
