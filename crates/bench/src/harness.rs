@@ -603,7 +603,7 @@ fn drive(
 
     if stop_requested() {
         anyhow::bail!(
-            "stopped by a signal after the window ({} committed, {} unfinished); not verified",
+            "stopped by a signal ({} committed, {} unfinished); not verified",
             stats.total_all().committed,
             stats.unfinished
         );

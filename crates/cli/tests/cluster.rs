@@ -171,7 +171,8 @@ fn oracle_node_killed_during_ycsb_t() {
 
     // A probe commits small writes through node 1's coordinator all along: acknowledged keys
     // must survive, and the first acknowledgement after the kill times the failover.
-    let acked = Arc::new(Mutex::new(Vec::<(i64, Instant)>::new()));
+    // (key, call started, acknowledged)
+    let acked = Arc::new(Mutex::new(Vec::<(i64, Instant, Instant)>::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let probe = {
         let (addr, acked, stop) = (peers[1].clone(), acked.clone(), stop.clone());
@@ -183,8 +184,9 @@ fn oracle_node_killed_during_ycsb_t() {
                 // partitions, which are down with it (partitions are not replicated), so the
                 // probe measures the oracle's failover alone.
                 k += if (k + 1) % 3 == 0 { 2 } else { 1 };
+                let started = Instant::now();
                 if c.call("kv_put", vec![Value::Int(k), Value::Bytes(k.to_le_bytes().to_vec())]).is_ok() {
-                    acked.lock().unwrap().push((k, Instant::now()));
+                    acked.lock().unwrap().push((k, started, Instant::now()));
                 }
                 std::thread::sleep(Duration::from_millis(2));
             }
@@ -221,12 +223,13 @@ fn oracle_node_killed_during_ycsb_t() {
     assert!(stdout.contains("verify: ok"), "{stdout}");
 
     let acked = acked.lock().unwrap().clone();
-    let first_after = acked.iter().find(|(_, at)| *at > killed_at).map(|(_, at)| *at - killed_at);
+    // The first commit both started and acknowledged after the kill went through the standby.
+    let first_after = acked.iter().find(|(_, started, _)| *started > killed_at).map(|(_, _, at)| *at - killed_at);
     let failover = first_after.expect("no commit acknowledged after the oracle's node was killed");
     eprintln!("oracle_node_killed_during_ycsb_t: failover (kill -> first commit through the standby) {failover:?}; bench ran {bench_secs:.1} s; {} probe commits", acked.len());
     assert!(failover < Duration::from_secs(5), "failover took {failover:?}");
     let mut c = connect(&peers[1]);
-    for (k, _) in &acked {
+    for (k, _, _) in &acked {
         let got = c.call("kv_get", vec![Value::Int(*k)]).unwrap();
         assert_eq!(got, vec![Value::Bytes(k.to_le_bytes().to_vec())], "acknowledged key {k} lost");
     }
