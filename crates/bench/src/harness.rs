@@ -32,6 +32,14 @@
 //! transaction at once. A rejection as invalid input ([`Error::Invalid`]) stops the whole run:
 //! the same request would be rejected forever (for example the servers lack the procedures).
 //!
+//! **Bounded.** Every client call has a deadline (the client library's request timeout), so a
+//! client finishes its last transaction within [`STRAGGLER_GRACE`] of the window's end (it
+//! stops retrying then); the verification retries for at most [`VERIFY_GRACE`] in all. What did
+//! not finish is reported: transactions cut off after the window (`unfinished`), outcome-unknown
+//! errors, and the check that failed. SIGINT or SIGTERM ([`install_stop_handler`]) stops a run
+//! in any phase — load, window, verify — within one request deadline; a second signal exits at
+//! once.
+//!
 //! **Not measured / caveats.** Client threads share the machine with the embedded cluster, so
 //! on few cores the numbers are a relative comparison between engines, not absolute capacity.
 //! In `--connect` mode the servers' engine (announced in the TCP hello) must match `--engine`.
@@ -55,6 +63,40 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// After the window, a transaction still retrying stops retrying after this long (each call
+/// also ends by its own deadline, so a bench ends within this plus one request timeout).
+pub const STRAGGLER_GRACE: Duration = Duration::from_secs(2);
+/// The verification (every check call and its retries) gives up after this long.
+pub const VERIFY_GRACE: Duration = Duration::from_secs(30);
+
+/// Set by SIGINT / SIGTERM: every phase stops at its next call.
+static STOP: AtomicBool = AtomicBool::new(false);
+/// Retries of idempotent setup calls stop after this instant (the verification's budget).
+static SETUP_DEADLINE: Mutex<Option<Instant>> = Mutex::new(None);
+
+/// Installs (once per process) a SIGINT / SIGTERM handler: the first signal stops the run at
+/// its next call (the report says so); a second one exits with status 130.
+pub fn install_stop_handler() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = ctrlc::set_handler(|| {
+            if STOP.swap(true, Ordering::SeqCst) {
+                std::process::exit(130);
+            }
+            eprintln!("litmus bench: stopping (signal); a second signal exits at once");
+        });
+    });
+}
+
+/// True once a stop signal arrived.
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::Relaxed)
+}
+
+fn setup_deadline_passed() -> bool {
+    SETUP_DEADLINE.lock().map(|d| d.is_some_and(|d| Instant::now() >= d)).unwrap_or(false)
+}
 
 /// Most retries of one transaction after retryable failures.
 pub const RETRIES_MAX: u32 = 8;
@@ -284,6 +326,9 @@ pub struct BenchReport {
     pub user_aborts: u64,
     pub errors: u64,
     pub outcome_unknown: u64,
+    /// Transactions still retrying when the window (plus [`STRAGGLER_GRACE`]) ended or a stop
+    /// signal came: given up, not counted as committed or aborted.
+    pub unfinished: u64,
     pub verify: Verdict,
 }
 
@@ -355,9 +400,17 @@ pub fn call_idempotent(
 ) -> Result<Vec<litmus_core::Value>, Error> {
     let mut attempt = 0;
     loop {
+        if stop_requested() {
+            return Err(Error::unavailable("stopped by a signal"));
+        }
         match client.call(procedure, args.clone()) {
             Ok(v) => return Ok(v),
-            Err(e) if attempt < SETUP_RETRIES_MAX && (e.is_retryable() || matches!(e, Error::Unavailable { .. })) => {
+            Err(e)
+                if attempt < SETUP_RETRIES_MAX
+                    && !setup_deadline_passed()
+                    && !stop_requested()
+                    && (e.is_retryable() || matches!(e, Error::Unavailable { .. })) =>
+            {
                 attempt += 1;
                 std::thread::sleep(Duration::from_micros(backoff_cap_us(attempt)));
             }
@@ -483,6 +536,8 @@ fn new_histogram() -> Histogram<u64> {
 enum Final {
     Committed,
     GaveUp,
+    /// Still retrying when the run ended (grace over, or a stop signal).
+    Unfinished,
     UserAbort,
     Failed(Error),
 }
@@ -492,6 +547,10 @@ fn drive(
     workload: &dyn Workload,
     clients: &mut dyn FnMut() -> Result<Client, Error>,
 ) -> anyhow::Result<BenchReport> {
+    install_stop_handler();
+    if let Ok(mut d) = SETUP_DEADLINE.lock() {
+        *d = None;
+    }
     let load_started = Instant::now();
     workload.prepare(clients).with_context(|| format!("prepare {}", workload.name()))?;
     let load_secs = load_started.elapsed().as_secs_f64();
@@ -504,7 +563,8 @@ fn drive(
     let start = Instant::now();
     let window = Window { measure_from: start + cfg.warmup, until: start + cfg.warmup + cfg.duration };
 
-    let tallies = std::thread::scope(|s| -> anyhow::Result<Vec<BTreeMap<&'static str, KindTally>>> {
+    type Tally = (BTreeMap<&'static str, KindTally>, u64);
+    let tallies = std::thread::scope(|s| -> anyhow::Result<Vec<Tally>> {
         let mut handles = Vec::with_capacity(sessions.len());
         for (i, client) in sessions.iter_mut().enumerate() {
             let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
@@ -517,6 +577,9 @@ fn drive(
             handles.push(handle);
         }
         show_progress(cfg, window, &shared);
+        if stop_requested() {
+            shared.stop.store(true, Ordering::Relaxed);
+        }
         let mut tallies = Vec::with_capacity(handles.len());
         for h in handles {
             tallies.push(h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))?);
@@ -529,7 +592,8 @@ fn drive(
 
     let mut stats = RunStats { measured_secs: cfg.duration.as_secs_f64(), ..RunStats::default() };
     let mut histograms: BTreeMap<&'static str, Histogram<u64>> = BTreeMap::new();
-    for tally in tallies {
+    for (tally, unfinished) in tallies {
+        stats.unfinished += unfinished;
         for (kind, t) in tally {
             stats.measured.entry(kind).or_default().add(&t.measured);
             stats.total.entry(kind).or_default().add(&t.total);
@@ -537,11 +601,30 @@ fn drive(
         }
     }
 
-    let mut checker = clients().context("open the verification client")?;
-    let verify = match workload.verify(&mut checker, &stats) {
-        Ok(message) => Verdict { ok: true, message },
+    if stop_requested() {
+        anyhow::bail!(
+            "stopped by a signal ({} committed, {} unfinished); not verified",
+            stats.total_all().committed,
+            stats.unfinished
+        );
+    }
+    let verify_started = Instant::now();
+    if let Ok(mut d) = SETUP_DEADLINE.lock() {
+        *d = Some(verify_started + VERIFY_GRACE);
+    }
+    let verify = match clients().context("open the verification client") {
         Err(e) => Verdict { ok: false, message: format!("{e:#}") },
+        Ok(mut checker) => match workload.verify(&mut checker, &stats) {
+            Ok(message) => Verdict { ok: true, message },
+            Err(e) => Verdict {
+                ok: false,
+                message: format!("{e:#} (verification gave up after {:.1} s)", verify_started.elapsed().as_secs_f64()),
+            },
+        },
     };
+    if let Ok(mut d) = SETUP_DEADLINE.lock() {
+        *d = None;
+    }
 
     let mut all = new_histogram();
     for h in histograms.values() {
@@ -567,6 +650,7 @@ fn drive(
         user_aborts: m.user_aborts,
         errors: m.errors,
         outcome_unknown: m.outcome_unknown,
+        unfinished: stats.unfinished,
         verify,
     })
 }
@@ -580,7 +664,7 @@ fn show_progress(cfg: &BenchConfig, window: Window, shared: &Shared) {
     let (mut last_at, mut last_committed) = (started, 0u64);
     loop {
         let now = Instant::now();
-        if now >= window.until || shared.stop.load(Ordering::Relaxed) {
+        if now >= window.until || shared.stop.load(Ordering::Relaxed) || stop_requested() {
             break;
         }
         std::thread::sleep(PROGRESS_REFRESH.min(window.until - now));
@@ -601,9 +685,10 @@ fn client_loop(
     workload: &dyn Workload,
     window: Window,
     shared: &Shared,
-) -> BTreeMap<&'static str, KindTally> {
+) -> (BTreeMap<&'static str, KindTally>, u64) {
     let mut tally: BTreeMap<&'static str, KindTally> = BTreeMap::new();
-    while Instant::now() < window.until && !shared.stop.load(Ordering::Relaxed) {
+    let mut unfinished = 0u64;
+    while Instant::now() < window.until && !shared.stop.load(Ordering::Relaxed) && !stop_requested() {
         let req = workload.generate(&mut rng);
         let started = Instant::now();
         let mut outcome = Outcomes::default();
@@ -617,6 +702,9 @@ fn client_loop(
                 Ok(_) => break Final::Committed,
                 Err(e) if e.is_retryable() => {
                     outcome.aborts += 1;
+                    if Instant::now() >= window.until + STRAGGLER_GRACE || stop_requested() {
+                        break Final::Unfinished;
+                    }
                     if attempt >= RETRIES_MAX {
                         break Final::GaveUp;
                     }
@@ -636,6 +724,7 @@ fn client_loop(
                 shared.committed.fetch_add(1, Ordering::Relaxed);
             }
             Final::GaveUp => outcome.gave_up = 1,
+            Final::Unfinished => unfinished += 1,
             Final::UserAbort => outcome.user_aborts = 1,
             Final::Failed(e) => {
                 outcome.errors = 1;
@@ -662,7 +751,7 @@ fn client_loop(
             }
         }
     }
-    tally
+    (tally, unfinished)
 }
 
 /// Prints a report as a human table.
@@ -695,8 +784,8 @@ pub fn print_report(out: &mut dyn Write, r: &BenchReport) -> std::io::Result<()>
     }
     writeln!(
         out,
-        "aborts: {}  retries: {}  gave up: {}  user aborts: {}  errors: {} (outcome unknown: {})",
-        r.aborts, r.retries, r.gave_up, r.user_aborts, r.errors, r.outcome_unknown
+        "aborts: {}  retries: {}  gave up: {}  user aborts: {}  errors: {} (outcome unknown: {})  unfinished: {}",
+        r.aborts, r.retries, r.gave_up, r.user_aborts, r.errors, r.outcome_unknown, r.unfinished
     )?;
     let status = if r.verify.ok { "ok" } else { "FAILED" };
     writeln!(out, "verify: {status}: {}", r.verify.message)

@@ -53,6 +53,7 @@ pub mod tpcc;
 pub mod workload;
 pub mod ycsb;
 pub mod ycsb_t;
+pub mod ycsb_t_sim;
 
 pub use harness::{BenchConfig, BenchError, BenchReport};
 pub use omid_oracle::OmidOracleOptions;

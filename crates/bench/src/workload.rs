@@ -117,6 +117,8 @@ pub struct RunStats {
     pub measured: BTreeMap<&'static str, Outcomes>,
     /// Per kind, every transaction of the run (warmup and stragglers included).
     pub total: BTreeMap<&'static str, Outcomes>,
+    /// Transactions cut off while retrying (grace over after the window, or a stop signal).
+    pub unfinished: u64,
 }
 
 impl RunStats {

@@ -346,51 +346,9 @@ impl Workload for YcsbT {
     }
 
     fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String> {
-        let records = 2 * self.pairs;
-        let (mut rows, mut sum_v, mut sum_writes, mut torn) = (0i64, 0i64, 0i64, 0i64);
-        let mut start = 0;
-        while start < records {
-            let end = (start + CHECK_CHUNK_ROWS).min(records);
-            let out = call_idempotent(client, CHECK_PROCEDURE, vec![Value::Int(start as i64), Value::Int(end as i64)])
-                .with_context(|| format!("check rows {start}..{end}"))?;
-            let get = |i: usize| out.get(i).and_then(Value::as_int).unwrap_or(0);
-            rows += get(0);
-            sum_v += get(1);
-            sum_writes += get(2);
-            torn += get(3);
-            start = end;
-        }
-        let (mut written, mut fractured, mut logged) = (0i64, 0i64, 0i64);
-        let (mut id, mut seq) = (0i64, 0i64);
-        loop {
-            let out = call_idempotent(client, CHECK_LOG_PROCEDURE, vec![Value::Int(id), Value::Int(seq)])
-                .context("check the log")?;
-            let get = |i: usize| out.get(i).and_then(Value::as_int).unwrap_or(0);
-            logged += get(0);
-            written += get(1);
-            fractured += get(2);
-            if get(0) < CHECK_CHUNK_ROWS as i64 {
-                break;
-            }
-            (id, seq) = (get(3), get(4) + 1);
-        }
-        let mut violations = Vec::new();
-        if rows != records as i64 {
-            violations.push(format!("expected {records} rows, found {rows}"));
-        }
-        if fractured > 0 {
-            violations.push(format!("{fractured} fractured reads (a pair read half-written)"));
-        }
-        if sum_writes != 2 * written {
-            violations.push(format!(
-                "sum(writes) = {sum_writes}, committed writers wrote {}: lost or phantom updates",
-                2 * written
-            ));
-        }
-        if sum_v != 0 || torn > 0 {
-            violations
-                .push(format!("sum(v) = {sum_v} (expected 0), {torn} pairs with two stamps: a writer was not atomic"));
-        }
+        let mut call = |procedure: &str, args: Vec<Value>| call_idempotent(client, procedure, args);
+        let tally = Tally::collect(2 * self.pairs, &mut call)?;
+        let violations = tally.violations(2 * self.pairs);
         let all = stats.total_all();
         let abort_rate = all.aborts as f64 / (all.committed + all.aborts).max(1) as f64;
         if !violations.is_empty() {
@@ -401,12 +359,88 @@ impl Workload for YcsbT {
             );
         }
         Ok(format!(
-            "snapshot isolation holds: no fractured read, no lost update ({written} pairs written by committed \
-             transactions, {logged} log rows), every pair atomic; abort rate {:.2}% ({} aborted attempts, {} commits)",
+            "snapshot isolation holds: no fractured read, no lost update ({} pairs written by committed \
+             transactions, {} log rows), every pair atomic; abort rate {:.2}% ({} aborted attempts, {} commits)",
+            tally.written,
+            tally.logged,
             100.0 * abort_rate,
             all.aborts,
             all.committed
         ))
+    }
+}
+
+/// How [`Tally::collect`] calls a check procedure (retrying as its caller sees fit).
+pub type CheckCall<'a> = dyn FnMut(&str, Vec<Value>) -> Result<Vec<Value>, Error> + 'a;
+
+/// What `verify` reads back: every row (`ycsbt_check`, in chunks) and every log row
+/// (`ycsbt_check_log`). Shared by the bench and the simulator ([`crate::ycsb_t_sim`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub rows: i64,
+    pub sum_v: i64,
+    pub sum_writes: i64,
+    pub torn: i64,
+    /// `sum(n)` over the `seq = 0` log rows: pairs written by committed transactions.
+    pub written: i64,
+    pub fractured: i64,
+    pub logged: i64,
+}
+
+impl Tally {
+    /// Reads every row and log row through `call` (which retries as its caller sees fit).
+    pub fn collect(records: u64, call: &mut CheckCall<'_>) -> anyhow::Result<Tally> {
+        let mut t = Tally::default();
+        let mut start = 0;
+        while start < records {
+            let end = (start + CHECK_CHUNK_ROWS).min(records);
+            let out = call(CHECK_PROCEDURE, vec![Value::Int(start as i64), Value::Int(end as i64)])
+                .with_context(|| format!("check rows {start}..{end}"))?;
+            let get = |i: usize| out.get(i).and_then(Value::as_int).unwrap_or(0);
+            t.rows += get(0);
+            t.sum_v += get(1);
+            t.sum_writes += get(2);
+            t.torn += get(3);
+            start = end;
+        }
+        let (mut id, mut seq) = (0i64, 0i64);
+        loop {
+            let out = call(CHECK_LOG_PROCEDURE, vec![Value::Int(id), Value::Int(seq)]).context("check the log")?;
+            let get = |i: usize| out.get(i).and_then(Value::as_int).unwrap_or(0);
+            t.logged += get(0);
+            t.written += get(1);
+            t.fractured += get(2);
+            if get(0) < CHECK_CHUNK_ROWS as i64 {
+                break;
+            }
+            (id, seq) = (get(3), get(4) + 1);
+        }
+        Ok(t)
+    }
+
+    /// The snapshot-isolation verdict of the module doc: empty when it holds.
+    pub fn violations(&self, records: u64) -> Vec<String> {
+        let mut violations = Vec::new();
+        if self.rows != records as i64 {
+            violations.push(format!("expected {records} rows, found {}", self.rows));
+        }
+        if self.fractured > 0 {
+            violations.push(format!("{} fractured reads (a pair read half-written)", self.fractured));
+        }
+        if self.sum_writes != 2 * self.written {
+            violations.push(format!(
+                "sum(writes) = {}, committed writers wrote {}: lost or phantom updates",
+                self.sum_writes,
+                2 * self.written
+            ));
+        }
+        if self.sum_v != 0 || self.torn > 0 {
+            violations.push(format!(
+                "sum(v) = {} (expected 0), {} pairs with two stamps: a writer was not atomic",
+                self.sum_v, self.torn
+            ));
+        }
+        violations
     }
 }
 

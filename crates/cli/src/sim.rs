@@ -1,6 +1,7 @@
 //! `litmus sim`: deterministic simulation runs of the durability check.
 
 use anyhow::bail;
+use litmus_bench::ycsb_t_sim;
 use litmus_engine::{builtin, EngineKind};
 use litmus_runtime::sim::chains::SaltChains;
 use litmus_runtime::sim::workload::{AckedWrites, Bank};
@@ -24,13 +25,19 @@ pub struct SimArgs {
     #[arg(long, default_value = "nocc")]
     engine: String,
     /// What the clients run: `acked` (every acknowledged write survives), `bank` (Salt Figs.
-    /// 1–2: ACID totals never see a BASE transfer in flight; money is conserved) or
-    /// `salt-chains` (random BASE chains across partitions with provenance; no ACID read sees a
-    /// value derived from a BASE transaction that has not ended, Salt §5.1).
+    /// 1–2: ACID totals never see a BASE transfer in flight; money is conserved), `salt-chains`
+    /// (random BASE chains across partitions with provenance; no ACID read sees a value derived
+    /// from a BASE transaction that has not ended, Salt §5.1) or `ycsb-t`
+    /// (Omid §V's transactions; node 0, the oracle's, crashes while a commit is in flight; then
+    /// every row is read and snapshot isolation checked). Every workload also checks liveness:
+    /// after the faults heal, every request a live coordinator received is answered in bounded
+    /// time.
     #[arg(long, default_value = "acked")]
     workload: String,
-    #[arg(long, default_value_t = 3)]
-    nodes: u32,
+    /// Nodes in the cluster (default 3; under `ycsb-t`, 1 for every third seed — the oracle
+    /// without its standby — and 3 otherwise).
+    #[arg(long)]
+    nodes: Option<u32>,
     #[arg(long, default_value_t = 6)]
     partitions: u32,
     #[arg(long, default_value_t = 4)]
@@ -50,10 +57,20 @@ pub struct SimArgs {
     /// Per-100ms probability of a network partition (overrides --faults).
     #[arg(long)]
     partition: Option<f64>,
+    /// CPU time each message costs the node that receives it, in microseconds (a node handles
+    /// one message at a time, so request storms queue up). Default 0 (free); under `ycsb-t`, 20.
+    #[arg(long)]
+    step_cost_us: Option<u64>,
+    /// `ycsb-t`: rows in the table (even).
+    #[arg(long, default_value_t = litmus_bench::ycsb_t_sim::SIM_ROWS)]
+    rows: u64,
     /// Print nothing but failures and the summary.
     #[arg(long)]
     quiet: bool,
 }
+
+/// `--step-cost-us` under `ycsb-t`.
+const YCSBT_STEP_COST_US: u64 = 20;
 
 fn check_probability(name: &str, p: Option<f64>) -> anyhow::Result<()> {
     if let Some(p) = p {
@@ -66,7 +83,10 @@ fn check_probability(name: &str, p: Option<f64>) -> anyhow::Result<()> {
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let engine: EngineKind = args.engine.parse()?;
-    let topology = Topology::new(args.nodes, args.partitions)?;
+    if !["acked", "bank", "salt-chains", "ycsb-t"].contains(&args.workload.as_str()) {
+        bail!("unknown simulation workload {:?} (known: acked, bank, salt-chains, ycsb-t)", args.workload);
+    }
+    Topology::new(args.nodes.unwrap_or(3), args.partitions)?;
     for (n, p) in
         [("loss", args.loss), ("duplicate", args.duplicate), ("crash", args.crash), ("partition", args.partition)]
     {
@@ -77,13 +97,9 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     }
     let mut failures = 0;
     for seed in args.seed..args.seed.saturating_add(args.seeds.max(1)) {
-        let mut catalog = builtin::catalog();
-        catalog.merge(&builtin::bank::catalog());
-        catalog.merge(&builtin::chains::catalog());
-        let mut registry = builtin::registry();
-        registry.merge(&builtin::bank::registry());
-        registry.merge(&builtin::chains::registry());
-        let spec = ClusterSpec { engine, topology, catalog: Arc::new(catalog), registry: Arc::new(registry), seed };
+        let ycsbt = args.workload == "ycsb-t";
+        let nodes = args.nodes.unwrap_or(if ycsbt && seed % 3 == 0 { 1 } else { 3 });
+        let topology = Topology::new(nodes, args.partitions)?;
         let mut cfg = SimConfig::new(seed);
         if args.faults {
             cfg = cfg.with_faults();
@@ -94,6 +110,25 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         cfg.faults.partition = args.partition.unwrap_or(cfg.faults.partition);
         cfg.clients = args.clients;
         cfg.duration = Duration::from_millis(args.duration_ms);
+        cfg.step_cost = Duration::from_micros(args.step_cost_us.unwrap_or(if ycsbt { YCSBT_STEP_COST_US } else { 0 }));
+        if ycsbt {
+            let outcome = ycsb_t_sim::simulate(engine, nodes, args.partitions, cfg, args.rows).map(|(r, d)| {
+                let written = d.tally.as_ref().map_or(0, |t| t.written);
+                format!(
+                    "{r} | nodes {nodes} | ycsb-t commits {} failed {} | pairs written {written}",
+                    d.committed, d.failed
+                )
+            });
+            failures += report(seed, nodes, outcome, args.quiet);
+            continue;
+        }
+        let mut catalog = builtin::catalog();
+        catalog.merge(&builtin::bank::catalog());
+        catalog.merge(&builtin::chains::catalog());
+        let mut registry = builtin::registry();
+        registry.merge(&builtin::bank::registry());
+        registry.merge(&builtin::chains::registry());
+        let spec = ClusterSpec { engine, topology, catalog: Arc::new(catalog), registry: Arc::new(registry), seed };
         let mut sim = Simulator::new(spec, cfg)?;
         let mut acked = AckedWrites::new();
         let base = matches!(engine, EngineKind::Salt | EngineKind::SaltLocal);
@@ -103,33 +138,38 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
             "acked" => sim
                 .run(&mut acked)
                 .map(|r| format!("{r} | acked writes {} | reads checked {}", acked.acked(), acked.reads_checked)),
-            "bank" => sim.run(&mut bank).map(|r| format!("{r} | totals checked {}", bank.totals_checked)),
             "salt-chains" => sim.run(&mut chains).map(|r| {
                 format!(
                     "{r} | chain steps acked {} | ACID checks {} over {} tags | final check {} tags",
                     chains.steps_acked, chains.checks, chains.tags_checked, chains.final_tags
                 )
             }),
-            other => bail!("unknown simulation workload {other:?} (known: acked, bank, salt-chains)"),
+            _ => sim.run(&mut bank).map(|r| format!("{r} | totals checked {}", bank.totals_checked)),
         };
-        match outcome {
-            Ok(line) => {
-                if !args.quiet {
-                    println!("ok   {line}");
-                }
-            }
-            Err(e) => {
-                failures += 1;
-                println!("FAIL seed {seed}: {e}");
-                println!("     replay: litmus sim --seed {seed}{}", replay_flags());
-            }
-        }
+        failures += report(seed, nodes, outcome, args.quiet);
     }
     println!("{} passed, {} failed", args.seeds.max(1) - failures, failures);
     if failures > 0 {
         bail!("{failures} simulation run(s) failed");
     }
     Ok(())
+}
+
+/// Prints one seed's outcome (a failure with its replay command); 1 when it failed.
+fn report(seed: u64, nodes: u32, outcome: Result<String, String>, quiet: bool) -> u64 {
+    match outcome {
+        Ok(line) => {
+            if !quiet {
+                println!("ok   {line}");
+            }
+            0
+        }
+        Err(e) => {
+            println!("FAIL seed {seed} ({nodes} nodes): {e}");
+            println!("     replay: litmus sim --seed {seed}{}", replay_flags());
+            1
+        }
+    }
 }
 
 /// The flags of this invocation minus `--seed`, `--seeds` and `--quiet`, so a failing seed's

@@ -81,13 +81,19 @@ impl NodeConfig {
     }
 }
 
-/// A blocking client connection to a `litmus server`.
+/// A blocking client connection to a `litmus server`. Every request has a deadline (the
+/// connection's timeout, counted from the send): when it passes the call returns
+/// `Unavailable { outcome_unknown: true }` — whatever else the server sends meanwhile (late
+/// answers to earlier requests) does not extend it, and a frame cut by the deadline stays
+/// buffered, so the stream never loses its framing.
 pub struct TcpTransport {
     stream: TcpStream,
     engine: String,
     session: ClientSession,
     timeout: Duration,
     buf: Vec<u8>,
+    /// Bytes received and not yet decoded (at most part of one frame between requests).
+    inbox: Vec<u8>,
 }
 
 impl TcpTransport {
@@ -110,6 +116,7 @@ impl TcpTransport {
                 session: ClientSession::new(client, Addr::Coordinator(node), timeout),
                 timeout,
                 buf: Vec::new(),
+                inbox: Vec::new(),
             }),
             Frame::Rejected(e) => Err(e),
             other => Err(Error::Internal(format!("unexpected handshake frame {other:?}"))),
@@ -123,16 +130,19 @@ impl Transport for TcpTransport {
     }
 
     fn request(&mut self, body: RequestBody) -> Result<ResponseBody, Error> {
-        let now = Time::ZERO; // deadlines are enforced by the socket's read timeout
-        let (id, env) = self.session.request(now, body);
+        let started = Instant::now();
+        let deadline = started + self.timeout;
+        let (id, env) = self.session.request(Time::ZERO, body);
         self.buf.clear();
         wire::write_frame(&mut self.buf, &Frame::Envelope(env));
+        self.stream.set_write_timeout(Some(self.timeout)).map_err(|e| Error::unavailable(format!("send: {e}")))?;
         self.stream.write_all(&self.buf).map_err(|e| Error::unavailable(format!("send: {e}")))?;
         loop {
-            let frame = match wire::read_frame(&mut self.stream) {
+            let frame = match self.next_frame(deadline) {
                 Ok(f) => f,
                 Err(Error::Unavailable { reason, .. }) => {
-                    let _ = self.session.tick(Time::ZERO + self.timeout + self.timeout);
+                    // Forget the request: a late answer is dropped as unknown.
+                    let _ = self.session.tick(Time::ZERO + self.timeout);
                     return Err(Error::Unavailable { reason, outcome_unknown: true });
                 }
                 Err(e) => return Err(e),
@@ -147,6 +157,42 @@ impl Transport for TcpTransport {
                 }
                 Frame::Rejected(e) => return Err(e),
                 _ => {}
+            }
+        }
+    }
+}
+
+impl TcpTransport {
+    /// The next whole frame, or `Unavailable` once `deadline` passes (or the connection ends).
+    fn next_frame(&mut self, deadline: Instant) -> Result<Frame, Error> {
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            if self.inbox.len() >= 4 {
+                let len = u32::from_be_bytes(self.inbox[..4].try_into().expect("4 bytes")) as usize;
+                if len > FRAME_SIZE_MAX {
+                    return Err(
+                        InvalidInput::Oversized { what: "frame".into(), size: len, limit: FRAME_SIZE_MAX }.into()
+                    );
+                }
+                if self.inbox.len() >= 4 + len {
+                    let frame = wire::decode(&self.inbox[4..4 + len]);
+                    self.inbox.drain(..4 + len);
+                    return Ok(frame?);
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::unavailable(format!("no answer within {:?}", self.timeout)));
+            }
+            self.stream.set_read_timeout(Some(left)).map_err(|e| Error::unavailable(format!("connection: {e}")))?;
+            match std::io::Read::read(&mut self.stream, &mut chunk) {
+                Ok(0) => return Err(Error::unavailable("connection closed by the server")),
+                Ok(n) => self.inbox.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    return Err(Error::unavailable(format!("no answer within {:?}", self.timeout)));
+                }
+                Err(e) => return Err(Error::unavailable(format!("connection: {e}"))),
             }
         }
     }

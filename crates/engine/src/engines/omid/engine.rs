@@ -3,7 +3,7 @@
 //! partition half ([`OmidPartition`]) is the data server. See the module doc of [`super`] for
 //! the mapping and the rules; rule numbers E1–E6 below refer to it.
 
-use super::messages::{CrashRange, Delta, Reply as OracleBody, Request as OracleCall};
+use super::messages::{CrashRange, Delta, Fate, Reply as OracleBody, Request as OracleCall, FATES_PER_REQUEST_MAX};
 use super::node::{OracleReply, OracleRequest};
 use super::replica::{ClientReplica, Visibility};
 use super::{OracleError, RowId};
@@ -32,6 +32,16 @@ pub const PARTITION_RESEND_AFTER: Duration = Duration::from_millis(100);
 pub const ORACLE_FAILOVER_AFTER: Duration = Duration::from_millis(300);
 /// A delta gap (a lost reply that carried metadata) older than this resets the session.
 pub const DELTA_GAP_TIMEOUT: Duration = Duration::from_millis(500);
+/// An operation not decided in this long (a partition that does not answer, an oracle that
+/// cannot be reached to judge a version) fails with a retryable `Unavailable` — before the
+/// client's own deadline ([`crate::client::REQUEST_TIMEOUT_DEFAULT`]), so the client gets a
+/// typed answer rather than a timeout, and nothing waits forever (issue 21).
+pub const OP_DEADLINE: Duration = Duration::from_secs(3);
+/// A commit the oracle has not answered in this long is reported as outcome unknown (its
+/// fate is decided by the serving oracle alone; readers ask it, see the module doc, E4).
+pub const COMMIT_DEADLINE: Duration = Duration::from_secs(3);
+/// Final writer fates ([`Fate`]) a coordinator remembers across transactions and sessions.
+pub const FATES_CACHED_MAX: usize = 1 << 20;
 /// A cleanup whose partitions did not all answer in this long is given up (its aborted entry
 /// stays in the oracle's list: safe, rule 4).
 pub const CLEANUP_GIVE_UP_AFTER: Duration = Duration::from_secs(5);
@@ -415,7 +425,8 @@ enum Purpose {
     Connect,
     Begin(TxnId),
     Commit(TxnId),
-    InSnapshot(TxnId, Timestamp),
+    /// A batch of [`OracleCall::Fates`] (who waits for which writer: `OmidCoordinator::asking`).
+    Fates,
     /// An abort, or the release of an unused start timestamp: resent until answered, or the
     /// timestamp would stay in flight at the oracle and hold `Tmin` (so GC) back.
     Finish,
@@ -476,8 +487,11 @@ struct Txn {
     ops: BTreeMap<SubOpId, OpState>,
     /// The oracle's answers to `inSnapshot` queries the replica could not answer.
     verdicts: BTreeMap<Timestamp, bool>,
-    asked: BTreeSet<Timestamp>,
     phase: Phase,
+    /// When each operation was issued (the [`OP_DEADLINE`] clock).
+    issued: BTreeMap<SubOpId, Time>,
+    /// When the commit request was sent (the [`COMMIT_DEADLINE`] clock).
+    commit_since: Time,
     /// The oracle session this transaction's snapshot came from ended: it can only abort.
     doomed: bool,
 }
@@ -509,6 +523,15 @@ pub struct OmidCoordinator {
     parts: BTreeMap<SubOpId, (u64, PartCall)>,
     txns: BTreeMap<TxnId, Txn>,
     cleanups: BTreeMap<Timestamp, (BTreeSet<PartitionId>, Time)>,
+    /// Writers whose fate was asked of the oracle and not answered yet, with the transactions
+    /// that were waiting when the question left (only they may read a `NotCommitted` answer
+    /// as "invisible": a transaction that started later might have started after the commit).
+    asking: BTreeMap<Timestamp, BTreeSet<TxnId>>,
+    /// Final fates learned from the oracle: facts, valid for every reader, session and oracle
+    /// replica (the serving oracle answers only from state its standby holds), so each writer
+    /// is asked about at most once — not once per reader, which after a failover (an empty
+    /// replica with `T_init` above every earlier commit) made every scan ask about every row.
+    fates: BTreeMap<Timestamp, Fate>,
 }
 
 impl Default for OmidCoordinator {
@@ -549,6 +572,8 @@ impl OmidCoordinator {
             parts: BTreeMap::new(),
             txns: BTreeMap::new(),
             cleanups: BTreeMap::new(),
+            asking: BTreeMap::new(),
+            fates: BTreeMap::new(),
         }
     }
 
@@ -624,6 +649,7 @@ impl OmidCoordinator {
         // range) or they expire when `Tmax` passes them; their transactions ask again.
         self.staged.clear();
         self.calls.clear();
+        self.asking.clear();
         let ids: Vec<TxnId> = self.txns.keys().copied().collect();
         for id in ids {
             let t = self.txns.get_mut(&id).expect("listed");
@@ -817,10 +843,16 @@ impl OmidCoordinator {
             return Some(v);
         }
         let replica = self.replica.as_ref()?;
-        match replica.in_snapshot(version_ts, t.start_ts.expect("started")) {
+        let reader_ts = t.start_ts.expect("started");
+        match replica.in_snapshot(version_ts, reader_ts) {
             Visibility::Visible => Some(true),
             Visibility::Invisible => Some(false),
-            Visibility::AskOracle => None,
+            Visibility::AskOracle => match self.fates.get(&version_ts)? {
+                Fate::Committed(commit_ts) => Some(*commit_ts < reader_ts),
+                Fate::Aborted => Some(false),
+                Fate::Old => Some(true),
+                Fate::NotCommitted => None,
+            },
         }
     }
 
@@ -843,12 +875,54 @@ impl OmidCoordinator {
         }
     }
 
+    /// Asks the oracle the fate of writers the replica cannot judge: one request for all of
+    /// them (up to [`FATES_PER_REQUEST_MAX`]), none for a writer already asked about.
     fn ask(&mut self, txn: TxnId, unknown: Vec<Timestamp>, ctx: &mut CoordCtx) {
-        let t = self.txns.get_mut(&txn).expect("live txn");
-        let reader_ts = t.start_ts.expect("started");
-        let new: Vec<Timestamp> = unknown.into_iter().filter(|v| t.asked.insert(*v)).collect();
-        for version_ts in new {
-            self.call(OracleCall::InSnapshot { version_ts, reader_ts }, Purpose::InSnapshot(txn, version_ts), ctx);
+        if self.session != Session::Connected {
+            return; // the transaction is doomed; it fails with the session
+        }
+        let mut new = Vec::new();
+        for ts in unknown {
+            match self.asking.entry(ts) {
+                std::collections::btree_map::Entry::Occupied(_) => {}
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(BTreeSet::from([txn]));
+                    new.push(ts);
+                }
+            }
+        }
+        new.sort_unstable();
+        new.dedup();
+        for chunk in new.chunks(FATES_PER_REQUEST_MAX) {
+            self.call(OracleCall::Fates { start_ts: chunk.to_vec() }, Purpose::Fates, ctx);
+        }
+    }
+
+    /// The oracle's answer about writers: final fates are remembered for every reader; a
+    /// `NotCommitted` one decides "invisible" only for the transactions that were waiting when
+    /// the question left. Every waiting operation moves on (asking again if it must).
+    fn on_fates(&mut self, fates: Vec<(Timestamp, Fate)>, ctx: &mut CoordCtx) {
+        for (ts, fate) in fates {
+            let waiting = self.asking.remove(&ts).unwrap_or_default();
+            match fate {
+                Fate::NotCommitted => {
+                    for txn in waiting {
+                        if let Some(t) = self.txns.get_mut(&txn) {
+                            t.verdicts.insert(ts, false);
+                        }
+                    }
+                }
+                fate => {
+                    if self.fates.len() >= FATES_CACHED_MAX {
+                        self.fates.pop_first();
+                    }
+                    self.fates.insert(ts, fate);
+                }
+            }
+        }
+        let ops: Vec<SubOpId> = self.txns.values().flat_map(|t| t.ops.keys().copied()).collect();
+        for id in ops {
+            self.advance(id, ctx);
         }
     }
 
@@ -1031,6 +1105,48 @@ impl OmidCoordinator {
     }
 }
 
+impl OmidCoordinator {
+    /// Nothing waits forever (issue 21): an operation older than [`OP_DEADLINE`] fails with a
+    /// retryable `Unavailable` (it changed nothing the transaction keeps: the transaction
+    /// aborts, and its versions are cleaned up or purged like any aborted writer's), and a
+    /// commit unanswered for [`COMMIT_DEADLINE`] is reported as outcome unknown.
+    fn enforce_deadlines(&mut self, ctx: &mut CoordCtx) {
+        let now = ctx.now;
+        let mut expired_ops = Vec::new();
+        let mut expired_commits = Vec::new();
+        for (&txn, t) in self.txns.iter_mut() {
+            if t.phase == Phase::Committing {
+                if now.saturating_sub(t.commit_since) >= COMMIT_DEADLINE {
+                    expired_commits.push(txn);
+                }
+                continue;
+            }
+            let (ops, queued) = (&t.ops, &t.queued);
+            t.issued.retain(|id, _| ops.contains_key(id) || queued.iter().any(|(q, _)| q == id));
+            for (&id, &at) in &t.issued {
+                if now.saturating_sub(at) >= OP_DEADLINE {
+                    expired_ops.push(id);
+                }
+            }
+        }
+        for id in expired_ops {
+            let t = self.txns.get_mut(&id.txn).expect("listed");
+            t.issued.remove(&id);
+            t.ops.remove(&id);
+            t.queued.retain(|(q, _)| *q != id);
+            self.parts.remove(&id);
+            let reason = "operation not decided before its deadline (partition or status oracle unreachable)";
+            ctx.op_done(id, Err(Error::Unavailable { reason: reason.into(), outcome_unknown: false }));
+        }
+        for txn in expired_commits {
+            self.txns.remove(&txn);
+            self.forget_parts(txn);
+            let reason = "the status oracle did not answer the commit before its deadline".into();
+            ctx.txn_done(txn, Err(Error::Unavailable { reason, outcome_unknown: true }));
+        }
+    }
+}
+
 impl CoordinatorEngine for OmidCoordinator {
     fn begin(&mut self, txn: TxnId, _opts: &TxnOptions, ctx: &mut CoordCtx) {
         let t = Txn {
@@ -1039,8 +1155,9 @@ impl CoordinatorEngine for OmidCoordinator {
             writes: BTreeMap::new(),
             ops: BTreeMap::new(),
             verdicts: BTreeMap::new(),
-            asked: BTreeSet::new(),
             phase: Phase::Running,
+            issued: BTreeMap::new(),
+            commit_since: ctx.now,
             doomed: false,
         };
         self.txns.insert(txn, t);
@@ -1054,6 +1171,7 @@ impl CoordinatorEngine for OmidCoordinator {
         let Some(t) = self.txns.get_mut(&id.txn) else {
             return ctx.op_done(id, Err(Error::Abort(AbortReason::Failure)));
         };
+        t.issued.insert(id, ctx.now);
         if t.start_ts.is_none() {
             t.queued.push((id, op));
             return;
@@ -1085,6 +1203,7 @@ impl CoordinatorEngine for OmidCoordinator {
             return ctx.txn_done(txn, Err(Error::Abort(AbortReason::Failure)));
         }
         t.phase = Phase::Committing;
+        t.commit_since = ctx.now;
         let request = OracleCall::Commit { start_ts: ts, write_set: write_set(&t.writes) };
         self.forget_parts(txn);
         self.call(request, Purpose::Commit(txn), ctx);
@@ -1193,15 +1312,13 @@ impl CoordinatorEngine for OmidCoordinator {
                     Self::notify(ctx, self.oracle, OracleCall::Ack);
                 }
             }
-            OracleBody::InSnapshot { version_ts, visible, .. } => {
-                let Some(Purpose::InSnapshot(txn, _)) = purpose else { return };
-                let Some(t) = self.txns.get_mut(&txn) else { return };
-                t.verdicts.insert(version_ts, visible);
-                let ops: Vec<SubOpId> = t.ops.keys().copied().collect();
-                for id in ops {
-                    self.advance(id, ctx);
+            OracleBody::Fates { fates } => {
+                if purpose == Some(Purpose::Fates) {
+                    self.on_fates(fates, ctx);
                 }
             }
+            // Asked only by clients without a replica (the oracle benchmark), never here.
+            OracleBody::InSnapshot { .. } => {}
             body @ (OracleBody::Committed { .. } | OracleBody::Aborted { .. }) => {
                 if let Some(Purpose::Commit(txn)) = purpose {
                     self.on_commit_reply(txn, body, ctx);
@@ -1257,6 +1374,7 @@ impl CoordinatorEngine for OmidCoordinator {
             }
         }
         self.cleanups.retain(|_, (_, at)| now.saturating_sub(*at) < CLEANUP_GIVE_UP_AFTER);
+        self.enforce_deadlines(ctx);
     }
 
     fn apply(&mut self, _record: &[u8]) -> Result<(), Error> {

@@ -34,6 +34,29 @@ pub enum Request {
     InSnapshot { version_ts: Timestamp, reader_ts: Timestamp },
     /// Acknowledges a [`Reply::Push`].
     Ack,
+    /// The fate of each writer (by start timestamp) whose versions a client's replica cannot
+    /// judge (`Tmax < Ts_f < T_init`: committed before the client connected, e.g. before a
+    /// failover): answered with [`Reply::Fates`], in the same order. At most
+    /// [`FATES_PER_REQUEST_MAX`] are answered.
+    Fates { start_ts: Vec<Timestamp> },
+}
+
+/// Most writers one [`Request::Fates`] asks about.
+pub const FATES_PER_REQUEST_MAX: usize = 4096;
+
+/// A writer's fate as the serving oracle knows it (rule 5 without a reader).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Fate {
+    /// Committed at this commit timestamp: visible to readers that started after it. Final.
+    Committed(Timestamp),
+    /// Aborted (the aborted list or a crash range): visible to nobody. Final.
+    Aborted,
+    /// At or below `Tmax` and not aborted: committed long ago, visible (rule 5, last line).
+    /// Final.
+    Old,
+    /// Not committed *now*: in flight, or never wrote. Invisible to every reader that started
+    /// before the answer (its commit, if any, comes later); not final.
+    NotCommitted,
 }
 
 /// The oracle's answer to one request, or an unsolicited push.
@@ -61,6 +84,10 @@ pub enum Reply {
         version_ts: Timestamp,
         reader_ts: Timestamp,
         visible: bool,
+    },
+    /// Answer to [`Request::Fates`].
+    Fates {
+        fates: Vec<(Timestamp, Fate)>,
     },
     /// ΔSO pushed to a silent client (§IV "Silent Clients"); answer with [`Request::Ack`].
     Push {

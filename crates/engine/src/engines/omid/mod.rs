@@ -35,8 +35,8 @@
 //! **E2 — reads.** A point read fetches the newest [`engine::VERSIONS_PER_READ`] (`nv` = 3)
 //! versions; the coordinator walks them newest first and returns the first in the snapshot
 //! (rule 5 on the replica); if none is and more exist, it reads the next `nv` below the oldest
-//! seen. A version the replica cannot judge (`Tmax < Ts_f < T_init`) is asked of the SO
-//! (`InSnapshot`) before deciding. Scans honour `nv` too: a page holds at most `limit` keys, each
+//! seen. A version the replica cannot judge (`Tmax < Ts_f < T_init`) has its writer's fate asked
+//! of the SO (`Fates`, E4b) before deciding. Scans honour `nv` too: a page holds at most `limit` keys, each
 //! with its newest `nv` versions; the coordinator decides each key as a point read does and, for
 //! the keys none of whose returned versions is in the snapshot while older ones exist, fetches
 //! the next `nv` below the oldest seen (`ReadOlder`, one request for all such keys of the page)
@@ -65,6 +65,46 @@
 //! replica when the one it used refused (`NotServing`) or was silent for
 //! [`engine::ORACLE_FAILOVER_AFTER`] while requests waited (hot standby, [`node`]); replies of
 //! the replica it left are ignored.
+//!
+//! **Readers never wait on a writer (E4b, issue 21).** A version's writer has exactly one fate,
+//! and only the serving status oracle decides it (§II: the SO is the sole commit authority;
+//! Algorithm 3 commits by writing `Tc`). A reader whose replica cannot judge a version
+//! (`Tmax < Ts_f < T_init`, §IV "Client Startup": typically every version written before the
+//! coordinator's last reconnect — after a failover, all of them) asks the oracle the writer's
+//! [`messages::Fate`] with [`messages::Request::Fates`]: one request for every such writer of a
+//! page, answered from durable state — `Committed(Tc)`, `Aborted`, `Old` (at or below `Tmax`,
+//! rule 5's last line) or `NotCommitted` (in flight now: invisible to every reader that started
+//! before the answer, because its `Tc`, if it ever commits, will be larger). The first three are
+//! final, so the coordinator remembers them for every later reader, session and oracle replica
+//! ([`engine::FATES_CACHED_MAX`]); the paper asks `inSnapshot` per read, which after a failover
+//! (an empty replica, `Tmax` far below `T_init`) turned a scan into one oracle round trip per
+//! row, each held for the standby's acknowledgement and resent every 200 ms — a storm that grew
+//! with every client retry until nothing answered (the cause of issue 21). And nothing waits
+//! without bound: an operation undecided after [`engine::OP_DEADLINE`] (a partition or the
+//! oracle unreachable) fails with a retryable `Unavailable`, and a commit unanswered after
+//! [`engine::COMMIT_DEADLINE`] returns `Unavailable { outcome_unknown: true }` — both before the
+//! client's own deadline.
+//!
+//! **The fate of a transaction committing at a crash** is decided by whichever oracle replica
+//! serves next, from its log alone — never by the writer's coordinator, and never by a reader:
+//!
+//! * *Its `Committed` record is durable at the serving replica* — the primary recovering from
+//!   its WAL (§IV "SO Data Reliability": the commit is acknowledged only after its WAL write,
+//!   rule 7), or a promoted standby that had acknowledged the batch (synchronous shipping: the
+//!   primary answers nothing before the standby holds the batch, so every *acknowledged* commit
+//!   is there) — then it **committed** at that `Tc`, and the crash range lists it as committed.
+//! * *Otherwise* it is inside the crash range `(Tmax, reserved bound]` that the recovering or
+//!   promoted replica logs first (§IV "Recovery": "abort all the uncommitted transactions that
+//!   started before the failure", rule 8) — it **aborted**, for good: a late copy of its commit
+//!   request finds it out of flight (`NotInFlight`), and the fenced old primary can answer
+//!   nothing (its replies need the standby's acknowledgement, which now refuses it).
+//!
+//! The writer's coordinator, if it lost the answer (oracle crash, failover, or its own
+//! `COMMIT_DEADLINE`), tells its client only "outcome unknown" and leaves the versions alone; if it
+//! died too, nothing changes — the decision never needed it, and its versions are invisible until
+//! readers learn the fate (`Aborted` versions are purged by GC, E5). A reader learns the fate in
+//! one round trip to the serving replica; while no replica serves (a single node restarting, or a
+//! primary stalled by a silent in-sync standby), its operation fails retryably at `OP_DEADLINE`.
 //!
 //! **Sessions own their transactions.** The SO records which session began each `Ts`. A session
 //! ends when the SO drops it (silent, or lagging), or when the same client opens a newer one:

@@ -49,6 +49,9 @@ enum Pending {
         version_ts: Timestamp,
         reader_ts: Timestamp,
     },
+    Fates {
+        start_ts: Vec<Timestamp>,
+    },
     Refused(OracleError),
 }
 
@@ -406,6 +409,10 @@ impl StatusOracle {
                 Pending::Done { start_ts }
             }
             Request::InSnapshot { version_ts, reader_ts } => Pending::InSnapshot { version_ts, reader_ts },
+            Request::Fates { mut start_ts } => {
+                start_ts.truncate(super::messages::FATES_PER_REQUEST_MAX);
+                Pending::Fates { start_ts }
+            }
         })
     }
 
@@ -727,6 +734,21 @@ impl StatusOracle {
         true
     }
 
+    /// The fate of the writer that started at `start_ts`, from the durable state (rule 5
+    /// without a reader; see [`super::messages::Fate`]).
+    pub fn fate(&self, start_ts: Timestamp) -> super::messages::Fate {
+        use super::messages::Fate;
+        if let Some(&commit_ts) = self.commits.get(&start_ts) {
+            Fate::Committed(commit_ts)
+        } else if self.is_aborted(start_ts) {
+            Fate::Aborted
+        } else if start_ts <= self.tmax {
+            Fate::Old
+        } else {
+            Fate::NotCommitted
+        }
+    }
+
     /// In the aborted list or a crash range.
     pub fn is_aborted(&self, start_ts: Timestamp) -> bool {
         self.aborted.contains(&start_ts) || self.crash_ranges.iter().any(|r| r.aborts(start_ts))
@@ -887,6 +909,9 @@ impl StatusOracle {
             Pending::Done { start_ts } => Reply::Done { start_ts },
             Pending::InSnapshot { version_ts, reader_ts } => {
                 Reply::InSnapshot { version_ts, reader_ts, visible: self.in_snapshot(version_ts, reader_ts) }
+            }
+            Pending::Fates { start_ts } => {
+                Reply::Fates { fates: start_ts.into_iter().map(|ts| (ts, self.fate(ts))).collect() }
             }
             Pending::Refused(error) => Reply::Refused(error),
         };

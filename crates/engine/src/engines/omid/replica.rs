@@ -13,8 +13,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 pub enum Visibility {
     Visible,
     Invisible,
-    /// `Tmax < Ts_f < T_init` and no local `Tc`: the metadata predates the connection; send
-    /// [`super::messages::Request::InSnapshot`] (§IV "Client Startup").
+    /// `Tmax < Ts_f < T_init` and no local `Tc`: the metadata predates the connection; ask the
+    /// oracle (§IV "Client Startup"; the coordinator asks the writer's fate,
+    /// [`super::messages::Request::Fates`], and remembers it).
     AskOracle,
 }
 

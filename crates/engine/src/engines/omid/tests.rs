@@ -955,3 +955,30 @@ fn a_resent_begin_gets_the_same_timestamp_while_it_is_in_flight() {
     let late = began(&mut h, 7);
     assert!(late > other && h.o.is_in_flight(late));
 }
+
+/// E4b (issue 21): a writer's fate is answered from durable state, for any reader — committed
+/// at its `Tc`, aborted by the client or by a crash range (a commit in flight at the crash),
+/// or not committed while in flight; one `Fates` request answers many writers, in order.
+#[test]
+fn fates_of_writers_are_final_and_decided_by_the_oracle_alone() {
+    use super::messages::Fate;
+    let mut h = Harness::new(small_config());
+    h.connect(1);
+    let committed = h.begin(1);
+    let tc = h.commit(1, committed, &[1]).unwrap();
+    let aborted = h.begin(1);
+    h.call(1, Request::Abort { start_ts: aborted });
+    let in_flight = h.begin(1);
+    let asked = vec![committed, aborted, in_flight];
+    let answer = h.call(1, Request::Fates { start_ts: asked.clone() });
+    let expected = vec![(committed, Fate::Committed(tc)), (aborted, Fate::Aborted), (in_flight, Fate::NotCommitted)];
+    assert_eq!(answer, vec![Reply::Fates { fates: expected }]);
+    // The oracle crashes while `in_flight` is committing: recovery decides it (crash range),
+    // and the committed writer keeps its Tc.
+    h.crash_and_recover();
+    h.connect(1);
+    let answer = h.call(1, Request::Fates { start_ts: asked });
+    let expected = vec![(committed, Fate::Committed(tc)), (aborted, Fate::Aborted), (in_flight, Fate::Aborted)];
+    assert_eq!(answer, vec![Reply::Fates { fates: expected }]);
+    assert!(matches!(h.commit(1, in_flight, &[2]), Err(CommitAbort::NotInFlight)), "a late commit cannot revive it");
+}
