@@ -44,6 +44,7 @@
 //! catalog and registry with [`full_schema`] (`litmus server` does).
 
 pub mod harness;
+pub mod mix;
 pub mod omid_oracle;
 pub mod plot;
 pub mod salt_micro;
@@ -60,7 +61,7 @@ pub use salt_micro::{SaltMicro, SaltMicroKind, SaltMicroOptions};
 pub use sweep::{Sweep, SweepParam, SweepPoint};
 pub use ticketing::{Ticketing, TicketingOptions};
 pub use tpcc::{Tpcc, TpccOptions};
-pub use workload::{Outcomes, RunStats, TxnRequest, Workload};
+pub use workload::{Outcomes, RetryPolicy, RunStats, TxnRequest, Workload};
 pub use ycsb::{Ycsb, YcsbOptions};
 pub use ycsb_t::{YcsbT, YcsbTOptions};
 

@@ -233,7 +233,8 @@ pub mod schema;
 pub mod sim;
 pub mod txns;
 
-use crate::workload::{RunStats, TxnRequest, Workload};
+use crate::mix::{KindMix, MixSpec};
+use crate::workload::{RetryPolicy, RunStats, TxnRequest, Workload};
 use litmus_client::Client;
 use litmus_core::{Catalog, Decimal, Error, InvalidInput, Row, Value};
 use litmus_engine::Registry;
@@ -313,7 +314,13 @@ impl TxnType {
         TxnType::CONTENTION_ORDER.iter().position(|t| *t == self).expect("every type is ranked")
     }
 
-    /// Picks a type by the mix: 45% New-Order, 43% Payment, 4% each of the others.
+    /// The type reported as `kind`.
+    pub fn of_kind(kind: &str) -> Option<TxnType> {
+        TxnType::CONTENTION_ORDER.into_iter().find(|t| t.kind() == kind)
+    }
+
+    /// Picks a type at random by the mix 45% New-Order, 43% Payment, 4% each of the others
+    /// (the simulator's draw; benchmark runs deal from the deck, [`DECK`]).
     pub fn pick(rng: &mut ChaCha8Rng) -> TxnType {
         match rng.gen_range(0..100) {
             0..=44 => TxnType::NewOrder,
@@ -322,6 +329,56 @@ impl TxnType {
             92..=95 => TxnType::Delivery,
             _ => TxnType::StockLevel,
         }
+    }
+}
+
+/// The deck the terminals deal from (clause 5.2.4.2), Salt's mix 43.5 / 43.5 / 4.35 / 4.35 /
+/// 4.35 exactly: 23 cards, 10 New-Order, 10 Payment and one each of the others (43.48% and
+/// 4.35%), above every minimum of clause 5.2.3.
+pub const DECK: [(TxnType, u32); 5] = [
+    (TxnType::NewOrder, 10),
+    (TxnType::Payment, 10),
+    (TxnType::OrderStatus, 1),
+    (TxnType::Delivery, 1),
+    (TxnType::StockLevel, 1),
+];
+/// Clause 5.2.3's minimum shares of completed transactions (New-Order is the rest).
+pub const MIX_MINIMUMS: [(TxnType, f64); 4] =
+    [(TxnType::Payment, 0.43), (TxnType::OrderStatus, 0.04), (TxnType::Delivery, 0.04), (TxnType::StockLevel, 0.04)];
+/// Longest a transaction may keep retrying before the run fails (the terminals never give one
+/// up: the mix must be the deck's).
+pub const COMMIT_BOUND: Duration = Duration::from_secs(30);
+
+impl TxnType {
+    /// Clause 5.2.5.4: 90% of each type must answer within this; Stock-Level 20 s, Delivery
+    /// (here run synchronously, not deferred) 80 s, the others 5 s.
+    pub fn p90_limit(self) -> Duration {
+        match self {
+            TxnType::StockLevel => Duration::from_secs(20),
+            TxnType::Delivery => Duration::from_secs(80),
+            _ => Duration::from_secs(5),
+        }
+    }
+}
+
+/// The mix TPC-C runs are judged on: the [`DECK`], dealt by the harness, against
+/// [`MIX_MINIMUMS`], with tpmC (completed New-Orders per minute; the 1% rolled back for an
+/// unused item complete too).
+pub fn mix_spec() -> MixSpec {
+    MixSpec {
+        rule: "TPC-C 5.2.3: payment ≥ 43%, order-status, delivery, stock-level ≥ 4% each",
+        kinds: DECK
+            .iter()
+            .map(|&(t, cards)| KindMix {
+                kind: t.kind(),
+                cards,
+                min_share: MIX_MINIMUMS.iter().find(|(m, _)| *m == t).map(|(_, s)| *s),
+                rest: t == TxnType::NewOrder,
+                p90_limit_us: Some(t.p90_limit().as_micros() as u64),
+            })
+            .collect(),
+        deck: true,
+        per_minute: Some((KIND_NEW_ORDER, "tpmC")),
     }
 }
 
@@ -434,11 +491,25 @@ pub struct Tpcc {
     base_txns: u32,
     progress: bool,
     settle_max: Duration,
+    commit_bound: Duration,
 }
 
 impl Tpcc {
     pub fn new(opts: &TpccOptions, progress: bool) -> Result<Tpcc, TpccConfigError> {
-        Ok(Tpcc { scale: opts.scale()?, base_txns: opts.base_count()?, progress, settle_max: VERIFY_SETTLE_MAX })
+        Ok(Tpcc {
+            scale: opts.scale()?,
+            base_txns: opts.base_count()?,
+            progress,
+            settle_max: VERIFY_SETTLE_MAX,
+            commit_bound: COMMIT_BOUND,
+        })
+    }
+
+    /// The same workload with another bound on how long a transaction may retry before the
+    /// run fails ([`COMMIT_BOUND`] by default; tests shorten it).
+    pub fn with_commit_bound(mut self, bound: Duration) -> Tpcc {
+        self.commit_bound = bound;
+        self
     }
 
     pub fn scale(&self) -> &Scale {
@@ -567,7 +638,7 @@ impl Workload for Tpcc {
         let base: Vec<&str> = TxnType::CONTENTION_ORDER[..self.base_txns as usize].iter().map(|t| t.kind()).collect();
         format!(
             "warehouses={} customers/district={} items={} base_txns={} (BASE procedures: {}; engines without BASE \
-             transactions run them as ACID); mix 45/43/4/4/4",
+             transactions run them as ACID); deck of 23: 10 new-order, 10 payment, 1 each of the others; retried until committed",
             s.warehouses,
             s.customers,
             s.items,
@@ -591,6 +662,19 @@ impl Workload for Tpcc {
     fn generate(&self, rng: &mut ChaCha8Rng) -> TxnRequest {
         let t = TxnType::pick(rng);
         self.generate_type(t, rng)
+    }
+
+    fn generate_kind(&self, kind: &'static str, rng: &mut ChaCha8Rng) -> TxnRequest {
+        let t = TxnType::of_kind(kind).unwrap_or_else(|| TxnType::pick(rng));
+        self.generate_type(t, rng)
+    }
+
+    fn mix(&self) -> Option<MixSpec> {
+        Some(mix_spec())
+    }
+
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy::UntilCommitted { bound: self.commit_bound }
     }
 
     fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String> {
