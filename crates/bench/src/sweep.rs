@@ -351,6 +351,8 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
     out.flush()?;
 
     let mut points: Vec<SweepPoint> = Vec::with_capacity(plans.len() * engines.len());
+    // Points whose run stopped because a transaction could not commit (no report).
+    let mut starved: Vec<String> = Vec::new();
     for (j, &(value, ref point)) in plans.iter().enumerate() {
         let first_at = points.len();
         for (i, &engine) in engines.iter().enumerate() {
@@ -359,8 +361,18 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
                 .data_dir
                 .map(|d| d.join(format!("point{}-{name}={value}", j + 1)).join(format!("run{}-{engine}", i + 1)));
             let w = workload(&point.workload, point)?;
-            let report = harness::run(&cfg, w.as_ref())
-                .with_context(|| format!("{} on {engine} at {name}={value}", point.workload))?;
+            let report = match harness::run(&cfg, w.as_ref()) {
+                Ok(report) => report,
+                Err(e) if matches!(e.downcast_ref::<crate::BenchError>(), Some(crate::BenchError::Starved { .. })) => {
+                    // A transaction that could not commit: the point has no valid mix. It is
+                    // printed, marked and left out of the peaks, and the sweep goes on.
+                    writeln!(out, "{:>13}{:>w$}  {:<12} FAILED: {e:#}", format_number(value), "", engine.name(), w = axis.x_column.map_or(0, |_| 10))?;
+                    out.flush()?;
+                    starved.push(format!("{} at {name}={} ({e})", engine.name(), format_number(value)));
+                    continue;
+                }
+                Err(e) => return Err(e.context(format!("{} on {engine} at {name}={value}", point.workload))),
+            };
             let vs_first = harness::ratio(points.get(first_at).map_or(&report, |p| &p.report), &report);
             let p = SweepPoint {
                 param: sweep.param,
@@ -412,13 +424,6 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
         }
     }
 
-    if engines.len() >= 2 {
-        // The second engine over the first is printed last: scripts read the last line.
-        for i in (2..engines.len()).chain([1]) {
-            writeln!(out, "{}", peaks_line(&points, 0, i, name))?;
-        }
-    }
-
     let failed: Vec<String> = points
         .iter()
         .filter(|p| !p.report.verify.ok)
@@ -427,6 +432,16 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
     for f in &failed {
         writeln!(out, "verify FAILED: {f}")?;
     }
+    if engines.len() >= 2 {
+        // The second engine over the first is printed last: scripts read the last line.
+        for f in &starved {
+            writeln!(out, "left out of the peaks, a transaction could not commit: {f}")?;
+        }
+        for i in (2..engines.len()).chain([1]) {
+            writeln!(out, "{}", peaks_line(&points, 0, i, name))?;
+        }
+    }
+
     out.flush()?;
     if !failed.is_empty() {
         return Err(crate::BenchError::Verify(failed.join("; ")).into());
