@@ -520,6 +520,9 @@ struct KindTally {
     latency_us: Histogram<u64>,
 }
 
+/// One client thread's record, by kind.
+type ClientTally = BTreeMap<&'static str, KindTally>;
+
 fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, LATENCY_US_MAX, LATENCY_SIGNIFICANT_DIGITS).expect("constant bounds are valid")
 }
@@ -552,26 +555,25 @@ fn drive(
     let start = Instant::now();
     let window = Window { measure_from: start + cfg.warmup, until: start + cfg.warmup + cfg.duration };
 
-    let (tallies, cpu_us) =
-        std::thread::scope(|s| -> anyhow::Result<(Vec<BTreeMap<&'static str, KindTally>>, Option<u64>)> {
-            let mut handles = Vec::with_capacity(sessions.len());
-            for (i, client) in sessions.iter_mut().enumerate() {
-                let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-                rng.set_stream(i as u64);
-                let (shared, deck) = (&shared, deck.as_ref());
-                let handle = std::thread::Builder::new()
-                    .name(format!("bench-client-{i}"))
-                    .spawn_scoped(s, move || client_loop(client, rng, workload, deck, policy, window, shared))
-                    .context("spawn a client thread")?;
-                handles.push(handle);
-            }
-            let cpu_us = show_progress(cfg, window, &shared);
-            let mut tallies = Vec::with_capacity(handles.len());
-            for h in handles {
-                tallies.push(h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))?);
-            }
-            Ok((tallies, cpu_us))
-        })?;
+    let (tallies, cpu_us) = std::thread::scope(|s| -> anyhow::Result<(Vec<ClientTally>, Option<u64>)> {
+        let mut handles = Vec::with_capacity(sessions.len());
+        for (i, client) in sessions.iter_mut().enumerate() {
+            let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+            rng.set_stream(i as u64);
+            let (shared, deck) = (&shared, deck.as_ref());
+            let handle = std::thread::Builder::new()
+                .name(format!("bench-client-{i}"))
+                .spawn_scoped(s, move || client_loop(client, rng, workload, deck, policy, window, shared))
+                .context("spawn a client thread")?;
+            handles.push(handle);
+        }
+        let cpu_us = show_progress(cfg, window, &shared);
+        let mut tallies = Vec::with_capacity(handles.len());
+        for h in handles {
+            tallies.push(h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))?);
+        }
+        Ok((tallies, cpu_us))
+    })?;
     if let Some(rejected) = shared.rejected.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.take() {
         return Err(rejected.into());
     }

@@ -366,7 +366,14 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
                 Err(e) if matches!(e.downcast_ref::<crate::BenchError>(), Some(crate::BenchError::Starved { .. })) => {
                     // A transaction that could not commit: the point has no valid mix. It is
                     // printed, marked and left out of the peaks, and the sweep goes on.
-                    writeln!(out, "{:>13}{:>w$}  {:<12} FAILED: {e:#}", format_number(value), "", engine.name(), w = axis.x_column.map_or(0, |_| 10))?;
+                    writeln!(
+                        out,
+                        "{:>13}{:>w$}  {:<12} FAILED: {e:#}",
+                        format_number(value),
+                        "",
+                        engine.name(),
+                        w = axis.x_column.map_or(0, |_| 10)
+                    )?;
                     out.flush()?;
                     starved.push(format!("{} at {name}={} ({e})", engine.name(), format_number(value)));
                     continue;
