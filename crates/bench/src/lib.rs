@@ -26,7 +26,11 @@
 //! * [`sweep`] and [`plot`] — `--sweep PARAM=v1,v2,...`: a run per value (and engine), a table,
 //!   a JSON array of points and an SVG figure of throughput against the parameter.
 //! * [`harness`] — the runner: embedded cluster or `--connect` to `litmus server`s, warmup,
-//!   retries with backoff, HDR histograms, the report and its printing.
+//!   retries with backoff (give up after 8, or — TPC-C — until commit), HDR histograms, the
+//!   report and its printing (`mix:`, `tpmC:`, `p90:`, `cpu:` lines where they apply).
+//! * [`mix`] — a workload's defined mix, the shared deck TPC-C's terminals deal from, and the
+//!   verdict on a run's completed mix against the minimums; a sweep's `ratio of peaks` counts
+//!   only points whose mix holds.
 //!
 //! `--compare a,b[,c...]` runs the same settings on each engine in turn, each on a fresh
 //! cluster, and prints the throughput ratio of every later engine over the first, ending with

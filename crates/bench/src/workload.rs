@@ -20,8 +20,9 @@
 //! Every logical transaction ends in exactly one class, counted per kind in [`Outcomes`]:
 //!
 //! * `committed` — the call returned `Ok`.
-//! * `gave_up` — every attempt failed with a retryable error ([`litmus_core::Error::is_retryable`]);
-//!   by the error contract such an attempt left no effect.
+//! * `gave_up` — every attempt failed with a retryable error ([`litmus_core::Error::is_retryable`])
+//!   and the [`RetryPolicy`] gave it up; by the error contract such an attempt left no effect.
+//!   Always printed (`gave up: N`); a workload with [`RetryPolicy::UntilCommitted`] has none.
 //! * `user_aborts` — the procedure aborted itself ([`litmus_core::Error::UserAbort`]).
 //! * `errors` — any other failure, among them `outcome_unknown` timeouts.
 //!
