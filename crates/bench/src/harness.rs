@@ -8,7 +8,8 @@
 //!   workload.prepare(clients)                    initial data, not timed as part of the run
 //!   C client threads, each: own Client + ChaCha8Rng(seed, stream = client index)
 //!     loop until warmup + duration:
-//!       generate ─► call ─► retryable error? back off, retry (≤ RETRIES_MAX) ─► record
+//!       deal a kind from the shared deck (if the workload's mix has one) ─► generate
+//!         ─► call ─► retryable error? back off, retry (policy) ─► record
 //!   ├── warmup ──┼────────────── measured window (duration) ──────────────┤ stragglers
 //!   workload.verify(client, RunStats)            the workload's invariant
 //! ```
@@ -16,17 +17,25 @@
 //! **Closed loop**: each client has at most one transaction outstanding, so offered load adapts
 //! to the system (throughput and latency are two views of the same run, Little's law).
 //!
-//! **What is measured.** A transaction belongs to the measured window when it *finishes* inside
-//! it. Its latency runs from the first attempt to the final answer, retries and backoff
-//! included (what a user waits), and is recorded for committed transactions only, per kind, in
-//! an HDR histogram of microseconds (one per client thread, merged at the end). Throughput is
-//! committed transactions in the window over the window's length. [`RunStats::total`] counts
-//! the whole run for the invariant.
+//! **What is measured.** A transaction belongs to the measured window when it *starts* inside
+//! it (its kind is drawn then), and every transaction started inside it is waited for (the
+//! stragglers), so none is dropped from the window and the kinds drawn in the window are the
+//! kinds counted. Its latency runs from the first attempt to the final answer, retries and
+//! backoff included (what a user waits), and is recorded for committed transactions only, per
+//! kind, in an HDR histogram of microseconds (one per client thread, merged at the end).
+//! Throughput is committed transactions of the window over the window's length.
+//! [`RunStats::total`] counts the whole run for the invariant. A workload with a defined mix
+//! ([`Workload::mix`]) gets the completed share of each kind and a verdict in
+//! [`BenchReport::mix`] ([`crate::mix`]); `cpu` is the process's user + system CPU time over
+//! the window (`/proc/self/stat`, Linux only) per committed transaction — the embedded cluster
+//! and the clients together.
 //!
 //! **Retries.** An attempt failing with a retryable error ([`Error::is_retryable`]: a
 //! concurrency-control abort, or an unavailable node that certainly did not run it) is retried
 //! with jittered exponential backoff ([`BACKOFF_BASE_US`] doubling up to [`BACKOFF_MAX_US`]),
-//! at most [`RETRIES_MAX`] times, then given up. Each retry tells the server how long the
+//! as the workload's [`RetryPolicy`] says: at most [`RETRIES_MAX`] times, then given up (the
+//! default), or until it commits (TPC-C: a transaction still failing after the bound stops the
+//! run with [`BenchError::Starved`]). Each retry tells the server how long the
 //! transaction has been retrying ([`Client::call_retry`]), so it keeps its first attempt's
 //! wait-die age and is not starved by newer transactions. A user abort or another error ends the
 //! transaction at once. A rejection as invalid input ([`Error::Invalid`]) stops the whole run:
@@ -44,7 +53,8 @@
 //! on few cores the numbers are a relative comparison between engines, not absolute capacity.
 //! In `--connect` mode the servers' engine (announced in the TCP hello) must match `--engine`.
 
-use crate::workload::{Outcomes, RunStats, Workload};
+use crate::mix::{self, Deck, MixReport};
+use crate::workload::{Outcomes, RetryPolicy, RunStats, Workload};
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -224,6 +234,8 @@ pub enum BenchError {
     Rejected { kind: &'static str, procedure: &'static str, error: Error },
     #[error("verification failed: {0}")]
     Verify(String),
+    #[error("a {kind} transaction ({procedure}) could not commit in {waited_secs:.1} s ({attempts} attempts, last: {last}); the run cannot measure the workload's mix without it")]
+    Starved { kind: &'static str, procedure: &'static str, waited_secs: f64, attempts: u64, last: Error },
 }
 
 /// Latency of one kind of transaction over the measured window, microseconds.
@@ -233,6 +245,7 @@ pub struct LatencySummary {
     pub count: u64,
     pub mean_us: f64,
     pub p50_us: u64,
+    pub p90_us: u64,
     pub p95_us: u64,
     pub p99_us: u64,
     pub max_us: u64,
@@ -244,6 +257,7 @@ impl LatencySummary {
             count: h.len(),
             mean_us: h.mean(),
             p50_us: h.value_at_quantile(0.50),
+            p90_us: h.value_at_quantile(0.90),
             p95_us: h.value_at_quantile(0.95),
             p99_us: h.value_at_quantile(0.99),
             max_us: h.max(),
@@ -329,6 +343,11 @@ pub struct BenchReport {
     /// Transactions still retrying when the window (plus [`STRAGGLER_GRACE`]) ended or a stop
     /// signal came: given up, not counted as committed or aborted.
     pub unfinished: u64,
+    /// The completed mix and its verdict, for a workload that defines one.
+    pub mix: Option<MixReport>,
+    /// Process CPU time (user + system) over the measured window per committed transaction,
+    /// µs; `None` where `/proc/self/stat` cannot be read or nothing committed.
+    pub cpu_us_per_txn: Option<f64>,
     pub verify: Verdict,
 }
 
@@ -518,7 +537,33 @@ struct Shared {
     /// Commits so far (warmup included), for the live throughput.
     committed: AtomicU64,
     stop: AtomicBool,
+    /// What stopped the run: a rejected request, or a transaction that could not commit.
     rejected: Mutex<Option<BenchError>>,
+}
+
+impl Shared {
+    /// Stops the run with `error` (the first one wins).
+    fn fail(&self, error: BenchError) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Ok(mut r) = self.rejected.lock() {
+            r.get_or_insert(error);
+        }
+    }
+}
+
+/// USER_HZ: the unit of `/proc/<pid>/stat`'s CPU times on Linux, fixed by its ABI.
+const PROC_TICKS_PER_SEC: u64 = 100;
+
+/// The process's CPU time so far (user + system), µs; `None` where `/proc/self/stat` is absent.
+fn process_cpu_us() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces, so split after its ')'): state is
+    // field 3, utime 14 and stime 15.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) * 1_000_000 / PROC_TICKS_PER_SEC)
 }
 
 /// One client thread's record of one kind.
@@ -527,6 +572,9 @@ struct KindTally {
     total: Outcomes,
     latency_us: Histogram<u64>,
 }
+
+/// One client thread's record, by kind.
+type ClientTally = BTreeMap<&'static str, KindTally>;
 
 fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, LATENCY_US_MAX, LATENCY_SIGNIFICANT_DIGITS).expect("constant bounds are valid")
@@ -560,23 +608,26 @@ fn drive(
         sessions.push(clients().context("open a benchmark client")?);
     }
     let shared = Shared { committed: AtomicU64::new(0), stop: AtomicBool::new(false), rejected: Mutex::new(None) };
+    let spec = workload.mix();
+    let deck = spec.as_ref().filter(|m| m.deck).map(|m| Deck::new(m, cfg.seed));
+    let policy = workload.retry_policy();
     let start = Instant::now();
     let window = Window { measure_from: start + cfg.warmup, until: start + cfg.warmup + cfg.duration };
 
-    type Tally = (BTreeMap<&'static str, KindTally>, u64);
-    let tallies = std::thread::scope(|s| -> anyhow::Result<Vec<Tally>> {
+    type Tally = (ClientTally, u64);
+    let (tallies, cpu_us) = std::thread::scope(|s| -> anyhow::Result<(Vec<Tally>, Option<u64>)> {
         let mut handles = Vec::with_capacity(sessions.len());
         for (i, client) in sessions.iter_mut().enumerate() {
             let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
             rng.set_stream(i as u64);
-            let shared = &shared;
+            let (shared, deck) = (&shared, deck.as_ref());
             let handle = std::thread::Builder::new()
                 .name(format!("bench-client-{i}"))
-                .spawn_scoped(s, move || client_loop(client, rng, workload, window, shared))
+                .spawn_scoped(s, move || client_loop(client, rng, workload, deck, policy, window, shared))
                 .context("spawn a client thread")?;
             handles.push(handle);
         }
-        show_progress(cfg, window, &shared);
+        let cpu_us = show_progress(cfg, window, &shared);
         if stop_requested() {
             shared.stop.store(true, Ordering::Relaxed);
         }
@@ -584,7 +635,7 @@ fn drive(
         for h in handles {
             tallies.push(h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))?);
         }
-        Ok(tallies)
+        Ok((tallies, cpu_us))
     })?;
     if let Some(rejected) = shared.rejected.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.take() {
         return Err(rejected.into());
@@ -631,6 +682,10 @@ fn drive(
         all.add(h).context("merge histograms")?;
     }
     let m = stats.measured_all();
+    let latency: BTreeMap<String, LatencySummary> =
+        histograms.iter().map(|(k, h)| (k.to_string(), LatencySummary::of(h))).collect();
+    let outcomes: BTreeMap<String, Outcomes> = stats.measured.iter().map(|(k, o)| (k.to_string(), *o)).collect();
+    let mix = spec.map(|spec| mix::verdict(&spec, &outcomes, &latency, stats.measured_secs));
     Ok(BenchReport {
         workload: workload.name().into(),
         workload_settings: workload.describe(),
@@ -641,9 +696,9 @@ fn drive(
         measured_secs: stats.measured_secs,
         committed: m.committed,
         throughput: m.committed as f64 / stats.measured_secs,
-        latency: histograms.iter().map(|(k, h)| (k.to_string(), LatencySummary::of(h))).collect(),
+        latency,
         latency_all: LatencySummary::of(&all),
-        outcomes: stats.measured.iter().map(|(k, o)| (k.to_string(), *o)).collect(),
+        outcomes,
         aborts: m.aborts,
         retries: m.retries,
         gave_up: m.gave_up,
@@ -651,24 +706,38 @@ fn drive(
         errors: m.errors,
         outcome_unknown: m.outcome_unknown,
         unfinished: stats.unfinished,
+        mix,
+        cpu_us_per_txn: cpu_us.filter(|_| m.committed > 0).map(|c| c as f64 / m.committed as f64),
         verify,
     })
 }
 
 /// The live progress bar: elapsed time and throughput over the last refresh interval. Returns
-/// when the window ends or the run is stopped.
-fn show_progress(cfg: &BenchConfig, window: Window, shared: &Shared) {
+/// when the window ends or the run is stopped, with the process CPU time spent in the window
+/// (µs; `None` when stopped early or unreadable).
+fn show_progress(cfg: &BenchConfig, window: Window, shared: &Shared) -> Option<u64> {
     let started = Instant::now();
     let total_ms = (window.until - started).as_millis() as u64;
     let bar = progress_bar(total_ms.max(1), "warmup", BAR_TIMED, cfg.quiet);
     let (mut last_at, mut last_committed) = (started, 0u64);
+    // CPU time when the window began (`None` until it has).
+    let mut cpu_from: Option<Option<u64>> = (started >= window.measure_from).then(process_cpu_us);
+    let mut stopped = false;
     loop {
         let now = Instant::now();
-        if now >= window.until || shared.stop.load(Ordering::Relaxed) || stop_requested() {
+        if shared.stop.load(Ordering::Relaxed) || stop_requested() {
+            stopped = true;
             break;
         }
-        std::thread::sleep(PROGRESS_REFRESH.min(window.until - now));
+        if now >= window.until {
+            break;
+        }
+        let next = if cpu_from.is_none() { window.measure_from } else { window.until };
+        std::thread::sleep(PROGRESS_REFRESH.min(next.saturating_duration_since(now)));
         let (at, committed) = (Instant::now(), shared.committed.load(Ordering::Relaxed));
+        if cpu_from.is_none() && at >= window.measure_from {
+            cpu_from = Some(process_cpu_us());
+        }
         let rate = (committed - last_committed) as f64 / (at - last_at).as_secs_f64().max(1e-6);
         (last_at, last_committed) = (at, committed);
         bar.set_prefix(if at < window.measure_from { "warmup" } else { "run" });
@@ -676,23 +745,34 @@ fn show_progress(cfg: &BenchConfig, window: Window, shared: &Shared) {
         bar.set_message(format!("{rate:.0} txn/s"));
     }
     bar.finish_and_clear();
+    let cpu_to = process_cpu_us();
+    if stopped {
+        return None;
+    }
+    Some(cpu_to?.saturating_sub(cpu_from.flatten()?))
 }
 
-/// One closed-loop client: generate, call (with retries), record, until the window ends.
+/// One closed-loop client: deal or generate, call (retrying as `policy` says), record, until
+/// the window ends.
 fn client_loop(
     client: &mut Client,
     mut rng: ChaCha8Rng,
     workload: &dyn Workload,
+    deck: Option<&Deck>,
+    policy: RetryPolicy,
     window: Window,
     shared: &Shared,
 ) -> (BTreeMap<&'static str, KindTally>, u64) {
     let mut tally: BTreeMap<&'static str, KindTally> = BTreeMap::new();
     let mut unfinished = 0u64;
     while Instant::now() < window.until && !shared.stop.load(Ordering::Relaxed) && !stop_requested() {
-        let req = workload.generate(&mut rng);
         let started = Instant::now();
+        let req = match deck {
+            Some(deck) => workload.generate_kind(deck.deal(), &mut rng),
+            None => workload.generate(&mut rng),
+        };
         let mut outcome = Outcomes::default();
-        let mut attempt = 0;
+        let mut attempt: u64 = 0;
         let end = loop {
             match client.call_retry(
                 req.procedure,
@@ -702,15 +782,36 @@ fn client_loop(
                 Ok(_) => break Final::Committed,
                 Err(e) if e.is_retryable() => {
                     outcome.aborts += 1;
-                    if Instant::now() >= window.until + STRAGGLER_GRACE || stop_requested() {
+                    if stop_requested()
+                        || (matches!(policy, RetryPolicy::GiveUpAfter { .. })
+                            && Instant::now() >= window.until + STRAGGLER_GRACE)
+                    {
+                        // A TPC-C terminal keeps retrying past the grace (its own bound applies).
                         break Final::Unfinished;
                     }
-                    if attempt >= RETRIES_MAX {
+                    let give_up = match policy {
+                        RetryPolicy::GiveUpAfter { retries } => attempt >= u64::from(retries),
+                        RetryPolicy::UntilCommitted { bound } => {
+                            let waited = started.elapsed();
+                            if waited >= bound {
+                                shared.fail(BenchError::Starved {
+                                    kind: req.kind,
+                                    procedure: req.procedure,
+                                    waited_secs: waited.as_secs_f64(),
+                                    attempts: attempt + 1,
+                                    last: e,
+                                });
+                            }
+                            // Stopping (this or another failure): the run's report is void.
+                            shared.stop.load(Ordering::Relaxed)
+                        }
+                    };
+                    if give_up {
                         break Final::GaveUp;
                     }
                     attempt += 1;
                     outcome.retries += 1;
-                    let cap = backoff_cap_us(attempt);
+                    let cap = backoff_cap_us(attempt.min(u64::from(u32::MAX)) as u32);
                     std::thread::sleep(Duration::from_micros(rng.gen_range(cap / 2..=cap)));
                 }
                 Err(Error::UserAbort(_)) => break Final::UserAbort,
@@ -730,10 +831,7 @@ fn client_loop(
                 outcome.errors = 1;
                 outcome.outcome_unknown = u64::from(matches!(e, Error::Unavailable { outcome_unknown: true, .. }));
                 if let Error::Invalid(_) = e {
-                    shared.stop.store(true, Ordering::Relaxed);
-                    if let Ok(mut r) = shared.rejected.lock() {
-                        r.get_or_insert(BenchError::Rejected { kind: req.kind, procedure: req.procedure, error: e });
-                    }
+                    shared.fail(BenchError::Rejected { kind: req.kind, procedure: req.procedure, error: e });
                 }
             }
         }
@@ -743,7 +841,7 @@ fn client_loop(
             latency_us: new_histogram(),
         });
         t.total.add(&outcome);
-        if finished >= window.measure_from && finished <= window.until {
+        if started >= window.measure_from && started < window.until {
             t.measured.add(&outcome);
             if outcome.committed == 1 {
                 t.latency_us
@@ -770,6 +868,13 @@ pub fn print_report(out: &mut dyn Write, r: &BenchReport) -> std::io::Result<()>
     writeln!(out, "  engine guarantee: {}", r.engine_guarantee)?;
     writeln!(out, "  loaded in {:.2} s", r.load_secs)?;
     writeln!(out, "throughput: {:.1} txn/s ({} committed in {:.2} s)", r.throughput, r.committed, r.measured_secs)?;
+    if let Some(pm) = r.mix.as_ref().and_then(|m| m.per_minute.as_ref()) {
+        writeln!(
+            out,
+            "{}: {:.0} ({} completed per minute, beside {:.1} txn/s)",
+            pm.name, pm.value, pm.kind, r.throughput
+        )?;
+    }
     for (kind, l) in &r.latency {
         let o = r.outcomes.get(kind).copied().unwrap_or_default();
         // Aborted attempts per started attempt; user aborts (e.g. TPC-C's rolled-back
@@ -778,8 +883,8 @@ pub fn print_report(out: &mut dyn Write, r: &BenchReport) -> std::io::Result<()>
         let abort_pct = if attempts > 0 { 100.0 * o.aborts as f64 / attempts as f64 } else { 0.0 };
         writeln!(
             out,
-            "  {kind:<8} n={:<9} p50={}µs p95={}µs p99={}µs max={}µs  aborts={} ({abort_pct:.1}%) user_aborts={} gave_up={} errors={}",
-            l.count, l.p50_us, l.p95_us, l.p99_us, l.max_us, o.aborts, o.user_aborts, o.gave_up, o.errors
+            "  {kind:<8} n={:<9} p50={}µs p90={}µs p95={}µs p99={}µs max={}µs  aborts={} ({abort_pct:.1}%) user_aborts={} gave_up={} errors={}",
+            l.count, l.p50_us, l.p90_us, l.p95_us, l.p99_us, l.max_us, o.aborts, o.user_aborts, o.gave_up, o.errors
         )?;
     }
     writeln!(
@@ -787,6 +892,15 @@ pub fn print_report(out: &mut dyn Write, r: &BenchReport) -> std::io::Result<()>
         "aborts: {}  retries: {}  gave up: {}  user aborts: {}  errors: {} (outcome unknown: {})  unfinished: {}",
         r.aborts, r.retries, r.gave_up, r.user_aborts, r.errors, r.outcome_unknown, r.unfinished
     )?;
+    if let Some(m) = &r.mix {
+        writeln!(out, "mix: {}", m.line())?;
+        if let Some(p90) = m.p90_line() {
+            writeln!(out, "p90: {p90}")?;
+        }
+    }
+    if let Some(cpu) = r.cpu_us_per_txn {
+        writeln!(out, "cpu: {cpu:.0} µs per committed txn (process user+sys over the window, cluster and clients)")?;
+    }
     let status = if r.verify.ok { "ok" } else { "FAILED" };
     writeln!(out, "verify: {status}: {}", r.verify.message)
 }

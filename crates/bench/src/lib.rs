@@ -26,7 +26,11 @@
 //! * [`sweep`] and [`plot`] — `--sweep PARAM=v1,v2,...`: a run per value (and engine), a table,
 //!   a JSON array of points and an SVG figure of throughput against the parameter.
 //! * [`harness`] — the runner: embedded cluster or `--connect` to `litmus server`s, warmup,
-//!   retries with backoff, HDR histograms, the report and its printing.
+//!   retries with backoff (give up after 8, or — TPC-C — until commit), HDR histograms, the
+//!   report and its printing (`mix:`, `tpmC:`, `p90:`, `cpu:` lines where they apply).
+//! * [`mix`] — a workload's defined mix, the shared deck TPC-C's terminals deal from, and the
+//!   verdict on a run's completed mix against the minimums; a sweep's `ratio of peaks` counts
+//!   only points whose mix holds.
 //!
 //! `--compare a,b[,c...]` runs the same settings on each engine in turn, each on a fresh
 //! cluster, and prints the throughput ratio of every later engine over the first, ending with
@@ -44,6 +48,7 @@
 //! catalog and registry with [`full_schema`] (`litmus server` does).
 
 pub mod harness;
+pub mod mix;
 pub mod omid_oracle;
 pub mod plot;
 pub mod salt_micro;
@@ -61,7 +66,7 @@ pub use salt_micro::{SaltMicro, SaltMicroKind, SaltMicroOptions};
 pub use sweep::{Sweep, SweepParam, SweepPoint};
 pub use ticketing::{Ticketing, TicketingOptions};
 pub use tpcc::{Tpcc, TpccOptions};
-pub use workload::{Outcomes, RunStats, TxnRequest, Workload};
+pub use workload::{Outcomes, RetryPolicy, RunStats, TxnRequest, Workload};
 pub use ycsb::{Ycsb, YcsbOptions};
 pub use ycsb_t::{YcsbT, YcsbTOptions};
 

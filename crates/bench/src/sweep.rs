@@ -351,6 +351,8 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
     out.flush()?;
 
     let mut points: Vec<SweepPoint> = Vec::with_capacity(plans.len() * engines.len());
+    // Points whose run stopped because a transaction could not commit (no report).
+    let mut starved: Vec<String> = Vec::new();
     for (j, &(value, ref point)) in plans.iter().enumerate() {
         let first_at = points.len();
         for (i, &engine) in engines.iter().enumerate() {
@@ -359,8 +361,25 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
                 .data_dir
                 .map(|d| d.join(format!("point{}-{name}={value}", j + 1)).join(format!("run{}-{engine}", i + 1)));
             let w = workload(&point.workload, point)?;
-            let report = harness::run(&cfg, w.as_ref())
-                .with_context(|| format!("{} on {engine} at {name}={value}", point.workload))?;
+            let report = match harness::run(&cfg, w.as_ref()) {
+                Ok(report) => report,
+                Err(e) if matches!(e.downcast_ref::<crate::BenchError>(), Some(crate::BenchError::Starved { .. })) => {
+                    // A transaction that could not commit: the point has no valid mix. It is
+                    // printed, marked and left out of the peaks, and the sweep goes on.
+                    writeln!(
+                        out,
+                        "{:>13}{:>w$}  {:<12} FAILED: {e:#}",
+                        format_number(value),
+                        "",
+                        engine.name(),
+                        w = axis.x_column.map_or(0, |_| 10)
+                    )?;
+                    out.flush()?;
+                    starved.push(format!("{} at {name}={} ({e})", engine.name(), format_number(value)));
+                    continue;
+                }
+                Err(e) => return Err(e.context(format!("{} on {engine} at {name}={value}", point.workload))),
+            };
             let vs_first = harness::ratio(points.get(first_at).map_or(&report, |p| &p.report), &report);
             let p = SweepPoint {
                 param: sweep.param,
@@ -385,6 +404,10 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
                 p.p50_us,
                 p.p99_us
             )?;
+            if let Some(m) = &p.report.mix {
+                let tpm = m.per_minute.as_ref().map_or(String::new(), |pm| format!(" {}: {:.0}", pm.name, pm.value));
+                writeln!(out, "{:>13}  mix: {}  gave up: {}{tpm}", "", m.line(), p.report.gave_up)?;
+            }
             out.flush()?;
             points.push(p);
         }
@@ -416,11 +439,63 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
     for f in &failed {
         writeln!(out, "verify FAILED: {f}")?;
     }
+    if engines.len() >= 2 {
+        // The second engine over the first is printed last: scripts read the last line.
+        for f in &starved {
+            writeln!(out, "left out of the peaks, a transaction could not commit: {f}")?;
+        }
+        for i in (2..engines.len()).chain([1]) {
+            writeln!(out, "{}", peaks_line(&points, 0, i, name))?;
+        }
+    }
+
     out.flush()?;
     if !failed.is_empty() {
         return Err(crate::BenchError::Verify(failed.join("; ")).into());
     }
     Ok(())
+}
+
+/// Whether a point counts toward a peak: its mix holds (a workload without a defined mix
+/// always does).
+pub fn mix_holds(p: &SweepPoint) -> bool {
+    p.report.mix.as_ref().is_none_or(|m| m.holds)
+}
+
+/// The highest throughput of the engine at position `engine_index` over the points whose mix
+/// holds, and the value it was reached at.
+pub fn peak(points: &[SweepPoint], engine_index: usize) -> Option<(f64, f64)> {
+    points
+        .iter()
+        .filter(|p| p.engine_index == engine_index && mix_holds(p))
+        .map(|p| (p.throughput, p.value))
+        .fold(None, |best: Option<(f64, f64)>, p| if best.is_some_and(|b| b.0 >= p.0) { best } else { Some(p) })
+}
+
+/// `ratio of peaks b/a = X.XX (b P txn/s at PARAM=V, a ...; N points below the mix minimums
+/// left out)`: the peaks only over points whose mix holds.
+pub fn peaks_line(points: &[SweepPoint], a: usize, b: usize, param: &str) -> String {
+    let engine = |i: usize| points.iter().find(|p| p.engine_index == i).map_or("?", |p| p.engine.as_str());
+    let (ea, eb) = (engine(a), engine(b));
+    let left_out: Vec<String> = points
+        .iter()
+        .filter(|p| (p.engine_index == a || p.engine_index == b) && !mix_holds(p))
+        .map(|p| format!("{} at {param}={}", p.engine, format_number(p.value)))
+        .collect();
+    let note = if left_out.is_empty() {
+        "every point's mix holds".to_string()
+    } else {
+        format!("left out, mix below the minimums: {}", left_out.join(", "))
+    };
+    match (peak(points, a), peak(points, b)) {
+        (Some((pa, va)), Some((pb, vb))) if pa > 0.0 => format!(
+            "ratio of peaks {eb}/{ea} = {:.2} ({eb} {pb:.1} txn/s at {param}={}, {ea} {pa:.1} txn/s at {param}={}; {note})",
+            pb / pa,
+            format_number(vb),
+            format_number(va)
+        ),
+        _ => format!("ratio of peaks {eb}/{ea} = n/a (no point of both engines with a mix that holds; {note})"),
+    }
 }
 
 /// Writes `value` as pretty JSON to `path` (a sweep's points, an oracle benchmark's runs).

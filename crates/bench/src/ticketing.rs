@@ -1170,6 +1170,24 @@ impl Workload for Ticketing {
         TxnRequest { kind: t.kind, procedure: self.procedure_of(&t), args }
     }
 
+    fn mix(&self) -> Option<crate::mix::MixSpec> {
+        Some(crate::mix::MixSpec {
+            rule: "the defined shares, less max(10%, 3 sd)",
+            kinds: TRANSACTIONS
+                .iter()
+                .map(|t| crate::mix::KindMix {
+                    kind: t.kind,
+                    cards: t.percent,
+                    min_share: None,
+                    rest: false,
+                    p90_limit_us: None,
+                })
+                .collect(),
+            deck: false,
+            per_minute: None,
+        })
+    }
+
     fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String> {
         // 6: user aborts other than "sold out" mean a transaction found an invariant broken; the
         // harness does not keep the reasons, so any user abort outside create-order counts.

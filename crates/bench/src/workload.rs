@@ -20,8 +20,9 @@
 //! Every logical transaction ends in exactly one class, counted per kind in [`Outcomes`]:
 //!
 //! * `committed` — the call returned `Ok`.
-//! * `gave_up` — every attempt failed with a retryable error ([`litmus_core::Error::is_retryable`]);
-//!   by the error contract such an attempt left no effect.
+//! * `gave_up` — every attempt failed with a retryable error ([`litmus_core::Error::is_retryable`])
+//!   and the [`RetryPolicy`] gave it up; by the error contract such an attempt left no effect.
+//!   Always printed (`gave up: N`); a workload with [`RetryPolicy::UntilCommitted`] has none.
 //! * `user_aborts` — the procedure aborted itself ([`litmus_core::Error::UserAbort`]).
 //! * `errors` — any other failure, among them `outcome_unknown` timeouts.
 //!
@@ -29,12 +30,14 @@
 //! atomicity (nocc) keeps the writes made before the failure, and a timed-out commit may or may
 //! not have happened. Invariants must hold for every resolution of the indeterminate ones.
 
+use crate::mix::MixSpec;
 use litmus_client::Client;
 use litmus_core::{Catalog, Error, Value};
 use litmus_engine::Registry;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// A benchmark workload: schema, procedures, initial data, transaction mix and invariant.
 pub trait Workload: Send + Sync {
@@ -56,8 +59,37 @@ pub trait Workload: Send + Sync {
     /// Picks the next transaction.
     fn generate(&self, rng: &mut ChaCha8Rng) -> TxnRequest;
 
+    /// The next transaction of `kind` (one of [`Workload::mix`]'s), for a workload whose mix the
+    /// harness deals from a deck ([`MixSpec::deck`]).
+    fn generate_kind(&self, kind: &'static str, rng: &mut ChaCha8Rng) -> TxnRequest {
+        let _ = kind;
+        self.generate(rng)
+    }
+
+    /// The mix the workload defines, if any: the report gives the completed share of each kind
+    /// and a verdict against it ([`crate::mix`]).
+    fn mix(&self) -> Option<MixSpec> {
+        None
+    }
+
+    /// What the harness does when an attempt fails with a retryable error.
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy::GiveUpAfter { retries: crate::harness::RETRIES_MAX }
+    }
+
     /// Checks the workload's invariant after the run; returns a verdict line, `Err` on violation.
     fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String>;
+}
+
+/// What the harness does with a transaction whose attempt failed with a retryable error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum RetryPolicy {
+    /// Retry at most `retries` times, then count it under `gave_up`.
+    GiveUpAfter { retries: u32 },
+    /// Retry until it commits or aborts itself, keeping its first attempt's priority (TPC-C's
+    /// terminals: no transaction is ever given up). One still failing after `bound` fails the
+    /// run with [`crate::BenchError::Starved`], naming it.
+    UntilCommitted { bound: Duration },
 }
 
 /// One transaction to run: a stored procedure call and the label it is reported under.
@@ -77,7 +109,8 @@ pub struct Outcomes {
     pub aborts: u64,
     /// Attempts re-run after a retryable failure.
     pub retries: u64,
-    /// Transactions abandoned after `RETRIES_MAX` retries.
+    /// Transactions abandoned after `RETRIES_MAX` retries (never under
+    /// [`RetryPolicy::UntilCommitted`]).
     pub gave_up: u64,
     pub user_aborts: u64,
     /// Non-retryable failures other than user aborts (`outcome_unknown` included).

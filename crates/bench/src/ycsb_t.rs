@@ -345,6 +345,30 @@ impl Workload for YcsbT {
         TxnRequest { kind, procedure: TXN_PROCEDURE, args }
     }
 
+    fn mix(&self) -> Option<crate::mix::MixSpec> {
+        let kinds: &[(&'static str, u32)] = match self.mix {
+            Mix::ReadOnly => &[(KIND_READ, 1)],
+            Mix::WriteOnly => &[(KIND_WRITE, 1)],
+            Mix::Complex => &[(KIND_COMPLEX, 1)],
+            Mix::Mixed => &[(KIND_READ, 1), (KIND_COMPLEX, 1)],
+        };
+        Some(crate::mix::MixSpec {
+            rule: "the defined shares, less max(10%, 3 sd)",
+            kinds: kinds
+                .iter()
+                .map(|&(kind, cards)| crate::mix::KindMix {
+                    kind,
+                    cards,
+                    min_share: None,
+                    rest: false,
+                    p90_limit_us: None,
+                })
+                .collect(),
+            deck: false,
+            per_minute: None,
+        })
+    }
+
     fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String> {
         let mut call = |procedure: &str, args: Vec<Value>| call_idempotent(client, procedure, args);
         let tally = Tally::collect(2 * self.pairs, &mut call)?;

@@ -555,6 +555,17 @@ impl LockManager {
         out.into_iter().collect()
     }
 
+    /// Every transaction the waiting requests of `txn` wait for (rule 5's waits-for set, older
+    /// and younger, `txn` itself included if it waits for itself); `None` when the set cannot
+    /// be computed (the walk exceeds [`DEPENDENCY_WALK_MAX`]). Empty if nothing of it waits.
+    pub fn waits_for_set(&self, txn: TxnId) -> Option<BTreeSet<TxnId>> {
+        let mut out = BTreeSet::new();
+        for (_, waits_for) in self.waits_of(txn) {
+            out.extend(waits_for?.into_keys());
+        }
+        Some(out)
+    }
+
     /// Rule 5a: whether some waiting request of `txn` waits for a transaction older than `txn`,
     /// or for `txn` itself (or its waits-for set exceeds [`DEPENDENCY_WALK_MAX`]) — the test
     /// wait-die applies at request time, applied now. A mortal transaction that stays impatient

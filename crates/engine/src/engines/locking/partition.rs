@@ -50,6 +50,16 @@ pub const IN_DOUBT_QUERY_AFTER: Duration = Duration::from_secs(1);
 /// whole run (p50 ~25 ms): younger requesters queue that long and then die anyway. 10 ms
 /// keeps both engines above wait-die.
 pub const LOCK_WAIT_PATIENCE: Duration = Duration::from_millis(10);
+/// Rule 5a's exception ([`LockingPartition::blockers_running`]): a transaction counts as
+/// running while an operation of it arrived this recently. Longer than the patience: on a
+/// loaded machine a TPC-C Delivery's operations, one round trip apart, arrive up to tens of
+/// milliseconds apart. It bounds how much longer a deadlock may last than without the rule.
+pub const RUNNING_WITHIN: Duration = Duration::from_millis(250);
+/// The lock "table" of queue anchors ([`LockingPartition::queue_head`]): no table has this id.
+pub const QUEUE_ANCHORS: TableId = TableId(u32::MAX);
+/// Most transactions rule 5a's exception looks at to decide one waiter
+/// ([`LockingPartition::blockers_running`]); beyond, it does not apply.
+pub const ALIVE_VISITS_MAX: usize = 64;
 
 /// Grant numbers of incarnation `n` start at `n << GRANT_INCARNATION_SHIFT` (`Record::Incarnation`).
 pub const GRANT_INCARNATION_SHIFT: u32 = 40;
@@ -107,6 +117,9 @@ struct Parked {
     /// An accepted BASE transaction's operation that has wounded the older transactions it
     /// waits for (rule 5b, once the patience ran out); the sweep repeats the wounds.
     wounded: bool,
+    /// It waits for a queue anchor ([`LockingPartition::queue_head`]): rule 5a's exception
+    /// ([`LockingPartition::blockers_running`]) applies.
+    on_anchor: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -180,6 +193,10 @@ pub struct LockingPartition {
     /// Rule 6b across partitions: partitions waiting to hear that a transaction's reads here
     /// (up to a grant number) are settled. Volatile: askers repeat their question.
     read_watches: BTreeSet<(TxnId, u64, PartitionId)>,
+    /// Tables seen used as queues: a limited scan's narrowed head row was deleted while it
+    /// waited for it. ACID limited scans of these first write-lock the queue's anchor (see
+    /// [`LockingPartition::queue_head`]). Volatile: a restart learns it again.
+    queue_tables: BTreeSet<TableId>,
 }
 
 impl LockingPartition {
@@ -194,6 +211,7 @@ impl LockingPartition {
             finished: BTreeMap::new(),
             finished_order: VecDeque::new(),
             epochs: BTreeMap::new(),
+            queue_tables: BTreeSet::new(),
             relock_pending: false,
             last_sweep: Time::ZERO,
             prepared_at: BTreeMap::new(),
@@ -287,8 +305,40 @@ impl LockingPartition {
         }
         let short = class.isolation.short_term(access);
         let mode = LockMode { class: lock_class, access };
+        if let (Some(_), OpKind::Scan { start, .. }) = (&locked_to, &op.kind) {
+            if let Some(head) = self.queue_head(op.table, mode, short, start) {
+                locks.push_back(head);
+            }
+        }
         locks.push_back((op.table, target, mode, short));
         LockPlan { locks, narrowed: locked_to.map(|locked_to| Narrowed { locked_to, mode, short }) }
+    }
+
+    /// For an ACID limited scan of a table used as a queue (`queue_tables`), a write lock on an
+    /// anchor standing for "the head of the queue that starts at the scan's start key" (in
+    /// [`QUEUE_ANCHORS`]), the same for every consumer of it, to take before the scan's range
+    /// lock. Consumers of a queue read its head and then delete it; two that both read-lock the head both wait to delete it,
+    /// and the younger dies of that upgrade deadlock. Under Salt's faster mix TPC-C Deliveries
+    /// of one warehouse queue four or five deep on each district's oldest NEW-ORDER row and
+    /// died of it on most attempts. With the anchor they take turns: one lock, taken first, in
+    /// the same order by all (a lock only adds waits, never a wrong result).
+    fn queue_head(
+        &self,
+        table: TableId,
+        mode: LockMode,
+        short: bool,
+        start: &Key,
+    ) -> Option<(TableId, Target, LockMode, bool)> {
+        if mode.class != LockClass::Acid || short || !self.queue_tables.contains(&table) {
+            return None;
+        }
+        let write = LockMode { class: LockClass::Acid, access: Access::Write };
+        // The anchor lives in a lock namespace no table uses, so that no range lock overlaps
+        // it (a waiting anchor request inside the holder's scan range would queue the holder's
+        // range lock behind it, a deadlock).
+        let mut anchor = table.0.to_be_bytes().to_vec();
+        anchor.extend_from_slice(&start.0);
+        Some((QUEUE_ANCHORS, Target::Key(Key(anchor)), write, false))
     }
 
     #[allow(clippy::too_many_arguments)] // the fields of one `Request::Op`
@@ -412,6 +462,7 @@ impl LockingPartition {
             narrowed,
             waiting_since,
             wounded: false,
+            on_anchor: false,
         };
         self.advance(parked, ctx);
     }
@@ -440,6 +491,7 @@ impl LockingPartition {
                     }
                     p.waiting_since = ctx.now;
                     p.wounded = false;
+                    p.on_anchor = table == QUEUE_ANCHORS;
                     let txn = p.unit.txn;
                     self.parked.insert(token, p);
                     // Rule 5c: a deadlock closed here is broken now, not after the patience.
@@ -465,7 +517,9 @@ impl LockingPartition {
     /// waited as long, it wounds the older transactions it waits for instead. Both wait the
     /// same patience first, so a lock held for a moment costs a wait, not an abort, either way.
     fn abort_impatient(&mut self, ctx: &mut PartCtx) {
-        let mut overdue: Vec<TxnId> = Vec::new();
+        // Per mortal transaction: the latest wait start of its overdue operations, and whether
+        // they all wait for queue anchors (rule 5a's exception).
+        let mut overdue: Vec<(TxnId, Time, bool)> = Vec::new();
         let mut wound: Vec<TxnId> = Vec::new();
         for p in self.parked.values_mut() {
             let txn = p.unit.txn;
@@ -477,20 +531,73 @@ impl LockingPartition {
                     p.wounded = true;
                     wound.push(txn);
                 }
-            } else if !overdue.contains(&txn) {
-                overdue.push(txn); // in token order: who began waiting first goes first
+            } else if let Some(o) = overdue.iter_mut().find(|(t, _, _)| *t == txn) {
+                o.1 = o.1.max(p.waiting_since);
+                o.2 &= p.on_anchor;
+            } else {
+                overdue.push((txn, p.waiting_since, p.on_anchor)); // in token order: who began waiting first goes first
             }
         }
         for txn in wound {
             self.wound_blockers(txn, ctx);
         }
-        for txn in overdue {
+        for (txn, since, on_anchor) in overdue {
             // An abort earlier in this loop may have cleared its way (its waits-for set only
             // shrinks); then it keeps waiting.
-            if self.locks.impatient(txn) {
+            if self.locks.impatient(txn) && !(on_anchor && self.blockers_running(txn, since, ctx.now)) {
                 self.abort_waiting(txn, ctx);
             }
         }
+    }
+
+    /// Rule 5a's exception, for waits on queue anchors only: every transaction `txn` has waited
+    /// for since `since` is *alive*, so `txn` keeps waiting past its patience instead of dying. Alive is
+    /// *working here* — an operation of it arrived after `since` and within
+    /// [`RUNNING_WITHIN`], it has not prepared, and none of its operations waits here — or
+    /// waiting here only for alive transactions, looking at most at [`ALIVE_VISITS_MAX`]
+    /// transactions of the waits-for graph (a queue: each waits for the ones ahead, the head
+    /// works). A transaction
+    /// that sent an operation here after we began waiting was not stuck then; one on a
+    /// deadlock cycle sends none, so it stops counting after [`RUNNING_WITHIN`] at the latest,
+    /// and one whose last operation here came before the wait (it holds its lock and waits
+    /// elsewhere: a deadlock across partitions) never counts. Every path from an alive
+    /// transaction ends at a working one (a transaction met again on the path is not alive), so no member of a deadlock on this
+    /// partition is alive and rule 5a breaks the cycle as before. Without this, a queue behind
+    /// a long transaction that holds its lock while it works — TPC-C Deliveries of one
+    /// warehouse, each taking the district's oldest NEW-ORDER row in turn for ~40 ms — died
+    /// after 10 ms, retried into the same queue, and left the lock idle during its backoff.
+    /// (Applied to every wait, it cost ticketing under `acid` a third of its throughput: a
+    /// transaction with operations in flight at two partitions looks working at each while the
+    /// two wait for each other, so such deadlocks lasted [`RUNNING_WITHIN`].)
+    fn blockers_running(&self, txn: TxnId, since: Time, now: Time) -> bool {
+        let mut memo: BTreeMap<TxnId, bool> = BTreeMap::from([(txn, false)]);
+        self.waits_for_alive(txn, since, now, &mut memo)
+    }
+
+    /// Whether `txn` waits for someone and everyone it waits for is alive; `memo` holds the
+    /// verdicts so far, and `false` for the transactions being decided (a cycle is not alive).
+    fn waits_for_alive(&self, txn: TxnId, since: Time, now: Time, memo: &mut BTreeMap<TxnId, bool>) -> bool {
+        let Some(set) = self.locks.waits_for_set(txn) else { return false };
+        !set.is_empty() && set.iter().all(|o| self.alive(*o, since, now, memo))
+    }
+
+    fn alive(&self, txn: TxnId, since: Time, now: Time, memo: &mut BTreeMap<TxnId, bool>) -> bool {
+        if let Some(known) = memo.get(&txn) {
+            return *known;
+        }
+        if memo.len() >= ALIVE_VISITS_MAX {
+            return false;
+        }
+        let alive = if self.locks.is_waiting(txn) {
+            memo.insert(txn, false); // on the path: a cycle back here is not alive
+            self.waits_for_alive(txn, since, now, memo)
+        } else {
+            self.txns.get(&txn).is_some_and(|t| {
+                !t.prepared && t.last_active > since && now.saturating_sub(t.last_active) < RUNNING_WITHIN
+            })
+        };
+        memo.insert(txn, alive);
+        alive
     }
 
     /// Rule 5: aborts the waiting operations of `txn` with `AbortReason::Deadlock` (the
@@ -587,11 +694,25 @@ impl LockingPartition {
         };
         if let (Some(n), OpKind::Scan { end, limit, .. }) = (&p.narrowed, &p.op.kind) {
             if !scan_fits_lock(&result, *limit, &n.locked_to) {
-                // Rows inside the narrowed range went away before the lock was granted: lock
-                // the rest of the range too and scan again (scans write nothing).
-                let rest = Target::Range { start: n.locked_to.clone(), end: end.clone() };
-                p.locks.push_back((p.op.table, rest, n.mode, n.short));
-                p.narrowed = None;
+                // Rows inside the narrowed range went away before the lock was granted (a
+                // Delivery ahead of this one deleted the oldest NEW-ORDER row it waited for):
+                // narrow again from where the lock ends, to the next rows, and scan again
+                // (scans write nothing). Only when too few rows are left is the rest of the
+                // range locked — which would also wait for every insert in flight at its tail.
+                // The vanished head says the table is used as a queue (`queue_tables`).
+                let (from, mode, short) = (n.locked_to.clone(), n.mode, n.short);
+                let next = narrowed_scan_range(ctx.store, p.op.table, &from, end.as_ref(), *limit);
+                if self.queue_tables.insert(p.op.table) {
+                    // First seen here: take the anchor now (later scans take it first).
+                    if let OpKind::Scan { start, .. } = &p.op.kind {
+                        if let Some(anchor) = self.queue_head(p.op.table, mode, short, start) {
+                            p.locks.push_back(anchor);
+                        }
+                    }
+                }
+                let rest = Target::Range { start: from, end: next.clone().or_else(|| end.clone()) };
+                p.locks.push_back((p.op.table, rest, mode, short));
+                p.narrowed = next.map(|locked_to| Narrowed { locked_to, mode, short });
                 return self.advance(p, ctx);
             }
         }
