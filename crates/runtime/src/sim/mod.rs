@@ -25,11 +25,9 @@
 //!   sending and the heal — or the run fails, naming the request. Exempt: requests or answers
 //!   the network lost, and requests whose coordinator's node crashed after receiving them
 //!   (the coordinator forgot them; the client's timeout reports "outcome unknown").
-//!   **Known gap, reported but not failed:** under the locking engines (`acid`, `salt`,
-//!   `salt-local`) a transaction stuck *finishing* (a lost commit-protocol message) is exempt
-//!   from the coordinator's stall timeout and its client is never answered (found by this
-//!   check: `litmus sim --seed 0 --engine acid --faults`); their runs count such requests in
-//!   [`SimReport::unanswered`] instead of failing, until the locking engine answers them.
+//!   Found by this check and fixed: under the locking engines a transaction whose one-phase
+//!   commit or prepare was lost waited forever and its client was never answered (`litmus
+//!   sim --seed 0 --engine acid --faults`); the coordinator now resends them.
 //! * **Scripted faults** on top of the random ones: [`Simulator::schedule_outage`] (a node
 //!   down at a time) and [`Simulator::crash_on_delivery`] (a node crashes just after it
 //!   receives a matching message — e.g. the oracle's node while a commit is in flight).
@@ -183,8 +181,7 @@ pub struct SimReport {
     pub requests_failed: u64,
     /// FNV-1a over every delivered message: equal for equal seeds.
     pub trace_hash: u64,
-    /// Requests a live coordinator left unanswered past the liveness bound (only under an
-    /// engine with the known gap; any other engine fails the run instead).
+    /// Requests a live coordinator left unanswered past the liveness bound (the run fails).
     pub unanswered: u64,
 }
 
@@ -206,7 +203,7 @@ impl std::fmt::Display for SimReport {
             self.trace_hash
         )?;
         if self.unanswered > 0 {
-            write!(f, " | UNANSWERED {} (known liveness gap of this engine)", self.unanswered)?;
+            write!(f, " | UNANSWERED {}", self.unanswered)?;
         }
         Ok(())
     }
@@ -445,15 +442,7 @@ impl Simulator {
         self.idle(self.cfg.liveness_bound).map_err(fail)?;
         self.report.virtual_time = self.now;
         if let Err(e) = self.check_liveness() {
-            let known_gap = matches!(
-                self.spec.engine,
-                litmus_engine::EngineKind::Acid
-                    | litmus_engine::EngineKind::Salt
-                    | litmus_engine::EngineKind::SaltLocal
-            );
-            if !known_gap {
-                return Err(format!("{e}\n     run so far: {}", self.report));
-            }
+            return Err(format!("{e}\n     run so far: {}", self.report));
         }
         Ok(self.report.clone())
     }

@@ -715,6 +715,40 @@ impl LockingCoordinator {
         for ((unit, part), attempt) in &self.aborts {
             ctx.send_to_partition(*part, request(Request::Abort { unit: *unit, attempt: *attempt }));
         }
+        self.resend_unlogged(ctx);
+    }
+
+    /// A one-phase `Commit` or a `Prepare` (neither is logged) that went unanswered for
+    /// [`BASE_OP_TIMEOUT`] is sent again: lost, the transaction waited forever in `Committing`
+    /// or `Preparing` and its client was never answered (found by the simulator's liveness
+    /// check, `litmus sim --seed 0 --engine acid --faults`). Both are idempotent at the
+    /// participant: a commit it applied is acknowledged again (its operation count still
+    /// matches), and one it rolled back meanwhile (orphan timeout, restart) is refused, as is a
+    /// prepare of work it lost — the coordinator then aborts.
+    fn resend_unlogged(&mut self, ctx: &mut CoordCtx) {
+        for (txn, t) in &mut self.txns {
+            if ctx.now.saturating_sub(t.last_progress) < BASE_OP_TIMEOUT {
+                continue;
+            }
+            let unit = Unit { txn: *txn, sub: if t.base { t.sub } else { 0 } };
+            match &t.phase {
+                Phase::Committing { waiting, .. } if !self.decisions.contains_key(&unit) => {
+                    for p in waiting {
+                        let writes = t.unit_writes.get(p).cloned().unwrap_or_default();
+                        let ops = Some(t.unit_ops.get(p).copied().unwrap_or_default());
+                        ctx.send_to_partition(*p, request(Request::Commit { unit, writes, ops }));
+                    }
+                }
+                Phase::Preparing { waiting, .. } => {
+                    for p in waiting {
+                        let ops = t.unit_ops.get(p).copied().unwrap_or_default();
+                        ctx.send_to_partition(*p, request(Request::Prepare { unit, ops }));
+                    }
+                }
+                _ => continue,
+            }
+            t.last_progress = ctx.now;
+        }
     }
 }
 
