@@ -740,9 +740,16 @@ impl LockingPartition {
             }
         }
         if !committed && p.unit.sub > 0 && result.is_ok() {
-            // Every lock it holds here, saline ones too: a short-term read that rule 6a holds
-            // back is saline already, and a later write's release order depends on it.
-            let locks: LockList = self.locks.held_locks(txn);
+            // Its alkaline locks, and saline ones not durable yet: a short-term read that rule
+            // 6a holds back is saline already, and a later write's release order depends on it.
+            // (Saline locks of committed subtransactions are in their `Commit` record.)
+            let durable = self.state.saline.get(&txn);
+            let locks: LockList = self
+                .locks
+                .held_locks(txn)
+                .into_iter()
+                .filter(|l| l.mode.class == LockClass::Alkaline || !durable.is_some_and(|d| d.contains(l)))
+                .collect();
             if locks.iter().any(|l| l.mode.class == LockClass::Alkaline) {
                 let record = PartitionRecord::Locking(Record::Locked { unit: p.unit, locks });
                 ctx.log(&record);
