@@ -444,7 +444,7 @@ struct Entry {
     mode: LockMode,
     state: State,
     /// Rule 6: the locks this one may not be released before; fixed at grant (a covered
-    /// re-write of the same target gets a lock of its own, see `acquire_as`).
+    /// re-write of the same target gets a lock of its own, see `acquire_after`).
     deps: Vec<u64>,
     /// Rule 6b across partitions: remote read sets not yet known to be settled. A waiting
     /// request keeps here what it asked for; they count as pending from its grant.
@@ -491,24 +491,7 @@ impl LockManager {
     /// that waits for an older transaction waits too (rule 5a); the caller aborts it if it is
     /// still [`LockManager::impatient`] after the patience.
     pub fn acquire(&mut self, owner: Owner, table: TableId, target: Target, mode: LockMode, token: u64) -> Decision {
-        self.acquire_as(owner, table, target, mode, token, &[])
-    }
-
-    /// [`LockManager::acquire`] for a BASE write that rule 6b ties to the transaction's earlier
-    /// reads on other partitions (`after`): once granted, the lock is not released before each
-    /// of them is settled ([`LockManager::remote_settled`]). If the transaction already holds
-    /// a covering lock (it wrote the target before), that lock takes on the new dependencies —
-    /// the value written now may derive from reads made since. Ignored for other modes.
-    pub fn acquire_after(
-        &mut self,
-        owner: Owner,
-        table: TableId,
-        target: Target,
-        mode: LockMode,
-        token: u64,
-        after: &[RemoteDep],
-    ) -> Decision {
-        self.acquire_as(owner, table, target, mode, token, after)
+        self.acquire_after(owner, table, target, mode, token, &[])
     }
 
     /// Rule 5b: a request of an *accepted* BASE transaction, which cannot be aborted. The lock
@@ -524,7 +507,7 @@ impl LockManager {
         mode: LockMode,
         token: u64,
     ) -> Decision {
-        self.acquire_as(owner, table, target, mode, token, &[])
+        self.acquire_after(owner, table, target, mode, token, &[])
     }
 
     /// Takes a lock back after a restart, with the grant number it had (call in increasing
@@ -536,7 +519,7 @@ impl LockManager {
     pub fn acquire_recovered(&mut self, txn: TxnId, lock: &HeldLock) {
         let id = self.seq_next;
         let owner = Owner { txn, age: 0 };
-        let d = self.acquire_as(owner, lock.table, lock.target.clone(), lock.mode, u64::MAX, &lock.after);
+        let d = self.acquire_after(owner, lock.table, lock.target.clone(), lock.mode, u64::MAX, &lock.after);
         assert_eq!(d, Decision::Granted, "locks held together before a restart are compatible");
         if let Some(e) = self.entries.get_mut(&id) {
             e.granted = lock.granted;
@@ -624,7 +607,12 @@ impl LockManager {
         None
     }
 
-    fn acquire_as(
+    /// [`LockManager::acquire`] for a BASE write that rule 6b ties to the transaction's earlier
+    /// reads on other partitions (`after`): once granted, the lock is not released before each
+    /// of them is settled ([`LockManager::remote_settled`]). A covered re-write (the transaction
+    /// wrote the target before) that read something since, or names new remote reads, gets a
+    /// lock of its own carrying them (see the module doc). `after` is ignored for other modes.
+    pub fn acquire_after(
         &mut self,
         owner: Owner,
         table: TableId,
