@@ -63,6 +63,20 @@ pub struct MixSpec {
 }
 
 impl MixSpec {
+    /// A workload's own defined shares (no spec minimums): each kind's `cards` out of the
+    /// total, checked with a tolerance of max(10% of the share, 3 standard deviations).
+    pub fn defined_shares(kinds: impl IntoIterator<Item = (&'static str, u32)>) -> Self {
+        MixSpec {
+            rule: "the defined shares, less max(10%, 3 sd)",
+            kinds: kinds
+                .into_iter()
+                .map(|(kind, cards)| KindMix { kind, cards, min_share: None, rest: false, p90_limit_us: None })
+                .collect(),
+            deck: false,
+            per_minute: None,
+        }
+    }
+
     pub fn cards(&self) -> u32 {
         self.kinds.iter().map(|k| k.cards).sum()
     }

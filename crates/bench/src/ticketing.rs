@@ -1171,21 +1171,7 @@ impl Workload for Ticketing {
     }
 
     fn mix(&self) -> Option<crate::mix::MixSpec> {
-        Some(crate::mix::MixSpec {
-            rule: "the defined shares, less max(10%, 3 sd)",
-            kinds: TRANSACTIONS
-                .iter()
-                .map(|t| crate::mix::KindMix {
-                    kind: t.kind,
-                    cards: t.percent,
-                    min_share: None,
-                    rest: false,
-                    p90_limit_us: None,
-                })
-                .collect(),
-            deck: false,
-            per_minute: None,
-        })
+        Some(crate::mix::MixSpec::defined_shares(TRANSACTIONS.iter().map(|t| (t.kind, t.percent))))
     }
 
     fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String> {

@@ -352,21 +352,7 @@ impl Workload for YcsbT {
             Mix::Complex => &[(KIND_COMPLEX, 1)],
             Mix::Mixed => &[(KIND_READ, 1), (KIND_COMPLEX, 1)],
         };
-        Some(crate::mix::MixSpec {
-            rule: "the defined shares, less max(10%, 3 sd)",
-            kinds: kinds
-                .iter()
-                .map(|&(kind, cards)| crate::mix::KindMix {
-                    kind,
-                    cards,
-                    min_share: None,
-                    rest: false,
-                    p90_limit_us: None,
-                })
-                .collect(),
-            deck: false,
-            per_minute: None,
-        })
+        Some(crate::mix::MixSpec::defined_shares(kinds.iter().copied()))
     }
 
     fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String> {

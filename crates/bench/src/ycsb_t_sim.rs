@@ -94,21 +94,7 @@ impl YcsbTSim {
 /// Calls a procedure from the verification client, retrying retryable errors and timeouts for
 /// at most [`SIM_VERIFY_MAX`] of virtual time.
 pub fn sim_call(sim: &mut Simulator, procedure: &str, args: Vec<Value>) -> Result<Vec<Value>, Error> {
-    let started = sim.now();
-    loop {
-        let body = RequestBody::Call { procedure: procedure.into(), args: args.clone(), retrying_for: Duration::ZERO };
-        match sim.request(body) {
-            Ok(ResponseBody::Returned(v)) => return Ok(v),
-            Ok(other) => return Err(Error::Internal(format!("{procedure} answered {other:?}"))),
-            Err(e)
-                if (e.is_retryable() || matches!(e, Error::Unavailable { .. }))
-                    && sim.now().0 - started.0 < SIM_VERIFY_MAX.as_nanos() as u64 =>
-            {
-                sim.idle(SIM_RETRY_PAUSE)?;
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    crate::tpcc::sim::sim_call_within(sim, procedure, args, SIM_VERIFY_MAX, SIM_RETRY_PAUSE)
 }
 
 impl SimDriver for YcsbTSim {

@@ -20,8 +20,20 @@ pub const SIM_LOAD_BATCHES: load::LoadBatches = load::LoadBatches { items: 20, c
 /// Virtual time let pass between two attempts.
 pub const SIM_RETRY_PAUSE: Duration = Duration::from_millis(20);
 
-/// Calls a procedure from the simulator's verification client, retrying "busy" errors.
+/// Calls a procedure from the simulator's verification client, retrying "busy" errors for at
+/// most [`SIM_CALL_MAX`] of virtual time.
 pub fn sim_call(sim: &mut Simulator, procedure: &str, args: Vec<Value>) -> Result<Vec<Value>, Error> {
+    sim_call_within(sim, procedure, args, SIM_CALL_MAX, SIM_RETRY_PAUSE)
+}
+
+/// [`sim_call`] retrying for at most `max` of virtual time, `pause` apart.
+pub fn sim_call_within(
+    sim: &mut Simulator,
+    procedure: &str,
+    args: Vec<Value>,
+    max: Duration,
+    pause: Duration,
+) -> Result<Vec<Value>, Error> {
     let started = sim.now();
     loop {
         let body = RequestBody::Call { procedure: procedure.into(), args: args.clone(), retrying_for: Duration::ZERO };
@@ -30,9 +42,9 @@ pub fn sim_call(sim: &mut Simulator, procedure: &str, args: Vec<Value>) -> Resul
             Ok(other) => return Err(Error::Internal(format!("{procedure} answered {other:?}"))),
             Err(e)
                 if (e.is_retryable() || matches!(e, Error::Unavailable { .. }))
-                    && sim.now().0 - started.0 < SIM_CALL_MAX.as_nanos() as u64 =>
+                    && sim.now().0 - started.0 < max.as_nanos() as u64 =>
             {
-                sim.idle(SIM_RETRY_PAUSE)?;
+                sim.idle(pause)?;
             }
             Err(e) => return Err(e),
         }
