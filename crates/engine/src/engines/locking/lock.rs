@@ -167,9 +167,11 @@
 //! something when they were answered ([`LockManager::read_taint`]) create remote dependencies;
 //! reads of settled data never hold a write back. This is the transitive closure of §6.3's
 //! direct dependencies across partitions: a chain x → y → w spanning three partitions is
-//! released in order because each link waits for the settlement of the one before. Waiting
-//! for a lock with remote dependencies counts as waiting for unknown transactions (rule 5a:
-//! impatient), since its release depends on transactions this table cannot see.
+//! released in order because each link waits for the settlement of the one before. A request
+//! blocked by a lock with remote dependencies cannot know whom it waits for (its release
+//! depends on transactions this table cannot see): as past [`DEPENDENCY_WALK_MAX`], it gets
+//! [`Decision::Die`] (rule 5a) and its client retries with its age — an ACID reader of such a
+//! lock retries until the remote reads settle rather than queueing.
 //!
 //! A covered re-write (rule 2) that read something since its first write gets a lock of its
 //! own carrying the new dependencies: merging them into the first lock would hold back what
@@ -909,9 +911,10 @@ impl LockManager {
         out
     }
 
-    /// Rule 2: a held lock of `txn` on this exact target whose mode covers `mode`.
+    /// Rule 2: a held lock of `txn` on this exact target whose mode covers `mode` — the newest
+    /// (a covered re-write compares against the reads made since it, `rewrite_has_new_deps`).
     fn covering_lock(&self, txn: TxnId, table: TableId, target: &Target, mode: LockMode) -> Option<u64> {
-        self.by_txn.get(&txn)?.iter().copied().find(|id| {
+        self.by_txn.get(&txn)?.iter().rev().copied().find(|id| {
             let e = &self.entries[id];
             e.state == State::Held && e.table == table && &e.target == target && e.mode.covers(mode)
         })
@@ -959,8 +962,8 @@ impl LockManager {
             let e = &self.entries[&id];
             if e.is_held() && !e.remote.is_empty() {
                 // Rule 6b across partitions: its release waits for transactions this lock
-                // table cannot see. Counted as unknown, i.e. impatient (rule 5a), so a cycle
-                // through other partitions still ends after the patience.
+                // table cannot see. Unknown, as past the walk limit: a new request dies, a
+                // waiting one is impatient (rule 5a), so no cycle through other partitions lasts.
                 return None;
             }
             if e.state != State::Releasing {
@@ -2086,5 +2089,88 @@ mod tests {
         let grants = lm.release_all(txn(1));
         assert_eq!(grants, vec![Grant { txn: txn(5), token: 3 }]);
         assert!(lm.wound_targets(txn(5)).is_empty());
+    }
+
+    // ----- Rule 6 across partitions (Salt §5.1 rule 6b, issue 11) -----
+
+    const P1: PartitionId = PartitionId(1);
+
+    /// Rule 6a as seen from another partition: a BASE read of a held BASE write is *tainted*
+    /// (`read_taint`) and not settled (`reads_settled`) until the writer's saline lock goes.
+    #[test]
+    fn rule6a_read_of_an_unfinished_base_write_is_tainted_until_the_write_is_released() {
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, 1, key(1), ALK_W, 1), Decision::Granted);
+        lm.downgrade_alkaline(txn(1)); // BASE₁'s subtransaction committed: saline W on x
+        assert_eq!(acq(&mut lm, 2, key(1), ALK_R, 2), Decision::Granted);
+        let g = lm.read_taint(txn(2)).expect("BASE₂'s read depends on BASE₁'s write");
+        assert!(!lm.reads_settled(txn(2), g));
+        assert!(lm.reads_settled(txn(2), g - 1), "reads granted before it are not in question");
+        lm.release_all(txn(1)); // BASE₁ ends
+        assert_eq!(lm.read_taint(txn(2)), None);
+        assert!(lm.reads_settled(txn(2), g), "settled once the write it read is released");
+        // A read of settled data is never tainted.
+        assert_eq!(acq(&mut lm, 3, key(2), ALK_R, 3), Decision::Granted);
+        assert_eq!(lm.read_taint(txn(3)), None);
+    }
+
+    /// Rule 6b across partitions: a BASE write that depends on remote reads stays (releasing,
+    /// saline) after its transaction ends, keeps ACID readers out, and goes when the remote
+    /// reads settle; a repeated answer changes nothing.
+    #[test]
+    fn rule6b_remote_write_is_released_only_after_the_remote_reads_settle() {
+        let mut lm = LockManager::new();
+        let dep = RemoteDep { part: P1, upto: 7 };
+        assert_eq!(lm.acquire_after(owner(2), TABLE, key(5), ALK_W, 1, &[dep]), Decision::Granted);
+        assert_eq!(lm.remote_pending(), vec![(txn(2), dep, false)]);
+        lm.downgrade_alkaline(txn(2));
+        lm.release_all(txn(2)); // BASE₂ ends here
+        assert_eq!(lm.releasing(txn(2)).len(), 1, "held back by the remote reads");
+        assert_eq!(lm.remote_pending(), vec![(txn(2), dep, true)]);
+        // An ACID reader, even the oldest, is kept out: whom it would wait for is not known
+        // here, so (as past the walk limit, rule 5a) it dies and its client retries.
+        assert_eq!(lm.acquire(Owner { txn: txn(9), age: 0 }, TABLE, key(5), ACID_R, 2), Decision::Die);
+        assert!(lm.remote_settled(txn(2), RemoteDep { part: P1, upto: 6 }).is_empty(), "another read set");
+        assert!(lm.remote_settled(txn(2), dep).is_empty(), "nobody was waiting");
+        assert_eq!(lm.acquire(Owner { txn: txn(9), age: 0 }, TABLE, key(5), ACID_R, 3), Decision::Granted);
+        assert!(lm.held(txn(2)).is_empty());
+        assert!(lm.remote_settled(txn(2), dep).is_empty(), "a repeated answer changes nothing");
+        lm.release_all(txn(9));
+    }
+
+    /// Rule 6b with rule 2: a covered re-write (same subtransaction) made after a read gets a
+    /// lock of its own with the new dependency; the first write's lock keeps only its own, so
+    /// it is released at the end even while the re-write is held back (merging them caused a
+    /// release cycle, `litmus sim --workload salt-chains`, seed 222).
+    #[test]
+    fn rule6b_covered_rewrite_after_a_read_gets_its_own_lock() {
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, 1, key(1), ALK_W, 1), Decision::Granted); // BASE₁ writes y
+        lm.downgrade_alkaline(txn(1));
+        assert_eq!(acq(&mut lm, 2, key(2), ALK_W, 2), Decision::Granted); // T writes x
+        assert_eq!(acq(&mut lm, 2, key(1), ALK_R, 3), Decision::Granted); // T reads BASE₁'s y
+        assert_eq!(acq(&mut lm, 2, key(2), ALK_W, 4), Decision::Granted); // T writes x again
+        let writes_x = lm.held(txn(2)).into_iter().filter(|(_, t, m)| *t == key(2) && m.is_write()).count();
+        assert_eq!(writes_x, 2, "the re-write has a lock of its own");
+        // A re-write with nothing read since needs no new lock (rule 2 as before).
+        assert_eq!(acq(&mut lm, 2, key(2), ALK_W, 5), Decision::Granted);
+        assert_eq!(lm.held(txn(2)).len(), 3);
+        lm.downgrade_alkaline(txn(2));
+        lm.release_all(txn(2)); // T ends: its first write of x goes, the re-write waits for BASE₁
+        assert_eq!(lm.releasing(txn(2)).len(), 2, "the re-write and T's read of y wait for BASE₁");
+        lm.release_all(txn(1));
+        assert!(lm.held(txn(2)).is_empty());
+    }
+
+    /// Grant numbers never go back (`set_grant_floor`): a remote dependency `upto` names the
+    /// same reads after a restart.
+    #[test]
+    fn rule6b_grant_numbers_start_above_the_floor() {
+        let mut lm = LockManager::new();
+        lm.set_grant_floor(1 << 40);
+        assert_eq!(acq(&mut lm, 1, key(1), ALK_W, 1), Decision::Granted);
+        lm.downgrade_alkaline(txn(1));
+        assert_eq!(acq(&mut lm, 2, key(1), ALK_R, 2), Decision::Granted);
+        assert!(lm.read_taint(txn(2)).is_some_and(|g| g >= 1 << 40));
     }
 }
