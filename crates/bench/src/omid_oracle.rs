@@ -7,7 +7,7 @@
 //! the node loop, the WAL (group commit, `--fsync`) and back.
 //!
 //! ```text
-//!   client thread ×--clients ──TCP──► node 0: Addr::Oracle (StatusOracle + WAL)
+//!   client thread ×--clients ──TCP──► node 0: ORACLE (StatusOracle + WAL)
 //!     one socket = one oracle session; keeps --outstanding transactions in flight, each:
 //!     Begin ─► Began{Ts, ΔSO} ─► [think --think-ms] ─► Commit(Ts, W) ─► Committed | Aborted
 //! ```
@@ -71,7 +71,7 @@ use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use litmus_core::{Catalog, Timestamp};
 use litmus_engine::engines::omid::messages::{Batch, Checkpoint, Delta, Reply, Request};
-use litmus_engine::engines::omid::node::{self, OracleMachine, OracleReply, OracleRequest};
+use litmus_engine::engines::omid::node::{self, OracleMachine, OracleReply, OracleRequest, OracleWire, ORACLE};
 use litmus_engine::engines::omid::oracle::Standby;
 use litmus_engine::engines::omid::replica::ClientReplica;
 use litmus_engine::engines::omid::RowId;
@@ -928,9 +928,9 @@ fn run_one(spec: &RunSpec, replication: bool, dir: &Path) -> anyhow::Result<Orac
 /// range. Then the hot-standby variant: a [`Standby`] fed the same checkpoint and records
 /// (untimed: it does so while the primary runs) and promoted (timed).
 fn measure_recovery(dir: &Path, spec: &RunSpec) -> anyhow::Result<(Duration, Duration, u64)> {
-    let src = litmus_runtime::host::machine_dir(dir, Addr::Oracle);
+    let src = litmus_runtime::host::machine_dir(dir, ORACLE);
     let copy_root = dir.join("recovery-copy");
-    let dst = litmus_runtime::host::machine_dir(&copy_root, Addr::Oracle);
+    let dst = litmus_runtime::host::machine_dir(&copy_root, ORACLE);
     std::fs::create_dir_all(&dst)?;
     let mut bytes = 0;
     for entry in std::fs::read_dir(&src).with_context(|| format!("read {}", src.display()))? {
@@ -1024,12 +1024,9 @@ impl Session {
     /// Sends a tagged request; returns its tag.
     fn send(&mut self, body: Request) -> anyhow::Result<u64> {
         self.next_tag += 1;
-        let msg = Message::OracleRequest(OracleRequest { tag: self.next_tag, body });
+        let msg = OracleWire::Request(OracleRequest { tag: self.next_tag, body }).into_message();
         self.buf.clear();
-        wire::write_frame(
-            &mut self.buf,
-            &Frame::Envelope(Envelope { from: Addr::Client(self.me), to: Addr::Oracle, msg }),
-        );
+        wire::write_frame(&mut self.buf, &Frame::Envelope(Envelope { from: Addr::Client(self.me), to: ORACLE, msg }));
         self.stream.write_all(&self.buf)?;
         Ok(self.next_tag)
     }
@@ -1054,8 +1051,11 @@ impl Session {
     /// One frame: `None` for a push (handled here).
     fn next(&mut self, counting: bool) -> anyhow::Result<Option<(Option<u64>, Reply)>> {
         let frame = wire::read_frame(&mut self.reader).context("read a reply")?;
-        let Frame::Envelope(Envelope { msg: Message::OracleReply(OracleReply { tag, body }), .. }) = frame else {
+        let Frame::Envelope(Envelope { msg: Message::Role(payload), .. }) = frame else {
             anyhow::bail!("unexpected frame {frame:?}");
+        };
+        let Some(OracleWire::Reply(OracleReply { tag, body })) = OracleWire::from_payload(payload) else {
+            anyhow::bail!("a role message that is not an oracle reply");
         };
         match body {
             Reply::Push { delta } => {

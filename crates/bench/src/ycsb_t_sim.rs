@@ -16,9 +16,9 @@ use crate::workload::Workload;
 use crate::ycsb_t::{Mix, Tally, YcsbT, YcsbTOptions, LOAD_PROCEDURE};
 use litmus_core::{Error, NodeId, Value};
 use litmus_engine::engines::omid::messages::Request as OracleCall;
-use litmus_engine::engines::omid::node::OracleRequest;
+use litmus_engine::engines::omid::node::{OracleRequest, OracleWire, ORACLE};
 use litmus_engine::message::{RequestBody, ResponseBody};
-use litmus_engine::{Addr, Envelope, Message};
+use litmus_engine::Envelope;
 use litmus_runtime::sim::{SimDriver, Simulator};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -84,8 +84,10 @@ impl YcsbTSim {
             duration // restarted when the faults heal
         };
         let committing = |env: &Envelope| {
-            env.to == Addr::Oracle
-                && matches!(&env.msg, Message::OracleRequest(OracleRequest { body: OracleCall::Commit { write_set, .. }, .. }) if !write_set.is_empty())
+            env.to == ORACLE
+                && matches!(OracleWire::peek(&env.msg),
+                    Some(OracleWire::Request(OracleRequest { body: OracleCall::Commit { write_set, .. }, .. }))
+                        if !write_set.is_empty())
         };
         sim.crash_on_delivery(NodeId(0), after, Duration::from_millis(3), down_for, Box::new(committing));
     }

@@ -131,7 +131,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         let spec = ClusterSpec { engine, topology, catalog: Arc::new(catalog), registry: Arc::new(registry), seed };
         let mut sim = Simulator::new(spec, cfg)?;
         let mut acked = AckedWrites::new();
-        let base = matches!(engine, EngineKind::Salt | EngineKind::SaltLocal);
+        let base = engine.capabilities().base_transactions;
         let mut bank = Bank::new(8, if base { "bank_transfer" } else { "bank_transfer_acid" });
         let mut chains = SaltChains::new(2 * args.partitions as i64);
         let outcome = match args.workload.as_str() {

@@ -101,7 +101,7 @@ struct Txn {
     ops: BTreeMap<u32, PendingOp>,
     finishing: Option<Outcome>,
     last_active: Time,
-    /// The procedure and arguments, to re-run it on `Event::Restart`.
+    /// The procedure and arguments, to re-run it on `Event::Rerun`.
     procedure: Option<(String, Vec<Value>)>,
     /// Next op id of an interactive transaction (never reused, so a late reply to an old op
     /// cannot complete a new one).
@@ -304,7 +304,7 @@ impl Coordinator {
             let op = resolved.op.clone();
             let id = SubOpId { txn, op: op_id, part };
             if alkaline {
-                self.with_engine(now, out, |e, ctx| e.issue_alkaline(id, op, ctx));
+                self.with_engine(now, out, |e, ctx| e.issue_unit(id, op, ctx));
             } else {
                 self.with_engine(now, out, |e, ctx| e.issue(id, op, ctx));
             }
@@ -372,8 +372,8 @@ impl Coordinator {
                 match event {
                     Event::OpDone { id, result } => self.on_op_done(now, id, result, out),
                     Event::ControlDone { txn, op, result } => self.on_control_done(now, txn, op, result, out),
-                    Event::Accepted { txn } => self.on_accepted(txn, out),
-                    Event::Restart { txn } => self.restart(now, txn, out),
+                    Event::EarlyCommit { txn } => self.on_early_commit(txn, out),
+                    Event::Rerun { txn } => self.rerun(now, txn, out),
                     Event::TxnDone { txn, result } => self.on_txn_done(txn, result, out),
                 }
             }
@@ -422,7 +422,7 @@ impl Coordinator {
     }
 
     /// Early commit: answer the client now; `TxnDone` will find no request to answer.
-    fn on_accepted(&mut self, txn: TxnId, out: &mut Effects) {
+    fn on_early_commit(&mut self, txn: TxnId, out: &mut Effects) {
         let Some(t) = self.txns.get_mut(&txn) else { return };
         if let Some(request) = t.request.take() {
             let client = t.client;
@@ -432,7 +432,7 @@ impl Coordinator {
 
     /// Re-runs a procedure from the start under the same transaction id; the engine answers
     /// what it already did from its context table.
-    fn restart(&mut self, now: Time, txn: TxnId, out: &mut Effects) {
+    fn rerun(&mut self, now: Time, txn: TxnId, out: &mut Effects) {
         let Some(t) = self.txns.get_mut(&txn) else { return };
         let Some((name, args)) = t.procedure.clone() else { return };
         let Ok(proc) = self.cfg.registry.get(&name) else {
@@ -514,7 +514,7 @@ impl Machine for Coordinator {
         }
         self.epoch = last_epoch + 1;
         self.epoch_logged = false;
-        for (txn, name, args) in self.engine.take_recovered() {
+        for (txn, name, args) in self.engine.take_reruns() {
             // Rolled forward on the first step; nobody waits for an answer.
             let t = Txn {
                 client: Addr::Coordinator(self.cfg.node),
@@ -539,7 +539,7 @@ impl Machine for Coordinator {
             self.epoch_logged = true;
         }
         for txn in std::mem::take(&mut self.to_roll_forward) {
-            self.restart(now, txn, out);
+            self.rerun(now, txn, out);
         }
         match input {
             Input::Tick => self.on_tick(now, out),
@@ -548,14 +548,9 @@ impl Machine for Coordinator {
                 Message::PartitionReply(reply) => {
                     self.with_engine(now, out, |e, ctx| e.on_reply(reply.from, reply.body, ctx))
                 }
-                Message::OracleReply(reply) => {
-                    self.with_engine(now, out, |e, ctx| e.on_oracle_reply(env.from, reply, ctx))
-                }
+                Message::Role(msg) => self.with_engine(now, out, |e, ctx| e.on_role_message(env.from, msg, ctx)),
                 // Anything else is a stray (e.g. duplicated) message: drop it.
-                Message::ClientResponse(_)
-                | Message::PartitionRequest(_)
-                | Message::OracleRequest(_)
-                | Message::OracleReplication(_) => {}
+                Message::ClientResponse(_) | Message::PartitionRequest(_) => {}
             },
         }
         self.process_events(now, out);

@@ -7,21 +7,23 @@
 //!   timestamp votes...).
 //! * [`PartitionEngine`] — inside the [`crate::Partition`]: answers those messages against the
 //!   partition's store (locks, versions, formulas), logging every state change as a
-//!   [`PartitionRecord`] that it can re-apply deterministically during recovery.
+//!   log record of its own that it can re-apply deterministically during recovery.
+//!
+//! An [`EngineDef`] bundles the two halves with the engine's name, guarantee, capabilities and
+//! any roles it adds to the cluster (Omid's status oracle); [`EngineKind`] is a handle on a
+//! registered one, and [`EngineKind::ALL`] (in [`crate::engines`]) is the one registry.
 //!
 //! The generic roles own everything engines share: the client session, procedures and their
 //! executor, validation and routing of operations, merging of results, the store, the log and
-//! snapshots. [`EngineKind`] names the engines a database can be created with.
+//! snapshots. They never name an engine: engine messages travel as opaque [`Payload`]s and
+//! engine records as bytes.
 
-use crate::engines::locking::{LockingConfig, LockingCoordinator, LockingPartition};
-use crate::engines::nocc;
-use crate::engines::omid::engine::{OmidCoordinator, OmidPartition};
-use crate::engines::omid::node::OracleReply;
-use crate::machine::Effects;
-use crate::message::{Addr, EngineReply, EngineRequest, Envelope, Message, PartitionRecord, SubOpId};
+use crate::machine::{Effects, Machine};
+use crate::message::{Addr, Envelope, Message, PartitionReply, PartitionRequest, Payload, SubOpId};
 use crate::op::{PartOp, PartResult};
+use crate::payload::PayloadData;
 use crate::procedure::Control;
-use litmus_core::{Catalog, Error, InvalidInput, Isolation, PartitionId, Time, TxnId, Value};
+use litmus_core::{Catalog, Error, InvalidInput, Isolation, NodeId, PartitionId, Time, TxnId, Value};
 use litmus_storage::mvcc::MvccStore;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -50,12 +52,13 @@ pub enum Event {
     OpDone { id: SubOpId, result: Result<PartResult, Error> },
     /// A control point of a procedure (e.g. the end of an alkaline subtransaction) finished.
     ControlDone { txn: TxnId, op: u32, result: Result<(), Error> },
-    /// Early commit (Salt §6.1): answer the client now; the transaction goes on and will commit.
-    Accepted { txn: TxnId },
+    /// The transaction's commit is decided though it is not finished (Salt's early commit,
+    /// §6.1): answer the client now; the transaction goes on and will commit.
+    EarlyCommit { txn: TxnId },
     /// Re-run the transaction's procedure from the start: the engine serves operations it has
-    /// already completed from its context table (Salt §6.2 roll-forward; also used to retry an
-    /// accepted BASE transaction's alkaline subtransaction that concurrency control aborted).
-    Restart { txn: TxnId },
+    /// already completed from its own state (Salt's roll-forward, §6.2, and its retry of an
+    /// early-committed transaction's step that concurrency control aborted).
+    Rerun { txn: TxnId },
     /// A commit (or abort) finished: `Ok` means committed (for an abort request: rolled back).
     TxnDone { txn: TxnId, result: Result<(), Error> },
 }
@@ -77,8 +80,12 @@ impl CoordCtx<'_> {
     pub fn send(&mut self, to: Addr, msg: Message) {
         self.out.send.push(Envelope { from: self.me, to, msg });
     }
-    pub fn send_to_partition(&mut self, p: PartitionId, body: EngineRequest) {
-        self.send(Addr::Partition(p), Message::PartitionRequest(crate::message::PartitionRequest { body }));
+    pub fn send_to_partition(&mut self, p: PartitionId, body: impl PayloadData) {
+        self.send(Addr::Partition(p), Message::PartitionRequest(PartitionRequest { body: Payload::new(body) }));
+    }
+    /// Engine-defined traffic to one of the engine's roles (or a client that talks to them).
+    pub fn send_role(&mut self, to: Addr, body: impl PayloadData) {
+        self.send(to, Message::Role(Payload::new(body)));
     }
     /// Logs an engine record on the coordinator's log (replayed through `apply` on recovery).
     pub fn persist(&mut self, record: Vec<u8>) {
@@ -94,11 +101,11 @@ impl CoordCtx<'_> {
     pub fn control_done(&mut self, txn: TxnId, op: u32, result: Result<(), Error>) {
         self.events.push(Event::ControlDone { txn, op, result });
     }
-    pub fn accepted(&mut self, txn: TxnId) {
-        self.events.push(Event::Accepted { txn });
+    pub fn early_commit(&mut self, txn: TxnId) {
+        self.events.push(Event::EarlyCommit { txn });
     }
-    pub fn restart(&mut self, txn: TxnId) {
-        self.events.push(Event::Restart { txn });
+    pub fn rerun(&mut self, txn: TxnId) {
+        self.events.push(Event::Rerun { txn });
     }
 }
 
@@ -111,21 +118,22 @@ pub trait CoordinatorEngine: Send {
     fn control(&mut self, txn: TxnId, op: u32, _control: Control, ctx: &mut CoordCtx) {
         ctx.control_done(txn, op, Ok(()));
     }
-    /// A single-operation alkaline subtransaction ([`crate::Ctx::alkaline_op`]); by default a
-    /// plain operation.
-    fn issue_alkaline(&mut self, id: SubOpId, op: PartOp, ctx: &mut CoordCtx) {
+    /// An operation that is a unit of atomicity by itself ([`crate::Ctx::alkaline_op`]): the
+    /// engine may commit it at the partition in the same message. By default a plain operation.
+    fn issue_unit(&mut self, id: SubOpId, op: PartOp, ctx: &mut CoordCtx) {
         self.issue(id, op, ctx)
     }
-    /// After `apply` has replayed the log: transactions to roll forward (Salt §6.2), as
-    /// (id, procedure, arguments). The coordinator re-runs each procedure under its old id.
-    fn take_recovered(&mut self) -> Vec<(TxnId, String, Vec<Value>)> {
+    /// After `apply` has replayed the log: transactions to finish by re-running their procedure
+    /// (Salt's roll-forward, §6.2), as (id, procedure, arguments), under their old ids.
+    fn take_reruns(&mut self) -> Vec<(TxnId, String, Vec<Value>)> {
         Vec::new()
     }
     fn commit(&mut self, txn: TxnId, ctx: &mut CoordCtx);
     fn abort(&mut self, txn: TxnId, ctx: &mut CoordCtx);
-    fn on_reply(&mut self, from: PartitionId, reply: EngineReply, ctx: &mut CoordCtx);
-    /// A reply from an Omid status oracle replica (`from`); engines that do not talk to it drop it.
-    fn on_oracle_reply(&mut self, _from: Addr, _reply: OracleReply, _ctx: &mut CoordCtx) {}
+    fn on_reply(&mut self, from: PartitionId, reply: Payload, ctx: &mut CoordCtx);
+    /// Engine-defined traffic from one of the engine's roles ([`Message::Role`]); engines that
+    /// add no role drop it.
+    fn on_role_message(&mut self, _from: Addr, _msg: Payload, _ctx: &mut CoordCtx) {}
     fn on_tick(&mut self, ctx: &mut CoordCtx);
     /// Re-applies a record this engine persisted (coordinator-side decisions, e.g. 2PC).
     fn apply(&mut self, record: &[u8]) -> Result<(), Error>;
@@ -144,106 +152,141 @@ pub struct PartCtx<'a> {
 impl PartCtx<'_> {
     /// Logs a record. The caller applies it to the store right after (log, then apply: the same
     /// `apply` runs during recovery).
-    pub fn log(&mut self, record: &PartitionRecord) {
+    pub fn log(&mut self, record: &impl Serialize) {
         self.out.persist.push(postcard::to_stdvec(record).expect("records serialize"));
     }
-    pub fn reply(&mut self, to: Addr, body: EngineReply) {
-        let msg = Message::PartitionReply(crate::message::PartitionReply { from: self.me, body });
+    pub fn reply(&mut self, to: Addr, body: impl PayloadData) {
+        let msg = Message::PartitionReply(PartitionReply { from: self.me, body: Payload::new(body) });
         self.out.send.push(Envelope { from: Addr::Partition(self.me), to, msg });
     }
     /// A request to another partition (engines whose partitions talk to each other, e.g. the
     /// locking engine's cross-partition release order).
-    pub fn send_to_partition(&mut self, to: PartitionId, body: EngineRequest) {
-        let msg = Message::PartitionRequest(crate::message::PartitionRequest { body });
+    pub fn send_to_partition(&mut self, to: PartitionId, body: impl PayloadData) {
+        let msg = Message::PartitionRequest(PartitionRequest { body: Payload::new(body) });
         self.out.send.push(Envelope { from: Addr::Partition(self.me), to: Addr::Partition(to), msg });
     }
 }
 
 /// The partition half of an engine.
 pub trait PartitionEngine: Send {
-    fn on_request(&mut self, from: Addr, req: EngineRequest, ctx: &mut PartCtx);
+    /// A request from a coordinator or another partition. A payload the engine cannot decode (a
+    /// peer running another engine) is dropped, like a lost message.
+    fn on_request(&mut self, from: Addr, req: Payload, ctx: &mut PartCtx);
     fn on_tick(&mut self, ctx: &mut PartCtx);
-    /// Applies a logged record; deterministic. Used live (after `PartCtx::log`) and in recovery.
-    fn apply(&mut self, record: PartitionRecord, store: &mut MvccStore) -> Result<(), Error>;
+    /// Applies a logged record (the bytes `PartCtx::log` wrote); deterministic. Used live and in
+    /// recovery; a record that does not decode is corruption (an error, the node stops).
+    fn apply_bytes(&mut self, record: &[u8], store: &mut MvccStore) -> Result<(), Error>;
     /// Engine state beyond the store, for snapshots.
     fn encode_state(&self) -> Vec<u8>;
     fn decode_state(&mut self, bytes: &[u8]) -> Result<(), Error>;
 }
 
-/// The engines a database can run. Each names its paper and its guarantee in its module doc.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum EngineKind {
-    /// No concurrency control (UNSAFE): the throughput upper bound. See [`crate::engines::nocc`].
-    Nocc,
-    /// Strict 2PL + 2PC at the four ANSI levels; BASE procedures run as ACID.
-    /// See [`crate::engines::locking`].
-    Acid,
-    /// ACID plus Salt BASE transactions (alkaline/saline locks, early commit, roll-forward).
-    Salt,
-    /// Salt with the local-transaction optimization (Salt §6.4).
-    SaltLocal,
-    /// Snapshot isolation through a status oracle (Omid ICDE'14). See [`crate::engines::omid`].
-    Omid,
+/// What an engine guarantees, in the terms the conformance suite checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guarantee {
+    /// No isolation and no atomicity across partitions (the UNSAFE baseline); single operations
+    /// are still atomic and durable, and bad input is still rejected.
+    None,
+    /// The four ANSI levels, serializable at `SERIALIZABLE` (strict 2PL). BASE procedures may
+    /// run with Salt isolation between their alkaline subtransactions.
+    AnsiLevels,
+    /// Snapshot isolation: no lost updates, no dirty or fractured reads; write skew allowed.
+    SnapshotIsolation,
 }
 
+/// What an engine can do, for planners, reports and the conformance suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    pub guarantee: Guarantee,
+    /// Runs BASE procedures as BASE transactions (Salt); otherwise as single transactions.
+    pub base_transactions: bool,
+}
+
+/// An engine: its two halves, any roles it adds to the cluster, and what it guarantees.
+///
+/// This is the one plug point. An engine is a module under `engines/` that implements this
+/// trait, plus one line in [`EngineKind::ALL`]. It owns its message payloads (typed inside the
+/// engine, [`crate::Payload`] outside) and its log records (bytes outside).
+pub trait EngineDef: Send + Sync + 'static {
+    /// The name users select it by (`--engine`).
+    fn name(&self) -> &'static str;
+    /// What it guarantees, one line, for `--help` and reports.
+    fn guarantee(&self) -> &'static str;
+    fn capabilities(&self) -> Capabilities;
+    fn coordinator(&self) -> Box<dyn CoordinatorEngine>;
+    fn partition(&self) -> Box<dyn PartitionEngine>;
+    /// The machines of the roles this engine adds on `node` of a cluster of `nodes` nodes and
+    /// `partitions` partitions (role `r` must run on [`crate::message::RoleId::node`]).
+    fn roles(&self, _node: NodeId, _nodes: u32, _partitions: u32) -> Vec<Box<dyn Machine>> {
+        Vec::new()
+    }
+}
+
+/// A handle on a registered engine ([`EngineKind::ALL`] lists them); compared, hashed and
+/// serialized by name.
+#[derive(Clone, Copy)]
+pub struct EngineKind(pub &'static dyn EngineDef);
+
 impl EngineKind {
-    pub const ALL: &'static [EngineKind] =
-        &[EngineKind::Nocc, EngineKind::Acid, EngineKind::Salt, EngineKind::SaltLocal, EngineKind::Omid];
-
     pub fn name(self) -> &'static str {
-        match self {
-            EngineKind::Nocc => "nocc",
-            EngineKind::Acid => "acid",
-            EngineKind::Salt => "salt",
-            EngineKind::SaltLocal => "salt-local",
-            EngineKind::Omid => "omid",
-        }
+        self.0.name()
     }
-
-    fn locking(self) -> Option<LockingConfig> {
-        match self {
-            EngineKind::Nocc | EngineKind::Omid => None,
-            EngineKind::Acid => Some(LockingConfig { base: false, local: false }),
-            EngineKind::Salt => Some(LockingConfig { base: true, local: false }),
-            EngineKind::SaltLocal => Some(LockingConfig { base: true, local: true }),
-        }
-    }
-
-    /// What the engine guarantees, one line, for `--help` and reports.
     pub fn guarantee(self) -> &'static str {
-        match self {
-            EngineKind::Nocc => "none (UNSAFE baseline: no isolation, no atomicity across partitions)",
-            EngineKind::Acid => "ACID at the chosen ANSI level (strict 2PL, 2PC, wait-die)",
-            EngineKind::Salt | EngineKind::SaltLocal => {
-                "ACID for ACID transactions; Salt isolation for BASE transactions (Salt §5)"
-            }
-            EngineKind::Omid => "snapshot isolation (lock-free, status oracle; BASE procedures run as SI)",
-        }
+        self.0.guarantee()
     }
-
-    /// Whether the cluster runs an Omid status oracle ([`crate::message::Addr::Oracle`]).
-    pub fn needs_oracle(self) -> bool {
-        self == EngineKind::Omid
+    pub fn capabilities(self) -> Capabilities {
+        self.0.capabilities()
     }
-
     pub fn coordinator(self) -> Box<dyn CoordinatorEngine> {
-        if self == EngineKind::Omid {
-            return Box::new(OmidCoordinator::new());
-        }
-        match self.locking() {
-            None => Box::new(nocc::NoccCoordinator),
-            Some(cfg) => Box::new(LockingCoordinator::new(cfg)),
-        }
+        self.0.coordinator()
     }
-
     pub fn partition(self) -> Box<dyn PartitionEngine> {
-        if self == EngineKind::Omid {
-            return Box::new(OmidPartition::default());
-        }
-        match self.locking() {
-            None => Box::new(nocc::NoccPartition::default()),
-            Some(cfg) => Box::new(LockingPartition::new(cfg)),
-        }
+        self.0.partition()
+    }
+    pub fn roles(self, node: NodeId, nodes: u32, partitions: u32) -> Vec<Box<dyn Machine>> {
+        self.0.roles(node, nodes, partitions)
+    }
+}
+
+impl PartialEq for EngineKind {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+impl Eq for EngineKind {}
+impl PartialOrd for EngineKind {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for EngineKind {
+    /// Registration order.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let pos = |e: &EngineKind| EngineKind::ALL.iter().position(|x| x.name() == e.name());
+        pos(self).cmp(&pos(other)).then_with(|| self.name().cmp(other.name()))
+    }
+}
+impl std::hash::Hash for EngineKind {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.name().hash(h)
+    }
+}
+impl fmt::Debug for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for EngineKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for EngineKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -261,4 +304,10 @@ impl FromStr for EngineKind {
             InvalidInput::Config(format!("unknown engine {s:?} (known: {})", known.join(", ")))
         })
     }
+}
+
+/// Decodes a log record an engine wrote with [`PartCtx::log`] or [`CoordCtx::persist`]; bytes
+/// that do not decode are corruption (`Error::Storage`).
+pub fn decode_record<T: serde::de::DeserializeOwned>(engine: &str, bytes: &[u8]) -> Result<T, Error> {
+    postcard::from_bytes(bytes).map_err(|e| Error::Storage(format!("{engine} log record ({} bytes): {e}", bytes.len())))
 }

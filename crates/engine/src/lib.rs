@@ -22,14 +22,15 @@ pub mod machine;
 pub mod message;
 pub mod op;
 pub mod partition;
+pub mod payload;
 pub mod procedure;
 pub mod wire;
 
 pub use client::ClientSession;
 pub use coordinator::{Coordinator, CoordinatorConfig};
-pub use engine::EngineKind;
+pub use engine::{EngineDef, EngineKind};
 pub use machine::{Effects, Input, Machine};
-pub use message::{Addr, Envelope, Message};
+pub use message::{Addr, Envelope, Message, Payload, RoleId};
 pub use op::{Op, OpResult};
 pub use partition::Partition;
 pub use procedure::{Ctx, Registry};

@@ -6,11 +6,13 @@
 //!         ◄─ClientResponse──             ◄──PartitionReply────
 //! ```
 //!
-//! Engine-specific payloads are the `Engine*` enums, one variant per engine. An engine adds its
-//! variant here and its logic in `engines/`; the roles and runtimes do not change.
+//! Engine-specific bodies are [`Payload`]s: typed values inside the engine, opaque to the roles
+//! and runtimes (see [`crate::payload`]). Roles an engine adds (Omid's status oracle) are
+//! addressed as [`Addr::Role`] and talk in [`Message::Role`] payloads. Adding an engine changes
+//! nothing here.
 
-use crate::engines::{locking, nocc, omid};
 use crate::op::{Op, OpResult};
+pub use crate::payload::Payload;
 use litmus_core::{ClientId, Error, Isolation, NodeId, PartitionId, RequestId, TxnId, Value};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -22,11 +24,20 @@ pub enum Addr {
     Client(ClientId),
     Coordinator(NodeId),
     Partition(PartitionId),
-    /// The Omid status oracle (one per cluster; see [`crate::engines::omid`]).
-    Oracle,
-    /// The second Omid oracle replica: the hot standby at start, the primary after a failover
-    /// (see [`crate::engines::omid::node`]). Clusters with one node have none.
-    OracleStandby,
+    /// A role an engine adds to the cluster (e.g. Omid's status oracle and its standby), placed
+    /// by [`RoleId::node`]; the engine's [`crate::engine::EngineDef::roles`] builds its machines.
+    Role(RoleId),
+}
+
+/// An engine-defined role. Role `r` runs on node `r mod nodes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct RoleId(pub u16);
+
+impl RoleId {
+    /// The node this role runs on in a cluster of `nodes` nodes (the one placement rule).
+    pub fn node(self, nodes: u32) -> NodeId {
+        NodeId(u32::from(self.0) % nodes.max(1))
+    }
 }
 
 impl fmt::Display for Addr {
@@ -35,8 +46,7 @@ impl fmt::Display for Addr {
             Addr::Client(c) => write!(f, "{c}"),
             Addr::Coordinator(n) => write!(f, "coord-{n}"),
             Addr::Partition(p) => write!(f, "{p}"),
-            Addr::Oracle => write!(f, "oracle"),
-            Addr::OracleStandby => write!(f, "oracle-standby"),
+            Addr::Role(r) => write!(f, "role-{}", r.0),
         }
     }
 }
@@ -54,12 +64,9 @@ pub enum Message {
     ClientResponse(ClientResponse),
     PartitionRequest(PartitionRequest),
     PartitionReply(PartitionReply),
-    /// A coordinator (or benchmark client) → the Omid status oracle.
-    OracleRequest(omid::node::OracleRequest),
-    /// The Omid status oracle → a coordinator (or benchmark client).
-    OracleReply(omid::node::OracleReply),
-    /// Between the two Omid oracle replicas: log shipping, acks, fencing, state transfer.
-    OracleReplication(omid::node::Replication),
+    /// Engine-defined traffic to, from or between the engine's own roles ([`Addr::Role`]), e.g.
+    /// Omid's oracle requests, replies and replication. Coordinators hand it to their engine.
+    Role(Payload),
 }
 
 /// A request from a client session. `id` is unique per client and echoed in the response.
@@ -116,38 +123,15 @@ pub struct SubOpId {
     pub part: PartitionId,
 }
 
+/// Coordinator → partition (or partition → partition) engine payload.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PartitionRequest {
-    pub body: EngineRequest,
+    pub body: Payload,
 }
 
+/// Partition → coordinator engine payload.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PartitionReply {
     pub from: PartitionId,
-    pub body: EngineReply,
-}
-
-/// Coordinator → partition payloads, per engine.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum EngineRequest {
-    Nocc(nocc::Request),
-    Locking(locking::Request),
-    Omid(omid::engine::Request),
-}
-
-/// Partition → coordinator payloads, per engine.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum EngineReply {
-    Nocc(nocc::Reply),
-    Locking(locking::Reply),
-    Omid(omid::engine::Reply),
-}
-
-/// A partition's log record, per engine. Applying the same records in the same order to the
-/// same snapshot gives the same state (the partition is a deterministic state machine).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum PartitionRecord {
-    Nocc(nocc::Record),
-    Locking(locking::Record),
-    Omid(omid::engine::Record),
+    pub body: Payload,
 }

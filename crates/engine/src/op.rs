@@ -112,6 +112,49 @@ impl Resolved {
     }
 }
 
+/// The row a point write leaves behind, given the row it finds (`current`, `None` if absent):
+/// the one definition of the write semantics every engine applies.
+///
+/// * `Write` replaces (or creates) the row;
+/// * `Insert` fails with `DuplicateKey` if the row exists;
+/// * `Update` applies its formulas, failing with `KeyNotFound` if the row is absent or with the
+///   formula's error (overflow, wrong type), changing nothing;
+/// * `Delete` leaves no row (`Ok(None)`; deleting a missing row is not an error — callers that
+///   want to skip the no-op compare with `current`).
+///
+/// `table` names the table in errors; it is only called on an error.
+pub fn write_image(kind: &OpKind, current: Option<Row>, table: impl FnOnce() -> String) -> Result<Option<Row>, Error> {
+    match kind {
+        OpKind::Write { row, .. } => Ok(Some(row.clone())),
+        OpKind::Insert { row, .. } => match current {
+            Some(_) => Err(InvalidInput::DuplicateKey(table()).into()),
+            None => Ok(Some(row.clone())),
+        },
+        OpKind::Delete { .. } => Ok(None),
+        OpKind::Update { updates, .. } => {
+            let mut row = current.ok_or_else(|| InvalidInput::KeyNotFound(table()))?;
+            litmus_core::formula::apply_updates(&mut row, updates)?;
+            Ok(Some(row))
+        }
+        OpKind::Read { .. } | OpKind::Scan { .. } => Err(Error::Internal(format!("write_image of a read: {kind:?}"))),
+    }
+}
+
+/// A range read over a store overlaid with a transaction's own uncommitted writes (`own`, in
+/// key order; `None` is a delete): the store's rows, with own writes replacing, adding and
+/// removing rows, at most `limit`. `stored` must hold up to `limit + own.len()` rows of the range
+/// so that deletes cannot starve the result.
+pub fn overlay_scan(stored: Vec<(Key, Row)>, own: Vec<(Key, Option<Row>)>, limit: usize) -> Vec<(Key, Row)> {
+    let mut rows: std::collections::BTreeMap<Key, Row> = stored.into_iter().collect();
+    for (k, r) in own {
+        match r {
+            Some(r) => rows.insert(k, r),
+            None => rows.remove(&k),
+        };
+    }
+    rows.into_iter().take(limit).collect()
+}
+
 /// Validates `op` against the catalog and routes it. Never panics on bad input.
 pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, Error> {
     let point = |table: &str, key: &[Value]| -> Result<(TableId, Key, Targets), Error> {

@@ -13,7 +13,7 @@
 
 use crate::engine::{EngineKind, PartCtx, PartitionEngine};
 use crate::machine::{Effects, Input, Machine};
-use crate::message::{Addr, Message, PartitionRecord};
+use crate::message::{Addr, Message};
 use litmus_core::{Catalog, Error, PartitionId, Time};
 use litmus_storage::mvcc::MvccStore;
 use rand::SeedableRng;
@@ -69,8 +69,7 @@ impl Machine for Partition {
             self.engine.decode_state(&snap.engine)?;
         }
         for bytes in records {
-            let record: PartitionRecord = postcard::from_bytes(bytes).map_err(|e| corrupt("log record", &e))?;
-            self.engine.apply(record, &mut self.store)?;
+            self.engine.apply_bytes(bytes, &mut self.store)?;
         }
         Ok(())
     }

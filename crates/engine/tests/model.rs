@@ -69,7 +69,7 @@ impl Cluster {
                     self.partitions[p.0 as usize].step(now, Input::Message(env), &mut out);
                     self.logs[p.0 as usize].append(&mut out.persist);
                 }
-                Addr::Oracle | Addr::OracleStandby => unreachable!("the model runs engines without an oracle"),
+                Addr::Role(_) => unreachable!("the model runs engines without roles"),
             }
             queue.extend(out.send);
         }

@@ -8,6 +8,7 @@ mod common;
 use common::SyncCluster;
 use litmus_core::{AbortReason, Error, Formula, Isolation, Timestamp, TxnId, Value};
 use litmus_engine::builtin::bank;
+use litmus_engine::engines::omid::node::{OracleMachine, OracleWire, ORACLE};
 use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::op::{Op, OpResult};
 use litmus_engine::EngineKind;
@@ -180,7 +181,8 @@ fn a_silent_client_blocks_nobody() {
 }
 
 fn oracle(c: &SyncCluster) -> &litmus_engine::engines::omid::oracle::StatusOracle {
-    c.oracle.as_ref().expect("omid has an oracle").oracle()
+    let oracle = c.roles.get(&ORACLE).expect("omid has an oracle");
+    oracle.as_any().and_then(|m| m.downcast_ref::<OracleMachine>()).expect("an oracle machine").oracle()
 }
 
 /// Every version a partition holds with start timestamp `ts`.
@@ -234,14 +236,14 @@ fn a_crashed_coordinators_transaction_stops_holding_tmin_once_it_restarts() {
 fn a_silent_clients_transaction_is_aborted_and_its_version_purged() {
     use litmus_engine::engines::omid::node::OracleRequest;
     use litmus_engine::engines::omid::{engine::Request as PartReq, messages::Request as OracleCall};
-    use litmus_engine::message::{EngineRequest, PartitionRequest, SubOpId};
+    use litmus_engine::message::{PartitionRequest, SubOpId};
     use litmus_engine::{Addr, Envelope, Message};
     let mut c = cluster(2, 100);
     let silent = Addr::Client(litmus_core::ClientId(77));
     let to_oracle = |tag, body| Envelope {
         from: silent,
-        to: Addr::Oracle,
-        msg: Message::OracleRequest(OracleRequest { tag, body }),
+        to: ORACLE,
+        msg: OracleWire::Request(OracleRequest { tag, body }).into_message(),
     };
     c.requeue(to_oracle(1, OracleCall::ConnectAs { session: 1 }));
     c.requeue(to_oracle(2, OracleCall::Begin));
@@ -254,7 +256,7 @@ fn a_silent_clients_transaction_is_aborted_and_its_version_purged() {
         from: silent,
         to: Addr::Partition(litmus_core::PartitionId(0)),
         msg: Message::PartitionRequest(PartitionRequest {
-            body: EngineRequest::Omid(PartReq::Put {
+            body: litmus_engine::Payload::new(PartReq::Put {
                 tag: 3,
                 id: SubOpId {
                     txn: litmus_core::TxnId { node: litmus_core::NodeId(9), epoch: 1, seq: 1 },

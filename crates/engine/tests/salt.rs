@@ -529,12 +529,12 @@ fn rule5a_queue_consumers_wait_their_turn_behind_a_working_consumer() {
 #[test]
 fn two_pc_participant_waits_before_querying_a_coordinator_that_collects_votes() {
     use litmus_engine::engines::locking;
-    use litmus_engine::message::{EngineRequest, Message};
+    use litmus_engine::message::Message;
     let mut c = bank_cluster(EngineKind::Acid, 3);
     let is_prepare_to_p1 = |env: &litmus_engine::Envelope| {
         env.to == litmus_engine::Addr::Partition(litmus_core::PartitionId(1))
             && matches!(&env.msg, Message::PartitionRequest(r)
-                if matches!(r.body, EngineRequest::Locking(locking::Request::Prepare { .. })))
+                if matches!(r.body.peek::<locking::Request>(), Some(locking::Request::Prepare { .. })))
     };
     // Accounts 0 and 1 live on partitions 0 and 1 (key mod 3): the ACID transfer is a 2PC.
     let id = c.send(1, transfer(0, 1, 10, Duration::ZERO));
@@ -728,10 +728,10 @@ fn acid_commit_fails_after_a_participant_lost_its_earlier_operations() {
 
 fn is_op_to(env: &litmus_engine::Envelope, part: u32) -> bool {
     use litmus_engine::engines::locking;
-    use litmus_engine::message::{EngineRequest, Message};
+    use litmus_engine::message::Message;
     env.to == litmus_engine::Addr::Partition(litmus_core::PartitionId(part))
         && matches!(&env.msg, Message::PartitionRequest(r)
-            if matches!(r.body, EngineRequest::Locking(locking::Request::Op { .. })))
+            if matches!(r.body.peek::<locking::Request>(), Some(locking::Request::Op { .. })))
 }
 
 /// Delivers messages until one operation request to partition `part` has been delivered.

@@ -15,7 +15,7 @@
 use litmus_core::{Isolation, Key, NodeId, PartitionId, Time, TxnId, Value};
 use litmus_engine::engines::locking::partition::LOCK_WAIT_PATIENCE;
 use litmus_engine::engines::locking::{Reply, Request, TxnClass, Unit, WriteImage};
-use litmus_engine::message::{EngineReply, EngineRequest, PartitionRequest, SubOpId};
+use litmus_engine::message::{PartitionRequest, Payload, SubOpId};
 use litmus_engine::op::{OpKind, PartOp, PartResult};
 use litmus_engine::{builtin, Addr, EngineKind, Envelope, Input, Machine, Message, Partition};
 use std::sync::Arc;
@@ -42,7 +42,7 @@ impl Harness {
         let env = Envelope {
             from: Addr::Coordinator(from),
             to: Addr::Partition(P),
-            msg: Message::PartitionRequest(PartitionRequest { body: EngineRequest::Locking(req) }),
+            msg: Message::PartitionRequest(PartitionRequest { body: Payload::new(req) }),
         };
         self.step(Input::Message(env))
     }
@@ -61,10 +61,7 @@ impl Harness {
         out.send
             .into_iter()
             .filter_map(|e| match e.msg {
-                Message::PartitionReply(r) => match r.body {
-                    EngineReply::Locking(r) => Some(r),
-                    _ => None,
-                },
+                Message::PartitionReply(r) => r.body.decode::<Reply>().ok(),
                 _ => None,
             })
             .collect()

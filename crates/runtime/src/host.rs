@@ -35,8 +35,7 @@ pub fn machine_dir(data_dir: &Path, addr: Addr) -> PathBuf {
         Addr::Coordinator(n) => format!("coordinator-{}", n.0),
         Addr::Partition(p) => format!("partition-{}", p.0),
         Addr::Client(c) => format!("client-{}", c.0),
-        Addr::Oracle => "oracle".to_string(),
-        Addr::OracleStandby => "oracle-standby".to_string(),
+        Addr::Role(r) => format!("role-{}", r.0),
     })
 }
 

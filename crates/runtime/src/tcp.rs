@@ -10,7 +10,7 @@
 //!   loss) and is redialed with backoff.
 //! * Client connections: `HelloClient` is answered with `Welcome { client, node }`. The server
 //!   stamps the assigned client id on everything the connection sends, and accepts only
-//!   requests addressed to its own coordinator (or, under `omid`, to the status oracle).
+//!   requests addressed to its own coordinator (or to a role the engine adds, e.g. Omid's oracle).
 //! * A frame that does not decode or is too large is answered with `Rejected(error)` and the
 //!   connection is closed; nothing it carried is applied.
 
@@ -428,12 +428,11 @@ async fn handle_connection(
                         // The server, not the client, says who is speaking and to whom.
                         let _ = inbox.send(Envelope { from: Addr::Client(client), to: me, msg });
                     }
-                    Ok(Frame::Envelope(Envelope { msg: msg @ Message::OracleRequest(_), .. }))
-                        if router.engine.needs_oracle() =>
-                    {
-                        // An Omid client talking to the status oracle directly (the oracle
-                        // benchmark); routed to the oracle's node.
-                        router.route(Envelope { from: Addr::Client(client), to: Addr::Oracle, msg });
+                    Ok(Frame::Envelope(Envelope { to: to @ Addr::Role(_), msg: msg @ Message::Role(_), .. })) => {
+                        // A client talking to an engine's role directly (e.g. the Omid oracle
+                        // benchmark); routed to the role's node, dropped if the engine has no
+                        // such role.
+                        router.route(Envelope { from: Addr::Client(client), to, msg });
                     }
                     Ok(other) => {
                         let e = InvalidInput::MalformedFrame(format!("unexpected frame from a client: {other:?}"));

@@ -5,7 +5,6 @@
 //! runtimes use the same layout, so a workload runs unchanged on any of them.
 
 use litmus_core::{Catalog, InvalidInput, NodeId, PartitionId};
-use litmus_engine::engines::omid::node::{self, OracleMachine};
 use litmus_engine::{Addr, Coordinator, CoordinatorConfig, EngineKind, Machine, Partition, Registry};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -14,12 +13,6 @@ use std::sync::Arc;
 pub const PARTITIONS_MAX: u32 = 4096;
 /// Largest number of nodes a cluster may have.
 pub const NODES_MAX: u32 = 256;
-
-/// The node that runs the Omid status oracle ([`Addr::Oracle`]) when the engine needs one.
-pub const ORACLE_NODE: NodeId = NodeId(0);
-/// The node that runs its hot standby ([`Addr::OracleStandby`]) when the cluster has two nodes
-/// or more.
-pub const ORACLE_STANDBY_NODE: NodeId = NodeId(1);
 
 /// A host on the (real or simulated) network.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -55,10 +48,9 @@ impl Topology {
             Addr::Partition(p) => Host::Node(self.node_of(p)),
             Addr::Coordinator(n) => Host::Node(n),
             Addr::Client(_) => Host::Clients,
-            Addr::Oracle => Host::Node(ORACLE_NODE),
-            // One node: no standby runs, and messages to it are lost on node 0.
-            Addr::OracleStandby if self.nodes == 1 => Host::Node(ORACLE_NODE),
-            Addr::OracleStandby => Host::Node(ORACLE_STANDBY_NODE),
+            // An engine's role (placed by the one rule; a role the engine does not run on that
+            // node, e.g. Omid's standby in a one-node cluster, loses its messages there).
+            Addr::Role(r) => Host::Node(r.node(self.nodes)),
         }
     }
 
@@ -92,9 +84,8 @@ pub struct ClusterSpec {
 }
 
 impl ClusterSpec {
-    /// The machines a node runs: its coordinator and its partitions (and, under an engine that
-    /// needs one, the Omid status oracle on [`ORACLE_NODE`] and, with two nodes or more, its hot
-    /// standby on [`ORACLE_STANDBY_NODE`]).
+    /// The machines a node runs: its coordinator, its partitions, and the roles the engine adds
+    /// there ([`litmus_engine::EngineDef::roles`], e.g. Omid's status oracle and its standby).
     pub fn machines_of(&self, node: NodeId) -> Vec<Box<dyn Machine>> {
         let mut out: Vec<Box<dyn Machine>> = vec![Box::new(Coordinator::new(CoordinatorConfig {
             node,
@@ -108,25 +99,7 @@ impl ClusterSpec {
         for p in self.topology.partitions_of(node) {
             out.push(Box::new(Partition::new(p, self.engine, self.catalog.clone(), self.seed)));
         }
-        if self.engine.needs_oracle() {
-            let (config, partitions) = (node::runtime_config(), self.topology.partitions);
-            match (node, self.topology.nodes) {
-                (ORACLE_NODE, 1) => out.push(Box::new(OracleMachine::new(config, partitions))),
-                (ORACLE_NODE, _) => out.push(Box::new(OracleMachine::replica(
-                    config,
-                    partitions,
-                    Addr::Oracle,
-                    Some(Addr::OracleStandby),
-                ))),
-                (ORACLE_STANDBY_NODE, _) => out.push(Box::new(OracleMachine::replica(
-                    config,
-                    partitions,
-                    Addr::OracleStandby,
-                    Some(Addr::Oracle),
-                ))),
-                _ => {}
-            }
-        }
+        out.extend(self.engine.roles(node, self.topology.nodes, self.topology.partitions));
         out
     }
 }

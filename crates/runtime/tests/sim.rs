@@ -112,7 +112,7 @@ fn acknowledged_writes_survive_faults_under_omid() {
 /// version left at the partitions is committed.
 #[test]
 fn omid_leaves_no_garbage_once_faults_heal() {
-    use litmus_engine::engines::omid::node::OracleMachine;
+    use litmus_engine::engines::omid::node::{OracleMachine, ORACLE, ORACLE_STANDBY};
     use litmus_engine::{Addr, Partition};
     let seeds: u64 = std::env::var("LITMUS_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300) / 6;
     for seed in 0..seeds {
@@ -126,7 +126,7 @@ fn omid_leaves_no_garbage_once_faults_heal() {
         let machine = |addr| sim.machine(addr).and_then(|m| m.as_any()).expect("up and inspectable");
         // Two oracle replicas (hot standby): check the serving one (newest epoch), and that the
         // other, which tails its log, holds the same (empty) aborted list and crash ranges.
-        let replicas: Vec<&OracleMachine> = [Addr::Oracle, Addr::OracleStandby]
+        let replicas: Vec<&OracleMachine> = [ORACLE, ORACLE_STANDBY]
             .into_iter()
             .map(|addr| machine(addr).downcast_ref::<OracleMachine>().expect("an oracle replica"))
             .collect();

@@ -17,11 +17,13 @@
 //! Versions: each write gets the partition's next timestamp and older versions of the key are
 //! dropped at once, so the store holds one version per key.
 
-use crate::engine::{CoordCtx, CoordinatorEngine, PartCtx, PartitionEngine, TxnOptions};
-use crate::message::{Addr, EngineReply, EngineRequest, PartitionRecord, SubOpId};
-use crate::op::{OpKind, PartOp, PartResult};
-use litmus_core::formula::apply_updates;
-use litmus_core::{Error, InvalidInput, Key, PartitionId, Row, TableId, Timestamp, TxnId};
+use crate::engine::{
+    decode_record, Capabilities, CoordCtx, CoordinatorEngine, EngineDef, Guarantee, PartCtx, PartitionEngine,
+    TxnOptions,
+};
+use crate::message::{Addr, Payload, SubOpId};
+use crate::op::{write_image, OpKind, PartOp, PartResult};
+use litmus_core::{Error, Key, PartitionId, Row, TableId, Timestamp, TxnId};
 use litmus_storage::mvcc::MvccStore;
 use serde::{Deserialize, Serialize};
 use std::ops::Bound;
@@ -42,6 +44,28 @@ pub enum Record {
     Put { ts: Timestamp, table: TableId, key: Key, row: Option<Row> },
 }
 
+/// The registered engine `nocc`.
+#[derive(Clone, Copy, Debug)]
+pub struct NoccEngine;
+
+impl EngineDef for NoccEngine {
+    fn name(&self) -> &'static str {
+        "nocc"
+    }
+    fn guarantee(&self) -> &'static str {
+        "none (UNSAFE baseline: no isolation, no atomicity across partitions)"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { guarantee: Guarantee::None, base_transactions: false }
+    }
+    fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
+        Box::new(NoccCoordinator)
+    }
+    fn partition(&self) -> Box<dyn PartitionEngine> {
+        Box::new(NoccPartition::default())
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct NoccCoordinator;
 
@@ -49,7 +73,7 @@ impl CoordinatorEngine for NoccCoordinator {
     fn begin(&mut self, _txn: TxnId, _opts: &TxnOptions, _ctx: &mut CoordCtx) {}
 
     fn issue(&mut self, id: SubOpId, op: PartOp, ctx: &mut CoordCtx) {
-        ctx.send_to_partition(id.part, EngineRequest::Nocc(Request::Op { id, op }));
+        ctx.send_to_partition(id.part, Request::Op { id, op });
     }
 
     fn commit(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
@@ -60,8 +84,8 @@ impl CoordinatorEngine for NoccCoordinator {
         ctx.txn_done(txn, Ok(()));
     }
 
-    fn on_reply(&mut self, _from: PartitionId, reply: EngineReply, ctx: &mut CoordCtx) {
-        let EngineReply::Nocc(Reply::Op { id, result }) = reply else { return };
+    fn on_reply(&mut self, _from: PartitionId, reply: Payload, ctx: &mut CoordCtx) {
+        let Ok(Reply::Op { id, result }) = reply.decode::<Reply>() else { return };
         ctx.op_done(id, result);
     }
 
@@ -79,32 +103,19 @@ pub struct NoccPartition {
 }
 
 impl NoccPartition {
-    /// Computes the effect of a write without changing anything: the new row image, `None` for a
-    /// delete, or an error.
-    fn write_image(
-        &self,
-        table: TableId,
-        kind: &OpKind,
-        store: &MvccStore,
-        ctx_table: &str,
-    ) -> Result<Option<Row>, Error> {
-        let current = |key: &Key| store.latest(table, key).and_then(|(_, r)| r.cloned());
-        Ok(match kind {
-            OpKind::Write { row, .. } => Some(row.clone()),
-            OpKind::Insert { key, row } => {
-                if current(key).is_some() {
-                    return Err(InvalidInput::DuplicateKey(ctx_table.into()).into());
-                }
-                Some(row.clone())
-            }
-            OpKind::Delete { .. } => None,
-            OpKind::Update { key, updates } => {
-                let mut row = current(key).ok_or_else(|| InvalidInput::KeyNotFound(ctx_table.into()))?;
-                apply_updates(&mut row, updates)?;
-                Some(row)
-            }
-            OpKind::Read { .. } | OpKind::Scan { .. } => unreachable!("not a write"),
-        })
+    /// Applies one redo record (live, right after logging it, and in recovery).
+    fn apply(&mut self, record: Record, store: &mut MvccStore) -> Result<(), Error> {
+        let Record::Put { ts, table, key, row } = record;
+        if ts <= self.last_ts {
+            return Err(Error::Internal(format!("nocc record {ts} not after {}", self.last_ts)));
+        }
+        let previous = store.latest(table, &key).map(|(t, _)| t);
+        store.put(table, key.clone(), ts, row);
+        if let Some(prev) = previous {
+            store.remove_version(table, &key, prev);
+        }
+        self.last_ts = ts;
+        Ok(())
     }
 
     fn execute(&mut self, op: PartOp, ctx: &mut PartCtx) -> Result<PartResult, Error> {
@@ -118,12 +129,12 @@ impl NoccPartition {
             }
             kind => {
                 let key = kind.key().expect("point write").clone();
-                let image = self.write_image(op.table, kind, ctx.store, &table_name)?;
+                let current = ctx.store.latest(op.table, &key).and_then(|(_, r)| r.cloned());
+                let image = write_image(kind, current, || table_name.clone())?;
                 if image.is_none() && ctx.store.latest(op.table, &key).is_none_or(|(_, r)| r.is_none()) {
                     return Ok(PartResult::Done); // deleting a missing row changes nothing
                 }
-                let record =
-                    PartitionRecord::Nocc(Record::Put { ts: self.last_ts.next(), table: op.table, key, row: image });
+                let record = Record::Put { ts: self.last_ts.next(), table: op.table, key, row: image };
                 ctx.log(&record);
                 self.apply(record, ctx.store)?;
                 Ok(PartResult::Done)
@@ -133,28 +144,16 @@ impl NoccPartition {
 }
 
 impl PartitionEngine for NoccPartition {
-    fn on_request(&mut self, from: Addr, req: EngineRequest, ctx: &mut PartCtx) {
-        let EngineRequest::Nocc(Request::Op { id, op }) = req else { return };
+    fn on_request(&mut self, from: Addr, req: Payload, ctx: &mut PartCtx) {
+        let Ok(Request::Op { id, op }) = req.decode::<Request>() else { return };
         let result = self.execute(op, ctx);
-        ctx.reply(from, EngineReply::Nocc(Reply::Op { id, result }));
+        ctx.reply(from, Reply::Op { id, result });
     }
 
     fn on_tick(&mut self, _ctx: &mut PartCtx) {}
 
-    fn apply(&mut self, record: PartitionRecord, store: &mut MvccStore) -> Result<(), Error> {
-        let PartitionRecord::Nocc(Record::Put { ts, table, key, row }) = record else {
-            return Err(Error::Storage(format!("nocc partition cannot replay {record:?}")));
-        };
-        if ts <= self.last_ts {
-            return Err(Error::Internal(format!("nocc record {ts} not after {}", self.last_ts)));
-        }
-        let previous = store.latest(table, &key).map(|(t, _)| t);
-        store.put(table, key.clone(), ts, row);
-        if let Some(prev) = previous {
-            store.remove_version(table, &key, prev);
-        }
-        self.last_ts = ts;
-        Ok(())
+    fn apply_bytes(&mut self, record: &[u8], store: &mut MvccStore) -> Result<(), Error> {
+        self.apply(decode_record("nocc", record)?, store)
     }
 
     fn encode_state(&self) -> Vec<u8> {

@@ -6,7 +6,6 @@
 
 use litmus_core::Catalog;
 use litmus_core::{ClientId, Error, NodeId, PartitionId, RequestId, Time};
-use litmus_engine::engines::omid::node::OracleMachine;
 use litmus_engine::message::{ClientRequest, RequestBody, ResponseBody};
 use litmus_engine::{
     Addr, Coordinator, CoordinatorConfig, Effects, EngineKind, Envelope, Input, Machine, Message, Partition, Registry,
@@ -21,8 +20,8 @@ pub struct SyncCluster {
     registry: Arc<Registry>,
     pub coordinator: Coordinator,
     pub partitions: Vec<Partition>,
-    /// The Omid status oracle, for engines that need one.
-    pub oracle: Option<OracleMachine>,
+    /// The roles the engine adds to a one-node cluster (e.g. Omid's status oracle).
+    pub roles: BTreeMap<Addr, Box<dyn Machine>>,
     logs: BTreeMap<Addr, Vec<Vec<u8>>>,
     pub queue: VecDeque<Envelope>,
     pub now: Time,
@@ -39,9 +38,7 @@ impl SyncCluster {
             engine,
             coordinator: Self::coordinator(engine, &catalog, &registry, partitions),
             partitions: vec![],
-            oracle: engine
-                .needs_oracle()
-                .then(|| OracleMachine::new(litmus_engine::engines::omid::node::runtime_config(), partitions)),
+            roles: Self::roles(engine, partitions, &BTreeMap::new()),
             catalog,
             registry,
             logs: BTreeMap::new(),
@@ -58,6 +55,20 @@ impl SyncCluster {
             c.partitions.push(m);
         }
         c
+    }
+
+    /// The engine's roles on the one node, recovered from their logs.
+    fn roles(
+        engine: EngineKind,
+        partitions: u32,
+        logs: &BTreeMap<Addr, Vec<Vec<u8>>>,
+    ) -> BTreeMap<Addr, Box<dyn Machine>> {
+        let mut roles = BTreeMap::new();
+        for mut m in engine.roles(NodeId(0), 1, partitions) {
+            m.recover(None, logs.get(&m.addr()).map_or(&[][..], |l| &l[..])).unwrap();
+            roles.insert(m.addr(), m);
+        }
+        roles
     }
 
     fn coordinator(
@@ -104,9 +115,11 @@ impl SyncCluster {
         match to {
             Addr::Coordinator(_) => self.coordinator.step(self.now, input, &mut out),
             Addr::Partition(p) => self.partitions[p.0 as usize].step(self.now, input, &mut out),
-            Addr::Oracle => self.oracle.as_mut().expect("an oracle").step(self.now, input, &mut out),
-            // One node: no standby oracle (a coordinator that fails over reaches nobody).
-            Addr::OracleStandby => {}
+            // A role the engine does not run on one node (Omid's standby) reaches nobody.
+            Addr::Role(_) => match self.roles.get_mut(&to) {
+                Some(m) => m.step(self.now, input, &mut out),
+                None => return,
+            },
             Addr::Client(_) => unreachable!(),
         }
         self.logs.entry(to).or_default().append(&mut out.persist);
@@ -135,8 +148,8 @@ impl SyncCluster {
     pub fn tick(&mut self, ms: u64) {
         self.now = self.now + std::time::Duration::from_millis(ms);
         self.step_machine(Addr::Coordinator(NodeId(0)), Input::Tick);
-        if self.oracle.is_some() {
-            self.step_machine(Addr::Oracle, Input::Tick);
+        for role in self.roles.keys().copied().collect::<Vec<_>>() {
+            self.step_machine(role, Input::Tick);
         }
         for p in 0..self.partitions.len() {
             self.step_machine(Addr::Partition(PartitionId(p as u32)), Input::Tick);
@@ -227,10 +240,6 @@ impl SyncCluster {
             m.recover(None, &log).unwrap();
             self.partitions[p as usize] = m;
         }
-        if self.engine.needs_oracle() {
-            let mut o = OracleMachine::new(litmus_engine::engines::omid::node::runtime_config(), partitions);
-            o.recover(None, &self.logs.get(&Addr::Oracle).cloned().unwrap_or_default()).unwrap();
-            self.oracle = Some(o);
-        }
+        self.roles = Self::roles(self.engine, partitions, &self.logs);
     }
 }

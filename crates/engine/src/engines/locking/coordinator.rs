@@ -4,7 +4,7 @@
 use super::lock::RemoteDep;
 use super::{CoordinatorRecord, LockingConfig, Reply, Request, TxnClass, Unit, WriteImage};
 use crate::engine::{CoordCtx, CoordinatorEngine, TxnOptions};
-use crate::message::{Addr, EngineReply, EngineRequest, SubOpId};
+use crate::message::{Addr, Payload, SubOpId};
 use crate::op::{PartOp, PartResult};
 use crate::procedure::Control;
 use litmus_core::{AbortReason, Error, PartitionId, Time, TxnId, Value};
@@ -165,10 +165,6 @@ pub struct LockingCoordinator {
     next_age: u64,
 }
 
-fn request(r: Request) -> EngineRequest {
-    EngineRequest::Locking(r)
-}
-
 impl LockingCoordinator {
     pub fn new(cfg: LockingConfig) -> Self {
         LockingCoordinator {
@@ -201,7 +197,7 @@ impl LockingCoordinator {
         self.epoch_announced = true;
         self.last_announce = ctx.now;
         for p in 0..ctx.partitions {
-            ctx.send_to_partition(PartitionId(p), request(Request::Epoch { node: txn.node, epoch: txn.epoch }));
+            ctx.send_to_partition(PartitionId(p), Request::Epoch { node: txn.node, epoch: txn.epoch });
         }
     }
 
@@ -268,7 +264,7 @@ impl LockingCoordinator {
             let attempt = t.attempt - 1;
             for p in 0..ctx.partitions {
                 let part = PartitionId(p);
-                ctx.send_to_partition(part, request(Request::Abort { unit: stale, attempt }));
+                ctx.send_to_partition(part, Request::Abort { unit: stale, attempt });
                 self.aborts.insert((stale, part), attempt);
             }
         }
@@ -287,7 +283,7 @@ impl LockingCoordinator {
             Vec::new()
         };
         let r = Request::Op { id, unit, attempt: t.attempt, class: t.class, op, local_commit, after };
-        ctx.send_to_partition(id.part, request(r));
+        ctx.send_to_partition(id.part, r);
     }
 
     fn log_logic(txn: TxnId, t: &mut CTxn, ctx: &mut CoordCtx) {
@@ -318,7 +314,7 @@ impl LockingCoordinator {
         if parts.len() > 1 && !t.base {
             for p in &parts {
                 let ops = t.unit_ops.get(p).copied().unwrap_or_default();
-                ctx.send_to_partition(*p, request(Request::Prepare { unit, ops }));
+                ctx.send_to_partition(*p, Request::Prepare { unit, ops });
             }
             t.phase = Phase::Preparing { waiting: parts, then };
             return;
@@ -346,7 +342,7 @@ impl LockingCoordinator {
             // A one-phase commit is checked against what the participant received; a logged
             // decision is final (the participants' state for it is durable).
             let ops = (!logged).then(|| t.unit_ops.get(p).copied().unwrap_or_default());
-            ctx.send_to_partition(*p, request(Request::Commit { unit, writes, ops }));
+            ctx.send_to_partition(*p, Request::Commit { unit, writes, ops });
         }
         t.phase = Phase::Committing { waiting: parts, then };
     }
@@ -368,7 +364,7 @@ impl LockingCoordinator {
                 if self.background < BASE_BACKGROUND_MAX {
                     self.background += 1;
                     t.answered_early = true;
-                    ctx.accepted(txn);
+                    ctx.early_commit(txn);
                 }
             }
         }
@@ -399,7 +395,7 @@ impl LockingCoordinator {
         let t = self.txns.get_mut(&txn).expect("live txn");
         let unit = Self::unit(txn, t);
         for p in &t.unit_parts {
-            ctx.send_to_partition(*p, request(Request::Abort { unit, attempt: t.attempt }));
+            ctx.send_to_partition(*p, Request::Abort { unit, attempt: t.attempt });
             if t.base {
                 self.aborts.insert((unit, *p), t.attempt);
             }
@@ -456,7 +452,7 @@ impl LockingCoordinator {
         let t = self.txns.get_mut(&txn).expect("live txn");
         let unit = Self::unit(txn, t);
         for p in &t.unit_parts {
-            ctx.send_to_partition(*p, request(Request::Abort { unit, attempt: t.attempt }));
+            ctx.send_to_partition(*p, Request::Abort { unit, attempt: t.attempt });
             self.aborts.insert((unit, *p), t.attempt);
         }
         t.attempt += 1;
@@ -502,7 +498,7 @@ impl LockingCoordinator {
             self.txns.iter().filter(|(_, t)| t.retry_at.is_some_and(|at| at <= ctx.now)).map(|(id, _)| *id).collect();
         for txn in due {
             self.txns.get_mut(&txn).expect("listed").retry_at = None;
-            ctx.restart(txn);
+            ctx.rerun(txn);
         }
     }
 
@@ -674,7 +670,7 @@ impl LockingCoordinator {
                 Request::Decision { unit, commit: false, writes: vec![] }
             }
         };
-        ctx.send_to_partition(from, request(decision));
+        ctx.send_to_partition(from, decision);
     }
 
     /// A partition asks about a BASE transaction of an earlier incarnation of ours (see
@@ -683,7 +679,7 @@ impl LockingCoordinator {
         if txn.epoch >= ctx.epoch || self.txns.contains_key(&txn) || self.ending.contains_key(&txn) {
             return; // ours and alive: rolled forward or ending, the partition will hear of it
         }
-        ctx.send_to_partition(from, request(Request::EndBase { txn }));
+        ctx.send_to_partition(from, Request::EndBase { txn });
     }
 
     /// Sends `EndBase` for `txn` if none of its commit decisions is still unacknowledged.
@@ -693,7 +689,7 @@ impl LockingCoordinator {
             return;
         }
         for part in waiting {
-            ctx.send_to_partition(*part, request(Request::EndBase { txn }));
+            ctx.send_to_partition(*part, Request::EndBase { txn });
         }
     }
 
@@ -705,7 +701,7 @@ impl LockingCoordinator {
         for (unit, p) in &self.decisions {
             for part in &p.waiting {
                 let writes = p.writes.get(part).cloned().unwrap_or_default();
-                ctx.send_to_partition(*part, request(Request::Commit { unit: *unit, writes, ops: None }));
+                ctx.send_to_partition(*part, Request::Commit { unit: *unit, writes, ops: None });
             }
         }
         let ending: Vec<TxnId> = self.ending.keys().copied().collect();
@@ -713,7 +709,7 @@ impl LockingCoordinator {
             self.send_end_base(txn, ctx);
         }
         for ((unit, part), attempt) in &self.aborts {
-            ctx.send_to_partition(*part, request(Request::Abort { unit: *unit, attempt: *attempt }));
+            ctx.send_to_partition(*part, Request::Abort { unit: *unit, attempt: *attempt });
         }
         self.resend_unlogged(ctx);
     }
@@ -736,13 +732,13 @@ impl LockingCoordinator {
                     for p in waiting {
                         let writes = t.unit_writes.get(p).cloned().unwrap_or_default();
                         let ops = Some(t.unit_ops.get(p).copied().unwrap_or_default());
-                        ctx.send_to_partition(*p, request(Request::Commit { unit, writes, ops }));
+                        ctx.send_to_partition(*p, Request::Commit { unit, writes, ops });
                     }
                 }
                 Phase::Preparing { waiting, .. } => {
                     for p in waiting {
                         let ops = t.unit_ops.get(p).copied().unwrap_or_default();
-                        ctx.send_to_partition(*p, request(Request::Prepare { unit, ops }));
+                        ctx.send_to_partition(*p, Request::Prepare { unit, ops });
                     }
                 }
                 _ => continue,
@@ -786,7 +782,7 @@ impl CoordinatorEngine for LockingCoordinator {
         self.send_op(id, op, false, ctx);
     }
 
-    fn issue_alkaline(&mut self, id: SubOpId, op: PartOp, ctx: &mut CoordCtx) {
+    fn issue_unit(&mut self, id: SubOpId, op: PartOp, ctx: &mut CoordCtx) {
         let Some(t) = self.txns.get_mut(&id.txn) else {
             return ctx.op_done(id, Err(Error::Abort(AbortReason::Failure)));
         };
@@ -863,8 +859,8 @@ impl CoordinatorEngine for LockingCoordinator {
         self.abort_unit(txn, Then::Finish, Error::Abort(AbortReason::Other("rolled back".into())), ctx);
     }
 
-    fn on_reply(&mut self, from: PartitionId, reply: EngineReply, ctx: &mut CoordCtx) {
-        let EngineReply::Locking(reply) = reply else { return };
+    fn on_reply(&mut self, from: PartitionId, reply: Payload, ctx: &mut CoordCtx) {
+        let Ok(reply) = reply.decode::<Reply>() else { return };
         match reply {
             Reply::Op { id, attempt, result, writes, committed, read_taint } => {
                 self.on_op_reply(id, attempt, result, writes, committed, read_taint, ctx)
@@ -940,7 +936,7 @@ impl CoordinatorEngine for LockingCoordinator {
         Ok(())
     }
 
-    fn take_recovered(&mut self) -> Vec<(TxnId, String, Vec<Value>)> {
+    fn take_reruns(&mut self) -> Vec<(TxnId, String, Vec<Value>)> {
         let mut out = std::mem::take(&mut self.recovered);
         for (txn, t) in &mut self.txns {
             // Roll forward with a fresh run number (set from the new epoch at the first op).

@@ -166,6 +166,44 @@ use serde::{Deserialize, Serialize};
 pub use coordinator::LockingCoordinator;
 pub use partition::LockingPartition;
 
+use crate::engine::{Capabilities, CoordinatorEngine, EngineDef, Guarantee, PartitionEngine};
+
+/// The registered engines `acid`, `salt` and `salt-local`: one implementation, three configs.
+#[derive(Clone, Copy, Debug)]
+pub struct LockingEngine {
+    name: &'static str,
+    cfg: LockingConfig,
+}
+
+impl LockingEngine {
+    pub const ACID: LockingEngine = LockingEngine { name: "acid", cfg: LockingConfig { base: false, local: false } };
+    pub const SALT: LockingEngine = LockingEngine { name: "salt", cfg: LockingConfig { base: true, local: false } };
+    pub const SALT_LOCAL: LockingEngine =
+        LockingEngine { name: "salt-local", cfg: LockingConfig { base: true, local: true } };
+}
+
+impl EngineDef for LockingEngine {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn guarantee(&self) -> &'static str {
+        if self.cfg.base {
+            "ACID for ACID transactions; Salt isolation for BASE transactions (Salt §5)"
+        } else {
+            "ACID at the chosen ANSI level (strict 2PL, 2PC, wait-die)"
+        }
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { guarantee: Guarantee::AnsiLevels, base_transactions: self.cfg.base }
+    }
+    fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
+        Box::new(LockingCoordinator::new(self.cfg))
+    }
+    fn partition(&self) -> Box<dyn PartitionEngine> {
+        Box::new(LockingPartition::new(self.cfg))
+    }
+}
+
 /// The switches that make `acid`, `salt` and `salt-local`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LockingConfig {

@@ -4,13 +4,10 @@
 use super::lock::{Decision, Grant, HeldLock, LockClass, LockManager, LockMode, Owner, RemoteDep, Target};
 use super::{LockingConfig, Record, Reply, Request, TxnClass, Unit, WriteImage};
 use crate::bounded::BoundedSet;
-use crate::engine::{PartCtx, PartitionEngine};
-use crate::message::{Addr, EngineReply, EngineRequest, PartitionRecord, SubOpId};
-use crate::op::{OpKind, PartOp, PartResult};
-use litmus_core::formula::apply_updates;
-use litmus_core::{
-    AbortReason, Access, Error, InvalidInput, Key, NodeId, PartitionId, Row, TableId, Time, Timestamp, TxnId,
-};
+use crate::engine::{decode_record, PartCtx, PartitionEngine};
+use crate::message::{Addr, Payload, SubOpId};
+use crate::op::{overlay_scan, write_image, OpKind, PartOp, PartResult};
+use litmus_core::{AbortReason, Access, Error, Key, NodeId, PartitionId, Row, TableId, Time, Timestamp, TxnId};
 use litmus_storage::mvcc::MvccStore;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -237,7 +234,7 @@ impl LockingPartition {
         let now = ctx.now;
         self.relock_pending = false;
         // A new incarnation: grant numbers above every earlier one's.
-        let record = PartitionRecord::Locking(Record::Incarnation { n: self.state.incarnation + 1 });
+        let record = Record::Incarnation { n: self.state.incarnation + 1 };
         ctx.log(&record);
         self.apply_record(record, ctx.store);
         self.locks.set_grant_floor(self.state.incarnation << GRANT_INCARNATION_SHIFT);
@@ -359,10 +356,8 @@ impl LockingPartition {
             // Roll-forward re-sent an operation of a subtransaction we committed locally.
             let result = results.iter().find(|(o, _)| *o == id.op).map(|(_, r)| r.clone());
             let result = result.ok_or_else(|| Error::Internal(format!("{unit:?} committed without op {}", id.op)));
-            return ctx.reply(
-                from,
-                reply(Reply::Op { id, attempt, result, writes: vec![], committed: true, read_taint: None }),
-            );
+            return ctx
+                .reply(from, Reply::Op { id, attempt, result, writes: vec![], committed: true, read_taint: None });
         }
         if unit.sub > 0 && self.state.base_aborted.get(&txn).is_some_and(|&a| (attempt, unit.sub) <= a) {
             return; // an operation of a subtransaction rolled back already (`State::base_aborted`)
@@ -374,7 +369,7 @@ impl LockingPartition {
             let e = Error::Abort(AbortReason::Failure);
             return ctx.reply(
                 from,
-                reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None }),
+                Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None },
             );
         }
         let t = self.txns.entry(txn).or_insert(PTxn {
@@ -395,7 +390,7 @@ impl LockingPartition {
             let e = Error::Internal(format!("{txn} sent an operation after prepare"));
             return ctx.reply(
                 from,
-                reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None }),
+                Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None },
             );
         }
         t.last_active = ctx.now;
@@ -413,7 +408,7 @@ impl LockingPartition {
             let e = Error::Abort(AbortReason::Failure);
             return ctx.reply(
                 from,
-                reply(Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None }),
+                Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None },
             );
         }
         if attempt < t.attempt {
@@ -434,7 +429,7 @@ impl LockingPartition {
                 // coordinator's `send_op`), so nothing decided is pending here.
                 let stale: Vec<Unit> = self.state.pending.keys().filter(|u| u.txn == txn).copied().collect();
                 for u in stale {
-                    let record = PartitionRecord::Locking(Record::Aborted { unit: u });
+                    let record = Record::Aborted { unit: u };
                     ctx.log(&record);
                     self.apply_record(record, ctx.store);
                 }
@@ -617,7 +612,7 @@ impl LockingPartition {
     /// transaction waits for to abort them.
     fn wound_blockers(&self, txn: TxnId, ctx: &mut PartCtx) {
         for victim in self.locks.wound_targets(txn) {
-            ctx.reply(Addr::Coordinator(victim.node), reply(Reply::Wound { txn: victim }));
+            ctx.reply(Addr::Coordinator(victim.node), Reply::Wound { txn: victim });
         }
     }
 
@@ -628,7 +623,7 @@ impl LockingPartition {
         let freed: Vec<TxnId> =
             self.state.releasing.keys().filter(|txn| self.locks.held(**txn).is_empty()).copied().collect();
         for txn in freed {
-            let record = PartitionRecord::Locking(Record::Released { txn });
+            let record = Record::Released { txn };
             ctx.log(&record);
             self.apply_record(record, ctx.store);
         }
@@ -650,7 +645,7 @@ impl LockingPartition {
             self.read_watches.iter().filter(|(txn, upto, _)| self.locks.reads_settled(*txn, *upto)).copied().collect();
         for (txn, upto, to) in settled {
             self.read_watches.remove(&(txn, upto, to));
-            ctx.send_to_partition(to, request(Request::ReadsSettled { txn, upto }));
+            ctx.send_to_partition(to, Request::ReadsSettled { txn, upto });
         }
     }
 
@@ -658,7 +653,7 @@ impl LockingPartition {
     /// settled, else when they are.
     fn on_await_reads(&mut self, from: PartitionId, txn: TxnId, upto: u64, ctx: &mut PartCtx) {
         if self.locks.reads_settled(txn, upto) {
-            ctx.send_to_partition(from, request(Request::ReadsSettled { txn, upto }));
+            ctx.send_to_partition(from, Request::ReadsSettled { txn, upto });
         } else if self.read_watches.len() < READ_WATCHES_MAX {
             self.read_watches.insert((txn, upto, from));
         }
@@ -667,7 +662,7 @@ impl LockingPartition {
     /// Asks the partitions named by `after` to tell us when `txn`'s reads there settle.
     fn await_reads(txn: TxnId, after: &[RemoteDep], ctx: &mut PartCtx) {
         for d in after {
-            ctx.send_to_partition(d.part, request(Request::AwaitReads { txn, upto: d.upto }));
+            ctx.send_to_partition(d.part, Request::AwaitReads { txn, upto: d.upto });
         }
     }
 
@@ -751,7 +746,7 @@ impl LockingPartition {
                 .filter(|l| l.mode.class == LockClass::Alkaline || !durable.is_some_and(|d| d.contains(l)))
                 .collect();
             if locks.iter().any(|l| l.mode.class == LockClass::Alkaline) {
-                let record = PartitionRecord::Locking(Record::Locked { unit: p.unit, locks });
+                let record = Record::Locked { unit: p.unit, locks };
                 ctx.log(&record);
                 self.apply_record(record, ctx.store);
             }
@@ -769,7 +764,7 @@ impl LockingPartition {
             committed,
             read_taint,
         };
-        ctx.reply(p.from, reply(r));
+        ctx.reply(p.from, r);
         self.resume(grants, ctx);
     }
 
@@ -786,7 +781,7 @@ impl LockingPartition {
         results: Vec<(u32, PartResult)>,
         ctx: &mut PartCtx,
     ) {
-        let record = PartitionRecord::Locking(Record::Commit { unit, writes, saline, results });
+        let record = Record::Commit { unit, writes, saline, results };
         ctx.log(&record);
         self.apply_record(record, ctx.store);
     }
@@ -798,7 +793,7 @@ impl LockingPartition {
         // transaction that has ended here, changes nothing.
         if self.finished.get(&txn) == Some(&false) {
             // We rolled it back (orphan timeout, epoch change) before the commit arrived.
-            return ctx.reply(from, reply(Reply::Aborted { unit }));
+            return ctx.reply(from, Reply::Aborted { unit });
         }
         if unit.sub == 0
             && !self.state.acid_committed.contains(&txn)
@@ -807,7 +802,7 @@ impl LockingPartition {
         {
             // We hold nothing of it (we restarted before it prepared): its writes were computed
             // under locks we no longer hold, so applying them could overwrite newer ones.
-            return ctx.reply(from, reply(Reply::Aborted { unit }));
+            return ctx.reply(from, Reply::Aborted { unit });
         }
         let done = self.state.committed.contains_key(&unit)
             || self.finished.contains_key(&txn)
@@ -815,7 +810,7 @@ impl LockingPartition {
         if !done && ops.is_some_and(|n| !self.txns.get(&txn).is_some_and(|t| t.sub == unit.sub && t.ops == n)) {
             // We restarted after some of its operations ran here (their locks are gone): a
             // later one started a fresh record. The coordinator rolls the transaction back.
-            return ctx.reply(from, reply(Reply::Aborted { unit }));
+            return ctx.reply(from, Reply::Aborted { unit });
         }
         if !done {
             let mut grants = Vec::new();
@@ -838,7 +833,7 @@ impl LockingPartition {
             }
             self.resume(grants, ctx);
         }
-        ctx.reply(from, reply(Reply::Committed { unit }));
+        ctx.reply(from, Reply::Committed { unit });
     }
 
     /// `ops`: see `Request::Prepare`. A unit prepared already (a duplicated `Prepare`, or one
@@ -853,7 +848,7 @@ impl LockingPartition {
                 t.prepared = true;
                 let node = unit.txn.node;
                 let locks = self.locks.held_locks(unit.txn);
-                let record = PartitionRecord::Locking(Record::Prepared { unit, coordinator: node, locks });
+                let record = Record::Prepared { unit, coordinator: node, locks };
                 ctx.log(&record);
                 self.apply_record(record, ctx.store);
                 self.prepared_at.entry(unit).or_insert(ctx.now); // a duplicated Prepare keeps the first time
@@ -861,7 +856,7 @@ impl LockingPartition {
             }
             _ => Err(Error::Abort(AbortReason::Failure)), // we lost it (restart, orphan timeout)
         };
-        ctx.reply(from, reply(Reply::Prepared { unit, vote }));
+        ctx.reply(from, Reply::Prepared { unit, vote });
     }
 
     fn on_abort(&mut self, from: Option<Addr>, unit: Unit, ctx: &mut PartCtx) {
@@ -869,7 +864,7 @@ impl LockingPartition {
         let mut grants = self.locks.cancel_waits(txn);
         self.parked.retain(|_, p| p.unit.txn != txn);
         if self.state.in_doubt.contains_key(&unit) || self.state.pending.contains_key(&unit) {
-            let record = PartitionRecord::Locking(Record::Aborted { unit });
+            let record = Record::Aborted { unit };
             ctx.log(&record);
             self.apply_record(record, ctx.store);
         }
@@ -890,14 +885,14 @@ impl LockingPartition {
             let ended = self.state.base_ended.contains(&txn) || self.finished.contains_key(&txn);
             let saline = self.saline_of(txn);
             if !ended && self.state.saline.get(&txn).map_or(!saline.is_empty(), |s| *s != saline) {
-                let record = PartitionRecord::Locking(Record::Saline { txn, locks: saline });
+                let record = Record::Saline { txn, locks: saline };
                 ctx.log(&record);
                 self.apply_record(record, ctx.store);
             }
         }
         self.resume(grants, ctx);
         if let Some(from) = from {
-            ctx.reply(from, reply(Reply::Aborted { unit }));
+            ctx.reply(from, Reply::Aborted { unit });
         }
     }
 
@@ -912,7 +907,7 @@ impl LockingPartition {
         if self.state.base_aborted.get(&txn).is_some_and(|&a| a >= (attempt, unit.sub)) {
             return;
         }
-        let record = PartitionRecord::Locking(Record::BaseAborted { txn, attempt, sub: unit.sub });
+        let record = Record::BaseAborted { txn, attempt, sub: unit.sub };
         ctx.log(&record);
         self.apply_record(record, ctx.store);
     }
@@ -927,7 +922,7 @@ impl LockingPartition {
         // Logged once per transaction (a repeated EndBase finds it ended), so its late
         // duplicates stay refused after a restart.
         if !self.state.base_ended.contains(&txn) || !releasing.is_empty() {
-            let record = PartitionRecord::Locking(Record::BaseEnded { txn, releasing });
+            let record = Record::BaseEnded { txn, releasing };
             ctx.log(&record);
             self.apply_record(record, ctx.store);
         }
@@ -967,7 +962,7 @@ impl LockingPartition {
             if self.prepared_at.get(unit).is_some_and(|&at| ctx.now.saturating_sub(at) < IN_DOUBT_QUERY_AFTER) {
                 continue;
             }
-            ctx.reply(Addr::Coordinator(*node), reply(Reply::Query { unit: *unit }));
+            ctx.reply(Addr::Coordinator(*node), Reply::Query { unit: *unit });
         }
         // BASE transactions of dead coordinator incarnations: still alive?
         let orphaned_base: BTreeSet<TxnId> = self
@@ -977,7 +972,7 @@ impl LockingPartition {
             .map(|(id, _)| *id)
             .collect();
         for txn in orphaned_base {
-            ctx.reply(Addr::Coordinator(txn.node), reply(Reply::QueryBase { txn }));
+            ctx.reply(Addr::Coordinator(txn.node), Reply::QueryBase { txn });
         }
         // Rule 6b across partitions: ask again about remote reads that held-back locks still
         // wait for (the first question, or its answer, may be lost, or the answering partition
@@ -1004,8 +999,7 @@ impl LockingPartition {
     }
 
     /// Applies a record to the store and the durable bookkeeping (live and on replay).
-    fn apply_record(&mut self, record: PartitionRecord, store: &mut MvccStore) {
-        let PartitionRecord::Locking(record) = record else { panic!("not a locking record: {record:?}") };
+    fn apply_record(&mut self, record: Record, store: &mut MvccStore) {
         match record {
             Record::Commit { unit, writes, saline, results } => {
                 for w in writes {
@@ -1062,14 +1056,6 @@ impl LockingPartition {
             }
         }
     }
-}
-
-fn reply(r: Reply) -> EngineReply {
-    EngineReply::Locking(r)
-}
-
-fn request(r: Request) -> crate::message::EngineRequest {
-    crate::message::EngineRequest::Locking(r)
 }
 
 /// What an operation must lock before it runs (see [`LockingPartition::lock_plan`]).
@@ -1129,7 +1115,7 @@ fn die(p: Parked, ctx: &mut PartCtx) {
     let e = Error::Abort(AbortReason::Deadlock);
     let r =
         Reply::Op { id: p.id, attempt: p.attempt, result: Err(e), writes: vec![], committed: false, read_taint: None };
-    ctx.reply(p.from, reply(r));
+    ctx.reply(p.from, r);
 }
 
 /// Runs one operation against the store overlaid with the unit's own buffered writes. Writes go
@@ -1157,30 +1143,10 @@ fn execute_op(
                 .take_while(|((t, k), _)| *t == table && end.as_ref().is_none_or(|e| k < e))
                 .map(|((_, k), r)| (k.clone(), r.clone()))
                 .collect();
-            let want = *limit as usize + own.len();
-            let mut rows: BTreeMap<Key, Row> =
-                store.scan(table, Bound::Included(start), hi, Timestamp::MAX, want).into_iter().collect();
-            for (k, r) in own {
-                match r {
-                    Some(r) => rows.insert(k, r),
-                    None => rows.remove(&k),
-                };
-            }
-            return Ok(PartResult::Rows(rows.into_iter().take(*limit as usize).collect()));
+            let stored = store.scan(table, Bound::Included(start), hi, Timestamp::MAX, *limit as usize + own.len());
+            return Ok(PartResult::Rows(overlay_scan(stored, own, *limit as usize)));
         }
-        OpKind::Write { row, .. } => Some(row.clone()),
-        OpKind::Insert { key, row } => {
-            if current(buffer, key).is_some() {
-                return Err(InvalidInput::DuplicateKey(table_name.into()).into());
-            }
-            Some(row.clone())
-        }
-        OpKind::Delete { .. } => None,
-        OpKind::Update { key, updates } => {
-            let mut row = current(buffer, key).ok_or_else(|| InvalidInput::KeyNotFound(table_name.into()))?;
-            apply_updates(&mut row, updates)?;
-            Some(row)
-        }
+        kind => write_image(kind, current(buffer, kind.key().expect("point write")), || table_name.to_string())?,
     };
     let key = op.kind.key().expect("point write").clone();
     buffer.insert((table, key.clone()), image.clone());
@@ -1189,11 +1155,11 @@ fn execute_op(
 }
 
 impl PartitionEngine for LockingPartition {
-    fn on_request(&mut self, from: Addr, req: EngineRequest, ctx: &mut PartCtx) {
+    fn on_request(&mut self, from: Addr, req: Payload, ctx: &mut PartCtx) {
         if self.relock_pending {
             self.relock(ctx);
         }
-        let EngineRequest::Locking(req) = req else { return };
+        let Ok(req) = req.decode::<Request>() else { return };
         // Any transaction of a newer coordinator epoch tells us that incarnation restarted (the
         // `Epoch` announcement itself may have been lost).
         if let Request::Op { unit, .. } | Request::Prepare { unit, .. } | Request::Commit { unit, .. } = &req {
@@ -1214,13 +1180,13 @@ impl PartitionEngine for LockingPartition {
                     self.remember_base_abort(unit, attempt, ctx);
                 }
                 if self.txns.get(&unit.txn).is_some_and(|t| t.attempt > attempt) {
-                    return ctx.reply(from, reply(Reply::Aborted { unit }));
+                    return ctx.reply(from, Reply::Aborted { unit });
                 }
                 self.on_abort(Some(from), unit, ctx)
             }
             Request::EndBase { txn } => {
                 self.on_end_base(txn, ctx);
-                ctx.reply(from, reply(Reply::BaseEnded { txn }));
+                ctx.reply(from, Reply::BaseEnded { txn });
             }
             Request::Epoch { node, epoch } => self.on_epoch(node, epoch, ctx),
             Request::AwaitReads { txn, upto } => {
@@ -1246,10 +1212,8 @@ impl PartitionEngine for LockingPartition {
         self.sweep(ctx);
     }
 
-    fn apply(&mut self, record: PartitionRecord, store: &mut MvccStore) -> Result<(), Error> {
-        if !matches!(record, PartitionRecord::Locking(_)) {
-            return Err(Error::Storage(format!("locking partition cannot replay {record:?}")));
-        }
+    fn apply_bytes(&mut self, record: &[u8], store: &mut MvccStore) -> Result<(), Error> {
+        let record: Record = decode_record("locking", record)?;
         self.apply_record(record, store);
         self.relock_pending = true;
         Ok(())

@@ -4,13 +4,12 @@
 //! the mapping and the rules; rule numbers E1–E6 below refer to it.
 
 use super::messages::{CrashRange, Delta, Fate, Reply as OracleBody, Request as OracleCall, FATES_PER_REQUEST_MAX};
-use super::node::{OracleReply, OracleRequest};
+use super::node::{OracleReply, OracleRequest, OracleWire, ORACLE, ORACLE_STANDBY};
 use super::replica::{ClientReplica, Visibility};
 use super::{OracleError, RowId};
-use crate::engine::{CoordCtx, CoordinatorEngine, PartCtx, PartitionEngine, TxnOptions};
-use crate::message::{Addr, EngineReply, EngineRequest, Message, PartitionRecord, SubOpId};
-use crate::op::{OpKind, PartOp, PartResult};
-use litmus_core::formula::apply_updates;
+use crate::engine::{decode_record, CoordCtx, CoordinatorEngine, PartCtx, PartitionEngine, TxnOptions};
+use crate::message::{Addr, Payload, SubOpId};
+use crate::op::{write_image, OpKind, PartOp, PartResult};
 use litmus_core::{AbortReason, Error, InvalidInput, Key, PartitionId, Row, TableId, Time, Timestamp, TxnId};
 use litmus_storage::mvcc::MvccStore;
 use serde::{Deserialize, Serialize};
@@ -27,7 +26,7 @@ pub const ORACLE_RESEND_AFTER: Duration = Duration::from_millis(200);
 /// A partition request unanswered this long is sent again (reads and puts are idempotent).
 pub const PARTITION_RESEND_AFTER: Duration = Duration::from_millis(100);
 /// An oracle that answers nothing this long while requests wait is given up for the other
-/// replica ([`Addr::Oracle`] ↔ [`Addr::OracleStandby`]; longer than
+/// replica ([`ORACLE`] ↔ [`ORACLE_STANDBY`]; longer than
 /// [`super::node::PROMOTE_AFTER`], so a standby has promoted by then).
 pub const ORACLE_FAILOVER_AFTER: Duration = Duration::from_millis(300);
 /// A delta gap (a lost reply that carried metadata) older than this resets the session.
@@ -272,7 +271,7 @@ impl OmidPartition {
             }
         }
         for (ts, rows) in work {
-            let record = PartitionRecord::Omid(Record::Cleanup { ts, rows });
+            let record = Record::Cleanup { ts, rows };
             ctx.log(&record);
             self.apply(record, ctx.store).expect("a cleanup applies");
         }
@@ -286,19 +285,19 @@ impl OmidPartition {
         let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.marks).into_iter().partition(|m| m.0 < low_water);
         self.marks = keep;
         let removals = due.into_iter().map(|(_, table, key, ts)| (table, key, ts)).collect();
-        let record = PartitionRecord::Omid(Record::Gc { low_water, removals });
+        let record = Record::Gc { low_water, removals };
         ctx.log(&record);
         self.apply(record, ctx.store).expect("a GC record applies");
     }
 }
 
 impl PartitionEngine for OmidPartition {
-    fn on_request(&mut self, from: Addr, req: EngineRequest, ctx: &mut PartCtx) {
-        let EngineRequest::Omid(req) = req else { return };
+    fn on_request(&mut self, from: Addr, req: Payload, ctx: &mut PartCtx) {
+        let Ok(req) = req.decode::<Request>() else { return };
         match req {
             Request::Read { tag, id, table, key, reader_ts, before, versions_max } => {
                 let result = self.read(ctx.store, table, &key, reader_ts, before, versions_max.max(1));
-                ctx.reply(from, EngineReply::Omid(Reply::Versions { tag, id, result }));
+                ctx.reply(from, Reply::Versions { tag, id, result });
             }
             Request::Scan { tag, id, table, start, after, end, keys_max, versions_max, reader_ts } => {
                 let result = self.too_old(reader_ts).map(|()| {
@@ -310,7 +309,7 @@ impl PartitionEngine for OmidPartition {
                     let resume = (page.len() == keys_max).then(|| page.last().expect("full page").0.clone());
                     (page, resume)
                 });
-                ctx.reply(from, EngineReply::Omid(Reply::ScanVersions { tag, id, result }));
+                ctx.reply(from, Reply::ScanVersions { tag, id, result });
             }
             Request::ReadOlder { tag, id, table, keys, reader_ts, versions_max } => {
                 let keys = &keys[..keys.len().min(SCAN_PAGE_KEYS_MAX as usize)];
@@ -322,25 +321,25 @@ impl PartitionEngine for OmidPartition {
                         Ok((key.clone(), versions, more))
                     })
                     .collect();
-                ctx.reply(from, EngineReply::Omid(Reply::OlderVersions { tag, id, result }));
+                ctx.reply(from, Reply::OlderVersions { tag, id, result });
             }
             Request::Put { tag, id, ts, table, key, row } => {
                 let result = if self.cleaned.contains(&ts) {
                     Err(Error::Abort(AbortReason::Failure))
                 } else {
                     self.too_old(ts).map(|()| {
-                        let record = PartitionRecord::Omid(Record::Put { ts, table, key, row });
+                        let record = Record::Put { ts, table, key, row };
                         ctx.log(&record);
                         self.apply(record, ctx.store).expect("a put applies");
                     })
                 };
-                ctx.reply(from, EngineReply::Omid(Reply::Written { tag, id, result }));
+                ctx.reply(from, Reply::Written { tag, id, result });
             }
             Request::Cleanup { ts, rows } => {
-                let record = PartitionRecord::Omid(Record::Cleanup { ts, rows });
+                let record = Record::Cleanup { ts, rows };
                 ctx.log(&record);
                 self.apply(record, ctx.store).expect("a cleanup applies");
-                ctx.reply(from, EngineReply::Omid(Reply::CleanedUp { ts }));
+                ctx.reply(from, Reply::CleanedUp { ts });
             }
             Request::Committed { ts, commit_ts, rows } => {
                 // A committed version is never purged: it leaves the index.
@@ -355,17 +354,34 @@ impl PartitionEngine for OmidPartition {
                     return;
                 }
                 let (start_ts, crashed) = self.purge(&purge, &crashed, ctx);
-                ctx.reply(from, EngineReply::Omid(Reply::Purged { start_ts, crashed }));
+                ctx.reply(from, Reply::Purged { start_ts, crashed });
             }
         }
     }
 
     fn on_tick(&mut self, _ctx: &mut PartCtx) {}
 
-    fn apply(&mut self, record: PartitionRecord, store: &mut MvccStore) -> Result<(), Error> {
-        let PartitionRecord::Omid(record) = record else {
-            return Err(Error::Storage(format!("omid partition cannot replay {record:?}")));
-        };
+    fn apply_bytes(&mut self, record: &[u8], store: &mut MvccStore) -> Result<(), Error> {
+        self.apply(decode_record("omid", record)?, store)
+    }
+
+    fn encode_state(&self) -> Vec<u8> {
+        let state = PartitionState { low_water: self.low_water, cleaned: self.cleaned.iter().copied().collect() };
+        postcard::to_stdvec(&state).expect("serialize")
+    }
+
+    fn decode_state(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        let state: PartitionState =
+            postcard::from_bytes(bytes).map_err(|e| Error::Storage(format!("omid partition state: {e}")))?;
+        self.low_water = state.low_water;
+        self.cleaned = state.cleaned.into_iter().collect();
+        Ok(())
+    }
+}
+
+impl OmidPartition {
+    /// Applies one record (live, right after logging it, and in recovery).
+    fn apply(&mut self, record: Record, store: &mut MvccStore) -> Result<(), Error> {
         match record {
             Record::Put { ts, table, key, row } => {
                 if let Some(index) = self.index.as_mut() {
@@ -398,19 +414,6 @@ impl PartitionEngine for OmidPartition {
                 self.cleaned.retain(|&ts| ts >= low_water);
             }
         }
-        Ok(())
-    }
-
-    fn encode_state(&self) -> Vec<u8> {
-        let state = PartitionState { low_water: self.low_water, cleaned: self.cleaned.iter().copied().collect() };
-        postcard::to_stdvec(&state).expect("serialize")
-    }
-
-    fn decode_state(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        let state: PartitionState =
-            postcard::from_bytes(bytes).map_err(|e| Error::Storage(format!("omid partition state: {e}")))?;
-        self.low_water = state.low_water;
-        self.cleaned = state.cleaned.into_iter().collect();
         Ok(())
     }
 }
@@ -559,7 +562,7 @@ fn rows_by_partition(
 impl OmidCoordinator {
     pub fn new() -> OmidCoordinator {
         OmidCoordinator {
-            oracle: Addr::Oracle,
+            oracle: ORACLE,
             oracle_heard: Time::ZERO,
             session: Session::Disconnected,
             replica: None,
@@ -580,7 +583,7 @@ impl OmidCoordinator {
     // ---- talking to the oracle -----------------------------------------------------------------
 
     fn send_oracle(ctx: &mut CoordCtx, oracle: Addr, tag: u64, body: OracleCall) {
-        ctx.send(oracle, Message::OracleRequest(OracleRequest { tag, body }));
+        ctx.send(oracle, OracleWire::Request(OracleRequest { tag, body }).into_message());
     }
 
     fn call(&mut self, request: OracleCall, purpose: Purpose, ctx: &mut CoordCtx) {
@@ -621,7 +624,7 @@ impl OmidCoordinator {
     /// ends the old one at a primary that knew it, and a promoted standby aborted everything
     /// in flight at its promotion.
     fn fail_over(&mut self, ctx: &mut CoordCtx) {
-        self.oracle = if self.oracle == Addr::Oracle { Addr::OracleStandby } else { Addr::Oracle };
+        self.oracle = if self.oracle == ORACLE { ORACLE_STANDBY } else { ORACLE };
         self.oracle_heard = ctx.now;
         self.session_lost(ctx);
     }
@@ -760,7 +763,7 @@ impl OmidCoordinator {
             | Request::Put { tag, .. } => *tag,
             _ => 0,
         };
-        ctx.send_to_partition(part, EngineRequest::Omid(request.clone()));
+        ctx.send_to_partition(part, request.clone());
         self.parts.insert(id, (tag, PartCall { part, request, sent_at: ctx.now }));
     }
 
@@ -1014,17 +1017,8 @@ impl OmidCoordinator {
         let name = || ctx.catalog.table(table).map(|t| t.name.clone()).unwrap_or_else(|_| format!("#{}", table.0));
         let image = match then {
             Then::Return => return ctx.op_done(id, Ok(PartResult::Row(row))),
-            Then::Write(OpKind::Insert { row: new, .. }) => match row {
-                Some(_) => Err(Error::from(InvalidInput::DuplicateKey(name()))),
-                None => Ok(Some(new)),
-            },
-            Then::Write(OpKind::Update { updates, .. }) => match row {
-                None => Err(Error::from(InvalidInput::KeyNotFound(name()))),
-                Some(mut r) => apply_updates(&mut r, &updates).map(|()| Some(r)).map_err(Error::from),
-            },
             Then::Write(OpKind::Delete { .. }) if row.is_none() => return ctx.op_done(id, Ok(PartResult::Done)),
-            Then::Write(OpKind::Delete { .. }) => Ok(None),
-            Then::Write(other) => unreachable!("{other:?} is not a read-modify-write"),
+            Then::Write(kind) => write_image(&kind, row, name),
         };
         match image {
             Err(e) => ctx.op_done(id, Err(e)),
@@ -1046,7 +1040,7 @@ impl OmidCoordinator {
         }
         self.cleanups.insert(ts, (by_part.keys().copied().collect(), ctx.now));
         for (part, rows) in by_part {
-            ctx.send_to_partition(part, EngineRequest::Omid(Request::Cleanup { ts, rows }));
+            ctx.send_to_partition(part, Request::Cleanup { ts, rows });
         }
     }
 
@@ -1060,7 +1054,7 @@ impl OmidCoordinator {
             OracleBody::Committed { commit_ts, .. } => {
                 let t = self.txns.remove(&txn).expect("present");
                 for (part, rows) in rows_by_partition(&t.writes) {
-                    ctx.send_to_partition(part, EngineRequest::Omid(Request::Committed { ts, commit_ts, rows }));
+                    ctx.send_to_partition(part, Request::Committed { ts, commit_ts, rows });
                 }
                 return ctx.txn_done(txn, Ok(()));
             }
@@ -1145,6 +1139,61 @@ impl OmidCoordinator {
             ctx.txn_done(txn, Err(Error::Unavailable { reason, outcome_unknown: true }));
         }
     }
+
+    fn on_oracle_reply(&mut self, from: Addr, reply: OracleReply, ctx: &mut CoordCtx) {
+        if from != self.oracle {
+            return; // the replica this coordinator left: its session is over
+        }
+        self.oracle_heard = ctx.now;
+        if reply.body == OracleBody::Refused(OracleError::NotServing) {
+            // Only an answer to a request still waiting: a refusal of one sent before an
+            // earlier switch (its call died with that session) says nothing about now.
+            if reply.tag.is_some_and(|tag| self.calls.contains_key(&tag)) {
+                self.fail_over(ctx);
+            }
+            return;
+        }
+        let purpose = reply.tag.and_then(|tag| self.calls.remove(&tag)).map(|c| c.purpose);
+        match reply.body {
+            OracleBody::Connected(c) => {
+                if purpose == Some(Purpose::Connect) {
+                    self.on_connected(&c, ctx);
+                }
+            }
+            OracleBody::Began { start_ts, delta } => self.on_begun(purpose, start_ts, delta, ctx),
+            OracleBody::Push { delta } => {
+                if self.replica.is_some() {
+                    self.buffer_delta(delta);
+                    self.drain_deltas(ctx);
+                    Self::notify(ctx, self.oracle, OracleCall::Ack);
+                }
+            }
+            OracleBody::Fates { fates } => {
+                if purpose == Some(Purpose::Fates) {
+                    self.on_fates(fates, ctx);
+                }
+            }
+            // Asked only by clients without a replica (the oracle benchmark), never here.
+            OracleBody::InSnapshot { .. } => {}
+            body @ (OracleBody::Committed { .. } | OracleBody::Aborted { .. }) => {
+                if let Some(Purpose::Commit(txn)) = purpose {
+                    self.on_commit_reply(txn, body, ctx);
+                }
+            }
+            OracleBody::Refused(e) => match purpose {
+                Some(Purpose::Commit(txn)) => self.on_commit_reply(txn, OracleBody::Refused(e), ctx),
+                _ if e == OracleError::NotConnected && (purpose.is_some() || reply.tag.is_none()) => {
+                    self.session_lost(ctx)
+                }
+                Some(Purpose::Connect) => {
+                    // Too many clients: try again at the next resend.
+                    self.session = Session::Disconnected;
+                }
+                _ => {}
+            },
+            OracleBody::Done { .. } => {}
+        }
+    }
 }
 
 impl CoordinatorEngine for OmidCoordinator {
@@ -1223,8 +1272,8 @@ impl CoordinatorEngine for OmidCoordinator {
         ctx.txn_done(txn, Ok(()));
     }
 
-    fn on_reply(&mut self, from: PartitionId, reply: EngineReply, ctx: &mut CoordCtx) {
-        let EngineReply::Omid(reply) = reply else { return };
+    fn on_reply(&mut self, from: PartitionId, reply: Payload, ctx: &mut CoordCtx) {
+        let Ok(reply) = reply.decode::<Reply>() else { return };
         let (tag, id) = match &reply {
             Reply::Versions { tag, id, .. }
             | Reply::ScanVersions { tag, id, .. }
@@ -1284,59 +1333,9 @@ impl CoordinatorEngine for OmidCoordinator {
         }
     }
 
-    fn on_oracle_reply(&mut self, from: Addr, reply: OracleReply, ctx: &mut CoordCtx) {
-        if from != self.oracle {
-            return; // the replica this coordinator left: its session is over
-        }
-        self.oracle_heard = ctx.now;
-        if reply.body == OracleBody::Refused(OracleError::NotServing) {
-            // Only an answer to a request still waiting: a refusal of one sent before an
-            // earlier switch (its call died with that session) says nothing about now.
-            if reply.tag.is_some_and(|tag| self.calls.contains_key(&tag)) {
-                self.fail_over(ctx);
-            }
-            return;
-        }
-        let purpose = reply.tag.and_then(|tag| self.calls.remove(&tag)).map(|c| c.purpose);
-        match reply.body {
-            OracleBody::Connected(c) => {
-                if purpose == Some(Purpose::Connect) {
-                    self.on_connected(&c, ctx);
-                }
-            }
-            OracleBody::Began { start_ts, delta } => self.on_begun(purpose, start_ts, delta, ctx),
-            OracleBody::Push { delta } => {
-                if self.replica.is_some() {
-                    self.buffer_delta(delta);
-                    self.drain_deltas(ctx);
-                    Self::notify(ctx, self.oracle, OracleCall::Ack);
-                }
-            }
-            OracleBody::Fates { fates } => {
-                if purpose == Some(Purpose::Fates) {
-                    self.on_fates(fates, ctx);
-                }
-            }
-            // Asked only by clients without a replica (the oracle benchmark), never here.
-            OracleBody::InSnapshot { .. } => {}
-            body @ (OracleBody::Committed { .. } | OracleBody::Aborted { .. }) => {
-                if let Some(Purpose::Commit(txn)) = purpose {
-                    self.on_commit_reply(txn, body, ctx);
-                }
-            }
-            OracleBody::Refused(e) => match purpose {
-                Some(Purpose::Commit(txn)) => self.on_commit_reply(txn, OracleBody::Refused(e), ctx),
-                _ if e == OracleError::NotConnected && (purpose.is_some() || reply.tag.is_none()) => {
-                    self.session_lost(ctx)
-                }
-                Some(Purpose::Connect) => {
-                    // Too many clients: try again at the next resend.
-                    self.session = Session::Disconnected;
-                }
-                _ => {}
-            },
-            OracleBody::Done { .. } => {}
-        }
+    fn on_role_message(&mut self, from: Addr, msg: Payload, ctx: &mut CoordCtx) {
+        let Some(OracleWire::Reply(reply)) = OracleWire::from_payload(msg) else { return };
+        self.on_oracle_reply(from, reply, ctx)
     }
 
     fn on_tick(&mut self, ctx: &mut CoordCtx) {
@@ -1370,7 +1369,7 @@ impl CoordinatorEngine for OmidCoordinator {
         for (_, call) in self.parts.values_mut() {
             if now.saturating_sub(call.sent_at) >= PARTITION_RESEND_AFTER {
                 call.sent_at = now;
-                ctx.send_to_partition(call.part, EngineRequest::Omid(call.request.clone()));
+                ctx.send_to_partition(call.part, call.request.clone());
             }
         }
         self.cleanups.retain(|_, (_, at)| now.saturating_sub(*at) < CLEANUP_GIVE_UP_AFTER);

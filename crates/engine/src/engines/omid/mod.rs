@@ -9,9 +9,9 @@
 //!
 //! * [`oracle::StatusOracle`] — the SO, driven by [`oracle::StatusOracle::step`] (rules 1–8);
 //!   [`oracle::Standby`] — a hot standby that applies the SO's batches as they are logged.
-//! * [`node::OracleMachine`] — the SO as a runtime role at [`crate::message::Addr::Oracle`]
+//! * [`node::OracleMachine`] — the SO as a runtime role at [`node::ORACLE`]
 //!   (node 0), with its WAL as the machine's log (persist before send = rule 7), and, in clusters
-//!   of two nodes or more, its hot standby at [`crate::message::Addr::OracleStandby`] (node 1):
+//!   of two nodes or more, its hot standby at [`node::ORACLE_STANDBY`] (node 1):
 //!   synchronous log shipping, promotion with a higher epoch, fencing (see its module doc).
 //! * [`replica::ClientReplica`] — a client's read-only copy of the SO metadata (§IV).
 //! * [`engine::OmidCoordinator`] — the Omid *client*: in LitmusDB the party that runs a
@@ -293,9 +293,56 @@ mod standby_tests;
 #[cfg(test)]
 mod tests;
 
-use litmus_core::{Key, TableId, Timestamp};
+use crate::engine::{Capabilities, CoordinatorEngine, EngineDef, Guarantee, PartitionEngine};
+use crate::machine::Machine;
+use litmus_core::{Key, NodeId, TableId, Timestamp};
+use node::{OracleMachine, ORACLE, ORACLE_ROLE, ORACLE_STANDBY, STANDBY_ROLE};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
+
+/// The registered engine `omid`: the coordinator and partition halves of [`engine`], plus the
+/// status oracle (role 0, node 0) and, in clusters of two nodes or more, its hot standby
+/// (role 1, node 1).
+#[derive(Clone, Copy, Debug)]
+pub struct OmidEngine;
+
+impl EngineDef for OmidEngine {
+    fn name(&self) -> &'static str {
+        "omid"
+    }
+    fn guarantee(&self) -> &'static str {
+        "snapshot isolation (lock-free, status oracle; BASE procedures run as SI)"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { guarantee: Guarantee::SnapshotIsolation, base_transactions: false }
+    }
+    fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
+        Box::new(engine::OmidCoordinator::new())
+    }
+    fn partition(&self) -> Box<dyn PartitionEngine> {
+        Box::new(engine::OmidPartition::default())
+    }
+    fn roles(&self, node: NodeId, nodes: u32, partitions: u32) -> Vec<Box<dyn Machine>> {
+        let config = node::runtime_config();
+        let replica =
+            |me, peer| -> Box<dyn Machine> { Box::new(OracleMachine::replica(config.clone(), partitions, me, peer)) };
+        if nodes == 1 {
+            return if node == ORACLE_ROLE.node(1) {
+                vec![Box::new(OracleMachine::new(config, partitions))]
+            } else {
+                vec![]
+            };
+        }
+        let mut out = Vec::new();
+        if node == ORACLE_ROLE.node(nodes) {
+            out.push(replica(ORACLE, Some(ORACLE_STANDBY)));
+        }
+        if node == STANDBY_ROLE.node(nodes) {
+            out.push(replica(ORACLE_STANDBY, Some(ORACLE)));
+        }
+        out
+    }
+}
 
 /// Timestamps reserved by one [`messages::Record::Reserve`] (§V: "thousands ... per each write").
 pub const TIMESTAMP_BATCH: u64 = 10_000;

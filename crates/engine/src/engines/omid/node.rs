@@ -1,7 +1,7 @@
 //! The status oracle as a runtime role: [`OracleMachine`] wraps [`StatusOracle`] in the
 //! [`Machine`] contract so the simulator, the embedded runtime and the TCP runtime run it like
-//! any partition or coordinator, at [`Addr::Oracle`] (node 0) and, in clusters of two nodes or
-//! more, a hot standby at [`Addr::OracleStandby`] (node 1).
+//! any partition or coordinator, at [`ORACLE`] (node 0) and, in clusters of two nodes or
+//! more, a hot standby at [`ORACLE_STANDBY`] (node 1).
 //!
 //! * **Peers.** Coordinators (and benchmark clients) are the oracle's clients. The machine maps
 //!   each peer address to an oracle [`ClientId`] on first contact; sessions are volatile (rule 8:
@@ -26,8 +26,8 @@
 //! ## Hot standby (§IV "Recovery": "a hot backup could continuously read the state from the WAL")
 //!
 //! Two replicas of one machine; which one serves is durable state of the oracle's own log: a
-//! [`Record::Role`] names the **epoch** and its primary (replica 0 = [`Addr::Oracle`], 1 =
-//! [`Addr::OracleStandby`]). A fresh cluster is epoch 0 with replica 0 serving and replica 1 its
+//! [`Record::Role`] names the **epoch** and its primary (replica 0 = [`ORACLE`], 1 =
+//! [`ORACLE_STANDBY`]). A fresh cluster is epoch 0 with replica 0 serving and replica 1 its
 //! standby, both at the empty state. What replica a restart comes back as is what its log says.
 //!
 //! * **Log shipping, synchronous.** The primary persists each batch (rule 7, as before) and ships
@@ -87,7 +87,7 @@
 //!   `NotServing`, or when it answers nothing for [`super::engine::ORACLE_FAILOVER_AFTER`] while
 //!   requests wait, they switch to the other address — their session ends and they reconnect
 //!   (E4) with a new session id (`ConnectAs`), ignoring replies of the replica they left. A
-//!   coordinator's first connect (at its first tick) goes to [`Addr::Oracle`] and moves the
+//!   coordinator's first connect (at its first tick) goes to [`ORACLE`] and moves the
 //!   same way if that replica does not serve.
 //!
 //! A single-node cluster runs [`OracleMachine::new`]: no standby, no role records, failover is
@@ -98,7 +98,7 @@ use super::messages::{Batch, Checkpoint, OracleEffects, Outbound, Record, Reply,
 use super::oracle::{Input as OracleInput, Standby, StatusOracle};
 use super::{OracleConfig, OracleError};
 use crate::machine::{Effects, Input, Machine};
-use crate::message::{Addr, EngineReply, EngineRequest, Envelope, Message, PartitionReply, PartitionRequest};
+use crate::message::{Addr, Envelope, Message, PartitionReply, PartitionRequest, Payload, RoleId};
 use litmus_core::{ClientId, Error, PartitionId, Time};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -133,17 +133,54 @@ const EARLY_BATCHES_MAX: u64 = 4096;
 /// Ships remembered for the lease (`seq` → send time); older acks renew nothing.
 const SHIPS_REMEMBERED_MAX: usize = 1024;
 
+/// The status oracle's role: replica 0, the primary of a fresh cluster (node 0).
+pub const ORACLE_ROLE: RoleId = RoleId(0);
+/// The second oracle replica: the hot standby at start, the primary after a failover (node 1).
+/// Clusters with one node have none.
+pub const STANDBY_ROLE: RoleId = RoleId(1);
+pub const ORACLE: Addr = Addr::Role(ORACLE_ROLE);
+pub const ORACLE_STANDBY: Addr = Addr::Role(STANDBY_ROLE);
+
+/// Everything that travels to, from and between the oracle replicas, as one payload type (so a
+/// receiver tells a request from a reply on the wire, where payloads are untyped bytes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OracleWire {
+    /// A coordinator (or benchmark client) → the oracle.
+    Request(OracleRequest),
+    /// The oracle → a coordinator (or benchmark client).
+    Reply(OracleReply),
+    /// Between the two oracle replicas: log shipping, acks, fencing, state transfer.
+    Replication(Replication),
+}
+
+impl OracleWire {
+    pub fn into_message(self) -> Message {
+        Message::Role(Payload::new(self))
+    }
+    /// The oracle traffic a role message carries (`None` for anything else, or malformed bytes).
+    pub fn from_payload(payload: Payload) -> Option<OracleWire> {
+        payload.decode().ok()
+    }
+    /// A look at the oracle traffic in `msg` (in process only: for simulator filters and tests).
+    pub fn peek(msg: &Message) -> Option<&OracleWire> {
+        match msg {
+            Message::Role(p) => p.peek::<OracleWire>(),
+            _ => None,
+        }
+    }
+}
+
 /// The replica index of an oracle address (what [`Record::Role`] names).
 pub fn replica_index(addr: Addr) -> u8 {
-    u8::from(addr == Addr::OracleStandby)
+    u8::from(addr == ORACLE_STANDBY)
 }
 
 /// The address of oracle replica `index`.
 pub fn replica_addr(index: u8) -> Addr {
     if index == 0 {
-        Addr::Oracle
+        ORACLE
     } else {
-        Addr::OracleStandby
+        ORACLE_STANDBY
     }
 }
 
@@ -244,7 +281,7 @@ impl Primary {
             self.sent.pop_front();
         }
         self.sent.push_back((self.seq, now));
-        out.send.push(Envelope { from: me, to: peer, msg: Message::OracleReplication(r) });
+        out.send.push(Envelope { from: me, to: peer, msg: OracleWire::Replication(r).into_message() });
     }
 
     fn ship(&mut self, now: Time, me: Addr, peer: Addr, lsn: u64, batch: Option<Batch>, out: &mut Effects) {
@@ -298,7 +335,7 @@ impl Primary {
         self.held.clear();
         self.unacked.clear();
         self.last_join = Some(now);
-        let msg = Message::OracleReplication(Replication::Join { epoch });
+        let msg = OracleWire::Replication(Replication::Join { epoch }).into_message();
         out.send.push(Envelope { from: me, to: peer, msg });
     }
 }
@@ -340,12 +377,12 @@ pub struct OracleMachine {
 }
 
 impl OracleMachine {
-    /// The oracle alone (no standby) at [`Addr::Oracle`]: failover is its node restarting.
+    /// The oracle alone (no standby) at [`ORACLE`]: failover is its node restarting.
     pub fn new(config: OracleConfig, partitions: u32) -> OracleMachine {
-        Self::replica(config, partitions, Addr::Oracle, None)
+        Self::replica(config, partitions, ORACLE, None)
     }
 
-    /// Oracle replica `me` ([`Addr::Oracle`] or [`Addr::OracleStandby`]) with the other replica
+    /// Oracle replica `me` ([`ORACLE`] or [`ORACLE_STANDBY`]) with the other replica
     /// at `peer`. A fresh replica 0 serves epoch 0 and replica 1 is its standby.
     pub fn replica(config: OracleConfig, partitions: u32, me: Addr, peer: Option<Addr>) -> OracleMachine {
         let mut m = OracleMachine {
@@ -461,14 +498,14 @@ impl OracleMachine {
                     } else {
                         self.tags.get_mut(&client).and_then(VecDeque::pop_front)
                     };
-                    let msg = Message::OracleReply(OracleReply { tag, body: reply });
+                    let msg = OracleWire::Reply(OracleReply { tag, body: reply }).into_message();
                     envelopes.push(Envelope { from: self.me, to, msg });
                 }
                 Outbound::Disconnect { client } => {
                     self.tags.remove(&client);
                     let Some(&to) = self.addrs.get(&client) else { continue };
                     let body = Reply::Refused(OracleError::NotConnected);
-                    let msg = Message::OracleReply(OracleReply { tag: None, body });
+                    let msg = OracleWire::Reply(OracleReply { tag: None, body }).into_message();
                     envelopes.push(Envelope { from: self.me, to, msg });
                 }
             }
@@ -503,7 +540,7 @@ impl OracleMachine {
         let (purge, crashed) = p.oracle.purge_work(low_water, PURGE_TXNS_MAX);
         for part in 0..self.partitions {
             let (purge, crashed) = (purge.clone(), crashed.clone());
-            let body = EngineRequest::Omid(engine::Request::Gc { low_water, purge, crashed });
+            let body = Payload::new(engine::Request::Gc { low_water, purge, crashed });
             let msg = Message::PartitionRequest(PartitionRequest { body });
             out.send.push(Envelope { from: self.me, to: Addr::Partition(PartitionId(part)), msg });
         }
@@ -514,7 +551,8 @@ impl OracleMachine {
         if !self.is_primary() {
             if body != Request::Ack {
                 let msg =
-                    Message::OracleReply(OracleReply { tag: Some(tag), body: Reply::Refused(OracleError::NotServing) });
+                    OracleWire::Reply(OracleReply { tag: Some(tag), body: Reply::Refused(OracleError::NotServing) })
+                        .into_message();
                 out.send.push(Envelope { from: self.me, to: from, msg });
             }
             return;
@@ -576,7 +614,7 @@ impl OracleMachine {
                 if let Some(epoch) = f.joining {
                     if f.last_join.is_none_or(|at| now.saturating_sub(at) >= HEARTBEAT_INTERVAL) {
                         f.last_join = Some(now);
-                        let msg = Message::OracleReplication(Replication::Join { epoch });
+                        let msg = OracleWire::Replication(Replication::Join { epoch }).into_message();
                         out.send.push(Envelope { from: me, to: peer, msg });
                     }
                     return;
@@ -620,13 +658,13 @@ impl OracleMachine {
 
     fn ack(&self, epoch: u64, seq: u64, applied: u64, out: &mut Effects) {
         let Some(peer) = self.peer else { return };
-        let msg = Message::OracleReplication(Replication::Ack { epoch, seq, applied });
+        let msg = OracleWire::Replication(Replication::Ack { epoch, seq, applied }).into_message();
         out.send.push(Envelope { from: self.me, to: peer, msg });
     }
 
     fn reply(&self, r: Replication, out: &mut Effects) {
         let Some(peer) = self.peer else { return };
-        out.send.push(Envelope { from: self.me, to: peer, msg: Message::OracleReplication(r) });
+        out.send.push(Envelope { from: self.me, to: peer, msg: OracleWire::Replication(r).into_message() });
     }
 
     fn on_replication(&mut self, now: Time, r: Replication, out: &mut Effects) {
@@ -722,10 +760,15 @@ impl Machine for OracleMachine {
         match input {
             Input::Tick => self.tick(now, out),
             Input::Message(env) => match env.msg {
-                Message::OracleRequest(request) => self.on_request(now, env.from, request, out),
-                Message::OracleReplication(r) if Some(env.from) == self.peer => self.on_replication(now, r, out),
-                Message::PartitionReply(PartitionReply { from, body: EngineReply::Omid(reply) }) => {
-                    self.on_purged(now, from, reply, out)
+                Message::Role(payload) => match OracleWire::from_payload(payload) {
+                    Some(OracleWire::Request(request)) => self.on_request(now, env.from, request, out),
+                    Some(OracleWire::Replication(r)) if Some(env.from) == self.peer => self.on_replication(now, r, out),
+                    _ => {}
+                },
+                Message::PartitionReply(PartitionReply { from, body }) => {
+                    if let Ok(reply) = body.decode::<engine::Reply>() {
+                        self.on_purged(now, from, reply, out)
+                    }
                 }
                 _ => {}
             },

@@ -4,15 +4,18 @@
 
 use super::engine;
 use super::messages::{Reply, Request};
-use super::node::{runtime_config, OracleMachine, OracleReply, OracleRequest, Replication, GC_INTERVAL, PROMOTE_AFTER};
+use super::node::{
+    runtime_config, OracleMachine, OracleReply, OracleRequest, OracleWire, Replication, GC_INTERVAL, ORACLE,
+    ORACLE_STANDBY, PROMOTE_AFTER,
+};
 use super::{OracleError, RowId};
 use crate::machine::{Effects, Input, Machine};
-use crate::message::{Addr, EngineReply, EngineRequest, Envelope, Message, PartitionReply};
+use crate::message::{Addr, Envelope, Message, PartitionReply, Payload};
 use litmus_core::{ClientId, PartitionId, Time, Timestamp};
 use std::collections::VecDeque;
 
 const CLIENT: Addr = Addr::Client(ClientId(7));
-const ADDRS: [Addr; 2] = [Addr::Oracle, Addr::OracleStandby];
+const ADDRS: [Addr; 2] = [ORACLE, ORACLE_STANDBY];
 
 /// A `Gc` as sent: `(sender, purge, crashed)`.
 type Gc = (Addr, Vec<Timestamp>, Vec<(Timestamp, Timestamp)>);
@@ -63,12 +66,14 @@ impl Pair {
         for env in out.send {
             match env.to {
                 Addr::Client(_) => {
-                    let Message::OracleReply(r) = env.msg else { panic!("a client gets oracle replies") };
+                    let Some(OracleWire::Reply(r)) = OracleWire::peek(&env.msg).cloned() else {
+                        panic!("a client gets oracle replies")
+                    };
                     self.replies.push((env.from, r));
                 }
                 Addr::Partition(_) => {
                     let Message::PartitionRequest(r) = env.msg else { panic!("partitions get requests") };
-                    let EngineRequest::Omid(engine::Request::Gc { purge, crashed, .. }) = r.body else {
+                    let Ok(engine::Request::Gc { purge, crashed, .. }) = r.body.decode::<engine::Request>() else {
                         panic!("the oracle sends partitions Gc only")
                     };
                     self.gc_from.push(env.from);
@@ -83,7 +88,7 @@ impl Pair {
     fn deliver(&mut self) {
         while let Some(env) = self.net.pop_front() {
             let i = ADDRS.iter().position(|a| *a == env.to).expect("an oracle replica");
-            let between = matches!(env.msg, Message::OracleReplication(_));
+            let between = matches!(OracleWire::peek(&env.msg), Some(OracleWire::Replication(_)));
             if self.up[i] && (self.linked || !between) {
                 self.step(i, Input::Message(env));
             }
@@ -111,7 +116,7 @@ impl Pair {
     /// Sends a request to replica `i` and delivers what follows (no time passes).
     fn send(&mut self, i: usize, body: Request) -> u64 {
         self.next_tag += 1;
-        let msg = Message::OracleRequest(OracleRequest { tag: self.next_tag, body });
+        let msg = OracleWire::Request(OracleRequest { tag: self.next_tag, body }).into_message();
         if self.up[i] {
             self.step(i, Input::Message(Envelope { from: CLIENT, to: ADDRS[i], msg }));
         }
@@ -181,8 +186,8 @@ fn an_acknowledgement_of_an_earlier_message_releases_no_later_decision() {
     let lsn = p.replicas[0].oracle().lsn();
     let b = p.send_without_delivery(0, Request::Begin);
     let stale = Replication::Ack { epoch: 0, seq: 1, applied: lsn };
-    let msg = Message::OracleReplication(stale);
-    p.step(0, Input::Message(Envelope { from: Addr::OracleStandby, to: Addr::Oracle, msg }));
+    let msg = OracleWire::Replication(stale).into_message();
+    p.step(0, Input::Message(Envelope { from: ORACLE_STANDBY, to: ORACLE, msg }));
     assert!(p.answer(b).is_none(), "released only by an ack of a message sent after the request");
     p.deliver();
     assert!(matches!(p.answer(b), Some(Reply::Began { .. })));
@@ -191,7 +196,7 @@ fn an_acknowledgement_of_an_earlier_message_releases_no_later_decision() {
 impl Pair {
     fn send_without_delivery(&mut self, i: usize, body: Request) -> u64 {
         self.next_tag += 1;
-        let msg = Message::OracleRequest(OracleRequest { tag: self.next_tag, body });
+        let msg = OracleWire::Request(OracleRequest { tag: self.next_tag, body }).into_message();
         self.step(i, Input::Message(Envelope { from: CLIENT, to: ADDRS[i], msg }));
         self.next_tag
     }
@@ -228,7 +233,7 @@ fn a_partitioned_old_primary_is_fenced_and_rejoins_as_the_standby() {
     let (s, c) = p.commit_one(1, 2).expect("the new primary serves alone");
     p.gc_from.clear();
     p.run(GC_INTERVAL.as_millis() as u64 + 20);
-    assert!(!p.gc_from.is_empty() && p.gc_from.iter().all(|a| *a == Addr::OracleStandby), "GC from the serving one");
+    assert!(!p.gc_from.is_empty() && p.gc_from.iter().all(|a| *a == ORACLE_STANDBY), "GC from the serving one");
     assert!(p.answer(b).is_none(), "the old primary never answered without an ack");
     // Heal: the old primary hears epoch 1, stops, and takes the state transfer.
     p.linked = true;
@@ -307,7 +312,7 @@ fn a_restarted_primary_resyncs_its_standby_by_state_transfer() {
 impl Pair {
     /// Partition `part` reports to replica `i` that it purged what was asked.
     fn purged(&mut self, i: usize, part: u32, start_ts: Vec<Timestamp>, crashed: Vec<(Timestamp, Timestamp)>) {
-        let body = EngineReply::Omid(engine::Reply::Purged { start_ts, crashed });
+        let body = Payload::new(engine::Reply::Purged { start_ts, crashed });
         let msg = Message::PartitionReply(PartitionReply { from: PartitionId(part), body });
         self.step(i, Input::Message(Envelope { from: Addr::Partition(PartitionId(part)), to: ADDRS[i], msg }));
         self.deliver();
@@ -340,7 +345,7 @@ fn session_aborts_and_purges_reach_the_standby_and_only_the_serving_replica_coll
     assert!(p.replicas[1].oracle().aborted().any(|t| t == start_ts), "the abort was shipped");
     // GC (from the primary) asks the partitions to purge it.
     let (from, purge, _) = p.next_gc();
-    assert_eq!(from, Addr::Oracle);
+    assert_eq!(from, ORACLE);
     assert!(purge.contains(&start_ts), "GC names the aborted transaction: {purge:?}");
     // Reports to the standby count for nothing.
     p.purged(1, 0, vec![start_ts], Vec::new());
@@ -363,7 +368,7 @@ fn session_aborts_and_purges_reach_the_standby_and_only_the_serving_replica_coll
     let ranges: Vec<_> = p.replicas[1].oracle().crash_ranges().iter().map(|r| (r.after, r.upto)).collect();
     assert!(ranges.iter().any(|&(after, upto)| after < in_flight && in_flight <= upto), "{ranges:?}");
     let (from, _, crashed) = p.next_gc();
-    assert_eq!(from, Addr::OracleStandby, "GC from the serving replica");
+    assert_eq!(from, ORACLE_STANDBY, "GC from the serving replica");
     assert_eq!(crashed, ranges);
     p.purged(1, 0, Vec::new(), crashed.clone());
     p.purged(1, 1, Vec::new(), crashed);

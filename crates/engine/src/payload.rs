@@ -1,0 +1,173 @@
+//! Engine-owned message payloads, opaque to the roles and runtimes.
+//!
+//! An engine's requests, replies and role traffic are its own typed enums. The generic layers
+//! carry them as a [`Payload`] without knowing the type:
+//!
+//! * **In process** (embedded runtime, simulator) a payload holds the typed value behind an
+//!   `Arc`: sending costs no encoding, and the receiving engine gets its value back with
+//!   [`Payload::decode`] (a downcast; a clone only if the payload was duplicated).
+//! * **On the wire** (TCP) a payload serializes as the postcard bytes of its value and arrives
+//!   as bytes; [`Payload::decode`] then decodes them. Bytes that are not a valid value of the
+//!   expected type are a typed [`InvalidInput::Malformed`] error, never a panic.
+//!
+//! Equality compares the encoded bytes (used by tests), and `Debug` shows the typed value.
+
+use litmus_core::{Error, InvalidInput};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+/// A value an engine can put in a [`Payload`]: any serializable, debuggable, thread-safe type.
+pub trait PayloadData: Any + Send + Sync + fmt::Debug {
+    fn encode(&self) -> Vec<u8>;
+    fn as_any(&self) -> &dyn Any;
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+}
+
+impl<T: Serialize + Any + Send + Sync + fmt::Debug> PayloadData for T {
+    fn encode(&self) -> Vec<u8> {
+        postcard::to_stdvec(self).expect("engine payloads serialize")
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+}
+
+#[derive(Clone)]
+enum Repr {
+    Typed(Arc<dyn PayloadData>),
+    Wire(Arc<[u8]>),
+}
+
+/// An engine's message body. See the module doc.
+#[derive(Clone)]
+pub struct Payload(Repr);
+
+impl Payload {
+    pub fn new<T: PayloadData>(value: T) -> Payload {
+        Payload(Repr::Typed(Arc::new(value)))
+    }
+
+    /// The payload as its engine's type. A payload of another type (a stray message from a
+    /// misconfigured peer) or malformed bytes from the wire is an `InvalidInput::Malformed`.
+    pub fn decode<T: DeserializeOwned + Clone + Any + Send + Sync>(self) -> Result<T, Error> {
+        match self.0 {
+            Repr::Typed(value) => match value.into_any().downcast::<T>() {
+                Ok(value) => Ok(Arc::try_unwrap(value).unwrap_or_else(|shared| (*shared).clone())),
+                Err(_) => Err(malformed(std::any::type_name::<T>(), "a payload of another type")),
+            },
+            Repr::Wire(bytes) => postcard::from_bytes(&bytes)
+                .map_err(|e| malformed(std::any::type_name::<T>(), &format!("{} bytes: {e}", bytes.len()))),
+        }
+    }
+
+    /// A look at the typed value without taking it, when the payload is typed and of type `T`
+    /// (for tests and simulator filters; a payload from the wire returns `None`).
+    pub fn peek<T: Any>(&self) -> Option<&T> {
+        match &self.0 {
+            Repr::Typed(value) => value.as_any().downcast_ref::<T>(),
+            Repr::Wire(_) => None,
+        }
+    }
+
+    /// The encoded bytes (what goes on the wire).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        match &self.0 {
+            Repr::Typed(value) => value.encode(),
+            Repr::Wire(bytes) => bytes.to_vec(),
+        }
+    }
+}
+
+fn malformed(expected: &str, what: &str) -> Error {
+    InvalidInput::MalformedFrame(format!("engine payload: expected {expected}, got {what}")).into()
+}
+
+impl fmt::Debug for Payload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Repr::Typed(value) => value.fmt(f),
+            Repr::Wire(bytes) => write!(f, "Payload({} bytes)", bytes.len()),
+        }
+    }
+}
+
+impl PartialEq for Payload {
+    fn eq(&self, other: &Payload) -> bool {
+        self.to_bytes() == other.to_bytes()
+    }
+}
+
+impl Serialize for Payload {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            Repr::Typed(value) => s.serialize_bytes(&value.encode()),
+            Repr::Wire(bytes) => s.serialize_bytes(bytes),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Payload {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Payload, D::Error> {
+        struct Bytes;
+        impl<'de> serde::de::Visitor<'de> for Bytes {
+            type Value = Payload;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("engine payload bytes")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Payload, E> {
+                Ok(Payload(Repr::Wire(v.into())))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Payload, A::Error> {
+                let mut v = Vec::new();
+                while let Some(b) = seq.next_element::<u8>()? {
+                    v.push(b);
+                }
+                Ok(Payload(Repr::Wire(v.into())))
+            }
+        }
+        d.deserialize_bytes(Bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    enum Ping {
+        Ping(u64),
+        Pong { n: u64, text: String },
+    }
+
+    #[test]
+    fn typed_payload_round_trips_without_encoding() {
+        let p = Payload::new(Ping::Pong { n: 7, text: "x".into() });
+        assert_eq!(p.peek::<Ping>(), Some(&Ping::Pong { n: 7, text: "x".into() }));
+        let dup = p.clone();
+        assert_eq!(p.decode::<Ping>().unwrap(), Ping::Pong { n: 7, text: "x".into() });
+        assert_eq!(dup.decode::<Ping>().unwrap(), Ping::Pong { n: 7, text: "x".into() });
+    }
+
+    #[test]
+    fn wire_payload_decodes_to_the_same_value() {
+        let p = Payload::new(Ping::Ping(42));
+        let bytes = postcard::to_stdvec(&p).unwrap();
+        let back: Payload = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(back, p);
+        assert!(back.peek::<Ping>().is_none());
+        assert_eq!(back.decode::<Ping>().unwrap(), Ping::Ping(42));
+    }
+
+    #[test]
+    fn wrong_type_or_garbage_is_a_typed_error() {
+        assert!(matches!(Payload::new(Ping::Ping(1)).decode::<String>(), Err(Error::Invalid(_))));
+        let garbage: Payload = postcard::from_bytes(&postcard::to_stdvec(&vec![0xffu8; 3]).unwrap()).unwrap();
+        assert!(matches!(garbage.decode::<Ping>(), Err(Error::Invalid(InvalidInput::MalformedFrame(_)))));
+    }
+}
