@@ -67,6 +67,10 @@ pub struct SimArgs {
     /// Print nothing but failures and the summary.
     #[arg(long)]
     quiet: bool,
+    /// Print the message-level trace of each seed: every message delivered or dropped, every
+    /// crash, restart, partition and heal, stamped with virtual time.
+    #[arg(long)]
+    trace: bool,
 }
 
 /// `--step-cost-us` under `ycsb-t`.
@@ -109,6 +113,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         cfg.faults.crash = args.crash.unwrap_or(cfg.faults.crash);
         cfg.faults.partition = args.partition.unwrap_or(cfg.faults.partition);
         cfg.clients = args.clients;
+        cfg.trace = args.trace;
         cfg.duration = Duration::from_millis(args.duration_ms);
         cfg.step_cost = Duration::from_micros(args.step_cost_us.unwrap_or(if ycsbt { YCSBT_STEP_COST_US } else { 0 }));
         if ycsbt {
@@ -144,7 +149,14 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
                     chains.steps_acked, chains.checks, chains.tags_checked, chains.final_tags
                 )
             }),
-            _ => sim.run(&mut bank).map(|r| format!("{r} | totals checked {}", bank.totals_checked)),
+            _ => sim.run(&mut bank).map(|r| {
+                format!(
+                    "{r} | bank: accounts {} | totals compared {} (each: row count, sum, no negative balance) | final total {}",
+                    bank.accounts,
+                    bank.totals_checked,
+                    if bank.final_checked { "compared" } else { "NOT compared" }
+                )
+            }),
         };
         failures += report(seed, nodes, outcome, args.quiet);
     }
@@ -182,7 +194,7 @@ fn replay_flags() -> String {
             Some((f, v)) => (f.to_string(), Some(v.to_string())),
             None => (a.clone(), None),
         };
-        let takes_value = !matches!(flag.as_str(), "--faults" | "--quiet");
+        let takes_value = !matches!(flag.as_str(), "--faults" | "--quiet" | "--trace");
         let value = if takes_value && inline_value.is_none() { args.next() } else { inline_value };
         if matches!(flag.as_str(), "--seed" | "--seeds" | "--quiet") {
             continue;

@@ -211,9 +211,7 @@ fn conformance_lost_update_per_guarantee() {
         c.settle();
         let mut committed = 0;
         for (client, txn, w) in [(1, t1, w1), (2, t2, w2)] {
-            if answer(&mut c, engine, w).is_ok()
-                && run(&mut c, engine, client, RequestBody::Commit { txn }).is_ok()
-            {
+            if answer(&mut c, engine, w).is_ok() && run(&mut c, engine, client, RequestBody::Commit { txn }).is_ok() {
                 committed += 1;
             }
         }
@@ -235,8 +233,7 @@ fn conformance_write_skew_per_guarantee() {
         let (t1, t2) = (begin(&mut c, 1), begin(&mut c, 2));
         for (client, txn) in [(1, t1), (2, t2)] {
             for id in 0..2 {
-                balance_of(run(&mut c, engine, client, RequestBody::Op { txn, op: read(id) }))
-                    .unwrap();
+                balance_of(run(&mut c, engine, client, RequestBody::Op { txn, op: read(id) })).unwrap();
             }
         }
         let a = submit(&mut c, 1, RequestBody::Op { txn: t1, op: write(0, -INITIAL + 1) });
@@ -244,9 +241,7 @@ fn conformance_write_skew_per_guarantee() {
         c.settle();
         let mut committed = 0;
         for (client, txn, w) in [(1, t1, a), (2, t2, b)] {
-            if answer(&mut c, engine, w).is_ok()
-                && run(&mut c, engine, client, RequestBody::Commit { txn }).is_ok()
-            {
+            if answer(&mut c, engine, w).is_ok() && run(&mut c, engine, client, RequestBody::Commit { txn }).is_ok() {
                 committed += 1;
             }
         }

@@ -129,6 +129,9 @@ pub struct SimConfig {
     pub step_cost: Duration,
     /// See the module doc, "Liveness".
     pub liveness_bound: Duration,
+    /// Print every delivered and dropped message and every fault to stdout (`litmus sim
+    /// --trace`): the message-level trace of a seed, for replaying a failure by eye.
+    pub trace: bool,
 }
 
 impl SimConfig {
@@ -144,6 +147,7 @@ impl SimConfig {
             request_timeout: Duration::from_millis(500),
             step_cost: Duration::ZERO,
             liveness_bound: LIVENESS_BOUND,
+            trace: false,
         }
     }
 
@@ -580,10 +584,14 @@ impl Simulator {
             Event::Restart(node) => {
                 let n = &self.nodes[node.0 as usize];
                 if !n.up && self.now >= n.down_until {
+                    self.trace_line(|| format!("RESTART node {}", node.0));
                     self.start_node(node)?;
                 }
             }
-            Event::Heal => self.blocked.clear(),
+            Event::Heal => {
+                self.trace_line(|| "HEAL network".to_string());
+                self.blocked.clear()
+            }
             Event::FaultCheck => {
                 if self.faults_on {
                     self.inject_faults();
@@ -620,8 +628,21 @@ impl Simulator {
                 }
             }
             self.report.partitions += 1;
+            self.trace_line(|| {
+                format!(
+                    "PARTITION nodes {{{}}} | the rest",
+                    (0..n).filter(|a| (mask >> a) & 1 == 1).map(|a| a.to_string()).collect::<Vec<_>>().join(",")
+                )
+            });
             let d = outage(&mut self.rng);
             self.schedule(d, Event::Heal);
+        }
+    }
+
+    /// One line of the `--trace` output, stamped with virtual time.
+    fn trace_line(&self, line: impl FnOnce() -> String) {
+        if self.cfg.trace {
+            println!("{:>12.3} ms  {}", self.now.0 as f64 / 1e6, line());
         }
     }
 
@@ -630,6 +651,8 @@ impl Simulator {
         if !n.up {
             return;
         }
+        self.trace_line(|| format!("CRASH node {}", node.0));
+        let n = &mut self.nodes[node.0 as usize];
         n.up = false;
         n.incarnation += 1;
         n.machines.clear();
@@ -743,10 +766,12 @@ impl Simulator {
         if let (Host::Node(a), Host::Node(b)) = (t.host_of(env.from), t.host_of(env.to)) {
             if self.blocked.contains(&(a, b)) {
                 self.report.dropped += 1;
+                self.trace_line(|| format!("drop {} -> {} (partitioned): {}", env.from, env.to, brief(&env.msg)));
                 return Ok(());
             }
         }
         self.report.delivered += 1;
+        self.trace_line(|| format!("{} -> {}: {}", env.from, env.to, brief(&env.msg)));
         let bytes = postcard::to_stdvec(&env).expect("envelopes serialize");
         let mut h = self.report.trace_hash ^ self.now.0;
         for b in bytes {
@@ -837,3 +862,17 @@ impl SimDriver for NoDriver {
         Ok(())
     }
 }
+
+/// A message for the trace: its `Debug` form, cut to [`TRACE_MESSAGE_CHARS_MAX`] characters.
+fn brief(msg: &litmus_engine::Message) -> String {
+    let mut s = format!("{msg:?}");
+    if s.len() > TRACE_MESSAGE_CHARS_MAX {
+        let cut = (0..=TRACE_MESSAGE_CHARS_MAX).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+/// Longest message text one trace line prints.
+pub const TRACE_MESSAGE_CHARS_MAX: usize = 240;
