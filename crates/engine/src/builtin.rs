@@ -59,6 +59,7 @@ pub fn registry() -> Registry {
 ///   (serializable: a range read over all accounts), with the number of accounts it saw and
 ///   the smallest balance (`NULL` if none): `[total, accounts, min]`.
 pub mod bank {
+    use crate::fragment::OneRoundClass;
     use crate::procedure::{Ctx, ProcOptions, Registry};
     use litmus_core::{Catalog, Column, ColumnType, Error, Formula, Partitioning, TableSchema, Value};
 
@@ -108,6 +109,10 @@ pub mod bank {
         Ok(vec![])
     }
 
+    fn params_1r() -> Vec<ColumnType> {
+        vec![ColumnType::Int, ColumnType::Int, ColumnType::Int]
+    }
+
     pub fn registry() -> Registry {
         let mut r = Registry::new();
         let params = vec![ColumnType::Int, ColumnType::Int, ColumnType::Int];
@@ -118,6 +123,48 @@ pub mod bank {
             let balances: Vec<i64> = rows.iter().map(|r| r[1].as_int().unwrap_or(0)).collect();
             let min = balances.iter().copied().min().map_or(Value::Null, Value::Int);
             Ok(vec![Value::Int(balances.iter().sum()), Value::Int(rows.len() as i64), min])
+        });
+        // The same transfer as one round (see `crate::fragment`): a debit fragment at the
+        // sender's partition that votes abort on insufficient funds, and a credit fragment at the
+        // receiver's. Engines that take one-round transactions run the fragments at the
+        // partitions; the others run them op by op as one transaction.
+        r.register_fragment(
+            "bank_debit",
+            vec![ColumnType::Int, ColumnType::Int],
+            |ctx: Ctx, args: Vec<Value>| async move {
+                let bal = ctx.read(ACCOUNTS, &args[..1]).await?.map_or(0, |r| r[1].as_int().unwrap_or(0));
+                let amt = args[1].as_int().unwrap_or(0);
+                if bal < amt {
+                    return Err(ctx.abort("insufficient funds"));
+                }
+                ctx.update(ACCOUNTS, &args[..1], &[("bal", Formula::Add(Value::Int(-amt)))]).await?;
+                Ok(vec![])
+            },
+        );
+        r.register_fragment(
+            "bank_credit",
+            vec![ColumnType::Int, ColumnType::Int],
+            |ctx: Ctx, args: Vec<Value>| async move {
+                ctx.update(ACCOUNTS, &args[..1], &[("bal", Formula::Add(args[1].clone()))]).await?;
+                Ok(vec![])
+            },
+        );
+        r.register_one_round("bank_transfer_1r", params_1r(), OneRoundClass::Coordinated, |args: &[Value]| {
+            use crate::fragment::FragmentCall;
+            Ok(vec![
+                FragmentCall::new(
+                    "bank_debit",
+                    ACCOUNTS,
+                    vec![args[0].clone()],
+                    vec![args[0].clone(), args[2].clone()],
+                ),
+                FragmentCall::new(
+                    "bank_credit",
+                    ACCOUNTS,
+                    vec![args[1].clone()],
+                    vec![args[1].clone(), args[2].clone()],
+                ),
+            ])
         });
         // An insert, not a write: a late duplicate of an open whose answer was lost must not
         // reset a balance that transfers have since changed.

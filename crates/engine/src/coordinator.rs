@@ -69,8 +69,13 @@ pub struct CoordinatorConfig {
 }
 
 enum Source {
-    Procedure { fut: ProcFuture, ctx: Ctx },
+    Procedure {
+        fut: ProcFuture,
+        ctx: Ctx,
+    },
     Interactive,
+    /// A one-round transaction the engine took whole ([`crate::fragment`]).
+    OneRound,
 }
 
 #[derive(Debug)]
@@ -226,7 +231,20 @@ impl Coordinator {
                     procedure: Some((procedure, args.clone())),
                     first_attempt: now.earlier_by(retrying_for.min(RETRY_PRIORITY_CREDIT_MAX)),
                 };
-                let fut = proc.start(ctx.clone(), args);
+                if self.cfg.engine.capabilities().one_round {
+                    match self.cfg.registry.plan(&proc, &args, &self.cfg.catalog, self.cfg.partitions) {
+                        Err(e) => return self.respond(out, from, id, Err(e)),
+                        Ok(Some(plan)) => {
+                            let txn = self.new_txn(now, from, Some(id), Source::OneRound, opts, out);
+                            return self.with_engine(now, out, |e, ctx| e.one_round(txn, plan, ctx));
+                        }
+                        Ok(None) => {}
+                    }
+                }
+                let fut = match self.cfg.registry.start(&proc, ctx.clone(), args) {
+                    Ok(fut) => fut,
+                    Err(e) => return self.respond(out, from, id, Err(e)),
+                };
                 let txn = self.new_txn(now, from, Some(id), Source::Procedure { fut, ctx }, opts, out);
                 self.drive(now, txn, out);
             }
@@ -375,6 +393,13 @@ impl Coordinator {
                     Event::EarlyCommit { txn } => self.on_early_commit(txn, out),
                     Event::Rerun { txn } => self.rerun(now, txn, out),
                     Event::TxnDone { txn, result } => self.on_txn_done(txn, result, out),
+                    Event::OneRoundDone { txn, result } => {
+                        if let Some(t) = self.txns.remove(&txn) {
+                            if let Some(request) = t.request {
+                                self.respond(out, t.client, request, result.map(ResponseBody::Returned));
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -403,6 +428,8 @@ impl Coordinator {
         t.last_active = now;
         let client = t.client;
         match &t.source {
+            // A one-round transaction issues no operations through the coordinator.
+            Source::OneRound => {}
             Source::Procedure { ctx, .. } => {
                 ctx.io().complete(id.op, result);
                 self.drive(now, id.txn, out);
@@ -439,7 +466,10 @@ impl Coordinator {
             panic!("{txn}: procedure {name} to roll forward is not registered");
         };
         let ctx = Ctx::new();
-        let fut = proc.start(ctx.clone(), args);
+        let fut = match self.cfg.registry.start(proc, ctx.clone(), args) {
+            Ok(fut) => fut,
+            Err(e) => panic!("{txn}: procedure {name} to roll forward cannot start: {e}"),
+        };
         t.source = Source::Procedure { fut, ctx };
         t.ops.clear();
         t.finishing = None;
@@ -460,7 +490,7 @@ impl Coordinator {
         let outcome = t.finishing.expect("TxnDone for a transaction that was not finishing");
         let response = match (outcome, result) {
             (Outcome::Commit(values), Ok(())) => match t.source {
-                Source::Procedure { .. } => Ok(ResponseBody::Returned(values)),
+                Source::Procedure { .. } | Source::OneRound => Ok(ResponseBody::Returned(values)),
                 Source::Interactive => Ok(ResponseBody::Committed),
             },
             (Outcome::Commit(_), Err(e)) => Err(e),

@@ -61,6 +61,9 @@ pub enum Event {
     Rerun { txn: TxnId },
     /// A commit (or abort) finished: `Ok` means committed (for an abort request: rolled back).
     TxnDone { txn: TxnId, result: Result<(), Error> },
+    /// A one-round transaction ([`CoordinatorEngine::one_round`]) ended: committed with the
+    /// fragments' values in plan order, or aborted with this error (nothing applied).
+    OneRoundDone { txn: TxnId, result: Result<Vec<Value>, Error> },
 }
 
 /// What a coordinator engine may touch while handling one input.
@@ -98,6 +101,9 @@ impl CoordCtx<'_> {
     pub fn txn_done(&mut self, txn: TxnId, result: Result<(), Error>) {
         self.events.push(Event::TxnDone { txn, result });
     }
+    pub fn one_round_done(&mut self, txn: TxnId, result: Result<Vec<Value>, Error>) {
+        self.events.push(Event::OneRoundDone { txn, result });
+    }
     pub fn control_done(&mut self, txn: TxnId, op: u32, result: Result<(), Error>) {
         self.events.push(Event::ControlDone { txn, op, result });
     }
@@ -128,6 +134,12 @@ pub trait CoordinatorEngine: Send {
     fn take_reruns(&mut self) -> Vec<(TxnId, String, Vec<Value>)> {
         Vec::new()
     }
+    /// A one-round transaction, taken whole (only called when the engine declares
+    /// [`Capabilities::one_round`]): fragments, operations and commit travel together; the
+    /// engine answers [`Event::OneRoundDone`]. `begin` was called first.
+    fn one_round(&mut self, txn: TxnId, _plan: crate::fragment::OneRoundPlan, ctx: &mut CoordCtx) {
+        ctx.one_round_done(txn, Err(Error::Internal("this engine does not take one-round transactions".into())));
+    }
     fn commit(&mut self, txn: TxnId, ctx: &mut CoordCtx);
     fn abort(&mut self, txn: TxnId, ctx: &mut CoordCtx);
     fn on_reply(&mut self, from: PartitionId, reply: Payload, ctx: &mut CoordCtx);
@@ -145,6 +157,10 @@ pub struct PartCtx<'a> {
     pub me: PartitionId,
     pub rng: &'a mut ChaCha8Rng,
     pub catalog: &'a Catalog,
+    /// The procedures and fragments (engines that run one-round fragments look them up here).
+    pub registry: &'a crate::procedure::Registry,
+    /// Partitions in the cluster (to route a fragment's operations).
+    pub partitions: u32,
     pub store: &'a mut MvccStore,
     pub(crate) out: &'a mut Effects,
 }
@@ -200,6 +216,9 @@ pub struct Capabilities {
     pub guarantee: Guarantee,
     /// Runs BASE procedures as BASE transactions (Salt); otherwise as single transactions.
     pub base_transactions: bool,
+    /// Takes one-round transactions whole ([`CoordinatorEngine::one_round`]); otherwise the
+    /// coordinator runs their fragments op by op (see [`crate::fragment`]).
+    pub one_round: bool,
 }
 
 /// An engine: its two halves, any roles it adds to the cluster, and what it guarantees.

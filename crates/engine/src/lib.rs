@@ -18,6 +18,7 @@ pub mod client;
 pub mod coordinator;
 pub mod engine;
 pub mod engines;
+pub mod fragment;
 pub mod machine;
 pub mod message;
 pub mod op;

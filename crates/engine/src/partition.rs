@@ -14,6 +14,7 @@
 use crate::engine::{EngineKind, PartCtx, PartitionEngine};
 use crate::machine::{Effects, Input, Machine};
 use crate::message::{Addr, Message};
+use crate::procedure::Registry;
 use litmus_core::{Catalog, Error, PartitionId, Time};
 use litmus_storage::mvcc::MvccStore;
 use rand::SeedableRng;
@@ -24,6 +25,8 @@ use std::sync::Arc;
 pub struct Partition {
     id: PartitionId,
     catalog: Arc<Catalog>,
+    registry: Arc<Registry>,
+    partitions: u32,
     store: MvccStore,
     engine: Box<dyn PartitionEngine>,
     rng: ChaCha8Rng,
@@ -40,10 +43,21 @@ impl Partition {
         Partition {
             id,
             catalog,
+            registry: Arc::new(Registry::new()),
+            partitions: id.0 + 1,
             store: MvccStore::new(),
             engine: engine.partition(),
             rng: ChaCha8Rng::seed_from_u64(seed ^ (0x5041_5254 << 32) ^ id.0 as u64),
         }
+    }
+
+    /// The cluster this partition belongs to: its procedures and fragments, and how many
+    /// partitions there are (engines that run one-round fragments at the partition need both).
+    pub fn in_cluster(mut self, registry: Arc<Registry>, partitions: u32) -> Self {
+        assert!(self.id.0 < partitions, "{} outside a cluster of {partitions} partitions", self.id);
+        self.registry = registry;
+        self.partitions = partitions;
+        self
     }
 
     pub fn id(&self) -> PartitionId {
@@ -75,8 +89,16 @@ impl Machine for Partition {
     }
 
     fn step(&mut self, now: Time, input: Input, out: &mut Effects) {
-        let mut ctx =
-            PartCtx { now, me: self.id, rng: &mut self.rng, catalog: &self.catalog, store: &mut self.store, out };
+        let mut ctx = PartCtx {
+            now,
+            me: self.id,
+            rng: &mut self.rng,
+            catalog: &self.catalog,
+            registry: &self.registry,
+            partitions: self.partitions,
+            store: &mut self.store,
+            out,
+        };
         match input {
             Input::Tick => self.engine.on_tick(&mut ctx),
             // A partition receives nothing but requests; anything else is a stray message and

@@ -21,6 +21,7 @@
 //! with the same arguments against the same reads issues the same operations (what Salt's
 //! roll-forward and Granola's replicas rely on).
 
+use crate::fragment::{FragmentCall, OneRoundClass, OneRoundPlan};
 use crate::op::{Op, OpResult};
 use litmus_core::{limits, ColumnType, Error, Formula, InvalidInput, Isolation, Row, Value};
 use std::collections::BTreeMap;
@@ -32,6 +33,15 @@ use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 pub type ProcResult = Result<Vec<Value>, Error>;
 pub type ProcFuture = Pin<Box<dyn Future<Output = ProcResult> + Send>>;
 type ProcFn = dyn Fn(Ctx, Vec<Value>) -> ProcFuture + Send + Sync;
+type PlanFn = dyn Fn(&[Value]) -> Result<Vec<FragmentCall>, Error> + Send + Sync;
+
+/// A one-round procedure's declaration (see [`crate::fragment`]): its class and its plan, a
+/// pure function from the call's arguments to fragment calls.
+#[derive(Clone)]
+pub struct OneRound {
+    pub class: OneRoundClass,
+    plan: Arc<PlanFn>,
+}
 
 /// How a procedure runs, declared at registration (engine-specific structure is declared, not
 /// re-coded: the same body runs under every engine).
@@ -60,6 +70,8 @@ pub struct Procedure {
     pub params: Vec<ColumnType>,
     pub options: ProcOptions,
     body: Arc<ProcFn>,
+    /// Set for one-round procedures: the body is then the adapter ([`Registry::start`]).
+    pub one_round: Option<OneRound>,
 }
 
 impl std::fmt::Debug for Procedure {
@@ -101,6 +113,8 @@ impl Procedure {
 #[derive(Clone, Default, Debug)]
 pub struct Registry {
     procs: BTreeMap<String, Procedure>,
+    /// Fragments of one-round procedures, by name (bodies confined to one partition).
+    fragments: BTreeMap<String, Procedure>,
 }
 
 impl Registry {
@@ -124,9 +138,92 @@ impl Registry {
         Fut: Future<Output = ProcResult> + Send + 'static,
     {
         let body: Arc<ProcFn> = Arc::new(move |ctx, args| Box::pin(body(ctx, args)));
-        let proc = Procedure { name: name.to_string(), params, options, body };
+        let proc = Procedure { name: name.to_string(), params, options, body, one_round: None };
         let prev = self.procs.insert(name.to_string(), proc);
         assert!(prev.is_none(), "procedure {name} registered twice");
+    }
+
+    /// Registers a fragment: a body that runs against one partition's rows (see
+    /// [`crate::fragment`]). One-round procedures name it in their plans.
+    pub fn register_fragment<F, Fut>(&mut self, name: &str, params: Vec<ColumnType>, body: F)
+    where
+        F: Fn(Ctx, Vec<Value>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ProcResult> + Send + 'static,
+    {
+        let body: Arc<ProcFn> = Arc::new(move |ctx, args| Box::pin(body(ctx, args)));
+        let frag = Procedure { name: name.to_string(), params, options: ProcOptions::default(), body, one_round: None };
+        let prev = self.fragments.insert(name.to_string(), frag);
+        assert!(prev.is_none(), "fragment {name} registered twice");
+    }
+
+    /// Registers a one-round procedure: `plan` maps the call's arguments to fragment calls
+    /// (registered with [`Registry::register_fragment`]); its result is the fragments' values
+    /// concatenated in plan order.
+    pub fn register_one_round<P>(&mut self, name: &str, params: Vec<ColumnType>, class: OneRoundClass, plan: P)
+    where
+        P: Fn(&[Value]) -> Result<Vec<FragmentCall>, Error> + Send + Sync + 'static,
+    {
+        let unused: Arc<ProcFn> = Arc::new(|_, _| Box::pin(async { Err(Error::Internal("one-round body".into())) }));
+        let one_round = Some(OneRound { class, plan: Arc::new(plan) });
+        let proc =
+            Procedure { name: name.to_string(), params, options: ProcOptions::default(), body: unused, one_round };
+        let prev = self.procs.insert(name.to_string(), proc);
+        assert!(prev.is_none(), "procedure {name} registered twice");
+    }
+
+    pub fn fragment(&self, name: &str) -> Result<&Procedure, InvalidInput> {
+        self.fragments.get(name).ok_or_else(|| InvalidInput::UnknownProcedure(format!("fragment {name}")))
+    }
+
+    /// The plan of a one-round procedure's call: its fragments, checked (names, argument types)
+    /// and routed to their partitions. `None` for an ordinary procedure.
+    pub fn plan(
+        &self,
+        proc: &Procedure,
+        args: &[Value],
+        catalog: &litmus_core::Catalog,
+        partitions: u32,
+    ) -> Result<Option<OneRoundPlan>, Error> {
+        let Some(one_round) = &proc.one_round else { return Ok(None) };
+        let calls = (one_round.plan)(args)?;
+        if calls.is_empty() {
+            return Err(InvalidInput::Config(format!("{} planned no fragment", proc.name)).into());
+        }
+        let mut fragments = Vec::with_capacity(calls.len());
+        for call in calls {
+            self.fragment(&call.fragment)?.check_args(&call.args)?;
+            fragments.push((call.partition(catalog, partitions)?, call));
+        }
+        let plan = OneRoundPlan { class: one_round.class, fragments };
+        if one_round.class == OneRoundClass::Single && plan.participants().len() != 1 {
+            return Err(
+                InvalidInput::Config(format!("single-partition {} planned several partitions", proc.name)).into()
+            );
+        }
+        Ok(Some(plan))
+    }
+
+    /// Starts `proc` for an engine that runs procedures op by op. A one-round procedure runs
+    /// through the adapter: its fragments in plan order, as one transaction.
+    pub fn start(&self, proc: &Procedure, ctx: Ctx, args: Vec<Value>) -> Result<ProcFuture, Error> {
+        if proc.one_round.is_none() {
+            return Ok(proc.start(ctx, args));
+        }
+        // Routing is irrelevant op by op: plan against one partition.
+        let calls = (proc.one_round.as_ref().expect("checked").plan)(&args)?;
+        let mut bodies = Vec::with_capacity(calls.len());
+        for call in calls {
+            let frag = self.fragment(&call.fragment)?;
+            frag.check_args(&call.args)?;
+            bodies.push((frag.clone(), call.args));
+        }
+        Ok(Box::pin(async move {
+            let mut values = Vec::new();
+            for (frag, args) in bodies {
+                values.extend(frag.start(ctx.clone(), args).await?);
+            }
+            Ok(values)
+        }))
     }
 
     pub fn get(&self, name: &str) -> Result<&Procedure, InvalidInput> {
@@ -141,6 +238,11 @@ impl Registry {
         for (k, v) in &other.procs {
             if !self.procs.contains_key(k) {
                 self.procs.insert(k.clone(), v.clone());
+            }
+        }
+        for (k, v) in &other.fragments {
+            if !self.fragments.contains_key(k) {
+                self.fragments.insert(k.clone(), v.clone());
             }
         }
     }

@@ -279,3 +279,33 @@ fn conformance_bank_total_holds_under_concurrent_transfers() {
         }
     }
 }
+
+/// One definition of a workload runs on every engine: the one-round transfer (fragments at the
+/// partitions where the engine takes them whole, op by op elsewhere) leaves the same database as
+/// the interactive procedure, and a participant voting abort aborts it everywhere the engine
+/// promises atomicity.
+#[test]
+fn conformance_one_round_procedures_match_their_op_by_op_form() {
+    let transfers: Vec<(i64, i64, i64)> =
+        (0..12).map(|i| (i % 4, (i * 3 + 1) % 4, 5 + i)).filter(|t| t.0 != t.1).collect();
+    for &engine in EngineKind::ALL {
+        let mut balances = Vec::new();
+        for procedure in ["bank_transfer_acid", "bank_transfer_1r"] {
+            let mut c = cluster(engine, 4);
+            for &(from, to, amount) in &transfers {
+                c.proc(1, procedure, vec![Value::Int(from), Value::Int(to), Value::Int(amount)])
+                    .unwrap_or_else(|e| panic!("{engine}: {procedure} failed: {e}"));
+            }
+            balances.push((0..4).map(|id| balance(&mut c, engine, id)).collect::<Vec<_>>());
+        }
+        assert_eq!(balances[0], balances[1], "{engine}: the one-round form left another database");
+        let mut c = cluster(engine, 2);
+        let r = c.proc(1, "bank_transfer_1r", vec![Value::Int(0), Value::Int(1), Value::Int(INITIAL + 1)]);
+        assert!(matches!(r, Err(Error::UserAbort(_))), "{engine}: an overdraft votes abort: {r:?}");
+        if engine.capabilities().guarantee != Guarantee::None {
+            assert_eq!([balance(&mut c, engine, 0), balance(&mut c, engine, 1)], [INITIAL, INITIAL], "{engine}");
+        }
+        let bad = c.proc(1, "bank_transfer_1r", vec![Value::Int(0), Value::Null, Value::Int(1)]);
+        assert!(matches!(bad, Err(Error::Invalid(_))), "{engine}: a plan routed by NULL is bad input: {bad:?}");
+    }
+}

@@ -97,7 +97,8 @@ impl ClusterSpec {
             seed: self.seed,
         }))];
         for p in self.topology.partitions_of(node) {
-            out.push(Box::new(Partition::new(p, self.engine, self.catalog.clone(), self.seed)));
+            let partition = Partition::new(p, self.engine, self.catalog.clone(), self.seed);
+            out.push(Box::new(partition.in_cluster(self.registry.clone(), self.topology.partitions)));
         }
         out.extend(self.engine.roles(node, self.topology.nodes, self.topology.partitions));
         out

@@ -21,21 +21,33 @@ use crate::engine::{
     decode_record, Capabilities, CoordCtx, CoordinatorEngine, EngineDef, Guarantee, PartCtx, PartitionEngine,
     TxnOptions,
 };
+use crate::fragment::{run_local, FragmentCall, OneRoundPlan};
 use crate::message::{Addr, Payload, SubOpId};
 use crate::op::{write_image, OpKind, PartOp, PartResult};
-use litmus_core::{Error, Key, PartitionId, Row, TableId, Timestamp, TxnId};
+use litmus_core::{Error, Key, PartitionId, Row, TableId, Timestamp, TxnId, Value};
 use litmus_storage::mvcc::MvccStore;
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Request {
-    Op { id: SubOpId, op: PartOp },
+    Op {
+        id: SubOpId,
+        op: PartOp,
+    },
+    /// Fragment `index` of a one-round transaction, run whole at the partition.
+    Fragment {
+        txn: TxnId,
+        index: u32,
+        call: FragmentCall,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Reply {
     Op { id: SubOpId, result: Result<PartResult, Error> },
+    Fragment { txn: TxnId, index: u32, result: Result<Vec<Value>, Error> },
 }
 
 /// The redo record of one applied write.
@@ -56,18 +68,28 @@ impl EngineDef for NoccEngine {
         "none (UNSAFE baseline: no isolation, no atomicity across partitions)"
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities { guarantee: Guarantee::None, base_transactions: false }
+        Capabilities { guarantee: Guarantee::None, base_transactions: false, one_round: true }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
-        Box::new(NoccCoordinator)
+        Box::new(NoccCoordinator::default())
     }
     fn partition(&self) -> Box<dyn PartitionEngine> {
         Box::new(NoccPartition::default())
     }
 }
 
+/// A one-round transaction in flight: fragments still out, values by fragment index.
 #[derive(Debug, Default)]
-pub struct NoccCoordinator;
+struct OneRoundState {
+    waiting: BTreeSet<u32>,
+    values: BTreeMap<u32, Vec<Value>>,
+    error: Option<Error>,
+}
+
+#[derive(Debug, Default)]
+pub struct NoccCoordinator {
+    one_rounds: BTreeMap<TxnId, OneRoundState>,
+}
 
 impl CoordinatorEngine for NoccCoordinator {
     fn begin(&mut self, _txn: TxnId, _opts: &TxnOptions, _ctx: &mut CoordCtx) {}
@@ -76,17 +98,48 @@ impl CoordinatorEngine for NoccCoordinator {
         ctx.send_to_partition(id.part, Request::Op { id, op });
     }
 
+    /// Every fragment goes to its partition in one message and runs there whole (no commit
+    /// round: `nocc` has nothing to commit). Not atomic across partitions, as everything here.
+    fn one_round(&mut self, txn: TxnId, plan: OneRoundPlan, ctx: &mut CoordCtx) {
+        let state = self.one_rounds.entry(txn).or_default();
+        for (index, (part, call)) in plan.fragments.into_iter().enumerate() {
+            state.waiting.insert(index as u32);
+            ctx.send_to_partition(part, Request::Fragment { txn, index: index as u32, call });
+        }
+    }
+
     fn commit(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
         ctx.txn_done(txn, Ok(()));
     }
 
     fn abort(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
+        self.one_rounds.remove(&txn);
         ctx.txn_done(txn, Ok(()));
     }
 
     fn on_reply(&mut self, _from: PartitionId, reply: Payload, ctx: &mut CoordCtx) {
-        let Ok(Reply::Op { id, result }) = reply.decode::<Reply>() else { return };
-        ctx.op_done(id, result);
+        match reply.decode::<Reply>() {
+            Ok(Reply::Op { id, result }) => ctx.op_done(id, result),
+            Ok(Reply::Fragment { txn, index, result }) => {
+                let Some(state) = self.one_rounds.get_mut(&txn) else { return };
+                if !state.waiting.remove(&index) {
+                    return; // a duplicated reply
+                }
+                match result {
+                    Ok(values) => drop(state.values.insert(index, values)),
+                    Err(e) => drop(state.error.get_or_insert(e)),
+                }
+                if state.waiting.is_empty() {
+                    let state = self.one_rounds.remove(&txn).expect("present");
+                    let result = match state.error {
+                        Some(e) => Err(e),
+                        None => Ok(state.values.into_values().flatten().collect()),
+                    };
+                    ctx.one_round_done(txn, result);
+                }
+            }
+            Err(_) => {}
+        }
     }
 
     fn on_tick(&mut self, _ctx: &mut CoordCtx) {}
@@ -118,6 +171,23 @@ impl NoccPartition {
         Ok(())
     }
 
+    /// Runs a fragment at once against the latest rows, then logs and applies its writes.
+    fn run_fragment(&mut self, call: FragmentCall, ctx: &mut PartCtx) -> Result<Vec<Value>, Error> {
+        let frag = ctx.registry.fragment(&call.fragment)?.clone();
+        let fctx = crate::procedure::Ctx::new();
+        let fut = frag.start(fctx.clone(), call.args);
+        let outcome = run_local(fut, &fctx, ctx.catalog, ctx.partitions, ctx.me, ctx.store)?;
+        for w in outcome.writes {
+            if w.row.is_none() && ctx.store.latest(w.table, &w.key).is_none_or(|(_, r)| r.is_none()) {
+                continue; // deleting a missing row changes nothing
+            }
+            let record = Record::Put { ts: self.last_ts.next(), table: w.table, key: w.key, row: w.row };
+            ctx.log(&record);
+            self.apply(record, ctx.store)?;
+        }
+        Ok(outcome.values)
+    }
+
     fn execute(&mut self, op: PartOp, ctx: &mut PartCtx) -> Result<PartResult, Error> {
         let table_name = ctx.catalog.table(op.table)?.name.clone();
         match &op.kind {
@@ -145,9 +215,17 @@ impl NoccPartition {
 
 impl PartitionEngine for NoccPartition {
     fn on_request(&mut self, from: Addr, req: Payload, ctx: &mut PartCtx) {
-        let Ok(Request::Op { id, op }) = req.decode::<Request>() else { return };
-        let result = self.execute(op, ctx);
-        ctx.reply(from, Reply::Op { id, result });
+        match req.decode::<Request>() {
+            Ok(Request::Op { id, op }) => {
+                let result = self.execute(op, ctx);
+                ctx.reply(from, Reply::Op { id, result });
+            }
+            Ok(Request::Fragment { txn, index, call }) => {
+                let result = self.run_fragment(call, ctx);
+                ctx.reply(from, Reply::Fragment { txn, index, result });
+            }
+            Err(_) => {}
+        }
     }
 
     fn on_tick(&mut self, _ctx: &mut PartCtx) {}

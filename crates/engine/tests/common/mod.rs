@@ -50,7 +50,8 @@ impl SyncCluster {
         };
         c.coordinator.recover(None, &[]).unwrap();
         for p in 0..partitions {
-            let mut m = Partition::new(PartitionId(p), engine, c.catalog.clone(), 1);
+            let mut m =
+                Partition::new(PartitionId(p), engine, c.catalog.clone(), 1).in_cluster(c.registry.clone(), partitions);
             m.recover(None, &[]).unwrap();
             c.partitions.push(m);
         }
@@ -217,7 +218,9 @@ impl SyncCluster {
             eprintln!("---- crash {me} ----");
         }
         self.queue.retain(|env| env.to != me);
-        let mut m = Partition::new(PartitionId(p), self.engine, self.catalog.clone(), 1);
+        let partitions = self.partitions.len() as u32;
+        let mut m = Partition::new(PartitionId(p), self.engine, self.catalog.clone(), 1)
+            .in_cluster(self.registry.clone(), partitions);
         let log = self.logs.get(&me).cloned().unwrap_or_default();
         m.recover(None, &log).unwrap();
         self.partitions[p as usize] = m;
@@ -235,7 +238,8 @@ impl SyncCluster {
         let log = self.logs.get(&Addr::Coordinator(NodeId(0))).cloned().unwrap_or_default();
         self.coordinator.recover(None, &log).unwrap();
         for p in 0..partitions {
-            let mut m = Partition::new(PartitionId(p), self.engine, self.catalog.clone(), 1);
+            let mut m = Partition::new(PartitionId(p), self.engine, self.catalog.clone(), 1)
+                .in_cluster(self.registry.clone(), partitions);
             let log = self.logs.get(&Addr::Partition(PartitionId(p))).cloned().unwrap_or_default();
             m.recover(None, &log).unwrap();
             self.partitions[p as usize] = m;

@@ -194,7 +194,7 @@ impl EngineDef for LockingEngine {
         }
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities { guarantee: Guarantee::AnsiLevels, base_transactions: self.cfg.base }
+        Capabilities { guarantee: Guarantee::AnsiLevels, base_transactions: self.cfg.base, one_round: false }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
         Box::new(LockingCoordinator::new(self.cfg))

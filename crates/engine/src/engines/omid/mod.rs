@@ -314,7 +314,7 @@ impl EngineDef for OmidEngine {
         "snapshot isolation (lock-free, status oracle; BASE procedures run as SI)"
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities { guarantee: Guarantee::SnapshotIsolation, base_transactions: false }
+        Capabilities { guarantee: Guarantee::SnapshotIsolation, base_transactions: false, one_round: false }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
         Box::new(engine::OmidCoordinator::new())
