@@ -397,6 +397,12 @@ pub struct Tally {
     pub logged: i64,
 }
 
+/// Field `i` of a check procedure's result, which must be an integer: a malformed result is an
+/// error, never a silent zero (a zero would pass the check without checking).
+fn check_field(procedure: &str, out: &[Value], i: usize) -> anyhow::Result<i64> {
+    out.get(i).and_then(Value::as_int).ok_or_else(|| anyhow::anyhow!("{procedure} returned a malformed result {out:?}"))
+}
+
 impl Tally {
     /// Reads every row and log row through `call` (which retries as its caller sees fit).
     pub fn collect(records: u64, call: &mut CheckCall<'_>) -> anyhow::Result<Tally> {
@@ -406,24 +412,24 @@ impl Tally {
             let end = (start + CHECK_CHUNK_ROWS).min(records);
             let out = call(CHECK_PROCEDURE, vec![Value::Int(start as i64), Value::Int(end as i64)])
                 .with_context(|| format!("check rows {start}..{end}"))?;
-            let get = |i: usize| out.get(i).and_then(Value::as_int).unwrap_or(0);
-            t.rows += get(0);
-            t.sum_v += get(1);
-            t.sum_writes += get(2);
-            t.torn += get(3);
+            let get = |i: usize| check_field(CHECK_PROCEDURE, &out, i);
+            t.rows += get(0)?;
+            t.sum_v += get(1)?;
+            t.sum_writes += get(2)?;
+            t.torn += get(3)?;
             start = end;
         }
         let (mut id, mut seq) = (0i64, 0i64);
         loop {
             let out = call(CHECK_LOG_PROCEDURE, vec![Value::Int(id), Value::Int(seq)]).context("check the log")?;
-            let get = |i: usize| out.get(i).and_then(Value::as_int).unwrap_or(0);
-            t.logged += get(0);
-            t.written += get(1);
-            t.fractured += get(2);
-            if get(0) < CHECK_CHUNK_ROWS as i64 {
+            let get = |i: usize| check_field(CHECK_LOG_PROCEDURE, &out, i);
+            t.logged += get(0)?;
+            t.written += get(1)?;
+            t.fractured += get(2)?;
+            if get(0)? < CHECK_CHUNK_ROWS as i64 {
                 break;
             }
-            (id, seq) = (get(3), get(4) + 1);
+            (id, seq) = (get(3)?, get(4)? + 1);
         }
         Ok(t)
     }

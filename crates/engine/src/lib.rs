@@ -25,6 +25,7 @@ pub mod op;
 pub mod partition;
 pub mod payload;
 pub mod procedure;
+pub mod timeouts;
 pub mod wire;
 
 pub use client::ClientSession;

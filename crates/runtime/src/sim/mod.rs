@@ -65,6 +65,7 @@ pub const SIM_EVENTS_MAX: u64 = 50_000_000;
 /// engines do not resend) plus 2 s. Engines that resend everything can be held to less (the
 /// ycsb-t workload holds omid to 5 s).
 pub const LIVENESS_BOUND: Duration = Duration::from_secs(12);
+const _: () = assert!(litmus_engine::coordinator::TXN_STALL_TIMEOUT.as_nanos() < LIVENESS_BOUND.as_nanos());
 
 #[derive(Clone, Debug)]
 pub struct NetConfig {
