@@ -174,3 +174,31 @@ impl RunStats {
         sum
     }
 }
+
+/// An embedded cluster running `engine` on `nodes` nodes and `partitions` partitions, with no
+/// injected network delay, holding `w`'s tables and procedures and loaded by `w.prepare`: the
+/// fixture tests use to poke at a workload's `verify` directly.
+pub fn loaded_cluster(
+    w: &dyn Workload,
+    engine: litmus_engine::EngineKind,
+    nodes: u32,
+    partitions: u32,
+) -> anyhow::Result<litmus_runtime::embedded::EmbeddedCluster> {
+    use litmus_runtime::embedded::{DelayModel, EmbeddedCluster, EmbeddedConfig};
+    use litmus_runtime::{ClusterSpec, Topology};
+    let mut catalog = litmus_engine::builtin::catalog();
+    catalog.merge(&w.catalog());
+    let mut registry = litmus_engine::builtin::registry();
+    w.register(&mut registry);
+    let spec = ClusterSpec {
+        engine,
+        topology: Topology::new(nodes, partitions)?,
+        catalog: std::sync::Arc::new(catalog),
+        registry: std::sync::Arc::new(registry),
+        seed: 5,
+    };
+    let cluster =
+        EmbeddedCluster::start(spec, EmbeddedConfig { delay: DelayModel::NONE, ..EmbeddedConfig::default() })?;
+    w.prepare(&mut || Ok(Client::new(Box::new(cluster.transport()))))?;
+    Ok(cluster)
+}

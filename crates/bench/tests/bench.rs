@@ -9,9 +9,7 @@ use litmus_bench::{BenchArgs, CompareList, EngineList};
 use litmus_client::Client;
 use litmus_core::{Formula, Value};
 use litmus_engine::{builtin, EngineKind};
-use litmus_runtime::embedded::{DelayModel, EmbeddedCluster, EmbeddedConfig};
-use litmus_runtime::{ClusterSpec, Topology};
-use std::sync::Arc;
+use litmus_runtime::embedded::EmbeddedCluster;
 use std::time::Duration;
 
 #[derive(Parser)]
@@ -147,21 +145,7 @@ fn single_run_prints_percentiles_and_writes_json_with_throughput() {
 
 /// A small cluster with the ycsb tables, loaded, for poking at `verify` directly.
 fn loaded_cluster(w: &Ycsb) -> EmbeddedCluster {
-    let mut catalog = builtin::catalog();
-    catalog.merge(&w.catalog());
-    let mut registry = builtin::registry();
-    w.register(&mut registry);
-    let spec = ClusterSpec {
-        engine: EngineKind::Nocc,
-        topology: Topology::new(1, 2).unwrap(),
-        catalog: Arc::new(catalog),
-        registry: Arc::new(registry),
-        seed: 5,
-    };
-    let cluster =
-        EmbeddedCluster::start(spec, EmbeddedConfig { delay: DelayModel::NONE, ..EmbeddedConfig::default() }).unwrap();
-    w.prepare(&mut || Ok(Client::new(Box::new(cluster.transport())))).unwrap();
-    cluster
+    litmus_bench::workload::loaded_cluster(w, EngineKind::Nocc, 1, 2).unwrap()
 }
 
 #[test]

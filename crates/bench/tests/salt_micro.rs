@@ -8,10 +8,8 @@ use litmus_bench::workload::{Outcomes, RunStats, Workload};
 use litmus_bench::BenchArgs;
 use litmus_client::Client;
 use litmus_core::{Formula, Value};
-use litmus_engine::{builtin, EngineKind};
-use litmus_runtime::embedded::{DelayModel, EmbeddedCluster, EmbeddedConfig};
-use litmus_runtime::{ClusterSpec, Topology};
-use std::sync::Arc;
+use litmus_engine::EngineKind;
+use litmus_runtime::embedded::EmbeddedCluster;
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
@@ -72,21 +70,7 @@ fn salt_rw_mixes_reads_and_writes() {
 
 /// A small nocc cluster with salt_rows loaded for `w`.
 fn loaded_cluster(w: &SaltMicro) -> EmbeddedCluster {
-    let mut catalog = builtin::catalog();
-    catalog.merge(&w.catalog());
-    let mut registry = builtin::registry();
-    w.register(&mut registry);
-    let spec = ClusterSpec {
-        engine: EngineKind::Nocc,
-        topology: Topology::new(1, 2).unwrap(),
-        catalog: Arc::new(catalog),
-        registry: Arc::new(registry),
-        seed: 5,
-    };
-    let cluster =
-        EmbeddedCluster::start(spec, EmbeddedConfig { delay: DelayModel::NONE, ..EmbeddedConfig::default() }).unwrap();
-    w.prepare(&mut || Ok(Client::new(Box::new(cluster.transport())))).unwrap();
-    cluster
+    litmus_bench::workload::loaded_cluster(w, EngineKind::Nocc, 1, 2).unwrap()
 }
 
 fn updates(committed: u64, errors: u64) -> RunStats {

@@ -8,10 +8,8 @@ use litmus_bench::workload::{RunStats, Workload};
 use litmus_bench::BenchReport;
 use litmus_client::Client;
 use litmus_core::{Error, Value};
-use litmus_engine::{builtin, EngineKind};
-use litmus_runtime::embedded::{DelayModel, EmbeddedCluster, EmbeddedConfig};
-use litmus_runtime::{ClusterSpec, Topology};
-use std::sync::Arc;
+use litmus_engine::EngineKind;
+use litmus_runtime::embedded::EmbeddedCluster;
 use std::time::Duration;
 
 fn run(engine: EngineKind, seats_per_category: u64, base_txns: u32, clients: usize) -> BenchReport {
@@ -66,21 +64,7 @@ fn a_tiny_event_wraps_around_without_losing_a_seat() {
 
 /// A one-node cluster running `engine` with the ticketing tables loaded for `w`.
 fn loaded_cluster(w: &Ticketing, engine: EngineKind) -> EmbeddedCluster {
-    let mut catalog = builtin::catalog();
-    catalog.merge(&w.catalog());
-    let mut registry = builtin::registry();
-    w.register(&mut registry);
-    let spec = ClusterSpec {
-        engine,
-        topology: Topology::new(1, 2).unwrap(),
-        catalog: Arc::new(catalog),
-        registry: Arc::new(registry),
-        seed: 5,
-    };
-    let cluster =
-        EmbeddedCluster::start(spec, EmbeddedConfig { delay: DelayModel::NONE, ..EmbeddedConfig::default() }).unwrap();
-    w.prepare(&mut || Ok(Client::new(Box::new(cluster.transport())))).unwrap();
-    cluster
+    litmus_bench::workload::loaded_cluster(w, engine, 1, 2).unwrap()
 }
 
 /// Free seats of category 0, read without locks (after Salt's background work settles).

@@ -5,13 +5,10 @@
 use litmus_bench::harness::{self, BenchConfig};
 use litmus_bench::tpcc::schema::*;
 use litmus_bench::tpcc::{self, Tpcc, TpccOptions};
-use litmus_bench::workload::Workload;
 use litmus_client::Client;
 use litmus_core::{Decimal, Formula, Value};
-use litmus_engine::{builtin, EngineKind};
-use litmus_runtime::embedded::{DelayModel, EmbeddedCluster, EmbeddedConfig};
-use litmus_runtime::{ClusterSpec, Topology};
-use std::sync::Arc;
+use litmus_engine::EngineKind;
+use litmus_runtime::embedded::EmbeddedCluster;
 use std::time::Duration;
 
 /// 2 warehouses, 30 customers per district, 1,000 items.
@@ -21,21 +18,7 @@ fn small(base_txns: u32) -> Tpcc {
 }
 
 fn loaded_cluster(w: &Tpcc, engine: EngineKind) -> EmbeddedCluster {
-    let mut catalog = builtin::catalog();
-    catalog.merge(&w.catalog());
-    let mut registry = builtin::registry();
-    w.register(&mut registry);
-    let spec = ClusterSpec {
-        engine,
-        topology: Topology::new(2, 3).unwrap(),
-        catalog: Arc::new(catalog),
-        registry: Arc::new(registry),
-        seed: 5,
-    };
-    let cluster =
-        EmbeddedCluster::start(spec, EmbeddedConfig { delay: DelayModel::NONE, ..EmbeddedConfig::default() }).unwrap();
-    w.prepare(&mut || Ok(Client::new(Box::new(cluster.transport())))).unwrap();
-    cluster
+    litmus_bench::workload::loaded_cluster(w, engine, 2, 3).unwrap()
 }
 
 fn run(engine: EngineKind, base_txns: u32) -> litmus_bench::BenchReport {
