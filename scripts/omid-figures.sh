@@ -38,7 +38,7 @@ if [ "${MEDIANS:-1}" = 1 ]; then
         p50+=("$(echo "$out" | awk '/^commit latency us:/ {print $5}')")
         p99+=("$(echo "$out" | awk '/^commit latency us:/ {print $9}')")
         rec+=("$(echo "$out" | awk '/^recovery:/ {print $2}')")
-        promote+=("$(echo "$out" | awk '/^failover to a standby/ {print $(NF-1)}')")
+        promote+=("$(echo "$out" | awk '/^standby promote\(\) call/ {print $(NF-1)}')")
       done
       printf 'omid-oracle write-set=%s (8 clients x 64 outstanding, %s s): commits/s median %s (runs %s); commit p50 us median %s (%s); p99 us median %s (%s); recovery ms median %s (%s); standby promotion ms median %s (%s)\n' \
         "$ws" "$SECS" "$(printf '%s\n' "${rate[@]}" | median)" "${rate[*]}" "$(printf '%s\n' "${p50[@]}" | median)" "${p50[*]}" \

@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
@@ -240,6 +240,18 @@ impl TcpRouter {
 /// Runs one node until the process is killed. Opens (and recovers) the node's machines from
 /// `cfg.data_dir` before it accepts connections.
 pub fn serve(cfg: NodeConfig, catalog: Arc<Catalog>, registry: Arc<Registry>) -> Result<(), Error> {
+    serve_until(cfg, catalog, registry, Arc::new(AtomicBool::new(false)))
+}
+
+/// [`serve`] until `stop` is set: the node finishes the step at hand, makes what it logged
+/// durable, sends what that released, closes its listener and returns (an in-process server,
+/// e.g. a benchmark's, does not outlive its run).
+pub fn serve_until(
+    cfg: NodeConfig,
+    catalog: Arc<Catalog>,
+    registry: Arc<Registry>,
+    stop: Arc<AtomicBool>,
+) -> Result<(), Error> {
     let topology = cfg.topology()?;
     let engine: EngineKind = cfg.engine.parse()?;
     let me = NodeId(cfg.node);
@@ -301,18 +313,24 @@ pub fn serve(cfg: NodeConfig, catalog: Arc<Catalog>, registry: Arc<Registry>) ->
         "litmus server: node {} listening on {} ({} engine, {} partitions)",
         cfg.node, cfg.listen, engine, topology.partitions
     );
-    let result = node_loop(host, inbox_rx, &router);
+    let result = node_loop(host, inbox_rx, &router, &stop);
     rt.shutdown_background();
     result
 }
 
 /// The node's single protocol thread: step, tick, group commit, send.
-fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter) -> Result<(), Error> {
+fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop: &AtomicBool) -> Result<(), Error> {
     let start = Instant::now();
     let now = || Time(start.elapsed().as_nanos() as u64);
     let tick = Duration::from_millis(litmus_engine::machine::TICK_INTERVAL_MS);
     let mut next_tick = now() + tick;
     loop {
+        if stop.load(Ordering::Relaxed) {
+            for env in host.flush()? {
+                router.route(env);
+            }
+            return Ok(());
+        }
         let t = now();
         let first = if next_tick > t {
             match inbox.recv_timeout(next_tick - t) {
