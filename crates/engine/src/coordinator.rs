@@ -44,6 +44,9 @@ pub const INTERACTIVE_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A transaction whose operations made no progress this long (a partition crashed or is cut
 /// off) is aborted so its state is freed; the client has long since timed out.
 pub const TXN_STALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Engine records a coordinator keeps in memory between snapshots before it compacts them
+/// (again each time they doubled): memory stays proportional to the work in flight.
+pub const KEPT_RECORDS_COMPACT_AT: usize = 16_384;
 /// Most a client's `retrying_for` may backdate a transaction's priority. A client could claim
 /// more to jump the queue; the cap bounds how far (a retry loop rarely lasts longer).
 pub const RETRY_PRIORITY_CREDIT_MAX: Duration = Duration::from_secs(10);
@@ -53,6 +56,15 @@ pub const RETRY_PRIORITY_CREDIT_MAX: Duration = Duration::from_secs(10);
 pub enum CoordRecord {
     Epoch(u32),
     Engine(Vec<u8>),
+}
+
+/// A coordinator snapshot: its epoch and the engine records that still matter
+/// ([`crate::engine::CoordinatorEngine::compact`]), so the log stays as short as the work in
+/// flight rather than as long as the node's life.
+#[derive(Debug, Serialize, Deserialize)]
+struct CoordSnapshot {
+    epoch: u32,
+    engine: Vec<Vec<u8>>,
 }
 
 /// Configuration shared by every coordinator of a cluster.
@@ -129,6 +141,10 @@ pub struct Coordinator {
     /// forgotten first): the network may duplicate a request, and running it twice would run a
     /// procedure twice or apply an interactive operation's formula twice.
     seen_requests: BoundedSet<(Addr, RequestId)>,
+    /// Engine records persisted since the last snapshot (plus what compaction kept before it).
+    kept: Vec<Vec<u8>>,
+    /// `kept.len()` right after the last compaction (compaction runs again once it doubled).
+    kept_compacted: usize,
 }
 
 /// How many client requests a coordinator remembers to drop their duplicates. Not durable: a
@@ -149,6 +165,8 @@ impl Coordinator {
             events: Vec::new(),
             last_idle_check: Time::ZERO,
             to_roll_forward: Vec::new(),
+            kept: Vec::new(),
+            kept_compacted: 0,
             seen_requests: BoundedSet::new(CLIENT_REQUESTS_REMEMBERED_MAX),
         }
     }
@@ -173,6 +191,7 @@ impl Coordinator {
             catalog: &self.cfg.catalog,
             out,
             events: &mut self.events,
+            kept: &mut self.kept,
         };
         f(self.engine.as_mut(), &mut ctx);
     }
@@ -533,12 +552,23 @@ impl Machine for Coordinator {
     }
 
     fn recover(&mut self, snapshot: Option<&[u8]>, records: &[Vec<u8>]) -> Result<(), Error> {
-        assert!(snapshot.is_none(), "coordinators do not snapshot");
         let mut last_epoch = 0;
+        if let Some(bytes) = snapshot {
+            let snap: CoordSnapshot =
+                postcard::from_bytes(bytes).map_err(|e| Error::Storage(format!("coordinator snapshot: {e}")))?;
+            last_epoch = snap.epoch;
+            for r in snap.engine {
+                self.engine.apply(&r)?;
+                self.kept.push(r);
+            }
+        }
         for bytes in records {
             match postcard::from_bytes(bytes) {
                 Ok(CoordRecord::Epoch(e)) => last_epoch = last_epoch.max(e),
-                Ok(CoordRecord::Engine(r)) => self.engine.apply(&r)?,
+                Ok(CoordRecord::Engine(r)) => {
+                    self.engine.apply(&r)?;
+                    self.kept.push(r);
+                }
                 Err(e) => return Err(Error::Storage(format!("coordinator log record: {e}"))),
             }
         }
@@ -584,9 +614,21 @@ impl Machine for Coordinator {
             },
         }
         self.process_events(now, out);
+        if self.kept.len() >= KEPT_RECORDS_COMPACT_AT.max(2 * self.kept_compacted) {
+            self.kept = self.engine.compact(std::mem::take(&mut self.kept));
+            self.kept_compacted = self.kept.len();
+        }
     }
 
-    fn snapshot(&self) -> Option<Vec<u8>> {
-        None
+    fn snapshot(&mut self) -> Option<Vec<u8>> {
+        // The snapshot covers every record emitted so far, so this incarnation's epoch must
+        // have been logged (it is, before the first step emits anything).
+        if !self.epoch_logged {
+            return None;
+        }
+        self.kept = self.engine.compact(std::mem::take(&mut self.kept));
+        self.kept_compacted = self.kept.len();
+        let snap = CoordSnapshot { epoch: self.epoch, engine: self.kept.clone() };
+        Some(postcard::to_stdvec(&snap).expect("snapshot serializes"))
     }
 }

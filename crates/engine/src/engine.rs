@@ -77,6 +77,9 @@ pub struct CoordCtx<'a> {
     pub catalog: &'a Catalog,
     pub(crate) out: &'a mut Effects,
     pub(crate) events: &'a mut Vec<Event>,
+    /// The engine records logged since the last snapshot (the coordinator's snapshot keeps
+    /// what [`CoordinatorEngine::compact`] leaves of them).
+    pub(crate) kept: &'a mut Vec<Vec<u8>>,
 }
 
 impl CoordCtx<'_> {
@@ -92,6 +95,7 @@ impl CoordCtx<'_> {
     }
     /// Logs an engine record on the coordinator's log (replayed through `apply` on recovery).
     pub fn persist(&mut self, record: Vec<u8>) {
+        self.kept.push(record.clone());
         let rec = crate::coordinator::CoordRecord::Engine(record);
         self.out.persist.push(postcard::to_stdvec(&rec).expect("records serialize"));
     }
@@ -149,6 +153,13 @@ pub trait CoordinatorEngine: Send {
     fn on_tick(&mut self, ctx: &mut CoordCtx);
     /// Re-applies a record this engine persisted (coordinator-side decisions, e.g. 2PC).
     fn apply(&mut self, record: &[u8]) -> Result<(), Error>;
+    /// Log compaction: of `records` (everything this engine persisted, in order, since the
+    /// last compaction), those whose replay still matters. Replaying the result into a fresh
+    /// engine must give the same durable state as replaying all of them: drop only records
+    /// whose effect later records undo. By default everything is kept.
+    fn compact(&self, records: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+        records
+    }
 }
 
 /// What a partition engine may touch while handling one input.

@@ -67,7 +67,8 @@ pub trait Machine: Send {
 
     /// A snapshot of the state produced by every record emitted so far, or `None` when this
     /// role keeps no durable state. The runtime writes it and drops the log prefix it covers.
-    fn snapshot(&self) -> Option<Vec<u8>>;
+    /// Takes `&mut self` so a machine may compact what it keeps for the next one.
+    fn snapshot(&mut self) -> Option<Vec<u8>>;
 
     /// The machine itself, for checks that inspect its state (the simulator's tests downcast it).
     fn as_any(&self) -> Option<&dyn std::any::Any> {

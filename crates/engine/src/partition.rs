@@ -111,7 +111,7 @@ impl Machine for Partition {
         }
     }
 
-    fn snapshot(&self) -> Option<Vec<u8>> {
+    fn snapshot(&mut self) -> Option<Vec<u8>> {
         let snap = Snapshot { store: self.store.encode_snapshot(), engine: self.engine.encode_state() };
         Some(postcard::to_stdvec(&snap).expect("snapshot serializes"))
     }

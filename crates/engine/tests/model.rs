@@ -156,11 +156,11 @@ proptest! {
             prop_assert_eq!(fresh.snapshot(), c.partitions[p as usize].snapshot());
         }
         // A formula on a bytes column is rejected before anything is sent, and changes nothing.
-        let before: Vec<_> = c.partitions.iter().map(|p| p.snapshot()).collect();
+        let before: Vec<_> = c.partitions.iter_mut().map(|p| p.snapshot()).collect();
         let bad = Op::Update { table: "kv".into(), key: vec![Value::Int(1)], updates: vec![("v".into(), Formula::Add(Value::Int(1)))] };
         let rejected = c.request(RequestBody::Op { txn, op: bad }).is_err();
         prop_assert!(rejected);
-        let after: Vec<_> = c.partitions.iter().map(|p| p.snapshot()).collect();
+        let after: Vec<_> = c.partitions.iter_mut().map(|p| p.snapshot()).collect();
         prop_assert_eq!(before, after);
     }
 }

@@ -674,7 +674,7 @@ impl Simulator {
         for (addr, disk) in n.disks.iter_mut() {
             disk.synced = disk.records.len();
             if disk.records.len() >= SIM_SNAPSHOT_EVERY_RECORDS {
-                if let Some(snap) = n.machines.get(addr).and_then(|m| m.snapshot()) {
+                if let Some(snap) = n.machines.get_mut(addr).and_then(|m| m.snapshot()) {
                     disk.snapshot = Some(snap);
                     disk.records.clear();
                     disk.synced = 0;

@@ -784,7 +784,7 @@ impl Machine for OracleMachine {
         }
     }
 
-    fn snapshot(&self) -> Option<Vec<u8>> {
+    fn snapshot(&mut self) -> Option<Vec<u8>> {
         match &self.role {
             Role::Primary(p) => p.oracle.checkpoint().map(|c| c.encode()),
             Role::Standby(f) => Some(f.standby.checkpoint().encode()),
