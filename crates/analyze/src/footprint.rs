@@ -1,0 +1,476 @@
+//! Operation footprints, derived by running procedures in a recording context.
+//!
+//! A procedure is an `async fn` over [`Ctx`]; the coordinator polls it ([`poll_once`]) and
+//! answers the operations it issued ([`TxnIo::take_issued`](litmus_engine::procedure::TxnIo)).
+//! The recorder plays the coordinator against no database: it answers every read with a
+//! synthetic row and every write with success, and writes down what was asked. Run over the
+//! workload's generated arguments (and several synthetic data variants: rows missing, scans
+//! empty, values from each column's declared `IN (...)` domain) this yields the procedure's
+//! footprint — what it inserts, updates (and how), deletes and reads — from its code, so the
+//! footprint cannot drift from it.
+//!
+//! **Key provenance.** Synthetic integers are *fingerprints*: `2^50 + slot * 2^20`, one slot per
+//! synthesized value. A written integer `v = a * fingerprint + b` (small `a`, `|b|`) came from
+//! that read. An inserted key column whose value came from a column that the same transaction
+//! *incremented at the same row* is **assigned by that counter** (`o_id = d_next_o_id - 1`
+//! after `d_next_o_id += 1`); one that came from a read without an increment is *read*; one
+//! declared `DEFAULT LITMUS_UNIQUE_ID()` is a *token*; anything else (arguments, constants) is
+//! *chosen*. Synthetic numbers are positive, so the sign of an increment computed from reads is
+//! the sign it has on non-negative data.
+//!
+//! What the recorder cannot observe is declared in the DDL: unique tokens and value domains.
+//! A footprint is the union over all runs (aborted ones included): a superset of what any run
+//! commits, which keeps the analysis sound.
+
+use crate::invariant::{ColRef, Schema};
+use litmus_core::{Catalog, ColumnType, Decimal, Error, Formula, Row, TableSchema, Value};
+use litmus_engine::op::{resolve, OpResult};
+use litmus_engine::procedure::{poll_once, Issued, Procedure};
+use litmus_engine::{Ctx, Op};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::task::Poll;
+
+const FP_BASE: i64 = 1 << 50;
+const FP_STRIDE: i64 = 1 << 20;
+const FP_OFFSET_MAX: i64 = 1 << 16;
+const FP_FACTOR_MAX: i64 = 64;
+/// Most operations one recorded run may issue.
+pub const RUN_OPS_MAX: usize = 100_000;
+/// Synthetic data variants per argument sample.
+pub const VARIANTS: u64 = 3;
+
+/// Where an inserted value came from.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum Source {
+    /// An argument or a constant: a specific value the transaction chose.
+    Chosen,
+    /// NULL.
+    Null,
+    /// Read from `counter` after the transaction incremented it at the same row: a
+    /// database-assigned value.
+    Assigned { counter: ColRef },
+    /// A column declared `DEFAULT LITMUS_UNIQUE_ID()`: unique without coordination.
+    Token,
+    /// Read from a column (no increment).
+    Read { from: ColRef },
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Chosen => f.write_str("chosen"),
+            Source::Null => f.write_str("null"),
+            Source::Assigned { counter } => write!(f, "assigned from {counter}"),
+            Source::Token => f.write_str("unique token"),
+            Source::Read { from } => write!(f, "read from {from}"),
+        }
+    }
+}
+
+/// How an update changes a column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// `:= v` with `v` not NULL.
+    Assign,
+    /// `:= NULL`.
+    AssignNull,
+    /// `+= x`, `x > 0`.
+    Increment,
+    /// `+= x`, `x < 0`.
+    Decrement,
+    /// `+= 0`: changes nothing (a write lock taken by an update).
+    Touch,
+    Multiply,
+    Min,
+    Max,
+    SetAdd,
+    SetRemove,
+}
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Change::Assign => "assign",
+            Change::AssignNull => "assign NULL",
+            Change::Increment => "increment",
+            Change::Decrement => "decrement",
+            Change::Touch => "add zero",
+            Change::Multiply => "multiply",
+            Change::Min => "min",
+            Change::Max => "max",
+            Change::SetAdd => "set add",
+            Change::SetRemove => "set remove",
+        })
+    }
+}
+
+impl Change {
+    fn of(formula: &Formula) -> Change {
+        let sign = |v: &Value| match v {
+            Value::Int(i) => i.signum(),
+            Value::Decimal(d) => d.0.signum(),
+            _ => 1,
+        };
+        match formula {
+            Formula::Assign(Value::Null) => Change::AssignNull,
+            Formula::Assign(_) => Change::Assign,
+            Formula::Add(v) => match sign(v) {
+                0 => Change::Touch,
+                s if s > 0 => Change::Increment,
+                _ => Change::Decrement,
+            },
+            Formula::Multiply(_) => Change::Multiply,
+            Formula::Min(_) => Change::Min,
+            Formula::Max(_) => Change::Max,
+            Formula::SetAdd(_) => Change::SetAdd,
+            Formula::SetRemove(_) => Change::SetRemove,
+        }
+    }
+}
+
+/// One kind of access a procedure makes.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Access {
+    /// Point read or range read.
+    Read { table: String },
+    /// `insert` (fails on an existing key) or, with `upsert`, `write` (insert or replace).
+    /// `columns`: every column's source.
+    Insert { table: String, upsert: bool, columns: Vec<(String, Source)> },
+    /// A formula update of one column.
+    Update { col: ColRef, change: Change },
+    Delete { table: String },
+}
+
+impl Access {
+    pub fn table(&self) -> &str {
+        match self {
+            Access::Read { table } | Access::Insert { table, .. } | Access::Delete { table } => table,
+            Access::Update { col, .. } => &col.table,
+        }
+    }
+
+    pub fn is_write(&self) -> bool {
+        !matches!(self, Access::Read { .. })
+    }
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Access::Read { table } => write!(f, "read {table}"),
+            Access::Insert { table, upsert, columns } => {
+                write!(f, "{} {table}", if *upsert { "upsert" } else { "insert" })?;
+                let notable: Vec<String> = columns
+                    .iter()
+                    .filter(|(_, s)| !matches!(s, Source::Chosen | Source::Null))
+                    .map(|(c, s)| format!("{c} {s}"))
+                    .collect();
+                if !notable.is_empty() {
+                    write!(f, " ({})", notable.join(", "))?;
+                }
+                Ok(())
+            }
+            Access::Update { col, change } => write!(f, "{change} {col}"),
+            Access::Delete { table } => write!(f, "delete {table}"),
+        }
+    }
+}
+
+/// What a procedure does, over every recorded run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Footprint {
+    pub procedure: String,
+    /// Recorded runs (argument samples times data variants).
+    pub runs: u64,
+    /// Runs that returned `Ok`.
+    pub committed: u64,
+    pub accesses: BTreeSet<Access>,
+}
+
+impl Footprint {
+    pub fn writes(&self) -> impl Iterator<Item = &Access> {
+        self.accesses.iter().filter(|a| a.is_write())
+    }
+}
+
+/// Why a procedure could not be recorded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("procedure {procedure}: no argument samples to run it on")]
+    NoSamples { procedure: String },
+    #[error("procedure {procedure} is pending without having issued an operation (it awaits something other than its Ctx)")]
+    Stuck { procedure: String },
+    #[error("procedure {procedure} issued more than {RUN_OPS_MAX} operations in one run")]
+    TooManyOps { procedure: String },
+    #[error("procedure {procedure}: argument sample {sample} is invalid: {error}")]
+    BadSample { procedure: String, sample: usize, error: String },
+}
+
+/// Runs procedures against synthetic data and records their footprints.
+pub struct Recorder<'a> {
+    catalog: &'a Catalog,
+    schema: &'a Schema,
+}
+
+/// A small deterministic generator (splitmix64) for the synthetic data variants.
+struct Mix(u64);
+
+impl Mix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// The state of one recorded run.
+struct Run<'a> {
+    catalog: &'a Catalog,
+    schema: &'a Schema,
+    variant: u64,
+    mix: Mix,
+    /// Per fingerprint slot: the column and row key it was synthesized for.
+    slots: Vec<(ColRef, Vec<Value>)>,
+    /// Increments issued: (column, row key).
+    increments: BTreeSet<(ColRef, Vec<Value>)>,
+    accesses: BTreeSet<Access>,
+    /// Inserts, resolved once the run is over (a counter may be incremented after the read
+    /// that its value came from).
+    inserts: Vec<(String, bool, Row)>,
+}
+
+impl<'a> Recorder<'a> {
+    pub fn new(catalog: &'a Catalog, schema: &'a Schema) -> Self {
+        Recorder { catalog, schema }
+    }
+
+    /// Records `proc` over every argument sample and [`VARIANTS`] data variants each.
+    pub fn record(&self, proc: &Procedure, samples: &[Vec<Value>]) -> Result<Footprint, RecordError> {
+        if samples.is_empty() {
+            return Err(RecordError::NoSamples { procedure: proc.name.clone() });
+        }
+        let mut fp = Footprint { procedure: proc.name.clone(), runs: 0, committed: 0, accesses: BTreeSet::new() };
+        for (i, args) in samples.iter().enumerate() {
+            proc.check_args(args).map_err(|e| RecordError::BadSample {
+                procedure: proc.name.clone(),
+                sample: i,
+                error: e.to_string(),
+            })?;
+            for variant in 0..VARIANTS {
+                let seed = (i as u64) << 8 | variant;
+                let (accesses, ok) = self.run(proc, args.clone(), variant, seed)?;
+                fp.runs += 1;
+                fp.committed += u64::from(ok);
+                fp.accesses.extend(accesses);
+            }
+        }
+        Ok(fp)
+    }
+
+    fn run(
+        &self,
+        proc: &Procedure,
+        args: Vec<Value>,
+        variant: u64,
+        seed: u64,
+    ) -> Result<(BTreeSet<Access>, bool), RecordError> {
+        let mut run = Run {
+            catalog: self.catalog,
+            schema: self.schema,
+            variant,
+            mix: Mix(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x5151),
+            slots: Vec::new(),
+            increments: BTreeSet::new(),
+            accesses: BTreeSet::new(),
+            inserts: Vec::new(),
+        };
+        let ctx = Ctx::new();
+        let mut fut = proc.start(ctx.clone(), args);
+        let mut ops = 0usize;
+        let ok = loop {
+            match poll_once(&mut fut) {
+                Poll::Ready(r) => break r.is_ok(),
+                Poll::Pending => {
+                    let issued = ctx.io().take_issued();
+                    if issued.is_empty() {
+                        return Err(RecordError::Stuck { procedure: proc.name.clone() });
+                    }
+                    ops += issued.len();
+                    if ops > RUN_OPS_MAX {
+                        return Err(RecordError::TooManyOps { procedure: proc.name.clone() });
+                    }
+                    for (id, what) in issued {
+                        let result = match what {
+                            Issued::Control(_) => Ok(OpResult::Done),
+                            Issued::Op(op) | Issued::AlkalineOp(op) => run.answer(&op),
+                        };
+                        ctx.io().complete(id, result);
+                    }
+                }
+            }
+        };
+        let inserts = std::mem::take(&mut run.inserts);
+        for (table, upsert, row) in inserts {
+            let t = self.catalog.table_by_name(&table).expect("resolved");
+            let columns = t.columns.iter().zip(&row).map(|(c, v)| (c.name.clone(), run.source(&table, &c.name, v))).collect();
+            run.accesses.insert(Access::Insert { table, upsert, columns });
+        }
+        Ok((run.accesses, ok))
+    }
+}
+
+impl Run<'_> {
+    /// Answers one operation like a database that has every row it is asked for (mostly).
+    fn answer(&mut self, op: &Op) -> Result<OpResult, Error> {
+        // Validate as the coordinator would: bad operations get the error a database gives.
+        resolve(self.catalog, 1, op)?;
+        let schema_of = |t: &str| self.catalog.table_by_name(t).expect("resolved").clone();
+        match op {
+            Op::Read { table, key } => {
+                self.accesses.insert(Access::Read { table: table.clone() });
+                let missing = self.variant > 0 && self.mix.chance(20);
+                if missing {
+                    return Ok(OpResult::Row(None));
+                }
+                let t = schema_of(table);
+                Ok(OpResult::Row(Some(self.row(&t, key))))
+            }
+            Op::Scan { table, start, end: _, limit } => {
+                self.accesses.insert(Access::Read { table: table.clone() });
+                let n = match self.variant {
+                    0 => 2,
+                    1 => 0,
+                    _ => self.mix.below(4) as u32,
+                }
+                .min(*limit);
+                let t = schema_of(table);
+                let rows = (0..n).map(|_| self.row(&t, start)).collect();
+                Ok(OpResult::Rows(rows))
+            }
+            Op::Insert { table, row } | Op::Write { table, row } => {
+                self.inserts.push((table.clone(), matches!(op, Op::Write { .. }), row.clone()));
+                Ok(OpResult::Done)
+            }
+            Op::Delete { table, .. } => {
+                self.accesses.insert(Access::Delete { table: table.clone() });
+                Ok(OpResult::Done)
+            }
+            Op::Update { table, key, updates } => {
+                for (column, f) in updates {
+                    let col = ColRef::new(table, column);
+                    let change = Change::of(f);
+                    if change == Change::Increment {
+                        self.increments.insert((col.clone(), key.clone()));
+                    }
+                    self.accesses.insert(Access::Update { col, change });
+                }
+                Ok(OpResult::Done)
+            }
+        }
+    }
+
+    /// A synthetic row whose key starts with `prefix` (a full key for point reads).
+    fn row(&mut self, t: &TableSchema, prefix: &[Value]) -> Row {
+        let mut row: Row = vec![Value::Null; t.columns.len()];
+        let mut key_vals: Vec<Value> = Vec::with_capacity(t.primary_key.len());
+        for (n, &i) in t.primary_key.iter().enumerate() {
+            let v = match prefix.get(n) {
+                Some(v) => v.clone(),
+                None => self.synth(t, i, &key_vals),
+            };
+            key_vals.push(v.clone());
+            row[i] = v;
+        }
+        for i in 0..t.columns.len() {
+            if !t.primary_key.contains(&i) {
+                row[i] = self.synth(t, i, &key_vals);
+            }
+        }
+        row
+    }
+
+    fn synth(&mut self, t: &TableSchema, i: usize, key: &[Value]) -> Value {
+        let c = &t.columns[i];
+        if c.nullable && self.variant > 0 && self.mix.chance(25) {
+            return Value::Null;
+        }
+        let domain = self.schema.table(&t.name).and_then(|d| d.column(&c.name)).map(|d| d.domain.clone());
+        if let Some(domain) = domain.filter(|d| !d.is_empty()) {
+            let pick = if self.variant == 0 { 0 } else { self.mix.below(domain.len() as u64) as usize };
+            return domain[pick].clone();
+        }
+        let slot = self.slots.len() as i64;
+        self.slots.push((ColRef::new(&t.name, &c.name), key.to_vec()));
+        let fp = FP_BASE + slot * FP_STRIDE;
+        match &c.ty {
+            ColumnType::Int => Value::Int(fp),
+            ColumnType::Decimal => Value::Decimal(Decimal(fp)),
+            ColumnType::String => Value::String(format!("~fp{slot}~")),
+            ColumnType::Bytes => Value::Bytes(Vec::new()),
+            ColumnType::Set(_) => Value::Set(Default::default()),
+        }
+    }
+
+    /// The fingerprint slot an integer came from, if any: `v = a * fp(slot) + b`.
+    fn slot_of(&self, v: i64) -> Option<usize> {
+        let top = FP_BASE + self.slots.len() as i64 * FP_STRIDE;
+        for a in 1..=FP_FACTOR_MAX {
+            let approx = v / a;
+            if approx < FP_BASE - FP_OFFSET_MAX || approx > top + FP_OFFSET_MAX {
+                continue;
+            }
+            let slot = ((approx - FP_BASE) + FP_STRIDE / 2).div_euclid(FP_STRIDE);
+            if slot < 0 || slot as usize >= self.slots.len() {
+                continue;
+            }
+            let b = v - a * (FP_BASE + slot * FP_STRIDE);
+            if b.abs() <= FP_OFFSET_MAX {
+                return Some(slot as usize);
+            }
+        }
+        None
+    }
+
+    fn source(&self, table: &str, column: &str, v: &Value) -> Source {
+        if self.schema.table(table).and_then(|t| t.column(column)).is_some_and(|c| c.unique_token) {
+            return Source::Token;
+        }
+        let slot = match v {
+            Value::Null => return Source::Null,
+            Value::Int(i) => self.slot_of(*i),
+            Value::String(s) => s
+                .split('~')
+                .filter_map(|p| p.strip_prefix("fp"))
+                .find_map(|n| n.parse::<usize>().ok())
+                .filter(|&n| n < self.slots.len()),
+            _ => None,
+        };
+        match slot {
+            None => Source::Chosen,
+            Some(s) => {
+                let (col, key) = &self.slots[s];
+                if self.increments.contains(&(col.clone(), key.clone())) {
+                    Source::Assigned { counter: col.clone() }
+                } else {
+                    Source::Read { from: col.clone() }
+                }
+            }
+        }
+    }
+}
+
+/// Footprints of several procedures by name.
+pub type Footprints = BTreeMap<String, Footprint>;
