@@ -37,8 +37,8 @@
 use crate::invariant::{Clause, Cmp, ColRef, ColumnDef, Invariant, Schema, TableDef};
 use litmus_core::{Catalog, ColumnType, Decimal, Value};
 use sqlparser::ast::{
-    BinaryOperator, ColumnOption, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName,
-    ReferentialAction, Statement, TableConstraint, UnaryOperator,
+    BinaryOperator, ColumnOption, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName, ReferentialAction,
+    Statement, TableConstraint, UnaryOperator,
 };
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
@@ -113,13 +113,8 @@ pub fn parse(sql: &str) -> Result<Schema, DdlError> {
                 column: c.name.value.clone(),
                 ty: c.data_type.to_string(),
             })?;
-            let mut def = ColumnDef {
-                name: c.name.value.clone(),
-                ty,
-                nullable: true,
-                unique_token: false,
-                domain: Vec::new(),
-            };
+            let mut def =
+                ColumnDef { name: c.name.value.clone(), ty, nullable: true, unique_token: false, domain: Vec::new() };
             for o in &c.options {
                 match &o.option {
                     ColumnOption::NotNull => def.nullable = false,
@@ -127,7 +122,9 @@ pub fn parse(sql: &str) -> Result<Schema, DdlError> {
                         def.nullable = false;
                         table.primary_key = vec![def.name.clone()];
                     }
-                    ColumnOption::Default(Expr::Function(f)) if object_name(&f.name).eq_ignore_ascii_case("LITMUS_UNIQUE_ID") => {
+                    ColumnOption::Default(Expr::Function(f))
+                        if object_name(&f.name).eq_ignore_ascii_case("LITMUS_UNIQUE_ID") =>
+                    {
                         def.unique_token = true;
                     }
                     _ => {}
@@ -162,8 +159,11 @@ pub fn parse(sql: &str) -> Result<Schema, DdlError> {
         let (invariants, domains) = (b.out, b.domains);
         schema.invariants.extend(invariants);
         for (col, values) in domains {
-            if let Some(c) =
-                schema.tables.iter_mut().find(|t| t.name == col.table).and_then(|t| t.columns.iter_mut().find(|c| c.name == col.column))
+            if let Some(c) = schema
+                .tables
+                .iter_mut()
+                .find(|t| t.name == col.table)
+                .and_then(|t| t.columns.iter_mut().find(|c| c.name == col.column))
             {
                 c.domain = values;
             }
@@ -177,9 +177,12 @@ pub fn parse(sql: &str) -> Result<Schema, DdlError> {
 /// run on, not a copy that could drift from it.
 pub fn check_against(schema: &Schema, catalog: &Catalog) -> Result<(), DdlError> {
     for t in &schema.tables {
-        let c = catalog.table_by_name(&t.name).map_err(|_| DdlError::CatalogMismatch(format!("no table {}", t.name)))?;
-        let ddl: Vec<(&str, &ColumnType, bool)> = t.columns.iter().map(|c| (c.name.as_str(), &c.ty, c.nullable)).collect();
-        let cat: Vec<(&str, &ColumnType, bool)> = c.columns.iter().map(|c| (c.name.as_str(), &c.ty, c.nullable)).collect();
+        let c =
+            catalog.table_by_name(&t.name).map_err(|_| DdlError::CatalogMismatch(format!("no table {}", t.name)))?;
+        let ddl: Vec<(&str, &ColumnType, bool)> =
+            t.columns.iter().map(|c| (c.name.as_str(), &c.ty, c.nullable)).collect();
+        let cat: Vec<(&str, &ColumnType, bool)> =
+            c.columns.iter().map(|c| (c.name.as_str(), &c.ty, c.nullable)).collect();
         if ddl != cat {
             let diff = ddl
                 .iter()
@@ -222,11 +225,9 @@ fn column_type(sql: &str) -> Option<ColumnType> {
 fn column_ident(e: &Expr, table: &TableDef, context: &str) -> Result<String, DdlError> {
     match e {
         Expr::Identifier(i) if table.column(&i.value).is_some() => Ok(i.value.clone()),
-        Expr::Identifier(i) => Err(DdlError::UnknownColumn {
-            table: table.name.clone(),
-            column: i.value.clone(),
-            context: context.into(),
-        }),
+        Expr::Identifier(i) => {
+            Err(DdlError::UnknownColumn { table: table.name.clone(), column: i.value.clone(), context: context.into() })
+        }
         other => Err(DdlError::Unsupported { table: table.name.clone(), what: format!("{context}: {other}") }),
     }
 }
@@ -254,11 +255,19 @@ impl Builder<'_> {
     fn table_invariants(&mut self, ct: &sqlparser::ast::CreateTable) -> Result<(), DdlError> {
         let t = self.table.clone();
         let pk = self.this().primary_key.clone();
-        self.push(None, format!("{t}: PRIMARY KEY"), format!("PRIMARY KEY ({})", pk.join(", ")), vec![
-            Clause::PrimaryKey { table: t.clone(), columns: pk.clone() },
-        ]);
-        let not_null: Vec<String> =
-            self.this().columns.iter().filter(|c| !c.nullable && !pk.contains(&c.name)).map(|c| c.name.clone()).collect();
+        self.push(
+            None,
+            format!("{t}: PRIMARY KEY"),
+            format!("PRIMARY KEY ({})", pk.join(", ")),
+            vec![Clause::PrimaryKey { table: t.clone(), columns: pk.clone() }],
+        );
+        let not_null: Vec<String> = self
+            .this()
+            .columns
+            .iter()
+            .filter(|c| !c.nullable && !pk.contains(&c.name))
+            .map(|c| c.name.clone())
+            .collect();
         if !not_null.is_empty() {
             let clauses = not_null.iter().map(|c| Clause::NotNull { col: ColRef::new(&t, c) }).collect();
             self.push(None, format!("{t}: NOT NULL"), format!("NOT NULL ({})", not_null.join(", ")), clauses);
@@ -274,8 +283,14 @@ impl Builder<'_> {
                         vec![Clause::Unique { table: t.clone(), columns: vec![col] }],
                     ),
                     ColumnOption::ForeignKey(fk) => {
-                        let clause = self.foreign_key(&[col.clone()], &fk.foreign_table, &fk.referred_columns, fk.on_delete)?;
-                        self.push(o.name.as_ref(), format!("{t}: FOREIGN KEY ({col})"), format!("{col} {fk}"), vec![clause]);
+                        let clause =
+                            self.foreign_key(&[col.clone()], &fk.foreign_table, &fk.referred_columns, fk.on_delete)?;
+                        self.push(
+                            o.name.as_ref(),
+                            format!("{t}: FOREIGN KEY ({col})"),
+                            format!("{col} {fk}"),
+                            vec![clause],
+                        );
                     }
                     ColumnOption::Check(ch) => {
                         let clauses = self.check(&ch.expr)?;
@@ -402,7 +417,11 @@ impl Builder<'_> {
         if ref_columns.len() != cols.len() {
             return Err(DdlError::Unsupported {
                 table: t.name.clone(),
-                what: format!("FOREIGN KEY ({}) references {} columns of {ref_name}", cols.join(", "), ref_columns.len()),
+                what: format!(
+                    "FOREIGN KEY ({}) references {} columns of {ref_name}",
+                    cols.join(", "),
+                    ref_columns.len()
+                ),
             });
         }
         let cascade = match on_delete {
@@ -500,7 +519,12 @@ impl Builder<'_> {
                 let mut r = RollUpParts::default();
                 self.rollup_term(left, &mut r)?;
                 self.rollup_term(right, &mut r)?;
-                Ok(vec![Clause::RollUp { values: r.values, filters: r.filters, tables: r.tables, not_null_filters: r.not_null }])
+                Ok(vec![Clause::RollUp {
+                    values: r.values,
+                    filters: r.filters,
+                    tables: r.tables,
+                    not_null_filters: r.not_null,
+                }])
             }
             Expr::BinaryOp { left, op, right } => {
                 if let (Expr::Function(f), Some(n)) = (strip(left), literal(right)) {
@@ -520,7 +544,9 @@ impl Builder<'_> {
                 };
                 let col = self.col(colx, "CHECK")?;
                 let cmp = match (op, flipped) {
-                    (BinaryOperator::Eq, _) => return Ok(vec![Clause::Equality { col, values: vec![lit], equal: true }]),
+                    (BinaryOperator::Eq, _) => {
+                        return Ok(vec![Clause::Equality { col, values: vec![lit], equal: true }])
+                    }
                     (BinaryOperator::NotEq, _) => {
                         return Ok(vec![Clause::Equality { col, values: vec![lit], equal: false }])
                     }

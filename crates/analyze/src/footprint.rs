@@ -137,13 +137,24 @@ impl Change {
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Access {
     /// Point read or range read.
-    Read { table: String },
+    Read {
+        table: String,
+    },
     /// `insert` (fails on an existing key) or, with `upsert`, `write` (insert or replace).
     /// `columns`: every column's source.
-    Insert { table: String, upsert: bool, columns: Vec<(String, Source)> },
+    Insert {
+        table: String,
+        upsert: bool,
+        columns: Vec<(String, Source)>,
+    },
     /// A formula update of one column.
-    Update { col: ColRef, change: Change },
-    Delete { table: String },
+    Update {
+        col: ColRef,
+        change: Change,
+    },
+    Delete {
+        table: String,
+    },
 }
 
 impl Access {
@@ -203,7 +214,9 @@ impl Footprint {
 pub enum RecordError {
     #[error("procedure {procedure}: no argument samples to run it on")]
     NoSamples { procedure: String },
-    #[error("procedure {procedure} is pending without having issued an operation (it awaits something other than its Ctx)")]
+    #[error(
+        "procedure {procedure} is pending without having issued an operation (it awaits something other than its Ctx)"
+    )]
     Stuck { procedure: String },
     #[error("procedure {procedure} issued more than {RUN_OPS_MAX} operations in one run")]
     TooManyOps { procedure: String },
@@ -325,7 +338,21 @@ impl<'a> Recorder<'a> {
         let inserts = std::mem::take(&mut run.inserts);
         for (table, upsert, row) in inserts {
             let t = self.catalog.table_by_name(&table).expect("resolved");
-            let columns = t.columns.iter().zip(&row).map(|(c, v)| (c.name.clone(), run.source(&table, &c.name, v))).collect();
+            let columns = t
+                .columns
+                .iter()
+                .enumerate()
+                .zip(&row)
+                .map(|((i, c), v)| {
+                    let s = match run.source(&table, &c.name, v) {
+                        // A non-key value taken from a read is, for every rule, a value the
+                        // transaction chose; only key provenance is worth keeping.
+                        Source::Read { .. } if !t.primary_key.contains(&i) => Source::Chosen,
+                        s => s,
+                    };
+                    (c.name.clone(), s)
+                })
+                .collect();
             run.accesses.insert(Access::Insert { table, upsert, columns });
         }
         Ok((run.accesses, ok))
@@ -417,7 +444,9 @@ impl Run<'_> {
         let fp = FP_BASE + slot * FP_STRIDE;
         match &c.ty {
             ColumnType::Int => Value::Int(fp),
-            ColumnType::Decimal => Value::Decimal(Decimal(fp)),
+            // Small positive amounts: procedures multiply money (prices, taxes, discounts) and
+            // a fingerprint-sized decimal would overflow; keys are never decimals.
+            ColumnType::Decimal => Value::Decimal(Decimal::from_cents(1 + slot % 99)),
             ColumnType::String => Value::String(format!("~fp{slot}~")),
             ColumnType::Bytes => Value::Bytes(Vec::new()),
             ColumnType::Set(_) => Value::Set(Default::default()),

@@ -88,9 +88,7 @@ impl Class {
     pub fn engine(self) -> &'static str {
         match self {
             Class::CoordinationFree => "coordfree (planned, issue 17); any ACID engine is also correct",
-            Class::SingleSiteCoordination => {
-                "coordfree with single-site id assignment (planned, issue 17); today acid"
-            }
+            Class::SingleSiteCoordination => "coordfree with single-site id assignment (planned, issue 17); today acid",
             Class::Coordinated => "acid (serializable 2PL)",
         }
     }
@@ -185,6 +183,17 @@ pub fn judge_all(spec: &WorkloadSpec, schema: &Schema, footprints: Vec<(&ProcSpe
             pairs,
         });
     }
+    // Named invariants first, in natural order (3.3.2.2 before 3.3.2.10), then the others in
+    // declaration order.
+    invariants.sort_by(|a, b| {
+        b.named.cmp(&a.named).then_with(|| {
+            if a.named {
+                natural_key(&a.name).cmp(&natural_key(&b.name))
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        })
+    });
     let mut procedures = Vec::new();
     for (p, fp) in footprints {
         let reasons: Vec<Pair> = all_pairs
@@ -226,6 +235,24 @@ pub fn judge_all(spec: &WorkloadSpec, schema: &Schema, footprints: Vec<(&ProcSpe
     Report { workload: spec.name.clone(), named_as: spec.named_as.clone(), invariants, procedures, summary }
 }
 
+/// `3.3.2.10` → `["", 3, ".", 3, ".", 2, ".", 10]`-like chunks that sort numbers by value.
+fn natural_key(s: &str) -> Vec<(u64, String)> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        if digits > 0 {
+            out.push((rest[..digits].parse().unwrap_or(u64::MAX), String::new()));
+            rest = &rest[digits..];
+        } else {
+            let text = rest.len() - rest.trim_start_matches(|c: char| !c.is_ascii_digit()).len();
+            out.push((0, rest[..text].to_string()));
+            rest = &rest[text..];
+        }
+    }
+    out
+}
+
 fn pairs_of(inv: &Invariant, footprints: &[(&ProcSpec, Footprint)]) -> Vec<Pair> {
     let mut out: Vec<Pair> = Vec::new();
     for (p, fp) in footprints {
@@ -255,9 +282,7 @@ fn single_site(schema: &Schema, r: &Pair, fp: &Footprint) -> bool {
     inv.clauses.iter().all(|c| matches!(c, Clause::Sequential { .. } | Clause::NextId { .. }))
         && match access {
             Some(Access::Update { .. }) => r.judgement.verdict == Verdict::No,
-            Some(Access::Insert { columns, .. }) => {
-                columns.iter().any(|(_, s)| matches!(s, Source::Assigned { .. }))
-            }
+            Some(Access::Insert { columns, .. }) => columns.iter().any(|(_, s)| matches!(s, Source::Assigned { .. })),
             _ => false,
         }
 }
@@ -364,7 +389,11 @@ impl Report {
 fn verdict_line(i: &InvariantReport) -> String {
     if !i.needs_coordination {
         let rules = i.rules.join(", ");
-        return if rules.is_empty() { "I-confluent (no transaction writes it)".into() } else { format!("I-confluent ({rules})") };
+        return if rules.is_empty() {
+            "I-confluent (no transaction writes it)".into()
+        } else {
+            format!("I-confluent ({rules})")
+        };
     }
     // Per transaction, the worst pair.
     let mut parts: Vec<String> = Vec::new();

@@ -130,7 +130,10 @@ pub fn judge(clause: &Clause, access: &Access, txn: &Footprint) -> Option<Judgem
                          arise (as Claim 4)",
                     )
                 } else {
-                    no("Claim 3", format!("inserts a specific value of ({}) chosen by the transaction", columns.join(", ")))
+                    no(
+                        "Claim 3",
+                        format!("inserts a specific value of ({}) chosen by the transaction", columns.join(", ")),
+                    )
                 }
             }
             Access::Update { col, change } if col.table == *table && columns.contains(&col.column) => match change {
@@ -165,9 +168,10 @@ pub fn judge(clause: &Clause, access: &Access, txn: &Footprint) -> Option<Judgem
             Access::Delete { table: t } if t == ref_table && *cascade => {
                 yes("Claim 8", "cascading delete removes every referencing row, concurrent ones included")
             }
-            Access::Delete { table: t } if t == ref_table => {
-                no("Claim 7", format!("deleting a referenced {t} row while another transaction inserts a {table} row referencing it"))
-            }
+            Access::Delete { table: t } if t == ref_table => no(
+                "Claim 7",
+                format!("deleting a referenced {t} row while another transaction inserts a {table} row referencing it"),
+            ),
             Access::Delete { table: t } if t == table => {
                 yes("Claim 7", "deleting a referencing row leaves no dangling reference (only referenced rows can)")
             }
@@ -175,7 +179,11 @@ pub fn judge(clause: &Clause, access: &Access, txn: &Footprint) -> Option<Judgem
         },
         Clause::Threshold { col, cmp, bound } => {
             let lower = cmp.is_lower_bound();
-            let (ok_claim, inv) = if lower { ("Claim 11", format!("{col} {cmp} {bound}")) } else { ("Claim 14", format!("{col} {cmp} {bound}")) };
+            let (ok_claim, inv) = if lower {
+                ("Claim 11", format!("{col} {cmp} {bound}"))
+            } else {
+                ("Claim 14", format!("{col} {cmp} {bound}"))
+            };
             match access {
                 Access::Insert { table, .. } if *table == col.table => {
                     yes(ok_claim, format!("a new row's value is checked where it is written ({inv})"))
@@ -277,9 +285,10 @@ pub fn judge(clause: &Clause, access: &Access, txn: &Footprint) -> Option<Judgem
             }
             Access::Update { col, change } if values.contains(col) => match change {
                 Change::Touch => None,
-                Change::Increment | Change::Decrement => {
-                    yes("Claim 10", format!("view maintenance by a delta ({change} of {col}); deltas merge by addition"))
-                }
+                Change::Increment | Change::Decrement => yes(
+                    "Claim 10",
+                    format!("view maintenance by a delta ({change} of {col}); deltas merge by addition"),
+                ),
                 other => unknown(format!(
                     "{other} of summed column {col}: an assigned total replaces concurrent deltas under \
                      last-writer-wins (§5.2); maintain roll-ups with increments"
@@ -287,7 +296,10 @@ pub fn judge(clause: &Clause, access: &Access, txn: &Footprint) -> Option<Judgem
             },
             Access::Update { col, change } if filters.contains(col) => match change {
                 Change::Touch => None,
-                _ => yes("Claim 10", format!("{col} moves a row into or out of the view, maintained in the same transaction")),
+                _ => yes(
+                    "Claim 10",
+                    format!("{col} moves a row into or out of the view, maintained in the same transaction"),
+                ),
             },
             _ => None,
         },
