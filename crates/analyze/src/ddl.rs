@@ -24,6 +24,7 @@
 //! | `CHECK (x = LITMUS_SUM(t.c, ...) - LITMUS_COUNT(t2, ...))` | materialized roll-up: this row's columns equal sums/counts over other rows; extra arguments are join columns (`t.c`) and filters (`t.c IS NOT NULL`) | MV, Claim 10 |
 //! | `CHECK (LITMUS_COUNTER(col))` | `col` is a counter: only increments/decrements, none lost | §5.2 |
 //! | `CHECK (LITMUS_IFF(p, q))` | `p` iff `q`, with `p`, `q` either `[t.]col IS [NOT] NULL` or `LITMUS_EXISTS(t)` over corresponding rows | FK, Claims 6–8 |
+//! | `CHECK (LITMUS_INDEX(t.c, ...))` | this (index) table mirrors columns `c` of table `t` | Claim 9 |
 //! | `CHECK ([NOT] LITMUS_CONTAINS(col, v))` | set column contains (or not) `v` | Claims 15, 16 |
 //! | `CHECK (LITMUS_SIZE(col) = n)` | set column has `n` elements | Claim 17 |
 //! | `DEFAULT LITMUS_UNIQUE_ID()` | the column gets a unique value chosen without coordination | Claim 4 |
@@ -80,6 +81,7 @@ pub const EXTENSIONS: &[&str] = &[
     "LITMUS_COUNTER",
     "LITMUS_IFF",
     "LITMUS_EXISTS",
+    "LITMUS_INDEX",
     "LITMUS_CONTAINS",
     "LITMUS_SIZE",
     "LITMUS_UNIQUE_ID",
@@ -658,6 +660,18 @@ impl Builder<'_> {
                     }
                 }
                 Ok(vec![Clause::Correspondence { cols, tables }])
+            }
+            "LITMUS_INDEX" => {
+                let cols: BTreeSet<ColRef> = args.iter().map(|a| self.col(a, &name)).collect::<Result<_, _>>()?;
+                let bases: BTreeSet<&str> = cols.iter().map(|c| c.table.as_str()).collect();
+                match (bases.len(), bases.first()) {
+                    (1, Some(base)) if *base != self.table => Ok(vec![Clause::SecondaryIndex {
+                        index: self.table.clone(),
+                        base: base.to_string(),
+                        cols: cols.clone(),
+                    }]),
+                    _ => Err(self.bad(&name, "takes one or more columns of one other table (table.column)")),
+                }
             }
             "LITMUS_CONTAINS" => {
                 let (col, element) = self.contains_args(f)?;

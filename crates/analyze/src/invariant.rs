@@ -96,6 +96,9 @@ pub enum Clause {
     /// `LITMUS_IFF(p, q)`: `p` holds iff `q` does, for predicates `col IS [NOT] NULL` and
     /// `LITMUS_EXISTS(table)` over corresponding rows (Table 3's FK type; Claims 6–8).
     Correspondence { cols: BTreeSet<ColRef>, tables: BTreeSet<String> },
+    /// `LITMUS_INDEX(t.c, ...)` declared on an index table: its rows mirror the listed columns
+    /// of `base`'s rows (a secondary index kept as a table; Claim 9).
+    SecondaryIndex { index: String, base: String, cols: BTreeSet<ColRef> },
     /// `LITMUS_CONTAINS(col, v)` / `NOT LITMUS_CONTAINS(col, v)` over a set column (Claims 15, 16).
     Contains { col: ColRef, element: String, negated: bool },
     /// `LITMUS_SIZE(col) = n` over a set column (Claim 17).
@@ -115,6 +118,7 @@ impl Clause {
             Clause::Counter { .. } => "COUNTER",
             Clause::Sequential { .. } | Clause::NextId { .. } => "S_ID",
             Clause::RollUp { .. } => "MV",
+            Clause::SecondaryIndex { .. } => "INDEX",
             Clause::Contains { .. } => "CONTAINS",
             Clause::Size { .. } => "SIZE",
         }

@@ -21,6 +21,7 @@
 //! | correspondence (`LITMUS_IFF`, FK type) | insert, set non-NULL | yes | 6 |
 //! | correspondence | delete with the matching change in the same transaction | yes | 8 |
 //! | correspondence | delete alone | **no** | 7 |
+//! | secondary index (`LITMUS_INDEX`) | any write of the index or of indexed base rows | yes | 9 |
 //! | materialized roll-up (MV) | insert, delete, increment/decrement, filter/join column update | yes | 10 |
 //! | `>` / `>=` threshold | increment, assign, insert | yes | 11 |
 //! | `<` / `<=` threshold | increment | **no** | 12 |
@@ -303,6 +304,17 @@ pub fn judge(clause: &Clause, access: &Access, txn: &Footprint) -> Option<Judgem
             },
             _ => None,
         },
+        Clause::SecondaryIndex { index, base, cols } => match access {
+            Access::Insert { table, .. } | Access::Delete { table } if table == index || table == base => {
+                yes("Claim 9", format!("secondary index {index} maintained in the same transaction as {base}"))
+            }
+            Access::Update { col, change }
+                if (col.table == *index || cols.contains(col)) && *change != Change::Touch =>
+            {
+                yes("Claim 9", format!("secondary index {index} maintained in the same transaction as {base}"))
+            }
+            _ => None,
+        },
         Clause::Correspondence { cols, tables } => {
             let touches = |a: &Access| match a {
                 Access::Insert { table, .. } | Access::Delete { table } => tables.contains(table),
@@ -349,5 +361,220 @@ pub fn judge(clause: &Clause, access: &Access, txn: &Footprint) -> Option<Judgem
             }
             _ => None,
         },
+    }
+}
+
+/// Table 2, one test per row, named after its Claim. Each declares the invariant in the DDL
+/// (so the parser is part of the case) and judges one operation.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::invariant::ColRef;
+
+    const DDL: &str = "
+        CREATE TABLE dept (id INT PRIMARY KEY, name TEXT NOT NULL, budget INT NOT NULL,
+                           next_emp INT NOT NULL, headcount INT NOT NULL,
+                           CONSTRAINT next_id CHECK (LITMUS_NEXT_ID(next_emp, emp.id)),
+                           CONSTRAINT mv CHECK (headcount = LITMUS_COUNT(emp, emp.dept)));
+        CREATE TABLE emp (id INT PRIMARY KEY, dept INT NOT NULL, salary INT NOT NULL,
+                          badge INT NOT NULL, serial INT GENERATED ALWAYS AS IDENTITY,
+                          tags TEXT[], status TEXT, last TEXT NOT NULL,
+                          CONSTRAINT eq CHECK (status = 'active'),
+                          CONSTRAINT ne CHECK (status <> 'fired'),
+                          CONSTRAINT uniq UNIQUE (badge),
+                          CONSTRAINT fk FOREIGN KEY (dept) REFERENCES dept (id),
+                          CONSTRAINT gt CHECK (salary > 0),
+                          CONSTRAINT lt CHECK (salary < 1000000),
+                          CONSTRAINT has CHECK (LITMUS_CONTAINS(tags, 'staff')),
+                          CONSTRAINT hasnt CHECK (NOT LITMUS_CONTAINS(tags, 'banned')),
+                          CONSTRAINT size CHECK (LITMUS_SIZE(tags) = 3));
+        CREATE TABLE emp_by_last (last TEXT NOT NULL, id INT NOT NULL, PRIMARY KEY (last, id),
+                                  CONSTRAINT idx CHECK (LITMUS_INDEX(emp.last)));
+        CREATE TABLE badge (emp INT PRIMARY KEY,
+                            CONSTRAINT cascade FOREIGN KEY (emp) REFERENCES emp (id) ON DELETE CASCADE);
+    ";
+
+    fn clauses(name: &str) -> Vec<Clause> {
+        let schema = crate::ddl::parse(DDL).expect("the test DDL parses");
+        schema.invariants.into_iter().find(|i| i.name == name).unwrap_or_else(|| panic!("no {name}")).clauses
+    }
+
+    fn clause(name: &str) -> Clause {
+        clauses(name).into_iter().next().expect("a clause")
+    }
+
+    fn footprint(accesses: &[Access]) -> Footprint {
+        Footprint { procedure: "t".into(), runs: 1, committed: 1, accesses: accesses.iter().cloned().collect() }
+    }
+
+    fn insert(table: &str, cols: &[(&str, Source)]) -> Access {
+        Access::Insert {
+            table: table.into(),
+            upsert: false,
+            columns: cols.iter().map(|(c, s)| (c.to_string(), s.clone())).collect(),
+        }
+    }
+
+    fn update(table: &str, col: &str, change: Change) -> Access {
+        Access::Update { col: ColRef::new(table, col), change }
+    }
+
+    fn delete(table: &str) -> Access {
+        Access::Delete { table: table.into() }
+    }
+
+    /// Judges `access` (alone in its transaction, or with `also`) under invariant `name`.
+    fn judged(name: &str, access: &Access, also: &[Access]) -> Judgement {
+        let mut all = vec![access.clone()];
+        all.extend_from_slice(also);
+        let fp = footprint(&all);
+        clauses(name)
+            .iter()
+            .filter_map(|c| judge(c, access, &fp))
+            .max_by_key(|j| j.verdict)
+            .unwrap_or_else(|| panic!("{name} is not touched by {access}"))
+    }
+
+    fn assert_rule(j: &Judgement, verdict: Verdict, rule: &str) {
+        assert_eq!((j.verdict, j.rule.as_str()), (verdict, rule), "{j:?}");
+    }
+
+    #[test]
+    fn claim_1_attribute_equality_any_operation_is_confluent() {
+        assert_rule(&judged("eq", &update("emp", "status", Change::Assign), &[]), Verdict::Yes, "Claim 1");
+        assert_rule(&judged("eq", &insert("emp", &[]), &[]), Verdict::Yes, "Claim 1");
+    }
+
+    #[test]
+    fn claim_2_attribute_inequality_any_operation_is_confluent() {
+        assert_rule(&judged("ne", &update("emp", "status", Change::Assign), &[]), Verdict::Yes, "Claim 2");
+        assert_rule(
+            &judged("emp: NOT NULL", &update("emp", "salary", Change::Decrement), &[]),
+            Verdict::Yes,
+            "Claim 2",
+        );
+    }
+
+    #[test]
+    fn claim_3_uniqueness_choose_specific_value_is_not_confluent() {
+        let chosen = insert("emp", &[("id", Source::Chosen), ("badge", Source::Chosen)]);
+        assert_rule(&judged("emp: PRIMARY KEY", &chosen, &[]), Verdict::No, "Claim 3");
+        assert_rule(&judged("uniq", &chosen, &[]), Verdict::No, "Claim 3");
+        assert_rule(&judged("uniq", &update("emp", "badge", Change::Assign), &[]), Verdict::No, "Claim 3");
+        // Deletions cannot introduce duplicates (§5.1).
+        assert_rule(&judged("emp: PRIMARY KEY", &delete("emp"), &[]), Verdict::Yes, "Claim 3");
+    }
+
+    #[test]
+    fn claim_4_uniqueness_choose_some_value_is_confluent() {
+        let counter = ColRef::new("dept", "next_emp");
+        let assigned = insert("emp", &[("id", Source::Assigned { counter }), ("badge", Source::Token)]);
+        assert_rule(&judged("emp: PRIMARY KEY", &assigned, &[]), Verdict::Yes, "Claim 4");
+        assert_rule(&judged("uniq", &assigned, &[]), Verdict::Yes, "Claim 4");
+    }
+
+    #[test]
+    fn claim_5_auto_increment_insert_is_not_confluent() {
+        let ins = insert("emp", &[("serial", Source::Chosen)]);
+        assert_rule(&judged("emp: AUTO_INCREMENT (serial)", &ins, &[]), Verdict::No, "Claim 5");
+        // Sequential id assignment per group from a counter row (TPC-C's d_next_o_id).
+        let counter = ColRef::new("dept", "next_emp");
+        let bump = update("dept", "next_emp", Change::Increment);
+        let ins = insert("emp", &[("id", Source::Assigned { counter })]);
+        assert_rule(&judged("next_id", &bump, &[ins.clone()]), Verdict::No, "Claim 5");
+        assert_rule(&judged("next_id", &ins, &[bump]), Verdict::No, "Claim 5");
+        // Removing from a sequence is a pair Table 2 does not decide.
+        assert_eq!(judged("next_id", &delete("emp"), &[]).verdict, Verdict::Unknown);
+    }
+
+    #[test]
+    fn claim_6_foreign_key_insert_is_confluent() {
+        assert_rule(&judged("fk", &insert("emp", &[]), &[]), Verdict::Yes, "Claim 6");
+        assert_rule(&judged("fk", &insert("dept", &[]), &[]), Verdict::Yes, "Claim 6");
+        assert_rule(&judged("fk", &update("emp", "dept", Change::Assign), &[]), Verdict::Yes, "Claim 6");
+    }
+
+    #[test]
+    fn claim_7_foreign_key_delete_is_not_confluent() {
+        assert_rule(&judged("fk", &delete("dept"), &[]), Verdict::No, "Claim 7");
+        // Deleting a referencing row leaves no dangling reference.
+        assert_rule(&judged("fk", &delete("emp"), &[]), Verdict::Yes, "Claim 7");
+    }
+
+    #[test]
+    fn claim_8_foreign_key_cascading_delete_is_confluent() {
+        assert_rule(&judged("cascade", &delete("emp"), &[]), Verdict::Yes, "Claim 8");
+    }
+
+    #[test]
+    fn claim_9_secondary_index_update_is_confluent() {
+        assert_rule(&judged("idx", &insert("emp_by_last", &[]), &[]), Verdict::Yes, "Claim 9");
+        assert_rule(&judged("idx", &update("emp", "last", Change::Assign), &[]), Verdict::Yes, "Claim 9");
+    }
+
+    #[test]
+    fn claim_10_materialized_view_update_is_confluent() {
+        let ins = insert("emp", &[]);
+        let bump = update("dept", "headcount", Change::Increment);
+        assert_rule(&judged("mv", &ins, &[bump.clone()]), Verdict::Yes, "Claim 10");
+        assert_rule(&judged("mv", &bump, &[ins]), Verdict::Yes, "Claim 10");
+        assert_rule(&judged("mv", &delete("emp"), &[]), Verdict::Yes, "Claim 10");
+        // A total assigned from a read replaces concurrent deltas: not a rule of Table 2.
+        assert_rule(&judged("mv", &update("dept", "headcount", Change::Assign), &[]), Verdict::Unknown, "§5.3");
+    }
+
+    #[test]
+    fn claim_11_greater_than_increment_is_confluent() {
+        assert_rule(&judged("gt", &update("emp", "salary", Change::Increment), &[]), Verdict::Yes, "Claim 11");
+        assert_rule(&judged("gt", &update("emp", "salary", Change::Assign), &[]), Verdict::Yes, "Claim 11");
+    }
+
+    #[test]
+    fn claim_12_less_than_increment_is_not_confluent() {
+        assert_rule(&judged("lt", &update("emp", "salary", Change::Increment), &[]), Verdict::No, "Claim 12");
+    }
+
+    #[test]
+    fn claim_13_greater_than_decrement_is_not_confluent() {
+        assert_rule(&judged("gt", &update("emp", "salary", Change::Decrement), &[]), Verdict::No, "Claim 13");
+    }
+
+    #[test]
+    fn claim_14_less_than_decrement_is_confluent() {
+        assert_rule(&judged("lt", &update("emp", "salary", Change::Decrement), &[]), Verdict::Yes, "Claim 14");
+        assert_rule(&judged("lt", &update("emp", "salary", Change::Assign), &[]), Verdict::Yes, "Claim 14");
+    }
+
+    #[test]
+    fn claims_15_16_contains_any_operation_is_confluent() {
+        for change in [Change::SetAdd, Change::SetRemove, Change::Assign] {
+            assert_rule(&judged("has", &update("emp", "tags", change), &[]), Verdict::Yes, "Claim 15");
+            assert_rule(&judged("hasnt", &update("emp", "tags", change), &[]), Verdict::Yes, "Claim 16");
+        }
+    }
+
+    #[test]
+    fn claim_17_size_mutation_is_not_confluent() {
+        for change in [Change::SetAdd, Change::SetRemove] {
+            assert_rule(&judged("size", &update("emp", "tags", change), &[]), Verdict::No, "Claim 17");
+        }
+    }
+
+    #[test]
+    fn reads_and_zero_increments_touch_nothing() {
+        let read = Access::Read { table: "emp".into() };
+        for name in ["gt", "lt", "fk", "uniq", "mv", "size"] {
+            assert!(judge(&clause(name), &read, &footprint(&[read.clone()])).is_none(), "{name}");
+        }
+        let touch = update("emp", "salary", Change::Touch);
+        assert!(judge(&clause("gt"), &touch, &footprint(&[touch.clone()])).is_none());
+    }
+
+    #[test]
+    fn unrecognised_pairs_are_potentially_not_confluent() {
+        // §5.3: sound, not complete — a multiply under a threshold has no rule.
+        let j = judged("gt", &update("emp", "salary", Change::Multiply), &[]);
+        assert_eq!(j.verdict, Verdict::Unknown);
+        assert!(j.verdict.needs_coordination());
     }
 }

@@ -77,7 +77,8 @@ CREATE TABLE tpcc_customer_name (
   cn_first TEXT NOT NULL,
   cn_c_id INT NOT NULL,
   PRIMARY KEY (cn_w_id, cn_d_id, cn_last, cn_first, cn_c_id),
-  FOREIGN KEY (cn_w_id, cn_d_id, cn_c_id) REFERENCES tpcc_customer (c_w_id, c_d_id, c_id)
+  FOREIGN KEY (cn_w_id, cn_d_id, cn_c_id) REFERENCES tpcc_customer (c_w_id, c_d_id, c_id),
+  CHECK (LITMUS_INDEX(tpcc_customer.c_last, tpcc_customer.c_first))
 );
 
 -- HISTORY has no primary key in TPC-C; LitmusDB keys it by customer and a random 62-bit h_id
@@ -134,7 +135,8 @@ CREATE TABLE tpcc_customer_last_order (
   clo_c_id INT NOT NULL,
   clo_o_id INT NOT NULL,
   PRIMARY KEY (clo_w_id, clo_d_id, clo_c_id),
-  FOREIGN KEY (clo_w_id, clo_d_id, clo_c_id) REFERENCES tpcc_customer (c_w_id, c_d_id, c_id)
+  FOREIGN KEY (clo_w_id, clo_d_id, clo_c_id) REFERENCES tpcc_customer (c_w_id, c_d_id, c_id),
+  CHECK (LITMUS_INDEX(tpcc_orders.o_c_id))
 );
 
 CREATE TABLE tpcc_order_line (
