@@ -796,3 +796,133 @@ fn lit_value(lit: &str, ty: &ColumnType) -> Option<Value> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use litmus_core::{Column, Partitioning, TableSchema};
+
+    fn err(sql: &str) -> DdlError {
+        parse(sql).expect_err("bad DDL must be rejected")
+    }
+
+    #[test]
+    fn parses_standard_constraints_and_extensions() {
+        let s = parse(
+            "CREATE TABLE a (id INT NOT NULL, n INT, tags TEXT[], k TEXT CHECK (k IN ('x', 'y')),
+                             PRIMARY KEY (id), CONSTRAINT pos CHECK (n >= 0 AND n < 10),
+                             CONSTRAINT c CHECK (LITMUS_COUNTER(n)));
+             CREATE TABLE b (a INT NOT NULL REFERENCES a, id INT NOT NULL DEFAULT LITMUS_UNIQUE_ID(),
+                             PRIMARY KEY (a, id), CONSTRAINT s CHECK (LITMUS_SEQUENTIAL(id, a)));",
+        )
+        .unwrap();
+        assert_eq!(s.tables.len(), 2);
+        let a = s.table("a").unwrap();
+        assert_eq!(a.primary_key, vec!["id"]);
+        assert!(a.column("n").unwrap().nullable && !a.column("id").unwrap().nullable);
+        assert_eq!(a.column("tags").unwrap().ty, ColumnType::Set(Box::new(ColumnType::String)));
+        assert_eq!(a.column("k").unwrap().domain, vec![Value::String("x".into()), Value::String("y".into())]);
+        assert!(s.table("b").unwrap().column("id").unwrap().unique_token);
+        let pos = s.invariants.iter().find(|i| i.name == "pos").unwrap();
+        assert_eq!(pos.clauses.len(), 2);
+        assert!(matches!(pos.clauses[0], Clause::Threshold { cmp: Cmp::Ge, .. }));
+        assert!(matches!(pos.clauses[1], Clause::Threshold { cmp: Cmp::Lt, .. }));
+        let fk = s.invariants.iter().find(|i| i.table == "b" && i.type_label() == "FK").unwrap();
+        assert!(
+            matches!(&fk.clauses[0], Clause::ForeignKey { ref_columns, cascade: false, .. } if ref_columns == &["id"])
+        );
+        assert!(s.invariants.iter().any(|i| i.name == "s" && i.type_label() == "S_ID"));
+        assert!(s.invariants.iter().any(|i| i.name == "c" && i.type_label() == "COUNTER"));
+    }
+
+    #[test]
+    fn syntax_errors_are_typed() {
+        assert!(matches!(err("CREATE TABLE a (id INT PRIMARY KEY"), DdlError::Syntax(_)));
+        assert!(matches!(err("CREAT TABLE a (id INT)"), DdlError::Syntax(_)));
+    }
+
+    #[test]
+    fn other_statements_are_rejected() {
+        assert!(matches!(err("DROP TABLE a"), DdlError::UnsupportedStatement(_)));
+        assert!(matches!(err("SELECT 1"), DdlError::UnsupportedStatement(_)));
+    }
+
+    #[test]
+    fn unknown_names_are_rejected() {
+        assert!(matches!(err("CREATE TABLE a (id INT PRIMARY KEY REFERENCES nope)"), DdlError::UnknownTable { .. }));
+        assert!(matches!(
+            err("CREATE TABLE a (id INT, PRIMARY KEY (nope))"),
+            DdlError::UnknownColumn { column, .. } if column == "nope"
+        ));
+        assert!(matches!(err("CREATE TABLE a (id INT PRIMARY KEY, CHECK (nope > 0))"), DdlError::UnknownColumn { .. }));
+        assert!(matches!(
+            err("CREATE TABLE a (id INT PRIMARY KEY, CHECK (id = LITMUS_SUM(b.x)))"),
+            DdlError::UnknownTable { .. }
+        ));
+    }
+
+    #[test]
+    fn bad_extensions_are_rejected() {
+        assert!(matches!(
+            err("CREATE TABLE a (id INT PRIMARY KEY, CHECK (LITMUS_FROB(id)))"),
+            DdlError::BadExtension { function, .. } if function == "LITMUS_FROB"
+        ));
+        assert!(matches!(
+            err("CREATE TABLE a (id INT PRIMARY KEY, n TEXT, CHECK (LITMUS_COUNTER(n)))"),
+            DdlError::BadExtension { .. }
+        ));
+        assert!(matches!(
+            err("CREATE TABLE a (id INT PRIMARY KEY, n INT, CHECK (LITMUS_SIZE(n) = 2))"),
+            DdlError::BadExtension { .. }
+        ));
+        assert!(matches!(
+            err("CREATE TABLE a (id INT PRIMARY KEY, CHECK (LITMUS_NEXT_ID(id)))"),
+            DdlError::BadExtension { .. }
+        ));
+    }
+
+    #[test]
+    fn unsupported_checks_and_types_are_rejected() {
+        assert!(matches!(
+            err("CREATE TABLE a (id INT PRIMARY KEY, n INT, CHECK (n > id))"),
+            DdlError::UnsupportedCheck { .. }
+        ));
+        assert!(matches!(
+            err("CREATE TABLE a (id INT PRIMARY KEY, n INT, CHECK (n > 0 OR n < -5))"),
+            DdlError::UnsupportedCheck { .. }
+        ));
+        assert!(matches!(err("CREATE TABLE a (id INT PRIMARY KEY, t TIMESTAMP)"), DdlError::UnsupportedType { .. }));
+        assert!(matches!(err("CREATE TABLE a (id INT)"), DdlError::NoPrimaryKey(_)));
+        assert!(matches!(
+            err("CREATE TABLE a (id INT PRIMARY KEY); CREATE TABLE a (id INT PRIMARY KEY)"),
+            DdlError::DuplicateTable(_)
+        ));
+        assert!(matches!(
+            err("CREATE TABLE p (id INT PRIMARY KEY); CREATE TABLE a (id INT PRIMARY KEY REFERENCES p ON DELETE SET NULL)"),
+            DdlError::Unsupported { .. }
+        ));
+    }
+
+    #[test]
+    fn the_ddl_must_match_the_catalog() {
+        let mut catalog = Catalog::new();
+        catalog.add(TableSchema::new(
+            "a",
+            vec![Column::new("id", ColumnType::Int), Column::nullable("n", ColumnType::Int)],
+            &["id"],
+            Partitioning::KeyPrefix { prefix_len: 1 },
+        ));
+        let ok = parse("CREATE TABLE a (id INT PRIMARY KEY, n INT)").unwrap();
+        assert_eq!(check_against(&ok, &catalog), Ok(()));
+        for bad in [
+            "CREATE TABLE a (id INT PRIMARY KEY, n INT NOT NULL)",
+            "CREATE TABLE a (id INT PRIMARY KEY, n TEXT)",
+            "CREATE TABLE a (id INT PRIMARY KEY)",
+            "CREATE TABLE a (id INT, n INT NOT NULL, PRIMARY KEY (id, n))",
+            "CREATE TABLE b (id INT PRIMARY KEY)",
+        ] {
+            let s = parse(bad).unwrap();
+            assert!(matches!(check_against(&s, &catalog), Err(DdlError::CatalogMismatch(_))), "{bad}");
+        }
+    }
+}

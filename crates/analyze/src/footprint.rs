@@ -503,3 +503,118 @@ impl Run<'_> {
 
 /// Footprints of several procedures by name.
 pub type Footprints = BTreeMap<String, Footprint>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use litmus_core::{Column, Partitioning};
+    use litmus_engine::Registry;
+
+    fn catalog() -> Catalog {
+        let mut c = Catalog::new();
+        let int = |n: &str| Column::new(n, ColumnType::Int);
+        c.add(TableSchema::new(
+            "ctr",
+            vec![int("g"), int("next"), int("kind")],
+            &["g"],
+            Partitioning::KeyPrefix { prefix_len: 1 },
+        ));
+        c.add(TableSchema::new(
+            "item",
+            vec![int("g"), int("id"), int("v"), int("tok")],
+            &["g", "id"],
+            Partitioning::KeyPrefix { prefix_len: 1 },
+        ));
+        c
+    }
+
+    const DDL: &str = "
+        CREATE TABLE ctr (g INT PRIMARY KEY, next INT NOT NULL, kind INT NOT NULL CHECK (kind IN (1, 2)));
+        CREATE TABLE item (g INT NOT NULL, id INT NOT NULL, v INT NOT NULL,
+                           tok INT NOT NULL DEFAULT LITMUS_UNIQUE_ID(), PRIMARY KEY (g, id));
+    ";
+
+    /// A procedure in the shape of New-Order: bump a group's counter, read it back, insert
+    /// under the id it handed out; plus an insert under a chosen id, and a data-dependent
+    /// branch on a column with a declared domain.
+    fn registry() -> Registry {
+        let mut r = Registry::new();
+        r.register("mk", vec![ColumnType::Int, ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
+            let g = args[0].clone();
+            ctx.update("ctr", &[g.clone()], &[("next", Formula::Add(Value::Int(1)))]).await?;
+            let row = ctx.read("ctr", &[g.clone()]).await?.ok_or_else(|| ctx.abort("no group"))?;
+            let id = row[1].as_int().expect("int") * 2 - 1;
+            ctx.insert("item", vec![g.clone(), Value::Int(id), Value::Int(0), args[1].clone()]).await?;
+            ctx.insert("item", vec![g.clone(), Value::Int(7), row[1].clone(), args[1].clone()]).await?;
+            if row[2] == Value::Int(2) {
+                ctx.delete("item", &[g.clone(), Value::Int(7)]).await?;
+            }
+            ctx.update("ctr", &[g], &[("kind", Formula::Add(Value::Int(0)))]).await?;
+            Ok(vec![])
+        });
+        r
+    }
+
+    #[test]
+    fn records_assigned_and_chosen_keys_formulas_and_both_branches() {
+        let catalog = catalog();
+        let schema = crate::ddl::parse(DDL).unwrap();
+        let reg = registry();
+        let samples: Vec<Vec<Value>> = (0..8).map(|i| vec![Value::Int(i), Value::Int(1000 + i)]).collect();
+        let fp = Recorder::new(&catalog, &schema).record(reg.get("mk").unwrap(), &samples).unwrap();
+        assert_eq!(fp.runs, 8 * VARIANTS);
+        assert!(fp.committed > 0 && fp.committed < fp.runs, "some runs miss the group row");
+        let inserts: Vec<&Vec<(String, Source)>> = fp
+            .accesses
+            .iter()
+            .filter_map(|a| match a {
+                Access::Insert { table, columns, upsert: false } if table == "item" => Some(columns),
+                _ => None,
+            })
+            .collect();
+        let id_sources: BTreeSet<&Source> = inserts.iter().map(|c| &c[1].1).collect();
+        let counter = Source::Assigned { counter: ColRef::new("ctr", "next") };
+        assert!(id_sources.contains(&counter), "{id_sources:?}");
+        assert!(id_sources.contains(&Source::Chosen), "{id_sources:?}");
+        assert!(inserts.iter().all(|c| c[3].1 == Source::Token), "declared unique token");
+        assert!(fp.accesses.contains(&Access::Update { col: ColRef::new("ctr", "next"), change: Change::Increment }));
+        assert!(fp.accesses.contains(&Access::Update { col: ColRef::new("ctr", "kind"), change: Change::Touch }));
+        // The delete is behind `kind == 2`: the declared domain (1, 2) reaches it.
+        assert!(fp.accesses.contains(&Access::Delete { table: "item".into() }));
+        assert!(fp.accesses.contains(&Access::Read { table: "ctr".into() }));
+    }
+
+    #[test]
+    fn bad_samples_and_no_samples_are_errors() {
+        let (catalog, schema, reg) = (catalog(), crate::ddl::parse(DDL).unwrap(), registry());
+        let rec = Recorder::new(&catalog, &schema);
+        let p = reg.get("mk").unwrap();
+        assert!(matches!(rec.record(p, &[]), Err(RecordError::NoSamples { .. })));
+        assert!(matches!(rec.record(p, &[vec![Value::Int(1)]]), Err(RecordError::BadSample { .. })));
+    }
+
+    #[test]
+    fn fingerprints_trace_affine_uses() {
+        let catalog = catalog();
+        let schema = crate::ddl::parse(DDL).unwrap();
+        let mut run = Run {
+            catalog: &catalog,
+            schema: &schema,
+            variant: 0,
+            mix: Mix(1),
+            slots: vec![],
+            increments: BTreeSet::new(),
+            accesses: BTreeSet::new(),
+            inserts: vec![],
+        };
+        let t = catalog.table_by_name("ctr").unwrap().clone();
+        let row = run.row(&t, &[Value::Int(3)]);
+        let next = row[1].as_int().unwrap();
+        for v in [next, next - 1, 2 * next + 1, 10 * next - 3] {
+            assert_eq!(run.slot_of(v), Some(0), "{v}");
+        }
+        for v in [0, 1, 1_000_000, next / 3] {
+            assert_eq!(run.slot_of(v), None, "{v}");
+        }
+    }
+}
