@@ -52,3 +52,202 @@ pub fn tpcc_spec() -> anyhow::Result<WorkloadSpec> {
         procedures,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use litmus_analyze::report::{judge_all, Class};
+    use litmus_analyze::{analyze, Access, Change, ColRef, Report, Source, Verdict};
+
+    fn tpcc() -> Report {
+        analyze(&tpcc_spec().unwrap()).unwrap()
+    }
+
+    /// The paper's Table 3: every condition with its type, and exactly 3.3.2.2 and 3.3.2.3 not
+    /// I-confluent, through New-Order (Claim 5) and Delivery.
+    #[test]
+    fn table_3_tpcc_consistency_conditions() {
+        let r = tpcc();
+        let named: Vec<(&str, &str, bool)> =
+            r.named().map(|i| (i.name.as_str(), i.type_label.as_str(), i.needs_coordination)).collect();
+        assert_eq!(
+            named,
+            vec![
+                ("3.3.2.1", "MV", false),
+                ("3.3.2.2", "S_ID", true),
+                ("3.3.2.3", "S_ID", true),
+                ("3.3.2.4", "MV", false),
+                ("3.3.2.5", "FK", false),
+                ("3.3.2.6", "MV", false),
+                ("3.3.2.7", "FK", false),
+                ("3.3.2.8", "MV", false),
+                ("3.3.2.9", "MV", false),
+                ("3.3.2.10", "MV", false),
+                ("3.3.2.11", "FK", false),
+                ("3.3.2.12", "MV", false),
+            ]
+        );
+        assert_eq!(r.summary.named_confluent, 10);
+        assert_eq!(r.summary.named_need_coordination, vec!["3.3.2.2", "3.3.2.3"]);
+        assert!(r.summary.other_need_coordination.is_empty(), "{:?}", r.summary.other_need_coordination);
+        for name in ["3.3.2.2", "3.3.2.3"] {
+            let inv = r.invariants.iter().find(|i| i.name == name).unwrap();
+            assert_eq!(inv.verdict, Verdict::No);
+            assert_eq!(inv.transactions, vec!["new-order", "delivery"], "{name}");
+            assert!(inv.pairs.iter().any(|p| p.label == "new-order"
+                && p.judgement.verdict == Verdict::No
+                && p.judgement.rule == "Claim 5"));
+            assert!(inv.pairs.iter().any(|p| p.label == "delivery" && p.judgement.verdict.needs_coordination()));
+        }
+        // Table 3's transaction columns where they name one transaction.
+        let txns = |n: &str| r.invariants.iter().find(|i| i.name == n).unwrap().transactions.clone();
+        assert_eq!(txns("3.3.2.1"), vec!["payment"]);
+        assert_eq!(txns("3.3.2.4"), vec!["new-order"]);
+        assert_eq!(txns("3.3.2.6"), vec!["new-order"]);
+        assert_eq!(txns("3.3.2.9"), vec!["payment"]);
+        let class = |l: &str| r.procedures.iter().find(|p| p.label == l).unwrap().class;
+        assert_eq!(class("new-order"), Class::SingleSiteCoordination);
+        assert_eq!(class("delivery"), Class::Coordinated);
+        for l in ["payment", "order-status", "stock-level"] {
+            assert_eq!(class(l), Class::CoordinationFree, "{l}");
+        }
+        assert_eq!(r.summary.procedures_need_coordination, vec!["new-order", "delivery"]);
+    }
+
+    #[test]
+    fn the_json_report_says_the_same() {
+        let r = tpcc();
+        let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(v["summary"]["named"], 12);
+        assert_eq!(v["summary"]["named_need_coordination"], serde_json::json!(["3.3.2.2", "3.3.2.3"]));
+        let text = r.text();
+        assert!(text.contains("10 of 12 I-confluent; need coordination: 3.3.2.2, 3.3.2.3"), "{text}");
+    }
+
+    /// The footprints come from running the real procedures, not from a list.
+    #[test]
+    fn footprints_are_derived_from_the_real_procedures() {
+        let r = tpcc();
+        let fp = |l: &str| &r.procedures.iter().find(|p| p.label == l).unwrap().footprint;
+        let next_o_id = ColRef::new(tpcc::schema::DISTRICT, "d_next_o_id");
+        let no = fp("new-order");
+        assert!(no.committed > 0);
+        assert!(no.accesses.contains(&Access::Update { col: next_o_id.clone(), change: Change::Increment }));
+        let assigned = Source::Assigned { counter: next_o_id };
+        for table in [tpcc::schema::ORDERS, tpcc::schema::NEW_ORDER, tpcc::schema::ORDER_LINE] {
+            assert!(
+                no.accesses.iter().any(|a| matches!(a, Access::Insert { table: t, upsert: false, columns }
+                    if t == table && columns.iter().any(|(_, s)| *s == assigned))),
+                "{table}'s order id is assigned from d_next_o_id"
+            );
+        }
+        assert!(no.accesses.iter().any(|a| matches!(a, Access::Insert { table, upsert: true, .. }
+            if table == tpcc::schema::CUSTOMER_LAST_ORDER)));
+        let pay = fp("payment");
+        assert!(pay.accesses.contains(&Access::Update {
+            col: ColRef::new(tpcc::schema::CUSTOMER, "c_balance"),
+            change: Change::Decrement
+        }));
+        assert!(pay.accesses.contains(&Access::Update {
+            col: ColRef::new(tpcc::schema::WAREHOUSE, "w_ytd"),
+            change: Change::Increment
+        }));
+        // c_credit's declared domain ('GC', 'BC') reaches the bad-credit branch.
+        assert!(pay
+            .accesses
+            .contains(&Access::Update { col: ColRef::new(tpcc::schema::CUSTOMER, "c_data"), change: Change::Assign }));
+        let del = fp("delivery");
+        assert!(del.accesses.contains(&Access::Delete { table: tpcc::schema::NEW_ORDER.into() }));
+        assert!(del.accesses.contains(&Access::Update {
+            col: ColRef::new(tpcc::schema::ORDERS, "o_carrier_id"),
+            change: Change::Assign
+        }));
+        assert!(fp("stock-level").writes().next().is_none());
+        assert!(fp("order-status").writes().next().is_none());
+    }
+
+    /// The BASE procedures have the same bodies (plus alkaline boundaries and zero-adds that
+    /// only take locks): the same verdicts.
+    #[test]
+    fn base_procedures_get_the_same_verdicts() {
+        let mut spec = tpcc_spec().unwrap();
+        for p in &mut spec.procedures {
+            let ty = TxnType::of_kind(&p.label).unwrap();
+            p.procedure = ty.procedure(true).into();
+        }
+        let base = analyze(&spec).unwrap();
+        let acid = tpcc();
+        let classes = |r: &Report| r.procedures.iter().map(|p| (p.label.clone(), p.class)).collect::<Vec<_>>();
+        assert_eq!(classes(&base), classes(&acid));
+        assert_eq!(base.summary.named_need_coordination, acid.summary.named_need_coordination);
+    }
+
+    /// A footprint or an invariant broken by hand must be flagged: the analyzer is not a
+    /// rubber stamp.
+    #[test]
+    fn hand_broken_footprints_and_invariants_are_flagged() {
+        let spec = tpcc_spec().unwrap();
+        let schema = litmus_analyze::ddl::parse(&spec.ddl).unwrap();
+        let recorded = analyze(&spec).unwrap();
+        let footprints = |edit: &dyn Fn(&str, &mut std::collections::BTreeSet<Access>)| {
+            spec.procedures
+                .iter()
+                .map(|p| {
+                    let mut fp =
+                        recorded.procedures.iter().find(|r| r.procedure == p.procedure).unwrap().footprint.clone();
+                    edit(&p.label, &mut fp.accesses);
+                    (p, fp)
+                })
+                .collect::<Vec<_>>()
+        };
+        // Payment maintaining w_ytd by read-modify-write (assign) instead of an increment.
+        let w_ytd = ColRef::new(tpcc::schema::WAREHOUSE, "w_ytd");
+        let r = judge_all(
+            &spec,
+            &schema,
+            footprints(&|label, acc| {
+                if label == "payment" {
+                    acc.remove(&Access::Update { col: w_ytd.clone(), change: Change::Increment });
+                    acc.insert(Access::Update { col: w_ytd.clone(), change: Change::Assign });
+                }
+            }),
+        );
+        assert_eq!(r.summary.named_need_coordination, vec!["3.3.2.1", "3.3.2.2", "3.3.2.3", "3.3.2.8"]);
+        assert!(r.summary.procedures_need_coordination.contains(&"payment".to_string()));
+        // New-Order inserting orders under an id it chose rather than one the district assigned.
+        let r = judge_all(
+            &spec,
+            &schema,
+            footprints(&|label, acc| {
+                if label == "new-order" {
+                    let chosen: Vec<Access> = acc
+                        .iter()
+                        .map(|a| match a {
+                            Access::Insert { table, upsert, columns } if table == tpcc::schema::ORDERS => {
+                                Access::Insert {
+                                    table: table.clone(),
+                                    upsert: *upsert,
+                                    columns: columns.iter().map(|(c, _)| (c.clone(), Source::Chosen)).collect(),
+                                }
+                            }
+                            other => other.clone(),
+                        })
+                        .collect();
+                    *acc = chosen.into_iter().collect();
+                }
+            }),
+        );
+        let pk = r.invariants.iter().find(|i| i.name == "tpcc_orders: PRIMARY KEY").unwrap();
+        assert_eq!(pk.verdict, Verdict::No);
+        assert!(pk.rules.contains(&"Claim 3".to_string()));
+        // An invariant Payment cannot keep without coordination: a non-negative balance.
+        let mut strict = spec.clone();
+        strict.ddl =
+            strict.ddl.replace("c_balance DECIMAL NOT NULL,", "c_balance DECIMAL NOT NULL CHECK (c_balance >= 0),");
+        assert_ne!(strict.ddl, spec.ddl);
+        let r = analyze(&strict).unwrap();
+        let check = r.invariants.iter().find(|i| i.sql.contains("c_balance >= 0")).unwrap();
+        assert!(check.pairs.iter().any(|p| p.label == "payment" && p.judgement.rule == "Claim 13"));
+        assert!(r.summary.procedures_need_coordination.contains(&"payment".to_string()));
+    }
+}
