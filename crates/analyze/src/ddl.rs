@@ -285,8 +285,12 @@ impl Builder<'_> {
                         vec![Clause::Unique { table: t.clone(), columns: vec![col] }],
                     ),
                     ColumnOption::ForeignKey(fk) => {
-                        let clause =
-                            self.foreign_key(&[col.clone()], &fk.foreign_table, &fk.referred_columns, fk.on_delete)?;
+                        let clause = self.foreign_key(
+                            std::slice::from_ref(&col),
+                            &fk.foreign_table,
+                            &fk.referred_columns,
+                            fk.on_delete,
+                        )?;
                         self.push(
                             o.name.as_ref(),
                             format!("{t}: FOREIGN KEY ({col})"),

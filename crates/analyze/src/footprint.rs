@@ -421,9 +421,9 @@ impl Run<'_> {
             key_vals.push(v.clone());
             row[i] = v;
         }
-        for i in 0..t.columns.len() {
+        for (i, cell) in row.iter_mut().enumerate() {
             if !t.primary_key.contains(&i) {
-                row[i] = self.synth(t, i, &key_vals);
+                *cell = self.synth(t, i, &key_vals);
             }
         }
         row
@@ -541,8 +541,8 @@ mod tests {
         let mut r = Registry::new();
         r.register("mk", vec![ColumnType::Int, ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
             let g = args[0].clone();
-            ctx.update("ctr", &[g.clone()], &[("next", Formula::Add(Value::Int(1)))]).await?;
-            let row = ctx.read("ctr", &[g.clone()]).await?.ok_or_else(|| ctx.abort("no group"))?;
+            ctx.update("ctr", std::slice::from_ref(&g), &[("next", Formula::Add(Value::Int(1)))]).await?;
+            let row = ctx.read("ctr", std::slice::from_ref(&g)).await?.ok_or_else(|| ctx.abort("no group"))?;
             let id = row[1].as_int().expect("int") * 2 - 1;
             ctx.insert("item", vec![g.clone(), Value::Int(id), Value::Int(0), args[1].clone()]).await?;
             ctx.insert("item", vec![g.clone(), Value::Int(7), row[1].clone(), args[1].clone()]).await?;
