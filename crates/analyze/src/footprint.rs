@@ -18,13 +18,22 @@
 //! *chosen*. Synthetic numbers are positive, so the sign of an increment computed from reads is
 //! the sign it has on non-negative data.
 //!
+//! **A database of its own.** Data variant 0 plays the whole workload in order — sample `i` of
+//! every procedure, then sample `i + 1` — against one in-memory store shared by all of them:
+//! a read of a row nobody wrote synthesizes it *and keeps it*, writes and formula updates
+//! apply, scans return the stored rows of their range. So a procedure finds the rows earlier
+//! ones wrote (an order queued by `create-order` is there for `payment`), and counters move as
+//! they would. Variants 1 and 2 run each procedure alone on synthetic rows, some missing, scans
+//! sometimes empty, to reach the not-found branches.
+//!
 //! What the recorder cannot observe is declared in the DDL: unique tokens and value domains.
 //! A footprint is the union over all runs (aborted ones included): a superset of what any run
 //! commits, which keeps the analysis sound.
 
 use crate::invariant::{ColRef, Schema};
-use litmus_core::{Catalog, ColumnType, Decimal, Error, Formula, Row, TableSchema, Value};
-use litmus_engine::op::{resolve, OpResult};
+use litmus_core::formula::apply_updates;
+use litmus_core::{Catalog, ColumnType, Decimal, Error, Formula, Key, Row, TableSchema, Value};
+use litmus_engine::op::{resolve, OpKind, OpResult};
 use litmus_engine::procedure::{poll_once, Issued, Procedure};
 use litmus_engine::{Ctx, Op};
 use serde::Serialize;
@@ -200,6 +209,8 @@ pub struct Footprint {
     pub runs: u64,
     /// Runs that returned `Ok`.
     pub committed: u64,
+    /// Runs in which the procedure panicked on synthetic data (counted as failed).
+    pub panicked: u64,
     pub accesses: BTreeSet<Access>,
 }
 
@@ -249,16 +260,28 @@ impl Mix {
     }
 }
 
+/// Rows by table and encoded key: the store of data variant 0.
+type Store = BTreeMap<(String, Key), Row>;
+
+/// Per fingerprint slot: the column and row key it was synthesized for.
+type Slots = Vec<(ColRef, Vec<Value>)>;
+
 /// The state of one recorded run.
 struct Run<'a> {
     catalog: &'a Catalog,
     schema: &'a Schema,
     variant: u64,
     mix: Mix,
-    /// Per fingerprint slot: the column and row key it was synthesized for.
-    slots: Vec<(ColRef, Vec<Value>)>,
+    /// The shared store (variant 0 only).
+    store: Option<&'a mut Store>,
+    /// Fingerprint slots, shared by every run of a recording (fingerprints stay unique).
+    slots: &'a mut Slots,
     /// Increments issued: (column, row key).
     increments: BTreeSet<(ColRef, Vec<Value>)>,
+    /// The last integer value returned in this run per column name, with its table (store mode).
+    seen: BTreeMap<String, (String, Value)>,
+    /// The procedure panicked (on synthetic data).
+    panicked: bool,
     accesses: BTreeSet<Access>,
     /// Inserts, resolved once the run is over (a counter may be incremented after the read
     /// that its value came from).
@@ -272,25 +295,50 @@ impl<'a> Recorder<'a> {
 
     /// Records `proc` over every argument sample and [`VARIANTS`] data variants each.
     pub fn record(&self, proc: &Procedure, samples: &[Vec<Value>]) -> Result<Footprint, RecordError> {
-        if samples.is_empty() {
-            return Err(RecordError::NoSamples { procedure: proc.name.clone() });
-        }
-        let mut fp = Footprint { procedure: proc.name.clone(), runs: 0, committed: 0, accesses: BTreeSet::new() };
-        for (i, args) in samples.iter().enumerate() {
-            proc.check_args(args).map_err(|e| RecordError::BadSample {
+        Ok(self.record_all(&[(proc, samples)])?.pop().expect("one footprint"))
+    }
+
+    /// Records a workload's procedures together: variant 0 interleaves them (sample `i` of
+    /// each, in order) over one shared store; variants 1 and 2 run each alone.
+    pub fn record_all(&self, procs: &[(&Procedure, &[Vec<Value>])]) -> Result<Vec<Footprint>, RecordError> {
+        let mut fps = Vec::with_capacity(procs.len());
+        for (proc, samples) in procs {
+            if samples.is_empty() {
+                return Err(RecordError::NoSamples { procedure: proc.name.clone() });
+            }
+            for (i, args) in samples.iter().enumerate() {
+                proc.check_args(args).map_err(|e| RecordError::BadSample {
+                    procedure: proc.name.clone(),
+                    sample: i,
+                    error: e.to_string(),
+                })?;
+            }
+            fps.push(Footprint {
                 procedure: proc.name.clone(),
-                sample: i,
-                error: e.to_string(),
-            })?;
+                runs: 0,
+                committed: 0,
+                panicked: 0,
+                accesses: BTreeSet::new(),
+            });
+        }
+        let mut store = Store::new();
+        let mut slots = Slots::new();
+        let rounds = procs.iter().map(|(_, s)| s.len()).max().unwrap_or(0);
+        for i in 0..rounds {
             for variant in 0..VARIANTS {
-                let seed = (i as u64) << 8 | variant;
-                let (accesses, ok) = self.run(proc, args.clone(), variant, seed)?;
-                fp.runs += 1;
-                fp.committed += u64::from(ok);
-                fp.accesses.extend(accesses);
+                for ((proc, samples), fp) in procs.iter().zip(fps.iter_mut()) {
+                    let Some(args) = samples.get(i) else { continue };
+                    let seed = (i as u64) << 8 | variant;
+                    let shared = (variant == 0).then_some(&mut store);
+                    let (accesses, ok, panicked) = self.run(proc, args.clone(), variant, seed, shared, &mut slots)?;
+                    fp.runs += 1;
+                    fp.committed += u64::from(ok);
+                    fp.panicked += u64::from(panicked);
+                    fp.accesses.extend(accesses);
+                }
             }
         }
-        Ok(fp)
+        Ok(fps)
     }
 
     fn run(
@@ -299,14 +347,19 @@ impl<'a> Recorder<'a> {
         args: Vec<Value>,
         variant: u64,
         seed: u64,
-    ) -> Result<(BTreeSet<Access>, bool), RecordError> {
+        store: Option<&mut Store>,
+        slots: &mut Slots,
+    ) -> Result<(BTreeSet<Access>, bool, bool), RecordError> {
         let mut run = Run {
             catalog: self.catalog,
             schema: self.schema,
             variant,
             mix: Mix(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x5151),
-            slots: Vec::new(),
+            store,
+            slots,
             increments: BTreeSet::new(),
+            seen: BTreeMap::new(),
+            panicked: false,
             accesses: BTreeSet::new(),
             inserts: Vec::new(),
         };
@@ -314,7 +367,14 @@ impl<'a> Recorder<'a> {
         let mut fut = proc.start(ctx.clone(), args);
         let mut ops = 0usize;
         let ok = loop {
-            match poll_once(&mut fut) {
+            // A procedure trusts its data; synthetic data may make it panic (an overflow on a
+            // fingerprint-sized value): that run counts as failed, the recording goes on.
+            let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| poll_once(&mut fut)));
+            let Ok(polled) = polled else {
+                run.panicked = true;
+                break false;
+            };
+            match polled {
                 Poll::Ready(r) => break r.is_ok(),
                 Poll::Pending => {
                     let issued = ctx.io().take_issued();
@@ -355,7 +415,7 @@ impl<'a> Recorder<'a> {
                 .collect();
             run.accesses.insert(Access::Insert { table, upsert, columns });
         }
-        Ok((run.accesses, ok))
+        Ok((run.accesses, ok, run.panicked))
     }
 }
 
@@ -363,7 +423,10 @@ impl Run<'_> {
     /// Answers one operation like a database that has every row it is asked for (mostly).
     fn answer(&mut self, op: &Op) -> Result<OpResult, Error> {
         // Validate as the coordinator would: bad operations get the error a database gives.
-        resolve(self.catalog, 1, op)?;
+        let resolved = resolve(self.catalog, 1, op)?;
+        if self.store.is_some() {
+            return self.answer_stored(op, &resolved.op.kind);
+        }
         let schema_of = |t: &str| self.catalog.table_by_name(t).expect("resolved").clone();
         match op {
             Op::Read { table, key } => {
@@ -396,16 +459,104 @@ impl Run<'_> {
                 Ok(OpResult::Done)
             }
             Op::Update { table, key, updates } => {
-                for (column, f) in updates {
-                    let col = ColRef::new(table, column);
-                    let change = Change::of(f);
-                    if change == Change::Increment {
-                        self.increments.insert((col.clone(), key.clone()));
-                    }
-                    self.accesses.insert(Access::Update { col, change });
-                }
+                self.note_updates(table, key, updates);
                 Ok(OpResult::Done)
             }
+        }
+    }
+
+    /// Answers from the shared store, synthesizing (and keeping) rows nobody wrote.
+    fn answer_stored(&mut self, op: &Op, kind: &OpKind) -> Result<OpResult, Error> {
+        let table = op_table(op).to_string();
+        let t = self.catalog.table_by_name(&table).expect("resolved").clone();
+        match (op, kind) {
+            (Op::Read { key, .. }, OpKind::Read { key: k }) => {
+                self.accesses.insert(Access::Read { table: table.clone() });
+                Ok(OpResult::Row(Some(self.stored_row(&t, k, key))))
+            }
+            (Op::Scan { start, .. }, OpKind::Scan { start: s, end, limit }) => {
+                self.accesses.insert(Access::Read { table: table.clone() });
+                let store = self.store.as_deref().expect("store mode");
+                let lo = (table.clone(), s.clone());
+                let rows: Vec<Row> = store
+                    .range(lo..)
+                    .take_while(|((tn, k), _)| *tn == table && end.as_ref().is_none_or(|e| k < e))
+                    .take(*limit as usize)
+                    .map(|(_, r)| r.clone())
+                    .collect();
+                if !rows.is_empty() {
+                    for r in &rows {
+                        self.see(&t, r);
+                    }
+                    return Ok(OpResult::Rows(rows));
+                }
+                let mut out = Vec::new();
+                for _ in 0..2.min(*limit) {
+                    let row = self.row(&t, start);
+                    let k = t.row_key(&row)?;
+                    if k >= *s && end.as_ref().is_none_or(|e| k < *e) {
+                        self.store.as_deref_mut().expect("store mode").insert((table.clone(), k), row.clone());
+                    }
+                    self.see(&t, &row);
+                    out.push(row);
+                }
+                Ok(OpResult::Rows(out))
+            }
+            (
+                Op::Insert { row, .. } | Op::Write { row, .. },
+                OpKind::Insert { key, .. } | OpKind::Write { key, .. },
+            ) => {
+                self.inserts.push((table.clone(), matches!(op, Op::Write { .. }), row.clone()));
+                self.store.as_deref_mut().expect("store mode").insert((table, key.clone()), row.clone());
+                Ok(OpResult::Done)
+            }
+            (Op::Delete { .. }, OpKind::Delete { key }) => {
+                self.accesses.insert(Access::Delete { table: table.clone() });
+                self.store.as_deref_mut().expect("store mode").remove(&(table, key.clone()));
+                Ok(OpResult::Done)
+            }
+            (Op::Update { key, updates, .. }, OpKind::Update { key: k, updates: resolved }) => {
+                self.note_updates(&table, key, updates);
+                let mut row = self.stored_row(&t, k, key);
+                apply_updates(&mut row, resolved)?;
+                self.store.as_deref_mut().expect("store mode").insert((table, k.clone()), row);
+                Ok(OpResult::Done)
+            }
+            _ => Err(Error::Internal(format!("recorder: {op:?} resolved to {kind:?}"))),
+        }
+    }
+
+    /// The stored row with this key, synthesized and kept if nobody wrote it.
+    fn stored_row(&mut self, t: &TableSchema, k: &Key, key: &[Value]) -> Row {
+        let id = (t.name.clone(), k.clone());
+        let row = match self.store.as_deref().expect("store mode").get(&id) {
+            Some(r) => r.clone(),
+            None => {
+                let row = self.row(t, key);
+                self.store.as_deref_mut().expect("store mode").insert(id, row.clone());
+                row
+            }
+        };
+        self.see(t, &row);
+        row
+    }
+
+    fn see(&mut self, t: &TableSchema, row: &[Value]) {
+        for (c, v) in t.columns.iter().zip(row) {
+            if matches!(v, Value::Int(_)) {
+                self.seen.insert(c.name.clone(), (t.name.clone(), v.clone()));
+            }
+        }
+    }
+
+    fn note_updates(&mut self, table: &str, key: &[Value], updates: &[(String, Formula)]) {
+        for (column, f) in updates {
+            let col = ColRef::new(table, column);
+            let change = Change::of(f);
+            if change == Change::Increment {
+                self.increments.insert((col.clone(), key.to_vec()));
+            }
+            self.accesses.insert(Access::Update { col, change });
         }
     }
 
@@ -436,8 +587,17 @@ impl Run<'_> {
         }
         let domain = self.schema.table(&t.name).and_then(|d| d.column(&c.name)).map(|d| d.domain.clone());
         if let Some(domain) = domain.filter(|d| !d.is_empty()) {
-            let pick = if self.variant == 0 { 0 } else { self.mix.below(domain.len() as u64) as usize };
-            return domain[pick].clone();
+            return domain[self.mix.below(domain.len() as u64) as usize].clone();
+        }
+        // In the shared store, a column named like one this run has already seen usually
+        // repeats that value (a seat's `order_id` is the order's): rows that belong together
+        // mostly agree, as a database's do, and the branches that check it are reached.
+        if self.store.is_some() && c.ty == ColumnType::Int && self.mix.chance(75) {
+            // Only from another table: two rows of one table sharing a value would blur which
+            // row a value came from (a counter of district 1 read as district 2's).
+            if let Some((_, v)) = self.seen.get(&c.name).filter(|(table, _)| *table != t.name) {
+                return v.clone();
+            }
         }
         let slot = self.slots.len() as i64;
         self.slots.push((ColRef::new(&t.name, &c.name), key.to_vec()));
@@ -498,6 +658,17 @@ impl Run<'_> {
                 }
             }
         }
+    }
+}
+
+fn op_table(op: &Op) -> &str {
+    match op {
+        Op::Read { table, .. }
+        | Op::Scan { table, .. }
+        | Op::Write { table, .. }
+        | Op::Insert { table, .. }
+        | Op::Delete { table, .. }
+        | Op::Update { table, .. } => table,
     }
 }
 
@@ -597,13 +768,17 @@ mod tests {
     fn fingerprints_trace_affine_uses() {
         let catalog = catalog();
         let schema = crate::ddl::parse(DDL).unwrap();
+        let mut slots = Slots::new();
         let mut run = Run {
             catalog: &catalog,
             schema: &schema,
             variant: 0,
             mix: Mix(1),
-            slots: vec![],
+            store: None,
+            slots: &mut slots,
             increments: BTreeSet::new(),
+            seen: BTreeMap::new(),
+            panicked: false,
             accesses: BTreeSet::new(),
             inserts: vec![],
         };

@@ -144,12 +144,13 @@ pub fn analyze(spec: &WorkloadSpec) -> Result<Report, AnalyzeError> {
     let schema = ddl::parse(&spec.ddl).map_err(ddl_err)?;
     ddl::check_against(&schema, &spec.catalog).map_err(ddl_err)?;
     let recorder = Recorder::new(&spec.catalog, &schema);
-    let mut footprints = Vec::new();
+    let mut procs = Vec::new();
     for p in &spec.procedures {
         let proc = spec.registry.get(&p.procedure).map_err(|_| AnalyzeError::UnknownProcedure(p.procedure.clone()))?;
-        footprints.push((p, recorder.record(proc, &p.samples)?));
+        procs.push((proc, p.samples.as_slice()));
     }
-    Ok(judge_all(spec, &schema, footprints))
+    let recorded = recorder.record_all(&procs)?;
+    Ok(judge_all(spec, &schema, spec.procedures.iter().zip(recorded).collect()))
 }
 
 /// Judges recorded (or hand-made) footprints against a schema's invariants.
@@ -312,11 +313,12 @@ impl Report {
         let _ = writeln!(s, "{}:", self.named_as);
         let width = self.named().map(|i| i.name.len()).max().unwrap_or(4).max(9);
         let tw = self.named().map(|i| i.transactions.join(", ").len()).max().unwrap_or(0).max(12);
-        let _ = writeln!(s, "  {:width$}  {:6}  {:tw$}  verdict", "invariant", "type", "transactions");
+        let yw = self.named().map(|i| i.type_label.len()).max().unwrap_or(0).max(4);
+        let _ = writeln!(s, "  {:width$}  {:yw$}  {:tw$}  verdict", "invariant", "type", "transactions");
         for i in self.named() {
             let _ = writeln!(
                 s,
-                "  {:width$}  {:6}  {:tw$}  {}",
+                "  {:width$}  {:yw$}  {:tw$}  {}",
                 i.name,
                 i.type_label,
                 if i.transactions.is_empty() { "-".to_string() } else { i.transactions.join(", ") },
@@ -371,9 +373,14 @@ impl Report {
             let writes: Vec<String> = p.footprint.writes().map(|a| a.to_string()).collect();
             let _ = writeln!(
                 s,
-                "    footprint ({} runs, {} committed): {}",
+                "    footprint ({} runs, {} committed{}): {}",
                 p.footprint.runs,
                 p.footprint.committed,
+                if p.footprint.panicked > 0 {
+                    format!(", {} panicked on synthetic data", p.footprint.panicked)
+                } else {
+                    String::new()
+                },
                 if writes.is_empty() { "reads only".into() } else { writes.join("; ") }
             );
         }

@@ -31,6 +31,9 @@
 //! | `[NOT] CONTAINS` | any | yes | 15, 16 |
 //! | `SIZE =` | set add/remove/assign | **no** | 17 |
 //!
+//! An upsert whose id was read from the database rewrites a row of a sequence and assigns no
+//! id: it does not touch a sequential-id clause.
+//!
 //! Everything else that touches a constrained column — an *assignment* to a summed roll-up
 //! column or a counter (a read-modify-write that last-writer-wins merge would lose, §5.2), a
 //! delete under a sequential ID, a multiply, an upsert over a counter — is Unknown.
@@ -109,6 +112,12 @@ fn writes_col(a: &Access, col: &ColRef) -> bool {
 
 fn source_of<'a>(columns: &'a [(String, Source)], col: &str) -> Option<&'a Source> {
     columns.iter().find(|(c, _)| c == col).map(|(_, s)| s)
+}
+
+/// Whether an upsert rewrites an existing row of a sequence: its id was read from the
+/// database (an id already handed out), so no id is assigned.
+fn rewrites(columns: &[(String, Source)], id: &str) -> bool {
+    matches!(source_of(columns, id), Some(Source::Read { .. }))
 }
 
 /// The verdict for `clause` and `access` (one access of `txn`), or `None` if the access does
@@ -226,6 +235,11 @@ pub fn judge(clause: &Clause, access: &Access, txn: &Footprint) -> Option<Judgem
             _ => None,
         },
         Clause::Sequential { col, .. } => match access {
+            Access::Insert { table, columns, upsert: true }
+                if *table == col.table && rewrites(columns, &col.column) =>
+            {
+                None
+            }
             Access::Insert { table, columns, .. } if *table == col.table => {
                 let s = source_of(columns, &col.column).cloned().unwrap_or(Source::Chosen);
                 no(
@@ -254,6 +268,9 @@ pub fn judge(clause: &Clause, access: &Access, txn: &Footprint) -> Option<Judgem
                 ),
                 other => unknown(format!("{other} of id counter {counter}: no rule")),
             },
+            Access::Insert { table, columns, upsert: true } if *table == id.table && rewrites(columns, &id.column) => {
+                None
+            }
             Access::Insert { table, columns, .. } if *table == id.table => {
                 let s = source_of(columns, &id.column).cloned().unwrap_or(Source::Chosen);
                 no("Claim 5", format!("insert with {} {s}: sequential assignment (AUTO_INCREMENT)", id.column))
@@ -404,7 +421,13 @@ mod tests {
     }
 
     fn footprint(accesses: &[Access]) -> Footprint {
-        Footprint { procedure: "t".into(), runs: 1, committed: 1, accesses: accesses.iter().cloned().collect() }
+        Footprint {
+            procedure: "t".into(),
+            runs: 1,
+            committed: 1,
+            panicked: 0,
+            accesses: accesses.iter().cloned().collect(),
+        }
     }
 
     fn insert(table: &str, cols: &[(&str, Source)]) -> Access {

@@ -2,7 +2,9 @@
 //! invariants, its catalog and procedures, and argument samples drawn from the workload's own
 //! generator (so the recorded footprints are those of the transactions a benchmark runs).
 
+use crate::ticketing::{self, Ticketing, TicketingOptions};
 use crate::tpcc::{self, Tpcc, TpccOptions, TxnType};
+use crate::workload::Workload;
 use crate::UnknownWorkload;
 use litmus_analyze::{ProcSpec, WorkloadSpec};
 use litmus_engine::Registry;
@@ -14,7 +16,7 @@ pub const SAMPLES: usize = 48;
 /// Seed of the argument samples.
 pub const SEED: u64 = 17;
 /// Workloads `litmus analyze` knows.
-pub const ANALYZABLE: &[&str] = &["tpcc"];
+pub const ANALYZABLE: &[&str] = &["tpcc", "ticketing"];
 
 /// TPC-C's tables and its consistency conditions 3.3.2.1–12 (and keys, foreign keys).
 pub const TPCC_DDL: &str = include_str!("tpcc/invariants.sql");
@@ -23,8 +25,43 @@ pub const TPCC_DDL: &str = include_str!("tpcc/invariants.sql");
 pub fn spec(workload: &str) -> anyhow::Result<WorkloadSpec> {
     match workload {
         "tpcc" => tpcc_spec(),
+        "ticketing" => ticketing_spec(),
         other => Err(UnknownWorkload(other.into()).into()),
     }
+}
+
+/// Ticketing's invariants (the ones its `verify` checks that the DDL can state).
+pub const TICKETING_DDL: &str = include_str!("ticketing_invariants.sql");
+/// Ticketing's flows run through queues of earlier transactions' orders: more samples.
+pub const TICKETING_SAMPLES: usize = 160;
+
+/// Ticketing: the 11 booking transactions (ACID procedures), inputs from the workload's mix.
+pub fn ticketing_spec() -> anyhow::Result<WorkloadSpec> {
+    let w = Ticketing::new(TicketingOptions { seats_per_category: 64, base_txns: 0 }, false)?;
+    let mut registry = Registry::new();
+    w.register(&mut registry);
+    let mut rng = ChaCha8Rng::seed_from_u64(SEED);
+    let mut samples: Vec<Vec<Vec<litmus_core::Value>>> = vec![Vec::new(); ticketing::TRANSACTIONS.len()];
+    while samples.iter().any(|s| s.len() < TICKETING_SAMPLES) {
+        let req = w.generate(&mut rng);
+        let i = ticketing::TRANSACTIONS.iter().position(|t| t.kind == req.kind).expect("a known kind");
+        if samples[i].len() < TICKETING_SAMPLES {
+            samples[i].push(req.args);
+        }
+    }
+    let procedures = ticketing::TRANSACTIONS
+        .iter()
+        .zip(samples)
+        .map(|(t, samples)| ProcSpec { procedure: t.procedure.into(), label: t.kind.into(), samples })
+        .collect();
+    Ok(WorkloadSpec {
+        name: "ticketing".into(),
+        named_as: "Ticketing invariants (Salt §8; checked by the workload's verify)".into(),
+        ddl: TICKETING_DDL.into(),
+        catalog: w.catalog(),
+        registry,
+        procedures,
+    })
 }
 
 /// TPC-C: the five transactions (the ACID procedures; the `_base` ones have the same bodies).
@@ -166,6 +203,30 @@ mod tests {
         assert!(fp("order-status").writes().next().is_none());
     }
 
+    /// Ticketing: the booking counter's `free -= k` under `free >= 0` is §5.2's textbook case
+    /// (Claim 13), its order ids come from a counter (Claim 5), and the read-only transactions
+    /// are coordination-free; add-customer's read-then-write of a counter is a lost update.
+    #[test]
+    fn ticketing_create_order_needs_coordination_and_the_displays_do_not() {
+        let r = analyze(&ticketing_spec().unwrap()).unwrap();
+        let proc = |l: &str| r.procedures.iter().find(|p| p.label == l).unwrap();
+        let create = proc("create-order");
+        assert!(create.reasons.iter().any(|p| p.invariant == "free seats >= 0" && p.judgement.rule == "Claim 13"));
+        assert!(create
+            .reasons
+            .iter()
+            .any(|p| p.invariant == "order ids from next_order" && p.judgement.rule == "Claim 5"));
+        assert!(create.footprint.accesses.iter().any(|a| matches!(a, Access::Insert { table, columns, .. }
+            if table == ticketing::ORDER && columns[0].1 == Source::Assigned { counter: ColRef::new(ticketing::CATEGORY, "next_order") })));
+        for l in ["browse-events", "view-seat-map", "check-availability"] {
+            assert_eq!(proc(l).class, Class::CoordinationFree, "{l}");
+        }
+        assert!(proc("add-customer").reasons.iter().any(|p| p.invariant == "orders per customer"));
+        // The recording reached the flows behind the queues: payment creates tickets.
+        assert!(proc("payment").footprint.accesses.iter().any(|a| matches!(a, Access::Insert { table, .. }
+            if table == ticketing::TICKET)));
+    }
+
     /// The BASE procedures have the same bodies (plus alkaline boundaries and zero-adds that
     /// only take locks): the same verdicts.
     #[test]
@@ -177,6 +238,7 @@ mod tests {
         }
         let base = analyze(&spec).unwrap();
         let acid = tpcc();
+
         let classes = |r: &Report| r.procedures.iter().map(|p| (p.label.clone(), p.class)).collect::<Vec<_>>();
         assert_eq!(classes(&base), classes(&acid));
         assert_eq!(base.summary.named_need_coordination, acid.summary.named_need_coordination);
