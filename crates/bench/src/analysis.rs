@@ -5,6 +5,7 @@
 use crate::ticketing::{self, Ticketing, TicketingOptions};
 use crate::tpcc::{self, Tpcc, TpccOptions, TxnType};
 use crate::workload::Workload;
+use crate::ycsb::{self, Ycsb, YcsbOptions};
 use crate::UnknownWorkload;
 use litmus_analyze::{ProcSpec, WorkloadSpec};
 use litmus_engine::Registry;
@@ -16,7 +17,7 @@ pub const SAMPLES: usize = 48;
 /// Seed of the argument samples.
 pub const SEED: u64 = 17;
 /// Workloads `litmus analyze` knows.
-pub const ANALYZABLE: &[&str] = &["tpcc", "ticketing"];
+pub const ANALYZABLE: &[&str] = &["tpcc", "ticketing", "ycsb"];
 
 /// TPC-C's tables and its consistency conditions 3.3.2.1–12 (and keys, foreign keys).
 pub const TPCC_DDL: &str = include_str!("tpcc/invariants.sql");
@@ -26,6 +27,7 @@ pub fn spec(workload: &str) -> anyhow::Result<WorkloadSpec> {
     match workload {
         "tpcc" => tpcc_spec(),
         "ticketing" => ticketing_spec(),
+        "ycsb" => ycsb_spec(),
         other => Err(UnknownWorkload(other.into()).into()),
     }
 }
@@ -58,6 +60,39 @@ pub fn ticketing_spec() -> anyhow::Result<WorkloadSpec> {
         name: "ticketing".into(),
         named_as: "Ticketing invariants (Salt §8; checked by the workload's verify)".into(),
         ddl: TICKETING_DDL.into(),
+        catalog: w.catalog(),
+        registry,
+        procedures,
+    })
+}
+
+/// YCSB's invariant: the update counter.
+pub const YCSB_DDL: &str = include_str!("ycsb_invariants.sql");
+
+/// YCSB (workload A, one key per transaction): a read and an update transaction.
+pub fn ycsb_spec() -> anyhow::Result<WorkloadSpec> {
+    let w = Ycsb::new(YcsbOptions::default(), false)?;
+    let mut registry = Registry::new();
+    w.register(&mut registry);
+    let mut rng = ChaCha8Rng::seed_from_u64(SEED);
+    let (mut reads, mut updates) = (Vec::new(), Vec::new());
+    let mut procedure = "";
+    while reads.len() < SAMPLES || updates.len() < SAMPLES {
+        let req = w.generate(&mut rng);
+        procedure = req.procedure;
+        let into = if req.kind == ycsb::KIND_READ { &mut reads } else { &mut updates };
+        if into.len() < SAMPLES {
+            into.push(req.args);
+        }
+    }
+    let procedures = vec![
+        ProcSpec { procedure: procedure.into(), label: ycsb::KIND_READ.into(), samples: reads },
+        ProcSpec { procedure: procedure.into(), label: ycsb::KIND_UPDATE.into(), samples: updates },
+    ];
+    Ok(WorkloadSpec {
+        name: "ycsb".into(),
+        named_as: "YCSB invariants (checked by the workload's verify)".into(),
+        ddl: YCSB_DDL.into(),
         catalog: w.catalog(),
         registry,
         procedures,
@@ -225,6 +260,19 @@ mod tests {
         // The recording reached the flows behind the queues: payment creates tickets.
         assert!(proc("payment").footprint.accesses.iter().any(|a| matches!(a, Access::Insert { table, .. }
             if table == ticketing::TICKET)));
+    }
+
+    /// YCSB: blind updates of a counter row and reads need no coordination (Claims 11, 14).
+    #[test]
+    fn ycsb_is_coordination_free() {
+        let r = analyze(&ycsb_spec().unwrap()).unwrap();
+        assert!(r.summary.procedures_need_coordination.is_empty(), "{}", r.text());
+        assert_eq!(r.summary.named, 2);
+        let update = r.procedures.iter().find(|p| p.label == "update").unwrap();
+        assert!(update.footprint.accesses.contains(&Access::Update {
+            col: ColRef::new(ycsb::TABLE, ycsb::UPDATES_COLUMN),
+            change: Change::Increment
+        }));
     }
 
     /// The BASE procedures have the same bodies (plus alkaline boundaries and zero-adds that

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 #[derive(Args, Debug)]
 pub struct AnalyzeArgs {
-    /// Built-in workload: tpcc.
+    /// Built-in workload: tpcc, ticketing or ycsb.
     pub workload: String,
 
     /// Write the report as JSON to this file (the text report still goes to stdout).
