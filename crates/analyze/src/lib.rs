@@ -38,10 +38,14 @@
 //!   one counter row, which §6.1 confines to that row's partition with a nested atomic
 //!   increment); coordinated — with the LitmusDB engine that fits it. Text and JSON.
 //!
+//! * [`declared`] — footprints declared in TOML for a user's procedures that LitmusDB cannot
+//!   run (`litmus analyze --schema my.sql --procedures my.toml`).
+//!
 //! What the analysis assumes (§4.1, §4.3): the invariants are complete and each transaction
 //! run alone preserves them. It judges concurrency, not sequential correctness.
 
 pub mod ddl;
+pub mod declared;
 pub mod footprint;
 pub mod invariant;
 pub mod report;
@@ -50,5 +54,5 @@ pub mod rules;
 pub use ddl::DdlError;
 pub use footprint::{Access, Change, Footprint, Recorder, Source};
 pub use invariant::{Clause, Cmp, ColRef, Invariant, Schema};
-pub use report::{analyze, AnalyzeError, Class, ProcSpec, Report, WorkloadSpec};
+pub use report::{analyze, analyze_declared, AnalyzeError, Class, ProcSpec, Report, WorkloadSpec};
 pub use rules::{judge, Judgement, Verdict};

@@ -40,6 +40,8 @@ pub enum AnalyzeError {
     Record(#[from] RecordError),
     #[error("unknown procedure {0}")]
     UnknownProcedure(String),
+    #[error("{0}")]
+    Declared(#[from] crate::declared::DeclError),
 }
 
 /// One (invariant, procedure, operation) pair with its judgement.
@@ -151,6 +153,29 @@ pub fn analyze(spec: &WorkloadSpec) -> Result<Report, AnalyzeError> {
     }
     let recorded = recorder.record_all(&procs)?;
     Ok(judge_all(spec, &schema, spec.procedures.iter().zip(recorded).collect()))
+}
+
+/// Analyzes a user's own DDL with declared footprints (nothing recorded, no catalog).
+pub fn analyze_declared(
+    name: &str,
+    ddl_text: &str,
+    declared: &crate::declared::DeclaredProcedures,
+) -> Result<Report, AnalyzeError> {
+    let schema = ddl::parse(ddl_text).map_err(|error| AnalyzeError::Ddl { workload: name.into(), error })?;
+    let footprints = declared.footprints(&schema)?;
+    let spec = WorkloadSpec {
+        name: name.into(),
+        named_as: "Named invariants".into(),
+        ddl: ddl_text.into(),
+        catalog: Catalog::new(),
+        registry: Registry::new(),
+        procedures: footprints
+            .iter()
+            .map(|f| ProcSpec { procedure: f.procedure.clone(), label: f.procedure.clone(), samples: vec![] })
+            .collect(),
+    };
+    let pairs = spec.procedures.iter().zip(footprints).collect();
+    Ok(judge_all(&spec, &schema, pairs))
 }
 
 /// Judges recorded (or hand-made) footprints against a schema's invariants.
@@ -371,16 +396,19 @@ impl Report {
                 }
             }
             let writes: Vec<String> = p.footprint.writes().map(|a| a.to_string()).collect();
+            let how = if p.footprint.runs == 0 {
+                "declared".to_string()
+            } else if p.footprint.panicked > 0 {
+                format!(
+                    "{} runs, {} committed, {} panicked on synthetic data",
+                    p.footprint.runs, p.footprint.committed, p.footprint.panicked
+                )
+            } else {
+                format!("{} runs, {} committed", p.footprint.runs, p.footprint.committed)
+            };
             let _ = writeln!(
                 s,
-                "    footprint ({} runs, {} committed{}): {}",
-                p.footprint.runs,
-                p.footprint.committed,
-                if p.footprint.panicked > 0 {
-                    format!(", {} panicked on synthetic data", p.footprint.panicked)
-                } else {
-                    String::new()
-                },
+                "    footprint ({how}): {}",
                 if writes.is_empty() { "reads only".into() } else { writes.join("; ") }
             );
         }

@@ -53,3 +53,29 @@ fn bad_ddl_and_unknown_workloads_are_clear_errors() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown workload"));
 }
+
+#[test]
+fn a_users_own_schema_and_declared_procedures() {
+    let dir = tempfile::tempdir().unwrap();
+    let sql = dir.path().join("bank.sql");
+    let toml = dir.path().join("bank.toml");
+    std::fs::write(
+        &sql,
+        "CREATE TABLE account (id INT PRIMARY KEY, balance DECIMAL NOT NULL,
+                               CONSTRAINT \"balance >= 0\" CHECK (balance >= 0));",
+    )
+    .unwrap();
+    std::fs::write(
+        &toml,
+        "[[procedure]]\nname = \"withdraw\"\nupdates = [{ column = \"account.balance\", change = \"decrement\" }]\n\
+         [[procedure]]\nname = \"deposit\"\nupdates = [{ column = \"account.balance\", change = \"increment\" }]\n",
+    )
+    .unwrap();
+    let out =
+        Command::new(LITMUS).args(["analyze", "--schema"]).arg(&sql).arg("--procedures").arg(&toml).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("withdraw (withdraw): NEEDS COORDINATION"), "{text}");
+    assert!(text.contains("Claim 13"), "{text}");
+    assert!(text.contains("deposit (deposit): coordination-free"), "{text}");
+}
