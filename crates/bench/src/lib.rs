@@ -47,6 +47,7 @@
 //! For `--connect`, the servers must know the workload's tables and procedures: build their
 //! catalog and registry with [`full_schema`] (`litmus server` does).
 
+pub mod analysis;
 pub mod harness;
 pub mod mix;
 pub mod omid_oracle;

@@ -4,7 +4,10 @@
 //!   running servers (`--connect`), print throughput and latency percentiles.
 //! * `litmus server --config node.toml` — run one node of a TCP cluster.
 //! * `litmus sim --seed N` — run (or replay) a deterministic simulation with faults.
+//! * `litmus analyze <workload> [--json out.json]` — which transactions need coordination, and
+//!   why (invariant confluence, Bailis et al. VLDB'15 Table 2).
 
+mod analyze;
 mod server;
 mod sim;
 
@@ -21,6 +24,7 @@ litmus bench ycsb --compare nocc,nocc       run two engines in one invocation an
 litmus bench ycsb-t --engine omid --mix complex   Omid's transactional YCSB with an SI check\n  \
 litmus bench omid-oracle --write-set 8       the Omid status oracle alone over TCP loopback\n  \
 litmus sim --seed 7 --faults                 one deterministic simulation with crashes, partitions, loss\n  \
+litmus analyze tpcc                          which transactions need coordination, and why\n  \
 litmus server --config node.toml            one node of a TCP cluster (see README)"
 )]
 struct Cli {
@@ -36,6 +40,8 @@ enum Command {
     Server(server::ServerArgs),
     /// Run deterministic simulations: a seed replays bit for bit.
     Sim(sim::SimArgs),
+    /// Invariant confluence: which of a workload's transactions need coordination, and why.
+    Analyze(analyze::AnalyzeArgs),
 }
 
 fn main() {
@@ -44,6 +50,7 @@ fn main() {
         Command::Bench(args) => litmus_bench::run(&args),
         Command::Server(args) => server::run(args),
         Command::Sim(args) => sim::run(args),
+        Command::Analyze(args) => analyze::run(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
