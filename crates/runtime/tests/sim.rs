@@ -167,6 +167,7 @@ fn bank_totals_hold_under_faults() {
             if let Err(e) = sim.run(&mut driver) {
                 panic!("{engine} seed {seed} failed: {e}\nreplay: litmus sim --seed {seed} --faults --engine {engine} --workload bank");
             }
+            assert!(driver.final_checked, "{engine} seed {seed}: the final total was never compared");
             checked += driver.totals_checked;
         }
         assert!(checked > seeds, "{engine}: only {checked} totals checked");
@@ -186,13 +187,18 @@ fn bank_totals_hold_under_heavy_faults() {
     let seeds: u64 = std::env::var("LITMUS_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300) / 5;
     let regressions = [597, 1126, 1163, 1189, 1663, 2274];
     for engine in [EngineKind::Salt, EngineKind::SaltLocal] {
+        let mut compared = 0;
         for seed in (10_000..10_000 + seeds).chain(regressions) {
             let mut sim = Simulator::new(spec(engine, seed, 3, 6), SimConfig::new(seed).with_faults()).unwrap();
             let mut driver = litmus_runtime::sim::workload::Bank::new(8, "bank_transfer");
             if let Err(e) = sim.run(&mut driver) {
                 panic!("{engine} seed {seed} failed: {e}\nreplay: litmus sim --seed {seed} --faults --engine {engine} --workload bank");
             }
+            // Floors: every seed compares the final total, and the run compares some on the way.
+            assert!(driver.final_checked, "{engine} seed {seed}: the final total was never compared");
+            compared += driver.totals_checked;
         }
+        assert!(compared > 0, "{engine}: no total compared during {seeds} heavy-fault runs");
     }
 }
 
