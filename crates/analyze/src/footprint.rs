@@ -388,7 +388,7 @@ impl<'a> Recorder<'a> {
                     for (id, what) in issued {
                         let result = match what {
                             Issued::Control(_) => Ok(OpResult::Done),
-                            Issued::Op(op) | Issued::AlkalineOp(op) => run.answer(&op),
+                            Issued::Op(op) | Issued::UnitOp(op) => run.answer(&op),
                         };
                         ctx.io().complete(id, result);
                     }

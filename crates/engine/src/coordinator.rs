@@ -374,7 +374,7 @@ impl Coordinator {
                         continue;
                     }
                     Issued::Op(op) => (op, false),
-                    Issued::AlkalineOp(op) => (op, true),
+                    Issued::UnitOp(op) => (op, true),
                 };
                 match resolve(&self.cfg.catalog, self.cfg.partitions, &op) {
                     Err(e) => {

@@ -161,7 +161,7 @@ pub fn run_local(
             let result = match what {
                 // Control points (Salt's alkaline boundaries) mean nothing inside one fragment.
                 Issued::Control(_) => Ok(OpResult::Done),
-                Issued::Op(op) | Issued::AlkalineOp(op) => {
+                Issued::Op(op) | Issued::UnitOp(op) => {
                     local_op(catalog, partitions, me, store, &mut buffer, &mut order, &op)
                 }
             };

@@ -259,24 +259,26 @@ pub struct TxnIo {
 }
 
 /// What a procedure asks of its coordinator: a data operation, or a control point that declares
-/// engine structure (Salt's alkaline boundaries; engines without BASE transactions ignore them).
+/// structure engines may use (Salt runs each section of a BASE procedure as an alkaline
+/// subtransaction; engines without sections ignore the points).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Issued {
     Op(Op),
     Control(Control),
-    /// An operation that is a whole alkaline subtransaction by itself (Salt §6.4: the
-    /// local-transaction optimization lets the partition commit it on its own).
-    AlkalineOp(Op),
+    /// An operation that is a unit of atomicity by itself (a one-operation section): an engine
+    /// may commit it at the partition in the same message (Salt §6.4's local transactions).
+    UnitOp(Op),
 }
 
-/// Control points of a procedure.
+/// Control points of a procedure: the boundaries of its sections (Salt: alkaline
+/// subtransactions, `Ctx::begin_alkaline` / `end_alkaline`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Control {
-    /// `begin alkaline-subtransaction` (Salt §4, Fig. 2).
-    BeginAlkaline,
-    /// `end alkaline-subtransaction`: commits the alkaline subtransaction; an error means it was
-    /// rolled back (the procedure's exception handler may compensate).
-    EndAlkaline,
+    /// A section begins (Salt: `begin alkaline-subtransaction`, §4, Fig. 2).
+    BeginSection,
+    /// A section ends (Salt: `end alkaline-subtransaction` commits it; an error means it was
+    /// rolled back, and the procedure's exception handler may compensate).
+    EndSection,
 }
 
 impl TxnIo {
@@ -322,14 +324,14 @@ impl Ctx {
     /// `begin alkaline-subtransaction` (Salt §4). Under engines without BASE transactions the
     /// procedure runs as one ACID transaction and this is a no-op.
     pub async fn begin_alkaline(&self) -> Result<(), Error> {
-        self.issue(Issued::Control(Control::BeginAlkaline)).await.map(drop)
+        self.issue(Issued::Control(Control::BeginSection)).await.map(drop)
     }
 
     /// A single-operation alkaline subtransaction: `begin_alkaline; op; end_alkaline` in one
     /// request, which `salt-local` commits at the partition as soon as the operation completes
     /// (Salt §6.4). Other engines run it as a plain operation.
     pub fn alkaline_op(&self, op: Op) -> OpFuture {
-        self.issue(Issued::AlkalineOp(op))
+        self.issue(Issued::UnitOp(op))
     }
 
     /// `update` as a single-operation alkaline subtransaction (see [`Ctx::alkaline_op`]).
@@ -349,7 +351,7 @@ impl Ctx {
     /// `end alkaline-subtransaction`: commits it. An error means it rolled back; a procedure may
     /// catch it and run a compensating alkaline subtransaction (Salt Fig. 2).
     pub async fn end_alkaline(&self) -> Result<(), Error> {
-        self.issue(Issued::Control(Control::EndAlkaline)).await.map(drop)
+        self.issue(Issued::Control(Control::EndSection)).await.map(drop)
     }
 
     /// Point read by full primary key.

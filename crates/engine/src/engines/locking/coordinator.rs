@@ -808,7 +808,7 @@ impl CoordinatorEngine for LockingCoordinator {
             return; // from the run `retry_accepted` abandoned; a new run replaces it
         }
         match control {
-            Control::BeginAlkaline => {
+            Control::BeginSection => {
                 if t.in_sub && t.unit_error.is_some() {
                     // The previous subtransaction was left by an exception: roll it back (its
                     // error already reached the procedure) and open the new one.
@@ -825,7 +825,7 @@ impl CoordinatorEngine for LockingCoordinator {
                     ctx.control_done(txn, op, Ok(()));
                 }
             }
-            Control::EndAlkaline => {
+            Control::EndSection => {
                 if !t.in_sub {
                     return ctx.control_done(txn, op, Ok(()));
                 }
