@@ -107,9 +107,9 @@ impl Key {
                         }
                     }
                     if tag == TAG_STRING {
-                        out.push(Value::String(String::from_utf8(buf).map_err(|_| bad("invalid utf-8"))?));
+                        out.push(Value::String(String::from_utf8(buf).map_err(|_| bad("invalid utf-8"))?.into()));
                     } else {
-                        out.push(Value::Bytes(buf));
+                        out.push(Value::Bytes(buf.into()));
                     }
                 }
                 _ => return Err(bad("unknown tag")),
@@ -181,8 +181,8 @@ mod tests {
         let v = match kind {
             0 => any::<i64>().prop_map(Value::Int).boxed(),
             1 => any::<i64>().prop_map(|d| Value::Decimal(Decimal(d))).boxed(),
-            2 => ".{0,6}".prop_map(Value::String).boxed(),
-            _ => bytes.prop_map(Value::Bytes).boxed(),
+            2 => ".{0,6}".prop_map(|s: String| Value::String(s.into())).boxed(),
+            _ => bytes.prop_map(|b| Value::Bytes(b.into())).boxed(),
         };
         prop_oneof![1 => Just(Value::Null), 8 => v].boxed()
     }
