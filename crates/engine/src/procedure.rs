@@ -86,7 +86,9 @@ impl Procedure {
                     got: a.type_name(),
                 });
             }
-            a.check_limits(&format!("argument {i} of {}", self.name))?;
+            if !a.within_limits() {
+                a.check_limits(&format!("argument {i} of {}", self.name))?;
+            }
         }
         Ok(())
     }

@@ -1102,11 +1102,11 @@ fn narrowed_scan_range(store: &MvccStore, table: TableId, start: &Key, end: Opti
         return None;
     }
     let hi = end.map_or(Bound::Unbounded, Bound::Excluded);
-    let rows = store.scan(table, Bound::Included(start), hi, Timestamp::MAX, limit as usize);
-    if rows.len() < limit as usize {
+    let keys = store.scan_keys(table, Bound::Included(start), hi, Timestamp::MAX, limit as usize);
+    if keys.len() < limit as usize {
         return None;
     }
-    let (last, _) = rows.last()?;
+    let last = keys.last()?;
     let mut successor = last.0.clone();
     successor.push(0); // the smallest key greater than `last`
     let successor = Key(successor);
