@@ -151,6 +151,7 @@ pub(crate) struct Router {
     clients: RwLock<HashMap<ClientId, Arc<Inbox>>>,
     seq: AtomicU64,
     stopped: AtomicBool,
+    counters: Arc<Counters>,
 }
 
 impl Router {
@@ -165,6 +166,7 @@ impl Router {
     }
 
     fn route(&self, env: Envelope, rng: &mut impl Rng) {
+        self.counters.messages.fetch_add(1, Ordering::Relaxed);
         let at = self.delivery_time(&env, self.now(), rng);
         match env.to {
             Addr::Client(c) => {
@@ -185,6 +187,7 @@ impl Router {
     /// delays are sampled in envelope order, as one `route` call each would.
     fn route_batch(&self, me: usize, envs: Vec<Envelope>, local: &mut Vec<(Time, Envelope)>, rng: &mut impl Rng) {
         let now = self.now();
+        self.counters.messages.fetch_add(envs.len() as u64, Ordering::Relaxed);
         let mut per_worker: Vec<Vec<(Time, Envelope)>> = (0..self.workers.len()).map(|_| Vec::new()).collect();
         let mut per_client: BTreeMap<ClientId, Vec<(Time, Envelope)>> = BTreeMap::new();
         for env in envs {
@@ -223,6 +226,16 @@ pub struct EmbeddedCluster {
     request_timeout: Duration,
     seed: u64,
     records_total: Arc<AtomicU64>,
+    counters: Arc<Counters>,
+}
+
+/// What the cluster did, for cost per transaction (issue 13).
+#[derive(Default)]
+struct Counters {
+    /// Messages routed: client requests, responses, and every message between machines.
+    messages: AtomicU64,
+    /// Bytes of log records produced (with or without a data directory).
+    log_bytes: AtomicU64,
 }
 
 impl EmbeddedCluster {
@@ -255,6 +268,7 @@ impl EmbeddedCluster {
             clients: RwLock::new(HashMap::new()),
             seq: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
+            counters: Arc::new(Counters::default()),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let records_total = Arc::new(AtomicU64::new(0));
@@ -268,6 +282,7 @@ impl EmbeddedCluster {
                 .map_err(|e| Error::Internal(format!("spawn worker: {e}")))?;
             threads.push(handle);
         }
+        let counters = router.counters.clone();
         Ok(EmbeddedCluster {
             router,
             stop,
@@ -276,6 +291,7 @@ impl EmbeddedCluster {
             request_timeout: cfg.request_timeout,
             seed: spec.seed,
             records_total,
+            counters,
         })
     }
 
@@ -299,6 +315,16 @@ impl EmbeddedCluster {
     /// Log records produced by all machines so far (counted with or without a data directory).
     pub fn records_total(&self) -> u64 {
         self.records_total.load(Ordering::Relaxed)
+    }
+
+    /// Messages routed so far: client requests and responses and messages between machines.
+    pub fn messages_total(&self) -> u64 {
+        self.counters.messages.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of log records produced so far (counted with or without a data directory).
+    pub fn log_bytes_total(&self) -> u64 {
+        self.counters.log_bytes.load(Ordering::Relaxed)
     }
 
     /// Stops the workers and reports the first error any of them hit.
@@ -344,7 +370,7 @@ fn worker_loop(
     let mut heap: BinaryHeap<Due<Envelope>> = BinaryHeap::new();
     let tick = Duration::from_millis(litmus_engine::machine::TICK_INTERVAL_MS);
     let mut next_tick = router.now() + tick;
-    let mut recorded = 0;
+    let (mut recorded, mut logged) = (0, 0);
     let mut arrived: Vec<(Time, Envelope)> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let now = router.now();
@@ -377,6 +403,11 @@ fn worker_loop(
         let total = host.records_total();
         records.fetch_add(total - recorded, Ordering::Relaxed);
         recorded = total;
+        let bytes = host.record_bytes_total();
+        if bytes != logged {
+            router.counters.log_bytes.fetch_add(bytes - logged, Ordering::Relaxed);
+            logged = bytes;
+        }
     }
     Ok(())
 }
