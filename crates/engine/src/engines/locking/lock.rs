@@ -1,7 +1,8 @@
 //! # The lock manager: ACID, alkaline and saline locks (Salt §5–§6)
 //!
 //! One [`LockManager`] per partition. It is a pure state machine: no I/O, no clock, no threads,
-//! deterministic iteration (`BTreeMap`/`Vec` only). It never blocks: [`LockManager::acquire`]
+//! deterministic iteration (hash maps only for lookups; what is walked is a `BTreeMap`, a
+//! `BTreeSet` or a `Vec`). It never blocks: [`LockManager::acquire`]
 //! answers [`Decision::Granted`], [`Decision::Waiting`] or [`Decision::Die`], and every call that
 //! can unblock someone returns the [`Grant`]s of requests that were `Waiting` and now hold their
 //! lock (identified by the caller's `token`). The caller resumes those operations.
@@ -231,6 +232,7 @@
 //! * Release-order dependencies live in memory; the partition persists what rebuilds them
 //!   (grant order, remote dependencies in [`HeldLock::after`]; see the engine's module doc).
 
+use litmus_core::hash::{FxHashMap, FxHashSet};
 use litmus_core::{AbortReason, Access, Key, PartitionId, TableId, TxnId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -476,13 +478,15 @@ pub struct LockManager {
     /// The next grant number ([`HeldLock::granted`]).
     granted_next: u64,
     /// Every lock and waiting request, by sequence number.
-    entries: BTreeMap<u64, Entry>,
+    /// (A hash map: looked up by id on every step of every rule; walked only to collect into
+    /// ordered sets, so its order never shows.)
+    entries: FxHashMap<u64, Entry>,
     /// Per-key queues: sequence numbers in increasing order.
     points: BTreeMap<TableId, BTreeMap<Key, Vec<u64>>>,
     /// Per-table range locks and range requests, in increasing order.
     ranges: BTreeMap<TableId, Vec<u64>>,
     by_txn: BTreeMap<TxnId, BTreeSet<u64>>,
-    waiting: BTreeSet<u64>,
+    waiting: FxHashSet<u64>,
 }
 
 impl LockManager {

@@ -673,7 +673,8 @@ impl LockingPartition {
 
     fn execute(&mut self, mut p: Parked, ctx: &mut PartCtx) {
         let txn = p.unit.txn;
-        let table_name = ctx.catalog.table(p.op.table).map(|t| t.name.clone()).unwrap_or_default();
+        let catalog = ctx.catalog; // a shared borrow of its own: the table name is for error messages only
+        let table_name = catalog.table(p.op.table).map_or("", |t| t.name.as_str());
         // Read-uncommitted reads see other transactions' uncommitted writes (dirty reads are
         // what that level allows; footnote 3 of Salt §5.1).
         let dirty = match (&p.op.kind, self.txns.get(&txn).map(|t| t.class.isolation)) {
@@ -690,7 +691,7 @@ impl LockingPartition {
             Some(row) if !t.buffer.contains_key(&(p.op.table, p.op.kind.key().expect("read").clone())) => {
                 Ok(PartResult::Row(row))
             }
-            _ => execute_op(&p.op, &mut t.buffer, ctx.store, &table_name, &mut writes),
+            _ => execute_op(&p.op, &mut t.buffer, ctx.store, table_name, &mut writes),
         };
         if let (Some(n), OpKind::Scan { end, limit, .. }) = (&p.narrowed, &p.op.kind) {
             if !scan_fits_lock(&result, *limit, &n.locked_to) {
