@@ -710,14 +710,17 @@ mod tests {
             format: SNAPSHOT_FORMAT,
             tables: &BTreeMap::from([(
                 T,
-                BTreeMap::from([(k(1), vec![Version { ts: ts(1), row: None }, Version { ts: ts(1), row: None }])]),
+                Table::from(BTreeMap::from([(
+                    k(1),
+                    vec![Version { ts: ts(1), row: None }, Version { ts: ts(1), row: None }],
+                )])),
             )]),
         })
         .unwrap();
         assert!(matches!(MvccStore::decode_snapshot(&bad), Err(StorageError::Corrupt(_))));
         let empty_versions = postcard::to_allocvec(&SnapshotRef {
             format: SNAPSHOT_FORMAT,
-            tables: &BTreeMap::from([(T, BTreeMap::from([(k(1), vec![])]))]),
+            tables: &BTreeMap::from([(T, Table::from(BTreeMap::from([(k(1), vec![])])))]),
         })
         .unwrap();
         assert!(matches!(MvccStore::decode_snapshot(&empty_versions), Err(StorageError::Corrupt(_))));
