@@ -50,11 +50,15 @@
 //! so point reads borrow the `&Key` instead of cloning it into a tuple). A table keeps its
 //! versions in a hash map by key — a point read or write hashes the key once instead of
 //! comparing it with a dozen others down a B-tree (that was ~10% of a TPC-C run, issue 13) —
-//! and the same keys in a `BTreeSet` for everything ordered (range reads, GC's walk, snapshots).
+//! and the same keys in a `BTreeMap` for everything ordered (range reads, GC's walk, snapshots),
+//! each with its newest version's timestamp and whether that is a tombstone, so a range read at
+//! or above it decides without looking the key up (a queue table's deleted head, never
+//! collected by the locking engines, is walked by every Delivery scan).
 //! Invariants, checked by [`MvccStore::check_invariants`] in tests and on snapshot decode:
 //!
 //! * every version list is non-empty and strictly ascending by timestamp (no duplicates);
-//! * a table's ordered key set holds exactly the keys of its hash map;
+//! * a table's ordered key map holds exactly the keys of its hash map, each with its newest
+//!   version's timestamp and kind;
 //! * no table is empty (so equal contents have equal representations and equal snapshot
 //!   bytes);
 //! * `key_count` and `version_count` equal the counts of the maps.
@@ -83,7 +87,7 @@ use litmus_core::hash::FxHashMap;
 use litmus_core::{Key, Row, TableId, Timestamp};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 
 /// A version as seen by readers: its timestamp and its row, `None` for a tombstone.
@@ -108,19 +112,53 @@ type Versions = Vec<Version>;
 struct Table {
     /// Versions by key, for point reads and writes.
     rows: FxHashMap<Key, Versions>,
-    /// The keys of `rows`, in order.
-    order: BTreeSet<Key>,
+    /// The keys of `rows`, in order, with their newest versions' [`Newest`].
+    order: BTreeMap<Key, Newest>,
+}
+
+/// A key's newest version: its timestamp and whether it is a tombstone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Newest {
+    ts: Timestamp,
+    tombstone: bool,
+}
+
+impl Newest {
+    fn of(versions: &Versions) -> Newest {
+        versions
+            .last()
+            .map_or(Newest { ts: Timestamp(0), tombstone: true }, |v| Newest { ts: v.ts, tombstone: v.row.is_none() })
+    }
 }
 
 impl Table {
     /// `(key, versions)` of the keys in `(start, end)`, in key order.
     fn range<'a>(&'a self, start: Bound<&Key>, end: Bound<&Key>) -> impl Iterator<Item = (&'a Key, &'a Versions)> + 'a {
-        self.order.range::<Key, _>((start, end)).map(|k| (k, &self.rows[k]))
+        self.order.range::<Key, _>((start, end)).map(|(k, _)| (k, &self.rows[k]))
     }
 
     /// `(key, versions)` of every key, in key order.
     fn iter(&self) -> impl Iterator<Item = (&Key, &Versions)> + '_ {
-        self.order.iter().map(|k| (k, &self.rows[k]))
+        self.order.keys().map(|k| (k, &self.rows[k]))
+    }
+
+    /// Whether `key` (with newest version `newest`) has a row visible at `ts`, looking the key
+    /// up only when `ts` is below its newest version.
+    fn visible_at(&self, key: &Key, newest: Newest, ts: Timestamp) -> Option<&Row> {
+        if ts >= newest.ts {
+            if newest.tombstone {
+                return None;
+            }
+            return self.rows[key].last().and_then(|v| v.row.as_ref());
+        }
+        visible_at(&self.rows[key], ts)
+    }
+
+    fn is_visible_at(&self, key: &Key, newest: Newest, ts: Timestamp) -> bool {
+        if ts >= newest.ts {
+            return !newest.tombstone;
+        }
+        visible_at(&self.rows[key], ts).is_some()
     }
 }
 
@@ -137,7 +175,7 @@ impl Serialize for Table {
 
 impl From<BTreeMap<Key, Versions>> for Table {
     fn from(by_key: BTreeMap<Key, Versions>) -> Self {
-        let order = by_key.keys().cloned().collect();
+        let order = by_key.iter().map(|(k, v)| (k.clone(), Newest::of(v))).collect();
         Table { rows: by_key.into_iter().collect(), order }
     }
 }
@@ -208,7 +246,21 @@ impl MvccStore {
         ts: Timestamp,
         limit: usize,
     ) -> Vec<(Key, Row)> {
-        self.scan_with(table, start, end, limit, |versions| visible_at(versions, ts))
+        let mut out = Vec::new();
+        if limit == 0 || range_is_empty(start, end) {
+            return out;
+        }
+        let Some(keys) = self.tables.get(&table) else { return out };
+        for (key, &newest) in keys.order.range::<Key, _>((start, end)) {
+            if let Some(row) = keys.visible_at(key, newest, ts) {
+                out.push((key.clone(), row.clone()));
+                if out.len() == limit {
+                    break;
+                }
+            }
+        }
+        debug_assert!(out.windows(2).all(|w| w[0].0 < w[1].0), "scan output must be ascending");
+        out
     }
 
     /// The keys [`MvccStore::scan`] would return, without copying their rows (for callers
@@ -226,8 +278,8 @@ impl MvccStore {
             return out;
         }
         let Some(keys) = self.tables.get(&table) else { return out };
-        for (key, versions) in keys.range(start, end) {
-            if visible_at(versions, ts).is_some() {
+        for (key, &newest) in keys.order.range::<Key, _>((start, end)) {
+            if keys.is_visible_at(key, newest, ts) {
                 out.push(key);
                 if out.len() == limit {
                     break;
@@ -316,22 +368,26 @@ impl MvccStore {
     /// timestamp order; the same `ts` replaces the existing version.
     pub fn put(&mut self, table: TableId, key: Key, ts: Timestamp, row: Option<Row>) {
         let t = self.tables.entry(table).or_default();
-        let versions = match t.rows.entry(key) {
-            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::hash_map::Entry::Vacant(v) => {
-                t.order.insert(v.key().clone());
-                self.key_count += 1;
-                v.insert(Vec::new())
+        match t.rows.get_mut(&key) {
+            Some(versions) => {
+                match versions.binary_search_by_key(&ts, |v| v.ts) {
+                    Ok(i) => versions[i].row = row,
+                    Err(i) => {
+                        versions.insert(i, Version { ts, row });
+                        self.version_count += 1;
+                    }
+                }
+                debug_assert!(is_strictly_ascending(versions));
+                *t.order.get_mut(&key).expect("every key is ordered") = Newest::of(versions);
             }
-        };
-        match versions.binary_search_by_key(&ts, |v| v.ts) {
-            Ok(i) => versions[i].row = row,
-            Err(i) => {
-                versions.insert(i, Version { ts, row });
+            None => {
+                let versions = vec![Version { ts, row }];
+                self.key_count += 1;
                 self.version_count += 1;
+                t.order.insert(key.clone(), Newest::of(&versions));
+                t.rows.insert(key, versions);
             }
         }
-        debug_assert!(is_strictly_ascending(versions));
         assert!(self.version_count >= self.key_count);
     }
 
@@ -350,6 +406,8 @@ impl MvccStore {
             if keys.rows.is_empty() {
                 self.tables.remove(&table);
             }
+        } else if i == versions.len() {
+            *keys.order.get_mut(key).expect("every key is ordered") = Newest::of(versions);
         }
         assert!(self.version_count >= self.key_count);
         true
@@ -439,7 +497,9 @@ impl MvccStore {
             if by_key.rows.is_empty() {
                 return Err(format!("table {table} has an empty key map"));
             }
-            if by_key.order.len() != by_key.rows.len() || by_key.order.iter().any(|k| !by_key.rows.contains_key(k)) {
+            if by_key.order.len() != by_key.rows.len()
+                || by_key.order.iter().any(|(k, n)| by_key.rows.get(k).is_none_or(|v| Newest::of(v) != *n))
+            {
                 return Err(format!("table {table}: the ordered keys are not the keys of the rows"));
             }
             for (key, versions) in by_key.iter() {
