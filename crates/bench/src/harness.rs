@@ -28,7 +28,9 @@
 //! ([`Workload::mix`]) gets the completed share of each kind and a verdict in
 //! [`BenchReport::mix`] ([`crate::mix`]); `cpu` is the process's user + system CPU time over
 //! the window (`/proc/self/stat`, Linux only) per committed transaction — the embedded cluster
-//! and the clients together.
+//! and the clients together; on an embedded cluster `msgs_per_txn` (messages routed: client
+//! requests and responses and every message between machines) and `log_bytes_per_txn` (bytes
+//! of log records, produced with or without a data directory) over the same window.
 //!
 //! **Retries.** An attempt failing with a retryable error ([`Error::is_retryable`]: a
 //! concurrency-control abort, or an unavailable node that certainly did not run it) is retried
@@ -348,6 +350,12 @@ pub struct BenchReport {
     /// Process CPU time (user + system) over the measured window per committed transaction,
     /// µs; `None` where `/proc/self/stat` cannot be read or nothing committed.
     pub cpu_us_per_txn: Option<f64>,
+    /// Messages routed over the measured window per committed transaction (client requests
+    /// and responses included); `None` against `--connect` servers or when nothing committed.
+    pub msgs_per_txn: Option<f64>,
+    /// Bytes of log records produced over the measured window per committed transaction;
+    /// `None` against `--connect` servers or when nothing committed.
+    pub log_bytes_per_txn: Option<f64>,
     pub verify: Verdict,
 }
 
@@ -372,7 +380,7 @@ pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchRe
                 _ => Ok(client),
             }
         };
-        return drive(cfg, workload, &mut connect);
+        return drive(cfg, workload, &mut connect, &|| None);
     }
     if let Some(dir) = &cfg.data_dir {
         let occupied = std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(false);
@@ -404,7 +412,8 @@ pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchRe
     };
     let cluster = EmbeddedCluster::start(spec, embedded).context("start the embedded cluster")?;
     let mut attach = || Ok(Client::new(Box::new(cluster.transport())));
-    let report = drive(cfg, workload, &mut attach);
+    let counters = || Some(Cost { msgs: cluster.messages_total(), log_bytes: cluster.log_bytes_total() });
+    let report = drive(cfg, workload, &mut attach, &counters);
     cluster.shutdown().context("a cluster worker failed")?;
     report
 }
@@ -590,10 +599,25 @@ enum Final {
     Failed(Error),
 }
 
+/// The cluster's running totals that a report divides by committed transactions.
+#[derive(Clone, Copy, Debug, Default)]
+struct Cost {
+    msgs: u64,
+    log_bytes: u64,
+}
+
+/// What the measured window cost: process CPU time (µs) and the cluster's totals.
+#[derive(Clone, Copy, Debug, Default)]
+struct WindowCost {
+    cpu_us: Option<u64>,
+    cluster: Option<Cost>,
+}
+
 fn drive(
     cfg: &BenchConfig,
     workload: &dyn Workload,
     clients: &mut dyn FnMut() -> Result<Client, Error>,
+    counters: &dyn Fn() -> Option<Cost>,
 ) -> anyhow::Result<BenchReport> {
     install_stop_handler();
     if let Ok(mut d) = SETUP_DEADLINE.lock() {
@@ -615,7 +639,7 @@ fn drive(
     let window = Window { measure_from: start + cfg.warmup, until: start + cfg.warmup + cfg.duration };
 
     type Tally = (ClientTally, u64);
-    let (tallies, cpu_us) = std::thread::scope(|s| -> anyhow::Result<(Vec<Tally>, Option<u64>)> {
+    let (tallies, cost) = std::thread::scope(|s| -> anyhow::Result<(Vec<Tally>, WindowCost)> {
         let mut handles = Vec::with_capacity(sessions.len());
         for (i, client) in sessions.iter_mut().enumerate() {
             let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
@@ -627,7 +651,7 @@ fn drive(
                 .context("spawn a client thread")?;
             handles.push(handle);
         }
-        let cpu_us = show_progress(cfg, window, &shared);
+        let cost = show_progress(cfg, window, &shared, counters);
         if stop_requested() {
             shared.stop.store(true, Ordering::Relaxed);
         }
@@ -635,7 +659,7 @@ fn drive(
         for h in handles {
             tallies.push(h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))?);
         }
-        Ok((tallies, cpu_us))
+        Ok((tallies, cost))
     })?;
     if let Some(rejected) = shared.rejected.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.take() {
         return Err(rejected.into());
@@ -707,21 +731,29 @@ fn drive(
         outcome_unknown: m.outcome_unknown,
         unfinished: stats.unfinished,
         mix,
-        cpu_us_per_txn: cpu_us.filter(|_| m.committed > 0).map(|c| c as f64 / m.committed as f64),
+        cpu_us_per_txn: cost.cpu_us.filter(|_| m.committed > 0).map(|c| c as f64 / m.committed as f64),
+        msgs_per_txn: cost.cluster.filter(|_| m.committed > 0).map(|c| c.msgs as f64 / m.committed as f64),
+        log_bytes_per_txn: cost.cluster.filter(|_| m.committed > 0).map(|c| c.log_bytes as f64 / m.committed as f64),
         verify,
     })
 }
 
 /// The live progress bar: elapsed time and throughput over the last refresh interval. Returns
 /// when the window ends or the run is stopped, with the process CPU time spent in the window
-/// (µs; `None` when stopped early or unreadable).
-fn show_progress(cfg: &BenchConfig, window: Window, shared: &Shared) -> Option<u64> {
+/// (µs; `None` when stopped early or unreadable) and what `counters` counted in it.
+fn show_progress(
+    cfg: &BenchConfig,
+    window: Window,
+    shared: &Shared,
+    counters: &dyn Fn() -> Option<Cost>,
+) -> WindowCost {
+    let sample = || (process_cpu_us(), counters());
     let started = Instant::now();
     let total_ms = (window.until - started).as_millis() as u64;
     let bar = progress_bar(total_ms.max(1), "warmup", BAR_TIMED, cfg.quiet);
     let (mut last_at, mut last_committed) = (started, 0u64);
     // CPU time when the window began (`None` until it has).
-    let mut cpu_from: Option<Option<u64>> = (started >= window.measure_from).then(process_cpu_us);
+    let mut cpu_from: Option<(Option<u64>, Option<Cost>)> = (started >= window.measure_from).then(sample);
     let mut stopped = false;
     loop {
         let now = Instant::now();
@@ -736,7 +768,7 @@ fn show_progress(cfg: &BenchConfig, window: Window, shared: &Shared) -> Option<u
         std::thread::sleep(PROGRESS_REFRESH.min(next.saturating_duration_since(now)));
         let (at, committed) = (Instant::now(), shared.committed.load(Ordering::Relaxed));
         if cpu_from.is_none() && at >= window.measure_from {
-            cpu_from = Some(process_cpu_us());
+            cpu_from = Some(sample());
         }
         let rate = (committed - last_committed) as f64 / (at - last_at).as_secs_f64().max(1e-6);
         (last_at, last_committed) = (at, committed);
@@ -745,11 +777,15 @@ fn show_progress(cfg: &BenchConfig, window: Window, shared: &Shared) -> Option<u
         bar.set_message(format!("{rate:.0} txn/s"));
     }
     bar.finish_and_clear();
-    let cpu_to = process_cpu_us();
-    if stopped {
-        return None;
+    let (cpu_to, cluster_to) = sample();
+    let Some((cpu_from, cluster_from)) = cpu_from.filter(|_| !stopped) else { return WindowCost::default() };
+    WindowCost {
+        cpu_us: cpu_to.zip(cpu_from).map(|(to, from)| to.saturating_sub(from)),
+        cluster: cluster_to.zip(cluster_from).map(|(to, from)| Cost {
+            msgs: to.msgs.saturating_sub(from.msgs),
+            log_bytes: to.log_bytes.saturating_sub(from.log_bytes),
+        }),
     }
-    Some(cpu_to?.saturating_sub(cpu_from.flatten()?))
 }
 
 /// One closed-loop client: deal or generate, call (retrying as `policy` says), record, until
@@ -900,6 +936,9 @@ pub fn print_report(out: &mut dyn Write, r: &BenchReport) -> std::io::Result<()>
     }
     if let Some(cpu) = r.cpu_us_per_txn {
         writeln!(out, "cpu: {cpu:.0} µs per committed txn (process user+sys over the window, cluster and clients)")?;
+    }
+    if let (Some(msgs), Some(bytes)) = (r.msgs_per_txn, r.log_bytes_per_txn) {
+        writeln!(out, "cost: {msgs:.1} messages and {bytes:.0} log bytes per committed txn (over the window)")?;
     }
     let status = if r.verify.ok { "ok" } else { "FAILED" };
     writeln!(out, "verify: {status}: {}", r.verify.message)

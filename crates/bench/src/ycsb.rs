@@ -309,7 +309,7 @@ pub fn initial_field(key: i64, field: usize, field_size: usize) -> Vec<u8> {
 fn initial_row(key: i64, field_size: usize) -> Row {
     let mut row = Vec::with_capacity(2 + FIELDS);
     row.push(Value::Int(key));
-    row.extend((0..FIELDS).map(|f| Value::Bytes(initial_field(key, f, field_size))));
+    row.extend((0..FIELDS).map(|f| Value::Bytes(initial_field(key, f, field_size).into())));
     row.push(Value::Int(0));
     row
 }
@@ -489,7 +489,7 @@ impl Workload for Ycsb {
                 let mut v = vec![0u8; self.opts.field_size];
                 v[..KEY_TAG_BYTES].copy_from_slice(&key.to_le_bytes());
                 rng.fill(&mut v[KEY_TAG_BYTES..]);
-                args.push(Value::Bytes(v));
+                args.push(Value::Bytes(v.into()));
             }
         }
         TxnRequest { kind: if read { KIND_READ } else { KIND_UPDATE }, procedure: TXN_PROCEDURES[n - 1], args }
@@ -655,7 +655,7 @@ mod tests {
         assert_eq!(check_row(&row, 0, 10), Some((5, 0)));
         assert_eq!(check_row(&row, 6, 10), None, "key outside the range");
         let mut foreign = row.clone();
-        foreign[1] = Value::Bytes(initial_field(6, 0, 16));
+        foreign[1] = Value::Bytes(initial_field(6, 0, 16).into());
         assert_eq!(check_row(&foreign, 0, 10), None);
         let mut negative = row;
         negative[3] = Value::Int(-1);

@@ -164,7 +164,7 @@ fn verify_rejects_lost_updates_and_foreign_fields() {
     assert!(err.contains("outside [3, 3]"), "{err}");
 
     // One update applied: fine if it committed or was indeterminate; not if nobody sent it.
-    let value = Value::Bytes([7i64.to_le_bytes().as_slice(), &[0; 8]].concat());
+    let value = Value::Bytes([7i64.to_le_bytes().as_slice(), &[0; 8]].concat().into());
     client.call(ycsb::TXN_PROCEDURES[0], vec![Value::Int(7), value]).unwrap();
     assert!(w.verify(&mut client, &stats(1, 0)).is_ok());
     assert!(w.verify(&mut client, &stats(0, 1)).is_ok());
@@ -173,14 +173,14 @@ fn verify_rejects_lost_updates_and_foreign_fields() {
 
     // A write that lands another row's content on key 9 is caught.
     let mut txn = client.begin().unwrap();
-    let foreign = Value::Bytes(ycsb::initial_field(10, 0, 100));
+    let foreign = Value::Bytes(ycsb::initial_field(10, 0, 100).into());
     txn.update(ycsb::TABLE, &[Value::Int(9)], &[("field0", Formula::Assign(foreign))]).unwrap();
     txn.commit().unwrap();
     let err = w.verify(&mut client, &stats(1, 0)).unwrap_err().to_string();
     assert!(err.contains("1 rows malformed") && err.contains("key 9"), "{err}");
 
     // A lost row is caught, and a read of it aborts as a missing row.
-    client.call("kv_put", vec![Value::Int(1), Value::Bytes(vec![1])]).unwrap();
+    client.call("kv_put", vec![Value::Int(1), Value::Bytes(vec![1].into())]).unwrap();
     let mut txn = client.begin().unwrap();
     txn.delete(ycsb::TABLE, &[Value::Int(20)]).unwrap();
     txn.commit().unwrap();

@@ -13,6 +13,12 @@ mod sim;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of the system allocator: the engines allocate and free many small
+/// objects per operation (rows, keys, messages), and glibc malloc was about a quarter of the
+/// CPU of a TPC-C run (issue 13).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "litmus",

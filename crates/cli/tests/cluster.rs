@@ -87,7 +87,7 @@ fn kill_dash_nine_loses_no_acknowledged_write() {
                 let mut k = w as i64 * 1_000_000;
                 while !stop.load(Ordering::Relaxed) {
                     k += 1;
-                    match c.call("kv_put", vec![Value::Int(k), Value::Bytes(k.to_le_bytes().to_vec())]) {
+                    match c.call("kv_put", vec![Value::Int(k), Value::Bytes(k.to_le_bytes().to_vec().into())]) {
                         Ok(_) => acked.lock().unwrap().push(k),
                         Err(_) => break, // the server died under us
                     }
@@ -113,7 +113,7 @@ fn kill_dash_nine_loses_no_acknowledged_write() {
     let mut c = connect(&peers[0]);
     for k in &acked {
         let got = c.call("kv_get", vec![Value::Int(*k)]).unwrap();
-        assert_eq!(got, vec![Value::Bytes(k.to_le_bytes().to_vec())], "acknowledged key {k} lost after kill -9");
+        assert_eq!(got, vec![Value::Bytes(k.to_le_bytes().to_vec().into())], "acknowledged key {k} lost after kill -9");
     }
 }
 
@@ -185,7 +185,7 @@ fn oracle_node_killed_during_ycsb_t() {
                 // probe measures the oracle's failover alone.
                 k += if (k + 1) % 3 == 0 { 2 } else { 1 };
                 let started = Instant::now();
-                if c.call("kv_put", vec![Value::Int(k), Value::Bytes(k.to_le_bytes().to_vec())]).is_ok() {
+                if c.call("kv_put", vec![Value::Int(k), Value::Bytes(k.to_le_bytes().to_vec().into())]).is_ok() {
                     acked.lock().unwrap().push((k, started, Instant::now()));
                 }
                 std::thread::sleep(Duration::from_millis(2));
@@ -231,6 +231,6 @@ fn oracle_node_killed_during_ycsb_t() {
     let mut c = connect(&peers[1]);
     for (k, _, _) in &acked {
         let got = c.call("kv_get", vec![Value::Int(*k)]).unwrap();
-        assert_eq!(got, vec![Value::Bytes(k.to_le_bytes().to_vec())], "acknowledged key {k} lost");
+        assert_eq!(got, vec![Value::Bytes(k.to_le_bytes().to_vec().into())], "acknowledged key {k} lost");
     }
 }

@@ -13,10 +13,12 @@
 //!   Salt's roll-forward recovery (Salt §6.2).
 //! * [`txn`] — ANSI isolation levels and access types (Salt Table 1).
 //! * [`time`] and [`ids`] — timestamps, virtual time, and identifiers.
+//! * [`hash`] — a fast deterministic hasher for internal hash maps (store and lock table).
 //! * [`error`] — typed errors classified by what the caller must do ([`Error::is_retryable`]).
 
 pub mod error;
 pub mod formula;
+pub mod hash;
 pub mod ids;
 pub mod key;
 pub mod schema;

@@ -128,6 +128,9 @@ impl TableSchema {
                 got: v.type_name(),
             });
         }
+        if v.within_limits() {
+            return Ok(());
+        }
         v.check_limits(&format!("{}.{}", self.name, c.name))
     }
 
@@ -150,7 +153,9 @@ impl TableSchema {
                     got: v.type_name(),
                 });
             }
-            v.check_limits(&format!("key {}.{}", self.name, c.name))?;
+            if !v.within_limits() {
+                v.check_limits(&format!("key {}.{}", self.name, c.name))?;
+            }
         }
         Ok(())
     }
@@ -181,7 +186,9 @@ impl TableSchema {
                     value: format!("{}.{} ({})", self.name, c.name, c.ty),
                 });
             }
-            op.check_limits(&format!("{}.{}", self.name, c.name))?;
+            if !op.within_limits() {
+                op.check_limits(&format!("{}.{}", self.name, c.name))?;
+            }
         }
         Ok(())
     }

@@ -226,7 +226,7 @@ pub mod chains {
     fn encode(tags: &[i64]) -> Value {
         let start = tags.len().saturating_sub(PROVENANCE_MAX);
         let s: Vec<String> = tags[start..].iter().map(|t| t.to_string()).collect();
-        Value::Bytes(s.join(",").into_bytes())
+        Value::Bytes(s.join(",").into_bytes().into())
     }
 
     fn merge(into: &mut Vec<i64>, tags: &[i64]) {

@@ -334,7 +334,7 @@ mod tests {
         assert!(matches!(
             err(Op::Write {
                 table: "item".into(),
-                row: vec![Value::Int(1), Value::String("x".repeat(limits::VALUE_SIZE_MAX))]
+                row: vec![Value::Int(1), Value::String("x".repeat(limits::VALUE_SIZE_MAX).into())]
             }),
             Error::Invalid(InvalidInput::Oversized { .. })
         ));

@@ -98,7 +98,9 @@ impl Procedure {
                     got: a.type_name(),
                 });
             }
-            a.check_limits(&format!("argument {i} of {}", self.name))?;
+            if !a.within_limits() {
+                a.check_limits(&format!("argument {i} of {}", self.name))?;
+            }
         }
         Ok(())
     }

@@ -98,7 +98,7 @@ fn model_op() -> impl Strategy<Value = ModelOp> {
 }
 
 fn row(k: i64, v: u8) -> Vec<Value> {
-    vec![Value::Int(k), Value::Bytes(vec![v])]
+    vec![Value::Int(k), Value::Bytes(vec![v].into())]
 }
 
 proptest! {
@@ -122,7 +122,7 @@ proptest! {
                 }
                 ModelOp::Get(k) => {
                     let r = c.request(RequestBody::Call { procedure: "kv_get".into(), args: vec![Value::Int(k)], retrying_for: Duration::ZERO });
-                    let want = model.get(&k).map_or(Value::Null, |v| Value::Bytes(vec![*v]));
+                    let want = model.get(&k).map_or(Value::Null, |v| Value::Bytes(vec![*v].into()));
                     prop_assert_eq!(r, Ok(ResponseBody::Returned(vec![want])));
                 }
                 ModelOp::Delete(k) => {

@@ -45,7 +45,7 @@ fn registry() -> Registry {
         ctx.begin_alkaline().await?;
         let row = ctx.read(KV_TABLE, &args[..1]).await?;
         let mut v = match row.map(|mut r| r.remove(1)) {
-            Some(Value::Bytes(b)) => b,
+            Some(Value::Bytes(b)) => b.to_vec(),
             _ => Vec::new(),
         };
         if split {
@@ -53,7 +53,7 @@ fn registry() -> Registry {
             ctx.begin_alkaline().await?;
         }
         v.extend_from_slice(args[2].as_bytes().unwrap_or_default());
-        ctx.write(KV_TABLE, vec![args[1].clone(), Value::Bytes(v)]).await?;
+        ctx.write(KV_TABLE, vec![args[1].clone(), Value::Bytes(v.into())]).await?;
         ctx.end_alkaline().await?;
         Ok(vec![])
     }
@@ -71,7 +71,7 @@ fn call(procedure: &str, args: Vec<Value>) -> RequestBody {
 }
 
 fn bytes(s: &str) -> Value {
-    Value::Bytes(s.as_bytes().to_vec())
+    Value::Bytes(s.as_bytes().to_vec().into())
 }
 
 /// Messages to `cut` are set aside instead of delivered.

@@ -7,10 +7,16 @@
 //! coordination costs what it costs on a real network; messages within a node are not delayed.
 //!
 //! ```text
-//!   client thread ──(deliver_at, Envelope)──► worker inbox ─► heap by deliver_at ─► Host::step
-//!        ▲                                                                            │
-//!        └──────────────── Router::route (delay sampled per message) ◄── Host::flush ─┘
+//!   client thread ──(deliver_at, Envelope)──► worker mailbox ─► heap by deliver_at ─► Host::step
+//!        ▲                                                                              │
+//!        └──────────────── Router::route (delay sampled per message) ◄──── Host::flush ─┘
 //! ```
+//!
+//! Hand-offs are what a message costs here (issue 13), so they are few: a [`Mailbox`] is a
+//! vector under a mutex that its one reader swaps out whole, and a sender wakes the reader only
+//! when it sleeps (no spinning, no `sched_yield`). A worker routes what one flush produced with
+//! one lock and at most one wake-up per destination, and keeps messages between its own
+//! machines without a hand-off at all.
 //!
 //! With a data directory every machine keeps a WAL (group commit per worker loop iteration);
 //! without one nothing touches the disk.
@@ -19,7 +25,6 @@ use crate::due::Due;
 use crate::host::Host;
 use crate::topology::ClusterSpec;
 use crate::transport::Transport;
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use litmus_core::{ClientId, Error, InvalidInput, Time};
 use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::{Addr, ClientSession, Envelope, Input, Machine, Message};
@@ -29,7 +34,7 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -84,15 +89,69 @@ impl Default for EmbeddedConfig {
     }
 }
 
-/// Routes envelopes to worker inboxes and client channels, stamping the delivery time.
+/// A queue with one reader: senders append under a mutex, the reader takes everything at once.
+/// A sender signals the condition variable only when the reader sleeps on it, so a busy reader
+/// costs its senders no system call.
+pub(crate) struct Mailbox<T> {
+    inner: Mutex<MailboxInner<T>>,
+    ready: Condvar,
+}
+
+struct MailboxInner<T> {
+    items: Vec<T>,
+    sleeping: bool,
+}
+
+impl<T> Mailbox<T> {
+    fn new() -> Self {
+        Mailbox { inner: Mutex::new(MailboxInner { items: Vec::new(), sleeping: false }), ready: Condvar::new() }
+    }
+
+    fn push(&self, item: T) {
+        self.push_all(std::iter::once(item));
+    }
+
+    /// Appends every item with one lock and at most one wake-up.
+    fn push_all(&self, items: impl IntoIterator<Item = T>) {
+        let wake = {
+            let mut g = self.inner.lock().expect("mailbox lock");
+            g.items.extend(items);
+            g.sleeping
+        };
+        if wake {
+            self.ready.notify_one();
+        }
+    }
+
+    /// Moves every queued item to `out`, first waiting up to `timeout` if there is none.
+    fn take_all(&self, out: &mut Vec<T>, timeout: Duration) {
+        let mut g = self.inner.lock().expect("mailbox lock");
+        if g.items.is_empty() && !timeout.is_zero() {
+            g.sleeping = true;
+            g = self.ready.wait_timeout(g, timeout).expect("mailbox lock").0;
+            g.sleeping = false;
+        }
+        if out.is_empty() {
+            std::mem::swap(out, &mut g.items);
+        } else {
+            out.append(&mut g.items);
+        }
+    }
+}
+
+type Inbox = Mailbox<(Time, Envelope)>;
+
+/// Routes envelopes to worker mailboxes and client mailboxes, stamping the delivery time.
 pub(crate) struct Router {
     start: Instant,
     spec_topology: crate::topology::Topology,
     delay: DelayModel,
     machines: BTreeMap<Addr, usize>,
-    workers: Vec<Sender<(Time, Envelope)>>,
-    clients: RwLock<HashMap<ClientId, Sender<(Time, Envelope)>>>,
+    workers: Vec<Arc<Inbox>>,
+    clients: RwLock<HashMap<ClientId, Arc<Inbox>>>,
     seq: AtomicU64,
+    stopped: AtomicBool,
+    counters: Arc<Counters>,
 }
 
 impl Router {
@@ -100,19 +159,58 @@ impl Router {
         Time(self.start.elapsed().as_nanos() as u64)
     }
 
-    fn route(&self, env: Envelope, rng: &mut impl Rng) {
+    fn delivery_time(&self, env: &Envelope, now: Time, rng: &mut impl Rng) -> Time {
         let t = &self.spec_topology;
         let delay = if t.host_of(env.from) == t.host_of(env.to) { Duration::ZERO } else { self.delay.sample(rng) };
-        let at = self.now() + delay;
+        now + delay
+    }
+
+    fn route(&self, env: Envelope, rng: &mut impl Rng) {
+        self.counters.messages.fetch_add(1, Ordering::Relaxed);
+        let at = self.delivery_time(&env, self.now(), rng);
         match env.to {
             Addr::Client(c) => {
-                if let Some(tx) = self.clients.read().expect("clients lock").get(&c) {
-                    let _ = tx.send((at, env));
+                if let Some(mb) = self.clients.read().expect("clients lock").get(&c) {
+                    mb.push((at, env));
                 }
             }
             to => {
                 if let Some(&w) = self.machines.get(&to) {
-                    let _ = self.workers[w].send((at, env));
+                    self.workers[w].push((at, env));
+                }
+            }
+        }
+    }
+
+    /// Routes what worker `me` flushed: its own machines' messages go to `local` (no hand-off),
+    /// the rest are grouped per destination mailbox, each group pushed with one lock. The
+    /// delays are sampled in envelope order, as one `route` call each would.
+    fn route_batch(&self, me: usize, envs: Vec<Envelope>, local: &mut Vec<(Time, Envelope)>, rng: &mut impl Rng) {
+        let now = self.now();
+        self.counters.messages.fetch_add(envs.len() as u64, Ordering::Relaxed);
+        let mut per_worker: Vec<Vec<(Time, Envelope)>> = (0..self.workers.len()).map(|_| Vec::new()).collect();
+        let mut per_client: BTreeMap<ClientId, Vec<(Time, Envelope)>> = BTreeMap::new();
+        for env in envs {
+            let at = self.delivery_time(&env, now, rng);
+            match env.to {
+                Addr::Client(c) => per_client.entry(c).or_default().push((at, env)),
+                to => match self.machines.get(&to) {
+                    Some(&w) if w == me => local.push((at, env)),
+                    Some(&w) => per_worker[w].push((at, env)),
+                    None => {}
+                },
+            }
+        }
+        for (w, batch) in per_worker.into_iter().enumerate() {
+            if !batch.is_empty() {
+                self.workers[w].push_all(batch);
+            }
+        }
+        if !per_client.is_empty() {
+            let clients = self.clients.read().expect("clients lock");
+            for (c, batch) in per_client {
+                if let Some(mb) = clients.get(&c) {
+                    mb.push_all(batch);
                 }
             }
         }
@@ -128,6 +226,16 @@ pub struct EmbeddedCluster {
     request_timeout: Duration,
     seed: u64,
     records_total: Arc<AtomicU64>,
+    counters: Arc<Counters>,
+}
+
+/// What the cluster did, for cost per transaction (issue 13).
+#[derive(Default)]
+struct Counters {
+    /// Messages routed: client requests, responses, and every message between machines.
+    messages: AtomicU64,
+    /// Bytes of log records produced (with or without a data directory).
+    log_bytes: AtomicU64,
 }
 
 impl EmbeddedCluster {
@@ -150,28 +258,31 @@ impl EmbeddedCluster {
         for ms in per_worker {
             hosts.push(Host::open(ms, cfg.data_dir.as_deref(), cfg.fsync)?);
         }
-        let (txs, rxs): (Vec<_>, Vec<_>) = (0..workers).map(|_| crossbeam_channel::unbounded()).unzip();
+        let inboxes: Vec<Arc<Inbox>> = (0..workers).map(|_| Arc::new(Mailbox::new())).collect();
         let router = Arc::new(Router {
             start: Instant::now(),
             spec_topology: spec.topology,
             delay: cfg.delay,
             machines,
-            workers: txs,
+            workers: inboxes.clone(),
             clients: RwLock::new(HashMap::new()),
             seq: AtomicU64::new(0),
+            stopped: AtomicBool::new(false),
+            counters: Arc::new(Counters::default()),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let records_total = Arc::new(AtomicU64::new(0));
         let mut threads = Vec::new();
-        for (i, (host, rx)) in hosts.into_iter().zip(rxs).enumerate() {
+        for (i, (host, rx)) in hosts.into_iter().zip(inboxes).enumerate() {
             let (router, stop, records) = (router.clone(), stop.clone(), records_total.clone());
             let seed = spec.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
             let handle = std::thread::Builder::new()
                 .name(format!("litmus-worker-{i}"))
-                .spawn(move || worker_loop(host, rx, router, stop, seed, records))
+                .spawn(move || worker_loop(i, host, rx, router, stop, seed, records))
                 .map_err(|e| Error::Internal(format!("spawn worker: {e}")))?;
             threads.push(handle);
         }
+        let counters = router.counters.clone();
         Ok(EmbeddedCluster {
             router,
             stop,
@@ -180,6 +291,7 @@ impl EmbeddedCluster {
             request_timeout: cfg.request_timeout,
             seed: spec.seed,
             records_total,
+            counters,
         })
     }
 
@@ -187,12 +299,14 @@ impl EmbeddedCluster {
     pub fn transport(&self) -> EmbeddedTransport {
         let n = self.next_client.fetch_add(1, Ordering::Relaxed);
         let id = ClientId(n);
-        let (tx, rx) = crossbeam_channel::unbounded();
-        self.router.clients.write().expect("clients lock").insert(id, tx);
+        let rx = Arc::new(Mailbox::new());
+        self.router.clients.write().expect("clients lock").insert(id, rx.clone());
         let coordinator = self.router.spec_topology.coordinator_for(n);
         EmbeddedTransport {
             session: ClientSession::new(id, coordinator, self.request_timeout),
             rx,
+            received: std::collections::VecDeque::new(),
+            batch: Vec::new(),
             router: self.router.clone(),
             rng: ChaCha8Rng::seed_from_u64(self.seed ^ n.wrapping_mul(0xA076_1D64_78BD_642F)),
         }
@@ -203,6 +317,16 @@ impl EmbeddedCluster {
         self.records_total.load(Ordering::Relaxed)
     }
 
+    /// Messages routed so far: client requests and responses and messages between machines.
+    pub fn messages_total(&self) -> u64 {
+        self.counters.messages.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of log records produced so far (counted with or without a data directory).
+    pub fn log_bytes_total(&self) -> u64 {
+        self.counters.log_bytes.load(Ordering::Relaxed)
+    }
+
     /// Stops the workers and reports the first error any of them hit.
     pub fn shutdown(mut self) -> Result<(), Error> {
         self.stop_all()
@@ -210,6 +334,7 @@ impl EmbeddedCluster {
 
     fn stop_all(&mut self) -> Result<(), Error> {
         self.stop.store(true, Ordering::SeqCst);
+        self.router.stopped.store(true, Ordering::SeqCst);
         let mut first = Ok(());
         for t in self.threads.drain(..) {
             match t.join() {
@@ -233,8 +358,9 @@ impl Drop for EmbeddedCluster {
 }
 
 fn worker_loop(
+    me: usize,
     mut host: Host,
-    inbox: Receiver<(Time, Envelope)>,
+    inbox: Arc<Inbox>,
     router: Arc<Router>,
     stop: Arc<AtomicBool>,
     seed: u64,
@@ -244,20 +370,20 @@ fn worker_loop(
     let mut heap: BinaryHeap<Due<Envelope>> = BinaryHeap::new();
     let tick = Duration::from_millis(litmus_engine::machine::TICK_INTERVAL_MS);
     let mut next_tick = router.now() + tick;
-    let mut recorded = 0;
+    let (mut recorded, mut logged) = (0, 0);
+    let mut arrived: Vec<(Time, Envelope)> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let now = router.now();
         let deadline = heap.peek().map_or(next_tick, |t| t.at.min(next_tick));
-        if deadline > now {
-            // Wait for a message or the deadline (at most 50 ms so `stop` is noticed).
-            let wait = (deadline - now).min(Duration::from_millis(50));
-            match inbox.recv_timeout(wait) {
-                Ok((at, env)) => heap.push(Due { at, seq: router.seq.fetch_add(1, Ordering::Relaxed), item: env }),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
-            }
-        }
-        while let Ok((at, env)) = inbox.try_recv() {
+        // Wait for a message or the deadline (at most 50 ms so `stop` is noticed); messages
+        // this worker sent itself are in `arrived` already and need no wait.
+        let wait = if deadline > now && arrived.is_empty() {
+            (deadline - now).min(Duration::from_millis(50))
+        } else {
+            Duration::ZERO
+        };
+        inbox.take_all(&mut arrived, wait);
+        for (at, env) in arrived.drain(..) {
             heap.push(Due { at, seq: router.seq.fetch_add(1, Ordering::Relaxed), item: env });
         }
         let now = router.now();
@@ -272,13 +398,16 @@ fn worker_loop(
             next_tick = now + tick;
         }
         if host.has_pending() {
-            for env in host.flush()? {
-                router.route(env, &mut rng);
-            }
+            router.route_batch(me, host.flush()?, &mut arrived, &mut rng);
         }
         let total = host.records_total();
         records.fetch_add(total - recorded, Ordering::Relaxed);
         recorded = total;
+        let bytes = host.record_bytes_total();
+        if bytes != logged {
+            router.counters.log_bytes.fetch_add(bytes - logged, Ordering::Relaxed);
+            logged = bytes;
+        }
     }
     Ok(())
 }
@@ -286,7 +415,10 @@ fn worker_loop(
 /// A client session of an embedded cluster.
 pub struct EmbeddedTransport {
     session: ClientSession,
-    rx: Receiver<(Time, Envelope)>,
+    rx: Arc<Inbox>,
+    /// Responses taken from the mailbox and not looked at yet.
+    received: std::collections::VecDeque<(Time, Envelope)>,
+    batch: Vec<(Time, Envelope)>,
     router: Arc<Router>,
     rng: ChaCha8Rng,
 }
@@ -302,23 +434,26 @@ impl Transport for EmbeddedTransport {
                 debug_assert_eq!(rid, id);
                 return Err(e);
             }
-            match self.rx.recv_timeout(Duration::from_millis(10)) {
-                Ok((at, env)) => {
-                    // The network delay: hold the response until it is due.
-                    let now = self.router.now();
-                    if at > now {
-                        std::thread::sleep(at - now);
-                    }
-                    if let Message::ClientResponse(resp) = env.msg {
-                        if let Some((rid, result)) = self.session.on_response(resp) {
-                            if rid == id {
-                                return result;
-                            }
+            if self.received.is_empty() {
+                if self.router.stopped.load(Ordering::Relaxed) {
+                    return Err(Error::unavailable("cluster stopped"));
+                }
+                self.rx.take_all(&mut self.batch, Duration::from_millis(10));
+                self.received.extend(self.batch.drain(..));
+            }
+            if let Some((at, env)) = self.received.pop_front() {
+                // The network delay: hold the response until it is due.
+                let now = self.router.now();
+                if at > now {
+                    std::thread::sleep(at - now);
+                }
+                if let Message::ClientResponse(resp) = env.msg {
+                    if let Some((rid, result)) = self.session.on_response(resp) {
+                        if rid == id {
+                            return result;
                         }
                     }
                 }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return Err(Error::unavailable("cluster stopped")),
             }
         }
     }

@@ -27,6 +27,7 @@ pub struct Host {
     pending: Vec<Envelope>,
     scratch: Effects,
     records_total: u64,
+    record_bytes_total: u64,
 }
 
 /// The directory of one machine's log inside a node's data directory.
@@ -60,7 +61,7 @@ impl Host {
             };
             slots.insert(addr, Slot { machine, log, dirty: false, records_since_snapshot: 0 });
         }
-        Ok(Host { slots, pending: Vec::new(), scratch: Effects::default(), records_total: 0 })
+        Ok(Host { slots, pending: Vec::new(), scratch: Effects::default(), records_total: 0, record_bytes_total: 0 })
     }
 
     pub fn addrs(&self) -> impl Iterator<Item = Addr> + '_ {
@@ -76,6 +77,11 @@ impl Host {
         self.records_total
     }
 
+    /// Bytes of the records logged since the host opened (with or without a log on disk).
+    pub fn record_bytes_total(&self) -> u64 {
+        self.record_bytes_total
+    }
+
     /// Delivers one input to one machine. Its records are buffered and its messages held until
     /// the next [`Host::flush`].
     pub fn step(&mut self, now: Time, to: Addr, input: Input) -> Result<(), Error> {
@@ -86,6 +92,7 @@ impl Host {
         slot.machine.step(now, input, &mut self.scratch);
         if !self.scratch.persist.is_empty() {
             self.records_total += self.scratch.persist.len() as u64;
+            self.record_bytes_total += self.scratch.persist.iter().map(|r| r.len() as u64).sum::<u64>();
             slot.records_since_snapshot += self.scratch.persist.len() as u64;
             if let Some(log) = slot.log.as_mut() {
                 for r in &self.scratch.persist {

@@ -32,9 +32,9 @@ fn procedures_and_interactive_transactions() {
     let cluster = EmbeddedCluster::start(spec(), EmbeddedConfig::default()).unwrap();
     let mut t = cluster.transport();
     for k in 0..20 {
-        call(&mut t, "kv_put", vec![Value::Int(k), Value::Bytes(vec![k as u8])]).unwrap();
+        call(&mut t, "kv_put", vec![Value::Int(k), Value::Bytes(vec![k as u8].into())]).unwrap();
     }
-    assert_eq!(call(&mut t, "kv_get", vec![Value::Int(7)]).unwrap(), vec![Value::Bytes(vec![7])]);
+    assert_eq!(call(&mut t, "kv_get", vec![Value::Int(7)]).unwrap(), vec![Value::Bytes(vec![7].into())]);
     assert_eq!(call(&mut t, "kv_get", vec![Value::Int(99)]).unwrap(), vec![Value::Null]);
 
     // Interactive: begin, scan across partitions, delete, commit.
@@ -63,11 +63,11 @@ fn bad_input_gets_typed_errors_and_changes_nothing() {
     let mut t = cluster.transport();
     let err = call(&mut t, "nope", vec![]).unwrap_err();
     assert!(matches!(err, Error::Invalid(InvalidInput::UnknownProcedure(_))), "{err}");
-    let err = call(&mut t, "kv_put", vec![Value::String("x".into()), Value::Bytes(vec![])]).unwrap_err();
+    let err = call(&mut t, "kv_put", vec![Value::String("x".into()), Value::Bytes(vec![].into())]).unwrap_err();
     assert!(matches!(err, Error::Invalid(InvalidInput::WrongType { .. })), "{err}");
     let err = call(&mut t, "kv_put", vec![Value::Int(1)]).unwrap_err();
     assert!(matches!(err, Error::Invalid(InvalidInput::WrongArity { .. })), "{err}");
-    let big = Value::Bytes(vec![0; litmus_core::limits::VALUE_SIZE_MAX + 1]);
+    let big = Value::Bytes(vec![0; litmus_core::limits::VALUE_SIZE_MAX + 1].into());
     let err = call(&mut t, "kv_put", vec![Value::Int(1), big]).unwrap_err();
     assert!(matches!(err, Error::Invalid(InvalidInput::Oversized { .. })), "{err}");
     assert_eq!(call(&mut t, "kv_get", vec![Value::Int(1)]).unwrap(), vec![Value::Null], "nothing was written");
@@ -86,7 +86,7 @@ fn bad_input_gets_typed_errors_and_changes_nothing() {
     };
     let err = t.request(RequestBody::Op { txn, op }).unwrap_err();
     assert!(matches!(err, Error::Invalid(InvalidInput::FormulaType { .. })), "{err}");
-    let op = Op::Insert { table: "kv".into(), row: vec![Value::Int(5), Value::Bytes(vec![1])] };
+    let op = Op::Insert { table: "kv".into(), row: vec![Value::Int(5), Value::Bytes(vec![1].into())] };
     t.request(RequestBody::Op { txn, op: op.clone() }).unwrap();
     let err = t.request(RequestBody::Op { txn, op }).unwrap_err();
     assert!(matches!(err, Error::Invalid(InvalidInput::DuplicateKey(_))), "{err}");
@@ -105,7 +105,7 @@ fn restart_recovers_acknowledged_writes_from_the_wal() {
         let cluster = EmbeddedCluster::start(spec(), cfg.clone()).unwrap();
         let mut t = cluster.transport();
         for k in 0..50 {
-            call(&mut t, "kv_put", vec![Value::Int(k), Value::Bytes(vec![1, k as u8])]).unwrap();
+            call(&mut t, "kv_put", vec![Value::Int(k), Value::Bytes(vec![1, k as u8].into())]).unwrap();
         }
         call(&mut t, "kv_delete", vec![Value::Int(10)]).unwrap();
         cluster.shutdown().unwrap();
@@ -113,7 +113,7 @@ fn restart_recovers_acknowledged_writes_from_the_wal() {
     let cluster = EmbeddedCluster::start(spec(), cfg).unwrap();
     let mut t = cluster.transport();
     for k in 0..50 {
-        let want = if k == 10 { Value::Null } else { Value::Bytes(vec![1, k as u8]) };
+        let want = if k == 10 { Value::Null } else { Value::Bytes(vec![1, k as u8].into()) };
         assert_eq!(call(&mut t, "kv_get", vec![Value::Int(k)]).unwrap(), vec![want], "key {k}");
     }
     cluster.shutdown().unwrap();

@@ -45,7 +45,7 @@ fn three_node_cluster_on_loopback() {
     for k in 0..30 {
         let r = a.request(RequestBody::Call {
             procedure: "kv_put".into(),
-            args: vec![Value::Int(k), Value::Bytes(vec![k as u8])],
+            args: vec![Value::Int(k), Value::Bytes(vec![k as u8].into())],
             retrying_for: Duration::ZERO,
         });
         assert!(matches!(r, Ok(ResponseBody::Returned(_))), "{r:?}");
@@ -58,7 +58,11 @@ fn three_node_cluster_on_loopback() {
                 retrying_for: Duration::ZERO,
             })
             .unwrap();
-        assert_eq!(r, ResponseBody::Returned(vec![Value::Bytes(vec![k as u8])]), "written via node 0, read via node 2");
+        assert_eq!(
+            r,
+            ResponseBody::Returned(vec![Value::Bytes(vec![k as u8].into())]),
+            "written via node 0, read via node 2"
+        );
     }
     let err = b
         .request(RequestBody::Call { procedure: "nope".into(), args: vec![], retrying_for: Duration::ZERO })
@@ -80,5 +84,5 @@ fn three_node_cluster_on_loopback() {
             retrying_for: Duration::ZERO,
         })
         .unwrap();
-    assert_eq!(r, ResponseBody::Returned(vec![Value::Bytes(vec![1])]));
+    assert_eq!(r, ResponseBody::Returned(vec![Value::Bytes(vec![1].into())]));
 }

@@ -46,21 +46,31 @@
 //!
 //! ## Representation and invariants
 //!
-//! A `BTreeMap<TableId, BTreeMap<Key, Vec<Version>>>` (a map per table rather than one map keyed
-//! by `(TableId, Key)`, so point reads borrow the `&Key` instead of cloning it into a tuple).
+//! A `BTreeMap<TableId, Table>` (a map per table rather than one map keyed by `(TableId, Key)`,
+//! so point reads borrow the `&Key` instead of cloning it into a tuple). A table keeps its
+//! versions in a hash map by key — a point read or write hashes the key once instead of
+//! comparing it with a dozen others down a B-tree (that was ~10% of a TPC-C run, issue 13) —
+//! and the same keys in a `BTreeMap` for everything ordered (range reads, GC's walk, snapshots),
+//! each with its newest version's timestamp and whether that is a tombstone, so a range read at
+//! or above it decides without looking the key up (a queue table's deleted head, never
+//! collected by the locking engines, is walked by every Delivery scan).
 //! Invariants, checked by [`MvccStore::check_invariants`] in tests and on snapshot decode:
 //!
 //! * every version list is non-empty and strictly ascending by timestamp (no duplicates);
-//! * no table map is empty (so equal contents have equal representations and equal snapshot
+//! * a table's ordered key map holds exactly the keys of its hash map, each with its newest
+//!   version's timestamp and kind;
+//! * no table is empty (so equal contents have equal representations and equal snapshot
 //!   bytes);
 //! * `key_count` and `version_count` equal the counts of the maps.
 //!
-//! Iteration is in `(table, key, ts)` order, so everything here is deterministic.
+//! Iteration is in `(table, key, ts)` order (the hash map is only looked up, never walked to
+//! produce output), so everything here is deterministic.
 //!
 //! ## Snapshot encoding
 //!
 //! [`MvccStore::encode_snapshot`] is postcard of `(format, tables)` — all versions, tombstones
-//! included — with [`SNAPSHOT_FORMAT`] as a leading version number. Equal stores encode to equal
+//! included, as a `BTreeMap<TableId, BTreeMap<Key, Vec<Version>>>` in key order — with
+//! [`SNAPSHOT_FORMAT`] as a leading version number. Equal stores encode to equal
 //! bytes. Decoding rejects trailing bytes and any invariant violation with a typed error.
 //!
 //! ## Not implemented
@@ -73,8 +83,10 @@
 //!   files are checksummed and written only by us.
 
 use crate::StorageError;
+use litmus_core::hash::FxHashMap;
 use litmus_core::{Key, Row, TableId, Timestamp};
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -95,7 +107,80 @@ struct Version {
 /// The versions of one key: non-empty, strictly ascending by `ts`. Usually one or two entries.
 type Versions = Vec<Version>;
 
-type Tables = BTreeMap<TableId, BTreeMap<Key, Versions>>;
+/// One table's rows. See the module doc.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Table {
+    /// Versions by key, for point reads and writes.
+    rows: FxHashMap<Key, Versions>,
+    /// The keys of `rows`, in order, with their newest versions' [`Newest`].
+    order: BTreeMap<Key, Newest>,
+}
+
+/// A key's newest version: its timestamp and whether it is a tombstone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Newest {
+    ts: Timestamp,
+    tombstone: bool,
+}
+
+impl Newest {
+    fn of(versions: &Versions) -> Newest {
+        versions
+            .last()
+            .map_or(Newest { ts: Timestamp(0), tombstone: true }, |v| Newest { ts: v.ts, tombstone: v.row.is_none() })
+    }
+}
+
+impl Table {
+    /// `(key, versions)` of the keys in `(start, end)`, in key order.
+    fn range<'a>(&'a self, start: Bound<&Key>, end: Bound<&Key>) -> impl Iterator<Item = (&'a Key, &'a Versions)> + 'a {
+        self.order.range::<Key, _>((start, end)).map(|(k, _)| (k, &self.rows[k]))
+    }
+
+    /// `(key, versions)` of every key, in key order.
+    fn iter(&self) -> impl Iterator<Item = (&Key, &Versions)> + '_ {
+        self.order.keys().map(|k| (k, &self.rows[k]))
+    }
+
+    /// Whether `key` (with newest version `newest`) has a row visible at `ts`, looking the key
+    /// up only when `ts` is below its newest version.
+    fn visible_at(&self, key: &Key, newest: Newest, ts: Timestamp) -> Option<&Row> {
+        if ts >= newest.ts {
+            if newest.tombstone {
+                return None;
+            }
+            return self.rows[key].last().and_then(|v| v.row.as_ref());
+        }
+        visible_at(&self.rows[key], ts)
+    }
+
+    fn is_visible_at(&self, key: &Key, newest: Newest, ts: Timestamp) -> bool {
+        if ts >= newest.ts {
+            return !newest.tombstone;
+        }
+        visible_at(&self.rows[key], ts).is_some()
+    }
+}
+
+impl Serialize for Table {
+    /// As the `BTreeMap<Key, Versions>` it stands for (the snapshot format).
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.order.len()))?;
+        for (k, v) in self.iter() {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl From<BTreeMap<Key, Versions>> for Table {
+    fn from(by_key: BTreeMap<Key, Versions>) -> Self {
+        let order = by_key.iter().map(|(k, v)| (k.clone(), Newest::of(v))).collect();
+        Table { rows: by_key.into_iter().collect(), order }
+    }
+}
+
+type Tables = BTreeMap<TableId, Table>;
 
 /// A version copied out of the store: its timestamp and row (`None`: a tombstone).
 pub type OwnedVersion = (Timestamp, Option<Row>);
@@ -121,7 +206,7 @@ struct SnapshotRef<'a> {
 #[derive(Deserialize)]
 struct SnapshotOwned {
     format: u32,
-    tables: Tables,
+    tables: BTreeMap<TableId, BTreeMap<Key, Versions>>,
 }
 
 impl MvccStore {
@@ -130,7 +215,7 @@ impl MvccStore {
     }
 
     fn versions_of(&self, table: TableId, key: &Key) -> Option<&Versions> {
-        self.tables.get(&table)?.get(key)
+        self.tables.get(&table)?.rows.get(key)
     }
 
     /// The row visible at `ts`: the newest version with version timestamp `<= ts`. `None` if
@@ -161,7 +246,47 @@ impl MvccStore {
         ts: Timestamp,
         limit: usize,
     ) -> Vec<(Key, Row)> {
-        self.scan_with(table, start, end, limit, |versions| visible_at(versions, ts))
+        let mut out = Vec::new();
+        if limit == 0 || range_is_empty(start, end) {
+            return out;
+        }
+        let Some(keys) = self.tables.get(&table) else { return out };
+        for (key, &newest) in keys.order.range::<Key, _>((start, end)) {
+            if let Some(row) = keys.visible_at(key, newest, ts) {
+                out.push((key.clone(), row.clone()));
+                if out.len() == limit {
+                    break;
+                }
+            }
+        }
+        debug_assert!(out.windows(2).all(|w| w[0].0 < w[1].0), "scan output must be ascending");
+        out
+    }
+
+    /// The keys [`MvccStore::scan`] would return, without copying their rows (for callers
+    /// that only need to know where a scan ends, e.g. to size a range lock).
+    pub fn scan_keys(
+        &self,
+        table: TableId,
+        start: Bound<&Key>,
+        end: Bound<&Key>,
+        ts: Timestamp,
+        limit: usize,
+    ) -> Vec<&Key> {
+        let mut out = Vec::new();
+        if limit == 0 || range_is_empty(start, end) {
+            return out;
+        }
+        let Some(keys) = self.tables.get(&table) else { return out };
+        for (key, &newest) in keys.order.range::<Key, _>((start, end)) {
+            if keys.is_visible_at(key, newest, ts) {
+                out.push(key);
+                if out.len() == limit {
+                    break;
+                }
+            }
+        }
+        out
     }
 
     /// Range read with custom visibility: for each key, the newest version whose timestamp
@@ -196,7 +321,7 @@ impl MvccStore {
             return Vec::new();
         }
         let Some(keys) = self.tables.get(&table) else { return Vec::new() };
-        keys.range::<Key, _>((start, end))
+        keys.range(start, end)
             .take(keys_max)
             .map(|(key, versions)| {
                 let newest = versions.iter().rev().take(versions_max).map(|v| (v.ts, v.row.clone())).collect();
@@ -226,7 +351,7 @@ impl MvccStore {
             return out;
         }
         let Some(keys) = self.tables.get(&table) else { return out };
-        for (key, versions) in keys.range::<Key, _>((start, end)) {
+        for (key, versions) in keys.range(start, end) {
             if let Some(row) = pick(versions) {
                 out.push((key.clone(), row.clone()));
                 if out.len() == limit {
@@ -242,18 +367,27 @@ impl MvccStore {
     /// Installs a version at `ts` (`row: None` installs a tombstone). Versions may arrive in any
     /// timestamp order; the same `ts` replaces the existing version.
     pub fn put(&mut self, table: TableId, key: Key, ts: Timestamp, row: Option<Row>) {
-        let versions = self.tables.entry(table).or_default().entry(key).or_default();
-        if versions.is_empty() {
-            self.key_count += 1;
-        }
-        match versions.binary_search_by_key(&ts, |v| v.ts) {
-            Ok(i) => versions[i].row = row,
-            Err(i) => {
-                versions.insert(i, Version { ts, row });
+        let t = self.tables.entry(table).or_default();
+        match t.rows.get_mut(&key) {
+            Some(versions) => {
+                match versions.binary_search_by_key(&ts, |v| v.ts) {
+                    Ok(i) => versions[i].row = row,
+                    Err(i) => {
+                        versions.insert(i, Version { ts, row });
+                        self.version_count += 1;
+                    }
+                }
+                debug_assert!(is_strictly_ascending(versions));
+                *t.order.get_mut(&key).expect("every key is ordered") = Newest::of(versions);
+            }
+            None => {
+                let versions = vec![Version { ts, row }];
+                self.key_count += 1;
                 self.version_count += 1;
+                t.order.insert(key.clone(), Newest::of(&versions));
+                t.rows.insert(key, versions);
             }
         }
-        debug_assert!(is_strictly_ascending(versions));
         assert!(self.version_count >= self.key_count);
     }
 
@@ -261,16 +395,19 @@ impl MvccStore {
     /// existed. A key whose last version goes is removed.
     pub fn remove_version(&mut self, table: TableId, key: &Key, ts: Timestamp) -> bool {
         let Some(keys) = self.tables.get_mut(&table) else { return false };
-        let Some(versions) = keys.get_mut(key) else { return false };
+        let Some(versions) = keys.rows.get_mut(key) else { return false };
         let Ok(i) = versions.binary_search_by_key(&ts, |v| v.ts) else { return false };
         versions.remove(i);
         self.version_count -= 1;
         if versions.is_empty() {
-            keys.remove(key);
+            keys.rows.remove(key);
+            keys.order.remove(key);
             self.key_count -= 1;
-            if keys.is_empty() {
+            if keys.rows.is_empty() {
                 self.tables.remove(&table);
             }
+        } else if i == versions.len() {
+            *keys.order.get_mut(key).expect("every key is ordered") = Newest::of(versions);
         }
         assert!(self.version_count >= self.key_count);
         true
@@ -282,7 +419,9 @@ impl MvccStore {
         let mut versions_removed = 0;
         let mut keys_removed = 0;
         for keys in self.tables.values_mut() {
-            keys.retain(|_, versions| {
+            let mut gone = Vec::new();
+            // Each key is decided alone, so the hash map's order cannot show in the result.
+            keys.rows.retain(|key, versions| {
                 // Index one past the newest version with ts <= low_water.
                 let old_end = versions.partition_point(|v| v.ts <= low_water);
                 if old_end == 0 {
@@ -293,6 +432,7 @@ impl MvccStore {
                     // Deleted at or before the mark and never rewritten: absent at every ts >= lwm.
                     versions_removed += versions.len();
                     keys_removed += 1;
+                    gone.push(key.clone());
                     return false;
                 }
                 versions.drain(..newest_old);
@@ -300,8 +440,11 @@ impl MvccStore {
                 assert!(versions[0].ts <= low_water, "the version answering reads at the mark is kept");
                 true
             });
+            for key in &gone {
+                keys.order.remove(key);
+            }
         }
-        self.tables.retain(|_, keys| !keys.is_empty());
+        self.tables.retain(|_, keys| !keys.rows.is_empty());
         self.version_count -= versions_removed;
         self.key_count -= keys_removed;
         assert!(self.version_count >= self.key_count);
@@ -340,7 +483,8 @@ impl MvccStore {
         }
         let key_count = repr.tables.values().map(BTreeMap::len).sum();
         let version_count = repr.tables.values().flat_map(BTreeMap::values).map(Vec::len).sum();
-        let store = MvccStore { tables: repr.tables, key_count, version_count };
+        let tables = repr.tables.into_iter().map(|(id, by_key)| (id, Table::from(by_key))).collect();
+        let store = MvccStore { tables, key_count, version_count };
         store.check_invariants().map_err(|m| StorageError::Corrupt(format!("mvcc snapshot: {m}")))?;
         Ok(store)
     }
@@ -350,10 +494,15 @@ impl MvccStore {
         let mut keys = 0;
         let mut versions_total = 0;
         for (table, by_key) in &self.tables {
-            if by_key.is_empty() {
+            if by_key.rows.is_empty() {
                 return Err(format!("table {table} has an empty key map"));
             }
-            for (key, versions) in by_key {
+            if by_key.order.len() != by_key.rows.len()
+                || by_key.order.iter().any(|(k, n)| by_key.rows.get(k).is_none_or(|v| Newest::of(v) != *n))
+            {
+                return Err(format!("table {table}: the ordered keys are not the keys of the rows"));
+            }
+            for (key, versions) in by_key.iter() {
                 if versions.is_empty() {
                     return Err(format!("{table} {key:?} has no versions"));
                 }
@@ -426,6 +575,23 @@ mod tests {
         assert_eq!(s.get(T, &k(1), Timestamp::MAX), Some(&r(50)));
         assert_eq!(s.get(TableId(2), &k(1), ts(5)), None, "tables are separate key spaces");
         s.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn scan_keys_are_the_keys_scan_returns() {
+        let mut s = MvccStore::new();
+        for i in 0..8 {
+            s.put(T, k(i), ts(1), Some(r(i)));
+        }
+        s.put(T, k(3), ts(2), None);
+        for (lo, hi, at, limit) in [(0, 8, 9, 10), (1, 6, 9, 3), (2, 5, 1, 2), (0, 8, 9, 0), (5, 2, 9, 4)] {
+            let (lo, hi) = (k(lo), k(hi));
+            let keys: Vec<Key> =
+                s.scan(T, Included(&lo), Excluded(&hi), ts(at), limit).into_iter().map(|(key, _)| key).collect();
+            let only: Vec<Key> =
+                s.scan_keys(T, Included(&lo), Excluded(&hi), ts(at), limit).into_iter().cloned().collect();
+            assert_eq!(keys, only);
+        }
     }
 
     #[test]
@@ -604,14 +770,17 @@ mod tests {
             format: SNAPSHOT_FORMAT,
             tables: &BTreeMap::from([(
                 T,
-                BTreeMap::from([(k(1), vec![Version { ts: ts(1), row: None }, Version { ts: ts(1), row: None }])]),
+                Table::from(BTreeMap::from([(
+                    k(1),
+                    vec![Version { ts: ts(1), row: None }, Version { ts: ts(1), row: None }],
+                )])),
             )]),
         })
         .unwrap();
         assert!(matches!(MvccStore::decode_snapshot(&bad), Err(StorageError::Corrupt(_))));
         let empty_versions = postcard::to_allocvec(&SnapshotRef {
             format: SNAPSHOT_FORMAT,
-            tables: &BTreeMap::from([(T, BTreeMap::from([(k(1), vec![])]))]),
+            tables: &BTreeMap::from([(T, Table::from(BTreeMap::from([(k(1), vec![])])))]),
         })
         .unwrap();
         assert!(matches!(MvccStore::decode_snapshot(&empty_versions), Err(StorageError::Corrupt(_))));

@@ -98,7 +98,7 @@ async fn check_district(ctx: Ctx, args: Vec<Value>) -> ProcResult {
             Value::Int(0),
             Value::Int(0),
             Value::Int(1),
-            Value::String(format!("{at}: the district row is missing")),
+            Value::String(format!("{at}: the district row is missing").into()),
         ]);
     };
     let next_o_id = row_int(&district, col::D_NEXT_O_ID)?;
@@ -241,7 +241,7 @@ async fn check_district(ctx: Ctx, args: Vec<Value>) -> ProcResult {
         Value::Int(customers.len() as i64),
         Value::Int(v.messages.len() as i64),
     ];
-    out.extend(v.messages.into_iter().map(Value::String));
+    out.extend(v.messages.into_iter().map(Value::from));
     for ((hw, hd), s) in by_payer {
         out.extend([Value::Int(hw), Value::Int(hd), Value::Decimal(s)]);
     }

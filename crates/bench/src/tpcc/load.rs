@@ -87,7 +87,7 @@ async fn write_all(ctx: &Ctx, rows: Vec<(&'static str, Row)>) -> Result<(), Erro
 }
 
 fn s(v: String) -> Value {
-    Value::String(v)
+    Value::String(v.into())
 }
 
 fn address(rng: &mut ChaCha8Rng) -> [Value; 5] {

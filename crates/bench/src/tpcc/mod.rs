@@ -631,7 +631,7 @@ impl Tpcc {
     /// A customer by last name (60%) or by id: `(c_id | NULL, c_last | NULL)`.
     fn customer(&self, rng: &mut ChaCha8Rng) -> (Value, Value) {
         if rng.gen_range(0..100) < 60 {
-            (Value::Null, Value::String(gen::run_last_name(rng, &self.scale)))
+            (Value::Null, Value::String(gen::run_last_name(rng, &self.scale).into()))
         } else {
             (Value::Int(gen::customer_id(rng, &self.scale) as i64), Value::Null)
         }

@@ -357,12 +357,22 @@ async fn payment(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
         let old = row_str(&customer, col::C_DATA)?;
         let mut data = format!("{c} {c_d} {c_w} {d} {w} {amount} | {old}");
         data.truncate(C_DATA_CHARS_MAX);
-        ctx.update(CUSTOMER, &ckey, &[("c_data", Formula::Assign(Value::String(data)))]).await?;
+        ctx.update(CUSTOMER, &ckey, &[("c_data", Formula::Assign(Value::String(data.into())))]).await?;
     }
     let h_data = format!("{}    {}", row_str(&warehouse, col::W_NAME)?, row_str(&district, col::D_NAME)?);
     ctx.insert(
         HISTORY,
-        vec![c_w, c_d, Value::Int(c), Value::Int(h_id), w, d, Value::Int(h_date), dec(amount), Value::String(h_data)],
+        vec![
+            c_w,
+            c_d,
+            Value::Int(c),
+            Value::Int(h_id),
+            w,
+            d,
+            Value::Int(h_date),
+            dec(amount),
+            Value::String(h_data.into()),
+        ],
     )
     .await?;
     Ok(vec![Value::Int(c), customer[col::C_BALANCE].clone()])

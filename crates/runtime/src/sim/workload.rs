@@ -72,11 +72,16 @@ impl SimDriver for AckedWrites {
             let (a, b) = (self.fresh_key(client), self.fresh_key(client) + (KEYS_PER_CLIENT / 2));
             return call(
                 "kv_put2",
-                vec![Value::Int(a), Value::Bytes(Self::value_of(a)), Value::Int(b), Value::Bytes(Self::value_of(b))],
+                vec![
+                    Value::Int(a),
+                    Value::Bytes(Self::value_of(a).into()),
+                    Value::Int(b),
+                    Value::Bytes(Self::value_of(b).into()),
+                ],
             );
         }
         let k = self.fresh_key(client);
-        call("kv_put", vec![Value::Int(k), Value::Bytes(Self::value_of(k))])
+        call("kv_put", vec![Value::Int(k), Value::Bytes(Self::value_of(k).into())])
     }
 
     fn done(&mut self, _client: usize, request: &RequestBody, result: &Result<ResponseBody, Error>) {
@@ -94,7 +99,7 @@ impl SimDriver for AckedWrites {
             "kv_get" => {
                 self.reads_checked += 1;
                 let key = args_int(args, 0);
-                let want = Value::Bytes(Self::value_of(key));
+                let want = Value::Bytes(Self::value_of(key).into());
                 if values.first() != Some(&want) {
                     self.violations.push(format!("read of acknowledged key {key} returned {values:?}"));
                 }
@@ -124,7 +129,7 @@ impl SimDriver for AckedWrites {
                     other => return Err(format!("reading acknowledged key {key} after the run: {other:?}")),
                 }
             };
-            if got.first() != Some(&Value::Bytes(value.clone())) {
+            if got.first() != Some(&Value::Bytes(value.clone().into())) {
                 return Err(format!("acknowledged write of key {key} lost: read {got:?}"));
             }
         }

@@ -668,7 +668,8 @@ impl LockingPartition {
 
     fn execute(&mut self, mut p: Parked, ctx: &mut PartCtx) {
         let txn = p.unit.txn;
-        let table_name = ctx.catalog.table(p.op.table).map(|t| t.name.clone()).unwrap_or_default();
+        let catalog = ctx.catalog; // a shared borrow of its own: the table name is for error messages only
+        let table_name = catalog.table(p.op.table).map_or("", |t| t.name.as_str());
         // Read-uncommitted reads see other transactions' uncommitted writes (dirty reads are
         // what that level allows; footnote 3 of Salt §5.1).
         let dirty = match (&p.op.kind, self.txns.get(&txn).map(|t| t.class.isolation)) {
@@ -685,7 +686,7 @@ impl LockingPartition {
             Some(row) if !t.buffer.contains_key(&(p.op.table, p.op.kind.key().expect("read").clone())) => {
                 Ok(PartResult::Row(row))
             }
-            _ => execute_op(&p.op, &mut t.buffer, ctx.store, &table_name, &mut writes),
+            _ => execute_op(&p.op, &mut t.buffer, ctx.store, table_name, &mut writes),
         };
         if let (Some(n), OpKind::Scan { end, limit, .. }) = (&p.narrowed, &p.op.kind) {
             if !scan_fits_lock(&result, *limit, &n.locked_to) {
@@ -1088,11 +1089,11 @@ fn narrowed_scan_range(store: &MvccStore, table: TableId, start: &Key, end: Opti
         return None;
     }
     let hi = end.map_or(Bound::Unbounded, Bound::Excluded);
-    let rows = store.scan(table, Bound::Included(start), hi, Timestamp::MAX, limit as usize);
-    if rows.len() < limit as usize {
+    let keys = store.scan_keys(table, Bound::Included(start), hi, Timestamp::MAX, limit as usize);
+    if keys.len() < limit as usize {
         return None;
     }
-    let (last, _) = rows.last()?;
+    let last = keys.last()?;
     let mut successor = last.0.clone();
     successor.push(0); // the smallest key greater than `last`
     let successor = Key(successor);
