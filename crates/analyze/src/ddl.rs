@@ -794,9 +794,10 @@ fn lit_value(lit: &str, ty: &ColumnType) -> Option<Value> {
             let f: f64 = lit.parse().ok()?;
             Some(Value::Decimal(Decimal((f * 10f64.powi(Decimal::SCALE as i32)).round() as i64)))
         }
-        ColumnType::String => {
-            lit.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')).map(|s| Value::String(s.replace("''", "'")))
-        }
+        ColumnType::String => lit
+            .strip_prefix('\'')
+            .and_then(|s| s.strip_suffix('\''))
+            .map(|s| Value::String(s.replace("''", "'").into())),
         _ => None,
     }
 }

@@ -607,8 +607,8 @@ impl Run<'_> {
             // Small positive amounts: procedures multiply money (prices, taxes, discounts) and
             // a fingerprint-sized decimal would overflow; keys are never decimals.
             ColumnType::Decimal => Value::Decimal(Decimal::from_cents(1 + slot % 99)),
-            ColumnType::String => Value::String(format!("~fp{slot}~")),
-            ColumnType::Bytes => Value::Bytes(Vec::new()),
+            ColumnType::String => Value::String(format!("~fp{slot}~").into()),
+            ColumnType::Bytes => Value::Bytes(Vec::new().into()),
             ColumnType::Set(_) => Value::Set(Default::default()),
         }
     }

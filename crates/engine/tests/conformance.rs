@@ -162,7 +162,10 @@ fn conformance_bad_input_is_rejected_and_changes_nothing() {
             let _ = run(&mut c, engine, 3, RequestBody::Commit { txn: t });
         }
         let t = begin(&mut c, 3);
-        let huge = Op::Write { table: bank::ACCOUNTS.into(), row: vec![Value::Int(0), Value::Bytes(vec![0; 1 << 24])] };
+        let huge = Op::Write {
+            table: bank::ACCOUNTS.into(),
+            row: vec![Value::Int(0), Value::Bytes(vec![0u8; 1 << 24].into())],
+        };
         let r = run(&mut c, engine, 3, RequestBody::Op { txn: t, op: huge });
         assert!(matches!(r, Err(Error::Invalid(_))), "{engine}: an oversized row gave {r:?}");
         let _ = run(&mut c, engine, 3, RequestBody::Rollback { txn: t });
