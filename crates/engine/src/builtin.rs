@@ -58,6 +58,8 @@ pub fn registry() -> Registry {
 /// * `bank_total()` — the unmodified ACID `total-balance`: the sum of every balance
 ///   (serializable: a range read over all accounts), with the number of accounts it saw and
 ///   the smallest balance (`NULL` if none): `[total, accounts, min]`.
+/// * One-round forms (`bank_transfer_1r`, `bank_open_1r`, `bank_balance_1r`, `bank_total_1r`)
+///   for engines that take one-round transactions (Granola runs nothing else).
 pub mod bank {
     use crate::fragment::OneRoundClass;
     use crate::procedure::{Ctx, ProcOptions, Registry};
@@ -166,6 +168,79 @@ pub mod bank {
                 ),
             ])
         });
+        // One-round forms of opening, reading and totalling, for engines that run one-round
+        // transactions only (Granola). `bank_total_1r(accounts, partitions)` is independent: one
+        // fragment per partition sums that partition's accounts (ids `p, p + partitions, ..`
+        // below `accounts`) as `[total, count, min]`; its result is one triple per partition,
+        // in partition order (fold them for the bank's total).
+        r.register_fragment(
+            "bank_open_frag",
+            vec![ColumnType::Int, ColumnType::Int],
+            |ctx: Ctx, args: Vec<Value>| async move {
+                ctx.insert(ACCOUNTS, args).await?;
+                Ok(vec![])
+            },
+        );
+        r.register_fragment("bank_read", vec![ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
+            Ok(vec![ctx.read(ACCOUNTS, &args[..1]).await?.map_or(Value::Null, |r| r[1].clone())])
+        });
+        r.register_fragment(
+            "bank_part_total",
+            vec![ColumnType::Int, ColumnType::Int, ColumnType::Int],
+            |ctx: Ctx, args: Vec<Value>| async move {
+                let (first, step, end) = (
+                    args[0].as_int().unwrap_or(0),
+                    args[1].as_int().unwrap_or(1).max(1),
+                    args[2].as_int().unwrap_or(0),
+                );
+                let (mut total, mut count, mut min) = (0i64, 0i64, None::<i64>);
+                let mut id = first;
+                while id < end {
+                    if let Some(row) = ctx.read(ACCOUNTS, &[Value::Int(id)]).await? {
+                        let bal = row[1].as_int().unwrap_or(0);
+                        total += bal;
+                        count += 1;
+                        min = Some(min.map_or(bal, |m| m.min(bal)));
+                    }
+                    id += step;
+                }
+                Ok(vec![Value::Int(total), Value::Int(count), min.map_or(Value::Null, Value::Int)])
+            },
+        );
+        r.register_one_round(
+            "bank_open_1r",
+            vec![ColumnType::Int, ColumnType::Int],
+            OneRoundClass::Single,
+            |args: &[Value]| {
+                use crate::fragment::FragmentCall;
+                Ok(vec![FragmentCall::new("bank_open_frag", ACCOUNTS, vec![args[0].clone()], args.to_vec())])
+            },
+        );
+        r.register_one_round("bank_balance_1r", vec![ColumnType::Int], OneRoundClass::Single, |args: &[Value]| {
+            use crate::fragment::FragmentCall;
+            Ok(vec![FragmentCall::new("bank_read", ACCOUNTS, vec![args[0].clone()], args.to_vec())])
+        });
+        r.register_one_round(
+            "bank_total_1r",
+            vec![ColumnType::Int, ColumnType::Int],
+            OneRoundClass::Independent,
+            |args: &[Value]| {
+                use crate::fragment::FragmentCall;
+                let (accounts, partitions) = (args[0].as_int().unwrap_or(0), args[1].as_int().unwrap_or(0));
+                if partitions < 1 || partitions > 4096 {
+                    return Err(litmus_core::InvalidInput::Config(format!(
+                        "bank_total_1r over {partitions} partitions"
+                    ))
+                    .into());
+                }
+                Ok((0..partitions.min(accounts.max(1)))
+                    .map(|p| {
+                        let args = vec![Value::Int(p), Value::Int(partitions), Value::Int(accounts)];
+                        FragmentCall::new("bank_part_total", ACCOUNTS, vec![Value::Int(p)], args)
+                    })
+                    .collect())
+            },
+        );
         // An insert, not a write: a late duplicate of an open whose answer was lost must not
         // reset a balance that transfers have since changed.
         r.register("bank_open", vec![ColumnType::Int, ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {

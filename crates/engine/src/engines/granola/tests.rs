@@ -1,0 +1,1 @@
+//! Rule tests, named after the paper's sections.
