@@ -4,6 +4,7 @@
 //! * `kv(k int, v bytes)`, partitioned by `k`;
 //! * `kv_get(k) -> [v | NULL]`, `kv_put(k, v)`, `kv_delete(k)`;
 //! * `kv_put2(k1, v1, k2, v2)` — a two-key (usually two-partition) write.
+//! * `kv_get_1r`, `kv_put_1r`, `kv_put2_1r` — the same as one-round procedures.
 
 use crate::procedure::{Ctx, Registry};
 use litmus_core::{Catalog, Column, ColumnType, Partitioning, TableSchema, Value};
@@ -43,6 +44,39 @@ pub fn registry() -> Registry {
             ctx.write(KV_TABLE, args[2..].to_vec()).await?;
             Ok(vec![])
         },
+    );
+    // One-round forms (see `crate::fragment`) for engines that run one-round transactions only:
+    // `kv_get_1r` and `kv_put_1r` are single-partition, `kv_put2_1r` independent (a write cannot
+    // fail, so every participant commits).
+    r.register_fragment("kv_get_frag", vec![ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
+        let row = ctx.read(KV_TABLE, &args[..1]).await?;
+        Ok(vec![row.map_or(Value::Null, |mut r| r.remove(1))])
+    });
+    r.register_fragment(
+        "kv_put_frag",
+        vec![ColumnType::Int, ColumnType::Bytes],
+        |ctx: Ctx, args: Vec<Value>| async move {
+            ctx.write(KV_TABLE, args).await?;
+            Ok(vec![])
+        },
+    );
+    use crate::fragment::{FragmentCall, OneRoundClass};
+    let put =
+        |k: &Value, v: &Value| FragmentCall::new("kv_put_frag", KV_TABLE, vec![k.clone()], vec![k.clone(), v.clone()]);
+    r.register_one_round("kv_get_1r", vec![ColumnType::Int], OneRoundClass::Single, |args: &[Value]| {
+        Ok(vec![FragmentCall::new("kv_get_frag", KV_TABLE, args.to_vec(), args.to_vec())])
+    });
+    r.register_one_round(
+        "kv_put_1r",
+        vec![ColumnType::Int, ColumnType::Bytes],
+        OneRoundClass::Single,
+        move |args: &[Value]| Ok(vec![put(&args[0], &args[1])]),
+    );
+    r.register_one_round(
+        "kv_put2_1r",
+        vec![ColumnType::Int, ColumnType::Bytes, ColumnType::Int, ColumnType::Bytes],
+        OneRoundClass::Independent,
+        move |args: &[Value]| Ok(vec![put(&args[0], &args[1]), put(&args[2], &args[3])]),
     );
     r
 }

@@ -29,7 +29,7 @@ fn run(seed: u64, cfg: SimConfig) -> (litmus_runtime::sim::SimReport, usize) {
 
 fn run_engine(engine: EngineKind, seed: u64, cfg: SimConfig) -> (litmus_runtime::sim::SimReport, usize) {
     let mut sim = Simulator::new(spec(engine, seed, 3, 6), cfg).unwrap();
-    let mut driver = AckedWrites::new();
+    let mut driver = AckedWrites::for_engine(engine);
     match sim.run(&mut driver) {
         Ok(report) => (report, driver.acked()),
         Err(e) => panic!("seed {seed} failed: {e}\nreplay: litmus sim --seed {seed} --faults --engine {engine}"),
@@ -154,7 +154,8 @@ fn bank_totals_hold_under_faults() {
     // ACID ones elsewhere. Under snapshot isolation every total reads one snapshot (no fractured
     // read) and concurrent transfers on one account cannot both commit (no lost update).
     for &engine in EngineKind::ALL.iter().filter(|e| e.capabilities().guarantee != Guarantee::None) {
-        let transfer = if engine.capabilities().base_transactions { "bank_transfer" } else { "bank_transfer_acid" };
+        let caps = engine.capabilities();
+        let transfer = if caps.base_transactions { "bank_transfer" } else { "bank_transfer_acid" };
         let mut checked = 0;
         for seed in 0..seeds {
             let mut cfg = SimConfig::new(seed).with_faults();
@@ -163,7 +164,11 @@ fn bank_totals_hold_under_faults() {
             cfg.faults.partition = 0.04;
             cfg.duration = Duration::from_millis(1500);
             let mut sim = Simulator::new(spec(engine, seed, 3, 6), cfg).unwrap();
-            let mut driver = litmus_runtime::sim::workload::Bank::new(8, transfer);
+            let mut driver = if caps.interactive {
+                litmus_runtime::sim::workload::Bank::new(8, transfer)
+            } else {
+                litmus_runtime::sim::workload::Bank::one_round(8, 6)
+            };
             if let Err(e) = sim.run(&mut driver) {
                 panic!("{engine} seed {seed} failed: {e}\nreplay: litmus sim --seed {seed} --faults --engine {engine} --workload bank");
             }
