@@ -261,7 +261,7 @@ pub mod bank {
             |args: &[Value]| {
                 use crate::fragment::FragmentCall;
                 let (accounts, partitions) = (args[0].as_int().unwrap_or(0), args[1].as_int().unwrap_or(0));
-                if partitions < 1 || partitions > 4096 {
+                if !(1..=4096).contains(&partitions) {
                     return Err(litmus_core::InvalidInput::Config(format!(
                         "bank_total_1r over {partitions} partitions"
                     ))

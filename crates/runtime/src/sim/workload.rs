@@ -225,7 +225,7 @@ impl Bank {
     /// Rule 1 on one `bank_total` result: `Err` names what is wrong. A one-round total is one
     /// `[total, count, min]` triple per partition, folded here.
     pub fn check_total(&self, v: &[Value]) -> Result<(), String> {
-        if v.is_empty() || v.len() % 3 != 0 {
+        if v.is_empty() || !v.len().is_multiple_of(3) {
             return Err(format!("malformed bank_total result {v:?}"));
         }
         let (mut total, mut n, mut min) = (0i64, 0i64, None::<i64>);
