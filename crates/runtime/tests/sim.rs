@@ -201,6 +201,28 @@ fn bank_totals_hold_under_heavy_faults() {
     }
 }
 
+/// Granola under every fault at full strength (`litmus sim --faults`), 8 clients for 3 s: the
+/// one-round bank (coordinated transfers in locking mode, independent totals by timestamp
+/// voting) conserves money, every total sees one serial state, and every request ends once the
+/// faults heal (votes resent, requests carried by votes). Each seed replays bit for bit.
+#[test]
+fn granola_bank_holds_under_heavy_faults() {
+    let seeds: u64 = std::env::var("LITMUS_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300) / 10;
+    let mut checked = 0;
+    for seed in 20_000..20_000 + seeds {
+        let mut cfg = SimConfig::new(seed).with_faults();
+        cfg.clients = 8;
+        cfg.duration = Duration::from_millis(3000);
+        let mut sim = Simulator::new(spec(EngineKind::Granola, seed, 3, 6), cfg).unwrap();
+        let mut driver = litmus_runtime::sim::workload::Bank::one_round(8, 6);
+        if let Err(e) = sim.run(&mut driver) {
+            panic!("seed {seed} failed: {e}\nreplay: litmus sim --seed {seed} --faults --clients 8 --duration-ms 3000 --engine granola --workload bank");
+        }
+        checked += driver.totals_checked;
+    }
+    assert!(checked > seeds * 10, "only {checked} totals checked");
+}
+
 /// ACID transfers under partition crashes, 8 clients for 3 s, seeds that once created money:
 /// a partition restarted between two operations of a transaction (losing its locks and
 /// buffered writes), the later operation started a fresh record at the new incarnation, and
