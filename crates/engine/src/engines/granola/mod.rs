@@ -101,8 +101,9 @@ pub const CONFLICT_BACKOFF_MAX: Duration = Duration::from_millis(40);
 /// A transaction still in CONFLICT after retrying this long fails with `AbortReason::LockConflict`
 /// (before the client's own deadline).
 pub const CONFLICT_RETRY_FOR: Duration = Duration::from_secs(3);
-/// Finished transactions a partition remembers.
-pub const DONE_REMEMBERED_MAX: usize = 1_000_000;
+/// Finished transactions a partition remembers (as many as a coordinator remembers client
+/// requests): a request or vote delayed past this many later transactions would be run again.
+pub const DONE_REMEMBERED_MAX: usize = 100_000;
 
 /// A transaction identifier (§3.2): the coordinator's transaction and the attempt (a retry
 /// after CONFLICT is a new TID). Ordered, to break timestamp ties (§4.1).
