@@ -21,7 +21,7 @@ pub struct SimArgs {
     /// Turn every fault on: 1% loss, 1% duplication, crashes, partitions (also set individually below).
     #[arg(long)]
     faults: bool,
-    /// Engine under test (nocc, acid, salt, salt-local).
+    /// Engine under test (nocc, acid, salt, salt-local, omid, granola).
     #[arg(long, default_value = "nocc")]
     engine: String,
     /// What the clients run: `acked` (every acknowledged write survives), `bank` (Salt Figs.
@@ -135,9 +135,17 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         registry.merge(&builtin::chains::registry());
         let spec = ClusterSpec { engine, topology, catalog: Arc::new(catalog), registry: Arc::new(registry), seed };
         let mut sim = Simulator::new(spec, cfg)?;
-        let mut acked = AckedWrites::new();
-        let base = engine.capabilities().base_transactions;
-        let mut bank = Bank::new(8, if base { "bank_transfer" } else { "bank_transfer_acid" });
+        let mut acked = AckedWrites::for_engine(engine);
+        let caps = engine.capabilities();
+        // The transfer each engine runs best: Salt's BASE one, the whole one-round form where the
+        // engine takes one-round transactions (with the one-round total), else the ACID one.
+        let mut bank = if caps.base_transactions {
+            Bank::new(8, "bank_transfer")
+        } else if caps.one_round {
+            Bank::one_round(8, args.partitions)
+        } else {
+            Bank::new(8, "bank_transfer_acid")
+        };
         let mut chains = SaltChains::new(2 * args.partitions as i64);
         let outcome = match args.workload.as_str() {
             "acked" => sim

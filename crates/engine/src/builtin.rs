@@ -4,6 +4,7 @@
 //! * `kv(k int, v bytes)`, partitioned by `k`;
 //! * `kv_get(k) -> [v | NULL]`, `kv_put(k, v)`, `kv_delete(k)`;
 //! * `kv_put2(k1, v1, k2, v2)` — a two-key (usually two-partition) write.
+//! * `kv_get_1r`, `kv_put_1r`, `kv_put2_1r` — the same as one-round procedures.
 
 use crate::procedure::{Ctx, Registry};
 use litmus_core::{Catalog, Column, ColumnType, Partitioning, TableSchema, Value};
@@ -44,6 +45,39 @@ pub fn registry() -> Registry {
             Ok(vec![])
         },
     );
+    // One-round forms (see `crate::fragment`) for engines that run one-round transactions only:
+    // `kv_get_1r` and `kv_put_1r` are single-partition, `kv_put2_1r` independent (a write cannot
+    // fail, so every participant commits).
+    r.register_fragment("kv_get_frag", vec![ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
+        let row = ctx.read(KV_TABLE, &args[..1]).await?;
+        Ok(vec![row.map_or(Value::Null, |mut r| r.remove(1))])
+    });
+    r.register_fragment(
+        "kv_put_frag",
+        vec![ColumnType::Int, ColumnType::Bytes],
+        |ctx: Ctx, args: Vec<Value>| async move {
+            ctx.write(KV_TABLE, args).await?;
+            Ok(vec![])
+        },
+    );
+    use crate::fragment::{FragmentCall, OneRoundClass};
+    let put =
+        |k: &Value, v: &Value| FragmentCall::new("kv_put_frag", KV_TABLE, vec![k.clone()], vec![k.clone(), v.clone()]);
+    r.register_one_round("kv_get_1r", vec![ColumnType::Int], OneRoundClass::Single, |args: &[Value]| {
+        Ok(vec![FragmentCall::new("kv_get_frag", KV_TABLE, args.to_vec(), args.to_vec())])
+    });
+    r.register_one_round(
+        "kv_put_1r",
+        vec![ColumnType::Int, ColumnType::Bytes],
+        OneRoundClass::Single,
+        move |args: &[Value]| Ok(vec![put(&args[0], &args[1])]),
+    );
+    r.register_one_round(
+        "kv_put2_1r",
+        vec![ColumnType::Int, ColumnType::Bytes, ColumnType::Int, ColumnType::Bytes],
+        OneRoundClass::Independent,
+        move |args: &[Value]| Ok(vec![put(&args[0], &args[1]), put(&args[2], &args[3])]),
+    );
     r
 }
 
@@ -58,6 +92,8 @@ pub fn registry() -> Registry {
 /// * `bank_total()` — the unmodified ACID `total-balance`: the sum of every balance
 ///   (serializable: a range read over all accounts), with the number of accounts it saw and
 ///   the smallest balance (`NULL` if none): `[total, accounts, min]`.
+/// * One-round forms (`bank_transfer_1r`, `bank_open_1r`, `bank_balance_1r`, `bank_total_1r`)
+///   for engines that take one-round transactions (Granola runs nothing else).
 pub mod bank {
     use crate::fragment::OneRoundClass;
     use crate::procedure::{Ctx, ProcOptions, Registry};
@@ -166,6 +202,79 @@ pub mod bank {
                 ),
             ])
         });
+        // One-round forms of opening, reading and totalling, for engines that run one-round
+        // transactions only (Granola). `bank_total_1r(accounts, partitions)` is independent: one
+        // fragment per partition sums that partition's accounts (ids `p, p + partitions, ..`
+        // below `accounts`) as `[total, count, min]`; its result is one triple per partition,
+        // in partition order (fold them for the bank's total).
+        r.register_fragment(
+            "bank_open_frag",
+            vec![ColumnType::Int, ColumnType::Int],
+            |ctx: Ctx, args: Vec<Value>| async move {
+                ctx.insert(ACCOUNTS, args).await?;
+                Ok(vec![])
+            },
+        );
+        r.register_fragment("bank_read", vec![ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
+            Ok(vec![ctx.read(ACCOUNTS, &args[..1]).await?.map_or(Value::Null, |r| r[1].clone())])
+        });
+        r.register_fragment(
+            "bank_part_total",
+            vec![ColumnType::Int, ColumnType::Int, ColumnType::Int],
+            |ctx: Ctx, args: Vec<Value>| async move {
+                let (first, step, end) = (
+                    args[0].as_int().unwrap_or(0),
+                    args[1].as_int().unwrap_or(1).max(1),
+                    args[2].as_int().unwrap_or(0),
+                );
+                let (mut total, mut count, mut min) = (0i64, 0i64, None::<i64>);
+                let mut id = first;
+                while id < end {
+                    if let Some(row) = ctx.read(ACCOUNTS, &[Value::Int(id)]).await? {
+                        let bal = row[1].as_int().unwrap_or(0);
+                        total += bal;
+                        count += 1;
+                        min = Some(min.map_or(bal, |m| m.min(bal)));
+                    }
+                    id += step;
+                }
+                Ok(vec![Value::Int(total), Value::Int(count), min.map_or(Value::Null, Value::Int)])
+            },
+        );
+        r.register_one_round(
+            "bank_open_1r",
+            vec![ColumnType::Int, ColumnType::Int],
+            OneRoundClass::Single,
+            |args: &[Value]| {
+                use crate::fragment::FragmentCall;
+                Ok(vec![FragmentCall::new("bank_open_frag", ACCOUNTS, vec![args[0].clone()], args.to_vec())])
+            },
+        );
+        r.register_one_round("bank_balance_1r", vec![ColumnType::Int], OneRoundClass::Single, |args: &[Value]| {
+            use crate::fragment::FragmentCall;
+            Ok(vec![FragmentCall::new("bank_read", ACCOUNTS, vec![args[0].clone()], args.to_vec())])
+        });
+        r.register_one_round(
+            "bank_total_1r",
+            vec![ColumnType::Int, ColumnType::Int],
+            OneRoundClass::Independent,
+            |args: &[Value]| {
+                use crate::fragment::FragmentCall;
+                let (accounts, partitions) = (args[0].as_int().unwrap_or(0), args[1].as_int().unwrap_or(0));
+                if !(1..=4096).contains(&partitions) {
+                    return Err(litmus_core::InvalidInput::Config(format!(
+                        "bank_total_1r over {partitions} partitions"
+                    ))
+                    .into());
+                }
+                Ok((0..partitions.min(accounts.max(1)))
+                    .map(|p| {
+                        let args = vec![Value::Int(p), Value::Int(partitions), Value::Int(accounts)];
+                        FragmentCall::new("bank_part_total", ACCOUNTS, vec![Value::Int(p)], args)
+                    })
+                    .collect())
+            },
+        );
         // An insert, not a write: a late duplicate of an open whose answer was lost must not
         // reset a balance that transfers have since changed.
         r.register("bank_open", vec![ColumnType::Int, ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {

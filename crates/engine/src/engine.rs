@@ -230,6 +230,11 @@ pub struct Capabilities {
     /// Takes one-round transactions whole ([`CoordinatorEngine::one_round`]); otherwise the
     /// coordinator runs their fragments op by op (see [`crate::fragment`]).
     pub one_round: bool,
+    /// Runs coordinator-driven transactions: interactive ones (`Begin` / `Op` / `Commit`) and
+    /// ordinary procedures, op by op. An engine that runs one-round transactions only (Granola,
+    /// §2) answers their operations with `InvalidInput::Unsupported` naming itself, and the
+    /// conformance suite holds it to its guarantee through one-round procedures only.
+    pub interactive: bool,
 }
 
 /// An engine: its two halves, any roles it adds to the cluster, and what it guarantees.

@@ -111,6 +111,9 @@ pub struct FragmentWrite {
 pub struct FragmentOutcome {
     pub values: Vec<Value>,
     pub writes: Vec<FragmentWrite>,
+    /// What it read, for engines that lock (Granola's locking mode): a key, or a whole table
+    /// for a range read (`None`).
+    pub reads: Vec<(TableId, Option<Key>)>,
 }
 
 /// Most operations one fragment may issue (a runaway fragment is an error, not a hang).
@@ -131,6 +134,7 @@ pub fn run_local(
 ) -> Result<FragmentOutcome, Error> {
     let mut buffer: BTreeMap<(TableId, Key), Option<Row>> = BTreeMap::new();
     let mut order: Vec<(TableId, Key)> = Vec::new();
+    let mut reads: Vec<(TableId, Option<Key>)> = Vec::new();
     let mut ops = 0usize;
     loop {
         if let Poll::Ready(result) = poll_once(&mut fut) {
@@ -142,7 +146,7 @@ pub fn run_local(
                     FragmentWrite { table, key, row }
                 })
                 .collect();
-            return Ok(FragmentOutcome { values, writes });
+            return Ok(FragmentOutcome { values, writes, reads });
         }
         let issued = ctx.io().take_issued();
         if issued.is_empty() {
@@ -162,7 +166,7 @@ pub fn run_local(
                 // Control points (Salt's alkaline boundaries) mean nothing inside one fragment.
                 Issued::Control(_) => Ok(OpResult::Done),
                 Issued::Op(op) | Issued::UnitOp(op) => {
-                    local_op(catalog, partitions, me, store, &mut buffer, &mut order, &op)
+                    local_op(catalog, partitions, me, store, &mut buffer, &mut order, &mut reads, &op)
                 }
             };
             ctx.io().complete(id, result);
@@ -170,6 +174,7 @@ pub fn run_local(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn local_op(
     catalog: &Catalog,
     partitions: u32,
@@ -177,6 +182,7 @@ fn local_op(
     store: &MvccStore,
     buffer: &mut BTreeMap<(TableId, Key), Option<Row>>,
     order: &mut Vec<(TableId, Key)>,
+    reads: &mut Vec<(TableId, Option<Key>)>,
     op: &crate::op::Op,
 ) -> Result<OpResult, Error> {
     let resolved = resolve(catalog, partitions, op)?;
@@ -199,6 +205,12 @@ fn local_op(
         None => store.latest(table, key).and_then(|(_, r)| r.cloned()),
     };
     let kind = &resolved.op.kind;
+    match kind {
+        OpKind::Read { key } => reads.push((table, Some(key.clone()))),
+        OpKind::Scan { .. } => reads.push((table, None)),
+        // A write's image depends on the current row (formulas, insert of an existing key).
+        kind => reads.push((table, kind.key().cloned())),
+    }
     let part = match kind {
         OpKind::Read { key } => PartResult::Row(current(buffer, key)),
         OpKind::Scan { start, end, limit } => {

@@ -15,6 +15,11 @@
 //! | lost update   | shown   | forbidden                   | forbidden           |
 //! | write skew    | shown   | forbidden                   | shown (allowed)     |
 //! | bank total    | —       | holds                       | holds               |
+//!
+//! An engine that runs one-round transactions only (`Capabilities::interactive` false:
+//! Granola) is held to the same rules through one-round procedures (`bank_open_1r`,
+//! `bank_balance_1r`, `bank_transfer_1r`); the interactive anomaly scripts skip it, and it must
+//! refuse an interactive operation with `InvalidInput::Unsupported`.
 
 mod common;
 
@@ -31,10 +36,20 @@ const INITIAL: i64 = 100;
 
 fn cluster(engine: EngineKind, accounts: i64) -> SyncCluster {
     let mut c = SyncCluster::new(engine, bank::catalog(), bank::registry(), 3);
+    let open = if engine.capabilities().interactive { "bank_open" } else { "bank_open_1r" };
     for id in 0..accounts {
-        c.proc(0, "bank_open", vec![Value::Int(id), Value::Int(INITIAL)]).unwrap();
+        c.proc(0, open, vec![Value::Int(id), Value::Int(INITIAL)]).unwrap();
     }
     c
+}
+
+/// The ACID transfer this engine runs: the interactive procedure, or its one-round form.
+fn transfer(engine: EngineKind) -> &'static str {
+    if engine.capabilities().interactive {
+        "bank_transfer_acid"
+    } else {
+        "bank_transfer_1r"
+    }
 }
 
 /// Queues a request without waiting for its answer.
@@ -78,6 +93,10 @@ fn balance_of(r: Result<ResponseBody, Error>) -> Result<i64, Error> {
 
 /// A committed read of one balance, in a transaction of its own.
 fn balance(c: &mut SyncCluster, engine: EngineKind, id: i64) -> i64 {
+    if !engine.capabilities().interactive {
+        let r = c.proc(50, "bank_balance_1r", vec![Value::Int(id)]);
+        return r.unwrap_or_else(|e| panic!("{engine}: bank_balance_1r failed: {e}"))[0].as_int().unwrap();
+    }
     let t = begin(c, 50);
     let r = submit(c, 50, RequestBody::Op { txn: t, op: read(id) });
     let bal = balance_of(answer(c, engine, r)).unwrap();
@@ -102,8 +121,7 @@ fn conformance_acknowledged_writes_survive_a_crash_of_every_machine() {
     for &engine in EngineKind::ALL {
         let mut c = cluster(engine, 6);
         for id in 0..6 {
-            c.proc(1, "bank_transfer_acid", vec![Value::Int(id), Value::Int((id + 1) % 6), Value::Int(id + 1)])
-                .unwrap();
+            c.proc(1, transfer(engine), vec![Value::Int(id), Value::Int((id + 1) % 6), Value::Int(id + 1)]).unwrap();
         }
         let before: Vec<i64> = (0..6).map(|id| balance(&mut c, engine, id)).collect();
         c.crash_all();
@@ -178,6 +196,9 @@ fn conformance_bad_input_is_rejected_and_changes_nothing() {
 #[test]
 fn conformance_dirty_read_per_guarantee() {
     for &engine in EngineKind::ALL {
+        if !engine.capabilities().interactive {
+            continue; // no interactive transactions: see `conformance_one_round_only_engines_refuse_interactive_operations`
+        }
         let mut c = cluster(engine, 1);
         let (t1, t2) = (begin(&mut c, 1), begin(&mut c, 2));
         let w = submit(&mut c, 1, RequestBody::Op { txn: t1, op: write(0, 7) });
@@ -204,6 +225,9 @@ fn conformance_dirty_read_per_guarantee() {
 #[test]
 fn conformance_lost_update_per_guarantee() {
     for &engine in EngineKind::ALL {
+        if !engine.capabilities().interactive {
+            continue; // no interactive transactions: see `conformance_one_round_only_engines_refuse_interactive_operations`
+        }
         let mut c = cluster(engine, 1);
         let (t1, t2) = (begin(&mut c, 1), begin(&mut c, 2));
         let r1 = balance_of(run(&mut c, engine, 1, RequestBody::Op { txn: t1, op: read(0) }));
@@ -232,6 +256,9 @@ fn conformance_lost_update_per_guarantee() {
 #[test]
 fn conformance_write_skew_per_guarantee() {
     for &engine in EngineKind::ALL {
+        if !engine.capabilities().interactive {
+            continue; // no interactive transactions: see `conformance_one_round_only_engines_refuse_interactive_operations`
+        }
         let mut c = cluster(engine, 2);
         let (t1, t2) = (begin(&mut c, 1), begin(&mut c, 2));
         for (client, txn) in [(1, t1), (2, t2)] {
@@ -267,7 +294,7 @@ fn conformance_bank_total_holds_under_concurrent_transfers() {
         for client in 1..=12u64 {
             let (from, to) = (client as i64 % 4, (client as i64 + 1) % 4);
             let body = RequestBody::Call {
-                procedure: "bank_transfer_acid".into(),
+                procedure: transfer(engine).into(),
                 args: vec![Value::Int(from), Value::Int(to), Value::Int(client as i64)],
                 retrying_for: Duration::ZERO,
             };
@@ -291,9 +318,27 @@ fn conformance_bank_total_holds_under_concurrent_transfers() {
 fn conformance_one_round_procedures_match_their_op_by_op_form() {
     let transfers: Vec<(i64, i64, i64)> =
         (0..12).map(|i| (i % 4, (i * 3 + 1) % 4, 5 + i)).filter(|t| t.0 != t.1).collect();
+    // The serial model: every transfer is covered (balances stay far above the amounts).
+    let mut model = vec![INITIAL; 4];
+    for &(from, to, amount) in &transfers {
+        model[from as usize] -= amount;
+        model[to as usize] += amount;
+    }
     for &engine in EngineKind::ALL {
+        if !engine.capabilities().interactive {
+            let mut c = cluster(engine, 4);
+            for &(from, to, amount) in &transfers {
+                c.proc(1, "bank_transfer_1r", vec![Value::Int(from), Value::Int(to), Value::Int(amount)])
+                    .unwrap_or_else(|e| panic!("{engine}: bank_transfer_1r failed: {e}"));
+            }
+            let got: Vec<i64> = (0..4).map(|id| balance(&mut c, engine, id)).collect();
+            assert_eq!(got, model, "{engine}: the one-round transfers left another database than the serial model");
+        }
         let mut balances = Vec::new();
         for procedure in ["bank_transfer_acid", "bank_transfer_1r"] {
+            if !engine.capabilities().interactive {
+                break;
+            }
             let mut c = cluster(engine, 4);
             for &(from, to, amount) in &transfers {
                 c.proc(1, procedure, vec![Value::Int(from), Value::Int(to), Value::Int(amount)])
@@ -301,7 +346,9 @@ fn conformance_one_round_procedures_match_their_op_by_op_form() {
             }
             balances.push((0..4).map(|id| balance(&mut c, engine, id)).collect::<Vec<_>>());
         }
-        assert_eq!(balances[0], balances[1], "{engine}: the one-round form left another database");
+        if engine.capabilities().interactive {
+            assert_eq!(balances[0], balances[1], "{engine}: the one-round form left another database");
+        }
         let mut c = cluster(engine, 2);
         let r = c.proc(1, "bank_transfer_1r", vec![Value::Int(0), Value::Int(1), Value::Int(INITIAL + 1)]);
         assert!(matches!(r, Err(Error::UserAbort(_))), "{engine}: an overdraft votes abort: {r:?}");
@@ -310,5 +357,28 @@ fn conformance_one_round_procedures_match_their_op_by_op_form() {
         }
         let bad = c.proc(1, "bank_transfer_1r", vec![Value::Int(0), Value::Null, Value::Int(1)]);
         assert!(matches!(bad, Err(Error::Invalid(_))), "{engine}: a plan routed by NULL is bad input: {bad:?}");
+    }
+}
+
+/// An engine without interactive transactions refuses an interactive operation and an op-by-op
+/// procedure with a typed error naming itself, and changes nothing.
+#[test]
+fn conformance_one_round_only_engines_refuse_interactive_operations() {
+    for &engine in EngineKind::ALL {
+        if engine.capabilities().interactive {
+            continue;
+        }
+        let mut c = cluster(engine, 1);
+        let before = dump(&c);
+        let t = begin(&mut c, 1);
+        let r = run(&mut c, engine, 1, RequestBody::Op { txn: t, op: write(0, 7) });
+        let named = |r: &Result<ResponseBody, Error>| matches!(r, Err(Error::Invalid(litmus_core::InvalidInput::Unsupported { engine: e, .. })) if e == engine.name());
+        assert!(named(&r), "{engine}: an interactive write gave {r:?}");
+        let _ = run(&mut c, engine, 1, RequestBody::Rollback { txn: t });
+        let r = c.proc(1, "bank_transfer_acid", vec![Value::Int(0), Value::Int(0), Value::Int(1)]);
+        assert!(named(&r.clone().map(ResponseBody::Returned)), "{engine}: an op-by-op procedure gave {r:?}");
+        c.settle();
+        assert_eq!(before, dump(&c), "{engine}: a refused transaction changed the database");
+        assert_eq!(balance(&mut c, engine, 0), INITIAL);
     }
 }

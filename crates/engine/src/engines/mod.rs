@@ -8,14 +8,21 @@
 
 use crate::engine::EngineKind;
 
+pub mod granola;
 pub mod locking;
 pub mod nocc;
 pub mod omid;
 
 impl EngineKind {
     /// Every registered engine, in the order `--help` lists them.
-    pub const ALL: &'static [EngineKind] =
-        &[EngineKind::Nocc, EngineKind::Acid, EngineKind::Salt, EngineKind::SaltLocal, EngineKind::Omid];
+    pub const ALL: &'static [EngineKind] = &[
+        EngineKind::Nocc,
+        EngineKind::Acid,
+        EngineKind::Salt,
+        EngineKind::SaltLocal,
+        EngineKind::Omid,
+        EngineKind::Granola,
+    ];
 
     /// No concurrency control (UNSAFE): the throughput upper bound. See [`nocc`].
     pub const Nocc: EngineKind = EngineKind(&nocc::NoccEngine);
@@ -27,4 +34,6 @@ impl EngineKind {
     pub const SaltLocal: EngineKind = EngineKind(&locking::LockingEngine::SALT_LOCAL);
     /// Snapshot isolation through a status oracle (Omid ICDE'14). See [`omid`].
     pub const Omid: EngineKind = EngineKind(&omid::OmidEngine);
+    /// Serializable one-round transactions by timestamp voting (Granola ATC'12). See [`granola`].
+    pub const Granola: EngineKind = EngineKind(&granola::GranolaEngine);
 }

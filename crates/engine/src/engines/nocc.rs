@@ -68,7 +68,7 @@ impl EngineDef for NoccEngine {
         "none (UNSAFE baseline: no isolation, no atomicity across partitions)"
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities { guarantee: Guarantee::None, base_transactions: false, one_round: true }
+        Capabilities { guarantee: Guarantee::None, base_transactions: false, one_round: true, interactive: true }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
         Box::new(NoccCoordinator::default())

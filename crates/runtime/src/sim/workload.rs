@@ -24,6 +24,9 @@ const KEYS_PER_CLIENT: i64 = 1 << 32;
 
 #[derive(Default)]
 pub struct AckedWrites {
+    /// Appended to the procedure names: `""`, or `"_1r"` for their one-round forms (engines
+    /// that run nothing else, e.g. Granola).
+    suffix: &'static str,
     next_key: BTreeMap<usize, i64>,
     /// Acknowledged writes: key → value.
     acked: BTreeMap<i64, Vec<u8>>,
@@ -35,6 +38,20 @@ pub struct AckedWrites {
 impl AckedWrites {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The same workload through the one-round forms (`kv_put_1r`, `kv_put2_1r`, `kv_get_1r`).
+    pub fn one_round() -> Self {
+        AckedWrites { suffix: "_1r", ..Self::default() }
+    }
+
+    /// The form an engine runs: one-round when it runs no interactive transactions.
+    pub fn for_engine(engine: litmus_engine::EngineKind) -> Self {
+        if engine.capabilities().interactive {
+            Self::new()
+        } else {
+            Self::one_round()
+        }
     }
 
     pub fn acked(&self) -> usize {
@@ -59,8 +76,10 @@ fn args_int(args: &[Value], i: usize) -> i64 {
 impl SimDriver for AckedWrites {
     fn next(&mut self, client: usize, rng: &mut ChaCha8Rng) -> Option<RequestBody> {
         let roll: f64 = rng.gen();
+        let suffix = self.suffix;
         let call = |procedure: &str, args: Vec<Value>| {
-            Some(RequestBody::Call { procedure: procedure.into(), args, retrying_for: Duration::ZERO })
+            let procedure = format!("{procedure}{suffix}");
+            Some(RequestBody::Call { procedure, args, retrying_for: Duration::ZERO })
         };
         if roll < 0.2 && !self.acked.is_empty() {
             // Read back a random acknowledged key.
@@ -87,7 +106,7 @@ impl SimDriver for AckedWrites {
     fn done(&mut self, _client: usize, request: &RequestBody, result: &Result<ResponseBody, Error>) {
         let RequestBody::Call { procedure, args, .. } = request else { return };
         let Ok(ResponseBody::Returned(values)) = result else { return };
-        match procedure.as_str() {
+        match procedure.strip_suffix(self.suffix).unwrap_or(procedure) {
             "kv_put" => {
                 self.acked.insert(args_int(args, 0), Self::value_of(args_int(args, 0)));
             }
@@ -117,7 +136,7 @@ impl SimDriver for AckedWrites {
             let got = loop {
                 attempt += 1;
                 match sim.request(RequestBody::Call {
-                    procedure: "kv_get".into(),
+                    procedure: format!("kv_get{}", self.suffix),
                     args: vec![Value::Int(key)],
                     retrying_for: Duration::ZERO,
                 }) {
@@ -157,6 +176,11 @@ pub struct Bank {
     pub initial: i64,
     /// Procedure used for transfers (`bank_transfer` is BASE, `bank_transfer_acid` is ACID).
     pub transfer: &'static str,
+    /// Opening an account and the total: `bank_open` / `bank_total`, or their one-round forms.
+    pub open: &'static str,
+    pub total: &'static str,
+    /// `bank_total_1r`'s partitions argument (`None`: `bank_total` takes none).
+    total_partitions: Option<i64>,
     opened: std::collections::BTreeSet<i64>,
     violations: Vec<String>,
     /// Totals compared during the run (every one of them against all three rules).
@@ -171,6 +195,9 @@ impl Bank {
             accounts,
             initial: 1_000,
             transfer,
+            open: "bank_open",
+            total: "bank_total",
+            total_partitions: None,
             opened: Default::default(),
             violations: vec![],
             totals_checked: 0,
@@ -178,16 +205,47 @@ impl Bank {
         }
     }
 
+    /// The bank in one round (engines that take one-round transactions whole):
+    /// `bank_transfer_1r`, `bank_open_1r`, and `bank_total_1r` over `partitions` partitions.
+    pub fn one_round(accounts: i64, partitions: u32) -> Self {
+        Bank {
+            open: "bank_open_1r",
+            total: "bank_total_1r",
+            total_partitions: Some(partitions as i64),
+            ..Bank::new(accounts, "bank_transfer_1r")
+        }
+    }
+
+    fn total_call(&self) -> RequestBody {
+        match self.total_partitions {
+            None => Self::call(self.total, vec![]),
+            Some(p) => Self::call(self.total, vec![Value::Int(self.accounts), Value::Int(p)]),
+        }
+    }
+
     fn expected_total(&self) -> i64 {
         self.accounts * self.initial
     }
 
-    /// Rule 1 on one `bank_total` result: `Err` names what is wrong.
+    /// Rule 1 on one `bank_total` result: `Err` names what is wrong. A one-round total is one
+    /// `[total, count, min]` triple per partition, folded here.
     pub fn check_total(&self, v: &[Value]) -> Result<(), String> {
-        let (total, n, min) = match v {
-            [Value::Int(t), Value::Int(n), min] => (*t, *n, min.as_int()),
-            other => return Err(format!("malformed bank_total result {other:?}")),
-        };
+        if v.is_empty() || !v.len().is_multiple_of(3) {
+            return Err(format!("malformed bank_total result {v:?}"));
+        }
+        let (mut total, mut n, mut min) = (0i64, 0i64, None::<i64>);
+        for part in v.chunks(3) {
+            match part {
+                [Value::Int(t), Value::Int(c), m] => {
+                    total += t;
+                    n += c;
+                    if let Some(m) = m.as_int() {
+                        min = Some(min.map_or(m, |x: i64| x.min(m)));
+                    }
+                }
+                other => return Err(format!("malformed bank_total result {other:?}")),
+            }
+        }
         if n != self.accounts {
             return Err(format!("a total saw {n} of {} accounts (a lost or phantom row)", self.accounts));
         }
@@ -212,10 +270,10 @@ impl SimDriver for Bank {
             // First every account is opened (a write of the initial balance, retried until
             // acknowledged; idempotent).
             let id = unopened[client % unopened.len()];
-            return Some(Self::call("bank_open", vec![Value::Int(id), Value::Int(self.initial)]));
+            return Some(Self::call(self.open, vec![Value::Int(id), Value::Int(self.initial)]));
         }
         if rng.gen_bool(0.3) {
-            return Some(Self::call("bank_total", vec![]));
+            return Some(self.total_call());
         }
         let s = rng.gen_range(0..self.accounts);
         let r = (s + rng.gen_range(1..self.accounts)) % self.accounts;
@@ -224,11 +282,12 @@ impl SimDriver for Bank {
 
     fn done(&mut self, _client: usize, request: &RequestBody, result: &Result<ResponseBody, Error>) {
         let RequestBody::Call { procedure, args, .. } = request else { return };
-        match (procedure.as_str(), result) {
-            ("bank_open", Ok(_) | Err(Error::Invalid(litmus_core::InvalidInput::DuplicateKey(_)))) => {
+        let (open, total) = (procedure == self.open, procedure == self.total);
+        match (open, total, result) {
+            (true, _, Ok(_) | Err(Error::Invalid(litmus_core::InvalidInput::DuplicateKey(_)))) => {
                 self.opened.insert(args[0].as_int().unwrap_or(-1));
             }
-            ("bank_total", Ok(ResponseBody::Returned(v))) if self.opened.len() as i64 == self.accounts => {
+            (_, true, Ok(ResponseBody::Returned(v))) if self.opened.len() as i64 == self.accounts => {
                 self.totals_checked += 1;
                 if let Err(e) = self.check_total(v) {
                     self.violations.push(e);
@@ -248,7 +307,7 @@ impl SimDriver for Bank {
             let mut attempts = 0;
             while !self.opened.contains(&id) {
                 attempts += 1;
-                match sim.request(Self::call("bank_open", vec![Value::Int(id), Value::Int(self.initial)])) {
+                match sim.request(Self::call(self.open, vec![Value::Int(id), Value::Int(self.initial)])) {
                     Ok(_) | Err(Error::Invalid(litmus_core::InvalidInput::DuplicateKey(_))) => {
                         self.opened.insert(id);
                     }
@@ -261,7 +320,7 @@ impl SimDriver for Bank {
         }
         let mut last = None;
         for _ in 0..VERIFY_ATTEMPTS_MAX {
-            match sim.request(Self::call("bank_total", vec![])) {
+            match sim.request(self.total_call()) {
                 Ok(ResponseBody::Returned(v)) => {
                     self.check_total(&v).map_err(|e| format!("after the run: {e}"))?;
                     self.final_checked = true;

@@ -194,7 +194,12 @@ impl EngineDef for LockingEngine {
         }
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities { guarantee: Guarantee::AnsiLevels, base_transactions: self.cfg.base, one_round: false }
+        Capabilities {
+            guarantee: Guarantee::AnsiLevels,
+            base_transactions: self.cfg.base,
+            one_round: false,
+            interactive: true,
+        }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
         Box::new(LockingCoordinator::new(self.cfg))

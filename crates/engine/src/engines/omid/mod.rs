@@ -314,7 +314,12 @@ impl EngineDef for OmidEngine {
         "snapshot isolation (lock-free, status oracle; BASE procedures run as SI)"
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities { guarantee: Guarantee::SnapshotIsolation, base_transactions: false, one_round: false }
+        Capabilities {
+            guarantee: Guarantee::SnapshotIsolation,
+            base_transactions: false,
+            one_round: false,
+            interactive: true,
+        }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
         Box::new(engine::OmidCoordinator::new())

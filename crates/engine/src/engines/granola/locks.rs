@@ -1,0 +1,65 @@
+//! Lock sets of prepared transactions (Granola §4.5 locking mode).
+//!
+//! A prepared transaction holds a shared lock on every key it read (the whole table for a
+//! range read) and an exclusive lock on every key it wrote. Locks are not a separate table:
+//! a new lock set is checked against the lock sets of the prepared transactions, which live in
+//! the partition's logged state, so recovery restores them with nothing else to rebuild.
+
+use crate::fragment::FragmentOutcome;
+use litmus_core::{Key, TableId};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LockSet {
+    /// Shared: a key, or a whole table (`None`).
+    pub shared: Vec<(TableId, Option<Key>)>,
+    pub exclusive: Vec<(TableId, Key)>,
+}
+
+impl LockSet {
+    /// The locks a fragment run needs.
+    pub fn of(outcome: &FragmentOutcome) -> LockSet {
+        let mut set = LockSet::default();
+        set.add(outcome);
+        set
+    }
+
+    pub fn add(&mut self, outcome: &FragmentOutcome) {
+        self.shared.extend(outcome.reads.iter().cloned());
+        self.exclusive.extend(outcome.writes.iter().map(|w| (w.table, w.key.clone())));
+    }
+
+    /// Whether two lock sets cannot be held at once: one writes what the other reads or writes.
+    pub fn conflicts(&self, other: &LockSet) -> bool {
+        let covers =
+            |s: &(TableId, Option<Key>), x: &(TableId, Key)| s.0 == x.0 && s.1.as_ref().is_none_or(|k| *k == x.1);
+        let writes_touch = |a: &LockSet, b: &LockSet| {
+            a.exclusive.iter().any(|x| b.exclusive.contains(x) || b.shared.iter().any(|s| covers(s, x)))
+        };
+        writes_touch(self, other) || writes_touch(other, self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(i: u8) -> Key {
+        Key(vec![i])
+    }
+
+    #[test]
+    fn locking_mode_shared_locks_share_and_exclusive_ones_exclude() {
+        let t = TableId(0);
+        let read = |i| LockSet { shared: vec![(t, Some(k(i)))], exclusive: vec![] };
+        let write = |i| LockSet { shared: vec![], exclusive: vec![(t, k(i))] };
+        let scan = LockSet { shared: vec![(t, None)], exclusive: vec![] };
+        assert!(!read(1).conflicts(&read(1)));
+        assert!(read(1).conflicts(&write(1)));
+        assert!(write(1).conflicts(&read(1)));
+        assert!(write(1).conflicts(&write(1)));
+        assert!(!write(1).conflicts(&write(2)));
+        assert!(scan.conflicts(&write(7)), "a range read locks the table");
+        assert!(!scan.conflicts(&LockSet { shared: vec![], exclusive: vec![(TableId(1), k(7))] }));
+    }
+}

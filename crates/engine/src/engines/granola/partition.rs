@@ -1,0 +1,557 @@
+//! The repository (Granola §4.3–§4.5, §5.2): timestamp queue, votes, locking mode.
+//!
+//! State is split in two:
+//!
+//! * [`Durable`] — a deterministic function of the log ([`Record`], applied by
+//!   [`GranolaPartition::apply`] live right after logging and in recovery): accepted
+//!   distributed transactions with their proposals (and, in locking mode, their prepared
+//!   writes, values and locks), remembered outcomes, the store's version counter.
+//! * volatile — votes received, the final timestamps they imply, single-partition
+//!   transactions waiting in the queue (not yet logged, §4.3), coordinated transactions waiting
+//!   for the queue to drain (not yet voted). A restart loses them; votes are solicited again
+//!   (§5.2) and requests retransmitted by the client proxy.
+//!
+//! The queue holds every transaction that will run in timestamp order, keyed by
+//! `(timestamp, TID)` — the final timestamp when known, else the proposal (never above the
+//! final one). Its head runs when its final timestamp is known.
+
+use super::locks::LockSet;
+use super::{Gtid, Outcome, Reply, Request, TxnRequest, Vote, DONE_REMEMBERED_MAX, RESEND_AFTER};
+use crate::engine::{decode_record, PartCtx, PartitionEngine};
+use crate::fragment::{run_local, FragmentWrite, OneRoundClass};
+use crate::message::{Addr, Payload};
+use crate::procedure::Ctx;
+use litmus_core::{Error, PartitionId, Time, Timestamp, Value};
+use litmus_storage::mvcc::MvccStore;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+/// What a prepared transaction holds (locking mode, §4.5): its writes and values, computed by
+/// `prepare`, and its locks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Prepared {
+    pub locks: LockSet,
+    pub writes: Vec<FragmentWrite>,
+    pub values: Vec<(u32, Vec<Value>)>,
+}
+
+/// A distributed transaction this partition voted COMMIT for and that has not ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pending {
+    pub req: TxnRequest,
+    pub proposal: Timestamp,
+    /// `Some` while prepared in locking mode; `None` while queued in timestamp order.
+    pub prepared: Option<Prepared>,
+}
+
+/// A finished transaction: the vote this partition sent (to answer a peer) and its reply.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Done {
+    pub vote_ts: Timestamp,
+    pub vote: Vote,
+    pub coord: Addr,
+    pub reply: Reply,
+}
+
+/// The partition's log records.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Record {
+    /// A distributed transaction's request, proposed timestamp and vote (§4.4 step 2, §4.5
+    /// step 3), logged before the vote is sent; with its prepared state in locking mode.
+    Accept { req: TxnRequest, proposal: Timestamp, vote: Vote, prepared: Option<Prepared> },
+    /// A transaction executed (committed) here at `ts`: the redo of its writes and its values.
+    Executed {
+        req: TxnRequest,
+        ts: Timestamp,
+        vote_ts: Timestamp,
+        writes: Vec<FragmentWrite>,
+        values: Vec<(u32, Vec<Value>)>,
+    },
+    /// A transaction ended without committing here (ABORT or CONFLICT), remembered so that a
+    /// retransmission is answered and never run.
+    Ended { req: TxnRequest, vote_ts: Timestamp, vote: Vote, outcome: Outcome },
+}
+
+/// The logged half of the state.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Durable {
+    /// Highest timestamp executed here (§4.3 step 1).
+    pub last_exec: Timestamp,
+    /// The store's own version counter (one version per key, as `nocc`).
+    pub version: Timestamp,
+    pub pending: BTreeMap<Gtid, Pending>,
+    pub done: BTreeMap<Gtid, Done>,
+    done_order: VecDeque<Gtid>,
+}
+
+/// A single-partition transaction waiting in the queue (not logged: §4.3 logs it when it runs).
+#[derive(Clone, Debug)]
+struct Waiting {
+    req: TxnRequest,
+    ts: Timestamp,
+}
+
+#[derive(Debug, Default)]
+pub struct GranolaPartition {
+    pub(crate) d: Durable,
+    /// `(timestamp, TID)` of every transaction that runs in timestamp order.
+    queue: BTreeSet<(Timestamp, Gtid)>,
+    singles: BTreeMap<Gtid, Waiting>,
+    /// Votes received, by transaction and participant.
+    votes: BTreeMap<Gtid, BTreeMap<PartitionId, (Timestamp, Vote)>>,
+    /// Final timestamps of queued distributed transactions whose votes are all in.
+    finals: BTreeMap<Gtid, Timestamp>,
+    /// Coordinated transactions waiting for the queue to drain before they prepare (§4.5).
+    coord_waiting: Vec<TxnRequest>,
+    last_resend: Time,
+}
+
+/// The result of running a transaction's fragments at this partition.
+struct Run {
+    writes: Vec<FragmentWrite>,
+    values: Vec<(u32, Vec<Value>)>,
+    locks: LockSet,
+}
+
+impl GranolaPartition {
+    // ---------------------------------------------------------------- durable state (apply)
+
+    /// Applies one record: the same function live (right after logging it) and in recovery.
+    pub fn apply(&mut self, record: Record, store: &mut MvccStore) -> Result<(), Error> {
+        match record {
+            Record::Accept { req, proposal, vote, prepared } => {
+                let g = req.gtid;
+                if vote == Vote::Commit {
+                    if prepared.is_none() {
+                        self.queue.insert((self.finals.get(&g).copied().unwrap_or(proposal), g));
+                    }
+                    self.d.pending.insert(g, Pending { req, proposal, prepared });
+                } else {
+                    let reply = Reply { gtid: g, ts: proposal, outcome: outcome_of(&vote) };
+                    self.remember(g, Done { vote_ts: proposal, vote, coord: req.coord, reply });
+                }
+            }
+            Record::Executed { req, ts, vote_ts, writes, values } => {
+                let g = req.gtid;
+                self.forget_live(g, vote_ts);
+                for w in writes {
+                    self.put(store, w);
+                }
+                self.d.last_exec = self.d.last_exec.max(ts);
+                let reply = Reply { gtid: g, ts, outcome: Outcome::Committed { values } };
+                self.remember(g, Done { vote_ts, vote: Vote::Commit, coord: req.coord, reply });
+            }
+            Record::Ended { req, vote_ts, vote, outcome } => {
+                let g = req.gtid;
+                self.forget_live(g, vote_ts);
+                let reply = Reply { gtid: g, ts: vote_ts, outcome };
+                self.remember(g, Done { vote_ts, vote, coord: req.coord, reply });
+            }
+        }
+        self.maybe_back_to_timestamp_mode();
+        Ok(())
+    }
+
+    fn put(&mut self, store: &mut MvccStore, w: FragmentWrite) {
+        let present = store.latest(w.table, &w.key).is_some_and(|(_, r)| r.is_some());
+        if w.row.is_none() && !present {
+            return; // deleting a missing row changes nothing
+        }
+        self.d.version = self.d.version.next();
+        let previous = store.latest(w.table, &w.key).map(|(t, _)| t);
+        store.put(w.table, w.key.clone(), self.d.version, w.row);
+        if let Some(prev) = previous {
+            store.remove_version(w.table, &w.key, prev);
+        }
+    }
+
+    /// Removes a transaction from the pending set, the queue and the volatile maps.
+    fn forget_live(&mut self, g: Gtid, vote_ts: Timestamp) {
+        let key_ts = self.finals.remove(&g).unwrap_or(vote_ts);
+        if let Some(p) = self.d.pending.remove(&g) {
+            self.queue.remove(&(key_ts, g));
+            self.queue.remove(&(p.proposal, g));
+        }
+        if let Some(w) = self.singles.remove(&g) {
+            self.queue.remove(&(w.ts, g));
+        }
+        self.votes.remove(&g);
+    }
+
+    fn remember(&mut self, g: Gtid, done: Done) {
+        if self.d.done.insert(g, done).is_none() {
+            self.d.done_order.push_back(g);
+        }
+        while self.d.done_order.len() > DONE_REMEMBERED_MAX {
+            let old = self.d.done_order.pop_front().expect("non-empty");
+            self.d.done.remove(&old);
+        }
+    }
+
+    /// Whether a coordinated transaction holds locks (the partition is in locking mode).
+    fn locked(&self) -> bool {
+        self.d.pending.values().any(|p| p.prepared.is_some() && p.req.class == OneRoundClass::Coordinated)
+    }
+
+    /// §4.5: once no coordinated transaction holds locks, prepared independent transactions
+    /// release theirs (`abort` upcall) and wait in timestamp order again. Depends on logged
+    /// state only, so recovery switches at the same record.
+    fn maybe_back_to_timestamp_mode(&mut self) {
+        if self.locked() {
+            return;
+        }
+        for (g, p) in self.d.pending.iter_mut() {
+            if p.prepared.take().is_some() {
+                self.queue.insert((self.finals.get(g).copied().unwrap_or(p.proposal), *g));
+            }
+        }
+    }
+
+    /// Logs a record, then applies it (log, then apply).
+    fn log_apply(&mut self, record: Record, ctx: &mut PartCtx) {
+        ctx.log(&record);
+        self.apply(record, ctx.store).expect("a record this partition just built applies");
+    }
+
+    // ---------------------------------------------------------------- timestamps and upcalls
+
+    /// §4.3/§4.4 step 1: above the client's highTS, the last executed timestamp and the clock.
+    fn propose(&self, high_ts: Timestamp, now: Time) -> Timestamp {
+        Timestamp(now.as_nanos()).max(high_ts.next()).max(self.d.last_exec.next())
+    }
+
+    /// Runs this partition's fragments of `req` against the current rows (the `run` and
+    /// `prepare` upcalls); writes are returned, not applied.
+    fn run(req: &TxnRequest, ctx: &PartCtx) -> Result<Run, Error> {
+        let mut bodies = Vec::new();
+        for (i, call) in req.fragments_at(ctx.me) {
+            bodies.push((i, ctx.registry.fragment(&call.fragment)?.clone(), call.args));
+        }
+        let fctx = Ctx::new();
+        let values = Arc::new(Mutex::new(Vec::new()));
+        let (c, out) = (fctx.clone(), values.clone());
+        let fut = Box::pin(async move {
+            for (i, frag, args) in bodies {
+                let v = frag.start(c.clone(), args).await?;
+                out.lock().expect("uncontended").push((i, v));
+            }
+            Ok(vec![])
+        });
+        let outcome = run_local(fut, &fctx, ctx.catalog, ctx.partitions, ctx.me, ctx.store)?;
+        let locks = LockSet::of(&outcome);
+        let values = std::mem::take(&mut *values.lock().expect("uncontended"));
+        Ok(Run { writes: outcome.writes, values, locks })
+    }
+
+    fn lock_conflict(&self, locks: &LockSet) -> bool {
+        self.d.pending.values().filter_map(|p| p.prepared.as_ref()).any(|p| p.locks.conflicts(locks))
+    }
+
+    fn reply(&self, g: Gtid, ctx: &mut PartCtx) {
+        if let Some(d) = self.d.done.get(&g) {
+            ctx.reply(d.coord, d.reply.clone());
+        }
+    }
+
+    fn send_votes(&self, req: &TxnRequest, ts: Timestamp, vote: &Vote, ctx: &mut PartCtx) {
+        for p in req.participants() {
+            if p != ctx.me {
+                let msg = Request::Vote { from: ctx.me, ts, vote: vote.clone(), need_reply: false, req: req.clone() };
+                ctx.send_to_partition(p, msg);
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- requests
+
+    fn on_txn(&mut self, req: TxnRequest, ctx: &mut PartCtx) {
+        let g = req.gtid;
+        if self.d.done.contains_key(&g) {
+            return self.reply(g, ctx); // a retransmission: answer from the log
+        }
+        let known = self.d.pending.contains_key(&g)
+            || self.singles.contains_key(&g)
+            || self.coord_waiting.iter().any(|r| r.gtid == g);
+        if known || !req.participants().contains(&ctx.me) {
+            return;
+        }
+        match req.class {
+            OneRoundClass::Single => self.on_single(req, ctx),
+            OneRoundClass::Independent | OneRoundClass::Coordinated => self.on_distributed(req, ctx),
+        }
+        self.progress(ctx);
+    }
+
+    /// Ends a transaction here without committing, remembering it.
+    fn end(&mut self, req: TxnRequest, vote_ts: Timestamp, vote: Vote, outcome: Outcome, ctx: &mut PartCtx) {
+        let g = req.gtid;
+        self.log_apply(Record::Ended { req, vote_ts, vote, outcome }, ctx);
+        self.reply(g, ctx);
+    }
+
+    /// §4.3 (timestamp mode) and §4.5 "Locking Mode" for single-partition transactions.
+    fn on_single(&mut self, req: TxnRequest, ctx: &mut PartCtx) {
+        let ts = self.propose(req.high_ts, ctx.now);
+        if !self.coord_waiting.is_empty() {
+            // Switching to locking mode: let the queue drain.
+            return self.end(req, ts, Vote::Conflict, Outcome::Conflict, ctx);
+        }
+        if !self.locked() {
+            self.queue.insert((ts, req.gtid));
+            self.singles.insert(req.gtid, Waiting { req, ts });
+            return;
+        }
+        // Locking mode: run now, checked against the locks; logged before the reply leaves.
+        match Self::run(&req, ctx) {
+            Err(e) => self.end(req, ts, Vote::Abort(e.clone()), Outcome::Aborted(e), ctx),
+            Ok(run) if self.lock_conflict(&run.locks) => self.end(req, ts, Vote::Conflict, Outcome::Conflict, ctx),
+            Ok(run) => self.execute_single(req, ts, run, ctx),
+        }
+    }
+
+    fn execute_single(&mut self, req: TxnRequest, ts: Timestamp, run: Run, ctx: &mut PartCtx) {
+        let g = req.gtid;
+        if run.writes.is_empty() {
+            // Read-only: no log write (§4.3); nothing to remember, a rerun is harmless.
+            self.d.last_exec = self.d.last_exec.max(ts);
+            if let Some(w) = self.singles.remove(&g) {
+                self.queue.remove(&(w.ts, g));
+            }
+            let reply = Reply { gtid: g, ts, outcome: Outcome::Committed { values: run.values } };
+            return ctx.reply(req.coord, reply);
+        }
+        self.log_apply(Record::Executed { req, ts, vote_ts: ts, writes: run.writes, values: run.values }, ctx);
+        self.reply(g, ctx);
+    }
+
+    /// §4.4 steps 1–3 and §4.5 steps 1–4.
+    fn on_distributed(&mut self, req: TxnRequest, ctx: &mut PartCtx) {
+        let proposal = self.propose(req.high_ts, ctx.now);
+        let coordinated = req.class == OneRoundClass::Coordinated;
+        let locked = self.locked();
+        if !self.coord_waiting.is_empty() || (coordinated && !locked && !self.queue.is_empty()) {
+            if coordinated {
+                self.coord_waiting.push(req); // prepares once the queue has drained
+                return;
+            }
+            return self.accept(req, proposal, Vote::Conflict, None, ctx);
+        }
+        if !coordinated && !locked {
+            // Timestamp mode (§4.4).
+            return self.accept(req, proposal, Vote::Commit, None, ctx);
+        }
+        self.prepare(req, proposal, ctx);
+    }
+
+    /// The `prepare` upcall (§4.5 step 1): run, vote from the partition's own data, lock.
+    fn prepare(&mut self, req: TxnRequest, proposal: Timestamp, ctx: &mut PartCtx) {
+        match Self::run(&req, ctx) {
+            Err(e) => self.accept(req, proposal, Vote::Abort(e), None, ctx),
+            Ok(run) if self.lock_conflict(&run.locks) => self.accept(req, proposal, Vote::Conflict, None, ctx),
+            Ok(run) => {
+                let prepared = Prepared { locks: run.locks, writes: run.writes, values: run.values };
+                self.accept(req, proposal, Vote::Commit, Some(prepared), ctx)
+            }
+        }
+    }
+
+    /// Logs request, proposal and vote, sends the vote to the other participants; answers the
+    /// client at once if the vote is not COMMIT; then counts the votes already received.
+    fn accept(
+        &mut self,
+        req: TxnRequest,
+        proposal: Timestamp,
+        vote: Vote,
+        prepared: Option<Prepared>,
+        ctx: &mut PartCtx,
+    ) {
+        let g = req.gtid;
+        self.send_votes(&req, proposal, &vote, ctx);
+        let commit = vote == Vote::Commit;
+        self.log_apply(Record::Accept { req, proposal, vote, prepared }, ctx);
+        if !commit {
+            return self.reply(g, ctx);
+        }
+        self.count_votes(g, ctx);
+    }
+
+    fn on_vote(
+        &mut self,
+        from: PartitionId,
+        ts: Timestamp,
+        vote: Vote,
+        need_reply: bool,
+        req: TxnRequest,
+        ctx: &mut PartCtx,
+    ) {
+        let g = req.gtid;
+        if !req.participants().contains(&from) || !req.participants().contains(&ctx.me) {
+            return;
+        }
+        if let Some(d) = self.d.done.get(&g) {
+            if need_reply {
+                let msg = Request::Vote { from: ctx.me, ts: d.vote_ts, vote: d.vote.clone(), need_reply: false, req };
+                ctx.send_to_partition(from, msg);
+            }
+            return;
+        }
+        self.votes.entry(g).or_default().insert(from, (ts, vote));
+        if let Some(p) = self.d.pending.get(&g) {
+            if need_reply {
+                let msg = Request::Vote { from: ctx.me, ts: p.proposal, vote: Vote::Commit, need_reply: false, req };
+                ctx.send_to_partition(from, msg);
+            }
+            self.count_votes(g, ctx);
+            return self.progress(ctx);
+        }
+        // Not seen yet (the request was lost, or the client proxy is gone): the vote carries it.
+        self.on_txn(req, ctx);
+    }
+
+    /// §4.4 steps 4–5, §4.5 steps 5–6: a non-COMMIT vote ends the transaction; once every
+    /// vote is COMMIT the final timestamp is the highest one.
+    fn count_votes(&mut self, g: Gtid, ctx: &mut PartCtx) {
+        let Some(p) = self.d.pending.get(&g) else { return };
+        let votes = self.votes.get(&g).cloned().unwrap_or_default();
+        if let Some((_, (_, v))) = votes.iter().find(|(_, (_, v))| *v != Vote::Commit) {
+            let (req, proposal) = (p.req.clone(), p.proposal);
+            return self.end(req, proposal, Vote::Commit, outcome_of(v), ctx);
+        }
+        let peers: Vec<PartitionId> = p.req.participants().into_iter().filter(|q| *q != ctx.me).collect();
+        if !peers.iter().all(|q| votes.contains_key(q)) {
+            return;
+        }
+        let final_ts = votes.values().map(|(ts, _)| *ts).fold(p.proposal, Timestamp::max);
+        match &p.prepared {
+            Some(prep) => {
+                // Locking mode: commit at once (§4.5 step 6).
+                let record = Record::Executed {
+                    req: p.req.clone(),
+                    ts: final_ts,
+                    vote_ts: p.proposal,
+                    writes: prep.writes.clone(),
+                    values: prep.values.clone(),
+                };
+                self.log_apply(record, ctx);
+                self.reply(g, ctx);
+            }
+            None => {
+                // Timestamp mode: ready; runs in timestamp order (§4.4 steps 5–6).
+                let old = self.finals.insert(g, final_ts).unwrap_or(p.proposal);
+                self.queue.remove(&(old, g));
+                self.queue.insert((final_ts, g));
+            }
+        }
+    }
+
+    /// Runs the queue's head while its timestamp is final; once the queue is empty, prepares the
+    /// coordinated transactions that were waiting for it (§4.5 "Switching Modes").
+    fn progress(&mut self, ctx: &mut PartCtx) {
+        while let Some(&(ts, g)) = self.queue.first() {
+            if let Some(w) = self.singles.get(&g) {
+                let req = w.req.clone();
+                match Self::run(&req, ctx) {
+                    Err(e) => self.end(req, ts, Vote::Abort(e.clone()), Outcome::Aborted(e), ctx),
+                    Ok(run) => self.execute_single(req, ts, run, ctx),
+                }
+                continue;
+            }
+            if self.finals.get(&g) != Some(&ts) {
+                break; // the head's votes are not all in: everything after it waits (§4.4)
+            }
+            let p = self.d.pending.get(&g).expect("a queued transaction is pending").clone();
+            match Self::run(&p.req, ctx) {
+                // An independent fragment must not fail (§2); if it does, this participant
+                // reports the error and applies nothing.
+                Err(e) => self.end(p.req, p.proposal, Vote::Commit, Outcome::Aborted(e), ctx),
+                Ok(run) => {
+                    let record = Record::Executed {
+                        req: p.req,
+                        ts,
+                        vote_ts: p.proposal,
+                        writes: run.writes,
+                        values: run.values,
+                    };
+                    self.log_apply(record, ctx);
+                    self.reply(g, ctx);
+                }
+            }
+        }
+        if self.queue.is_empty() && !self.coord_waiting.is_empty() {
+            for req in std::mem::take(&mut self.coord_waiting) {
+                let proposal = self.propose(req.high_ts, ctx.now);
+                self.prepare(req, proposal, ctx);
+            }
+        }
+    }
+
+    /// §5.2 / §5.4: resend this partition's vote to every participant whose vote is missing,
+    /// asking for theirs.
+    fn resend_votes(&mut self, ctx: &mut PartCtx) {
+        for (g, p) in &self.d.pending {
+            let votes = self.votes.get(g);
+            for q in p.req.participants() {
+                if q != ctx.me && votes.is_none_or(|v| !v.contains_key(&q)) {
+                    let msg = Request::Vote {
+                        from: ctx.me,
+                        ts: p.proposal,
+                        vote: Vote::Commit,
+                        need_reply: true,
+                        req: p.req.clone(),
+                    };
+                    ctx.send_to_partition(q, msg);
+                }
+            }
+        }
+    }
+
+    fn rebuild_queue(&mut self) {
+        self.queue.clear();
+        for (g, p) in &self.d.pending {
+            if p.prepared.is_none() {
+                self.queue.insert((p.proposal, *g));
+            }
+        }
+    }
+}
+
+fn outcome_of(vote: &Vote) -> Outcome {
+    match vote {
+        Vote::Commit => Outcome::Committed { values: vec![] },
+        Vote::Abort(e) => Outcome::Aborted(e.clone()),
+        Vote::Conflict => Outcome::Conflict,
+    }
+}
+
+impl PartitionEngine for GranolaPartition {
+    fn on_request(&mut self, _from: Addr, req: Payload, ctx: &mut PartCtx) {
+        match req.decode::<Request>() {
+            Ok(Request::Txn(req)) => self.on_txn(req, ctx),
+            Ok(Request::Vote { from, ts, vote, need_reply, req }) => self.on_vote(from, ts, vote, need_reply, req, ctx),
+            Err(_) => {}
+        }
+    }
+
+    fn on_tick(&mut self, ctx: &mut PartCtx) {
+        self.progress(ctx);
+        if ctx.now.saturating_sub(self.last_resend) >= RESEND_AFTER {
+            self.last_resend = ctx.now;
+            self.resend_votes(ctx);
+        }
+    }
+
+    fn apply_bytes(&mut self, record: &[u8], store: &mut MvccStore) -> Result<(), Error> {
+        self.apply(decode_record("granola", record)?, store)
+    }
+
+    fn encode_state(&self) -> Vec<u8> {
+        postcard::to_stdvec(&self.d).expect("serialize")
+    }
+
+    fn decode_state(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        self.d = postcard::from_bytes(bytes).map_err(|e| Error::Storage(format!("granola state: {e}")))?;
+        self.rebuild_queue();
+        Ok(())
+    }
+}
