@@ -205,6 +205,11 @@ pub trait PartitionEngine: Send {
     fn apply_bytes(&mut self, record: &[u8], store: &mut MvccStore) -> Result<(), Error>;
     /// Engine state beyond the store, for snapshots.
     fn encode_state(&self) -> Vec<u8>;
+    /// The engine's internal invariants (e.g. the lock manager's), checked by the simulator
+    /// after every step; `Err` names the first violation.
+    fn check_invariants(&self) -> Result<(), String> {
+        Ok(())
+    }
     fn decode_state(&mut self, bytes: &[u8]) -> Result<(), Error>;
 }
 

@@ -70,6 +70,12 @@ pub trait Machine: Send {
     /// Takes `&mut self` so a machine may compact what it keeps for the next one.
     fn snapshot(&mut self) -> Option<Vec<u8>>;
 
+    /// The machine's internal invariants, checked by the simulator after every step; `Err`
+    /// names the first violation.
+    fn check_invariants(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     /// The machine itself, for checks that inspect its state (the simulator's tests downcast it).
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         None

@@ -116,6 +116,10 @@ impl Machine for Partition {
         Some(postcard::to_stdvec(&snap).expect("snapshot serializes"))
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        self.engine.check_invariants()
+    }
+
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         Some(self)
     }

@@ -133,6 +133,11 @@ pub struct SimConfig {
     /// Print every delivered and dropped message and every fault to stdout (`litmus sim
     /// --trace`): the message-level trace of a seed, for replaying a failure by eye.
     pub trace: bool,
+    /// Check machines' internal invariants (e.g. the lock manager's) after every
+    /// `invariant_check_every`-th step (1: every step, the default; 0: never); the first
+    /// violation fails the run. Workloads with large lock tables (TPC-C) check a sample: the
+    /// lock manager's check is quadratic in its entries.
+    pub invariant_check_every: u64,
 }
 
 impl SimConfig {
@@ -149,6 +154,7 @@ impl SimConfig {
             step_cost: Duration::ZERO,
             liveness_bound: LIVENESS_BOUND,
             trace: false,
+            invariant_check_every: 1,
         }
     }
 
@@ -297,6 +303,10 @@ pub struct Simulator {
     verify_result: Option<Result<ResponseBody, Error>>,
     /// Requests their coordinators have not answered yet, by `(client, request)`.
     unanswered: BTreeMap<(u64, litmus_core::RequestId), Unanswered>,
+    /// The first machine invariant violation seen (`SimConfig::invariant_check_every`).
+    violation: Option<String>,
+    /// Machine steps taken (for sampling invariant checks).
+    steps: u64,
     /// When the faults healed (the liveness bound runs from here).
     healed_at: Option<Time>,
     trigger: Option<CrashTrigger>,
@@ -352,6 +362,8 @@ impl Simulator {
             verify_result: None,
             unanswered: BTreeMap::new(),
             healed_at: None,
+            violation: None,
+            steps: 0,
             trigger: None,
         };
         for node in sim.spec.topology.node_ids() {
@@ -440,6 +452,9 @@ impl Simulator {
         let drain_end = self.now + self.cfg.request_timeout * 2 + Duration::from_millis(100);
         self.run_until(drain_end, driver).map_err(fail)?;
         self.report.virtual_time = self.now;
+        if let Some(v) = self.violation.take() {
+            return Err(format!("invariant violated: {v}\n     run so far: {}", self.report));
+        }
         let verdict = driver.verify(self);
         self.report.virtual_time = self.now;
         verdict.map_err(|e| format!("{e}\n     run so far: {}", self.report))?;
@@ -448,6 +463,9 @@ impl Simulator {
         self.report.virtual_time = self.now;
         if let Err(e) = self.check_liveness() {
             return Err(format!("{e}\n     run so far: {}", self.report));
+        }
+        if let Some(v) = self.violation.take() {
+            return Err(format!("invariant violated: {v}\n     run so far: {}", self.report));
         }
         Ok(self.report.clone())
     }
@@ -699,6 +717,13 @@ impl Simulator {
         let Some(m) = n.machines.get_mut(&addr) else { return };
         let mut out = Effects::default();
         m.step(now, input, &mut out);
+        self.steps += 1;
+        let every = self.cfg.invariant_check_every;
+        if every > 0 && self.steps % every == 0 && self.violation.is_none() {
+            if let Err(e) = m.check_invariants() {
+                self.violation = Some(format!("{addr} at {:.3} ms: {e}", now.0 as f64 / 1e6));
+            }
+        }
         let disk = n.disks.get_mut(&addr).expect("every machine has a disk");
         disk.records.extend(out.persist);
         let need = disk.records.len();

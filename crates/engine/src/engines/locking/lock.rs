@@ -1177,6 +1177,170 @@ impl LockManager {
     }
 }
 
+/// The lock manager's invariants, checked by its property tests after every operation and by
+/// the simulator after every step of a partition ([`LockManager::check_invariants`]).
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(format!($($fmt)+));
+        }
+    };
+    ($cond:expr) => {
+        if !$cond {
+            return Err(format!("invariant violated: {}", stringify!($cond)));
+        }
+    };
+}
+
+macro_rules! ensure_eq {
+    ($a:expr, $b:expr, $($fmt:tt)+) => {
+        if $a != $b {
+            return Err(format!("{:?} != {:?}: {}", $a, $b, format!($($fmt)+)));
+        }
+    };
+    ($a:expr, $b:expr) => {
+        if $a != $b {
+            return Err(format!("{:?} != {:?}: {} vs {}", $a, $b, stringify!($a), stringify!($b)));
+        }
+    };
+}
+
+impl LockManager {
+    /// The transactions the waiter `w` waits for right now (the real waits-for graph): owners of
+    /// conflicting held locks and earlier queued requests, and — when the waiter conflicts with a
+    /// blocker's saline form — owners of held locks its release still depends on (rule 6).
+    fn waits_for_now(&self, w: u64) -> BTreeSet<(u64, TxnId)> {
+        let lm = self;
+        let we = &lm.entries[&w];
+        let mut out = BTreeSet::new();
+        for (&b, be) in &lm.entries {
+            if be.owner.txn == we.owner.txn || be.table != we.table || !be.target.overlaps(&we.target) {
+                continue;
+            }
+            let blocks =
+                if be.is_held() { !compatible(be.mode, we.mode) } else { b < w && must_queue_behind(be.mode, we.mode) };
+            if !blocks {
+                continue;
+            }
+            if !be.is_held() || compatible(be.mode.as_saline(), we.mode) {
+                out.insert(be.owner.priority());
+                continue;
+            }
+            let mut stack = vec![b];
+            let mut seen = BTreeSet::new();
+            while let Some(id) = stack.pop() {
+                let Some(e) = lm.entries.get(&id) else { continue };
+                if !seen.insert(id) {
+                    continue;
+                }
+                if e.state == State::Held {
+                    out.insert(e.owner.priority());
+                }
+                stack.extend(e.deps.iter().copied());
+            }
+        }
+        out
+    }
+
+    /// Checks bookkeeping, (i) held locks of different transactions on overlapping targets are
+    /// compatible, (ii) no lost wake-up, (iii) rule 5a: every waits-for cycle goes through an
+    /// impatient transaction. `Err` names the first violation.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let lm = self;
+        let entries: Vec<(u64, &Entry)> = lm.entries.iter().map(|(&id, e)| (id, e)).collect();
+        // Bookkeeping: indices, counters (pair assertions for the O(1) check).
+        for &(id, e) in &entries {
+            ensure!(lm.by_txn[&e.owner.txn].contains(&id));
+            ensure_eq!(lm.waiting.contains(&id), e.is_waiting());
+            let live = e.deps.iter().filter(|d| lm.entries.contains_key(d)).count();
+            let remote = if e.is_held() { e.remote.len() } else { 0 };
+            ensure_eq!(e.pending, live + remote, "pending count of {}", id);
+            if e.state == State::Releasing {
+                ensure!(e.pending > 0 && e.mode.class == LockClass::Saline);
+            }
+            if e.is_waiting() {
+                ensure!(e.deps.is_empty() && e.dependents.is_empty());
+            }
+        }
+        // (i) held (and releasing) locks of different txns on overlapping targets are compatible.
+        for &(a, ea) in &entries {
+            for &(b, eb) in &entries {
+                if a < b
+                    && ea.is_held()
+                    && eb.is_held()
+                    && ea.owner.txn != eb.owner.txn
+                    && ea.table == eb.table
+                    && ea.target.overlaps(&eb.target)
+                {
+                    ensure!(compatible(ea.mode, eb.mode), "incompatible locks {:?} {:?}", ea, eb);
+                }
+            }
+        }
+        // (ii) no lost wake-up: every waiter is blocked by another txn's lock or earlier request.
+        for &(w, we) in &entries {
+            if !we.is_waiting() {
+                continue;
+            }
+            let blocked = entries.iter().any(|&(b, be)| {
+                be.owner.txn != we.owner.txn
+                    && be.table == we.table
+                    && be.target.overlaps(&we.target)
+                    && if be.is_held() {
+                        !compatible(be.mode, we.mode)
+                    } else {
+                        b < w && must_queue_behind(be.mode, we.mode)
+                    }
+            });
+            ensure!(blocked, "waiter {} {:?} is grantable", w, we);
+        }
+        // (iii) rule 5a: a waiter with an edge to an older transaction (or its own) is impatient;
+        // a patient one has only edges from older to younger, so every waits-for cycle goes
+        // through an impatient transaction (whom the partition aborts after the patience).
+        let mut patient_graph: BTreeMap<TxnId, BTreeSet<TxnId>> = BTreeMap::new();
+        for &(w, we) in &entries {
+            if !we.is_waiting() {
+                continue;
+            }
+            let impatient = lm.impatient(we.owner.txn);
+            for prio in lm.waits_for_now(w) {
+                let to = prio.1;
+                if prio <= we.owner.priority() {
+                    ensure!(impatient, "{:?} waits for older or same {:?} but is patient", we.owner, to);
+                }
+                if !impatient {
+                    patient_graph.entry(we.owner.txn).or_default().insert(to);
+                }
+            }
+        }
+        ensure!(acyclic(&patient_graph), "waits-for cycle without an impatient txn: {:?}", patient_graph);
+        Ok(())
+    }
+}
+
+fn acyclic(graph: &BTreeMap<TxnId, BTreeSet<TxnId>>) -> bool {
+    // Kahn's algorithm.
+    let mut indegree: BTreeMap<TxnId, usize> = BTreeMap::new();
+    for (from, tos) in graph {
+        indegree.entry(*from).or_default();
+        for to in tos {
+            *indegree.entry(*to).or_default() += 1;
+        }
+    }
+    let mut ready: Vec<TxnId> = indegree.iter().filter(|(_, &d)| d == 0).map(|(t, _)| *t).collect();
+    let mut removed = 0;
+    while let Some(t) = ready.pop() {
+        removed += 1;
+        for to in graph.get(&t).into_iter().flatten() {
+            let d = indegree.get_mut(to).expect("node");
+            *d -= 1;
+            if *d == 0 {
+                ready.push(*to);
+            }
+        }
+    }
+    removed == indegree.len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1219,6 +1383,26 @@ mod tests {
 
     fn grant(n: u64, token: u64) -> Grant {
         Grant { txn: txn(n), token }
+    }
+
+    /// The invariant checker (run by the property tests and, after every step, by the
+    /// simulator) fails on a broken lock table: a waiter flipped to held without its grant — two
+    /// incompatible locks held at once — and a waiter forgotten in the wait index.
+    #[test]
+    fn invariant_checker_fails_on_a_skipped_wait_and_a_lost_waiter() {
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, 1, key(1), ACID_W, 1), Decision::Granted);
+        assert_eq!(acq(&mut lm, 2, key(1), ACID_W, 2), Decision::Waiting);
+        assert_eq!(lm.check_invariants(), Ok(()));
+        let mut broken = lm.clone();
+        let waiter = *broken.waiting.iter().next().expect("one waiter");
+        broken.entries.get_mut(&waiter).expect("entry").state = State::Held;
+        broken.waiting.remove(&waiter);
+        let e = broken.check_invariants().expect_err("two writers hold the key");
+        assert!(e.contains("incompatible"), "{e}");
+        let mut lost = lm.clone();
+        lost.waiting.clear();
+        assert!(lost.check_invariants().is_err(), "a waiter missing from the wait index");
     }
 
     // ----- Rule 1: Salt Table 2 -----
@@ -1876,133 +2060,8 @@ mod tests {
         ]
     }
 
-    /// The transactions the waiter `w` waits for right now (the real waits-for graph): owners of
-    /// conflicting held locks and earlier queued requests, and — when the waiter conflicts with a
-    /// blocker's saline form — owners of held locks its release still depends on (rule 6).
-    fn waits_for_now(lm: &LockManager, w: u64) -> BTreeSet<(u64, TxnId)> {
-        let we = &lm.entries[&w];
-        let mut out = BTreeSet::new();
-        for (&b, be) in &lm.entries {
-            if be.owner.txn == we.owner.txn || be.table != we.table || !be.target.overlaps(&we.target) {
-                continue;
-            }
-            let blocks =
-                if be.is_held() { !compatible(be.mode, we.mode) } else { b < w && must_queue_behind(be.mode, we.mode) };
-            if !blocks {
-                continue;
-            }
-            if !be.is_held() || compatible(be.mode.as_saline(), we.mode) {
-                out.insert(be.owner.priority());
-                continue;
-            }
-            let mut stack = vec![b];
-            let mut seen = BTreeSet::new();
-            while let Some(id) = stack.pop() {
-                let Some(e) = lm.entries.get(&id) else { continue };
-                if !seen.insert(id) {
-                    continue;
-                }
-                if e.state == State::Held {
-                    out.insert(e.owner.priority());
-                }
-                stack.extend(e.deps.iter().copied());
-            }
-        }
-        out
-    }
-
     fn check_invariants(lm: &LockManager) -> Result<(), TestCaseError> {
-        let entries: Vec<(u64, &Entry)> = lm.entries.iter().map(|(&id, e)| (id, e)).collect();
-        // Bookkeeping: indices, counters (pair assertions for the O(1) check).
-        for &(id, e) in &entries {
-            prop_assert!(lm.by_txn[&e.owner.txn].contains(&id));
-            prop_assert_eq!(lm.waiting.contains(&id), e.is_waiting());
-            let live = e.deps.iter().filter(|d| lm.entries.contains_key(d)).count();
-            let remote = if e.is_held() { e.remote.len() } else { 0 };
-            prop_assert_eq!(e.pending, live + remote, "pending count of {}", id);
-            if e.state == State::Releasing {
-                prop_assert!(e.pending > 0 && e.mode.class == LockClass::Saline);
-            }
-            if e.is_waiting() {
-                prop_assert!(e.deps.is_empty() && e.dependents.is_empty());
-            }
-        }
-        // (i) held (and releasing) locks of different txns on overlapping targets are compatible.
-        for &(a, ea) in &entries {
-            for &(b, eb) in &entries {
-                if a < b
-                    && ea.is_held()
-                    && eb.is_held()
-                    && ea.owner.txn != eb.owner.txn
-                    && ea.table == eb.table
-                    && ea.target.overlaps(&eb.target)
-                {
-                    prop_assert!(compatible(ea.mode, eb.mode), "incompatible locks {:?} {:?}", ea, eb);
-                }
-            }
-        }
-        // (ii) no lost wake-up: every waiter is blocked by another txn's lock or earlier request.
-        for &(w, we) in &entries {
-            if !we.is_waiting() {
-                continue;
-            }
-            let blocked = entries.iter().any(|&(b, be)| {
-                be.owner.txn != we.owner.txn
-                    && be.table == we.table
-                    && be.target.overlaps(&we.target)
-                    && if be.is_held() {
-                        !compatible(be.mode, we.mode)
-                    } else {
-                        b < w && must_queue_behind(be.mode, we.mode)
-                    }
-            });
-            prop_assert!(blocked, "waiter {} {:?} is grantable", w, we);
-        }
-        // (iii) rule 5a: a waiter with an edge to an older transaction (or its own) is impatient;
-        // a patient one has only edges from older to younger, so every waits-for cycle goes
-        // through an impatient transaction (whom the partition aborts after the patience).
-        let mut patient_graph: BTreeMap<TxnId, BTreeSet<TxnId>> = BTreeMap::new();
-        for &(w, we) in &entries {
-            if !we.is_waiting() {
-                continue;
-            }
-            let impatient = lm.impatient(we.owner.txn);
-            for prio in waits_for_now(lm, w) {
-                let to = prio.1;
-                if prio <= we.owner.priority() {
-                    prop_assert!(impatient, "{:?} waits for older or same {:?} but is patient", we.owner, to);
-                }
-                if !impatient {
-                    patient_graph.entry(we.owner.txn).or_default().insert(to);
-                }
-            }
-        }
-        prop_assert!(acyclic(&patient_graph), "waits-for cycle without an impatient txn: {:?}", patient_graph);
-        Ok(())
-    }
-
-    fn acyclic(graph: &BTreeMap<TxnId, BTreeSet<TxnId>>) -> bool {
-        // Kahn's algorithm.
-        let mut indegree: BTreeMap<TxnId, usize> = BTreeMap::new();
-        for (from, tos) in graph {
-            indegree.entry(*from).or_default();
-            for to in tos {
-                *indegree.entry(*to).or_default() += 1;
-            }
-        }
-        let mut ready: Vec<TxnId> = indegree.iter().filter(|(_, &d)| d == 0).map(|(t, _)| *t).collect();
-        let mut removed = 0;
-        while let Some(t) = ready.pop() {
-            removed += 1;
-            for to in graph.get(&t).into_iter().flatten() {
-                let d = indegree.get_mut(to).expect("node");
-                *d -= 1;
-                if *d == 0 {
-                    ready.push(*to);
-                }
-            }
-        }
-        removed == indegree.len()
+        lm.check_invariants().map_err(TestCaseError::fail)
     }
 
     #[test]

@@ -1220,6 +1220,10 @@ impl PartitionEngine for LockingPartition {
         Ok(())
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        self.locks.check_invariants().map_err(|e| format!("lock manager: {e}"))
+    }
+
     fn encode_state(&self) -> Vec<u8> {
         postcard::to_stdvec(&self.state).expect("serialize")
     }
