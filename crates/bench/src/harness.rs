@@ -356,6 +356,24 @@ pub struct BenchReport {
 /// report's [`BenchReport::verify`], not as an `Err`; errors are failures to run at all.
 pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchReport> {
     cfg.validate()?;
+    if let Some(why) = workload.needs_isolation() {
+        if cfg.engine.capabilities().guarantee == litmus_engine::engine::Guarantee::None {
+            let safe: Vec<&str> = litmus_engine::EngineKind::ALL
+                .iter()
+                .filter(|e| e.capabilities().guarantee != litmus_engine::engine::Guarantee::None)
+                .map(|e| e.name())
+                .collect();
+            return Err(BenchError::Config(format!(
+                "engine {} provides no isolation ({}), and {} cannot run correctly without it: {why}. \
+                 Choose one of: {}",
+                cfg.engine.name(),
+                cfg.engine.guarantee(),
+                workload.name(),
+                safe.join(", ")
+            ))
+            .into());
+        }
+    }
     if let Some(addrs) = &cfg.connect {
         let mut next = 0usize;
         let mut connect = || {

@@ -1,0 +1,172 @@
+//! Operating a cluster (issue 18): the 3-node example config, cluster identity enforced at
+//! start, SIGTERM, the metrics endpoint, the shell.
+
+use litmus_client::Client;
+use litmus_core::Value;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const LITMUS: &str = env!("CARGO_BIN_EXE_litmus");
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+struct Server(Child);
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The repo's `examples/cluster-3/nodeN.toml`, moved to free ports and a temp data dir.
+struct Example {
+    dir: tempfile::TempDir,
+    peers: Vec<String>,
+    metrics: Vec<String>,
+}
+
+impl Example {
+    fn new() -> Example {
+        let dir = tempfile::tempdir().unwrap();
+        let peers = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
+        let metrics = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
+        Example { dir, peers, metrics }
+    }
+
+    /// Writes node `n`'s config from the example, with `edit` applied; returns its path.
+    fn config(&self, n: usize, edit: impl FnOnce(&mut toml::Table)) -> PathBuf {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../examples/cluster-3/node{n}.toml"));
+        let mut t: toml::Table = toml::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
+        t.insert("listen".into(), self.peers[n].clone().into());
+        t.insert("peers".into(), toml::Value::Array(self.peers.iter().map(|p| p.clone().into()).collect()));
+        t.insert("metrics_addr".into(), self.metrics[n].clone().into());
+        t.insert("fsync".into(), "never".into());
+        t.insert("data_dir".into(), self.dir.path().join(format!("data{n}")).display().to_string().into());
+        edit(&mut t);
+        let path = self.dir.path().join(format!("node{n}.toml"));
+        std::fs::write(&path, toml::to_string(&t).unwrap()).unwrap();
+        path
+    }
+}
+
+fn spawn(config: &Path) -> Child {
+    Command::new(LITMUS)
+        .args(["server", "--config"])
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn litmus server")
+}
+
+fn connect(addr: &str) -> Client {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match Client::connect(addr) {
+            Ok(c) => return c,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("could not connect to {addr}: {e}"),
+        }
+    }
+}
+
+/// Waits (at most `secs`) for `child` to exit; its output, or `None` if it is still running.
+fn wait_exit(child: &mut Child, secs: u64) -> Option<(std::process::ExitStatus, String)> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            return Some((status, err));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+fn sigterm(child: &Child) {
+    let ok = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success();
+    assert!(ok, "kill -TERM failed");
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// Issue 18 §1: a node restarted with a different `partitions` refuses to serve and says so,
+/// whether its data dir recorded the cluster (restart) or not (a fresh node its peers refuse).
+/// The other nodes keep serving. SIGTERM stops a node cleanly (exit 0), and it restarts.
+#[test]
+fn a_node_restarted_with_different_partitions_is_refused() {
+    let ex = Example::new();
+    let mut servers: Vec<Server> = (0..3).map(|n| Server(spawn(&ex.config(n, |_| {})))).collect();
+    let mut c = connect(&ex.peers[0]);
+    for k in 0..60i64 {
+        c.call("kv_put", vec![Value::Int(k), Value::Bytes(vec![k as u8])]).unwrap();
+    }
+
+    // The metrics endpoint answers with Prometheus text counting those commits.
+    let text = http_get(&ex.metrics[0], "/metrics");
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("# TYPE litmus_transactions_total counter"), "{text}");
+    let committed = text
+        .lines()
+        .find(|l| l.starts_with("litmus_transactions_total{") && l.contains("outcome=\"committed\""))
+        .unwrap_or_else(|| panic!("no committed counter in {text}"));
+    let n: u64 = committed.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(n >= 60, "{committed}");
+    assert!(http_get(&ex.metrics[0], "/health").ends_with("ok\n"));
+
+    // SIGTERM: node 2 drains and exits 0.
+    sigterm(&servers[2].0);
+    let (status, err) = wait_exit(&mut servers[2].0, 20).expect("node 2 did not stop on SIGTERM");
+    assert!(status.success(), "SIGTERM exit {status}: {err}");
+    assert!(err.contains("stopped cleanly"), "{err}");
+
+    // Restarted with partitions = 4 on its data dir: refused, naming the field.
+    let bad = ex.config(2, |t| {
+        t.insert("partitions".into(), 4.into());
+    });
+    let mut child = spawn(&bad);
+    let (status, err) = wait_exit(&mut child, 20).expect("a misconfigured node kept running");
+    assert!(!status.success(), "a misconfigured node exited 0: {err}");
+    assert!(err.contains("partitions: configured 4, recorded 6"), "the mismatch is not named: {err}");
+
+    // A fresh node (empty data dir) with partitions = 4: its peers refuse its hello.
+    let fresh = ex.config(2, |t| {
+        t.insert("partitions".into(), 4.into());
+        t.insert("data_dir".into(), ex.dir.path().join("fresh2").display().to_string().into());
+    });
+    let mut child = spawn(&fresh);
+    let (status, err) = wait_exit(&mut child, 30).expect("a node its peers refuse kept running");
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("partitions"), "the mismatch is not named: {err}");
+
+    // The right config still starts, and every write is there.
+    servers[2] = Server(spawn(&ex.config(2, |_| {})));
+    let mut c = connect(&ex.peers[2]);
+    for k in 0..60i64 {
+        assert_eq!(c.call("kv_get", vec![Value::Int(k)]).unwrap(), vec![Value::Bytes(vec![k as u8])], "key {k}");
+    }
+}
+
+#[allow(dead_code)]
+fn run(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(LITMUS)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
