@@ -63,6 +63,19 @@ fn spawn(config: &Path) -> Child {
         .expect("spawn litmus server")
 }
 
+/// A server whose stderr goes to `dir/nodeN.log` (appended across restarts).
+fn spawn_logged(config: &Path, dir: &Path) -> Child {
+    let name = config.file_stem().unwrap().to_string_lossy().to_string();
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(format!("{name}.log"))).unwrap();
+    Command::new(LITMUS)
+        .args(["server", "--config"])
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .expect("spawn litmus server")
+}
+
 fn connect(addr: &str) -> Client {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -88,6 +101,17 @@ fn wait_exit(child: &mut Child, secs: u64) -> Option<(std::process::ExitStatus, 
     None
 }
 
+fn wait_status(child: &mut Child, secs: u64) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
 fn sigterm(child: &Child) {
     let ok = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success();
     assert!(ok, "kill -TERM failed");
@@ -107,7 +131,7 @@ fn http_get(addr: &str, path: &str) -> String {
 #[test]
 fn a_node_restarted_with_different_partitions_is_refused() {
     let ex = Example::new();
-    let mut servers: Vec<Server> = (0..3).map(|n| Server(spawn(&ex.config(n, |_| {})))).collect();
+    let mut servers: Vec<Server> = (0..3).map(|n| Server(spawn_logged(&ex.config(n, |_| {}), ex.dir.path()))).collect();
     let mut c = connect(&ex.peers[0]);
     for k in 0..60i64 {
         c.call("kv_put", vec![Value::Int(k), Value::Bytes(vec![k as u8])]).unwrap();
@@ -127,9 +151,10 @@ fn a_node_restarted_with_different_partitions_is_refused() {
 
     // SIGTERM: node 2 drains and exits 0.
     sigterm(&servers[2].0);
-    let (status, err) = wait_exit(&mut servers[2].0, 20).expect("node 2 did not stop on SIGTERM");
-    assert!(status.success(), "SIGTERM exit {status}: {err}");
-    assert!(err.contains("stopped cleanly"), "{err}");
+    let status = wait_status(&mut servers[2].0, 20).expect("node 2 did not stop on SIGTERM");
+    assert!(status.success(), "SIGTERM exit {status}");
+    let log = std::fs::read_to_string(ex.dir.path().join("node2.log")).unwrap();
+    assert!(log.contains("stopped cleanly"), "{log}");
 
     // Restarted with partitions = 4 on its data dir: refused, naming the field.
     let bad = ex.config(2, |t| {
@@ -151,10 +176,17 @@ fn a_node_restarted_with_different_partitions_is_refused() {
     assert!(err.contains("partitions"), "the mismatch is not named: {err}");
 
     // The right config still starts, and every write is there.
-    servers[2] = Server(spawn(&ex.config(2, |_| {})));
+    servers[2] = Server(spawn_logged(&ex.config(2, |_| {}), ex.dir.path()));
     let mut c = connect(&ex.peers[2]);
     for k in 0..60i64 {
-        assert_eq!(c.call("kv_get", vec![Value::Int(k)]).unwrap(), vec![Value::Bytes(vec![k as u8])], "key {k}");
+        let got = c.call("kv_get", vec![Value::Int(k)]);
+        if got.is_err() {
+            for n in 0..3 {
+                let log = std::fs::read_to_string(ex.dir.path().join(format!("node{n}.log"))).unwrap_or_default();
+                eprintln!("--- node {n} log:\n{log}");
+            }
+        }
+        assert_eq!(got.unwrap(), vec![Value::Bytes(vec![k as u8])], "key {k}");
     }
 }
 

@@ -430,6 +430,22 @@ struct TcpRouter {
     metrics: Arc<ServerMetrics>,
     /// Set when the node must stop serving (a peer refused our identity).
     fatal: Mutex<Option<Error>>,
+    /// Some peer has agreed with our identity. A node that has never agreed with any peer and
+    /// meets a different identity is the odd one out and stops; one that has (a healthy member
+    /// dialing a misconfigured newcomer) keeps serving and logs the refusal.
+    confirmed: AtomicBool,
+}
+
+impl TcpRouter {
+    /// A peer disagrees with us: stop serving if we never agreed with anyone.
+    fn peer_mismatch(&self, what: String) {
+        if self.confirmed.load(Ordering::Relaxed) {
+            eprintln!("litmus server: {what}; still serving (other peers agree with this node)");
+        } else {
+            *self.fatal.lock().expect("fatal lock") =
+                Some(InvalidInput::Config(format!("{what}; refusing to serve")).into());
+        }
+    }
 }
 
 impl TcpRouter {
@@ -520,6 +536,7 @@ pub fn serve_until(
         clients: RwLock::new(HashMap::new()),
         metrics: Arc::new(ServerMetrics::default()),
         fatal: Mutex::new(None),
+        confirmed: AtomicBool::new(false),
     });
 
     let listener = rt
@@ -672,7 +689,8 @@ fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop
 
 /// Keeps a link to one peer: dial (with backoff), say hello, wait for the peer's hello, forward
 /// frames. Frames queued while the link is down are dropped, like packets on a broken network.
-/// A peer that answers with a different cluster identity stops this node (`router.fatal`).
+/// A peer that answers with a different cluster identity stops this node unless another peer
+/// agreed with it ([`TcpRouter::peer_mismatch`]).
 async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiver<Bytes>) {
     let mut backoff = Duration::from_millis(50);
     let hello = Frame::HelloNode { version: PROTOCOL_VERSION, node: router.me, cluster: router.identity.clone() };
@@ -687,29 +705,38 @@ async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiv
                         Some(Ok(Ok(Frame::HelloNode { node, cluster, .. }))) => {
                             let diffs = router.identity.differences(&cluster, "ours", "theirs");
                             if !diffs.is_empty() {
-                                let e = format!(
-                                    "peer node {} at {addr} belongs to a different cluster ({}); refusing to serve",
+                                router.peer_mismatch(format!(
+                                    "peer node {} at {addr} belongs to a different cluster ({})",
                                     node.0,
                                     diffs.join("; ")
-                                );
-                                *router.fatal.lock().expect("fatal lock") = Some(InvalidInput::Config(e).into());
-                                return;
-                            }
-                            backoff = Duration::from_millis(50);
-                            eprintln!("litmus server: peer link to node {} at {addr} up", node.0);
-                            router.metrics.peer_links_up.fetch_add(1, Ordering::Relaxed);
-                            while let Some(bytes) = rx.recv().await {
-                                if framed.send(bytes).await.is_err() {
-                                    break;
+                                ));
+                            } else {
+                                router.confirmed.store(true, Ordering::Relaxed);
+                                backoff = Duration::from_millis(50);
+                                eprintln!("litmus server: peer link to node {} at {addr} up", node.0);
+                                router.metrics.peer_links_up.fetch_add(1, Ordering::Relaxed);
+                                // The peer sends nothing after its hello: anything read (EOF, an
+                                // error) means the link is gone — noticed at once, not after
+                                // frames were written into a dead socket and lost.
+                                loop {
+                                    tokio::select! {
+                                        next = rx.recv() => match next {
+                                            Some(bytes) => {
+                                                if framed.send(bytes).await.is_err() {
+                                                    break;
+                                                }
+                                            }
+                                            None => return,
+                                        },
+                                        _ = framed.next() => break,
+                                    }
                                 }
+                                router.metrics.peer_links_up.fetch_sub(1, Ordering::Relaxed);
+                                eprintln!("litmus server: peer link to {addr} down; redialing");
                             }
-                            router.metrics.peer_links_up.fetch_sub(1, Ordering::Relaxed);
-                            eprintln!("litmus server: peer link to {addr} down; redialing");
                         }
                         Some(Ok(Ok(Frame::Rejected(Error::Invalid(InvalidInput::Config(e)))))) => {
-                            let e = format!("peer at {addr} refused this node: {e}");
-                            *router.fatal.lock().expect("fatal lock") = Some(InvalidInput::Config(e).into());
-                            return;
+                            router.peer_mismatch(format!("peer at {addr} refused this node: {e}"));
                         }
                         _ => {} // not up yet, or confused: redial
                     }
@@ -775,6 +802,7 @@ async fn handle_connection(
                 let _ = framed.send(reject(e.into())).await;
                 return;
             }
+            router.confirmed.store(true, Ordering::Relaxed);
             let me = Frame::HelloNode { version: PROTOCOL_VERSION, node: router.me, cluster: router.identity.clone() };
             if framed.send(frame_bytes(&me)).await.is_err() {
                 return;
