@@ -190,7 +190,37 @@ fn a_node_restarted_with_different_partitions_is_refused() {
     }
 }
 
-#[allow(dead_code)]
+/// The shell driven over stdin against a one-node server: lists tables, puts, gets, runs a
+/// transaction at a chosen level, calls a procedure, reports errors readably; dump writes CSV
+/// and JSON lines.
+#[test]
+fn shell_over_stdin_and_dump() {
+    let ex = Example::new();
+    let config = ex.config(0, |t| {
+        t.insert("peers".into(), toml::Value::Array(vec![ex.peers[0].clone().into()]));
+        t.insert("partitions".into(), 2.into());
+    });
+    let _server = Server(spawn_logged(&config, ex.dir.path()));
+    drop(connect(&ex.peers[0]));
+    let script = "tables\nput kv 7 hello\nget kv 7\nbegin read-committed\nput kv 8 0x0102\nscan kv\ncommit\n\
+                  call kv_get 8\nget kv 9\nget nope 1\n";
+    let out = run(&["shell", "--connect", &ex.peers[0]], script);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.lines().any(|l| l.starts_with("kv ") && l.contains("k* int, v bytes")), "{stdout}");
+    assert!(stdout.contains("7 | 0x68656c6c6f"), "the row is printed: {stdout}");
+    assert!(stdout.contains("at ReadCommitted") && stdout.contains("committed"), "{stdout}");
+    assert!(stdout.contains("(2 rows)") && stdout.contains("0x0102"), "{stdout}");
+    assert!(stdout.contains("(no row)"), "{stdout}");
+    assert!(stdout.contains("error: unknown table \"nope\""), "{stdout}");
+    assert!(!out.status.success(), "a failed command makes the exit status 1");
+
+    let csv = run(&["dump", "--connect", &ex.peers[0], "--table", "kv"], "");
+    assert!(csv.status.success(), "{}", String::from_utf8_lossy(&csv.stderr));
+    assert_eq!(String::from_utf8_lossy(&csv.stdout), "k,v\n7,0x68656c6c6f\n8,0x0102\n");
+    let jsonl = run(&["dump", "--connect", &ex.peers[0], "--table", "kv", "--format", "jsonl"], "");
+    assert_eq!(String::from_utf8_lossy(&jsonl.stdout).lines().next(), Some(r#"{"k":7,"v":"0x68656c6c6f"}"#));
+}
+
 fn run(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(LITMUS)
         .args(args)
