@@ -378,8 +378,10 @@ pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchRe
         let mut next = 0usize;
         let mut connect = || {
             let addr = &addrs[next % addrs.len()];
+            // This client's coordinator first, the others to fail over to.
+            let order: Vec<String> = (0..addrs.len()).map(|i| addrs[(next + i) % addrs.len()].clone()).collect();
             next += 1;
-            let client = Client::connect(addr)?;
+            let client = Client::connect_any(&order)?;
             match client.server_engine() {
                 Some(e) if e != cfg.engine.name() => {
                     Err(litmus_core::Error::Invalid(litmus_core::InvalidInput::Config(format!(

@@ -221,6 +221,48 @@ fn shell_over_stdin_and_dump() {
     assert_eq!(String::from_utf8_lossy(&jsonl.stdout).lines().next(), Some(r#"{"k":7,"v":"0x68656c6c6f"}"#));
 }
 
+/// Issue 18 §2: one client keeps writing across a `kill -9` and restart of its server. The
+/// lost connection is `Unavailable { outcome_unknown: true }` (never an abort, never "failed to
+/// fill whole buffer"); the client reconnects by itself and finishes; no acknowledged write is
+/// lost.
+#[test]
+fn a_client_completes_its_run_across_a_server_restart() {
+    let ex = Example::new();
+    let config = ex.config(0, |t| {
+        t.insert("peers".into(), toml::Value::Array(vec![ex.peers[0].clone().into()]));
+        t.insert("partitions".into(), 2.into());
+        t.insert("fsync".into(), "always".into());
+    });
+    let mut server = Server(spawn_logged(&config, ex.dir.path()));
+    let mut c = connect(&ex.peers[0]);
+    let (keys, mut acked, mut unknown) = (400i64, Vec::new(), 0usize);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut k = 0i64;
+    while k < keys {
+        assert!(Instant::now() < deadline, "the client did not finish: {k} of {keys} after 60 s");
+        if k == 150 && unknown == 0 {
+            server.0.kill().unwrap(); // SIGKILL
+            server.0.wait().unwrap();
+            server = Server(spawn_logged(&config, ex.dir.path()));
+        }
+        match c.call("kv_put", vec![Value::Int(k), Value::Bytes(k.to_le_bytes().to_vec())]) {
+            Ok(_) => {
+                acked.push(k);
+                k += 1;
+            }
+            Err(litmus_core::Error::Unavailable { outcome_unknown: true, .. }) => unknown += 1, // retried (a put is idempotent)
+            Err(litmus_core::Error::Unavailable { outcome_unknown: false, .. }) => {}           // not sent; retried
+            Err(e) => panic!("key {k}: {e} ({e:?}) is not how a lost connection is reported"),
+        }
+    }
+    assert!(unknown >= 1, "the restart was not noticed");
+    for k in &acked {
+        let got = c.call("kv_get", vec![Value::Int(*k)]).unwrap();
+        assert_eq!(got, vec![Value::Bytes(k.to_le_bytes().to_vec())], "acknowledged key {k} lost");
+    }
+    drop(server);
+}
+
 fn run(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(LITMUS)
         .args(args)

@@ -226,6 +226,12 @@ pub struct TcpTransport {
     buf: Vec<u8>,
     /// Bytes received and not yet decoded (at most part of one frame between requests).
     inbox: Vec<u8>,
+    /// Coordinators to (re)connect to, tried in turn from the one last connected.
+    addrs: Vec<String>,
+    current: usize,
+    /// The connection was lost: the next request reconnects first (with backoff, to any of
+    /// `addrs`), as a new client session.
+    broken: bool,
 }
 
 impl TcpTransport {
@@ -234,6 +240,69 @@ impl TcpTransport {
     }
 
     pub fn connect_with_timeout(addr: &str, timeout: Duration) -> Result<TcpTransport, Error> {
+        Self::connect_any(&[addr.to_string()], timeout)
+    }
+
+    /// Connects to the first of `addrs` that answers; after a lost connection the transport
+    /// reconnects (with backoff) to the same coordinator or, failing that, to the next one.
+    pub fn connect_any(addrs: &[String], timeout: Duration) -> Result<TcpTransport, Error> {
+        let mut last = Error::unavailable("no coordinator address given");
+        for (i, addr) in addrs.iter().enumerate() {
+            match Self::handshake(addr, timeout) {
+                Ok((stream, engine, cluster, session)) => {
+                    return Ok(TcpTransport {
+                        stream,
+                        engine,
+                        cluster,
+                        session,
+                        timeout,
+                        buf: Vec::new(),
+                        inbox: Vec::new(),
+                        addrs: addrs.to_vec(),
+                        current: i,
+                        broken: false,
+                    })
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// Reconnects after a lost connection: each address in turn from the current one, with
+    /// backoff, for at most the request timeout. Nothing was sent yet, so a failure here is a
+    /// plain (retryable) `Unavailable`.
+    fn reconnect(&mut self) -> Result<(), Error> {
+        let deadline = Instant::now() + self.timeout;
+        let mut backoff = Duration::from_millis(20);
+        let mut last = None;
+        for attempt in 0.. {
+            let i = (self.current + attempt) % self.addrs.len();
+            match Self::handshake(&self.addrs[i], self.timeout) {
+                Ok((stream, engine, cluster, session)) => {
+                    (self.stream, self.engine, self.cluster, self.session) = (stream, engine, cluster, session);
+                    self.inbox.clear();
+                    self.current = i;
+                    self.broken = false;
+                    return Ok(());
+                }
+                Err(e) => last = Some(e),
+            }
+            if Instant::now() + backoff > deadline {
+                break;
+            }
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(Duration::from_millis(500));
+        }
+        let reason = match last {
+            Some(Error::Unavailable { reason, .. }) => reason,
+            Some(other) => other.to_string(),
+            None => "no address".into(),
+        };
+        Err(Error::unavailable(format!("reconnecting: {reason}")))
+    }
+
+    fn handshake(addr: &str, timeout: Duration) -> Result<(TcpStream, String, ClusterIdentity, ClientSession), Error> {
         let io = |e: std::io::Error| Error::unavailable(format!("connect {addr}: {e}"));
         let mut stream = TcpStream::connect(addr).map_err(io)?;
         stream.set_nodelay(true).map_err(io)?;
@@ -241,16 +310,16 @@ impl TcpTransport {
         let mut buf = Vec::new();
         wire::write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION, expect: None });
         stream.write_all(&buf).map_err(io)?;
-        match wire::read_frame(&mut stream)? {
-            Frame::Welcome { client, node, engine, cluster } => Ok(TcpTransport {
-                stream,
-                engine,
-                cluster,
-                session: ClientSession::new(client, Addr::Coordinator(node), timeout),
-                timeout,
-                buf: Vec::new(),
-                inbox: Vec::new(),
-            }),
+        let answer = wire::read_frame(&mut stream).map_err(|e| match e {
+            Error::Unavailable { .. } => {
+                Error::unavailable(format!("connect {addr}: the server closed the connection during the hello"))
+            }
+            e => e,
+        })?;
+        match answer {
+            Frame::Welcome { client, node, engine, cluster } => {
+                Ok((stream, engine, cluster, ClientSession::new(client, Addr::Coordinator(node), timeout)))
+            }
             Frame::Rejected(e) => Err(e),
             other => Err(Error::Internal(format!("unexpected handshake frame {other:?}"))),
         }
@@ -270,13 +339,24 @@ impl Transport for TcpTransport {
     }
 
     fn request(&mut self, body: RequestBody) -> Result<ResponseBody, Error> {
+        if self.broken {
+            self.reconnect()?;
+        }
         let started = Instant::now();
         let deadline = started + self.timeout;
         let (id, env) = self.session.request(Time::ZERO, body);
         self.buf.clear();
         wire::write_frame(&mut self.buf, &Frame::Envelope(env));
-        self.stream.set_write_timeout(Some(self.timeout)).map_err(|e| Error::unavailable(format!("send: {e}")))?;
-        self.stream.write_all(&self.buf).map_err(|e| Error::unavailable(format!("send: {e}")))?;
+        let sent = self.stream.set_write_timeout(Some(self.timeout)).and_then(|()| self.stream.write_all(&self.buf));
+        if let Err(e) = sent {
+            // Part of the request may have reached the server: its outcome is unknown.
+            self.broken = true;
+            let _ = self.session.tick(Time::ZERO + self.timeout);
+            return Err(Error::Unavailable {
+                reason: format!("connection lost while sending: {e}"),
+                outcome_unknown: true,
+            });
+        }
         loop {
             let frame = match self.next_frame(deadline) {
                 Ok(f) => f,
@@ -326,13 +406,19 @@ impl TcpTransport {
             }
             self.stream.set_read_timeout(Some(left)).map_err(|e| Error::unavailable(format!("connection: {e}")))?;
             match std::io::Read::read(&mut self.stream, &mut chunk) {
-                Ok(0) => return Err(Error::unavailable("connection closed by the server")),
+                Ok(0) => {
+                    self.broken = true;
+                    return Err(Error::unavailable("connection closed by the server"));
+                }
                 Ok(n) => self.inbox.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
                     return Err(Error::unavailable(format!("no answer within {:?}", self.timeout)));
                 }
-                Err(e) => return Err(Error::unavailable(format!("connection: {e}"))),
+                Err(e) => {
+                    self.broken = true;
+                    return Err(Error::unavailable(format!("connection lost: {e}")));
+                }
             }
         }
     }
