@@ -263,6 +263,90 @@ fn a_client_completes_its_run_across_a_server_restart() {
     drop(server);
 }
 
+/// Reads one length-prefixed frame from a raw socket (`None` when the server closed it).
+fn read_raw(s: &mut std::net::TcpStream) -> Option<litmus_engine::wire::Frame> {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    litmus_engine::wire::read_frame(s).ok()
+}
+
+fn hello(s: &mut std::net::TcpStream) {
+    use litmus_engine::wire::{write_frame, Frame, PROTOCOL_VERSION};
+    let mut buf = Vec::new();
+    write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION, expect: None });
+    s.write_all(&buf).unwrap();
+}
+
+/// Issue 18 §3: an oversized frame, a partial frame that never completes, and a connection
+/// flood beyond `max_connections` are each rejected with a typed error, and the server goes on
+/// serving.
+#[test]
+fn oversized_partial_frames_and_a_flood_are_rejected_and_the_server_still_serves() {
+    use litmus_core::{Error, InvalidInput};
+    use litmus_engine::wire::Frame;
+    let ex = Example::new();
+    let config = ex.config(0, |t| {
+        t.insert("peers".into(), toml::Value::Array(vec![ex.peers[0].clone().into()]));
+        t.insert("partitions".into(), 2.into());
+        t.insert("max_connections".into(), 16.into());
+        t.insert("max_frame_bytes".into(), 4096.into());
+        t.insert("hello_timeout_ms".into(), 500.into());
+    });
+    let _server = Server(spawn_logged(&config, ex.dir.path()));
+    drop(connect(&ex.peers[0]));
+    let addr = ex.peers[0].as_str();
+
+    // Oversized: a length prefix of 1 MiB after the hello.
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    hello(&mut s);
+    assert!(matches!(read_raw(&mut s), Some(Frame::Welcome { .. })));
+    s.write_all(&(1u32 << 20).to_be_bytes()).unwrap();
+    match read_raw(&mut s) {
+        Some(Frame::Rejected(Error::Invalid(InvalidInput::Oversized { limit: 4096, .. }))) => {}
+        other => panic!("oversized frame answered {other:?}"),
+    }
+
+    // Partial: a hello that never completes is dropped after the hello timeout.
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(&100u32.to_be_bytes()).unwrap();
+    s.write_all(&[0u8; 10]).unwrap();
+    let started = Instant::now();
+    match read_raw(&mut s) {
+        Some(Frame::Rejected(Error::Invalid(InvalidInput::MalformedFrame(m)))) => {
+            assert!(m.contains("no hello"), "{m}")
+        }
+        other => panic!("partial frame answered {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // Flood: 40 idle connections; those beyond 16 are refused with a typed error.
+    let mut held = Vec::new();
+    let mut refused = 0;
+    let flood: Vec<_> = (0..40).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    for mut s in flood {
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        match litmus_engine::wire::read_frame(&mut s) {
+            Ok(Frame::Rejected(Error::Unavailable { reason, .. })) => {
+                assert!(reason.contains("max_connections = 16"), "{reason}");
+                refused += 1;
+            }
+            _ => held.push(s), // admitted: waiting for its hello
+        }
+    }
+    assert!(refused >= 20, "only {refused} of 40 refused at max_connections = 16");
+    drop(held);
+
+    // Still serving.
+    let mut c = connect(addr);
+    c.call("kv_put", vec![Value::Int(1), Value::Bytes(vec![1])]).unwrap();
+    assert_eq!(c.call("kv_get", vec![Value::Int(1)]).unwrap(), vec![Value::Bytes(vec![1])]);
+    let metrics = http_get(&ex.metrics[0], "/metrics");
+    assert!(
+        metrics.lines().any(|l| l.starts_with("litmus_connections_rejected_total") && !l.ends_with(" 0")),
+        "{metrics}"
+    );
+}
+
 fn run(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(LITMUS)
         .args(args)
