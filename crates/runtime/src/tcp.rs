@@ -781,54 +781,51 @@ async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiv
     let mut backoff = Duration::from_millis(50);
     let hello = Frame::HelloNode { version: PROTOCOL_VERSION, node: router.me, cluster: router.identity.clone() };
     loop {
-        match tokio::net::TcpStream::connect(&addr).await {
-            Ok(stream) => {
-                let _ = stream.set_nodelay(true);
-                let mut framed = Framed::new(stream, codec(router.cfg.max_frame_bytes));
-                if framed.send(frame_bytes(&hello)).await.is_ok() {
-                    let answer = tokio::time::timeout(Duration::from_secs(10), framed.next()).await;
-                    match answer.ok().flatten().map(|r| r.map(|b| wire::decode(&b))) {
-                        Some(Ok(Ok(Frame::HelloNode { node, cluster, .. }))) => {
-                            let diffs = router.identity.differences(&cluster, "ours", "theirs");
-                            if !diffs.is_empty() {
-                                router.peer_mismatch(format!(
-                                    "peer node {} at {addr} belongs to a different cluster ({})",
-                                    node.0,
-                                    diffs.join("; ")
-                                ));
-                            } else {
-                                router.confirmed.store(true, Ordering::Relaxed);
-                                backoff = Duration::from_millis(50);
-                                eprintln!("litmus server: peer link to node {} at {addr} up", node.0);
-                                router.metrics.peer_links_up.fetch_add(1, Ordering::Relaxed);
-                                // The peer sends nothing after its hello: anything read (EOF, an
-                                // error) means the link is gone — noticed at once, not after
-                                // frames were written into a dead socket and lost.
-                                loop {
-                                    tokio::select! {
-                                        next = rx.recv() => match next {
-                                            Some(bytes) => {
-                                                if framed.send(bytes).await.is_err() {
-                                                    break;
-                                                }
+        if let Ok(stream) = tokio::net::TcpStream::connect(&addr).await {
+            let _ = stream.set_nodelay(true);
+            let mut framed = Framed::new(stream, codec(router.cfg.max_frame_bytes));
+            if framed.send(frame_bytes(&hello)).await.is_ok() {
+                let answer = tokio::time::timeout(Duration::from_secs(10), framed.next()).await;
+                match answer.ok().flatten().map(|r| r.map(|b| wire::decode(&b))) {
+                    Some(Ok(Ok(Frame::HelloNode { node, cluster, .. }))) => {
+                        let diffs = router.identity.differences(&cluster, "ours", "theirs");
+                        if !diffs.is_empty() {
+                            router.peer_mismatch(format!(
+                                "peer node {} at {addr} belongs to a different cluster ({})",
+                                node.0,
+                                diffs.join("; ")
+                            ));
+                        } else {
+                            router.confirmed.store(true, Ordering::Relaxed);
+                            backoff = Duration::from_millis(50);
+                            eprintln!("litmus server: peer link to node {} at {addr} up", node.0);
+                            router.metrics.peer_links_up.fetch_add(1, Ordering::Relaxed);
+                            // The peer sends nothing after its hello: anything read (EOF, an
+                            // error) means the link is gone — noticed at once, not after
+                            // frames were written into a dead socket and lost.
+                            loop {
+                                tokio::select! {
+                                    next = rx.recv() => match next {
+                                        Some(bytes) => {
+                                            if framed.send(bytes).await.is_err() {
+                                                break;
                                             }
-                                            None => return,
-                                        },
-                                        _ = framed.next() => break,
-                                    }
+                                        }
+                                        None => return,
+                                    },
+                                    _ = framed.next() => break,
                                 }
-                                router.metrics.peer_links_up.fetch_sub(1, Ordering::Relaxed);
-                                eprintln!("litmus server: peer link to {addr} down; redialing");
                             }
+                            router.metrics.peer_links_up.fetch_sub(1, Ordering::Relaxed);
+                            eprintln!("litmus server: peer link to {addr} down; redialing");
                         }
-                        Some(Ok(Ok(Frame::Rejected(Error::Invalid(InvalidInput::Config(e)))))) => {
-                            router.peer_mismatch(format!("peer at {addr} refused this node: {e}"));
-                        }
-                        _ => {} // not up yet, or confused: redial
                     }
+                    Some(Ok(Ok(Frame::Rejected(Error::Invalid(InvalidInput::Config(e)))))) => {
+                        router.peer_mismatch(format!("peer at {addr} refused this node: {e}"));
+                    }
+                    _ => {} // not up yet, or confused: redial
                 }
             }
-            Err(_) => {}
         }
         while rx.try_recv().is_ok() {}
         tokio::time::sleep(backoff).await;
