@@ -912,6 +912,17 @@ pub fn print_report(out: &mut dyn Write, r: &BenchReport) -> std::io::Result<()>
         "aborts: {}  retries: {}  gave up: {}  user aborts: {}  errors: {} (outcome unknown: {})  unfinished: {}",
         r.aborts, r.retries, r.gave_up, r.user_aborts, r.errors, r.outcome_unknown, r.unfinished
     )?;
+    if r.outcome_unknown > 0 && r.outcome_unknown * 10 >= r.committed.max(1) {
+        writeln!(
+            out,
+            "WARNING: {} transaction(s) ended with their outcome unknown (lost connections or timeouts), \
+             {:.0}% of the {} committed: these numbers describe the network or the servers' availability, \
+             not the engine",
+            r.outcome_unknown,
+            100.0 * r.outcome_unknown as f64 / r.committed.max(1) as f64,
+            r.committed
+        )?;
+    }
     if let Some(m) = &r.mix {
         writeln!(out, "mix: {}", m.line())?;
         if let Some(p90) = m.p90_line() {
