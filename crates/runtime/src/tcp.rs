@@ -700,11 +700,18 @@ async fn serve_metrics(listener: tokio::net::TcpListener, router: Arc<TcpRouter>
         };
         let router = router.clone();
         tokio::spawn(async move {
-            let mut buf = [0u8; 1024];
-            let n = match tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await {
-                Ok(Ok(n)) => n,
-                _ => return,
-            };
+            // Read the whole request head (it may arrive in pieces; closing with unread bytes
+            // would reset the connection under the reply).
+            let mut buf = [0u8; 4096];
+            let mut n = 0;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            while n < buf.len() && !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                match tokio::time::timeout_at(deadline, s.read(&mut buf[n..])).await {
+                    Ok(Ok(0)) => break,
+                    Ok(Ok(k)) => n += k,
+                    _ => return,
+                }
+            }
             let req = String::from_utf8_lossy(&buf[..n]);
             let path = req.split_whitespace().nth(1).unwrap_or("/");
             let (status, ctype, body) = match path {
