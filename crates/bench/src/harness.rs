@@ -295,9 +295,11 @@ impl ReportConfig {
             seed: cfg.seed,
             workers: cfg.workers,
             data_dir: cfg.data_dir.as_ref().map(|d| d.display().to_string()),
-            fsync: match cfg.fsync {
-                FsyncPolicy::Always => "always".into(),
-                FsyncPolicy::Never => "never".into(),
+            // Against servers, their configs decide; the local flag means nothing there.
+            fsync: match (&cfg.connect, cfg.fsync) {
+                (Some(_), _) => "as the servers are configured".into(),
+                (None, FsyncPolicy::Always) => "always".into(),
+                (None, FsyncPolicy::Never) => "never".into(),
             },
             connect: cfg.connect.clone(),
         }
