@@ -19,7 +19,7 @@
 //! * [`ticketing`] — Salt's Fusion Ticket experiment (§8, Figs. 8 and 10): 11 booking
 //!   transactions, the contended `create-order` BASE-ifiable (`--base-txns`), seat invariants.
 //! * [`ycsb_t`] — Omid §V's transactional YCSB (four mixes, 8 rows per transaction on
-//!   average) with a snapshot-isolation check; Fig. 11 is `--compare nocc,omid --sweep clients=...`.
+//!   average) with a snapshot-isolation check; Fig. 11 was `--compare nocc,omid --sweep clients=...` (nocc now refuses ycsb-t: `Workload::needs_isolation`).
 //! * [`omid_oracle`] — the Omid status oracle alone over TCP loopback (not a [`Workload`]: no
 //!   cluster): commit rate, latency, piggyback size, recovery; its own sweeps and Table I
 //!   (Omid Figs. 7–10, 12).
