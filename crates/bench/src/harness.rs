@@ -297,9 +297,11 @@ impl ReportConfig {
             seed: cfg.seed,
             workers: cfg.workers,
             data_dir: cfg.data_dir.as_ref().map(|d| d.display().to_string()),
-            fsync: match cfg.fsync {
-                FsyncPolicy::Always => "always".into(),
-                FsyncPolicy::Never => "never".into(),
+            // Against servers, their configs decide; the local flag means nothing there.
+            fsync: match (&cfg.connect, cfg.fsync) {
+                (Some(_), _) => "as the servers are configured".into(),
+                (None, FsyncPolicy::Always) => "always".into(),
+                (None, FsyncPolicy::Never) => "never".into(),
             },
             connect: cfg.connect.clone(),
         }
@@ -364,12 +366,32 @@ pub struct BenchReport {
 /// report's [`BenchReport::verify`], not as an `Err`; errors are failures to run at all.
 pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchReport> {
     cfg.validate()?;
+    if let Some(why) = workload.needs_isolation() {
+        if cfg.engine.capabilities().guarantee == litmus_engine::engine::Guarantee::None {
+            let safe: Vec<&str> = litmus_engine::EngineKind::ALL
+                .iter()
+                .filter(|e| e.capabilities().guarantee != litmus_engine::engine::Guarantee::None)
+                .map(|e| e.name())
+                .collect();
+            return Err(BenchError::Config(format!(
+                "engine {} provides no isolation ({}), and {} cannot run correctly without it: {why}. \
+                 Choose one of: {}",
+                cfg.engine.name(),
+                cfg.engine.guarantee(),
+                workload.name(),
+                safe.join(", ")
+            ))
+            .into());
+        }
+    }
     if let Some(addrs) = &cfg.connect {
         let mut next = 0usize;
         let mut connect = || {
             let addr = &addrs[next % addrs.len()];
+            // This client's coordinator first, the others to fail over to.
+            let order: Vec<String> = (0..addrs.len()).map(|i| addrs[(next + i) % addrs.len()].clone()).collect();
             next += 1;
-            let client = Client::connect(addr)?;
+            let client = Client::connect_any(&order)?;
             match client.server_engine() {
                 Some(e) if e != cfg.engine.name() => {
                     Err(litmus_core::Error::Invalid(litmus_core::InvalidInput::Config(format!(
@@ -928,6 +950,17 @@ pub fn print_report(out: &mut dyn Write, r: &BenchReport) -> std::io::Result<()>
         "aborts: {}  retries: {}  gave up: {}  user aborts: {}  errors: {} (outcome unknown: {})  unfinished: {}",
         r.aborts, r.retries, r.gave_up, r.user_aborts, r.errors, r.outcome_unknown, r.unfinished
     )?;
+    if r.outcome_unknown > 0 && r.outcome_unknown * 10 >= r.committed.max(1) {
+        writeln!(
+            out,
+            "WARNING: {} transaction(s) ended with their outcome unknown (lost connections or timeouts), \
+             {:.0}% of the {} committed: these numbers describe the network or the servers' availability, \
+             not the engine",
+            r.outcome_unknown,
+            100.0 * r.outcome_unknown as f64 / r.committed.max(1) as f64,
+            r.committed
+        )?;
+    }
     if let Some(m) = &r.mix {
         writeln!(out, "mix: {}", m.line())?;
         if let Some(p90) = m.p90_line() {

@@ -19,7 +19,7 @@
 //! * [`ticketing`] — Salt's Fusion Ticket experiment (§8, Figs. 8 and 10): 11 booking
 //!   transactions, the contended `create-order` BASE-ifiable (`--base-txns`), seat invariants.
 //! * [`ycsb_t`] — Omid §V's transactional YCSB (four mixes, 8 rows per transaction on
-//!   average) with a snapshot-isolation check; Fig. 11 is `--compare nocc,omid --sweep clients=...`.
+//!   average) with a snapshot-isolation check; Fig. 11 was `--compare nocc,omid --sweep clients=...` (nocc now refuses ycsb-t: `Workload::needs_isolation`).
 //! * [`omid_oracle`] — the Omid status oracle alone over TCP loopback (not a [`Workload`]: no
 //!   cluster): commit rate, latency, piggyback size, recovery; its own sweeps and Table I
 //!   (Omid Figs. 7–10, 12).
@@ -90,6 +90,29 @@ pub const COMPARE_ENGINES_MAX: usize = 8;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EngineList(pub Vec<EngineKind>);
 
+/// Parses `--engine` from the registry ([`EngineKind::ALL`]), and gives `--help` the list of
+/// registered engines with what each guarantees.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EngineParser;
+
+impl clap::builder::TypedValueParser for EngineParser {
+    type Value = EngineKind;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<EngineKind, clap::Error> {
+        let s = value.to_str().unwrap_or_default();
+        parse_engine(s).map_err(|e| clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{e}\n")))
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(EngineKind::ALL.iter().map(|e| clap::builder::PossibleValue::new(e.name()).help(e.guarantee()))))
+    }
+}
+
 fn parse_engine(s: &str) -> Result<EngineKind, String> {
     s.trim().parse::<EngineKind>().map_err(|e| e.to_string())
 }
@@ -139,12 +162,12 @@ fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
 #[derive(clap::Args, Clone, Debug, PartialEq)]
 pub struct BenchArgs {
     /// Workload to run (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing,
-    /// ycsb-t), or `omid-oracle` (the status oracle alone, see [`omid_oracle`]).
+    /// ycsb-t), or omid-oracle (the Omid status oracle alone, over TCP loopback).
     pub workload: String,
 
-    /// Concurrency-control engine of the embedded cluster (e.g. nocc). With --connect, the
-    /// engine the servers run (used as the report's label).
-    #[arg(long, default_value = "nocc", value_parser = parse_engine)]
+    /// Concurrency-control engine of the embedded cluster. With --connect, the engine the
+    /// servers run (checked against their hello).
+    #[arg(long, default_value = "acid", value_parser = EngineParser)]
     pub engine: EngineKind,
 
     /// Run with identical settings on each engine in turn (a fresh cluster each), print every

@@ -823,14 +823,9 @@ fn run_one(spec: &RunSpec, replication: bool, dir: &Path) -> anyhow::Result<Orac
     }
     let listen = free_loopback_port()?;
     let cfg = NodeConfig {
-        node: 0,
-        listen: listen.clone(),
-        data_dir: dir.to_path_buf(),
-        engine: "omid".into(),
-        partitions: 1,
         fsync: spec.fsync,
-        peers: vec![listen.clone()],
         seed: spec.seed,
+        ..NodeConfig::new(0, listen.clone(), dir.to_path_buf(), "omid", 1, vec![listen.clone()])
     };
     let catalog: Arc<Catalog> = Arc::new(builtin::catalog());
     let registry = Arc::new(builtin::registry());
@@ -1014,7 +1009,7 @@ impl Session {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
         let mut buf = Vec::new();
-        wire::write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION });
+        wire::write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION, expect: None });
         (&stream).write_all(&buf)?;
         let mut reader = BufReader::new(stream.try_clone()?);
         let me = match wire::read_frame(&mut reader)? {

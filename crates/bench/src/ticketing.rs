@@ -1174,6 +1174,10 @@ impl Workload for Ticketing {
         Some(crate::mix::MixSpec::defined_shares(TRANSACTIONS.iter().map(|t| (t.kind, t.percent))))
     }
 
+    fn needs_isolation(&self) -> Option<&'static str> {
+        Some("selling seats without isolation oversells them, and verify checks that none was sold twice")
+    }
+
     fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String> {
         // 6: user aborts other than "sold out" mean a transaction found an invariant broken; the
         // harness does not keep the reasons, so any user abort outside create-order counts.

@@ -77,6 +77,13 @@ pub trait Workload: Send + Sync {
         RetryPolicy::GiveUpAfter { retries: crate::harness::RETRIES_MAX }
     }
 
+    /// Why the workload cannot run correctly without isolation (an engine whose guarantee is
+    /// [`litmus_engine::Guarantee::None`]), or `None` when it can. The harness refuses such a
+    /// pairing up front rather than report its failures as if they were the database's.
+    fn needs_isolation(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Checks the workload's invariant after the run; returns a verdict line, `Err` on violation.
     fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String>;
 }

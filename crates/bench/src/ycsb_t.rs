@@ -355,6 +355,10 @@ impl Workload for YcsbT {
         Some(crate::mix::MixSpec::defined_shares(kinds.iter().copied()))
     }
 
+    fn needs_isolation(&self) -> Option<&'static str> {
+        Some("verify checks snapshot isolation (no fractured read, no lost update)")
+    }
+
     fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String> {
         let mut call = |procedure: &str, args: Vec<Value>| call_idempotent(client, procedure, args);
         let tally = Tally::collect(2 * self.pairs, &mut call)?;

@@ -169,6 +169,8 @@ fn sweep_writes_a_table_json_points_and_an_svg_figure() {
     let json = dir.path().join("fig11.json");
     let args = parse(&[
         "salt-contention",
+        "--engine",
+        "nocc",
         "--sweep",
         "rows=10,1000",
         "--duration",

@@ -6,9 +6,11 @@
 //! * `litmus sim --seed N` — run (or replay) a deterministic simulation with faults.
 //! * `litmus analyze <workload> [--json out.json]` — which transactions need coordination, and
 //!   why (invariant confluence, Bailis et al. VLDB'15 Table 2).
+//! * `litmus shell --connect ADDR` / `litmus dump --connect ADDR --table T` — look at the data.
 
 mod analyze;
 mod server;
+mod shell;
 mod sim;
 
 use clap::{Parser, Subcommand};
@@ -31,7 +33,8 @@ litmus bench ycsb-t --engine omid --mix complex   Omid's transactional YCSB with
 litmus bench omid-oracle --write-set 8       the Omid status oracle alone over TCP loopback\n  \
 litmus sim --seed 7 --faults                 one deterministic simulation with crashes, partitions, loss\n  \
 litmus analyze tpcc                          which transactions need coordination, and why\n  \
-litmus server --config node.toml            one node of a TCP cluster (see README)"
+litmus server --config examples/cluster-3/node0.toml   one node of a TCP cluster (see README)\n  \
+litmus shell --connect 127.0.0.1:7100       look at its data (commands from stdin; help lists them)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -48,6 +51,11 @@ enum Command {
     Sim(sim::SimArgs),
     /// Invariant confluence: which of a workload's transactions need coordination, and why.
     Analyze(analyze::AnalyzeArgs),
+    /// Look at a running cluster's data: tables, get, scan, put, delete, call, transactions
+    /// (commands from stdin, one a line; `help` lists them).
+    Shell(shell::ShellArgs),
+    /// Write a table of a running cluster as CSV or JSON lines to stdout.
+    Dump(shell::DumpArgs),
 }
 
 fn main() {
@@ -57,6 +65,8 @@ fn main() {
         Command::Server(args) => server::run(args),
         Command::Sim(args) => sim::run(args),
         Command::Analyze(args) => analyze::run(args),
+        Command::Shell(args) => shell::run_shell(args),
+        Command::Dump(args) => shell::run_dump(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

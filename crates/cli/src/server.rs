@@ -1,13 +1,17 @@
 //! `litmus server`: one node of a TCP cluster.
 
 use anyhow::Context;
-use litmus_runtime::tcp::{serve, NodeConfig};
+use litmus_engine::EngineKind;
+use litmus_runtime::tcp::{serve_until, NodeConfig};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 #[derive(clap::Args)]
 pub struct ServerArgs {
-    /// Node configuration (TOML): node, listen, data_dir, engine, partitions, fsync, peers.
+    /// Node configuration (TOML): node, listen, data_dir, engine, partitions, fsync, peers,
+    /// and optionally cluster, max_connections, max_frame_bytes, metrics_addr (see
+    /// examples/cluster-3/).
     #[arg(long)]
     config: PathBuf,
     /// Override `node` (this node's id: its index in `peers`).
@@ -19,9 +23,16 @@ pub struct ServerArgs {
     /// Override `data_dir` (where the WALs and snapshots live).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Override `engine`.
+    /// Override `engine` (fixed when the cluster is created: a node refuses to serve with
+    /// another).
+    #[arg(long, value_parser = litmus_bench::EngineParser)]
+    engine: Option<EngineKind>,
+    /// Override `partitions` (fixed when the cluster is created).
     #[arg(long)]
-    engine: Option<String>,
+    partitions: Option<u32>,
+    /// Override `metrics_addr`: serve Prometheus text at http://ADDR/metrics and /health.
+    #[arg(long)]
+    metrics_addr: Option<String>,
     /// Override `fsync` (always: fdatasync every group commit; never: leave it to the OS).
     #[arg(long)]
     fsync: Option<String>,
@@ -39,8 +50,14 @@ pub fn load_config(args: &ServerArgs) -> anyhow::Result<NodeConfig> {
     if let Some(d) = &args.data_dir {
         cfg.data_dir = d.clone();
     }
-    if let Some(e) = &args.engine {
-        cfg.engine = e.clone();
+    if let Some(e) = args.engine {
+        cfg.engine = e.name().into();
+    }
+    if let Some(p) = args.partitions {
+        cfg.partitions = p;
+    }
+    if let Some(m) = &args.metrics_addr {
+        cfg.metrics_addr = Some(m.clone());
     }
     if let Some(f) = &args.fsync {
         cfg.fsync = f.parse()?;
@@ -52,6 +69,20 @@ pub fn load_config(args: &ServerArgs) -> anyhow::Result<NodeConfig> {
 pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     let cfg = load_config(&args)?;
     let (catalog, registry) = litmus_bench::full_schema();
-    serve(cfg, Arc::new(catalog), Arc::new(registry))?;
+    // SIGTERM / SIGINT: the node finishes the step at hand, makes what it logged durable,
+    // answers what that released and exits 0.
+    let stop = Arc::new(AtomicBool::new(false));
+    let on_signal = stop.clone();
+    ctrlc::set_handler(move || {
+        if on_signal.swap(true, Ordering::Relaxed) {
+            eprintln!("litmus server: second signal, exiting now");
+            std::process::exit(130);
+        }
+        eprintln!("litmus server: signal received, draining");
+    })
+    .context("installing the SIGTERM handler")?;
+    let node = cfg.node;
+    serve_until(cfg, Arc::new(catalog), Arc::new(registry), stop)?;
+    eprintln!("litmus server: node {node} stopped cleanly");
     Ok(())
 }

@@ -21,9 +21,9 @@ pub struct SimArgs {
     /// Turn every fault on: 1% loss, 1% duplication, crashes, partitions (also set individually below).
     #[arg(long)]
     faults: bool,
-    /// Engine under test (nocc, acid, salt, salt-local, omid, granola).
-    #[arg(long, default_value = "nocc")]
-    engine: String,
+    /// Engine under test.
+    #[arg(long, default_value = "nocc", value_parser = litmus_bench::EngineParser)]
+    engine: EngineKind,
     /// What the clients run: `acked` (every acknowledged write survives), `bank` (Salt Figs.
     /// 1–2: ACID totals never see a BASE transfer in flight; money is conserved), `salt-chains`
     /// (random BASE chains across partitions with provenance; no ACID read sees a value derived
@@ -86,7 +86,7 @@ fn check_probability(name: &str, p: Option<f64>) -> anyhow::Result<()> {
 }
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
-    let engine: EngineKind = args.engine.parse()?;
+    let engine: EngineKind = args.engine;
     if !["acked", "bank", "salt-chains", "ycsb-t"].contains(&args.workload.as_str()) {
         bail!("unknown simulation workload {:?} (known: acked, bank, salt-chains, ycsb-t)", args.workload);
     }

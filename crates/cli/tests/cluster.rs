@@ -128,7 +128,8 @@ fn ycsb_runs_on_a_three_process_tcp_cluster() {
     }
     let json = dir.path().join("out.json");
     let out = Command::new(LITMUS)
-        .args(["bench", "ycsb", "--duration", "2", "--warmup", "0.5", "--records", "2000", "--quiet", "--connect"])
+        .args(["bench", "ycsb", "--engine", "nocc", "--duration", "2", "--warmup", "0.5", "--records", "2000"])
+        .args(["--quiet", "--connect"])
         .arg(peers.join(","))
         .arg("--json")
         .arg(&json)

@@ -44,6 +44,14 @@ impl Client {
         Ok(Client::new(Box::new(litmus_runtime::tcp::TcpTransport::connect(addr)?)))
     }
 
+    /// Connects to the first of `addrs` that answers. After a lost connection the client
+    /// reconnects on its next request (with backoff, to the same coordinator or the next one);
+    /// the request that was in flight fails with `Unavailable { outcome_unknown: true }`.
+    pub fn connect_any(addrs: &[String]) -> Result<Client, Error> {
+        let timeout = litmus_engine::client::REQUEST_TIMEOUT_DEFAULT;
+        Ok(Client::new(Box::new(litmus_runtime::tcp::TcpTransport::connect_any(addrs, timeout)?)))
+    }
+
     fn request(&mut self, body: RequestBody) -> Result<ResponseBody, Error> {
         self.transport.request(body)
     }

@@ -22,22 +22,60 @@ pub const FRAME_SIZE_MAX: usize = 16 * 1024 * 1024;
 
 /// Protocol version, checked in the hello. 4: the locking engine's cross-partition release
 /// order (`Request::Op::after`, `Reply::Op::read_taint`, partition-to-partition requests).
-pub const PROTOCOL_VERSION: u32 = 4;
+/// 5: hellos carry the [`ClusterIdentity`]; a peer hello is answered (`HelloNode` or
+/// `Rejected`).
+pub const PROTOCOL_VERSION: u32 = 5;
+
+/// What a cluster is: recorded in each node's data dir at first start, carried by every peer
+/// hello and every `Welcome`. Two nodes whose identities differ refuse to talk: a node with the
+/// wrong partition count would route keys to partitions that do not hold them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterIdentity {
+    /// Chosen at creation (`cluster` in the config, or derived from the first peer list).
+    pub cluster_id: String,
+    pub nodes: u32,
+    pub partitions: u32,
+    pub engine: String,
+}
+
+impl ClusterIdentity {
+    /// Each field that differs, as `field: ours X, theirs Y` (empty when they agree).
+    pub fn differences(&self, theirs: &ClusterIdentity, ours_name: &str, theirs_name: &str) -> Vec<String> {
+        let mut d = Vec::new();
+        let mut cmp = |field: &str, a: String, b: String| {
+            if a != b {
+                d.push(format!("{field}: {ours_name} {a}, {theirs_name} {b}"));
+            }
+        };
+        cmp("cluster_id", self.cluster_id.clone(), theirs.cluster_id.clone());
+        cmp("nodes", self.nodes.to_string(), theirs.nodes.to_string());
+        cmp("partitions", self.partitions.to_string(), theirs.partitions.to_string());
+        cmp("engine", self.engine.clone(), theirs.engine.clone());
+        d
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Frame {
+    /// A peer's hello; the accepting node answers with its own (or `Rejected` when the
+    /// identities differ).
     HelloNode {
         version: u32,
         node: NodeId,
+        cluster: ClusterIdentity,
     },
+    /// A client's hello; `expect`, when given, must match the server's cluster identity.
     HelloClient {
         version: u32,
+        expect: Option<ClusterIdentity>,
     },
-    /// The server's answer to a client hello: the client id it assigned, its node, its engine.
+    /// The server's answer to a client hello: the client id it assigned, its node, its engine,
+    /// the cluster it belongs to.
     Welcome {
         client: ClientId,
         node: NodeId,
         engine: String,
+        cluster: ClusterIdentity,
     },
     Envelope(Envelope),
     /// The peer's last frame was rejected; the connection closes.

@@ -22,7 +22,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use futures_util::{SinkExt, StreamExt};
 use litmus_core::{Catalog, ClientId, Error, InvalidInput, NodeId, Time};
 use litmus_engine::message::{RequestBody, ResponseBody};
-use litmus_engine::wire::{self, Frame, FRAME_SIZE_MAX, PROTOCOL_VERSION};
+use litmus_engine::wire::{self, ClusterIdentity, Frame, FRAME_SIZE_MAX, PROTOCOL_VERSION};
 use litmus_engine::{Addr, ClientSession, EngineKind, Envelope, Input, Message, Registry};
 use litmus_storage::wal::FsyncPolicy;
 use serde::{Deserialize, Serialize};
@@ -31,7 +31,7 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
@@ -42,7 +42,7 @@ use tokio_util::codec::{Framed, LengthDelimitedCodec};
 /// node = 0
 /// listen = "127.0.0.1:7100"
 /// data_dir = "data/node0"
-/// engine = "nocc"
+/// engine = "acid"
 /// partitions = 6
 /// fsync = "always"
 /// peers = ["127.0.0.1:7100", "127.0.0.1:7101", "127.0.0.1:7102"]   # indexed by node id
@@ -62,10 +62,43 @@ pub struct NodeConfig {
     pub peers: Vec<String>,
     #[serde(default)]
     pub seed: u64,
+    /// The cluster's name, recorded in the data dir at first start and carried by every hello.
+    /// When absent, a fingerprint of the first peer list (so nodes started from the same list
+    /// agree) is recorded, and later starts adopt what was recorded.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// Most client and peer connections open at once; more are answered `Rejected` and closed.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Largest frame accepted, in bytes (also what one connection may buffer of a partial
+    /// frame). Well below the protocol's 16 MiB ceiling.
+    #[serde(default = "default_max_frame_bytes")]
+    pub max_frame_bytes: usize,
+    /// A connection must send its hello within this many milliseconds.
+    #[serde(default = "default_hello_timeout_ms")]
+    pub hello_timeout_ms: u64,
+    /// Serve Prometheus text at `http://ADDR/metrics` and a health check at `/health`.
+    #[serde(default)]
+    pub metrics_addr: Option<String>,
+}
+
+/// Default [`NodeConfig::max_connections`].
+pub const MAX_CONNECTIONS_DEFAULT: usize = 1024;
+/// Default [`NodeConfig::max_frame_bytes`]: 1 MiB.
+pub const MAX_FRAME_BYTES_DEFAULT: usize = 1024 * 1024;
+
+fn default_max_connections() -> usize {
+    MAX_CONNECTIONS_DEFAULT
+}
+fn default_max_frame_bytes() -> usize {
+    MAX_FRAME_BYTES_DEFAULT
+}
+fn default_hello_timeout_ms() -> u64 {
+    10_000
 }
 
 fn default_engine() -> String {
-    "nocc".into()
+    "acid".into()
 }
 fn default_fsync() -> FsyncPolicy {
     FsyncPolicy::Always
@@ -79,6 +112,104 @@ impl NodeConfig {
         }
         Ok(t)
     }
+
+    /// A config with the defaults for everything a config file may leave out.
+    pub fn new(
+        node: u32,
+        listen: String,
+        data_dir: PathBuf,
+        engine: &str,
+        partitions: u32,
+        peers: Vec<String>,
+    ) -> Self {
+        NodeConfig {
+            node,
+            listen,
+            data_dir,
+            engine: engine.into(),
+            partitions,
+            fsync: default_fsync(),
+            peers,
+            seed: 0,
+            cluster: None,
+            max_connections: MAX_CONNECTIONS_DEFAULT,
+            max_frame_bytes: MAX_FRAME_BYTES_DEFAULT,
+            hello_timeout_ms: default_hello_timeout_ms(),
+            metrics_addr: None,
+        }
+    }
+
+    /// The identity this config describes (before the data dir's record is consulted).
+    pub fn identity(&self) -> ClusterIdentity {
+        let cluster_id = match &self.cluster {
+            Some(c) => c.clone(),
+            None => {
+                // FNV-1a of the peer list: the same on every node started from the same list.
+                let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+                for b in self.peers.join(",").bytes() {
+                    h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+                }
+                format!("c{h:016x}")
+            }
+        };
+        ClusterIdentity {
+            cluster_id,
+            nodes: self.peers.len() as u32,
+            partitions: self.partitions,
+            engine: self.engine.clone(),
+        }
+    }
+}
+
+/// The file in a node's data dir that records the cluster it belongs to.
+pub const CLUSTER_FILE: &str = "CLUSTER.toml";
+
+#[derive(Serialize, Deserialize)]
+struct ClusterRecord {
+    node: u32,
+    #[serde(flatten)]
+    identity: ClusterIdentity,
+}
+
+/// Checks `cfg` against what its data dir recorded at first start (recording it if this is the
+/// first start). Returns the cluster's identity, or a `Config` error naming every difference.
+pub fn check_data_dir(cfg: &NodeConfig) -> Result<ClusterIdentity, Error> {
+    let path = cfg.data_dir.join(CLUSTER_FILE);
+    let mut ours = cfg.identity();
+    let io = |e: std::io::Error| Error::Storage(format!("{}: {e}", path.display()));
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let rec: ClusterRecord = toml::from_str(&text)
+                .map_err(|e| Error::Invalid(InvalidInput::Config(format!("{}: {e}", path.display()))))?;
+            if cfg.cluster.is_none() {
+                ours.cluster_id = rec.identity.cluster_id.clone();
+            }
+            let mut diffs = ours.differences(&rec.identity, "configured", "recorded");
+            if rec.node != cfg.node {
+                diffs.push(format!("node: configured {}, recorded {}", cfg.node, rec.node));
+            }
+            if !diffs.is_empty() {
+                return Err(Error::Invalid(InvalidInput::Config(format!(
+                    "the config disagrees with the cluster recorded in {} ({}); refusing to serve. \
+                     Changing a cluster's topology needs repartitioning, which LitmusDB does not do yet: \
+                     restore the recorded values, or start a new cluster in an empty data dir",
+                    path.display(),
+                    diffs.join("; ")
+                ))));
+            }
+            Ok(ours)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(&cfg.data_dir).map_err(io)?;
+            let rec = ClusterRecord { node: cfg.node, identity: ours.clone() };
+            let text = toml::to_string(&rec).map_err(|e| Error::Internal(format!("cluster record: {e}")))?;
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, text).map_err(io)?;
+            std::fs::rename(&tmp, &path).map_err(io)?;
+            Ok(ours)
+        }
+        Err(e) => Err(io(e)),
+    }
 }
 
 /// A blocking client connection to a `litmus server`. Every request has a deadline (the
@@ -89,11 +220,18 @@ impl NodeConfig {
 pub struct TcpTransport {
     stream: TcpStream,
     engine: String,
+    cluster: ClusterIdentity,
     session: ClientSession,
     timeout: Duration,
     buf: Vec<u8>,
     /// Bytes received and not yet decoded (at most part of one frame between requests).
     inbox: Vec<u8>,
+    /// Coordinators to (re)connect to, tried in turn from the one last connected.
+    addrs: Vec<String>,
+    current: usize,
+    /// The connection was lost: the next request reconnects first (with backoff, to any of
+    /// `addrs`), as a new client session.
+    broken: bool,
 }
 
 impl TcpTransport {
@@ -102,25 +240,96 @@ impl TcpTransport {
     }
 
     pub fn connect_with_timeout(addr: &str, timeout: Duration) -> Result<TcpTransport, Error> {
+        Self::connect_any(&[addr.to_string()], timeout)
+    }
+
+    /// Connects to the first of `addrs` that answers; after a lost connection the transport
+    /// reconnects (with backoff) to the same coordinator or, failing that, to the next one.
+    pub fn connect_any(addrs: &[String], timeout: Duration) -> Result<TcpTransport, Error> {
+        let mut last = Error::unavailable("no coordinator address given");
+        for (i, addr) in addrs.iter().enumerate() {
+            match Self::handshake(addr, timeout) {
+                Ok((stream, engine, cluster, session)) => {
+                    return Ok(TcpTransport {
+                        stream,
+                        engine,
+                        cluster,
+                        session,
+                        timeout,
+                        buf: Vec::new(),
+                        inbox: Vec::new(),
+                        addrs: addrs.to_vec(),
+                        current: i,
+                        broken: false,
+                    })
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// Reconnects after a lost connection: each address in turn from the current one, with
+    /// backoff, for at most the request timeout. Nothing was sent yet, so a failure here is a
+    /// plain (retryable) `Unavailable`.
+    fn reconnect(&mut self) -> Result<(), Error> {
+        let deadline = Instant::now() + self.timeout;
+        let mut backoff = Duration::from_millis(20);
+        let mut last = None;
+        for attempt in 0.. {
+            let i = (self.current + attempt) % self.addrs.len();
+            match Self::handshake(&self.addrs[i], self.timeout) {
+                Ok((stream, engine, cluster, session)) => {
+                    (self.stream, self.engine, self.cluster, self.session) = (stream, engine, cluster, session);
+                    self.inbox.clear();
+                    self.current = i;
+                    self.broken = false;
+                    return Ok(());
+                }
+                Err(e) => last = Some(e),
+            }
+            if Instant::now() + backoff > deadline {
+                break;
+            }
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(Duration::from_millis(500));
+        }
+        let reason = match last {
+            Some(Error::Unavailable { reason, .. }) => reason,
+            Some(other) => other.to_string(),
+            None => "no address".into(),
+        };
+        Err(Error::unavailable(format!("reconnecting: {reason}")))
+    }
+
+    fn handshake(addr: &str, timeout: Duration) -> Result<(TcpStream, String, ClusterIdentity, ClientSession), Error> {
         let io = |e: std::io::Error| Error::unavailable(format!("connect {addr}: {e}"));
         let mut stream = TcpStream::connect(addr).map_err(io)?;
         stream.set_nodelay(true).map_err(io)?;
         stream.set_read_timeout(Some(timeout)).map_err(io)?;
         let mut buf = Vec::new();
-        wire::write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION });
+        wire::write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION, expect: None });
         stream.write_all(&buf).map_err(io)?;
-        match wire::read_frame(&mut stream)? {
-            Frame::Welcome { client, node, engine } => Ok(TcpTransport {
-                stream,
-                engine,
-                session: ClientSession::new(client, Addr::Coordinator(node), timeout),
-                timeout,
-                buf: Vec::new(),
-                inbox: Vec::new(),
-            }),
+        let answer = wire::read_frame(&mut stream).map_err(|e| match e {
+            Error::Unavailable { .. } => {
+                Error::unavailable(format!("connect {addr}: the server closed the connection during the hello"))
+            }
+            e => e,
+        })?;
+        match answer {
+            Frame::Welcome { client, node, engine, cluster } => {
+                Ok((stream, engine, cluster, ClientSession::new(client, Addr::Coordinator(node), timeout)))
+            }
             Frame::Rejected(e) => Err(e),
             other => Err(Error::Internal(format!("unexpected handshake frame {other:?}"))),
         }
+    }
+}
+
+impl TcpTransport {
+    /// The identity of the cluster the server belongs to (from its `Welcome`).
+    pub fn cluster(&self) -> &ClusterIdentity {
+        &self.cluster
     }
 }
 
@@ -130,13 +339,24 @@ impl Transport for TcpTransport {
     }
 
     fn request(&mut self, body: RequestBody) -> Result<ResponseBody, Error> {
+        if self.broken {
+            self.reconnect()?;
+        }
         let started = Instant::now();
         let deadline = started + self.timeout;
         let (id, env) = self.session.request(Time::ZERO, body);
         self.buf.clear();
         wire::write_frame(&mut self.buf, &Frame::Envelope(env));
-        self.stream.set_write_timeout(Some(self.timeout)).map_err(|e| Error::unavailable(format!("send: {e}")))?;
-        self.stream.write_all(&self.buf).map_err(|e| Error::unavailable(format!("send: {e}")))?;
+        let sent = self.stream.set_write_timeout(Some(self.timeout)).and_then(|()| self.stream.write_all(&self.buf));
+        if let Err(e) = sent {
+            // Part of the request may have reached the server: its outcome is unknown.
+            self.broken = true;
+            let _ = self.session.tick(Time::ZERO + self.timeout);
+            return Err(Error::Unavailable {
+                reason: format!("connection lost while sending: {e}"),
+                outcome_unknown: true,
+            });
+        }
         loop {
             let frame = match self.next_frame(deadline) {
                 Ok(f) => f,
@@ -186,24 +406,101 @@ impl TcpTransport {
             }
             self.stream.set_read_timeout(Some(left)).map_err(|e| Error::unavailable(format!("connection: {e}")))?;
             match std::io::Read::read(&mut self.stream, &mut chunk) {
-                Ok(0) => return Err(Error::unavailable("connection closed by the server")),
+                Ok(0) => {
+                    self.broken = true;
+                    return Err(Error::unavailable("connection closed by the server"));
+                }
                 Ok(n) => self.inbox.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
                     return Err(Error::unavailable(format!("no answer within {:?}", self.timeout)));
                 }
-                Err(e) => return Err(Error::unavailable(format!("connection: {e}"))),
+                Err(e) => {
+                    self.broken = true;
+                    return Err(Error::unavailable(format!("connection lost: {e}")));
+                }
             }
         }
     }
 }
 
-fn codec() -> LengthDelimitedCodec {
-    LengthDelimitedCodec::builder().max_frame_length(FRAME_SIZE_MAX).new_codec()
+fn codec(max_frame: usize) -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder().max_frame_length(max_frame.min(FRAME_SIZE_MAX)).new_codec()
 }
 
 fn frame_bytes(frame: &Frame) -> Bytes {
     Bytes::from(wire::encode(frame))
+}
+
+/// Counters a server exposes at `/metrics` (Prometheus text exposition, written by hand: a
+/// handful of counters do not need the `metrics` crates' dependency tree).
+#[derive(Default)]
+pub struct ServerMetrics {
+    /// Transactions (procedure calls and interactive commits) that committed.
+    pub txn_committed: AtomicU64,
+    /// Interactive transactions rolled back by the client.
+    pub txn_rolled_back: AtomicU64,
+    /// Failed requests by cause: abort, user_abort, invalid, unavailable, storage, internal.
+    pub failed: [AtomicU64; 6],
+    pub connections_open: AtomicU64,
+    pub connections_accepted: AtomicU64,
+    /// Connections refused at `max_connections`.
+    pub connections_rejected: AtomicU64,
+    /// Frames answered `Rejected` (oversized, malformed, bad hello).
+    pub frames_rejected: AtomicU64,
+    pub peer_links_up: AtomicU64,
+}
+
+const FAILURE_CAUSES: [&str; 6] = ["abort", "user_abort", "invalid", "unavailable", "storage", "internal"];
+
+impl ServerMetrics {
+    fn on_response(&self, result: &Result<ResponseBody, Error>) {
+        let i = match result {
+            Ok(ResponseBody::Returned(_)) | Ok(ResponseBody::Committed) => {
+                self.txn_committed.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Ok(ResponseBody::RolledBack) => {
+                self.txn_rolled_back.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Ok(_) => return,
+            Err(Error::Abort(_)) => 0,
+            Err(Error::UserAbort(_)) => 1,
+            Err(Error::Invalid(_)) => 2,
+            Err(Error::Unavailable { .. }) => 3,
+            Err(Error::Storage(_)) => 4,
+            Err(Error::Internal(_)) => 5,
+        };
+        self.failed[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The Prometheus text exposition of these counters.
+    pub fn render(&self, node: NodeId, engine: &str) -> String {
+        use std::fmt::Write as _;
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let l = format!("node=\"{}\",engine=\"{engine}\"", node.0);
+        let mut o = String::new();
+        let _ = writeln!(o, "# HELP litmus_transactions_total Transactions and failed requests, by outcome.");
+        let _ = writeln!(o, "# TYPE litmus_transactions_total counter");
+        let _ = writeln!(o, "litmus_transactions_total{{{l},outcome=\"committed\"}} {}", g(&self.txn_committed));
+        let _ = writeln!(o, "litmus_transactions_total{{{l},outcome=\"rolled_back\"}} {}", g(&self.txn_rolled_back));
+        for (cause, n) in FAILURE_CAUSES.iter().zip(&self.failed) {
+            let _ = writeln!(o, "litmus_transactions_total{{{l},outcome=\"{cause}\"}} {}", g(n));
+        }
+        let _ = writeln!(o, "# HELP litmus_connections_open Client and peer connections open now.");
+        let _ = writeln!(o, "# TYPE litmus_connections_open gauge");
+        let _ = writeln!(o, "litmus_connections_open{{{l}}} {}", g(&self.connections_open));
+        let _ = writeln!(o, "# TYPE litmus_connections_accepted_total counter");
+        let _ = writeln!(o, "litmus_connections_accepted_total{{{l}}} {}", g(&self.connections_accepted));
+        let _ = writeln!(o, "# TYPE litmus_connections_rejected_total counter");
+        let _ = writeln!(o, "litmus_connections_rejected_total{{{l}}} {}", g(&self.connections_rejected));
+        let _ = writeln!(o, "# TYPE litmus_frames_rejected_total counter");
+        let _ = writeln!(o, "litmus_frames_rejected_total{{{l}}} {}", g(&self.frames_rejected));
+        let _ = writeln!(o, "# TYPE litmus_peer_links_up gauge");
+        let _ = writeln!(o, "litmus_peer_links_up{{{l}}} {}", g(&self.peer_links_up));
+        o
+    }
 }
 
 /// Routes envelopes leaving the node loop: local machines, peer links, client connections.
@@ -211,9 +508,30 @@ struct TcpRouter {
     me: NodeId,
     engine: EngineKind,
     topology: Topology,
+    identity: ClusterIdentity,
+    cfg: NodeConfig,
     inbox: Sender<Envelope>,
     peers: Vec<Option<UnboundedSender<Bytes>>>,
     clients: RwLock<HashMap<ClientId, UnboundedSender<Bytes>>>,
+    metrics: Arc<ServerMetrics>,
+    /// Set when the node must stop serving (a peer refused our identity).
+    fatal: Mutex<Option<Error>>,
+    /// Some peer has agreed with our identity. A node that has never agreed with any peer and
+    /// meets a different identity is the odd one out and stops; one that has (a healthy member
+    /// dialing a misconfigured newcomer) keeps serving and logs the refusal.
+    confirmed: AtomicBool,
+}
+
+impl TcpRouter {
+    /// A peer disagrees with us: stop serving if we never agreed with anyone.
+    fn peer_mismatch(&self, what: String) {
+        if self.confirmed.load(Ordering::Relaxed) {
+            eprintln!("litmus server: {what}; still serving (other peers agree with this node)");
+        } else {
+            *self.fatal.lock().expect("fatal lock") =
+                Some(InvalidInput::Config(format!("{what}; refusing to serve")).into());
+        }
+    }
 }
 
 impl TcpRouter {
@@ -229,6 +547,9 @@ impl TcpRouter {
             }
             NetHost::Clients => {
                 let Addr::Client(c) = env.to else { unreachable!("client host") };
+                if let Message::ClientResponse(resp) = &env.msg {
+                    self.metrics.on_response(&resp.result);
+                }
                 if let Some(tx) = self.clients.read().expect("clients lock").get(&c) {
                     let _ = tx.send(frame_bytes(&Frame::Envelope(env)));
                 }
@@ -246,6 +567,10 @@ pub fn serve(cfg: NodeConfig, catalog: Arc<Catalog>, registry: Arc<Registry>) ->
 /// [`serve`] until `stop` is set: the node finishes the step at hand, makes what it logged
 /// durable, sends what that released, closes its listener and returns (an in-process server,
 /// e.g. a benchmark's, does not outlive its run).
+///
+/// Refuses to serve (a `Config` error naming each difference) when `cfg` disagrees with the
+/// cluster recorded in its data dir, or when a peer answers our hello with a different
+/// cluster identity.
 pub fn serve_until(
     cfg: NodeConfig,
     catalog: Arc<Catalog>,
@@ -254,9 +579,19 @@ pub fn serve_until(
 ) -> Result<(), Error> {
     let topology = cfg.topology()?;
     let engine: EngineKind = cfg.engine.parse()?;
+    if cfg.max_frame_bytes == 0 || cfg.max_frame_bytes > FRAME_SIZE_MAX {
+        return Err(InvalidInput::Config(format!(
+            "max_frame_bytes must be between 1 and {FRAME_SIZE_MAX}, got {}",
+            cfg.max_frame_bytes
+        ))
+        .into());
+    }
+    let identity = check_data_dir(&cfg)?;
     let me = NodeId(cfg.node);
     let spec = ClusterSpec { engine, topology, catalog, registry, seed: cfg.seed };
+    let opened = Instant::now();
     let host = Host::open(spec.machines_of(me), Some(&cfg.data_dir), cfg.fsync)?;
+    eprintln!("litmus server: node {} recovered from {} in {:?}", cfg.node, cfg.data_dir.display(), opened.elapsed());
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -280,23 +615,38 @@ pub fn serve_until(
         me,
         engine,
         topology,
+        identity: identity.clone(),
+        cfg: cfg.clone(),
         inbox: inbox_tx.clone(),
         peers,
         clients: RwLock::new(HashMap::new()),
+        metrics: Arc::new(ServerMetrics::default()),
+        fatal: Mutex::new(None),
+        confirmed: AtomicBool::new(false),
     });
 
     let listener = rt
         .block_on(tokio::net::TcpListener::bind(&cfg.listen))
         .map_err(|e| Error::unavailable(format!("bind {}: {e}", cfg.listen)))?;
+    if let Some(addr) = &cfg.metrics_addr {
+        let l = rt
+            .block_on(tokio::net::TcpListener::bind(addr))
+            .map_err(|e| Error::unavailable(format!("bind metrics {addr}: {e}")))?;
+        rt.spawn(serve_metrics(l, router.clone()));
+        eprintln!("litmus server: metrics at http://{addr}/metrics, health at http://{addr}/health");
+    }
     for (addr, rx) in dialers {
-        rt.spawn(dial_peer(addr, me, rx));
+        rt.spawn(dial_peer(addr, router.clone(), rx));
     }
     let accept_router = router.clone();
     rt.spawn(async move {
         let next_client = Arc::new(AtomicU64::new(0));
+        let mut backoff = Duration::from_millis(5);
+        let (mut last_log, mut suppressed) = (None::<Instant>, 0u64);
         loop {
             match listener.accept().await {
                 Ok((stream, _)) => {
+                    backoff = Duration::from_millis(5);
                     let _ = stream.set_nodelay(true);
                     tokio::spawn(handle_connection(
                         stream,
@@ -305,17 +655,81 @@ pub fn serve_until(
                         next_client.clone(),
                     ));
                 }
-                Err(e) => eprintln!("litmus server: accept failed: {e}"),
+                Err(e) => {
+                    // Out of descriptors (or similar): back off instead of spinning, and log at
+                    // most once a second.
+                    if last_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                        eprintln!(
+                            "litmus server: accept failed: {e} ({suppressed} more failures not logged); backing off {backoff:?}"
+                        );
+                        last_log = Some(Instant::now());
+                        suppressed = 0;
+                    } else {
+                        suppressed += 1;
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                }
             }
         }
     });
     eprintln!(
-        "litmus server: node {} listening on {} ({} engine, {} partitions)",
-        cfg.node, cfg.listen, engine, topology.partitions
+        "litmus server: node {} listening on {} (cluster {}, {} engine, {} nodes, {} partitions, fsync {:?}, max {} connections, frames ≤ {} bytes)",
+        cfg.node,
+        cfg.listen,
+        identity.cluster_id,
+        engine,
+        topology.nodes,
+        topology.partitions,
+        cfg.fsync,
+        cfg.max_connections,
+        cfg.max_frame_bytes
     );
     let result = node_loop(host, inbox_rx, &router, &stop);
     rt.shutdown_background();
     result
+}
+
+/// Answers `GET /metrics` (Prometheus text) and `GET /health` (`ok`) on `listener`.
+async fn serve_metrics(listener: tokio::net::TcpListener, router: Arc<TcpRouter>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loop {
+        let Ok((mut s, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let router = router.clone();
+        tokio::spawn(async move {
+            // Read the whole request head (it may arrive in pieces; closing with unread bytes
+            // would reset the connection under the reply).
+            let mut buf = [0u8; 4096];
+            let mut n = 0;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            while n < buf.len() && !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                match tokio::time::timeout_at(deadline, s.read(&mut buf[n..])).await {
+                    Ok(Ok(0)) => break,
+                    Ok(Ok(k)) => n += k,
+                    _ => return,
+                }
+            }
+            let req = String::from_utf8_lossy(&buf[..n]);
+            let path = req.split_whitespace().nth(1).unwrap_or("/");
+            let (status, ctype, body) = match path {
+                "/metrics" => {
+                    ("200 OK", "text/plain; version=0.0.4", router.metrics.render(router.me, router.engine.name()))
+                }
+                "/health" | "/ready" => ("200 OK", "text/plain", "ok\n".to_string()),
+                _ => ("404 Not Found", "text/plain", "try /metrics or /health\n".to_string()),
+            };
+            let head = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = s.write_all(head.as_bytes()).await;
+            let _ = s.write_all(body.as_bytes()).await;
+            let _ = s.shutdown().await;
+        });
+    }
 }
 
 /// The node's single protocol thread: step, tick, group commit, send.
@@ -325,6 +739,10 @@ fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop
     let tick = Duration::from_millis(litmus_engine::machine::TICK_INTERVAL_MS);
     let mut next_tick = now() + tick;
     loop {
+        if let Some(e) = router.fatal.lock().expect("fatal lock").take() {
+            let _ = host.flush();
+            return Err(e);
+        }
         if stop.load(Ordering::Relaxed) {
             for env in host.flush()? {
                 router.route(env);
@@ -362,30 +780,71 @@ fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop
     }
 }
 
-/// Keeps a link to one peer: dial (with backoff), say hello, forward frames. Frames queued
-/// while the link is down are dropped, like packets on a broken network.
-async fn dial_peer(addr: String, me: NodeId, mut rx: UnboundedReceiver<Bytes>) {
+/// Keeps a link to one peer: dial (with backoff), say hello, wait for the peer's hello, forward
+/// frames. Frames queued while the link is down are dropped, like packets on a broken network.
+/// A peer that answers with a different cluster identity stops this node unless another peer
+/// agreed with it ([`TcpRouter::peer_mismatch`]).
+async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiver<Bytes>) {
     let mut backoff = Duration::from_millis(50);
+    let hello = Frame::HelloNode { version: PROTOCOL_VERSION, node: router.me, cluster: router.identity.clone() };
     loop {
-        match tokio::net::TcpStream::connect(&addr).await {
-            Ok(stream) => {
-                let _ = stream.set_nodelay(true);
-                backoff = Duration::from_millis(50);
-                let mut framed = Framed::new(stream, codec());
-                if framed.send(frame_bytes(&Frame::HelloNode { version: PROTOCOL_VERSION, node: me })).await.is_ok() {
-                    while let Some(bytes) = rx.recv().await {
-                        if framed.send(bytes).await.is_err() {
-                            break;
+        if let Ok(stream) = tokio::net::TcpStream::connect(&addr).await {
+            let _ = stream.set_nodelay(true);
+            let mut framed = Framed::new(stream, codec(router.cfg.max_frame_bytes));
+            if framed.send(frame_bytes(&hello)).await.is_ok() {
+                let answer = tokio::time::timeout(Duration::from_secs(10), framed.next()).await;
+                match answer.ok().flatten().map(|r| r.map(|b| wire::decode(&b))) {
+                    Some(Ok(Ok(Frame::HelloNode { node, cluster, .. }))) => {
+                        let diffs = router.identity.differences(&cluster, "ours", "theirs");
+                        if !diffs.is_empty() {
+                            router.peer_mismatch(format!(
+                                "peer node {} at {addr} belongs to a different cluster ({})",
+                                node.0,
+                                diffs.join("; ")
+                            ));
+                        } else {
+                            router.confirmed.store(true, Ordering::Relaxed);
+                            backoff = Duration::from_millis(50);
+                            eprintln!("litmus server: peer link to node {} at {addr} up", node.0);
+                            router.metrics.peer_links_up.fetch_add(1, Ordering::Relaxed);
+                            // The peer sends nothing after its hello: anything read (EOF, an
+                            // error) means the link is gone — noticed at once, not after
+                            // frames were written into a dead socket and lost.
+                            loop {
+                                tokio::select! {
+                                    next = rx.recv() => match next {
+                                        Some(bytes) => {
+                                            if framed.send(bytes).await.is_err() {
+                                                break;
+                                            }
+                                        }
+                                        None => return,
+                                    },
+                                    _ = framed.next() => break,
+                                }
+                            }
+                            router.metrics.peer_links_up.fetch_sub(1, Ordering::Relaxed);
+                            eprintln!("litmus server: peer link to {addr} down; redialing");
                         }
                     }
+                    Some(Ok(Ok(Frame::Rejected(Error::Invalid(InvalidInput::Config(e)))))) => {
+                        router.peer_mismatch(format!("peer at {addr} refused this node: {e}"));
+                    }
+                    _ => {} // not up yet, or confused: redial
                 }
             }
-            Err(_) => {
-                while rx.try_recv().is_ok() {}
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-            }
         }
+        while rx.try_recv().is_ok() {}
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Counts a connection while it lives.
+struct ConnGuard(Arc<ServerMetrics>);
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.0.connections_open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -395,34 +854,80 @@ async fn handle_connection(
     inbox: Sender<Envelope>,
     next_client: Arc<AtomicU64>,
 ) {
-    let mut framed = Framed::new(stream, codec());
-    let reject = |e: Error| frame_bytes(&Frame::Rejected(e));
-    let hello = match framed.next().await {
-        Some(Ok(bytes)) => wire::decode(&bytes),
-        Some(Err(e)) => Err(InvalidInput::MalformedFrame(e.to_string())),
-        None => return,
+    let metrics = router.metrics.clone();
+    metrics.connections_accepted.fetch_add(1, Ordering::Relaxed);
+    let open = metrics.connections_open.fetch_add(1, Ordering::Relaxed) + 1;
+    let _guard = ConnGuard(metrics.clone());
+    let mut framed = Framed::new(stream, codec(router.cfg.max_frame_bytes));
+    let reject = |e: Error| {
+        metrics.frames_rejected.fetch_add(1, Ordering::Relaxed);
+        frame_bytes(&Frame::Rejected(e))
+    };
+    if open as usize > router.cfg.max_connections {
+        metrics.connections_rejected.fetch_add(1, Ordering::Relaxed);
+        let e = Error::unavailable(format!(
+            "server at its connection limit (max_connections = {})",
+            router.cfg.max_connections
+        ));
+        let _ = tokio::time::timeout(Duration::from_secs(1), framed.send(frame_bytes(&Frame::Rejected(e)))).await;
+        return;
+    }
+    let hello = match tokio::time::timeout(Duration::from_millis(router.cfg.hello_timeout_ms), framed.next()).await {
+        Ok(Some(Ok(bytes))) => wire::decode(&bytes),
+        Ok(Some(Err(e))) => Err(frame_error(e, router.cfg.max_frame_bytes)),
+        Ok(None) => return,
+        Err(_) => {
+            let e = InvalidInput::MalformedFrame(format!("no hello within {} ms", router.cfg.hello_timeout_ms));
+            let _ = framed.send(reject(e.into())).await;
+            return;
+        }
     };
     match hello {
-        Ok(Frame::HelloNode { version, .. }) if version == PROTOCOL_VERSION => {
+        Ok(Frame::HelloNode { version, node, cluster }) if version == PROTOCOL_VERSION => {
+            let diffs =
+                router.identity.differences(&cluster, &format!("node {}", router.me.0), &format!("node {}", node.0));
+            if !diffs.is_empty() {
+                eprintln!("litmus server: refused peer node {}: different cluster ({})", node.0, diffs.join("; "));
+                let e = InvalidInput::Config(format!("different cluster: {}", diffs.join("; ")));
+                let _ = framed.send(reject(e.into())).await;
+                return;
+            }
+            router.confirmed.store(true, Ordering::Relaxed);
+            let me = Frame::HelloNode { version: PROTOCOL_VERSION, node: router.me, cluster: router.identity.clone() };
+            if framed.send(frame_bytes(&me)).await.is_err() {
+                return;
+            }
+            eprintln!("litmus server: peer node {} connected", node.0);
             // A peer: everything it sends goes to our machines.
             while let Some(Ok(bytes)) = framed.next().await {
                 match wire::decode(&bytes) {
                     Ok(Frame::Envelope(env)) if router.topology.host_of(env.to) == NetHost::Node(router.me) => {
                         let _ = inbox.send(env);
                     }
-                    _ => return, // a confused peer: drop the link, it will redial
+                    _ => break, // a confused peer: drop the link, it will redial
                 }
             }
+            eprintln!("litmus server: peer node {} disconnected", node.0);
         }
-        Ok(Frame::HelloClient { version }) if version == PROTOCOL_VERSION => {
+        Ok(Frame::HelloClient { version, expect }) if version == PROTOCOL_VERSION => {
+            if let Some(expect) = expect {
+                let diffs = router.identity.differences(&expect, "server", "client expects");
+                if !diffs.is_empty() {
+                    let e = InvalidInput::Config(format!("different cluster: {}", diffs.join("; ")));
+                    let _ = framed.send(reject(e.into())).await;
+                    return;
+                }
+            }
             let client = ClientId(((router.me.0 as u64) << 48) | next_client.fetch_add(1, Ordering::Relaxed));
             let (tx, mut rx) = unbounded_channel::<Bytes>();
             router.clients.write().expect("clients lock").insert(client, tx);
-            if framed
-                .send(frame_bytes(&Frame::Welcome { client, node: router.me, engine: router.engine.name().into() }))
-                .await
-                .is_err()
-            {
+            let welcome = Frame::Welcome {
+                client,
+                node: router.me,
+                engine: router.engine.name().into(),
+                cluster: router.identity.clone(),
+            };
+            if framed.send(frame_bytes(&welcome)).await.is_err() {
                 router.clients.write().expect("clients lock").remove(&client);
                 return;
             }
@@ -439,7 +944,7 @@ async fn handle_connection(
             while let Some(next) = stream.next().await {
                 let frame = match next {
                     Ok(bytes) => wire::decode(&bytes),
-                    Err(e) => Err(InvalidInput::MalformedFrame(e.to_string())),
+                    Err(e) => Err(frame_error(e, router.cfg.max_frame_bytes)),
                 };
                 match frame {
                     Ok(Frame::Envelope(Envelope { msg: msg @ Message::ClientRequest(_), .. })) => {
@@ -467,13 +972,29 @@ async fn handle_connection(
             router.clients.write().expect("clients lock").remove(&client);
             let _ = writer.await;
         }
+        Ok(Frame::HelloNode { version, .. } | Frame::HelloClient { version, .. }) => {
+            let e = InvalidInput::MalformedFrame(format!(
+                "protocol version {version} is not this server's version {PROTOCOL_VERSION}"
+            ));
+            let _ = framed.send(reject(e.into())).await;
+        }
         Ok(_) => {
-            let e = InvalidInput::MalformedFrame("expected a hello of protocol version 1".into());
+            let e = InvalidInput::MalformedFrame(format!("expected a hello of protocol version {PROTOCOL_VERSION}"));
             let _ = framed.send(reject(e.into())).await;
         }
         Err(e) => {
             let _ = framed.send(reject(e.into())).await;
         }
+    }
+}
+
+/// A codec error as a typed rejection: a length prefix over the limit is `Oversized`.
+fn frame_error(e: std::io::Error, limit: usize) -> InvalidInput {
+    let text = e.to_string();
+    if text.contains("frame size too big") {
+        InvalidInput::Oversized { what: "frame".into(), size: limit + 1, limit }
+    } else {
+        InvalidInput::MalformedFrame(text)
     }
 }
 

@@ -29,14 +29,16 @@ fn three_node_cluster_on_loopback() {
     let peers: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
     for node in 0..3u32 {
         let cfg = NodeConfig {
-            node,
-            listen: peers[node as usize].clone(),
-            data_dir: dir.path().join(format!("n{node}")),
-            engine: "nocc".into(),
-            partitions: 6,
             fsync: litmus_storage::wal::FsyncPolicy::Never,
-            peers: peers.clone(),
             seed: 1,
+            ..NodeConfig::new(
+                node,
+                peers[node as usize].clone(),
+                dir.path().join(format!("n{node}")),
+                "nocc",
+                6,
+                peers.clone(),
+            )
         };
         std::thread::spawn(move || serve(cfg, Arc::new(builtin::catalog()), Arc::new(builtin::registry())));
     }

@@ -720,6 +720,10 @@ impl Workload for Tpcc {
         RetryPolicy::UntilCommitted { bound: self.commit_bound }
     }
 
+    fn needs_isolation(&self) -> Option<&'static str> {
+        Some("its new-order ids, stock levels and verify (TPC-C §3.3.2) need isolated, atomic transactions")
+    }
+
     fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String> {
         for t in TxnType::CONTENTION_ORDER {
             let o = stats.total_of(t.kind());

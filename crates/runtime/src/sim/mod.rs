@@ -719,7 +719,7 @@ impl Simulator {
         m.step(now, input, &mut out);
         self.steps += 1;
         let every = self.cfg.invariant_check_every;
-        if every > 0 && self.steps % every == 0 && self.violation.is_none() {
+        if every > 0 && self.steps.is_multiple_of(every) && self.violation.is_none() {
             if let Err(e) = m.check_invariants() {
                 self.violation = Some(format!("{addr} at {:.3} ms: {e}", now.0 as f64 / 1e6));
             }
