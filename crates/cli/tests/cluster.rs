@@ -3,24 +3,14 @@
 use litmus_client::Client;
 use litmus_core::Value;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const LITMUS: &str = env!("CARGO_BIN_EXE_litmus");
+mod common;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-struct Server(Child);
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{free_port, Server, LITMUS};
 
 fn write_config(dir: &Path, node: usize, peers: &[String], partitions: u32, fsync: &str) -> std::path::PathBuf {
     write_engine_config(dir, node, peers, partitions, fsync, "nocc")

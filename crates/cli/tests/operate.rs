@@ -8,19 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const LITMUS: &str = env!("CARGO_BIN_EXE_litmus");
+mod common;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-struct Server(Child);
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{free_port, Server, LITMUS};
 
 /// The repo's `examples/cluster-3/nodeN.toml`, moved to free ports and a temp data dir.
 struct Example {

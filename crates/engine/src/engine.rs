@@ -82,6 +82,37 @@ pub struct CoordCtx<'a> {
     pub(crate) kept: &'a mut Vec<Vec<u8>>,
 }
 
+/// What a [`CoordCtx`] borrows, owned, for unit tests that drive a coordinator engine directly
+/// (one place to build the context, so a new field breaks no test).
+#[cfg(test)]
+pub(crate) struct CoordCtxParts {
+    pub rng: ChaCha8Rng,
+    pub out: Effects,
+    pub events: Vec<Event>,
+    pub kept: Vec<Vec<u8>>,
+}
+
+#[cfg(test)]
+impl CoordCtxParts {
+    pub fn new(seed: u64) -> Self {
+        use rand::SeedableRng;
+        CoordCtxParts { rng: ChaCha8Rng::seed_from_u64(seed), out: Effects::default(), events: vec![], kept: vec![] }
+    }
+    pub fn ctx<'a>(&'a mut self, me: Addr, partitions: u32, catalog: &'a Catalog) -> CoordCtx<'a> {
+        CoordCtx {
+            now: Time::ZERO,
+            me,
+            epoch: 1,
+            rng: &mut self.rng,
+            partitions,
+            catalog,
+            out: &mut self.out,
+            events: &mut self.events,
+            kept: &mut self.kept,
+        }
+    }
+}
+
 impl CoordCtx<'_> {
     pub fn send(&mut self, to: Addr, msg: Message) {
         self.out.send.push(Envelope { from: self.me, to, msg });

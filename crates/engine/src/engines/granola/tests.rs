@@ -4,7 +4,7 @@
 use super::partition::{GranolaPartition, Record};
 use super::*;
 use crate::builtin;
-use crate::engine::{decode_record, CoordCtx, PartCtx};
+use crate::engine::{decode_record, CoordCtxParts, PartCtx};
 use crate::fragment::{FragmentCall, OneRoundClass, OneRoundPlan};
 use crate::machine::Effects;
 use crate::message::{Envelope, Message, Payload};
@@ -278,19 +278,8 @@ fn high_ts_4_2_the_client_proxy_sends_the_highest_timestamp_it_saw() {
         c
     };
     let mut coord = GranolaCoordinator::default();
-    let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let (mut out, mut events, mut kept) = (Effects::default(), vec![], vec![]);
-    let mut ctx = CoordCtx {
-        now: Time(0),
-        me: COORD,
-        epoch: 1,
-        rng: &mut rng,
-        partitions: 2,
-        catalog: &catalog,
-        out: &mut out,
-        events: &mut events,
-        kept: &mut kept,
-    };
+    let mut parts = CoordCtxParts::new(1);
+    let mut ctx = parts.ctx(COORD, 2, &catalog);
     let plan = |k| OneRoundPlan { class: OneRoundClass::Single, fragments: vec![(PartitionId(0), put(k))] };
     let t1 = gtid(1).txn;
     coord.one_round(t1, plan(0), &mut ctx);
@@ -298,7 +287,8 @@ fn high_ts_4_2_the_client_proxy_sends_the_highest_timestamp_it_saw() {
     coord.on_reply(PartitionId(0), Payload::new(reply), &mut ctx);
     assert_eq!(coord.high_ts(), Timestamp(777));
     coord.one_round(gtid(2).txn, plan(2), &mut ctx);
-    let sent: Vec<TxnRequest> = out
+    let sent: Vec<TxnRequest> = parts
+        .out
         .send
         .iter()
         .filter_map(|e| match &e.msg {
@@ -322,20 +312,9 @@ fn high_ts_4_2_the_client_proxy_sends_the_highest_timestamp_it_saw() {
 fn conflict_4_2_the_client_proxy_retries_with_a_new_tid_after_a_backoff() {
     let catalog = builtin::catalog();
     let mut coord = GranolaCoordinator::default();
-    let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let (mut out, mut events, mut kept) = (Effects::default(), vec![], vec![]);
     let plan = OneRoundPlan { class: OneRoundClass::Single, fragments: vec![(PartitionId(0), put(0))] };
-    let mut ctx = CoordCtx {
-        now: Time(0),
-        me: COORD,
-        epoch: 1,
-        rng: &mut rng,
-        partitions: 2,
-        catalog: &catalog,
-        out: &mut out,
-        events: &mut events,
-        kept: &mut kept,
-    };
+    let mut parts = CoordCtxParts::new(1);
+    let mut ctx = parts.ctx(COORD, 2, &catalog);
     coord.one_round(gtid(1).txn, plan, &mut ctx);
     let conflict = Reply { gtid: gtid(1), ts: Timestamp(5), outcome: Outcome::Conflict };
     coord.on_reply(PartitionId(0), Payload::new(conflict), &mut ctx);
@@ -352,7 +331,7 @@ fn conflict_4_2_the_client_proxy_retries_with_a_new_tid_after_a_backoff() {
         other => panic!("{other:?}"),
     };
     assert!(matches!(retry, Request::Txn(t) if t.gtid == Gtid { txn: gtid(1).txn, attempt: 1 }), "a new TID");
-    assert!(events.is_empty(), "the client is not answered: the transaction is retried");
+    assert!(parts.events.is_empty(), "the client is not answered: the transaction is retried");
 }
 
 #[test]
