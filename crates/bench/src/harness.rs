@@ -840,6 +840,7 @@ fn client_loop(
                 Ok(_) => break Final::Committed,
                 Err(e) if e.is_retryable() => {
                     outcome.aborts += 1;
+                    outcome.abort_reasons.count(&e);
                     if stop_requested()
                         || (matches!(policy, RetryPolicy::GiveUpAfter { .. })
                             && Instant::now() >= window.until + STRAGGLER_GRACE)
@@ -939,9 +940,11 @@ pub fn print_report(out: &mut dyn Write, r: &BenchReport) -> std::io::Result<()>
         // New-Orders) are the procedure's own decision and listed apart.
         let attempts = o.committed + o.aborts + o.user_aborts + o.errors;
         let abort_pct = if attempts > 0 { 100.0 * o.aborts as f64 / attempts as f64 } else { 0.0 };
+        let why: Vec<String> = o.abort_reasons.nonzero().iter().map(|(n, c)| format!("{n} {c}")).collect();
+        let why = if why.is_empty() { String::new() } else { format!(" [{}]", why.join(", ")) };
         writeln!(
             out,
-            "  {kind:<8} n={:<9} p50={}µs p90={}µs p95={}µs p99={}µs max={}µs  aborts={} ({abort_pct:.1}%) user_aborts={} gave_up={} errors={}",
+            "  {kind:<8} n={:<9} p50={}µs p90={}µs p95={}µs p99={}µs max={}µs  aborts={} ({abort_pct:.1}%){why} user_aborts={} gave_up={} errors={}",
             l.count, l.p50_us, l.p90_us, l.p95_us, l.p99_us, l.max_us, o.aborts, o.user_aborts, o.gave_up, o.errors
         )?;
     }

@@ -124,6 +124,102 @@ pub struct Outcomes {
     pub errors: u64,
     /// Of `errors`: timeouts whose commit may or may not have happened.
     pub outcome_unknown: u64,
+    /// Of `aborts`: why (the engine's `AbortReason`, or unavailable).
+    pub abort_reasons: AbortReasons,
+}
+
+/// Retryable failures by cause: what a user tuning a workload (or an engineer chasing an abort
+/// rate) asks first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AbortReasons {
+    pub lock_conflict: u64,
+    pub deadlock: u64,
+    pub wounded: u64,
+    pub write_conflict: u64,
+    pub timestamp_too_old: u64,
+    pub vote_no: u64,
+    pub failure: u64,
+    pub timeout: u64,
+    pub other: u64,
+    /// `Error::Unavailable` with a known outcome (a node down, a connection lost).
+    pub unavailable: u64,
+}
+
+impl AbortReasons {
+    /// Counts one retryable failure.
+    pub fn count(&mut self, e: &Error) {
+        use litmus_core::AbortReason as R;
+        let slot = match e {
+            Error::Abort(R::LockConflict) => &mut self.lock_conflict,
+            Error::Abort(R::Deadlock) => &mut self.deadlock,
+            Error::Abort(R::Wounded) => &mut self.wounded,
+            Error::Abort(R::WriteConflict) => &mut self.write_conflict,
+            Error::Abort(R::TimestampTooOld) => &mut self.timestamp_too_old,
+            Error::Abort(R::VoteNo) => &mut self.vote_no,
+            Error::Abort(R::Failure) => &mut self.failure,
+            Error::Abort(R::Timeout) => &mut self.timeout,
+            Error::Unavailable { .. } => &mut self.unavailable,
+            _ => &mut self.other,
+        };
+        *slot += 1;
+    }
+
+    pub fn add(&mut self, o: &AbortReasons) {
+        for (a, b) in self.slots_mut().into_iter().zip(o.slots()) {
+            *a += b;
+        }
+    }
+
+    /// `(name, count)` of every non-zero cause, largest first.
+    pub fn nonzero(&self) -> Vec<(&'static str, u64)> {
+        let mut v: Vec<(&'static str, u64)> =
+            Self::NAMES.iter().copied().zip(self.slots()).filter(|(_, n)| *n > 0).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        v
+    }
+
+    const NAMES: [&'static str; 10] = [
+        "lock conflict",
+        "deadlock",
+        "wounded",
+        "write conflict",
+        "timestamp too old",
+        "vote no",
+        "failure",
+        "timeout",
+        "other",
+        "unavailable",
+    ];
+
+    fn slots(&self) -> [u64; 10] {
+        [
+            self.lock_conflict,
+            self.deadlock,
+            self.wounded,
+            self.write_conflict,
+            self.timestamp_too_old,
+            self.vote_no,
+            self.failure,
+            self.timeout,
+            self.other,
+            self.unavailable,
+        ]
+    }
+
+    fn slots_mut(&mut self) -> [&mut u64; 10] {
+        [
+            &mut self.lock_conflict,
+            &mut self.deadlock,
+            &mut self.wounded,
+            &mut self.write_conflict,
+            &mut self.timestamp_too_old,
+            &mut self.vote_no,
+            &mut self.failure,
+            &mut self.timeout,
+            &mut self.other,
+            &mut self.unavailable,
+        ]
+    }
 }
 
 impl Outcomes {
@@ -145,6 +241,7 @@ impl Outcomes {
         self.user_aborts += o.user_aborts;
         self.errors += o.errors;
         self.outcome_unknown += o.outcome_unknown;
+        self.abort_reasons.add(&o.abort_reasons);
     }
 }
 
@@ -208,4 +305,32 @@ pub fn loaded_cluster(
         EmbeddedCluster::start(spec, EmbeddedConfig { delay: DelayModel::NONE, ..EmbeddedConfig::default() })?;
     w.prepare(&mut || Ok(Client::new(Box::new(cluster.transport()))))?;
     Ok(cluster)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use litmus_core::AbortReason;
+
+    #[test]
+    fn abort_reasons_count_each_cause_and_list_the_largest_first() {
+        let mut r = AbortReasons::default();
+        for e in [
+            Error::Abort(AbortReason::Deadlock),
+            Error::Abort(AbortReason::Wounded),
+            Error::Abort(AbortReason::Deadlock),
+            Error::unavailable("node down"),
+            Error::Abort(AbortReason::Other("rolled back".into())),
+        ] {
+            r.count(&e);
+        }
+        assert_eq!(r.nonzero(), vec![("deadlock", 2), ("other", 1), ("unavailable", 1), ("wounded", 1)]);
+        let mut total = Outcomes { aborts: 5, abort_reasons: r, ..Outcomes::default() };
+        total.add(&Outcomes {
+            aborts: 1,
+            abort_reasons: AbortReasons { timeout: 1, ..Default::default() },
+            ..Default::default()
+        });
+        assert_eq!(total.abort_reasons.nonzero().iter().map(|(_, n)| n).sum::<u64>(), total.aborts);
+    }
 }

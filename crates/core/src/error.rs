@@ -71,6 +71,10 @@ pub enum AbortReason {
     LockConflict,
     #[error("deadlock victim")]
     Deadlock,
+    /// Aborted for an accepted BASE transaction that cannot abort and waited for it (Salt lock
+    /// rule 5b, "wound").
+    #[error("wounded by a BASE transaction it blocked")]
+    Wounded,
     #[error("write-write conflict")]
     WriteConflict,
     #[error("timestamp too old")]

@@ -628,11 +628,11 @@ impl LockingCoordinator {
         if t.base && t.accepted {
             return;
         }
-        let deadlock = Error::Abort(AbortReason::Deadlock);
+        let wounded = Error::Abort(AbortReason::Wounded);
         match &t.phase {
             Phase::Preparing { then, .. } => {
                 let then = then.clone();
-                self.abort_unit(txn, then, deadlock, ctx);
+                self.abort_unit(txn, then, wounded, ctx);
             }
             Phase::Committing { .. } => {} // decided: it is about to release everything
             Phase::Running => {
@@ -640,11 +640,11 @@ impl LockingCoordinator {
                 // abort and the coordinator rolls the transaction back.
                 let ids: Vec<SubOpId> = std::mem::take(&mut t.in_flight).into_keys().collect();
                 if ids.is_empty() {
-                    t.unit_error.get_or_insert(deadlock.clone());
+                    t.unit_error.get_or_insert(wounded.clone());
                     t.wounded = true;
                 }
                 for id in ids {
-                    ctx.op_done(id, Err(deadlock.clone()));
+                    ctx.op_done(id, Err(wounded.clone()));
                 }
             }
         }
