@@ -135,18 +135,22 @@ impl Item {
         self.list.retain(|e| e.wid != wid);
     }
 
-    /// GC: the forced prefix of the list with timestamps at or below `horizon`, folded over
-    /// `stored`: `(new value, timestamp of the last folded formula, formulas folded)`.
+    /// The timestamp of the last formula of the forced prefix at or below `horizon`.
     pub fn foldable(&self, horizon: Timestamp) -> Option<Timestamp> {
         self.list.iter().take_while(|e| e.forced && e.ts <= horizon).last().map(|e| e.ts)
     }
 
-    /// Folds the forced prefix up to `upto` into `stored` and drops it from the list.
-    pub fn fold(&mut self, stored: Option<Row>, upto: Timestamp) -> Option<Row> {
+    /// Folds the forced prefix up to `upto` over `stored` and drops it from the list: the
+    /// stored versions it makes, one per formula's timestamp (reads between them need each).
+    pub fn fold(&mut self, stored: Option<Row>, upto: Timestamp) -> Vec<(Timestamp, Option<Row>)> {
         let n = self.list.iter().take_while(|e| e.forced && e.ts <= upto).count();
-        let row = self.list[..n].iter().flat_map(|e| e.formulas.iter()).fold(stored, apply_formula);
-        self.list.drain(..n);
-        row
+        let mut row = stored;
+        let mut versions = Vec::with_capacity(n);
+        for e in self.list.drain(..n) {
+            row = e.formulas.iter().fold(row, apply_formula);
+            versions.push((e.ts, row.clone()));
+        }
+        versions
     }
 
     /// Pending formulas (not yet forced or revoked).

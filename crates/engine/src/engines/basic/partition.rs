@@ -172,8 +172,9 @@ impl BasicPartition {
                 if upto <= prev_ts {
                     return Err(Error::Internal(format!("basic fold {upto} not after {prev_ts}")));
                 }
-                let row = self.with_item(table, &key, |item| item.fold(row, upto));
-                store.put(table, key.clone(), upto, row);
+                for (ts, row) in self.with_item(table, &key, |item| item.fold(row, upto)) {
+                    store.put(table, key.clone(), ts, row);
+                }
                 // Versions older than the newest one at or below `upto - lag` serve no read a
                 // partition still answers (older reads get `TooOld`).
                 let lag = Timestamp(upto.0.saturating_sub(FOLD_LAG_US << super::TS_NODE_BITS));
