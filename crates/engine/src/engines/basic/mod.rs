@@ -26,13 +26,16 @@
 //!   [`messages::WriteId`]) up to [`RETRIES_MAX`] times; one that also read fails retryably
 //!   (its reads were at the old timestamp) and the client retries it.
 //! * **F**: with every part placed, the coordinator logs the decision and sends FORCE-WRITE to
-//!   `P(op)`; each partition marks the formulas forced, and parked reads resume.
+//!   `P(op)`; each partition marks the formulas forced and folds the forced *prefix* of the
+//!   list into stored versions, one per formula at its timestamp (a logged `Fold`); parked
+//!   reads resume.
 //! * **Dynamic timestamp ordering (§IV-C)**: a later write is force-written without waiting for
-//!   an earlier pending one (Table IV's `b` before `a`): FORCE-WRITE marks formulas, it does
-//!   not merge them, so no write ever waits for another.
+//!   an earlier pending one (Table IV's `b` before `a`): it takes effect for every read above it
+//!   at once, and waits in the list behind the pending one only to be folded, so no write ever
+//!   waits for another and replicas fold in timestamp order (Example 3 cannot diverge).
 //! * **`read_b4` (W2 b)** is subsumed: a read older than a forced formula still sees the value
-//!   without it (formulas are kept in the list, not merged at force time), so the write need not
-//!   wait for older reads to finish. The merge happens at GC, below.
+//!   without it (the stored versions are kept per timestamp), so the write need not wait for
+//!   older reads to finish.
 //! * **Partition independence**: an operation sends messages only to the partitions it touches;
 //!   partitions talk to each other only about an operation they share (§IV-D queries).
 //! * **§IV-D timeouts**: a partition asked about an operation it never prepared discards it (a
@@ -42,11 +45,11 @@
 //!   unilaterally when PREPARE replies time out ([`PREPARE_TIMEOUT`]) and answers a query about
 //!   an operation it has no decision for with "revoked" (decisions are logged before any
 //!   FORCE-WRITE leaves, so none is lost). Reads never wait for a failed write longer than that.
-//! * **Formula-list GC**: a partition folds the forced prefix of a list whose timestamps are
-//!   [`FOLD_LAG_US`] behind the newest timestamp it has seen into the stored value (a logged
-//!   `Fold`), and forgets items with an empty list and an old `lrt` (raising a partition-wide
-//!   W1 floor). A read older than what was folded is answered `TooOld` and runs again under a
-//!   new timestamp — the price of merging versions, paid only by reads [`FOLD_LAG_US`] late.
+//! * **Formula-list GC**: lists hold only pending formulas and forced ones behind a pending
+//!   one; a fold prunes stored versions more than [`FOLD_LAG_US`] older than the newest (a read
+//!   older than every version kept is answered `TooOld` and runs again under a new timestamp);
+//!   items with an empty list and an old `lrt` are forgotten (raising a partition-wide W1 floor).
+//!   W1 also revokes a write at or below the item's newest stored version.
 //!
 //! ## Guarantee
 //!
@@ -78,7 +81,7 @@ use std::time::Duration;
 
 /// Low bits of a timestamp holding the coordinator's node.
 pub const TS_NODE_BITS: u32 = 8;
-/// Forced formulas this far (logical µs) behind the newest timestamp a partition saw are folded.
+/// Stored versions this far (logical µs) older than an item's newest are pruned (older reads retry).
 pub const FOLD_LAG_US: u64 = 20_000;
 /// A logged read floor runs this far (logical µs) ahead of the read that logged it.
 pub const LRT_FLOOR_STEP_US: u64 = 100_000;
