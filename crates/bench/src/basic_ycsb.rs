@@ -116,7 +116,11 @@ pub struct Detector {
 
 impl Detector {
     pub fn snapshot(&self) -> (u64, u64, u64) {
-        (self.reads.load(Ordering::Relaxed), self.multi.load(Ordering::Relaxed), self.inconsistent.load(Ordering::Relaxed))
+        (
+            self.reads.load(Ordering::Relaxed),
+            self.multi.load(Ordering::Relaxed),
+            self.inconsistent.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -172,14 +176,19 @@ pub fn group_of(i: usize, groups: u32) -> u32 {
 }
 
 fn int_arg(args: &[Value], i: usize) -> Result<i64, Error> {
-    args.get(i).and_then(Value::as_int).ok_or_else(|| InvalidInput::Config(format!("argument {i}: expected int")).into())
+    args.get(i)
+        .and_then(Value::as_int)
+        .ok_or_else(|| InvalidInput::Config(format!("argument {i}: expected int")).into())
 }
 
 /// `(item, fields mask, groups)` of a read or write call, checked.
 fn call_args(args: &[Value]) -> Result<(i64, u32, Vec<u32>), Error> {
     let (k, mask, groups) = (int_arg(args, 0)?, int_arg(args, 1)?, int_arg(args, 2)?);
     if k < 0 || mask <= 0 || mask >= 1 << FIELDS || !(1..=i64::from(GROUPS_MAX)).contains(&groups) {
-        return Err(InvalidInput::Config(format!("basic-ycsb: bad call (item {k}, fields {mask:#x}, groups {groups})")).into());
+        return Err(InvalidInput::Config(format!(
+            "basic-ycsb: bad call (item {k}, fields {mask:#x}, groups {groups})"
+        ))
+        .into());
     }
     let groups = groups as u32;
     let mut touched: Vec<u32> = (0..FIELDS).filter(|i| mask & (1 << i) != 0).map(|i| group_of(i, groups)).collect();
@@ -294,8 +303,10 @@ pub fn diverged(records: u64, groups: u32, call: &mut crate::ycsb_t::CheckCall<'
         // item -> group -> counters
         let mut seen: BTreeMap<i64, BTreeMap<u32, Vec<Value>>> = BTreeMap::new();
         for g in 0..groups {
-            let args = vec![Value::Int(g.into()), Value::Int(start as i64), Value::Int(end as i64), Value::Int(groups.into())];
-            let out = call(CHECK_PROCEDURE, args).with_context(|| format!("check group {g} of items {start}..{end}"))?;
+            let args =
+                vec![Value::Int(g.into()), Value::Int(start as i64), Value::Int(end as i64), Value::Int(groups.into())];
+            let out =
+                call(CHECK_PROCEDURE, args).with_context(|| format!("check group {g} of items {start}..{end}"))?;
             let width = 1 + groups as usize;
             if out.len() % width != 0 {
                 anyhow::bail!("{CHECK_PROCEDURE} returned {} values, not rows of {width}", out.len());
@@ -368,7 +379,11 @@ impl Workload for BasicYcsb {
         let mask: i64 = sample(rng, FIELDS, m).into_iter().map(|i| 1i64 << i).sum();
         let groups = Value::Int(self.groups.into());
         if rng.gen_bool(self.mix.read_share()) {
-            TxnRequest { kind: KIND_READ, procedure: READ_PROCEDURE, args: vec![Value::Int(k), Value::Int(mask), groups] }
+            TxnRequest {
+                kind: KIND_READ,
+                procedure: READ_PROCEDURE,
+                args: vec![Value::Int(k), Value::Int(mask), groups],
+            }
         } else {
             let v = rng.gen_range(1..i64::from(u32::MAX));
             let args = vec![Value::Int(k), Value::Int(mask), groups, Value::Int(v)];

@@ -16,8 +16,8 @@ use crate::workload::Workload;
 use crate::ycsb::KeyDistribution;
 use crate::ycsb_t_sim::sim_call;
 use litmus_core::{Error, Value};
-use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::engine::Guarantee;
+use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::EngineKind;
 use litmus_runtime::sim::{SimConfig, SimDriver, SimReport, Simulator};
 use rand_chacha::ChaCha8Rng;
@@ -94,7 +94,12 @@ impl SimDriver for BasicYcsbSim {
 }
 
 /// One `basic-ycsb` simulation: load, run with `cfg`'s faults, heal, verify, liveness.
-pub fn simulate(engine: EngineKind, nodes: u32, partitions: u32, cfg: SimConfig) -> Result<(SimReport, BasicYcsbSim), String> {
+pub fn simulate(
+    engine: EngineKind,
+    nodes: u32,
+    partitions: u32,
+    cfg: SimConfig,
+) -> Result<(SimReport, BasicYcsbSim), String> {
     let require = engine.capabilities().guarantee != Guarantee::None;
     simulate_checking(engine, nodes, partitions, cfg, require)
 }
@@ -143,7 +148,9 @@ mod tests {
         for seed in 0..12 {
             match simulate(EngineKind::Basic, 3, 6, cfg(seed)) {
                 Ok((_, d)) => reads += d.seen.0,
-                Err(e) => panic!("seed {seed}: {e}\nreplay: litmus sim --engine basic --workload basic-ycsb --faults --seed {seed}"),
+                Err(e) => panic!(
+                    "seed {seed}: {e}\nreplay: litmus sim --engine basic --workload basic-ycsb --faults --seed {seed}"
+                ),
             }
         }
         assert!(reads > 100, "only {reads} reads checked");

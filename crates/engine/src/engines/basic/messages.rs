@@ -54,7 +54,9 @@ pub enum ReadOutcome {
     Done(Result<PartResult, Error>),
     /// The item's formulas up to `bound` were folded into the stored value (garbage-collected):
     /// the read must run again under a newer timestamp.
-    TooOld { bound: Timestamp },
+    TooOld {
+        bound: Timestamp,
+    },
 }
 
 /// What a PREPARE found.
@@ -72,12 +74,24 @@ pub enum PrepareOutcome {
 /// Partition → coordinator replies.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Reply {
-    Read { id: SubOpId, ts: Timestamp, outcome: ReadOutcome },
-    Prepared { id: SubOpId, wid: WriteId, outcome: PrepareOutcome },
+    Read {
+        id: SubOpId,
+        ts: Timestamp,
+        outcome: ReadOutcome,
+    },
+    Prepared {
+        id: SubOpId,
+        wid: WriteId,
+        outcome: PrepareOutcome,
+    },
     /// FORCE-WRITE of `wid` is durable here.
-    Forced { wid: WriteId },
+    Forced {
+        wid: WriteId,
+    },
     /// The partition timed out waiting for FORCE-WRITE / REVOKE and asks the coordinator.
-    Query { wid: WriteId },
+    Query {
+        wid: WriteId,
+    },
 }
 
 /// The partition's log records; `BasicPartition::apply` replays them.
@@ -93,10 +107,18 @@ pub enum Record {
         peers: Vec<PartitionId>,
         coordinator: crate::message::Addr,
     },
-    Force { wid: WriteId },
-    Revoke { wid: WriteId },
+    Force {
+        wid: WriteId,
+    },
+    Revoke {
+        wid: WriteId,
+    },
     /// GC: the forced prefix of `list(x, P)` up to `upto` is folded into the stored value.
-    Fold { table: TableId, key: Key, upto: Timestamp },
+    Fold {
+        table: TableId,
+        key: Key,
+        upto: Timestamp,
+    },
     /// Every read answered so far has a timestamp below this: after a restart (the per-item
     /// `lrt`s are volatile) W1 revokes every write below it.
     LrtFloor(Timestamp),

@@ -178,7 +178,8 @@ impl BasicPartition {
                 // Versions older than the newest one at or below `upto - lag` serve no read a
                 // partition still answers (older reads get `TooOld`).
                 let lag = Timestamp(upto.0.saturating_sub(FOLD_LAG_US << super::TS_NODE_BITS));
-                let old: Vec<Timestamp> = store.versions(table, &key).map(|(t, _)| t).filter(|t| *t <= lag).skip(1).collect();
+                let old: Vec<Timestamp> =
+                    store.versions(table, &key).map(|(t, _)| t).filter(|t| *t <= lag).skip(1).collect();
                 for t in old {
                     store.remove_version(table, &key, t);
                 }
@@ -253,8 +254,11 @@ impl BasicPartition {
                     };
                     let (ts, own, id) = (p.ts, p.own, p.id);
                     let has_item = self.items.get(&table).is_some_and(|t| t.contains_key(&key));
-                    let view =
-                        if has_item { self.with_item(table, &key, |i| i.read(row.clone(), ts, own, id)) } else { ReadView::Value(row) };
+                    let view = if has_item {
+                        self.with_item(table, &key, |i| i.read(row.clone(), ts, own, id))
+                    } else {
+                        ReadView::Value(row)
+                    };
                     match view {
                         ReadView::Value(Some(r)) => rows.push((key, r)),
                         ReadView::Value(None) => {}

@@ -13,7 +13,7 @@ use crate::op::{OpKind, PartOp, PartResult};
 use crate::procedure::Registry;
 use litmus_core::formula::ColumnUpdate;
 use litmus_core::{
-    Catalog, Column, ColumnType, Decimal, Formula, Isolation, Key, NodeId, Partitioning, PartitionId, TableId,
+    Catalog, Column, ColumnType, Decimal, Formula, Isolation, Key, NodeId, PartitionId, Partitioning, TableId,
     TableSchema, Time, Timestamp, TxnId, Value,
 };
 use litmus_storage::mvcc::MvccStore;
@@ -330,7 +330,11 @@ fn rule_timeout_prepare_phase_discards_an_operation_never_prepared_here() {
     let mut p = Part::new(1);
     p.load(dec(100));
     let sent = p.with_ctx(|e, ctx| {
-        e.on_request(Addr::Partition(PartitionId(0)), Payload::new(Request::PeerQuery { wid: wid(7), ts: Timestamp(7) }), ctx)
+        e.on_request(
+            Addr::Partition(PartitionId(0)),
+            Payload::new(Request::PeerQuery { wid: wid(7), ts: Timestamp(7) }),
+            ctx,
+        )
     });
     let answer: Vec<Request> = sent
         .into_iter()
@@ -352,7 +356,8 @@ fn rule_timeout_force_phase_asks_coordinator_and_peers_and_follows_a_forced_peer
     assert!(p.tick(Time::from_millis(2)).is_empty(), "not in doubt yet");
     let sent = p.tick(Time::from_millis(2) + IN_DOUBT_AFTER);
     let asked_coord = replies(sent.clone()).contains(&Reply::Query { wid: wid(10) });
-    let peers: Vec<Addr> = sent.iter().filter(|(_, m)| matches!(m, Message::PartitionRequest(_))).map(|(a, _)| *a).collect();
+    let peers: Vec<Addr> =
+        sent.iter().filter(|(_, m)| matches!(m, Message::PartitionRequest(_))).map(|(a, _)| *a).collect();
     assert!(asked_coord, "asks the coordinator");
     assert_eq!(peers, vec![Addr::Partition(PartitionId(1)), Addr::Partition(PartitionId(2))]);
     // A peer says it force-wrote: so does this partition.
