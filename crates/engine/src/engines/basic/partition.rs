@@ -316,8 +316,7 @@ impl BasicPartition {
     fn prepare(
         &mut self,
         id: SubOpId,
-        wid: WriteId,
-        ts: Timestamp,
+        (wid, ts): (WriteId, Timestamp),
         op: PartOp,
         peers: Vec<PartitionId>,
         coordinator: Addr,
@@ -469,7 +468,7 @@ impl PartitionEngine for BasicPartition {
                 self.on_read(Parked { from, id, ts, own, op, waits: BTreeSet::new() }, ctx)
             }
             Request::Prepare { id, wid, ts, op, peers } => {
-                let outcome = self.prepare(id, wid, ts, op, peers, from, ctx);
+                let outcome = self.prepare(id, (wid, ts), op, peers, from, ctx);
                 ctx.reply(from, Reply::Prepared { id, wid, outcome });
             }
             Request::Force { wid } => {

@@ -491,7 +491,10 @@ struct GenOp {
 /// Runs `ops` (op `k` has timestamp `ts[k]`) over three partitions, delivering messages in the
 /// order `seed` picks; write `k` adds `2^k` to column v. Returns (per read: ts and the value
 /// each part saw; the forced writes).
-fn run_schedule(ops: &[GenOp], ts: &[u64], seed: u64) -> (Vec<(u64, Vec<i64>)>, Vec<usize>, [Part; 3]) {
+/// Per read: its timestamp and what each part saw; the forced writes; the partitions.
+type Schedule = (Vec<(u64, Vec<i64>)>, Vec<usize>, [Part; 3]);
+
+fn run_schedule(ops: &[GenOp], ts: &[u64], seed: u64) -> Schedule {
     let mut ps = three(0);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     // In flight: (partition, from, request).
