@@ -224,13 +224,16 @@ fn flags_parse_with_defaults_and_reject_nonsense() {
         &mut Vec::new()
     )
     .is_err());
-    assert!(parse(&["ycsb-t", "--mix", "sideways"]).is_err());
+    // --mix is shared by ycsb-t and basic-ycsb: each workload refuses the other's (and nonsense).
+    for (w, mix) in [("ycsb-t", "sideways"), ("ycsb-t", "read-heavy"), ("basic-ycsb", "complex")] {
+        assert!(litmus_bench::workload(w, &parse(&[w, "--mix", mix]).unwrap()).is_err(), "{w} --mix {mix}");
+    }
     assert!(parse(&["ycsb", "--connect", "a:1", "--net-delay-us", "5"]).is_err());
 
     let err = litmus_bench::workload("tpch", &parse(&["tpch"]).unwrap()).err().unwrap().to_string();
     assert_eq!(
         err,
-        "unknown workload \"tpch\" (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing, ycsb-t)"
+        "unknown workload \"tpch\" (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing, ycsb-t, basic-ycsb)"
     );
     let err = litmus_bench::workload("ycsb", &parse(&["ycsb", "--read-ratio", "2"]).unwrap()).err().unwrap();
     assert!(err.to_string().contains("--read-ratio"), "{err}");

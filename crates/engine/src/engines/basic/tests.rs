@@ -430,15 +430,45 @@ fn replaying_the_log_rebuilds_the_same_partition() {
 // ---------------------------------------------------------------------------------------------
 // Tables II and III: schedules `base` exhibits and `basic` forbids.
 
+/// `base`'s partition (the `nocc` machinery) loaded with `v`, then `arrivals` applied in the
+/// order they arrive; the value a read finds.
+fn base_arrivals(v: i64, arrivals: &[Formula]) -> Value {
+    use crate::engines::nocc::{NoccPartition, Request as BaseRequest};
+    let mut p = Part::new(0);
+    let mut engine = NoccPartition::default();
+    let mut send = |p: &mut Part, op: PartOp| {
+        let mut out = Effects::default();
+        let mut ctx = PartCtx {
+            now: p.now,
+            me: p.id,
+            rng: &mut p.rng,
+            catalog: &p.catalog,
+            registry: &p.registry,
+            partitions: 3,
+            store: &mut p.store,
+            out: &mut out,
+        };
+        engine.on_request(COORD, Payload::new(BaseRequest::Op { id: sub(1, 0), op }), &mut ctx);
+    };
+    send(&mut p, PartOp { table: T, kind: OpKind::Write { key: key(), row: vec![Value::Int(1), dec(v)] } });
+    for f in arrivals {
+        send(&mut p, update(f.clone()));
+    }
+    p.store.latest(T, &key()).and_then(|(_, r)| r.cloned()).expect("row")[1].clone()
+}
+
 /// Example 3 / Table III under `base` (apply on arrival): a(20) reaches R3 after b(10); the
 /// replicas diverge for good (130, 130, 132) and the check at t3 reads (130, 130, 110).
 #[test]
 fn table_iii_base_exhibits_diverged_replicas_basic_forbids_them() {
     let mul = Formula::Multiply(Value::Decimal(Decimal::from_cents(120)));
     let add = Formula::Add(dec(10));
-    // base: each replica folds formulas in arrival order.
-    let arrive = |order: &[&Formula]| order.iter().fold(dec(100), |v, f| f.apply(&v).unwrap());
-    let base = [arrive(&[&mul, &add]), arrive(&[&mul, &add]), arrive(&[&add, &mul])];
+    // base (its partition engine): each replica applies formulas in arrival order.
+    let base = [
+        base_arrivals(100, &[mul.clone(), add.clone()]),
+        base_arrivals(100, &[mul.clone(), add.clone()]),
+        base_arrivals(100, &[add.clone(), mul.clone()]),
+    ];
     assert_eq!(base, [dec(130), dec(130), dec(132)], "Table III: base leaves the replicas diverged");
     // basic: the same arrival order (a before b on R1, R2; b before a on R3).
     let [mut r1, mut r2, mut r3] = three(100);
@@ -460,9 +490,15 @@ fn table_iii_base_exhibits_diverged_replicas_basic_forbids_them() {
 /// check (20, 10, 20) — L − S ≠ H; `basic` makes the check wait for b on S and H alike.
 #[test]
 fn table_ii_base_exhibits_a_fractured_read_basic_forbids_it() {
-    // base: values on arrival: L = 20 (a), S = 10 (b), H = 20 (a; b's −10 not yet there).
-    let (l, s, h) = (20, 10, 20);
-    assert_ne!(l - s, h, "Table II: base's first check reads an inconsistent state");
+    // base (its partition engine): the check at t3 finds L = 20 (a), S = 10 (b), H = 20 (a;
+    // b's −10 not there yet).
+    let checked = [
+        base_arrivals(0, &[Formula::Add(dec(20))]),
+        base_arrivals(0, &[Formula::Add(dec(10))]),
+        base_arrivals(0, &[Formula::Add(dec(20))]),
+    ];
+    assert_eq!(checked, [dec(20), dec(10), dec(20)]);
+    assert_ne!(dec(20 - 10), checked[2], "Table II: base's first check reads an inconsistent state (L − S ≠ H)");
     // basic: a (ts 1) forced on L and H; b (ts 2) placed on S and H, forced on S only so far.
     let [mut pl, mut ps, mut ph] = three(0);
     for p in [&mut pl, &mut ph] {
