@@ -6,12 +6,13 @@
 #   basic-fig2cd.{json,svg}   write-heavy (50/50): the same (Figs. 2c, 2d)
 #   basic-table5.txt          Table V: base's inconsistency ratio at 1, 2, 4, 8, 12 partitions
 #                             (and basic's, which must be 0)
-# Usage: scripts/basic-figures.sh [SECONDS]   (per point, default 10; PARTS="1 2 4 8 12")
+# Usage: scripts/basic-figures.sh [SECONDS]   (per point, default 10; PARTS="1 2 4 8 12";
+#   NO_BUILD=1 uses the release binary as it is)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-10}
 PARTS=${PARTS:-"1 2 4 8 12"}
-cargo build --release -q -p litmus-cli
+[ "${NO_BUILD:-0}" = 1 ] || cargo build --release -q -p litmus-cli
 B=${CARGO_TARGET_DIR:-target}/release/litmus
 OUT=docs/figures
 mkdir -p "$OUT"
