@@ -48,6 +48,8 @@
 //! catalog and registry with [`full_schema`] (`litmus server` does).
 
 pub mod analysis;
+pub mod basic_ycsb;
+pub mod basic_ycsb_sim;
 pub mod harness;
 pub mod mix;
 pub mod omid_oracle;
@@ -81,7 +83,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Names of the workloads [`workload()`] knows.
-pub const WORKLOADS: &[&str] = &["ycsb", "salt-contention", "salt-position", "salt-rw", "tpcc", "ticketing", "ycsb-t"];
+pub const WORKLOADS: &[&str] =
+    &["ycsb", "salt-contention", "salt-position", "salt-rw", "tpcc", "ticketing", "ycsb-t", "basic-ycsb"];
 
 /// Most engines one `--compare` runs.
 pub const COMPARE_ENGINES_MAX: usize = 8;
@@ -162,7 +165,7 @@ fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
 #[derive(clap::Args, Clone, Debug, PartialEq)]
 pub struct BenchArgs {
     /// Workload to run (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing,
-    /// ycsb-t), or omid-oracle (the Omid status oracle alone, over TCP loopback).
+    /// ycsb-t, basic-ycsb), or omid-oracle (the Omid status oracle alone, over TCP loopback).
     pub workload: String,
 
     /// Concurrency-control engine of the embedded cluster. With --connect, the engine the
@@ -295,6 +298,14 @@ pub fn workload(name: &str, args: &BenchArgs) -> anyhow::Result<Box<dyn Workload
             Ok(Box::new(Ticketing::new(opts, !args.quiet)?))
         }
         "ycsb-t" => Ok(Box::new(YcsbT::new(args.ycsb_t.clone(), args.ycsb.records, !args.quiet)?)),
+        "basic-ycsb" => Ok(Box::new(basic_ycsb::BasicYcsb::new(
+            args.ycsb_t.mix.as_deref().unwrap_or("read-heavy"),
+            args.partitions,
+            args.ycsb.records,
+            args.ycsb.distribution,
+            args.ycsb.zipf_theta,
+            !args.quiet,
+        )?)),
         other => match SaltMicroKind::from_name(other) {
             Some(kind) => Ok(Box::new(SaltMicro::new(kind, args.salt.clone(), !args.quiet)?)),
             None => Err(UnknownWorkload(other.into()).into()),
@@ -320,10 +331,14 @@ pub fn full_schema() -> (Catalog, Registry) {
     let ticketing = Ticketing::new(TicketingOptions::default(), false).expect("default options are valid");
     catalog.merge(&ticketing.catalog());
     ticketing.register(&mut registry);
-    let ycsb_t = YcsbT::new(YcsbTOptions { mix: ycsb_t::Mix::Complex }, YcsbOptions::default().records, false)
+    let ycsb_t = YcsbT::new(YcsbTOptions { mix: None }, YcsbOptions::default().records, false)
         .expect("default options are valid");
     catalog.merge(&ycsb_t.catalog());
     ycsb_t.register(&mut registry);
+    catalog.add(basic_ycsb::table());
+    let basic = basic_ycsb::BasicYcsb::new("read-heavy", 4, 1000, ycsb::KeyDistribution::Uniform, 0.99, false)
+        .expect("default options are valid");
+    basic.register(&mut registry);
     (catalog, registry)
 }
 

@@ -308,7 +308,7 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
     let axis = FigureAxis::of(&args.workload, sweep.param);
     // The workload as figure titles name it (ycsb-t draws one figure per mix).
     let label = match args.workload.as_str() {
-        "ycsb-t" => format!("ycsb-t --mix {}", args.ycsb_t.mix),
+        "ycsb-t" => format!("ycsb-t --mix {}", args.ycsb_t.mix.as_deref().unwrap_or("complex")),
         w => w.to_string(),
     };
     let name = sweep.param.name();

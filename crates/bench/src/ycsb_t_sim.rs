@@ -51,7 +51,7 @@ pub struct YcsbTSim {
 impl YcsbTSim {
     /// A table of `rows` rows (even, at least `2 * PAIRS_PER_TXN_MAX`).
     pub fn new(rows: u64) -> Result<YcsbTSim, litmus_core::InvalidInput> {
-        let ycsbt = YcsbT::new(YcsbTOptions { mix: Mix::Complex }, rows, false)?;
+        let ycsbt = YcsbT::new(YcsbTOptions { mix: Some(Mix::Complex.name().into()) }, rows, false)?;
         Ok(YcsbTSim { ycsbt, rows: rows / 2 * 2, acked_pairs: 0, committed: 0, failed: 0, tally: None })
     }
 

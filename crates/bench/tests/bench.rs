@@ -224,13 +224,16 @@ fn flags_parse_with_defaults_and_reject_nonsense() {
         &mut Vec::new()
     )
     .is_err());
-    assert!(parse(&["ycsb-t", "--mix", "sideways"]).is_err());
+    // --mix is shared by ycsb-t and basic-ycsb: each workload refuses the other's (and nonsense).
+    for (w, mix) in [("ycsb-t", "sideways"), ("ycsb-t", "read-heavy"), ("basic-ycsb", "complex")] {
+        assert!(litmus_bench::workload(w, &parse(&[w, "--mix", mix]).unwrap()).is_err(), "{w} --mix {mix}");
+    }
     assert!(parse(&["ycsb", "--connect", "a:1", "--net-delay-us", "5"]).is_err());
 
     let err = litmus_bench::workload("tpch", &parse(&["tpch"]).unwrap()).err().unwrap().to_string();
     assert_eq!(
         err,
-        "unknown workload \"tpch\" (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing, ycsb-t)"
+        "unknown workload \"tpch\" (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing, ycsb-t, basic-ycsb)"
     );
     let err = litmus_bench::workload("ycsb", &parse(&["ycsb", "--read-ratio", "2"]).unwrap()).err().unwrap();
     assert!(err.to_string().contains("--read-ratio"), "{err}");
@@ -286,7 +289,9 @@ fn ycsb_t_on_omid_passes_the_snapshot_isolation_check() {
     for mix in [Mix::Complex, Mix::Mixed] {
         let cfg = BenchConfig { workload: "ycsb-t".into(), net_delay_us: Some(0), ..small_config(6, 400) };
         let cfg = BenchConfig { engine: EngineKind::Omid, ..cfg };
-        let report = harness::run(&cfg, &YcsbT::new(YcsbTOptions { mix }, 200, false).unwrap()).unwrap();
+        let report =
+            harness::run(&cfg, &YcsbT::new(YcsbTOptions { mix: Some(mix.name().into()) }, 200, false).unwrap())
+                .unwrap();
         assert!(report.throughput > 0.0, "{mix}");
         assert!(report.verify.ok, "{mix}: {}", report.verify.message);
         assert!(report.verify.message.contains("snapshot isolation holds"), "{}", report.verify.message);

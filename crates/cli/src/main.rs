@@ -31,6 +31,7 @@ Start here:\n  litmus bench ycsb --duration 5            run YCSB on an embedded
 litmus bench ycsb --compare nocc,nocc       run two engines in one invocation and print the ratio\n  \
 litmus bench ycsb-t --engine omid --mix complex   Omid's transactional YCSB with an SI check\n  \
 litmus bench omid-oracle --write-set 8       the Omid status oracle alone over TCP loopback\n  \
+litmus bench basic-ycsb --compare base,basic --mix write-heavy   BASIC vs BASE, inconsistency ratio\n  \
 litmus sim --seed 7 --faults                 one deterministic simulation with crashes, partitions, loss\n  \
 litmus analyze tpcc                          which transactions need coordination, and why\n  \
 litmus server --config examples/cluster-3/node0.toml   one node of a TCP cluster (see README)\n  \

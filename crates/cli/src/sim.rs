@@ -29,7 +29,9 @@ pub struct SimArgs {
     /// (random BASE chains across partitions with provenance; no ACID read sees a value derived
     /// from a BASE transaction that has not ended, Salt §5.1) or `ycsb-t`
     /// (Omid §V's transactions; node 0, the oracle's, crashes while a commit is in flight; then
-    /// every row is read and snapshot isolation checked). Every workload also checks liveness:
+    /// every row is read and snapshot isolation checked) or `basic-ycsb` (BASIC §V's operations:
+    /// no read returns a mixed state, the column groups of an item never diverge). Every
+    /// workload also checks liveness:
     /// after the faults heal, every request a live coordinator received is answered in bounded
     /// time.
     #[arg(long, default_value = "acked")]
@@ -87,8 +89,8 @@ fn check_probability(name: &str, p: Option<f64>) -> anyhow::Result<()> {
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let engine: EngineKind = args.engine;
-    if !["acked", "bank", "salt-chains", "ycsb-t"].contains(&args.workload.as_str()) {
-        bail!("unknown simulation workload {:?} (known: acked, bank, salt-chains, ycsb-t)", args.workload);
+    if !["acked", "bank", "salt-chains", "ycsb-t", "basic-ycsb"].contains(&args.workload.as_str()) {
+        bail!("unknown simulation workload {:?} (known: acked, bank, salt-chains, ycsb-t, basic-ycsb)", args.workload);
     }
     Topology::new(args.nodes.unwrap_or(3), args.partitions)?;
     for (n, p) in
@@ -123,6 +125,14 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
                     "{r} | nodes {nodes} | ycsb-t commits {} failed {} | pairs written {written}",
                     d.committed, d.failed
                 )
+            });
+            failures += report(seed, nodes, outcome, args.quiet);
+            continue;
+        }
+        if args.workload == "basic-ycsb" {
+            let outcome = litmus_bench::basic_ycsb_sim::simulate(engine, nodes, args.partitions, cfg).map(|(r, d)| {
+                let (reads, multi, bad) = d.seen;
+                format!("{r} | basic-ycsb ok {} failed {} | reads {reads} ({multi} multi-partition, {bad} mixed) | columns agree", d.committed, d.failed)
             });
             failures += report(seed, nodes, outcome, args.quiet);
             continue;

@@ -8,6 +8,8 @@
 
 use crate::engine::EngineKind;
 
+pub mod base;
+pub mod basic;
 pub mod granola;
 pub mod locking;
 pub mod nocc;
@@ -22,6 +24,8 @@ impl EngineKind {
         EngineKind::SaltLocal,
         EngineKind::Omid,
         EngineKind::Granola,
+        EngineKind::Basic,
+        EngineKind::Base,
     ];
 
     /// No concurrency control (UNSAFE): the throughput upper bound. See [`nocc`].
@@ -36,4 +40,8 @@ impl EngineKind {
     pub const Omid: EngineKind = EngineKind(&omid::OmidEngine);
     /// Serializable one-round transactions by timestamp voting (Granola ATC'12). See [`granola`].
     pub const Granola: EngineKind = EngineKind(&granola::GranolaEngine);
+    /// BASIC's Timestamp-based Formula Protocol: instant consistency. See [`basic`].
+    pub const Basic: EngineKind = EngineKind(&basic::BasicEngine);
+    /// The same operations BASE-style (apply on arrival), BASIC's comparison point. See [`base`].
+    pub const Base: EngineKind = EngineKind(&base::BaseEngine);
 }

@@ -1,0 +1,661 @@
+//! Tests named after the paper's rules (BASIC §IV-B..E), Table IV as an exact schedule, Tables
+//! II and III as schedules `base` exhibits and `basic` forbids, and a property test against a
+//! serial model in timestamp order (§IV-E acyclicity).
+
+use super::coordinator::BasicCoordinator;
+use super::messages::{PrepareOutcome, ReadOutcome, Record, Reply, Request, WriteId};
+use super::partition::BasicPartition;
+use super::IN_DOUBT_AFTER;
+use crate::engine::{CoordCtxParts, CoordinatorEngine, PartCtx, PartitionEngine, TxnOptions};
+use crate::machine::Effects;
+use crate::message::{Addr, Message, Payload, SubOpId};
+use crate::op::{OpKind, PartOp, PartResult};
+use crate::procedure::Registry;
+use litmus_core::formula::ColumnUpdate;
+use litmus_core::{
+    Catalog, Column, ColumnType, Decimal, Formula, Isolation, Key, NodeId, PartitionId, Partitioning, TableId,
+    TableSchema, Time, Timestamp, TxnId, Value,
+};
+use litmus_storage::mvcc::MvccStore;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const T: TableId = TableId(0);
+const COORD: Addr = Addr::Coordinator(NodeId(0));
+
+fn catalog() -> Catalog {
+    let mut c = Catalog::new();
+    let cols = vec![Column::new("k", ColumnType::Int), Column::new("v", ColumnType::Decimal)];
+    c.add(TableSchema::new("item", cols, &["k"], Partitioning::KeyPrefix { prefix_len: 1 }));
+    c
+}
+
+fn dec(x: i64) -> Value {
+    Value::Decimal(Decimal::from_int(x).unwrap())
+}
+
+fn key() -> Key {
+    Key::ints(&[1])
+}
+
+fn txn(seq: u64) -> TxnId {
+    TxnId { node: NodeId(0), epoch: 1, seq }
+}
+
+fn wid(seq: u64) -> WriteId {
+    WriteId { txn: txn(seq), attempt: 0 }
+}
+
+fn sub(seq: u64, part: u32) -> SubOpId {
+    SubOpId { txn: txn(seq), op: 0, part: PartitionId(part) }
+}
+
+fn update(f: Formula) -> PartOp {
+    PartOp { table: T, kind: OpKind::Update { key: key(), updates: vec![ColumnUpdate::new(1, f)] } }
+}
+
+fn read_op() -> PartOp {
+    PartOp { table: T, kind: OpKind::Read { key: key() } }
+}
+
+/// One partition driven by hand: the engine, its store, and every record it logged.
+struct Part {
+    id: PartitionId,
+    engine: BasicPartition,
+    store: MvccStore,
+    log: Vec<Vec<u8>>,
+    catalog: Catalog,
+    registry: Registry,
+    rng: ChaCha8Rng,
+    now: Time,
+}
+
+impl Part {
+    fn new(id: u32) -> Part {
+        Part {
+            id: PartitionId(id),
+            engine: BasicPartition::default(),
+            store: MvccStore::new(),
+            log: Vec::new(),
+            catalog: catalog(),
+            registry: Registry::new(),
+            rng: ChaCha8Rng::seed_from_u64(id as u64),
+            now: Time::ZERO,
+        }
+    }
+
+    fn with_ctx(&mut self, f: impl FnOnce(&mut BasicPartition, &mut PartCtx)) -> Vec<(Addr, Message)> {
+        let mut out = Effects::default();
+        let mut ctx = PartCtx {
+            now: self.now,
+            me: self.id,
+            rng: &mut self.rng,
+            catalog: &self.catalog,
+            registry: &self.registry,
+            partitions: 3,
+            store: &mut self.store,
+            out: &mut out,
+        };
+        f(&mut self.engine, &mut ctx);
+        self.log.extend(out.persist);
+        out.send.into_iter().map(|e| (e.to, e.msg)).collect()
+    }
+
+    /// Delivers `req` from `from`; returns the replies to the coordinator (decoded).
+    fn deliver(&mut self, from: Addr, req: Request) -> Vec<Reply> {
+        let sent = self.with_ctx(|e, ctx| e.on_request(from, Payload::new(req), ctx));
+        replies(sent)
+    }
+
+    fn tick(&mut self, now: Time) -> Vec<(Addr, Message)> {
+        self.now = now;
+        self.with_ctx(|e, ctx| e.on_tick(ctx))
+    }
+
+    fn prepare(&mut self, seq: u64, ts: u64, op: PartOp) -> PrepareOutcome {
+        let req = Request::Prepare {
+            id: sub(seq, self.id.0),
+            wid: wid(seq),
+            ts: Timestamp(ts),
+            op,
+            peers: vec![PartitionId(0), PartitionId(1), PartitionId(2)],
+        };
+        match &self.deliver(COORD, req)[..] {
+            [Reply::Prepared { outcome, .. }] => outcome.clone(),
+            other => panic!("prepare answered {other:?}"),
+        }
+    }
+
+    fn force(&mut self, seq: u64) {
+        let r = self.deliver(COORD, Request::Force { wid: wid(seq) });
+        assert!(r.iter().any(|r| matches!(r, Reply::Forced { .. })), "{r:?}");
+    }
+
+    /// A read at `ts`: `Some(value)` when answered, `None` when it waits.
+    fn read(&mut self, seq: u64, ts: u64) -> Option<Value> {
+        let req = Request::Read { id: sub(seq, self.id.0), ts: Timestamp(ts), own: wid(seq), op: read_op() };
+        read_values(self.deliver(COORD, req)).pop()
+    }
+
+    /// The value with every forced formula applied (what a read above everything would see).
+    fn committed(&self) -> Value {
+        let base = self.store.latest(T, &key()).and_then(|(_, r)| r.cloned());
+        let item = self.engine.item(T, &key());
+        let row = item.value_at(base, Timestamp::MAX, wid(u64::MAX), false);
+        row.expect("row exists")[1].clone()
+    }
+
+    fn list(&self) -> Vec<(u64, bool)> {
+        self.engine.item(T, &key()).list.iter().map(|e| (e.ts.0, e.forced)).collect()
+    }
+
+    /// Loads `v` at timestamp 1 (a write placed and forced).
+    fn load(&mut self, v: Value) {
+        let op = PartOp { table: T, kind: OpKind::Write { key: key(), row: vec![Value::Int(1), v] } };
+        assert_eq!(self.prepare(0, 1, op), PrepareOutcome::Placed);
+        self.force(0);
+    }
+}
+
+fn replies(sent: Vec<(Addr, Message)>) -> Vec<Reply> {
+    sent.into_iter()
+        .filter_map(|(_, m)| match m {
+            Message::PartitionReply(r) => r.body.decode::<Reply>().ok(),
+            _ => None,
+        })
+        .collect()
+}
+
+fn read_values(replies: Vec<Reply>) -> Vec<Value> {
+    replies
+        .into_iter()
+        .filter_map(|r| match r {
+            Reply::Read { outcome: ReadOutcome::Done(Ok(PartResult::Row(Some(row)))), .. } => Some(row[1].clone()),
+            Reply::Read { outcome, .. } => panic!("read answered {outcome:?}"),
+            _ => None,
+        })
+        .collect()
+}
+
+fn three(v: i64) -> [Part; 3] {
+    let mut ps = [Part::new(0), Part::new(1), Part::new(2)];
+    for p in &mut ps {
+        p.load(dec(v));
+    }
+    ps
+}
+
+/// Table IV, exactly: a(20) multiplies by 1.2 (ts 201), b(10) adds 10 (ts 202), check reads
+/// (ts 203) on L/S/H = P1/P2/P3, all initially 100.
+#[test]
+fn table_iv_dynamic_timestamp_ordering_schedule() {
+    let [mut l, mut s, mut h] = three(100);
+    let a = || update(Formula::Multiply(Value::Decimal(Decimal::from_cents(120))));
+    let b = || update(Formula::Add(dec(10)));
+    // t1: W2 places a's formulas on L and S.
+    assert_eq!(l.prepare(201, 201, a()), PrepareOutcome::Placed);
+    assert_eq!(s.prepare(201, 201, a()), PrepareOutcome::Placed);
+    assert_eq!((l.list(), s.list(), h.list()), (vec![(201, false)], vec![(201, false)], vec![]));
+    assert_eq!([l.committed(), s.committed(), h.committed()], [dec(100), dec(100), dec(100)]);
+    // t2: W2 places b everywhere; no read_by / read_b4 fact: F force-writes b without waiting
+    // for the older a (dynamic ordering).
+    for p in [&mut l, &mut s, &mut h] {
+        assert_eq!(p.prepare(202, 202, b()), PrepareOutcome::Placed);
+        p.force(202);
+    }
+    assert_eq!([l.committed(), s.committed(), h.committed()], [dec(110), dec(110), dec(110)]);
+    assert_eq!(l.list(), vec![(201, false), (202, true)], "b waits in the list behind the pending a");
+    assert_eq!(h.list(), vec![], "b folded on H");
+    // t3: R on L and S applies a's pending formula: read_by, suspended; R on H returns at once.
+    assert_eq!(l.read(203, 203), None);
+    assert_eq!(s.read(203, 203), None);
+    assert_eq!(h.read(203, 203), Some(dec(110)));
+    assert!(l.engine.item(T, &key()).list[0].read_by.contains(&sub(203, 0)), "read_by(W_a1, L, R_c1)");
+    assert_eq!(h.engine.item(T, &key()).lrt, Timestamp(203), "lrt(H, N3) = 203");
+    // t4: W1 revokes W_a3 (201 < lrt 203); V revokes a on L and S; check resumes with 110s.
+    assert!(matches!(h.prepare(201, 201, a()), PrepareOutcome::Revoked { bound } if bound >= Timestamp(203)));
+    let rl = read_values(l.deliver(COORD, Request::Revoke { wid: wid(201) }));
+    let rs = read_values(s.deliver(COORD, Request::Revoke { wid: wid(201) }));
+    assert_eq!((rl, rs), (vec![dec(110)], vec![dec(110)]), "check returns 110/110/110");
+    assert_eq!((l.list(), s.list()), (vec![], vec![]), "a's formulas and facts removed; b folded");
+    // a retried under a new timestamp: every replica multiplies after the add (132), never
+    // diverging (Example 3's non-commutative pair).
+    let a2 = WriteId { txn: txn(201), attempt: 1 };
+    for p in [&mut l, &mut s, &mut h] {
+        let req = Request::Prepare { id: sub(201, p.id.0), wid: a2, ts: Timestamp(204), op: a(), peers: vec![] };
+        assert!(matches!(&p.deliver(COORD, req)[..], [Reply::Prepared { outcome: PrepareOutcome::Placed, .. }]));
+        p.deliver(COORD, Request::Force { wid: a2 });
+    }
+    assert_eq!([l.committed(), s.committed(), h.committed()], [dec(132), dec(132), dec(132)]);
+}
+
+#[test]
+fn rule_r_read_applies_older_formulas_in_timestamp_order_and_not_newer() {
+    let mut p = Part::new(0);
+    p.load(dec(100));
+    for (seq, f) in [(10, Formula::Add(dec(10))), (20, Formula::Multiply(dec(2))), (30, Formula::Add(dec(1)))] {
+        assert_eq!(p.prepare(seq, seq, update(f)), PrepareOutcome::Placed);
+    }
+    // Forced out of order (30 before 20): values still follow timestamp order.
+    p.force(30);
+    p.force(10);
+    p.force(20);
+    assert_eq!(p.read(25, 25), Some(dec(220)), "(100 + 10) * 2, not + 1");
+    assert_eq!(p.read(35, 35), Some(dec(221)));
+    assert_eq!(p.read(15, 15), Some(dec(110)), "an older read still sees the older value");
+}
+
+#[test]
+fn rule_r_read_waits_for_pending_older_formula_and_skips_it_once_revoked() {
+    let mut p = Part::new(0);
+    p.load(dec(100));
+    assert_eq!(p.prepare(10, 10, update(Formula::Add(dec(5)))), PrepareOutcome::Placed);
+    assert_eq!(p.read(20, 20), None, "waits for the pending older formula");
+    assert_eq!(p.engine.parked_reads(), 1);
+    let r = read_values(p.deliver(COORD, Request::Revoke { wid: wid(10) }));
+    assert_eq!(r, vec![dec(100)], "the revoked formula is removed before the read returns");
+    assert_eq!(p.read(21, 21), Some(dec(100)));
+    // Forced instead: the waiting read sees it.
+    assert_eq!(p.prepare(30, 30, update(Formula::Add(dec(5)))), PrepareOutcome::Placed);
+    assert_eq!(p.read(40, 40), None);
+    let r = read_values(p.deliver(COORD, Request::Force { wid: wid(30) }));
+    assert_eq!(r, vec![dec(105)]);
+}
+
+#[test]
+fn rule_w1_revokes_write_below_lrt() {
+    let mut p = Part::new(0);
+    p.load(dec(100));
+    assert_eq!(p.read(50, 50), Some(dec(100)));
+    let out = p.prepare(40, 40, update(Formula::Add(dec(1))));
+    assert!(matches!(out, PrepareOutcome::Revoked { bound } if bound == Timestamp(50)), "{out:?}");
+    assert_eq!(p.list(), vec![], "nothing placed");
+    assert_eq!(p.prepare(60, 60, update(Formula::Add(dec(1)))), PrepareOutcome::Placed, "above lrt: W2");
+}
+
+#[test]
+fn rule_w2_places_formula_in_timestamp_order_and_an_older_read_never_sees_it() {
+    let mut p = Part::new(0);
+    p.load(dec(100));
+    assert_eq!(p.prepare(30, 30, update(Formula::Add(dec(3)))), PrepareOutcome::Placed);
+    assert_eq!(p.prepare(20, 20, update(Formula::Add(dec(2)))), PrepareOutcome::Placed);
+    assert_eq!(p.list(), vec![(20, false), (30, false)]);
+    // read_b4's purpose: the later write is forced while an older read has not yet read here;
+    // the older read still sees the value before it.
+    p.force(30);
+    p.force(20);
+    assert_eq!(p.read(25, 25), Some(dec(102)));
+}
+
+#[test]
+fn rule_v_revoke_removes_formulas_and_facts_and_tombstones_unknown_operations() {
+    let mut p = Part::new(0);
+    p.load(dec(100));
+    assert_eq!(p.prepare(10, 10, update(Formula::Add(dec(5)))), PrepareOutcome::Placed);
+    p.deliver(COORD, Request::Revoke { wid: wid(10) });
+    assert_eq!((p.list(), p.engine.pending_writes()), (vec![], 0));
+    // A REVOKE that overtook its PREPARE: the late PREPARE is refused.
+    p.deliver(COORD, Request::Revoke { wid: wid(11) });
+    assert!(matches!(p.prepare(11, 11, update(Formula::Add(dec(5)))), PrepareOutcome::Revoked { .. }));
+    assert_eq!(p.committed(), dec(100));
+}
+
+#[test]
+fn rule_f_force_write_makes_the_formula_the_value() {
+    let mut p = Part::new(0);
+    p.load(dec(100));
+    assert_eq!(p.prepare(10, 10, update(Formula::Add(dec(5)))), PrepareOutcome::Placed);
+    assert_eq!(p.committed(), dec(100));
+    p.force(10);
+    assert_eq!(p.committed(), dec(105));
+    assert_eq!(p.list(), vec![], "folded into a stored version");
+    assert_eq!(p.store.latest(T, &key()).map(|(ts, _)| ts), Some(Timestamp(10)));
+}
+
+#[test]
+fn rule_dynamic_ordering_forces_a_later_write_without_waiting_for_an_earlier_pending_one() {
+    let mut p = Part::new(0);
+    p.load(dec(100));
+    assert_eq!(p.prepare(10, 10, update(Formula::Add(dec(1)))), PrepareOutcome::Placed);
+    assert_eq!(p.prepare(20, 20, update(Formula::Add(dec(2)))), PrepareOutcome::Placed);
+    p.force(20);
+    assert_eq!(p.list(), vec![(10, false), (20, true)]);
+    assert_eq!(p.committed(), dec(102), "the later write took effect first");
+    p.force(10);
+    assert_eq!((p.committed(), p.list()), (dec(103), vec![]));
+}
+
+#[test]
+fn rule_timeout_prepare_phase_discards_an_operation_never_prepared_here() {
+    let mut p = Part::new(1);
+    p.load(dec(100));
+    let sent = p.with_ctx(|e, ctx| {
+        e.on_request(
+            Addr::Partition(PartitionId(0)),
+            Payload::new(Request::PeerQuery { wid: wid(7), ts: Timestamp(7) }),
+            ctx,
+        )
+    });
+    let answer: Vec<Request> = sent
+        .into_iter()
+        .filter_map(|(to, m)| match m {
+            Message::PartitionRequest(r) if to == Addr::Partition(PartitionId(0)) => r.body.decode().ok(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answer, vec![Request::Outcome { wid: wid(7), forced: false }]);
+    assert!(matches!(p.prepare(7, 7, update(Formula::Add(dec(1)))), PrepareOutcome::Revoked { .. }), "discarded");
+}
+
+#[test]
+fn rule_timeout_force_phase_asks_coordinator_and_peers_and_follows_a_forced_peer() {
+    let mut p = Part::new(0);
+    p.load(dec(100));
+    p.tick(Time::from_millis(1));
+    assert_eq!(p.prepare(10, 10, update(Formula::Add(dec(5)))), PrepareOutcome::Placed);
+    assert!(p.tick(Time::from_millis(2)).is_empty(), "not in doubt yet");
+    let sent = p.tick(Time::from_millis(2) + IN_DOUBT_AFTER);
+    let asked_coord = replies(sent.clone()).contains(&Reply::Query { wid: wid(10) });
+    let peers: Vec<Addr> =
+        sent.iter().filter(|(_, m)| matches!(m, Message::PartitionRequest(_))).map(|(a, _)| *a).collect();
+    assert!(asked_coord, "asks the coordinator");
+    assert_eq!(peers, vec![Addr::Partition(PartitionId(1)), Addr::Partition(PartitionId(2))]);
+    // A peer says it force-wrote: so does this partition.
+    p.deliver(Addr::Partition(PartitionId(1)), Request::Outcome { wid: wid(10), forced: true });
+    assert_eq!(p.committed(), dec(105));
+}
+
+#[test]
+fn rule_timeout_coordinator_aborts_unilaterally_when_prepare_replies_time_out() {
+    let cat = catalog();
+    let mut parts = CoordCtxParts::new(1);
+    let mut c = BasicCoordinator::default();
+    let me = Addr::Coordinator(NodeId(0));
+    let t = txn(1);
+    let opts =
+        TxnOptions { isolation: Isolation::Serializable, base: false, procedure: None, first_attempt: Time::ZERO };
+    let id = SubOpId { txn: t, op: 0, part: PartitionId(1) };
+    {
+        let mut ctx = parts.ctx(me, 3, &cat);
+        c.begin(t, &opts, &mut ctx);
+        c.issue(id, update(Formula::Add(dec(1))), &mut ctx);
+    }
+    let mut ctx = parts.ctx(me, 3, &cat);
+    ctx.now = Time::ZERO + super::PREPARE_TIMEOUT;
+    c.on_tick(&mut ctx);
+    c.commit(t, &mut ctx);
+    let revokes = parts.out.send.iter().filter(|e| match &e.msg {
+        Message::PartitionRequest(r) => matches!(r.body.clone().decode::<Request>(), Ok(Request::Revoke { .. })),
+        _ => false,
+    });
+    assert_eq!(revokes.count(), 1, "REVOKE sent to the silent participant");
+    let failed = parts.events.iter().any(|e| matches!(e, crate::engine::Event::TxnDone { result: Err(_), .. }));
+    assert!(failed, "the operation failed: {:?}", parts.events);
+}
+
+#[test]
+fn gc_prunes_versions_no_read_needs_and_old_reads_run_again() {
+    let mut p = Part::new(0);
+    p.load(dec(100));
+    let lag = super::FOLD_LAG_US << super::TS_NODE_BITS;
+    for (i, ts) in [10, 20, lag + 100, 2 * lag + 100].into_iter().enumerate() {
+        assert_eq!(p.prepare(ts, ts, update(Formula::Add(dec(1)))), PrepareOutcome::Placed, "write {i}");
+        p.force(ts);
+    }
+    let versions: Vec<u64> = p.store.versions(T, &key()).map(|(t, _)| t.0).collect();
+    assert_eq!(versions, vec![2 * lag + 100, lag + 100], "older versions pruned");
+    let req = Request::Read { id: sub(5, 0), ts: Timestamp(15), own: wid(5), op: read_op() };
+    assert!(matches!(&p.deliver(COORD, req)[..], [Reply::Read { outcome: ReadOutcome::TooOld { .. }, .. }]));
+}
+
+/// The partition is a deterministic function of its log: replaying the records into a fresh
+/// partition rebuilds the same store and lists.
+#[test]
+fn replaying_the_log_rebuilds_the_same_partition() {
+    let [mut l, _, _] = three(100);
+    assert_eq!(l.prepare(201, 201, update(Formula::Multiply(dec(2)))), PrepareOutcome::Placed);
+    assert_eq!(l.prepare(202, 202, update(Formula::Add(dec(10)))), PrepareOutcome::Placed);
+    l.force(202);
+    let mut fresh = BasicPartition::default();
+    let mut store = MvccStore::new();
+    for r in &l.log {
+        fresh.apply_bytes(r, &mut store).unwrap();
+    }
+    assert_eq!(fresh.item(T, &key()), l.engine.item(T, &key()));
+    assert_eq!(store.encode_snapshot(), l.store.encode_snapshot());
+    let records: Vec<Record> = l.log.iter().map(|r| postcard::from_bytes(r).unwrap()).collect();
+    assert!(records.iter().any(|r| matches!(r, Record::Prepare { .. })));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tables II and III: schedules `base` exhibits and `basic` forbids.
+
+/// `base`'s partition (the `nocc` machinery) loaded with `v`, then `arrivals` applied in the
+/// order they arrive; the value a read finds.
+fn base_arrivals(v: i64, arrivals: &[Formula]) -> Value {
+    use crate::engines::nocc::{NoccPartition, Request as BaseRequest};
+    let mut p = Part::new(0);
+    let mut engine = NoccPartition::default();
+    let mut send = |p: &mut Part, op: PartOp| {
+        let mut out = Effects::default();
+        let mut ctx = PartCtx {
+            now: p.now,
+            me: p.id,
+            rng: &mut p.rng,
+            catalog: &p.catalog,
+            registry: &p.registry,
+            partitions: 3,
+            store: &mut p.store,
+            out: &mut out,
+        };
+        engine.on_request(COORD, Payload::new(BaseRequest::Op { id: sub(1, 0), op }), &mut ctx);
+    };
+    send(&mut p, PartOp { table: T, kind: OpKind::Write { key: key(), row: vec![Value::Int(1), dec(v)] } });
+    for f in arrivals {
+        send(&mut p, update(f.clone()));
+    }
+    p.store.latest(T, &key()).and_then(|(_, r)| r.cloned()).expect("row")[1].clone()
+}
+
+/// Example 3 / Table III under `base` (apply on arrival): a(20) reaches R3 after b(10); the
+/// replicas diverge for good (130, 130, 132) and the check at t3 reads (130, 130, 110).
+#[test]
+fn table_iii_base_exhibits_diverged_replicas_basic_forbids_them() {
+    let mul = Formula::Multiply(Value::Decimal(Decimal::from_cents(120)));
+    let add = Formula::Add(dec(10));
+    // base (its partition engine): each replica applies formulas in arrival order.
+    let base = [
+        base_arrivals(100, &[mul.clone(), add.clone()]),
+        base_arrivals(100, &[mul.clone(), add.clone()]),
+        base_arrivals(100, &[add.clone(), mul.clone()]),
+    ];
+    assert_eq!(base, [dec(130), dec(130), dec(132)], "Table III: base leaves the replicas diverged");
+    // basic: the same arrival order (a before b on R1, R2; b before a on R3).
+    let [mut r1, mut r2, mut r3] = three(100);
+    for p in [&mut r1, &mut r2] {
+        assert_eq!(p.prepare(201, 201, update(mul.clone())), PrepareOutcome::Placed);
+        assert_eq!(p.prepare(202, 202, update(add.clone())), PrepareOutcome::Placed);
+    }
+    assert_eq!(r3.prepare(202, 202, update(add.clone())), PrepareOutcome::Placed);
+    assert_eq!(r3.prepare(201, 201, update(mul.clone())), PrepareOutcome::Placed);
+    for p in [&mut r1, &mut r2, &mut r3] {
+        p.force(202);
+        p.force(201);
+    }
+    let basic = [r1.committed(), r2.committed(), r3.committed()];
+    assert_eq!(basic, [dec(130), dec(130), dec(130)], "timestamp order on every replica");
+}
+
+/// Example 2 / Table II: b(10) reaches S before the check but H after it. `base` answers the
+/// check (20, 10, 20) — L − S ≠ H; `basic` makes the check wait for b on S and H alike.
+#[test]
+fn table_ii_base_exhibits_a_fractured_read_basic_forbids_it() {
+    // base (its partition engine): the check at t3 finds L = 20 (a), S = 10 (b), H = 20 (a;
+    // b's −10 not there yet).
+    let checked = [
+        base_arrivals(0, &[Formula::Add(dec(20))]),
+        base_arrivals(0, &[Formula::Add(dec(10))]),
+        base_arrivals(0, &[Formula::Add(dec(20))]),
+    ];
+    assert_eq!(checked, [dec(20), dec(10), dec(20)]);
+    assert_ne!(dec(20 - 10), checked[2], "Table II: base's first check reads an inconsistent state (L − S ≠ H)");
+    // basic: a (ts 1) forced on L and H; b (ts 2) placed on S and H, forced on S only so far.
+    let [mut pl, mut ps, mut ph] = three(0);
+    for p in [&mut pl, &mut ph] {
+        assert_eq!(p.prepare(1, 2, update(Formula::Add(dec(20)))), PrepareOutcome::Placed);
+        p.force(1);
+    }
+    assert_eq!(ps.prepare(2, 3, update(Formula::Add(dec(10)))), PrepareOutcome::Placed);
+    assert_eq!(ph.prepare(2, 3, update(Formula::Add(dec(-10)))), PrepareOutcome::Placed);
+    ps.force(2);
+    let check = [pl.read(3, 4), ps.read(3, 4), ph.read(3, 4)];
+    assert_eq!(check, [Some(dec(20)), Some(dec(10)), None], "H waits for b (read_by)");
+    let rh = read_values(ph.deliver(COORD, Request::Force { wid: wid(2) }));
+    assert_eq!(rh, vec![dec(10)], "L − S = H: 20 − 10 = 10");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Property: any delivery order of any operations gives reads equal to the serial model in
+// timestamp order (§IV-E: every DMG edge goes from a smaller to a larger timestamp).
+
+#[derive(Clone, Debug)]
+struct GenOp {
+    write: bool,
+    parts: u8,
+}
+
+/// Runs `ops` (op `k` has timestamp `ts[k]`) over three partitions, delivering messages in the
+/// order `seed` picks; write `k` adds `2^k` to column v. Returns (per read: ts and the value
+/// each part saw; the forced writes).
+/// Per read: its timestamp and what each part saw; the forced writes; the partitions.
+type Schedule = (Vec<(u64, Vec<i64>)>, Vec<usize>, [Part; 3]);
+
+fn run_schedule(ops: &[GenOp], ts: &[u64], seed: u64) -> Schedule {
+    let mut ps = three(0);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    // In flight: (partition, from, request).
+    let mut net: Vec<(usize, Request)> = Vec::new();
+    let mut prepares: Vec<Vec<Option<bool>>> = vec![vec![]; ops.len()];
+    let mut reads: Vec<Vec<Option<i64>>> = vec![vec![]; ops.len()];
+    let parts_of = |o: &GenOp| (0..3).filter(|p| o.parts & (1 << p) != 0).collect::<Vec<usize>>();
+    for (k, o) in ops.iter().enumerate() {
+        let seq = 10 + k as u64;
+        for p in parts_of(o) {
+            let id = sub(seq, p as u32);
+            let req = if o.write {
+                let f = Formula::Add(Value::Decimal(Decimal::from_int(1 << k).unwrap()));
+                Request::Prepare { id, wid: wid(seq), ts: Timestamp(ts[k]), op: update(f), peers: vec![] }
+            } else {
+                Request::Read { id, ts: Timestamp(ts[k]), own: wid(seq), op: read_op() }
+            };
+            net.push((p, req));
+        }
+        prepares[k] = vec![None; 3];
+        reads[k] = vec![None; 3];
+    }
+    let mut forced = Vec::new();
+    let mut decided = vec![false; ops.len()];
+    while !net.is_empty() {
+        let (p, req) = net.swap_remove(rng.gen_range(0..net.len()));
+        for r in ps[p].deliver(COORD, req) {
+            match r {
+                Reply::Prepared { id, outcome, .. } => {
+                    let k = (id.txn.seq - 10) as usize;
+                    prepares[k][p] = Some(matches!(outcome, PrepareOutcome::Placed));
+                    let mine = parts_of(&ops[k]);
+                    if !decided[k] && mine.iter().all(|&q| prepares[k][q].is_some()) {
+                        decided[k] = true;
+                        let ok = mine.iter().all(|&q| prepares[k][q] == Some(true));
+                        let w = wid(10 + k as u64);
+                        if ok {
+                            forced.push(k);
+                        }
+                        for q in mine {
+                            net.push((q, if ok { Request::Force { wid: w } } else { Request::Revoke { wid: w } }));
+                        }
+                    }
+                }
+                Reply::Read { id, outcome: ReadOutcome::Done(Ok(PartResult::Row(Some(row)))), .. } => {
+                    let k = (id.txn.seq - 10) as usize;
+                    let Value::Decimal(d) = row[1] else { panic!("decimal") };
+                    reads[k][p] = Some(d.0 / Decimal::from_int(1).unwrap().0);
+                }
+                Reply::Read { outcome, .. } => panic!("read answered {outcome:?}"),
+                Reply::Forced { .. } | Reply::Query { .. } => {}
+            }
+        }
+    }
+    let done = ops
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| !o.write)
+        .map(|(k, o)| (ts[k], parts_of(o).into_iter().map(|p| reads[k][p].expect("every read answered")).collect()))
+        .collect();
+    (done, forced, ps)
+}
+
+mod property {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ops() -> impl Strategy<Value = (Vec<GenOp>, Vec<u64>, u64)> {
+        let op = (any::<bool>(), 1u8..8).prop_map(|(write, parts)| GenOp { write, parts });
+        prop::collection::vec(op, 1..12).prop_flat_map(|ops| {
+            let n = ops.len();
+            let ts = Just((0..n as u64).map(|i| 100 + 10 * i).collect::<Vec<_>>()).prop_shuffle();
+            (Just(ops), ts, any::<u64>())
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Every read equals the serial model at its timestamp on every part (instant
+        /// consistency), and every partition ends in the serial state of the writes it got.
+        #[test]
+        fn reads_match_the_serial_model_in_timestamp_order((ops, ts, seed) in ops()) {
+            let (reads, forced, ps) = run_schedule(&ops, &ts, seed);
+            let masks: Vec<u8> = ops.iter().map(|o| o.parts).collect();
+            let parts_of = |k: usize| (0..3).filter(|p| masks[k] & (1 << p) != 0).collect::<Vec<usize>>();
+            for (rts, seen) in &reads {
+                let r = ops.iter().enumerate().find(|(k, o)| !o.write && ts[*k] == *rts).map(|(k, _)| k).unwrap();
+                for (i, p) in parts_of(r).into_iter().enumerate() {
+                    // The serial model: forced writes on p with smaller timestamps.
+                    let model: i64 = forced.iter().filter(|&&w| ts[w] < *rts && ops[w].parts & (1 << p) != 0).map(|&w| 1i64 << w).sum();
+                    prop_assert_eq!(seen[i], model, "read at {} on P{}", rts, p);
+                    // DMG edges: w -> r for every write seen (TS(w) < TS(r)); r -> w for every
+                    // forced write not seen (TS(r) < TS(w)): acyclic by timestamp.
+                    for &w in &forced {
+                        if ops[w].parts & (1 << p) == 0 { continue }
+                        let saw = seen[i] & (1 << w) != 0;
+                        prop_assert_eq!(saw, ts[w] < *rts);
+                    }
+                }
+            }
+            for (p, part) in ps.iter().enumerate() {
+                let model: i64 = forced.iter().filter(|&&w| ops[w].parts & (1 << p) != 0).map(|&w| 1i64 << w).sum();
+                prop_assert_eq!(part.committed(), Value::Decimal(Decimal::from_int(model).unwrap()));
+                prop_assert_eq!(part.engine.pending_writes(), 0);
+                prop_assert_eq!(part.engine.parked_reads(), 0);
+            }
+        }
+    }
+}
+
+/// The property's check is seen to fail: a "partition" that ignores W1 (a base-like apply on
+/// arrival, modelled by forcing every write whatever it was answered) breaks the model.
+#[test]
+fn break_the_rule_forcing_revoked_writes_fails_the_serial_model_check() {
+    // Read at 110 on P0 first, then a write at 100 arrives: W1 revokes it. Force it anyway.
+    let mut p = Part::new(0);
+    p.load(dec(0));
+    assert_eq!(p.read(110, 110), Some(dec(0)));
+    assert!(matches!(p.prepare(100, 100, update(Formula::Add(dec(1)))), PrepareOutcome::Revoked { .. }));
+    // Had it been placed and forced, a read at 110 would now see it: the model (0) disagrees.
+    let mut broken = Part::new(0);
+    broken.load(dec(0));
+    assert_eq!(broken.prepare(100, 100, update(Formula::Add(dec(1)))), PrepareOutcome::Placed);
+    broken.force(100);
+    let model = 0;
+    assert_ne!(broken.read(110, 110), Some(dec(model)), "the check catches a write slipped below a read");
+}
