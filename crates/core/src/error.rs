@@ -120,6 +120,10 @@ pub enum InvalidInput {
     Unsupported { engine: String, what: String },
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A procedure the invariant-confluence analysis says needs coordination, sent to an engine
+    /// that runs transactions without it (`coordfree`): refused, nothing applied.
+    #[error("engine {engine} refuses {procedure}: it needs coordination to keep invariant {invariant} ({operation})")]
+    NeedsCoordination { engine: String, procedure: String, invariant: String, operation: String },
 }
 
 #[cfg(test)]

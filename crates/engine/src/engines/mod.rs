@@ -8,6 +8,7 @@
 
 use crate::engine::EngineKind;
 
+pub mod coordfree;
 pub mod granola;
 pub mod locking;
 pub mod nocc;
@@ -22,6 +23,7 @@ impl EngineKind {
         EngineKind::SaltLocal,
         EngineKind::Omid,
         EngineKind::Granola,
+        EngineKind::Coordfree,
     ];
 
     /// No concurrency control (UNSAFE): the throughput upper bound. See [`nocc`].
@@ -36,4 +38,6 @@ impl EngineKind {
     pub const Omid: EngineKind = EngineKind(&omid::OmidEngine);
     /// Serializable one-round transactions by timestamp voting (Granola ATC'12). See [`granola`].
     pub const Granola: EngineKind = EngineKind(&granola::GranolaEngine);
+    /// Coordination-free: read atomic (RAMP-Fast), refuses what needs coordination (VLDB'15).
+    pub const Coordfree: EngineKind = EngineKind(&coordfree::CoordfreeEngine);
 }

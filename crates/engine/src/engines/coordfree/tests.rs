@@ -1,0 +1,1 @@
+//! Unit tests of coordfree, named after its rules.
