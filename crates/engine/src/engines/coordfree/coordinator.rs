@@ -67,7 +67,9 @@ struct TxnState {
     assign: Option<(PartitionId, IdAssign)>,
     tmp: i64,
     /// Buffered writes by key, in issue order per key.
-    buffer: BTreeMap<(TableId, Key), (PartitionId, Vec<OpKind>)>,
+    /// Buffered writes by key, per partition (a replicated table's row is written on every
+    /// partition, the same operations on each), in issue order.
+    buffer: BTreeMap<(TableId, Key), BTreeMap<PartitionId, Vec<OpKind>>>,
     /// RAMP: what the transaction knows of every version it read.
     seen: BTreeMap<(TableId, Key), Seen>,
     /// Reads outstanding or held until the whole batch is in (RAMP-Fast's `GET_ALL`).
@@ -130,13 +132,15 @@ impl TxnState {
                 }
             }
         }
-        self.buffer.entry((table, key)).or_insert_with(|| (part, Vec::new())).1.push(kind);
+        self.buffer.entry((table, key)).or_default().entry(part).or_default().push(kind);
         Ok(())
     }
     /// A row as this transaction sees it: the read row with its own buffered writes on top
     /// (and the counter it bumped showing its temporary id + 1).
     fn own_image(&self, table: TableId, key: &Key, row: Option<Row>, catalog: &Catalog) -> Option<Row> {
-        let Some((_, ops)) = self.buffer.get(&(table, key.clone())) else { return row };
+        let Some(ops) = self.buffer.get(&(table, key.clone())).and_then(|parts| parts.values().next()) else {
+            return row;
+        };
         let name = catalog.table(table).map_or_else(|_| "?".to_string(), |t| t.name.clone());
         let mut image = fold(ops, row, &name).ok().flatten();
         if let (Some((_, a)), Some(r)) = (&self.assign, image.as_mut()) {
@@ -399,7 +403,10 @@ impl CoordinatorEngine for CoordfreeCoordinator {
         if let (Some(idp), Some(seq)) = (id_partition, &t.seq) {
             // The id can be assigned on one partition only if every write that carries it
             // lives there (§6.2: all coordination confined to a single server).
-            let elsewhere = t.buffer.iter().any(|((_, k), (p, ops))| *p != idp && contains_id(k, ops, t.tmp));
+            let elsewhere = t
+                .buffer
+                .iter()
+                .any(|((_, k), parts)| parts.iter().any(|(p, ops)| *p != idp && contains_id(k, ops, t.tmp)));
             if elsewhere {
                 let e = refusal(&t.procedure, &seq.invariant, "rows carrying the new id on another partition");
                 self.txns.remove(&txn);
@@ -408,8 +415,10 @@ impl CoordinatorEngine for CoordfreeCoordinator {
         }
         let meta = Arc::new(WriteMeta { txn, keys: t.buffer.keys().cloned().collect() });
         let mut writes: BTreeMap<PartitionId, Vec<KeyWrites>> = BTreeMap::new();
-        for ((table, key), (p, ops)) in std::mem::take(&mut t.buffer) {
-            writes.entry(p).or_default().push(KeyWrites { table, key, ops });
+        for ((table, key), parts) in std::mem::take(&mut t.buffer) {
+            for (p, ops) in parts {
+                writes.entry(p).or_default().push(KeyWrites { table, key: key.clone(), ops });
+            }
         }
         let participants: Vec<PartitionId> = writes.keys().copied().collect();
         let mut prepares = BTreeMap::new();
