@@ -347,3 +347,24 @@ fn rule_r7_participants_finish_a_transaction_whose_coordinator_died() {
     let r = c.proc(2, "get_all", vec![]).unwrap();
     assert_eq!(r, vec![Value::Int(9); 3], "the prepared write was not finished by the partitions");
 }
+
+/// R2 for a replicated table: the buffered row is written on every partition (once found by
+/// the TPC-C simulation, which read items from a partition that had none).
+#[test]
+fn rule_r2_a_replicated_row_is_written_on_every_partition() {
+    let mut catalog = Catalog::new();
+    let int = |n: &str| Column::new(n, ColumnType::Int);
+    catalog.add(TableSchema::new("item", vec![int("i"), int("price")], &["i"], Partitioning::Replicated));
+    let mut r = Registry::new();
+    r.register("add_item", vec![ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
+        ctx.op(Op::Write { table: "item".into(), row: vec![args[0].clone(), Value::Int(5)] }).await?;
+        Ok(vec![])
+    });
+    let mut c = SyncCluster::new(EngineKind::Coordfree, catalog, r, PARTITIONS);
+    c.proc(0, "add_item", vec![Value::Int(42)]).unwrap();
+    let key = litmus_core::Key::encode(&[Value::Int(42)]).unwrap();
+    for (p, part) in c.partitions.iter().enumerate() {
+        let row = part.store().latest(litmus_core::TableId(0), &key).and_then(|(_, r)| r.cloned());
+        assert_eq!(row, Some(vec![Value::Int(42), Value::Int(5)]), "partition {p} misses the replicated row");
+    }
+}
