@@ -7,7 +7,6 @@
 use litmus_bench::harness::{self, BenchConfig};
 use litmus_bench::tpcc::TpccOptions;
 use litmus_bench::tpcc_neworder::{NewOrderConfigError, NewOrderOptions, TpccNewOrder};
-use litmus_bench::workload::Workload;
 use litmus_client::Client;
 use litmus_core::{Error, InvalidInput, Value};
 use litmus_engine::EngineKind;
@@ -91,7 +90,7 @@ fn coordfree_refuses_tpcc_delivery_naming_the_invariant() {
     match r {
         Err(Error::Invalid(InvalidInput::NeedsCoordination { invariant, procedure, .. })) => {
             assert!(invariant.contains("3.3.2.2") || invariant.contains("3.3.2.3"), "{invariant}");
-            assert_eq!(procedure, litmus_bench::tpcc::txns::DELIVERY_PROC);
+            assert_eq!(&*procedure, litmus_bench::tpcc::txns::DELIVERY_PROC);
         }
         other => panic!("delivery was not refused: {other:?}"),
     }
@@ -147,7 +146,6 @@ fn break_the_rule_without_the_nested_increment_the_check_sees_broken_ids() {
             self.0.verify(client, stats)
         }
     }
-    use litmus_bench::workload::Workload as _;
     let w = NoVerdicts(small(2, 0.0));
     let cfg = BenchConfig {
         clients: 16,

@@ -297,7 +297,7 @@ fn rule_r6_a_procedure_that_needs_coordination_is_refused_naming_the_invariant()
     let r = c.proc(1, "new_row", vec![Value::Int(0), Value::Int(5)]);
     match r {
         Err(Error::Invalid(InvalidInput::NeedsCoordination { engine, procedure, invariant, .. })) => {
-            assert_eq!((engine.as_str(), procedure.as_str(), invariant.as_str()), ("coordfree", "new_row", "3.3.2.3"));
+            assert_eq!((&*engine, &*procedure, &*invariant), ("coordfree", "new_row", "3.3.2.3"));
         }
         other => panic!("not refused: {other:?}"),
     }

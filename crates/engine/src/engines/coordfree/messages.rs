@@ -93,11 +93,14 @@ pub struct Fetched {
     pub seen: Seen,
 }
 
+/// A first-round answer: the result and what the reader knows of each version in it.
+pub type ReadResult = Result<(PartResult, Vec<(TableId, Key, Seen)>), Error>;
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Reply {
     Read {
         id: SubOpId,
-        result: Result<(PartResult, Vec<(TableId, Key, Seen)>), Error>,
+        result: ReadResult,
     },
     Fetch {
         id: SubOpId,

@@ -1,7 +1,9 @@
 //! The partition half of `coordfree`: versions with RAMP metadata, prepared versions, commit
 //! with the nested atomic id assignment, second-round reads, cooperative termination.
 
-use super::messages::{Fetched, IdAssign, KeyWrites, Record, Reply, Request, Seen, Status, Want, WriteMeta};
+use super::messages::{
+    Fetched, IdAssign, KeyWrites, ReadResult, Record, Reply, Request, Seen, Status, Want, WriteMeta,
+};
 use super::{rewrite_ids, DECIDED_MAX, INQUIRE_EVERY, INTENT_STALE, META_KEEP, META_KEPT_MAX, VERSIONS_KEPT};
 use crate::engine::{decode_record, PartCtx, PartitionEngine};
 use crate::message::{Addr, Payload};
@@ -179,7 +181,7 @@ impl CoordfreePartition {
         self.apply(record, ctx.store, Some(ctx.catalog))
     }
 
-    fn read(&self, op: &PartOp, store: &MvccStore) -> Result<(PartResult, Vec<(TableId, Key, Seen)>), Error> {
+    fn read(&self, op: &PartOp, store: &MvccStore) -> ReadResult {
         match &op.kind {
             OpKind::Read { key } => {
                 let (row, seen) = self.latest(store, op.table, key);
