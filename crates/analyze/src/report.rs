@@ -89,8 +89,8 @@ pub enum Class {
 impl Class {
     pub fn engine(self) -> &'static str {
         match self {
-            Class::CoordinationFree => "coordfree (planned, issue 17); any ACID engine is also correct",
-            Class::SingleSiteCoordination => "coordfree with single-site id assignment (planned, issue 17); today acid",
+            Class::CoordinationFree => "coordfree; any ACID engine is also correct",
+            Class::SingleSiteCoordination => "coordfree (single-site id assignment at commit, §6.2); or acid",
             Class::Coordinated => "acid (serializable 2PL)",
         }
     }

@@ -7,7 +7,8 @@ use crate::tpcc::{self, Tpcc, TpccOptions, TxnType};
 use crate::workload::Workload;
 use crate::ycsb::{self, Ycsb, YcsbOptions};
 use crate::UnknownWorkload;
-use litmus_analyze::{ProcSpec, WorkloadSpec};
+use litmus_analyze::{analyze, ProcSpec, WorkloadSpec};
+use litmus_engine::procedure::Coordination;
 use litmus_engine::Registry;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -123,6 +124,65 @@ pub fn tpcc_spec() -> anyhow::Result<WorkloadSpec> {
         registry,
         procedures,
     })
+}
+
+/// Each analyzed procedure's verdict in the engine's terms ([`Coordination`]), for registering
+/// with the procedures (`coordfree` refuses what needs coordination, and assigns sequential ids
+/// on one partition): derived from the report, never listed by hand.
+pub fn verdicts(report: &litmus_analyze::Report) -> Vec<(String, Coordination)> {
+    use litmus_analyze::report::Class;
+    use litmus_analyze::{Access, Source};
+    let names = |p: &litmus_analyze::report::ProcedureReport| {
+        let mut names: Vec<&str> = p.reasons.iter().map(|r| r.invariant.as_str()).collect();
+        names.dedup();
+        names.join(", ")
+    };
+    report
+        .procedures
+        .iter()
+        .map(|p| {
+            let counter = p.footprint.accesses.iter().find_map(|a| match a {
+                Access::Insert { columns, .. } => columns.iter().find_map(|(_, s)| match s {
+                    Source::Assigned { counter } => Some(counter.clone()),
+                    _ => None,
+                }),
+                _ => None,
+            });
+            let verdict = match (p.class, counter) {
+                (Class::CoordinationFree, _) => Coordination::Free,
+                (Class::SingleSiteCoordination, Some(c)) => {
+                    Coordination::SequentialId { table: c.table, column: c.column, invariant: names(p) }
+                }
+                _ => Coordination::Required {
+                    invariant: names(p),
+                    operation: p.reasons.first().map_or_else(String::new, |r| r.operation.clone()),
+                },
+            };
+            (p.procedure.clone(), verdict)
+        })
+        .collect()
+}
+
+/// TPC-C's verdicts (analyzed once per process: the analysis records a few hundred runs).
+pub fn tpcc_verdicts() -> &'static [(String, Coordination)] {
+    static VERDICTS: std::sync::OnceLock<Vec<(String, Coordination)>> = std::sync::OnceLock::new();
+    VERDICTS.get_or_init(|| {
+        let spec = tpcc_spec().expect("the built-in TPC-C spec is valid");
+        verdicts(&analyze(&spec).expect("the built-in TPC-C analysis runs"))
+    })
+}
+
+/// Registers TPC-C's verdicts with its procedures, the BASE forms sharing their ACID form's.
+pub fn declare_tpcc_verdicts(registry: &mut Registry) {
+    for (procedure, verdict) in tpcc_verdicts() {
+        let base =
+            TxnType::CONTENTION_ORDER.iter().find(|t| t.procedure(false) == procedure).map(|t| t.procedure(true));
+        for name in std::iter::once(procedure.as_str()).chain(base) {
+            if registry.get(name).is_ok() {
+                registry.declare_coordination(name, verdict.clone()).expect("registered");
+            }
+        }
+    }
 }
 
 #[cfg(test)]

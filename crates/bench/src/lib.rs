@@ -58,6 +58,7 @@ pub mod salt_micro;
 pub mod sweep;
 pub mod ticketing;
 pub mod tpcc;
+pub mod tpcc_neworder;
 pub mod workload;
 pub mod ycsb;
 pub mod ycsb_t;
@@ -83,8 +84,17 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Names of the workloads [`workload()`] knows.
-pub const WORKLOADS: &[&str] =
-    &["ycsb", "salt-contention", "salt-position", "salt-rw", "tpcc", "ticketing", "ycsb-t", "basic-ycsb"];
+pub const WORKLOADS: &[&str] = &[
+    "ycsb",
+    "salt-contention",
+    "salt-position",
+    "salt-rw",
+    "tpcc",
+    "ticketing",
+    "ycsb-t",
+    "basic-ycsb",
+    "tpcc-neworder",
+];
 
 /// Most engines one `--compare` runs.
 pub const COMPARE_ENGINES_MAX: usize = 8;
@@ -165,7 +175,8 @@ fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
 #[derive(clap::Args, Clone, Debug, PartialEq)]
 pub struct BenchArgs {
     /// Workload to run (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing,
-    /// ycsb-t, basic-ycsb), or omid-oracle (the Omid status oracle alone, over TCP loopback).
+    /// ycsb-t, basic-ycsb,
+    /// tpcc-neworder), or omid-oracle (the Omid status oracle alone, over TCP loopback).
     pub workload: String,
 
     /// Concurrency-control engine of the embedded cluster. With --connect, the engine the
@@ -276,6 +287,9 @@ pub struct BenchArgs {
 
     #[command(flatten)]
     pub omid_oracle: OmidOracleOptions,
+
+    #[command(flatten)]
+    pub neworder: tpcc_neworder::NewOrderOptions,
 }
 
 /// Unknown workload name.
@@ -306,6 +320,9 @@ pub fn workload(name: &str, args: &BenchArgs) -> anyhow::Result<Box<dyn Workload
             args.ycsb.zipf_theta,
             !args.quiet,
         )?)),
+        tpcc_neworder::NAME => {
+            Ok(Box::new(tpcc_neworder::TpccNewOrder::new(&args.neworder, &args.tpcc, args.partitions, !args.quiet)?))
+        }
         other => match SaltMicroKind::from_name(other) {
             Some(kind) => Ok(Box::new(SaltMicro::new(kind, args.salt.clone(), !args.quiet)?)),
             None => Err(UnknownWorkload(other.into()).into()),
@@ -328,6 +345,7 @@ pub fn full_schema() -> (Catalog, Registry) {
     salt.register(&mut registry);
     catalog.merge(&tpcc::schema::catalog());
     tpcc::register(&mut registry);
+    analysis::declare_tpcc_verdicts(&mut registry); // coordfree refuses what needs coordination
     let ticketing = Ticketing::new(TicketingOptions::default(), false).expect("default options are valid");
     catalog.merge(&ticketing.catalog());
     ticketing.register(&mut registry);

@@ -27,7 +27,9 @@ pub struct SimArgs {
     /// What the clients run: `acked` (every acknowledged write survives), `bank` (Salt Figs.
     /// 1–2: ACID totals never see a BASE transfer in flight; money is conserved), `salt-chains`
     /// (random BASE chains across partitions with provenance; no ACID read sees a value derived
-    /// from a BASE transaction that has not ended, Salt §5.1) or `ycsb-t`
+    /// from a BASE transaction that has not ended, Salt §5.1), `tpcc-neworder` (VLDB'15 §6.2:
+    /// New-Orders, a warehouse per partition; TPC-C's consistency conditions after heal) or
+    /// `ycsb-t`
     /// (Omid §V's transactions; node 0, the oracle's, crashes while a commit is in flight; then
     /// every row is read and snapshot isolation checked) or `basic-ycsb` (BASIC §V's operations:
     /// no read returns a mixed state, the column groups of an item never diverge). Every
@@ -89,8 +91,11 @@ fn check_probability(name: &str, p: Option<f64>) -> anyhow::Result<()> {
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let engine: EngineKind = args.engine;
-    if !["acked", "bank", "salt-chains", "ycsb-t", "basic-ycsb"].contains(&args.workload.as_str()) {
-        bail!("unknown simulation workload {:?} (known: acked, bank, salt-chains, ycsb-t, basic-ycsb)", args.workload);
+    if !["acked", "bank", "salt-chains", "ycsb-t", "basic-ycsb", "tpcc-neworder"].contains(&args.workload.as_str()) {
+        bail!(
+            "unknown simulation workload {:?} (known: acked, bank, salt-chains, ycsb-t, basic-ycsb, tpcc-neworder)",
+            args.workload
+        );
     }
     Topology::new(args.nodes.unwrap_or(3), args.partitions)?;
     for (n, p) in
@@ -134,6 +139,11 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
                 let (reads, multi, bad) = d.seen;
                 format!("{r} | basic-ycsb ok {} failed {} | reads {reads} ({multi} multi-partition, {bad} mixed) | columns agree", d.committed, d.failed)
             });
+            failures += report(seed, nodes, outcome, args.quiet);
+            continue;
+        }
+        if args.workload == litmus_bench::tpcc_neworder::NAME {
+            let outcome = litmus_bench::tpcc_neworder::simulate(engine, topology, cfg);
             failures += report(seed, nodes, outcome, args.quiet);
             continue;
         }

@@ -124,6 +124,11 @@ pub enum InvalidInput {
     Unsupported { engine: String, what: String },
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A procedure the invariant-confluence analysis says needs coordination, sent to an engine
+    /// that runs transactions without it (`coordfree`): refused, nothing applied. (`Box<str>`
+    /// keeps `Error` small.)
+    #[error("engine {engine} refuses {procedure}: it needs coordination to keep invariant {invariant} ({operation})")]
+    NeedsCoordination { engine: Box<str>, procedure: Box<str>, invariant: Box<str>, operation: Box<str> },
 }
 
 #[cfg(test)]

@@ -249,6 +249,7 @@ impl Coordinator {
                     base: proc.options.base,
                     procedure: Some((procedure, args.clone())),
                     first_attempt: now.earlier_by(retrying_for.min(RETRY_PRIORITY_CREDIT_MAX)),
+                    coordination: proc.coordination.clone(),
                 };
                 if self.cfg.engine.capabilities().one_round {
                     match self.cfg.registry.plan(&proc, &args, &self.cfg.catalog, self.cfg.partitions) {
@@ -268,7 +269,8 @@ impl Coordinator {
                 self.drive(now, txn, out);
             }
             RequestBody::Begin { isolation } => {
-                let opts = TxnOptions { isolation, base: false, procedure: None, first_attempt: now };
+                let opts =
+                    TxnOptions { isolation, base: false, procedure: None, first_attempt: now, coordination: None };
                 let txn = self.new_txn(now, from, None, Source::Interactive, opts, out);
                 self.respond(out, from, id, Ok(ResponseBody::Begun(txn)));
             }
@@ -412,6 +414,16 @@ impl Coordinator {
                     Event::EarlyCommit { txn } => self.on_early_commit(txn, out),
                     Event::Rerun { txn } => self.rerun(now, txn, out),
                     Event::TxnDone { txn, result } => self.on_txn_done(txn, result, out),
+                    Event::TxnDoneAssigned { txn, ids } => {
+                        if let Some(Txn { finishing: Some(Outcome::Commit(values)), .. }) = self.txns.get_mut(&txn) {
+                            for v in values.iter_mut() {
+                                if let Some(&(_, real)) = ids.iter().find(|(tmp, _)| *v == Value::Int(*tmp)) {
+                                    *v = Value::Int(real);
+                                }
+                            }
+                        }
+                        self.on_txn_done(txn, Ok(()), out)
+                    }
                     Event::OneRoundDone { txn, result } => {
                         if let Some(t) = self.txns.remove(&txn) {
                             if let Some(request) = t.request {

@@ -43,6 +43,11 @@ pub struct TxnOptions {
     /// client's retry (see `RequestBody::Call::retrying_for`). Engines that resolve conflicts by
     /// age (the locking engine's wait-die) derive the age from it, so a retry keeps its place.
     pub first_attempt: Time,
+    /// What the procedure's invariants need ([`crate::procedure::Coordination`], registered
+    /// with it from the invariant-confluence analysis); `None` for interactive transactions and
+    /// procedures registered without a verdict. Engines that run without coordination
+    /// (`coordfree`) refuse or specialise on it; the others ignore it.
+    pub coordination: Option<crate::procedure::Coordination>,
 }
 
 /// Something an engine tells its coordinator.
@@ -61,6 +66,11 @@ pub enum Event {
     Rerun { txn: TxnId },
     /// A commit (or abort) finished: `Ok` means committed (for an abort request: rolled back).
     TxnDone { txn: TxnId, result: Result<(), Error> },
+    /// A commit finished and assigned ids at commit (VLDB'15 §6.2: the procedure ran with
+    /// temporary ids): each `(tmp, real)` replaces `Value::Int(tmp)` in the procedure's return
+    /// values by `Value::Int(real)` — the `[tmpID → realID]` lookup applied to what the client
+    /// reads.
+    TxnDoneAssigned { txn: TxnId, ids: Vec<(i64, i64)> },
     /// A one-round transaction ([`CoordinatorEngine::one_round`]) ended: committed with the
     /// fragments' values in plan order, or aborted with this error (nothing applied).
     OneRoundDone { txn: TxnId, result: Result<Vec<Value>, Error> },
@@ -135,6 +145,9 @@ impl CoordCtx<'_> {
     }
     pub fn txn_done(&mut self, txn: TxnId, result: Result<(), Error>) {
         self.events.push(Event::TxnDone { txn, result });
+    }
+    pub fn txn_done_assigned(&mut self, txn: TxnId, ids: Vec<(i64, i64)>) {
+        self.events.push(Event::TxnDoneAssigned { txn, ids });
     }
     pub fn one_round_done(&mut self, txn: TxnId, result: Result<Vec<Value>, Error>) {
         self.events.push(Event::OneRoundDone { txn, result });
@@ -255,6 +268,11 @@ pub enum Guarantee {
     AnsiLevels,
     /// Snapshot isolation: no lost updates, no dirty or fractured reads; write skew allowed.
     SnapshotIsolation,
+    /// Read atomic (RAMP, Bailis et al. SIGMOD'14; the coordination-free engine): no dirty
+    /// reads, no fractured reads (a transaction's writes become visible all at once), but lost
+    /// updates and write skew are allowed — invariants that need more are kept by refusing the
+    /// procedures that need coordination (VLDB'15 Theorem 1), not by isolation.
+    ReadAtomic,
 }
 
 /// What an engine can do, for planners, reports and the conformance suite.

@@ -24,6 +24,7 @@
 use crate::fragment::{FragmentCall, OneRoundClass, OneRoundPlan};
 use crate::op::{Op, OpResult};
 use litmus_core::{limits, ColumnType, Error, Formula, InvalidInput, Isolation, Row, Value};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -72,6 +73,25 @@ pub struct Procedure {
     body: Arc<ProcFn>,
     /// Set for one-round procedures: the body is then the adapter ([`Registry::start`]).
     pub one_round: Option<OneRound>,
+    /// What keeping the workload's invariants needs of this procedure, when a verdict was
+    /// registered ([`Registry::declare_coordination`]); `None`: no verdict.
+    pub coordination: Option<Coordination>,
+}
+
+/// The invariant-confluence verdict on a procedure (VLDB'15 Theorem 1, computed by
+/// `litmus-analyze` from the procedure's recorded footprint and the workload's declared
+/// invariants, and registered here as data so that the engine crate does not depend on the
+/// analyzer or its SQL parser).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Coordination {
+    /// Every (invariant, operation) pair is I-confluent: runs without coordination.
+    Free,
+    /// Only sequential id assignment from one counter column needs coordination, and it can stay
+    /// on that counter row's partition (§6.1–6.2: a nested atomic increment at commit). The
+    /// procedure increments `table.column` by one and reads it back as its id.
+    SequentialId { table: String, column: String, invariant: String },
+    /// Needs coordination across the transaction: `invariant` under `operation`.
+    Required { invariant: String, operation: String },
 }
 
 impl std::fmt::Debug for Procedure {
@@ -140,7 +160,7 @@ impl Registry {
         Fut: Future<Output = ProcResult> + Send + 'static,
     {
         let body: Arc<ProcFn> = Arc::new(move |ctx, args| Box::pin(body(ctx, args)));
-        let proc = Procedure { name: name.to_string(), params, options, body, one_round: None };
+        let proc = Procedure { name: name.to_string(), params, options, body, one_round: None, coordination: None };
         let prev = self.procs.insert(name.to_string(), proc);
         assert!(prev.is_none(), "procedure {name} registered twice");
     }
@@ -153,7 +173,14 @@ impl Registry {
         Fut: Future<Output = ProcResult> + Send + 'static,
     {
         let body: Arc<ProcFn> = Arc::new(move |ctx, args| Box::pin(body(ctx, args)));
-        let frag = Procedure { name: name.to_string(), params, options: ProcOptions::default(), body, one_round: None };
+        let frag = Procedure {
+            name: name.to_string(),
+            params,
+            options: ProcOptions::default(),
+            body,
+            one_round: None,
+            coordination: None,
+        };
         let prev = self.fragments.insert(name.to_string(), frag);
         assert!(prev.is_none(), "fragment {name} registered twice");
     }
@@ -167,8 +194,14 @@ impl Registry {
     {
         let unused: Arc<ProcFn> = Arc::new(|_, _| Box::pin(async { Err(Error::Internal("one-round body".into())) }));
         let one_round = Some(OneRound { class, plan: Arc::new(plan) });
-        let proc =
-            Procedure { name: name.to_string(), params, options: ProcOptions::default(), body: unused, one_round };
+        let proc = Procedure {
+            name: name.to_string(),
+            params,
+            options: ProcOptions::default(),
+            body: unused,
+            one_round,
+            coordination: None,
+        };
         let prev = self.procs.insert(name.to_string(), proc);
         assert!(prev.is_none(), "procedure {name} registered twice");
     }
@@ -230,6 +263,13 @@ impl Registry {
 
     pub fn get(&self, name: &str) -> Result<&Procedure, InvalidInput> {
         self.procs.get(name).ok_or_else(|| InvalidInput::UnknownProcedure(name.to_string()))
+    }
+
+    /// Registers the invariant-confluence verdict of procedure `name` (see [`Coordination`]).
+    pub fn declare_coordination(&mut self, name: &str, verdict: Coordination) -> Result<(), InvalidInput> {
+        let proc = self.procs.get_mut(name).ok_or_else(|| InvalidInput::UnknownProcedure(name.to_string()))?;
+        proc.coordination = Some(verdict);
+        Ok(())
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {

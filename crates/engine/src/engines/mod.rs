@@ -10,6 +10,7 @@ use crate::engine::EngineKind;
 
 pub mod base;
 pub mod basic;
+pub mod coordfree;
 pub mod granola;
 pub mod locking;
 pub mod nocc;
@@ -26,6 +27,7 @@ impl EngineKind {
         EngineKind::Granola,
         EngineKind::Basic,
         EngineKind::Base,
+        EngineKind::Coordfree,
     ];
 
     /// No concurrency control (UNSAFE): the throughput upper bound. See [`nocc`].
@@ -44,4 +46,6 @@ impl EngineKind {
     pub const Basic: EngineKind = EngineKind(&basic::BasicEngine);
     /// The same operations BASE-style (apply on arrival), BASIC's comparison point. See [`base`].
     pub const Base: EngineKind = EngineKind(&base::BaseEngine);
+    /// Coordination-free: read atomic (RAMP-Fast), refuses what needs coordination (VLDB'15).
+    pub const Coordfree: EngineKind = EngineKind(&coordfree::CoordfreeEngine);
 }

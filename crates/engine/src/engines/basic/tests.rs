@@ -372,8 +372,13 @@ fn rule_timeout_coordinator_aborts_unilaterally_when_prepare_replies_time_out() 
     let mut c = BasicCoordinator::default();
     let me = Addr::Coordinator(NodeId(0));
     let t = txn(1);
-    let opts =
-        TxnOptions { isolation: Isolation::Serializable, base: false, procedure: None, first_attempt: Time::ZERO };
+    let opts = TxnOptions {
+        isolation: Isolation::Serializable,
+        base: false,
+        procedure: None,
+        first_attempt: Time::ZERO,
+        coordination: None,
+    };
     let id = SubOpId { txn: t, op: 0, part: PartitionId(1) };
     {
         let mut ctx = parts.ctx(me, 3, &cat);

@@ -1,0 +1,533 @@
+//! The coordinator half of `coordfree`: read buffering with RAMP-Fast's two rounds, write
+//! buffering, the two-phase RAMP write with the counter partition's commit first, refusal.
+
+use super::messages::{Fetched, IdAssign, KeyWrites, Reply, Request, Seen, Want, WriteMeta};
+use super::partition::fold;
+use super::{contains_id, ramp, tmp_id, RESEND_AFTER};
+use crate::engine::{CoordCtx, CoordinatorEngine, TxnOptions};
+use crate::message::{Payload, SubOpId};
+use crate::op::{overlay_scan, OpKind, PartOp, PartResult};
+use crate::procedure::Coordination;
+use litmus_core::{
+    AbortReason, Catalog, Error, Formula, InvalidInput, Key, PartitionId, Row, TableId, Time, TxnId, Value,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// The op number of a transaction's second-round reads (never a procedure's op number: those
+/// count up from zero).
+const FETCH_OP: u32 = u32::MAX;
+
+/// The engine's name, in errors.
+const ENGINE: &str = "coordfree";
+
+#[derive(Debug)]
+struct BatchRead {
+    id: SubOpId,
+    op: PartOp,
+    /// An insert or update waiting for its row, to be validated before it is buffered (a
+    /// duplicate key or a missing row fails the operation, as on every engine).
+    write: Option<OpKind>,
+    result: Option<Result<PartResult, Error>>,
+    sent: Time,
+}
+
+/// The declared id counter of a procedure with [`Coordination::SequentialId`].
+#[derive(Debug)]
+struct SeqDecl {
+    table: TableId,
+    column: usize,
+    invariant: String,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Phase {
+    Preparing,
+    /// Waiting for the counter's partition to commit and assign the id.
+    CommittingId,
+    Committing,
+}
+
+#[derive(Debug)]
+struct CommitState {
+    phase: Phase,
+    participants: Vec<PartitionId>,
+    id_partition: Option<PartitionId>,
+    prepares: BTreeMap<PartitionId, Request>,
+    waiting: BTreeSet<PartitionId>,
+    ids: Vec<(i64, i64)>,
+    last_sent: Time,
+}
+
+#[derive(Debug, Default)]
+struct TxnState {
+    procedure: String,
+    refused: Option<Error>,
+    seq: Option<SeqDecl>,
+    assign: Option<(PartitionId, IdAssign)>,
+    tmp: i64,
+    /// Buffered writes by key, in issue order per key.
+    /// Buffered writes by key, per partition (a replicated table's row is written on every
+    /// partition, the same operations on each), in issue order.
+    buffer: BTreeMap<(TableId, Key), BTreeMap<PartitionId, Vec<OpKind>>>,
+    /// RAMP: what the transaction knows of every version it read.
+    seen: BTreeMap<(TableId, Key), Seen>,
+    /// Reads outstanding or held until the whole batch is in (RAMP-Fast's `GET_ALL`).
+    batch: Vec<BatchRead>,
+    batch_keys: BTreeSet<(TableId, Key)>,
+    /// The batch's range reads: table, start, end, and the last key returned when the limit cut
+    /// the range (keys after it were not read).
+    scans: Vec<(TableId, Key, Option<Key>, Option<Key>)>,
+    fetch_waiting: BTreeMap<PartitionId, (Request, Time)>,
+    fetched: Vec<Fetched>,
+    commit: Option<CommitState>,
+}
+
+#[derive(Debug, Default)]
+pub struct CoordfreeCoordinator {
+    txns: BTreeMap<TxnId, TxnState>,
+}
+
+fn refusal(procedure: &str, invariant: &str, operation: &str) -> Error {
+    Error::Invalid(InvalidInput::NeedsCoordination {
+        engine: ENGINE.into(),
+        procedure: procedure.into(),
+        invariant: invariant.into(),
+        operation: operation.into(),
+    })
+}
+
+/// The partition of a key, `None` for a replicated table.
+fn partition_of(catalog: &Catalog, partitions: u32, table: TableId, key: &Key) -> Option<PartitionId> {
+    let schema = catalog.table(table).ok()?;
+    let values = Key::decode(&key.0).ok()?;
+    schema.partition_of(&values, partitions)
+}
+
+fn in_range(key: &Key, start: &Key, end: &Option<Key>) -> bool {
+    key >= start && end.as_ref().is_none_or(|e| key < e)
+}
+
+impl TxnState {
+    /// Buffers a validated write; a counter bump of a sequential-id procedure becomes the
+    /// transaction's deferred id assignment (R5).
+    fn buffer_write(&mut self, part: PartitionId, table: TableId, key: Key, kind: OpKind) -> Result<(), Error> {
+        if let (Some(seq), OpKind::Update { updates, .. }) = (&self.seq, &kind) {
+            let bump = table == seq.table
+                && updates.iter().any(|u| u.column == seq.column && u.formula == Formula::Add(Value::Int(1)));
+            if bump {
+                match &self.assign {
+                    Some((_, a)) if a.key != key => {
+                        return Err(refusal(
+                            &self.procedure,
+                            &seq.invariant,
+                            "a second sequential id in one transaction",
+                        ));
+                    }
+                    Some(_) => {}
+                    None => {
+                        let a = IdAssign { table: seq.table, key: key.clone(), column: seq.column, tmp: self.tmp };
+                        self.assign = Some((part, a));
+                    }
+                }
+            }
+        }
+        self.buffer.entry((table, key)).or_default().entry(part).or_default().push(kind);
+        Ok(())
+    }
+    /// A row as this transaction sees it: the read row with its own buffered writes on top
+    /// (and the counter it bumped showing its temporary id + 1).
+    fn own_image(&self, table: TableId, key: &Key, row: Option<Row>, catalog: &Catalog) -> Option<Row> {
+        let Some(ops) = self.buffer.get(&(table, key.clone())).and_then(|parts| parts.values().next()) else {
+            return row;
+        };
+        let name = catalog.table(table).map_or_else(|_| "?".to_string(), |t| t.name.clone());
+        let mut image = fold(ops, row, &name).ok().flatten();
+        if let (Some((_, a)), Some(r)) = (&self.assign, image.as_mut()) {
+            if a.table == table && &a.key == key {
+                if let Some(v) = r.get_mut(a.column) {
+                    *v = Value::Int(self.tmp + 1);
+                }
+            }
+        }
+        image
+    }
+
+    fn overlay(&self, op: &PartOp, result: PartResult, catalog: &Catalog) -> PartResult {
+        match (&op.kind, result) {
+            (OpKind::Read { key }, PartResult::Row(row)) => {
+                PartResult::Row(self.own_image(op.table, key, row, catalog))
+            }
+            (OpKind::Scan { start, end, limit }, PartResult::Rows(rows)) => {
+                let mut own = Vec::new();
+                for ((t, k), _) in self.buffer.range((op.table, start.clone())..) {
+                    if *t != op.table || !in_range(k, start, end) {
+                        break;
+                    }
+                    let base = rows.iter().find(|(rk, _)| rk == k).map(|(_, r)| r.clone());
+                    own.push((k.clone(), self.own_image(op.table, k, base, catalog)));
+                }
+                if own.is_empty() {
+                    PartResult::Rows(rows)
+                } else {
+                    PartResult::Rows(overlay_scan(rows, own, *limit as usize))
+                }
+            }
+            (_, other) => other,
+        }
+    }
+
+    /// Puts a second-round version into the held batch results.
+    fn patch(&mut self, f: &Fetched) {
+        self.seen.insert((f.table, f.key.clone()), f.seen.clone());
+        for r in &mut self.batch {
+            if r.op.table != f.table {
+                continue;
+            }
+            match (&r.op.kind, r.result.as_mut()) {
+                (OpKind::Read { key }, Some(Ok(PartResult::Row(row)))) if *key == f.key => *row = f.row.clone(),
+                (OpKind::Scan { start, end, limit }, Some(Ok(PartResult::Rows(rows))))
+                    if in_range(&f.key, start, end) =>
+                {
+                    rows.retain(|(k, _)| *k != f.key);
+                    if let Some(row) = &f.row {
+                        rows.push((f.key.clone(), row.clone()));
+                        rows.sort_by(|a, b| a.0.cmp(&b.0));
+                        rows.truncate(*limit as usize);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+impl CoordfreeCoordinator {
+    /// Transactions in flight (tests).
+    pub fn in_flight(&self) -> usize {
+        self.txns.len()
+    }
+
+    fn send_fetches(&mut self, txn: TxnId, ctx: &mut CoordCtx) -> bool {
+        let Some(t) = self.txns.get_mut(&txn) else { return false };
+        let keys = &t.batch_keys;
+        let scans = &t.scans;
+        let covered = |k: &(TableId, Key)| {
+            scans.iter().any(|(table, start, end, cut)| {
+                *table == k.0 && in_range(&k.1, start, end) && cut.as_ref().is_none_or(|c| k.1 <= *c)
+            })
+        };
+        let wants = ramp::missing(&t.seen, &|k| keys.contains(k), &covered);
+        let mut by_part: BTreeMap<PartitionId, Vec<Want>> = BTreeMap::new();
+        for w in wants {
+            // Writes of replicated tables are not tracked for read atomicity (module doc).
+            if let Some(p) = partition_of(ctx.catalog, ctx.partitions, w.table, &w.key) {
+                by_part.entry(p).or_default().push(w);
+            }
+        }
+        if by_part.is_empty() {
+            return false;
+        }
+        for (part, wants) in by_part {
+            let req = Request::Fetch { id: SubOpId { txn, op: FETCH_OP, part }, wants };
+            ctx.send_to_partition(part, req.clone());
+            t.fetch_waiting.insert(part, (req, ctx.now));
+        }
+        true
+    }
+
+    /// When every read of the batch is in: the second round if a read is fractured, else the
+    /// results go to the procedure.
+    fn batch_in(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
+        let Some(t) = self.txns.get(&txn) else { return };
+        if t.batch.iter().any(|r| r.result.is_none()) || !t.fetch_waiting.is_empty() {
+            return;
+        }
+        if t.fetched.is_empty() && self.send_fetches(txn, ctx) {
+            return;
+        }
+        self.deliver(txn, ctx);
+    }
+
+    fn deliver(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
+        let Some(t) = self.txns.get_mut(&txn) else { return };
+        for f in std::mem::take(&mut t.fetched) {
+            t.patch(&f);
+        }
+        let batch = std::mem::take(&mut t.batch);
+        t.batch_keys.clear();
+        t.scans.clear();
+        for r in batch {
+            let result = r.result.expect("batch complete");
+            let result = match (r.write, result) {
+                (None, result) => result.map(|res| t.overlay(&r.op, res, ctx.catalog)),
+                (Some(kind), Ok(PartResult::Row(row))) => {
+                    let key = kind.key().expect("a point write").clone();
+                    let name = ctx.catalog.table(r.op.table).map_or_else(|_| "?".to_string(), |s| s.name.clone());
+                    let current = t.own_image(r.op.table, &key, row, ctx.catalog);
+                    crate::op::write_image(&kind, current, || name)
+                        .and_then(|_| t.buffer_write(r.id.part, r.op.table, key, kind))
+                        .map(|()| PartResult::Done)
+                }
+                (Some(_), other) => other,
+            };
+            ctx.op_done(r.id, result);
+        }
+    }
+
+    fn fail(&mut self, txn: TxnId, e: Error, ctx: &mut CoordCtx) {
+        if let Some(t) = self.txns.remove(&txn) {
+            if let Some(c) = t.commit {
+                for p in c.participants {
+                    ctx.send_to_partition(p, Request::Abort { txn });
+                }
+            }
+        }
+        ctx.txn_done(txn, Err(e));
+    }
+
+    fn on_prepared(&mut self, from: PartitionId, txn: TxnId, result: Result<(), Error>, ctx: &mut CoordCtx) {
+        let Some(c) = self.txns.get_mut(&txn).and_then(|t| t.commit.as_mut()) else { return };
+        if c.phase != Phase::Preparing || !c.waiting.remove(&from) {
+            return;
+        }
+        if let Err(e) = result {
+            return self.fail(txn, e, ctx);
+        }
+        if !c.waiting.is_empty() {
+            return;
+        }
+        c.last_sent = ctx.now;
+        match c.id_partition {
+            Some(p) => {
+                c.phase = Phase::CommittingId;
+                c.waiting = BTreeSet::from([p]);
+                ctx.send_to_partition(p, Request::Commit { txn, ids: vec![] });
+            }
+            None => {
+                c.phase = Phase::Committing;
+                c.waiting = c.participants.iter().copied().collect();
+                for &p in &c.participants {
+                    ctx.send_to_partition(p, Request::Commit { txn, ids: vec![] });
+                }
+            }
+        }
+    }
+
+    fn on_committed(&mut self, from: PartitionId, txn: TxnId, ids: Vec<(i64, i64)>, ctx: &mut CoordCtx) {
+        let Some(c) = self.txns.get_mut(&txn).and_then(|t| t.commit.as_mut()) else { return };
+        if !c.waiting.remove(&from) {
+            return;
+        }
+        if c.phase == Phase::CommittingId {
+            c.ids = ids;
+            c.phase = Phase::Committing;
+            c.last_sent = ctx.now;
+            c.waiting = c.participants.iter().copied().filter(|p| Some(*p) != c.id_partition).collect();
+            for &p in &c.waiting {
+                ctx.send_to_partition(p, Request::Commit { txn, ids: c.ids.clone() });
+            }
+        }
+        if c.waiting.is_empty() {
+            let ids = std::mem::take(&mut c.ids);
+            self.txns.remove(&txn);
+            if ids.is_empty() {
+                ctx.txn_done(txn, Ok(()));
+            } else {
+                ctx.txn_done_assigned(txn, ids);
+            }
+        }
+    }
+}
+
+impl CoordinatorEngine for CoordfreeCoordinator {
+    fn begin(&mut self, txn: TxnId, opts: &TxnOptions, ctx: &mut CoordCtx) {
+        let procedure = opts.procedure.as_ref().map_or_else(|| "an interactive transaction".into(), |(p, _)| p.clone());
+        let mut t = TxnState { tmp: tmp_id(txn), procedure, ..TxnState::default() };
+        match &opts.coordination {
+            Some(Coordination::Required { invariant, operation }) => {
+                t.refused = Some(refusal(&t.procedure, invariant, operation));
+            }
+            Some(Coordination::SequentialId { table, column, invariant }) => {
+                let decl = ctx.catalog.table_by_name(table).and_then(|s| Ok((s.id, s.column(column)?)));
+                match decl {
+                    Ok((table, column)) => t.seq = Some(SeqDecl { table, column, invariant: invariant.clone() }),
+                    Err(e) => t.refused = Some(e.into()),
+                }
+            }
+            Some(Coordination::Free) | None => {}
+        }
+        self.txns.insert(txn, t);
+    }
+
+    fn issue(&mut self, id: SubOpId, op: PartOp, ctx: &mut CoordCtx) {
+        let Some(t) = self.txns.get_mut(&id.txn) else {
+            return ctx.op_done(id, Err(Error::Abort(AbortReason::Other("coordfree: transaction is gone".into()))));
+        };
+        if let Some(e) = &t.refused {
+            return ctx.op_done(id, Err(e.clone()));
+        }
+        if !op.kind.is_write() {
+            if let OpKind::Read { key } = &op.kind {
+                t.batch_keys.insert((op.table, key.clone()));
+            }
+            ctx.send_to_partition(id.part, Request::Read { id, op: op.clone() });
+            t.batch.push(BatchRead { id, op, write: None, result: None, sent: ctx.now });
+            return;
+        }
+        let key = op.kind.key().expect("a point write").clone();
+        let fresh = contains_id(&key, &[], t.tmp); // a row under this transaction's own new id
+        if matches!(op.kind, OpKind::Insert { .. } | OpKind::Update { .. }) && !fresh {
+            let read = PartOp { table: op.table, kind: OpKind::Read { key } };
+            ctx.send_to_partition(id.part, Request::Read { id, op: read.clone() });
+            t.batch.push(BatchRead { id, op: read, write: Some(op.kind), result: None, sent: ctx.now });
+            return;
+        }
+        let result = t.buffer_write(id.part, op.table, key, op.kind);
+        ctx.op_done(id, result.map(|()| PartResult::Done));
+    }
+
+    fn commit(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
+        let Some(t) = self.txns.get_mut(&txn) else {
+            return ctx.txn_done(txn, Err(Error::Abort(AbortReason::Other("coordfree: transaction is gone".into()))));
+        };
+        if let Some(e) = t.refused.clone() {
+            self.txns.remove(&txn);
+            return ctx.txn_done(txn, Err(e));
+        }
+        if t.buffer.is_empty() {
+            self.txns.remove(&txn);
+            return ctx.txn_done(txn, Ok(()));
+        }
+        let id_partition = t.assign.as_ref().map(|(p, _)| *p);
+        if let (Some(idp), Some(seq)) = (id_partition, &t.seq) {
+            // The id can be assigned on one partition only if every write that carries it
+            // lives there (§6.2: all coordination confined to a single server).
+            let elsewhere = t
+                .buffer
+                .iter()
+                .any(|((_, k), parts)| parts.iter().any(|(p, ops)| *p != idp && contains_id(k, ops, t.tmp)));
+            if elsewhere {
+                let e = refusal(&t.procedure, &seq.invariant, "rows carrying the new id on another partition");
+                self.txns.remove(&txn);
+                return ctx.txn_done(txn, Err(e));
+            }
+        }
+        let meta = Arc::new(WriteMeta { txn, keys: t.buffer.keys().cloned().collect() });
+        let mut writes: BTreeMap<PartitionId, Vec<KeyWrites>> = BTreeMap::new();
+        for ((table, key), parts) in std::mem::take(&mut t.buffer) {
+            for (p, ops) in parts {
+                writes.entry(p).or_default().push(KeyWrites { table, key: key.clone(), ops });
+            }
+        }
+        let participants: Vec<PartitionId> = writes.keys().copied().collect();
+        let mut prepares = BTreeMap::new();
+        for (p, writes) in writes {
+            let assign = t.assign.as_ref().filter(|(ap, _)| *ap == p).map(|(_, a)| a.clone());
+            let req = Request::Prepare {
+                txn,
+                meta: meta.clone(),
+                writes,
+                assign,
+                participants: participants.clone(),
+                id_partition,
+            };
+            ctx.send_to_partition(p, req.clone());
+            prepares.insert(p, req);
+        }
+        t.commit = Some(CommitState {
+            phase: Phase::Preparing,
+            waiting: participants.iter().copied().collect(),
+            participants,
+            id_partition,
+            prepares,
+            ids: vec![],
+            last_sent: ctx.now,
+        });
+    }
+
+    fn abort(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
+        // Nothing was prepared before commit: dropping the buffers is the whole abort.
+        self.txns.remove(&txn);
+        ctx.txn_done(txn, Ok(()));
+    }
+
+    fn on_reply(&mut self, from: PartitionId, reply: Payload, ctx: &mut CoordCtx) {
+        let Ok(reply) = reply.decode::<Reply>() else { return };
+        match reply {
+            Reply::Read { id, result } => {
+                let Some(t) = self.txns.get_mut(&id.txn) else { return };
+                let Some(r) = t.batch.iter_mut().find(|r| r.id == id && r.result.is_none()) else { return };
+                let check = r.write.is_some();
+                let result = result.map(|(res, seen)| {
+                    for (table, key, s) in seen.into_iter().filter(|_| !check) {
+                        t.batch_keys.insert((table, key.clone()));
+                        t.seen.insert((table, key), s);
+                    }
+                    if let (OpKind::Scan { start, end, limit }, PartResult::Rows(rows)) = (&r.op.kind, &res) {
+                        let cut =
+                            (rows.len() >= *limit as usize).then(|| rows.last().map(|(k, _)| k.clone())).flatten();
+                        t.scans.push((r.op.table, start.clone(), end.clone(), cut));
+                    }
+                    res
+                });
+                r.result = Some(result);
+                self.batch_in(id.txn, ctx);
+            }
+            Reply::Fetch { id, found } => {
+                let Some(t) = self.txns.get_mut(&id.txn) else { return };
+                if t.fetch_waiting.remove(&id.part).is_none() {
+                    return;
+                }
+                t.fetched.extend(found);
+                if t.fetch_waiting.is_empty() {
+                    self.deliver(id.txn, ctx);
+                }
+            }
+            Reply::Prepared { txn, result } => self.on_prepared(from, txn, result, ctx),
+            Reply::Committed { txn, ids } => self.on_committed(from, txn, ids, ctx),
+            Reply::Aborted { txn } => {
+                if self.txns.get(&txn).is_some_and(|t| t.commit.is_some()) {
+                    self.txns.remove(&txn);
+                    ctx.txn_done(txn, Err(Error::Abort(AbortReason::Other("coordfree: a participant aborted".into()))));
+                }
+            }
+        }
+    }
+
+    /// Nothing here waits forever on a lost message: unanswered reads, second rounds, prepares
+    /// and commits are re-sent (all idempotent at the partition).
+    fn on_tick(&mut self, ctx: &mut CoordCtx) {
+        let now = ctx.now;
+        for (txn, t) in &mut self.txns {
+            for r in t.batch.iter_mut().filter(|r| r.result.is_none() && now.saturating_sub(r.sent) >= RESEND_AFTER) {
+                r.sent = now;
+                ctx.send_to_partition(r.id.part, Request::Read { id: r.id, op: r.op.clone() });
+            }
+            for (p, (req, sent)) in &mut t.fetch_waiting {
+                if now.saturating_sub(*sent) >= RESEND_AFTER {
+                    *sent = now;
+                    ctx.send_to_partition(*p, req.clone());
+                }
+            }
+            if let Some(c) = &mut t.commit {
+                if now.saturating_sub(c.last_sent) < RESEND_AFTER {
+                    continue;
+                }
+                c.last_sent = now;
+                for &p in &c.waiting {
+                    let req = match c.phase {
+                        Phase::Preparing => c.prepares[&p].clone(),
+                        Phase::CommittingId => Request::Commit { txn: *txn, ids: vec![] },
+                        Phase::Committing => Request::Commit { txn: *txn, ids: c.ids.clone() },
+                    };
+                    ctx.send_to_partition(p, req);
+                }
+            }
+        }
+    }
+
+    fn apply(&mut self, _record: &[u8]) -> Result<(), Error> {
+        Ok(()) // the coordinator logs nothing: partitions finish what a dead coordinator began
+    }
+}

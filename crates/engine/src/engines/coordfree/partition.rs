@@ -1,0 +1,469 @@
+//! The partition half of `coordfree`: versions with RAMP metadata, prepared versions, commit
+//! with the nested atomic id assignment, second-round reads, cooperative termination.
+
+use super::messages::{
+    Fetched, IdAssign, KeyWrites, ReadResult, Record, Reply, Request, Seen, Status, Want, WriteMeta,
+};
+use super::{rewrite_ids, DECIDED_MAX, INQUIRE_EVERY, INTENT_STALE, META_KEEP, META_KEPT_MAX, VERSIONS_KEPT};
+use crate::engine::{decode_record, PartCtx, PartitionEngine};
+use crate::message::{Addr, Payload};
+use crate::op::{write_image, OpKind, PartOp, PartResult};
+use litmus_core::{Error, InvalidInput, Key, PartitionId, Row, TableId, Time, Timestamp, TxnId, Value};
+use litmus_storage::mvcc::MvccStore;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// A prepared version: the writes of one transaction at this partition, not yet visible to
+/// first-round reads.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Intent {
+    meta: Arc<WriteMeta>,
+    writes: Vec<KeyWrites>,
+    assign: Option<IdAssign>,
+    participants: Vec<PartitionId>,
+    id_partition: Option<PartitionId>,
+    coordinator: Addr,
+    /// When it was prepared (volatile: `Time::ZERO` after recovery, so a recovered intent is
+    /// inquired about at once).
+    #[serde(skip)]
+    since: Time,
+    #[serde(skip)]
+    last_inquiry: Option<Time>,
+    /// Answers to this partition's inquiries (volatile).
+    #[serde(skip)]
+    answers: BTreeMap<PartitionId, Status>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+enum Decision {
+    Committed { ids: Vec<(i64, i64)> },
+    Aborted,
+}
+
+/// The engine state beyond the store (snapshotted whole).
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct CoordfreePartition {
+    /// This partition's version order: the local timestamp of the last commit.
+    last_ts: Timestamp,
+    intents: BTreeMap<TxnId, Intent>,
+    decided: BTreeMap<TxnId, Decision>,
+    decided_order: VecDeque<TxnId>,
+    /// RAMP metadata of recent commits, by their local timestamp (every key a transaction
+    /// writes here gets the same one), with the commit time for collection.
+    metas: BTreeMap<Timestamp, (Arc<WriteMeta>, Time)>,
+    ts_of: HashMap<TxnId, Timestamp>,
+}
+
+/// The row `ops` leave on top of `current`, in order (the core's formulas merge increments
+/// commutatively: each is applied to the latest committed row at commit).
+pub fn fold(ops: &[OpKind], mut current: Option<Row>, table: &str) -> Result<Option<Row>, Error> {
+    for op in ops {
+        current = write_image(op, current, || table.to_string())?;
+    }
+    Ok(current)
+}
+
+impl CoordfreePartition {
+    fn decide(&mut self, txn: TxnId, d: Decision) {
+        if self.decided.insert(txn, d).is_none() {
+            self.decided_order.push_back(txn);
+            if self.decided_order.len() > DECIDED_MAX {
+                let old = self.decided_order.pop_front().expect("nonempty");
+                self.decided.remove(&old);
+            }
+        }
+    }
+
+    fn seen_at(&self, ts: Timestamp) -> Seen {
+        Seen { ts, writer: self.metas.get(&ts).map(|(m, _)| m.clone()) }
+    }
+
+    /// The latest committed version of a key: its row and what a reader knows of it.
+    fn latest(&self, store: &MvccStore, table: TableId, key: &Key) -> (Option<Row>, Seen) {
+        match store.latest(table, key) {
+            Some((ts, row)) => (row.cloned(), self.seen_at(ts)),
+            None => (None, Seen { ts: Timestamp::ZERO, writer: None }),
+        }
+    }
+
+    /// Applies one record (live, right after logging it, and in recovery). Returns the ids a
+    /// commit assigned.
+    fn apply(
+        &mut self,
+        record: Record,
+        store: &mut MvccStore,
+        catalog: Option<&litmus_core::Catalog>,
+    ) -> Result<Vec<(i64, i64)>, Error> {
+        match record {
+            Record::Prepared { txn, meta, writes, assign, participants, id_partition, coordinator } => {
+                let intent = Intent {
+                    meta,
+                    writes,
+                    assign,
+                    participants,
+                    id_partition,
+                    coordinator,
+                    since: Time::ZERO,
+                    last_inquiry: None,
+                    answers: BTreeMap::new(),
+                };
+                self.intents.insert(txn, intent);
+                Ok(vec![])
+            }
+            Record::Aborted { txn } => {
+                self.intents.remove(&txn);
+                self.decide(txn, Decision::Aborted);
+                Ok(vec![])
+            }
+            Record::Committed { txn, ids, at } => {
+                let Some(intent) = self.intents.remove(&txn) else {
+                    return match self.decided.get(&txn) {
+                        Some(Decision::Committed { ids }) => Ok(ids.clone()),
+                        _ => Err(Error::Internal(format!("coordfree: commit of {txn} without a prepared version"))),
+                    };
+                };
+                // The nested atomic increment (VLDB'15 §6.2): the counter's value before this
+                // commit's increment is the real id; serial at this partition, so ids are
+                // sequential and every one is used by the commit that takes it.
+                let ids = match &intent.assign {
+                    Some(a) => {
+                        let current = store.latest(a.table, &a.key).and_then(|(_, r)| r.cloned());
+                        match current.as_ref().and_then(|r| r.get(a.column)) {
+                            Some(Value::Int(real)) => vec![(a.tmp, *real)],
+                            other => {
+                                return Err(Error::Internal(format!(
+                                    "coordfree: id counter of {txn} is not an integer: {other:?}"
+                                )))
+                            }
+                        }
+                    }
+                    None => ids,
+                };
+                self.last_ts = self.last_ts.next();
+                let ts = self.last_ts;
+                let meta = if ids.is_empty() {
+                    intent.meta.clone()
+                } else {
+                    let keys = intent.meta.keys.iter().map(|(t, k)| (*t, rewrite_key(k, &ids))).collect();
+                    Arc::new(WriteMeta { txn, keys })
+                };
+                for w in intent.writes {
+                    let (key, ops) = if ids.is_empty() { (w.key, w.ops) } else { rewrite_writes(&w.key, w.ops, &ids) };
+                    let current = store.latest(w.table, &key).and_then(|(_, r)| r.cloned());
+                    let existed = current.is_some();
+                    let name =
+                        catalog.and_then(|c| c.table(w.table).ok()).map_or_else(|| "?".to_string(), |t| t.name.clone());
+                    // A write that no longer applies (an update of a row deleted since it was
+                    // prepared) is dropped: documented in the module doc.
+                    let Ok(image) = fold(&ops, current, &name) else { continue };
+                    if image.is_none() && !existed {
+                        continue;
+                    }
+                    store.put(w.table, key.clone(), ts, image);
+                    let old: Vec<Timestamp> =
+                        store.versions(w.table, &key).map(|(t, _)| t).skip(VERSIONS_KEPT).collect();
+                    for t in old {
+                        store.remove_version(w.table, &key, t);
+                    }
+                }
+                self.metas.insert(ts, (meta, at));
+                self.ts_of.insert(txn, ts);
+                self.decide(txn, Decision::Committed { ids: ids.clone() });
+                Ok(ids)
+            }
+        }
+    }
+
+    fn log_apply(&mut self, record: Record, ctx: &mut PartCtx) -> Result<Vec<(i64, i64)>, Error> {
+        ctx.log(&record);
+        self.apply(record, ctx.store, Some(ctx.catalog))
+    }
+
+    fn read(&self, op: &PartOp, store: &MvccStore) -> ReadResult {
+        match &op.kind {
+            OpKind::Read { key } => {
+                let (row, seen) = self.latest(store, op.table, key);
+                Ok((PartResult::Row(row), vec![(op.table, key.clone(), seen)]))
+            }
+            OpKind::Scan { start, end, limit } => {
+                let end = end.as_ref().map_or(Bound::Unbounded, Bound::Excluded);
+                let rows = store.scan(op.table, Bound::Included(start), end, Timestamp::MAX, *limit as usize);
+                let seen = rows.iter().map(|(k, _)| (op.table, k.clone(), self.latest(store, op.table, k).1)).collect();
+                Ok((PartResult::Rows(rows), seen))
+            }
+            other => Err(Error::Internal(format!("coordfree: a write sent as a read: {other:?}"))),
+        }
+    }
+
+    /// RAMP-Fast's second round: the newest of the wanted writers' versions, if newer than the
+    /// one read. A prepared version counts as newest (it commits after everything committed).
+    fn fetch(&self, wants: Vec<Want>, store: &MvccStore, catalog: &litmus_core::Catalog) -> Vec<Fetched> {
+        let mut found = Vec::new();
+        for w in wants {
+            let name = catalog.table(w.table).map_or_else(|_| "?".to_string(), |t| t.name.clone());
+            let prepared = w.writers.iter().rev().find_map(|t| {
+                let intent = self.intents.get(t)?;
+                let kw = intent.writes.iter().find(|kw| kw.table == w.table && kw.key == w.key)?;
+                Some((intent, kw))
+            });
+            if let Some((intent, kw)) = prepared {
+                let current = store.latest(w.table, &w.key).and_then(|(_, r)| r.cloned());
+                if let Ok(row) = fold(&kw.ops, current, &name) {
+                    let seen = Seen { ts: Timestamp::MAX, writer: Some(intent.meta.clone()) };
+                    found.push(Fetched { table: w.table, key: w.key, row, seen });
+                }
+                continue;
+            }
+            let newest = w.writers.iter().filter_map(|t| self.ts_of.get(t).copied()).filter(|ts| *ts > w.have).max();
+            if let Some(ts) = newest {
+                if let Some((_, row)) = store.versions(w.table, &w.key).find(|(t, _)| *t == ts) {
+                    found.push(Fetched { table: w.table, key: w.key, row: row.cloned(), seen: self.seen_at(ts) });
+                }
+            }
+        }
+        found
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn prepare(
+        &mut self,
+        from: Addr,
+        txn: TxnId,
+        meta: Arc<WriteMeta>,
+        writes: Vec<KeyWrites>,
+        assign: Option<IdAssign>,
+        participants: Vec<PartitionId>,
+        id_partition: Option<PartitionId>,
+        ctx: &mut PartCtx,
+    ) -> Result<(), Error> {
+        match self.decided.get(&txn) {
+            Some(Decision::Committed { .. }) => return Ok(()),
+            Some(Decision::Aborted) => {
+                return Err(Error::Abort(litmus_core::AbortReason::Other(
+                    "coordfree: aborted by a participant's inquiry".into(),
+                )))
+            }
+            None => {}
+        }
+        if self.intents.contains_key(&txn) {
+            return Ok(()); // a duplicate
+        }
+        // Validation against the latest committed rows: an insert of an existing key or an
+        // update of a missing row fails here and nothing is prepared.
+        for w in &writes {
+            let name = ctx.catalog.table(w.table)?.name.clone();
+            let current = ctx.store.latest(w.table, &w.key).and_then(|(_, r)| r.cloned());
+            fold(&w.ops, current, &name)?;
+        }
+        if let Some(a) = &assign {
+            let current = ctx.store.latest(a.table, &a.key).and_then(|(_, r)| r.cloned());
+            if !matches!(current.as_ref().and_then(|r| r.get(a.column)), Some(Value::Int(_))) {
+                return Err(InvalidInput::KeyNotFound(ctx.catalog.table(a.table)?.name.clone()).into());
+            }
+        }
+        let record = Record::Prepared { txn, meta, writes, assign, participants, id_partition, coordinator: from };
+        self.log_apply(record, ctx)?;
+        if let Some(i) = self.intents.get_mut(&txn) {
+            i.since = ctx.now;
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self, txn: TxnId, ids: Vec<(i64, i64)>, ctx: &mut PartCtx) -> Option<Vec<(i64, i64)>> {
+        match self.decided.get(&txn) {
+            Some(Decision::Committed { ids }) => return Some(ids.clone()),
+            Some(Decision::Aborted) => return None,
+            None => {}
+        }
+        if !self.intents.contains_key(&txn) {
+            return None;
+        }
+        match self.log_apply(Record::Committed { txn, ids, at: ctx.now }, ctx) {
+            Ok(ids) => Some(ids),
+            Err(e) => panic!("coordfree: applying a logged commit failed: {e}"),
+        }
+    }
+
+    /// Cooperative termination: what the inquiries about a stale intent decided.
+    fn resolve(&mut self, txn: TxnId, ctx: &mut PartCtx) {
+        let Some(intent) = self.intents.get(&txn) else { return };
+        let others: BTreeSet<PartitionId> = intent.participants.iter().copied().filter(|p| *p != ctx.me).collect();
+        if let Some(ids) = intent.answers.values().find_map(|s| match s {
+            Status::Committed { ids } => Some(ids.clone()),
+            _ => None,
+        }) {
+            self.commit(txn, ids, ctx);
+            return;
+        }
+        if intent.answers.values().any(|s| *s == Status::Aborted) {
+            let _ = self.log_apply(Record::Aborted { txn }, ctx);
+            return;
+        }
+        let all_prepared = others.iter().all(|p| intent.answers.get(p) == Some(&Status::Prepared));
+        // Every participant prepared: the coordinator would have committed. The counter's
+        // partition commits first (it assigns the id); the others learn the ids from it.
+        let may_commit = intent.id_partition.is_none() || intent.id_partition == Some(ctx.me);
+        if all_prepared && may_commit {
+            self.commit(txn, vec![], ctx);
+        }
+    }
+
+    fn on_status(&mut self, from: PartitionId, txn: TxnId, status: Status, ctx: &mut PartCtx) {
+        let Some(intent) = self.intents.get_mut(&txn) else { return };
+        intent.answers.insert(from, status);
+        self.resolve(txn, ctx);
+    }
+
+    fn on_inquire(&mut self, from: PartitionId, txn: TxnId, ctx: &mut PartCtx) {
+        let status = match self.decided.get(&txn) {
+            Some(Decision::Committed { ids }) => Status::Committed { ids: ids.clone() },
+            Some(Decision::Aborted) => Status::Aborted,
+            None if self.intents.contains_key(&txn) => Status::Prepared,
+            None => {
+                // Never prepared here: refuse it from now on, so the coordinator (if alive)
+                // cannot commit it, and the inquirer can abort.
+                let _ = self.log_apply(Record::Aborted { txn }, ctx);
+                Status::Aborted
+            }
+        };
+        ctx.send_to_partition(from, Request::Status { txn, status });
+    }
+}
+
+fn rewrite_key(key: &Key, ids: &[(i64, i64)]) -> Key {
+    match Key::decode(&key.0) {
+        Ok(mut values) => {
+            if rewrite_ids(&mut values, ids) {
+                Key::encode(&values).unwrap_or_else(|_| key.clone())
+            } else {
+                key.clone()
+            }
+        }
+        Err(_) => key.clone(),
+    }
+}
+
+/// The `[tmpID → realID]` lookup applied to one key's writes (key, rows and assigned values).
+fn rewrite_writes(key: &Key, mut ops: Vec<OpKind>, ids: &[(i64, i64)]) -> (Key, Vec<OpKind>) {
+    let key = rewrite_key(key, ids);
+    for op in &mut ops {
+        match op {
+            OpKind::Write { key: k, row } | OpKind::Insert { key: k, row } => {
+                *k = key.clone();
+                rewrite_ids(row, ids);
+            }
+            OpKind::Delete { key: k } => *k = key.clone(),
+            OpKind::Update { key: k, updates } => {
+                *k = key.clone();
+                for u in updates {
+                    if let litmus_core::Formula::Assign(v) = &mut u.formula {
+                        rewrite_ids(std::slice::from_mut(v), ids);
+                    }
+                }
+            }
+            OpKind::Read { .. } | OpKind::Scan { .. } => {}
+        }
+    }
+    (key, ops)
+}
+
+impl PartitionEngine for CoordfreePartition {
+    fn on_request(&mut self, from: Addr, req: Payload, ctx: &mut PartCtx) {
+        let Ok(req) = req.decode::<Request>() else { return };
+        match req {
+            Request::Read { id, op } => {
+                let result = self.read(&op, ctx.store);
+                ctx.reply(from, Reply::Read { id, result });
+            }
+            Request::Fetch { id, wants } => {
+                let found = self.fetch(wants, ctx.store, ctx.catalog);
+                ctx.reply(from, Reply::Fetch { id, found });
+            }
+            Request::Prepare { txn, meta, writes, assign, participants, id_partition } => {
+                let result = self.prepare(from, txn, meta, writes, assign, participants, id_partition, ctx);
+                ctx.reply(from, Reply::Prepared { txn, result });
+            }
+            Request::Commit { txn, ids } => match self.commit(txn, ids, ctx) {
+                Some(ids) => ctx.reply(from, Reply::Committed { txn, ids }),
+                None if self.decided.get(&txn) == Some(&Decision::Aborted) => ctx.reply(from, Reply::Aborted { txn }),
+                None => {}
+            },
+            Request::Abort { txn } => {
+                if self.intents.contains_key(&txn) {
+                    let _ = self.log_apply(Record::Aborted { txn }, ctx);
+                }
+            }
+            Request::Inquire { txn } => {
+                if let Addr::Partition(p) = from {
+                    self.on_inquire(p, txn, ctx);
+                }
+            }
+            Request::Status { txn, status } => {
+                if let Addr::Partition(p) = from {
+                    self.on_status(p, txn, status, ctx);
+                }
+            }
+        }
+    }
+
+    fn on_tick(&mut self, ctx: &mut PartCtx) {
+        // Metadata of old commits is collected: by then every participant has long committed,
+        // so no reader can find a newer version of that writer missing.
+        while let Some((&ts, &(_, at))) = self.metas.first_key_value() {
+            if self.metas.len() <= META_KEPT_MAX && ctx.now.saturating_sub(at) < META_KEEP {
+                break;
+            }
+            let (meta, _) = self.metas.remove(&ts).expect("present");
+            self.ts_of.remove(&meta.txn);
+        }
+        let now = ctx.now;
+        let stale: Vec<(TxnId, Vec<PartitionId>)> = self
+            .intents
+            .iter_mut()
+            .filter(|(_, i)| now.saturating_sub(i.since) >= INTENT_STALE)
+            .filter(|(_, i)| i.last_inquiry.is_none_or(|t| now.saturating_sub(t) >= INQUIRE_EVERY))
+            .map(|(txn, i)| {
+                i.last_inquiry = Some(now);
+                (*txn, i.participants.iter().copied().filter(|p| *p != ctx.me).collect())
+            })
+            .collect();
+        for (txn, others) in stale {
+            if others.is_empty() {
+                // The only participant, prepared: the coordinator commits such a transaction
+                // (it aborts only when a prepare fails), so commit without it.
+                self.resolve(txn, ctx);
+                continue;
+            }
+            for p in others {
+                ctx.send_to_partition(p, Request::Inquire { txn });
+            }
+        }
+    }
+
+    fn apply_bytes(&mut self, record: &[u8], store: &mut MvccStore) -> Result<(), Error> {
+        self.apply(decode_record("coordfree", record)?, store, None).map(|_| ())
+    }
+
+    fn encode_state(&self) -> Vec<u8> {
+        postcard::to_stdvec(self).expect("serialize")
+    }
+
+    fn decode_state(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        *self = postcard::from_bytes(bytes).map_err(|e| Error::Storage(format!("coordfree state: {e}")))?;
+        Ok(())
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        for txn in self.intents.keys() {
+            if self.decided.contains_key(txn) {
+                return Err(format!("coordfree: {txn} is both prepared and decided"));
+            }
+        }
+        if self.decided.len() != self.decided_order.len() {
+            return Err("coordfree: decided map and its order disagree".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,113 @@
+//! Unit tests of coordfree, named after its rules (the property tests over whole clusters are
+//! in `crates/engine/tests/coordfree.rs`).
+
+use super::messages::{IdAssign, KeyWrites, Record, Seen, WriteMeta};
+use super::partition::CoordfreePartition;
+use super::{contains_id, ramp, rewrite_ids, tmp_id};
+use crate::engine::PartitionEngine;
+use crate::message::Addr;
+use crate::op::OpKind;
+use litmus_core::formula::ColumnUpdate;
+use litmus_core::{Formula, Key, NodeId, PartitionId, TableId, Time, Timestamp, TxnId, Value};
+use litmus_storage::mvcc::MvccStore;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+fn txn(seq: u64) -> TxnId {
+    TxnId { node: NodeId(1), epoch: 2, seq }
+}
+
+fn key(vs: &[i64]) -> Key {
+    Key::ints(vs)
+}
+
+#[test]
+fn rule_r5_temporary_ids_are_unique_per_transaction_and_below_every_real_id() {
+    let ids: Vec<i64> = (0..1000).map(|s| tmp_id(txn(s))).collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), ids.len());
+    assert!(ids.iter().all(|&i| i < -(1 << 60)));
+    assert_ne!(tmp_id(TxnId { node: NodeId(2), epoch: 2, seq: 5 }), tmp_id(txn(5)));
+    let mut row = vec![Value::Int(ids[3]), Value::Int(7)];
+    assert!(rewrite_ids(&mut row, &[(ids[3], 41)]));
+    assert_eq!(row, vec![Value::Int(41), Value::Int(7)]);
+    assert!(!rewrite_ids(&mut row, &[(ids[3], 41)]));
+    let k = key(&[1, ids[3]]);
+    assert!(contains_id(&k, &[], ids[3]));
+    assert!(!contains_id(&key(&[1, 2]), &[], ids[3]));
+}
+
+#[test]
+fn rule_r4_a_key_named_by_another_writers_metadata_is_fetched_again() {
+    let t = TableId(0);
+    let w1 = Arc::new(WriteMeta { txn: txn(1), keys: vec![(t, key(&[0])), (t, key(&[1]))] });
+    let w0 = Arc::new(WriteMeta { txn: txn(0), keys: vec![(t, key(&[0])), (t, key(&[1]))] });
+    let mut seen = BTreeMap::new();
+    seen.insert((t, key(&[0])), Seen { ts: Timestamp(3), writer: Some(w1.clone()) });
+    seen.insert((t, key(&[1])), Seen { ts: Timestamp(2), writer: Some(w0) });
+    let wants = ramp::missing(&seen, &|_| true, &|_| false);
+    // Key 1 was read at writer 0's version, but writer 1 wrote it too; key 0 likewise for
+    // writer 0 (the partition decides which is newer).
+    assert_eq!(wants.len(), 2);
+    let k1 = wants.iter().find(|w| w.key == key(&[1])).unwrap();
+    assert_eq!((k1.have, k1.writers.clone()), (Timestamp(2), vec![txn(1)]));
+    // Keys already handed to the procedure are not fetched; a version from the same writer is
+    // consistent.
+    assert!(ramp::missing(&seen, &|_| false, &|_| false).is_empty());
+    seen.insert((t, key(&[1])), Seen { ts: Timestamp(4), writer: Some(w1) });
+    assert!(ramp::missing(&seen, &|_| true, &|_| false).is_empty());
+}
+
+/// The counter's partition assigns ids in commit order (not transaction order), from the
+/// counter's value, increments it, and puts the rows under the real id; replaying the log
+/// gives the same database.
+#[test]
+fn rule_r5_the_counter_partition_assigns_ids_in_commit_order_and_replays_them() {
+    let (counter, rows) = (TableId(0), TableId(1));
+    let mut store = MvccStore::new();
+    store.put(counter, key(&[7]), Timestamp(0), Some(vec![Value::Int(7), Value::Int(10)]));
+    let mut records = Vec::new();
+    for seq in [1, 2] {
+        let tmp = tmp_id(txn(seq));
+        let bump = OpKind::Update { key: key(&[7]), updates: vec![ColumnUpdate::new(1, Formula::Add(Value::Int(1)))] };
+        let row = vec![Value::Int(7), Value::Int(tmp), Value::Int(seq as i64)];
+        let insert = OpKind::Insert { key: key(&[7, tmp]), row };
+        records.push(Record::Prepared {
+            txn: txn(seq),
+            meta: Arc::new(WriteMeta { txn: txn(seq), keys: vec![(counter, key(&[7])), (rows, key(&[7, tmp]))] }),
+            writes: vec![
+                KeyWrites { table: counter, key: key(&[7]), ops: vec![bump] },
+                KeyWrites { table: rows, key: key(&[7, tmp]), ops: vec![insert] },
+            ],
+            assign: Some(IdAssign { table: counter, key: key(&[7]), column: 1, tmp }),
+            participants: vec![PartitionId(0)],
+            id_partition: Some(PartitionId(0)),
+            coordinator: Addr::Coordinator(NodeId(1)),
+        });
+    }
+    // The second transaction commits first: it gets id 10.
+    for seq in [2, 1] {
+        records.push(Record::Committed { txn: txn(seq), ids: vec![], at: Time::ZERO });
+    }
+    let bytes: Vec<Vec<u8>> = records.iter().map(|r| postcard::to_stdvec(r).unwrap()).collect();
+    let mut p = CoordfreePartition::default();
+    let initial = store.clone();
+    for b in &bytes {
+        p.apply_bytes(b, &mut store).unwrap();
+    }
+    let row_of = |s: &MvccStore, id: i64| s.latest(rows, &key(&[7, id])).and_then(|(_, r)| r.cloned());
+    assert_eq!(row_of(&store, 10), Some(vec![Value::Int(7), Value::Int(10), Value::Int(2)]));
+    assert_eq!(row_of(&store, 11), Some(vec![Value::Int(7), Value::Int(11), Value::Int(1)]));
+    let next = store.latest(counter, &key(&[7])).and_then(|(_, r)| r.cloned()).unwrap();
+    assert_eq!(next[1], Value::Int(12));
+    assert_eq!(row_of(&store, tmp_id(txn(1))), None, "a row left under its temporary id");
+    p.check_invariants().unwrap();
+    let mut replayed = initial;
+    let mut q = CoordfreePartition::default();
+    for b in &bytes {
+        q.apply_bytes(b, &mut replayed).unwrap();
+    }
+    assert_eq!(replayed, store, "replay gave another database");
+}

@@ -1,0 +1,370 @@
+//! The coordination-free engine (`coordfree`) against naive models, over message orders chosen
+//! by proptest: RAMP read atomicity (no fractured reads), sequential gap-free ids from the
+//! nested atomic increment (VLDB'15 §6.2), and refusal of procedures that need coordination.
+//! Each check has a test beside it that feeds it a broken history and watches it fail.
+
+mod common;
+
+use common::SyncCluster;
+use litmus_core::{Catalog, Column, ColumnType, Error, Formula, InvalidInput, Partitioning, TableSchema, Value};
+use litmus_engine::message::{RequestBody, ResponseBody};
+use litmus_engine::procedure::Coordination;
+use litmus_engine::{Ctx, EngineKind, Op, OpResult, Registry};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const KEYS: i64 = 3; // one per partition
+const PARTITIONS: u32 = 3;
+
+fn kv_catalog() -> Catalog {
+    let mut c = Catalog::new();
+    c.add(TableSchema::new(
+        "kv",
+        vec![Column::new("k", ColumnType::Int), Column::new("v", ColumnType::Int)],
+        &["k"],
+        Partitioning::KeyPrefix { prefix_len: 1 },
+    ));
+    c
+}
+
+fn read_op(k: i64) -> Op {
+    Op::Read { table: "kv".into(), key: vec![Value::Int(k)] }
+}
+
+/// `put(tag, mask)`: writes `tag` to every key in the bit mask. `get_all()`: reads every key in
+/// one batch (all three reads outstanding together, RAMP's `GET_ALL`).
+fn kv_registry() -> Registry {
+    let mut r = Registry::new();
+    r.register("put", vec![ColumnType::Int, ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
+        let (tag, mask) = (args[0].as_int().unwrap_or(0), args[1].as_int().unwrap_or(0));
+        for k in (0..KEYS).filter(|k| mask & (1 << k) != 0) {
+            ctx.op(Op::Write { table: "kv".into(), row: vec![Value::Int(k), Value::Int(tag)] }).await?;
+        }
+        Ok(vec![])
+    });
+    r.register("get_all", vec![], |ctx: Ctx, _args: Vec<Value>| async move {
+        let futs: Vec<_> = (0..KEYS).map(|k| ctx.op(read_op(k))).collect();
+        let mut out = Vec::new();
+        for f in futs {
+            match f.await? {
+                OpResult::Row(Some(row)) => out.push(row[1].clone()),
+                other => return Err(Error::Internal(format!("{other:?}"))),
+            }
+        }
+        Ok(out)
+    });
+    r
+}
+
+fn call(procedure: &str, args: Vec<Value>) -> RequestBody {
+    RequestBody::Call { procedure: procedure.into(), args, retrying_for: Duration::ZERO }
+}
+
+/// Delivers every queued message in the order `choices` picks (index modulo the queue), then
+/// settles.
+fn deliver_in(c: &mut SyncCluster, choices: &[usize]) {
+    let mut i = 0;
+    while !c.queue.is_empty() {
+        let pick = choices.get(i).copied().unwrap_or(0) % c.queue.len();
+        c.queue.swap(0, pick);
+        c.deliver_one();
+        i += 1;
+    }
+    c.settle();
+}
+
+/// The naive model of read atomicity (RAMP §3, Definition 3): a read of key `a` from writer `Wa`
+/// and of key `b` from writer `Wb` is fractured if `Wb` also wrote `a` and `Wa` comes before
+/// `Wb` in `a`'s version order. `orders[a]` is key `a`'s version order (tags, oldest first),
+/// `writes[tag]` the keys that writer wrote. Returns the first fractured pair.
+fn fractured(read: &[i64], orders: &[Vec<i64>], writes: &BTreeMap<i64, Vec<i64>>) -> Option<(usize, usize)> {
+    for (a, &wa) in read.iter().enumerate() {
+        for (b, &wb) in read.iter().enumerate() {
+            if a == b || !writes.get(&wb).is_some_and(|ks| ks.contains(&(a as i64))) {
+                continue;
+            }
+            let pos = |tag| orders[a].iter().position(|t| *t == tag);
+            if pos(wa) < pos(wb) {
+                return Some((a, b));
+            }
+        }
+    }
+    None
+}
+
+/// Each key's version order at its partition, as tags (the store keeps `VERSIONS_KEPT`, more
+/// than the writers of one case).
+fn version_orders(c: &SyncCluster) -> Vec<Vec<i64>> {
+    (0..KEYS)
+        .map(|k| {
+            let p = &c.partitions[(k as u32 % PARTITIONS) as usize];
+            let key = litmus_core::Key::encode(&[Value::Int(k)]).unwrap();
+            let table = litmus_core::TableId(0);
+            let mut vs: Vec<(u64, i64)> = p
+                .store()
+                .versions(table, &key)
+                .map(|(ts, row)| (ts.0, row.and_then(|r| r[1].as_int()).unwrap_or(-1)))
+                .collect();
+            vs.sort();
+            vs.into_iter().map(|(_, tag)| tag).collect()
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// RAMP-Fast (R3, R4): concurrent multi-partition writers and batch readers, messages in any
+    /// order; no read is fractured against the partitions' version orders.
+    #[test]
+    fn rule_r4_ramp_reads_are_never_fractured(
+        masks in proptest::collection::vec(1i64..8, 1..=3),
+        readers in 1usize..6,
+        choices in proptest::collection::vec(0usize..64, 0..400),
+    ) {
+        let mut c = SyncCluster::new(EngineKind::Coordfree, kv_catalog(), kv_registry(), PARTITIONS);
+        c.proc(0, "put", vec![Value::Int(0), Value::Int(7)]).unwrap();
+        let mut writes = BTreeMap::from([(0, vec![0, 1, 2])]);
+        for (i, &mask) in masks.iter().enumerate() {
+            let tag = i as i64 + 1;
+            writes.insert(tag, (0..KEYS).filter(|k| mask & (1 << k) != 0).collect());
+            c.send(10 + i as u64, call("put", vec![Value::Int(tag), Value::Int(mask)]));
+        }
+        let reads: Vec<(u64, u64)> =
+            (0..readers).map(|r| (100 + r as u64, c.send(100 + r as u64, call("get_all", vec![])))).collect();
+        deliver_in(&mut c, &choices);
+        let orders = version_orders(&c);
+        for (client, id) in reads {
+            let got = match c.response(client, id) {
+                Some(Ok(ResponseBody::Returned(v))) => v.iter().map(|v| v.as_int().unwrap()).collect::<Vec<_>>(),
+                other => panic!("reader {client}: {other:?}"),
+            };
+            prop_assert_eq!(fractured(&got, &orders, &writes), None, "read {:?}, orders {:?}", got, orders);
+        }
+    }
+}
+
+/// The check above, fed a fractured read on purpose: writer 1 wrote keys 0 and 1; reading key 0
+/// from the initial writer and key 1 from writer 1 misses writer 1's key 0.
+#[test]
+fn break_the_rule_a_fractured_read_is_seen_by_the_check() {
+    let writes = BTreeMap::from([(0, vec![0, 1, 2]), (1, vec![0, 1])]);
+    let orders = vec![vec![0, 1], vec![0, 1], vec![0]];
+    assert_eq!(fractured(&[1, 1, 0], &orders, &writes), None);
+    assert_eq!(fractured(&[0, 1, 0], &orders, &writes), Some((0, 1)));
+}
+
+// ---- sequential ids (R5) and refusal (R6) ----
+
+/// `counter (g) -> next`, `rows (g, id) -> tag`, both partitioned by group `g`, and `far (id)`
+/// partitioned by the id itself.
+fn id_catalog() -> Catalog {
+    let mut c = Catalog::new();
+    let int = |n: &str| Column::new(n, ColumnType::Int);
+    c.add(TableSchema::new("counter", vec![int("g"), int("next")], &["g"], Partitioning::KeyPrefix { prefix_len: 1 }));
+    c.add(TableSchema::new(
+        "rows",
+        vec![int("g"), int("id"), int("tag")],
+        &["g", "id"],
+        Partitioning::KeyPrefix { prefix_len: 1 },
+    ));
+    c.add(TableSchema::new("far", vec![int("id"), int("g")], &["id"], Partitioning::KeyPrefix { prefix_len: 1 }));
+    c
+}
+
+/// New-Order in miniature: bump the group's counter, read it back, write a row under the id
+/// (and, for `new_row_far`, a row keyed by the id, which lives on another partition).
+async fn new_row(ctx: Ctx, args: Vec<Value>, far: bool) -> Result<Vec<Value>, Error> {
+    let g = args[0].clone();
+    let tag = args[1].clone();
+    ctx.update("counter", std::slice::from_ref(&g), &[("next", Formula::Add(Value::Int(1)))]).await?;
+    let row = ctx.read("counter", std::slice::from_ref(&g)).await?.ok_or_else(|| ctx.abort("no counter"))?;
+    let id = Value::Int(row[1].as_int().unwrap_or(0) - 1);
+    ctx.op(Op::Insert { table: "rows".into(), row: vec![g.clone(), id.clone(), tag] }).await?;
+    if far {
+        ctx.op(Op::Insert { table: "far".into(), row: vec![id.clone(), g] }).await?;
+    }
+    Ok(vec![id])
+}
+
+fn id_registry(verdict: Coordination) -> Registry {
+    let mut r = Registry::new();
+    r.register("init", vec![ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
+        ctx.op(Op::Insert { table: "counter".into(), row: vec![args[0].clone(), Value::Int(1)] }).await?;
+        Ok(vec![])
+    });
+    r.register("new_row", vec![ColumnType::Int; 2], |ctx, args| new_row(ctx, args, false));
+    r.register("new_row_far", vec![ColumnType::Int; 2], |ctx, args| new_row(ctx, args, true));
+    for p in ["new_row", "new_row_far"] {
+        r.declare_coordination(p, verdict.clone()).unwrap();
+    }
+    r
+}
+
+fn sequential() -> Coordination {
+    Coordination::SequentialId {
+        table: "counter".into(),
+        column: "next".into(),
+        invariant: "rows.id sequential per g".into(),
+    }
+}
+
+/// The ids of group `g`'s rows, and the counter, as the partitions hold them.
+fn ids_of(c: &mut SyncCluster, g: i64) -> (Vec<i64>, i64) {
+    let p = &c.partitions[(g as u32 % PARTITIONS) as usize];
+    let rows = litmus_core::TableId(1);
+    let counter = litmus_core::TableId(0);
+    let mut ids = Vec::new();
+    for (table, key, _) in p.store().all_versions() {
+        if table == rows {
+            if let Some((_, Some(row))) = p.store().latest(table, key) {
+                if row[0] == Value::Int(g) && !ids.contains(&row[1].as_int().unwrap()) {
+                    ids.push(row[1].as_int().unwrap());
+                }
+            }
+        }
+    }
+    ids.sort();
+    let key = litmus_core::Key::encode(&[Value::Int(g)]).unwrap();
+    let next = p.store().latest(counter, &key).and_then(|(_, r)| r.and_then(|r| r[1].as_int())).unwrap();
+    (ids, next)
+}
+
+/// The naive model of TPC-C 3.3.2.2–3 for one group: ids are exactly `1..next`.
+fn gap_free(ids: &[i64], next: i64) -> Result<(), String> {
+    let want: Vec<i64> = (1..next).collect();
+    if ids == want {
+        Ok(())
+    } else {
+        Err(format!("ids {ids:?} are not 1..{next}"))
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// R5: concurrent id-taking transactions over two groups, messages in any order: every
+    /// group's ids are sequential and gap-free, the counter is one past the last, and every
+    /// client got back the real id its row carries (the `[tmp → real]` lookup).
+    #[test]
+    fn rule_r5_nested_increment_gives_sequential_gap_free_ids(
+        calls in proptest::collection::vec(0i64..2, 1..12),
+        choices in proptest::collection::vec(0usize..64, 0..600),
+    ) {
+        let mut c = SyncCluster::new(EngineKind::Coordfree, id_catalog(), id_registry(sequential()), PARTITIONS);
+        for g in 0..2 {
+            c.proc(0, "init", vec![Value::Int(g)]).unwrap();
+        }
+        let sent: Vec<(i64, u64, u64)> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, &g)| (g, 10 + i as u64, c.send(10 + i as u64, call("new_row", vec![Value::Int(g), Value::Int(i as i64)]))))
+            .collect();
+        deliver_in(&mut c, &choices);
+        let mut returned: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+        for (g, client, id) in sent {
+            match c.response(client, id) {
+                Some(Ok(ResponseBody::Returned(v))) => returned.entry(g).or_default().push(v[0].as_int().unwrap()),
+                other => panic!("new_row: {other:?}"),
+            }
+        }
+        for g in 0..2 {
+            let (ids, next) = ids_of(&mut c, g);
+            prop_assert_eq!(gap_free(&ids, next), Ok(()));
+            let mut got = returned.remove(&g).unwrap_or_default();
+            got.sort();
+            prop_assert_eq!(got, ids, "clients were told other ids than the rows carry");
+        }
+    }
+}
+
+#[test]
+fn break_the_rule_a_gap_or_duplicate_is_seen_by_the_check() {
+    assert_eq!(gap_free(&[1, 2, 3], 4), Ok(()));
+    assert!(gap_free(&[1, 3], 4).is_err(), "a gap");
+    assert!(gap_free(&[1, 2], 4).is_err(), "an id taken without its row");
+    assert!(gap_free(&[-2305843009213693952], 1).is_err(), "a row left under its temporary id");
+}
+
+/// R6: a procedure whose verdict requires coordination is refused with a typed error naming the
+/// invariant, and changes nothing.
+#[test]
+fn rule_r6_a_procedure_that_needs_coordination_is_refused_naming_the_invariant() {
+    let verdict = Coordination::Required { invariant: "3.3.2.3".into(), operation: "delete new_order".into() };
+    let mut c = SyncCluster::new(EngineKind::Coordfree, id_catalog(), id_registry(verdict), PARTITIONS);
+    c.proc(0, "init", vec![Value::Int(0)]).unwrap();
+    let r = c.proc(1, "new_row", vec![Value::Int(0), Value::Int(5)]);
+    match r {
+        Err(Error::Invalid(InvalidInput::NeedsCoordination { engine, procedure, invariant, .. })) => {
+            assert_eq!((&*engine, &*procedure, &*invariant), ("coordfree", "new_row", "3.3.2.3"));
+        }
+        other => panic!("not refused: {other:?}"),
+    }
+    assert_eq!(ids_of(&mut c, 0), (vec![], 1), "a refused procedure changed the database");
+    // The same procedure runs on an engine that coordinates.
+    let verdict = Coordination::Required { invariant: "3.3.2.3".into(), operation: "delete new_order".into() };
+    let mut acid = SyncCluster::new(EngineKind::Acid, id_catalog(), id_registry(verdict), PARTITIONS);
+    acid.proc(0, "init", vec![Value::Int(0)]).unwrap();
+    assert_eq!(acid.proc(1, "new_row", vec![Value::Int(0), Value::Int(5)]).unwrap(), vec![Value::Int(1)]);
+}
+
+/// R6 for R5: rows carrying the new id on another partition than the counter cannot be
+/// assigned on one server: refused, nothing applied, the counter untouched.
+#[test]
+fn rule_r6_an_id_whose_rows_span_partitions_is_refused() {
+    let mut c = SyncCluster::new(EngineKind::Coordfree, id_catalog(), id_registry(sequential()), PARTITIONS);
+    c.proc(0, "init", vec![Value::Int(0)]).unwrap();
+    let r = c.proc(1, "new_row_far", vec![Value::Int(0), Value::Int(5)]);
+    assert!(matches!(r, Err(Error::Invalid(InvalidInput::NeedsCoordination { .. }))), "{r:?}");
+    assert_eq!(ids_of(&mut c, 0), (vec![], 1));
+    assert_eq!(c.proc(1, "new_row", vec![Value::Int(0), Value::Int(5)]).unwrap(), vec![Value::Int(1)]);
+}
+
+/// R7: the coordinator dies after every participant prepared; the partitions finish the
+/// transaction among themselves (all prepared → commit, the counter's partition first).
+#[test]
+fn rule_r7_participants_finish_a_transaction_whose_coordinator_died() {
+    let mut c = SyncCluster::new(EngineKind::Coordfree, kv_catalog(), kv_registry(), PARTITIONS);
+    c.proc(0, "put", vec![Value::Int(0), Value::Int(7)]).unwrap();
+    c.send(1, call("put", vec![Value::Int(9), Value::Int(7)]));
+    // Deliver until the three prepare acknowledgements are all that is left, then lose them
+    // and the coordinator.
+    loop {
+        let to_coordinator = c.queue.iter().all(|e| matches!(e.to, litmus_engine::Addr::Coordinator(_)));
+        if c.queue.len() == 3 && to_coordinator {
+            break;
+        }
+        assert!(c.deliver_one(), "the put finished before its prepares were all acknowledged");
+    }
+    assert_eq!(version_orders(&c), vec![vec![0]; 3], "nothing is visible before commit");
+    c.queue.clear();
+    c.crash_coordinator();
+    for _ in 0..40 {
+        c.tick(100);
+        while c.deliver_one() {}
+    }
+    let r = c.proc(2, "get_all", vec![]).unwrap();
+    assert_eq!(r, vec![Value::Int(9); 3], "the prepared write was not finished by the partitions");
+}
+
+/// R2 for a replicated table: the buffered row is written on every partition (once found by
+/// the TPC-C simulation, which read items from a partition that had none).
+#[test]
+fn rule_r2_a_replicated_row_is_written_on_every_partition() {
+    let mut catalog = Catalog::new();
+    let int = |n: &str| Column::new(n, ColumnType::Int);
+    catalog.add(TableSchema::new("item", vec![int("i"), int("price")], &["i"], Partitioning::Replicated));
+    let mut r = Registry::new();
+    r.register("add_item", vec![ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
+        ctx.op(Op::Write { table: "item".into(), row: vec![args[0].clone(), Value::Int(5)] }).await?;
+        Ok(vec![])
+    });
+    let mut c = SyncCluster::new(EngineKind::Coordfree, catalog, r, PARTITIONS);
+    c.proc(0, "add_item", vec![Value::Int(42)]).unwrap();
+    let key = litmus_core::Key::encode(&[Value::Int(42)]).unwrap();
+    for (p, part) in c.partitions.iter().enumerate() {
+        let row = part.store().latest(litmus_core::TableId(0), &key).and_then(|(_, r)| r.cloned());
+        assert_eq!(row, Some(vec![Value::Int(42), Value::Int(5)]), "partition {p} misses the replicated row");
+    }
+}
