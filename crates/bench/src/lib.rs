@@ -302,6 +302,17 @@ pub fn workload(name: &str, args: &BenchArgs) -> anyhow::Result<Box<dyn Workload
     }
 }
 
+/// Builds the named workload for a run on `engine`: TPC-C in its one-round form on an engine
+/// that runs one-round transactions only (or with `--one-round`).
+pub fn workload_for(name: &str, args: &BenchArgs, engine: EngineKind) -> anyhow::Result<Box<dyn Workload>> {
+    if name == "tpcc" && (args.tpcc.one_round || !engine.capabilities().interactive) {
+        let mut opts = args.tpcc.clone();
+        opts.base_txns = args.base_txns.or(opts.base_txns);
+        return Ok(Box::new(Tpcc::new(&opts, !args.quiet)?.with_one_round(args.partitions)));
+    }
+    workload(name, args)
+}
+
 /// Every table and procedure a `litmus server` needs to serve any workload: the built-ins and
 /// each workload's (their schemas and procedures do not depend on workload options).
 pub fn full_schema() -> (Catalog, Registry) {
@@ -413,7 +424,7 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         if args.compare.is_some() {
             cfg.data_dir = cfg.data_dir.map(|d| d.join(format!("run{}-{engine}", i + 1)));
         }
-        let workload = workload(&args.workload, args)?;
+        let workload = workload_for(&args.workload, args, engine)?;
         let report = harness::run(&cfg, workload.as_ref()).with_context(|| format!("{} on {engine}", args.workload))?;
         if i > 0 {
             writeln!(out)?;

@@ -22,6 +22,7 @@ impl EngineKind {
         EngineKind::SaltLocal,
         EngineKind::Omid,
         EngineKind::Granola,
+        EngineKind::GranolaLocking,
     ];
 
     /// No concurrency control (UNSAFE): the throughput upper bound. See [`nocc`].
@@ -35,5 +36,7 @@ impl EngineKind {
     /// Snapshot isolation through a status oracle (Omid ICDE'14). See [`omid`].
     pub const Omid: EngineKind = EngineKind(&omid::OmidEngine);
     /// Serializable one-round transactions by timestamp voting (Granola ATC'12). See [`granola`].
-    pub const Granola: EngineKind = EngineKind(&granola::GranolaEngine);
+    pub const Granola: EngineKind = EngineKind(&granola::GranolaEngine::TIMESTAMP);
+    /// Granola always in locking mode (the paper's "Granola (locking)" baseline). See [`granola`].
+    pub const GranolaLocking: EngineKind = EngineKind(&granola::GranolaEngine::LOCKING);
 }

@@ -181,16 +181,35 @@ pub struct Reply {
     pub outcome: Outcome,
 }
 
-/// The registered engine `granola`.
+/// The registered engines `granola` (timestamp mode, switching to locking mode while a
+/// coordinated transaction holds locks) and `granola-locking` (always in locking mode: the
+/// paper's "Granola (locking)" baseline of §6). One engine definition, parameterised by mode.
 #[derive(Clone, Copy, Debug)]
-pub struct GranolaEngine;
+pub struct GranolaEngine {
+    /// Always in locking mode (§4.5): every distributed transaction is prepared under locks and
+    /// every single-partition transaction runs at once, checked against them.
+    pub always_locking: bool,
+}
+
+impl GranolaEngine {
+    pub const TIMESTAMP: GranolaEngine = GranolaEngine { always_locking: false };
+    pub const LOCKING: GranolaEngine = GranolaEngine { always_locking: true };
+}
 
 impl EngineDef for GranolaEngine {
     fn name(&self) -> &'static str {
-        "granola"
+        if self.always_locking {
+            "granola-locking"
+        } else {
+            "granola"
+        }
     }
     fn guarantee(&self) -> &'static str {
-        "serializable one-round transactions (timestamp voting, locking mode for coordinated ones); no interactive transactions"
+        if self.always_locking {
+            "serializable one-round transactions, Granola always in locking mode (prepare/commit with lock sets, CONFLICT on a conflict); no interactive transactions"
+        } else {
+            "serializable one-round transactions (timestamp voting, locking mode for coordinated ones); no interactive transactions"
+        }
     }
     fn capabilities(&self) -> Capabilities {
         Capabilities { guarantee: Guarantee::AnsiLevels, base_transactions: false, one_round: true, interactive: false }
@@ -199,6 +218,6 @@ impl EngineDef for GranolaEngine {
         Box::new(GranolaCoordinator::default())
     }
     fn partition(&self) -> Box<dyn PartitionEngine> {
-        Box::new(GranolaPartition::default())
+        Box::new(GranolaPartition::new(self.always_locking))
     }
 }

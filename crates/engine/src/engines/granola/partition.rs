@@ -105,6 +105,12 @@ pub struct GranolaPartition {
     /// Coordinated transactions waiting for the queue to drain before they prepare (§4.5).
     coord_waiting: Vec<TxnRequest>,
     last_resend: Time,
+    /// Replies of executed read-only single-partition transactions (not logged, §4.3), so a
+    /// retransmitted request is answered rather than run again; oldest forgotten first.
+    read_only_done: BTreeMap<Gtid, (Addr, Reply)>,
+    read_only_order: VecDeque<Gtid>,
+    /// `granola-locking`: locking mode always (configuration, not state: the same on replay).
+    always_locking: bool,
 }
 
 /// The result of running a transaction's fragments at this partition.
@@ -115,6 +121,11 @@ struct Run {
 }
 
 impl GranolaPartition {
+    /// A repository in timestamp mode (`granola`) or always in locking mode (`granola-locking`).
+    pub fn new(always_locking: bool) -> Self {
+        GranolaPartition { always_locking, ..Default::default() }
+    }
+
     // ---------------------------------------------------------------- durable state (apply)
 
     /// Applies one record: the same function live (right after logging it) and in recovery.
@@ -189,9 +200,18 @@ impl GranolaPartition {
         }
     }
 
-    /// Whether a coordinated transaction holds locks (the partition is in locking mode).
+    /// Forgets the remembered replies of read-only transactions (a test breaks the rule with it).
+    #[cfg(test)]
+    pub(crate) fn forget_read_only_replies(&mut self) {
+        self.read_only_done.clear();
+        self.read_only_order.clear();
+    }
+
+    /// Whether the partition is in locking mode: always under `granola-locking`, else while a
+    /// coordinated transaction holds locks.
     fn locked(&self) -> bool {
-        self.d.pending.values().any(|p| p.prepared.is_some() && p.req.class == OneRoundClass::Coordinated)
+        self.always_locking
+            || self.d.pending.values().any(|p| p.prepared.is_some() && p.req.class == OneRoundClass::Coordinated)
     }
 
     /// §4.5: once no coordinated transaction holds locks, prepared independent transactions
@@ -270,6 +290,11 @@ impl GranolaPartition {
         if self.d.done.contains_key(&g) {
             return self.reply(g, ctx); // a retransmission: answer from the log
         }
+        if let Some((coord, reply)) = self.read_only_done.get(&g) {
+            // A retransmission of a read-only transaction: running it again would be harmless
+            // but not free (a long one answered late was resent and re-run, again and again).
+            return ctx.reply(*coord, reply.clone());
+        }
         let known = self.d.pending.contains_key(&g)
             || self.singles.contains_key(&g)
             || self.coord_waiting.iter().any(|r| r.gtid == g);
@@ -319,6 +344,13 @@ impl GranolaPartition {
                 self.queue.remove(&(w.ts, g));
             }
             let reply = Reply { gtid: g, ts, outcome: Outcome::Committed { values: run.values } };
+            if self.read_only_done.insert(g, (req.coord, reply.clone())).is_none() {
+                self.read_only_order.push_back(g);
+            }
+            while self.read_only_order.len() > DONE_REMEMBERED_MAX {
+                let old = self.read_only_order.pop_front().expect("non-empty");
+                self.read_only_done.remove(&old);
+            }
             return ctx.reply(req.coord, reply);
         }
         self.log_apply(Record::Executed { req, ts, vote_ts: ts, writes: run.writes, values: run.values }, ctx);
