@@ -23,6 +23,7 @@ impl EngineKind {
         EngineKind::Omid,
         EngineKind::Granola,
         EngineKind::GranolaLocking,
+        EngineKind::Sinfonia,
     ];
 
     /// No concurrency control (UNSAFE): the throughput upper bound. See [`nocc`].
@@ -39,4 +40,7 @@ impl EngineKind {
     pub const Granola: EngineKind = EngineKind(&granola::GranolaEngine::TIMESTAMP);
     /// Granola always in locking mode (the paper's "Granola (locking)" baseline). See [`granola`].
     pub const GranolaLocking: EngineKind = EngineKind(&granola::GranolaEngine::LOCKING);
+    /// Lock-based two-phase commit of one-round transactions through one coordinator node
+    /// (Sinfonia, Granola §6's baseline). See [`granola::relay`].
+    pub const Sinfonia: EngineKind = EngineKind(&granola::GranolaEngine::SINFONIA);
 }

@@ -80,13 +80,15 @@
 pub mod coordinator;
 pub mod locks;
 pub mod partition;
+pub mod relay;
 #[cfg(test)]
 mod tests;
 
 use crate::engine::{Capabilities, CoordinatorEngine, EngineDef, Guarantee, PartitionEngine};
 use crate::fragment::{FragmentCall, OneRoundClass};
+use crate::machine::Machine;
 use crate::message::Addr;
-use litmus_core::{Error, PartitionId, Timestamp, TxnId, Value};
+use litmus_core::{Error, NodeId, PartitionId, Timestamp, TxnId, Value};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -182,42 +184,52 @@ pub struct Reply {
 }
 
 /// The registered engines `granola` (timestamp mode, switching to locking mode while a
-/// coordinated transaction holds locks) and `granola-locking` (always in locking mode: the
-/// paper's "Granola (locking)" baseline of §6). One engine definition, parameterised by mode.
+/// coordinated transaction holds locks), `granola-locking` (always in locking mode: the
+/// paper's "Granola (locking)" baseline of §6) and `sinfonia` (always in locking mode, with
+/// distributed transactions sent through one coordinator node, [`relay`]: §6's lock-based
+/// two-phase commit). One engine definition, parameterised by mode.
 #[derive(Clone, Copy, Debug)]
 pub struct GranolaEngine {
+    pub name: &'static str,
     /// Always in locking mode (§4.5): every distributed transaction is prepared under locks and
     /// every single-partition transaction runs at once, checked against them.
     pub always_locking: bool,
+    /// Requests and votes of distributed transactions go through the coordinator node
+    /// ([`relay::RELAY`]) instead of from participant to participant.
+    pub relay: bool,
 }
 
 impl GranolaEngine {
-    pub const TIMESTAMP: GranolaEngine = GranolaEngine { always_locking: false };
-    pub const LOCKING: GranolaEngine = GranolaEngine { always_locking: true };
+    pub const TIMESTAMP: GranolaEngine = GranolaEngine { name: "granola", always_locking: false, relay: false };
+    pub const LOCKING: GranolaEngine = GranolaEngine { name: "granola-locking", always_locking: true, relay: false };
+    pub const SINFONIA: GranolaEngine = GranolaEngine { name: "sinfonia", always_locking: true, relay: true };
 }
 
 impl EngineDef for GranolaEngine {
     fn name(&self) -> &'static str {
-        if self.always_locking {
-            "granola-locking"
-        } else {
-            "granola"
-        }
+        self.name
     }
     fn guarantee(&self) -> &'static str {
-        if self.always_locking {
-            "serializable one-round transactions, Granola always in locking mode (prepare/commit with lock sets, CONFLICT on a conflict); no interactive transactions"
-        } else {
-            "serializable one-round transactions (timestamp voting, locking mode for coordinated ones); no interactive transactions"
+        match (self.always_locking, self.relay) {
+            (_, true) => "serializable one-round transactions by lock-based two-phase commit through one coordinator node (Sinfonia, Granola §6's baseline); no interactive transactions",
+            (true, false) => "serializable one-round transactions, Granola always in locking mode (prepare/commit with lock sets, CONFLICT on a conflict); no interactive transactions",
+            (false, false) => "serializable one-round transactions (timestamp voting, locking mode for coordinated ones); no interactive transactions",
         }
     }
     fn capabilities(&self) -> Capabilities {
         Capabilities { guarantee: Guarantee::AnsiLevels, base_transactions: false, one_round: true, interactive: false }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
-        Box::new(GranolaCoordinator::default())
+        Box::new(GranolaCoordinator::new(self.name, self.relay.then_some(relay::RELAY)))
     }
     fn partition(&self) -> Box<dyn PartitionEngine> {
-        Box::new(GranolaPartition::new(self.always_locking))
+        Box::new(GranolaPartition::new(self.always_locking, self.relay.then_some(relay::RELAY)))
+    }
+    fn roles(&self, node: NodeId, nodes: u32, _partitions: u32) -> Vec<Box<dyn Machine>> {
+        if self.relay && node == relay::RELAY_ROLE.node(nodes) {
+            vec![Box::new(relay::Relay::default())]
+        } else {
+            Vec::new()
+        }
     }
 }

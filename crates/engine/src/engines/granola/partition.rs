@@ -109,8 +109,11 @@ pub struct GranolaPartition {
     /// retransmitted request is answered rather than run again; oldest forgotten first.
     read_only_done: BTreeMap<Gtid, (Addr, Reply)>,
     read_only_order: VecDeque<Gtid>,
-    /// `granola-locking`: locking mode always (configuration, not state: the same on replay).
+    /// `granola-locking`, `sinfonia`: locking mode always (configuration, not state: the same
+    /// on replay).
     always_locking: bool,
+    /// `sinfonia`: votes go to this coordinator node, which forwards them ([`super::relay`]).
+    relay: Option<Addr>,
 }
 
 /// The result of running a transaction's fragments at this partition.
@@ -122,8 +125,24 @@ struct Run {
 
 impl GranolaPartition {
     /// A repository in timestamp mode (`granola`) or always in locking mode (`granola-locking`).
-    pub fn new(always_locking: bool) -> Self {
-        GranolaPartition { always_locking, ..Default::default() }
+    /// With `relay` (`sinfonia`), votes travel through that coordinator node.
+    pub fn new(always_locking: bool, relay: Option<Addr>) -> Self {
+        GranolaPartition { always_locking, relay, ..Default::default() }
+    }
+
+    /// Sends a vote to the other participants: directly (§4.4 step 3), or through the relay.
+    fn send_vote(&self, req: &TxnRequest, to: Option<PartitionId>, msg: Request, ctx: &mut PartCtx) {
+        match (self.relay, to) {
+            (Some(relay), _) => ctx.reply(relay, msg),
+            (None, Some(p)) => ctx.send_to_partition(p, msg),
+            (None, None) => {
+                for p in req.participants() {
+                    if p != ctx.me {
+                        ctx.send_to_partition(p, msg.clone());
+                    }
+                }
+            }
+        }
     }
 
     // ---------------------------------------------------------------- durable state (apply)
@@ -275,12 +294,8 @@ impl GranolaPartition {
     }
 
     fn send_votes(&self, req: &TxnRequest, ts: Timestamp, vote: &Vote, ctx: &mut PartCtx) {
-        for p in req.participants() {
-            if p != ctx.me {
-                let msg = Request::Vote { from: ctx.me, ts, vote: vote.clone(), need_reply: false, req: req.clone() };
-                ctx.send_to_partition(p, msg);
-            }
-        }
+        let msg = Request::Vote { from: ctx.me, ts, vote: vote.clone(), need_reply: false, req: req.clone() };
+        self.send_vote(req, None, msg, ctx);
     }
 
     // ---------------------------------------------------------------- requests
@@ -423,16 +438,18 @@ impl GranolaPartition {
         }
         if let Some(d) = self.d.done.get(&g) {
             if need_reply {
+                let r = req.clone();
                 let msg = Request::Vote { from: ctx.me, ts: d.vote_ts, vote: d.vote.clone(), need_reply: false, req };
-                ctx.send_to_partition(from, msg);
+                self.send_vote(&r, Some(from), msg, ctx);
             }
             return;
         }
         self.votes.entry(g).or_default().insert(from, (ts, vote));
         if let Some(p) = self.d.pending.get(&g) {
             if need_reply {
+                let r = req.clone();
                 let msg = Request::Vote { from: ctx.me, ts: p.proposal, vote: Vote::Commit, need_reply: false, req };
-                ctx.send_to_partition(from, msg);
+                self.send_vote(&r, Some(from), msg, ctx);
             }
             self.count_votes(g, ctx);
             return self.progress(ctx);
@@ -523,17 +540,23 @@ impl GranolaPartition {
     fn resend_votes(&mut self, ctx: &mut PartCtx) {
         for (g, p) in &self.d.pending {
             let votes = self.votes.get(g);
-            for q in p.req.participants() {
-                if q != ctx.me && votes.is_none_or(|v| !v.contains_key(&q)) {
-                    let msg = Request::Vote {
-                        from: ctx.me,
-                        ts: p.proposal,
-                        vote: Vote::Commit,
-                        need_reply: true,
-                        req: p.req.clone(),
-                    };
-                    ctx.send_to_partition(q, msg);
-                }
+            let missing: Vec<PartitionId> = p
+                .req
+                .participants()
+                .into_iter()
+                .filter(|q| *q != ctx.me && votes.is_none_or(|v| !v.contains_key(q)))
+                .collect();
+            // Through the relay, one message reaches every peer.
+            let missing = if self.relay.is_some() { missing.into_iter().take(1).collect() } else { missing };
+            for q in missing {
+                let msg = Request::Vote {
+                    from: ctx.me,
+                    ts: p.proposal,
+                    vote: Vote::Commit,
+                    need_reply: true,
+                    req: p.req.clone(),
+                };
+                self.send_vote(&p.req, Some(q), msg, ctx);
             }
         }
     }

@@ -43,7 +43,7 @@ impl H {
         let mut h = H::new(n);
         h.locking = true;
         for part in &mut h.parts {
-            part.p = GranolaPartition::new(true);
+            part.p = GranolaPartition::new(true, None);
         }
         h
     }
@@ -132,7 +132,7 @@ impl H {
     /// Crash and restart partition `i`: its state rebuilt from its log alone.
     fn restart(&mut self, i: usize) {
         let part = &mut self.parts[i];
-        part.p = GranolaPartition::new(self.locking);
+        part.p = GranolaPartition::new(self.locking, None);
         part.store = MvccStore::new();
         for rec in &part.log {
             part.p.apply_bytes(rec, &mut part.store).unwrap();
