@@ -48,6 +48,7 @@
 //! catalog and registry with [`full_schema`] (`litmus server` does).
 
 pub mod analysis;
+pub mod granola_counters;
 pub mod harness;
 pub mod mix;
 pub mod omid_oracle;
@@ -81,7 +82,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Names of the workloads [`workload()`] knows.
-pub const WORKLOADS: &[&str] = &["ycsb", "salt-contention", "salt-position", "salt-rw", "tpcc", "ticketing", "ycsb-t"];
+pub const WORKLOADS: &[&str] =
+    &["ycsb", "salt-contention", "salt-position", "salt-rw", "tpcc", "ticketing", "ycsb-t", "granola-counters"];
 
 /// Most engines one `--compare` runs.
 pub const COMPARE_ENGINES_MAX: usize = 8;
@@ -162,7 +164,7 @@ fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
 #[derive(clap::Args, Clone, Debug, PartialEq)]
 pub struct BenchArgs {
     /// Workload to run (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing,
-    /// ycsb-t), or omid-oracle (the Omid status oracle alone, over TCP loopback).
+    /// ycsb-t, granola-counters), or omid-oracle (the Omid status oracle alone, over TCP loopback).
     pub workload: String,
 
     /// Concurrency-control engine of the embedded cluster. With --connect, the engine the
@@ -273,6 +275,9 @@ pub struct BenchArgs {
 
     #[command(flatten)]
     pub omid_oracle: OmidOracleOptions,
+
+    #[command(flatten)]
+    pub counters: granola_counters::CountersOptions,
 }
 
 /// Unknown workload name.
@@ -295,6 +300,9 @@ pub fn workload(name: &str, args: &BenchArgs) -> anyhow::Result<Box<dyn Workload
             Ok(Box::new(Ticketing::new(opts, !args.quiet)?))
         }
         "ycsb-t" => Ok(Box::new(YcsbT::new(args.ycsb_t.clone(), args.ycsb.records, !args.quiet)?)),
+        granola_counters::NAME => {
+            Ok(Box::new(granola_counters::Counters::new(args.counters.clone(), args.partitions)?))
+        }
         other => match SaltMicroKind::from_name(other) {
             Some(kind) => Ok(Box::new(SaltMicro::new(kind, args.salt.clone(), !args.quiet)?)),
             None => Err(UnknownWorkload(other.into()).into()),
@@ -335,6 +343,9 @@ pub fn full_schema() -> (Catalog, Registry) {
         .expect("default options are valid");
     catalog.merge(&ycsb_t.catalog());
     ycsb_t.register(&mut registry);
+    let counters = granola_counters::Counters::new(Default::default(), 1).expect("default options are valid");
+    catalog.merge(&counters.catalog());
+    counters.register(&mut registry);
     (catalog, registry)
 }
 
