@@ -367,3 +367,77 @@ pub fn register(r: &mut Registry) {
     single(r, CHECK_DISTRICT_1R, "tpcc_check_district_frag", vec![Int; 3], super::check::check_district);
     single(r, CHECK_WAREHOUSE_1R, "tpcc_check_warehouse_frag", vec![Int], super::check::check_warehouse);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tpcc::{schema, Tpcc, TpccOptions};
+    use crate::workload::{loaded_cluster, Outcomes, RunStats, Workload};
+    use litmus_client::Client;
+    use litmus_engine::EngineKind;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    fn tpcc(warehouses: u64, partitions: u32) -> Tpcc {
+        let opts = TpccOptions { warehouses, scale_div: 100, ..TpccOptions::DEFAULT };
+        Tpcc::new(&opts, false).unwrap().with_one_round(partitions)
+    }
+
+    #[test]
+    fn the_mix_is_about_eleven_percent_distributed() {
+        // Granola §6.2: with the specification's remote rates, ~10.7% of TPC-C is distributed.
+        let w = tpcc(4, 4);
+        let mut registry = Registry::new();
+        super::super::register(&mut registry);
+        let catalog = schema::catalog();
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let (n, mut distributed) = (40_000, 0);
+        for _ in 0..n {
+            let t = w.generate(&mut rng);
+            let proc = registry.get(t.procedure).unwrap();
+            let plan = registry.plan(proc, &t.args, &catalog, 4).unwrap().expect("one-round");
+            distributed += usize::from(plan.participants().len() > 1);
+        }
+        let share = distributed as f64 / n as f64;
+        assert!((share - 0.107).abs() < 0.012, "{share:.3} distributed");
+    }
+
+    /// Runs `n` TPC-C transactions in one-round form on `engine`, then the consistency check.
+    fn run_and_check(engine: EngineKind, n: usize) {
+        let w = tpcc(2, 2);
+        let cluster = loaded_cluster(&w, engine, 2, 2).unwrap();
+        let mut client = Client::new(Box::new(cluster.transport()));
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut stats = RunStats::default();
+        for _ in 0..n {
+            let t = w.generate(&mut rng);
+            let o = stats.total.entry(t.kind).or_insert_with(Outcomes::default);
+            match client.call(t.procedure, t.args) {
+                Ok(_) => o.committed += 1,
+                Err(Error::UserAbort(_)) => o.user_aborts += 1,
+                Err(e) => panic!("{engine}: {} failed: {e}", t.kind),
+            }
+        }
+        let verdict = w.verify(&mut client, &stats);
+        assert!(verdict.is_ok(), "{engine}: {verdict:?}");
+    }
+
+    #[test]
+    fn one_round_tpcc_keeps_the_consistency_conditions_on_granola_and_through_the_adapter() {
+        for engine in [EngineKind::Granola, EngineKind::GranolaLocking, EngineKind::Sinfonia, EngineKind::Acid] {
+            run_and_check(engine, 300);
+        }
+    }
+
+    #[test]
+    fn bad_one_round_payment_input_is_refused_before_anything_is_sent() {
+        let mut args = vec![Value::Int(1), Value::Int(1), Value::Int(2), Value::Int(1), Value::Int(5), Value::Null];
+        args.extend([Value::Decimal(Decimal::ZERO), Value::Int(0), Value::Int(1)]);
+        assert!(matches!(payment_plan(&args), Err(Error::Invalid(_))), "a zero amount");
+        args[6] = Value::Decimal(Decimal::from_cents(100));
+        args[4] = Value::Null;
+        assert!(matches!(payment_plan(&args), Err(Error::Invalid(_))), "no customer named");
+        args[4] = Value::Int(5);
+        assert_eq!(payment_plan(&args).unwrap().len(), 2, "a remote customer: two participants");
+    }
+}
