@@ -14,6 +14,8 @@
 //!   txns.rs    New-Order, Payment, Order-Status, Delivery, Stock-Level (ACID and _base)
 //!   check.rs   conditions 3.3.2.1–3.3.2.12 over a call abstraction (client or simulator)
 //!   sim.rs     a simulator driver: small-scale TPC-C under faults, ending with the check
+//!   oneround.rs  the one-round form (Granola §6.2): single-partition or independent fragments,
+//!              used on engines without interactive transactions (`--one-round` elsewhere)
 //! ```
 //!
 //! ## Data
