@@ -230,7 +230,7 @@ fn flags_parse_with_defaults_and_reject_nonsense() {
     let err = litmus_bench::workload("tpch", &parse(&["tpch"]).unwrap()).err().unwrap().to_string();
     assert_eq!(
         err,
-        "unknown workload \"tpch\" (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing, ycsb-t)"
+        "unknown workload \"tpch\" (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing, ycsb-t, granola-counters)"
     );
     let err = litmus_bench::workload("ycsb", &parse(&["ycsb", "--read-ratio", "2"]).unwrap()).err().unwrap();
     assert!(err.to_string().contains("--read-ratio"), "{err}");
