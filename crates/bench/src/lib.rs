@@ -50,6 +50,7 @@
 pub mod analysis;
 pub mod basic_ycsb;
 pub mod basic_ycsb_sim;
+pub mod granola_counters;
 pub mod harness;
 pub mod mix;
 pub mod omid_oracle;
@@ -94,6 +95,7 @@ pub const WORKLOADS: &[&str] = &[
     "ycsb-t",
     "basic-ycsb",
     "tpcc-neworder",
+    "granola-counters",
 ];
 
 /// Most engines one `--compare` runs.
@@ -176,7 +178,7 @@ fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
 pub struct BenchArgs {
     /// Workload to run (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing,
     /// ycsb-t, basic-ycsb,
-    /// tpcc-neworder), or omid-oracle (the Omid status oracle alone, over TCP loopback).
+    /// tpcc-neworder, granola-counters), or omid-oracle (the Omid status oracle alone, over TCP loopback).
     pub workload: String,
 
     /// Concurrency-control engine of the embedded cluster. With --connect, the engine the
@@ -290,6 +292,14 @@ pub struct BenchArgs {
 
     #[command(flatten)]
     pub neworder: tpcc_neworder::NewOrderOptions,
+
+    #[command(flatten)]
+    pub counters: granola_counters::CountersOptions,
+
+    /// Fraction of distributed transactions, 0.0..=1.0 (tpcc-neworder: New-Orders with a line
+    /// from another warehouse, default 0.1; granola-counters: default 0.0).
+    #[arg(long, value_name = "F")]
+    pub distributed: Option<f64>,
 }
 
 /// Unknown workload name.
@@ -321,13 +331,31 @@ pub fn workload(name: &str, args: &BenchArgs) -> anyhow::Result<Box<dyn Workload
             !args.quiet,
         )?)),
         tpcc_neworder::NAME => {
-            Ok(Box::new(tpcc_neworder::TpccNewOrder::new(&args.neworder, &args.tpcc, args.partitions, !args.quiet)?))
+            let mut opts = args.neworder.clone();
+            opts.distributed = args.distributed.unwrap_or(opts.distributed);
+            Ok(Box::new(tpcc_neworder::TpccNewOrder::new(&opts, &args.tpcc, args.partitions, !args.quiet)?))
+        }
+        granola_counters::NAME => {
+            let mut opts = args.counters.clone();
+            opts.distributed = args.distributed.unwrap_or(opts.distributed);
+            Ok(Box::new(granola_counters::Counters::new(opts, args.partitions)?))
         }
         other => match SaltMicroKind::from_name(other) {
             Some(kind) => Ok(Box::new(SaltMicro::new(kind, args.salt.clone(), !args.quiet)?)),
             None => Err(UnknownWorkload(other.into()).into()),
         },
     }
+}
+
+/// Builds the named workload for a run on `engine`: TPC-C in its one-round form on an engine
+/// that runs one-round transactions only (or with `--one-round`).
+pub fn workload_for(name: &str, args: &BenchArgs, engine: EngineKind) -> anyhow::Result<Box<dyn Workload>> {
+    if name == "tpcc" && (args.tpcc.one_round || !engine.capabilities().interactive) {
+        let mut opts = args.tpcc.clone();
+        opts.base_txns = args.base_txns.or(opts.base_txns);
+        return Ok(Box::new(Tpcc::new(&opts, !args.quiet)?.with_one_round(args.partitions)));
+    }
+    workload(name, args)
 }
 
 /// Every table and procedure a `litmus server` needs to serve any workload: the built-ins and
@@ -357,6 +385,9 @@ pub fn full_schema() -> (Catalog, Registry) {
     let basic = basic_ycsb::BasicYcsb::new("read-heavy", 4, 1000, ycsb::KeyDistribution::Uniform, 0.99, false)
         .expect("default options are valid");
     basic.register(&mut registry);
+    let counters = granola_counters::Counters::new(Default::default(), 1).expect("default options are valid");
+    catalog.merge(&counters.catalog());
+    counters.register(&mut registry);
     (catalog, registry)
 }
 
@@ -446,7 +477,7 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         if args.compare.is_some() {
             cfg.data_dir = cfg.data_dir.map(|d| d.join(format!("run{}-{engine}", i + 1)));
         }
-        let workload = workload(&args.workload, args)?;
+        let workload = workload_for(&args.workload, args, engine)?;
         let report = harness::run(&cfg, workload.as_ref()).with_context(|| format!("{} on {engine}", args.workload))?;
         if i > 0 {
             writeln!(out)?;

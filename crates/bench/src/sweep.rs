@@ -360,7 +360,7 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
             cfg.data_dir = cfg
                 .data_dir
                 .map(|d| d.join(format!("point{}-{name}={value}", j + 1)).join(format!("run{}-{engine}", i + 1)));
-            let w = workload(&point.workload, point)?;
+            let w = crate::workload_for(&point.workload, point, engine)?;
             let report = match harness::run(&cfg, w.as_ref()) {
                 Ok(report) => report,
                 Err(e) if matches!(e.downcast_ref::<crate::BenchError>(), Some(crate::BenchError::Starved { .. })) => {

@@ -48,16 +48,20 @@ pub struct NewOrderOptions {
     #[arg(long = "warehouses-per-partition", value_name = "K", default_value_t = 1)]
     pub warehouses_per_partition: u64,
 
-    /// tpcc-neworder: fraction of New-Orders with one line supplied by another warehouse.
-    #[arg(long, value_name = "F", default_value_t = 0.1)]
+    /// Fraction of New-Orders with one line supplied by another warehouse: `--distributed`,
+    /// shared with granola-counters (see `BenchArgs::distributed`).
+    #[arg(skip = DISTRIBUTED_DEFAULT)]
     pub distributed: f64,
 }
 
 impl Default for NewOrderOptions {
     fn default() -> Self {
-        NewOrderOptions { warehouses_per_partition: 1, distributed: 0.1 }
+        NewOrderOptions { warehouses_per_partition: 1, distributed: DISTRIBUTED_DEFAULT }
     }
 }
+
+/// `--distributed` when not given: TPC-C's rate of New-Orders with a remote line (~10%).
+pub const DISTRIBUTED_DEFAULT: f64 = 0.1;
 
 /// The scale divisor `tpcc-neworder` uses when `--scale-div` is left at TPC-C's default.
 pub const SCALE_DIV_DEFAULT: u64 = 10;
@@ -110,7 +114,7 @@ impl TpccNewOrder {
         }
         let scale_div =
             if tpcc.scale_div == TpccOptions::DEFAULT.scale_div { SCALE_DIV_DEFAULT } else { tpcc.scale_div };
-        let inner = TpccOptions { warehouses, base_txns: Some(0), variant: None, scale_div };
+        let inner = TpccOptions { warehouses, base_txns: Some(0), variant: None, scale_div, one_round: false };
         Ok(TpccNewOrder { tpcc: Tpcc::new(&inner, progress)?, distributed: opts.distributed })
     }
 

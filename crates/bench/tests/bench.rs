@@ -234,7 +234,7 @@ fn flags_parse_with_defaults_and_reject_nonsense() {
     assert_eq!(
         err,
         "unknown workload \"tpch\" (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing, ycsb-t, \
-         basic-ycsb, tpcc-neworder)"
+         basic-ycsb, tpcc-neworder, granola-counters)"
     );
     let err = litmus_bench::workload("ycsb", &parse(&["ycsb", "--read-ratio", "2"]).unwrap()).err().unwrap();
     assert!(err.to_string().contains("--read-ratio"), "{err}");

@@ -29,7 +29,7 @@ struct FlakyDelivery {
 
 impl FlakyDelivery {
     fn new(every: u64, commit_bound: Duration, policy: Option<RetryPolicy>) -> FlakyDelivery {
-        let opts = TpccOptions { warehouses: 2, base_txns: None, variant: None, scale_div: 100 };
+        let opts = TpccOptions { warehouses: 2, base_txns: None, variant: None, scale_div: 100, one_round: false };
         let tpcc = Tpcc::new(&opts, false).unwrap().with_commit_bound(commit_bound);
         FlakyDelivery { tpcc, every, attempts: Arc::new(AtomicU64::new(0)), policy }
     }

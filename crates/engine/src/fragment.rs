@@ -34,7 +34,7 @@
 
 use crate::op::{merge, overlay_scan, resolve, write_image, OpKind, OpResult, PartResult, Targets};
 use crate::procedure::{poll_once, Ctx, Issued, ProcFuture};
-use litmus_core::{Catalog, Error, InvalidInput, Key, PartitionId, Row, TableId, Timestamp, Value};
+use litmus_core::{Catalog, Error, InvalidInput, Key, PartitionId, Partitioning, Row, TableId, Timestamp, Value};
 use litmus_storage::mvcc::MvccStore;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -186,11 +186,14 @@ fn local_op(
     op: &crate::op::Op,
 ) -> Result<OpResult, Error> {
     let resolved = resolve(catalog, partitions, op)?;
+    let replicated = catalog.table(resolved.op.table).is_ok_and(|t| t.partitioning == Partitioning::Replicated);
     let local = match resolved.targets {
         Targets::One(p) => p == me,
-        // A replicated table: every partition holds a copy; reads are served here, and a
-        // fragment may not write one (that would need every partition).
+        // A replicated table: every partition holds a copy; reads are served here.
         Targets::AnyReplica => true,
+        // A write of a replicated table writes this partition's copy: the plan must send the
+        // same write to every partition (as a load of TPC-C's ITEM does), one fragment each.
+        Targets::All if replicated => true,
         Targets::All => !resolved.op.kind.is_write() && partitions == 1,
     };
     if !local {

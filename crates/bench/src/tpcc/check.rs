@@ -82,7 +82,7 @@ fn sum(a: Decimal, b: Decimal) -> Decimal {
 /// `tpcc_check_district(w, d, fresh_delivered | NULL)` -> `[d_ytd, violations, orders, lines,
 /// customers, n, message_1..message_n, (h_w_id, h_d_id, sum(h_amount))...]`. With
 /// `fresh_delivered`, also condition 11: orders - new-orders = fresh_delivered.
-async fn check_district(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+pub(crate) async fn check_district(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     let p = CHECK_DISTRICT;
     let (w, d) = (arg_int(&args, 0, p)?, arg_int(&args, 1, p)?);
     let fresh_delivered = arg_opt_int(&args, 2, p)?;
@@ -249,7 +249,7 @@ async fn check_district(ctx: Ctx, args: Vec<Value>) -> ProcResult {
 }
 
 /// `tpcc_check_warehouse(w)` -> `[w_ytd, sum(d_ytd), districts]`.
-async fn check_warehouse(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+pub(crate) async fn check_warehouse(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     let w = arg_int(&args, 0, CHECK_WAREHOUSE)?;
     let warehouse = ctx.read(WAREHOUSE, &[Value::Int(w)]).await?;
     let w_ytd = match &warehouse {

@@ -95,7 +95,7 @@ fn address(rng: &mut ChaCha8Rng) -> [Value; 5] {
 }
 
 /// `tpcc_load_items(start, count, seed)`: items `start+1 ..= start+count`.
-async fn load_items(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+pub(crate) async fn load_items(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     let (first, last) = id_range(&args, 0, LOAD_ITEMS)?;
     let seed = arg_int(&args, 2, LOAD_ITEMS)?;
     let mut rng = ChaCha8Rng::seed_from_u64(batch_seed(&[seed, 1, first]));
@@ -119,7 +119,7 @@ async fn load_items(ctx: Ctx, args: Vec<Value>) -> ProcResult {
 /// (`d_next_o_id = customers + 1`: one initial order per customer). The year-to-date amounts
 /// are the initial history's sums, `d_ytd = customers * 10.00` and `w_ytd = 10 * d_ytd`
 /// (30,000.00 and 300,000.00 at full scale).
-async fn load_warehouse(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+pub(crate) async fn load_warehouse(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     let w = positive(&args, 0, LOAD_WAREHOUSE)?;
     let seed = arg_int(&args, 1, LOAD_WAREHOUSE)?;
     let orders = positive(&args, 2, LOAD_WAREHOUSE)?;
@@ -140,7 +140,7 @@ async fn load_warehouse(ctx: Ctx, args: Vec<Value>) -> ProcResult {
 }
 
 /// `tpcc_load_stock(w, start, count, seed)`: stock of items `start+1 ..= start+count` at `w`.
-async fn load_stock(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+pub(crate) async fn load_stock(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     let w = positive(&args, 0, LOAD_STOCK)?;
     let (first, last) = id_range(&args, 1, LOAD_STOCK)?;
     let seed = arg_int(&args, 3, LOAD_STOCK)?;
@@ -159,7 +159,7 @@ async fn load_stock(ctx: Ctx, args: Vec<Value>) -> ProcResult {
 
 /// `tpcc_load_customers(w, d, start, count, seed)`: customers `start+1 ..= start+count` of
 /// district `(w, d)`, their name-index rows and their one history row each.
-async fn load_customers(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+pub(crate) async fn load_customers(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     let w = positive(&args, 0, LOAD_CUSTOMERS)?;
     let d = positive(&args, 1, LOAD_CUSTOMERS)?;
     let (first, last) = id_range(&args, 2, LOAD_CUSTOMERS)?;
@@ -223,7 +223,7 @@ pub fn order_customers(seed: i64, w: i64, d: i64, customers: i64) -> Vec<i64> {
 /// `start+1 ..= start+count` of district `(w, d)` with their order lines, the customers'
 /// latest-order index rows, and NEW-ORDER rows for the last `undelivered` orders of the
 /// district (whose number of orders is `customers`).
-async fn load_orders(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+pub(crate) async fn load_orders(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     let p = LOAD_ORDERS;
     let w = positive(&args, 0, p)?;
     let d = positive(&args, 1, p)?;
@@ -350,7 +350,15 @@ pub fn load(
     seed: u64,
     progress: bool,
 ) -> anyhow::Result<()> {
-    let calls = plan(scale, seed);
+    load_calls(clients, plan(scale, seed), progress)
+}
+
+/// Runs `calls` (a load plan, maybe renamed to another form of the procedures) as [`load`] does.
+pub fn load_calls(
+    clients: &mut dyn FnMut() -> Result<Client, Error>,
+    calls: Vec<LoadCall>,
+    progress: bool,
+) -> anyhow::Result<()> {
     let total: u64 = calls.iter().map(|c| c.rows).sum();
     let threads = LOAD_THREADS.min(calls.len()).max(1);
     let mut sessions = Vec::with_capacity(threads);

@@ -14,6 +14,8 @@
 //!   txns.rs    New-Order, Payment, Order-Status, Delivery, Stock-Level (ACID and _base)
 //!   check.rs   conditions 3.3.2.1–3.3.2.12 over a call abstraction (client or simulator)
 //!   sim.rs     a simulator driver: small-scale TPC-C under faults, ending with the check
+//!   oneround.rs  the one-round form (Granola §6.2): single-partition or independent fragments,
+//!              used on engines without interactive transactions (`--one-round` elsewhere)
 //! ```
 //!
 //! ## Data
@@ -272,6 +274,7 @@
 pub mod check;
 pub mod gen;
 pub mod load;
+pub mod oneround;
 pub mod schema;
 pub mod sim;
 pub mod txns;
@@ -494,10 +497,17 @@ pub struct TpccOptions {
     /// D must divide 300.
     #[arg(long = "scale-div", value_name = "D", default_value_t = TpccOptions::DEFAULT.scale_div)]
     pub scale_div: u64,
+
+    /// tpcc: run the one-round form (Granola §6.2: every transaction single-partition or
+    /// independent, [`oneround`]) through the adapter on an engine that also runs interactive
+    /// transactions; engines that run one-round transactions only always use it.
+    #[arg(long = "one-round")]
+    pub one_round: bool,
 }
 
 impl TpccOptions {
-    pub const DEFAULT: TpccOptions = TpccOptions { warehouses: 2, base_txns: None, variant: None, scale_div: 1 };
+    pub const DEFAULT: TpccOptions =
+        TpccOptions { warehouses: 2, base_txns: None, variant: None, scale_div: 1, one_round: false };
 
     /// The cardinalities.
     pub fn scale(&self) -> Result<Scale, TpccConfigError> {
@@ -535,6 +545,8 @@ pub struct Tpcc {
     progress: bool,
     settle_max: Duration,
     commit_bound: Duration,
+    /// `Some(partitions)`: the one-round form ([`oneround`]) on a cluster of that many partitions.
+    one_round: Option<u32>,
 }
 
 impl Tpcc {
@@ -545,6 +557,7 @@ impl Tpcc {
             progress,
             settle_max: VERIFY_SETTLE_MAX,
             commit_bound: COMMIT_BOUND,
+            one_round: None,
         })
     }
 
@@ -553,6 +566,19 @@ impl Tpcc {
     pub fn with_commit_bound(mut self, bound: Duration) -> Tpcc {
         self.commit_bound = bound;
         self
+    }
+
+    /// The same workload in one-round form ([`oneround`]) for a cluster of `partitions`
+    /// partitions: no BASE procedures.
+    pub fn with_one_round(mut self, partitions: u32) -> Tpcc {
+        self.one_round = Some(partitions);
+        self.base_txns = 0;
+        self
+    }
+
+    /// Whether it runs the one-round form.
+    pub fn is_one_round(&self) -> bool {
+        self.one_round.is_some()
     }
 
     pub fn scale(&self) -> &Scale {
@@ -625,7 +651,8 @@ impl Tpcc {
             TxnType::Delivery => vec![int(w), Value::Int(rng.gen_range(1..=10)), Value::Int(gen::date(rng))],
             TxnType::StockLevel => vec![int(w), int(d), Value::Int(rng.gen_range(10..=20))],
         };
-        TxnRequest { kind: t.kind(), procedure: t.procedure(self.is_base(t)), args }
+        let procedure = if self.is_one_round() { oneround::procedure(t) } else { t.procedure(self.is_base(t)) };
+        TxnRequest { kind: t.kind(), procedure, args }
     }
 
     /// A customer by last name (60%) or by id: `(c_id | NULL, c_last | NULL)`.
@@ -640,6 +667,11 @@ impl Tpcc {
     /// Waits for in-flight BASE work and checks the consistency conditions through `call`
     /// (which should retry retryable errors); `fresh`: also 3.3.2.11.
     pub fn check_with(&self, call: &mut check::Call<'_>, fresh: bool) -> anyhow::Result<check::CheckSummary> {
+        if self.is_one_round() {
+            // No BASE work to wait for; the check procedures in their one-round form.
+            let mut renamed = |p: &str, args: Vec<Value>| call(oneround::one_round_of(p).unwrap_or(p), args);
+            return check::check(&mut renamed, &self.scale, fresh);
+        }
         check::quiesce(call, &self.scale)?;
         check::check(call, &self.scale, fresh)
     }
@@ -681,12 +713,13 @@ impl Workload for Tpcc {
         let base: Vec<&str> = TxnType::CONTENTION_ORDER[..self.base_txns as usize].iter().map(|t| t.kind()).collect();
         format!(
             "warehouses={} customers/district={} items={} base_txns={} (BASE procedures: {}; engines without BASE \
-             transactions run them as ACID); deck of 23: 10 new-order, 10 payment, 1 each of the others; retried until committed",
+             transactions run them as ACID){}; deck of 23: 10 new-order, 10 payment, 1 each of the others; retried until committed",
             s.warehouses,
             s.customers,
             s.items,
             self.base_txns,
-            if base.is_empty() { "none".to_string() } else { base.join(", ") }
+            if base.is_empty() { "none".to_string() } else { base.join(", ") },
+            if self.is_one_round() { "; one-round form (Granola §6.2: single-partition or independent)" } else { "" }
         )
     }
 
@@ -699,7 +732,13 @@ impl Workload for Tpcc {
     }
 
     fn prepare(&self, clients: &mut dyn FnMut() -> Result<Client, Error>) -> anyhow::Result<()> {
-        load::load(clients, &self.scale, LOAD_SEED, self.progress)
+        match self.one_round {
+            Some(partitions) => {
+                let calls = oneround::load_plan(load::plan(&self.scale, LOAD_SEED), partitions);
+                load::load_calls(clients, calls, self.progress)
+            }
+            None => load::load(clients, &self.scale, LOAD_SEED, self.progress),
+        }
     }
 
     fn generate(&self, rng: &mut ChaCha8Rng) -> TxnRequest {
@@ -756,6 +795,7 @@ pub fn register(registry: &mut Registry) {
     txns::register(registry);
     load::register(registry);
     check::register(registry);
+    oneround::register(registry);
 }
 
 pub(crate) fn bad_arg(procedure: &str, what: String) -> Error {
@@ -817,7 +857,13 @@ mod tests {
     use rand::SeedableRng;
 
     fn tpcc(base_txns: Option<u32>, variant: Option<&str>) -> Result<Tpcc, TpccConfigError> {
-        let opts = TpccOptions { base_txns, variant: variant.map(str::to_string), scale_div: 10, warehouses: 3 };
+        let opts = TpccOptions {
+            base_txns,
+            variant: variant.map(str::to_string),
+            scale_div: 10,
+            warehouses: 3,
+            one_round: false,
+        };
         Tpcc::new(&opts, false)
     }
 

@@ -39,11 +39,11 @@ pub const STOCK_LEVEL_ORDERS: i64 = 20;
 /// Longest `c_data` (clause 2.5.2.2).
 pub const C_DATA_CHARS_MAX: usize = 500;
 
-fn dec(v: Decimal) -> Value {
+pub(crate) fn dec(v: Decimal) -> Value {
     Value::Decimal(v)
 }
 
-fn overflow(what: &str) -> Error {
+pub(crate) fn overflow(what: &str) -> Error {
     InvalidInput::Overflow(what.into()).into()
 }
 
@@ -63,12 +63,12 @@ async fn end(ctx: &Ctx, base: bool) -> Result<(), Error> {
 
 /// A row that must exist (a missing one means the database is not a TPC-C database: the
 /// transaction aborts and `verify` reports it).
-async fn must_read(ctx: &Ctx, table: &str, key: &[Value]) -> Result<Row, Error> {
+pub(crate) async fn must_read(ctx: &Ctx, table: &str, key: &[Value]) -> Result<Row, Error> {
     ctx.read(table, key).await?.ok_or_else(|| ctx.abort(format!("{table} row {key:?} is missing")))
 }
 
 /// Issues all reads at once, then waits for them in order.
-async fn read_many(ctx: &Ctx, table: &str, keys: &[Vec<Value>]) -> Result<Vec<Option<Row>>, Error> {
+pub(crate) async fn read_many(ctx: &Ctx, table: &str, keys: &[Vec<Value>]) -> Result<Vec<Option<Row>>, Error> {
     let futs: Vec<_> = keys.iter().map(|k| ctx.op(Op::Read { table: table.into(), key: k.clone() })).collect();
     let mut rows = Vec::with_capacity(futs.len());
     for f in futs {
@@ -81,7 +81,7 @@ async fn read_many(ctx: &Ctx, table: &str, keys: &[Vec<Value>]) -> Result<Vec<Op
 }
 
 /// Issues all operations at once, then waits for them.
-async fn run_all(ctx: &Ctx, ops: Vec<Op>) -> Result<(), Error> {
+pub(crate) async fn run_all(ctx: &Ctx, ops: Vec<Op>) -> Result<(), Error> {
     let futs: Vec<_> = ops.into_iter().map(|op| ctx.op(op)).collect();
     for f in futs {
         f.await?;
@@ -89,7 +89,7 @@ async fn run_all(ctx: &Ctx, ops: Vec<Op>) -> Result<(), Error> {
     Ok(())
 }
 
-fn update_op(table: &str, key: Vec<Value>, updates: &[(&str, Formula)]) -> Op {
+pub(crate) fn update_op(table: &str, key: Vec<Value>, updates: &[(&str, Formula)]) -> Op {
     Op::Update { table: table.into(), key, updates: updates.iter().map(|(c, f)| (c.to_string(), f.clone())).collect() }
 }
 
@@ -287,7 +287,13 @@ async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
 
 /// The customer a Payment or Order-Status names: by id, or by last name — the one at position
 /// ⌈n/2⌉ of the n customers with that name sorted by first name (clause 2.5.2.2).
-async fn find_customer(ctx: &Ctx, w: &Value, d: &Value, c_id: Option<i64>, last: Option<&str>) -> Result<i64, Error> {
+pub(crate) async fn find_customer(
+    ctx: &Ctx,
+    w: &Value,
+    d: &Value,
+    c_id: Option<i64>,
+    last: Option<&str>,
+) -> Result<i64, Error> {
     match (c_id, last) {
         (Some(c), _) => Ok(c),
         (None, Some(last)) => {
@@ -305,7 +311,7 @@ async fn find_customer(ctx: &Ctx, w: &Value, d: &Value, c_id: Option<i64>, last:
 /// Payment (clause 2.5.2): `[w, d, c_w, c_d, c_id | NULL, c_last | NULL, amount, h_date, h_id]`.
 /// BASE: the district and the warehouse year-to-date updates are single-operation alkaline
 /// subtransactions (the contended part, Salt §8.2), the customer and history the last one.
-async fn payment(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
+pub(crate) async fn payment(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     let p = PAYMENT_PROC;
     let (w, d) = (Value::Int(arg_int(&args, 0, p)?), Value::Int(arg_int(&args, 1, p)?));
     let (c_w, c_d) = (Value::Int(arg_int(&args, 2, p)?), Value::Int(arg_int(&args, 3, p)?));
@@ -343,7 +349,30 @@ async fn payment(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     } else {
         (must_read(&ctx, WAREHOUSE, &wkey).await?, must_read(&ctx, DISTRICT, &dkey).await?)
     };
-    let c = find_customer(&ctx, &c_w, &c_d, c_id, c_last).await?;
+    let h_data = format!("{}    {}", row_str(&warehouse, col::W_NAME)?, row_str(&district, col::D_NAME)?);
+    let pay = CustomerPayment { w, d, c_w, c_d, c_id, c_last, amount, h_date, h_id };
+    payment_customer(&ctx, pay, h_data).await
+}
+
+/// The customer's side of a Payment (clause 2.5.2.2): found by id or last name, balance and
+/// counters updated, `c_data` extended for bad credit, the HISTORY row inserted (its `h_data`
+/// given). Shared by the ACID/BASE Payment and the one-round form ([`super::oneround`]).
+pub(crate) struct CustomerPayment<'a> {
+    pub w: Value,
+    pub d: Value,
+    pub c_w: Value,
+    pub c_d: Value,
+    pub c_id: Option<i64>,
+    pub c_last: Option<&'a str>,
+    pub amount: Decimal,
+    pub h_date: i64,
+    pub h_id: i64,
+}
+
+pub(crate) async fn payment_customer(ctx: &Ctx, pay: CustomerPayment<'_>, h_data: String) -> ProcResult {
+    let CustomerPayment { w, d, c_w, c_d, c_id, c_last, amount, h_date, h_id } = pay;
+    let add = |x: Decimal| Formula::Add(dec(x));
+    let c = find_customer(ctx, &c_w, &c_d, c_id, c_last).await?;
     let ckey = vec![c_w.clone(), c_d.clone(), Value::Int(c)];
     let neg = Decimal(-amount.0);
     ctx.update(
@@ -352,14 +381,13 @@ async fn payment(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
         &[("c_balance", add(neg)), ("c_ytd_payment", add(amount)), ("c_payment_cnt", Formula::Add(Value::Int(1)))],
     )
     .await?;
-    let customer = must_read(&ctx, CUSTOMER, &ckey).await?;
+    let customer = must_read(ctx, CUSTOMER, &ckey).await?;
     if row_str(&customer, col::C_CREDIT)? == "BC" {
         let old = row_str(&customer, col::C_DATA)?;
         let mut data = format!("{c} {c_d} {c_w} {d} {w} {amount} | {old}");
         data.truncate(C_DATA_CHARS_MAX);
         ctx.update(CUSTOMER, &ckey, &[("c_data", Formula::Assign(Value::String(data.into())))]).await?;
     }
-    let h_data = format!("{}    {}", row_str(&warehouse, col::W_NAME)?, row_str(&district, col::D_NAME)?);
     ctx.insert(
         HISTORY,
         vec![
@@ -381,7 +409,7 @@ async fn payment(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
 /// Order-Status (clause 2.6.2): `[w, d, c_id | NULL, c_last | NULL]` -> `[c_id, c_balance,
 /// o_id, o_carrier_id, lines]`. The customer's latest order comes from the
 /// `customer_last_order` index, written by New-Order in the same transaction as the order.
-async fn order_status(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
+pub(crate) async fn order_status(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     let p = ORDER_STATUS_PROC;
     let (w, d) = (Value::Int(arg_int(&args, 0, p)?), Value::Int(arg_int(&args, 1, p)?));
     let c_id = arg_opt_int(&args, 2, p)?;
@@ -411,7 +439,7 @@ async fn order_status(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
 /// never waits for, nor blocks, the district's New-Orders and Payments; its NEW-ORDER scan
 /// locks only up to the row it returns (next-key narrowing in the engine), not the tail where
 /// New-Orders insert. The BASE variant is one alkaline subtransaction per district.
-async fn delivery(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
+pub(crate) async fn delivery(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     let p = DELIVERY_PROC;
     let w = Value::Int(arg_int(&args, 0, p)?);
     let carrier = arg_int(&args, 1, p)?;
@@ -468,7 +496,7 @@ async fn delivery(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
 /// Stock-Level (clause 2.8.2): `[w, d, threshold]` -> `[low stock items]`: distinct items of
 /// the district's last 20 orders whose stock at `w` is below the threshold. Starts with the
 /// district row (Salt isolation, as Delivery).
-async fn stock_level(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
+pub(crate) async fn stock_level(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     let p = STOCK_LEVEL_PROC;
     let (w, d) = (Value::Int(arg_int(&args, 0, p)?), Value::Int(arg_int(&args, 1, p)?));
     let threshold = arg_int(&args, 2, p)?;

@@ -28,6 +28,8 @@ impl EngineKind {
         EngineKind::Basic,
         EngineKind::Base,
         EngineKind::Coordfree,
+        EngineKind::GranolaLocking,
+        EngineKind::Sinfonia,
     ];
 
     /// No concurrency control (UNSAFE): the throughput upper bound. See [`nocc`].
@@ -41,11 +43,16 @@ impl EngineKind {
     /// Snapshot isolation through a status oracle (Omid ICDE'14). See [`omid`].
     pub const Omid: EngineKind = EngineKind(&omid::OmidEngine);
     /// Serializable one-round transactions by timestamp voting (Granola ATC'12). See [`granola`].
-    pub const Granola: EngineKind = EngineKind(&granola::GranolaEngine);
+    pub const Granola: EngineKind = EngineKind(&granola::GranolaEngine::TIMESTAMP);
     /// BASIC's Timestamp-based Formula Protocol: instant consistency. See [`basic`].
     pub const Basic: EngineKind = EngineKind(&basic::BasicEngine);
     /// The same operations BASE-style (apply on arrival), BASIC's comparison point. See [`base`].
     pub const Base: EngineKind = EngineKind(&base::BaseEngine);
     /// Coordination-free: read atomic (RAMP-Fast), refuses what needs coordination (VLDB'15).
     pub const Coordfree: EngineKind = EngineKind(&coordfree::CoordfreeEngine);
+    /// Granola always in locking mode (the paper's "Granola (locking)" baseline). See [`granola`].
+    pub const GranolaLocking: EngineKind = EngineKind(&granola::GranolaEngine::LOCKING);
+    /// Lock-based two-phase commit of one-round transactions through one coordinator node
+    /// (Sinfonia, Granola §6's baseline). See [`granola::relay`].
+    pub const Sinfonia: EngineKind = EngineKind(&granola::GranolaEngine::SINFONIA);
 }

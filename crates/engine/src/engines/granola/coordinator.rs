@@ -17,7 +17,7 @@
 use super::{Gtid, Outcome, Reply, Request, TxnRequest, CONFLICT_BACKOFF_MAX, CONFLICT_RETRY_FOR, RESEND_AFTER};
 use crate::engine::{CoordCtx, CoordinatorEngine, TxnOptions};
 use crate::fragment::{FragmentCall, OneRoundClass, OneRoundPlan};
-use crate::message::{Payload, SubOpId};
+use crate::message::{Addr, Payload, SubOpId};
 use crate::op::PartOp;
 use litmus_core::{AbortReason, Error, InvalidInput, PartitionId, Time, Timestamp, TxnId, Value};
 use rand::Rng;
@@ -44,9 +44,18 @@ pub struct GranolaCoordinator {
     /// The highest timestamp observed in a reply (§4.2).
     high_ts: Timestamp,
     txns: BTreeMap<TxnId, InFlight>,
+    /// `sinfonia`: distributed transactions are sent through this coordinator node.
+    relay: Option<Addr>,
+    /// The engine's name, for refusals.
+    engine: &'static str,
 }
 
 impl GranolaCoordinator {
+    /// A client proxy; with `relay`, distributed transactions go through that node.
+    pub fn new(engine: &'static str, relay: Option<Addr>) -> Self {
+        GranolaCoordinator { relay, engine, ..Default::default() }
+    }
+
     /// `highTS`, for tests.
     pub fn high_ts(&self) -> Timestamp {
         self.high_ts
@@ -66,6 +75,12 @@ impl GranolaCoordinator {
     fn send(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
         let Some(t) = self.txns.get(&txn) else { return };
         let req = self.request(txn, t, ctx);
+        if let (Some(relay), true) = (self.relay, t.participants.len() > 1) {
+            // The coordinator node forwards it to every participant (duplicates are answered).
+            ctx.send_role(relay, Request::Txn(req));
+            self.txns.get_mut(&txn).expect("present").sent_at = ctx.now;
+            return;
+        }
         for &p in &t.participants {
             if !t.replies.contains_key(&p) {
                 ctx.send_to_partition(p, Request::Txn(req.clone()));
@@ -96,7 +111,7 @@ impl CoordinatorEngine for GranolaCoordinator {
     /// transaction is refused, naming the engine.
     fn issue(&mut self, id: SubOpId, _op: PartOp, ctx: &mut CoordCtx) {
         let what = "interactive transactions and op-by-op procedures (Granola runs one-round procedures only)";
-        ctx.op_done(id, Err(InvalidInput::Unsupported { engine: "granola".into(), what: what.into() }.into()));
+        ctx.op_done(id, Err(InvalidInput::Unsupported { engine: self.engine.into(), what: what.into() }.into()));
     }
 
     fn one_round(&mut self, txn: TxnId, plan: OneRoundPlan, ctx: &mut CoordCtx) {

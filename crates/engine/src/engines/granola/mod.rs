@@ -1,4 +1,4 @@
-//! # `granola` — one-round transactions ordered by timestamp voting (Granola, USENIX ATC'12)
+//! # `granola`, `granola-locking`, `sinfonia` — one-round transactions (Granola, USENIX ATC'12)
 //!
 //! The specification is `../shared/seeds/granola-atc12.md`; section numbers below are the
 //! paper's. Partitions are the paper's *repositories*; the coordinator half is its *client
@@ -29,6 +29,10 @@
 //!   timestamp is known, so other transactions keep flowing while its votes are outstanding,
 //!   and a transaction with a lower timestamp whose votes are missing holds back those after
 //!   it. A CONFLICT vote ends it.
+//! * **Read-only single-partition transactions (§4.3)** log nothing; their replies are
+//!   remembered in memory (up to [`DONE_REMEMBERED_MAX`]) so a request the client proxy resent
+//!   while it ran is answered, not run again (a ~100 ms TPC-C check resent every
+//!   [`RESEND_AFTER`] and re-run each time never finished).
 //! * **Coordinated transactions (§4.5).** `prepare`: the fragments run against the current
 //!   rows; a fragment error votes ABORT; a lock set (keys read: shared; keys written:
 //!   exclusive; a range read: the whole table) that conflicts with a prepared transaction votes
@@ -59,6 +63,19 @@
 //!   peer's vote; coordinators resend requests to participants that have not replied. So every
 //!   transaction ends once faults heal.
 //!
+//! ## The baselines of §6 (one engine definition, [`GranolaEngine`], parameterised by mode)
+//!
+//! * **`granola-locking`** — "Granola (locking)": the repository is in locking mode always
+//!   (§4.5), whatever the transactions' classes: independent transactions are prepared under
+//!   lock sets and commit when their votes are in, single-partition ones run at once checked
+//!   against the locks, and a conflict answers CONFLICT (the client proxy retries).
+//! * **`sinfonia`** — lock-based two-phase commit with distributed transactions sent through a
+//!   single coordinator node: the same locking-mode repository, but the client proxy sends a
+//!   distributed request to the coordinator node ([`relay`], role 0 on node 0), which forwards
+//!   it to the participants, and participants send their votes to it, which forwards them. The
+//!   coordinator node is stateless (participants log their votes and resend them through it).
+//!   Single-partition transactions go straight to their partition.
+//!
 //! ## Not implemented (yet)
 //!
 //! * §5.1 replication (a later issue; the partition is a deterministic function of its log so
@@ -72,7 +89,9 @@
 //!   transactions and ordinary (op-by-op) procedures are refused with
 //!   `InvalidInput::Unsupported { engine: "granola", .. }` (`Capabilities::interactive` is
 //!   false).
-//! * The `granola-locking` and `sinfonia` baselines.
+//! * `sinfonia`: participants answer the client proxy directly (Sinfonia's coordinator would
+//!   answer it); a lock conflict answers CONFLICT and the proxy retries (no lock waiting).
+//! * A lock-management cost knob (Fig. 10): locking-mode partitions pay only their real cost.
 //!
 //! Outcomes of finished transactions are remembered (for retransmissions and peers' questions)
 //! up to [`DONE_REMEMBERED_MAX`], oldest forgotten first.
@@ -80,13 +99,15 @@
 pub mod coordinator;
 pub mod locks;
 pub mod partition;
+pub mod relay;
 #[cfg(test)]
 mod tests;
 
 use crate::engine::{Capabilities, CoordinatorEngine, EngineDef, Guarantee, PartitionEngine};
 use crate::fragment::{FragmentCall, OneRoundClass};
+use crate::machine::Machine;
 use crate::message::Addr;
-use litmus_core::{Error, PartitionId, Timestamp, TxnId, Value};
+use litmus_core::{Error, NodeId, PartitionId, Timestamp, TxnId, Value};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -181,24 +202,53 @@ pub struct Reply {
     pub outcome: Outcome,
 }
 
-/// The registered engine `granola`.
+/// The registered engines `granola` (timestamp mode, switching to locking mode while a
+/// coordinated transaction holds locks), `granola-locking` (always in locking mode: the
+/// paper's "Granola (locking)" baseline of §6) and `sinfonia` (always in locking mode, with
+/// distributed transactions sent through one coordinator node, [`relay`]: §6's lock-based
+/// two-phase commit). One engine definition, parameterised by mode.
 #[derive(Clone, Copy, Debug)]
-pub struct GranolaEngine;
+pub struct GranolaEngine {
+    pub name: &'static str,
+    /// Always in locking mode (§4.5): every distributed transaction is prepared under locks and
+    /// every single-partition transaction runs at once, checked against them.
+    pub always_locking: bool,
+    /// Requests and votes of distributed transactions go through the coordinator node
+    /// ([`relay::RELAY`]) instead of from participant to participant.
+    pub relay: bool,
+}
+
+impl GranolaEngine {
+    pub const TIMESTAMP: GranolaEngine = GranolaEngine { name: "granola", always_locking: false, relay: false };
+    pub const LOCKING: GranolaEngine = GranolaEngine { name: "granola-locking", always_locking: true, relay: false };
+    pub const SINFONIA: GranolaEngine = GranolaEngine { name: "sinfonia", always_locking: true, relay: true };
+}
 
 impl EngineDef for GranolaEngine {
     fn name(&self) -> &'static str {
-        "granola"
+        self.name
     }
     fn guarantee(&self) -> &'static str {
-        "serializable one-round transactions (timestamp voting, locking mode for coordinated ones); no interactive transactions"
+        match (self.always_locking, self.relay) {
+            (_, true) => "serializable one-round transactions by lock-based two-phase commit through one coordinator node (Sinfonia, Granola §6's baseline); no interactive transactions",
+            (true, false) => "serializable one-round transactions, Granola always in locking mode (prepare/commit with lock sets, CONFLICT on a conflict); no interactive transactions",
+            (false, false) => "serializable one-round transactions (timestamp voting, locking mode for coordinated ones); no interactive transactions",
+        }
     }
     fn capabilities(&self) -> Capabilities {
         Capabilities { guarantee: Guarantee::AnsiLevels, base_transactions: false, one_round: true, interactive: false }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
-        Box::new(GranolaCoordinator::default())
+        Box::new(GranolaCoordinator::new(self.name, self.relay.then_some(relay::RELAY)))
     }
     fn partition(&self) -> Box<dyn PartitionEngine> {
-        Box::new(GranolaPartition::default())
+        Box::new(GranolaPartition::new(self.always_locking, self.relay.then_some(relay::RELAY)))
+    }
+    fn roles(&self, node: NodeId, nodes: u32, _partitions: u32) -> Vec<Box<dyn Machine>> {
+        if self.relay && node == relay::RELAY_ROLE.node(nodes) {
+            vec![Box::new(relay::Relay::default())]
+        } else {
+            Vec::new()
+        }
     }
 }

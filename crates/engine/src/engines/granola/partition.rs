@@ -105,6 +105,15 @@ pub struct GranolaPartition {
     /// Coordinated transactions waiting for the queue to drain before they prepare (§4.5).
     coord_waiting: Vec<TxnRequest>,
     last_resend: Time,
+    /// Replies of executed read-only single-partition transactions (not logged, §4.3), so a
+    /// retransmitted request is answered rather than run again; oldest forgotten first.
+    read_only_done: BTreeMap<Gtid, (Addr, Reply)>,
+    read_only_order: VecDeque<Gtid>,
+    /// `granola-locking`, `sinfonia`: locking mode always (configuration, not state: the same
+    /// on replay).
+    always_locking: bool,
+    /// `sinfonia`: votes go to this coordinator node, which forwards them ([`super::relay`]).
+    relay: Option<Addr>,
 }
 
 /// The result of running a transaction's fragments at this partition.
@@ -115,6 +124,27 @@ struct Run {
 }
 
 impl GranolaPartition {
+    /// A repository in timestamp mode (`granola`) or always in locking mode (`granola-locking`).
+    /// With `relay` (`sinfonia`), votes travel through that coordinator node.
+    pub fn new(always_locking: bool, relay: Option<Addr>) -> Self {
+        GranolaPartition { always_locking, relay, ..Default::default() }
+    }
+
+    /// Sends a vote to the other participants: directly (§4.4 step 3), or through the relay.
+    fn send_vote(&self, req: &TxnRequest, to: Option<PartitionId>, msg: Request, ctx: &mut PartCtx) {
+        match (self.relay, to) {
+            (Some(relay), _) => ctx.reply(relay, msg),
+            (None, Some(p)) => ctx.send_to_partition(p, msg),
+            (None, None) => {
+                for p in req.participants() {
+                    if p != ctx.me {
+                        ctx.send_to_partition(p, msg.clone());
+                    }
+                }
+            }
+        }
+    }
+
     // ---------------------------------------------------------------- durable state (apply)
 
     /// Applies one record: the same function live (right after logging it) and in recovery.
@@ -189,9 +219,18 @@ impl GranolaPartition {
         }
     }
 
-    /// Whether a coordinated transaction holds locks (the partition is in locking mode).
+    /// Forgets the remembered replies of read-only transactions (a test breaks the rule with it).
+    #[cfg(test)]
+    pub(crate) fn forget_read_only_replies(&mut self) {
+        self.read_only_done.clear();
+        self.read_only_order.clear();
+    }
+
+    /// Whether the partition is in locking mode: always under `granola-locking`, else while a
+    /// coordinated transaction holds locks.
     fn locked(&self) -> bool {
-        self.d.pending.values().any(|p| p.prepared.is_some() && p.req.class == OneRoundClass::Coordinated)
+        self.always_locking
+            || self.d.pending.values().any(|p| p.prepared.is_some() && p.req.class == OneRoundClass::Coordinated)
     }
 
     /// §4.5: once no coordinated transaction holds locks, prepared independent transactions
@@ -255,12 +294,8 @@ impl GranolaPartition {
     }
 
     fn send_votes(&self, req: &TxnRequest, ts: Timestamp, vote: &Vote, ctx: &mut PartCtx) {
-        for p in req.participants() {
-            if p != ctx.me {
-                let msg = Request::Vote { from: ctx.me, ts, vote: vote.clone(), need_reply: false, req: req.clone() };
-                ctx.send_to_partition(p, msg);
-            }
-        }
+        let msg = Request::Vote { from: ctx.me, ts, vote: vote.clone(), need_reply: false, req: req.clone() };
+        self.send_vote(req, None, msg, ctx);
     }
 
     // ---------------------------------------------------------------- requests
@@ -269,6 +304,11 @@ impl GranolaPartition {
         let g = req.gtid;
         if self.d.done.contains_key(&g) {
             return self.reply(g, ctx); // a retransmission: answer from the log
+        }
+        if let Some((coord, reply)) = self.read_only_done.get(&g) {
+            // A retransmission of a read-only transaction: running it again would be harmless
+            // but not free (a long one answered late was resent and re-run, again and again).
+            return ctx.reply(*coord, reply.clone());
         }
         let known = self.d.pending.contains_key(&g)
             || self.singles.contains_key(&g)
@@ -319,6 +359,13 @@ impl GranolaPartition {
                 self.queue.remove(&(w.ts, g));
             }
             let reply = Reply { gtid: g, ts, outcome: Outcome::Committed { values: run.values } };
+            if self.read_only_done.insert(g, (req.coord, reply.clone())).is_none() {
+                self.read_only_order.push_back(g);
+            }
+            while self.read_only_order.len() > DONE_REMEMBERED_MAX {
+                let old = self.read_only_order.pop_front().expect("non-empty");
+                self.read_only_done.remove(&old);
+            }
             return ctx.reply(req.coord, reply);
         }
         self.log_apply(Record::Executed { req, ts, vote_ts: ts, writes: run.writes, values: run.values }, ctx);
@@ -391,16 +438,18 @@ impl GranolaPartition {
         }
         if let Some(d) = self.d.done.get(&g) {
             if need_reply {
+                let r = req.clone();
                 let msg = Request::Vote { from: ctx.me, ts: d.vote_ts, vote: d.vote.clone(), need_reply: false, req };
-                ctx.send_to_partition(from, msg);
+                self.send_vote(&r, Some(from), msg, ctx);
             }
             return;
         }
         self.votes.entry(g).or_default().insert(from, (ts, vote));
         if let Some(p) = self.d.pending.get(&g) {
             if need_reply {
+                let r = req.clone();
                 let msg = Request::Vote { from: ctx.me, ts: p.proposal, vote: Vote::Commit, need_reply: false, req };
-                ctx.send_to_partition(from, msg);
+                self.send_vote(&r, Some(from), msg, ctx);
             }
             self.count_votes(g, ctx);
             return self.progress(ctx);
@@ -491,17 +540,23 @@ impl GranolaPartition {
     fn resend_votes(&mut self, ctx: &mut PartCtx) {
         for (g, p) in &self.d.pending {
             let votes = self.votes.get(g);
-            for q in p.req.participants() {
-                if q != ctx.me && votes.is_none_or(|v| !v.contains_key(&q)) {
-                    let msg = Request::Vote {
-                        from: ctx.me,
-                        ts: p.proposal,
-                        vote: Vote::Commit,
-                        need_reply: true,
-                        req: p.req.clone(),
-                    };
-                    ctx.send_to_partition(q, msg);
-                }
+            let missing: Vec<PartitionId> = p
+                .req
+                .participants()
+                .into_iter()
+                .filter(|q| *q != ctx.me && votes.is_none_or(|v| !v.contains_key(q)))
+                .collect();
+            // Through the relay, one message reaches every peer.
+            let missing = if self.relay.is_some() { missing.into_iter().take(1).collect() } else { missing };
+            for q in missing {
+                let msg = Request::Vote {
+                    from: ctx.me,
+                    ts: p.proposal,
+                    vote: Vote::Commit,
+                    need_reply: true,
+                    req: p.req.clone(),
+                };
+                self.send_vote(&p.req, Some(q), msg, ctx);
             }
         }
     }
