@@ -48,11 +48,13 @@
 //! catalog and registry with [`full_schema`] (`litmus server` does).
 
 pub mod analysis;
+pub mod calibrate;
 pub mod harness;
 pub mod mix;
 pub mod omid_oracle;
 pub mod plot;
 pub mod salt_micro;
+pub mod simbench;
 pub mod sweep;
 pub mod ticketing;
 pub mod tpcc;
@@ -180,9 +182,10 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 2)]
     pub nodes: u32,
 
-    /// Partitions of the embedded cluster (partition p lives on node p mod nodes).
-    #[arg(long, default_value_t = 4)]
-    pub partitions: u32,
+    /// Partitions of the cluster (partition p lives on node p mod nodes). Default: 4, or one
+    /// per node (at least 4) with --runtime sim.
+    #[arg(long)]
+    pub partitions: Option<u32>,
 
     /// Closed-loop clients, each one thread with at most one transaction outstanding.
     #[arg(long, default_value_t = 8)]
@@ -273,6 +276,9 @@ pub struct BenchArgs {
 
     #[command(flatten)]
     pub omid_oracle: OmidOracleOptions,
+
+    #[command(flatten)]
+    pub sim: simbench::SimOptions,
 }
 
 /// Unknown workload name.
@@ -338,7 +344,10 @@ pub fn config(args: &BenchArgs, engine: EngineKind) -> Result<BenchConfig, Bench
         workload: args.workload.clone(),
         engine,
         nodes: args.nodes,
-        partitions: args.partitions,
+        partitions: args.partitions.unwrap_or(match args.sim.runtime {
+            simbench::RuntimeKind::Embedded => 4,
+            simbench::RuntimeKind::Sim => args.nodes.max(4),
+        }),
         clients: args.clients,
         duration: seconds("duration", args.duration)?,
         warmup: seconds("warmup", args.warmup)?,
@@ -350,6 +359,7 @@ pub fn config(args: &BenchArgs, engine: EngineKind) -> Result<BenchConfig, Bench
         connect: args.connect.clone(),
         json: args.json.clone(),
         quiet: args.quiet,
+        sim: args.sim.settings(),
     };
     cfg.validate()?;
     Ok(cfg)

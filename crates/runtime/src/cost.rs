@@ -283,6 +283,8 @@ impl CostResolver {
 #[derive(Debug, Default)]
 pub struct CostProfile {
     inner: std::sync::Mutex<ProfileData>,
+    /// Window edges seen: the profile measures between the first and the second.
+    edges: std::sync::atomic::AtomicU64,
 }
 
 /// What a profile holds: per key, (steps, total CPU ns); and the workers' totals.
@@ -337,6 +339,16 @@ impl ProfileData {
 }
 
 impl CostProfile {
+    /// Marks an edge of the measured window: the first call opens it, the second closes it.
+    pub fn window_edge(&self) {
+        self.edges.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether the measured window is open.
+    pub fn active(&self) -> bool {
+        self.edges.load(std::sync::atomic::Ordering::Relaxed) == 1
+    }
+
     pub fn add(&self, data: &ProfileData) {
         if let Ok(mut g) = self.inner.lock() {
             g.merge(data);

@@ -287,12 +287,20 @@ impl EmbeddedCluster {
                     let Some(profile) = profile else { return worker_loop(i, host, rx, router, stop, seed, records) };
                     let mut host = host;
                     host.enable_profile();
-                    let started = crate::cost::thread_cpu_ns().unwrap_or(0);
-                    let mut steps = 0u64;
-                    let r = worker_loop_counted(i, &mut host, rx, router, stop, seed, records, &mut steps);
+                    let mut window = WorkerWindow::default();
+                    let r = worker_loop_counted(
+                        i,
+                        &mut host,
+                        rx,
+                        router,
+                        stop,
+                        seed,
+                        records,
+                        Some((&profile, &mut window)),
+                    );
+                    window.observe(&mut host, false, window.seen);
                     let mut data = host.take_profile();
-                    data.worker_steps = steps;
-                    data.worker_cpu_ns = crate::cost::thread_cpu_ns().unwrap_or(started).saturating_sub(started);
+                    (data.worker_steps, data.worker_cpu_ns) = (window.steps, window.cpu_ns);
                     profile.add(&data);
                     r
                 })
@@ -383,11 +391,39 @@ fn worker_loop(
     seed: u64,
     records: Arc<AtomicU64>,
 ) -> Result<(), Error> {
-    let mut steps = 0;
-    worker_loop_counted(me, &mut host, inbox, router, stop, seed, records, &mut steps)
+    worker_loop_counted(me, &mut host, inbox, router, stop, seed, records, None)
 }
 
-/// The worker loop; counts the machine steps it takes (ticks included) in `steps`.
+/// A profiled worker's CPU time and steps inside the measured window (`litmus calibrate`).
+#[derive(Default)]
+struct WorkerWindow {
+    /// (thread CPU ns, steps) when the window opened, while it is open.
+    open: Option<(u64, u64)>,
+    steps: u64,
+    cpu_ns: u64,
+    /// Steps counted at the last observation.
+    seen: u64,
+}
+
+impl WorkerWindow {
+    /// Follows the window (`active`) given the steps taken so far; profiles the host inside it.
+    fn observe(&mut self, host: &mut Host, active: bool, steps: u64) {
+        let now = || crate::cost::thread_cpu_ns().unwrap_or(0);
+        self.seen = steps;
+        match (self.open, active) {
+            (None, true) => self.open = Some((now(), steps)),
+            (Some((cpu, s)), false) => {
+                self.cpu_ns += now().saturating_sub(cpu);
+                self.steps += steps.saturating_sub(s);
+                self.open = None;
+            }
+            _ => {}
+        }
+        host.set_profiling(active);
+    }
+}
+
+/// The worker loop; with a profile, measures its window ([`WorkerWindow`]).
 #[allow(clippy::too_many_arguments)]
 fn worker_loop_counted(
     me: usize,
@@ -397,8 +433,9 @@ fn worker_loop_counted(
     stop: Arc<AtomicBool>,
     seed: u64,
     records: Arc<AtomicU64>,
-    steps: &mut u64,
+    mut profile: Option<(&crate::cost::CostProfile, &mut WorkerWindow)>,
 ) -> Result<(), Error> {
+    let mut steps = 0u64;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut heap: BinaryHeap<Due<Envelope>> = BinaryHeap::new();
     let tick = Duration::from_millis(litmus_engine::machine::TICK_INTERVAL_MS);
@@ -426,9 +463,12 @@ fn worker_loop_counted(
             host.step(now, t.item.to, Input::Message(t.item))?;
             stepped += 1;
         }
-        *steps += stepped as u64;
+        steps += stepped as u64;
+        if let Some((p, w)) = profile.as_mut() {
+            w.observe(host, p.active(), steps);
+        }
         if now >= next_tick {
-            *steps += host.addrs().count() as u64;
+            steps += host.addrs().count() as u64;
             host.tick(now)?;
             next_tick = now + tick;
         }

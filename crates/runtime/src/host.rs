@@ -28,8 +28,10 @@ pub struct Host {
     scratch: Effects,
     records_total: u64,
     record_bytes_total: u64,
-    /// `litmus calibrate`: the CPU time of every step, by [`crate::cost::step_key`].
+    /// `litmus calibrate`: the CPU time of every step, by [`crate::cost::step_key`], measured
+    /// while `profiling`.
     profile: Option<crate::cost::ProfileData>,
+    profiling: bool,
 }
 
 /// The directory of one machine's log inside a node's data directory.
@@ -70,12 +72,19 @@ impl Host {
             records_total: 0,
             record_bytes_total: 0,
             profile: None,
+            profiling: false,
         })
     }
 
     /// Measures the thread CPU time of every step and flush from now on (`litmus calibrate`).
     pub fn enable_profile(&mut self) {
         self.profile = Some(crate::cost::ProfileData::default());
+        self.profiling = true;
+    }
+
+    /// Pauses or resumes the profile (only the measured window is profiled).
+    pub fn set_profiling(&mut self, on: bool) {
+        self.profiling = on && self.profile.is_some();
     }
 
     /// What the profile measured so far (empty when profiling is off).
@@ -108,7 +117,7 @@ impl Host {
             return Ok(()); // not ours (e.g. a stale route): drop, like a lost packet
         };
         self.scratch.clear();
-        match self.profile.as_mut() {
+        match self.profile.as_mut().filter(|_| self.profiling) {
             None => slot.machine.step(now, input, &mut self.scratch),
             Some(profile) => {
                 let key = crate::cost::step_key(to, &input);
@@ -147,7 +156,7 @@ impl Host {
     /// Group commit: makes every buffered record durable, snapshots machines whose logs grew
     /// long, and returns the messages that may now be sent.
     pub fn flush(&mut self) -> Result<Vec<Envelope>, Error> {
-        let t0 = self.profile.as_ref().and_then(|_| crate::cost::thread_cpu_ns());
+        let t0 = self.profile.as_ref().filter(|_| self.profiling).and_then(|_| crate::cost::thread_cpu_ns());
         let wrote = self.slots.values().any(|s| s.dirty);
         for slot in self.slots.values_mut() {
             let Some(log) = slot.log.as_mut() else { continue };

@@ -893,19 +893,28 @@ impl Simulator {
         }
     }
 
-    /// A measured run without faults (`litmus bench --runtime sim`): the workload's clients
-    /// issue requests until `end` (the driver decides when each stops, [`SimDriver::next_at`]
-    /// returning `None`), then the run goes on — no new clients start — until every client is
-    /// idle or `drain_max` passed. Nothing is verified here: the caller checks through
-    /// [`Simulator::request`].
-    pub fn drive(&mut self, driver: &mut dyn SimDriver, end: Time, drain_max: Duration) -> Result<(), Error> {
+    /// A measured run without faults (`litmus bench --runtime sim`), in three calls: start
+    /// the workload's clients, [`Simulator::advance`] virtual time (as often as the caller
+    /// wants to sample), then [`Simulator::drain`]. The driver decides when each client stops
+    /// ([`SimDriver::next_at`] returning `None`). Nothing is verified here: the caller checks
+    /// through [`Simulator::request`].
+    pub fn start_clients(&mut self, driver: &mut dyn SimDriver) {
         self.issuing = true;
         self.start_client_ticks();
         for c in 0..self.cfg.clients {
             self.issue(c, driver);
         }
-        self.run_until(end, driver)?;
-        let stop = self.now + drain_max;
+    }
+
+    /// Runs every event up to `until` (virtual time), the workload's clients active.
+    pub fn advance(&mut self, driver: &mut dyn SimDriver, until: Time) -> Result<(), Error> {
+        self.run_until(until, driver)
+    }
+
+    /// Goes on until every workload client is idle (its driver said `None`) or `max` passed,
+    /// then stops issuing.
+    pub fn drain(&mut self, driver: &mut dyn SimDriver, max: Duration) -> Result<(), Error> {
+        let stop = self.now + max;
         let workload_clients = self.cfg.clients;
         while self.now < stop && self.clients[..workload_clients].iter().any(|c| c.busy.is_some() || c.pausing) {
             let next = (self.now + Duration::from_millis(1)).min(stop);
