@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 
 /// Most simulated clients.
 pub const SIM_CLIENTS_MAX: usize = 100_000;
-/// Most simulated nodes (the topology's own bound applies too).
+/// Bound on simulator events in one simulated benchmark.
 pub const SIM_EVENTS_MAX: u64 = 20_000_000_000;
 
 /// How `--runtime sim` runs.
@@ -279,6 +279,8 @@ fn sim_config(cfg: &BenchConfig, settings: &SimSettings, table: Arc<CostTable>) 
     s.cpu = Some(CpuModel::new(settings.cores_per_node, table)?);
     s.invariant_check_every = 0;
     s.events_max = SIM_EVENTS_MAX;
+    s.hash_payloads = false;
+    s.keep_logs = false;
     Ok(s)
 }
 

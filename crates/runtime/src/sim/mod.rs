@@ -12,6 +12,10 @@
 //!   commit). Messages wait for their records ([`Machine`]'s persist-before-send rule).
 //! * **Crashes**: a crashed node loses its machines and every unsynced record; it restarts later
 //!   and recovers from its snapshot and synced records.
+//! * **CPU** (optional, [`SimConfig::cpu`], issue 16): each node has K cores and every machine
+//!   step occupies one for a cost measured by `litmus calibrate` ([`cpu`], [`crate::cost`]);
+//!   queueing on busy cores shows in virtual time. Off by default: the fault-injection runs
+//!   keep their meaning (`tests/sim_cpu.rs` runs them with it on as well).
 //! * **Clocks**: each node sees virtual time plus a fixed skew.
 //! * **Clients** live on their own host, never crash, and are driven by a [`SimDriver`] that
 //!   picks each client's next request and records what came back. After the workload phase the
@@ -43,7 +47,7 @@
 //! the event loop assumes machines are hand-written.
 
 pub mod chains;
-mod cpu;
+pub mod cpu;
 pub mod workload;
 
 pub use cpu::CpuModel;
@@ -138,6 +142,13 @@ pub struct SimConfig {
     pub cpu: Option<CpuModel>,
     /// Bound on events per run (default [`SIM_EVENTS_MAX`]); large simulated benchmarks raise it.
     pub events_max: u64,
+    /// Keep every logged record for recovery (the default). A run without crashes (a
+    /// simulated benchmark) may drop them: syncs still take their latency and messages still
+    /// wait for them, but nothing is stored and machines are never snapshotted.
+    pub keep_logs: bool,
+    /// The trace hash covers every delivered message whole (the default); `false` hashes only
+    /// when and between whom (encoding every payload is most of a large benchmark's cost).
+    pub hash_payloads: bool,
     /// See the module doc, "Liveness".
     pub liveness_bound: Duration,
     /// Print every delivered and dropped message and every fault to stdout (`litmus sim
@@ -164,6 +175,8 @@ impl SimConfig {
             step_cost: Duration::ZERO,
             cpu: None,
             events_max: SIM_EVENTS_MAX,
+            hash_payloads: true,
+            keep_logs: true,
             liveness_bound: LIVENESS_BOUND,
             trace: false,
             invariant_check_every: 1,
@@ -286,6 +299,9 @@ enum Event {
 struct SimDisk {
     snapshot: Option<Vec<u8>>,
     records: Vec<Vec<u8>>,
+    /// Records counted but not kept ([`SimConfig::keep_logs`] off): the log's logical length
+    /// is `discarded + records.len()`, and `synced` counts in the same terms.
+    discarded: usize,
     synced: usize,
 }
 
@@ -775,7 +791,7 @@ impl Simulator {
         }
         n.sync_pending = false;
         for (addr, disk) in n.disks.iter_mut() {
-            disk.synced = disk.records.len();
+            disk.synced = disk.discarded + disk.records.len();
             if disk.records.len() >= SIM_SNAPSHOT_EVERY_RECORDS {
                 if let Some(snap) = n.machines.get_mut(addr).and_then(|m| m.snapshot()) {
                     disk.snapshot = Some(snap);
@@ -829,7 +845,11 @@ impl Simulator {
         let logged = !out.persist.is_empty();
         let disk = n.disks.get_mut(&addr).expect("every machine has a disk");
         disk.records.extend(out.persist);
-        let need = disk.records.len();
+        let need = disk.discarded + disk.records.len();
+        if !self.cfg.keep_logs {
+            disk.discarded = need;
+            disk.records.clear();
+        }
         let synced = disk.synced;
         let end = self.now + Duration::from_nanos(cost_ns);
         let mut ready = Vec::new();
@@ -981,7 +1001,11 @@ impl Simulator {
         }
         self.report.delivered += 1;
         self.trace_line(|| format!("{} -> {}: {}", env.from, env.to, brief(&env.msg)));
-        let bytes = postcard::to_stdvec(&env).expect("envelopes serialize");
+        let bytes = if self.cfg.hash_payloads {
+            postcard::to_stdvec(&env).expect("envelopes serialize")
+        } else {
+            postcard::to_stdvec(&(env.from, env.to)).expect("addresses serialize")
+        };
         let mut h = self.report.trace_hash ^ self.now.0;
         for b in bytes {
             h ^= b as u64;
