@@ -24,8 +24,8 @@ if [ -n "${COSTS:-}" ]; then SIM+=(--costs "$COSTS"); fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 field() { jq -r "$1" "$2"; }
-printf '%-5s %-5s %7s | %10s %10s %7s %6s | %9s %9s | %7s %7s\n' \
-  workload engine clients real_txn/s sim_txn/s sim/real ±25% real_cpu sim_cpu real_p50 sim_p50
+printf '%-5s %-5s %7s | %10s %10s %7s %6s | %9s %9s %10s | %7s %7s\n' \
+  workload engine clients real_txn/s sim_txn/s sim/real ±25% real_cpu sim_cpu real_cores real_p50 sim_p50
 for case in ycsb:nocc tpcc:acid tpcc:salt; do
   w=${case%%:*}
   e=${case##*:}
@@ -39,9 +39,12 @@ for case in ycsb:nocc tpcc:acid tpcc:salt; do
     sim=$(field .throughput "$tmp/sim.json")
     ratio=$(awk -v a="$real" -v b="$sim" 'BEGIN { printf "%.2f", (a > 0) ? b / a : 0 }')
     ok=$(awk -v r="$ratio" 'BEGIN { print (r >= 0.75 && r <= 1.25) ? "yes" : "NO" }')
-    printf '%-5s %-5s %7s | %10.1f %10.1f %7s %6s | %9.0f %9.0f | %7s %7s\n' "$w" "$e" "$c" "$real" "$sim" \
-      "$ratio" "$ok" "$(field '.cpu_us_per_txn // 0' "$tmp/real.json")" "$(field '.cpu_us_per_txn // 0' "$tmp/sim.json")" \
+    real_cpu=$(field '.cpu_us_per_txn // 0' "$tmp/real.json")
+    cores=$(awk -v t="$real" -v c="$real_cpu" 'BEGIN { printf "%.2f", t * c / 1e6 }')
+    printf '%-5s %-5s %7s | %10.1f %10.1f %7s %6s | %9.0f %9.0f %10s | %7s %7s\n' "$w" "$e" "$c" "$real" "$sim" \
+      "$ratio" "$ok" "$real_cpu" "$(field '.cpu_us_per_txn // 0' "$tmp/sim.json")" "$cores" \
       "$(field .latency_all.p50_us "$tmp/real.json")" "$(field .latency_all.p50_us "$tmp/sim.json")"
   done
 done
-echo "cpu: µs per committed txn (real: the whole process, cluster and clients; sim: the simulated cores); p50 in µs"
+echo "cpu: µs per committed txn (real: the whole process, cluster and clients; sim: the simulated cores);"
+echo "real_cores: cores the real process used (txn/s x cpu), of the machine's $(nproc); p50 in µs"

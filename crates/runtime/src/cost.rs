@@ -387,7 +387,10 @@ mod tests {
         assert_eq!(step_key(Addr::Role(litmus_engine::RoleId(0)), &Input::Tick), "role0 tick");
     }
 
-    fn table(engines: &[(&str, &[(&str, f64, u64)])]) -> CostTable {
+    /// Per engine, (key, ns, n).
+    type Spec<'a> = &'a [(&'a str, &'a [(&'a str, f64, u64)])];
+
+    fn table(engines: Spec<'_>) -> CostTable {
         CostTable {
             name: "t".into(),
             command: "test".into(),
