@@ -145,3 +145,32 @@ fn tpcc_compares_engines_in_virtual_time_and_verifies() {
     assert!(text.lines().last().unwrap().starts_with("ratio salt/acid = "), "{text}");
     assert_eq!(text.matches("SIMULATED").count(), 2, "{text}");
 }
+
+/// `litmus calibrate` on one engine and workload: a table that parses, with the measured
+/// window's step kinds and the runtime's overhead, and nothing from the load phase.
+#[test]
+fn calibrate_writes_a_table_of_the_measured_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.toml");
+    let args = litmus_bench::calibrate::CalibrateArgs {
+        out: out.clone(),
+        workloads: vec!["ycsb".into()],
+        engines: Some(vec!["nocc".into()]),
+        duration: 0.3,
+        clients: 2,
+        name: None,
+        note: "test".into(),
+        quiet: true,
+    };
+    let mut printed = Vec::new();
+    litmus_bench::calibrate::run(&args, "litmus calibrate (test)", &mut printed).unwrap();
+    let table = litmus_runtime::cost::CostTable::load(&out).unwrap();
+    assert_eq!(table.name, "t");
+    let nocc = &table.engines["nocc"];
+    assert!(nocc.keys().any(|k| k.starts_with("coordinator call ycsb_txn")), "{nocc:?}");
+    assert!(nocc.contains_key(litmus_runtime::cost::RUNTIME_OVERHEAD_KEY), "{nocc:?}");
+    assert!(!nocc.keys().any(|k| k.contains("load")), "the load phase was measured: {nocc:?}");
+    // A name that is no registered engine is an error, before anything runs.
+    let args = litmus_bench::calibrate::CalibrateArgs { engines: Some(vec!["nocc".into(), "bogus".into()]), ..args };
+    assert!(litmus_bench::calibrate::run(&args, "x", &mut Vec::new()).is_err(), "an unknown engine is an error");
+}

@@ -76,10 +76,11 @@ impl Host {
         })
     }
 
-    /// Measures the thread CPU time of every step and flush from now on (`litmus calibrate`).
+    /// Prepares to measure the thread CPU time of every step and flush while [`Host::set_profiling`] is on (`litmus calibrate`).
     pub fn enable_profile(&mut self) {
         self.profile = Some(crate::cost::ProfileData::default());
-        self.profiling = true;
+        // Off until the worker sees the measured window open (`set_profiling`).
+        self.profiling = false;
     }
 
     /// Pauses or resumes the profile (only the measured window is profiled).
