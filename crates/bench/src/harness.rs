@@ -160,6 +160,8 @@ pub struct BenchConfig {
     pub json: Option<PathBuf>,
     /// No progress bars.
     pub quiet: bool,
+    /// Run on the deterministic simulator in virtual time instead (`--runtime sim`).
+    pub sim: Option<crate::simbench::SimSettings>,
 }
 
 impl BenchConfig {
@@ -181,13 +183,18 @@ impl BenchConfig {
             connect: None,
             json: None,
             quiet: false,
+            sim: None,
         }
     }
 
     pub fn validate(&self) -> Result<(), BenchError> {
         let bad = |m: String| Err(BenchError::Config(m));
-        if self.clients == 0 || self.clients > CLIENTS_MAX {
-            return bad(format!("clients must be in 1..={CLIENTS_MAX}, got {}", self.clients));
+        let clients_max = if self.sim.is_some() { crate::simbench::SIM_CLIENTS_MAX } else { CLIENTS_MAX };
+        if self.clients == 0 || self.clients > clients_max {
+            return bad(format!("clients must be in 1..={clients_max}, got {}", self.clients));
+        }
+        if self.sim.is_some() && self.connect.is_some() {
+            return bad("--runtime sim simulates its own cluster; it cannot --connect".into());
         }
         if self.duration.is_zero() || self.duration > DURATION_MAX {
             return bad(format!("duration must be in (0, {}] s, got {:?}", DURATION_MAX.as_secs(), self.duration));
@@ -285,7 +292,7 @@ pub struct ReportConfig {
 }
 
 impl ReportConfig {
-    fn of(cfg: &BenchConfig) -> ReportConfig {
+    pub(crate) fn of(cfg: &BenchConfig) -> ReportConfig {
         ReportConfig {
             nodes: cfg.nodes,
             partitions: cfg.partitions,
@@ -359,13 +366,33 @@ pub struct BenchReport {
     /// `None` against `--connect` servers or when nothing committed.
     pub log_bytes_per_txn: Option<f64>,
     pub verify: Verdict,
+    /// Set when the figures are simulated (`--runtime sim`): virtual time, and how.
+    pub simulated: Option<crate::simbench::Simulated>,
 }
 
 /// Runs `workload` once as configured: a fresh embedded cluster (or the `--connect` servers),
 /// load, warmup, measured window, verify. A failed verification is reported in the returned
 /// report's [`BenchReport::verify`], not as an `Err`; errors are failures to run at all.
 pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchReport> {
-    cfg.validate()?;
+    if cfg.sim.is_some() {
+        return crate::simbench::run(cfg, workload);
+    }
+    run_embedded(cfg, workload, None)
+}
+
+/// [`run`] on the embedded cluster with every worker's step CPU time measured into `profile`
+/// (`litmus calibrate`).
+pub fn run_profiled(
+    cfg: &BenchConfig,
+    workload: &dyn Workload,
+    profile: Arc<litmus_runtime::cost::CostProfile>,
+) -> anyhow::Result<BenchReport> {
+    run_embedded(cfg, workload, Some(profile))
+}
+
+/// Refuses a workload that needs isolation on an engine without it (see
+/// [`Workload::needs_isolation`]).
+pub(crate) fn check_isolation(cfg: &BenchConfig, workload: &dyn Workload) -> Result<(), BenchError> {
     if let Some(why) = workload.needs_isolation() {
         if cfg.engine.capabilities().guarantee == litmus_engine::engine::Guarantee::None {
             let safe: Vec<&str> = litmus_engine::EngineKind::ALL
@@ -380,10 +407,19 @@ pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchRe
                 cfg.engine.guarantee(),
                 workload.name(),
                 safe.join(", ")
-            ))
-            .into());
+            )));
         }
     }
+    Ok(())
+}
+
+fn run_embedded(
+    cfg: &BenchConfig,
+    workload: &dyn Workload,
+    profile: Option<Arc<litmus_runtime::cost::CostProfile>>,
+) -> anyhow::Result<BenchReport> {
+    cfg.validate()?;
+    check_isolation(cfg, workload)?;
     if let Some(addrs) = &cfg.connect {
         let mut next = 0usize;
         let mut connect = || {
@@ -430,11 +466,18 @@ pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchRe
         delay: cfg.delay(),
         data_dir: cfg.data_dir.clone(),
         fsync: cfg.fsync,
+        profile: profile.clone(),
         ..EmbeddedConfig::default()
     };
     let cluster = EmbeddedCluster::start(spec, embedded).context("start the embedded cluster")?;
     let mut attach = || Ok(Client::new(Box::new(cluster.transport())));
-    let counters = || Some(Cost { msgs: cluster.messages_total(), log_bytes: cluster.log_bytes_total() });
+    let counters = || {
+        // Sampled when the measured window opens and when it closes: the profile's edges.
+        if let Some(p) = &profile {
+            p.window_edge();
+        }
+        Some(Cost { msgs: cluster.messages_total(), log_bytes: cluster.log_bytes_total() })
+    };
     let report = drive(cfg, workload, &mut attach, &counters);
     cluster.shutdown().context("a cluster worker failed")?;
     report
@@ -487,6 +530,11 @@ pub fn load_in_batches(
     let mut sessions = Vec::with_capacity(threads);
     for _ in 0..threads {
         sessions.push(clients().context("open a load client")?);
+        // A transport that runs one request at a time gains nothing from parallel loaders, and
+        // a deterministic one (the simulator's) must see the batches in one order.
+        if sessions[0].serialises() {
+            break;
+        }
     }
     let bar = progress_bar(rows, "load", BAR_COUNTED, !progress || rows < LOAD_PROGRESS_ROWS_MIN);
     let next_batch = AtomicU64::new(0);
@@ -535,7 +583,7 @@ pub(crate) fn join_loaders(handles: Vec<std::thread::ScopedJoinHandle<'_, anyhow
 }
 
 /// The backoff ceiling before retry number `attempt` (1-based).
-fn backoff_cap_us(attempt: u32) -> u64 {
+pub(crate) fn backoff_cap_us(attempt: u32) -> u64 {
     BACKOFF_BASE_US.saturating_mul(1 << attempt.saturating_sub(1).min(20)).min(BACKOFF_MAX_US)
 }
 
@@ -757,6 +805,7 @@ fn drive(
         msgs_per_txn: cost.cluster.filter(|_| m.committed > 0).map(|c| c.msgs as f64 / m.committed as f64),
         log_bytes_per_txn: cost.cluster.filter(|_| m.committed > 0).map(|c| c.log_bytes as f64 / m.committed as f64),
         verify,
+        simulated: None,
     })
 }
 
@@ -914,9 +963,13 @@ fn client_loop(
 /// Prints a report as a human table.
 pub fn print_report(out: &mut dyn Write, r: &BenchReport) -> std::io::Result<()> {
     let c = &r.config;
-    let place = match &c.connect {
-        Some(addrs) => format!("servers {}", addrs.join(",")),
-        None => format!("{} nodes, {} partitions, {} workers", c.nodes, c.partitions, c.workers),
+    let place = match (&c.connect, &r.simulated) {
+        (Some(addrs), _) => format!("servers {}", addrs.join(",")),
+        (None, Some(s)) => format!(
+            "SIMULATED {} nodes x {} cores, {} partitions, cost table {}",
+            c.nodes, s.cores_per_node, c.partitions, s.cost_table
+        ),
+        (None, None) => format!("{} nodes, {} partitions, {} workers", c.nodes, c.partitions, c.workers),
     };
     writeln!(
         out,
@@ -926,7 +979,12 @@ pub fn print_report(out: &mut dyn Write, r: &BenchReport) -> std::io::Result<()>
     writeln!(out, "  workload: {}", r.workload_settings)?;
     writeln!(out, "  engine guarantee: {}", r.engine_guarantee)?;
     writeln!(out, "  loaded in {:.2} s", r.load_secs)?;
-    writeln!(out, "throughput: {:.1} txn/s ({} committed in {:.2} s)", r.throughput, r.committed, r.measured_secs)?;
+    let marked = r.simulated.as_ref().map_or(String::new(), |s| format!(" (simulated, cost table {})", s.cost_table));
+    writeln!(
+        out,
+        "throughput: {:.1} txn/s{marked} ({} committed in {:.2} s)",
+        r.throughput, r.committed, r.measured_secs
+    )?;
     if let Some(pm) = r.mix.as_ref().and_then(|m| m.per_minute.as_ref()) {
         writeln!(
             out,
@@ -971,10 +1029,18 @@ pub fn print_report(out: &mut dyn Write, r: &BenchReport) -> std::io::Result<()>
         }
     }
     if let Some(cpu) = r.cpu_us_per_txn {
-        writeln!(out, "cpu: {cpu:.0} µs per committed txn (process user+sys over the window, cluster and clients)")?;
+        let what = if r.simulated.is_some() {
+            "simulated core time over the window, every node"
+        } else {
+            "process user+sys over the window, cluster and clients"
+        };
+        writeln!(out, "cpu: {cpu:.0} µs per committed txn ({what})")?;
     }
     if let (Some(msgs), Some(bytes)) = (r.msgs_per_txn, r.log_bytes_per_txn) {
         writeln!(out, "cost: {msgs:.1} messages and {bytes:.0} log bytes per committed txn (over the window)")?;
+    }
+    if let Some(s) = &r.simulated {
+        writeln!(out, "{}", s.line())?;
     }
     let status = if r.verify.ok { "ok" } else { "FAILED" };
     writeln!(out, "verify: {status}: {}", r.verify.message)

@@ -50,12 +50,14 @@
 pub mod analysis;
 pub mod basic_ycsb;
 pub mod basic_ycsb_sim;
+pub mod calibrate;
 pub mod granola_counters;
 pub mod harness;
 pub mod mix;
 pub mod omid_oracle;
 pub mod plot;
 pub mod salt_micro;
+pub mod simbench;
 pub mod sweep;
 pub mod ticketing;
 pub mod tpcc;
@@ -196,9 +198,10 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 2)]
     pub nodes: u32,
 
-    /// Partitions of the embedded cluster (partition p lives on node p mod nodes).
-    #[arg(long, default_value_t = 4)]
-    pub partitions: u32,
+    /// Partitions of the cluster (partition p lives on node p mod nodes). Default: 4, or one
+    /// per node (at least 4) with --runtime sim.
+    #[arg(long)]
+    pub partitions: Option<u32>,
 
     /// Closed-loop clients, each one thread with at most one transaction outstanding.
     #[arg(long, default_value_t = 8)]
@@ -300,6 +303,20 @@ pub struct BenchArgs {
     /// from another warehouse, default 0.1; granola-counters: default 0.0).
     #[arg(long, value_name = "F")]
     pub distributed: Option<f64>,
+
+    #[command(flatten)]
+    pub sim: simbench::SimOptions,
+}
+
+impl BenchArgs {
+    /// `--partitions`, or its default: 4 on the embedded runtime, one per node (at least 4)
+    /// on the simulator.
+    pub fn partitions(&self) -> u32 {
+        self.partitions.unwrap_or(match self.sim.runtime {
+            simbench::RuntimeKind::Embedded => 4,
+            simbench::RuntimeKind::Sim => self.nodes.max(4),
+        })
+    }
 }
 
 /// Unknown workload name.
@@ -324,7 +341,7 @@ pub fn workload(name: &str, args: &BenchArgs) -> anyhow::Result<Box<dyn Workload
         "ycsb-t" => Ok(Box::new(YcsbT::new(args.ycsb_t.clone(), args.ycsb.records, !args.quiet)?)),
         "basic-ycsb" => Ok(Box::new(basic_ycsb::BasicYcsb::new(
             args.ycsb_t.mix.as_deref().unwrap_or("read-heavy"),
-            args.partitions,
+            args.partitions(),
             args.ycsb.records,
             args.ycsb.distribution,
             args.ycsb.zipf_theta,
@@ -333,12 +350,12 @@ pub fn workload(name: &str, args: &BenchArgs) -> anyhow::Result<Box<dyn Workload
         tpcc_neworder::NAME => {
             let mut opts = args.neworder.clone();
             opts.distributed = args.distributed.unwrap_or(opts.distributed);
-            Ok(Box::new(tpcc_neworder::TpccNewOrder::new(&opts, &args.tpcc, args.partitions, !args.quiet)?))
+            Ok(Box::new(tpcc_neworder::TpccNewOrder::new(&opts, &args.tpcc, args.partitions(), !args.quiet)?))
         }
         granola_counters::NAME => {
             let mut opts = args.counters.clone();
             opts.distributed = args.distributed.unwrap_or(opts.distributed);
-            Ok(Box::new(granola_counters::Counters::new(opts, args.partitions)?))
+            Ok(Box::new(granola_counters::Counters::new(opts, args.partitions())?))
         }
         other => match SaltMicroKind::from_name(other) {
             Some(kind) => Ok(Box::new(SaltMicro::new(kind, args.salt.clone(), !args.quiet)?)),
@@ -353,7 +370,7 @@ pub fn workload_for(name: &str, args: &BenchArgs, engine: EngineKind) -> anyhow:
     if name == "tpcc" && (args.tpcc.one_round || !engine.capabilities().interactive) {
         let mut opts = args.tpcc.clone();
         opts.base_txns = args.base_txns.or(opts.base_txns);
-        return Ok(Box::new(Tpcc::new(&opts, !args.quiet)?.with_one_round(args.partitions)));
+        return Ok(Box::new(Tpcc::new(&opts, !args.quiet)?.with_one_round(args.partitions())));
     }
     workload(name, args)
 }
@@ -402,7 +419,7 @@ pub fn config(args: &BenchArgs, engine: EngineKind) -> Result<BenchConfig, Bench
         workload: args.workload.clone(),
         engine,
         nodes: args.nodes,
-        partitions: args.partitions,
+        partitions: args.partitions(),
         clients: args.clients,
         duration: seconds("duration", args.duration)?,
         warmup: seconds("warmup", args.warmup)?,
@@ -414,6 +431,7 @@ pub fn config(args: &BenchArgs, engine: EngineKind) -> Result<BenchConfig, Bench
         connect: args.connect.clone(),
         json: args.json.clone(),
         quiet: args.quiet,
+        sim: args.sim.settings(),
     };
     cfg.validate()?;
     Ok(cfg)

@@ -137,7 +137,7 @@ impl SweepParam {
             SweepParam::ReadFraction => args.salt.read_fraction = value,
             SweepParam::Clients => args.clients = value as usize,
             SweepParam::Nodes => args.nodes = value as u32,
-            SweepParam::Partitions => args.partitions = value as u32,
+            SweepParam::Partitions => args.partitions = Some(value as u32),
             SweepParam::Records => args.ycsb.records = value as u64,
             SweepParam::ReadRatio => args.ycsb.read_ratio = value,
             SweepParam::TxnSize => args.ycsb.txn_size = value as usize,

@@ -57,6 +57,9 @@ enum Command {
     Shell(shell::ShellArgs),
     /// Write a table of a running cluster as CSV or JSON lines to stdout.
     Dump(shell::DumpArgs),
+    /// Measure the CPU time of each machine step on the embedded runtime and write the cost
+    /// table the simulator charges (`litmus bench --runtime sim`).
+    Calibrate(litmus_bench::calibrate::CalibrateArgs),
 }
 
 fn main() {
@@ -68,6 +71,10 @@ fn main() {
         Command::Analyze(args) => analyze::run(args),
         Command::Shell(args) => shell::run_shell(args),
         Command::Dump(args) => shell::run_dump(args),
+        Command::Calibrate(args) => {
+            let command: Vec<String> = std::env::args().collect();
+            litmus_bench::calibrate::run(&args, &command.join(" "), &mut std::io::stdout().lock())
+        }
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -65,6 +65,14 @@ pub struct SimArgs {
     /// one message at a time, so request storms queue up). Default 0 (free); under `ycsb-t`, 20.
     #[arg(long)]
     step_cost_us: Option<u64>,
+    /// Charge every step CPU time from a cost table on this many cores per node (issue 16's
+    /// CPU model; replaces --step-cost-us). Default: steps are free.
+    #[arg(long, value_name = "K")]
+    cores_per_node: Option<u32>,
+    /// The cost table for --cores-per-node (default: the committed one, measured by `litmus
+    /// calibrate`).
+    #[arg(long, value_name = "TOML", requires = "cores_per_node")]
+    costs: Option<std::path::PathBuf>,
     /// `ycsb-t`: rows in the table (even).
     #[arg(long, default_value_t = litmus_bench::ycsb_t_sim::SIM_ROWS)]
     rows: u64,
@@ -106,6 +114,16 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     if args.clients == 0 || args.clients > 10_000 {
         bail!("--clients must be in 1..=10000");
     }
+    let cpu = match args.cores_per_node {
+        None => None,
+        Some(k) => {
+            let table = match &args.costs {
+                Some(path) => litmus_runtime::cost::CostTable::load(path)?,
+                None => litmus_runtime::cost::CostTable::builtin(),
+            };
+            Some(litmus_runtime::sim::CpuModel::new(k, std::sync::Arc::new(table))?)
+        }
+    };
     let mut failures = 0;
     for seed in args.seed..args.seed.saturating_add(args.seeds.max(1)) {
         let ycsbt = args.workload == "ycsb-t";
@@ -123,6 +141,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         cfg.trace = args.trace;
         cfg.duration = Duration::from_millis(args.duration_ms);
         cfg.step_cost = Duration::from_micros(args.step_cost_us.unwrap_or(if ycsbt { YCSBT_STEP_COST_US } else { 0 }));
+        cfg.cpu = cpu.clone();
         if ycsbt {
             let outcome = ycsb_t_sim::simulate(engine, nodes, args.partitions, cfg, args.rows).map(|(r, d)| {
                 let written = d.tally.as_ref().map_or(0, |t| t.written);

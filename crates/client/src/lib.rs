@@ -61,6 +61,12 @@ impl Client {
         self.transport.server_engine()
     }
 
+    /// Whether the transport runs requests one at a time in a deterministic order (the
+    /// simulator's): parallel loaders should use one session.
+    pub fn serialises(&self) -> bool {
+        self.transport.serialises()
+    }
+
     /// Runs a stored procedure as one transaction and returns its values.
     pub fn call(&mut self, procedure: &str, args: Vec<Value>) -> Result<Vec<Value>, Error> {
         self.call_retry(procedure, args, Duration::ZERO)

@@ -75,6 +75,9 @@ pub struct EmbeddedConfig {
     pub fsync: FsyncPolicy,
     /// How long a client waits for a response.
     pub request_timeout: Duration,
+    /// `litmus calibrate`: every worker measures the CPU time of its steps and adds them here
+    /// when it stops ([`crate::cost`]).
+    pub profile: Option<Arc<crate::cost::CostProfile>>,
 }
 
 impl Default for EmbeddedConfig {
@@ -85,6 +88,7 @@ impl Default for EmbeddedConfig {
             data_dir: None,
             fsync: FsyncPolicy::Never,
             request_timeout: litmus_engine::client::REQUEST_TIMEOUT_DEFAULT,
+            profile: None,
         }
     }
 }
@@ -276,9 +280,30 @@ impl EmbeddedCluster {
         for (i, (host, rx)) in hosts.into_iter().zip(inboxes).enumerate() {
             let (router, stop, records) = (router.clone(), stop.clone(), records_total.clone());
             let seed = spec.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let profile = cfg.profile.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("litmus-worker-{i}"))
-                .spawn(move || worker_loop(i, host, rx, router, stop, seed, records))
+                .spawn(move || {
+                    let Some(profile) = profile else { return worker_loop(i, host, rx, router, stop, seed, records) };
+                    let mut host = host;
+                    host.enable_profile();
+                    let mut window = WorkerWindow::default();
+                    let r = worker_loop_counted(
+                        i,
+                        &mut host,
+                        rx,
+                        router,
+                        stop,
+                        seed,
+                        records,
+                        Some((&profile, &mut window)),
+                    );
+                    window.observe(&mut host, false, window.seen);
+                    let mut data = host.take_profile();
+                    (data.worker_steps, data.worker_cpu_ns) = (window.steps, window.cpu_ns);
+                    profile.add(&data);
+                    r
+                })
                 .map_err(|e| Error::Internal(format!("spawn worker: {e}")))?;
             threads.push(handle);
         }
@@ -366,6 +391,51 @@ fn worker_loop(
     seed: u64,
     records: Arc<AtomicU64>,
 ) -> Result<(), Error> {
+    worker_loop_counted(me, &mut host, inbox, router, stop, seed, records, None)
+}
+
+/// A profiled worker's CPU time and steps inside the measured window (`litmus calibrate`).
+#[derive(Default)]
+struct WorkerWindow {
+    /// (thread CPU ns, steps) when the window opened, while it is open.
+    open: Option<(u64, u64)>,
+    steps: u64,
+    cpu_ns: u64,
+    /// Steps counted at the last observation.
+    seen: u64,
+}
+
+impl WorkerWindow {
+    /// Follows the window (`active`) given the steps taken so far; profiles the host inside it.
+    fn observe(&mut self, host: &mut Host, active: bool, steps: u64) {
+        let now = || crate::cost::thread_cpu_ns().unwrap_or(0);
+        self.seen = steps;
+        match (self.open, active) {
+            (None, true) => self.open = Some((now(), steps)),
+            (Some((cpu, s)), false) => {
+                self.cpu_ns += now().saturating_sub(cpu);
+                self.steps += steps.saturating_sub(s);
+                self.open = None;
+            }
+            _ => {}
+        }
+        host.set_profiling(active);
+    }
+}
+
+/// The worker loop; with a profile, measures its window ([`WorkerWindow`]).
+#[allow(clippy::too_many_arguments)]
+fn worker_loop_counted(
+    me: usize,
+    host: &mut Host,
+    inbox: Arc<Inbox>,
+    router: Arc<Router>,
+    stop: Arc<AtomicBool>,
+    seed: u64,
+    records: Arc<AtomicU64>,
+    mut profile: Option<(&crate::cost::CostProfile, &mut WorkerWindow)>,
+) -> Result<(), Error> {
+    let mut steps = 0u64;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut heap: BinaryHeap<Due<Envelope>> = BinaryHeap::new();
     let tick = Duration::from_millis(litmus_engine::machine::TICK_INTERVAL_MS);
@@ -393,7 +463,12 @@ fn worker_loop(
             host.step(now, t.item.to, Input::Message(t.item))?;
             stepped += 1;
         }
+        steps += stepped as u64;
+        if let Some((p, w)) = profile.as_mut() {
+            w.observe(host, p.active(), steps);
+        }
         if now >= next_tick {
+            steps += host.addrs().count() as u64;
             host.tick(now)?;
             next_tick = now + tick;
         }

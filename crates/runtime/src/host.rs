@@ -28,6 +28,10 @@ pub struct Host {
     scratch: Effects,
     records_total: u64,
     record_bytes_total: u64,
+    /// `litmus calibrate`: the CPU time of every step, by [`crate::cost::step_key`], measured
+    /// while `profiling`.
+    profile: Option<crate::cost::ProfileData>,
+    profiling: bool,
 }
 
 /// The directory of one machine's log inside a node's data directory.
@@ -61,7 +65,32 @@ impl Host {
             };
             slots.insert(addr, Slot { machine, log, dirty: false, records_since_snapshot: 0 });
         }
-        Ok(Host { slots, pending: Vec::new(), scratch: Effects::default(), records_total: 0, record_bytes_total: 0 })
+        Ok(Host {
+            slots,
+            pending: Vec::new(),
+            scratch: Effects::default(),
+            records_total: 0,
+            record_bytes_total: 0,
+            profile: None,
+            profiling: false,
+        })
+    }
+
+    /// Prepares to measure the thread CPU time of every step and flush while [`Host::set_profiling`] is on (`litmus calibrate`).
+    pub fn enable_profile(&mut self) {
+        self.profile = Some(crate::cost::ProfileData::default());
+        // Off until the worker sees the measured window open (`set_profiling`).
+        self.profiling = false;
+    }
+
+    /// Pauses or resumes the profile (only the measured window is profiled).
+    pub fn set_profiling(&mut self, on: bool) {
+        self.profiling = on && self.profile.is_some();
+    }
+
+    /// What the profile measured so far (empty when profiling is off).
+    pub fn take_profile(&mut self) -> crate::cost::ProfileData {
+        self.profile.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     pub fn addrs(&self) -> impl Iterator<Item = Addr> + '_ {
@@ -89,7 +118,18 @@ impl Host {
             return Ok(()); // not ours (e.g. a stale route): drop, like a lost packet
         };
         self.scratch.clear();
-        slot.machine.step(now, input, &mut self.scratch);
+        match self.profile.as_mut().filter(|_| self.profiling) {
+            None => slot.machine.step(now, input, &mut self.scratch),
+            Some(profile) => {
+                let key = crate::cost::step_key(to, &input);
+                let t0 = crate::cost::thread_cpu_ns().unwrap_or(0);
+                slot.machine.step(now, input, &mut self.scratch);
+                let ns = crate::cost::thread_cpu_ns().unwrap_or(0).saturating_sub(t0);
+                let e = profile.steps.entry(key).or_default();
+                e.0 += 1;
+                e.1 += ns;
+            }
+        }
         if !self.scratch.persist.is_empty() {
             self.records_total += self.scratch.persist.len() as u64;
             self.record_bytes_total += self.scratch.persist.iter().map(|r| r.len() as u64).sum::<u64>();
@@ -117,6 +157,8 @@ impl Host {
     /// Group commit: makes every buffered record durable, snapshots machines whose logs grew
     /// long, and returns the messages that may now be sent.
     pub fn flush(&mut self) -> Result<Vec<Envelope>, Error> {
+        let t0 = self.profile.as_ref().filter(|_| self.profiling).and_then(|_| crate::cost::thread_cpu_ns());
+        let wrote = self.slots.values().any(|s| s.dirty);
         for slot in self.slots.values_mut() {
             let Some(log) = slot.log.as_mut() else { continue };
             if slot.dirty {
@@ -129,6 +171,10 @@ impl Host {
                 }
                 slot.records_since_snapshot = 0;
             }
+        }
+        if let (Some(profile), Some(t0), true) = (self.profile.as_mut(), t0, wrote) {
+            profile.flushes.0 += 1;
+            profile.flushes.1 += crate::cost::thread_cpu_ns().unwrap_or(t0).saturating_sub(t0);
         }
         Ok(std::mem::take(&mut self.pending))
     }

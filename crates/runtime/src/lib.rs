@@ -10,6 +10,7 @@
 //! The runtimes do all the I/O the machines may not do, and they all keep the one ordering rule
 //! of [`litmus_engine::machine`]: persist before send ([`host::Host`]).
 
+pub mod cost;
 mod due;
 pub mod embedded;
 pub mod host;

@@ -11,4 +11,9 @@ pub trait Transport: Send {
     fn server_engine(&self) -> Option<&str> {
         None
     }
+    /// Whether the transport runs every request of every session one at a time, in the order
+    /// they are made (the simulator's): loaders then use one session, so a seed replays.
+    fn serialises(&self) -> bool {
+        false
+    }
 }

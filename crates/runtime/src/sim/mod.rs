@@ -12,6 +12,10 @@
 //!   commit). Messages wait for their records ([`Machine`]'s persist-before-send rule).
 //! * **Crashes**: a crashed node loses its machines and every unsynced record; it restarts later
 //!   and recovers from its snapshot and synced records.
+//! * **CPU** (optional, [`SimConfig::cpu`], issue 16): each node has K cores and every machine
+//!   step occupies one for a cost measured by `litmus calibrate` ([`cpu`], [`crate::cost`]);
+//!   queueing on busy cores shows in virtual time. Off by default: the fault-injection runs
+//!   keep their meaning (`tests/sim_cpu.rs` runs them with it on as well).
 //! * **Clocks**: each node sees virtual time plus a fixed skew.
 //! * **Clients** live on their own host, never crash, and are driven by a [`SimDriver`] that
 //!   picks each client's next request and records what came back. After the workload phase the
@@ -43,7 +47,10 @@
 //! the event loop assumes machines are hand-written.
 
 pub mod chains;
+pub mod cpu;
 pub mod workload;
+
+pub use cpu::CpuModel;
 
 use crate::due::Due;
 use crate::topology::{ClusterSpec, Host};
@@ -52,7 +59,7 @@ use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::{Addr, ClientSession, Effects, Envelope, Input, Machine, Message};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::time::Duration;
 
 /// A machine's simulated log is snapshotted (at a sync) once it holds this many records.
@@ -127,7 +134,21 @@ pub struct SimConfig {
     pub request_timeout: Duration,
     /// CPU time one message costs the node that receives it: a node handles one message at a
     /// time, so a storm of requests queues up (as on a real, loaded machine). Zero: free.
+    /// Ignored when [`SimConfig::cpu`] is set.
     pub step_cost: Duration,
+    /// Charge every machine step CPU time from a measured cost table on `K` cores per node
+    /// (see [`CpuModel`]). `None` (the default): steps are free, as the fault-injection
+    /// simulations have always run.
+    pub cpu: Option<CpuModel>,
+    /// Bound on events per run (default [`SIM_EVENTS_MAX`]); large simulated benchmarks raise it.
+    pub events_max: u64,
+    /// Keep every logged record for recovery (the default). A run without crashes (a
+    /// simulated benchmark) may drop them: syncs still take their latency and messages still
+    /// wait for them, but nothing is stored and machines are never snapshotted.
+    pub keep_logs: bool,
+    /// The trace hash covers every delivered message whole (the default); `false` hashes only
+    /// when and between whom (encoding every payload is most of a large benchmark's cost).
+    pub hash_payloads: bool,
     /// See the module doc, "Liveness".
     pub liveness_bound: Duration,
     /// Print every delivered and dropped message and every fault to stdout (`litmus sim
@@ -152,6 +173,10 @@ impl SimConfig {
             duration: Duration::from_secs(2),
             request_timeout: Duration::from_millis(500),
             step_cost: Duration::ZERO,
+            cpu: None,
+            events_max: SIM_EVENTS_MAX,
+            hash_payloads: true,
+            keep_logs: true,
             liveness_bound: LIVENESS_BOUND,
             trace: false,
             invariant_check_every: 1,
@@ -175,6 +200,21 @@ pub trait SimDriver {
     fn done(&mut self, client: usize, request: &RequestBody, result: &Result<ResponseBody, Error>);
     /// After the run, with every fault healed: check invariants (may issue requests).
     fn verify(&mut self, sim: &mut Simulator) -> Result<(), String>;
+    /// [`SimDriver::next`] told the virtual time (drivers that measure latency use this).
+    fn next_at(&mut self, client: usize, rng: &mut ChaCha8Rng, now: Time) -> Option<RequestBody> {
+        let _ = now;
+        self.next(client, rng)
+    }
+    /// [`SimDriver::done`] told the virtual time.
+    fn done_at(&mut self, client: usize, request: &RequestBody, result: &Result<ResponseBody, Error>, now: Time) {
+        let _ = now;
+        self.done(client, request, result)
+    }
+    /// How long an idle client waits before its next request (a retry's backoff); zero: none.
+    fn pause(&mut self, client: usize, now: Time) -> Duration {
+        let _ = (client, now);
+        Duration::ZERO
+    }
 }
 
 /// What a run did, printed by `litmus sim`.
@@ -194,6 +234,8 @@ pub struct SimReport {
     pub trace_hash: u64,
     /// Requests a live coordinator left unanswered past the liveness bound (the run fails).
     pub unanswered: u64,
+    /// Core time charged over all nodes, nanoseconds ([`SimConfig::cpu`]; zero without it).
+    pub cpu_busy_ns: u64,
 }
 
 impl std::fmt::Display for SimReport {
@@ -238,12 +280,28 @@ enum Event {
     Restart(NodeId),
     Heal,
     FaultCheck,
+    /// A core of the node finished its step ([`SimConfig::cpu`]): run what waits.
+    CoreFree {
+        node: NodeId,
+        incarnation: u64,
+    },
+    /// A message a step emitted, leaving when the step ends ([`SimConfig::cpu`]).
+    Send {
+        node: NodeId,
+        incarnation: u64,
+        env: Envelope,
+    },
+    /// A client's pause ([`SimDriver::pause`]) is over: it may issue its next request.
+    ClientIssue(usize),
 }
 
 #[derive(Default)]
 struct SimDisk {
     snapshot: Option<Vec<u8>>,
     records: Vec<Vec<u8>>,
+    /// Records counted but not kept ([`SimConfig::keep_logs`] off): the log's logical length
+    /// is `discarded + records.len()`, and `synced` counts in the same terms.
+    discarded: usize,
     synced: usize,
 }
 
@@ -255,11 +313,17 @@ struct SimNode {
     skew_ns: i64,
     machines: BTreeMap<Addr, Box<dyn Machine>>,
     disks: BTreeMap<Addr, SimDisk>,
-    /// Messages waiting for their machine's log to be synced up to a length.
-    held: Vec<(Addr, usize, Envelope)>,
+    /// Messages waiting for their machine's log to be synced up to a length, and leaving no
+    /// earlier than a time (the end of the step that emitted them).
+    held: Vec<(Addr, usize, Time, Envelope)>,
     sync_pending: bool,
     /// Until when the node's CPU is busy with earlier messages ([`SimConfig::step_cost`]).
     busy_until: Time,
+    /// [`SimConfig::cpu`]: when each core is free, the steps waiting for one, and the time of
+    /// the `CoreFree` event already scheduled.
+    cores: Vec<Time>,
+    runq: VecDeque<(Addr, Input)>,
+    wake_at: Option<Time>,
 }
 
 /// A request not answered yet by its coordinator (the liveness check).
@@ -276,13 +340,15 @@ struct CrashTrigger {
     armed_at: Time,
     jitter_max: Duration,
     down_for: Duration,
-    matches: Box<dyn Fn(&Envelope) -> bool>,
+    matches: Box<dyn Fn(&Envelope) -> bool + Send>,
 }
 
 struct SimClient {
     session: ClientSession,
     busy: Option<(litmus_core::RequestId, RequestBody)>,
     idle_forever: bool,
+    /// Waiting out a [`SimDriver::pause`].
+    pausing: bool,
 }
 
 pub struct Simulator {
@@ -310,6 +376,9 @@ pub struct Simulator {
     /// When the faults healed (the liveness bound runs from here).
     healed_at: Option<Time>,
     trigger: Option<CrashTrigger>,
+    /// [`SimConfig::cpu`]'s costs for this cluster's engine.
+    costs: Option<crate::cost::CostResolver>,
+    client_tick_on: bool,
 }
 
 impl Simulator {
@@ -329,6 +398,9 @@ impl Simulator {
                 held: Vec::new(),
                 sync_pending: false,
                 busy_until: Time::ZERO,
+                cores: vec![Time::ZERO; cfg.cpu.as_ref().map_or(0, |c| c.cores_per_node as usize)],
+                runq: VecDeque::new(),
+                wake_at: None,
             };
             for m in spec.machines_of(node) {
                 n.disks.insert(m.addr(), SimDisk::default());
@@ -343,9 +415,11 @@ impl Simulator {
                 session: ClientSession::new(id, spec.topology.coordinator_for(i as u64), cfg.request_timeout),
                 busy: None,
                 idle_forever: false,
+                pausing: false,
             });
         }
         let report = SimReport { seed: cfg.seed, trace_hash: 0xcbf2_9ce4_8422_2325, ..Default::default() };
+        let costs = cfg.cpu.as_ref().map(|c| c.costs.resolver(spec.engine.name()));
         let mut sim = Simulator {
             cfg,
             spec,
@@ -365,6 +439,8 @@ impl Simulator {
             violation: None,
             steps: 0,
             trigger: None,
+            costs,
+            client_tick_on: false,
         };
         for node in sim.spec.topology.node_ids() {
             sim.start_node(node)?;
@@ -395,7 +471,7 @@ impl Simulator {
         after: Duration,
         jitter_max: Duration,
         down_for: Duration,
-        matches: Box<dyn Fn(&Envelope) -> bool>,
+        matches: Box<dyn Fn(&Envelope) -> bool + Send>,
     ) {
         self.trigger = Some(CrashTrigger { node, armed_at: self.now + after, jitter_max, down_for, matches });
     }
@@ -437,7 +513,7 @@ impl Simulator {
         self.faults_on = true;
         self.issuing = true;
         self.schedule(self.cfg.faults.period, Event::FaultCheck);
-        self.schedule(Duration::from_millis(1), Event::ClientTick);
+        self.start_client_ticks();
         for c in 0..self.cfg.clients {
             self.issue(c, driver);
         }
@@ -564,12 +640,12 @@ impl Simulator {
     fn step_one(&mut self, driver: &mut dyn SimDriver) -> Result<bool, Error> {
         let Some(s) = self.queue.pop() else { return Ok(false) };
         self.report.events += 1;
-        if self.report.events >= SIM_EVENTS_MAX {
+        if self.report.events >= self.cfg.events_max {
             // A livelock, or a request storm that keeps the nodes' queues full (a liveness
             // failure like any other: the run fails with its seed).
             return Err(Error::Internal(format!(
-                "liveness: event limit {SIM_EVENTS_MAX} reached at {} (livelock, or a request storm?)",
-                self.now
+                "liveness: event limit {} reached at {} (livelock, or a request storm?)",
+                self.cfg.events_max, self.now
             )));
         }
         debug_assert!(s.at >= self.now);
@@ -587,6 +663,9 @@ impl Simulator {
             }
             Event::ClientTick => {
                 for c in 0..self.clients.len() {
+                    if self.clients[c].session.outstanding() == 0 {
+                        continue;
+                    }
                     for (id, e) in self.clients[c].session.tick(self.now) {
                         self.client_done(c, id, Err(e), driver);
                     }
@@ -616,6 +695,24 @@ impl Simulator {
                     self.inject_faults();
                     self.schedule(self.cfg.faults.period, Event::FaultCheck);
                 }
+            }
+            Event::CoreFree { node, incarnation } => {
+                let n = &mut self.nodes[node.0 as usize];
+                if n.up && n.incarnation == incarnation {
+                    n.wake_at = None;
+                    self.dispatch(node);
+                }
+            }
+            Event::Send { node, incarnation, env } => {
+                let n = &self.nodes[node.0 as usize];
+                // A step whose node crashed before it ended never sent anything.
+                if n.up && n.incarnation == incarnation {
+                    self.send(env);
+                }
+            }
+            Event::ClientIssue(c) => {
+                self.clients[c].pausing = false;
+                self.issue(c, driver);
             }
         }
         Ok(true)
@@ -677,6 +774,10 @@ impl Simulator {
         n.machines.clear();
         n.held.clear();
         n.sync_pending = false;
+        n.runq.clear();
+        n.wake_at = None;
+        let now = self.now;
+        n.cores.iter_mut().for_each(|c| *c = now);
         for disk in n.disks.values_mut() {
             disk.records.truncate(disk.synced); // the unsynced tail is lost
         }
@@ -690,7 +791,7 @@ impl Simulator {
         }
         n.sync_pending = false;
         for (addr, disk) in n.disks.iter_mut() {
-            disk.synced = disk.records.len();
+            disk.synced = disk.discarded + disk.records.len();
             if disk.records.len() >= SIM_SNAPSHOT_EVERY_RECORDS {
                 if let Some(snap) = n.machines.get_mut(addr).and_then(|m| m.snapshot()) {
                     disk.snapshot = Some(snap);
@@ -704,17 +805,34 @@ impl Simulator {
             }
         }
         let held = std::mem::take(&mut n.held);
-        let (ready, waiting): (Vec<_>, Vec<_>) = held.into_iter().partition(|(a, need, _)| n.disks[a].synced >= *need);
+        let (ready, waiting): (Vec<_>, Vec<_>) =
+            held.into_iter().partition(|(a, need, _, _)| n.disks[a].synced >= *need);
         n.held = waiting;
-        for (_, _, env) in ready {
-            self.send(env);
+        for (_, _, not_before, env) in ready {
+            if not_before > self.now {
+                let incarnation = self.nodes[node.0 as usize].incarnation;
+                self.schedule(Duration::from_nanos(not_before.0 - self.now.0), Event::Send { node, incarnation, env });
+            } else {
+                self.send(env);
+            }
         }
     }
 
     fn step_machine(&mut self, node: NodeId, addr: Addr, input: Input) {
+        if self.costs.is_some() {
+            self.nodes[node.0 as usize].runq.push_back((addr, input));
+            self.dispatch(node);
+            return;
+        }
+        self.run_step(node, addr, input, 0);
+    }
+
+    /// Steps `addr` now; its messages leave `cost_ns` later (the step's end), its records sync
+    /// after that plus the flush and the sync latency. Returns whether it logged records.
+    fn run_step(&mut self, node: NodeId, addr: Addr, input: Input, cost_ns: u64) -> bool {
         let now = self.node_now(node);
         let n = &mut self.nodes[node.0 as usize];
-        let Some(m) = n.machines.get_mut(&addr) else { return };
+        let Some(m) = n.machines.get_mut(&addr) else { return false };
         let mut out = Effects::default();
         m.step(now, input, &mut out);
         self.steps += 1;
@@ -724,26 +842,111 @@ impl Simulator {
                 self.violation = Some(format!("{addr} at {:.3} ms: {e}", now.0 as f64 / 1e6));
             }
         }
+        let logged = !out.persist.is_empty();
         let disk = n.disks.get_mut(&addr).expect("every machine has a disk");
         disk.records.extend(out.persist);
-        let need = disk.records.len();
+        let need = disk.discarded + disk.records.len();
+        if !self.cfg.keep_logs {
+            disk.discarded = need;
+            disk.records.clear();
+        }
         let synced = disk.synced;
+        let end = self.now + Duration::from_nanos(cost_ns);
         let mut ready = Vec::new();
         for env in out.send {
             if need <= synced {
                 ready.push(env);
             } else {
-                n.held.push((addr, need, env));
+                n.held.push((addr, need, end, env));
             }
         }
+        let incarnation = n.incarnation;
         if need > synced && !n.sync_pending {
             n.sync_pending = true;
-            let incarnation = n.incarnation;
-            self.schedule(self.cfg.fsync_latency, Event::Sync { node, incarnation });
+            let flush = if logged { self.costs.as_ref().map_or(0, |c| c.flush_ns) } else { 0 };
+            let after = Duration::from_nanos(cost_ns + flush) + self.cfg.fsync_latency;
+            self.schedule(after, Event::Sync { node, incarnation });
         }
         for env in ready {
-            self.send(env);
+            if cost_ns == 0 {
+                self.send(env);
+            } else {
+                self.schedule(Duration::from_nanos(cost_ns), Event::Send { node, incarnation, env });
+            }
         }
+        logged
+    }
+
+    /// [`SimConfig::cpu`]: starts waiting steps on free cores, in arrival order; when every core
+    /// is busy, wakes up when the first one frees.
+    fn dispatch(&mut self, node: NodeId) {
+        loop {
+            let n = &mut self.nodes[node.0 as usize];
+            if n.runq.is_empty() || !n.up {
+                return;
+            }
+            let (core, free_at) =
+                n.cores.iter().copied().enumerate().min_by_key(|&(i, t)| (t, i)).expect("a node has a core");
+            if free_at > self.now {
+                if n.wake_at.is_none_or(|w| w > free_at) {
+                    n.wake_at = Some(free_at);
+                    let incarnation = n.incarnation;
+                    self.schedule(Duration::from_nanos(free_at.0 - self.now.0), Event::CoreFree { node, incarnation });
+                }
+                return;
+            }
+            let (addr, input) = n.runq.pop_front().expect("not empty");
+            let costs = self.costs.as_mut().expect("dispatch runs with a cost model");
+            let cost = costs.step_ns(crate::cost::step_key(addr, &input));
+            let flush = costs.flush_ns;
+            let logged = self.run_step(node, addr, input, cost);
+            let charged = cost + if logged { flush } else { 0 };
+            self.nodes[node.0 as usize].cores[core] = self.now + Duration::from_nanos(charged);
+            self.report.cpu_busy_ns += charged;
+        }
+    }
+
+    fn start_client_ticks(&mut self) {
+        if !self.client_tick_on {
+            self.client_tick_on = true;
+            self.schedule(Duration::from_millis(1), Event::ClientTick);
+        }
+    }
+
+    /// A measured run without faults (`litmus bench --runtime sim`), in three calls: start
+    /// the workload's clients, [`Simulator::advance`] virtual time (as often as the caller
+    /// wants to sample), then [`Simulator::drain`]. The driver decides when each client stops
+    /// ([`SimDriver::next_at`] returning `None`). Nothing is verified here: the caller checks
+    /// through [`Simulator::request`].
+    pub fn start_clients(&mut self, driver: &mut dyn SimDriver) {
+        self.issuing = true;
+        self.start_client_ticks();
+        for c in 0..self.cfg.clients {
+            self.issue(c, driver);
+        }
+    }
+
+    /// Runs every event up to `until` (virtual time), the workload's clients active.
+    pub fn advance(&mut self, driver: &mut dyn SimDriver, until: Time) -> Result<(), Error> {
+        self.run_until(until, driver)
+    }
+
+    /// Goes on until every workload client is idle (its driver said `None`) or `max` passed,
+    /// then stops issuing.
+    pub fn drain(&mut self, driver: &mut dyn SimDriver, max: Duration) -> Result<(), Error> {
+        let stop = self.now + max;
+        let workload_clients = self.cfg.clients;
+        while self.now < stop && self.clients[..workload_clients].iter().any(|c| c.busy.is_some() || c.pausing) {
+            let next = (self.now + Duration::from_millis(1)).min(stop);
+            self.run_until(next, driver)?;
+        }
+        self.issuing = false;
+        Ok(())
+    }
+
+    /// What the run did so far.
+    pub fn report(&self) -> &SimReport {
+        &self.report
     }
 
     fn send(&mut self, env: Envelope) {
@@ -778,7 +981,7 @@ impl Simulator {
     fn deliver(&mut self, env: Envelope, driver: &mut dyn SimDriver) -> Result<(), Error> {
         let t = self.spec.topology;
         if let Host::Node(node) = t.host_of(env.to) {
-            if !self.cfg.step_cost.is_zero() {
+            if !self.cfg.step_cost.is_zero() && self.costs.is_none() {
                 let n = &mut self.nodes[node.0 as usize];
                 if n.busy_until > self.now {
                     // The node is still busy: the message waits its turn (FIFO by sequence).
@@ -798,7 +1001,11 @@ impl Simulator {
         }
         self.report.delivered += 1;
         self.trace_line(|| format!("{} -> {}: {}", env.from, env.to, brief(&env.msg)));
-        let bytes = postcard::to_stdvec(&env).expect("envelopes serialize");
+        let bytes = if self.cfg.hash_payloads {
+            postcard::to_stdvec(&env).expect("envelopes serialize")
+        } else {
+            postcard::to_stdvec(&(env.from, env.to)).expect("addresses serialize")
+        };
         let mut h = self.report.trace_hash ^ self.now.0;
         for b in bytes {
             h ^= b as u64;
@@ -857,15 +1064,22 @@ impl Simulator {
             self.verify_result = Some(result);
             return;
         }
-        driver.done(c, &body, &result);
+        driver.done_at(c, &body, &result, self.now);
         self.issue(c, driver);
     }
 
     fn issue(&mut self, c: usize, driver: &mut dyn SimDriver) {
-        if !self.issuing || self.clients[c].idle_forever || self.clients[c].busy.is_some() {
+        let cl = &self.clients[c];
+        if !self.issuing || cl.idle_forever || cl.busy.is_some() || cl.pausing {
             return;
         }
-        match driver.next(c, &mut self.rng) {
+        let pause = driver.pause(c, self.now);
+        if !pause.is_zero() {
+            self.clients[c].pausing = true;
+            self.schedule(pause, Event::ClientIssue(c));
+            return;
+        }
+        match driver.next_at(c, &mut self.rng, self.now) {
             None => self.clients[c].idle_forever = true,
             Some(body) => {
                 let (id, env) = self.clients[c].session.request(self.now, body.clone());

@@ -1,0 +1,464 @@
+//! # `litmus bench --runtime sim`: any workload on a simulated cluster, in virtual time
+//!
+//! The same [`Workload`] the embedded harness runs (prepare, generate, verify), on the
+//! deterministic simulator ([`litmus_runtime::sim`]) with its CPU model on: every node has
+//! `--cores-per-node` cores, every machine step costs what `litmus calibrate` measured
+//! ([`litmus_runtime::cost`]), and the network is the embedded runtime's delay model (LAN
+//! 100–250 µs by default, `--net-delay-us`). No faults, no clock skew.
+//!
+//! ```text
+//!   Simulator (one thread) behind a mutex ◄── SimTransport (a Client's transport): prepare
+//!   │                                          and verify go through ordinary clients, one
+//!   │                                          request at a time (the loaders see serialises())
+//!   └─ start_clients / advance(warmup) / advance(window) / drain ◄── BenchDriver (SimDriver):
+//!        C simulated closed-loop clients: deal or generate, call, retry with backoff (a pause
+//!        in virtual time), record latency in virtual µs, per kind, as the harness does
+//! ```
+//!
+//! What is reported is the harness's [`BenchReport`], marked [`Simulated`]: throughput and
+//! latency in virtual time, the outcomes and the workload's verdict, `cpu` as simulated core
+//! time per committed transaction, `msgs_per_txn` as delivered messages; and the simulator's own
+//! cost (events, wall seconds, events per wall second). The same seed gives the same figures
+//! (`same_seed_same_report` in `tests/simbench.rs`): clients draw from their own seeded streams
+//! (client `i` uses stream `i`, as in the harness), loading runs one batch at a time, and the
+//! simulator orders everything by virtual time and sequence.
+//!
+//! Clients are free: they live on their own host and cost no core (the embedded harness's
+//! clients share the machine's CPU with the cluster; see README, "Simulated against real").
+//!
+//! Not implemented (yet): `--data-dir` (logs are the simulator's in-memory disks; a sync costs
+//! `--sync-latency-us`), log bytes per transaction, faults during a benchmark.
+
+use crate::harness::{self, BenchConfig, BenchError, BenchReport, LatencySummary, ReportConfig, Verdict};
+use crate::mix::{self, Deck};
+use crate::workload::{Outcomes, RetryPolicy, RunStats, TxnRequest, Workload};
+use anyhow::Context as _;
+use hdrhistogram::Histogram;
+use litmus_client::Client;
+use litmus_core::{Error, Time};
+use litmus_engine::builtin;
+use litmus_engine::message::{RequestBody, ResponseBody};
+use litmus_runtime::cost::CostTable;
+use litmus_runtime::sim::{CpuModel, SimConfig, SimDriver, Simulator};
+use litmus_runtime::{ClusterSpec, Topology, Transport};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Most simulated clients.
+pub const SIM_CLIENTS_MAX: usize = 100_000;
+/// Bound on simulator events in one simulated benchmark.
+pub const SIM_EVENTS_MAX: u64 = 20_000_000_000;
+
+/// How `--runtime sim` runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimSettings {
+    pub cores_per_node: u32,
+    /// The cost table (`None`: the committed one).
+    pub costs: Option<PathBuf>,
+    /// Latency of one log sync, µs (the embedded default keeps logs in memory: 0).
+    pub sync_latency_us: u64,
+}
+
+/// How a report was simulated (printed and in the JSON).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Simulated {
+    pub cost_table: String,
+    pub cores_per_node: u32,
+    /// Simulator events over the whole run (load and verify included) and the wall time.
+    pub events: u64,
+    pub wall_secs: f64,
+    pub events_per_wall_sec: f64,
+    /// Virtual time the whole run took (load, warmup, window, drain, verify), seconds.
+    pub virtual_secs: f64,
+    /// Share of all nodes' cores busy over the measured window.
+    pub core_utilisation: f64,
+}
+
+impl Simulated {
+    /// The line `print_report` adds.
+    pub fn line(&self) -> String {
+        format!(
+            "simulated: virtual time, cost table {}, {} cores per node, cores {:.0}% busy in the window | simulator: {} events in {:.1} s wall ({:.0} events/s), {:.1} virtual s",
+            self.cost_table,
+            self.cores_per_node,
+            100.0 * self.core_utilisation,
+            self.events,
+            self.wall_secs,
+            self.events_per_wall_sec,
+            self.virtual_secs
+        )
+    }
+}
+
+/// A client of the simulated cluster: each request runs the simulator until it is answered.
+struct SimTransport {
+    sim: Arc<Mutex<Simulator>>,
+}
+
+impl Transport for SimTransport {
+    fn request(&mut self, body: RequestBody) -> Result<ResponseBody, Error> {
+        let mut sim = self.sim.lock().map_err(|_| Error::Internal("the simulator panicked".into()))?;
+        sim.request(body)
+    }
+    fn serialises(&self) -> bool {
+        true
+    }
+}
+
+/// One kind's record.
+struct KindTally {
+    measured: Outcomes,
+    total: Outcomes,
+    latency_us: Histogram<u64>,
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, harness::LATENCY_US_MAX, harness::LATENCY_SIGNIFICANT_DIGITS)
+        .expect("constant bounds are valid")
+}
+
+/// The transaction a client is running (first attempt and retries).
+struct Current {
+    req: TxnRequest,
+    started: Time,
+    attempt: u64,
+    outcome: Outcomes,
+}
+
+struct ClientState {
+    rng: ChaCha8Rng,
+    current: Option<Current>,
+    pause: Duration,
+}
+
+/// The simulated closed-loop clients (the harness's `client_loop`, in virtual time).
+struct BenchDriver<'a> {
+    workload: &'a dyn Workload,
+    deck: Option<Deck>,
+    policy: RetryPolicy,
+    measure_from: Time,
+    until: Time,
+    clients: Vec<ClientState>,
+    tally: BTreeMap<&'static str, KindTally>,
+    failed: Option<BenchError>,
+}
+
+impl BenchDriver<'_> {
+    fn call(c: &Current, now: Time) -> RequestBody {
+        let retrying_for = if c.attempt == 0 { Duration::ZERO } else { Duration::from_nanos(now.0 - c.started.0) };
+        RequestBody::Call { procedure: c.req.procedure.to_string(), args: c.req.args.clone(), retrying_for }
+    }
+
+    fn finish(&mut self, c: Current, now: Time) {
+        let t = self.tally.entry(c.req.kind).or_insert_with(|| KindTally {
+            measured: Outcomes::default(),
+            total: Outcomes::default(),
+            latency_us: new_histogram(),
+        });
+        t.total.add(&c.outcome);
+        if c.started >= self.measure_from && c.started < self.until {
+            t.measured.add(&c.outcome);
+            if c.outcome.committed == 1 {
+                let us = (now.0 - c.started.0) / 1000;
+                t.latency_us.saturating_record(us.clamp(1, harness::LATENCY_US_MAX));
+            }
+        }
+    }
+}
+
+impl SimDriver for BenchDriver<'_> {
+    fn next(&mut self, _: usize, _: &mut ChaCha8Rng) -> Option<RequestBody> {
+        unreachable!("the simulator calls next_at")
+    }
+    fn done(&mut self, _: usize, _: &RequestBody, _: &Result<ResponseBody, Error>) {
+        unreachable!("the simulator calls done_at")
+    }
+    fn verify(&mut self, _: &mut Simulator) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn next_at(&mut self, client: usize, _: &mut ChaCha8Rng, now: Time) -> Option<RequestBody> {
+        if self.failed.is_some() {
+            return None;
+        }
+        let st = &mut self.clients[client];
+        if let Some(c) = &st.current {
+            return Some(Self::call(c, now));
+        }
+        if now >= self.until {
+            return None;
+        }
+        let req = match &self.deck {
+            Some(deck) => self.workload.generate_kind(deck.deal(), &mut st.rng),
+            None => self.workload.generate(&mut st.rng),
+        };
+        let c = Current { req, started: now, attempt: 0, outcome: Outcomes::default() };
+        let body = Self::call(&c, now);
+        st.current = Some(c);
+        Some(body)
+    }
+
+    fn done_at(&mut self, client: usize, _: &RequestBody, result: &Result<ResponseBody, Error>, now: Time) {
+        let Some(mut c) = self.clients[client].current.take() else { return };
+        match result {
+            Ok(_) => c.outcome.committed = 1,
+            Err(e) if e.is_retryable() => {
+                c.outcome.aborts += 1;
+                let straggling = matches!(self.policy, RetryPolicy::GiveUpAfter { .. })
+                    && now >= self.until + harness::STRAGGLER_GRACE;
+                if straggling {
+                    // Cut off after the window, as the harness does: unfinished, not counted.
+                    return;
+                }
+                let give_up = match self.policy {
+                    RetryPolicy::GiveUpAfter { retries } => c.attempt >= u64::from(retries),
+                    RetryPolicy::UntilCommitted { bound } => {
+                        let waited = Duration::from_nanos(now.0 - c.started.0);
+                        if waited >= bound {
+                            self.failed.get_or_insert(BenchError::Starved {
+                                kind: c.req.kind,
+                                procedure: c.req.procedure,
+                                waited_secs: waited.as_secs_f64(),
+                                attempts: c.attempt + 1,
+                                last: e.clone(),
+                            });
+                            return;
+                        }
+                        false
+                    }
+                };
+                if give_up {
+                    c.outcome.gave_up = 1;
+                } else {
+                    c.attempt += 1;
+                    c.outcome.retries += 1;
+                    let st = &mut self.clients[client];
+                    let cap = harness::backoff_cap_us(c.attempt.min(u64::from(u32::MAX)) as u32);
+                    st.pause = Duration::from_micros(st.rng.gen_range(cap / 2..=cap));
+                    st.current = Some(c);
+                    return;
+                }
+            }
+            Err(Error::UserAbort(_)) => c.outcome.user_aborts = 1,
+            Err(e) => {
+                c.outcome.errors = 1;
+                c.outcome.outcome_unknown = u64::from(matches!(e, Error::Unavailable { outcome_unknown: true, .. }));
+                if let Error::Invalid(_) = e {
+                    self.failed.get_or_insert(BenchError::Rejected {
+                        kind: c.req.kind,
+                        procedure: c.req.procedure,
+                        error: e.clone(),
+                    });
+                }
+            }
+        }
+        self.finish(c, now);
+    }
+
+    fn pause(&mut self, client: usize, _: Time) -> Duration {
+        std::mem::take(&mut self.clients[client].pause)
+    }
+}
+
+/// The simulator's configuration for a benchmark run.
+fn sim_config(cfg: &BenchConfig, settings: &SimSettings, table: Arc<CostTable>) -> anyhow::Result<SimConfig> {
+    let mut s = SimConfig::new(cfg.seed);
+    let delay = cfg.delay();
+    s.net.latency_min = delay.min;
+    s.net.latency_max = delay.max;
+    s.clock_skew_max = Duration::ZERO;
+    s.fsync_latency = Duration::from_micros(settings.sync_latency_us);
+    s.clients = cfg.clients;
+    s.duration = cfg.warmup + cfg.duration;
+    s.request_timeout = litmus_engine::client::REQUEST_TIMEOUT_DEFAULT;
+    s.cpu = Some(CpuModel::new(settings.cores_per_node, table)?);
+    s.invariant_check_every = 0;
+    s.events_max = SIM_EVENTS_MAX;
+    s.hash_payloads = false;
+    s.keep_logs = false;
+    Ok(s)
+}
+
+/// Runs `workload` once on a simulated cluster as `cfg` says (`cfg.sim` must be set).
+pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchReport> {
+    cfg.validate()?;
+    harness::check_isolation(cfg, workload)?;
+    let settings = cfg.sim.clone().ok_or_else(|| BenchError::Config("not a simulated run".into()))?;
+    let table = match &settings.costs {
+        Some(path) => CostTable::load(path)?,
+        None => CostTable::builtin(),
+    };
+    let table_name = match &settings.costs {
+        Some(path) => format!("{} ({})", table.name, path.display()),
+        None => table.name.clone(),
+    };
+    let mut catalog = builtin::catalog();
+    catalog.merge(&workload.catalog());
+    let mut registry = builtin::registry();
+    workload.register(&mut registry);
+    let spec = ClusterSpec {
+        engine: cfg.engine,
+        topology: Topology::new(cfg.nodes, cfg.partitions)?,
+        catalog: Arc::new(catalog),
+        registry: Arc::new(registry),
+        seed: cfg.seed,
+    };
+    let wall = Instant::now();
+    let sim = Simulator::new(spec, sim_config(cfg, &settings, Arc::new(table))?)?;
+    let sim = Arc::new(Mutex::new(sim));
+    let mut clients = || Ok(Client::new(Box::new(SimTransport { sim: sim.clone() })));
+    workload.prepare(&mut clients).with_context(|| format!("prepare {} (simulated)", workload.name()))?;
+    let load_secs = wall.elapsed().as_secs_f64();
+
+    let spec_mix = workload.mix();
+    let mut guard = sim.lock().map_err(|_| anyhow::anyhow!("the simulator panicked"))?;
+    let start = guard.now();
+    let measure_from = start + cfg.warmup;
+    let until = measure_from + cfg.duration;
+    let mut driver = BenchDriver {
+        workload,
+        deck: spec_mix.as_ref().filter(|m| m.deck).map(|m| Deck::new(m, cfg.seed)),
+        policy: workload.retry_policy(),
+        measure_from,
+        until,
+        clients: (0..cfg.clients)
+            .map(|i| {
+                let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+                rng.set_stream(i as u64);
+                ClientState { rng, current: None, pause: Duration::ZERO }
+            })
+            .collect(),
+        tally: BTreeMap::new(),
+        failed: None,
+    };
+    guard.start_clients(&mut driver);
+    guard.advance(&mut driver, measure_from)?;
+    let (busy_from, delivered_from) = (guard.report().cpu_busy_ns, guard.report().delivered);
+    guard.advance(&mut driver, until)?;
+    let (busy_to, delivered_to) = (guard.report().cpu_busy_ns, guard.report().delivered);
+    let drain = harness::STRAGGLER_GRACE + litmus_engine::client::REQUEST_TIMEOUT_DEFAULT;
+    guard.drain(&mut driver, drain)?;
+    drop(guard);
+    if let Some(failed) = driver.failed.take() {
+        return Err(failed.into());
+    }
+    let unfinished = driver.clients.iter().filter(|c| c.current.is_some()).count() as u64;
+
+    let mut stats = RunStats { measured_secs: cfg.duration.as_secs_f64(), unfinished, ..RunStats::default() };
+    let mut histograms: BTreeMap<&'static str, Histogram<u64>> = BTreeMap::new();
+    for (kind, t) in std::mem::take(&mut driver.tally) {
+        stats.measured.entry(kind).or_default().add(&t.measured);
+        stats.total.entry(kind).or_default().add(&t.total);
+        histograms.insert(kind, t.latency_us);
+    }
+    let verify = match clients() {
+        Err(e) => Verdict { ok: false, message: format!("{e:#}") },
+        Ok(mut checker) => match workload.verify(&mut checker, &stats) {
+            Ok(message) => Verdict { ok: true, message },
+            Err(e) => Verdict { ok: false, message: format!("{e:#}") },
+        },
+    };
+    let (events, virtual_secs) = {
+        let g = sim.lock().map_err(|_| anyhow::anyhow!("the simulator panicked"))?;
+        (g.report().events, g.now().0 as f64 / 1e9)
+    };
+    let wall_secs = wall.elapsed().as_secs_f64();
+
+    let mut all = new_histogram();
+    for h in histograms.values() {
+        all.add(h).context("merge histograms")?;
+    }
+    let m = stats.measured_all();
+    let latency: BTreeMap<String, LatencySummary> =
+        histograms.iter().map(|(k, h)| (k.to_string(), LatencySummary::of(h))).collect();
+    let outcomes: BTreeMap<String, Outcomes> = stats.measured.iter().map(|(k, o)| (k.to_string(), *o)).collect();
+    let mix = spec_mix.map(|spec| mix::verdict(&spec, &outcomes, &latency, stats.measured_secs));
+    let busy = busy_to - busy_from;
+    let core_ns = cfg.duration.as_nanos() as f64 * f64::from(cfg.nodes) * f64::from(settings.cores_per_node);
+    let per_txn = |x: u64| (m.committed > 0).then(|| x as f64 / m.committed as f64);
+    Ok(BenchReport {
+        workload: workload.name().into(),
+        workload_settings: workload.describe(),
+        engine: cfg.engine.name().into(),
+        engine_guarantee: cfg.engine.guarantee().into(),
+        config: ReportConfig::of(cfg),
+        load_secs,
+        measured_secs: stats.measured_secs,
+        committed: m.committed,
+        throughput: m.committed as f64 / stats.measured_secs,
+        latency,
+        latency_all: LatencySummary::of(&all),
+        outcomes,
+        aborts: m.aborts,
+        retries: m.retries,
+        gave_up: m.gave_up,
+        user_aborts: m.user_aborts,
+        errors: m.errors,
+        outcome_unknown: m.outcome_unknown,
+        unfinished: stats.unfinished,
+        mix,
+        cpu_us_per_txn: per_txn(busy).map(|ns| ns / 1000.0),
+        msgs_per_txn: per_txn(delivered_to - delivered_from),
+        log_bytes_per_txn: None,
+        verify,
+        simulated: Some(Simulated {
+            cost_table: table_name,
+            cores_per_node: settings.cores_per_node,
+            events,
+            wall_secs,
+            events_per_wall_sec: events as f64 / wall_secs.max(1e-9),
+            virtual_secs,
+            core_utilisation: if core_ns > 0.0 { busy as f64 / core_ns } else { 0.0 },
+        }),
+    })
+}
+
+/// Where `litmus bench` runs the cluster.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuntimeKind {
+    /// Threads in this process, real time (the default).
+    #[default]
+    Embedded,
+    /// The deterministic simulator in virtual time, CPU charged from a measured cost table.
+    Sim,
+}
+
+/// The flags of `litmus bench --runtime sim`.
+#[derive(clap::Args, Clone, Debug, PartialEq)]
+pub struct SimOptions {
+    /// Where the cluster runs: embedded (threads, real time) or sim (the deterministic
+    /// simulator, virtual time, CPU costs measured by `litmus calibrate`; --duration and
+    /// --warmup are virtual seconds; any client count up to 100000).
+    #[arg(long, value_enum, default_value_t = RuntimeKind::Embedded)]
+    pub runtime: RuntimeKind,
+
+    /// --runtime sim: cores per simulated node.
+    #[arg(long = "cores-per-node", value_name = "K", default_value_t = 4)]
+    pub cores_per_node: u32,
+
+    /// --runtime sim: the cost table (TOML from `litmus calibrate --out`). Default: the one
+    /// committed with LitmusDB.
+    #[arg(long, value_name = "TOML")]
+    pub costs: Option<PathBuf>,
+
+    /// --runtime sim: latency of one log sync in µs (default 0: the embedded default keeps
+    /// logs in memory).
+    #[arg(long = "sync-latency-us", value_name = "MICROS", default_value_t = 0)]
+    pub sync_latency_us: u64,
+}
+
+impl SimOptions {
+    /// The settings of a simulated run, or `None` on the embedded runtime.
+    pub fn settings(&self) -> Option<SimSettings> {
+        (self.runtime == RuntimeKind::Sim).then(|| SimSettings {
+            cores_per_node: self.cores_per_node,
+            costs: self.costs.clone(),
+            sync_latency_us: self.sync_latency_us,
+        })
+    }
+}
