@@ -55,6 +55,12 @@ impl ClientSession {
         self.outstanding.remove(&resp.id).map(|_| (resp.id, resp.result))
     }
 
+    /// Gives up on a request without an answer: a later response to it is ignored, and it
+    /// never expires through [`ClientSession::tick`].
+    pub fn forget(&mut self, id: RequestId) {
+        self.outstanding.remove(&id);
+    }
+
     /// Fails every request whose deadline passed.
     pub fn tick(&mut self, now: Time) -> Vec<(RequestId, Error)> {
         let expired: Vec<RequestId> = self.outstanding.iter().filter(|(_, &d)| d <= now).map(|(&id, _)| id).collect();
@@ -87,6 +93,16 @@ mod tests {
         assert_eq!(expired.len(), 1);
         assert_eq!(expired[0].0, b);
         assert!(!expired[0].1.is_retryable());
+        assert_eq!(s.outstanding(), 0);
+    }
+
+    #[test]
+    fn a_forgotten_request_neither_expires_nor_matches_a_late_response() {
+        let mut s = ClientSession::new(ClientId(1), Addr::Coordinator(NodeId(0)), Duration::from_millis(10));
+        let (a, _) = s.request(Time::ZERO, RequestBody::Begin { isolation: Default::default() });
+        s.forget(a);
+        assert!(s.tick(Time::from_millis(50)).is_empty());
+        assert!(s.on_response(ClientResponse { id: a, result: Ok(ResponseBody::Committed) }).is_none());
         assert_eq!(s.outstanding(), 0);
     }
 }

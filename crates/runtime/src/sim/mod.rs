@@ -625,7 +625,12 @@ impl Simulator {
             }
         }
         self.clients[v].busy = None;
-        self.verify_result.take().unwrap_or_else(|| Err(Error::unavailable("verification request timed out")))
+        self.verify_result.take().unwrap_or_else(|| {
+            // Given up here, so the session must forget it too: its own deadline would
+            // otherwise complete it later, as if it were the client's next request.
+            self.clients[v].session.forget(id);
+            Err(Error::Unavailable { reason: "verification request timed out".into(), outcome_unknown: true })
+        })
     }
 
     fn run_until(&mut self, end: Time, driver: &mut dyn SimDriver) -> Result<(), Error> {
