@@ -658,7 +658,7 @@ fn rule5b_accepted_base_wounds_an_older_blocker_only_after_the_patience() {
             c.tick(patience_ms());
             drain(&mut c);
             let r = c.response(1, read).cloned();
-            assert!(r.as_ref().is_some_and(is_cc_abort), "wounded after the patience: {r:?}");
+            assert_eq!(r, Some(Err(Error::Abort(AbortReason::Wounded))), "wounded after the patience");
         }
         c.settle();
         let zero = if deadlock { INITIAL } else { 50 } + 10;
