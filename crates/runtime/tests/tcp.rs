@@ -45,11 +45,22 @@ fn three_node_cluster_on_loopback() {
     let mut a = connect_retry(&peers[0]);
     let mut b = connect_retry(&peers[2]);
     for k in 0..30 {
-        let r = a.request(RequestBody::Call {
-            procedure: "kv_put".into(),
-            args: vec![Value::Int(k), Value::Bytes(vec![k as u8].into())],
-            retrying_for: Duration::ZERO,
-        });
+        // Until the three servers have connected to each other a write may find a peer
+        // unreachable; that error is retryable and a client retries it (bounded).
+        let started = std::time::Instant::now();
+        let r = loop {
+            let r = a.request(RequestBody::Call {
+                procedure: "kv_put".into(),
+                args: vec![Value::Int(k), Value::Bytes(vec![k as u8].into())],
+                retrying_for: started.elapsed(),
+            });
+            match &r {
+                Err(e) if e.is_retryable() && started.elapsed() < Duration::from_secs(10) => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => break r,
+            }
+        };
         assert!(matches!(r, Ok(ResponseBody::Returned(_))), "{r:?}");
     }
     for k in 0..30 {
