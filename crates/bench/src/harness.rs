@@ -771,42 +771,65 @@ fn drive(
         *d = None;
     }
 
-    let mut all = new_histogram();
-    for h in histograms.values() {
-        all.add(h).context("merge histograms")?;
-    }
     let m = stats.measured_all();
-    let latency: BTreeMap<String, LatencySummary> =
-        histograms.iter().map(|(k, h)| (k.to_string(), LatencySummary::of(h))).collect();
-    let outcomes: BTreeMap<String, Outcomes> = stats.measured.iter().map(|(k, o)| (k.to_string(), *o)).collect();
-    let mix = spec.map(|spec| mix::verdict(&spec, &outcomes, &latency, stats.measured_secs));
-    Ok(BenchReport {
-        workload: workload.name().into(),
-        workload_settings: workload.describe(),
-        engine: cfg.engine.name().into(),
-        engine_guarantee: cfg.engine.guarantee().into(),
-        config: ReportConfig::of(cfg),
-        load_secs,
-        measured_secs: stats.measured_secs,
-        committed: m.committed,
-        throughput: m.committed as f64 / stats.measured_secs,
-        latency,
-        latency_all: LatencySummary::of(&all),
-        outcomes,
-        aborts: m.aborts,
-        retries: m.retries,
-        gave_up: m.gave_up,
-        user_aborts: m.user_aborts,
-        errors: m.errors,
-        outcome_unknown: m.outcome_unknown,
-        unfinished: stats.unfinished,
-        mix,
-        cpu_us_per_txn: cost.cpu_us.filter(|_| m.committed > 0).map(|c| c as f64 / m.committed as f64),
-        msgs_per_txn: cost.cluster.filter(|_| m.committed > 0).map(|c| c.msgs as f64 / m.committed as f64),
-        log_bytes_per_txn: cost.cluster.filter(|_| m.committed > 0).map(|c| c.log_bytes as f64 / m.committed as f64),
-        verify,
-        simulated: None,
-    })
+    let mut report = BenchReport::of_run(workload, cfg, load_secs, &stats, &histograms, spec, verify)?;
+    report.cpu_us_per_txn = cost.cpu_us.filter(|_| m.committed > 0).map(|c| c as f64 / m.committed as f64);
+    report.msgs_per_txn = cost.cluster.filter(|_| m.committed > 0).map(|c| c.msgs as f64 / m.committed as f64);
+    report.log_bytes_per_txn =
+        cost.cluster.filter(|_| m.committed > 0).map(|c| c.log_bytes as f64 / m.committed as f64);
+    Ok(report)
+}
+
+impl BenchReport {
+    /// The report of a finished run, from what every runner (embedded, `--connect`, simulated)
+    /// collects: per-kind outcomes and latencies over the measured window, the mix verdict, the
+    /// workload's verify. The cost fields and `simulated` are the runner's to fill in.
+    pub(crate) fn of_run(
+        workload: &dyn Workload,
+        cfg: &BenchConfig,
+        load_secs: f64,
+        stats: &RunStats,
+        histograms: &BTreeMap<&'static str, Histogram<u64>>,
+        spec: Option<crate::mix::MixSpec>,
+        verify: Verdict,
+    ) -> anyhow::Result<BenchReport> {
+        let mut all = new_histogram();
+        for h in histograms.values() {
+            all.add(h).context("merge histograms")?;
+        }
+        let m = stats.measured_all();
+        let latency: BTreeMap<String, LatencySummary> =
+            histograms.iter().map(|(k, h)| (k.to_string(), LatencySummary::of(h))).collect();
+        let outcomes: BTreeMap<String, Outcomes> = stats.measured.iter().map(|(k, o)| (k.to_string(), *o)).collect();
+        let mix = spec.map(|spec| mix::verdict(&spec, &outcomes, &latency, stats.measured_secs));
+        Ok(BenchReport {
+            workload: workload.name().into(),
+            workload_settings: workload.describe(),
+            engine: cfg.engine.name().into(),
+            engine_guarantee: cfg.engine.guarantee().into(),
+            config: ReportConfig::of(cfg),
+            load_secs,
+            measured_secs: stats.measured_secs,
+            committed: m.committed,
+            throughput: m.committed as f64 / stats.measured_secs,
+            latency,
+            latency_all: LatencySummary::of(&all),
+            outcomes,
+            aborts: m.aborts,
+            retries: m.retries,
+            gave_up: m.gave_up,
+            user_aborts: m.user_aborts,
+            errors: m.errors,
+            outcome_unknown: m.outcome_unknown,
+            unfinished: stats.unfinished,
+            mix,
+            cpu_us_per_txn: None,
+            msgs_per_txn: None,
+            log_bytes_per_txn: None,
+            verify,
+            simulated: None,
+        })
+    }
 }
 
 /// The live progress bar: elapsed time and throughput over the last refresh interval. Returns

@@ -29,8 +29,8 @@
 //! Not implemented (yet): `--data-dir` (logs are the simulator's in-memory disks; a sync costs
 //! `--sync-latency-us`), log bytes per transaction, faults during a benchmark.
 
-use crate::harness::{self, BenchConfig, BenchError, BenchReport, LatencySummary, ReportConfig, Verdict};
-use crate::mix::{self, Deck};
+use crate::harness::{self, BenchConfig, BenchError, BenchReport, Verdict};
+use crate::mix::Deck;
 use crate::workload::{Outcomes, RetryPolicy, RunStats, TxnRequest, Workload};
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
@@ -369,43 +369,14 @@ pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchRe
     };
     let wall_secs = wall.elapsed().as_secs_f64();
 
-    let mut all = new_histogram();
-    for h in histograms.values() {
-        all.add(h).context("merge histograms")?;
-    }
     let m = stats.measured_all();
-    let latency: BTreeMap<String, LatencySummary> =
-        histograms.iter().map(|(k, h)| (k.to_string(), LatencySummary::of(h))).collect();
-    let outcomes: BTreeMap<String, Outcomes> = stats.measured.iter().map(|(k, o)| (k.to_string(), *o)).collect();
-    let mix = spec_mix.map(|spec| mix::verdict(&spec, &outcomes, &latency, stats.measured_secs));
     let busy = busy_to - busy_from;
     let core_ns = cfg.duration.as_nanos() as f64 * f64::from(cfg.nodes) * f64::from(settings.cores_per_node);
     let per_txn = |x: u64| (m.committed > 0).then(|| x as f64 / m.committed as f64);
     Ok(BenchReport {
-        workload: workload.name().into(),
-        workload_settings: workload.describe(),
-        engine: cfg.engine.name().into(),
-        engine_guarantee: cfg.engine.guarantee().into(),
-        config: ReportConfig::of(cfg),
-        load_secs,
-        measured_secs: stats.measured_secs,
-        committed: m.committed,
-        throughput: m.committed as f64 / stats.measured_secs,
-        latency,
-        latency_all: LatencySummary::of(&all),
-        outcomes,
-        aborts: m.aborts,
-        retries: m.retries,
-        gave_up: m.gave_up,
-        user_aborts: m.user_aborts,
-        errors: m.errors,
-        outcome_unknown: m.outcome_unknown,
-        unfinished: stats.unfinished,
-        mix,
         cpu_us_per_txn: per_txn(busy).map(|ns| ns / 1000.0),
         msgs_per_txn: per_txn(delivered_to - delivered_from),
         log_bytes_per_txn: None,
-        verify,
         simulated: Some(Simulated {
             cost_table: table_name,
             cores_per_node: settings.cores_per_node,
@@ -415,6 +386,7 @@ pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchRe
             virtual_secs,
             core_utilisation: if core_ns > 0.0 { busy as f64 / core_ns } else { 0.0 },
         }),
+        ..BenchReport::of_run(workload, cfg, load_secs, &stats, &histograms, spec_mix, verify)?
     })
 }
 

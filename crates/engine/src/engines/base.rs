@@ -7,35 +7,10 @@
 //! diverged (Example 3). What it keeps, like every engine: bad input rejected before anything is
 //! sent, every single part atomic and durable (logged before it is acknowledged).
 //!
-//! It runs the `nocc` halves ([`super::nocc`]): "apply on arrival" *is* that machinery; `base`
+//! It runs the `nocc` halves ([`super::nocc::NoccEngine::BASE`]): "apply on arrival" *is* that machinery; `base`
 //! is its own name so reports, the `basic-ycsb` inconsistency ratio and `--compare base,basic`
 //! say what is compared. Guarantee: none across partitions (eventual consistency once writes
 //! stop, for commutative formulas only).
 //!
 //! Not implemented: RubatoDB's replication and its asynchronous propagation (one copy per
 //! partition here, as everywhere until replica groups land).
-
-use super::nocc::{NoccCoordinator, NoccPartition};
-use crate::engine::{Capabilities, CoordinatorEngine, EngineDef, Guarantee, PartitionEngine};
-
-/// The registered engine `base`.
-#[derive(Clone, Copy, Debug)]
-pub struct BaseEngine;
-
-impl EngineDef for BaseEngine {
-    fn name(&self) -> &'static str {
-        "base"
-    }
-    fn guarantee(&self) -> &'static str {
-        "BASE (BASIC §V): each partition applies its part on arrival; soft state, no cross-partition consistency"
-    }
-    fn capabilities(&self) -> Capabilities {
-        Capabilities { guarantee: Guarantee::None, base_transactions: false, one_round: true, interactive: true }
-    }
-    fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
-        Box::new(NoccCoordinator::default())
-    }
-    fn partition(&self) -> Box<dyn PartitionEngine> {
-        Box::new(NoccPartition::default())
-    }
-}

@@ -33,7 +33,7 @@ impl EngineKind {
     ];
 
     /// No concurrency control (UNSAFE): the throughput upper bound. See [`nocc`].
-    pub const Nocc: EngineKind = EngineKind(&nocc::NoccEngine);
+    pub const Nocc: EngineKind = EngineKind(&nocc::NoccEngine::NOCC);
     /// Strict 2PL + 2PC at the four ANSI levels; BASE procedures run as ACID. See [`locking`].
     pub const Acid: EngineKind = EngineKind(&locking::LockingEngine::ACID);
     /// ACID plus Salt BASE transactions (alkaline/saline locks, early commit, roll-forward).
@@ -47,7 +47,7 @@ impl EngineKind {
     /// BASIC's Timestamp-based Formula Protocol: instant consistency. See [`basic`].
     pub const Basic: EngineKind = EngineKind(&basic::BasicEngine);
     /// The same operations BASE-style (apply on arrival), BASIC's comparison point. See [`base`].
-    pub const Base: EngineKind = EngineKind(&base::BaseEngine);
+    pub const Base: EngineKind = EngineKind(&nocc::NoccEngine::BASE);
     /// Coordination-free: read atomic (RAMP-Fast), refuses what needs coordination (VLDB'15).
     pub const Coordfree: EngineKind = EngineKind(&coordfree::CoordfreeEngine);
     /// Granola always in locking mode (the paper's "Granola (locking)" baseline). See [`granola`].

@@ -56,16 +56,32 @@ pub enum Record {
     Put { ts: Timestamp, table: TableId, key: Key, row: Option<Row> },
 }
 
-/// The registered engine `nocc`.
+/// The registered engines that run these halves: `nocc`, and `base` under BASIC's name
+/// ([`super::base`]). They differ only in what they are called and what they say they promise.
 #[derive(Clone, Copy, Debug)]
-pub struct NoccEngine;
+pub struct NoccEngine {
+    name: &'static str,
+    guarantee: &'static str,
+}
+
+impl NoccEngine {
+    /// `nocc`: the unsafe throughput baseline.
+    pub const NOCC: NoccEngine =
+        NoccEngine { name: "nocc", guarantee: "none (UNSAFE baseline: no isolation, no atomicity across partitions)" };
+    /// `base`: BASIC §V's RubatoDB-with-BASE, the same machinery.
+    pub const BASE: NoccEngine = NoccEngine {
+        name: "base",
+        guarantee:
+            "BASE (BASIC §V): each partition applies its part on arrival; soft state, no cross-partition consistency",
+    };
+}
 
 impl EngineDef for NoccEngine {
     fn name(&self) -> &'static str {
-        "nocc"
+        self.name
     }
     fn guarantee(&self) -> &'static str {
-        "none (UNSAFE baseline: no isolation, no atomicity across partitions)"
+        self.guarantee
     }
     fn capabilities(&self) -> Capabilities {
         Capabilities { guarantee: Guarantee::None, base_transactions: false, one_round: true, interactive: true }
