@@ -8,7 +8,7 @@ mod common;
 use common::SyncCluster;
 use litmus_core::{AbortReason, Error, Formula, Isolation, Value};
 use litmus_engine::builtin::bank;
-use litmus_engine::engines::locking::partition::LOCK_WAIT_PATIENCE;
+use litmus_engine::engines::locking::partition::{LOCK_WAIT_PATIENCE, RUNNING_WITHIN};
 use litmus_engine::machine::TICK_INTERVAL_MS;
 use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::op::{Op, OpResult};
@@ -458,6 +458,15 @@ fn rule5a_deadlock_between_younger_and_older_is_broken_after_the_patience() {
     }
 }
 
+/// A queue consumer's read of its head: the first row from `start` (accounts 10..20 are the queue).
+fn queue_head(start: i64) -> Op {
+    Op::Scan { table: bank::ACCOUNTS.into(), start: vec![Value::Int(start)], end: Some(vec![Value::Int(20)]), limit: 1 }
+}
+
+fn delete_account(id: i64) -> Op {
+    Op::Delete { table: bank::ACCOUNTS.into(), key: vec![Value::Int(id)] }
+}
+
 /// Lock rule 5a's exception (queue anchors): consumers of a table used as a queue — each
 /// reads its head with a limited scan, then deletes it — take turns on the queue's anchor, and
 /// one queued behind an older consumer that keeps working waits past the patience instead of
@@ -465,13 +474,7 @@ fn rule5a_deadlock_between_younger_and_older_is_broken_after_the_patience() {
 /// deletes its head while the other waits, the waiter is aborted; not yet understood.)
 #[test]
 fn rule5a_queue_consumers_wait_their_turn_behind_a_working_consumer() {
-    let head = |start: i64| Op::Scan {
-        table: bank::ACCOUNTS.into(),
-        start: vec![Value::Int(start)],
-        end: Some(vec![Value::Int(20)]),
-        limit: 1,
-    };
-    let delete = |id: i64| Op::Delete { table: bank::ACCOUNTS.into(), key: vec![Value::Int(id)] };
+    let (head, delete) = (queue_head, delete_account);
     let first = |r: Result<OpResult, Error>| match r {
         Ok(OpResult::Rows(rows)) => rows.first().map(|row| row[0].as_int().unwrap()),
         other => panic!("{other:?}"),
@@ -518,6 +521,109 @@ fn rule5a_queue_consumers_wait_their_turn_behind_a_working_consumer() {
         assert_eq!(got, Some(11), "{engine}: the next consumer gets the head b left");
         assert_eq!(c.call(3, RequestBody::Commit { txn: late }).unwrap(), ResponseBody::Committed, "{engine}");
     }
+}
+
+/// Rule 5a's exception counts a transaction as working from when its operation last *ran*
+/// here, not when it arrived: a consumer granted the queue's head after waiting longer than
+/// `RUNNING_WITHIN` behind another has just started working, and the consumer queued behind it
+/// waits on. (Counting from arrival made TPC-C Deliveries of one warehouse under `salt` die in
+/// chains: each one granted the anchor looked idle to the next — issue 20.)
+#[test]
+fn rule5a_a_consumer_granted_after_a_long_wait_counts_as_working() {
+    let (head, delete) = (queue_head, delete_account);
+    let first = |r: Option<Result<ResponseBody, Error>>| match r {
+        Some(Ok(ResponseBody::Op(OpResult::Rows(rows)))) => rows.first().map(|row| row[0].as_int().unwrap()),
+        other => panic!("{other:?}"),
+    };
+    for engine in [EngineKind::Acid, EngineKind::Salt] {
+        let mut c = bank_cluster(engine, 14);
+        let txns: Vec<_> = (1..=4)
+            .map(|client| {
+                let t = begin(&mut c, client, Isolation::Serializable);
+                c.tick(1);
+                t
+            })
+            .collect();
+        let (a, b, late, last) = (txns[0], txns[1], txns[2], txns[3]);
+        // a consumes the head while b waits: the table is learnt as a queue.
+        assert_eq!(first(Some(op(&mut c, 1, a, head(10)).map(ResponseBody::Op))), Some(10), "{engine}");
+        op(&mut c, 1, a, delete(10)).unwrap();
+        let bs = c.send(2, RequestBody::Op { txn: b, op: head(10) });
+        drain(&mut c);
+        assert_eq!(c.call(1, RequestBody::Commit { txn: a }).unwrap(), ResponseBody::Committed, "{engine}");
+        drain(&mut c);
+        assert_eq!(first(c.response(2, bs).cloned()), Some(11), "{engine}: b got the next head");
+        // late queues behind b on the anchor for longer than RUNNING_WITHIN while b works.
+        let ls = c.send(3, RequestBody::Op { txn: late, op: head(10) });
+        drain(&mut c);
+        let works = RUNNING_WITHIN.as_millis() as u64 + 4 * patience_ms();
+        for _ in 0..works / TICK_INTERVAL_MS {
+            c.tick(TICK_INTERVAL_MS);
+            assert_eq!(first(Some(op(&mut c, 2, b, head(10)).map(ResponseBody::Op))), Some(11), "{engine}");
+            drain(&mut c);
+        }
+        assert!(c.response(3, ls).is_none(), "{engine}: late waits behind the working b");
+        // last queues behind late; b commits and late is granted the head. (b deletes nothing
+        // here: a consumer that deletes its head while others wait behind it on the anchor
+        // aborts them — the known gap noted above.)
+        let xs = c.send(4, RequestBody::Op { txn: last, op: head(10) });
+        drain(&mut c);
+        assert!(c.response(3, ls).is_none(), "{engine}: late still waits");
+        assert_eq!(c.call(2, RequestBody::Commit { txn: b }).unwrap(), ResponseBody::Committed, "{engine}");
+        drain(&mut c);
+        assert_eq!(first(c.response(3, ls).cloned()), Some(11), "{engine}: late gets the head b left");
+        // late now works (it just ran its scan); last, long past its patience, waits on.
+        for _ in 0..4 * patience_ms() / TICK_INTERVAL_MS {
+            c.tick(TICK_INTERVAL_MS);
+            drain(&mut c);
+            assert!(c.response(4, xs).is_none(), "{engine}: last waits behind late: {:?}", c.response(4, xs));
+        }
+        assert_eq!(c.call(3, RequestBody::Commit { txn: late }).unwrap(), ResponseBody::Committed, "{engine}");
+        drain(&mut c);
+        assert_eq!(first(c.response(4, xs).cloned()), Some(11), "{engine}: then last gets its turn");
+        assert_eq!(c.call(4, RequestBody::Commit { txn: last }).unwrap(), ResponseBody::Committed, "{engine}");
+    }
+}
+
+/// Rule 5a's exception covers waits for accepted BASE transactions: they cannot abort, so a
+/// younger ACID transaction behind a working one's saline lock waits past its patience instead
+/// of dying (TPC-C Stock-Levels behind New-Orders under `salt` died of it — issue 20); and rule
+/// 5b does not wound an older blocker that works. Here an older ACID writer holds account 0; a
+/// BASE transfer 1 → 0, accepted after its debit, waits for it on partition 0; a younger
+/// ACID reader of account 1 waits for the transfer's saline lock on partition 1. Nobody dies:
+/// the writer commits, the transfer ends, the reader reads the debited balance.
+#[test]
+fn rule5a_acid_waits_out_a_working_base_transaction_and_rule5b_spares_a_working_blocker() {
+    let mut c = bank_cluster(EngineKind::Salt, 2);
+    let older = begin(&mut c, 1, Isolation::Serializable);
+    op(&mut c, 1, older, write(0, 50)).unwrap();
+    c.tick(1);
+    let call = c.send(2, transfer(1, 0, 10, Duration::ZERO));
+    drain(&mut c);
+    assert!(matches!(c.response(2, call), Some(Ok(ResponseBody::Returned(_)))), "accepted after the debit");
+    c.tick(1);
+    let younger = begin(&mut c, 3, Isolation::Serializable);
+    let r = c.send(3, RequestBody::Op { txn: younger, op: read(1) });
+    drain(&mut c);
+    for _ in 0..4 * patience_ms() / TICK_INTERVAL_MS {
+        c.tick(TICK_INTERVAL_MS);
+        drain(&mut c);
+        assert!(c.response(3, r).is_none(), "the reader waits for the transfer: {:?}", c.response(3, r));
+        // The older writer keeps working on partition 0 (account 3 lives there too).
+        op(&mut c, 1, older, read(3)).unwrap();
+    }
+    assert_eq!(c.call(1, RequestBody::Commit { txn: older }), Ok(ResponseBody::Committed), "not wounded");
+    drain(&mut c);
+    assert_eq!(
+        row_bal(c.response(3, r).cloned().expect("answered").map(|b| match b {
+            ResponseBody::Op(o) => o,
+            other => panic!("{other:?}"),
+        })),
+        Ok(INITIAL - 10)
+    );
+    assert_eq!(c.call(3, RequestBody::Commit { txn: younger }), Ok(ResponseBody::Committed));
+    c.settle();
+    assert_eq!((balance(&mut c, 0), balance(&mut c, 1)), (60, INITIAL - 10));
 }
 
 /// 2PC with presumed abort: a participant that voted yes asks its coordinator for the decision
@@ -652,6 +758,9 @@ fn rule5b_accepted_base_wounds_an_older_blocker_only_after_the_patience() {
         if !deadlock {
             assert_eq!(c.call(1, RequestBody::Commit { txn: acid }), Ok(ResponseBody::Committed), "not wounded");
         } else {
+            // Accounts 0 and 1 live on different partitions: the cycle spans both. Where the
+            // transfer waits, the ACID holder ran nothing since the wait began (it waits at the
+            // other partition), so it does not count as working and is wounded.
             let read = c.send(1, RequestBody::Op { txn: acid, op: read(1) });
             drain(&mut c);
             assert!(c.response(1, read).is_none(), "the ACID holder waits for the transfer's saline lock");

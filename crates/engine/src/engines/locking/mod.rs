@@ -95,6 +95,19 @@
 //!   rule 5a cannot: an older ACID transaction waiting for the BASE transaction's saline lock while
 //!   holding what it needs (found by the simulator, `litmus sim --workload bank --engine salt`).
 //!   ACID transactions still wait for BASE locks as in Salt Fig. 3, in per-object FIFO order.
+//! * **Waiting out working transactions** (rule 5a's exception, `partition::LockingPartition::
+//!   blockers_running`): a mortal request past its patience keeps waiting when it waits on a
+//!   queue anchor, or only for accepted BASE transactions, and everyone it waits for is *alive*
+//!   — an operation of theirs ran on this partition within `RUNNING_WITHIN`, or they wait here
+//!   only for alive ones (a cycle through this partition is never alive). An accepted BASE
+//!   transaction likewise wounds (5b) only blockers that are not alive, where working counts
+//!   only operations run since its wait began (`blockers_progressing`): a blocker that ran here
+//!   only before may wait at another partition for the waiter, and 5b breaks that cycle after
+//!   the patience (bank totals under Salt died in such cycles otherwise). Accepted BASE
+//!   transactions cannot abort, so dying behind one that works gains nothing; TPC-C
+//!   Stock-Levels died behind New-Orders' saline locks, and Deliveries, which wait out saline
+//!   locks district by district, were wounded after hundreds of milliseconds of work (issue
+//!   20). A deadlock across partitions through such a wait lasts at most `RUNNING_WITHIN` more.
 //! * A partition that restarts in the middle of a subtransaction relocks its logged locks but
 //!   has lost its buffered writes and cannot tell whether the subtransaction's next operation
 //!   continues the run or starts a roll-forward re-run: it rolls the subtransaction back and

@@ -513,18 +513,21 @@ impl LockingPartition {
     /// same patience first, so a lock held for a moment costs a wait, not an abort, either way.
     fn abort_impatient(&mut self, ctx: &mut PartCtx) {
         // Per mortal transaction with an overdue operation: whether they all wait for queue
-        // anchors (rule 5a's exception).
+        // anchors (rule 5a's exception); per accepted BASE one: when the earliest began waiting.
         let mut overdue: Vec<(TxnId, bool)> = Vec::new();
-        let mut wound: Vec<TxnId> = Vec::new();
+        let mut wound: Vec<(TxnId, Time)> = Vec::new();
         for p in self.parked.values_mut() {
             let txn = p.unit.txn;
             if ctx.now.saturating_sub(p.waiting_since) < LOCK_WAIT_PATIENCE {
                 continue;
             }
             if self.txns.get(&txn).is_some_and(|t| t.class.immortal) {
-                if !p.wounded {
-                    p.wounded = true;
-                    wound.push(txn);
+                if p.wounded {
+                    continue;
+                }
+                match wound.iter_mut().find(|(t, _)| *t == txn) {
+                    Some(w) => w.1 = w.1.min(p.waiting_since),
+                    None => wound.push((txn, p.waiting_since)),
                 }
             } else if let Some(o) = overdue.iter_mut().find(|(t, _)| *t == txn) {
                 o.1 &= p.on_anchor;
@@ -532,21 +535,50 @@ impl LockingPartition {
                 overdue.push((txn, p.on_anchor)); // in token order: who began waiting first goes first
             }
         }
-        for txn in wound {
+        for (txn, since) in wound {
+            // Rule 5b waits out blockers that are alive (the exception of rule 5a): an older
+            // ACID transaction that works here — a TPC-C Delivery waiting out saline locks
+            // one district after another — is on no cycle through here, and wounding it
+            // threw away hundreds of milliseconds of its work (issue 20). One that waits here
+            // for us, or works nowhere here, is wounded as before. Working counts only from
+            // when the wait began ([`Self::blockers_progressing`]): a blocker that last ran here
+            // before may be waiting for us at another partition.
+            if self.blockers_progressing(txn, since, ctx.now) {
+                continue;
+            }
+            for p in self.parked.values_mut().filter(|p| p.unit.txn == txn) {
+                p.wounded = true;
+            }
             self.wound_blockers(txn, ctx);
         }
         for (txn, on_anchor) in overdue {
             // An abort earlier in this loop may have cleared its way (its waits-for set only
             // shrinks); then it keeps waiting.
-            if self.locks.impatient(txn) && !(on_anchor && self.blockers_running(txn, ctx.now)) {
+            // The exception covers waits for queue anchors and waits for accepted BASE
+            // transactions only: those end without any abort (they cannot abort), so a waiter
+            // that outlives its patience behind a working one loses nothing by waiting on.
+            // A cycle across partitions through such a wait has an accepted BASE transaction
+            // waiting for a mortal one at another partition, and rule 5b breaks it there.
+            let exempt = on_anchor || self.waits_only_for_immortals(txn);
+            if self.locks.impatient(txn) && !(exempt && self.blockers_running(txn, ctx.now)) {
                 self.abort_waiting(txn, ctx);
             }
         }
     }
 
-    /// Rule 5a's exception, for waits on queue anchors only: every transaction `txn` waits for is
+    /// Whether everyone `txn` waits for here is an accepted BASE transaction: immortal by its
+    /// latest operation, or holding saline locks (a committed subtransaction; BASE
+    /// transactions are accepted when their first subtransaction commits, §6.1), which is what
+    /// a partition that saw only its earlier operations knows.
+    fn waits_only_for_immortals(&self, txn: TxnId) -> bool {
+        let accepted =
+            |b: &TxnId| self.txns.get(b).is_some_and(|t| t.class.immortal) || self.state.saline.contains_key(b);
+        self.locks.waits_for_set(txn).is_some_and(|set| !set.is_empty() && set.iter().all(accepted))
+    }
+
+    /// Rule 5a's exception, for waits on queue anchors and on accepted BASE transactions: every transaction `txn` waits for is
     /// *alive*, so `txn` keeps waiting past its patience instead of dying.
-    /// Alive is *working here* — an operation of it arrived within [`RUNNING_WITHIN`], it has
+    /// Alive is *working here* — an operation of it ran here within [`RUNNING_WITHIN`], it has
     /// not prepared, and none of its operations waits here — or waiting here only for alive
     /// transactions, looking at most at [`ALIVE_VISITS_MAX`] transactions of the waits-for
     /// graph (a queue: each waits for the ones ahead, the head works). One on a deadlock cycle
@@ -568,17 +600,25 @@ impl LockingPartition {
     /// lasted [`RUNNING_WITHIN`].)
     fn blockers_running(&self, txn: TxnId, now: Time) -> bool {
         let mut memo: BTreeMap<TxnId, bool> = BTreeMap::from([(txn, false)]);
-        self.waits_for_alive(txn, now, &mut memo)
+        self.waits_for_alive(txn, now, None, &mut memo)
+    }
+
+    /// [`Self::blockers_running`], where working also means an operation ran here at or after
+    /// `since` (when the waiter began waiting): one that ran here only before may since wait
+    /// at another partition for the waiter, a cycle no partition sees whole.
+    fn blockers_progressing(&self, txn: TxnId, since: Time, now: Time) -> bool {
+        let mut memo: BTreeMap<TxnId, bool> = BTreeMap::from([(txn, false)]);
+        self.waits_for_alive(txn, now, Some(since), &mut memo)
     }
 
     /// Whether `txn` waits for someone and everyone it waits for is alive; `memo` holds the
     /// verdicts so far, and `false` for the transactions being decided (a cycle is not alive).
-    fn waits_for_alive(&self, txn: TxnId, now: Time, memo: &mut BTreeMap<TxnId, bool>) -> bool {
+    fn waits_for_alive(&self, txn: TxnId, now: Time, since: Option<Time>, memo: &mut BTreeMap<TxnId, bool>) -> bool {
         let Some(set) = self.locks.waits_for_set(txn) else { return false };
-        !set.is_empty() && set.iter().all(|o| self.alive(*o, now, memo))
+        !set.is_empty() && set.iter().all(|o| self.alive(*o, now, since, memo))
     }
 
-    fn alive(&self, txn: TxnId, now: Time, memo: &mut BTreeMap<TxnId, bool>) -> bool {
+    fn alive(&self, txn: TxnId, now: Time, since: Option<Time>, memo: &mut BTreeMap<TxnId, bool>) -> bool {
         if let Some(known) = memo.get(&txn) {
             return *known;
         }
@@ -587,9 +627,13 @@ impl LockingPartition {
         }
         let alive = if self.locks.is_waiting(txn) {
             memo.insert(txn, false); // on the path: a cycle back here is not alive
-            self.waits_for_alive(txn, now, memo)
+            self.waits_for_alive(txn, now, since, memo)
         } else {
-            self.txns.get(&txn).is_some_and(|t| !t.prepared && now.saturating_sub(t.last_active) < RUNNING_WITHIN)
+            self.txns.get(&txn).is_some_and(|t| {
+                !t.prepared
+                    && now.saturating_sub(t.last_active) < RUNNING_WITHIN
+                    && since.is_none_or(|s| t.last_active >= s)
+            })
         };
         memo.insert(txn, alive);
         alive
@@ -681,6 +725,10 @@ impl LockingPartition {
             _ => None,
         };
         let t = self.txns.get_mut(&txn).expect("executing a live txn");
+        // Working here (rule 5a's exception) counts from when an operation last *ran*: one
+        // granted after a long wait in a queue has just started working, and the queue behind
+        // it must not take it for idle.
+        t.last_active = ctx.now;
         let mut writes = Vec::new();
         let result = match dirty {
             Some(row) if !t.buffer.contains_key(&(p.op.table, p.op.kind.key().expect("read").clone())) => {
