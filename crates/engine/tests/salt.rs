@@ -588,42 +588,62 @@ fn rule5a_a_consumer_granted_after_a_long_wait_counts_as_working() {
 /// Rule 5a's exception covers waits for accepted BASE transactions: they cannot abort, so a
 /// younger ACID transaction behind a working one's saline lock waits past its patience instead
 /// of dying (TPC-C Stock-Levels behind New-Orders under `salt` died of it — issue 20); and rule
-/// 5b does not wound an older blocker that works. Here an older ACID writer holds account 0; a
-/// BASE transfer 1 → 0, accepted after its debit, waits for it on partition 0; a younger
-/// ACID reader of account 1 waits for the transfer's saline lock on partition 1. Nobody dies:
-/// the writer commits, the transfer ends, the reader reads the debited balance.
+/// 5b does not wound an older blocker that works. Working counts operations run here since the
+/// wait began. Here, on one partition: an older ACID writer holds account `to`; a BASE transfer
+/// `from` → `to`, accepted after its debit, waits for it; a younger ACID reader of `from` waits
+/// for the transfer's saline lock, and the transfer waits for the writer, who keeps working
+/// there. Nobody dies: the writer commits, the transfer ends, the reader reads the debited
+/// balance. On a different partition the same reader dies after the patience: the transfer
+/// runs nothing there, and for all that partition knows it waits for the reader elsewhere.
 #[test]
 fn rule5a_acid_waits_out_a_working_base_transaction_and_rule5b_spares_a_working_blocker() {
-    let mut c = bank_cluster(EngineKind::Salt, 2);
-    let older = begin(&mut c, 1, Isolation::Serializable);
-    op(&mut c, 1, older, write(0, 50)).unwrap();
-    c.tick(1);
-    let call = c.send(2, transfer(1, 0, 10, Duration::ZERO));
-    drain(&mut c);
-    assert!(matches!(c.response(2, call), Some(Ok(ResponseBody::Returned(_)))), "accepted after the debit");
-    c.tick(1);
-    let younger = begin(&mut c, 3, Isolation::Serializable);
-    let r = c.send(3, RequestBody::Op { txn: younger, op: read(1) });
-    drain(&mut c);
-    for _ in 0..4 * patience_ms() / TICK_INTERVAL_MS {
-        c.tick(TICK_INTERVAL_MS);
+    let accounts = 12;
+    let table = bank::catalog().table_by_name(bank::ACCOUNTS).unwrap().clone();
+    let part = |id: i64| table.partition_of(&[Value::Int(id)], 3);
+    let mut same: Vec<i64> = (1..accounts).filter(|id| part(*id) == part(0)).collect();
+    let elsewhere = (1..accounts).find(|id| part(*id) != part(0)).unwrap();
+    assert!(same.len() >= 2, "accounts on partition {:?}: {same:?}", part(0));
+    let (from_here, busy) = (same.remove(0), same.remove(0));
+    for (from, reader_dies) in [(from_here, false), (elsewhere, true)] {
+        let mut c = bank_cluster(EngineKind::Salt, accounts);
+        let older = begin(&mut c, 1, Isolation::Serializable);
+        op(&mut c, 1, older, write(0, 50)).unwrap();
+        c.tick(1);
+        let call = c.send(2, transfer(from, 0, 10, Duration::ZERO));
         drain(&mut c);
-        assert!(c.response(3, r).is_none(), "the reader waits for the transfer: {:?}", c.response(3, r));
-        // The older writer keeps working on partition 0 (account 3 lives there too).
-        op(&mut c, 1, older, read(3)).unwrap();
+        assert!(matches!(c.response(2, call), Some(Ok(ResponseBody::Returned(_)))), "accepted after the debit");
+        c.tick(1);
+        let younger = begin(&mut c, 3, Isolation::Serializable);
+        let r = c.send(3, RequestBody::Op { txn: younger, op: read(from) });
+        drain(&mut c);
+        for _ in 0..4 * patience_ms() / TICK_INTERVAL_MS {
+            c.tick(TICK_INTERVAL_MS);
+            drain(&mut c);
+            if !reader_dies {
+                assert!(c.response(3, r).is_none(), "the reader waits for the transfer: {:?}", c.response(3, r));
+            }
+            // The older writer keeps working beside the transfer's wait.
+            op(&mut c, 1, older, read(busy)).unwrap();
+        }
+        if reader_dies {
+            let dead = c.response(3, r).cloned();
+            assert!(matches!(dead, Some(Err(Error::Abort(_)))), "from {from}: {dead:?}");
+        }
+        assert_eq!(c.call(1, RequestBody::Commit { txn: older }), Ok(ResponseBody::Committed), "not wounded");
+        drain(&mut c);
+        if !reader_dies {
+            assert_eq!(
+                row_bal(c.response(3, r).cloned().expect("answered").map(|b| match b {
+                    ResponseBody::Op(o) => o,
+                    other => panic!("{other:?}"),
+                })),
+                Ok(INITIAL - 10)
+            );
+            assert_eq!(c.call(3, RequestBody::Commit { txn: younger }), Ok(ResponseBody::Committed));
+        }
+        c.settle();
+        assert_eq!((balance(&mut c, 0), balance(&mut c, from)), (60, INITIAL - 10), "from {from}");
     }
-    assert_eq!(c.call(1, RequestBody::Commit { txn: older }), Ok(ResponseBody::Committed), "not wounded");
-    drain(&mut c);
-    assert_eq!(
-        row_bal(c.response(3, r).cloned().expect("answered").map(|b| match b {
-            ResponseBody::Op(o) => o,
-            other => panic!("{other:?}"),
-        })),
-        Ok(INITIAL - 10)
-    );
-    assert_eq!(c.call(3, RequestBody::Commit { txn: younger }), Ok(ResponseBody::Committed));
-    c.settle();
-    assert_eq!((balance(&mut c, 0), balance(&mut c, 1)), (60, INITIAL - 10));
 }
 
 /// 2PC with presumed abort: a participant that voted yes asks its coordinator for the decision

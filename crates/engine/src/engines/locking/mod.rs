@@ -99,11 +99,12 @@
 //!   blockers_running`): a mortal request past its patience keeps waiting when it waits on a
 //!   queue anchor, or only for accepted BASE transactions, and everyone it waits for is *alive*
 //!   — an operation of theirs ran on this partition within `RUNNING_WITHIN`, or they wait here
-//!   only for alive ones (a cycle through this partition is never alive). An accepted BASE
-//!   transaction likewise wounds (5b) only blockers that are not alive, where working counts
-//!   only operations run since its wait began (`blockers_progressing`): a blocker that ran here
-//!   only before may wait at another partition for the waiter, and 5b breaks that cycle after
-//!   the patience (bank totals under Salt died in such cycles otherwise). Accepted BASE
+//!   only for alive ones (a cycle through this partition is never alive). Behind accepted
+//!   BASE transactions, working counts only operations run here since the wait began
+//!   (`blockers_progressing`): one that ran here only before may wait at another partition
+//!   for the waiter, a cycle no partition sees whole (bank totals under Salt died in every
+//!   such cycle otherwise). An accepted BASE transaction likewise wounds (5b) only blockers
+//!   that are not alive in that sense. Accepted BASE
 //!   transactions cannot abort, so dying behind one that works gains nothing; TPC-C
 //!   Stock-Levels died behind New-Orders' saline locks, and Deliveries, which wait out saline
 //!   locks district by district, were wounded after hundreds of milliseconds of work (issue

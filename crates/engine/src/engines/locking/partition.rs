@@ -512,9 +512,9 @@ impl LockingPartition {
     /// waited as long, it wounds the older transactions it waits for instead. Both wait the
     /// same patience first, so a lock held for a moment costs a wait, not an abort, either way.
     fn abort_impatient(&mut self, ctx: &mut PartCtx) {
-        // Per mortal transaction with an overdue operation: whether they all wait for queue
-        // anchors (rule 5a's exception); per accepted BASE one: when the earliest began waiting.
-        let mut overdue: Vec<(TxnId, bool)> = Vec::new();
+        // Per transaction with an overdue operation: when the earliest began waiting, and for
+        // mortal ones whether they all wait for queue anchors (rule 5a's exception).
+        let mut overdue: Vec<(TxnId, bool, Time)> = Vec::new();
         let mut wound: Vec<(TxnId, Time)> = Vec::new();
         for p in self.parked.values_mut() {
             let txn = p.unit.txn;
@@ -529,10 +529,12 @@ impl LockingPartition {
                     Some(w) => w.1 = w.1.min(p.waiting_since),
                     None => wound.push((txn, p.waiting_since)),
                 }
-            } else if let Some(o) = overdue.iter_mut().find(|(t, _)| *t == txn) {
+            } else if let Some(o) = overdue.iter_mut().find(|(t, _, _)| *t == txn) {
                 o.1 &= p.on_anchor;
+                o.2 = o.2.min(p.waiting_since);
             } else {
-                overdue.push((txn, p.on_anchor)); // in token order: who began waiting first goes first
+                // in token order: who began waiting first goes first
+                overdue.push((txn, p.on_anchor, p.waiting_since));
             }
         }
         for (txn, since) in wound {
@@ -551,16 +553,19 @@ impl LockingPartition {
             }
             self.wound_blockers(txn, ctx);
         }
-        for (txn, on_anchor) in overdue {
+        for (txn, on_anchor, since) in overdue {
             // An abort earlier in this loop may have cleared its way (its waits-for set only
             // shrinks); then it keeps waiting.
             // The exception covers waits for queue anchors and waits for accepted BASE
             // transactions only: those end without any abort (they cannot abort), so a waiter
             // that outlives its patience behind a working one loses nothing by waiting on.
-            // A cycle across partitions through such a wait has an accepted BASE transaction
-            // waiting for a mortal one at another partition, and rule 5b breaks it there.
-            let exempt = on_anchor || self.waits_only_for_immortals(txn);
-            if self.locks.impatient(txn) && !(exempt && self.blockers_running(txn, ctx.now)) {
+            // Behind accepted BASE transactions, working counts only operations run here since
+            // the wait began: a transfer that ran here only before may be waiting at another
+            // partition for this very waiter (bank totals under Salt otherwise died in every
+            // such cycle, `tests/bank_check.rs`); a New-Order that keeps running here is alive.
+            let exempt = (on_anchor && self.blockers_running(txn, ctx.now))
+                || (self.waits_only_for_immortals(txn) && self.blockers_progressing(txn, since, ctx.now));
+            if self.locks.impatient(txn) && !exempt {
                 self.abort_waiting(txn, ctx);
             }
         }
