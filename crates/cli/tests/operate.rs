@@ -77,6 +77,22 @@ fn connect(addr: &str) -> Client {
     }
 }
 
+/// An idempotent put, retried while the cluster is still forming: on a loaded machine a
+/// request sent before a node's peer links are up goes unanswered (`Unavailable`, outcome
+/// unknown), and the put is then simply sent again.
+fn put_retrying(c: &mut Client, k: i64, v: Vec<u8>) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match c.call("kv_put", vec![Value::Int(k), Value::Bytes(v.clone().into())]) {
+            Ok(_) => return,
+            Err(litmus_core::Error::Unavailable { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            Err(e) => panic!("kv_put {k}: {e:?}"),
+        }
+    }
+}
+
 /// Waits (at most `secs`) for `child` to exit; its output, or `None` if it is still running.
 fn wait_exit(child: &mut Child, secs: u64) -> Option<(std::process::ExitStatus, String)> {
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -124,7 +140,7 @@ fn a_node_restarted_with_different_partitions_is_refused() {
     let mut servers: Vec<Server> = (0..3).map(|n| Server(spawn_logged(&ex.config(n, |_| {}), ex.dir.path()))).collect();
     let mut c = connect(&ex.peers[0]);
     for k in 0..60i64 {
-        c.call("kv_put", vec![Value::Int(k), Value::Bytes(vec![k as u8].into())]).unwrap();
+        put_retrying(&mut c, k, vec![k as u8]);
     }
 
     // The metrics endpoint answers with Prometheus text counting those commits.
