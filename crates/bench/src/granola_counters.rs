@@ -177,6 +177,7 @@ pub fn register(r: &mut Registry) {
         let sum: i64 = rows.iter().map(|r| r.get(2).and_then(Value::as_int).unwrap_or(0)).sum();
         Ok(vec![Value::Int(rows.len() as i64), Value::Int(sum)])
     });
+    r.declare_keys_from_args(&["gc_incr", "gc_load_frag", "gc_sum_frag"]);
     r.register_one_round(SINGLE, vec![Int, Int], OneRoundClass::Single, |args: &[Value]| {
         Ok(vec![incr(int(args, 0)?, int(args, 1)?)])
     });
