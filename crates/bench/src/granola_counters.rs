@@ -21,8 +21,9 @@
 //! the same workload on `nocc`. The workload is one definition: `granola`, `granola-locking` and
 //! `sinfonia` take it whole, the other engines through the adapter.
 //!
-//! Not implemented: the lock-management cost knob of Fig. 10 (an artificial CPU cost per lock
-//! operation in the locking engines).
+//! Fig. 10's knobs: `--exec-cost-us N` burns N µs of CPU per fragment execution and
+//! `--lock-cost-us M` M µs per lock acquired in locking mode, in the granola engines only
+//! (`litmus_engine::engines::granola::cost`; both 0 by default). Set when the run is prepared.
 //!
 //! ## Invariant (checked by `verify`)
 //!
@@ -51,6 +52,8 @@ pub const KIND_DISTRIBUTED: &str = "distributed";
 pub const PRIVATE_COUNTERS: i64 = 1_000;
 /// Most partitions one distributed transaction touches.
 pub const SPAN_MAX: u32 = 8;
+/// Largest emulated cost (µs) per fragment or lock: a second of spinning per lock is a typo.
+pub const COST_US_MAX: u64 = 100_000;
 /// Most partitions the load and sum plans cover.
 pub const PARTITIONS_MAX: i64 = 4096;
 
@@ -72,11 +75,26 @@ pub struct CountersOptions {
     /// granola-counters: probability that a counter is its partition's shared one (0.0..=1.0).
     #[arg(long, value_name = "R", default_value_t = 0.0)]
     pub conflict: f64,
+    /// granola engines (Fig. 10): CPU microseconds burnt per fragment execution (emulated
+    /// execution cost; 0: none).
+    #[arg(long = "exec-cost-us", value_name = "N", default_value_t = 0)]
+    pub exec_cost_us: u64,
+    /// granola engines (Fig. 10): CPU microseconds burnt per lock acquired in locking mode
+    /// (emulated lock management cost; 0: none).
+    #[arg(long = "lock-cost-us", value_name = "M", default_value_t = 0)]
+    pub lock_cost_us: u64,
 }
 
 impl Default for CountersOptions {
     fn default() -> Self {
-        CountersOptions { distributed: 0.0, span: 2, coordinated: false, conflict: 0.0 }
+        CountersOptions {
+            distributed: 0.0,
+            span: 2,
+            coordinated: false,
+            conflict: 0.0,
+            exec_cost_us: 0,
+            lock_cost_us: 0,
+        }
     }
 }
 
@@ -103,6 +121,9 @@ impl Counters {
         }
         if !(1..=PARTITIONS_MAX as u32).contains(&partitions) {
             return bad(format!("{NAME} runs on 1..={PARTITIONS_MAX} partitions, got {partitions}"));
+        }
+        if opts.exec_cost_us.max(opts.lock_cost_us) > COST_US_MAX {
+            return bad(format!("--exec-cost-us / --lock-cost-us must be at most {COST_US_MAX}"));
         }
         Ok(Counters { opts, partitions })
     }
@@ -201,12 +222,14 @@ impl Workload for Counters {
     fn describe(&self) -> String {
         let o = &self.opts;
         format!(
-            "partitions={} distributed={} span={} {} conflict={} (shared counter) private counters/partition={PRIVATE_COUNTERS}",
+            "partitions={} distributed={} span={} {} conflict={} (shared counter) private counters/partition={PRIVATE_COUNTERS} exec-cost={}us lock-cost={}us",
             self.partitions,
             o.distributed,
             o.span,
             if o.coordinated { "coordinated" } else { "independent" },
-            o.conflict
+            o.conflict,
+            o.exec_cost_us,
+            o.lock_cost_us
         )
     }
 
@@ -221,6 +244,8 @@ impl Workload for Counters {
     }
 
     fn prepare(&self, clients: &mut dyn FnMut() -> Result<Client, Error>) -> anyhow::Result<()> {
+        let us = std::time::Duration::from_micros;
+        litmus_engine::engines::granola::cost::set(us(self.opts.exec_cost_us), us(self.opts.lock_cost_us));
         let mut client = clients()?;
         let args = vec![Value::Int(self.partitions as i64), Value::Int(PRIVATE_COUNTERS)];
         crate::harness::call_idempotent(&mut client, LOAD, args)?;
@@ -285,6 +310,7 @@ mod tests {
         assert!(Counters::new(CountersOptions { span: 9, ..opts(0.5) }, 8).is_err());
         assert!(Counters::new(CountersOptions { span: 4, ..opts(0.5) }, 2).is_err());
         assert!(Counters::new(CountersOptions { conflict: -0.1, ..opts(0.5) }, 2).is_err());
+        assert!(Counters::new(CountersOptions { lock_cost_us: COST_US_MAX + 1, ..opts(0.5) }, 2).is_err());
     }
 
     #[test]

@@ -44,6 +44,15 @@ impl LockSet {
         LockSet { shared: vec![], exclusive: vec![], tables }
     }
 
+    /// Locks in the set.
+    pub fn len(&self) -> usize {
+        self.shared.len() + self.exclusive.len() + self.tables.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     fn touches(&self, t: TableId) -> bool {
         self.tables.contains(&t) || self.shared.iter().any(|s| s.0 == t) || self.exclusive.iter().any(|x| x.0 == t)
     }

@@ -16,7 +16,7 @@
 //! * **Client proxy (§4.2).** The coordinator keeps `highTS`, the highest timestamp in any
 //!   reply, and sends it with every request; it collects a reply from every participant:
 //!   all COMMIT → the fragments' values; an ABORT → the error; a CONFLICT → a retry with a new
-//!   TID after a random backoff ([`coordinator`]).
+//!   TID after a random backoff, bounded exponential ([`coordinator::backoff_cap`]).
 //! * **Single-partition transactions (§4.3).** Assigned a timestamp on arrival, executed in
 //!   timestamp order (`run` upcall: [`crate::fragment::run_local`]). Their log record is the
 //!   redo record written at execution, before the reply leaves (persist before send); a
@@ -76,6 +76,11 @@
 //!   `prepare`d (writes computed ahead): one whose final timestamp falls after a conflicting
 //!   one must see its writes.
 //!
+//! ## Emulated costs (Fig. 10)
+//!
+//! [`cost`]: a benchmark knob burning CPU per fragment execution and per lock acquired in
+//! locking mode (`prepare`, `forcePrepare`), both zero by default.
+//!
 //! ## The baselines of §6 (one engine definition, [`GranolaEngine`], parameterised by mode)
 //!
 //! * **`granola-locking`** — "Granola (locking)": the repository is in locking mode always
@@ -104,12 +109,12 @@
 //!   false).
 //! * `sinfonia`: participants answer the client proxy directly (Sinfonia's coordinator would
 //!   answer it); a lock conflict answers CONFLICT and the proxy retries (no lock waiting).
-//! * A lock-management cost knob (Fig. 10): locking-mode partitions pay only their real cost.
 //!
 //! Outcomes of finished transactions are remembered (for retransmissions and peers' questions)
 //! up to [`DONE_REMEMBERED_MAX`], oldest forgotten first.
 
 pub mod coordinator;
+pub mod cost;
 pub mod locks;
 pub mod partition;
 pub mod relay;
@@ -134,7 +139,8 @@ pub const RESEND_AFTER: Duration = Duration::from_millis(50);
 /// every [`RESEND_AFTER`]) before the partition `forcePrepare`s the queue and switches to
 /// locking mode (§5.4), so that transactions not touching the stuck one's locks make progress.
 pub const FORCE_PREPARE_AFTER: Duration = Duration::from_millis(500);
-/// Longest random backoff before a retry after CONFLICT (the first retry waits up to a tenth).
+/// Longest random backoff before a retry after CONFLICT (the bound starts at a sixteenth and
+/// doubles with each attempt: [`coordinator::backoff_cap`]).
 pub const CONFLICT_BACKOFF_MAX: Duration = Duration::from_millis(40);
 /// A transaction still in CONFLICT after retrying this long fails with `AbortReason::LockConflict`
 /// (before the client's own deadline).

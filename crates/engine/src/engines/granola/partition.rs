@@ -307,6 +307,7 @@ impl GranolaPartition {
             Ok(vec![])
         });
         let outcome = run_local(fut, &fctx, ctx.catalog, ctx.partitions, ctx.me, ctx.store)?;
+        super::cost::executed(req.fragments_at(ctx.me).len());
         let locks = LockSet::of(&outcome);
         let values = std::mem::take(&mut *values.lock().expect("uncontended"));
         Ok(Run { writes: outcome.writes, values, locks })
@@ -374,7 +375,11 @@ impl GranolaPartition {
             return;
         }
         // Locking mode: run now, checked against the locks; logged before the reply leaves.
-        match Self::run(&req, ctx) {
+        let run = Self::run(&req, ctx);
+        if let Ok(run) = &run {
+            super::cost::locked(run.locks.len());
+        }
+        match run {
             Err(e) => self.end(req, ts, Vote::Abort(e.clone()), Outcome::Aborted(e), ctx),
             Ok(run) if self.lock_conflict(&run.locks) => self.end(req, ts, Vote::Conflict, Outcome::Conflict, ctx),
             Ok(run) => self.execute_single(req, ts, run, ctx),
@@ -424,7 +429,11 @@ impl GranolaPartition {
 
     /// The `prepare` upcall (§4.5 step 1): run, vote from the partition's own data, lock.
     fn prepare(&mut self, req: TxnRequest, proposal: Timestamp, ctx: &mut PartCtx) {
-        match Self::run(&req, ctx) {
+        let run = Self::run(&req, ctx);
+        if let Ok(run) = &run {
+            super::cost::locked(run.locks.len());
+        }
+        match run {
             Err(e) => self.accept(req, proposal, Vote::Abort(e), None, ctx),
             Ok(run) if self.lock_conflict(&run.locks) => self.accept(req, proposal, Vote::Conflict, None, ctx),
             Ok(run) => {

@@ -404,6 +404,17 @@ fn high_ts_4_2_the_client_proxy_sends_the_highest_timestamp_it_saw() {
 }
 
 #[test]
+fn conflict_4_2_the_backoff_bound_doubles_with_each_attempt_up_to_the_maximum() {
+    use super::coordinator::backoff_cap;
+    let caps: Vec<Duration> = (0..8).map(backoff_cap).collect();
+    assert_eq!(caps[0], CONFLICT_BACKOFF_MAX / 16);
+    for w in caps.windows(2) {
+        assert!(w[1] == (w[0] * 2).min(CONFLICT_BACKOFF_MAX), "{caps:?}: exponential, bounded");
+    }
+    assert_eq!(backoff_cap(u32::MAX), CONFLICT_BACKOFF_MAX, "no overflow, bounded");
+}
+
+#[test]
 fn conflict_4_2_the_client_proxy_retries_with_a_new_tid_after_a_backoff() {
     let catalog = builtin::catalog();
     let mut coord = GranolaCoordinator::default();
