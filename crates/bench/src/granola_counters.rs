@@ -173,6 +173,22 @@ fn everywhere(fragment: &'static str, args: &[Value]) -> Result<Vec<FragmentCall
         .collect())
 }
 
+/// Rounds of the engine's cost loop (`litmus_engine::engines::granola::cost::burn`) per µs of
+/// this machine's CPU: the best of five 2 ms timings.
+pub fn burn_iterations_per_us() -> u64 {
+    use litmus_engine::engines::granola::cost::burn;
+    let rounds = 200_000u64;
+    let best = (0..5)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            std::hint::black_box(burn(rounds));
+            t.elapsed().as_nanos().max(1) as u64
+        })
+        .min()
+        .unwrap_or(1);
+    (rounds * 1_000 / best).max(1)
+}
+
 /// Registers the fragments and one-round procedures (independent of the options).
 pub fn register(r: &mut Registry) {
     use ColumnType::Int;
@@ -244,8 +260,9 @@ impl Workload for Counters {
     }
 
     fn prepare(&self, clients: &mut dyn FnMut() -> Result<Client, Error>) -> anyhow::Result<()> {
-        let us = std::time::Duration::from_micros;
-        litmus_engine::engines::granola::cost::set(us(self.opts.exec_cost_us), us(self.opts.lock_cost_us));
+        let per_us = burn_iterations_per_us();
+        let (exec, lock) = (self.opts.exec_cost_us * per_us, self.opts.lock_cost_us * per_us);
+        litmus_engine::engines::granola::cost::set(exec, lock);
         let mut client = clients()?;
         let args = vec![Value::Int(self.partitions as i64), Value::Int(PRIVATE_COUNTERS)];
         crate::harness::call_idempotent(&mut client, LOAD, args)?;
@@ -302,6 +319,15 @@ mod tests {
 
     fn opts(distributed: f64) -> CountersOptions {
         CountersOptions { distributed, ..CountersOptions::default() }
+    }
+
+    #[test]
+    fn fig_10_cost_calibration_burns_about_the_time_asked() {
+        let per_us = burn_iterations_per_us();
+        let t = std::time::Instant::now();
+        std::hint::black_box(litmus_engine::engines::granola::cost::burn(per_us * 2_000));
+        let took = t.elapsed();
+        assert!(took >= std::time::Duration::from_micros(500), "2 ms asked, {took:?} burnt");
     }
 
     #[test]

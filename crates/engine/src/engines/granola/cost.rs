@@ -3,44 +3,43 @@
 //! management and undo logging overhead, "30–40% of total CPU" in OLTP systems, §6.1.4).
 //!
 //! Process-wide, set by the bench harness before a run (`litmus bench granola-counters
-//! --exec-cost-us N --lock-cost-us M`); zero, the default, burns nothing. Burning spins on the
-//! wall clock but changes no output: the protocol stays a deterministic function of its inputs.
+//! --exec-cost-us N --lock-cost-us M`), in units of a fixed busy loop the harness calibrated
+//! against its clock; zero, the default, burns nothing. The engine never reads a clock:
+//! burning is a counted loop, and changes no output.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
-static EXEC_NS: AtomicU64 = AtomicU64::new(0);
-static LOCK_NS: AtomicU64 = AtomicU64::new(0);
+static EXEC_ITERS: AtomicU64 = AtomicU64::new(0);
+static LOCK_ITERS: AtomicU64 = AtomicU64::new(0);
 
-/// Sets the CPU cost of one fragment execution and of one lock acquired.
-pub fn set(exec: Duration, lock: Duration) {
-    EXEC_NS.store(exec.as_nanos() as u64, Ordering::Relaxed);
-    LOCK_NS.store(lock.as_nanos() as u64, Ordering::Relaxed);
+/// Sets the cost of one fragment execution and of one lock acquired, in [`burn`] iterations.
+pub fn set(exec_iters: u64, lock_iters: u64) {
+    EXEC_ITERS.store(exec_iters, Ordering::Relaxed);
+    LOCK_ITERS.store(lock_iters, Ordering::Relaxed);
 }
 
-/// The costs set: (per fragment execution, per lock acquired).
-pub fn get() -> (Duration, Duration) {
-    (Duration::from_nanos(EXEC_NS.load(Ordering::Relaxed)), Duration::from_nanos(LOCK_NS.load(Ordering::Relaxed)))
+/// The costs set: (per fragment execution, per lock acquired), in [`burn`] iterations.
+pub fn get() -> (u64, u64) {
+    (EXEC_ITERS.load(Ordering::Relaxed), LOCK_ITERS.load(Ordering::Relaxed))
 }
 
 /// Burns the cost of executing `fragments` fragments.
 pub fn executed(fragments: usize) {
-    burn(EXEC_NS.load(Ordering::Relaxed) * fragments as u64);
+    burn(EXEC_ITERS.load(Ordering::Relaxed).saturating_mul(fragments as u64));
 }
 
 /// Burns the cost of acquiring `locks` locks.
 pub fn locked(locks: usize) {
-    burn(LOCK_NS.load(Ordering::Relaxed) * locks as u64);
+    burn(LOCK_ITERS.load(Ordering::Relaxed).saturating_mul(locks as u64));
 }
 
-fn burn(ns: u64) {
-    if ns == 0 {
-        return;
+/// `iters` rounds of a busy loop the optimiser cannot remove; returns its checksum.
+pub fn burn(iters: u64) -> u64 {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..iters {
+        x = std::hint::black_box(x.rotate_left(5) ^ i).wrapping_mul(0x0100_0000_01b3);
     }
-    let until = Instant::now() + Duration::from_nanos(ns);
-    while Instant::now() < until {
-        std::hint::spin_loop();
-    }
+    x
 }
 
 #[cfg(test)]
@@ -48,10 +47,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fig_10_costs_default_to_nothing_and_burn_what_is_set() {
-        assert_eq!(get(), (Duration::ZERO, Duration::ZERO), "off unless the bench sets it");
-        let t = Instant::now();
-        burn(2_000_000);
-        assert!(t.elapsed() >= Duration::from_millis(2), "burns at least the cost");
+    fn fig_10_costs_default_to_nothing_and_burn_counts_its_rounds() {
+        assert_eq!(get(), (0, 0), "off unless the bench sets it");
+        assert_ne!(burn(1_000), burn(1_001), "every round is computed");
     }
 }
