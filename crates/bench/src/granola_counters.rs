@@ -21,8 +21,9 @@
 //! the same workload on `nocc`. The workload is one definition: `granola`, `granola-locking` and
 //! `sinfonia` take it whole, the other engines through the adapter.
 //!
-//! Not implemented: the lock-management cost knob of Fig. 10 (an artificial CPU cost per lock
-//! operation in the locking engines).
+//! Fig. 10's knobs: `--exec-cost-us N` burns N µs of CPU per fragment execution and
+//! `--lock-cost-us M` M µs per lock acquired in locking mode, in the granola engines only
+//! (`litmus_engine::engines::granola::cost`; both 0 by default). Set when the run is prepared.
 //!
 //! ## Invariant (checked by `verify`)
 //!
@@ -51,6 +52,8 @@ pub const KIND_DISTRIBUTED: &str = "distributed";
 pub const PRIVATE_COUNTERS: i64 = 1_000;
 /// Most partitions one distributed transaction touches.
 pub const SPAN_MAX: u32 = 8;
+/// Largest emulated cost (µs) per fragment or lock: a second of spinning per lock is a typo.
+pub const COST_US_MAX: u64 = 100_000;
 /// Most partitions the load and sum plans cover.
 pub const PARTITIONS_MAX: i64 = 4096;
 
@@ -72,11 +75,26 @@ pub struct CountersOptions {
     /// granola-counters: probability that a counter is its partition's shared one (0.0..=1.0).
     #[arg(long, value_name = "R", default_value_t = 0.0)]
     pub conflict: f64,
+    /// granola engines (Fig. 10): CPU microseconds burnt per fragment execution (emulated
+    /// execution cost; 0: none).
+    #[arg(long = "exec-cost-us", value_name = "N", default_value_t = 0)]
+    pub exec_cost_us: u64,
+    /// granola engines (Fig. 10): CPU microseconds burnt per lock acquired in locking mode
+    /// (emulated lock management cost; 0: none).
+    #[arg(long = "lock-cost-us", value_name = "M", default_value_t = 0)]
+    pub lock_cost_us: u64,
 }
 
 impl Default for CountersOptions {
     fn default() -> Self {
-        CountersOptions { distributed: 0.0, span: 2, coordinated: false, conflict: 0.0 }
+        CountersOptions {
+            distributed: 0.0,
+            span: 2,
+            coordinated: false,
+            conflict: 0.0,
+            exec_cost_us: 0,
+            lock_cost_us: 0,
+        }
     }
 }
 
@@ -103,6 +121,9 @@ impl Counters {
         }
         if !(1..=PARTITIONS_MAX as u32).contains(&partitions) {
             return bad(format!("{NAME} runs on 1..={PARTITIONS_MAX} partitions, got {partitions}"));
+        }
+        if opts.exec_cost_us.max(opts.lock_cost_us) > COST_US_MAX {
+            return bad(format!("--exec-cost-us / --lock-cost-us must be at most {COST_US_MAX}"));
         }
         Ok(Counters { opts, partitions })
     }
@@ -152,6 +173,22 @@ fn everywhere(fragment: &'static str, args: &[Value]) -> Result<Vec<FragmentCall
         .collect())
 }
 
+/// Rounds of the engine's cost loop (`litmus_engine::engines::granola::cost::burn`) per µs of
+/// this machine's CPU: the best of five 2 ms timings.
+pub fn burn_iterations_per_us() -> u64 {
+    use litmus_engine::engines::granola::cost::burn;
+    let rounds = 200_000u64;
+    let best = (0..5)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            std::hint::black_box(burn(rounds));
+            t.elapsed().as_nanos().max(1) as u64
+        })
+        .min()
+        .unwrap_or(1);
+    (rounds * 1_000 / best).max(1)
+}
+
 /// Registers the fragments and one-round procedures (independent of the options).
 pub fn register(r: &mut Registry) {
     use ColumnType::Int;
@@ -177,6 +214,7 @@ pub fn register(r: &mut Registry) {
         let sum: i64 = rows.iter().map(|r| r.get(2).and_then(Value::as_int).unwrap_or(0)).sum();
         Ok(vec![Value::Int(rows.len() as i64), Value::Int(sum)])
     });
+    r.declare_keys_from_args(&["gc_incr", "gc_load_frag", "gc_sum_frag"]);
     r.register_one_round(SINGLE, vec![Int, Int], OneRoundClass::Single, |args: &[Value]| {
         Ok(vec![incr(int(args, 0)?, int(args, 1)?)])
     });
@@ -200,12 +238,14 @@ impl Workload for Counters {
     fn describe(&self) -> String {
         let o = &self.opts;
         format!(
-            "partitions={} distributed={} span={} {} conflict={} (shared counter) private counters/partition={PRIVATE_COUNTERS}",
+            "partitions={} distributed={} span={} {} conflict={} (shared counter) private counters/partition={PRIVATE_COUNTERS} exec-cost={}us lock-cost={}us",
             self.partitions,
             o.distributed,
             o.span,
             if o.coordinated { "coordinated" } else { "independent" },
-            o.conflict
+            o.conflict,
+            o.exec_cost_us,
+            o.lock_cost_us
         )
     }
 
@@ -220,6 +260,9 @@ impl Workload for Counters {
     }
 
     fn prepare(&self, clients: &mut dyn FnMut() -> Result<Client, Error>) -> anyhow::Result<()> {
+        let per_us = burn_iterations_per_us();
+        let (exec, lock) = (self.opts.exec_cost_us * per_us, self.opts.lock_cost_us * per_us);
+        litmus_engine::engines::granola::cost::set(exec, lock);
         let mut client = clients()?;
         let args = vec![Value::Int(self.partitions as i64), Value::Int(PRIVATE_COUNTERS)];
         crate::harness::call_idempotent(&mut client, LOAD, args)?;
@@ -279,11 +322,21 @@ mod tests {
     }
 
     #[test]
+    fn fig_10_cost_calibration_burns_about_the_time_asked() {
+        let per_us = burn_iterations_per_us();
+        let t = std::time::Instant::now();
+        std::hint::black_box(litmus_engine::engines::granola::cost::burn(per_us * 2_000));
+        let took = t.elapsed();
+        assert!(took >= std::time::Duration::from_micros(500), "2 ms asked, {took:?} burnt");
+    }
+
+    #[test]
     fn bad_options_are_typed_errors() {
         assert!(Counters::new(opts(1.5), 4).is_err());
         assert!(Counters::new(CountersOptions { span: 9, ..opts(0.5) }, 8).is_err());
         assert!(Counters::new(CountersOptions { span: 4, ..opts(0.5) }, 2).is_err());
         assert!(Counters::new(CountersOptions { conflict: -0.1, ..opts(0.5) }, 2).is_err());
+        assert!(Counters::new(CountersOptions { lock_cost_us: COST_US_MAX + 1, ..opts(0.5) }, 2).is_err());
     }
 
     #[test]

@@ -372,6 +372,12 @@ pub fn workload_for(name: &str, args: &BenchArgs, engine: EngineKind) -> anyhow:
         opts.base_txns = args.base_txns.or(opts.base_txns);
         return Ok(Box::new(Tpcc::new(&opts, !args.quiet)?.with_one_round(args.partitions())));
     }
+    if name == tpcc_neworder::NAME && !engine.capabilities().interactive {
+        let mut opts = args.neworder.clone();
+        opts.distributed = args.distributed.unwrap_or(opts.distributed);
+        let w = tpcc_neworder::TpccNewOrder::new(&opts, &args.tpcc, args.partitions(), !args.quiet)?;
+        return Ok(Box::new(w.with_one_round(args.partitions())));
+    }
     workload(name, args)
 }
 

@@ -59,10 +59,16 @@ pub enum SweepParam {
     /// omid-oracle (Omid Fig. 12): the measured window in seconds, i.e. how much log the
     /// recovery has to read.
     Duration,
+    /// granola-counters (Granola Fig. 9), tpcc-neworder (Fig. 13): `--distributed`.
+    Distributed,
+    /// granola-counters (Granola Fig. 11): `--conflict`.
+    Conflict,
+    /// granola-counters (Granola Fig. 10): `--lock-cost-us`.
+    LockCostUs,
 }
 
 impl SweepParam {
-    pub const ALL: [SweepParam; 16] = [
+    pub const ALL: [SweepParam; 19] = [
         SweepParam::Rows,
         SweepParam::After,
         SweepParam::ColdRows,
@@ -79,6 +85,9 @@ impl SweepParam {
         SweepParam::WriteSet,
         SweepParam::Outstanding,
         SweepParam::Duration,
+        SweepParam::Distributed,
+        SweepParam::Conflict,
+        SweepParam::LockCostUs,
     ];
 
     /// The flag name without dashes, as written in `--sweep`.
@@ -100,6 +109,9 @@ impl SweepParam {
             SweepParam::WriteSet => "write-set",
             SweepParam::Outstanding => "outstanding",
             SweepParam::Duration => "duration",
+            SweepParam::Distributed => "distributed",
+            SweepParam::Conflict => "conflict",
+            SweepParam::LockCostUs => "lock-cost-us",
         }
     }
 
@@ -119,12 +131,22 @@ impl SweepParam {
             }
             SweepParam::BaseTxns => workload == "tpcc" || workload == "ticketing",
             SweepParam::Warehouses => workload == "tpcc",
+            SweepParam::Distributed => workload == crate::granola_counters::NAME || workload == "tpcc-neworder",
+            SweepParam::Conflict | SweepParam::LockCostUs => workload == crate::granola_counters::NAME,
         }
     }
 
     /// Whether values are whole numbers (counts) rather than fractions.
     fn integral(self) -> bool {
-        !matches!(self, SweepParam::ReadFraction | SweepParam::ReadRatio | SweepParam::ZipfTheta | SweepParam::Duration)
+        !matches!(
+            self,
+            SweepParam::ReadFraction
+                | SweepParam::ReadRatio
+                | SweepParam::ZipfTheta
+                | SweepParam::Duration
+                | SweepParam::Distributed
+                | SweepParam::Conflict
+        )
     }
 
     /// Sets this parameter of `args` to `value` (already checked by [`parse_sweep`]).
@@ -147,6 +169,9 @@ impl SweepParam {
             SweepParam::WriteSet => args.omid_oracle.write_set = value as usize,
             SweepParam::Outstanding => args.omid_oracle.outstanding = value as usize,
             SweepParam::Duration => args.duration = value,
+            SweepParam::Distributed => args.distributed = Some(value),
+            SweepParam::Conflict => args.counters.conflict = value,
+            SweepParam::LockCostUs => args.counters.lock_cost_us = value as u64,
         }
     }
 }
@@ -275,6 +300,24 @@ impl FigureAxis {
             (_, SweepParam::WriteSet) => generic("throughput vs write-set size", "rows per write set"),
             (_, SweepParam::Outstanding) => generic("throughput vs outstanding", "outstanding transactions"),
             (_, SweepParam::Duration) => generic("throughput vs run length", "run length (s)"),
+            (_, SweepParam::Distributed) if workload == "tpcc-neworder" => FigureAxis {
+                title: "Granola Fig. 13: TPC-C new_order, remote items",
+                x_label: "distributed new_order transactions (%)",
+                x_column: Some("dist %"),
+                x_of: |f| 100.0 * f,
+            },
+            (_, SweepParam::Distributed) => FigureAxis {
+                title: "Granola Fig. 9: distributed transactions",
+                x_label: "distributed transactions (%)",
+                x_column: Some("dist %"),
+                x_of: |f| 100.0 * f,
+            },
+            (_, SweepParam::Conflict) => {
+                generic("Granola Fig. 11: lock conflict rate", "conflict rate (shared counter)")
+            }
+            (_, SweepParam::LockCostUs) => {
+                generic("Granola Fig. 10: lock management cost", "lock cost per lock (us; --exec-cost-us per fragment)")
+            }
         }
     }
 
@@ -577,6 +620,31 @@ mod tests {
         assert!(FigureAxis::of("tpcc", SweepParam::BaseTxns).title.contains("Fig. 9"));
         let p = latency_figure_path(Path::new("out/tpcc-fig7.svg"));
         assert_eq!(p, Path::new("out/tpcc-fig7-latency.svg"));
+    }
+
+    #[test]
+    fn granola_sweeps_set_their_flags_and_draw_figs_9_to_11_and_13() {
+        let counters = crate::granola_counters::NAME;
+        for p in [SweepParam::Distributed, SweepParam::Conflict, SweepParam::LockCostUs] {
+            assert!(p.applies_to(counters) && !p.applies_to("ycsb") && !p.applies_to("tpcc"), "{}", p.name());
+        }
+        assert!(
+            SweepParam::Distributed.applies_to("tpcc-neworder") && !SweepParam::Conflict.applies_to("tpcc-neworder")
+        );
+        let mut args = crate::tests::default_args(counters);
+        SweepParam::Distributed.apply(&mut args, 0.5);
+        SweepParam::Conflict.apply(&mut args, 0.01);
+        SweepParam::LockCostUs.apply(&mut args, 30.0);
+        assert_eq!((args.distributed, args.counters.conflict, args.counters.lock_cost_us), (Some(0.5), 0.01, 30));
+        assert!(parse_sweep("lock-cost-us=2.5").is_err() && parse_sweep("conflict=0.001,0.1").is_ok());
+        for (w, p, fig) in [
+            (counters, SweepParam::Distributed, "Fig. 9"),
+            (counters, SweepParam::LockCostUs, "Fig. 10"),
+            (counters, SweepParam::Conflict, "Fig. 11"),
+            ("tpcc-neworder", SweepParam::Distributed, "Fig. 13"),
+        ] {
+            assert!(FigureAxis::of(w, p).title.starts_with(&format!("Granola {fig}")), "{w} {}", p.name());
+        }
     }
 
     #[test]

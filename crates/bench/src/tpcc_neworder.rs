@@ -122,6 +122,13 @@ impl TpccNewOrder {
         &self.tpcc
     }
 
+    /// The one-round form (Granola §6.2; New-Order is independent), for engines that run
+    /// one-round transactions only, on `partitions` partitions.
+    pub fn with_one_round(mut self, partitions: u32) -> TpccNewOrder {
+        self.tpcc = self.tpcc.with_one_round(partitions);
+        self
+    }
+
     /// A New-Order (TPC-C's inputs: customer, 5–15 items, 1% rolled back), all lines local,
     /// then with probability `distributed` one line supplied by another warehouse.
     pub fn new_order(&self, rng: &mut ChaCha8Rng) -> TxnRequest {
@@ -205,8 +212,12 @@ impl NewOrderSim {
     }
 
     /// Loads the database (before `Simulator::run`, fault-free).
-    pub fn load(&self, sim: &mut Simulator) -> Result<(), Error> {
-        for call in load::plan_in_batches(self.w.tpcc.scale(), LOAD_SEED, SIM_LOAD_BATCHES) {
+    pub fn load(&self, sim: &mut Simulator, partitions: u32) -> Result<(), Error> {
+        let mut plan = load::plan_in_batches(self.w.tpcc.scale(), LOAD_SEED, SIM_LOAD_BATCHES);
+        if self.w.tpcc.is_one_round() {
+            plan = crate::tpcc::oneround::load_plan(plan, partitions);
+        }
+        for call in plan {
             sim_call(sim, call.procedure, call.args)?;
         }
         Ok(())
@@ -257,7 +268,10 @@ pub fn simulate(
     let partitions = topology.partitions;
     let opts = NewOrderOptions { warehouses_per_partition: 1, distributed: 0.1 };
     let tpcc = TpccOptions { scale_div: SIM_SCALE_DIV, ..TpccOptions::DEFAULT };
-    let w = TpccNewOrder::new(&opts, &tpcc, partitions, false).map_err(|e| e.to_string())?;
+    let mut w = TpccNewOrder::new(&opts, &tpcc, partitions, false).map_err(|e| e.to_string())?;
+    if !engine.capabilities().interactive {
+        w = w.with_one_round(partitions); // granola, granola-locking, sinfonia
+    }
     let mut catalog = litmus_engine::builtin::catalog();
     catalog.merge(&w.catalog());
     let mut registry = litmus_engine::builtin::registry();
@@ -275,7 +289,7 @@ pub fn simulate(
     }
     let mut sim = Simulator::new(spec, cfg).map_err(|e| e.to_string())?;
     let mut driver = NewOrderSim::new(w);
-    driver.load(&mut sim).map_err(|e| format!("load failed: {e}"))?;
+    driver.load(&mut sim, partitions).map_err(|e| format!("load failed: {e}"))?;
     let report = sim.run(&mut driver)?;
     Ok(format!(
         "{report} | new-orders committed {} rolled back {} failed {} | {}",

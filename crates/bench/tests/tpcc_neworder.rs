@@ -167,12 +167,20 @@ fn break_the_rule_without_the_nested_increment_the_check_sees_broken_ids() {
 }
 
 /// `litmus sim --workload tpcc-neworder` under every fault (loss, duplication, crashes,
-/// partitions) on coordfree and acid: after heal, TPC-C's conditions hold and every request
-/// was answered (the simulator's liveness check). A failure names its seed.
+/// partitions) on coordfree, acid and the granola engines (New-Order in one-round form):
+/// after heal, TPC-C's conditions hold and every request was answered (the simulator's
+/// liveness check). A failure names its seed.
 #[test]
 fn simulated_new_orders_keep_the_conditions_under_faults() {
     use litmus_runtime::sim::SimConfig;
-    for (engine, seeds) in [(EngineKind::Coordfree, 0..6), (EngineKind::Acid, 0..2)] {
+    let engines = [
+        (EngineKind::Coordfree, 0..6),
+        (EngineKind::Acid, 0..2),
+        (EngineKind::Granola, 0..4),
+        (EngineKind::GranolaLocking, 0..2),
+        (EngineKind::Sinfonia, 0..2),
+    ];
+    for (engine, seeds) in engines {
         for seed in seeds {
             let topology = litmus_runtime::Topology::new(3, 6).unwrap();
             let outcome = litmus_bench::tpcc_neworder::simulate(engine, topology, SimConfig::new(seed).with_faults());

@@ -60,6 +60,7 @@ pub fn registry() -> Registry {
             Ok(vec![])
         },
     );
+    r.declare_keys_from_args(&["kv_get_frag", "kv_put_frag"]);
     use crate::fragment::{FragmentCall, OneRoundClass};
     let put =
         |k: &Value, v: &Value| FragmentCall::new("kv_put_frag", KV_TABLE, vec![k.clone()], vec![k.clone(), v.clone()]);
@@ -241,6 +242,7 @@ pub mod bank {
                 Ok(vec![Value::Int(total), Value::Int(count), min.map_or(Value::Null, Value::Int)])
             },
         );
+        r.declare_keys_from_args(&["bank_debit", "bank_credit", "bank_open_frag", "bank_read", "bank_part_total"]);
         r.register_one_round(
             "bank_open_1r",
             vec![ColumnType::Int, ColumnType::Int],

@@ -55,6 +55,11 @@ pub struct ProcOptions {
     /// `end_alkaline` (operations outside them form implicit ones). Other engines run it as one
     /// ACID transaction.
     pub base: bool,
+    /// Granola §5.4 `forcePrepare` (fragments only): the keys the fragment reads and writes
+    /// depend on its arguments alone, so the locks of one run cover every execution order.
+    /// Otherwise `forcePrepare` escalates them to whole-table locks (the paper's superset).
+    /// Declared with [`Registry::declare_keys_from_args`].
+    pub keys_from_args: bool,
 }
 
 impl ProcOptions {
@@ -183,6 +188,16 @@ impl Registry {
         };
         let prev = self.fragments.insert(name.to_string(), frag);
         assert!(prev.is_none(), "fragment {name} registered twice");
+    }
+
+    /// Declares that these registered fragments read and write only keys named by their
+    /// arguments ([`ProcOptions::keys_from_args`]): Granola's `forcePrepare` (§5.4) may then
+    /// lock exactly the keys of one run instead of whole tables.
+    pub fn declare_keys_from_args(&mut self, fragments: &[&str]) {
+        for name in fragments {
+            let frag = self.fragments.get_mut(*name);
+            frag.unwrap_or_else(|| panic!("fragment {name} not registered")).options.keys_from_args = true;
+        }
     }
 
     /// Registers a one-round procedure: `plan` maps the call's arguments to fragment calls

@@ -95,8 +95,8 @@ impl GranolaCoordinator {
             self.txns.remove(&txn);
             return ctx.one_round_done(txn, Err(Error::Abort(AbortReason::LockConflict)));
         }
-        // Random backoff, growing with the attempts (§4.2).
-        let cap = CONFLICT_BACKOFF_MAX.as_micros() as u64 * (t.attempt.min(9) as u64 + 1) / 10;
+        // Random backoff (§4.2), its bound doubling with the attempts.
+        let cap = backoff_cap(t.attempt).as_micros() as u64;
         let wait = Duration::from_micros(ctx.rng.gen_range(1..=cap.max(2)));
         t.retry_at = Some(Time(ctx.now.as_nanos() + wait.as_nanos() as u64));
         t.replies.clear();
@@ -190,4 +190,11 @@ impl CoordinatorEngine for GranolaCoordinator {
     fn apply(&mut self, _record: &[u8]) -> Result<(), Error> {
         Ok(())
     }
+}
+
+/// The bound of the random backoff before retry `attempt + 1` after a CONFLICT: exponential,
+/// `CONFLICT_BACKOFF_MAX / 16` doubled at each attempt, up to [`CONFLICT_BACKOFF_MAX`]
+/// (conflicting retries spread out fast under contention instead of livelocking).
+pub fn backoff_cap(attempt: u32) -> Duration {
+    (CONFLICT_BACKOFF_MAX / 16).saturating_mul(1 << attempt.min(16)).min(CONFLICT_BACKOFF_MAX)
 }

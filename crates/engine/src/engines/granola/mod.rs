@@ -16,7 +16,7 @@
 //! * **Client proxy (§4.2).** The coordinator keeps `highTS`, the highest timestamp in any
 //!   reply, and sends it with every request; it collects a reply from every participant:
 //!   all COMMIT → the fragments' values; an ABORT → the error; a CONFLICT → a retry with a new
-//!   TID after a random backoff ([`coordinator`]).
+//!   TID after a random backoff, bounded exponential ([`coordinator::backoff_cap`]).
 //! * **Single-partition transactions (§4.3).** Assigned a timestamp on arrival, executed in
 //!   timestamp order (`run` upcall: [`crate::fragment::run_local`]). Their log record is the
 //!   redo record written at execution, before the reply leaves (persist before send); a
@@ -62,6 +62,24 @@
 //!   participant whose request was lost (or whose coordinator crashed) accepts it from its
 //!   peer's vote; coordinators resend requests to participants that have not replied. So every
 //!   transaction ends once faults heal.
+//! * **`forcePrepare` (§5.4, timestamp mode).** When the queue's head has waited
+//!   [`FORCE_PREPARE_AFTER`] for votes, the partition answers its queued single-partition
+//!   transactions CONFLICT and takes `forcePrepare` locks for every queued distributed one in
+//!   timestamp order, conflicts or not (logged: [`Record::Forced`]). It is then in locking mode:
+//!   a forced transaction runs (`run` upcall) once its final timestamp is known and no forced
+//!   one ahead of it holds conflicting locks — so a blocked one that conflicts with nothing
+//!   ahead runs at once, and conflicting ones keep their final-timestamp order — and new
+//!   transactions are checked against the forced locks. The lock set is one run's locks when
+//!   every fragment declared its keys come from its arguments
+//!   ([`crate::procedure::ProcOptions::keys_from_args`]), else escalated to whole tables (the
+//!   paper's order-independent superset). Unlike the paper, forced transactions are never
+//!   `prepare`d (writes computed ahead): one whose final timestamp falls after a conflicting
+//!   one must see its writes.
+//!
+//! ## Emulated costs (Fig. 10)
+//!
+//! [`cost`]: a benchmark knob burning CPU per fragment execution and per lock acquired in
+//! locking mode (`prepare`, `forcePrepare`), both zero by default.
 //!
 //! ## The baselines of §6 (one engine definition, [`GranolaEngine`], parameterised by mode)
 //!
@@ -80,8 +98,8 @@
 //!
 //! * §5.1 replication (a later issue; the partition is a deterministic function of its log so
 //!   it can be wrapped in a replica group) and §5.2's leases.
-//! * §5.4 `forcePrepare` and the lock set supplied by workloads: a timestamp-mode transaction
-//!   blocked behind one whose participant is down waits (resending votes) until it returns.
+//! * §5.4 for read-only independent transactions: they are forced like the others (plans do
+//!   not say they read only), not answered CONFLICT.
 //! * The read-only flag of Fig. 3: plans do not say whether they write, so a read-only
 //!   *independent* transaction is logged like any other (a single-partition one that writes
 //!   nothing is not).
@@ -91,12 +109,12 @@
 //!   false).
 //! * `sinfonia`: participants answer the client proxy directly (Sinfonia's coordinator would
 //!   answer it); a lock conflict answers CONFLICT and the proxy retries (no lock waiting).
-//! * A lock-management cost knob (Fig. 10): locking-mode partitions pay only their real cost.
 //!
 //! Outcomes of finished transactions are remembered (for retransmissions and peers' questions)
 //! up to [`DONE_REMEMBERED_MAX`], oldest forgotten first.
 
 pub mod coordinator;
+pub mod cost;
 pub mod locks;
 pub mod partition;
 pub mod relay;
@@ -117,7 +135,12 @@ pub use partition::{GranolaPartition, Record};
 /// How often a coordinator resends a request to participants that have not replied, and a
 /// partition its vote to participants whose vote it lacks.
 pub const RESEND_AFTER: Duration = Duration::from_millis(50);
-/// Longest random backoff before a retry after CONFLICT (the first retry waits up to a tenth).
+/// How long the head of a partition's timestamp queue waits for missing votes (resending them
+/// every [`RESEND_AFTER`]) before the partition `forcePrepare`s the queue and switches to
+/// locking mode (§5.4), so that transactions not touching the stuck one's locks make progress.
+pub const FORCE_PREPARE_AFTER: Duration = Duration::from_millis(500);
+/// Longest random backoff before a retry after CONFLICT (the bound starts at a sixteenth and
+/// doubles with each attempt: [`coordinator::backoff_cap`]).
 pub const CONFLICT_BACKOFF_MAX: Duration = Duration::from_millis(40);
 /// A transaction still in CONFLICT after retrying this long fails with `AbortReason::LockConflict`
 /// (before the client's own deadline).

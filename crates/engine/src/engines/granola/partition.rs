@@ -16,7 +16,7 @@
 //! final one). Its head runs when its final timestamp is known.
 
 use super::locks::LockSet;
-use super::{Gtid, Outcome, Reply, Request, TxnRequest, Vote, DONE_REMEMBERED_MAX, RESEND_AFTER};
+use super::{Gtid, Outcome, Reply, Request, TxnRequest, Vote, DONE_REMEMBERED_MAX, FORCE_PREPARE_AFTER, RESEND_AFTER};
 use crate::engine::{decode_record, PartCtx, PartitionEngine};
 use crate::fragment::{run_local, FragmentWrite, OneRoundClass};
 use crate::message::{Addr, Payload};
@@ -26,6 +26,7 @@ use litmus_storage::mvcc::MvccStore;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// What a prepared transaction holds (locking mode, §4.5): its writes and values, computed by
 /// `prepare`, and its locks.
@@ -43,6 +44,9 @@ pub struct Pending {
     pub proposal: Timestamp,
     /// `Some` while prepared in locking mode; `None` while queued in timestamp order.
     pub prepared: Option<Prepared>,
+    /// The locks `forcePrepare` took for it (§5.4): it stays queued, runs at its final
+    /// timestamp, and meanwhile holds these locks against every other transaction.
+    pub forced: Option<LockSet>,
 }
 
 /// A finished transaction: the vote this partition sent (to answer a peer) and its reply.
@@ -71,6 +75,9 @@ pub enum Record {
     /// A transaction ended without committing here (ABORT or CONFLICT), remembered so that a
     /// retransmission is answered and never run.
     Ended { req: TxnRequest, vote_ts: Timestamp, vote: Vote, outcome: Outcome },
+    /// `forcePrepare` (§5.4) took these locks for a queued transaction: logged, so a restarted
+    /// partition holds them again.
+    Forced { gtid: Gtid, locks: LockSet },
 }
 
 /// The logged half of the state.
@@ -114,6 +121,11 @@ pub struct GranolaPartition {
     always_locking: bool,
     /// `sinfonia`: votes go to this coordinator node, which forwards them ([`super::relay`]).
     relay: Option<Addr>,
+    /// §5.4: how long the queue's head may wait for votes before `forcePrepare` (configuration;
+    /// `None` disables it, which a test does to watch liveness fail).
+    force_prepare_after: Option<Duration>,
+    /// The incomplete transaction at the queue's head and since when it has been there.
+    head_since: Option<(Gtid, Time)>,
 }
 
 /// The result of running a transaction's fragments at this partition.
@@ -127,7 +139,13 @@ impl GranolaPartition {
     /// A repository in timestamp mode (`granola`) or always in locking mode (`granola-locking`).
     /// With `relay` (`sinfonia`), votes travel through that coordinator node.
     pub fn new(always_locking: bool, relay: Option<Addr>) -> Self {
-        GranolaPartition { always_locking, relay, ..Default::default() }
+        GranolaPartition { always_locking, relay, force_prepare_after: Some(FORCE_PREPARE_AFTER), ..Default::default() }
+    }
+
+    /// The same partition with §5.4's `forcePrepare` off (`None`) or after another wait.
+    pub fn with_force_prepare_after(mut self, after: Option<Duration>) -> Self {
+        self.force_prepare_after = after;
+        self
     }
 
     /// Sends a vote to the other participants: directly (§4.4 step 3), or through the relay.
@@ -156,7 +174,7 @@ impl GranolaPartition {
                     if prepared.is_none() {
                         self.queue.insert((self.finals.get(&g).copied().unwrap_or(proposal), g));
                     }
-                    self.d.pending.insert(g, Pending { req, proposal, prepared });
+                    self.d.pending.insert(g, Pending { req, proposal, prepared, forced: None });
                 } else {
                     let reply = Reply { gtid: g, ts: proposal, outcome: outcome_of(&vote) };
                     self.remember(g, Done { vote_ts: proposal, vote, coord: req.coord, reply });
@@ -177,6 +195,11 @@ impl GranolaPartition {
                 self.forget_live(g, vote_ts);
                 let reply = Reply { gtid: g, ts: vote_ts, outcome };
                 self.remember(g, Done { vote_ts, vote, coord: req.coord, reply });
+            }
+            Record::Forced { gtid, locks } => {
+                if let Some(p) = self.d.pending.get_mut(&gtid) {
+                    p.forced = Some(locks);
+                }
             }
         }
         self.maybe_back_to_timestamp_mode();
@@ -227,10 +250,16 @@ impl GranolaPartition {
     }
 
     /// Whether the partition is in locking mode: always under `granola-locking`, else while a
-    /// coordinated transaction holds locks.
+    /// coordinated transaction holds locks or `forcePrepare` did (§5.4).
     fn locked(&self) -> bool {
         self.always_locking
+            || self.forced_mode()
             || self.d.pending.values().any(|p| p.prepared.is_some() && p.req.class == OneRoundClass::Coordinated)
+    }
+
+    /// Whether some transaction holds locks taken by `forcePrepare` (§5.4).
+    fn forced_mode(&self) -> bool {
+        self.d.pending.values().any(|p| p.forced.is_some())
     }
 
     /// §4.5: once no coordinated transaction holds locks, prepared independent transactions
@@ -278,13 +307,16 @@ impl GranolaPartition {
             Ok(vec![])
         });
         let outcome = run_local(fut, &fctx, ctx.catalog, ctx.partitions, ctx.me, ctx.store)?;
+        super::cost::executed(req.fragments_at(ctx.me).len());
         let locks = LockSet::of(&outcome);
         let values = std::mem::take(&mut *values.lock().expect("uncontended"));
         Ok(Run { writes: outcome.writes, values, locks })
     }
 
     fn lock_conflict(&self, locks: &LockSet) -> bool {
-        self.d.pending.values().filter_map(|p| p.prepared.as_ref()).any(|p| p.locks.conflicts(locks))
+        let held =
+            self.d.pending.values().flat_map(|p| p.prepared.as_ref().map(|x| &x.locks).into_iter().chain(&p.forced));
+        held.into_iter().any(|held| held.conflicts(locks))
     }
 
     fn reply(&self, g: Gtid, ctx: &mut PartCtx) {
@@ -343,7 +375,11 @@ impl GranolaPartition {
             return;
         }
         // Locking mode: run now, checked against the locks; logged before the reply leaves.
-        match Self::run(&req, ctx) {
+        let run = Self::run(&req, ctx);
+        if let Ok(run) = &run {
+            super::cost::locked(run.locks.len());
+        }
+        match run {
             Err(e) => self.end(req, ts, Vote::Abort(e.clone()), Outcome::Aborted(e), ctx),
             Ok(run) if self.lock_conflict(&run.locks) => self.end(req, ts, Vote::Conflict, Outcome::Conflict, ctx),
             Ok(run) => self.execute_single(req, ts, run, ctx),
@@ -393,7 +429,11 @@ impl GranolaPartition {
 
     /// The `prepare` upcall (§4.5 step 1): run, vote from the partition's own data, lock.
     fn prepare(&mut self, req: TxnRequest, proposal: Timestamp, ctx: &mut PartCtx) {
-        match Self::run(&req, ctx) {
+        let run = Self::run(&req, ctx);
+        if let Ok(run) = &run {
+            super::cost::locked(run.locks.len());
+        }
+        match run {
             Err(e) => self.accept(req, proposal, Vote::Abort(e), None, ctx),
             Ok(run) if self.lock_conflict(&run.locks) => self.accept(req, proposal, Vote::Conflict, None, ctx),
             Ok(run) => {
@@ -497,7 +537,7 @@ impl GranolaPartition {
     /// Runs the queue's head while its timestamp is final; once the queue is empty, prepares the
     /// coordinated transactions that were waiting for it (§4.5 "Switching Modes").
     fn progress(&mut self, ctx: &mut PartCtx) {
-        while let Some(&(ts, g)) = self.queue.first() {
+        while let Some((ts, g)) = self.next_runnable() {
             if let Some(w) = self.singles.get(&g) {
                 let req = w.req.clone();
                 match Self::run(&req, ctx) {
@@ -505,9 +545,6 @@ impl GranolaPartition {
                     Ok(run) => self.execute_single(req, ts, run, ctx),
                 }
                 continue;
-            }
-            if self.finals.get(&g) != Some(&ts) {
-                break; // the head's votes are not all in: everything after it waits (§4.4)
             }
             let p = self.d.pending.get(&g).expect("a queued transaction is pending").clone();
             match Self::run(&p.req, ctx) {
@@ -527,11 +564,94 @@ impl GranolaPartition {
                 }
             }
         }
-        if self.queue.is_empty() && !self.coord_waiting.is_empty() {
+        // Once `forcePrepare` holds its locks the partition is in locking mode (§5.4): the
+        // coordinated transactions prepare against them without waiting for the queue.
+        if (self.queue.is_empty() || self.forced_mode()) && !self.coord_waiting.is_empty() {
             for req in std::mem::take(&mut self.coord_waiting) {
                 let proposal = self.propose(req.high_ts, ctx.now);
                 self.prepare(req, proposal, ctx);
             }
+        }
+    }
+
+    /// The queue entry that may run now. In timestamp mode, the head, once its final timestamp
+    /// is known: everything after it waits (§4.4). After `forcePrepare` (§5.4), any entry whose
+    /// final timestamp is known and whose locks conflict with no entry before it: an entry
+    /// before it that is still incomplete has at least its queue timestamp, so only a
+    /// conflicting one could come first in the serial order.
+    fn next_runnable(&self) -> Option<(Timestamp, Gtid)> {
+        let head = *self.queue.first()?;
+        let ready = |(ts, g): (Timestamp, Gtid)| self.singles.contains_key(&g) || self.finals.get(&g) == Some(&ts);
+        if !self.forced_mode() {
+            return ready(head).then_some(head);
+        }
+        let mut before: Vec<&LockSet> = Vec::new();
+        for &(ts, g) in &self.queue {
+            // Every queued transaction was force-prepared; one that was not bars all after it.
+            let locks = self.d.pending.get(&g).and_then(|p| p.forced.as_ref())?;
+            if ready((ts, g)) && !before.iter().any(|b| b.conflicts(locks)) {
+                return Some((ts, g));
+            }
+            before.push(locks);
+        }
+        None
+    }
+
+    /// §5.4, timestamp mode: once the queue's head has waited [`FORCE_PREPARE_AFTER`] for
+    /// votes (resent meanwhile), `forcePrepare` every queued distributed transaction.
+    fn maybe_force_prepare(&mut self, ctx: &mut PartCtx) {
+        let Some(after) = self.force_prepare_after else { return };
+        let head =
+            self.queue.first().copied().filter(|&(ts, g)| {
+                !self.locked() && self.d.pending.contains_key(&g) && self.finals.get(&g) != Some(&ts)
+            });
+        match (head, self.head_since) {
+            (None, _) => self.head_since = None,
+            (Some((_, g)), Some((h, since))) if h == g => {
+                if ctx.now.saturating_sub(since) >= after {
+                    self.force_prepare(ctx);
+                }
+            }
+            (Some((_, g)), _) => self.head_since = Some((g, ctx.now)),
+        }
+    }
+
+    /// §5.4 "Timestamp Mode": queued single-partition transactions are answered CONFLICT (the
+    /// client retries; state does not diverge); every queued distributed transaction, blocked
+    /// or incomplete, takes its `forcePrepare` locks, in timestamp order, even where they
+    /// conflict. Then a blocked transaction whose locks conflict with none before it runs at
+    /// once ([`Self::next_runnable`]), and the partition is in locking mode until the forced
+    /// transactions have ended. Unlike the paper, no transaction is `prepare`d ahead of its
+    /// votes here: a forced one runs (`run` upcall) at its final timestamp, so one whose final
+    /// timestamp lands after a conflicting one's still sees that one's writes.
+    fn force_prepare(&mut self, ctx: &mut PartCtx) {
+        self.head_since = None;
+        let singles: Vec<Waiting> = self.singles.values().cloned().collect();
+        for w in singles {
+            self.end(w.req, w.ts, Vote::Conflict, Outcome::Conflict, ctx);
+        }
+        let queued: Vec<Gtid> = self.queue.iter().map(|(_, g)| *g).collect();
+        for g in queued {
+            let Some(p) = self.d.pending.get(&g) else { continue };
+            let locks = Self::force_locks(&p.req, ctx);
+            self.log_apply(Record::Forced { gtid: g, locks }, ctx);
+        }
+        self.progress(ctx);
+    }
+
+    /// The `forcePrepare` upcall's lock set: the locks of a run against the current rows when
+    /// every fragment here declared that its keys come from its arguments
+    /// ([`crate::procedure::ProcOptions::keys_from_args`]); else those locks escalated to whole
+    /// tables; every table if the fragments fail to run.
+    fn force_locks(req: &TxnRequest, ctx: &PartCtx) -> LockSet {
+        let exact = req
+            .fragments_at(ctx.me)
+            .iter()
+            .all(|(_, c)| ctx.registry.fragment(&c.fragment).is_ok_and(|f| f.options.keys_from_args));
+        match Self::run(req, ctx) {
+            Ok(run) if exact => run.locks,
+            Ok(run) => run.locks.escalated(),
+            Err(_) => LockSet { tables: ctx.catalog.tables().map(|t| t.id).collect(), ..Default::default() },
         }
     }
 
@@ -590,6 +710,7 @@ impl PartitionEngine for GranolaPartition {
 
     fn on_tick(&mut self, ctx: &mut PartCtx) {
         self.progress(ctx);
+        self.maybe_force_prepare(ctx);
         if ctx.now.saturating_sub(self.last_resend) >= RESEND_AFTER {
             self.last_resend = ctx.now;
             self.resend_votes(ctx);

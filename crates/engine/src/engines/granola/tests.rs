@@ -14,6 +14,7 @@ use litmus_storage::mvcc::MvccStore;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 const COORD: Addr = Addr::Coordinator(NodeId(0));
 const INITIAL: i64 = 100;
@@ -35,6 +36,8 @@ struct H {
     replies: Vec<(PartitionId, Reply)>,
     /// `granola-locking` partitions.
     locking: bool,
+    /// §5.4's wait before `forcePrepare` (`None`: off).
+    force_after: Option<Duration>,
 }
 
 impl H {
@@ -53,10 +56,15 @@ impl H {
         catalog.merge(&builtin::bank::catalog());
         let mut registry = builtin::registry();
         registry.merge(&builtin::bank::registry());
-        let parts =
-            (0..n).map(|_| Part { p: GranolaPartition::default(), store: MvccStore::new(), log: vec![], clock: 1_000 });
+        let parts = (0..n).map(|_| Part {
+            p: GranolaPartition::new(false, None),
+            store: MvccStore::new(),
+            log: vec![],
+            clock: 1_000,
+        });
         let rng = ChaCha8Rng::seed_from_u64(7);
-        H { parts: parts.collect(), catalog, registry, rng, net: vec![], replies: vec![], locking: false }
+        let force_after = Some(FORCE_PREPARE_AFTER);
+        H { parts: parts.collect(), catalog, registry, rng, net: vec![], replies: vec![], locking: false, force_after }
     }
 
     fn with(&mut self, i: usize, f: impl FnOnce(&mut GranolaPartition, &mut PartCtx)) {
@@ -132,7 +140,7 @@ impl H {
     /// Crash and restart partition `i`: its state rebuilt from its log alone.
     fn restart(&mut self, i: usize) {
         let part = &mut self.parts[i];
-        part.p = GranolaPartition::new(self.locking, None);
+        part.p = GranolaPartition::new(self.locking, None).with_force_prepare_after(self.force_after);
         part.store = MvccStore::new();
         for rec in &part.log {
             part.p.apply_bytes(rec, &mut part.store).unwrap();
@@ -396,6 +404,17 @@ fn high_ts_4_2_the_client_proxy_sends_the_highest_timestamp_it_saw() {
 }
 
 #[test]
+fn conflict_4_2_the_backoff_bound_doubles_with_each_attempt_up_to_the_maximum() {
+    use super::coordinator::backoff_cap;
+    let caps: Vec<Duration> = (0..8).map(backoff_cap).collect();
+    assert_eq!(caps[0], CONFLICT_BACKOFF_MAX / 16);
+    for w in caps.windows(2) {
+        assert!(w[1] == (w[0] * 2).min(CONFLICT_BACKOFF_MAX), "{caps:?}: exponential, bounded");
+    }
+    assert_eq!(backoff_cap(u32::MAX), CONFLICT_BACKOFF_MAX, "no overflow, bounded");
+}
+
+#[test]
 fn conflict_4_2_the_client_proxy_retries_with_a_new_tid_after_a_backoff() {
     let catalog = builtin::catalog();
     let mut coord = GranolaCoordinator::default();
@@ -560,7 +579,7 @@ fn recovery_5_4_a_participant_whose_request_was_lost_accepts_it_from_a_peers_vot
 #[test]
 fn serializability_4_6_matches_a_serial_model_in_final_timestamp_order() {
     use rand::Rng;
-    let mut total_committed = 0;
+    let (mut total_committed, mut forced) = (0, 0);
     for seed in 0..40u64 {
         let mut h = H::new(3);
         h.registry.register_fragment(
@@ -572,6 +591,13 @@ fn serializability_4_6_matches_a_serial_model_in_final_timestamp_order() {
                 Ok(vec![old])
             },
         );
+        // Its keys are its arguments': `forcePrepare` (§5.4, which the restarts and lost
+        // messages below set off) locks keys, not the table, so forced transactions that do not
+        // conflict run out of timestamp order.
+        h.registry.declare_keys_from_args(&["rw"]);
+        if seed % 2 == 1 {
+            h.force_after(Some(RESEND_AFTER * 2)); // impatient: forcePrepare after two resends
+        }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let keys = 30i64;
         let mut reqs: Vec<TxnRequest> = Vec::new();
@@ -665,6 +691,8 @@ fn serializability_4_6_matches_a_serial_model_in_final_timestamp_order() {
                 committed.push(((*ts.iter().next().unwrap(), r.gtid), r, values));
             }
         }
+        forced +=
+            (0..3).map(|p| h.records(p).iter().filter(|r| matches!(r, Record::Forced { .. })).count()).sum::<usize>();
         // CONFLICTs are not retried here (the client proxy would): about half commit.
         assert!(committed.len() >= 8, "seed {seed}: only {} committed", committed.len());
         total_committed += committed.len();
@@ -685,4 +713,138 @@ fn serializability_4_6_matches_a_serial_model_in_final_timestamp_order() {
         }
     }
     assert!(total_committed > 40 * 60 / 3, "only {total_committed} committed over 40 seeds");
+    assert!(forced > 0, "no seed set off forcePrepare (§5.4): the model did not check it");
+}
+
+// ---------------------------------------------------------------- §5.4 forcePrepare
+
+/// A kv key stored at partition `p` of `n`.
+fn key_at(h: &H, p: u32, skip: usize) -> i64 {
+    let n = h.parts.len() as u32;
+    let at = |k: &i64| put(*k).partition(&h.catalog, n).unwrap() == PartitionId(p);
+    (0..1_000).filter(at).nth(skip).unwrap()
+}
+
+fn req_n(h: &H, seq: u64, class: OneRoundClass, fragments: Vec<FragmentCall>) -> TxnRequest {
+    let n = h.parts.len() as u32;
+    let fragments = fragments.into_iter().map(|c| (c.partition(&h.catalog, n).unwrap(), c)).collect();
+    TxnRequest { gtid: gtid(seq), class, coord: COORD, high_ts: Timestamp(0), fragments }
+}
+
+/// Partition 1 has failed: it never got I1 (on partitions 0 and 1), and partition 0's vote to
+/// it is held back. Behind I1 at partition 0 wait I2 (with partition 2, keys of its own, all
+/// votes in), I3 (with partition 2, I1's key at partition 0, all votes in) and a
+/// single-partition S. Returns (I1, I2, I3, S, the held-back vote, I1's key at partition 0).
+fn stuck_head(force: Option<Duration>) -> (H, [TxnRequest; 4], Vec<Envelope>, i64) {
+    let mut h = H::new(3);
+    h.force_after(force);
+    let (a, b) = (key_at(&h, 0, 0), key_at(&h, 0, 1));
+    let (c, d) = (key_at(&h, 1, 0), key_at(&h, 2, 0));
+    let i1 = req_n(&h, 1, OneRoundClass::Independent, vec![put(a), put(c)]);
+    let i2 = req_n(&h, 2, OneRoundClass::Independent, vec![put(b), put(d)]);
+    let i3 = req_n(&h, 3, OneRoundClass::Independent, vec![put(a), put(key_at(&h, 2, 1))]);
+    h.send_to(0, &i1);
+    let held = h.take_votes(i1.gtid);
+    h.send(&i2);
+    h.send(&i3);
+    let s = req_n(&h, 4, OneRoundClass::Single, vec![put(key_at(&h, 0, 2))]);
+    h.send(&s);
+    h.settle();
+    assert!(h.replies.iter().all(|(p, _)| p.0 == 2), "partition 0 waits for I1's missing vote");
+    (h, [i1, i2, i3, s], held, a)
+}
+
+impl H {
+    /// Partitions whose `forcePrepare` waits `after` (`None`: off).
+    fn force_after(&mut self, after: Option<Duration>) {
+        self.force_after = after;
+        for part in &mut self.parts {
+            part.p = GranolaPartition::new(self.locking, None).with_force_prepare_after(after);
+        }
+    }
+
+    /// Ticks partition `i` for `d` of its clock (a tick every [`RESEND_AFTER`]), dropping the
+    /// votes it resends to partition 1 (down).
+    fn tick_for(&mut self, i: usize, d: Duration) {
+        for _ in 0..d.as_nanos() / RESEND_AFTER.as_nanos() {
+            self.tick(i);
+            self.net.retain(|e| e.to != Addr::Partition(PartitionId(1)));
+            self.settle();
+        }
+    }
+    fn outcomes_at(&self, p: u32, g: Gtid) -> Vec<Outcome> {
+        self.replies.iter().filter(|(q, r)| q.0 == p && r.gtid == g).map(|(_, r)| r.outcome.clone()).collect()
+    }
+}
+
+#[test]
+fn force_prepare_5_4_a_blocked_transaction_that_conflicts_with_nothing_ahead_runs() {
+    let (mut h, [_, i2, i3, s], _, a) = stuck_head(Some(FORCE_PREPARE_AFTER));
+    h.tick_for(0, FORCE_PREPARE_AFTER / 2);
+    assert!(h.outcomes_at(0, i2.gtid).is_empty(), "before the timeout, I2 waits behind I1 (§4.4)");
+    h.tick_for(0, FORCE_PREPARE_AFTER);
+    assert!(
+        matches!(h.outcomes_at(0, i2.gtid).as_slice(), [Outcome::Committed { .. }]),
+        "blocked I2 locks nothing I1 or I3 hold: it runs"
+    );
+    assert_eq!(h.outcomes_at(0, s.gtid), vec![Outcome::Conflict], "the queued single-partition one is refused");
+    assert!(h.outcomes_at(0, i3.gtid).is_empty(), "I3 writes I1's key and may follow it in the serial order");
+    let forced = h.records(0).iter().filter(|r| matches!(r, Record::Forced { .. })).count();
+    assert_eq!(forced, 3, "I1, I2, I3 forcePrepared, logged");
+    // Locking mode (§4.5) until the forced transactions end: I1's key is locked, others free.
+    let blocked = h.single(10, 0, put(a));
+    assert_eq!(h.outcomes_at(0, blocked.gtid), vec![Outcome::Conflict]);
+    let free = req_n(&h, 11, OneRoundClass::Single, vec![put(key_at(&h, 0, 3))]);
+    h.send(&free);
+    assert!(matches!(h.outcomes_at(0, free.gtid).as_slice(), [Outcome::Committed { .. }]), "runs at once");
+}
+
+#[test]
+fn force_prepare_5_4_when_the_failed_participant_returns_conflicting_ones_run_in_timestamp_order() {
+    let (mut h, [i1, i2, i3, _], held, _) = stuck_head(Some(FORCE_PREPARE_AFTER));
+    h.tick_for(0, FORCE_PREPARE_AFTER * 2);
+    // Partition 1 returns: the vote held back reaches it; it accepts I1 from it and answers.
+    for v in held {
+        h.deliver(v);
+    }
+    h.settle();
+    let order: Vec<Gtid> = h.replies.iter().filter(|(p, _)| p.0 == 0).map(|(_, r)| r.gtid).collect();
+    let pos = |g: Gtid| order.iter().position(|x| *x == g).unwrap();
+    assert!(pos(i2.gtid) < pos(i1.gtid) && pos(i1.gtid) < pos(i3.gtid), "{order:?}");
+    let (t1, t3) = (h.committed_ts(i1.gtid), h.committed_ts(i3.gtid));
+    assert!(t1.len() == 2 && t1[0] == t1[1], "I1 committed at both participants at one timestamp");
+    assert!((t1[0], i1.gtid) < (t3[0], i3.gtid), "I3 after I1, as their timestamps say");
+    // The forced transactions ended: timestamp mode again, a new independent one queues.
+    let i5 = req_n(&h, 5, OneRoundClass::Independent, vec![put(key_at(&h, 0, 4)), put(key_at(&h, 2, 4))]);
+    h.send(&i5);
+    assert!(matches!(h.records(0).last(), Some(Record::Accept { prepared: None, .. })), "not prepared");
+    h.settle();
+    assert_eq!(h.committed_ts(i5.gtid).len(), 2);
+}
+
+#[test]
+fn force_prepare_5_4_disabled_the_blocked_transactions_wait_for_the_failed_participant() {
+    let (mut h, [_, i2, i3, s], _, _) = stuck_head(None);
+    h.tick_for(0, FORCE_PREPARE_AFTER * 10);
+    for g in [i2.gtid, i3.gtid, s.gtid] {
+        assert!(h.outcomes_at(0, g).is_empty(), "{g:?}: no progress without forcePrepare");
+    }
+}
+
+#[test]
+fn force_prepare_5_4_forced_locks_come_back_from_the_log_after_a_restart() {
+    let (mut h, [i1, _, i3, _], held, a) = stuck_head(Some(FORCE_PREPARE_AFTER));
+    h.tick_for(0, FORCE_PREPARE_AFTER * 2);
+    h.restart(0);
+    let blocked = h.single(10, 0, put(a));
+    assert_eq!(h.outcomes_at(0, blocked.gtid), vec![Outcome::Conflict], "I1's forced lock survived");
+    // Votes lost in the crash are solicited again (§5.2); partition 1 returns; all ends.
+    for v in held {
+        h.deliver(v);
+    }
+    h.tick(0);
+    h.tick(2);
+    h.settle();
+    assert_eq!(h.committed_ts(i1.gtid).len(), 2);
+    assert_eq!(h.committed_ts(i3.gtid).len(), 2);
 }

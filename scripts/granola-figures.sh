@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Granola §6 (Cowling & Liskov, ATC'12): Figs. 8–13 on `litmus bench`, written to
+# docs/figures/granola-*.{json,svg}:
+#   granola-fig8    granola-counters, 10% distributed: throughput vs partitions (2, 4, 8)
+#   granola-fig9    granola-counters, independent: throughput vs distributed fraction, granola vs
+#                   nocc (Fig. 9's "no consistency" variant: the timestamp-order cost)
+#   granola-fig10   granola-counters, 100% distributed on 2 partitions, --exec-cost-us 100:
+#                   throughput vs --lock-cost-us (a lock per read and per write: 2 per fragment)
+#   granola-fig11   granola-counters, 100% coordinated on 2 partitions: throughput vs conflict rate
+#   granola-fig12   tpcc (one-round form): throughput vs warehouses (1, 2, 4) on 4 partitions, a
+#                   warehouse per partition (partitions without one hold only ITEM)
+#   granola-fig13   tpcc-neworder, 2 warehouses on 2 partitions: throughput vs remote fraction
+# The machine has 2 cores shared with builds: points are short and noisy (see README, Granola).
+# Usage: scripts/granola-figures.sh [SECONDS]   (per point, default 3; NO_BUILD=1 uses the
+#   release binary as it is)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS=${1:-3}
+[ "${NO_BUILD:-0}" = 1 ] || cargo build --release -q -p litmus-cli
+B=${CARGO_TARGET_DIR:-target}/release/litmus
+OUT=docs/figures
+mkdir -p "$OUT"
+G=granola-locking,granola,sinfonia
+fig() { local name=$1; shift; "$B" bench "$@" --quiet --duration "$SECS" \
+  --json "$OUT/granola-$name.json" --plot "$OUT/granola-$name.svg"; }
+fig fig8 granola-counters --engine granola --distributed 0.1 --sweep partitions=2,4,8
+fig fig9 granola-counters --compare nocc,granola --partitions 2 --sweep distributed=0,0.25,0.5,0.75,1
+fig fig10 granola-counters --compare "$G" --partitions 2 --distributed 1 --exec-cost-us 100 \
+  --sweep lock-cost-us=0,10,20,35,50
+fig fig11 granola-counters --compare "$G" --partitions 2 --distributed 1 --coordinated \
+  --sweep conflict=0.001,0.01,0.1,0.5,1
+fig fig12 tpcc --compare "$G" --partitions 4 --sweep warehouses=1,2,4
+fig fig13 tpcc-neworder --compare "$G" --warehouses 2 --partitions 2 --sweep distributed=0,0.25,0.5,0.75,1
