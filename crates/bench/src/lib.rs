@@ -53,9 +53,11 @@ pub mod basic_ycsb_sim;
 pub mod calibrate;
 pub mod granola_counters;
 pub mod harness;
+pub mod history;
 pub mod mix;
 pub mod omid_oracle;
 pub mod plot;
+pub mod reset;
 pub mod salt_micro;
 pub mod simbench;
 pub mod sweep;
@@ -268,6 +270,16 @@ pub struct BenchArgs {
     #[arg(long, short)]
     pub quiet: bool,
 
+    /// Write every transaction's reads and writes to this file as an Elle rw-register history
+    /// (EDN, one op per line; ycsb-t). Check it with elle-cli (see README).
+    #[arg(long, value_name = "PATH")]
+    pub history: Option<PathBuf>,
+
+    /// With --connect: delete the workload's tables on the servers before loading, so a run
+    /// can follow another against the same cluster.
+    #[arg(long, requires = "connect")]
+    pub reset: bool,
+
     #[command(flatten)]
     pub ycsb: YcsbOptions,
 
@@ -405,6 +417,7 @@ pub fn full_schema() -> (Catalog, Registry) {
     let counters = granola_counters::Counters::new(Default::default(), 1).expect("default options are valid");
     catalog.merge(&counters.catalog());
     counters.register(&mut registry);
+    reset::register(&catalog, &mut registry);
     (catalog, registry)
 }
 
@@ -432,6 +445,8 @@ pub fn config(args: &BenchArgs, engine: EngineKind) -> Result<BenchConfig, Bench
         json: args.json.clone(),
         quiet: args.quiet,
         sim: args.sim.settings(),
+        history: args.history.clone(),
+        reset: args.reset,
     };
     cfg.validate()?;
     Ok(cfg)
