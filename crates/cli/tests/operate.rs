@@ -384,3 +384,106 @@ fn a_second_bench_run_against_the_same_cluster_passes_with_reset() {
         }
     }
 }
+
+/// A server whose stderr goes to `log`, with `RUST_LOG` set to `rust_log` (or unset).
+fn spawn_with_log(config: &Path, log: &Path, rust_log: Option<&str>) -> Server {
+    let file = std::fs::File::create(log).unwrap();
+    let mut cmd = Command::new(LITMUS);
+    cmd.args(["server", "--config"]).arg(config).stdout(Stdio::null()).stderr(Stdio::from(file));
+    match rust_log {
+        Some(v) => cmd.env("RUST_LOG", v),
+        None => cmd.env_remove("RUST_LOG"),
+    };
+    Server(cmd.spawn().expect("spawn litmus server"))
+}
+
+/// The value of the first metric line starting with `prefix`.
+fn metric(text: &str, prefix: &str) -> u64 {
+    let line = text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix} in {text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// Issue 18 §4–5: leveled logs (config `log`, overridden by RUST_LOG) report startup, peers,
+/// recovery (records and bytes replayed) and shutdown; the metrics carry request latency
+/// histograms by kind and aborts by cause.
+#[test]
+fn logs_report_recovery_and_peers_and_metrics_have_latency_histograms() {
+    let ex = Example::new();
+    let two = |n: usize, log: Option<&str>| {
+        ex.config(n, |t| {
+            t.insert("peers".into(), toml::Value::Array(ex.peers[..2].iter().map(|p| p.clone().into()).collect()));
+            t.insert("partitions".into(), 2.into());
+            if let Some(level) = log {
+                t.insert("log".into(), level.into());
+            }
+        })
+    };
+    let log = |name: &str| ex.dir.path().join(name);
+    let mut n0 = spawn_with_log(&two(0, None), &log("n0-a.log"), None);
+    let _n1 = spawn_with_log(&two(1, None), &log("n1.log"), None);
+    let mut c = connect(&ex.peers[0]);
+    for k in 0..30i64 {
+        c.call("kv_put", vec![Value::Int(k), Value::Bytes(vec![k as u8].into())]).unwrap();
+    }
+    // Two interactive transactions writing one key: under acid the younger one is aborted.
+    let mut c2 = connect(&ex.peers[0]);
+    let mut t1 = c.begin().unwrap();
+    t1.write("kv", vec![Value::Int(1), Value::Bytes(vec![9u8].into())]).unwrap();
+    let mut t2 = c2.begin().unwrap();
+    let second = t2.write("kv", vec![Value::Int(1), Value::Bytes(vec![8u8].into())]);
+    assert!(matches!(second, Err(litmus_core::Error::Abort(_))), "{second:?}");
+    t1.commit().unwrap();
+
+    let text = http_get(&ex.metrics[0], "/metrics");
+    assert!(text.contains("# TYPE litmus_request_duration_seconds histogram"), "{text}");
+    let calls = metric(&text, "litmus_request_duration_seconds_count{node=\"0\",engine=\"acid\",kind=\"call\"}");
+    assert!(calls >= 30, "{calls} calls timed");
+    let inf =
+        metric(&text, "litmus_request_duration_seconds_bucket{node=\"0\",engine=\"acid\",kind=\"call\",le=\"+Inf\"}");
+    assert_eq!(inf, calls);
+    assert!(metric(&text, "litmus_request_duration_seconds_count{node=\"0\",engine=\"acid\",kind=\"begin\"}") >= 2);
+    assert!(metric(&text, "litmus_request_duration_seconds_count{node=\"0\",engine=\"acid\",kind=\"commit\"}") >= 1);
+    let aborts: u64 = text
+        .lines()
+        .filter(|l| l.starts_with("litmus_aborts_total{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(aborts >= 1, "the abort is counted by cause: {text}");
+    assert_eq!(aborts, metric(&text, "litmus_transactions_total{node=\"0\",engine=\"acid\",outcome=\"abort\"}"));
+    drop(t2);
+    drop((c, c2));
+
+    // Startup, peers and shutdown at the default level (info).
+    sigterm(&n0.0);
+    assert!(wait_status(&mut n0.0, 20).expect("no exit on SIGTERM").success());
+    let a = std::fs::read_to_string(log("n0-a.log")).unwrap();
+    for want in ["INFO starting", "INFO recovered", "listening on", "peer node 1 connected", "stopped cleanly"] {
+        assert!(a.contains(want), "no {want:?} in {a}");
+    }
+    assert!(!a.contains("DEBUG"), "{a}");
+
+    // RUST_LOG overrides the config: debug shows each machine's recovery, and the node replays
+    // what it logged before the SIGTERM.
+    let mut n0 = spawn_with_log(&two(0, Some("warn")), &log("n0-b.log"), Some("debug"));
+    drop(connect(&ex.peers[0]));
+    sigterm(&n0.0);
+    assert!(wait_status(&mut n0.0, 20).expect("no exit on SIGTERM").success());
+    let b = std::fs::read_to_string(log("n0-b.log")).unwrap();
+    assert!(b.contains("DEBUG recovered machine"), "{b}");
+    let replayed: u64 = b
+        .split("records_replayed=")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no records_replayed in {b}"));
+    assert!(replayed > 0, "replayed {replayed} records: {b}");
+    assert!(b.contains("bytes_replayed="), "{b}");
+
+    // The config's level alone: `log = "warn"` keeps the info lines out.
+    let mut n0 = spawn_with_log(&two(0, Some("warn")), &log("n0-c.log"), None);
+    drop(connect(&ex.peers[0]));
+    sigterm(&n0.0);
+    assert!(wait_status(&mut n0.0, 20).expect("no exit on SIGTERM").success());
+    let c = std::fs::read_to_string(log("n0-c.log")).unwrap();
+    assert!(!c.contains("INFO"), "{c}");
+}

@@ -80,6 +80,10 @@ pub struct NodeConfig {
     /// Serve Prometheus text at `http://ADDR/metrics` and a health check at `/health`.
     #[serde(default)]
     pub metrics_addr: Option<String>,
+    /// Log filter (`tracing` directives: `info`, `debug`, `warn,litmus_runtime=debug`); the
+    /// `RUST_LOG` environment variable overrides it. Default: `info`.
+    #[serde(default)]
+    pub log: Option<String>,
 }
 
 /// Default [`NodeConfig::max_connections`].
@@ -136,6 +140,7 @@ impl NodeConfig {
             max_frame_bytes: MAX_FRAME_BYTES_DEFAULT,
             hello_timeout_ms: default_hello_timeout_ms(),
             metrics_addr: None,
+            log: None,
         }
     }
 
@@ -449,6 +454,10 @@ pub struct ServerMetrics {
     /// Frames answered `Rejected` (oversized, malformed, bad hello).
     pub frames_rejected: AtomicU64,
     pub peer_links_up: AtomicU64,
+    /// Client request latency by kind.
+    pub latency: crate::latency::RequestLatency,
+    /// Retryable aborts by cause.
+    pub aborts: crate::latency::AbortCounts,
 }
 
 const FAILURE_CAUSES: [&str; 6] = ["abort", "user_abort", "invalid", "unavailable", "storage", "internal"];
@@ -465,7 +474,10 @@ impl ServerMetrics {
                 return;
             }
             Ok(_) => return,
-            Err(Error::Abort(_)) => 0,
+            Err(Error::Abort(reason)) => {
+                self.aborts.count(reason);
+                0
+            }
             Err(Error::UserAbort(_)) => 1,
             Err(Error::Invalid(_)) => 2,
             Err(Error::Unavailable { .. }) => 3,
@@ -499,6 +511,8 @@ impl ServerMetrics {
         let _ = writeln!(o, "litmus_frames_rejected_total{{{l}}} {}", g(&self.frames_rejected));
         let _ = writeln!(o, "# TYPE litmus_peer_links_up gauge");
         let _ = writeln!(o, "litmus_peer_links_up{{{l}}} {}", g(&self.peer_links_up));
+        self.aborts.render(&mut o, &l);
+        self.latency.render(&mut o, &l);
         o
     }
 }
@@ -526,7 +540,7 @@ impl TcpRouter {
     /// A peer disagrees with us: stop serving if we never agreed with anyone.
     fn peer_mismatch(&self, what: String) {
         if self.confirmed.load(Ordering::Relaxed) {
-            eprintln!("litmus server: {what}; still serving (other peers agree with this node)");
+            tracing::warn!("{what}; still serving (other peers agree with this node)");
         } else {
             *self.fatal.lock().expect("fatal lock") =
                 Some(InvalidInput::Config(format!("{what}; refusing to serve")).into());
@@ -549,6 +563,7 @@ impl TcpRouter {
                 let Addr::Client(c) = env.to else { unreachable!("client host") };
                 if let Message::ClientResponse(resp) = &env.msg {
                     self.metrics.on_response(&resp.result);
+                    self.metrics.latency.finish(c, resp.id, Instant::now());
                 }
                 if let Some(tx) = self.clients.read().expect("clients lock").get(&c) {
                     let _ = tx.send(frame_bytes(&Frame::Envelope(env)));
@@ -591,7 +606,28 @@ pub fn serve_until(
     let spec = ClusterSpec { engine, topology, catalog, registry, seed: cfg.seed };
     let opened = Instant::now();
     let host = Host::open(spec.machines_of(me), Some(&cfg.data_dir), cfg.fsync)?;
-    eprintln!("litmus server: node {} recovered from {} in {:?}", cfg.node, cfg.data_dir.display(), opened.elapsed());
+    let recovery = host.recovery();
+    for m in &recovery.machines {
+        tracing::debug!(
+            machine = %m.addr,
+            snapshot_lsn = m.snapshot.map(|s| s.0),
+            snapshot_bytes = m.snapshot.map(|s| s.1),
+            records = m.records,
+            bytes = m.bytes,
+            "recovered machine"
+        );
+    }
+    tracing::info!(
+        node = cfg.node,
+        data_dir = %cfg.data_dir.display(),
+        machines = recovery.machines.len(),
+        snapshots = recovery.snapshots(),
+        snapshot_bytes = recovery.machines.iter().filter_map(|m| m.snapshot.map(|s| s.1)).sum::<u64>(),
+        records_replayed = recovery.records(),
+        bytes_replayed = recovery.bytes(),
+        elapsed = ?opened.elapsed(),
+        "recovered"
+    );
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -633,7 +669,7 @@ pub fn serve_until(
             .block_on(tokio::net::TcpListener::bind(addr))
             .map_err(|e| Error::unavailable(format!("bind metrics {addr}: {e}")))?;
         rt.spawn(serve_metrics(l, router.clone()));
-        eprintln!("litmus server: metrics at http://{addr}/metrics, health at http://{addr}/health");
+        tracing::info!("metrics at http://{addr}/metrics, health at http://{addr}/health");
     }
     for (addr, rx) in dialers {
         rt.spawn(dial_peer(addr, router.clone(), rx));
@@ -659,8 +695,8 @@ pub fn serve_until(
                     // Out of descriptors (or similar): back off instead of spinning, and log at
                     // most once a second.
                     if last_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                        eprintln!(
-                            "litmus server: accept failed: {e} ({suppressed} more failures not logged); backing off {backoff:?}"
+                        tracing::warn!(
+                            "accept failed: {e} ({suppressed} more failures not logged); backing off {backoff:?}"
                         );
                         last_log = Some(Instant::now());
                         suppressed = 0;
@@ -673,8 +709,8 @@ pub fn serve_until(
             }
         }
     });
-    eprintln!(
-        "litmus server: node {} listening on {} (cluster {}, {} engine, {} nodes, {} partitions, fsync {:?}, max {} connections, frames ≤ {} bytes)",
+    tracing::info!(
+        "node {} listening on {} (cluster {}, {} engine, {} nodes, {} partitions, fsync {:?}, max {} connections, frames ≤ {} bytes)",
         cfg.node,
         cfg.listen,
         identity.cluster_id,
@@ -805,7 +841,7 @@ async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiv
                         } else {
                             router.confirmed.store(true, Ordering::Relaxed);
                             backoff = Duration::from_millis(50);
-                            eprintln!("litmus server: peer link to node {} at {addr} up", node.0);
+                            tracing::info!("peer link to node {} at {addr} up", node.0);
                             router.metrics.peer_links_up.fetch_add(1, Ordering::Relaxed);
                             // The peer sends nothing after its hello: anything read (EOF, an
                             // error) means the link is gone — noticed at once, not after
@@ -824,7 +860,7 @@ async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiv
                                 }
                             }
                             router.metrics.peer_links_up.fetch_sub(1, Ordering::Relaxed);
-                            eprintln!("litmus server: peer link to {addr} down; redialing");
+                            tracing::warn!("peer link to {addr} down; redialing");
                         }
                     }
                     Some(Ok(Ok(Frame::Rejected(Error::Invalid(InvalidInput::Config(e)))))) => {
@@ -887,7 +923,7 @@ async fn handle_connection(
             let diffs =
                 router.identity.differences(&cluster, &format!("node {}", router.me.0), &format!("node {}", node.0));
             if !diffs.is_empty() {
-                eprintln!("litmus server: refused peer node {}: different cluster ({})", node.0, diffs.join("; "));
+                tracing::warn!("refused peer node {}: different cluster ({})", node.0, diffs.join("; "));
                 let e = InvalidInput::Config(format!("different cluster: {}", diffs.join("; ")));
                 let _ = framed.send(reject(e.into())).await;
                 return;
@@ -897,7 +933,7 @@ async fn handle_connection(
             if framed.send(frame_bytes(&me)).await.is_err() {
                 return;
             }
-            eprintln!("litmus server: peer node {} connected", node.0);
+            tracing::info!("peer node {} connected", node.0);
             // A peer: everything it sends goes to our machines.
             while let Some(Ok(bytes)) = framed.next().await {
                 match wire::decode(&bytes) {
@@ -907,7 +943,7 @@ async fn handle_connection(
                     _ => break, // a confused peer: drop the link, it will redial
                 }
             }
-            eprintln!("litmus server: peer node {} disconnected", node.0);
+            tracing::warn!("peer node {} disconnected", node.0);
         }
         Ok(Frame::HelloClient { version, expect }) if version == PROTOCOL_VERSION => {
             if let Some(expect) = expect {
@@ -948,6 +984,9 @@ async fn handle_connection(
                 };
                 match frame {
                     Ok(Frame::Envelope(Envelope { msg: msg @ Message::ClientRequest(_), .. })) => {
+                        if let Message::ClientRequest(req) = &msg {
+                            router.metrics.latency.start(client, req.id, &req.body, Instant::now());
+                        }
                         // The server, not the client, says who is speaking and to whom.
                         let _ = inbox.send(Envelope { from: Addr::Client(client), to: me, msg });
                     }
@@ -970,6 +1009,7 @@ async fn handle_connection(
             }
             // Closing the sender ends the writer after it flushed what was queued.
             router.clients.write().expect("clients lock").remove(&client);
+            router.metrics.latency.forget(client);
             let _ = writer.await;
         }
         Ok(Frame::HelloNode { version, .. } | Frame::HelloClient { version, .. }) => {
