@@ -167,6 +167,8 @@ pub struct BenchConfig {
     pub history: Option<PathBuf>,
     /// With `connect`: empty the workload's tables before loading ([`crate::reset`]).
     pub reset: bool,
+    /// With `connect`: the cluster's shared token.
+    pub token: Option<String>,
 }
 
 impl BenchConfig {
@@ -191,6 +193,7 @@ impl BenchConfig {
             sim: None,
             history: None,
             reset: false,
+            token: None,
         }
     }
 
@@ -442,7 +445,7 @@ fn run_embedded(
             // This client's coordinator first, the others to fail over to.
             let order: Vec<String> = (0..addrs.len()).map(|i| addrs[(next + i) % addrs.len()].clone()).collect();
             next += 1;
-            let client = Client::connect_any(&order)?;
+            let client = Client::connect_any_with_token(&order, cfg.token.as_deref())?;
             match client.server_engine() {
                 Some(e) if e != cfg.engine.name() => {
                     Err(litmus_core::Error::Invalid(litmus_core::InvalidInput::Config(format!(

@@ -280,6 +280,10 @@ pub struct BenchArgs {
     #[arg(long, requires = "connect")]
     pub reset: bool,
 
+    /// With --connect: the cluster's shared token (the servers' `token`).
+    #[arg(long, env = "LITMUS_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+
     #[command(flatten)]
     pub ycsb: YcsbOptions,
 
@@ -447,6 +451,7 @@ pub fn config(args: &BenchArgs, engine: EngineKind) -> Result<BenchConfig, Bench
         sim: args.sim.settings(),
         history: args.history.clone(),
         reset: args.reset,
+        token: args.token.clone(),
     };
     cfg.validate()?;
     Ok(cfg)

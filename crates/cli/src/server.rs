@@ -62,6 +62,11 @@ pub fn load_config(args: &ServerArgs) -> anyhow::Result<NodeConfig> {
     if let Some(f) = &args.fsync {
         cfg.fsync = f.parse()?;
     }
+    if let Ok(token) = std::env::var("LITMUS_TOKEN") {
+        if !token.is_empty() {
+            cfg.token = Some(token);
+        }
+    }
     cfg.topology()?;
     Ok(cfg)
 }
@@ -89,6 +94,14 @@ fn init_logging(cfg: &NodeConfig) -> anyhow::Result<()> {
 pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     let cfg = load_config(&args)?;
     init_logging(&cfg)?;
+    let loopback = cfg.listen.parse::<std::net::SocketAddr>().map(|a| a.ip().is_loopback()).unwrap_or(false)
+        || cfg.listen.starts_with("localhost:");
+    if !loopback {
+        tracing::warn!(
+            "listening on {} (not loopback) without TLS: requests, data and the cluster token cross the network in the clear",
+            cfg.listen
+        );
+    }
     tracing::info!(
         node = cfg.node,
         engine = %cfg.engine,

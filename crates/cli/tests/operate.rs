@@ -262,7 +262,7 @@ fn read_raw(s: &mut std::net::TcpStream) -> Option<litmus_engine::wire::Frame> {
 fn hello(s: &mut std::net::TcpStream) {
     use litmus_engine::wire::{write_frame, Frame, PROTOCOL_VERSION};
     let mut buf = Vec::new();
-    write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION, expect: None });
+    write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION, expect: None, token: None });
     s.write_all(&buf).unwrap();
 }
 
@@ -486,4 +486,80 @@ fn logs_report_recovery_and_peers_and_metrics_have_latency_histograms() {
     assert!(wait_status(&mut n0.0, 20).expect("no exit on SIGTERM").success());
     let c = std::fs::read_to_string(log("n0-c.log")).unwrap();
     assert!(!c.contains("INFO"), "{c}");
+}
+
+/// Issue 18 §9: a shared cluster token (`token` in the config, `LITMUS_TOKEN`, `--token`) is
+/// checked in every hello. A client without it or with another one gets a typed
+/// `Unauthenticated` rejection; a node with another token is refused by its peers and exits.
+#[test]
+fn a_cluster_token_is_required_of_clients_and_peers() {
+    use litmus_core::{Error, InvalidInput};
+    let ex = Example::new();
+    let with_token = |n: usize, token: &str| {
+        let token = token.to_string();
+        ex.config(n, move |t| {
+            t.insert("token".into(), token.into());
+        })
+    };
+    let _servers: Vec<Server> = (0..2).map(|n| Server(spawn_logged(&with_token(n, "s3cret"), ex.dir.path()))).collect();
+    let addr = vec![ex.peers[0].clone()];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut c = loop {
+        match litmus_client::Client::connect_any_with_token(&addr, Some("s3cret")) {
+            Ok(c) => break c,
+            Err(e) if Instant::now() < deadline => {
+                assert!(!matches!(e, Error::Invalid(_)), "{e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    for (token, what) in [(None, "requires a cluster token"), (Some("guess"), "wrong cluster token")] {
+        match litmus_client::Client::connect_any_with_token(&addr, token) {
+            Err(Error::Invalid(InvalidInput::Unauthenticated(m))) => assert!(m.contains(what), "{m}"),
+            Err(e) => panic!("{token:?}: not a typed rejection: {e}"),
+            Ok(_) => panic!("{token:?}: served without the token"),
+        }
+    }
+    // Node 2 is up once its partitions answer (keys hash to all three nodes).
+    let started = Instant::now();
+    let (mut third, log3) = (None, ex.dir.path().join("node2-wrong.log"));
+    let mut bad = Command::new(LITMUS)
+        .args(["server", "--config"])
+        .arg(with_token(2, "s3cret"))
+        .env("LITMUS_TOKEN", "other") // the environment overrides the config
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(&log3).unwrap()))
+        .spawn()
+        .unwrap();
+    while started.elapsed() < Duration::from_secs(30) {
+        if let Some(status) = bad.try_wait().unwrap() {
+            third = Some(status);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let err = std::fs::read_to_string(&log3).unwrap();
+    let status = third.unwrap_or_else(|| {
+        let _ = bad.kill();
+        panic!("a node with another token kept running: {err}")
+    });
+    assert!(!status.success() && err.contains("token"), "{status}: {err}");
+
+    // The right token: the shell (LITMUS_TOKEN) and the client both work on the healthy nodes.
+    c.call("kv_put", vec![Value::Int(0), Value::Bytes(vec![7u8].into())]).unwrap();
+    let mut shell = Command::new(LITMUS)
+        .args(["shell", "--connect", &ex.peers[0]])
+        .env("LITMUS_TOKEN", "s3cret")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    shell.stdin.take().unwrap().write_all(b"tables\n").unwrap();
+    let out = shell.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let denied = run(&["shell", "--connect", &ex.peers[0], "--token", "nope"], "tables\n");
+    assert!(!denied.status.success());
+    assert!(String::from_utf8_lossy(&denied.stderr).contains("authentication failed"), "{denied:?}");
 }

@@ -84,6 +84,10 @@ pub struct NodeConfig {
     /// `RUST_LOG` environment variable overrides it. Default: `info`.
     #[serde(default)]
     pub log: Option<String>,
+    /// The cluster's shared secret: every client and peer hello must carry it (`LITMUS_TOKEN`
+    /// overrides it in `litmus server`). Without TLS it crosses the network in the clear.
+    #[serde(default)]
+    pub token: Option<String>,
 }
 
 /// Default [`NodeConfig::max_connections`].
@@ -141,6 +145,7 @@ impl NodeConfig {
             hello_timeout_ms: default_hello_timeout_ms(),
             metrics_addr: None,
             log: None,
+            token: None,
         }
     }
 
@@ -237,6 +242,8 @@ pub struct TcpTransport {
     /// The connection was lost: the next request reconnects first (with backoff, to any of
     /// `addrs`), as a new client session.
     broken: bool,
+    /// The cluster's shared token, sent in every hello.
+    token: Option<String>,
 }
 
 impl TcpTransport {
@@ -251,9 +258,18 @@ impl TcpTransport {
     /// Connects to the first of `addrs` that answers; after a lost connection the transport
     /// reconnects (with backoff) to the same coordinator or, failing that, to the next one.
     pub fn connect_any(addrs: &[String], timeout: Duration) -> Result<TcpTransport, Error> {
+        Self::connect_any_with_token(addrs, timeout, None)
+    }
+
+    /// [`TcpTransport::connect_any`] to a cluster that requires the shared `token`.
+    pub fn connect_any_with_token(
+        addrs: &[String],
+        timeout: Duration,
+        token: Option<&str>,
+    ) -> Result<TcpTransport, Error> {
         let mut last = Error::unavailable("no coordinator address given");
         for (i, addr) in addrs.iter().enumerate() {
-            match Self::handshake(addr, timeout) {
+            match Self::handshake(addr, timeout, token) {
                 Ok((stream, engine, cluster, session)) => {
                     return Ok(TcpTransport {
                         stream,
@@ -266,6 +282,7 @@ impl TcpTransport {
                         addrs: addrs.to_vec(),
                         current: i,
                         broken: false,
+                        token: token.map(str::to_string),
                     })
                 }
                 Err(e) => last = e,
@@ -283,7 +300,7 @@ impl TcpTransport {
         let mut last = None;
         for attempt in 0.. {
             let i = (self.current + attempt) % self.addrs.len();
-            match Self::handshake(&self.addrs[i], self.timeout) {
+            match Self::handshake(&self.addrs[i], self.timeout, self.token.as_deref()) {
                 Ok((stream, engine, cluster, session)) => {
                     (self.stream, self.engine, self.cluster, self.session) = (stream, engine, cluster, session);
                     self.inbox.clear();
@@ -307,13 +324,18 @@ impl TcpTransport {
         Err(Error::unavailable(format!("reconnecting: {reason}")))
     }
 
-    fn handshake(addr: &str, timeout: Duration) -> Result<(TcpStream, String, ClusterIdentity, ClientSession), Error> {
+    fn handshake(
+        addr: &str,
+        timeout: Duration,
+        token: Option<&str>,
+    ) -> Result<(TcpStream, String, ClusterIdentity, ClientSession), Error> {
         let io = |e: std::io::Error| Error::unavailable(format!("connect {addr}: {e}"));
         let mut stream = TcpStream::connect(addr).map_err(io)?;
         stream.set_nodelay(true).map_err(io)?;
         stream.set_read_timeout(Some(timeout)).map_err(io)?;
         let mut buf = Vec::new();
-        wire::write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION, expect: None });
+        let hello = Frame::HelloClient { version: PROTOCOL_VERSION, expect: None, token: token.map(str::to_string) };
+        wire::write_frame(&mut buf, &hello);
         stream.write_all(&buf).map_err(io)?;
         let answer = wire::read_frame(&mut stream).map_err(|e| match e {
             Error::Unavailable { .. } => {
@@ -822,7 +844,12 @@ fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop
 /// agreed with it ([`TcpRouter::peer_mismatch`]).
 async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiver<Bytes>) {
     let mut backoff = Duration::from_millis(50);
-    let hello = Frame::HelloNode { version: PROTOCOL_VERSION, node: router.me, cluster: router.identity.clone() };
+    let hello = Frame::HelloNode {
+        version: PROTOCOL_VERSION,
+        node: router.me,
+        cluster: router.identity.clone(),
+        token: router.cfg.token.clone(),
+    };
     loop {
         if let Ok(stream) = tokio::net::TcpStream::connect(&addr).await {
             let _ = stream.set_nodelay(true);
@@ -830,9 +857,14 @@ async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiv
             if framed.send(frame_bytes(&hello)).await.is_ok() {
                 let answer = tokio::time::timeout(Duration::from_secs(10), framed.next()).await;
                 match answer.ok().flatten().map(|r| r.map(|b| wire::decode(&b))) {
-                    Some(Ok(Ok(Frame::HelloNode { node, cluster, .. }))) => {
+                    Some(Ok(Ok(Frame::HelloNode { node, cluster, token, .. }))) => {
                         let diffs = router.identity.differences(&cluster, "ours", "theirs");
-                        if !diffs.is_empty() {
+                        if !wire::token_accepted(router.cfg.token.as_deref(), token.as_deref()) {
+                            router.peer_mismatch(format!(
+                                "peer node {} at {addr} does not have this cluster's token",
+                                node.0
+                            ));
+                        } else if !diffs.is_empty() {
                             router.peer_mismatch(format!(
                                 "peer node {} at {addr} belongs to a different cluster ({})",
                                 node.0,
@@ -863,7 +895,9 @@ async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiv
                             tracing::warn!("peer link to {addr} down; redialing");
                         }
                     }
-                    Some(Ok(Ok(Frame::Rejected(Error::Invalid(InvalidInput::Config(e)))))) => {
+                    Some(Ok(Ok(Frame::Rejected(Error::Invalid(
+                        e @ (InvalidInput::Config(_) | InvalidInput::Unauthenticated(_)),
+                    ))))) => {
                         router.peer_mismatch(format!("peer at {addr} refused this node: {e}"));
                     }
                     _ => {} // not up yet, or confused: redial
@@ -919,7 +953,13 @@ async fn handle_connection(
         }
     };
     match hello {
-        Ok(Frame::HelloNode { version, node, cluster }) if version == PROTOCOL_VERSION => {
+        Ok(Frame::HelloNode { version, node, cluster, token }) if version == PROTOCOL_VERSION => {
+            if !wire::token_accepted(router.cfg.token.as_deref(), token.as_deref()) {
+                tracing::warn!("refused peer node {}: wrong or missing cluster token", node.0);
+                let e = InvalidInput::Unauthenticated("wrong or missing cluster token".into());
+                let _ = framed.send(reject(e.into())).await;
+                return;
+            }
             let diffs =
                 router.identity.differences(&cluster, &format!("node {}", router.me.0), &format!("node {}", node.0));
             if !diffs.is_empty() {
@@ -929,7 +969,12 @@ async fn handle_connection(
                 return;
             }
             router.confirmed.store(true, Ordering::Relaxed);
-            let me = Frame::HelloNode { version: PROTOCOL_VERSION, node: router.me, cluster: router.identity.clone() };
+            let me = Frame::HelloNode {
+                version: PROTOCOL_VERSION,
+                node: router.me,
+                cluster: router.identity.clone(),
+                token: router.cfg.token.clone(),
+            };
             if framed.send(frame_bytes(&me)).await.is_err() {
                 return;
             }
@@ -945,7 +990,12 @@ async fn handle_connection(
             }
             tracing::warn!("peer node {} disconnected", node.0);
         }
-        Ok(Frame::HelloClient { version, expect }) if version == PROTOCOL_VERSION => {
+        Ok(Frame::HelloClient { version, expect, token }) if version == PROTOCOL_VERSION => {
+            if !wire::token_accepted(router.cfg.token.as_deref(), token.as_deref()) {
+                let what = if token.is_some() { "wrong cluster token" } else { "this server requires a cluster token" };
+                let _ = framed.send(reject(InvalidInput::Unauthenticated(what.into()).into())).await;
+                return;
+            }
             if let Some(expect) = expect {
                 let diffs = router.identity.differences(&expect, "server", "client expects");
                 if !diffs.is_empty() {
