@@ -514,6 +514,7 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         let mut cfg = config(args, engine)?;
         if args.compare.is_some() {
             cfg.data_dir = cfg.data_dir.map(|d| d.join(format!("run{}-{engine}", i + 1)));
+            cfg.history = cfg.history.map(|h| h.with_extension(format!("run{}-{engine}.edn", i + 1)));
         }
         let workload = workload_for(&args.workload, args, engine)?;
         let report = harness::run(&cfg, workload.as_ref()).with_context(|| format!("{} on {engine}", args.workload))?;

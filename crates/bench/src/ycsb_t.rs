@@ -35,6 +35,10 @@
 //! * **atomic pairs**: `sum(v) = 0` and, in the final state, both rows of every pair carry the
 //!   same stamp.
 //!
+//! `--history` records each transaction for Elle's rw-register checker ([`crate::history`]):
+//! rows are registers whose value is the `stamp` (the writer's unique id), which is why
+//! `ycsbt_txn` returns the stamps it read.
+//!
 //! Write skew cannot show here (every write set covers what it read of a pair); `nocc`, which
 //! isolates nothing, fails the first check under concurrency — which is the point of checking.
 

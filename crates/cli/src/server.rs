@@ -10,7 +10,7 @@ use std::sync::Arc;
 #[derive(clap::Args)]
 pub struct ServerArgs {
     /// Node configuration (TOML): node, listen, data_dir, engine, partitions, fsync, peers,
-    /// and optionally cluster, max_connections, max_frame_bytes, metrics_addr (see
+    /// and optionally cluster, max_connections, max_frame_bytes, metrics_addr, log, token (see
     /// examples/cluster-3/).
     #[arg(long)]
     config: PathBuf,

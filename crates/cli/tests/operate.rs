@@ -521,29 +521,21 @@ fn a_cluster_token_is_required_of_clients_and_peers() {
             Ok(_) => panic!("{token:?}: served without the token"),
         }
     }
-    // Node 2 is up once its partitions answer (keys hash to all three nodes).
-    let started = Instant::now();
-    let (mut third, log3) = (None, ex.dir.path().join("node2-wrong.log"));
-    let mut bad = Command::new(LITMUS)
-        .args(["server", "--config"])
-        .arg(with_token(2, "s3cret"))
-        .env("LITMUS_TOKEN", "other") // the environment overrides the config
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(std::fs::File::create(&log3).unwrap()))
-        .spawn()
-        .unwrap();
-    while started.elapsed() < Duration::from_secs(30) {
-        if let Some(status) = bad.try_wait().unwrap() {
-            third = Some(status);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // Node 2 with another token (the environment overrides its config): refused, it exits.
+    let log3 = ex.dir.path().join("node2-wrong.log");
+    let mut bad = Server(
+        Command::new(LITMUS)
+            .args(["server", "--config"])
+            .arg(with_token(2, "s3cret"))
+            .env("LITMUS_TOKEN", "other")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&log3).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    let status = wait_status(&mut bad.0, 30);
     let err = std::fs::read_to_string(&log3).unwrap();
-    let status = third.unwrap_or_else(|| {
-        let _ = bad.kill();
-        panic!("a node with another token kept running: {err}")
-    });
+    let status = status.unwrap_or_else(|| panic!("a node with another token kept running: {err}"));
     assert!(!status.success() && err.contains("token"), "{status}: {err}");
 
     // The right token: the shell (LITMUS_TOKEN) and the client both work on the healthy nodes.
