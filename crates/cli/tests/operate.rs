@@ -124,7 +124,7 @@ fn a_node_restarted_with_different_partitions_is_refused() {
     let mut servers: Vec<Server> = (0..3).map(|n| Server(spawn_logged(&ex.config(n, |_| {}), ex.dir.path()))).collect();
     let mut c = connect(&ex.peers[0]);
     for k in 0..60i64 {
-        c.call("kv_put", vec![Value::Int(k), Value::Bytes(vec![k as u8].into())]).unwrap();
+        put_retry(&mut c, k, vec![k as u8]);
     }
 
     // The metrics endpoint answers with Prometheus text counting those commits.
@@ -397,6 +397,25 @@ fn spawn_with_log(config: &Path, log: &Path, rust_log: Option<&str>) -> Server {
     Server(cmd.spawn().expect("spawn litmus server"))
 }
 
+/// Writes `kv[k] = v`, retrying for up to 30 s: right after a start, a write to a partition on
+/// a peer whose link is not up yet is refused as retryable, or (its message dropped with the
+/// link) times out unknown; a put is idempotent, so both are retried.
+fn put_retry(c: &mut Client, k: i64, v: Vec<u8>) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match c.call("kv_put", vec![Value::Int(k), Value::Bytes(v.clone().into())]) {
+            Ok(_) => return,
+            Err(e)
+                if (e.is_retryable() || matches!(e, litmus_core::Error::Unavailable { .. }))
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            Err(e) => panic!("put {k}: {e}"),
+        }
+    }
+}
+
 /// The value of the first metric line starting with `prefix`.
 fn metric(text: &str, prefix: &str) -> u64 {
     let line = text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix} in {text}"));
@@ -423,7 +442,7 @@ fn logs_report_recovery_and_peers_and_metrics_have_latency_histograms() {
     let _n1 = spawn_with_log(&two(1, None), &log("n1.log"), None);
     let mut c = connect(&ex.peers[0]);
     for k in 0..30i64 {
-        c.call("kv_put", vec![Value::Int(k), Value::Bytes(vec![k as u8].into())]).unwrap();
+        put_retry(&mut c, k, vec![k as u8]);
     }
     // Two interactive transactions writing one key: under acid the younger one is aborted.
     let mut c2 = connect(&ex.peers[0]);
@@ -539,7 +558,7 @@ fn a_cluster_token_is_required_of_clients_and_peers() {
     assert!(!status.success() && err.contains("token"), "{status}: {err}");
 
     // The right token: the shell (LITMUS_TOKEN) and the client both work on the healthy nodes.
-    c.call("kv_put", vec![Value::Int(0), Value::Bytes(vec![7u8].into())]).unwrap();
+    put_retry(&mut c, 0, vec![7u8]);
     let mut shell = Command::new(LITMUS)
         .args(["shell", "--connect", &ex.peers[0]])
         .env("LITMUS_TOKEN", "s3cret")
