@@ -55,8 +55,9 @@
 //! on few cores the numbers are a relative comparison between engines, not absolute capacity.
 //! In `--connect` mode the servers' engine (announced in the TCP hello) must match `--engine`.
 
+use crate::history::{HistoryWriter, OpType};
 use crate::mix::{self, Deck, MixReport};
-use crate::workload::{Outcomes, RetryPolicy, RunStats, Workload};
+use crate::workload::{Outcomes, RetryPolicy, RunStats, TxnRequest, Workload};
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -162,6 +163,12 @@ pub struct BenchConfig {
     pub quiet: bool,
     /// Run on the deterministic simulator in virtual time instead (`--runtime sim`).
     pub sim: Option<crate::simbench::SimSettings>,
+    /// Write the run's transactions here as an Elle rw-register history ([`crate::history`]).
+    pub history: Option<PathBuf>,
+    /// With `connect`: empty the workload's tables before loading ([`crate::reset`]).
+    pub reset: bool,
+    /// With `connect`: the cluster's shared token.
+    pub token: Option<String>,
 }
 
 impl BenchConfig {
@@ -184,6 +191,9 @@ impl BenchConfig {
             json: None,
             quiet: false,
             sim: None,
+            history: None,
+            reset: false,
+            token: None,
         }
     }
 
@@ -201,6 +211,12 @@ impl BenchConfig {
         }
         if self.warmup > DURATION_MAX {
             return bad(format!("warmup must be at most {} s, got {:?}", DURATION_MAX.as_secs(), self.warmup));
+        }
+        if self.sim.is_some() && self.history.is_some() {
+            return bad("--history records real runs; it cannot run with --runtime sim".into());
+        }
+        if self.reset && self.connect.is_none() {
+            return bad("--reset empties running servers' tables; it needs --connect".into());
         }
         if let Some(addrs) = &self.connect {
             if addrs.is_empty() || addrs.iter().any(|a| a.trim().is_empty()) {
@@ -243,6 +259,8 @@ pub enum BenchError {
     Rejected { kind: &'static str, procedure: &'static str, error: Error },
     #[error("verification failed: {0}")]
     Verify(String),
+    #[error("cannot record the history: {0}")]
+    History(String),
     #[error("a {kind} transaction ({procedure}) could not commit in {waited_secs:.1} s ({attempts} attempts, last: {last}); the run cannot measure the workload's mix without it")]
     Starved { kind: &'static str, procedure: &'static str, waited_secs: f64, attempts: u64, last: Error },
 }
@@ -427,7 +445,7 @@ fn run_embedded(
             // This client's coordinator first, the others to fail over to.
             let order: Vec<String> = (0..addrs.len()).map(|i| addrs[(next + i) % addrs.len()].clone()).collect();
             next += 1;
-            let client = Client::connect_any(&order)?;
+            let client = Client::connect_any_with_token(&order, cfg.token.as_deref())?;
             match client.server_engine() {
                 Some(e) if e != cfg.engine.name() => {
                     Err(litmus_core::Error::Invalid(litmus_core::InvalidInput::Config(format!(
@@ -618,9 +636,30 @@ struct Shared {
     stop: AtomicBool,
     /// What stopped the run: a rejected request, or a transaction that could not commit.
     rejected: Mutex<Option<BenchError>>,
+    /// `--history`: where transactions are recorded, and the number of clients (a client whose
+    /// transaction ended unknown goes on as process `p + clients`).
+    history: Option<(HistoryWriter, u64)>,
 }
 
 impl Shared {
+    /// Records `req` as an op of `kind` by `process` in the history, if there is one (`result`:
+    /// what the committed call returned). Failing to record stops the run.
+    fn record(
+        &self,
+        workload: &dyn Workload,
+        req: &TxnRequest,
+        kind: OpType,
+        process: u64,
+        result: Option<&[litmus_core::Value]>,
+    ) {
+        let Some((history, _)) = &self.history else { return };
+        let written =
+            workload.history(req, result).and_then(|ops| history.record(kind, process, ops).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            self.fail(BenchError::History(e));
+        }
+    }
+
     /// Stops the run with `error` (the first one wins).
     fn fail(&self, error: BenchError) {
         self.stop.store(true, Ordering::Relaxed);
@@ -661,7 +700,7 @@ fn new_histogram() -> Histogram<u64> {
 
 /// How one logical transaction ended.
 enum Final {
-    Committed,
+    Committed(Vec<litmus_core::Value>),
     GaveUp,
     /// Still retrying when the run ended (grace over, or a stop signal).
     Unfinished,
@@ -693,6 +732,15 @@ fn drive(
     if let Ok(mut d) = SETUP_DEADLINE.lock() {
         *d = None;
     }
+    if cfg.reset {
+        let tables: Vec<String> = workload.catalog().tables().map(|t| t.name.clone()).collect();
+        let mut client = clients().context("open the reset client")?;
+        let deleted = crate::reset::reset(&mut client, &tables).context("--reset")?;
+        if !cfg.quiet {
+            let list: Vec<String> = deleted.iter().map(|(t, n)| format!("{t} {n}")).collect();
+            eprintln!("reset: rows deleted: {}", list.join(", "));
+        }
+    }
     let load_started = Instant::now();
     workload.prepare(clients).with_context(|| format!("prepare {}", workload.name()))?;
     let load_secs = load_started.elapsed().as_secs_f64();
@@ -701,7 +749,18 @@ fn drive(
     for _ in 0..cfg.clients {
         sessions.push(clients().context("open a benchmark client")?);
     }
-    let shared = Shared { committed: AtomicU64::new(0), stop: AtomicBool::new(false), rejected: Mutex::new(None) };
+    let history = match &cfg.history {
+        None => None,
+        Some(_) if !workload.records_history() => {
+            return Err(BenchError::Config(format!("{} cannot record a --history (ycsb-t can)", workload.name())).into())
+        }
+        Some(path) => {
+            let file = std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
+            Some((HistoryWriter::new(Box::new(std::io::BufWriter::new(file))), cfg.clients as u64))
+        }
+    };
+    let shared =
+        Shared { committed: AtomicU64::new(0), stop: AtomicBool::new(false), rejected: Mutex::new(None), history };
     let spec = workload.mix();
     let deck = spec.as_ref().filter(|m| m.deck).map(|m| Deck::new(m, cfg.seed));
     let policy = workload.retry_policy();
@@ -717,7 +776,7 @@ fn drive(
             let (shared, deck) = (&shared, deck.as_ref());
             let handle = std::thread::Builder::new()
                 .name(format!("bench-client-{i}"))
-                .spawn_scoped(s, move || client_loop(client, rng, workload, deck, policy, window, shared))
+                .spawn_scoped(s, move || client_loop((client, i as u64), rng, workload, deck, policy, window, shared))
                 .context("spawn a client thread")?;
             handles.push(handle);
         }
@@ -733,6 +792,9 @@ fn drive(
     })?;
     if let Some(rejected) = shared.rejected.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.take() {
         return Err(rejected.into());
+    }
+    if let (Some((history, _)), Some(path)) = (&shared.history, &cfg.history) {
+        history.flush().with_context(|| format!("write {}", path.display()))?;
     }
 
     let mut stats = RunStats { measured_secs: cfg.duration.as_secs_f64(), ..RunStats::default() };
@@ -885,7 +947,7 @@ fn show_progress(
 /// One closed-loop client: deal or generate, call (retrying as `policy` says), record, until
 /// the window ends.
 fn client_loop(
-    client: &mut Client,
+    (client, mut process): (&mut Client, u64),
     mut rng: ChaCha8Rng,
     workload: &dyn Workload,
     deck: Option<&Deck>,
@@ -901,6 +963,7 @@ fn client_loop(
             Some(deck) => workload.generate_kind(deck.deal(), &mut rng),
             None => workload.generate(&mut rng),
         };
+        shared.record(workload, &req, OpType::Invoke, process, None);
         let mut outcome = Outcomes::default();
         let mut attempt: u64 = 0;
         let end = loop {
@@ -909,7 +972,7 @@ fn client_loop(
                 req.args.clone(),
                 if attempt == 0 { Duration::ZERO } else { started.elapsed() },
             ) {
-                Ok(_) => break Final::Committed,
+                Ok(out) => break Final::Committed(out),
                 Err(e) if e.is_retryable() => {
                     outcome.aborts += 1;
                     outcome.abort_reasons.count(&e);
@@ -950,8 +1013,19 @@ fn client_loop(
             }
         };
         let finished = Instant::now();
+        match &end {
+            Final::Committed(out) => shared.record(workload, &req, OpType::Ok, process, Some(out)),
+            // Every attempt aborted (a retryable abort or the procedure's own): no effect.
+            Final::GaveUp | Final::Unfinished | Final::UserAbort => {
+                shared.record(workload, &req, OpType::Fail, process, None)
+            }
+            Final::Failed(_) => {
+                shared.record(workload, &req, OpType::Info, process, None);
+                process += shared.history.as_ref().map_or(0, |h| h.1);
+            }
+        }
         match end {
-            Final::Committed => {
+            Final::Committed(_) => {
                 outcome.committed = 1;
                 shared.committed.fetch_add(1, Ordering::Relaxed);
             }

@@ -53,9 +53,11 @@ pub mod basic_ycsb_sim;
 pub mod calibrate;
 pub mod granola_counters;
 pub mod harness;
+pub mod history;
 pub mod mix;
 pub mod omid_oracle;
 pub mod plot;
+pub mod reset;
 pub mod salt_micro;
 pub mod simbench;
 pub mod sweep;
@@ -268,6 +270,20 @@ pub struct BenchArgs {
     #[arg(long, short)]
     pub quiet: bool,
 
+    /// Write every transaction's reads and writes to this file as an Elle rw-register history
+    /// (EDN, one op per line; ycsb-t). Check it with elle-cli (see README).
+    #[arg(long, value_name = "PATH")]
+    pub history: Option<PathBuf>,
+
+    /// With --connect: delete the workload's tables on the servers before loading, so a run
+    /// can follow another against the same cluster.
+    #[arg(long, requires = "connect")]
+    pub reset: bool,
+
+    /// With --connect: the cluster's shared token (the servers' `token`).
+    #[arg(long, env = "LITMUS_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+
     #[command(flatten)]
     pub ycsb: YcsbOptions,
 
@@ -411,6 +427,7 @@ pub fn full_schema() -> (Catalog, Registry) {
     let counters = granola_counters::Counters::new(Default::default(), 1).expect("default options are valid");
     catalog.merge(&counters.catalog());
     counters.register(&mut registry);
+    reset::register(&catalog, &mut registry);
     (catalog, registry)
 }
 
@@ -438,6 +455,9 @@ pub fn config(args: &BenchArgs, engine: EngineKind) -> Result<BenchConfig, Bench
         json: args.json.clone(),
         quiet: args.quiet,
         sim: args.sim.settings(),
+        history: args.history.clone(),
+        reset: args.reset,
+        token: args.token.clone(),
     };
     cfg.validate()?;
     Ok(cfg)
@@ -500,6 +520,7 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         let mut cfg = config(args, engine)?;
         if args.compare.is_some() {
             cfg.data_dir = cfg.data_dir.map(|d| d.join(format!("run{}-{engine}", i + 1)));
+            cfg.history = cfg.history.map(|h| h.with_extension(format!("run{}-{engine}.edn", i + 1)));
         }
         let workload = workload_for(&args.workload, args, engine)?;
         let report = harness::run(&cfg, workload.as_ref()).with_context(|| format!("{} on {engine}", args.workload))?;

@@ -1009,7 +1009,7 @@ impl Session {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
         let mut buf = Vec::new();
-        wire::write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION, expect: None });
+        wire::write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION, expect: None, token: None });
         (&stream).write_all(&buf)?;
         let mut reader = BufReader::new(stream.try_clone()?);
         let me = match wire::read_frame(&mut reader)? {

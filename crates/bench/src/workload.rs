@@ -30,6 +30,7 @@
 //! atomicity (nocc) keeps the writes made before the failure, and a timed-out commit may or may
 //! not have happened. Invariants must hold for every resolution of the indeterminate ones.
 
+use crate::history::MicroOp;
 use crate::mix::MixSpec;
 use litmus_client::Client;
 use litmus_core::{Catalog, Error, Value};
@@ -86,6 +87,19 @@ pub trait Workload: Send + Sync {
 
     /// Checks the workload's invariant after the run; returns a verdict line, `Err` on violation.
     fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String>;
+
+    /// Whether [`Workload::history`] can describe this workload's transactions (`--history`).
+    fn records_history(&self) -> bool {
+        false
+    }
+
+    /// `--history` ([`crate::history`]): the reads and writes of `req` as rw-register micro-ops,
+    /// with written values unique per key — for the invocation (`result: None`, reads unknown)
+    /// or for the committed call that returned `result`. `Err`: a result this cannot read.
+    fn history(&self, req: &TxnRequest, result: Option<&[Value]>) -> Result<Vec<MicroOp>, String> {
+        let _ = (req, result);
+        Err(format!("{} records no history", self.name()))
+    }
 }
 
 /// What the harness does with a transaction whose attempt failed with a retryable error.

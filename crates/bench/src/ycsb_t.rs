@@ -35,10 +35,15 @@
 //! * **atomic pairs**: `sum(v) = 0` and, in the final state, both rows of every pair carry the
 //!   same stamp.
 //!
+//! `--history` records each transaction for Elle's rw-register checker ([`crate::history`]):
+//! rows are registers whose value is the `stamp` (the writer's unique id), which is why
+//! `ycsbt_txn` returns the stamps it read.
+//!
 //! Write skew cannot show here (every write set covers what it read of a pair); `nocc`, which
 //! isolates nothing, fails the first check under concurrency — which is the point of checking.
 
 use crate::harness::{call_idempotent, load_in_batches};
+use crate::history::MicroOp;
 use crate::workload::{RunStats, TxnRequest, Workload};
 use anyhow::Context as _;
 use litmus_client::Client;
@@ -171,7 +176,8 @@ fn stamp_of(result: OpResult, key: i64) -> Result<i64, Error> {
     }
 }
 
-/// `ycsbt_txn(id, reads, writes, d)`: see the module doc.
+/// `ycsbt_txn(id, reads, writes, d)` -> `[fractured reads, then the stamps read, two per read
+/// pair]`: see the module doc.
 async fn txn_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     let id = int_arg(&args, 0)?;
     let reads = pairs_arg(&args, 1)?;
@@ -200,11 +206,13 @@ async fn txn_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
         pending_writes.push(ctx.op(Op::Insert { table: LOG_TABLE.into(), row: log }));
     }
     let mut fractured = Vec::new();
+    let mut stamps = Vec::with_capacity(2 * pending_reads.len());
     for (i, (p, a, b)) in pending_reads.into_iter().enumerate() {
         let (sa, sb) = (stamp_of(a.await?, 2 * p)?, stamp_of(b.await?, 2 * p + 1)?);
         if sa != sb {
             fractured.push((i, p));
         }
+        stamps.extend([Value::Int(sa), Value::Int(sb)]);
     }
     for w in pending_writes {
         w.await?;
@@ -213,7 +221,9 @@ async fn txn_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
         let log = vec![Value::Int(id), Value::Int(1 + *i as i64), Value::Int(*p)];
         ctx.write(LOG_TABLE, log).await?;
     }
-    Ok(vec![Value::Int(fractured.len() as i64)])
+    let mut out = vec![Value::Int(fractured.len() as i64)];
+    out.extend(stamps);
+    Ok(out)
 }
 
 /// `ycsbt_load(start, count)`: rows `start..start+count` with `v = stamp = writes = 0`.
@@ -359,6 +369,35 @@ impl Workload for YcsbT {
 
     fn needs_isolation(&self) -> Option<&'static str> {
         Some("verify checks snapshot isolation (no fractured read, no lost update)")
+    }
+
+    fn records_history(&self) -> bool {
+        true
+    }
+
+    /// Registers are rows and their value the `stamp` (the writer's unique id; 0, the loaded
+    /// value, is `nil`): `[:r k stamp]` per row of a read pair, `[:w k id]` per written row.
+    fn history(&self, req: &TxnRequest, result: Option<&[Value]>) -> Result<Vec<MicroOp>, String> {
+        let args = &req.args;
+        let (id, reads, writes) = match (int_arg(args, 0), pairs_arg(args, 1), pairs_arg(args, 2)) {
+            (Ok(id), Ok(r), Ok(w)) => (id, r, w),
+            _ => return Err(format!("{TXN_PROCEDURE}: malformed arguments {args:?}")),
+        };
+        let read_keys = reads.iter().flat_map(|&p| [2 * p, 2 * p + 1]);
+        let stamps: Vec<Option<i64>> = match result {
+            None => vec![None; 2 * reads.len()],
+            Some(out) if out.len() == 1 + 2 * reads.len() => out[1..]
+                .iter()
+                .map(|v| v.as_int().map(|s| (s != 0).then_some(s)))
+                .collect::<Option<_>>()
+                .ok_or_else(|| format!("{TXN_PROCEDURE} returned a malformed result {out:?}"))?,
+            Some(out) => {
+                return Err(format!("{TXN_PROCEDURE} returned {} values for {} read pairs", out.len(), reads.len()))
+            }
+        };
+        let mut ops: Vec<MicroOp> = read_keys.zip(stamps).map(|(key, value)| MicroOp::Read { key, value }).collect();
+        ops.extend(writes.iter().flat_map(|&p| [2 * p, 2 * p + 1]).map(|key| MicroOp::Write { key, value: id }));
+        Ok(ops)
     }
 
     fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String> {

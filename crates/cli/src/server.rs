@@ -10,7 +10,7 @@ use std::sync::Arc;
 #[derive(clap::Args)]
 pub struct ServerArgs {
     /// Node configuration (TOML): node, listen, data_dir, engine, partitions, fsync, peers,
-    /// and optionally cluster, max_connections, max_frame_bytes, metrics_addr (see
+    /// and optionally cluster, max_connections, max_frame_bytes, metrics_addr, log, token (see
     /// examples/cluster-3/).
     #[arg(long)]
     config: PathBuf,
@@ -62,12 +62,56 @@ pub fn load_config(args: &ServerArgs) -> anyhow::Result<NodeConfig> {
     if let Some(f) = &args.fsync {
         cfg.fsync = f.parse()?;
     }
+    if let Ok(token) = std::env::var("LITMUS_TOKEN") {
+        if !token.is_empty() {
+            cfg.token = Some(token);
+        }
+    }
     cfg.topology()?;
     Ok(cfg)
 }
 
+/// Sends `tracing` events to stderr, filtered by `RUST_LOG` when set, else by the config's
+/// `log` (default `info`).
+fn init_logging(cfg: &NodeConfig) -> anyhow::Result<()> {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(env) if !env.trim().is_empty() => EnvFilter::try_new(&env).with_context(|| format!("RUST_LOG={env:?}"))?,
+        _ => {
+            let level = cfg.log.as_deref().unwrap_or("info");
+            EnvFilter::try_new(level).with_context(|| format!("log = {level:?} in the config"))?
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(false)
+        .try_init()
+        .map_err(|e| anyhow::anyhow!("logging: {e}"))
+}
+
 pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     let cfg = load_config(&args)?;
+    init_logging(&cfg)?;
+    let loopback = cfg.listen.parse::<std::net::SocketAddr>().map(|a| a.ip().is_loopback()).unwrap_or(false)
+        || cfg.listen.starts_with("localhost:");
+    if !loopback {
+        tracing::warn!(
+            "listening on {} (not loopback) without TLS: requests, data and the cluster token cross the network in the clear",
+            cfg.listen
+        );
+    }
+    tracing::info!(
+        node = cfg.node,
+        engine = %cfg.engine,
+        partitions = cfg.partitions,
+        nodes = cfg.peers.len(),
+        data_dir = %cfg.data_dir.display(),
+        fsync = ?cfg.fsync,
+        "starting (config {})",
+        args.config.display()
+    );
     let (catalog, registry) = litmus_bench::full_schema();
     // SIGTERM / SIGINT: the node finishes the step at hand, makes what it logged durable,
     // answers what that released and exits 0.
@@ -75,14 +119,14 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     let on_signal = stop.clone();
     ctrlc::set_handler(move || {
         if on_signal.swap(true, Ordering::Relaxed) {
-            eprintln!("litmus server: second signal, exiting now");
+            tracing::warn!("second signal, exiting now");
             std::process::exit(130);
         }
-        eprintln!("litmus server: signal received, draining");
+        tracing::info!("signal received, draining");
     })
     .context("installing the SIGTERM handler")?;
     let node = cfg.node;
     serve_until(cfg, Arc::new(catalog), Arc::new(registry), stop)?;
-    eprintln!("litmus server: node {node} stopped cleanly");
+    tracing::info!("node {node} stopped cleanly");
     Ok(())
 }

@@ -20,6 +20,9 @@ pub struct ShellArgs {
     /// A server's client address (host:port).
     #[arg(long)]
     connect: String,
+    /// The cluster's shared token (the servers' `token`).
+    #[arg(long, env = "LITMUS_TOKEN", hide_env_values = true)]
+    token: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -33,6 +36,9 @@ pub struct DumpArgs {
     /// A server's client address (host:port).
     #[arg(long)]
     connect: String,
+    /// The cluster's shared token (the servers' `token`).
+    #[arg(long, env = "LITMUS_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     /// Table to dump (`litmus shell` lists them with `tables`).
     #[arg(long)]
     table: String,
@@ -61,7 +67,8 @@ values: 42  1.25  null  0x00ff  \"text\"  word";
 
 pub fn run_shell(args: ShellArgs) -> anyhow::Result<()> {
     let (catalog, _) = litmus_bench::full_schema();
-    let mut client = Client::connect(&args.connect).with_context(|| format!("connecting to {}", args.connect))?;
+    let mut client = Client::connect_any_with_token(std::slice::from_ref(&args.connect), args.token.as_deref())
+        .with_context(|| format!("connecting to {}", args.connect))?;
     let interactive = std::io::stdin().is_terminal();
     if interactive {
         println!("connected to {} ({} engine); type help", args.connect, client.server_engine().unwrap_or("?"));
@@ -389,7 +396,8 @@ fn print_table(head: &[String], rows: &[Vec<String>]) {
 pub fn run_dump(args: DumpArgs) -> anyhow::Result<()> {
     let (catalog, _) = litmus_bench::full_schema();
     let t = catalog.table_by_name(&args.table)?.clone();
-    let mut client = Client::connect(&args.connect).with_context(|| format!("connecting to {}", args.connect))?;
+    let mut client = Client::connect_any_with_token(std::slice::from_ref(&args.connect), args.token.as_deref())
+        .with_context(|| format!("connecting to {}", args.connect))?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.format == DumpFormat::Csv {

@@ -77,22 +77,6 @@ fn connect(addr: &str) -> Client {
     }
 }
 
-/// An idempotent put, retried while the cluster is still forming: on a loaded machine a
-/// request sent before a node's peer links are up goes unanswered (`Unavailable`, outcome
-/// unknown), and the put is then simply sent again.
-fn put_retrying(c: &mut Client, k: i64, v: Vec<u8>) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        match c.call("kv_put", vec![Value::Int(k), Value::Bytes(v.clone().into())]) {
-            Ok(_) => return,
-            Err(litmus_core::Error::Unavailable { .. }) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(100))
-            }
-            Err(e) => panic!("kv_put {k}: {e:?}"),
-        }
-    }
-}
-
 /// Waits (at most `secs`) for `child` to exit; its output, or `None` if it is still running.
 fn wait_exit(child: &mut Child, secs: u64) -> Option<(std::process::ExitStatus, String)> {
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -140,7 +124,7 @@ fn a_node_restarted_with_different_partitions_is_refused() {
     let mut servers: Vec<Server> = (0..3).map(|n| Server(spawn_logged(&ex.config(n, |_| {}), ex.dir.path()))).collect();
     let mut c = connect(&ex.peers[0]);
     for k in 0..60i64 {
-        put_retrying(&mut c, k, vec![k as u8]);
+        put_retry(&mut c, k, vec![k as u8]);
     }
 
     // The metrics endpoint answers with Prometheus text counting those commits.
@@ -278,7 +262,7 @@ fn read_raw(s: &mut std::net::TcpStream) -> Option<litmus_engine::wire::Frame> {
 fn hello(s: &mut std::net::TcpStream) {
     use litmus_engine::wire::{write_frame, Frame, PROTOCOL_VERSION};
     let mut buf = Vec::new();
-    write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION, expect: None });
+    write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION, expect: None, token: None });
     s.write_all(&buf).unwrap();
 }
 
@@ -363,4 +347,230 @@ fn run(args: &[&str], stdin: &str) -> Output {
         .unwrap();
     child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
     child.wait_with_output().unwrap()
+}
+
+/// Issue 18 §7: `bench --reset` empties the workload's tables on the servers first, so a second
+/// run of tpcc, ticketing and ycsb-t against the same cluster verifies; without it the second
+/// ycsb-t run fails on the first run's rows.
+#[test]
+fn a_second_bench_run_against_the_same_cluster_passes_with_reset() {
+    let ex = Example::new();
+    let _servers: Vec<Server> = (0..3).map(|n| Server(spawn_logged(&ex.config(n, |_| {}), ex.dir.path()))).collect();
+    for p in &ex.peers {
+        drop(connect(p));
+    }
+    let addrs = ex.peers.join(",");
+    let bench = |workload: &[&str], reset: bool| {
+        let mut args = vec!["bench"];
+        args.extend(workload);
+        args.extend(["--connect", &addrs, "--duration", "0.5", "--warmup", "0.1", "--clients", "2", "-q"]);
+        if reset {
+            args.push("--reset");
+        }
+        let out = run(&args, "");
+        (
+            out.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        )
+    };
+    let (ok, out) = bench(&["ycsb-t"], false);
+    assert!(ok && out.contains("verify: ok"), "{out}");
+    let (ok, out) = bench(&["ycsb-t"], false);
+    assert!(!ok && out.contains("duplicate key"), "without --reset the first run's rows are in the way: {out}");
+    for workload in [&["ycsb-t"][..], &["ticketing"], &["tpcc", "--scale-div", "10"]] {
+        for run in 1..=2 {
+            let (ok, out) = bench(workload, true);
+            assert!(ok && out.contains("verify: ok"), "{workload:?} run {run}: {out}");
+        }
+    }
+}
+
+/// A server whose stderr goes to `log`, with `RUST_LOG` set to `rust_log` (or unset).
+fn spawn_with_log(config: &Path, log: &Path, rust_log: Option<&str>) -> Server {
+    let file = std::fs::File::create(log).unwrap();
+    let mut cmd = Command::new(LITMUS);
+    cmd.args(["server", "--config"]).arg(config).stdout(Stdio::null()).stderr(Stdio::from(file));
+    match rust_log {
+        Some(v) => cmd.env("RUST_LOG", v),
+        None => cmd.env_remove("RUST_LOG"),
+    };
+    Server(cmd.spawn().expect("spawn litmus server"))
+}
+
+/// Writes `kv[k] = v`, retrying for up to 30 s: right after a start, a write to a partition on
+/// a peer whose link is not up yet is refused as retryable, or (its message dropped with the
+/// link) times out unknown; a put is idempotent, so both are retried.
+fn put_retry(c: &mut Client, k: i64, v: Vec<u8>) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match c.call("kv_put", vec![Value::Int(k), Value::Bytes(v.clone().into())]) {
+            Ok(_) => return,
+            Err(e)
+                if (e.is_retryable() || matches!(e, litmus_core::Error::Unavailable { .. }))
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            Err(e) => panic!("put {k}: {e}"),
+        }
+    }
+}
+
+/// The value of the first metric line starting with `prefix`.
+fn metric(text: &str, prefix: &str) -> u64 {
+    let line = text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix} in {text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// Issue 18 §4–5: leveled logs (config `log`, overridden by RUST_LOG) report startup, peers,
+/// recovery (records and bytes replayed) and shutdown; the metrics carry request latency
+/// histograms by kind and aborts by cause.
+#[test]
+fn logs_report_recovery_and_peers_and_metrics_have_latency_histograms() {
+    let ex = Example::new();
+    let two = |n: usize, log: Option<&str>| {
+        ex.config(n, |t| {
+            t.insert("peers".into(), toml::Value::Array(ex.peers[..2].iter().map(|p| p.clone().into()).collect()));
+            t.insert("partitions".into(), 2.into());
+            if let Some(level) = log {
+                t.insert("log".into(), level.into());
+            }
+        })
+    };
+    let log = |name: &str| ex.dir.path().join(name);
+    let mut n0 = spawn_with_log(&two(0, None), &log("n0-a.log"), None);
+    let _n1 = spawn_with_log(&two(1, None), &log("n1.log"), None);
+    let mut c = connect(&ex.peers[0]);
+    for k in 0..30i64 {
+        put_retry(&mut c, k, vec![k as u8]);
+    }
+    // Two interactive transactions writing one key: under acid the younger one is aborted.
+    let mut c2 = connect(&ex.peers[0]);
+    let mut t1 = c.begin().unwrap();
+    t1.write("kv", vec![Value::Int(1), Value::Bytes(vec![9u8].into())]).unwrap();
+    let mut t2 = c2.begin().unwrap();
+    let second = t2.write("kv", vec![Value::Int(1), Value::Bytes(vec![8u8].into())]);
+    assert!(matches!(second, Err(litmus_core::Error::Abort(_))), "{second:?}");
+    t1.commit().unwrap();
+
+    let text = http_get(&ex.metrics[0], "/metrics");
+    assert!(text.contains("# TYPE litmus_request_duration_seconds histogram"), "{text}");
+    let calls = metric(&text, "litmus_request_duration_seconds_count{node=\"0\",engine=\"acid\",kind=\"call\"}");
+    assert!(calls >= 30, "{calls} calls timed");
+    let inf =
+        metric(&text, "litmus_request_duration_seconds_bucket{node=\"0\",engine=\"acid\",kind=\"call\",le=\"+Inf\"}");
+    assert_eq!(inf, calls);
+    assert!(metric(&text, "litmus_request_duration_seconds_count{node=\"0\",engine=\"acid\",kind=\"begin\"}") >= 2);
+    assert!(metric(&text, "litmus_request_duration_seconds_count{node=\"0\",engine=\"acid\",kind=\"commit\"}") >= 1);
+    let aborts: u64 = text
+        .lines()
+        .filter(|l| l.starts_with("litmus_aborts_total{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(aborts >= 1, "the abort is counted by cause: {text}");
+    assert_eq!(aborts, metric(&text, "litmus_transactions_total{node=\"0\",engine=\"acid\",outcome=\"abort\"}"));
+    drop(t2);
+    drop((c, c2));
+
+    // Startup, peers and shutdown at the default level (info).
+    sigterm(&n0.0);
+    assert!(wait_status(&mut n0.0, 20).expect("no exit on SIGTERM").success());
+    let a = std::fs::read_to_string(log("n0-a.log")).unwrap();
+    for want in ["INFO starting", "INFO recovered", "listening on", "peer node 1 connected", "stopped cleanly"] {
+        assert!(a.contains(want), "no {want:?} in {a}");
+    }
+    assert!(!a.contains("DEBUG"), "{a}");
+
+    // RUST_LOG overrides the config: debug shows each machine's recovery, and the node replays
+    // what it logged before the SIGTERM.
+    let mut n0 = spawn_with_log(&two(0, Some("warn")), &log("n0-b.log"), Some("debug"));
+    drop(connect(&ex.peers[0]));
+    sigterm(&n0.0);
+    assert!(wait_status(&mut n0.0, 20).expect("no exit on SIGTERM").success());
+    let b = std::fs::read_to_string(log("n0-b.log")).unwrap();
+    assert!(b.contains("DEBUG recovered machine"), "{b}");
+    let replayed: u64 = b
+        .split("records_replayed=")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no records_replayed in {b}"));
+    assert!(replayed > 0, "replayed {replayed} records: {b}");
+    assert!(b.contains("bytes_replayed="), "{b}");
+
+    // The config's level alone: `log = "warn"` keeps the info lines out.
+    let mut n0 = spawn_with_log(&two(0, Some("warn")), &log("n0-c.log"), None);
+    drop(connect(&ex.peers[0]));
+    sigterm(&n0.0);
+    assert!(wait_status(&mut n0.0, 20).expect("no exit on SIGTERM").success());
+    let c = std::fs::read_to_string(log("n0-c.log")).unwrap();
+    assert!(!c.contains("INFO"), "{c}");
+}
+
+/// Issue 18 §9: a shared cluster token (`token` in the config, `LITMUS_TOKEN`, `--token`) is
+/// checked in every hello. A client without it or with another one gets a typed
+/// `Unauthenticated` rejection; a node with another token is refused by its peers and exits.
+#[test]
+fn a_cluster_token_is_required_of_clients_and_peers() {
+    use litmus_core::{Error, InvalidInput};
+    let ex = Example::new();
+    let with_token = |n: usize, token: &str| {
+        let token = token.to_string();
+        ex.config(n, move |t| {
+            t.insert("token".into(), token.into());
+        })
+    };
+    let _servers: Vec<Server> = (0..2).map(|n| Server(spawn_logged(&with_token(n, "s3cret"), ex.dir.path()))).collect();
+    let addr = vec![ex.peers[0].clone()];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut c = loop {
+        match litmus_client::Client::connect_any_with_token(&addr, Some("s3cret")) {
+            Ok(c) => break c,
+            Err(e) if Instant::now() < deadline => {
+                assert!(!matches!(e, Error::Invalid(_)), "{e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    for (token, what) in [(None, "requires a cluster token"), (Some("guess"), "wrong cluster token")] {
+        match litmus_client::Client::connect_any_with_token(&addr, token) {
+            Err(Error::Invalid(InvalidInput::Unauthenticated(m))) => assert!(m.contains(what), "{m}"),
+            Err(e) => panic!("{token:?}: not a typed rejection: {e}"),
+            Ok(_) => panic!("{token:?}: served without the token"),
+        }
+    }
+    // Node 2 with another token (the environment overrides its config): refused, it exits.
+    let log3 = ex.dir.path().join("node2-wrong.log");
+    let mut bad = Server(
+        Command::new(LITMUS)
+            .args(["server", "--config"])
+            .arg(with_token(2, "s3cret"))
+            .env("LITMUS_TOKEN", "other")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&log3).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    let status = wait_status(&mut bad.0, 30);
+    let err = std::fs::read_to_string(&log3).unwrap();
+    let status = status.unwrap_or_else(|| panic!("a node with another token kept running: {err}"));
+    assert!(!status.success() && err.contains("token"), "{status}: {err}");
+
+    // The right token: the shell (LITMUS_TOKEN) and the client both work on the healthy nodes.
+    put_retry(&mut c, 0, vec![7u8]);
+    let mut shell = Command::new(LITMUS)
+        .args(["shell", "--connect", &ex.peers[0]])
+        .env("LITMUS_TOKEN", "s3cret")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    shell.stdin.take().unwrap().write_all(b"tables\n").unwrap();
+    let out = shell.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let denied = run(&["shell", "--connect", &ex.peers[0], "--token", "nope"], "tables\n");
+    assert!(!denied.status.success());
+    assert!(String::from_utf8_lossy(&denied.stderr).contains("authentication failed"), "{denied:?}");
 }

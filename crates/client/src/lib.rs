@@ -48,8 +48,15 @@ impl Client {
     /// reconnects on its next request (with backoff, to the same coordinator or the next one);
     /// the request that was in flight fails with `Unavailable { outcome_unknown: true }`.
     pub fn connect_any(addrs: &[String]) -> Result<Client, Error> {
+        Client::connect_any_with_token(addrs, None)
+    }
+
+    /// [`Client::connect_any`] to a cluster that requires its shared `token` (`token` in the
+    /// servers' config); a wrong or missing one is refused with `Invalid(Unauthenticated)`.
+    pub fn connect_any_with_token(addrs: &[String], token: Option<&str>) -> Result<Client, Error> {
         let timeout = litmus_engine::client::REQUEST_TIMEOUT_DEFAULT;
-        Ok(Client::new(Box::new(litmus_runtime::tcp::TcpTransport::connect_any(addrs, timeout)?)))
+        let transport = litmus_runtime::tcp::TcpTransport::connect_any_with_token(addrs, timeout, token)?;
+        Ok(Client::new(Box::new(transport)))
     }
 
     fn request(&mut self, body: RequestBody) -> Result<ResponseBody, Error> {

@@ -124,6 +124,9 @@ pub enum InvalidInput {
     Unsupported { engine: String, what: String },
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A hello without the cluster's shared token, or with another one: nothing is served.
+    #[error("authentication failed: {0}")]
+    Unauthenticated(String),
     /// A procedure the invariant-confluence analysis says needs coordination, sent to an engine
     /// that runs transactions without it (`coordfree`): refused, nothing applied. (`Box<str>`
     /// keeps `Error` small.)

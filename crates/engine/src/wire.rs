@@ -24,7 +24,9 @@ pub const FRAME_SIZE_MAX: usize = 16 * 1024 * 1024;
 /// order (`Request::Op::after`, `Reply::Op::read_taint`, partition-to-partition requests).
 /// 5: hellos carry the [`ClusterIdentity`]; a peer hello is answered (`HelloNode` or
 /// `Rejected`).
-pub const PROTOCOL_VERSION: u32 = 5;
+/// 6: hellos carry the cluster's shared token (`token` in a server's config); a server with a
+/// token refuses a hello without it, or with another, with `Rejected(Unauthenticated)`.
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// What a cluster is: recorded in each node's data dir at first start, carried by every peer
 /// hello and every `Welcome`. Two nodes whose identities differ refuse to talk: a node with the
@@ -63,11 +65,15 @@ pub enum Frame {
         version: u32,
         node: NodeId,
         cluster: ClusterIdentity,
+        /// The cluster's shared token, when the node has one.
+        token: Option<String>,
     },
     /// A client's hello; `expect`, when given, must match the server's cluster identity.
     HelloClient {
         version: u32,
         expect: Option<ClusterIdentity>,
+        /// The cluster's shared token (required by a server configured with one).
+        token: Option<String>,
     },
     /// The server's answer to a client hello: the client id it assigned, its node, its engine,
     /// the cluster it belongs to.
@@ -80,6 +86,16 @@ pub enum Frame {
     Envelope(Envelope),
     /// The peer's last frame was rejected; the connection closes.
     Rejected(Error),
+}
+
+/// Whether a hello's `offered` token satisfies a server that `requires` one (any hello does when
+/// it requires none). Compares in time independent of where the tokens differ.
+pub fn token_accepted(requires: Option<&str>, offered: Option<&str>) -> bool {
+    let Some(required) = requires else { return true };
+    let offered = offered.unwrap_or("");
+    let (a, b) = (required.as_bytes(), offered.as_bytes());
+    let diff = a.iter().zip(b).fold(a.len() ^ b.len(), |d, (x, y)| d | usize::from(x ^ y));
+    diff == 0
 }
 
 /// Encodes a frame payload (without the length prefix, which the codec adds).
@@ -126,6 +142,15 @@ mod tests {
     use crate::op::Op;
     use litmus_core::{RequestId, Value};
     use proptest::prelude::*;
+
+    #[test]
+    fn a_token_is_accepted_only_when_equal_or_not_required() {
+        assert!(token_accepted(None, None) && token_accepted(None, Some("x")));
+        assert!(token_accepted(Some("s3cret"), Some("s3cret")));
+        for offered in [None, Some(""), Some("s3cre"), Some("s3cret!"), Some("S3cret")] {
+            assert!(!token_accepted(Some("s3cret"), offered), "{offered:?}");
+        }
+    }
 
     fn sample() -> Frame {
         Frame::Envelope(Envelope {

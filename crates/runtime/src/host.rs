@@ -22,8 +22,42 @@ struct Slot {
     records_since_snapshot: u64,
 }
 
+/// What one machine recovered from its data directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MachineRecovery {
+    pub addr: Addr,
+    /// The snapshot it started from: the lsn it covers and its size in bytes.
+    pub snapshot: Option<(u64, u64)>,
+    /// Log records replayed after the snapshot, and their bytes.
+    pub records: u64,
+    pub bytes: u64,
+}
+
+/// What [`Host::open`] recovered: every machine's share, and the time it took.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub machines: Vec<MachineRecovery>,
+    pub elapsed: std::time::Duration,
+}
+
+impl RecoveryReport {
+    /// Log records replayed by all machines.
+    pub fn records(&self) -> u64 {
+        self.machines.iter().map(|m| m.records).sum()
+    }
+    /// Bytes of log records replayed by all machines.
+    pub fn bytes(&self) -> u64 {
+        self.machines.iter().map(|m| m.bytes).sum()
+    }
+    /// Machines that started from a snapshot.
+    pub fn snapshots(&self) -> usize {
+        self.machines.iter().filter(|m| m.snapshot.is_some()).count()
+    }
+}
+
 pub struct Host {
     slots: BTreeMap<Addr, Slot>,
+    recovery: RecoveryReport,
     pending: Vec<Envelope>,
     scratch: Effects,
     records_total: u64,
@@ -48,6 +82,8 @@ impl Host {
     /// Opens the machines' logs under `data_dir` (or keeps nothing on disk when `None`) and
     /// recovers each machine from its snapshot and log.
     pub fn open(machines: Vec<Box<dyn Machine>>, data_dir: Option<&Path>, fsync: FsyncPolicy) -> Result<Host, Error> {
+        let started = std::time::Instant::now();
+        let mut recovery = RecoveryReport::default();
         let mut slots = BTreeMap::new();
         for mut machine in machines {
             let addr = machine.addr();
@@ -60,13 +96,21 @@ impl Host {
                     let (log, snapshot, records) = DiskLog::open(&machine_dir(dir, addr), fsync)?;
                     let records: Vec<Vec<u8>> = records.into_iter().map(|(_, r)| r).collect();
                     machine.recover(snapshot.as_deref(), &records)?;
+                    recovery.machines.push(MachineRecovery {
+                        addr,
+                        snapshot: snapshot.as_ref().map(|b| (log.snapshot_lsn(), b.len() as u64)),
+                        records: records.len() as u64,
+                        bytes: records.iter().map(|r| r.len() as u64).sum(),
+                    });
                     Some(log)
                 }
             };
             slots.insert(addr, Slot { machine, log, dirty: false, records_since_snapshot: 0 });
         }
+        recovery.elapsed = started.elapsed();
         Ok(Host {
             slots,
+            recovery,
             pending: Vec::new(),
             scratch: Effects::default(),
             records_total: 0,
@@ -74,6 +118,11 @@ impl Host {
             profile: None,
             profiling: false,
         })
+    }
+
+    /// What [`Host::open`] recovered from the data directory (nothing without one).
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
     }
 
     /// Prepares to measure the thread CPU time of every step and flush while [`Host::set_profiling`] is on (`litmus calibrate`).

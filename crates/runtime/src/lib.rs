@@ -14,6 +14,7 @@ pub mod cost;
 mod due;
 pub mod embedded;
 pub mod host;
+pub mod latency;
 pub mod sim;
 pub mod tcp;
 pub mod topology;

@@ -80,6 +80,14 @@ pub struct NodeConfig {
     /// Serve Prometheus text at `http://ADDR/metrics` and a health check at `/health`.
     #[serde(default)]
     pub metrics_addr: Option<String>,
+    /// Log filter (`tracing` directives: `info`, `debug`, `warn,litmus_runtime=debug`); the
+    /// `RUST_LOG` environment variable overrides it. Default: `info`.
+    #[serde(default)]
+    pub log: Option<String>,
+    /// The cluster's shared secret: every client and peer hello must carry it (`LITMUS_TOKEN`
+    /// overrides it in `litmus server`). Without TLS it crosses the network in the clear.
+    #[serde(default)]
+    pub token: Option<String>,
 }
 
 /// Default [`NodeConfig::max_connections`].
@@ -136,6 +144,8 @@ impl NodeConfig {
             max_frame_bytes: MAX_FRAME_BYTES_DEFAULT,
             hello_timeout_ms: default_hello_timeout_ms(),
             metrics_addr: None,
+            log: None,
+            token: None,
         }
     }
 
@@ -232,6 +242,8 @@ pub struct TcpTransport {
     /// The connection was lost: the next request reconnects first (with backoff, to any of
     /// `addrs`), as a new client session.
     broken: bool,
+    /// The cluster's shared token, sent in every hello.
+    token: Option<String>,
 }
 
 impl TcpTransport {
@@ -246,9 +258,18 @@ impl TcpTransport {
     /// Connects to the first of `addrs` that answers; after a lost connection the transport
     /// reconnects (with backoff) to the same coordinator or, failing that, to the next one.
     pub fn connect_any(addrs: &[String], timeout: Duration) -> Result<TcpTransport, Error> {
+        Self::connect_any_with_token(addrs, timeout, None)
+    }
+
+    /// [`TcpTransport::connect_any`] to a cluster that requires the shared `token`.
+    pub fn connect_any_with_token(
+        addrs: &[String],
+        timeout: Duration,
+        token: Option<&str>,
+    ) -> Result<TcpTransport, Error> {
         let mut last = Error::unavailable("no coordinator address given");
         for (i, addr) in addrs.iter().enumerate() {
-            match Self::handshake(addr, timeout) {
+            match Self::handshake(addr, timeout, token) {
                 Ok((stream, engine, cluster, session)) => {
                     return Ok(TcpTransport {
                         stream,
@@ -261,6 +282,7 @@ impl TcpTransport {
                         addrs: addrs.to_vec(),
                         current: i,
                         broken: false,
+                        token: token.map(str::to_string),
                     })
                 }
                 Err(e) => last = e,
@@ -278,7 +300,7 @@ impl TcpTransport {
         let mut last = None;
         for attempt in 0.. {
             let i = (self.current + attempt) % self.addrs.len();
-            match Self::handshake(&self.addrs[i], self.timeout) {
+            match Self::handshake(&self.addrs[i], self.timeout, self.token.as_deref()) {
                 Ok((stream, engine, cluster, session)) => {
                     (self.stream, self.engine, self.cluster, self.session) = (stream, engine, cluster, session);
                     self.inbox.clear();
@@ -302,13 +324,18 @@ impl TcpTransport {
         Err(Error::unavailable(format!("reconnecting: {reason}")))
     }
 
-    fn handshake(addr: &str, timeout: Duration) -> Result<(TcpStream, String, ClusterIdentity, ClientSession), Error> {
+    fn handshake(
+        addr: &str,
+        timeout: Duration,
+        token: Option<&str>,
+    ) -> Result<(TcpStream, String, ClusterIdentity, ClientSession), Error> {
         let io = |e: std::io::Error| Error::unavailable(format!("connect {addr}: {e}"));
         let mut stream = TcpStream::connect(addr).map_err(io)?;
         stream.set_nodelay(true).map_err(io)?;
         stream.set_read_timeout(Some(timeout)).map_err(io)?;
         let mut buf = Vec::new();
-        wire::write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION, expect: None });
+        let hello = Frame::HelloClient { version: PROTOCOL_VERSION, expect: None, token: token.map(str::to_string) };
+        wire::write_frame(&mut buf, &hello);
         stream.write_all(&buf).map_err(io)?;
         let answer = wire::read_frame(&mut stream).map_err(|e| match e {
             Error::Unavailable { .. } => {
@@ -449,6 +476,10 @@ pub struct ServerMetrics {
     /// Frames answered `Rejected` (oversized, malformed, bad hello).
     pub frames_rejected: AtomicU64,
     pub peer_links_up: AtomicU64,
+    /// Client request latency by kind.
+    pub latency: crate::latency::RequestLatency,
+    /// Retryable aborts by cause.
+    pub aborts: crate::latency::AbortCounts,
 }
 
 const FAILURE_CAUSES: [&str; 6] = ["abort", "user_abort", "invalid", "unavailable", "storage", "internal"];
@@ -465,7 +496,10 @@ impl ServerMetrics {
                 return;
             }
             Ok(_) => return,
-            Err(Error::Abort(_)) => 0,
+            Err(Error::Abort(reason)) => {
+                self.aborts.count(reason);
+                0
+            }
             Err(Error::UserAbort(_)) => 1,
             Err(Error::Invalid(_)) => 2,
             Err(Error::Unavailable { .. }) => 3,
@@ -499,6 +533,8 @@ impl ServerMetrics {
         let _ = writeln!(o, "litmus_frames_rejected_total{{{l}}} {}", g(&self.frames_rejected));
         let _ = writeln!(o, "# TYPE litmus_peer_links_up gauge");
         let _ = writeln!(o, "litmus_peer_links_up{{{l}}} {}", g(&self.peer_links_up));
+        self.aborts.render(&mut o, &l);
+        self.latency.render(&mut o, &l);
         o
     }
 }
@@ -526,7 +562,7 @@ impl TcpRouter {
     /// A peer disagrees with us: stop serving if we never agreed with anyone.
     fn peer_mismatch(&self, what: String) {
         if self.confirmed.load(Ordering::Relaxed) {
-            eprintln!("litmus server: {what}; still serving (other peers agree with this node)");
+            tracing::warn!("{what}; still serving (other peers agree with this node)");
         } else {
             *self.fatal.lock().expect("fatal lock") =
                 Some(InvalidInput::Config(format!("{what}; refusing to serve")).into());
@@ -549,6 +585,7 @@ impl TcpRouter {
                 let Addr::Client(c) = env.to else { unreachable!("client host") };
                 if let Message::ClientResponse(resp) = &env.msg {
                     self.metrics.on_response(&resp.result);
+                    self.metrics.latency.finish(c, resp.id, Instant::now());
                 }
                 if let Some(tx) = self.clients.read().expect("clients lock").get(&c) {
                     let _ = tx.send(frame_bytes(&Frame::Envelope(env)));
@@ -591,7 +628,28 @@ pub fn serve_until(
     let spec = ClusterSpec { engine, topology, catalog, registry, seed: cfg.seed };
     let opened = Instant::now();
     let host = Host::open(spec.machines_of(me), Some(&cfg.data_dir), cfg.fsync)?;
-    eprintln!("litmus server: node {} recovered from {} in {:?}", cfg.node, cfg.data_dir.display(), opened.elapsed());
+    let recovery = host.recovery();
+    for m in &recovery.machines {
+        tracing::debug!(
+            machine = %m.addr,
+            snapshot_lsn = m.snapshot.map(|s| s.0),
+            snapshot_bytes = m.snapshot.map(|s| s.1),
+            records = m.records,
+            bytes = m.bytes,
+            "recovered machine"
+        );
+    }
+    tracing::info!(
+        node = cfg.node,
+        data_dir = %cfg.data_dir.display(),
+        machines = recovery.machines.len(),
+        snapshots = recovery.snapshots(),
+        snapshot_bytes = recovery.machines.iter().filter_map(|m| m.snapshot.map(|s| s.1)).sum::<u64>(),
+        records_replayed = recovery.records(),
+        bytes_replayed = recovery.bytes(),
+        elapsed = ?opened.elapsed(),
+        "recovered"
+    );
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -633,7 +691,7 @@ pub fn serve_until(
             .block_on(tokio::net::TcpListener::bind(addr))
             .map_err(|e| Error::unavailable(format!("bind metrics {addr}: {e}")))?;
         rt.spawn(serve_metrics(l, router.clone()));
-        eprintln!("litmus server: metrics at http://{addr}/metrics, health at http://{addr}/health");
+        tracing::info!("metrics at http://{addr}/metrics, health at http://{addr}/health");
     }
     for (addr, rx) in dialers {
         rt.spawn(dial_peer(addr, router.clone(), rx));
@@ -659,8 +717,8 @@ pub fn serve_until(
                     // Out of descriptors (or similar): back off instead of spinning, and log at
                     // most once a second.
                     if last_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                        eprintln!(
-                            "litmus server: accept failed: {e} ({suppressed} more failures not logged); backing off {backoff:?}"
+                        tracing::warn!(
+                            "accept failed: {e} ({suppressed} more failures not logged); backing off {backoff:?}"
                         );
                         last_log = Some(Instant::now());
                         suppressed = 0;
@@ -673,8 +731,8 @@ pub fn serve_until(
             }
         }
     });
-    eprintln!(
-        "litmus server: node {} listening on {} (cluster {}, {} engine, {} nodes, {} partitions, fsync {:?}, max {} connections, frames ≤ {} bytes)",
+    tracing::info!(
+        "node {} listening on {} (cluster {}, {} engine, {} nodes, {} partitions, fsync {:?}, max {} connections, frames ≤ {} bytes)",
         cfg.node,
         cfg.listen,
         identity.cluster_id,
@@ -786,7 +844,12 @@ fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop
 /// agreed with it ([`TcpRouter::peer_mismatch`]).
 async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiver<Bytes>) {
     let mut backoff = Duration::from_millis(50);
-    let hello = Frame::HelloNode { version: PROTOCOL_VERSION, node: router.me, cluster: router.identity.clone() };
+    let hello = Frame::HelloNode {
+        version: PROTOCOL_VERSION,
+        node: router.me,
+        cluster: router.identity.clone(),
+        token: router.cfg.token.clone(),
+    };
     loop {
         if let Ok(stream) = tokio::net::TcpStream::connect(&addr).await {
             let _ = stream.set_nodelay(true);
@@ -794,9 +857,14 @@ async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiv
             if framed.send(frame_bytes(&hello)).await.is_ok() {
                 let answer = tokio::time::timeout(Duration::from_secs(10), framed.next()).await;
                 match answer.ok().flatten().map(|r| r.map(|b| wire::decode(&b))) {
-                    Some(Ok(Ok(Frame::HelloNode { node, cluster, .. }))) => {
+                    Some(Ok(Ok(Frame::HelloNode { node, cluster, token, .. }))) => {
                         let diffs = router.identity.differences(&cluster, "ours", "theirs");
-                        if !diffs.is_empty() {
+                        if !wire::token_accepted(router.cfg.token.as_deref(), token.as_deref()) {
+                            router.peer_mismatch(format!(
+                                "peer node {} at {addr} does not have this cluster's token",
+                                node.0
+                            ));
+                        } else if !diffs.is_empty() {
                             router.peer_mismatch(format!(
                                 "peer node {} at {addr} belongs to a different cluster ({})",
                                 node.0,
@@ -805,7 +873,7 @@ async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiv
                         } else {
                             router.confirmed.store(true, Ordering::Relaxed);
                             backoff = Duration::from_millis(50);
-                            eprintln!("litmus server: peer link to node {} at {addr} up", node.0);
+                            tracing::info!("peer link to node {} at {addr} up", node.0);
                             router.metrics.peer_links_up.fetch_add(1, Ordering::Relaxed);
                             // The peer sends nothing after its hello: anything read (EOF, an
                             // error) means the link is gone — noticed at once, not after
@@ -824,10 +892,12 @@ async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiv
                                 }
                             }
                             router.metrics.peer_links_up.fetch_sub(1, Ordering::Relaxed);
-                            eprintln!("litmus server: peer link to {addr} down; redialing");
+                            tracing::warn!("peer link to {addr} down; redialing");
                         }
                     }
-                    Some(Ok(Ok(Frame::Rejected(Error::Invalid(InvalidInput::Config(e)))))) => {
+                    Some(Ok(Ok(Frame::Rejected(Error::Invalid(
+                        e @ (InvalidInput::Config(_) | InvalidInput::Unauthenticated(_)),
+                    ))))) => {
                         router.peer_mismatch(format!("peer at {addr} refused this node: {e}"));
                     }
                     _ => {} // not up yet, or confused: redial
@@ -883,21 +953,32 @@ async fn handle_connection(
         }
     };
     match hello {
-        Ok(Frame::HelloNode { version, node, cluster }) if version == PROTOCOL_VERSION => {
+        Ok(Frame::HelloNode { version, node, cluster, token }) if version == PROTOCOL_VERSION => {
+            if !wire::token_accepted(router.cfg.token.as_deref(), token.as_deref()) {
+                tracing::warn!("refused peer node {}: wrong or missing cluster token", node.0);
+                let e = InvalidInput::Unauthenticated("wrong or missing cluster token".into());
+                let _ = framed.send(reject(e.into())).await;
+                return;
+            }
             let diffs =
                 router.identity.differences(&cluster, &format!("node {}", router.me.0), &format!("node {}", node.0));
             if !diffs.is_empty() {
-                eprintln!("litmus server: refused peer node {}: different cluster ({})", node.0, diffs.join("; "));
+                tracing::warn!("refused peer node {}: different cluster ({})", node.0, diffs.join("; "));
                 let e = InvalidInput::Config(format!("different cluster: {}", diffs.join("; ")));
                 let _ = framed.send(reject(e.into())).await;
                 return;
             }
             router.confirmed.store(true, Ordering::Relaxed);
-            let me = Frame::HelloNode { version: PROTOCOL_VERSION, node: router.me, cluster: router.identity.clone() };
+            let me = Frame::HelloNode {
+                version: PROTOCOL_VERSION,
+                node: router.me,
+                cluster: router.identity.clone(),
+                token: router.cfg.token.clone(),
+            };
             if framed.send(frame_bytes(&me)).await.is_err() {
                 return;
             }
-            eprintln!("litmus server: peer node {} connected", node.0);
+            tracing::info!("peer node {} connected", node.0);
             // A peer: everything it sends goes to our machines.
             while let Some(Ok(bytes)) = framed.next().await {
                 match wire::decode(&bytes) {
@@ -907,9 +988,14 @@ async fn handle_connection(
                     _ => break, // a confused peer: drop the link, it will redial
                 }
             }
-            eprintln!("litmus server: peer node {} disconnected", node.0);
+            tracing::warn!("peer node {} disconnected", node.0);
         }
-        Ok(Frame::HelloClient { version, expect }) if version == PROTOCOL_VERSION => {
+        Ok(Frame::HelloClient { version, expect, token }) if version == PROTOCOL_VERSION => {
+            if !wire::token_accepted(router.cfg.token.as_deref(), token.as_deref()) {
+                let what = if token.is_some() { "wrong cluster token" } else { "this server requires a cluster token" };
+                let _ = framed.send(reject(InvalidInput::Unauthenticated(what.into()).into())).await;
+                return;
+            }
             if let Some(expect) = expect {
                 let diffs = router.identity.differences(&expect, "server", "client expects");
                 if !diffs.is_empty() {
@@ -948,6 +1034,9 @@ async fn handle_connection(
                 };
                 match frame {
                     Ok(Frame::Envelope(Envelope { msg: msg @ Message::ClientRequest(_), .. })) => {
+                        if let Message::ClientRequest(req) = &msg {
+                            router.metrics.latency.start(client, req.id, &req.body, Instant::now());
+                        }
                         // The server, not the client, says who is speaking and to whom.
                         let _ = inbox.send(Envelope { from: Addr::Client(client), to: me, msg });
                     }
@@ -970,6 +1059,7 @@ async fn handle_connection(
             }
             // Closing the sender ends the writer after it flushed what was queued.
             router.clients.write().expect("clients lock").remove(&client);
+            router.metrics.latency.forget(client);
             let _ = writer.await;
         }
         Ok(Frame::HelloNode { version, .. } | Frame::HelloClient { version, .. }) => {
