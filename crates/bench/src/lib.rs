@@ -207,6 +207,12 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 8)]
     pub clients: usize,
 
+    /// Closed-loop clients per node (clients = K × --nodes; overrides --clients), so that a
+    /// sweep over nodes keeps the load per node (VLDB'15 Fig. 6). Client i runs on node i mod
+    /// nodes.
+    #[arg(long = "clients-per-node", value_name = "K")]
+    pub clients_per_node: Option<usize>,
+
     /// Length of the measured window in seconds (fractions allowed).
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub duration: f64,
@@ -350,6 +356,7 @@ pub fn workload(name: &str, args: &BenchArgs) -> anyhow::Result<Box<dyn Workload
         tpcc_neworder::NAME => {
             let mut opts = args.neworder.clone();
             opts.distributed = args.distributed.unwrap_or(opts.distributed);
+            opts.nodes = args.nodes;
             Ok(Box::new(tpcc_neworder::TpccNewOrder::new(&opts, &args.tpcc, args.partitions(), !args.quiet)?))
         }
         granola_counters::NAME => {
@@ -420,7 +427,7 @@ pub fn config(args: &BenchArgs, engine: EngineKind) -> Result<BenchConfig, Bench
         engine,
         nodes: args.nodes,
         partitions: args.partitions(),
-        clients: args.clients,
+        clients: args.clients_per_node.map_or(args.clients, |k| k.saturating_mul(args.nodes as usize)),
         duration: seconds("duration", args.duration)?,
         warmup: seconds("warmup", args.warmup)?,
         net_delay_us: args.net_delay_us,

@@ -13,7 +13,7 @@ use litmus_engine::EngineKind;
 use std::time::Duration;
 
 fn small(partitions: u32, distributed: f64) -> TpccNewOrder {
-    let opts = NewOrderOptions { warehouses_per_partition: 1, distributed };
+    let opts = NewOrderOptions { warehouses_per_partition: 1, distributed, ..NewOrderOptions::default() };
     let tpcc = TpccOptions { scale_div: 100, ..TpccOptions::DEFAULT };
     TpccNewOrder::new(&opts, &tpcc, partitions, false).unwrap()
 }
@@ -103,7 +103,7 @@ fn coordfree_refuses_tpcc_delivery_naming_the_invariant() {
 fn bad_settings_are_typed_errors() {
     let tpcc = TpccOptions { scale_div: 100, ..TpccOptions::DEFAULT };
     let bad = |d: f64, k: u64, p: u32, t: &TpccOptions| {
-        TpccNewOrder::new(&NewOrderOptions { warehouses_per_partition: k, distributed: d }, t, p, false).err()
+        TpccNewOrder::new(&NewOrderOptions { warehouses_per_partition: k, distributed: d, ..NewOrderOptions::default() }, t, p, false).err()
     };
     assert_eq!(bad(1.5, 1, 4, &tpcc), Some(NewOrderConfigError::Distributed(1.5)));
     assert_eq!(bad(0.1, 0, 4, &tpcc), Some(NewOrderConfigError::PerPartition));
