@@ -580,6 +580,10 @@ pub(crate) mod tests {
         assert_eq!((args.tpcc.warehouses, args.tpcc.variant.as_deref(), args.tpcc.scale_div), (3, Some("acid"), 10));
         let (catalog, registry) = full_schema();
         assert!(catalog.table_by_name(tpcc::schema::STOCK).is_ok());
+        let per_node =
+            Cli::try_parse_from(["bench", "tpcc-neworder", "--nodes", "4", "--clients-per-node", "3"]).unwrap();
+        assert_eq!(config(&per_node.args, EngineKind::Coordfree).unwrap().clients, 12);
+        assert_eq!(config(&default_args("ycsb"), EngineKind::Acid).unwrap().clients, 8);
         assert!(registry.get(tpcc::txns::NEW_ORDER_BASE_PROC).is_ok());
     }
 }

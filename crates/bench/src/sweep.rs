@@ -124,7 +124,9 @@ impl SweepParam {
             }
             SweepParam::BaseTxns => workload == "tpcc" || workload == "ticketing",
             SweepParam::Warehouses => workload == "tpcc",
-            SweepParam::Distributed => workload == crate::tpcc_neworder::NAME || workload == crate::granola_counters::NAME,
+            SweepParam::Distributed => {
+                workload == crate::tpcc_neworder::NAME || workload == crate::granola_counters::NAME
+            }
         }
     }
 
@@ -260,7 +262,9 @@ impl FigureAxis {
                     }
                 }
                 SweepParam::Nodes => return generic("VLDB'15 Fig. 6: New-Order scale-out", "nodes"),
-                SweepParam::Clients => return generic("VLDB'15 Fig. 5: New-Order, clients to saturation", "closed-loop clients"),
+                SweepParam::Clients => {
+                    return generic("VLDB'15 Fig. 5: New-Order, clients to saturation", "closed-loop clients")
+                }
                 _ => {}
             }
         }
@@ -458,7 +462,7 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
             // VLDB'15 Fig. 6: throughput per node, flat when the engine scales out.
             let per_node = per_node_figure_path(&path);
             let points: Vec<SweepPoint> =
-                points.iter().map(|p| SweepPoint { throughput: p.throughput / p.value.max(1.0), ..p.clone() }).collect();
+                points.iter().map(|p| SweepPoint { throughput: compared(p), ..p.clone() }).collect();
             let title = format!("{} per node", axis.full_title(&label));
             crate::plot::plot_sweep(&points, &per_node, &title, axis.x_label)
                 .with_context(|| format!("draw {}", per_node.display()))?;
@@ -513,11 +517,8 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
 fn cost_line(p: &SweepPoint, first: Option<&SweepPoint>) -> Option<String> {
     let cpu = p.report.cpu_us_per_txn?;
     let msgs = p.report.msgs_per_txn.map_or(String::new(), |m| format!(", {m:.1} msgs"));
-    let per_node = if p.param == SweepParam::Nodes {
-        format!("; {:.1} txn/s per node", p.throughput / p.value.max(1.0))
-    } else {
-        String::new()
-    };
+    let per_node =
+        if p.param == SweepParam::Nodes { format!("; {:.1} txn/s per node", compared(p)) } else { String::new() };
     let loss = first
         .filter(|f| f.value != p.value && f.throughput > 0.0)
         .map_or(String::new(), |f| format!("; loss vs {}: {:.0}%", format_number(f.value), 100.0 * loss(f, p)));
@@ -527,8 +528,16 @@ fn cost_line(p: &SweepPoint, first: Option<&SweepPoint>) -> Option<String> {
 /// How much of `first`'s throughput `p` lost (per node for a nodes sweep): 0.25 = 25% less,
 /// negative when it gained.
 fn loss(first: &SweepPoint, p: &SweepPoint) -> f64 {
-    let per = |q: &SweepPoint| if q.param == SweepParam::Nodes { q.throughput / q.value.max(1.0) } else { q.throughput };
-    1.0 - per(p) / per(first)
+    1.0 - compared(p) / compared(first)
+}
+
+/// The throughput a loss compares: per node for a nodes sweep, else the whole.
+fn compared(q: &SweepPoint) -> f64 {
+    if q.param == SweepParam::Nodes {
+        q.throughput / q.value.max(1.0)
+    } else {
+        q.throughput
+    }
 }
 
 /// `loss of ENGINE from PARAM=a to PARAM=b: L% (x -> y txn/s[ per node])`, the sweep's first
@@ -540,15 +549,14 @@ pub fn loss_line(points: &[SweepPoint], engine_index: usize, param: &str) -> Opt
         return None;
     }
     let nodes = first.param == SweepParam::Nodes;
-    let per = |q: &SweepPoint| if nodes { q.throughput / q.value.max(1.0) } else { q.throughput };
     Some(format!(
         "loss of {} from {param}={} to {param}={}: {:.0}% ({:.1} -> {:.1} txn/s{})",
         first.engine,
         format_number(first.value),
         format_number(last.value),
         100.0 * loss(first, last),
-        per(first),
-        per(last),
+        compared(first),
+        compared(last),
         if nodes { " per node" } else { "" }
     ))
 }
@@ -708,6 +716,25 @@ mod tests {
         }
         assert!(FigureAxis::of("ycsb-t", SweepParam::Clients).title.starts_with("Omid Fig. 11"));
         assert!(!FigureAxis::of("ycsb", SweepParam::Clients).title.contains("Omid"));
+    }
+
+    #[test]
+    fn new_order_sweeps_turn_distributed_and_draw_the_vldb_figures() {
+        let s = parse_sweep("distributed=0,0.25,1").unwrap();
+        assert_eq!((s.param, s.values), (SweepParam::Distributed, vec![0.0, 0.25, 1.0]));
+        assert!(
+            SweepParam::Distributed.applies_to("tpcc-neworder")
+                && SweepParam::Distributed.applies_to("granola-counters")
+        );
+        assert!(!SweepParam::Distributed.applies_to("tpcc") && !SweepParam::Distributed.applies_to("ycsb"));
+        let mut args = crate::tests::default_args("tpcc-neworder");
+        SweepParam::Distributed.apply(&mut args, 0.75);
+        assert_eq!(args.distributed, Some(0.75));
+        let a = FigureAxis::of("tpcc-neworder", SweepParam::Distributed);
+        assert_eq!(a.x(0.25), 25.0);
+        assert!(FigureAxis::of("tpcc-neworder", SweepParam::Nodes).title.contains("Fig. 6"));
+        assert!(FigureAxis::of("tpcc-neworder", SweepParam::Clients).title.contains("Fig. 5"));
+        assert_eq!(per_node_figure_path(Path::new("d/f6.svg")), Path::new("d/f6-per-node.svg"));
     }
 
     #[test]
