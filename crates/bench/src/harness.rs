@@ -456,7 +456,7 @@ fn run_embedded(
                 _ => Ok(client),
             }
         };
-        return drive(cfg, workload, &mut connect, &|| None);
+        return drive(cfg, workload, &mut connect, None, &|| None);
     }
     if let Some(dir) = &cfg.data_dir {
         let occupied = std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(false);
@@ -496,7 +496,9 @@ fn run_embedded(
         }
         Some(Cost { msgs: cluster.messages_total(), log_bytes: cluster.log_bytes_total() })
     };
-    let report = drive(cfg, workload, &mut attach, &counters);
+    // Benchmark client i on node i mod nodes, as in the simulator (`--home-routing`).
+    let session = |i: usize| Ok(Client::new(Box::new(cluster.transport_for(i as u64))));
+    let report = drive(cfg, workload, &mut attach, Some(&session), &counters);
     cluster.shutdown().context("a cluster worker failed")?;
     report
 }
@@ -726,6 +728,7 @@ fn drive(
     cfg: &BenchConfig,
     workload: &dyn Workload,
     clients: &mut dyn FnMut() -> Result<Client, Error>,
+    session: Option<&dyn Fn(usize) -> Result<Client, Error>>,
     counters: &dyn Fn() -> Option<Cost>,
 ) -> anyhow::Result<BenchReport> {
     install_stop_handler();
@@ -746,8 +749,12 @@ fn drive(
     let load_secs = load_started.elapsed().as_secs_f64();
 
     let mut sessions = Vec::with_capacity(cfg.clients);
-    for _ in 0..cfg.clients {
-        sessions.push(clients().context("open a benchmark client")?);
+    for i in 0..cfg.clients {
+        let client = match session {
+            Some(open) => open(i),
+            None => clients(),
+        };
+        sessions.push(client.context("open a benchmark client")?);
     }
     let history = match &cfg.history {
         None => None,

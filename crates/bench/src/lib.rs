@@ -209,6 +209,12 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 8)]
     pub clients: usize,
 
+    /// Closed-loop clients per node (clients = K × --nodes; overrides --clients), so that a
+    /// sweep over nodes keeps the load per node (VLDB'15 Fig. 6). Client i runs on node i mod
+    /// nodes.
+    #[arg(long = "clients-per-node", value_name = "K")]
+    pub clients_per_node: Option<usize>,
+
     /// Length of the measured window in seconds (fractions allowed).
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub duration: f64,
@@ -366,6 +372,7 @@ pub fn workload(name: &str, args: &BenchArgs) -> anyhow::Result<Box<dyn Workload
         tpcc_neworder::NAME => {
             let mut opts = args.neworder.clone();
             opts.distributed = args.distributed.unwrap_or(opts.distributed);
+            opts.nodes = args.nodes;
             Ok(Box::new(tpcc_neworder::TpccNewOrder::new(&opts, &args.tpcc, args.partitions(), !args.quiet)?))
         }
         granola_counters::NAME => {
@@ -443,7 +450,7 @@ pub fn config(args: &BenchArgs, engine: EngineKind) -> Result<BenchConfig, Bench
         engine,
         nodes: args.nodes,
         partitions: args.partitions(),
-        clients: args.clients,
+        clients: args.clients_per_node.map_or(args.clients, |k| k.saturating_mul(args.nodes as usize)),
         duration: seconds("duration", args.duration)?,
         warmup: seconds("warmup", args.warmup)?,
         net_delay_us: args.net_delay_us,
@@ -600,6 +607,10 @@ pub(crate) mod tests {
         assert_eq!((args.tpcc.warehouses, args.tpcc.variant.as_deref(), args.tpcc.scale_div), (3, Some("acid"), 10));
         let (catalog, registry) = full_schema();
         assert!(catalog.table_by_name(tpcc::schema::STOCK).is_ok());
+        let per_node =
+            Cli::try_parse_from(["bench", "tpcc-neworder", "--nodes", "4", "--clients-per-node", "3"]).unwrap();
+        assert_eq!(config(&per_node.args, EngineKind::Coordfree).unwrap().clients, 12);
+        assert_eq!(config(&default_args("ycsb"), EngineKind::Acid).unwrap().clients, 8);
         assert!(registry.get(tpcc::txns::NEW_ORDER_BASE_PROC).is_ok());
     }
 }

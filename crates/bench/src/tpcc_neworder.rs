@@ -19,6 +19,9 @@
 //! * After every run TPC-C's consistency conditions 3.3.2.1–12 are checked (3.3.2.2–4 are the
 //!   ones New-Order can break: sequential ids, contiguous new-orders, line counts), on every
 //!   engine.
+//! * `--home-routing`: client i, attached to node i mod `--nodes`, orders only for the
+//!   warehouses of that node, so at `--distributed 0` a New-Order never leaves its node (the
+//!   distribution sweep's 0% is really local). Without it, warehouses are drawn uniformly.
 //!
 //! [`NewOrderSim`] is the simulator's driver (`litmus sim --workload tpcc-neworder`): load, run
 //! New-Orders from every client under faults, heal, check the conditions.
@@ -52,11 +55,20 @@ pub struct NewOrderOptions {
     /// shared with granola-counters (see `BenchArgs::distributed`).
     #[arg(skip = DISTRIBUTED_DEFAULT)]
     pub distributed: f64,
+
+    /// tpcc-neworder: each client orders for the warehouses of its own node (client i runs on
+    /// node i mod --nodes), so a New-Order that is not distributed touches that node only.
+    #[arg(long = "home-routing")]
+    pub home_routing: bool,
+
+    /// The cluster's nodes (`--nodes`, shared), for `--home-routing`.
+    #[arg(skip = 1u32)]
+    pub nodes: u32,
 }
 
 impl Default for NewOrderOptions {
     fn default() -> Self {
-        NewOrderOptions { warehouses_per_partition: 1, distributed: DISTRIBUTED_DEFAULT }
+        NewOrderOptions { warehouses_per_partition: 1, distributed: DISTRIBUTED_DEFAULT, home_routing: false, nodes: 1 }
     }
 }
 
@@ -85,6 +97,9 @@ pub enum NewOrderConfigError {
 pub struct TpccNewOrder {
     tpcc: Tpcc,
     distributed: f64,
+    /// With `--home-routing`: the warehouses of each node (warehouse w lives on partition
+    /// w mod partitions, partition p on node p mod nodes); empty without it.
+    home: Vec<Vec<u64>>,
 }
 
 impl TpccNewOrder {
@@ -115,7 +130,27 @@ impl TpccNewOrder {
         let scale_div =
             if tpcc.scale_div == TpccOptions::DEFAULT.scale_div { SCALE_DIV_DEFAULT } else { tpcc.scale_div };
         let inner = TpccOptions { warehouses, base_txns: Some(0), variant: None, scale_div, one_round: false };
-        Ok(TpccNewOrder { tpcc: Tpcc::new(&inner, progress)?, distributed: opts.distributed })
+        let mut home = vec![];
+        if opts.home_routing {
+            let (parts, nodes) = (u64::from(partitions.max(1)), u64::from(opts.nodes.max(1)));
+            home = vec![vec![]; nodes as usize];
+            for w in 1..=warehouses {
+                home[((w % parts) % nodes) as usize].push(w);
+            }
+        }
+        Ok(TpccNewOrder { tpcc: Tpcc::new(&inner, progress)?, distributed: opts.distributed, home })
+    }
+
+    /// The home warehouse of a New-Order drawn from `rng`, with `--home-routing`: one of the
+    /// warehouses on the node of the client whose stream `rng` is (the harness and the
+    /// simulator give client i stream i and attach it to node i mod nodes); any warehouse on a
+    /// node that holds none (more nodes than partitions).
+    fn home_warehouse(&self, rng: &mut ChaCha8Rng) -> Option<i64> {
+        if self.home.is_empty() {
+            return None;
+        }
+        let mine = &self.home[(rng.get_stream() % self.home.len() as u64) as usize];
+        (!mine.is_empty()).then(|| mine[rng.gen_range(0..mine.len())] as i64)
     }
 
     pub fn tpcc(&self) -> &Tpcc {
@@ -134,6 +169,9 @@ impl TpccNewOrder {
     pub fn new_order(&self, rng: &mut ChaCha8Rng) -> TxnRequest {
         let mut t = self.tpcc.generate_type(TxnType::NewOrder, rng);
         let Ok(mut inp) = NewOrderInput::parse(&t.args) else { return t };
+        if let Some(w) = self.home_warehouse(rng) {
+            inp.w = w;
+        }
         for l in &mut inp.lines {
             l.supply_w = inp.w;
         }
@@ -266,7 +304,7 @@ pub fn simulate(
     use litmus_runtime::ClusterSpec;
     use std::sync::Arc;
     let partitions = topology.partitions;
-    let opts = NewOrderOptions { warehouses_per_partition: 1, distributed: 0.1 };
+    let opts = NewOrderOptions { warehouses_per_partition: 1, distributed: 0.1, ..NewOrderOptions::default() };
     let tpcc = TpccOptions { scale_div: SIM_SCALE_DIV, ..TpccOptions::DEFAULT };
     let mut w = TpccNewOrder::new(&opts, &tpcc, partitions, false).map_err(|e| e.to_string())?;
     if !engine.capabilities().interactive {

@@ -13,7 +13,7 @@ use litmus_engine::EngineKind;
 use std::time::Duration;
 
 fn small(partitions: u32, distributed: f64) -> TpccNewOrder {
-    let opts = NewOrderOptions { warehouses_per_partition: 1, distributed };
+    let opts = NewOrderOptions { warehouses_per_partition: 1, distributed, ..NewOrderOptions::default() };
     let tpcc = TpccOptions { scale_div: 100, ..TpccOptions::DEFAULT };
     TpccNewOrder::new(&opts, &tpcc, partitions, false).unwrap()
 }
@@ -103,7 +103,13 @@ fn coordfree_refuses_tpcc_delivery_naming_the_invariant() {
 fn bad_settings_are_typed_errors() {
     let tpcc = TpccOptions { scale_div: 100, ..TpccOptions::DEFAULT };
     let bad = |d: f64, k: u64, p: u32, t: &TpccOptions| {
-        TpccNewOrder::new(&NewOrderOptions { warehouses_per_partition: k, distributed: d }, t, p, false).err()
+        TpccNewOrder::new(
+            &NewOrderOptions { warehouses_per_partition: k, distributed: d, ..NewOrderOptions::default() },
+            t,
+            p,
+            false,
+        )
+        .err()
     };
     assert_eq!(bad(1.5, 1, 4, &tpcc), Some(NewOrderConfigError::Distributed(1.5)));
     assert_eq!(bad(0.1, 0, 4, &tpcc), Some(NewOrderConfigError::PerPartition));
@@ -190,4 +196,33 @@ fn simulated_new_orders_keep_the_conditions_under_faults() {
             }
         }
     }
+}
+
+/// `--home-routing`: client i (stream i, attached to node i mod nodes) orders only for the
+/// warehouses of its node, so a New-Order that is not distributed never leaves it; without the
+/// option the same client orders for every node's warehouses (the check sees it).
+#[test]
+fn home_routing_keeps_each_client_on_its_nodes_warehouses() {
+    use litmus_bench::tpcc::txns::NewOrderInput;
+    use rand::SeedableRng;
+    let tpcc = TpccOptions { scale_div: 100, ..TpccOptions::DEFAULT };
+    let (partitions, nodes) = (6u32, 3u32);
+    let homes = |routing: bool, client: u64| {
+        let opts = NewOrderOptions { distributed: 0.0, home_routing: routing, nodes, ..NewOrderOptions::default() };
+        let w = TpccNewOrder::new(&opts, &tpcc, partitions, false).unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        rng.set_stream(client);
+        let mut nodes_used = std::collections::BTreeSet::new();
+        for _ in 0..60 {
+            let inp = NewOrderInput::parse(&w.new_order(&mut rng).args).unwrap();
+            assert!(inp.lines.iter().all(|l| l.supply_w == inp.w), "0% distributed is local");
+            nodes_used.insert((inp.w as u64 % u64::from(partitions)) % u64::from(nodes));
+        }
+        nodes_used
+    };
+    for client in 0..6u64 {
+        let home = client % u64::from(nodes);
+        assert_eq!(homes(true, client), [home].into(), "client {client}");
+    }
+    assert!(homes(false, 0).len() > 1, "without routing a client orders for other nodes too");
 }

@@ -322,11 +322,21 @@ impl EmbeddedCluster {
 
     /// A new client session, attached round-robin to a coordinator.
     pub fn transport(&self) -> EmbeddedTransport {
+        self.session(None)
+    }
+
+    /// A new client session attached to the coordinator of node `client mod nodes`, as the
+    /// simulator attaches its client `client` (benchmark clients that stay on their node).
+    pub fn transport_for(&self, client: u64) -> EmbeddedTransport {
+        self.session(Some(client))
+    }
+
+    fn session(&self, client: Option<u64>) -> EmbeddedTransport {
         let n = self.next_client.fetch_add(1, Ordering::Relaxed);
         let id = ClientId(n);
         let rx = Arc::new(Mailbox::new());
         self.router.clients.write().expect("clients lock").insert(id, rx.clone());
-        let coordinator = self.router.spec_topology.coordinator_for(n);
+        let coordinator = self.router.spec_topology.coordinator_for(client.unwrap_or(n));
         EmbeddedTransport {
             session: ClientSession::new(id, coordinator, self.request_timeout),
             rx,

@@ -72,12 +72,17 @@ struct TxnState {
     buffer: BTreeMap<(TableId, Key), BTreeMap<PartitionId, Vec<OpKind>>>,
     /// RAMP: what the transaction knows of every version it read.
     seen: BTreeMap<(TableId, Key), Seen>,
+    /// The committed row of every key this transaction point-read (second round applied),
+    /// without its own writes: a later read of the key, or the validation of a write to it,
+    /// is answered from here instead of asking the partition again (R4a).
+    rows: BTreeMap<(TableId, Key), Option<Row>>,
+    /// The read set by key, for the second rounds (R4b).
+    index: ramp::ReadIndex,
     /// Reads outstanding or held until the whole batch is in (RAMP-Fast's `GET_ALL`).
     batch: Vec<BatchRead>,
     batch_keys: BTreeSet<(TableId, Key)>,
-    /// The batch's range reads: table, start, end, and the last key returned when the limit cut
-    /// the range (keys after it were not read).
-    scans: Vec<(TableId, Key, Option<Key>, Option<Key>)>,
+    /// The batch's range reads.
+    scans: Vec<ramp::ScanRead>,
     fetch_waiting: BTreeMap<PartitionId, (Request, Time)>,
     fetched: Vec<Fetched>,
     commit: Option<CommitState>,
@@ -179,6 +184,7 @@ impl TxnState {
 
     /// Puts a second-round version into the held batch results.
     fn patch(&mut self, f: &Fetched) {
+        self.index.add(&f.seen);
         self.seen.insert((f.table, f.key.clone()), f.seen.clone());
         for r in &mut self.batch {
             if r.op.table != f.table {
@@ -210,14 +216,7 @@ impl CoordfreeCoordinator {
 
     fn send_fetches(&mut self, txn: TxnId, ctx: &mut CoordCtx) -> bool {
         let Some(t) = self.txns.get_mut(&txn) else { return false };
-        let keys = &t.batch_keys;
-        let scans = &t.scans;
-        let covered = |k: &(TableId, Key)| {
-            scans.iter().any(|(table, start, end, cut)| {
-                *table == k.0 && in_range(&k.1, start, end) && cut.as_ref().is_none_or(|c| k.1 <= *c)
-            })
-        };
-        let wants = ramp::missing(&t.seen, &|k| keys.contains(k), &covered);
+        let wants = t.index.missing(&t.seen, &t.batch_keys, &t.scans);
         let mut by_part: BTreeMap<PartitionId, Vec<Want>> = BTreeMap::new();
         for w in wants {
             // Writes of replicated tables are not tracked for read atomicity (module doc).
@@ -259,6 +258,9 @@ impl CoordfreeCoordinator {
         t.scans.clear();
         for r in batch {
             let result = r.result.expect("batch complete");
+            if let (OpKind::Read { key }, Ok(PartResult::Row(row))) = (&r.op.kind, &result) {
+                t.rows.insert((r.op.table, key.clone()), row.clone());
+            }
             let result = match (r.write, result) {
                 (None, result) => result.map(|res| t.overlay(&r.op, res, ctx.catalog)),
                 (Some(kind), Ok(PartResult::Row(row))) => {
@@ -370,6 +372,12 @@ impl CoordinatorEngine for CoordfreeCoordinator {
         if !op.kind.is_write() {
             if let OpKind::Read { key } = &op.kind {
                 t.batch_keys.insert((op.table, key.clone()));
+                if let Some(row) = t.rows.get(&(op.table, key.clone())) {
+                    // R4a: read before; still checked with the batch against what was read since.
+                    let result = Some(Ok(PartResult::Row(row.clone())));
+                    t.batch.push(BatchRead { id, op, write: None, result, sent: ctx.now });
+                    return self.batch_in(id.txn, ctx);
+                }
             }
             ctx.send_to_partition(id.part, Request::Read { id, op: op.clone() });
             t.batch.push(BatchRead { id, op, write: None, result: None, sent: ctx.now });
@@ -378,7 +386,15 @@ impl CoordinatorEngine for CoordfreeCoordinator {
         let key = op.kind.key().expect("a point write").clone();
         let fresh = contains_id(&key, &[], t.tmp); // a row under this transaction's own new id
         if matches!(op.kind, OpKind::Insert { .. } | OpKind::Update { .. }) && !fresh {
+            let cached = t.rows.get(&(op.table, key.clone())).cloned();
+            t.batch_keys.insert((op.table, key.clone()));
             let read = PartOp { table: op.table, kind: OpKind::Read { key } };
+            if let Some(row) = cached {
+                // R4a: validated against the row this transaction already read.
+                let result = Some(Ok(PartResult::Row(row)));
+                t.batch.push(BatchRead { id, op: read, write: Some(op.kind), result, sent: ctx.now });
+                return self.batch_in(id.txn, ctx);
+            }
             ctx.send_to_partition(id.part, Request::Read { id, op: read.clone() });
             t.batch.push(BatchRead { id, op: read, write: Some(op.kind), result: None, sent: ctx.now });
             return;
@@ -458,9 +474,10 @@ impl CoordinatorEngine for CoordfreeCoordinator {
             Reply::Read { id, result } => {
                 let Some(t) = self.txns.get_mut(&id.txn) else { return };
                 let Some(r) = t.batch.iter_mut().find(|r| r.id == id && r.result.is_none()) else { return };
-                let check = r.write.is_some();
                 let result = result.map(|(res, seen)| {
-                    for (table, key, s) in seen.into_iter().filter(|_| !check) {
+                    // A validating read counts as a read (R4a): its row may answer later reads.
+                    for (table, key, s) in seen {
+                        t.index.add(&s);
                         t.batch_keys.insert((table, key.clone()));
                         t.seen.insert((table, key), s);
                     }

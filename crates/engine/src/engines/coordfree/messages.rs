@@ -10,6 +10,7 @@ use std::sync::Arc;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WriteMeta {
     pub txn: TxnId,
+    /// Sorted (readers binary-search it: `ramp::ReadIndex`).
     pub keys: Vec<(TableId, Key)>,
 }
 

@@ -35,6 +35,16 @@
 //!   asks that key's partition for the named writer's version if newer — prepared versions
 //!   included, which is what makes it non-blocking ([`ramp`]). Later batches are fixed up
 //!   against everything read before (forward).
+//! * **R4a one read per key.** A key a transaction read once (or read to validate a write) is
+//!   not read from its partition again: its committed row is kept at the coordinator, and a
+//!   later read of it (with the transaction's own writes on top) or the validation of a later
+//!   update or insert of it is answered from there, still checked with its batch against the
+//!   versions read since. The validating reads count as reads for RAMP. New-Order reads each
+//!   stock row once instead of three times (update, read, update).
+//! * **R4b the read set indexed.** Which writers name which key is kept as an index, each
+//!   writer's metadata added once, so a batch's second round looks at the batch's keys only;
+//!   a (key, writer) pair asked once is not asked again (`ramp::ReadIndex`, checked against
+//!   the reference `ramp::missing`).
 //! * **R5 nested atomic id assignment (VLDB'15 §6.2).** A procedure registered with
 //!   [`crate::procedure::Coordination::SequentialId`] bumps a counter column by one and reads it
 //!   back: here the bump is deferred, the read shows a *temporary* unique id + 1

@@ -146,7 +146,9 @@ impl CoordfreePartition {
                 let meta = if ids.is_empty() {
                     intent.meta.clone()
                 } else {
-                    let keys = intent.meta.keys.iter().map(|(t, k)| (*t, rewrite_key(k, &ids))).collect();
+                    let mut keys: Vec<(TableId, Key)> =
+                        intent.meta.keys.iter().map(|(t, k)| (*t, rewrite_key(k, &ids))).collect();
+                    keys.sort_unstable(); // real ids sort elsewhere than temporary ones
                     Arc::new(WriteMeta { txn, keys })
                 };
                 for w in intent.writes {

@@ -13,8 +13,9 @@
 //! a version already read, whose whole write set was already considered.
 
 use super::messages::{Seen, Want, WriteMeta};
-use litmus_core::{Key, TableId};
+use litmus_core::{Key, TableId, TxnId};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// The second-round requests for a read set: for every key in `seen` that `fixable` allows (the
 /// reads not yet handed to the procedure), the writers other read versions name as having
@@ -51,4 +52,74 @@ pub fn missing(
             Want { table, key, have, writers: writers.into_iter().collect() }
         })
         .collect()
+}
+
+/// A range read of a batch: table, start, end, and the last key returned when the limit cut
+/// the range (keys after it were not read).
+pub type ScanRead = (TableId, Key, Option<Key>, Option<Key>);
+
+/// Whether `key` lies in a range read's part that was actually read.
+pub fn covered_by(scan: &ScanRead, table: TableId, key: &Key) -> bool {
+    let (t, start, end, cut) = scan;
+    *t == table && key >= start && end.as_ref().is_none_or(|e| key < e) && cut.as_ref().is_none_or(|c| key <= c)
+}
+
+/// A transaction's read set as its writers (R4b), so that a batch's second round costs what
+/// the batch costs, not a walk over every key every writer wrote (a loader's metadata names
+/// thousands): each writer's metadata is kept once, and whether it names a key is a binary
+/// search of its keys, which are sorted ([`WriteMeta::keys`]). The (key, writer) pairs already
+/// asked for are not asked again (the partition sent that writer's version, or said it is not
+/// newer than the one read; a writer is learnt from a committed version, so it was prepared
+/// everywhere before the first ask).
+#[derive(Debug, Default)]
+pub struct ReadIndex {
+    writers: BTreeMap<TxnId, Arc<WriteMeta>>,
+    asked: BTreeSet<(TableId, Key, TxnId)>,
+}
+
+impl ReadIndex {
+    /// Adds the writer of a version read.
+    pub fn add(&mut self, seen: &Seen) {
+        if let Some(m) = &seen.writer {
+            self.writers.entry(m.txn).or_insert_with(|| m.clone());
+        }
+    }
+
+    /// [`missing`] for one batch — `fixable` = the batch's keys, `covered` = inside one of its
+    /// range reads — less the pairs asked before, which it records as asked.
+    pub fn missing(
+        &mut self,
+        seen: &BTreeMap<(TableId, Key), Seen>,
+        batch: &BTreeSet<(TableId, Key)>,
+        scans: &[ScanRead],
+    ) -> Vec<Want> {
+        let mut wants: BTreeMap<(TableId, Key), BTreeSet<TxnId>> = BTreeMap::new();
+        for (txn, meta) in &self.writers {
+            for k in batch {
+                let Some(s) = seen.get(k) else { continue };
+                if s.writer.as_ref().map(|w| w.txn) != Some(*txn) && meta.keys.binary_search(k).is_ok() {
+                    wants.entry(k.clone()).or_default().insert(*txn);
+                }
+            }
+            for scan in scans {
+                let from = meta.keys.partition_point(|k| *k < (scan.0, scan.1.clone()));
+                for k in meta.keys[from..].iter().take_while(|k| covered_by(scan, k.0, &k.1)) {
+                    if !seen.contains_key(k) {
+                        wants.entry(k.clone()).or_default().insert(*txn);
+                    }
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(wants.len());
+        for ((table, key), writers) in wants {
+            let writers: Vec<TxnId> =
+                writers.into_iter().filter(|t| self.asked.insert((table, key.clone(), *t))).collect();
+            if writers.is_empty() {
+                continue;
+            }
+            let have = seen.get(&(table, key.clone())).map_or(litmus_core::Timestamp::ZERO, |s| s.ts);
+            out.push(Want { table, key, have, writers });
+        }
+        out
+    }
 }

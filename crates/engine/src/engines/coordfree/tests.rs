@@ -111,3 +111,59 @@ fn rule_r5_the_counter_partition_assigns_ids_in_commit_order_and_replays_them() 
     }
     assert_eq!(replayed, store, "replay gave another database");
 }
+
+/// R4b: the read index asks, for one batch, exactly what the reference [`ramp::missing`] asks
+/// for that batch, and never the same (key, writer) twice.
+#[test]
+fn rule_r4b_the_read_index_asks_what_the_scan_of_the_read_set_asks_once() {
+    use rand::{Rng, SeedableRng};
+    let t = TableId(0);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+    for _ in 0..300 {
+        // Writers 0..6 over keys 0..12, each writing 1-4 keys; a read set of versions by them.
+        let metas: Vec<Arc<WriteMeta>> = (0..6)
+            .map(|w| {
+                let n = rng.gen_range(1..=4);
+                let mut keys: Vec<(TableId, Key)> = (0..n).map(|_| (t, key(&[rng.gen_range(0..12)]))).collect();
+                keys.sort();
+                keys.dedup();
+                Arc::new(WriteMeta { txn: txn(w), keys })
+            })
+            .collect();
+        let mut seen = BTreeMap::new();
+        let mut index = ramp::ReadIndex::default();
+        for k in 0..12 {
+            if rng.gen_bool(0.6) {
+                let writer = rng.gen_bool(0.8).then(|| metas[rng.gen_range(0..6)].clone());
+                let s = Seen { ts: Timestamp(rng.gen_range(1..9)), writer };
+                index.add(&s);
+                seen.insert((t, key(&[k])), s);
+            }
+        }
+        let batch: std::collections::BTreeSet<(TableId, Key)> =
+            seen.keys().filter(|_| rng.gen_bool(0.5)).cloned().collect();
+        let scan: ramp::ScanRead = (t, key(&[rng.gen_range(0..12)]), Some(key(&[rng.gen_range(0..13)])), None);
+        let scans = if rng.gen_bool(0.5) { vec![scan] } else { vec![] };
+        let covered = |k: &(TableId, Key)| scans.iter().any(|s| ramp::covered_by(s, k.0, &k.1));
+        let reference = ramp::missing(&seen, &|k| batch.contains(k), &covered);
+        assert_eq!(index.missing(&seen, &batch, &scans), reference);
+        assert!(index.missing(&seen, &batch, &scans).is_empty(), "asked twice");
+    }
+}
+
+/// The check above, fed an index that forgot a writer's metadata: it asks less than the
+/// reference, and the comparison sees it.
+#[test]
+fn break_the_rule_an_index_missing_a_writer_asks_less() {
+    let t = TableId(0);
+    let w1 = Arc::new(WriteMeta { txn: txn(1), keys: vec![(t, key(&[0])), (t, key(&[1]))] });
+    let w0 = Arc::new(WriteMeta { txn: txn(0), keys: vec![(t, key(&[0])), (t, key(&[1]))] });
+    let mut seen = BTreeMap::new();
+    seen.insert((t, key(&[0])), Seen { ts: Timestamp(3), writer: Some(w1) });
+    seen.insert((t, key(&[1])), Seen { ts: Timestamp(2), writer: Some(w0) });
+    let batch = seen.keys().cloned().collect();
+    let mut index = ramp::ReadIndex::default();
+    index.add(&seen[&(t, key(&[1]))]); // writer 1's metadata never indexed
+    let reference = ramp::missing(&seen, &|_| true, &|_| false);
+    assert_ne!(index.missing(&seen, &batch, &[]), reference);
+}
