@@ -260,6 +260,23 @@ impl FigureAxis {
                 _ => {}
             }
         }
+        if workload == crate::tpcc_neworder::NAME {
+            match param {
+                SweepParam::Distributed => {
+                    return FigureAxis {
+                        title: "VLDB'15 §6.2: New-Order as transactions span warehouses",
+                        x_label: "distributed New-Orders (%)",
+                        x_column: Some("dist %"),
+                        x_of: |f| 100.0 * f,
+                    }
+                }
+                SweepParam::Nodes => return generic("VLDB'15 Fig. 6: New-Order scale-out", "nodes"),
+                SweepParam::Clients => {
+                    return generic("VLDB'15 Fig. 5: New-Order, clients to saturation", "closed-loop clients")
+                }
+                _ => {}
+            }
+        }
         match (SaltMicroKind::from_name(workload), param) {
             (_, SweepParam::Clients) if workload == "ycsb-t" => {
                 generic("Omid Fig. 11: overhead over the store without transactions", "closed-loop clients")
@@ -447,6 +464,10 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
                 p.p50_us,
                 p.p99_us
             )?;
+            let costs = matches!(sweep.param, SweepParam::Distributed | SweepParam::Nodes);
+            if let Some(line) = cost_line(&p, points.iter().find(|q| q.engine_index == i)).filter(|_| costs) {
+                writeln!(out, "{:>13}  {line}", "")?;
+            }
             if let Some(m) = &p.report.mix {
                 let tpm = m.per_minute.as_ref().map_or(String::new(), |pm| format!(" {}: {:.0}", pm.name, pm.value));
                 writeln!(out, "{:>13}  mix: {}  gave up: {}{tpm}", "", m.line(), p.report.gave_up)?;
@@ -463,6 +484,16 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
         crate::plot::plot_sweep(&points, &path, &axis.full_title(&label), axis.x_label)
             .with_context(|| format!("draw {}", path.display()))?;
         writeln!(out, "figure: {}", path.display())?;
+        if sweep.param == SweepParam::Nodes {
+            // VLDB'15 Fig. 6: throughput per node, flat when the engine scales out.
+            let per_node = per_node_figure_path(&path);
+            let points: Vec<SweepPoint> =
+                points.iter().map(|p| SweepPoint { throughput: compared(p), ..p.clone() }).collect();
+            let title = format!("{} per node", axis.full_title(&label));
+            crate::plot::plot_sweep(&points, &per_node, &title, axis.x_label)
+                .with_context(|| format!("draw {}", per_node.display()))?;
+            writeln!(out, "figure: {}", per_node.display())?;
+        }
         if sweep.param == SweepParam::Clients {
             // Salt Figs. 7-8: latency against throughput as the load grows.
             let latency = latency_figure_path(&path);
@@ -482,6 +513,13 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
     for f in &failed {
         writeln!(out, "verify FAILED: {f}")?;
     }
+    if matches!(sweep.param, SweepParam::Distributed | SweepParam::Nodes) {
+        for i in 0..engines.len() {
+            if let Some(line) = loss_line(&points, i, name) {
+                writeln!(out, "{line}")?;
+            }
+        }
+    }
     if engines.len() >= 2 {
         // The second engine over the first is printed last: scripts read the last line.
         for f in &starved {
@@ -497,6 +535,62 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
         return Err(crate::BenchError::Verify(failed.join("; ")).into());
     }
     Ok(())
+}
+
+/// `cost: C µs CPU, M msgs per committed txn; T txn/s per node; vs first: -L%` under a row
+/// whose report has a cost, against `first`, the engine's point at the sweep's first value
+/// (the distribution sweep's loss relative to 0%; the scale-out's per-node throughput).
+fn cost_line(p: &SweepPoint, first: Option<&SweepPoint>) -> Option<String> {
+    let cpu = p.report.cpu_us_per_txn?;
+    let msgs = p.report.msgs_per_txn.map_or(String::new(), |m| format!(", {m:.1} msgs"));
+    let per_node =
+        if p.param == SweepParam::Nodes { format!("; {:.1} txn/s per node", compared(p)) } else { String::new() };
+    let loss = first
+        .filter(|f| f.value != p.value && f.throughput > 0.0)
+        .map_or(String::new(), |f| format!("; loss vs {}: {:.0}%", format_number(f.value), 100.0 * loss(f, p)));
+    Some(format!("cost: {cpu:.0} µs CPU{msgs} per committed txn{per_node}{loss}"))
+}
+
+/// How much of `first`'s throughput `p` lost (per node for a nodes sweep): 0.25 = 25% less,
+/// negative when it gained.
+fn loss(first: &SweepPoint, p: &SweepPoint) -> f64 {
+    1.0 - compared(p) / compared(first)
+}
+
+/// The throughput a loss compares: per node for a nodes sweep, else the whole.
+fn compared(q: &SweepPoint) -> f64 {
+    if q.param == SweepParam::Nodes {
+        q.throughput / q.value.max(1.0)
+    } else {
+        q.throughput
+    }
+}
+
+/// `loss of ENGINE from PARAM=a to PARAM=b: L% (x -> y txn/s[ per node])`, the sweep's first
+/// value against its last, for the engine at `engine_index`; `None` without two points.
+pub fn loss_line(points: &[SweepPoint], engine_index: usize, param: &str) -> Option<String> {
+    let mine: Vec<&SweepPoint> = points.iter().filter(|p| p.engine_index == engine_index).collect();
+    let (first, last) = (*mine.first()?, *mine.last()?);
+    if first.value == last.value || first.throughput <= 0.0 {
+        return None;
+    }
+    let nodes = first.param == SweepParam::Nodes;
+    Some(format!(
+        "loss of {} from {param}={} to {param}={}: {:.0}% ({:.1} -> {:.1} txn/s{})",
+        first.engine,
+        format_number(first.value),
+        format_number(last.value),
+        100.0 * loss(first, last),
+        compared(first),
+        compared(last),
+        if nodes { " per node" } else { "" }
+    ))
+}
+
+/// Where a `--sweep nodes=...` also draws throughput per node: `fig.svg` -> `fig-per-node.svg`.
+pub fn per_node_figure_path(figure: &Path) -> PathBuf {
+    let stem = figure.file_stem().map_or("figure".into(), |s| s.to_string_lossy().into_owned());
+    figure.with_file_name(format!("{stem}-per-node.svg"))
 }
 
 /// Whether a point counts toward a peak: its mix holds (a workload without a defined mix
@@ -673,6 +767,25 @@ mod tests {
         }
         assert!(FigureAxis::of("ycsb-t", SweepParam::Clients).title.starts_with("Omid Fig. 11"));
         assert!(!FigureAxis::of("ycsb", SweepParam::Clients).title.contains("Omid"));
+    }
+
+    #[test]
+    fn new_order_sweeps_turn_distributed_and_draw_the_vldb_figures() {
+        let s = parse_sweep("distributed=0,0.25,1").unwrap();
+        assert_eq!((s.param, s.values), (SweepParam::Distributed, vec![0.0, 0.25, 1.0]));
+        assert!(
+            SweepParam::Distributed.applies_to("tpcc-neworder")
+                && SweepParam::Distributed.applies_to("granola-counters")
+        );
+        assert!(!SweepParam::Distributed.applies_to("tpcc") && !SweepParam::Distributed.applies_to("ycsb"));
+        let mut args = crate::tests::default_args("tpcc-neworder");
+        SweepParam::Distributed.apply(&mut args, 0.75);
+        assert_eq!(args.distributed, Some(0.75));
+        let a = FigureAxis::of("tpcc-neworder", SweepParam::Distributed);
+        assert_eq!(a.x(0.25), 25.0);
+        assert!(FigureAxis::of("tpcc-neworder", SweepParam::Nodes).title.contains("Fig. 6"));
+        assert!(FigureAxis::of("tpcc-neworder", SweepParam::Clients).title.contains("Fig. 5"));
+        assert_eq!(per_node_figure_path(Path::new("d/f6.svg")), Path::new("d/f6-per-node.svg"));
     }
 
     #[test]
