@@ -264,7 +264,7 @@ impl FigureAxis {
             match param {
                 SweepParam::Distributed => {
                     return FigureAxis {
-                        title: "VLDB'15 §6.2: New-Order as transactions span warehouses",
+                        title: "Granola Fig. 13 and VLDB'15 §6.2: New-Order as transactions span warehouses",
                         x_label: "distributed New-Orders (%)",
                         x_column: Some("dist %"),
                         x_of: |f| 100.0 * f,
