@@ -209,6 +209,7 @@ impl SimDriver for BenchDriver<'_> {
             Ok(_) => c.outcome.committed = 1,
             Err(e) if e.is_retryable() => {
                 c.outcome.aborts += 1;
+                c.outcome.abort_reasons.count(e);
                 let straggling = matches!(self.policy, RetryPolicy::GiveUpAfter { .. })
                     && now >= self.until + harness::STRAGGLER_GRACE;
                 if straggling {

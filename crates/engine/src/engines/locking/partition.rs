@@ -618,8 +618,11 @@ impl LockingPartition {
 
     /// Whether `txn` waits for someone and everyone it waits for is alive; `memo` holds the
     /// verdicts so far, and `false` for the transactions being decided (a cycle is not alive).
+    /// On a queue anchor only its holders count (`LockManager::waits_for_holders`): the
+    /// consumers queued ahead wait for the same ones, and the queue can be longer than
+    /// [`ALIVE_VISITS_MAX`].
     fn waits_for_alive(&self, txn: TxnId, now: Time, since: Option<Time>, memo: &mut BTreeMap<TxnId, bool>) -> bool {
-        let Some(set) = self.locks.waits_for_set(txn) else { return false };
+        let Some(set) = self.locks.waits_for_holders(txn, QUEUE_ANCHORS) else { return false };
         !set.is_empty() && set.iter().all(|o| self.alive(*o, now, since, memo))
     }
 
