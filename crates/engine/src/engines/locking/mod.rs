@@ -159,7 +159,7 @@
 //!   `salt` against pure wait-die — requests that used to die and retry at once now wait out
 //!   cross-partition deadlocks — while TPC-C's New-Order and Payment abort rates fell from
 //!   50–75% to under 10% and both engines' throughput rose (see the `tpcc` module doc). A stored-procedure call's retries keep their first attempt's age
-//!   (`RequestBody::Call::retrying_for`, credited up to 10 s); interactive transactions get no
+//!   (`RequestBody::Call::retrying_for`, credited up to 60 s, past the bench's 30 s starvation bound); interactive transactions get no
 //!   credit, accepted BASE transactions wound (after the patience) whatever their own age, and
 //!   ages compare each node's own clock (in the TCP runtime, time since that server started),
 //!   so across nodes the credit is approximate.
