@@ -955,14 +955,20 @@ impl LockManager {
     }
 
     /// The entries (locks and requests) on exactly (`table`, `target`), in sequence order.
+    ///
+    /// A key's queue holds only the entries on that key (`insert`), so it is taken whole; a
+    /// table's range queue is filtered. (Comparing every entry's key again was a quarter of the
+    /// simulator's time with 2,000 YCSB clients on zipfian keys, where hot keys queue hundreds.)
     fn on_target<'a>(&'a self, table: TableId, target: &'a Target) -> impl DoubleEndedIterator<Item = u64> + 'a {
-        let queue: &[u64] = match target {
-            Target::Key(k) => self.point_queue(table, k).unwrap_or_default(),
-            Target::Range { .. } => self.ranges.get(&table).map_or(&[], Vec::as_slice),
+        let (queue, whole): (&[u64], bool) = match target {
+            Target::Key(k) => (self.point_queue(table, k).unwrap_or_default(), true),
+            Target::Range { .. } => (self.ranges.get(&table).map_or(&[], Vec::as_slice), false),
         };
         queue.iter().copied().filter(move |id| {
-            let e = &self.entries[id];
-            e.table == table && &e.target == target
+            whole || {
+                let e = &self.entries[id];
+                e.table == table && &e.target == target
+            }
         })
     }
 
