@@ -38,7 +38,7 @@ pub fn load_certs(what: &str, path: &Path) -> Result<Vec<CertificateDer<'static>
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| config_error(what, path, pem_error(e)))?;
     if certs.is_empty() {
-        return Err(config_error(what, path, "no CERTIFICATE block in the file"));
+        return Err(config_error(what, path, "no CERTIFICATE PEM block in the file"));
     }
     Ok(certs)
 }
@@ -157,6 +157,12 @@ pub struct ServerTls {
     pub client_auth: bool,
 }
 
+impl fmt::Debug for ServerTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerTls").field("client_auth", &self.client_auth).finish_non_exhaustive()
+    }
+}
+
 impl ServerTls {
     pub fn load(files: &TlsFiles) -> Result<ServerTls, Error> {
         let chain = load_certs("tls_cert", &files.cert)?;
@@ -263,7 +269,7 @@ mod tests {
         let missing = dir.path().join("missing.pem");
         let garbage = dir.path().join("garbage.pem");
         std::fs::write(&garbage, "not pem at all\n").unwrap();
-        for (p, what) in [(&missing, "No such file"), (&garbage, "no matching PEM block")] {
+        for (p, what) in [(&missing, "No such file"), (&garbage, "PEM block")] {
             for e in [
                 ClientTls::load(p, None, None).unwrap_err(),
                 ServerTls::load(&TlsFiles { cert: p.clone(), key: p.clone(), ca: p.clone(), client_auth: false })
