@@ -202,7 +202,9 @@ impl ClientTlsArgs {
             (None, None, None) if name.is_none() => Ok(None),
             (Some(ca), None, None) => Ok(Some(litmus_client::ClientTls::load(ca, None, name)?)),
             (Some(ca), Some(cert), Some(key)) => Ok(Some(litmus_client::ClientTls::load(ca, Some((cert, key)), name)?)),
-            (None, ..) => Err(Config("TLS flags without --tls-ca (the CA that signed the servers' certificates)".into()).into()),
+            (None, ..) => {
+                Err(Config("TLS flags without --tls-ca (the CA that signed the servers' certificates)".into()).into())
+            }
             _ => Err(Config("--tls-cert and --tls-key go together".into()).into()),
         }
     }

@@ -71,8 +71,9 @@ values: 42  1.25  null  0x00ff  \"text\"  word";
 
 pub fn run_shell(args: ShellArgs) -> anyhow::Result<()> {
     let (catalog, _) = litmus_bench::full_schema();
-    let mut client = Client::connect_any_with(std::slice::from_ref(&args.connect), &args.tls.credentials(args.token.as_deref())?)
-        .with_context(|| format!("connecting to {}", args.connect))?;
+    let mut client =
+        Client::connect_any_with(std::slice::from_ref(&args.connect), &args.tls.credentials(args.token.as_deref())?)
+            .with_context(|| format!("connecting to {}", args.connect))?;
     let interactive = std::io::stdin().is_terminal();
     if interactive {
         println!("connected to {} ({} engine); type help", args.connect, client.server_engine().unwrap_or("?"));
@@ -400,8 +401,9 @@ fn print_table(head: &[String], rows: &[Vec<String>]) {
 pub fn run_dump(args: DumpArgs) -> anyhow::Result<()> {
     let (catalog, _) = litmus_bench::full_schema();
     let t = catalog.table_by_name(&args.table)?.clone();
-    let mut client = Client::connect_any_with(std::slice::from_ref(&args.connect), &args.tls.credentials(args.token.as_deref())?)
-        .with_context(|| format!("connecting to {}", args.connect))?;
+    let mut client =
+        Client::connect_any_with(std::slice::from_ref(&args.connect), &args.tls.credentials(args.token.as_deref())?)
+            .with_context(|| format!("connecting to {}", args.connect))?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.format == DumpFormat::Csv {

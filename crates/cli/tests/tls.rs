@@ -112,7 +112,21 @@ fn a_tls_cluster_serves_bench_and_shell_and_refuses_plaintext() {
     let ca = d.join("ca.pem").display().to_string();
     let addrs = peers.join(",");
     let bench = run(
-        &["bench", "ycsb", "--connect", &addrs, "--tls-ca", &ca, "--duration", "0.5", "--warmup", "0.2", "--clients", "2", "-q"],
+        &[
+            "bench",
+            "ycsb",
+            "--connect",
+            &addrs,
+            "--tls-ca",
+            &ca,
+            "--duration",
+            "0.5",
+            "--warmup",
+            "0.2",
+            "--clients",
+            "2",
+            "-q",
+        ],
         "",
     );
     let out = text(&bench);
@@ -149,7 +163,8 @@ fn mutual_tls_from_the_command_line() {
     assert!(log.contains("client certificates required"), "{log}");
     let ca = d.join("ca.pem").display().to_string();
     let (cert, key) = (d.join("alice.pem").display().to_string(), d.join("alice.key").display().to_string());
-    let ok = run(&["shell", "--connect", &peers[0], "--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key], "tables\n");
+    let ok =
+        run(&["shell", "--connect", &peers[0], "--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key], "tables\n");
     assert!(ok.status.success(), "{}", text(&ok));
     let denied = run(&["shell", "--connect", &peers[0], "--tls-ca", &ca], "tables\n");
     let out = text(&denied);

@@ -180,10 +180,11 @@ impl NodeConfig {
             })),
             (None, None, None) if !self.tls_client_auth => Ok(None),
             (cert, key, ca) => {
-                let missing: Vec<&str> = [("tls_cert", cert.is_none()), ("tls_key", key.is_none()), ("tls_ca", ca.is_none())]
-                    .into_iter()
-                    .filter_map(|(k, m)| m.then_some(k))
-                    .collect();
+                let missing: Vec<&str> =
+                    [("tls_cert", cert.is_none()), ("tls_key", key.is_none()), ("tls_ca", ca.is_none())]
+                        .into_iter()
+                        .filter_map(|(k, m)| m.then_some(k))
+                        .collect();
                 Err(InvalidInput::Config(format!(
                     "TLS needs tls_cert, tls_key and tls_ca together{}; missing {}",
                     if self.tls_client_auth { " (tls_client_auth is set)" } else { "" },
@@ -557,7 +558,10 @@ impl TcpTransport {
             if left.is_zero() {
                 return Err(Error::unavailable(format!("no answer within {:?}", self.timeout)));
             }
-            self.stream.tcp().set_read_timeout(Some(left)).map_err(|e| Error::unavailable(format!("connection: {e}")))?;
+            self.stream
+                .tcp()
+                .set_read_timeout(Some(left))
+                .map_err(|e| Error::unavailable(format!("connection: {e}")))?;
             match std::io::Read::read(&mut self.stream, &mut chunk) {
                 Ok(0) => {
                     self.broken = true;
@@ -1001,7 +1005,9 @@ async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiv
                 Some(tls) => {
                     let connector = tokio_rustls::TlsConnector::from(tls.peers.config());
                     let handshake = match tls.peers.server_name(&addr) {
-                        Ok(name) => tokio::time::timeout(Duration::from_secs(10), connector.connect(name, stream)).await,
+                        Ok(name) => {
+                            tokio::time::timeout(Duration::from_secs(10), connector.connect(name, stream)).await
+                        }
                         Err(e) => {
                             tracing::warn!("peer {addr}: {e}");
                             Ok(Err(std::io::Error::other(e.to_string())))

@@ -217,9 +217,7 @@ pub fn client_error(addr: &str, e: &std::io::Error) -> Error {
              signed by its CA (--tls-cert/--tls-key)"
         ))
         .into(),
-        Some(cause) => {
-            InvalidInput::Unauthenticated(format!("TLS handshake with {addr} failed: {cause}")).into()
-        }
+        Some(cause) => InvalidInput::Unauthenticated(format!("TLS handshake with {addr} failed: {cause}")).into(),
         None => Error::unavailable(format!("connect {addr}: {e}")),
     }
 }

@@ -3,11 +3,11 @@
 //! clients under mutual TLS, certificates from another CA, and certificate-less peers refused
 //! with typed errors while the server keeps serving.
 
+use litmus_core::NodeId;
 use litmus_core::{Error, InvalidInput, Value};
 use litmus_engine::builtin;
 use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::wire::{self, ClusterIdentity, Frame, PROTOCOL_VERSION};
-use litmus_core::NodeId;
 use litmus_runtime::tcp::{serve_until, Credentials, NodeConfig, TcpTransport};
 use litmus_runtime::tls::ClientTls;
 use litmus_runtime::Transport;
@@ -46,7 +46,8 @@ impl Ca {
         let mut params = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
         params.distinguished_name.push(DnType::CommonName, who);
         let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
-        let (c, k) = (self.dir.join(format!("{}-{who}.pem", self.name)), self.dir.join(format!("{}-{who}.key", self.name)));
+        let (c, k) =
+            (self.dir.join(format!("{}-{who}.pem", self.name)), self.dir.join(format!("{}-{who}.key", self.name)));
         std::fs::write(&c, cert.pem()).unwrap();
         std::fs::write(&k, key.serialize_pem()).unwrap();
         (c, k)
@@ -78,7 +79,13 @@ impl Drop for Servers {
 
 /// Starts one server per node of `peers`, each with TLS from `ca` (node certificates from
 /// `node_ca(node)`), mutual TLS for clients when `client_auth`.
-fn start(dir: &Path, peers: &[String], ca: &Ca, client_auth: bool, node_ca: impl Fn(u32) -> Option<&'static Ca>) -> Servers {
+fn start(
+    dir: &Path,
+    peers: &[String],
+    ca: &Ca,
+    client_auth: bool,
+    node_ca: impl Fn(u32) -> Option<&'static Ca>,
+) -> Servers {
     let stop = Arc::new(AtomicBool::new(false));
     for node in 0..peers.len() as u32 {
         let issuer = node_ca(node);
@@ -110,7 +117,9 @@ fn connect(addr: &str, auth: &Credentials) -> Result<TcpTransport, Error> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         match TcpTransport::connect_any_with(&[addr.to_string()], Duration::from_secs(5), auth) {
-            Err(Error::Unavailable { .. }) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Err(Error::Unavailable { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
             other => return other,
         }
     }
