@@ -1208,3 +1208,27 @@ pub fn print_ratio(out: &mut dyn Write, a: &BenchReport, b: &BenchReport) -> std
         None => writeln!(out, "ratio {}/{} = n/a ({} committed nothing)", b.engine, a.engine, a.engine),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ClientTlsArgs;
+    use litmus_core::{Error, InvalidInput};
+
+    #[test]
+    fn client_tls_flags_are_plaintext_when_absent_and_typed_errors_when_incomplete_or_bad() {
+        assert!(matches!(ClientTlsArgs::default().load(), Ok(None)));
+        let p = |s: &str| Some(std::path::PathBuf::from(s));
+        let cases = [
+            (ClientTlsArgs { tls_cert: p("c.pem"), tls_key: p("k.pem"), ..Default::default() }, "without --tls-ca"),
+            (ClientTlsArgs { tls_server_name: Some("db".into()), ..Default::default() }, "without --tls-ca"),
+            (ClientTlsArgs { tls_ca: p("ca.pem"), tls_cert: p("c.pem"), ..Default::default() }, "go together"),
+            (ClientTlsArgs { tls_ca: p("/nonexistent/ca.pem"), ..Default::default() }, "/nonexistent/ca.pem"),
+        ];
+        for (args, what) in cases {
+            match args.load() {
+                Err(Error::Invalid(InvalidInput::Config(text))) => assert!(text.contains(what), "{text}"),
+                other => panic!("{args:?}: {other:?}"),
+            }
+        }
+    }
+}
