@@ -253,6 +253,21 @@ mod tests {
     }
 
     #[test]
+    fn tls_config_keys_go_together_and_a_partial_set_names_what_is_missing() {
+        let mut cfg = crate::tcp::NodeConfig::new(0, "127.0.0.1:1".into(), "d".into(), "acid", 1, vec!["a".into()]);
+        assert_eq!(cfg.tls_files(), Ok(None));
+        cfg.tls_client_auth = true;
+        let Err(InvalidInput::Config(text)) = cfg.tls_files() else { panic!("client auth without TLS") };
+        assert!(text.contains("missing tls_cert, tls_key, tls_ca"), "{text}");
+        cfg.tls_cert = Some("c.pem".into());
+        cfg.tls_ca = Some("ca.pem".into());
+        let Err(InvalidInput::Config(text)) = cfg.tls_files() else { panic!("no key") };
+        assert!(text.contains("missing tls_key") && !text.contains("tls_ca,"), "{text}");
+        cfg.tls_key = Some("k.pem".into());
+        assert_eq!(cfg.tls_files().unwrap().map(|f| f.client_auth), Some(true));
+    }
+
+    #[test]
     fn server_names_come_from_the_address_host_or_the_override() {
         assert!(matches!(server_name("127.0.0.1:7100", None), Ok(ServerName::IpAddress(_))));
         assert!(matches!(server_name("[::1]:7100", None), Ok(ServerName::IpAddress(_))));
