@@ -169,6 +169,50 @@ pub struct BenchConfig {
     pub reset: bool,
     /// With `connect`: the cluster's shared token.
     pub token: Option<String>,
+    /// With `connect`: TLS to the servers.
+    pub tls: ClientTlsArgs,
+}
+
+/// A client's TLS flags (`litmus bench --connect`, `litmus shell`, `litmus dump`).
+#[derive(clap::Args, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClientTlsArgs {
+    /// Connect over TLS, verifying the servers' certificates against this CA (PEM): the
+    /// servers' `tls_ca`.
+    #[arg(long, value_name = "PEM")]
+    pub tls_ca: Option<PathBuf>,
+    /// A client certificate chain (PEM) to present, for servers with `tls_client_auth`.
+    #[arg(long, value_name = "PEM", requires_all = ["tls_ca", "tls_key"])]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Verify the servers' certificates against this name instead of the host in their
+    /// address (e.g. when connecting by IP to certificates issued for DNS names).
+    #[arg(long, value_name = "NAME", requires = "tls_ca")]
+    pub tls_server_name: Option<String>,
+}
+
+impl ClientTlsArgs {
+    /// The TLS settings these flags ask for (`None`: plaintext), or a typed `Config` error
+    /// naming a missing flag or a bad PEM file.
+    pub fn load(&self) -> Result<Option<litmus_client::ClientTls>, litmus_core::Error> {
+        use litmus_core::InvalidInput::Config;
+        let name = self.tls_server_name.as_deref();
+        match (&self.tls_ca, &self.tls_cert, &self.tls_key) {
+            (None, None, None) if name.is_none() => Ok(None),
+            (Some(ca), None, None) => Ok(Some(litmus_client::ClientTls::load(ca, None, name)?)),
+            (Some(ca), Some(cert), Some(key)) => Ok(Some(litmus_client::ClientTls::load(ca, Some((cert, key)), name)?)),
+            (None, ..) => {
+                Err(Config("TLS flags without --tls-ca (the CA that signed the servers' certificates)".into()).into())
+            }
+            _ => Err(Config("--tls-cert and --tls-key go together".into()).into()),
+        }
+    }
+
+    /// The credentials to connect with: `token` and these TLS settings.
+    pub fn credentials(&self, token: Option<&str>) -> Result<litmus_client::Credentials, litmus_core::Error> {
+        Ok(litmus_client::Credentials { token: token.map(str::to_string), tls: self.load()? })
+    }
 }
 
 impl BenchConfig {
@@ -194,6 +238,7 @@ impl BenchConfig {
             history: None,
             reset: false,
             token: None,
+            tls: ClientTlsArgs::default(),
         }
     }
 
@@ -439,13 +484,14 @@ fn run_embedded(
     cfg.validate()?;
     check_isolation(cfg, workload)?;
     if let Some(addrs) = &cfg.connect {
+        let auth = cfg.tls.credentials(cfg.token.as_deref())?;
         let mut next = 0usize;
         let mut connect = || {
             let addr = &addrs[next % addrs.len()];
             // This client's coordinator first, the others to fail over to.
             let order: Vec<String> = (0..addrs.len()).map(|i| addrs[(next + i) % addrs.len()].clone()).collect();
             next += 1;
-            let client = Client::connect_any_with_token(&order, cfg.token.as_deref())?;
+            let client = Client::connect_any_with(&order, &auth)?;
             match client.server_engine() {
                 Some(e) if e != cfg.engine.name() => {
                     Err(litmus_core::Error::Invalid(litmus_core::InvalidInput::Config(format!(
@@ -1160,5 +1206,29 @@ pub fn print_ratio(out: &mut dyn Write, a: &BenchReport, b: &BenchReport) -> std
     match ratio(a, b) {
         Some(x) => writeln!(out, "ratio {}/{} = {x:.2}", b.engine, a.engine),
         None => writeln!(out, "ratio {}/{} = n/a ({} committed nothing)", b.engine, a.engine, a.engine),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ClientTlsArgs;
+    use litmus_core::{Error, InvalidInput};
+
+    #[test]
+    fn client_tls_flags_are_plaintext_when_absent_and_typed_errors_when_incomplete_or_bad() {
+        assert!(matches!(ClientTlsArgs::default().load(), Ok(None)));
+        let p = |s: &str| Some(std::path::PathBuf::from(s));
+        let cases = [
+            (ClientTlsArgs { tls_cert: p("c.pem"), tls_key: p("k.pem"), ..Default::default() }, "without --tls-ca"),
+            (ClientTlsArgs { tls_server_name: Some("db".into()), ..Default::default() }, "without --tls-ca"),
+            (ClientTlsArgs { tls_ca: p("ca.pem"), tls_cert: p("c.pem"), ..Default::default() }, "go together"),
+            (ClientTlsArgs { tls_ca: p("/nonexistent/ca.pem"), ..Default::default() }, "/nonexistent/ca.pem"),
+        ];
+        for (args, what) in cases {
+            match args.load() {
+                Err(Error::Invalid(InvalidInput::Config(text))) => assert!(text.contains(what), "{text}"),
+                other => panic!("{args:?}: {other:?}"),
+            }
+        }
     }
 }

@@ -69,7 +69,7 @@ pub mod ycsb;
 pub mod ycsb_t;
 pub mod ycsb_t_sim;
 
-pub use harness::{BenchConfig, BenchError, BenchReport};
+pub use harness::{BenchConfig, BenchError, BenchReport, ClientTlsArgs};
 pub use omid_oracle::OmidOracleOptions;
 pub use salt_micro::{SaltMicro, SaltMicroKind, SaltMicroOptions};
 pub use sweep::{Sweep, SweepParam, SweepPoint};
@@ -291,6 +291,9 @@ pub struct BenchArgs {
     pub token: Option<String>,
 
     #[command(flatten)]
+    pub tls: ClientTlsArgs,
+
+    #[command(flatten)]
     pub ycsb: YcsbOptions,
 
     #[command(flatten)]
@@ -465,6 +468,7 @@ pub fn config(args: &BenchArgs, engine: EngineKind) -> Result<BenchConfig, Bench
         history: args.history.clone(),
         reset: args.reset,
         token: args.token.clone(),
+        tls: args.tls.clone(),
     };
     cfg.validate()?;
     Ok(cfg)

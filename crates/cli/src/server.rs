@@ -10,8 +10,8 @@ use std::sync::Arc;
 #[derive(clap::Args)]
 pub struct ServerArgs {
     /// Node configuration (TOML): node, listen, data_dir, engine, partitions, fsync, peers,
-    /// and optionally cluster, max_connections, max_frame_bytes, metrics_addr, log, token (see
-    /// examples/cluster-3/).
+    /// and optionally cluster, max_connections, max_frame_bytes, metrics_addr, log, token,
+    /// tls_cert, tls_key, tls_ca, tls_client_auth (see examples/cluster-3/).
     #[arg(long)]
     config: PathBuf,
     /// Override `node` (this node's id: its index in `peers`).
@@ -36,6 +36,20 @@ pub struct ServerArgs {
     /// Override `fsync` (always: fdatasync every group commit; never: leave it to the OS).
     #[arg(long)]
     fsync: Option<String>,
+    /// Override `tls_cert`: this node's certificate chain (PEM). TLS needs it, --tls-key and
+    /// --tls-ca together.
+    #[arg(long, value_name = "PEM")]
+    tls_cert: Option<PathBuf>,
+    /// Override `tls_key`: the private key of the certificate (PEM).
+    #[arg(long, value_name = "PEM")]
+    tls_key: Option<PathBuf>,
+    /// Override `tls_ca`: the CA (PEM) that signed the cluster's certificates; peers (and
+    /// clients that present a certificate) are verified against it.
+    #[arg(long, value_name = "PEM")]
+    tls_ca: Option<PathBuf>,
+    /// Set `tls_client_auth`: every client must present a certificate signed by the CA.
+    #[arg(long)]
+    tls_client_auth: bool,
 }
 
 pub fn load_config(args: &ServerArgs) -> anyhow::Result<NodeConfig> {
@@ -62,12 +76,25 @@ pub fn load_config(args: &ServerArgs) -> anyhow::Result<NodeConfig> {
     if let Some(f) = &args.fsync {
         cfg.fsync = f.parse()?;
     }
+    if let Some(p) = &args.tls_cert {
+        cfg.tls_cert = Some(p.clone());
+    }
+    if let Some(p) = &args.tls_key {
+        cfg.tls_key = Some(p.clone());
+    }
+    if let Some(p) = &args.tls_ca {
+        cfg.tls_ca = Some(p.clone());
+    }
+    if args.tls_client_auth {
+        cfg.tls_client_auth = true;
+    }
     if let Ok(token) = std::env::var("LITMUS_TOKEN") {
         if !token.is_empty() {
             cfg.token = Some(token);
         }
     }
     cfg.topology()?;
+    cfg.tls_files()?;
     Ok(cfg)
 }
 
@@ -94,14 +121,8 @@ fn init_logging(cfg: &NodeConfig) -> anyhow::Result<()> {
 pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     let cfg = load_config(&args)?;
     init_logging(&cfg)?;
-    let loopback = cfg.listen.parse::<std::net::SocketAddr>().map(|a| a.ip().is_loopback()).unwrap_or(false)
-        || cfg.listen.starts_with("localhost:");
-    if !loopback {
-        tracing::warn!(
-            "listening on {} (not loopback) without TLS: requests, data and the cluster token cross the network in the clear",
-            cfg.listen
-        );
-    }
+    // The plaintext-beyond-loopback warning is logged by the runtime once the listener is
+    // bound (litmus_runtime::tls::plaintext_warning), where the real address is known.
     tracing::info!(
         node = cfg.node,
         engine = %cfg.engine,

@@ -23,6 +23,8 @@ pub struct ShellArgs {
     /// The cluster's shared token (the servers' `token`).
     #[arg(long, env = "LITMUS_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    #[command(flatten)]
+    tls: litmus_bench::ClientTlsArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -39,6 +41,8 @@ pub struct DumpArgs {
     /// The cluster's shared token (the servers' `token`).
     #[arg(long, env = "LITMUS_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    #[command(flatten)]
+    tls: litmus_bench::ClientTlsArgs,
     /// Table to dump (`litmus shell` lists them with `tables`).
     #[arg(long)]
     table: String,
@@ -67,8 +71,9 @@ values: 42  1.25  null  0x00ff  \"text\"  word";
 
 pub fn run_shell(args: ShellArgs) -> anyhow::Result<()> {
     let (catalog, _) = litmus_bench::full_schema();
-    let mut client = Client::connect_any_with_token(std::slice::from_ref(&args.connect), args.token.as_deref())
-        .with_context(|| format!("connecting to {}", args.connect))?;
+    let mut client =
+        Client::connect_any_with(std::slice::from_ref(&args.connect), &args.tls.credentials(args.token.as_deref())?)
+            .with_context(|| format!("connecting to {}", args.connect))?;
     let interactive = std::io::stdin().is_terminal();
     if interactive {
         println!("connected to {} ({} engine); type help", args.connect, client.server_engine().unwrap_or("?"));
@@ -396,8 +401,9 @@ fn print_table(head: &[String], rows: &[Vec<String>]) {
 pub fn run_dump(args: DumpArgs) -> anyhow::Result<()> {
     let (catalog, _) = litmus_bench::full_schema();
     let t = catalog.table_by_name(&args.table)?.clone();
-    let mut client = Client::connect_any_with_token(std::slice::from_ref(&args.connect), args.token.as_deref())
-        .with_context(|| format!("connecting to {}", args.connect))?;
+    let mut client =
+        Client::connect_any_with(std::slice::from_ref(&args.connect), &args.tls.credentials(args.token.as_deref())?)
+            .with_context(|| format!("connecting to {}", args.connect))?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.format == DumpFormat::Csv {

@@ -27,6 +27,8 @@ use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::op::{Op, OpResult};
 use std::time::Duration;
 
+pub use litmus_runtime::tcp::Credentials;
+pub use litmus_runtime::tls::ClientTls;
 pub use litmus_runtime::transport::Transport;
 
 /// A client session with one coordinator.
@@ -56,6 +58,15 @@ impl Client {
     pub fn connect_any_with_token(addrs: &[String], token: Option<&str>) -> Result<Client, Error> {
         let timeout = litmus_engine::client::REQUEST_TIMEOUT_DEFAULT;
         let transport = litmus_runtime::tcp::TcpTransport::connect_any_with_token(addrs, timeout, token)?;
+        Ok(Client::new(Box::new(transport)))
+    }
+
+    /// [`Client::connect_any`] with the cluster's token and/or TLS ([`ClientTls`]: the CA
+    /// that signed the servers' certificates, and a client certificate for servers that
+    /// require one). A refused certificate or token is `Invalid(Unauthenticated)` naming why.
+    pub fn connect_any_with(addrs: &[String], auth: &Credentials) -> Result<Client, Error> {
+        let timeout = litmus_engine::client::REQUEST_TIMEOUT_DEFAULT;
+        let transport = litmus_runtime::tcp::TcpTransport::connect_any_with(addrs, timeout, auth)?;
         Ok(Client::new(Box::new(transport)))
     }
 

@@ -17,6 +17,7 @@ pub mod host;
 pub mod latency;
 pub mod sim;
 pub mod tcp;
+pub mod tls;
 pub mod topology;
 pub mod transport;
 

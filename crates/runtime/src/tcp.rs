@@ -88,6 +88,21 @@ pub struct NodeConfig {
     /// overrides it in `litmus server`). Without TLS it crosses the network in the clear.
     #[serde(default)]
     pub token: Option<String>,
+    /// This node's certificate chain (PEM, leaf first). With `tls_key` and `tls_ca` it turns
+    /// TLS on for every client and peer connection ([`crate::tls`]).
+    #[serde(default)]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of `tls_cert` (PEM).
+    #[serde(default)]
+    pub tls_key: Option<PathBuf>,
+    /// The CA (PEM) that signed the cluster's certificates: peers are verified against it,
+    /// and clients too when they present a certificate.
+    #[serde(default)]
+    pub tls_ca: Option<PathBuf>,
+    /// Require every client to present a certificate signed by `tls_ca` (mutual TLS), beside
+    /// the shared `token` if one is set.
+    #[serde(default)]
+    pub tls_client_auth: bool,
 }
 
 /// Default [`NodeConfig::max_connections`].
@@ -146,6 +161,36 @@ impl NodeConfig {
             metrics_addr: None,
             log: None,
             token: None,
+            tls_cert: None,
+            tls_key: None,
+            tls_ca: None,
+            tls_client_auth: false,
+        }
+    }
+
+    /// The TLS files, when TLS is on: all of `tls_cert`, `tls_key` and `tls_ca`, or none (a
+    /// `Config` error names what is missing).
+    pub fn tls_files(&self) -> Result<Option<crate::tls::TlsFiles>, InvalidInput> {
+        match (&self.tls_cert, &self.tls_key, &self.tls_ca) {
+            (Some(cert), Some(key), Some(ca)) => Ok(Some(crate::tls::TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                ca: ca.clone(),
+                client_auth: self.tls_client_auth,
+            })),
+            (None, None, None) if !self.tls_client_auth => Ok(None),
+            (cert, key, ca) => {
+                let missing: Vec<&str> =
+                    [("tls_cert", cert.is_none()), ("tls_key", key.is_none()), ("tls_ca", ca.is_none())]
+                        .into_iter()
+                        .filter_map(|(k, m)| m.then_some(k))
+                        .collect();
+                Err(InvalidInput::Config(format!(
+                    "TLS needs tls_cert, tls_key and tls_ca together{}; missing {}",
+                    if self.tls_client_auth { " (tls_client_auth is set)" } else { "" },
+                    missing.join(", ")
+                )))
+            }
         }
     }
 
@@ -228,7 +273,7 @@ pub fn check_data_dir(cfg: &NodeConfig) -> Result<ClusterIdentity, Error> {
 /// answers to earlier requests) does not extend it, and a frame cut by the deadline stays
 /// buffered, so the stream never loses its framing.
 pub struct TcpTransport {
-    stream: TcpStream,
+    stream: Conn,
     engine: String,
     cluster: ClusterIdentity,
     session: ClientSession,
@@ -242,8 +287,51 @@ pub struct TcpTransport {
     /// The connection was lost: the next request reconnects first (with backoff, to any of
     /// `addrs`), as a new client session.
     broken: bool,
-    /// The cluster's shared token, sent in every hello.
-    token: Option<String>,
+    /// The cluster's shared token (sent in every hello) and TLS settings.
+    auth: Credentials,
+}
+
+/// How a client proves itself to a cluster: the shared token (sent in the hello) and, for a
+/// cluster with TLS, the CA to verify servers against and an optional client certificate.
+#[derive(Clone, Debug, Default)]
+pub struct Credentials {
+    pub token: Option<String>,
+    pub tls: Option<crate::tls::ClientTls>,
+}
+
+/// A client's byte stream: plain TCP or TLS over it (rustls's blocking `StreamOwned`).
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Conn {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Conn::Plain(s) => s,
+            Conn::Tls(s) => &s.sock,
+        }
+    }
+
+    /// Writes all of `buf` and pushes it (and TLS's record around it) onto the socket.
+    fn send(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.write_all(buf),
+            Conn::Tls(s) => {
+                s.write_all(buf)?;
+                s.flush()
+            }
+        }
+    }
+}
+
+impl std::io::Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.read(buf),
+            Conn::Tls(s) => s.read(buf),
+        }
+    }
 }
 
 impl TcpTransport {
@@ -267,9 +355,16 @@ impl TcpTransport {
         timeout: Duration,
         token: Option<&str>,
     ) -> Result<TcpTransport, Error> {
+        let auth = Credentials { token: token.map(str::to_string), tls: None };
+        Self::connect_any_with(addrs, timeout, &auth)
+    }
+
+    /// [`TcpTransport::connect_any`] with a token and/or TLS. A refused certificate or token is
+    /// `Invalid(Unauthenticated)` naming the cause; it is not retried on the other addresses.
+    pub fn connect_any_with(addrs: &[String], timeout: Duration, auth: &Credentials) -> Result<TcpTransport, Error> {
         let mut last = Error::unavailable("no coordinator address given");
         for (i, addr) in addrs.iter().enumerate() {
-            match Self::handshake(addr, timeout, token) {
+            match Self::handshake(addr, timeout, auth) {
                 Ok((stream, engine, cluster, session)) => {
                     return Ok(TcpTransport {
                         stream,
@@ -282,9 +377,10 @@ impl TcpTransport {
                         addrs: addrs.to_vec(),
                         current: i,
                         broken: false,
-                        token: token.map(str::to_string),
+                        auth: auth.clone(),
                     })
                 }
+                Err(e @ Error::Invalid(InvalidInput::Unauthenticated(_))) => return Err(e),
                 Err(e) => last = e,
             }
         }
@@ -300,7 +396,7 @@ impl TcpTransport {
         let mut last = None;
         for attempt in 0.. {
             let i = (self.current + attempt) % self.addrs.len();
-            match Self::handshake(&self.addrs[i], self.timeout, self.token.as_deref()) {
+            match Self::handshake(&self.addrs[i], self.timeout, &self.auth) {
                 Ok((stream, engine, cluster, session)) => {
                     (self.stream, self.engine, self.cluster, self.session) = (stream, engine, cluster, session);
                     self.inbox.clear();
@@ -327,25 +423,56 @@ impl TcpTransport {
     fn handshake(
         addr: &str,
         timeout: Duration,
-        token: Option<&str>,
-    ) -> Result<(TcpStream, String, ClusterIdentity, ClientSession), Error> {
+        auth: &Credentials,
+    ) -> Result<(Conn, String, ClusterIdentity, ClientSession), Error> {
         let io = |e: std::io::Error| Error::unavailable(format!("connect {addr}: {e}"));
-        let mut stream = TcpStream::connect(addr).map_err(io)?;
+        let stream = TcpStream::connect(addr).map_err(io)?;
         stream.set_nodelay(true).map_err(io)?;
         stream.set_read_timeout(Some(timeout)).map_err(io)?;
-        let mut buf = Vec::new();
-        let hello = Frame::HelloClient { version: PROTOCOL_VERSION, expect: None, token: token.map(str::to_string) };
-        wire::write_frame(&mut buf, &hello);
-        stream.write_all(&buf).map_err(io)?;
-        let answer = wire::read_frame(&mut stream).map_err(|e| match e {
-            Error::Unavailable { .. } => {
-                Error::unavailable(format!("connect {addr}: the server closed the connection during the hello"))
+        stream.set_write_timeout(Some(timeout)).map_err(io)?;
+        let mut conn = match &auth.tls {
+            None => Conn::Plain(stream),
+            Some(tls) => {
+                let tls_conn = rustls::ClientConnection::new(tls.config(), tls.server_name(addr)?)
+                    .map_err(|e| Error::Internal(format!("tls: {e}")))?;
+                let mut s = rustls::StreamOwned::new(tls_conn, stream);
+                while s.conn.is_handshaking() {
+                    s.conn.complete_io(&mut s.sock).map_err(|e| crate::tls::client_error(addr, &e))?;
+                }
+                Conn::Tls(Box::new(s))
             }
-            e => e,
-        })?;
-        match answer {
+        };
+        let mut buf = Vec::new();
+        let hello = Frame::HelloClient { version: PROTOCOL_VERSION, expect: None, token: auth.token.clone() };
+        wire::write_frame(&mut buf, &hello);
+        conn.send(&buf).map_err(|e| crate::tls::client_error(addr, &e))?;
+        // Read the answer by hand, not with `wire::read_frame`, to keep a TLS alert's cause
+        // (under TLS 1.3 a refused client certificate surfaces here, after the handshake).
+        let mut len = [0u8; 4];
+        let read = |conn: &mut Conn, buf: &mut [u8]| {
+            std::io::Read::read_exact(conn, buf).map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => {
+                    Error::unavailable(format!("connect {addr}: the server closed the connection during the hello"))
+                }
+                _ => crate::tls::client_error(addr, &e),
+            })
+        };
+        read(&mut conn, &mut len)?;
+        let n = u32::from_be_bytes(len) as usize;
+        if len[0] == crate::tls::TLS_HANDSHAKE_BYTE && auth.tls.is_none() {
+            return Err(InvalidInput::Unauthenticated(format!(
+                "the server at {addr} answered in TLS: connect with --tls-ca"
+            ))
+            .into());
+        }
+        if n > FRAME_SIZE_MAX {
+            return Err(InvalidInput::Oversized { what: "frame".into(), size: n, limit: FRAME_SIZE_MAX }.into());
+        }
+        let mut payload = vec![0u8; n];
+        read(&mut conn, &mut payload)?;
+        match wire::decode(&payload)? {
             Frame::Welcome { client, node, engine, cluster } => {
-                Ok((stream, engine, cluster, ClientSession::new(client, Addr::Coordinator(node), timeout)))
+                Ok((conn, engine, cluster, ClientSession::new(client, Addr::Coordinator(node), timeout)))
             }
             Frame::Rejected(e) => Err(e),
             other => Err(Error::Internal(format!("unexpected handshake frame {other:?}"))),
@@ -374,7 +501,7 @@ impl Transport for TcpTransport {
         let (id, env) = self.session.request(Time::ZERO, body);
         self.buf.clear();
         wire::write_frame(&mut self.buf, &Frame::Envelope(env));
-        let sent = self.stream.set_write_timeout(Some(self.timeout)).and_then(|()| self.stream.write_all(&self.buf));
+        let sent = self.stream.tcp().set_write_timeout(Some(self.timeout)).and_then(|()| self.stream.send(&self.buf));
         if let Err(e) = sent {
             // Part of the request may have reached the server: its outcome is unknown.
             self.broken = true;
@@ -431,7 +558,10 @@ impl TcpTransport {
             if left.is_zero() {
                 return Err(Error::unavailable(format!("no answer within {:?}", self.timeout)));
             }
-            self.stream.set_read_timeout(Some(left)).map_err(|e| Error::unavailable(format!("connection: {e}")))?;
+            self.stream
+                .tcp()
+                .set_read_timeout(Some(left))
+                .map_err(|e| Error::unavailable(format!("connection: {e}")))?;
             match std::io::Read::read(&mut self.stream, &mut chunk) {
                 Ok(0) => {
                     self.broken = true;
@@ -556,6 +686,8 @@ struct TcpRouter {
     /// meets a different identity is the odd one out and stops; one that has (a healthy member
     /// dialing a misconfigured newcomer) keeps serving and logs the refusal.
     confirmed: AtomicBool,
+    /// TLS on every client and peer connection, when configured.
+    tls: Option<crate::tls::ServerTls>,
 }
 
 impl TcpRouter {
@@ -623,6 +755,10 @@ pub fn serve_until(
         ))
         .into());
     }
+    let tls = match cfg.tls_files()? {
+        Some(files) => Some(crate::tls::ServerTls::load(&files)?),
+        None => None,
+    };
     let identity = check_data_dir(&cfg)?;
     let me = NodeId(cfg.node);
     let spec = ClusterSpec { engine, topology, catalog, registry, seed: cfg.seed };
@@ -681,11 +817,17 @@ pub fn serve_until(
         metrics: Arc::new(ServerMetrics::default()),
         fatal: Mutex::new(None),
         confirmed: AtomicBool::new(false),
+        tls,
     });
 
     let listener = rt
         .block_on(tokio::net::TcpListener::bind(&cfg.listen))
         .map_err(|e| Error::unavailable(format!("bind {}: {e}", cfg.listen)))?;
+    if let Ok(local) = listener.local_addr() {
+        if let Some(warning) = crate::tls::plaintext_warning(local, router.tls.is_some(), cfg.token.is_some()) {
+            tracing::warn!("{warning}");
+        }
+    }
     if let Some(addr) = &cfg.metrics_addr {
         let l = rt
             .block_on(tokio::net::TcpListener::bind(addr))
@@ -706,7 +848,7 @@ pub fn serve_until(
                 Ok((stream, _)) => {
                     backoff = Duration::from_millis(5);
                     let _ = stream.set_nodelay(true);
-                    tokio::spawn(handle_connection(
+                    tokio::spawn(accept_connection(
                         stream,
                         accept_router.clone(),
                         inbox_tx.clone(),
@@ -732,9 +874,14 @@ pub fn serve_until(
         }
     });
     tracing::info!(
-        "node {} listening on {} (cluster {}, {} engine, {} nodes, {} partitions, fsync {:?}, max {} connections, frames ≤ {} bytes)",
+        "node {} listening on {}{} (cluster {}, {} engine, {} nodes, {} partitions, fsync {:?}, max {} connections, frames ≤ {} bytes)",
         cfg.node,
         cfg.listen,
+        match &router.tls {
+            Some(t) if t.client_auth => " with TLS, client certificates required",
+            Some(_) => " with TLS",
+            None => " in plaintext",
+        },
         identity.cluster_id,
         engine,
         topology.nodes,
@@ -853,8 +1000,60 @@ async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiv
     loop {
         if let Ok(stream) = tokio::net::TcpStream::connect(&addr).await {
             let _ = stream.set_nodelay(true);
+            match &router.tls {
+                None => peer_link(stream, &addr, &router, &hello, &mut rx, &mut backoff).await,
+                Some(tls) => {
+                    let connector = tokio_rustls::TlsConnector::from(tls.peers.config());
+                    let handshake = match tls.peers.server_name(&addr) {
+                        Ok(name) => {
+                            tokio::time::timeout(Duration::from_secs(10), connector.connect(name, stream)).await
+                        }
+                        Err(e) => {
+                            tracing::warn!("peer {addr}: {e}");
+                            Ok(Err(std::io::Error::other(e.to_string())))
+                        }
+                    };
+                    match handshake {
+                        Ok(Ok(s)) => peer_link(s, &addr, &router, &hello, &mut rx, &mut backoff).await,
+                        Ok(Err(e)) => tracing::warn!("TLS handshake with peer {addr} failed: {}", tls_cause(&e)),
+                        Err(_) => tracing::warn!("TLS handshake with peer {addr} timed out"),
+                    }
+                }
+            }
+            if rx.is_closed() {
+                return;
+            }
+        }
+        while rx.try_recv().is_ok() {}
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// The cause of a server-side TLS failure, for the log.
+fn tls_cause(e: &std::io::Error) -> String {
+    match crate::tls::rustls_cause(e) {
+        Some(cause) => cause.to_string(),
+        None => e.to_string(),
+    }
+}
+
+/// One peer link's life on an established stream: hello both ways, then forward frames until
+/// it breaks.
+async fn peer_link<S>(
+    stream: S,
+    addr: &str,
+    router: &TcpRouter,
+    hello: &Frame,
+    rx: &mut UnboundedReceiver<Bytes>,
+    backoff: &mut Duration,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    {
+        {
             let mut framed = Framed::new(stream, codec(router.cfg.max_frame_bytes));
-            if framed.send(frame_bytes(&hello)).await.is_ok() {
+            if framed.send(frame_bytes(hello)).await.is_ok() {
                 let answer = tokio::time::timeout(Duration::from_secs(10), framed.next()).await;
                 match answer.ok().flatten().map(|r| r.map(|b| wire::decode(&b))) {
                     Some(Ok(Ok(Frame::HelloNode { node, cluster, token, .. }))) => {
@@ -872,7 +1071,7 @@ async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiv
                             ));
                         } else {
                             router.confirmed.store(true, Ordering::Relaxed);
-                            backoff = Duration::from_millis(50);
+                            *backoff = Duration::from_millis(50);
                             tracing::info!("peer link to node {} at {addr} up", node.0);
                             router.metrics.peer_links_up.fetch_add(1, Ordering::Relaxed);
                             // The peer sends nothing after its hello: anything read (EOF, an
@@ -886,7 +1085,7 @@ async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiv
                                                 break;
                                             }
                                         }
-                                        None => return,
+                                        None => return, // the node is stopping
                                     },
                                     _ = framed.next() => break,
                                 }
@@ -904,9 +1103,6 @@ async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiv
                 }
             }
         }
-        while rx.try_recv().is_ok() {}
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(1));
     }
 }
 
@@ -918,7 +1114,10 @@ impl Drop for ConnGuard {
     }
 }
 
-async fn handle_connection(
+/// A new connection: counted from the start (a pending TLS handshake holds a connection
+/// too), then, on a TLS server, refused in plaintext if it does not open with a TLS handshake
+/// and otherwise handshaken before [`handle_connection`] reads its hello.
+async fn accept_connection(
     stream: tokio::net::TcpStream,
     router: Arc<TcpRouter>,
     inbox: Sender<Envelope>,
@@ -928,6 +1127,56 @@ async fn handle_connection(
     metrics.connections_accepted.fetch_add(1, Ordering::Relaxed);
     let open = metrics.connections_open.fetch_add(1, Ordering::Relaxed) + 1;
     let _guard = ConnGuard(metrics.clone());
+    let Some(tls) = router.tls.clone() else {
+        return handle_connection(stream, false, open, router, inbox, next_client).await;
+    };
+    let peer = stream.peer_addr().map_or_else(|_| "?".to_string(), |a| a.to_string());
+    let hello_timeout = Duration::from_millis(router.cfg.hello_timeout_ms);
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(hello_timeout, stream.peek(&mut first)).await {
+        Ok(Ok(1..)) if first[0] == crate::tls::TLS_HANDSHAKE_BYTE => {}
+        Ok(Ok(1..)) => {
+            // A plaintext client: tell it why, in plaintext, and close.
+            metrics.frames_rejected.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("refused a plaintext connection from {peer}: this server requires TLS");
+            let e = InvalidInput::Unauthenticated(
+                "this server requires TLS: connect with --tls-ca (and --tls-cert/--tls-key if it requires client \
+                 certificates)"
+                    .into(),
+            );
+            let mut framed = Framed::new(stream, codec(router.cfg.max_frame_bytes));
+            let _ = tokio::time::timeout(Duration::from_secs(1), framed.send(frame_bytes(&Frame::Rejected(e.into()))))
+                .await;
+            return;
+        }
+        _ => return, // closed, failed or silent before saying anything
+    }
+    match tokio::time::timeout(hello_timeout, tls.acceptor.accept(stream)).await {
+        Ok(Ok(s)) => {
+            let certified = s.get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty());
+            handle_connection(s, certified, open, router, inbox, next_client).await
+        }
+        Ok(Err(e)) => {
+            metrics.frames_rejected.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("TLS handshake with {peer} failed: {}", tls_cause(&e));
+        }
+        Err(_) => tracing::warn!("TLS handshake with {peer} timed out"),
+    }
+}
+
+/// Serves one connection (plain or TLS) from its hello on. `certified`: the connection
+/// presented a client certificate that `tls_ca` verified.
+async fn handle_connection<S>(
+    stream: S,
+    certified: bool,
+    open: u64,
+    router: Arc<TcpRouter>,
+    inbox: Sender<Envelope>,
+    next_client: Arc<AtomicU64>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let metrics = router.metrics.clone();
     let mut framed = Framed::new(stream, codec(router.cfg.max_frame_bytes));
     let reject = |e: Error| {
         metrics.frames_rejected.fetch_add(1, Ordering::Relaxed);
@@ -954,6 +1203,13 @@ async fn handle_connection(
     };
     match hello {
         Ok(Frame::HelloNode { version, node, cluster, token }) if version == PROTOCOL_VERSION => {
+            if router.tls.is_some() && !certified {
+                // Peers dial with their node certificate: a node hello without one is refused.
+                tracing::warn!("refused peer node {}: no client certificate (peer links are mutual TLS)", node.0);
+                let e = InvalidInput::Unauthenticated("a peer link needs a certificate signed by tls_ca".into());
+                let _ = framed.send(reject(e.into())).await;
+                return;
+            }
             if !wire::token_accepted(router.cfg.token.as_deref(), token.as_deref()) {
                 tracing::warn!("refused peer node {}: wrong or missing cluster token", node.0);
                 let e = InvalidInput::Unauthenticated("wrong or missing cluster token".into());
