@@ -382,6 +382,31 @@ mod tests {
     }
 
     #[test]
+    fn row_clones_share_and_writes_copy_on_write() {
+        let a: Row = vec![Value::Int(1), Value::from("x")].into();
+        let mut b = a.clone();
+        assert!(a.ptr_eq(&b), "a clone is a reference, not a copy");
+        b[0] = Value::Int(2);
+        assert!(!a.ptr_eq(&b), "writing to a shared row copies it first");
+        assert_eq!(a, vec![Value::Int(1), Value::from("x")], "the other holder does not see the write");
+        assert_eq!(b, vec![Value::Int(2), Value::from("x")]);
+        // A row held once is written in place.
+        let before = b.as_ptr();
+        b[1] = Value::Null;
+        assert_eq!(b.as_ptr(), before);
+    }
+
+    #[test]
+    fn row_debug_and_default_look_like_the_vec_it_replaced() {
+        // (Its encoding is checked against `Vec<Value>`'s in the engine, which has a codec.)
+        let values = vec![Value::Int(1), Value::Null, Value::Set([Value::Int(2)].into_iter().collect())];
+        let row: Row = values.clone().into();
+        assert_eq!(format!("{row:?}"), format!("{values:?}"));
+        assert_eq!(Row::default().len(), 0);
+        assert_eq!(Row::from([Value::Int(1)]), vec![Value::Int(1)]);
+    }
+
+    #[test]
     fn oversized_value_is_rejected() {
         let v = Value::Bytes(vec![0; limits::VALUE_SIZE_MAX + 1].into());
         assert!(matches!(v.check_limits("x"), Err(InvalidInput::Oversized { .. })));
