@@ -169,6 +169,11 @@ mod tests {
         let as_vec = postcard::to_stdvec(&row.clone().into_vec()).unwrap();
         assert_eq!(encode_exact(&row), as_vec);
         assert_eq!(postcard::from_bytes::<litmus_core::Row>(&as_vec).unwrap(), row);
+        // Likewise a key and the `Vec<u8>` it replaced.
+        let key = litmus_core::Key::ints(&[1, -2]);
+        let as_vec = postcard::to_stdvec(&key.as_bytes().to_vec()).unwrap();
+        assert_eq!(encode_exact(&key), as_vec);
+        assert_eq!(postcard::from_bytes::<litmus_core::Key>(&as_vec).unwrap(), key);
     }
 
     #[test]
