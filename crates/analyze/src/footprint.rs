@@ -562,7 +562,7 @@ impl Run<'_> {
 
     /// A synthetic row whose key starts with `prefix` (a full key for point reads).
     fn row(&mut self, t: &TableSchema, prefix: &[Value]) -> Row {
-        let mut row: Row = vec![Value::Null; t.columns.len()];
+        let mut row: Row = vec![Value::Null; t.columns.len()].into();
         let mut key_vals: Vec<Value> = Vec::with_capacity(t.primary_key.len());
         for (n, &i) in t.primary_key.iter().enumerate() {
             let v = match prefix.get(n) {

@@ -203,9 +203,11 @@ fn row_key(g: u32, k: i64) -> Vec<Value> {
 }
 
 /// Whether the parts of a read disagree on the writes they share (see the module doc).
-pub fn inconsistent(parts: &BTreeMap<u32, Vec<Value>>) -> bool {
+pub fn inconsistent<R: AsRef<[Value]>>(parts: &BTreeMap<u32, R>) -> bool {
     parts.iter().any(|(&g, row_g)| {
-        parts.iter().any(|(&h, row_h)| g < h && row_g.get(counter_col(h)) != row_h.get(counter_col(g)))
+        parts
+            .iter()
+            .any(|(&h, row_h)| g < h && row_g.as_ref().get(counter_col(h)) != row_h.as_ref().get(counter_col(g)))
     })
 }
 
@@ -260,7 +262,7 @@ async fn load_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
         for g in 0..groups {
             let mut row = row_key(g as u32, k);
             row.extend(std::iter::repeat_n(Value::Int(0), FIELDS + GROUPS_MAX as usize));
-            pending.push(ctx.op(Op::Write { table: TABLE.into(), row }));
+            pending.push(ctx.op(Op::Write { table: TABLE.into(), row: row.into() }));
         }
     }
     for f in pending {

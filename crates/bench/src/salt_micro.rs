@@ -381,7 +381,7 @@ async fn read_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     for row in args {
         let found = ctx.alkaline_read(TABLE, std::slice::from_ref(&row)).await?;
         match found {
-            Some(mut r) if r.len() == 2 => counters.push(r.swap_remove(1)),
+            Some(r) if r.len() == 2 => counters.push(r[1].clone()),
             _ => return Err(ctx.abort(format!("{TABLE} row {row} is missing"))),
         }
     }
@@ -400,7 +400,7 @@ async fn load_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
         return Err(bad(format!("bad row range start {start} count {count}")));
     }
     let writes: Vec<_> = (start..start + count)
-        .map(|r| ctx.op(Op::Write { table: TABLE.into(), row: vec![Value::Int(r), Value::Int(0)] }))
+        .map(|r| ctx.op(Op::Write { table: TABLE.into(), row: vec![Value::Int(r), Value::Int(0)].into() }))
         .collect();
     for w in writes {
         w.await?;

@@ -175,7 +175,7 @@ use crate::workload::{RunStats, TxnRequest, Workload};
 use anyhow::Context as _;
 use litmus_client::Client;
 use litmus_core::{
-    Catalog, Column, ColumnType, Error, Formula, InvalidInput, Isolation, Partitioning, TableSchema, Value,
+    Catalog, Column, ColumnType, Error, Formula, InvalidInput, Isolation, Partitioning, Row, TableSchema, Value,
 };
 use litmus_engine::procedure::{ProcOptions, ProcResult};
 use litmus_engine::{Ctx, Op, OpResult, Registry};
@@ -510,7 +510,7 @@ fn read_op(table: &str, key: i64) -> Op {
     Op::Read { table: table.into(), key: vec![int(key)] }
 }
 
-fn category_of(row: Option<Vec<Value>>, cat: i64) -> Result<CategoryRow, Error> {
+fn category_of(row: Option<Row>, cat: i64) -> Result<CategoryRow, Error> {
     let row = row.ok_or_else(|| Error::Internal(format!("{CATEGORY} row {cat} is missing")))?;
     CategoryRow::from_row(&row)
 }
@@ -540,8 +540,8 @@ async fn advance(ctx: &Ctx, mut order: OrderRow, to: i64) -> Result<(), Error> {
         ctx,
         vec![
             Op::Delete { table: QUEUE.into(), key: vec![int(from), int(b), int(order.order_id)] },
-            Op::Insert { table: QUEUE.into(), row: vec![int(to), int(b), int(order.order_id)] },
-            Op::Write { table: ORDER.into(), row: order.to_row() },
+            Op::Insert { table: QUEUE.into(), row: vec![int(to), int(b), int(order.order_id)].into() },
+            Op::Write { table: ORDER.into(), row: order.to_row().into() },
         ],
     )
     .await?;
@@ -581,7 +581,7 @@ async fn capacity_of(ctx: &Ctx) -> Result<i64, Error> {
 /// `tk_browse_events() -> [event_id, categories, seats_per_category]`.
 async fn browse_body(ctx: Ctx, _args: Vec<Value>) -> ProcResult {
     let row = ctx.read(EVENT, &[int(EVENT_ID)]).await?;
-    Ok(row.unwrap_or_default())
+    Ok(row.unwrap_or_default().into_vec())
 }
 
 /// `tk_seat_map(first_seat_id, count) -> [free seats in the window]`.
@@ -698,8 +698,8 @@ async fn payment_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     let ids = held_seats(&ctx, &order, capacity, SEAT_RESERVED).await?;
     let mut writes = Vec::with_capacity(2 * ids.len());
     for s in &ids {
-        writes.push(Op::Write { table: SEAT.into(), row: seat_row(*s, order.cat, SEAT_SOLD, order.order_id) });
-        writes.push(Op::Insert { table: TICKET.into(), row: vec![int(order.order_id), int(*s), int(0)] });
+        writes.push(Op::Write { table: SEAT.into(), row: seat_row(*s, order.cat, SEAT_SOLD, order.order_id).into() });
+        writes.push(Op::Insert { table: TICKET.into(), row: vec![int(order.order_id), int(*s), int(0)].into() });
     }
     all(&ctx, writes).await?;
     order.amount = order.seats * PRICES_BY_CATEGORY[order.cat as usize];
@@ -737,7 +737,7 @@ async fn issue_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     let mut writes = Vec::with_capacity(tickets.len());
     for t in &tickets {
         let v = ints(t, 3, TICKET)?;
-        writes.push(Op::Write { table: TICKET.into(), row: vec![int(v[0]), int(v[1]), int(1)] });
+        writes.push(Op::Write { table: TICKET.into(), row: vec![int(v[0]), int(v[1]), int(1)].into() });
     }
     all(&ctx, writes).await?;
     advance(&ctx, order, ORDER_ISSUED).await?;
@@ -770,7 +770,7 @@ async fn release(ctx: &Ctx, state: i64, bucket: i64, pick: i64, seat_state: i64)
     let ids = held_seats(ctx, &order, capacity, seat_state).await?;
     let frees = ids
         .iter()
-        .map(|s| Op::Write { table: SEAT.into(), row: seat_row(*s, order.cat, SEAT_FREE, NO_ORDER) })
+        .map(|s| Op::Write { table: SEAT.into(), row: seat_row(*s, order.cat, SEAT_FREE, NO_ORDER).into() })
         .collect();
     all(ctx, frees).await?;
     ctx.end_alkaline().await?;
@@ -804,11 +804,12 @@ async fn delete_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
 async fn load_event_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     let capacity =
         ranged_arg(&args, 0, PROC_LOAD_EVENT, SEATS_PER_CATEGORY_MIN as i64..SEATS_PER_CATEGORY_MAX as i64 + 1)?;
-    let mut writes = vec![Op::Write { table: EVENT.into(), row: vec![int(EVENT_ID), int(CATEGORIES), int(capacity)] }];
+    let mut writes =
+        vec![Op::Write { table: EVENT.into(), row: vec![int(EVENT_ID), int(CATEGORIES), int(capacity)].into() }];
     for cat in 0..CATEGORIES {
         writes.push(Op::Write {
             table: CATEGORY.into(),
-            row: vec![int(cat), int(capacity), int(capacity), int(0), int(0)],
+            row: vec![int(cat), int(capacity), int(capacity), int(0), int(0)].into(),
         });
     }
     all(&ctx, writes).await?;
@@ -824,7 +825,7 @@ async fn load_seats_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     let count = ranged_arg(&args, 1, PROC_LOAD_SEATS, 0..LOAD_BATCH_SEATS as i64 + 1)?;
     let end = (start + count).min(CATEGORIES * capacity);
     let writes = (start..end)
-        .map(|s| Op::Write { table: SEAT.into(), row: seat_row(s, s / capacity, SEAT_FREE, NO_ORDER) })
+        .map(|s| Op::Write { table: SEAT.into(), row: seat_row(s, s / capacity, SEAT_FREE, NO_ORDER).into() })
         .collect();
     all(&ctx, writes).await?;
     Ok(vec![int(end - start)])
@@ -847,7 +848,7 @@ async fn dump_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     // One more than a chunk can hold, so that a truncated answer is recognizable.
     let limit = DUMP_ROWS_MAX as u32 + 1;
     let rows = ctx.scan(DUMP_TABLES[code as usize], &[int(start)], Some(&[int(end)]), limit).await?;
-    Ok(rows.into_iter().flatten().collect())
+    Ok(rows.iter().flat_map(|r| r.iter().cloned()).collect())
 }
 
 /// The ticketing schema.

@@ -311,7 +311,7 @@ fn initial_row(key: i64, field_size: usize) -> Row {
     row.push(Value::Int(key));
     row.extend((0..FIELDS).map(|f| Value::Bytes(initial_field(key, f, field_size).into())));
     row.push(Value::Int(0));
-    row
+    row.into()
 }
 
 fn int_arg(args: &[Value], i: usize, procedure: &str) -> Result<i64, Error> {
@@ -355,7 +355,7 @@ async fn txn_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     let mut out = Vec::new();
     for (key, op) in pending {
         match op.await? {
-            OpResult::Row(Some(mut row)) if row.len() > 1 => out.push(row.swap_remove(1)),
+            OpResult::Row(Some(row)) if row.len() > 1 => out.push(row[1].clone()),
             OpResult::Row(_) => return Err(ctx.abort(format!("{TABLE} row {key} is missing"))),
             OpResult::Done => {}
             other => return Err(Error::Internal(format!("ycsb op returned {other:?}"))),

@@ -203,7 +203,7 @@ async fn txn_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     }
     if !writes.is_empty() {
         let log = vec![Value::Int(id), Value::Int(0), Value::Int(writes.len() as i64)];
-        pending_writes.push(ctx.op(Op::Insert { table: LOG_TABLE.into(), row: log }));
+        pending_writes.push(ctx.op(Op::Insert { table: LOG_TABLE.into(), row: log.into() }));
     }
     let mut fractured = Vec::new();
     let mut stamps = Vec::with_capacity(2 * pending_reads.len());
@@ -236,7 +236,7 @@ async fn load_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
         .map(|k| {
             ctx.op(Op::Write {
                 table: TABLE.into(),
-                row: vec![Value::Int(k), Value::Int(0), Value::Int(0), Value::Int(0)],
+                row: vec![Value::Int(k), Value::Int(0), Value::Int(0), Value::Int(0)].into(),
             })
         })
         .collect();

@@ -165,12 +165,12 @@ impl Transaction<'_> {
         }
     }
 
-    pub fn write(&mut self, table: &str, row: Row) -> Result<(), Error> {
-        self.op(Op::Write { table: table.into(), row }).map(drop)
+    pub fn write(&mut self, table: &str, row: impl Into<Row>) -> Result<(), Error> {
+        self.op(Op::Write { table: table.into(), row: row.into() }).map(drop)
     }
 
-    pub fn insert(&mut self, table: &str, row: Row) -> Result<(), Error> {
-        self.op(Op::Insert { table: table.into(), row }).map(drop)
+    pub fn insert(&mut self, table: &str, row: impl Into<Row>) -> Result<(), Error> {
+        self.op(Op::Insert { table: table.into(), row: row.into() }).map(drop)
     }
 
     pub fn delete(&mut self, table: &str, key: &[Value]) -> Result<(), Error> {

@@ -21,6 +21,7 @@ use crate::error::InvalidInput;
 use crate::value::{Decimal, Value};
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 
 const TAG_NULL: u8 = 0x01;
 const TAG_INT: u8 = 0x02;
@@ -34,8 +35,39 @@ const TAG_BYTES: u8 = 0x05;
 /// a time: keys are short (a TPC-C key is 2 to 4 integers of 9 bytes), compared many times per
 /// B-tree lookup in the store and the lock table, and a `memcmp` call per comparison was 6% of
 /// a TPC-C run (issue 13).
-#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-pub struct Key(pub Vec<u8>);
+///
+/// The bytes are shared and immutable: a key is cloned into lock-table entries, lock targets,
+/// operations, write images and log records, and each clone was an allocation and a copy
+/// (the largest remaining source of allocations in a TPC-C profile, issue 13); now it is a
+/// reference count. A key serializes as the `Vec<u8>` it replaced, so encodings keep their
+/// bytes.
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
+pub struct Key(pub Arc<[u8]>);
+
+impl From<Vec<u8>> for Key {
+    fn from(bytes: Vec<u8>) -> Key {
+        Key(bytes.into())
+    }
+}
+
+impl From<&[u8]> for Key {
+    fn from(bytes: &[u8]) -> Key {
+        Key(bytes.into())
+    }
+}
+
+impl Serialize for Key {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // A slice serializes as `Vec<u8>` does: one sequence.
+        (*self.0).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Key, D::Error> {
+        Vec::<u8>::deserialize(d).map(Key::from)
+    }
+}
 
 impl Ord for Key {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
@@ -94,7 +126,7 @@ impl Key {
         for v in values {
             encode_value(v, &mut out)?;
         }
-        Ok(Key(out))
+        Ok(Key(out.into()))
     }
 
     /// Encodes integer key columns; infallible shorthand used by workloads.
@@ -103,7 +135,7 @@ impl Key {
         for &v in values {
             encode_int(TAG_INT, v, &mut out);
         }
-        Key(out)
+        Key(out.into())
     }
 
     /// Decodes an encoding produced by [`Key::encode`].
@@ -158,11 +190,11 @@ impl Key {
     /// The smallest key strictly greater than every key that starts with `self` (for prefix
     /// range reads: `[prefix, prefix.prefix_end())`). `None` when there is no such key.
     pub fn prefix_end(&self) -> Option<Key> {
-        let mut v = self.0.clone();
+        let mut v = self.0.to_vec();
         while let Some(last) = v.pop() {
             if last < 0xFF {
                 v.push(last + 1);
-                return Some(Key(v));
+                return Some(Key(v.into()));
             }
         }
         None
@@ -213,6 +245,18 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[test]
+    fn key_clones_share_their_bytes() {
+        let k = Key::ints(&[3, 4]);
+        let c = k.clone();
+        assert!(Arc::ptr_eq(&k.0, &c.0), "a clone is a reference, not a copy");
+        assert_eq!(Key::from(k.as_bytes().to_vec()), k);
+        assert_eq!(Key::default().as_bytes(), b"");
+        // `prefix_end` builds a new key and leaves the shared one alone.
+        assert!(k.prefix_end().unwrap() > k);
+        assert_eq!(c, Key::ints(&[3, 4]));
+    }
+
     fn value_of_kind(kind: u8) -> BoxedStrategy<Value> {
         let bytes = proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(255u8), any::<u8>()], 0..6);
         let v = match kind {
@@ -248,11 +292,11 @@ mod tests {
 
         #[test]
         fn key_order_is_byte_order(a in proptest::collection::vec(any::<u8>(), 0..40), b in proptest::collection::vec(any::<u8>(), 0..40)) {
-            prop_assert_eq!(Key(a.clone()).cmp(&Key(b.clone())), a.cmp(&b));
+            prop_assert_eq!(Key::from(a.clone()).cmp(&Key::from(b.clone())), a.cmp(&b));
             let mut c = a.clone();
             c.extend_from_slice(&b);
-            prop_assert_eq!(Key(a.clone()).cmp(&Key(c.clone())), a.cmp(&c));
-            prop_assert_eq!(Key(c.clone()).cmp(&Key(a.clone())), c.cmp(&a));
+            prop_assert_eq!(Key::from(a.clone()).cmp(&Key::from(c.clone())), a.cmp(&c));
+            prop_assert_eq!(Key::from(c.clone()).cmp(&Key::from(a.clone())), c.cmp(&a));
         }
 
         #[test]

@@ -26,7 +26,7 @@ pub fn registry() -> Registry {
     let mut r = Registry::new();
     r.register("kv_get", vec![ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
         let row = ctx.read(KV_TABLE, &args[..1]).await?;
-        Ok(vec![row.map_or(Value::Null, |mut r| r.remove(1))])
+        Ok(vec![row.map_or(Value::Null, |r| r[1].clone())])
     });
     r.register("kv_put", vec![ColumnType::Int, ColumnType::Bytes], |ctx: Ctx, args: Vec<Value>| async move {
         ctx.write(KV_TABLE, args).await?;
@@ -50,7 +50,7 @@ pub fn registry() -> Registry {
     // fail, so every participant commits).
     r.register_fragment("kv_get_frag", vec![ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
         let row = ctx.read(KV_TABLE, &args[..1]).await?;
-        Ok(vec![row.map_or(Value::Null, |mut r| r.remove(1))])
+        Ok(vec![row.map_or(Value::Null, |r| r[1].clone())])
     });
     r.register_fragment(
         "kv_put_frag",

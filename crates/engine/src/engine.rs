@@ -138,7 +138,7 @@ impl CoordCtx<'_> {
     pub fn persist(&mut self, record: Vec<u8>) {
         self.kept.push(record.clone());
         let rec = crate::coordinator::CoordRecord::Engine(record);
-        self.out.persist.push(postcard::to_stdvec(&rec).expect("records serialize"));
+        self.out.persist.push(crate::payload::encode_exact(&rec));
     }
     pub fn op_done(&mut self, id: SubOpId, result: Result<PartResult, Error>) {
         self.events.push(Event::OpDone { id, result });
@@ -224,7 +224,7 @@ impl PartCtx<'_> {
     /// Logs a record. The caller applies it to the store right after (log, then apply: the same
     /// `apply` runs during recovery).
     pub fn log(&mut self, record: &impl Serialize) {
-        self.out.persist.push(postcard::to_stdvec(record).expect("records serialize"));
+        self.out.persist.push(crate::payload::encode_exact(record));
     }
     pub fn reply(&mut self, to: Addr, body: impl PayloadData) {
         let msg = Message::PartitionReply(PartitionReply { from: self.me, body: Payload::new(body) });

@@ -259,7 +259,7 @@ mod tests {
         let t = catalog.table_by_name(bank::ACCOUNTS).unwrap();
         let mut store = MvccStore::new();
         let key = Key::encode(&[Value::Int(id)]).unwrap();
-        store.put(t.id, key, Timestamp(1), Some(vec![Value::Int(id), Value::Int(bal)]));
+        store.put(t.id, key, Timestamp(1), Some(vec![Value::Int(id), Value::Int(bal)].into()));
         (store, t.partition_of(&[Value::Int(id)], 4).unwrap())
     }
 
@@ -268,10 +268,10 @@ mod tests {
         let (store, p) = store_with(1, 50);
         let out = run("bank_debit", vec![Value::Int(1), Value::Int(20)], p.0, &store).unwrap();
         assert_eq!(out.writes.len(), 1);
-        assert_eq!(out.writes[0].row, Some(vec![Value::Int(1), Value::Int(30)]));
+        assert_eq!(out.writes[0].row, Some(vec![Value::Int(1), Value::Int(30)].into()));
         let t = bank::catalog().table_by_name(bank::ACCOUNTS).unwrap().id;
         let unchanged = store.latest(t, &Key::encode(&[Value::Int(1)]).unwrap()).unwrap().1.cloned();
-        assert_eq!(unchanged, Some(vec![Value::Int(1), Value::Int(50)]), "run_local applies nothing");
+        assert_eq!(unchanged, Some(vec![Value::Int(1), Value::Int(50)].into()), "run_local applies nothing");
     }
 
     #[test]
@@ -296,7 +296,7 @@ mod tests {
             let inc = [("bal", Formula::Add(Value::Int(1)))];
             ctx.update(bank::ACCOUNTS, &args, &inc).await?;
             ctx.update(bank::ACCOUNTS, &args, &inc).await?;
-            Ok(ctx.read(bank::ACCOUNTS, &args).await?.unwrap_or_default())
+            Ok(ctx.read(bank::ACCOUNTS, &args).await?.unwrap_or_default().into_vec())
         });
         let (store, p) = store_with(1, 50);
         let ctx = Ctx::new();

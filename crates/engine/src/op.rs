@@ -320,7 +320,7 @@ mod tests {
             Error::Invalid(InvalidInput::WrongArity { .. })
         ));
         assert!(matches!(
-            err(Op::Write { table: "kv".into(), row: vec![Value::Int(1)] }),
+            err(Op::Write { table: "kv".into(), row: vec![Value::Int(1)].into() }),
             Error::Invalid(InvalidInput::WrongArity { .. })
         ));
         assert!(matches!(
@@ -334,7 +334,7 @@ mod tests {
         assert!(matches!(
             err(Op::Write {
                 table: "item".into(),
-                row: vec![Value::Int(1), Value::String("x".repeat(limits::VALUE_SIZE_MAX).into())]
+                row: vec![Value::Int(1), Value::String("x".repeat(limits::VALUE_SIZE_MAX).into())].into()
             }),
             Error::Invalid(InvalidInput::Oversized { .. })
         ));
@@ -347,7 +347,8 @@ mod tests {
         assert_eq!(r.targets, Targets::One(PartitionId(2)));
         let r = resolve(&c, 4, &Op::Read { table: "item".into(), key: vec![Value::Int(6)] }).unwrap();
         assert_eq!(r.targets, Targets::AnyReplica);
-        let r = resolve(&c, 4, &Op::Write { table: "item".into(), row: vec![Value::Int(6), "a".into()] }).unwrap();
+        let r =
+            resolve(&c, 4, &Op::Write { table: "item".into(), row: vec![Value::Int(6), "a".into()].into() }).unwrap();
         assert_eq!(r.targets, Targets::All);
         assert_eq!(r.partitions(4, PartitionId(0)).len(), 4);
         let r = resolve(&c, 4, &Op::Scan { table: "kv".into(), start: vec![], end: None, limit: 10 }).unwrap();
@@ -360,9 +361,12 @@ mod tests {
     #[test]
     fn merge_scan_orders_and_limits() {
         let kind = OpKind::Scan { start: Key::default(), end: None, limit: 3 };
-        let row = |i: i64| (Key::ints(&[i]), vec![Value::Int(i)]);
+        let row = |i: i64| (Key::ints(&[i]), Row::from(vec![Value::Int(i)]));
         let out =
             merge(&kind, vec![PartResult::Rows(vec![row(1), row(4)]), PartResult::Rows(vec![row(2), row(3), row(5)])]);
-        assert_eq!(out, OpResult::Rows(vec![vec![Value::Int(1)], vec![Value::Int(2)], vec![Value::Int(3)]]));
+        assert_eq!(
+            out,
+            OpResult::Rows(vec![vec![Value::Int(1)].into(), vec![Value::Int(2)].into(), vec![Value::Int(3)].into()])
+        );
     }
 }

@@ -440,13 +440,13 @@ impl Ctx {
     }
 
     /// Insert or replace a row.
-    pub async fn write(&self, table: &str, row: Row) -> Result<(), Error> {
-        self.op(Op::Write { table: table.into(), row }).await.map(drop)
+    pub async fn write(&self, table: &str, row: impl Into<Row>) -> Result<(), Error> {
+        self.op(Op::Write { table: table.into(), row: row.into() }).await.map(drop)
     }
 
     /// Insert a new row (`DuplicateKey` if present).
-    pub async fn insert(&self, table: &str, row: Row) -> Result<(), Error> {
-        self.op(Op::Insert { table: table.into(), row }).await.map(drop)
+    pub async fn insert(&self, table: &str, row: impl Into<Row>) -> Result<(), Error> {
+        self.op(Op::Insert { table: table.into(), row: row.into() }).await.map(drop)
     }
 
     pub async fn delete(&self, table: &str, key: &[Value]) -> Result<(), Error> {
@@ -507,7 +507,7 @@ mod tests {
         reg.register("incr", vec![ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
             let row = ctx.read("kv", &args[..1]).await?.ok_or_else(|| ctx.abort("missing"))?;
             ctx.update("kv", &args[..1], &[("v", Formula::Add(Value::Int(1)))]).await?;
-            Ok(row)
+            Ok(row.into_vec())
         });
         let p = reg.get("incr").unwrap();
         assert!(p.check_args(&[Value::Int(1)]).is_ok());
@@ -521,7 +521,7 @@ mod tests {
         let issued = ctx.io().take_issued();
         assert_eq!(issued.len(), 1);
         assert!(matches!(issued[0].1, Issued::Op(Op::Read { .. })));
-        ctx.io().complete(issued[0].0, Ok(OpResult::Row(Some(vec![Value::Int(1), Value::Int(5)]))));
+        ctx.io().complete(issued[0].0, Ok(OpResult::Row(Some(vec![Value::Int(1), Value::Int(5)].into()))));
         assert!(poll_once(&mut fut).is_pending());
         let issued = ctx.io().take_issued();
         assert!(matches!(issued[0].1, Issued::Op(Op::Update { .. })));

@@ -160,7 +160,10 @@ mod tests {
                 id: RequestId(9),
                 body: RequestBody::Op {
                     txn: litmus_core::TxnId { node: NodeId(1), epoch: 1, seq: 2 },
-                    op: Op::Write { table: "kv".into(), row: vec![Value::Int(1), Value::Bytes(vec![0, 1, 2].into())] },
+                    op: Op::Write {
+                        table: "kv".into(),
+                        row: vec![Value::Int(1), Value::Bytes(vec![0, 1, 2].into())].into(),
+                    },
                 },
             }),
         })

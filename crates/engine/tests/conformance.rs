@@ -85,7 +85,7 @@ fn read(id: i64) -> Op {
 }
 
 fn write(id: i64, bal: i64) -> Op {
-    Op::Write { table: bank::ACCOUNTS.into(), row: vec![Value::Int(id), Value::Int(bal)] }
+    Op::Write { table: bank::ACCOUNTS.into(), row: vec![Value::Int(id), Value::Int(bal)].into() }
 }
 
 fn balance_of(r: Result<ResponseBody, Error>) -> Result<i64, Error> {
@@ -160,10 +160,10 @@ fn conformance_bad_input_is_rejected_and_changes_nothing() {
         }
         let bad_ops = [
             Op::Read { table: "no_such_table".into(), key: vec![Value::Int(0)] },
-            Op::Write { table: bank::ACCOUNTS.into(), row: vec![Value::Int(0)] },
-            Op::Write { table: bank::ACCOUNTS.into(), row: vec![Value::Int(0), "text".into()] },
-            Op::Write { table: bank::ACCOUNTS.into(), row: vec![Value::Null, Value::Int(1)] },
-            Op::Insert { table: bank::ACCOUNTS.into(), row: vec![Value::Int(0), Value::Int(1)] },
+            Op::Write { table: bank::ACCOUNTS.into(), row: vec![Value::Int(0)].into() },
+            Op::Write { table: bank::ACCOUNTS.into(), row: vec![Value::Int(0), "text".into()].into() },
+            Op::Write { table: bank::ACCOUNTS.into(), row: vec![Value::Null, Value::Int(1)].into() },
+            Op::Insert { table: bank::ACCOUNTS.into(), row: vec![Value::Int(0), Value::Int(1)].into() },
             Op::Update {
                 table: bank::ACCOUNTS.into(),
                 key: vec![Value::Int(99)],
@@ -186,7 +186,7 @@ fn conformance_bad_input_is_rejected_and_changes_nothing() {
         let t = begin(&mut c, 3);
         let huge = Op::Write {
             table: bank::ACCOUNTS.into(),
-            row: vec![Value::Int(0), Value::Bytes(vec![0u8; 1 << 24].into())],
+            row: vec![Value::Int(0), Value::Bytes(vec![0u8; 1 << 24].into())].into(),
         };
         let r = run(&mut c, engine, 3, RequestBody::Op { txn: t, op: huge });
         assert!(matches!(r, Err(Error::Invalid(_))), "{engine}: an oversized row gave {r:?}");

@@ -39,7 +39,7 @@ fn kv_registry() -> Registry {
     r.register("put", vec![ColumnType::Int, ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
         let (tag, mask) = (args[0].as_int().unwrap_or(0), args[1].as_int().unwrap_or(0));
         for k in (0..KEYS).filter(|k| mask & (1 << k) != 0) {
-            ctx.op(Op::Write { table: "kv".into(), row: vec![Value::Int(k), Value::Int(tag)] }).await?;
+            ctx.op(Op::Write { table: "kv".into(), row: vec![Value::Int(k), Value::Int(tag)].into() }).await?;
         }
         Ok(vec![])
     });
@@ -181,9 +181,9 @@ async fn new_row(ctx: Ctx, args: Vec<Value>, far: bool) -> Result<Vec<Value>, Er
     ctx.update("counter", std::slice::from_ref(&g), &[("next", Formula::Add(Value::Int(1)))]).await?;
     let row = ctx.read("counter", std::slice::from_ref(&g)).await?.ok_or_else(|| ctx.abort("no counter"))?;
     let id = Value::Int(row[1].as_int().unwrap_or(0) - 1);
-    ctx.op(Op::Insert { table: "rows".into(), row: vec![g.clone(), id.clone(), tag] }).await?;
+    ctx.op(Op::Insert { table: "rows".into(), row: vec![g.clone(), id.clone(), tag].into() }).await?;
     if far {
-        ctx.op(Op::Insert { table: "far".into(), row: vec![id.clone(), g] }).await?;
+        ctx.op(Op::Insert { table: "far".into(), row: vec![id.clone(), g].into() }).await?;
     }
     Ok(vec![id])
 }
@@ -191,7 +191,7 @@ async fn new_row(ctx: Ctx, args: Vec<Value>, far: bool) -> Result<Vec<Value>, Er
 fn id_registry(verdict: Coordination) -> Registry {
     let mut r = Registry::new();
     r.register("init", vec![ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
-        ctx.op(Op::Insert { table: "counter".into(), row: vec![args[0].clone(), Value::Int(1)] }).await?;
+        ctx.op(Op::Insert { table: "counter".into(), row: vec![args[0].clone(), Value::Int(1)].into() }).await?;
         Ok(vec![])
     });
     r.register("new_row", vec![ColumnType::Int; 2], |ctx, args| new_row(ctx, args, false));
@@ -357,7 +357,7 @@ fn rule_r2_a_replicated_row_is_written_on_every_partition() {
     catalog.add(TableSchema::new("item", vec![int("i"), int("price")], &["i"], Partitioning::Replicated));
     let mut r = Registry::new();
     r.register("add_item", vec![ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
-        ctx.op(Op::Write { table: "item".into(), row: vec![args[0].clone(), Value::Int(5)] }).await?;
+        ctx.op(Op::Write { table: "item".into(), row: vec![args[0].clone(), Value::Int(5)].into() }).await?;
         Ok(vec![])
     });
     let mut c = SyncCluster::new(EngineKind::Coordfree, catalog, r, PARTITIONS);
@@ -365,6 +365,6 @@ fn rule_r2_a_replicated_row_is_written_on_every_partition() {
     let key = litmus_core::Key::encode(&[Value::Int(42)]).unwrap();
     for (p, part) in c.partitions.iter().enumerate() {
         let row = part.store().latest(litmus_core::TableId(0), &key).and_then(|(_, r)| r.cloned());
-        assert_eq!(row, Some(vec![Value::Int(42), Value::Int(5)]), "partition {p} misses the replicated row");
+        assert_eq!(row, Some(vec![Value::Int(42), Value::Int(5)].into()), "partition {p} misses the replicated row");
     }
 }

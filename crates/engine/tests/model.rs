@@ -3,7 +3,7 @@
 //! same results as a `BTreeMap`. Also checks that recovery from the partitions' logs rebuilds
 //! the same state (log, then apply, is replay).
 
-use litmus_core::{ClientId, Error, Formula, InvalidInput, NodeId, PartitionId, Time, Value};
+use litmus_core::{ClientId, Error, Formula, InvalidInput, NodeId, PartitionId, Row, Time, Value};
 use litmus_engine::message::{ClientRequest, RequestBody, ResponseBody};
 use litmus_engine::op::{Op, OpResult};
 use litmus_engine::{
@@ -97,8 +97,8 @@ fn model_op() -> impl Strategy<Value = ModelOp> {
     ]
 }
 
-fn row(k: i64, v: u8) -> Vec<Value> {
-    vec![Value::Int(k), Value::Bytes(vec![v].into())]
+fn row(k: i64, v: u8) -> Row {
+    vec![Value::Int(k), Value::Bytes(vec![v].into())].into()
 }
 
 proptest! {
@@ -116,7 +116,7 @@ proptest! {
             let kv = "kv".to_string();
             match op {
                 ModelOp::Put(k, v) => {
-                    let r = c.request(RequestBody::Call { procedure: "kv_put".into(), args: row(k, v), retrying_for: Duration::ZERO });
+                    let r = c.request(RequestBody::Call { procedure: "kv_put".into(), args: row(k, v).into_vec(), retrying_for: Duration::ZERO });
                     prop_assert_eq!(r, Ok(ResponseBody::Returned(vec![])));
                     model.insert(k, v);
                 }

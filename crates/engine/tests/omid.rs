@@ -266,7 +266,7 @@ fn a_silent_clients_transaction_is_aborted_and_its_version_purged() {
                 ts,
                 table,
                 key: key.clone(),
-                row: Some(vec![Value::Int(0), Value::Int(1_000_000)]),
+                row: Some(vec![Value::Int(0), Value::Int(1_000_000)].into()),
             }),
         }),
     };
@@ -348,7 +348,7 @@ mod scans {
     fn write(c: &mut SyncCluster, client: u64, txn: TxnId, id: i64, bal: Option<i64>) {
         let table = bank::ACCOUNTS.to_string();
         let op = match bal {
-            Some(bal) => Op::Write { table, row: vec![Value::Int(id), Value::Int(bal)] },
+            Some(bal) => Op::Write { table, row: vec![Value::Int(id), Value::Int(bal)].into() },
             None => Op::Delete { table, key: vec![Value::Int(id)] },
         };
         c.call(client, RequestBody::Op { txn, op }).unwrap();

@@ -229,7 +229,7 @@ fn read(id: i64) -> Op {
     Op::Read { table: bank::ACCOUNTS.into(), key: vec![Value::Int(id)] }
 }
 fn write(id: i64, bal: i64) -> Op {
-    Op::Write { table: bank::ACCOUNTS.into(), row: vec![Value::Int(id), Value::Int(bal)] }
+    Op::Write { table: bank::ACCOUNTS.into(), row: vec![Value::Int(id), Value::Int(bal)].into() }
 }
 fn scan() -> Op {
     Op::Scan { table: bank::ACCOUNTS.into(), start: vec![Value::Int(10)], end: Some(vec![Value::Int(20)]), limit: 100 }
@@ -339,7 +339,7 @@ fn anomaly_phantom_per_level() {
         let t1 = begin(&mut c, 1, level);
         let t2 = begin(&mut c, 2, Isolation::Serializable);
         let OpResult::Rows(before) = op(&mut c, 1, t1, scan()).unwrap() else { panic!() };
-        let insert = Op::Insert { table: bank::ACCOUNTS.into(), row: vec![Value::Int(15), Value::Int(1)] };
+        let insert = Op::Insert { table: bank::ACCOUNTS.into(), row: vec![Value::Int(15), Value::Int(1)].into() };
         if level == Isolation::Serializable {
             let ins = op_waits_then_dies(&mut c, 2, t2, insert);
             assert!(is_cc_abort(&ins), "serializable forbids phantoms: {ins:?}");
@@ -734,7 +734,7 @@ fn two_pc_participant_waits_before_querying_a_coordinator_that_collects_votes() 
 }
 
 fn insert(id: i64) -> Op {
-    Op::Insert { table: bank::ACCOUNTS.into(), row: vec![Value::Int(id), Value::Int(1)] }
+    Op::Insert { table: bank::ACCOUNTS.into(), row: vec![Value::Int(id), Value::Int(1)].into() }
 }
 fn scan_ids(r: Result<OpResult, Error>) -> Vec<i64> {
     match r.unwrap() {

@@ -44,7 +44,7 @@ fn registry() -> Registry {
     async fn copy(ctx: Ctx, args: Vec<Value>, split: bool) -> Result<Vec<Value>, Error> {
         ctx.begin_alkaline().await?;
         let row = ctx.read(KV_TABLE, &args[..1]).await?;
-        let mut v = match row.map(|mut r| r.remove(1)) {
+        let mut v = match row.map(|r| r[1].clone()) {
             Some(Value::Bytes(b)) => b.to_vec(),
             _ => Vec::new(),
         };
@@ -132,7 +132,7 @@ fn acid_read(c: &mut SyncCluster, cut: &mut Cut, isolation: Isolation, key: i64)
     let r = cut.call(c, 7, RequestBody::Op { txn, op });
     let _ = cut.call(c, 7, RequestBody::Commit { txn });
     match r? {
-        ResponseBody::Op(OpResult::Row(row)) => Ok(row.map(|mut r| r.remove(1).as_bytes().unwrap().to_vec())),
+        ResponseBody::Op(OpResult::Row(row)) => Ok(row.map(|r| r[1].as_bytes().unwrap().to_vec())),
         other => panic!("{other:?}"),
     }
 }

@@ -106,7 +106,7 @@ fn op(h: &mut Harness, unit: Unit, n: u32, base: bool, kind: OpKind) -> Option<R
 }
 
 fn write(id: i64, bal: i64) -> OpKind {
-    OpKind::Write { key: key(id), row: vec![Value::Int(id), Value::Int(bal)] }
+    OpKind::Write { key: key(id), row: vec![Value::Int(id), Value::Int(bal)].into() }
 }
 
 fn read(id: i64) -> OpKind {

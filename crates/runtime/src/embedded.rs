@@ -189,12 +189,13 @@ impl Router {
     /// Routes what worker `me` flushed: its own machines' messages go to `local` (no hand-off),
     /// the rest are grouped per destination mailbox, each group pushed with one lock. The
     /// delays are sampled in envelope order, as one `route` call each would.
-    fn route_batch(&self, me: usize, envs: Vec<Envelope>, local: &mut Vec<(Time, Envelope)>, rng: &mut impl Rng) {
+    /// `envs` is left empty, with its capacity, for [`Host::recycle`].
+    fn route_batch(&self, me: usize, envs: &mut Vec<Envelope>, local: &mut Vec<(Time, Envelope)>, rng: &mut impl Rng) {
         let now = self.now();
         self.counters.messages.fetch_add(envs.len() as u64, Ordering::Relaxed);
         let mut per_worker: Vec<Vec<(Time, Envelope)>> = (0..self.workers.len()).map(|_| Vec::new()).collect();
         let mut per_client: BTreeMap<ClientId, Vec<(Time, Envelope)>> = BTreeMap::new();
-        for env in envs {
+        for env in envs.drain(..) {
             let at = self.delivery_time(&env, now, rng);
             match env.to {
                 Addr::Client(c) => per_client.entry(c).or_default().push((at, env)),
@@ -483,7 +484,9 @@ fn worker_loop_counted(
             next_tick = now + tick;
         }
         if host.has_pending() {
-            router.route_batch(me, host.flush()?, &mut arrived, &mut rng);
+            let mut out = host.flush()?;
+            router.route_batch(me, &mut out, &mut arrived, &mut rng);
+            host.recycle(out);
         }
         let total = host.records_total();
         records.fetch_add(total - recorded, Ordering::Relaxed);

@@ -59,6 +59,10 @@ pub struct Host {
     slots: BTreeMap<Addr, Slot>,
     recovery: RecoveryReport,
     pending: Vec<Envelope>,
+    /// An emptied buffer a caller handed back ([`Host::recycle`]) to become the next `pending`,
+    /// so that a busy worker does not grow a fresh vector of messages after every flush (those
+    /// reallocations, hundreds of envelopes long, were a visible share of a TPC-C profile).
+    spare: Vec<Envelope>,
     scratch: Effects,
     records_total: u64,
     record_bytes_total: u64,
@@ -112,6 +116,7 @@ impl Host {
             slots,
             recovery,
             pending: Vec::new(),
+            spare: Vec::new(),
             scratch: Effects::default(),
             records_total: 0,
             record_bytes_total: 0,
@@ -225,11 +230,54 @@ impl Host {
             profile.flushes.0 += 1;
             profile.flushes.1 += crate::cost::thread_cpu_ns().unwrap_or(t0).saturating_sub(t0);
         }
-        Ok(std::mem::take(&mut self.pending))
+        Ok(std::mem::replace(&mut self.pending, std::mem::take(&mut self.spare)))
+    }
+
+    /// Hands back a buffer [`Host::flush`] returned, once the caller has taken its messages:
+    /// the next flush's messages are gathered in it, keeping its capacity. Anything still in
+    /// it is dropped.
+    pub fn recycle(&mut self, mut buf: Vec<Envelope>) {
+        buf.clear();
+        if buf.capacity() > self.spare.capacity() {
+            self.spare = buf;
+        }
     }
 
     /// Whether messages are waiting for a flush.
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty() || self.slots.values().any(|s| s.dirty)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use litmus_core::NodeId;
+    use litmus_engine::{Message, Payload};
+
+    fn env(n: u64) -> Envelope {
+        let a = Addr::Coordinator(NodeId(0));
+        Envelope { from: a, to: a, msg: Message::Role(Payload::new(n)) }
+    }
+
+    #[test]
+    fn a_recycled_buffer_gathers_a_later_flush_and_nothing_pending_is_lost() {
+        let mut host = Host::open(vec![], None, FsyncPolicy::Never).unwrap();
+        host.pending.extend((0..300).map(env));
+        let out = host.flush().unwrap();
+        assert_eq!(out.len(), 300);
+        let (ptr, cap) = (out.as_ptr(), out.capacity());
+        host.recycle(out);
+        // Queued before the recycled buffer takes over: flushed, not lost in the swap.
+        host.pending.push(env(7));
+        let next = host.flush().unwrap();
+        assert_eq!(format!("{next:?}"), format!("{:?}", vec![env(7)]));
+        // The next messages gather in the recycled allocation.
+        host.pending.push(env(8));
+        let reused = host.flush().unwrap();
+        assert_eq!((reused.as_ptr(), reused.capacity()), (ptr, cap), "the recycled allocation is reused");
+        assert_eq!(format!("{reused:?}"), format!("{:?}", vec![env(8)]));
+        // Without a recycle, flush still hands out a fresh vector.
+        assert!(host.flush().unwrap().is_empty());
     }
 }

@@ -1,6 +1,6 @@
 //! The embedded runtime end to end: procedures, interactive transactions, bad input, restart.
 
-use litmus_core::{Error, Formula, InvalidInput, Value};
+use litmus_core::{Error, Formula, InvalidInput, Row, Value};
 use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::op::{Op, OpResult};
 use litmus_engine::{builtin, EngineKind};
@@ -76,7 +76,7 @@ fn bad_input_gets_typed_errors_and_changes_nothing() {
         ResponseBody::Begun(txn) => txn,
         other => panic!("{other:?}"),
     };
-    let op = Op::Write { table: "nope".into(), row: vec![] };
+    let op = Op::Write { table: "nope".into(), row: Row::new() };
     let err = t.request(RequestBody::Op { txn, op }).unwrap_err();
     assert!(matches!(err, Error::Invalid(InvalidInput::UnknownTable(_))));
     let op = Op::Update {
@@ -86,7 +86,7 @@ fn bad_input_gets_typed_errors_and_changes_nothing() {
     };
     let err = t.request(RequestBody::Op { txn, op }).unwrap_err();
     assert!(matches!(err, Error::Invalid(InvalidInput::FormulaType { .. })), "{err}");
-    let op = Op::Insert { table: "kv".into(), row: vec![Value::Int(5), Value::Bytes(vec![1].into())] };
+    let op = Op::Insert { table: "kv".into(), row: vec![Value::Int(5), Value::Bytes(vec![1].into())].into() };
     t.request(RequestBody::Op { txn, op: op.clone() }).unwrap();
     let err = t.request(RequestBody::Op { txn, op }).unwrap_err();
     assert!(matches!(err, Error::Invalid(InvalidInput::DuplicateKey(_))), "{err}");

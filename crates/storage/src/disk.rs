@@ -130,7 +130,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let apply = |store: &mut MvccStore, record: &[u8]| {
             let i = record[0] as i64;
-            store.put(TableId(0), Key::ints(&[i % 3]), Timestamp(i as u64), Some(vec![Value::Int(i)]));
+            store.put(TableId(0), Key::ints(&[i % 3]), Timestamp(i as u64), Some(vec![Value::Int(i)].into()));
         };
         let (mut log, _, _) = DiskLog::open(dir.path(), FsyncPolicy::Never).unwrap();
         let mut store = MvccStore::new();

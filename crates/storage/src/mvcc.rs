@@ -557,7 +557,7 @@ mod tests {
         Key::ints(&[i])
     }
     fn r(i: i64) -> Row {
-        vec![Value::Int(i)]
+        vec![Value::Int(i)].into()
     }
     fn ts(t: u64) -> Timestamp {
         Timestamp(t)
@@ -754,7 +754,7 @@ mod tests {
     #[test]
     fn decode_rejects_garbage_without_panicking() {
         let mut s = MvccStore::new();
-        s.put(T, k(1), ts(1), Some(vec![Value::String("hello".into())]));
+        s.put(T, k(1), ts(1), Some(vec![Value::String("hello".into())].into()));
         let bytes = s.encode_snapshot();
         for cut in 0..bytes.len() {
             assert!(MvccStore::decode_snapshot(&bytes[..cut]).is_err(), "truncated at {cut}");

@@ -13,7 +13,7 @@ use super::{arg_int, bad_arg, Scale, DISTRICTS};
 use crate::harness::{call_idempotent, progress_bar, BAR_COUNTED, LOAD_PROGRESS_ROWS_MIN};
 use anyhow::Context as _;
 use litmus_client::Client;
-use litmus_core::{ColumnType, Decimal, Error, Row, Value};
+use litmus_core::{ColumnType, Decimal, Error, Value};
 use litmus_engine::procedure::ProcResult;
 use litmus_engine::{Ctx, Op, Registry};
 use rand::seq::SliceRandom;
@@ -78,8 +78,9 @@ fn positive(args: &[Value], i: usize, proc: &str) -> Result<i64, Error> {
     Ok(v)
 }
 
-async fn write_all(ctx: &Ctx, rows: Vec<(&'static str, Row)>) -> Result<(), Error> {
-    let writes: Vec<_> = rows.into_iter().map(|(t, row)| ctx.op(Op::Write { table: t.into(), row })).collect();
+async fn write_all(ctx: &Ctx, rows: Vec<(&'static str, Vec<Value>)>) -> Result<(), Error> {
+    let writes: Vec<_> =
+        rows.into_iter().map(|(t, row)| ctx.op(Op::Write { table: t.into(), row: row.into() })).collect();
     for w in writes {
         w.await?;
     }

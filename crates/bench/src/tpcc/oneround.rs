@@ -208,9 +208,9 @@ async fn no_home(ctx: Ctx, args: Vec<Value>) -> ProcResult {
         Value::Int(i64::from(all_local)),
     ];
     let mut ops = vec![
-        Op::Insert { table: ORDERS.into(), row: order },
-        Op::Insert { table: NEW_ORDER.into(), row: vec![w.clone(), d.clone(), o.clone()] },
-        Op::Write { table: CUSTOMER_LAST_ORDER.into(), row: vec![w.clone(), d.clone(), c.clone(), o.clone()] },
+        Op::Insert { table: ORDERS.into(), row: order.into() },
+        Op::Insert { table: NEW_ORDER.into(), row: vec![w.clone(), d.clone(), o.clone()].into() },
+        Op::Write { table: CUSTOMER_LAST_ORDER.into(), row: vec![w.clone(), d.clone(), c.clone(), o.clone()].into() },
     ];
     let mut total = Decimal::ZERO;
     for (n, (l, item)) in inp.lines.iter().zip(&items).enumerate() {
@@ -237,7 +237,7 @@ async fn no_home(ctx: Ctx, args: Vec<Value>) -> ProcResult {
             dec(amount),
             dist_info,
         ];
-        ops.push(Op::Insert { table: ORDER_LINE.into(), row: line });
+        ops.push(Op::Insert { table: ORDER_LINE.into(), row: line.into() });
     }
     run_all(&ctx, ops).await?;
     let customer = must_read(&ctx, CUSTOMER, &[w, d, c]).await?;

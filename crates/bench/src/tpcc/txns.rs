@@ -217,10 +217,11 @@ async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
                 Value::Null,
                 Value::Int(inp.lines.len() as i64),
                 Value::Int(i64::from(all_local)),
-            ],
+            ]
+            .into(),
         },
-        Op::Insert { table: NEW_ORDER.into(), row: vec![w.clone(), d.clone(), o.clone()] },
-        Op::Write { table: CUSTOMER_LAST_ORDER.into(), row: vec![w.clone(), d.clone(), c.clone(), o.clone()] },
+        Op::Insert { table: NEW_ORDER.into(), row: vec![w.clone(), d.clone(), o.clone()].into() },
+        Op::Write { table: CUSTOMER_LAST_ORDER.into(), row: vec![w.clone(), d.clone(), c.clone(), o.clone()].into() },
     ];
     // Stock: take the write locks with the counters' update, then read the quantities.
     let stock_keys: Vec<Vec<Value>> =
@@ -267,7 +268,8 @@ async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
                 Value::Int(l.quantity),
                 dec(amount),
                 dist_info,
-            ],
+            ]
+            .into(),
         });
     }
     run_all(&ctx, ops).await?;

@@ -151,7 +151,7 @@ impl Part {
 
     /// Loads `v` at timestamp 1 (a write placed and forced).
     fn load(&mut self, v: Value) {
-        let op = PartOp { table: T, kind: OpKind::Write { key: key(), row: vec![Value::Int(1), v] } };
+        let op = PartOp { table: T, kind: OpKind::Write { key: key(), row: vec![Value::Int(1), v].into() } };
         assert_eq!(self.prepare(0, 1, op), PrepareOutcome::Placed);
         self.force(0);
     }
@@ -455,7 +455,7 @@ fn base_arrivals(v: i64, arrivals: &[Formula]) -> Value {
         };
         engine.on_request(COORD, Payload::new(BaseRequest::Op { id: sub(1, 0), op }), &mut ctx);
     };
-    send(&mut p, PartOp { table: T, kind: OpKind::Write { key: key(), row: vec![Value::Int(1), dec(v)] } });
+    send(&mut p, PartOp { table: T, kind: OpKind::Write { key: key(), row: vec![Value::Int(1), dec(v)].into() } });
     for f in arrivals {
         send(&mut p, update(f.clone()));
     }

@@ -8,7 +8,7 @@ use crate::engine::PartitionEngine;
 use crate::message::Addr;
 use crate::op::OpKind;
 use litmus_core::formula::ColumnUpdate;
-use litmus_core::{Formula, Key, NodeId, PartitionId, TableId, Time, Timestamp, TxnId, Value};
+use litmus_core::{Formula, Key, NodeId, PartitionId, Row, TableId, Time, Timestamp, TxnId, Value};
 use litmus_storage::mvcc::MvccStore;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -67,12 +67,12 @@ fn rule_r4_a_key_named_by_another_writers_metadata_is_fetched_again() {
 fn rule_r5_the_counter_partition_assigns_ids_in_commit_order_and_replays_them() {
     let (counter, rows) = (TableId(0), TableId(1));
     let mut store = MvccStore::new();
-    store.put(counter, key(&[7]), Timestamp(0), Some(vec![Value::Int(7), Value::Int(10)]));
+    store.put(counter, key(&[7]), Timestamp(0), Some(vec![Value::Int(7), Value::Int(10)].into()));
     let mut records = Vec::new();
     for seq in [1, 2] {
         let tmp = tmp_id(txn(seq));
         let bump = OpKind::Update { key: key(&[7]), updates: vec![ColumnUpdate::new(1, Formula::Add(Value::Int(1)))] };
-        let row = vec![Value::Int(7), Value::Int(tmp), Value::Int(seq as i64)];
+        let row: Row = vec![Value::Int(7), Value::Int(tmp), Value::Int(seq as i64)].into();
         let insert = OpKind::Insert { key: key(&[7, tmp]), row };
         records.push(Record::Prepared {
             txn: txn(seq),
@@ -98,8 +98,8 @@ fn rule_r5_the_counter_partition_assigns_ids_in_commit_order_and_replays_them() 
         p.apply_bytes(b, &mut store).unwrap();
     }
     let row_of = |s: &MvccStore, id: i64| s.latest(rows, &key(&[7, id])).and_then(|(_, r)| r.cloned());
-    assert_eq!(row_of(&store, 10), Some(vec![Value::Int(7), Value::Int(10), Value::Int(2)]));
-    assert_eq!(row_of(&store, 11), Some(vec![Value::Int(7), Value::Int(11), Value::Int(1)]));
+    assert_eq!(row_of(&store, 10), Some(Row::from(vec![Value::Int(7), Value::Int(10), Value::Int(2)])));
+    assert_eq!(row_of(&store, 11), Some(Row::from(vec![Value::Int(7), Value::Int(11), Value::Int(1)])));
     let next = store.latest(counter, &key(&[7])).and_then(|(_, r)| r.cloned()).unwrap();
     assert_eq!(next[1], Value::Int(12));
     assert_eq!(row_of(&store, tmp_id(txn(1))), None, "a row left under its temporary id");

@@ -76,7 +76,7 @@ mod tests {
     use super::*;
 
     fn k(i: u8) -> Key {
-        Key(vec![i])
+        Key::from(vec![i])
     }
 
     #[test]

@@ -586,7 +586,7 @@ fn serializability_4_6_matches_a_serial_model_in_final_timestamp_order() {
             "rw",
             vec![litmus_core::ColumnType::Int, litmus_core::ColumnType::Bytes],
             |ctx: crate::procedure::Ctx, args: Vec<Value>| async move {
-                let old = ctx.read("kv", &args[..1]).await?.map_or(Value::Null, |mut r| r.remove(1));
+                let old = ctx.read("kv", &args[..1]).await?.map_or(Value::Null, |r| r[1].clone());
                 ctx.write("kv", args).await?;
                 Ok(vec![old])
             },
@@ -709,7 +709,7 @@ fn serializability_4_6_matches_a_serial_model_in_final_timestamp_order() {
         for k in 0..keys {
             let key = litmus_core::Key::encode(&[Value::Int(k)]).unwrap();
             let row = h.parts[k as usize % 3].store.latest(t, &key).and_then(|(_, r)| r.cloned());
-            assert_eq!(row.map(|mut r| r.remove(1)), model.get(&k).cloned(), "seed {seed}: key {k}");
+            assert_eq!(row.map(|r| r[1].clone()), model.get(&k).cloned(), "seed {seed}: key {k}");
         }
     }
     assert!(total_committed > 40 * 60 / 3, "only {total_committed} committed over 40 seeds");

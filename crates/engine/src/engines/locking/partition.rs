@@ -335,7 +335,7 @@ impl LockingPartition {
         // range lock behind it, a deadlock).
         let mut anchor = table.0.to_be_bytes().to_vec();
         anchor.extend_from_slice(&start.0);
-        Some((QUEUE_ANCHORS, Target::Key(Key(anchor)), write, false))
+        Some((QUEUE_ANCHORS, Target::Key(Key::from(anchor)), write, false))
     }
 
     #[allow(clippy::too_many_arguments)] // the fields of one `Request::Op`
@@ -1150,9 +1150,9 @@ fn narrowed_scan_range(store: &MvccStore, table: TableId, start: &Key, end: Opti
         return None;
     }
     let last = keys.last()?;
-    let mut successor = last.0.clone();
+    let mut successor = last.0.to_vec();
     successor.push(0); // the smallest key greater than `last`
-    let successor = Key(successor);
+    let successor = Key::from(successor);
     // `last < end`, so `successor <= end`; equal means the whole range after all.
     (end != Some(&successor)).then_some(successor)
 }
