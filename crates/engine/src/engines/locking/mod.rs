@@ -103,7 +103,10 @@
 //!   BASE transactions, working counts only operations run here since the wait began
 //!   (`blockers_progressing`): one that ran here only before may wait at another partition
 //!   for the waiter, a cycle no partition sees whole (bank totals under Salt died in every
-//!   such cycle otherwise). An accepted BASE transaction likewise wounds (5b) only blockers
+//!   such cycle otherwise). On an anchor only its holders are looked at
+//!   (`LockManager::waits_for_holders`), not the consumers queued ahead, which wait for the
+//!   same ones: at 128 TPC-C clients 64 Deliveries queued per anchor, past the bound on
+//!   transactions examined, and the ones at the back all died (issue 20). An accepted BASE transaction likewise wounds (5b) only blockers
 //!   that are not alive in that sense. Accepted BASE
 //!   transactions cannot abort, so dying behind one that works gains nothing; TPC-C
 //!   Stock-Levels died behind New-Orders' saline locks, and Deliveries, which wait out saline
