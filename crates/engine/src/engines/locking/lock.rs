@@ -604,6 +604,11 @@ impl LockManager {
         if !self.may_be_waited_for(txn) {
             return None; // no path can lead back to `txn`
         }
+        self.deadlock_search(txn, can_abort)
+    }
+
+    /// [`LockManager::deadlock_victim`]'s search of the waits-for graph, without the shortcut.
+    fn deadlock_search(&self, txn: TxnId, can_abort: impl Fn(TxnId) -> bool) -> Option<TxnId> {
         let mut parent: BTreeMap<TxnId, Owner> = BTreeMap::new();
         let mut owner_of: BTreeMap<TxnId, Owner> = BTreeMap::new();
         let mut queue = std::collections::VecDeque::from([txn]);
@@ -2193,6 +2198,11 @@ mod tests {
                                 // only what rule 5a would, sooner).
                                 if let Some(v) = lm.deadlock_victim(t, |_| true) {
                                     prop_assert!(lm.impatient(v), "victim {:?} is patient", v);
+                                }
+                                // (vi) rule 5c's shortcut is sound: where it skips the search
+                                // (nobody may wait for the new waiter), the search finds no cycle.
+                                if !lm.may_be_waited_for(t) {
+                                    prop_assert_eq!(lm.deadlock_search(t, |_| true), None, "shortcut hid a cycle through {:?}", t);
                                 }
                             }
                             Decision::Die => prop_assert_eq!(&lm, &before),
