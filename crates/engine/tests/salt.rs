@@ -467,6 +467,27 @@ fn delete_account(id: i64) -> Op {
     Op::Delete { table: bank::ACCOUNTS.into(), key: vec![Value::Int(id)] }
 }
 
+/// A queue consumer's reply: the first row's key, `None` for an empty queue.
+fn head_row(r: Option<Result<ResponseBody, Error>>) -> Option<i64> {
+    match r {
+        Some(Ok(ResponseBody::Op(OpResult::Rows(rows)))) => rows.first().map(|row| row[0].as_int().unwrap()),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Client `a.0`'s transaction consumes the queue's head (account 10) while `b.0`'s waits for
+/// it: the table is learnt as a queue. Then `a` commits and `b`, granted the anchor, reads the
+/// next head (11) and holds the anchor.
+fn learn_queue(c: &mut SyncCluster, engine: EngineKind, a: (u64, litmus_core::TxnId), b: (u64, litmus_core::TxnId)) {
+    assert_eq!(head_row(Some(op(c, a.0, a.1, queue_head(10)).map(ResponseBody::Op))), Some(10), "{engine}");
+    op(c, a.0, a.1, delete_account(10)).unwrap();
+    let bs = c.send(b.0, RequestBody::Op { txn: b.1, op: queue_head(10) });
+    drain(c);
+    assert_eq!(c.call(a.0, RequestBody::Commit { txn: a.1 }).unwrap(), ResponseBody::Committed, "{engine}");
+    drain(c);
+    assert_eq!(head_row(c.response(b.0, bs).cloned()), Some(11), "{engine}: b got the next head");
+}
+
 /// Lock rule 5a's exception (queue anchors): consumers of a table used as a queue — each
 /// reads its head with a limited scan, then deletes it — take turns on the queue's anchor, and
 /// one queued behind an older consumer that keeps working waits past the patience instead of
@@ -530,11 +551,7 @@ fn rule5a_queue_consumers_wait_their_turn_behind_a_working_consumer() {
 /// chains: each one granted the anchor looked idle to the next — issue 20.)
 #[test]
 fn rule5a_a_consumer_granted_after_a_long_wait_counts_as_working() {
-    let (head, delete) = (queue_head, delete_account);
-    let first = |r: Option<Result<ResponseBody, Error>>| match r {
-        Some(Ok(ResponseBody::Op(OpResult::Rows(rows)))) => rows.first().map(|row| row[0].as_int().unwrap()),
-        other => panic!("{other:?}"),
-    };
+    let (head, first) = (queue_head, head_row);
     for engine in [EngineKind::Acid, EngineKind::Salt] {
         let mut c = bank_cluster(engine, 14);
         let txns: Vec<_> = (1..=4)
@@ -545,14 +562,7 @@ fn rule5a_a_consumer_granted_after_a_long_wait_counts_as_working() {
             })
             .collect();
         let (a, b, late, last) = (txns[0], txns[1], txns[2], txns[3]);
-        // a consumes the head while b waits: the table is learnt as a queue.
-        assert_eq!(first(Some(op(&mut c, 1, a, head(10)).map(ResponseBody::Op))), Some(10), "{engine}");
-        op(&mut c, 1, a, delete(10)).unwrap();
-        let bs = c.send(2, RequestBody::Op { txn: b, op: head(10) });
-        drain(&mut c);
-        assert_eq!(c.call(1, RequestBody::Commit { txn: a }).unwrap(), ResponseBody::Committed, "{engine}");
-        drain(&mut c);
-        assert_eq!(first(c.response(2, bs).cloned()), Some(11), "{engine}: b got the next head");
+        learn_queue(&mut c, engine, (1, a), (2, b));
         // late queues behind b on the anchor for longer than RUNNING_WITHIN while b works.
         let ls = c.send(3, RequestBody::Op { txn: late, op: head(10) });
         drain(&mut c);
@@ -594,11 +604,7 @@ fn rule5a_a_consumer_granted_after_a_long_wait_counts_as_working() {
 /// behind a working one, and none dies; when it commits, the next is granted.
 #[test]
 fn rule5a_a_long_queue_of_consumers_waits_behind_a_working_holder() {
-    let (head, delete) = (queue_head, delete_account);
-    let first = |r: Option<Result<ResponseBody, Error>>| match r {
-        Some(Ok(ResponseBody::Op(OpResult::Rows(rows)))) => rows.first().map(|row| row[0].as_int().unwrap()),
-        other => panic!("{other:?}"),
-    };
+    let (head, first) = (queue_head, head_row);
     const QUEUED: u64 = 70;
     for engine in [EngineKind::Acid, EngineKind::SaltLocal] {
         let mut c = bank_cluster(engine, 14);
@@ -612,14 +618,7 @@ fn rule5a_a_long_queue_of_consumers_waits_behind_a_working_holder() {
                 (client, begin(&mut c, client, Isolation::Serializable))
             })
             .collect();
-        // a consumes the head while b waits: the table is learnt as a queue; b holds the anchor.
-        assert_eq!(first(Some(op(&mut c, 1, a, head(10)).map(ResponseBody::Op))), Some(10), "{engine}");
-        op(&mut c, 1, a, delete(10)).unwrap();
-        let bs = c.send(2, RequestBody::Op { txn: b, op: head(10) });
-        drain(&mut c);
-        assert_eq!(c.call(1, RequestBody::Commit { txn: a }).unwrap(), ResponseBody::Committed, "{engine}");
-        drain(&mut c);
-        assert_eq!(first(c.response(2, bs).cloned()), Some(11), "{engine}: b got the next head");
+        learn_queue(&mut c, engine, (1, a), (2, b));
         let waits: Vec<(u64, u64)> = queued
             .iter()
             .map(|&(client, t)| (client, c.send(client, RequestBody::Op { txn: t, op: head(10) })))
