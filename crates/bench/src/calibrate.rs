@@ -97,7 +97,7 @@ pub fn run(args: &CalibrateArgs, command: &str, out: &mut dyn Write) -> anyhow::
                 argv.push("--quiet".into());
             }
             let bench = BenchCli::try_parse_from(&argv).with_context(|| format!("flags for {workload}"))?.args;
-            let w = crate::workload(workload, &bench)?;
+            let w = crate::workload_for(workload, &bench, engine)?;
             let cfg = crate::config(&bench, engine)?;
             if let Err(e) = harness::check_isolation(&cfg, w.as_ref()) {
                 writeln!(out, "{workload:<10} on {:<12} skipped: {e}", engine.name())?;

@@ -391,7 +391,7 @@ pub fn workload(name: &str, args: &BenchArgs) -> anyhow::Result<Box<dyn Workload
 }
 
 /// Builds the named workload for a run on `engine`: TPC-C in its one-round form on an engine
-/// that runs one-round transactions only (or with `--one-round`).
+/// that runs one-round transactions only (or with `--one-round`), and YCSB likewise.
 pub fn workload_for(name: &str, args: &BenchArgs, engine: EngineKind) -> anyhow::Result<Box<dyn Workload>> {
     if name == "tpcc" && (args.tpcc.one_round || !engine.capabilities().interactive) {
         let mut opts = args.tpcc.clone();
@@ -403,6 +403,9 @@ pub fn workload_for(name: &str, args: &BenchArgs, engine: EngineKind) -> anyhow:
         opts.distributed = args.distributed.unwrap_or(opts.distributed);
         let w = tpcc_neworder::TpccNewOrder::new(&opts, &args.tpcc, args.partitions(), !args.quiet)?;
         return Ok(Box::new(w.with_one_round(args.partitions())));
+    }
+    if name == "ycsb" && !engine.capabilities().interactive {
+        return Ok(Box::new(Ycsb::new(args.ycsb.clone(), !args.quiet)?.with_one_round()));
     }
     workload(name, args)
 }

@@ -36,6 +36,15 @@
 //! load retried after a timeout is harmless. `ycsb_check(start, end)` scans a key range and
 //! returns `[rows, sum(ycsb_updates), bad_rows, first_bad_key]` for [`Ycsb::verify`].
 //!
+//! ## One-round form
+//!
+//! On engines that run one-round transactions only (`granola`, `granola-locking`, `sinfonia`)
+//! the same transactions run as one-round procedures ([`litmus_engine::fragment`]):
+//! `ycsb_txn_n_1r` plans one fragment per key, `ycsb_op_frag(key, value)`, which is the body
+//! above on one key. Reads and blind updates never abort on a partition's own data once the
+//! table is loaded, so the class is *independent* (Granola §2); a single-key transaction is
+//! single-partition. Loading and the check run the same way, one fragment per key.
+//!
 //! ## Invariant (checked by `verify`)
 //!
 //! With `U` committed update transactions and `I` indeterminate ones (user aborts and errors,
@@ -60,6 +69,7 @@ use litmus_core::schema::fnv1a;
 use litmus_core::{
     limits, Catalog, Column, ColumnType, Error, Formula, InvalidInput, Partitioning, Row, TableSchema, Value,
 };
+use litmus_engine::fragment::{FragmentCall, OneRoundClass};
 use litmus_engine::procedure::ProcResult;
 use litmus_engine::{Ctx, Op, OpResult, Registry};
 use rand::Rng;
@@ -101,6 +111,36 @@ pub const TXN_PROCEDURES: [&str; TXN_SIZE_MAX] = [
 ];
 pub const LOAD_PROCEDURE: &str = "ycsb_load";
 pub const CHECK_PROCEDURE: &str = "ycsb_check";
+/// The one-round form's transactions (Granola §2: independent), one per size like
+/// [`TXN_PROCEDURES`], each planned as one [`OP_FRAGMENT`] per key.
+pub const TXN_PROCEDURES_1R: [&str; TXN_SIZE_MAX] = [
+    "ycsb_txn_1_1r",
+    "ycsb_txn_2_1r",
+    "ycsb_txn_3_1r",
+    "ycsb_txn_4_1r",
+    "ycsb_txn_5_1r",
+    "ycsb_txn_6_1r",
+    "ycsb_txn_7_1r",
+    "ycsb_txn_8_1r",
+    "ycsb_txn_9_1r",
+    "ycsb_txn_10_1r",
+    "ycsb_txn_11_1r",
+    "ycsb_txn_12_1r",
+    "ycsb_txn_13_1r",
+    "ycsb_txn_14_1r",
+    "ycsb_txn_15_1r",
+    "ycsb_txn_16_1r",
+];
+/// One-round `ycsb_load`: one [`LOAD_FRAGMENT`] per key.
+pub const LOAD_PROCEDURE_1R: &str = "ycsb_load_1r";
+/// One-round `ycsb_check`: one [`CHECK_FRAGMENT`] per key, each returning a quadruple.
+pub const CHECK_PROCEDURE_1R: &str = "ycsb_check_1r";
+/// `ycsb_op_frag(key, value)`: one key's read (`value = NULL`) or update, at its partition.
+pub const OP_FRAGMENT: &str = "ycsb_op_frag";
+/// `ycsb_load_frag(key, 1, field_size)`: one key's initial row.
+pub const LOAD_FRAGMENT: &str = "ycsb_load_frag";
+/// `ycsb_check_frag(key)`: one key's check quadruple, as `ycsb_check` returns for its range.
+pub const CHECK_FRAGMENT: &str = "ycsb_check_frag";
 
 /// Largest table size accepted.
 pub const RECORDS_MAX: u64 = 100_000_000;
@@ -284,13 +324,22 @@ pub struct Ycsb {
     keys: KeyChooser,
     /// Whether loading may show a progress bar.
     progress: bool,
+    /// Whether to run the one-round form (see the module doc).
+    one_round: bool,
 }
 
 impl Ycsb {
     pub fn new(opts: YcsbOptions, progress: bool) -> Result<Ycsb, YcsbConfigError> {
         opts.validate()?;
         let keys = KeyChooser::new(opts.distribution, opts.records, opts.zipf_theta)?;
-        Ok(Ycsb { opts, keys, progress })
+        Ok(Ycsb { opts, keys, progress, one_round: false })
+    }
+
+    /// The same workload in one-round form (see the module doc), for engines that run
+    /// one-round transactions only.
+    pub fn with_one_round(mut self) -> Ycsb {
+        self.one_round = true;
+        self
     }
 
     pub fn options(&self) -> &YcsbOptions {
@@ -366,10 +415,22 @@ async fn txn_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
 
 /// `ycsb_load(start, count, field_size)`: writes the initial rows `start..start+count`.
 async fn load_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
-    let start = int_arg(&args, 0, LOAD_PROCEDURE)?;
-    let count = int_arg(&args, 1, LOAD_PROCEDURE)?;
-    let field_size = int_arg(&args, 2, LOAD_PROCEDURE)?;
-    let bad = |what: String| -> Error { InvalidInput::Config(format!("{LOAD_PROCEDURE}: {what}")).into() };
+    let (start, count, field_size) = load_args(&args, LOAD_PROCEDURE)?;
+    let writes: Vec<_> = (start..start + count)
+        .map(|k| ctx.op(Op::Write { table: TABLE.into(), row: initial_row(k, field_size as usize) }))
+        .collect();
+    for w in writes {
+        w.await?;
+    }
+    Ok(vec![Value::Int(count)])
+}
+
+/// The checked `(start, count, field_size)` of a load call.
+fn load_args(args: &[Value], procedure: &str) -> Result<(i64, i64, i64), Error> {
+    let start = int_arg(args, 0, procedure)?;
+    let count = int_arg(args, 1, procedure)?;
+    let field_size = int_arg(args, 2, procedure)?;
+    let bad = |what: String| -> Error { InvalidInput::Config(format!("{procedure}: {what}")).into() };
     if !(0..=LOAD_BATCH_ROWS_MAX).contains(&count) {
         return Err(bad(format!("count must be in 0..={LOAD_BATCH_ROWS_MAX}, got {count}")));
     }
@@ -379,13 +440,7 @@ async fn load_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     if field_size < KEY_TAG_BYTES as i64 || field_size > FIELD_SIZE_MAX as i64 {
         return Err(bad(format!("field size must be in {KEY_TAG_BYTES}..={FIELD_SIZE_MAX}, got {field_size}")));
     }
-    let writes: Vec<_> = (start..start + count)
-        .map(|k| ctx.op(Op::Write { table: TABLE.into(), row: initial_row(k, field_size as usize) }))
-        .collect();
-    for w in writes {
-        w.await?;
-    }
-    Ok(vec![Value::Int(count)])
+    Ok((start, count, field_size))
 }
 
 /// Whether a usertable row is well formed for key range `start..end`; returns its key and update
@@ -403,13 +458,8 @@ fn check_row(row: &[Value], start: i64, end: i64) -> Option<(i64, i64)> {
 
 /// `ycsb_check(start, end)` -> `[rows, sum(ycsb_updates), bad_rows, first_bad_key | NULL]`.
 async fn check_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
-    let start = int_arg(&args, 0, CHECK_PROCEDURE)?;
-    let end = int_arg(&args, 1, CHECK_PROCEDURE)?;
-    let span = end.checked_sub(start).filter(|s| (0..=CHECK_CHUNK_ROWS as i64).contains(s)).ok_or_else(|| {
-        Error::from(InvalidInput::Config(format!(
-            "{CHECK_PROCEDURE}: range {start}..{end} must span 0..={CHECK_CHUNK_ROWS} keys"
-        )))
-    })?;
+    let (start, end) = check_args(&args, CHECK_PROCEDURE)?;
+    let span = end - start;
     let rows = ctx.scan(TABLE, &[Value::Int(start)], Some(&[Value::Int(end)]), span as u32).await?;
     let (mut sum, mut bad, mut first_bad) = (0i64, 0i64, Value::Null);
     for row in &rows {
@@ -426,6 +476,58 @@ async fn check_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
         }
     }
     Ok(vec![Value::Int(rows.len() as i64), Value::Int(sum), Value::Int(bad), first_bad])
+}
+
+/// The checked `(start, end)` of a check call: at most [`CHECK_CHUNK_ROWS`] keys.
+fn check_args(args: &[Value], procedure: &str) -> Result<(i64, i64), Error> {
+    let start = int_arg(args, 0, procedure)?;
+    let end = int_arg(args, 1, procedure)?;
+    end.checked_sub(start).filter(|s| (0..=CHECK_CHUNK_ROWS as i64).contains(s)).ok_or_else(|| {
+        Error::from(InvalidInput::Config(format!(
+            "{procedure}: range {start}..{end} must span 0..={CHECK_CHUNK_ROWS} keys"
+        )))
+    })?;
+    Ok((start, end))
+}
+
+/// `ycsb_check_frag(key)`: `[rows, ycsb_updates, bad_rows, first_bad_key]` for one key.
+async fn check_key_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let key = int_arg(&args, 0, CHECK_FRAGMENT)?;
+    let row = match ctx.op(Op::Read { table: TABLE.into(), key: vec![Value::Int(key)] }).await? {
+        OpResult::Row(row) => row,
+        other => return Err(Error::Internal(format!("ycsb read returned {other:?}"))),
+    };
+    Ok(match row {
+        None => vec![Value::Int(0), Value::Int(0), Value::Int(0), Value::Null],
+        Some(row) => match check_row(&row, key, key + 1) {
+            Some((_, updates)) => vec![Value::Int(1), Value::Int(updates), Value::Int(0), Value::Null],
+            None => vec![Value::Int(1), Value::Int(0), Value::Int(1), row.first().cloned().unwrap_or(Value::Null)],
+        },
+    })
+}
+
+/// A fragment at key `k`'s partition.
+fn at_key(fragment: &str, k: i64, args: Vec<Value>) -> FragmentCall {
+    FragmentCall::new(fragment, TABLE, vec![Value::Int(k)], args)
+}
+
+/// `ycsb_txn_n_1r`: one [`OP_FRAGMENT`] per (key, value) pair.
+fn txn_plan(args: &[Value]) -> Result<Vec<FragmentCall>, Error> {
+    args.chunks_exact(2).map(|pair| Ok(at_key(OP_FRAGMENT, int_arg(pair, 0, OP_FRAGMENT)?, pair.to_vec()))).collect()
+}
+
+/// `ycsb_load_1r(start, count, field_size)`: one [`LOAD_FRAGMENT`] per key.
+fn load_plan(args: &[Value]) -> Result<Vec<FragmentCall>, Error> {
+    let (start, count, field_size) = load_args(args, LOAD_PROCEDURE_1R)?;
+    Ok((start..start + count)
+        .map(|k| at_key(LOAD_FRAGMENT, k, vec![Value::Int(k), Value::Int(1), Value::Int(field_size)]))
+        .collect())
+}
+
+/// `ycsb_check_1r(start, end)`: one [`CHECK_FRAGMENT`] per key.
+fn check_plan(args: &[Value]) -> Result<Vec<FragmentCall>, Error> {
+    let (start, end) = check_args(args, CHECK_PROCEDURE_1R)?;
+    Ok((start..end).map(|k| at_key(CHECK_FRAGMENT, k, vec![Value::Int(k)])).collect())
 }
 
 /// The usertable schema.
@@ -466,13 +568,30 @@ impl Workload for Ycsb {
         }
         registry.register(LOAD_PROCEDURE, vec![ColumnType::Int; 3], load_body);
         registry.register(CHECK_PROCEDURE, vec![ColumnType::Int; 2], check_body);
+        // The one-round form, registered always (a server serves every engine's form).
+        registry.register_fragment(OP_FRAGMENT, vec![ColumnType::Int, ColumnType::Bytes], txn_body);
+        for (i, name) in TXN_PROCEDURES_1R.iter().enumerate() {
+            let params = (0..=i).flat_map(|_| [ColumnType::Int, ColumnType::Bytes]).collect();
+            let class = if i == 0 { OneRoundClass::Single } else { OneRoundClass::Independent };
+            registry.register_one_round(name, params, class, txn_plan);
+        }
+        registry.register_fragment(LOAD_FRAGMENT, vec![ColumnType::Int; 3], load_body);
+        registry.register_one_round(LOAD_PROCEDURE_1R, vec![ColumnType::Int; 3], OneRoundClass::Independent, load_plan);
+        registry.register_fragment(CHECK_FRAGMENT, vec![ColumnType::Int], check_key_body);
+        registry.register_one_round(
+            CHECK_PROCEDURE_1R,
+            vec![ColumnType::Int; 2],
+            OneRoundClass::Independent,
+            check_plan,
+        );
     }
 
     fn prepare(&self, clients: &mut dyn FnMut() -> Result<Client, Error>) -> anyhow::Result<()> {
         let field_size = self.opts.field_size as i64;
         let args =
             |start: u64, count: u64| vec![Value::Int(start as i64), Value::Int(count as i64), Value::Int(field_size)];
-        load_in_batches(clients, self.opts.records, LOAD_BATCH_ROWS, self.progress, LOAD_PROCEDURE, &args)
+        let procedure = if self.one_round { LOAD_PROCEDURE_1R } else { LOAD_PROCEDURE };
+        load_in_batches(clients, self.opts.records, LOAD_BATCH_ROWS, self.progress, procedure, &args)
     }
 
     fn generate(&self, rng: &mut ChaCha8Rng) -> TxnRequest {
@@ -492,7 +611,8 @@ impl Workload for Ycsb {
                 args.push(Value::Bytes(v.into()));
             }
         }
-        TxnRequest { kind: if read { KIND_READ } else { KIND_UPDATE }, procedure: TXN_PROCEDURES[n - 1], args }
+        let procedure = if self.one_round { TXN_PROCEDURES_1R[n - 1] } else { TXN_PROCEDURES[n - 1] };
+        TxnRequest { kind: if read { KIND_READ } else { KIND_UPDATE }, procedure, args }
     }
 
     fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String> {
@@ -501,17 +621,24 @@ impl Workload for Ycsb {
         let mut start = 0;
         while start < records {
             let end = (start + CHECK_CHUNK_ROWS).min(records);
-            let out = call_idempotent(client, CHECK_PROCEDURE, vec![Value::Int(start as i64), Value::Int(end as i64)])
+            let procedure = if self.one_round { CHECK_PROCEDURE_1R } else { CHECK_PROCEDURE };
+            let out = call_idempotent(client, procedure, vec![Value::Int(start as i64), Value::Int(end as i64)])
                 .with_context(|| format!("check rows {start}..{end}"))?;
-            let count = |i: usize| out.get(i).and_then(Value::as_int).and_then(|v| u64::try_from(v).ok());
-            let (Some(r), Some(s), Some(b)) = (count(0), count(1), count(2)) else {
-                anyhow::bail!("{CHECK_PROCEDURE} returned {out:?}, expected [rows, sum, bad_rows, first_bad_key]");
-            };
-            rows += r;
-            sum += s;
-            bad += b;
-            if first_bad.is_none() && b > 0 {
-                first_bad = out.get(3).cloned();
+            // One quadruple for the range, or (one-round form) one per key.
+            if out.is_empty() || out.len() % 4 != 0 {
+                anyhow::bail!("{procedure} returned {out:?}, expected [rows, sum, bad_rows, first_bad_key] quadruples");
+            }
+            for quad in out.chunks_exact(4) {
+                let count = |i: usize| quad[i].as_int().and_then(|v| u64::try_from(v).ok());
+                let (Some(r), Some(s), Some(b)) = (count(0), count(1), count(2)) else {
+                    anyhow::bail!("{procedure} returned {out:?}, expected [rows, sum, bad_rows, first_bad_key]");
+                };
+                rows += r;
+                sum += s;
+                bad += b;
+                if first_bad.is_none() && b > 0 {
+                    first_bad = Some(quad[3].clone());
+                }
             }
             start = end;
         }
@@ -554,6 +681,23 @@ impl Workload for Ycsb {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    #[test]
+    fn one_round_plans_route_one_fragment_per_key_and_reject_bad_ranges() {
+        let value = Value::Bytes(vec![0u8; 8].into());
+        let plan = txn_plan(&[Value::Int(3), Value::Null, Value::Int(7), value]).unwrap();
+        let keys: Vec<_> = plan.iter().map(|f| (f.fragment.as_str(), f.route_key.clone())).collect();
+        assert_eq!(keys, [(OP_FRAGMENT, vec![Value::Int(3)]), (OP_FRAGMENT, vec![Value::Int(7)])]);
+        assert_eq!(load_plan(&[Value::Int(10), Value::Int(5), Value::Int(16)]).unwrap().len(), 5);
+        assert_eq!(check_plan(&[Value::Int(10), Value::Int(15)]).unwrap().len(), 5);
+        // Bad input is a typed error, as in the op-by-op form.
+        let too_many = [Value::Int(0), Value::Int(LOAD_BATCH_ROWS_MAX + 1), Value::Int(16)];
+        assert!(matches!(load_plan(&too_many), Err(Error::Invalid(_))));
+        assert!(matches!(load_plan(&[Value::Int(0), Value::Int(1), Value::Int(2)]), Err(Error::Invalid(_))));
+        let wide = [Value::Int(0), Value::Int(CHECK_CHUNK_ROWS as i64 + 1)];
+        assert!(matches!(check_plan(&wide), Err(Error::Invalid(_))));
+        assert!(matches!(txn_plan(&[Value::Null, Value::Null]), Err(Error::Invalid(_))));
+    }
 
     #[test]
     fn procedure_names_match_their_sizes() {

@@ -170,7 +170,35 @@ fn calibrate_writes_a_table_of_the_measured_window() {
     assert!(nocc.keys().any(|k| k.starts_with("coordinator call ycsb_txn")), "{nocc:?}");
     assert!(nocc.contains_key(litmus_runtime::cost::RUNTIME_OVERHEAD_KEY), "{nocc:?}");
     assert!(!nocc.keys().any(|k| k.contains("load")), "the load phase was measured: {nocc:?}");
+    // An engine that runs one-round transactions only is measured on the workload's one-round
+    // form (it refuses the op-by-op one, which used to leave it out of the table).
+    let granola = litmus_bench::calibrate::CalibrateArgs { engines: Some(vec!["granola".into()]), ..args.clone() };
+    litmus_bench::calibrate::run(&granola, "litmus calibrate (test)", &mut Vec::new()).unwrap();
+    let table = litmus_runtime::cost::CostTable::load(&out).unwrap();
+    let g = &table.engines["granola"];
+    assert!(g.keys().any(|k| k.contains("ycsb_txn_1_1r")), "granola measured on the one-round form: {g:?}");
     // A name that is no registered engine is an error, before anything runs.
     let args = litmus_bench::calibrate::CalibrateArgs { engines: Some(vec!["nocc".into(), "bogus".into()]), ..args };
     assert!(litmus_bench::calibrate::run(&args, "x", &mut Vec::new()).is_err(), "an unknown engine is an error");
+}
+
+/// YCSB runs on the engines that take one-round transactions only through its one-round form
+/// (one independent fragment per key), and verifies; the op-by-op form is refused there.
+#[test]
+fn ycsb_runs_in_one_round_form_on_the_granola_engines() {
+    for engine in ["granola", "granola-locking", "sinfonia"] {
+        let argv: Vec<&str> =
+            SMALL_YCSB.iter().copied().chain(["--engine", engine, "--txn-size", "3", "--clients", "16"]).collect();
+        let args = parse(&argv);
+        let kind = litmus_bench::engines(&args)[0];
+        let cfg = litmus_bench::config(&args, kind).expect("valid config");
+        let w = litmus_bench::workload_for(&args.workload, &args, kind).expect("workload");
+        let r = harness::run(&cfg, w.as_ref()).expect("the run");
+        assert!(r.committed > 100, "{engine}: {r:?}");
+        assert!(r.verify.ok, "{engine}: {}", r.verify.message);
+        // The op-by-op form does not run there: the one-round form is what made it run.
+        let plain = litmus_bench::workload(&args.workload, &args).expect("workload");
+        let err = harness::run(&cfg, plain.as_ref()).expect_err("op-by-op ycsb on a one-round engine");
+        assert!(format!("{err:#}").contains("one-round"), "{engine}: {err:#}");
+    }
 }
