@@ -48,6 +48,12 @@ pub struct CalibrateArgs {
     #[arg(long, default_value_t = 8)]
     pub clients: usize,
 
+    /// More `litmus bench` flags for every run, separated by spaces (e.g. `--bench-flags
+    /// '--txn-size 4 --distribution uniform'`), so that a table can be measured on the very
+    /// workload a simulated figure runs.
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true, default_value = "")]
+    pub bench_flags: String,
+
     /// The table's name (shown in simulated reports). Default: the output file's stem.
     #[arg(long)]
     pub name: Option<String>,
@@ -93,6 +99,7 @@ pub fn run(args: &CalibrateArgs, command: &str, out: &mut dyn Write) -> anyhow::
         for workload in &args.workloads {
             let mut argv = vec!["bench".to_string(), workload.clone(), "--warmup".into(), "0.5".into()];
             argv.extend(["--duration".into(), args.duration.to_string(), "--clients".into(), args.clients.to_string()]);
+            argv.extend(args.bench_flags.split_whitespace().map(String::from));
             if args.quiet {
                 argv.push("--quiet".into());
             }

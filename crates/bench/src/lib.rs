@@ -102,8 +102,8 @@ pub const WORKLOADS: &[&str] = &[
     "granola-counters",
 ];
 
-/// Most engines one `--compare` runs.
-pub const COMPARE_ENGINES_MAX: usize = 8;
+/// Most engines one `--compare` runs: every registered engine in one figure, and a few repeats.
+pub const COMPARE_ENGINES_MAX: usize = 16;
 
 /// The engines to compare (`--compare a,b[,c...]`), in order; at least two (repeats allowed).
 #[derive(Clone, Debug, PartialEq, Eq)]

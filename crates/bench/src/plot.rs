@@ -25,7 +25,7 @@ pub const LOG_X_SPAN_MIN: f64 = 50.0;
 pub const LINES_MAX: usize = 16;
 
 /// Line colours, one per engine in order of appearance (repeating past the end).
-const COLORS: [RGBColor; 8] = [
+const COLORS: [RGBColor; 12] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
@@ -34,6 +34,10 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(140, 86, 75),
     RGBColor(227, 119, 194),
     RGBColor(23, 190, 207),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(0, 0, 0),
+    RGBColor(0, 0, 128),
 ];
 
 /// One engine's line: `(x, throughput)` sorted by x.

@@ -158,6 +158,7 @@ fn calibrate_writes_a_table_of_the_measured_window() {
         engines: Some(vec!["nocc".into()]),
         duration: 0.3,
         clients: 2,
+        bench_flags: String::new(),
         name: None,
         note: "test".into(),
         quiet: true,
@@ -172,11 +173,18 @@ fn calibrate_writes_a_table_of_the_measured_window() {
     assert!(!nocc.keys().any(|k| k.contains("load")), "the load phase was measured: {nocc:?}");
     // An engine that runs one-round transactions only is measured on the workload's one-round
     // form (it refuses the op-by-op one, which used to leave it out of the table).
-    let granola = litmus_bench::calibrate::CalibrateArgs { engines: Some(vec!["granola".into()]), ..args.clone() };
+    // `--bench-flags` reach every run: four keys per transaction.
+    let granola = litmus_bench::calibrate::CalibrateArgs {
+        engines: Some(vec!["granola".into()]),
+        bench_flags: "--txn-size 4".into(),
+        ..args.clone()
+    };
     litmus_bench::calibrate::run(&granola, "litmus calibrate (test)", &mut Vec::new()).unwrap();
     let table = litmus_runtime::cost::CostTable::load(&out).unwrap();
     let g = &table.engines["granola"];
-    assert!(g.keys().any(|k| k.contains("ycsb_txn_1_1r")), "granola measured on the one-round form: {g:?}");
+    assert!(g.keys().any(|k| k.contains("ycsb_txn_4_1r")), "granola measured on the one-round form: {g:?}");
+    let bad = litmus_bench::calibrate::CalibrateArgs { bench_flags: "--txn-size 99".into(), ..granola };
+    assert!(litmus_bench::calibrate::run(&bad, "x", &mut Vec::new()).is_err(), "bad bench flags are an error");
     // A name that is no registered engine is an error, before anything runs.
     let args = litmus_bench::calibrate::CalibrateArgs { engines: Some(vec!["nocc".into(), "bogus".into()]), ..args };
     assert!(litmus_bench::calibrate::run(&args, "x", &mut Vec::new()).is_err(), "an unknown engine is an error");
