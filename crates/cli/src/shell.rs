@@ -15,6 +15,18 @@ use litmus_client::{Client, Transaction};
 use litmus_core::{Catalog, ColumnType, Decimal, Error, Isolation, Row, TableSchema, Value};
 use std::io::{BufRead, IsTerminal, Write};
 
+/// The exit status when stdout is gone (e.g. piped into `head`): a shell's for SIGPIPE.
+const EXIT_STDOUT_CLOSED: i32 = 141;
+
+/// `println!` that ends the shell quietly once stdout is gone, where `println!` would panic.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        if writeln!(std::io::stdout(), $($arg)*).is_err() {
+            std::process::exit(EXIT_STDOUT_CLOSED);
+        }
+    };
+}
+
 #[derive(clap::Args)]
 pub struct ShellArgs {
     /// A server's client address (host:port).
@@ -76,7 +88,7 @@ pub fn run_shell(args: ShellArgs) -> anyhow::Result<()> {
             .with_context(|| format!("connecting to {}", args.connect))?;
     let interactive = std::io::stdin().is_terminal();
     if interactive {
-        println!("connected to {} ({} engine); type help", args.connect, client.server_engine().unwrap_or("?"));
+        say!("connected to {} ({} engine); type help", args.connect, client.server_engine().unwrap_or("?"));
     }
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
@@ -95,7 +107,7 @@ pub fn run_shell(args: ShellArgs) -> anyhow::Result<()> {
                     Ok(i) => i,
                     Err(e) => {
                         failed += 1;
-                        println!("error: {e}");
+                        say!("error: {e}");
                         continue;
                     }
                 },
@@ -105,16 +117,16 @@ pub fn run_shell(args: ShellArgs) -> anyhow::Result<()> {
                 Ok(t) => t,
                 Err(e) => {
                     failed += 1;
-                    println!("error: {e}");
+                    say!("error: {e}");
                     continue;
                 }
             };
-            println!("begun {:?} at {isolation:?}", txn.id());
+            say!("begun {:?} at {isolation:?}", txn.id());
             loop {
                 prompt(interactive, "litmus(txn)> ");
                 let Some(line) = lines.next() else {
                     let _ = txn.rollback();
-                    println!("end of input: rolled back");
+                    say!("end of input: rolled back");
                     return finish(failed + 1);
                 };
                 let words = split_words(&line?);
@@ -122,20 +134,20 @@ pub fn run_shell(args: ShellArgs) -> anyhow::Result<()> {
                     None => continue,
                     Some("commit") => {
                         match txn.commit() {
-                            Ok(()) => println!("committed"),
+                            Ok(()) => say!("committed"),
                             Err(e) => {
                                 failed += 1;
-                                println!("error: {e}");
+                                say!("error: {e}");
                             }
                         }
                         break;
                     }
                     Some("rollback") => {
                         match txn.rollback() {
-                            Ok(()) => println!("rolled back"),
+                            Ok(()) => say!("rolled back"),
                             Err(e) => {
                                 failed += 1;
-                                println!("error: {e}");
+                                say!("error: {e}");
                             }
                         }
                         break;
@@ -143,7 +155,7 @@ pub fn run_shell(args: ShellArgs) -> anyhow::Result<()> {
                     Some(_) => {
                         if let Err(e) = txn_command(&catalog, &mut txn, &words) {
                             failed += 1;
-                            println!("error: {e:#}");
+                            say!("error: {e:#}");
                         }
                     }
                 }
@@ -152,7 +164,7 @@ pub fn run_shell(args: ShellArgs) -> anyhow::Result<()> {
         }
         if let Err(e) = command(&catalog, &mut client, &words) {
             failed += 1;
-            println!("error: {e:#}");
+            say!("error: {e:#}");
         }
     }
     finish(failed)
@@ -167,7 +179,9 @@ fn finish(failed: usize) -> anyhow::Result<()> {
 
 fn prompt(interactive: bool, p: &str) {
     if interactive {
-        print!("{p}");
+        if write!(std::io::stdout(), "{p}").is_err() {
+            std::process::exit(EXIT_STDOUT_CLOSED);
+        }
         let _ = std::io::stdout().flush();
     }
 }
@@ -282,7 +296,7 @@ fn row_of(t: &TableSchema, words: &[String]) -> anyhow::Result<Row> {
 
 fn command(catalog: &Catalog, client: &mut Client, words: &[String]) -> anyhow::Result<()> {
     match words[0].as_str() {
-        "help" => println!("{HELP}"),
+        "help" => say!("{HELP}"),
         "tables" => {
             let rows: Vec<Vec<String>> = catalog
                 .tables()
@@ -333,7 +347,7 @@ fn txn_command(catalog: &Catalog, txn: &mut Transaction<'_>, words: &[String]) -
             let key = key_of(t, &words[2..])?;
             match txn.read(&t.name, &key)? {
                 Some(row) => print_rows(t, &[row]),
-                None => println!("(no row)"),
+                None => say!("(no row)"),
             }
         }
         "scan" => {
@@ -353,13 +367,13 @@ fn txn_command(catalog: &Catalog, txn: &mut Transaction<'_>, words: &[String]) -
             } else {
                 txn.insert(&t.name, row)?;
             }
-            println!("ok");
+            say!("ok");
         }
         "delete" => {
             let t = table(catalog, words)?;
             let key = key_of(t, &words[2..])?;
             txn.delete(&t.name, &key)?;
-            println!("ok");
+            say!("ok");
         }
         "tables" | "call" | "help" => anyhow::bail!("{} is not available inside a transaction", words[0]),
         other => anyhow::bail!("unknown command {other:?} (help lists them)"),
@@ -371,7 +385,7 @@ fn print_rows(t: &TableSchema, rows: &[Row]) {
     let head: Vec<String> = t.columns.iter().map(|c| c.name.clone()).collect();
     let body: Vec<Vec<String>> = rows.iter().map(|r| r.iter().map(|v| v.to_string()).collect()).collect();
     print_table(&head, &body);
-    println!("({} row{})", rows.len(), if rows.len() == 1 { "" } else { "s" });
+    say!("({} row{})", rows.len(), if rows.len() == 1 { "" } else { "s" });
 }
 
 fn print_table(head: &[String], rows: &[Vec<String>]) {
@@ -389,11 +403,11 @@ fn print_table(head: &[String], rows: &[Vec<String>]) {
             cells.iter().enumerate().map(|(i, c)| if i == last { c.clone() } else { format!("{c:<w$}", w = width[i]) });
         padded.collect::<Vec<_>>().join(" | ")
     };
-    println!("{}", line(head));
+    say!("{}", line(head));
     let dashes = width.iter().enumerate().map(|(i, w)| "-".repeat(if i == last { (*w).min(40) } else { *w }));
-    println!("{}", dashes.collect::<Vec<_>>().join("-+-"));
+    say!("{}", dashes.collect::<Vec<_>>().join("-+-"));
     for r in rows {
-        println!("{}", line(r));
+        say!("{}", line(r));
     }
 }
 

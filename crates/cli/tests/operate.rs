@@ -5,12 +5,12 @@ use litmus_client::Client;
 use litmus_core::Value;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{free_port, Server, LITMUS};
+use common::{free_port, run, Server, LITMUS};
 
 /// The repo's `examples/cluster-3/nodeN.toml`, moved to free ports and a temp data dir.
 struct Example {
@@ -209,6 +209,22 @@ fn shell_over_stdin_and_dump() {
     assert_eq!(String::from_utf8_lossy(&csv.stdout), "k,v\n7,0x68656c6c6f\n8,0x0102\n");
     let jsonl = run(&["dump", "--connect", &ex.peers[0], "--table", "kv", "--format", "jsonl"], "");
     assert_eq!(String::from_utf8_lossy(&jsonl.stdout).lines().next(), Some(r#"{"k":7,"v":"0x68656c6c6f"}"#));
+
+    // Piped into a reader that stops reading (`litmus shell … | head -1`): a quiet exit with a
+    // shell's SIGPIPE status, where `println!` used to panic.
+    let mut shell = Command::new(LITMUS)
+        .args(["shell", "--connect", &ex.peers[0]])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(shell.stdout.take());
+    let _ = shell.stdin.take().unwrap().write_all("help\n".repeat(200).as_bytes()); // it may be gone
+    let out = shell.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
 /// Issue 18 §2: one client keeps writing across a `kill -9` and restart of its server. The
@@ -335,18 +351,6 @@ fn oversized_partial_frames_and_a_flood_are_rejected_and_the_server_still_serves
         metrics.lines().any(|l| l.starts_with("litmus_connections_rejected_total") && !l.ends_with(" 0")),
         "{metrics}"
     );
-}
-
-fn run(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(LITMUS)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
 }
 
 /// Issue 18 §7: `bench --reset` empties the workload's tables on the servers first, so a second

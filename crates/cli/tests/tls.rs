@@ -4,14 +4,13 @@
 //! plaintext server listening beyond loopback.
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{free_port, Server, LITMUS};
+use common::{free_port, run, Server, LITMUS};
 
 /// Writes `ca.pem` and, per name, `NAME.pem`/`NAME.key` for 127.0.0.1 and localhost.
 fn certs(dir: &Path, names: &[&str]) {
@@ -67,18 +66,6 @@ fn spawn(config: &Path, log: &Path) -> Server {
             .spawn()
             .expect("spawn litmus server"),
     )
-}
-
-fn run(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(LITMUS)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
 }
 
 fn text(out: &Output) -> String {

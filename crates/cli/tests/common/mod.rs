@@ -3,7 +3,8 @@
 
 #![allow(dead_code)]
 
-use std::process::Child;
+use std::io::Write as _;
+use std::process::{Child, Command, Output, Stdio};
 
 pub const LITMUS: &str = env!("CARGO_BIN_EXE_litmus");
 
@@ -19,4 +20,17 @@ impl Drop for Server {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Runs `litmus ARGS` to completion with `stdin` as its input.
+pub fn run(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(LITMUS)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
 }
