@@ -112,6 +112,14 @@
 //!   Stock-Levels died behind New-Orders' saline locks, and Deliveries, which wait out saline
 //!   locks district by district, were wounded after hundreds of milliseconds of work (issue
 //!   20). A deadlock across partitions through such a wait lasts at most `RUNNING_WITHIN` more.
+//!   **A silent coordinator is not an idle one** (`partition::COORDINATOR_SILENT_MAX`): a
+//!   blocker whose coordinator node has sent this partition nothing at all since the blocker
+//!   last ran counts as working for up to 1 s instead of `RUNNING_WITHIN` — its node is not
+//!   running (a stalled process or thread), and a deadlocked blocker's node keeps talking about
+//!   its other transactions. Under `salt` at 8 TPC-C clients on a loaded machine, one node went
+//!   silent for ~350 ms, and every Delivery queued behind that node's Delivery died and
+//!   retried into the same queue every ~13 ms: all of a 10 s run's Delivery aborts (issue 20).
+//!   A deadlock through a node that sends nothing at all lasts at most that second.
 //! * A partition that restarts in the middle of a subtransaction relocks its logged locks but
 //!   has lost its buffered writes and cannot tell whether the subtransaction's next operation
 //!   continues the run or starts a roll-forward re-run: it rolls the subtransaction back and

@@ -52,6 +52,13 @@ pub const LOCK_WAIT_PATIENCE: Duration = Duration::from_millis(10);
 /// loaded machine a TPC-C Delivery's operations, one round trip apart, arrive up to tens of
 /// milliseconds apart. It bounds how much longer a deadlock may last than without the rule.
 pub const RUNNING_WITHIN: Duration = Duration::from_millis(250);
+/// Rule 5a's exception, for a blocker whose coordinator node has sent this partition nothing
+/// since the blocker's operation last ran ([`LockingPartition::alive`]): it counts as working for
+/// this long instead of [`RUNNING_WITHIN`]. Silence says that node is not running (a stalled
+/// process or thread), not that the blocker is idle: a blocker stuck in a deadlock sends
+/// nothing, but the node's other transactions keep talking. Bounds how long a deadlock lasts
+/// when a node sends nothing at all.
+pub const COORDINATOR_SILENT_MAX: Duration = Duration::from_secs(1);
 /// The lock "table" of queue anchors ([`LockingPartition::queue_head`]): no table has this id.
 pub const QUEUE_ANCHORS: TableId = TableId(u32::MAX);
 /// Most transactions rule 5a's exception looks at to decide one waiter
@@ -194,6 +201,9 @@ pub struct LockingPartition {
     /// waited for it. ACID limited scans of these first write-lock the queue's anchor (see
     /// [`LockingPartition::queue_head`]). Volatile: a restart learns it again.
     queue_tables: BTreeSet<TableId>,
+    /// When each coordinator node's last request reached this partition (rule 5a's exception:
+    /// [`COORDINATOR_SILENT_MAX`]). Volatile.
+    heard_from: BTreeMap<NodeId, Time>,
 }
 
 impl LockingPartition {
@@ -209,6 +219,7 @@ impl LockingPartition {
             finished_order: VecDeque::new(),
             epochs: BTreeMap::new(),
             queue_tables: BTreeSet::new(),
+            heard_from: BTreeMap::new(),
             relock_pending: false,
             last_sweep: Time::ZERO,
             prepared_at: BTreeMap::new(),
@@ -638,8 +649,12 @@ impl LockingPartition {
             self.waits_for_alive(txn, now, since, memo)
         } else {
             self.txns.get(&txn).is_some_and(|t| {
+                let idle = now.saturating_sub(t.last_active);
+                // Its coordinator has been silent here since it last ran: that node is not
+                // running, so the blocker cannot be told idle (bounded, see the constant).
+                let silent = self.heard_from.get(&txn.node).is_none_or(|h| *h <= t.last_active);
                 !t.prepared
-                    && now.saturating_sub(t.last_active) < RUNNING_WITHIN
+                    && (idle < RUNNING_WITHIN || (silent && idle < COORDINATOR_SILENT_MAX))
                     && since.is_none_or(|s| t.last_active >= s)
             })
         };
@@ -1217,6 +1232,9 @@ impl PartitionEngine for LockingPartition {
             self.relock(ctx);
         }
         let Ok(req) = req.decode::<Request>() else { return };
+        if let Addr::Coordinator(node) = from {
+            self.heard_from.insert(node, ctx.now);
+        }
         // Any transaction of a newer coordinator epoch tells us that incarnation restarted (the
         // `Epoch` announcement itself may have been lost).
         if let Request::Op { unit, .. } | Request::Prepare { unit, .. } | Request::Commit { unit, .. } = &req {
@@ -1290,3 +1308,7 @@ impl PartitionEngine for LockingPartition {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "partition_tests.rs"]
+mod tests;

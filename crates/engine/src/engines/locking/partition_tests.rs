@@ -1,0 +1,176 @@
+//! The locking partition driven message by message, with coordinators on several nodes (the
+//! engine's cluster tests run one node).
+
+use super::*;
+use crate::builtin;
+use crate::machine::Effects;
+use crate::message::Message;
+use crate::procedure::Registry;
+use litmus_core::{Catalog, Isolation, Value};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+const TICK: Duration = Duration::from_millis(crate::machine::TICK_INTERVAL_MS);
+
+struct H {
+    p: LockingPartition,
+    store: MvccStore,
+    catalog: Catalog,
+    registry: Registry,
+    rng: ChaCha8Rng,
+    now: Time,
+    table: TableId,
+    /// Every operation reply: (transaction, result, write images).
+    replies: Vec<(TxnId, Result<PartResult, Error>, Vec<WriteImage>)>,
+}
+
+fn key(id: i64) -> Key {
+    Key::encode(&[Value::Int(id)]).unwrap()
+}
+
+fn txn(node: u32, seq: u64) -> TxnId {
+    TxnId { node: NodeId(node), epoch: 1, seq }
+}
+
+impl H {
+    /// One `acid` partition holding accounts `ids` (committed).
+    fn new(ids: &[i64]) -> H {
+        let catalog = builtin::bank::catalog();
+        let table = catalog.table_by_name(builtin::bank::ACCOUNTS).unwrap().id;
+        let mut store = MvccStore::new();
+        for &id in ids {
+            store.put(table, key(id), Timestamp(1), Some(Row::from(vec![Value::Int(id), Value::Int(100)])));
+        }
+        H {
+            p: LockingPartition::new(LockingConfig { base: false, local: false }),
+            store,
+            catalog,
+            registry: builtin::bank::registry(),
+            rng: ChaCha8Rng::seed_from_u64(1),
+            now: Time(1_000_000_000),
+            table,
+            replies: vec![],
+        }
+    }
+
+    fn with(&mut self, f: impl FnOnce(&mut LockingPartition, &mut PartCtx)) {
+        let mut out = Effects::default();
+        let mut ctx = PartCtx {
+            now: self.now,
+            me: PartitionId(0),
+            rng: &mut self.rng,
+            catalog: &self.catalog,
+            registry: &self.registry,
+            partitions: 1,
+            store: &mut self.store,
+            out: &mut out,
+        };
+        f(&mut self.p, &mut ctx);
+        for env in out.send {
+            if let Message::PartitionReply(r) = env.msg {
+                if let Ok(Reply::Op { id, result, writes, .. }) = r.body.decode::<Reply>() {
+                    self.replies.push((id.txn, result, writes));
+                }
+            }
+        }
+    }
+
+    fn request(&mut self, node: u32, r: Request) {
+        self.with(|p, ctx| p.on_request(Addr::Coordinator(NodeId(node)), Payload::new(r), ctx));
+    }
+
+    /// Operation `n` of serializable ACID transaction `t` (its age: `t.seq`).
+    fn op(&mut self, t: TxnId, n: u32, kind: OpKind) {
+        let class = TxnClass { isolation: Isolation::Serializable, base: false, age: t.seq, immortal: false };
+        let id = SubOpId { txn: t, op: n, part: PartitionId(0) };
+        let op = PartOp { table: self.table, kind };
+        let r = Request::Op {
+            id,
+            unit: Unit { txn: t, sub: 0 },
+            attempt: 0,
+            class,
+            op,
+            local_commit: false,
+            after: vec![],
+        };
+        self.request(t.node.0, r);
+    }
+
+    /// The queue's head: the first account from 10.
+    fn head(&mut self, t: TxnId, n: u32) {
+        self.op(t, n, OpKind::Scan { start: key(10), end: Some(key(20)), limit: 1 });
+    }
+
+    fn commit(&mut self, t: TxnId, ops: u32) {
+        let writes = self.replies.iter().filter(|r| r.0 == t).flat_map(|r| r.2.clone()).collect();
+        self.request(t.node.0, Request::Commit { unit: Unit { txn: t, sub: 0 }, writes, ops: Some(ops) });
+    }
+
+    fn tick(&mut self, d: Duration) {
+        let end = self.now + d;
+        while self.now < end {
+            self.now = self.now + TICK;
+            self.with(|p, ctx| p.on_tick(ctx));
+        }
+    }
+
+    fn results(&self, t: TxnId) -> Vec<&Result<PartResult, Error>> {
+        self.replies.iter().filter(|r| r.0 == t).map(|r| &r.1).collect()
+    }
+
+    fn died(&self, t: TxnId) -> bool {
+        self.results(t).iter().any(|r| matches!(r, Err(Error::Abort(AbortReason::Deadlock))))
+    }
+}
+
+/// Accounts 10..13 used as a queue on one partition: `a` (node 0) consumes the head while `b`
+/// (node 1) waits for it, so the table is learnt as a queue; `b` then holds the anchor with
+/// head 11, and `c` (node 0, youngest) queues behind it on the anchor. Returns `(b, c)`.
+fn consumer_of_node_1_holds_the_anchor() -> (H, TxnId, TxnId) {
+    let mut h = H::new(&[10, 11, 12, 13]);
+    let (a, b, c) = (txn(0, 1), txn(1, 2), txn(0, 3));
+    h.head(a, 0);
+    h.op(a, 1, OpKind::Delete { key: key(10) });
+    h.head(b, 0);
+    h.commit(a, 2);
+    assert!(matches!(h.results(b)[..], [Ok(PartResult::Rows(ref rows))] if rows.len() == 1), "{:?}", h.results(b));
+    h.tick(TICK);
+    h.head(c, 0);
+    assert!(h.results(c).is_empty(), "c queues behind b");
+    (h, b, c)
+}
+
+/// Lock rule 5a's exception, [`COORDINATOR_SILENT_MAX`]: a consumer queued on an anchor keeps
+/// waiting past [`RUNNING_WITHIN`] behind a holder whose coordinator node has sent nothing
+/// since the holder last ran — that node is stalled, not the holder idle. (Under `salt` on a
+/// loaded machine one node's worker went silent for ~350 ms, and the Deliveries queued behind
+/// its Delivery died and retried, every ~13 ms, into the same queue: all 18–19 Delivery
+/// aborts of a 10 s run, issue 20.) As soon as that node is heard from again about anything
+/// else, the holder counts as idle and the waiter dies as before; and silence is believed for
+/// at most `COORDINATOR_SILENT_MAX`, which bounds a deadlock through a silent node.
+#[test]
+fn rule5a_waiter_outlasts_a_holder_whose_coordinator_is_silent() {
+    let (mut h, _b, c) = consumer_of_node_1_holds_the_anchor();
+    // Node 0 keeps talking (c's node: a reader of account 13); node 1 says nothing.
+    let d = txn(0, 4);
+    for n in 0..((RUNNING_WITHIN + 4 * LOCK_WAIT_PATIENCE).as_millis() / 20) as u32 {
+        h.op(d, n, OpKind::Read { key: key(13) });
+        h.tick(Duration::from_millis(20));
+    }
+    assert!(h.results(c).is_empty(), "c waits behind b, whose node is silent: {:?}", h.results(c));
+    // Node 1 speaks (another transaction's read): b has been idle since, and c dies.
+    h.op(txn(1, 5), 0, OpKind::Read { key: key(13) });
+    h.tick(2 * TICK);
+    assert!(h.died(c), "once node 1 is heard from, b counts as idle: {:?}", h.results(c));
+}
+
+/// The bound of the rule above: a node silent for longer than [`COORDINATOR_SILENT_MAX`] no
+/// longer keeps its holder alive, so a deadlock through it ends.
+#[test]
+fn rule5a_a_silent_coordinator_is_believed_for_a_bounded_time() {
+    let (mut h, _b, c) = consumer_of_node_1_holds_the_anchor();
+    h.tick(COORDINATOR_SILENT_MAX - 4 * LOCK_WAIT_PATIENCE);
+    assert!(h.results(c).is_empty(), "c waits: {:?}", h.results(c));
+    h.tick(8 * LOCK_WAIT_PATIENCE);
+    assert!(h.died(c), "past the bound c dies: {:?}", h.results(c));
+}
