@@ -241,7 +241,10 @@
 //!   with 330 and 420 given up), Stock-Level 15.0%, 10.1%, 0.5% (before: salt 29%,
 //!   salt-local 43%). **Salt's Delivery still aborts more than acid's.** What remains:
 //!   waiters whose consumer ahead sent no operation for 100–350 ms (3 locks held, not
-//!   waiting: slow on the loaded machine, cause not found), and a waiter aborted when the
+//!   waiting) — traced in session 11 to the consumer's coordinator node sending nothing at
+//!   all for ~350 ms (a scheduling stall on the loaded machine), now covered by rule 5a's
+//!   silent-coordinator clause (`COORDINATOR_SILENT_MAX`; salt's Delivery aborts at 8 clients
+//!   0.0% since) — and a waiter aborted when the
 //!   consumer ahead deletes its head while it waits (found by the engine test
 //!   `rule5a_queue_consumers_wait_their_turn_behind_a_working_consumer`, not understood).
 //!   Delivery is serial per warehouse and runs synchronously in the terminal, so at 2–3
