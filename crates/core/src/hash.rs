@@ -105,7 +105,9 @@ mod tests {
         // picked by the low 16 bits, as hashbrown picks them. Random hashes fill ~63% of the
         // buckets; the state without the final rotation filled under 1%.
         let buckets: std::collections::BTreeSet<u64> = (0..65_536i64)
-            .map(|i| hash_of(crate::Key::ints(&[1 + i % 2, 1 + i / 2 % 10, 1 + i / 20 % 3000, 1 + i / 60_000])) & 0xFFFF)
+            .map(|i| {
+                hash_of(crate::Key::ints(&[1 + i % 2, 1 + i / 2 % 10, 1 + i / 20 % 3000, 1 + i / 60_000])) & 0xFFFF
+            })
             .collect();
         assert!(buckets.len() > 65_536 / 2, "only {} of 65536 buckets used", buckets.len());
         // Sequential lock ids (one u64 each) spread too.
