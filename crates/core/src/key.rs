@@ -41,8 +41,15 @@ const TAG_BYTES: u8 = 0x05;
 /// (the largest remaining source of allocations in a TPC-C profile, issue 13); now it is a
 /// reference count. A key serializes as the `Vec<u8>` it replaced, so encodings keep their
 /// bytes.
-#[derive(Clone, Hash, Default)]
+#[derive(Clone, Default)]
 pub struct Key(pub Arc<[u8]>);
+
+/// The bytes' hash, as the derive gave it (equal keys have equal bytes, so equal hashes).
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
 
 /// Equal bytes, written out as the comparison is: every point read of the store and the lock
 /// table ends in a hash hit's equality check, and `bcmp` calls for those short keys were ~2% of
