@@ -153,7 +153,6 @@ pub(crate) struct Router {
     machines: BTreeMap<Addr, usize>,
     workers: Vec<Arc<Inbox>>,
     clients: RwLock<HashMap<ClientId, Arc<Inbox>>>,
-    seq: AtomicU64,
     stopped: AtomicBool,
     counters: Arc<Counters>,
 }
@@ -189,36 +188,115 @@ impl Router {
     /// Routes what worker `me` flushed: its own machines' messages go to `local` (no hand-off),
     /// the rest are grouped per destination mailbox, each group pushed with one lock. The
     /// delays are sampled in envelope order, as one `route` call each would.
-    /// `envs` is left empty, with its capacity, for [`Host::recycle`].
-    fn route_batch(&self, me: usize, envs: &mut Vec<Envelope>, local: &mut Vec<(Time, Envelope)>, rng: &mut impl Rng) {
+    /// `envs` is left empty, with its capacity, for [`Host::recycle`]; the groups are gathered
+    /// in `scratch`, which keeps its vectors from one flush to the next.
+    fn route_batch(
+        &self,
+        me: usize,
+        envs: &mut Vec<Envelope>,
+        local: &mut Vec<(Time, Envelope)>,
+        scratch: &mut RouteScratch,
+        rng: &mut impl Rng,
+    ) {
         let now = self.now();
         self.counters.messages.fetch_add(envs.len() as u64, Ordering::Relaxed);
-        let mut per_worker: Vec<Vec<(Time, Envelope)>> = (0..self.workers.len()).map(|_| Vec::new()).collect();
-        let mut per_client: BTreeMap<ClientId, Vec<(Time, Envelope)>> = BTreeMap::new();
+        scratch.per_worker.resize_with(self.workers.len(), Vec::new);
+        if scratch.per_client.len() > ROUTE_CLIENTS_KEPT_MAX {
+            scratch.per_client.clear(); // sessions come and go; do not keep every one's buffer
+        }
         for env in envs.drain(..) {
             let at = self.delivery_time(&env, now, rng);
             match env.to {
-                Addr::Client(c) => per_client.entry(c).or_default().push((at, env)),
+                Addr::Client(c) => {
+                    let batch = scratch.per_client.entry(c).or_default();
+                    if batch.is_empty() {
+                        scratch.clients_touched.push(c);
+                    }
+                    batch.push((at, env));
+                }
                 to => match self.machines.get(&to) {
                     Some(&w) if w == me => local.push((at, env)),
-                    Some(&w) => per_worker[w].push((at, env)),
+                    Some(&w) => scratch.per_worker[w].push((at, env)),
                     None => {}
                 },
             }
         }
-        for (w, batch) in per_worker.into_iter().enumerate() {
+        for (w, batch) in scratch.per_worker.iter_mut().enumerate() {
             if !batch.is_empty() {
-                self.workers[w].push_all(batch);
+                self.workers[w].push_all(batch.drain(..));
             }
         }
-        if !per_client.is_empty() {
+        if !scratch.clients_touched.is_empty() {
             let clients = self.clients.read().expect("clients lock");
-            for (c, batch) in per_client {
-                if let Some(mb) = clients.get(&c) {
-                    mb.push_all(batch);
+            for c in scratch.clients_touched.drain(..) {
+                let batch = scratch.per_client.get_mut(&c).expect("a touched client has a batch");
+                match clients.get(&c) {
+                    Some(mb) => mb.push_all(batch.drain(..)),
+                    None => batch.clear(),
                 }
             }
         }
+    }
+}
+
+/// Most client sessions whose routing buffers a worker keeps between flushes.
+const ROUTE_CLIENTS_KEPT_MAX: usize = 4096;
+
+/// A worker's buffers for [`Router::route_batch`], empty between calls, kept for their
+/// capacity: a fresh vector per destination per flush, regrown by doubling, was a visible share
+/// of the copies and allocations of a TPC-C profile (issue 13).
+#[derive(Default)]
+struct RouteScratch {
+    per_worker: Vec<Vec<(Time, Envelope)>>,
+    per_client: HashMap<ClientId, Vec<(Time, Envelope)>>,
+    /// The clients with messages in this batch, in the order first seen.
+    clients_touched: Vec<ClientId>,
+}
+
+/// A worker's messages waiting for their delivery time, earliest first, ties in arrival order.
+///
+/// The heap orders small entries (time, sequence number, slot) while the envelopes stay put in
+/// a slab: a heap of whole envelopes moved each one log(n) times on push and pop, and those
+/// copies were a visible share of the `memmove` in a TPC-C profile (issue 13).
+#[derive(Default)]
+struct DelayQueue {
+    heap: BinaryHeap<Due<u32>>,
+    slots: Vec<Option<Envelope>>,
+    free: Vec<u32>,
+    /// Sequence number of the next push (orders equal delivery times by arrival).
+    seq: u64,
+}
+
+impl DelayQueue {
+    fn push(&mut self, at: Time, env: Envelope) {
+        let slot = match self.free.pop() {
+            Some(i) => {
+                debug_assert!(self.slots[i as usize].is_none());
+                self.slots[i as usize] = Some(env);
+                i
+            }
+            None => {
+                self.slots.push(Some(env));
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 messages in flight per worker")
+            }
+        };
+        self.heap.push(Due { at, seq: self.seq, item: slot });
+        self.seq += 1;
+    }
+
+    /// The delivery time of the earliest message.
+    fn next_at(&self) -> Option<Time> {
+        self.heap.peek().map(|d| d.at)
+    }
+
+    /// The earliest message if it is due at `now`.
+    fn pop_due(&mut self, now: Time) -> Option<Envelope> {
+        if self.heap.peek()?.at > now {
+            return None;
+        }
+        let slot = self.heap.pop().expect("peeked").item;
+        self.free.push(slot);
+        Some(self.slots[slot as usize].take().expect("a queued slot holds its envelope"))
     }
 }
 
@@ -271,7 +349,6 @@ impl EmbeddedCluster {
             machines,
             workers: inboxes.clone(),
             clients: RwLock::new(HashMap::new()),
-            seq: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
             counters: Arc::new(Counters::default()),
         });
@@ -448,14 +525,15 @@ fn worker_loop_counted(
 ) -> Result<(), Error> {
     let mut steps = 0u64;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut heap: BinaryHeap<Due<Envelope>> = BinaryHeap::new();
+    let mut queue = DelayQueue::default();
+    let mut scratch = RouteScratch::default();
     let tick = Duration::from_millis(litmus_engine::machine::TICK_INTERVAL_MS);
     let mut next_tick = router.now() + tick;
     let (mut recorded, mut logged) = (0, 0);
     let mut arrived: Vec<(Time, Envelope)> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let now = router.now();
-        let deadline = heap.peek().map_or(next_tick, |t| t.at.min(next_tick));
+        let deadline = queue.next_at().map_or(next_tick, |at| at.min(next_tick));
         // Wait for a message or the deadline (at most 50 ms so `stop` is noticed); messages
         // this worker sent itself are in `arrived` already and need no wait.
         let wait = if deadline > now && arrived.is_empty() {
@@ -465,13 +543,13 @@ fn worker_loop_counted(
         };
         inbox.take_all(&mut arrived, wait);
         for (at, env) in arrived.drain(..) {
-            heap.push(Due { at, seq: router.seq.fetch_add(1, Ordering::Relaxed), item: env });
+            queue.push(at, env);
         }
         let now = router.now();
         let mut stepped = 0;
-        while stepped < WORKER_BATCH_MAX && heap.peek().is_some_and(|t| t.at <= now) {
-            let t = heap.pop().expect("peeked");
-            host.step(now, t.item.to, Input::Message(t.item))?;
+        while stepped < WORKER_BATCH_MAX {
+            let Some(env) = queue.pop_due(now) else { break };
+            host.step(now, env.to, Input::Message(env))?;
             stepped += 1;
         }
         steps += stepped as u64;
@@ -485,7 +563,7 @@ fn worker_loop_counted(
         }
         if host.has_pending() {
             let mut out = host.flush()?;
-            router.route_batch(me, &mut out, &mut arrived, &mut rng);
+            router.route_batch(me, &mut out, &mut arrived, &mut scratch, &mut rng);
             host.recycle(out);
         }
         let total = host.records_total();
@@ -552,5 +630,44 @@ impl Drop for EmbeddedTransport {
         if let Ok(mut clients) = self.router.clients.write() {
             clients.remove(&self.session.id());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use litmus_core::NodeId;
+    use litmus_engine::Payload;
+
+    fn env(n: u64) -> Envelope {
+        let a = Addr::Coordinator(NodeId(0));
+        Envelope { from: a, to: a, msg: Message::Role(Payload::new(n)) }
+    }
+
+    fn drain(q: &mut DelayQueue, now: u64) -> Vec<String> {
+        std::iter::from_fn(|| q.pop_due(Time(now))).map(|e| format!("{e:?}")).collect()
+    }
+
+    #[test]
+    fn delay_queue_delivers_earliest_first_ties_in_arrival_order_and_nothing_early() {
+        let mut q = DelayQueue::default();
+        q.push(Time(30), env(3));
+        q.push(Time(10), env(1));
+        q.push(Time(30), env(4)); // same time as env(3), arrived later
+        q.push(Time(20), env(2));
+        assert_eq!(q.next_at(), Some(Time(10)));
+        assert!(q.pop_due(Time(9)).is_none(), "nothing is delivered before it is due");
+        assert_eq!(drain(&mut q, 20), [env(1), env(2)].map(|e| format!("{e:?}")));
+        assert_eq!(drain(&mut q, 100), [env(3), env(4)].map(|e| format!("{e:?}")));
+        assert_eq!(q.next_at(), None);
+        // Slots are reused: the slab does not grow past the most messages ever waiting.
+        for round in 0..3 {
+            for i in 0..4 {
+                q.push(Time(round), env(i));
+            }
+            assert_eq!(drain(&mut q, round).len(), 4);
+        }
+        assert_eq!((q.slots.len(), q.free.len()), (4, 4));
+        assert!(q.slots.iter().all(Option::is_none));
     }
 }

@@ -51,14 +51,17 @@
 //! versions in a hash map by key — a point read or write hashes the key once instead of
 //! comparing it with a dozen others down a B-tree (that was ~10% of a TPC-C run, issue 13) —
 //! and the same keys in a `BTreeMap` for everything ordered (range reads, GC's walk, snapshots),
-//! each with its newest version's timestamp and whether that is a tombstone, so a range read at
-//! or above it decides without looking the key up (a queue table's deleted head, never
-//! collected by the locking engines, is walked by every Delivery scan).
+//! each with the timestamp of its newest version if that is a tombstone, so a range read at or
+//! above it skips the key without looking it up (a queue table's deleted head, never collected
+//! by the locking engines, is walked by every Delivery scan). Only that mark lives in the ordered
+//! map, not the newest timestamp of every key: an update of a live row (the common write) then
+//! leaves the ordered map alone, where keeping a timestamp there cost a B-tree descent per
+//! write (~40% of the key comparisons of a TPC-C run, issue 13).
 //! Invariants, checked by [`MvccStore::check_invariants`] in tests and on snapshot decode:
 //!
 //! * every version list is non-empty and strictly ascending by timestamp (no duplicates);
 //! * a table's ordered key map holds exactly the keys of its hash map, each with its newest
-//!   version's timestamp and kind;
+//!   version's timestamp if that version is a tombstone and `None` otherwise;
 //! * no table is empty (so equal contents have equal representations and equal snapshot
 //!   bytes);
 //! * `key_count` and `version_count` equal the counts of the maps.
@@ -112,23 +115,16 @@ type Versions = Vec<Version>;
 struct Table {
     /// Versions by key, for point reads and writes.
     rows: FxHashMap<Key, Versions>,
-    /// The keys of `rows`, in order, with their newest versions' [`Newest`].
-    order: BTreeMap<Key, Newest>,
+    /// The keys of `rows`, in order, with their [`Tomb`] marks.
+    order: BTreeMap<Key, Tomb>,
 }
 
-/// A key's newest version: its timestamp and whether it is a tombstone.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Newest {
-    ts: Timestamp,
-    tombstone: bool,
-}
+/// A key's mark in the ordered map: the timestamp of its newest version when that version is a
+/// tombstone, `None` when it is a row. A read at or above the tombstone skips the key unread.
+type Tomb = Option<Timestamp>;
 
-impl Newest {
-    fn of(versions: &Versions) -> Newest {
-        versions
-            .last()
-            .map_or(Newest { ts: Timestamp(0), tombstone: true }, |v| Newest { ts: v.ts, tombstone: v.row.is_none() })
-    }
+fn tomb_of(versions: &Versions) -> Tomb {
+    versions.last().and_then(|v| v.row.is_none().then_some(v.ts))
 }
 
 impl Table {
@@ -142,23 +138,13 @@ impl Table {
         self.order.keys().map(|k| (k, &self.rows[k]))
     }
 
-    /// Whether `key` (with newest version `newest`) has a row visible at `ts`, looking the key
-    /// up only when `ts` is below its newest version.
-    fn visible_at(&self, key: &Key, newest: Newest, ts: Timestamp) -> Option<&Row> {
-        if ts >= newest.ts {
-            if newest.tombstone {
-                return None;
-            }
-            return self.rows[key].last().and_then(|v| v.row.as_ref());
+    /// The row of `key` (marked `tomb`) visible at `ts`, not looking the key up when a
+    /// tombstone at or below `ts` hides it.
+    fn visible_at(&self, key: &Key, tomb: Tomb, ts: Timestamp) -> Option<&Row> {
+        if tomb.is_some_and(|deleted| ts >= deleted) {
+            return None;
         }
         visible_at(&self.rows[key], ts)
-    }
-
-    fn is_visible_at(&self, key: &Key, newest: Newest, ts: Timestamp) -> bool {
-        if ts >= newest.ts {
-            return !newest.tombstone;
-        }
-        visible_at(&self.rows[key], ts).is_some()
     }
 }
 
@@ -175,7 +161,7 @@ impl Serialize for Table {
 
 impl From<BTreeMap<Key, Versions>> for Table {
     fn from(by_key: BTreeMap<Key, Versions>) -> Self {
-        let order = by_key.iter().map(|(k, v)| (k.clone(), Newest::of(v))).collect();
+        let order = by_key.iter().map(|(k, v)| (k.clone(), tomb_of(v))).collect();
         Table { rows: by_key.into_iter().collect(), order }
     }
 }
@@ -251,8 +237,8 @@ impl MvccStore {
             return out;
         }
         let Some(keys) = self.tables.get(&table) else { return out };
-        for (key, &newest) in keys.order.range::<Key, _>((start, end)) {
-            if let Some(row) = keys.visible_at(key, newest, ts) {
+        for (key, &tomb) in keys.order.range::<Key, _>((start, end)) {
+            if let Some(row) = keys.visible_at(key, tomb, ts) {
                 out.push((key.clone(), row.clone()));
                 if out.len() == limit {
                     break;
@@ -278,8 +264,8 @@ impl MvccStore {
             return out;
         }
         let Some(keys) = self.tables.get(&table) else { return out };
-        for (key, &newest) in keys.order.range::<Key, _>((start, end)) {
-            if keys.is_visible_at(key, newest, ts) {
+        for (key, &tomb) in keys.order.range::<Key, _>((start, end)) {
+            if keys.visible_at(key, tomb, ts).is_some() {
                 out.push(key);
                 if out.len() == limit {
                     break;
@@ -370,6 +356,7 @@ impl MvccStore {
         let t = self.tables.entry(table).or_default();
         match t.rows.get_mut(&key) {
             Some(versions) => {
+                let was = tomb_of(versions);
                 match versions.binary_search_by_key(&ts, |v| v.ts) {
                     Ok(i) => versions[i].row = row,
                     Err(i) => {
@@ -378,13 +365,16 @@ impl MvccStore {
                     }
                 }
                 debug_assert!(is_strictly_ascending(versions));
-                *t.order.get_mut(&key).expect("every key is ordered") = Newest::of(versions);
+                let now = tomb_of(versions);
+                if now != was {
+                    *t.order.get_mut(&key).expect("every key is ordered") = now;
+                }
             }
             None => {
                 let versions = vec![Version { ts, row }];
                 self.key_count += 1;
                 self.version_count += 1;
-                t.order.insert(key.clone(), Newest::of(&versions));
+                t.order.insert(key.clone(), tomb_of(&versions));
                 t.rows.insert(key, versions);
             }
         }
@@ -397,6 +387,7 @@ impl MvccStore {
         let Some(keys) = self.tables.get_mut(&table) else { return false };
         let Some(versions) = keys.rows.get_mut(key) else { return false };
         let Ok(i) = versions.binary_search_by_key(&ts, |v| v.ts) else { return false };
+        let was = tomb_of(versions);
         versions.remove(i);
         self.version_count -= 1;
         if versions.is_empty() {
@@ -406,8 +397,8 @@ impl MvccStore {
             if keys.rows.is_empty() {
                 self.tables.remove(&table);
             }
-        } else if i == versions.len() {
-            *keys.order.get_mut(key).expect("every key is ordered") = Newest::of(versions);
+        } else if i == versions.len() && tomb_of(versions) != was {
+            *keys.order.get_mut(key).expect("every key is ordered") = tomb_of(versions);
         }
         assert!(self.version_count >= self.key_count);
         true
@@ -498,7 +489,7 @@ impl MvccStore {
                 return Err(format!("table {table} has an empty key map"));
             }
             if by_key.order.len() != by_key.rows.len()
-                || by_key.order.iter().any(|(k, n)| by_key.rows.get(k).is_none_or(|v| Newest::of(v) != *n))
+                || by_key.order.iter().any(|(k, n)| by_key.rows.get(k).is_none_or(|v| tomb_of(v) != *n))
             {
                 return Err(format!("table {table}: the ordered keys are not the keys of the rows"));
             }
@@ -605,6 +596,34 @@ mod tests {
         assert_eq!(s.scan(T, Unbounded, Unbounded, ts(9), 10), vec![]);
         assert_eq!(s.scan(T, Unbounded, Unbounded, ts(2), 10), vec![(k(1), r(1))]);
         assert_eq!((s.key_count(), s.version_count()), (1, 2));
+    }
+
+    #[test]
+    fn tombstone_mark_follows_the_newest_version_through_every_write_path() {
+        let mut s = MvccStore::new();
+        let mark = |s: &MvccStore| s.tables[&T].order[&k(1)];
+        s.put(T, k(1), ts(1), Some(r(1)));
+        s.put(T, k(1), ts(2), Some(r(2))); // a live update: no mark
+        assert_eq!(mark(&s), None);
+        s.put(T, k(1), ts(4), None); // deleted at 4
+        assert_eq!(mark(&s), Some(ts(4)));
+        s.put(T, k(1), ts(3), Some(r(3))); // installed below the tombstone: still deleted at 4
+        assert_eq!(mark(&s), Some(ts(4)));
+        assert_eq!(s.scan(T, Unbounded, Unbounded, ts(3), 10), vec![(k(1), r(3))]);
+        assert_eq!(s.scan(T, Unbounded, Unbounded, ts(9), 10), vec![]);
+        s.put(T, k(1), ts(5), Some(r(5))); // re-inserted: the mark goes, scans see the row
+        assert_eq!(mark(&s), None);
+        assert_eq!(s.scan(T, Unbounded, Unbounded, ts(9), 10), vec![(k(1), r(5))]);
+        assert!(s.remove_version(T, &k(1), ts(5))); // undoing it shows the tombstone again
+        assert_eq!(mark(&s), Some(ts(4)));
+        assert_eq!(s.scan_keys(T, Unbounded, Unbounded, ts(9), 10), Vec::<&Key>::new());
+        s.put(T, k(1), ts(4), Some(r(4))); // the same ts replaced by a row
+        assert_eq!(mark(&s), None);
+        assert_eq!(s.scan(T, Unbounded, Unbounded, ts(9), 10), vec![(k(1), r(4))]);
+        s.check_invariants().unwrap();
+        // A stale mark is a broken invariant, and the check says so.
+        s.tables.get_mut(&T).unwrap().order.insert(k(1), Some(ts(4)));
+        assert!(s.check_invariants().is_err());
     }
 
     #[test]
