@@ -381,6 +381,41 @@ impl MvccStore {
         assert!(self.version_count >= self.key_count);
     }
 
+    /// Installs a version at `ts` and drops the version that was the newest before it (if it
+    /// was at another timestamp): `latest`, `put` and `remove_version` in one lookup, for the
+    /// engines that keep one committed version per key (the lock-based ones apply every commit
+    /// this way). `row: None` installs a tombstone.
+    pub fn replace_latest(&mut self, table: TableId, key: Key, ts: Timestamp, row: Option<Row>) {
+        let t = self.tables.entry(table).or_default();
+        let Some(versions) = t.rows.get_mut(&key) else {
+            let versions = vec![Version { ts, row }];
+            self.key_count += 1;
+            self.version_count += 1;
+            t.order.insert(key.clone(), tomb_of(&versions));
+            t.rows.insert(key, versions);
+            return;
+        };
+        let was = tomb_of(versions);
+        let previous = versions.last().map(|v| v.ts).filter(|&p| p != ts);
+        match versions.binary_search_by_key(&ts, |v| v.ts) {
+            Ok(i) => versions[i].row = row,
+            Err(i) => {
+                versions.insert(i, Version { ts, row });
+                self.version_count += 1;
+            }
+        }
+        if let Some(Ok(i)) = previous.map(|p| versions.binary_search_by_key(&p, |v| v.ts)) {
+            versions.remove(i);
+            self.version_count -= 1;
+        }
+        debug_assert!(is_strictly_ascending(versions));
+        let now = tomb_of(versions);
+        if now != was {
+            *t.order.get_mut(&key).expect("every key is ordered") = now;
+        }
+        assert!(self.version_count >= self.key_count);
+    }
+
     /// Removes the version at exactly `ts` (cleanup of an aborted writer). Returns whether it
     /// existed. A key whose last version goes is removed.
     pub fn remove_version(&mut self, table: TableId, key: &Key, ts: Timestamp) -> bool {
@@ -858,6 +893,7 @@ mod tests {
     enum Op {
         Put(u32, i64, u64, Option<i64>),
         Remove(u32, i64, u64),
+        Replace(u32, i64, u64, Option<i64>),
     }
 
     const TS_MAX: u64 = 12;
@@ -868,6 +904,8 @@ mod tests {
             3 => (0..2u32, 0..KEY_MAX, 0..TS_MAX, proptest::option::weighted(0.7, 0..100i64))
                 .prop_map(|(t, key, at, v)| Op::Put(t, key, at, v)),
             1 => (0..2u32, 0..KEY_MAX, 0..TS_MAX).prop_map(|(t, key, at)| Op::Remove(t, key, at)),
+            2 => (0..2u32, 0..KEY_MAX, 0..TS_MAX, proptest::option::weighted(0.7, 0..100i64))
+                .prop_map(|(t, key, at, v)| Op::Replace(t, key, at, v)),
         ]
     }
 
@@ -894,6 +932,15 @@ mod tests {
                 }
                 Op::Remove(t, key, at) => {
                     assert_eq!(s.remove_version(TableId(t), &k(key), ts(at)), m.remove(TableId(t), &k(key), ts(at)));
+                }
+                Op::Replace(t, key, at, v) => {
+                    // The model: the newest version before, the put, then that version removed.
+                    let newest = m.entries.iter().filter(|e| e.0 == TableId(t) && e.1 == k(key)).map(|e| e.2).max();
+                    s.replace_latest(TableId(t), k(key), ts(at), v.map(r));
+                    m.put(TableId(t), k(key), ts(at), v.map(r));
+                    if let Some(prev) = newest.filter(|&p| p != ts(at)) {
+                        m.remove(TableId(t), &k(key), prev);
+                    }
                 }
             }
         }

@@ -1076,11 +1076,7 @@ impl LockingPartition {
             Record::Commit { unit, writes, saline, results } => {
                 for w in writes {
                     self.state.last_ts = self.state.last_ts.next();
-                    let previous = store.latest(w.table, &w.key).map(|(t, _)| t);
-                    store.put(w.table, w.key.clone(), self.state.last_ts, w.row);
-                    if let Some(prev) = previous {
-                        store.remove_version(w.table, &w.key, prev);
-                    }
+                    store.replace_latest(w.table, w.key, self.state.last_ts, w.row);
                 }
                 self.state.in_doubt.remove(&unit);
                 self.state.pending.remove(&unit);
