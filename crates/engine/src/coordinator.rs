@@ -26,7 +26,7 @@ use crate::bounded::BoundedSet;
 use crate::engine::{CoordCtx, CoordinatorEngine, EngineKind, Event, TxnOptions};
 use crate::machine::{Effects, Input, Machine, TICK_INTERVAL_MS};
 use crate::message::{Addr, ClientRequest, ClientResponse, Envelope, Message, RequestBody, ResponseBody, SubOpId};
-use crate::op::{merge, resolve, OpKind, PartResult, Resolved};
+use crate::op::{merge, resolve, PartResult, Resolved, Shape};
 use crate::procedure::{poll_once, Ctx, Issued, ProcFuture, Registry};
 use litmus_core::{AbortReason, Catalog, Error, InvalidInput, NodeId, PartitionId, RequestId, Time, TxnId, Value};
 use rand::SeedableRng;
@@ -106,7 +106,7 @@ enum Outcome {
 }
 
 struct PendingOp {
-    kind: OpKind,
+    shape: Shape,
     /// Partitions whose piece is still out (a set, so a duplicated reply counts once).
     waiting: BTreeSet<PartitionId>,
     results: Vec<PartResult>,
@@ -342,10 +342,13 @@ impl Coordinator {
         assert!(!parts.is_empty());
         let t = self.txns.get_mut(&txn).expect("dispatch to a live txn");
         let waiting = parts.iter().copied().collect();
-        let pending = PendingOp { kind: resolved.op.kind.clone(), waiting, results: vec![], error: None, reply };
+        let pending = PendingOp { shape: resolved.op.kind.shape(), waiting, results: vec![], error: None, reply };
         assert!(t.ops.insert(op_id, pending).is_none(), "op id reused");
-        for part in parts {
-            let op = resolved.op.clone();
+        let last = parts.len() - 1;
+        let mut op = Some(resolved.op);
+        for (i, part) in parts.into_iter().enumerate() {
+            // The last piece takes the op itself: a clone per piece but one.
+            let op = if i == last { op.take().expect("taken once") } else { op.clone().expect("present") };
             let id = SubOpId { txn, op: op_id, part };
             if alkaline {
                 self.with_engine(now, out, |e, ctx| e.issue_unit(id, op, ctx));
@@ -459,7 +462,7 @@ impl Coordinator {
         let op = t.ops.remove(&id.op).expect("present");
         let result = match op.error {
             Some(e) => Err(e),
-            None => Ok(merge(&op.kind, op.results)),
+            None => Ok(merge(op.shape, op.results)),
         };
         t.last_active = now;
         let client = t.client;

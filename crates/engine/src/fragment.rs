@@ -236,7 +236,7 @@ fn local_op(
             PartResult::Done
         }
     };
-    Ok(merge(kind, vec![part]))
+    Ok(merge(kind.shape(), vec![part]))
 }
 
 #[cfg(test)]

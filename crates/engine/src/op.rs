@@ -53,7 +53,23 @@ pub enum OpKind {
     Update { key: Key, updates: Vec<ColumnUpdate> },
 }
 
+/// What merging an operation's pieces needs of it ([`merge`]): its shape, without the keys and
+/// rows a clone of the whole [`OpKind`] would copy for every operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    Read,
+    Scan { limit: u32 },
+    Write,
+}
+
 impl OpKind {
+    pub fn shape(&self) -> Shape {
+        match self {
+            OpKind::Read { .. } => Shape::Read,
+            OpKind::Scan { limit, .. } => Shape::Scan { limit: *limit },
+            _ => Shape::Write,
+        }
+    }
     pub fn is_write(&self) -> bool {
         !matches!(self, OpKind::Read { .. } | OpKind::Scan { .. })
     }
@@ -259,9 +275,9 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
 /// Merges per-partition results of one op into the op's result. Scans are merged in key order
 /// and cut to the limit; replicated writes must have succeeded everywhere (the caller checks
 /// errors before merging).
-pub fn merge(kind: &OpKind, mut parts: Vec<PartResult>) -> OpResult {
-    match kind {
-        OpKind::Scan { limit, .. } => {
+pub fn merge(shape: Shape, mut parts: Vec<PartResult>) -> OpResult {
+    match shape {
+        Shape::Scan { limit } => {
             let mut rows: Vec<(Key, Row)> = parts
                 .drain(..)
                 .flat_map(|p| match p {
@@ -270,14 +286,14 @@ pub fn merge(kind: &OpKind, mut parts: Vec<PartResult>) -> OpResult {
                 })
                 .collect();
             rows.sort_by(|a, b| a.0.cmp(&b.0));
-            rows.truncate(*limit as usize);
+            rows.truncate(limit as usize);
             OpResult::Rows(rows.into_iter().map(|(_, r)| r).collect())
         }
-        OpKind::Read { .. } => match parts.pop() {
+        Shape::Read => match parts.pop() {
             Some(PartResult::Row(r)) => OpResult::Row(r),
             other => panic!("read answered with {other:?}"),
         },
-        _ => OpResult::Done,
+        Shape::Write => OpResult::Done,
     }
 }
 
@@ -362,8 +378,10 @@ mod tests {
     fn merge_scan_orders_and_limits() {
         let kind = OpKind::Scan { start: Key::default(), end: None, limit: 3 };
         let row = |i: i64| (Key::ints(&[i]), Row::from(vec![Value::Int(i)]));
-        let out =
-            merge(&kind, vec![PartResult::Rows(vec![row(1), row(4)]), PartResult::Rows(vec![row(2), row(3), row(5)])]);
+        let out = merge(
+            kind.shape(),
+            vec![PartResult::Rows(vec![row(1), row(4)]), PartResult::Rows(vec![row(2), row(3), row(5)])],
+        );
         assert_eq!(
             out,
             OpResult::Rows(vec![vec![Value::Int(1)].into(), vec![Value::Int(2)].into(), vec![Value::Int(3)].into()])

@@ -101,6 +101,8 @@ fn op(h: &mut Harness, unit: Unit, n: u32, base: bool, kind: OpKind) -> Option<R
         op: PartOp { table, kind },
         local_commit: false,
         after: vec![],
+        resent: false,
+        incarnation: None,
     };
     h.send(unit.txn.node, req).into_iter().find(|r| matches!(r, Reply::Op { .. }))
 }

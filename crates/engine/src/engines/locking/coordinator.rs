@@ -34,6 +34,23 @@ pub const EPOCH_ANNOUNCE_INTERVAL: Duration = Duration::from_secs(1);
 /// How often undelivered commit decisions are sent again.
 pub const RESEND_INTERVAL: Duration = Duration::from_millis(50);
 
+/// An operation unanswered this long is sent again (`Request::Op::resent`). A lost request
+/// otherwise left its transaction waiting for the coordinator's 10 s stall timeout, and a
+/// simulated TPC-C load, whose batches send hundreds of messages over a lossy network, never
+/// finished (`litmus sim --seed 20001 --engine acid --workload tpcc-neworder --faults`).
+pub const OP_RESEND_AFTER: Duration = Duration::from_millis(100);
+
+/// An operation sent and not yet answered.
+#[derive(Debug)]
+struct InFlight {
+    /// It is a whole alkaline subtransaction.
+    single: bool,
+    /// When it was last sent.
+    sent: Time,
+    /// The request, to send again after [`OP_RESEND_AFTER`].
+    req: Request,
+}
+
 /// What to do once the unit in progress has committed (or failed to).
 #[derive(Debug, Clone)]
 enum Then {
@@ -74,8 +91,8 @@ struct CTxn {
     unit_error: Option<Error>,
     /// Every partition a BASE transaction touched (to end it there).
     all_parts: BTreeSet<PartitionId>,
-    /// Ops in flight: is it a single-operation alkaline subtransaction?
-    in_flight: BTreeMap<SubOpId, bool>,
+    /// Ops in flight.
+    in_flight: BTreeMap<SubOpId, InFlight>,
     /// Salt §6.2 context table: results of operations of decided subtransactions.
     context: BTreeMap<SubOpId, PartResult>,
     decided_subs: u32,
@@ -98,6 +115,9 @@ struct CTxn {
     /// (`Request::Op::after`). Only grows: reads of rolled-back runs count too (a procedure
     /// can carry what they read into a compensating subtransaction).
     read_taint: BTreeMap<PartitionId, u64>,
+    /// Per partition, the incarnation that answered an operation of the unit in progress, with
+    /// the run and unit it belongs to (`Request::Op::incarnation`; stale once either moves on).
+    incarnations: BTreeMap<PartitionId, (u32, Unit, u64)>,
     /// A roll-forward after our restart that has not yet rolled back, everywhere, the
     /// subtransaction the dead incarnation left in progress (see `send_op`).
     purge_stale: bool,
@@ -130,6 +150,7 @@ impl CTxn {
             answered_early: false,
             last_progress: now,
             read_taint: BTreeMap::new(),
+            incarnations: BTreeMap::new(),
             purge_stale: false,
         }
     }
@@ -274,7 +295,6 @@ impl LockingCoordinator {
         if t.base {
             t.all_parts.insert(id.part);
         }
-        t.in_flight.insert(id, single);
         // Rule 6b across partitions: a write waits for the earlier tainted reads elsewhere (on
         // its own partition the lock manager sees them).
         let after = if t.base && op.kind.is_write() {
@@ -282,8 +302,25 @@ impl LockingCoordinator {
         } else {
             Vec::new()
         };
-        let r = Request::Op { id, unit, attempt: t.attempt, class: t.class, op, local_commit, after };
+        let incarnation = Self::incarnation_of(t, id.part, unit);
+        let r = Request::Op {
+            id,
+            unit,
+            attempt: t.attempt,
+            class: t.class,
+            op,
+            local_commit,
+            after,
+            resent: false,
+            incarnation,
+        };
+        t.in_flight.insert(id, InFlight { single, sent: ctx.now, req: r.clone() });
         ctx.send_to_partition(id.part, r);
+    }
+
+    /// The incarnation of `part` that answered an earlier operation of `unit` in this run.
+    fn incarnation_of(t: &CTxn, part: PartitionId, unit: Unit) -> Option<u64> {
+        t.incarnations.get(&part).filter(|(a, u, _)| *a == t.attempt && *u == unit).map(|(_, _, i)| *i)
     }
 
     fn log_logic(txn: TxnId, t: &mut CTxn, ctx: &mut CoordCtx) {
@@ -511,6 +548,7 @@ impl LockingCoordinator {
         writes: Vec<WriteImage>,
         committed: bool,
         read_taint: Option<u64>,
+        incarnation: u64,
         ctx: &mut CoordCtx,
     ) {
         let Some(t) = self.txns.get_mut(&id.txn) else { return };
@@ -523,7 +561,10 @@ impl LockingCoordinator {
             return;
         }
         t.last_progress = ctx.now;
-        let Some(single) = t.in_flight.remove(&id) else { return };
+        let Some(InFlight { single, req, .. }) = t.in_flight.remove(&id) else { return };
+        if let Request::Op { unit, .. } = req {
+            t.incarnations.insert(id.part, (attempt, unit, incarnation));
+        }
         if matches!(result, Err(Error::Abort(_))) && t.base && t.accepted {
             return self.retry_accepted(id.txn, ctx);
         }
@@ -712,6 +753,30 @@ impl LockingCoordinator {
             ctx.send_to_partition(*part, Request::Abort { unit: *unit, attempt: *attempt });
         }
         self.resend_unlogged(ctx);
+        self.resend_ops(ctx);
+    }
+
+    /// Operations unanswered for [`OP_RESEND_AFTER`] are sent again, marked `resent`. The
+    /// partition drops a resend of an operation that still waits for its locks, runs one it
+    /// never received, and fails one it answered already (the reply was lost; it keeps no
+    /// copy), which the transaction sees as a retryable abort.
+    fn resend_ops(&mut self, ctx: &mut CoordCtx) {
+        for t in self.txns.values_mut().filter(|t| t.retry_at.is_none()) {
+            for (id, f) in &mut t.in_flight {
+                if ctx.now.saturating_sub(f.sent) < OP_RESEND_AFTER {
+                    continue;
+                }
+                f.sent = ctx.now;
+                let mut r = f.req.clone();
+                if let Request::Op { resent, incarnation, unit, .. } = &mut r {
+                    *resent = true;
+                    // Another operation of the unit may have been answered since it was sent.
+                    let known = t.incarnations.get(&id.part).filter(|(a, u, _)| *a == t.attempt && u == unit);
+                    *incarnation = incarnation.or(known.map(|(_, _, i)| *i));
+                }
+                ctx.send_to_partition(id.part, r);
+            }
+        }
     }
 
     /// A one-phase `Commit` or a `Prepare` (neither is logged) that went unanswered for
@@ -862,8 +927,8 @@ impl CoordinatorEngine for LockingCoordinator {
     fn on_reply(&mut self, from: PartitionId, reply: Payload, ctx: &mut CoordCtx) {
         let Ok(reply) = reply.decode::<Reply>() else { return };
         match reply {
-            Reply::Op { id, attempt, result, writes, committed, read_taint } => {
-                self.on_op_reply(id, attempt, result, writes, committed, read_taint, ctx)
+            Reply::Op { id, attempt, result, writes, committed, read_taint, incarnation } => {
+                self.on_op_reply(id, attempt, result, writes, committed, read_taint, incarnation, ctx)
             }
             Reply::Prepared { unit, vote } => self.on_vote(unit, from, vote, ctx),
             Reply::Committed { unit } => self.on_committed(unit, from, ctx),

@@ -289,6 +289,16 @@ pub enum Request {
         op: PartOp,
         local_commit: bool,
         after: Vec<lock::RemoteDep>,
+        /// The coordinator sends it again, having heard nothing for
+        /// [`coordinator::OP_RESEND_AFTER`] (a network duplicate is `false`, like the original).
+        resent: bool,
+        /// The incarnation of this partition that answered an earlier operation of the unit
+        /// (`Reply::Op::incarnation`), if one did. A partition restarted since refuses the
+        /// operation with a retryable abort: the unit's earlier work there is lost, so the
+        /// unit cannot commit, and run alone the operation can fail for a reason that is not
+        /// the transaction's own — a New-Order's insert of the order number it read before
+        /// the restart, which another New-Order has taken since, failed as a duplicate key.
+        incarnation: Option<u64>,
     },
     /// Commit `unit` with these writes (one-phase, or the second phase of 2PC). Idempotent.
     /// `ops`: for a one-phase ACID commit, how many operations of the unit the coordinator sent
@@ -331,6 +341,8 @@ pub enum Reply {
         /// an unfinished BASE write (`LockManager::read_taint`); later writes elsewhere carry
         /// it in `Request::Op::after`.
         read_taint: Option<u64>,
+        /// The partition's incarnation (restarts so far) that ran it (`Request::Op::incarnation`).
+        incarnation: u64,
     },
     Prepared {
         unit: Unit,

@@ -188,7 +188,10 @@ pub struct LockingPartition {
     finished_order: VecDeque<TxnId>,
     /// Newest epoch seen per coordinator.
     epochs: BTreeMap<NodeId, u32>,
-    /// Locks to take again after recovery, before the first input.
+    /// Locks to take again after recovery, before the first input. Every start begins a new
+    /// incarnation there, a first start and one from an empty log included: an operation that
+    /// names the incarnation which answered its unit's earlier operations
+    /// (`Request::Op::incarnation`) must see any restart since.
     relock_pending: bool,
     last_sweep: Time,
     /// When each unit prepared in this incarnation (volatile: recovered units are absent, and
@@ -220,7 +223,7 @@ impl LockingPartition {
             epochs: BTreeMap::new(),
             queue_tables: BTreeSet::new(),
             heard_from: BTreeMap::new(),
-            relock_pending: false,
+            relock_pending: true,
             last_sweep: Time::ZERO,
             prepared_at: BTreeMap::new(),
             read_watches: BTreeSet::new(),
@@ -349,6 +352,31 @@ impl LockingPartition {
         Some((QUEUE_ANCHORS, Target::Key(Key::from(anchor)), write, false))
     }
 
+    /// The coordinator sent again an operation we received ([`Request::Op::resent`]). Still
+    /// waiting for its locks: nothing to do, its reply comes when it runs. Answered already:
+    /// the reply was lost, and we keep no copy of it (a copy per operation would cost every
+    /// transaction for a loss only a faulty network shows), so the operation fails with a
+    /// retryable abort and its transaction rolls back. (A plain network duplicate, `resent`
+    /// unset, is dropped.)
+    fn on_resent_op(&mut self, from: Addr, id: SubOpId, attempt: u32, ctx: &mut PartCtx) {
+        if self.parked.values().any(|p| p.id == id && p.attempt == attempt) {
+            return;
+        }
+        let result = Err(Error::Abort(AbortReason::Failure));
+        ctx.reply(
+            from,
+            Reply::Op {
+                id,
+                attempt,
+                result,
+                writes: vec![],
+                committed: false,
+                read_taint: None,
+                incarnation: self.state.incarnation,
+            },
+        );
+    }
+
     #[allow(clippy::too_many_arguments)] // the fields of one `Request::Op`
     fn on_op(
         &mut self,
@@ -360,6 +388,7 @@ impl LockingPartition {
         op: PartOp,
         local_commit: bool,
         after: Vec<RemoteDep>,
+        (resent, incarnation): (bool, Option<u64>),
         ctx: &mut PartCtx,
     ) {
         let txn = unit.txn;
@@ -367,8 +396,18 @@ impl LockingPartition {
             // Roll-forward re-sent an operation of a subtransaction we committed locally.
             let result = results.iter().find(|(o, _)| *o == id.op).map(|(_, r)| r.clone());
             let result = result.ok_or_else(|| Error::Internal(format!("{unit:?} committed without op {}", id.op)));
-            return ctx
-                .reply(from, Reply::Op { id, attempt, result, writes: vec![], committed: true, read_taint: None });
+            return ctx.reply(
+                from,
+                Reply::Op {
+                    id,
+                    attempt,
+                    result,
+                    writes: vec![],
+                    committed: true,
+                    read_taint: None,
+                    incarnation: self.state.incarnation,
+                },
+            );
         }
         if unit.sub > 0 && self.state.base_aborted.get(&txn).is_some_and(|&a| (attempt, unit.sub) <= a) {
             return; // an operation of a subtransaction rolled back already (`State::base_aborted`)
@@ -380,7 +419,15 @@ impl LockingPartition {
             let e = Error::Abort(AbortReason::Failure);
             return ctx.reply(
                 from,
-                Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None },
+                Reply::Op {
+                    id,
+                    attempt,
+                    result: Err(e),
+                    writes: vec![],
+                    committed: false,
+                    read_taint: None,
+                    incarnation: self.state.incarnation,
+                },
             );
         }
         let t = self.txns.entry(txn).or_insert(PTxn {
@@ -395,13 +442,24 @@ impl LockingPartition {
             recovered: false,
         });
         if !t.seen.insert((attempt, id.op)) {
+            if resent {
+                return self.on_resent_op(from, id, attempt, ctx);
+            }
             return; // a duplicate
         }
         if t.prepared {
             let e = Error::Internal(format!("{txn} sent an operation after prepare"));
             return ctx.reply(
                 from,
-                Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None },
+                Reply::Op {
+                    id,
+                    attempt,
+                    result: Err(e),
+                    writes: vec![],
+                    committed: false,
+                    read_taint: None,
+                    incarnation: self.state.incarnation,
+                },
             );
         }
         t.last_active = ctx.now;
@@ -419,8 +477,31 @@ impl LockingPartition {
             let e = Error::Abort(AbortReason::Failure);
             return ctx.reply(
                 from,
-                Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None },
+                Reply::Op {
+                    id,
+                    attempt,
+                    result: Err(e),
+                    writes: vec![],
+                    committed: false,
+                    read_taint: None,
+                    incarnation: self.state.incarnation,
+                },
             );
+        }
+        if incarnation.is_some_and(|i| i != self.state.incarnation) {
+            // We restarted since an earlier operation of the unit ran here (see the field).
+            let e = Error::Abort(AbortReason::Failure);
+            let inc = self.state.incarnation;
+            let r = Reply::Op {
+                id,
+                attempt,
+                result: Err(e),
+                writes: vec![],
+                committed: false,
+                read_taint: None,
+                incarnation: inc,
+            };
+            return ctx.reply(from, r);
         }
         if attempt < t.attempt {
             return; // a stale operation of an earlier run
@@ -508,7 +589,7 @@ impl LockingPartition {
                     }
                     return;
                 }
-                Decision::Die => return die(p, ctx),
+                Decision::Die => return die(p, self.state.incarnation, ctx),
             }
         }
         self.execute(p, ctx);
@@ -670,7 +751,7 @@ impl LockingPartition {
         let tokens: Vec<u64> = self.parked.iter().filter(|(_, p)| p.unit.txn == txn).map(|(t, _)| *t).collect();
         for token in tokens {
             let p = self.parked.remove(&token).expect("listed just now");
-            die(p, ctx);
+            die(p, self.state.incarnation, ctx);
         }
         self.resume(grants, ctx);
     }
@@ -835,6 +916,7 @@ impl LockingPartition {
             writes: if committed { vec![] } else { writes },
             committed,
             read_taint,
+            incarnation: self.state.incarnation,
         };
         ctx.reply(p.from, r);
         self.resume(grants, ctx);
@@ -1179,10 +1261,10 @@ fn scan_fits_lock(result: &Result<PartResult, Error>, limit: u32, locked_to: &Ke
 
 /// Lock rule 5: answers a parked operation's request with `AbortReason::Deadlock`; the
 /// coordinator aborts the transaction (retryably). Its waits must be gone from the lock table.
-fn die(p: Parked, ctx: &mut PartCtx) {
+fn die(p: Parked, incarnation: u64, ctx: &mut PartCtx) {
     let e = Error::Abort(AbortReason::Deadlock);
-    let r =
-        Reply::Op { id: p.id, attempt: p.attempt, result: Err(e), writes: vec![], committed: false, read_taint: None };
+    let (id, attempt) = (p.id, p.attempt);
+    let r = Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None, incarnation };
     ctx.reply(p.from, r);
 }
 
@@ -1239,8 +1321,8 @@ impl PartitionEngine for LockingPartition {
             }
         }
         match req {
-            Request::Op { id, unit, attempt, class, op, local_commit, after } => {
-                self.on_op(from, id, unit, attempt, class, op, local_commit, after, ctx)
+            Request::Op { id, unit, attempt, class, op, local_commit, after, resent, incarnation } => {
+                self.on_op(from, id, unit, attempt, class, op, local_commit, after, (resent, incarnation), ctx)
             }
             Request::Commit { unit, writes, ops } => self.on_commit(from, unit, writes, ops, ctx),
             Request::Decision { unit, commit: true, writes } => self.on_commit(from, unit, writes, None, ctx),

@@ -92,6 +92,8 @@ impl H {
             op,
             local_commit: false,
             after: vec![],
+            resent: false,
+            incarnation: None,
         };
         self.request(t.node.0, r);
     }
