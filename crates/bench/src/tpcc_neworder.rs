@@ -317,14 +317,10 @@ pub fn simulate(
     let seed = cfg.seed;
     let spec = ClusterSpec { engine, topology, catalog: Arc::new(catalog), registry: Arc::new(registry), seed };
     // As TPC-C's simulations (crates/bench/tests/tpcc_sim.rs): the lock tables of `acid` grow
-    // large and their check is quadratic; a lost operation message stalls a locking transaction
-    // until its 10 s stall timeout (coordfree re-sends instead), so the verification client
-    // outwaits it and, for engines other than coordfree, loss is lowered to 0.2%.
+    // large and their check is quadratic; the verification client outwaits a transaction that
+    // lost a reply it cannot recover.
     cfg.invariant_check_every = 64;
     cfg.request_timeout = Duration::from_secs(3);
-    if engine != litmus_engine::EngineKind::Coordfree {
-        cfg.net.loss = cfg.net.loss.min(0.002);
-    }
     let mut sim = Simulator::new(spec, cfg).map_err(|e| e.to_string())?;
     let mut driver = NewOrderSim::new(w);
     driver.load(&mut sim, partitions).map_err(|e| format!("load failed: {e}"))?;

@@ -198,6 +198,26 @@ fn simulated_new_orders_keep_the_conditions_under_faults() {
     }
 }
 
+/// Two seeds that once failed under `acid`: 20001's load never finished (a lost operation was
+/// never resent, and every retry of a load batch lost another), and 30186's New-Order, its
+/// insert resent to a partition that had restarted since answering its read of the district,
+/// failed as a duplicate key. See `engines::locking`'s module doc, "Lost messages".
+#[test]
+fn acid_new_orders_survive_lost_operations_and_restarted_partitions() {
+    use litmus_runtime::sim::SimConfig;
+    for seed in [20001, 30186] {
+        let topology = litmus_runtime::Topology::new(3, 6).unwrap();
+        let outcome =
+            litmus_bench::tpcc_neworder::simulate(EngineKind::Acid, topology, SimConfig::new(seed).with_faults());
+        match outcome {
+            Ok(line) => assert!(line.contains("hold"), "{line}"),
+            Err(e) => panic!(
+                "seed {seed}: {e}\nreplay: litmus sim --seed {seed} --faults --engine acid --workload tpcc-neworder"
+            ),
+        }
+    }
+}
+
 /// `--home-routing`: client i (stream i, attached to node i mod nodes) orders only for the
 /// warehouses of its node, so a New-Order that is not distributed never leaves it; without the
 /// option the same client orders for every node's warehouses (the check sees it).

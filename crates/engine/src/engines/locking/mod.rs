@@ -31,7 +31,24 @@
 //! participant that received a different number in its current incarnation votes no or
 //! refuses the commit (the coordinator aborts, retryably) instead of applying images computed
 //! under locks it no longer holds (a lost update; `litmus sim --workload bank --engine acid`
-//! with crashes). Recovery: a participant relocks its in-doubt transactions and asks
+//! with crashes). Operations themselves name the incarnation of the participant that answered
+//! an earlier operation of their unit (`Request::Op::incarnation`, from `Reply::Op`), and a
+//! participant restarted since refuses them at once with a retryable abort: run alone in the
+//! new incarnation, an operation can fail for a reason that is not the transaction's own (a
+//! New-Order's insert of an order number it read before the restart and another New-Order
+//! took since failed as a duplicate key, `litmus sim --workload tpcc-neworder --faults`, seed
+//! 30186). Every start, a first one included, is a new incarnation.
+//!
+//! Lost messages: the coordinator resends an operation unanswered for `OP_RESEND_AFTER`
+//! (100 ms), marked `resent`; the participant drops a resend of an operation still waiting
+//! for locks, runs one it never received, and fails one it answered already (its reply was
+//! lost) with a retryable abort. A network duplicate (not marked) is dropped, as a formula
+//! must not apply twice. `Prepare` and the one-phase `Commit` are resent after
+//! `BASE_OP_TIMEOUT` of silence, logged decisions every `RESEND_INTERVAL`. Before operations
+//! were resent, a lost one held its transaction for the front end's 10 s stall timeout, and a
+//! simulated TPC-C load over a lossy network never finished (seed 20001).
+//!
+//! Recovery: a participant relocks its in-doubt transactions and asks
 //! the coordinator (`Query`); the coordinator answers from its log, and resends `Commit` for
 //! every decision without `Ended`. A coordinator that restarts tells every partition its new
 //! epoch; partitions drop the unprepared ACID work of its older epochs. BASE work of an older
@@ -151,11 +168,9 @@
 //!
 //! * Lock waits have no timeout beyond rule 5's patience; a transaction whose coordinator disappears
 //!   forever holds its locks until that coordinator restarts (its new epoch releases them).
-//! * Operation requests and replies are not retransmitted: a lost one leaves a transaction
-//!   that can still abort waiting for the front end's stall timeout (10 s) — the partition drops
-//!   an idle unprepared ACID transaction after 2 s, a not-yet-accepted BASE one keeps its locks
-//!   until then. (A shorter coordinator-side reply timeout was tried and broke ACID atomicity
-//!   in the heavy-fault simulation; not understood yet, so not shipped.)
+//! * A lost operation *reply* is not recovered: partitions keep no copy of replies (one per
+//!   operation would cost every transaction for a loss only a faulty network shows), so the
+//!   resent operation fails with a retryable abort and the transaction runs again.
 //! * Deadlocks are broken by wait-die with patience (rule 5), not detected: a younger request
 //!   queues behind an older holder for at most `LOCK_WAIT_PATIENCE`, then dies even if no
 //!   cycle exists (a holder that keeps a hot lock longer than the patience still makes younger
