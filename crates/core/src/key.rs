@@ -36,18 +36,35 @@ const TAG_BYTES: u8 = 0x05;
 /// B-tree lookup in the store and the lock table, and a `memcmp` call per comparison was 6% of
 /// a TPC-C run (issue 13).
 ///
-/// The bytes are shared and immutable: a key is cloned into lock-table entries, lock targets,
-/// operations, write images and log records, and each clone was an allocation and a copy
-/// (the largest remaining source of allocations in a TPC-C profile, issue 13); now it is a
-/// reference count. A key serializes as the `Vec<u8>` it replaced, so encodings keep their
-/// bytes.
-#[derive(Clone, Default)]
-pub struct Key(pub Arc<[u8]>);
+/// A key of up to [`KEY_INLINE_MAX`] bytes is held inline; a longer one shares its bytes
+/// behind a reference count. Inline, a hash-table lookup compares the key in the bucket it
+/// found without following a pointer: the store's point lookups were 15% of Granola's TPC-C
+/// profile, most of it the cache miss on the bucket key's heap bytes, and encoding a key no
+/// longer allocates. Shared, a long key's clone (into lock-table entries, lock targets,
+/// operations, write images and log records) stays a reference count, not a copy. Either way
+/// a key serializes as the `Vec<u8>` it once was, so encodings keep their bytes.
+#[derive(Clone)]
+pub struct Key(Repr);
+
+/// Longest key held inline: three integer columns (27 bytes) fit, and a key stays 32 bytes.
+pub const KEY_INLINE_MAX: usize = 30;
+
+#[derive(Clone)]
+enum Repr {
+    Inline { len: u8, bytes: [u8; KEY_INLINE_MAX] },
+    Shared(Arc<[u8]>),
+}
+
+impl Default for Key {
+    fn default() -> Key {
+        Key(Repr::Inline { len: 0, bytes: [0; KEY_INLINE_MAX] })
+    }
+}
 
 /// The bytes' hash, as the derive gave it (equal keys have equal bytes, so equal hashes).
 impl std::hash::Hash for Key {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.0.hash(state);
+        self.as_bytes().hash(state);
     }
 }
 
@@ -57,8 +74,13 @@ impl std::hash::Hash for Key {
 impl PartialEq for Key {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-            || (self.0.len() == other.0.len() && compare_bytes(&self.0, &other.0) == std::cmp::Ordering::Equal)
+        if let (Repr::Shared(a), Repr::Shared(b)) = (&self.0, &other.0) {
+            if Arc::ptr_eq(a, b) {
+                return true;
+            }
+        }
+        let (a, b) = (self.as_bytes(), other.as_bytes());
+        a.len() == b.len() && compare_bytes(a, b) == std::cmp::Ordering::Equal
     }
 }
 
@@ -66,20 +88,26 @@ impl Eq for Key {}
 
 impl From<Vec<u8>> for Key {
     fn from(bytes: Vec<u8>) -> Key {
-        Key(bytes.into())
+        Key::from(&bytes[..])
     }
 }
 
 impl From<&[u8]> for Key {
     fn from(bytes: &[u8]) -> Key {
-        Key(bytes.into())
+        if bytes.len() <= KEY_INLINE_MAX {
+            let mut inline = [0; KEY_INLINE_MAX];
+            inline[..bytes.len()].copy_from_slice(bytes);
+            Key(Repr::Inline { len: bytes.len() as u8, bytes: inline })
+        } else {
+            Key(Repr::Shared(bytes.into()))
+        }
     }
 }
 
 impl Serialize for Key {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         // A slice serializes as `Vec<u8>` does: one sequence.
-        (*self.0).serialize(s)
+        self.as_bytes().serialize(s)
     }
 }
 
@@ -89,9 +117,48 @@ impl<'de> Deserialize<'de> for Key {
     }
 }
 
+/// Where a key is encoded: on the stack while it fits inline, then on the heap.
+struct KeyBuf {
+    len: usize,
+    inline: [u8; KEY_INLINE_MAX],
+    spilled: Option<Vec<u8>>,
+}
+
+impl KeyBuf {
+    fn new() -> KeyBuf {
+        KeyBuf { len: 0, inline: [0; KEY_INLINE_MAX], spilled: None }
+    }
+
+    fn extend_from_slice(&mut self, bytes: &[u8]) {
+        if let Some(v) = &mut self.spilled {
+            return v.extend_from_slice(bytes);
+        }
+        if self.len + bytes.len() <= KEY_INLINE_MAX {
+            self.inline[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+            self.len += bytes.len();
+        } else {
+            let mut v = Vec::with_capacity(2 * (self.len + bytes.len()));
+            v.extend_from_slice(&self.inline[..self.len]);
+            v.extend_from_slice(bytes);
+            self.spilled = Some(v);
+        }
+    }
+
+    fn push(&mut self, byte: u8) {
+        self.extend_from_slice(&[byte]);
+    }
+
+    fn into_key(self) -> Key {
+        match self.spilled {
+            Some(v) => Key(Repr::Shared(v.into())),
+            None => Key(Repr::Inline { len: self.len as u8, bytes: self.inline }),
+        }
+    }
+}
+
 impl Ord for Key {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        compare_bytes(&self.0, &other.0)
+        compare_bytes(self.as_bytes(), other.as_bytes())
     }
 }
 
@@ -123,7 +190,7 @@ fn compare_bytes(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
 
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match Key::decode(&self.0) {
+        match Key::decode(self.as_bytes()) {
             Ok(vals) => {
                 write!(f, "Key(")?;
                 for (i, v) in vals.iter().enumerate() {
@@ -134,7 +201,7 @@ impl fmt::Debug for Key {
                 }
                 write!(f, ")")
             }
-            Err(_) => write!(f, "Key({:02x?})", self.0),
+            Err(_) => write!(f, "Key({:02x?})", self.as_bytes()),
         }
     }
 }
@@ -142,20 +209,20 @@ impl fmt::Debug for Key {
 impl Key {
     /// Encodes a tuple of key values. Sets are rejected.
     pub fn encode(values: &[Value]) -> Result<Key, InvalidInput> {
-        let mut out = Vec::with_capacity(values.len() * 9);
+        let mut out = KeyBuf::new();
         for v in values {
             encode_value(v, &mut out)?;
         }
-        Ok(Key(out.into()))
+        Ok(out.into_key())
     }
 
     /// Encodes integer key columns; infallible shorthand used by workloads.
     pub fn ints(values: &[i64]) -> Key {
-        let mut out = Vec::with_capacity(values.len() * 9);
+        let mut out = KeyBuf::new();
         for &v in values {
             encode_int(TAG_INT, v, &mut out);
         }
-        Key(out.into())
+        out.into_key()
     }
 
     /// Decodes an encoding produced by [`Key::encode`].
@@ -210,27 +277,31 @@ impl Key {
     /// The smallest key strictly greater than every key that starts with `self` (for prefix
     /// range reads: `[prefix, prefix.prefix_end())`). `None` when there is no such key.
     pub fn prefix_end(&self) -> Option<Key> {
-        let mut v = self.0.to_vec();
+        let mut v = self.as_bytes().to_vec();
         while let Some(last) = v.pop() {
             if last < 0xFF {
                 v.push(last + 1);
-                return Some(Key(v.into()));
+                return Some(Key::from(v));
             }
         }
         None
     }
 
+    #[inline]
     pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+        match &self.0 {
+            Repr::Inline { len, bytes } => &bytes[..*len as usize],
+            Repr::Shared(bytes) => bytes,
+        }
     }
 }
 
-fn encode_int(tag: u8, v: i64, out: &mut Vec<u8>) {
+fn encode_int(tag: u8, v: i64, out: &mut KeyBuf) {
     out.push(tag);
     out.extend_from_slice(&((v as u64) ^ (1 << 63)).to_be_bytes());
 }
 
-fn encode_value(v: &Value, out: &mut Vec<u8>) -> Result<(), InvalidInput> {
+fn encode_value(v: &Value, out: &mut KeyBuf) -> Result<(), InvalidInput> {
     match v {
         Value::Null => out.push(TAG_NULL),
         Value::Int(i) => encode_int(TAG_INT, *i, out),
@@ -248,7 +319,7 @@ fn encode_value(v: &Value, out: &mut Vec<u8>) -> Result<(), InvalidInput> {
     Ok(())
 }
 
-fn encode_bytes(tag: u8, b: &[u8], out: &mut Vec<u8>) {
+fn encode_bytes(tag: u8, b: &[u8], out: &mut KeyBuf) {
     out.push(tag);
     for &byte in b {
         if byte == 0 {
@@ -266,15 +337,28 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn key_clones_share_their_bytes() {
-        let k = Key::ints(&[3, 4]);
-        let c = k.clone();
-        assert!(Arc::ptr_eq(&k.0, &c.0), "a clone is a reference, not a copy");
-        assert_eq!(Key::from(k.as_bytes().to_vec()), k);
+    fn short_keys_are_inline_and_long_clones_share_their_bytes() {
+        let short = Key::ints(&[3, 4, 5]);
+        assert!(matches!(short.0, Repr::Inline { len: 27, .. }), "three ints fit inline");
+        let long = Key::ints(&[3, 4, 5, 6]);
+        let c = long.clone();
+        match (&long.0, &c.0) {
+            (Repr::Shared(a), Repr::Shared(b)) => assert!(Arc::ptr_eq(a, b), "a clone is a reference, not a copy"),
+            _ => panic!("four ints (36 bytes) are shared"),
+        }
+        for k in [&short, &long] {
+            assert_eq!(&Key::from(k.as_bytes().to_vec()), k);
+            assert_eq!(&Key::from(k.as_bytes()), k);
+            // `prefix_end` builds a new key and leaves the original alone.
+            assert!(k.prefix_end().unwrap() > *k);
+        }
+        assert_eq!(c, Key::ints(&[3, 4, 5, 6]));
         assert_eq!(Key::default().as_bytes(), b"");
-        // `prefix_end` builds a new key and leaves the shared one alone.
-        assert!(k.prefix_end().unwrap() > k);
-        assert_eq!(c, Key::ints(&[3, 4]));
+        // A string key spills to the heap while it is encoded, and keeps its bytes.
+        let s = Key::encode(&[Value::Int(1), Value::String("a key longer than thirty bytes".into())]).unwrap();
+        assert_eq!(Key::decode(s.as_bytes()).unwrap()[1], Value::String("a key longer than thirty bytes".into()));
+        assert_eq!(postcard::to_stdvec(&s).unwrap(), postcard::to_stdvec(&s.as_bytes().to_vec()).unwrap());
+        assert_eq!(postcard::to_stdvec(&short).unwrap(), postcard::to_stdvec(&short.as_bytes().to_vec()).unwrap());
     }
 
     fn value_of_kind(kind: u8) -> BoxedStrategy<Value> {
@@ -336,7 +420,7 @@ mod tests {
         #[test]
         fn encoding_round_trips(a in proptest::collection::vec(key_value(), 0..5)) {
             let k = Key::encode(&a).unwrap();
-            prop_assert_eq!(Key::decode(&k.0).unwrap(), a);
+            prop_assert_eq!(Key::decode(k.as_bytes()).unwrap(), a);
         }
 
         #[test]

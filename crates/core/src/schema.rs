@@ -205,7 +205,7 @@ impl TableSchema {
                     return Some(PartitionId(i.rem_euclid(partitions as i64) as u32));
                 }
                 let enc = Key::encode(prefix).expect("validated key");
-                Some(PartitionId((fnv1a(&enc.0) % partitions as u64) as u32))
+                Some(PartitionId((fnv1a(enc.as_bytes()) % partitions as u64) as u32))
             }
         }
     }

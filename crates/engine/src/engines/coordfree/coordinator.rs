@@ -105,7 +105,7 @@ fn refusal(procedure: &str, invariant: &str, operation: &str) -> Error {
 /// The partition of a key, `None` for a replicated table.
 fn partition_of(catalog: &Catalog, partitions: u32, table: TableId, key: &Key) -> Option<PartitionId> {
     let schema = catalog.table(table).ok()?;
-    let values = Key::decode(&key.0).ok()?;
+    let values = Key::decode(key.as_bytes()).ok()?;
     schema.partition_of(&values, partitions)
 }
 

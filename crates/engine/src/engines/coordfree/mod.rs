@@ -137,7 +137,7 @@ pub fn rewrite_ids(values: &mut [Value], ids: &[(i64, i64)]) -> bool {
 /// Whether a key or the rows of its writes carry the temporary id.
 pub fn contains_id(key: &Key, ops: &[OpKind], tmp: i64) -> bool {
     let has = |vs: &[Value]| vs.contains(&Value::Int(tmp));
-    Key::decode(&key.0).is_ok_and(|vs| has(&vs))
+    Key::decode(key.as_bytes()).is_ok_and(|vs| has(&vs))
         || ops.iter().any(|op| match op {
             OpKind::Write { row, .. } | OpKind::Insert { row, .. } => has(row),
             OpKind::Update { updates, .. } => {

@@ -335,7 +335,7 @@ impl CoordfreePartition {
 }
 
 fn rewrite_key(key: &Key, ids: &[(i64, i64)]) -> Key {
-    match Key::decode(&key.0) {
+    match Key::decode(key.as_bytes()) {
         Ok(mut values) => {
             if rewrite_ids(&mut values, ids) {
                 Key::encode(&values).unwrap_or_else(|_| key.clone())

@@ -348,7 +348,7 @@ impl LockingPartition {
         // it (a waiting anchor request inside the holder's scan range would queue the holder's
         // range lock behind it, a deadlock).
         let mut anchor = table.0.to_be_bytes().to_vec();
-        anchor.extend_from_slice(&start.0);
+        anchor.extend_from_slice(start.as_bytes());
         Some((QUEUE_ANCHORS, Target::Key(Key::from(anchor)), write, false))
     }
 
@@ -1243,7 +1243,7 @@ fn narrowed_scan_range(store: &MvccStore, table: TableId, start: &Key, end: Opti
         return None;
     }
     let last = keys.last()?;
-    let mut successor = last.0.to_vec();
+    let mut successor = last.as_bytes().to_vec();
     successor.push(0); // the smallest key greater than `last`
     let successor = Key::from(successor);
     // `last < end`, so `successor <= end`; equal means the whole range after all.
