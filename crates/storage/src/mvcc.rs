@@ -1031,8 +1031,11 @@ mod tests {
         // `scan_keys`, at the timestamps above and at `Timestamp::MAX` (its shortcut).
         for at in (from..=TS_MAX).map(ts).chain([Timestamp::MAX]) {
             for t in 0..2 {
-                let keys: Vec<Key> =
-                    m.scan(TableId(t), lo_b.as_ref(), hi_b.as_ref(), at, limit).into_iter().map(|(key, _)| key).collect();
+                let keys: Vec<Key> = m
+                    .scan(TableId(t), lo_b.as_ref(), hi_b.as_ref(), at, limit)
+                    .into_iter()
+                    .map(|(key, _)| key)
+                    .collect();
                 let only: Vec<Key> =
                     s.scan_keys(TableId(t), lo_b.as_ref(), hi_b.as_ref(), at, limit).into_iter().cloned().collect();
                 prop_assert_eq!(only, keys);
