@@ -88,8 +88,9 @@ pub struct CoordCtx<'a> {
     pub(crate) out: &'a mut Effects,
     pub(crate) events: &'a mut Vec<Event>,
     /// The engine records logged since the last snapshot (the coordinator's snapshot keeps
-    /// what [`CoordinatorEngine::compact`] leaves of them).
-    pub(crate) kept: &'a mut Vec<Vec<u8>>,
+    /// what [`CoordinatorEngine::compact`] leaves of them); `None` when no snapshot will be
+    /// taken ([`crate::machine::Machine::never_snapshotted`]).
+    pub(crate) kept: Option<&'a mut Vec<Vec<u8>>>,
 }
 
 /// What a [`CoordCtx`] borrows, owned, for unit tests that drive a coordinator engine directly
@@ -118,7 +119,7 @@ impl CoordCtxParts {
             catalog,
             out: &mut self.out,
             events: &mut self.events,
-            kept: &mut self.kept,
+            kept: Some(&mut self.kept),
         }
     }
 }
@@ -136,7 +137,9 @@ impl CoordCtx<'_> {
     }
     /// Logs an engine record on the coordinator's log (replayed through `apply` on recovery).
     pub fn persist(&mut self, record: Vec<u8>) {
-        self.kept.push(record.clone());
+        if let Some(kept) = self.kept.as_mut() {
+            kept.push(record.clone());
+        }
         let rec = crate::coordinator::CoordRecord::Engine(record);
         self.out.persist.push(crate::payload::encode_exact(&rec));
     }

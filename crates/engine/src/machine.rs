@@ -70,6 +70,11 @@ pub trait Machine: Send {
     /// Takes `&mut self` so a machine may compact what it keeps for the next one.
     fn snapshot(&mut self) -> Option<Vec<u8>>;
 
+    /// The runtime keeps no log for this machine and will never call [`Machine::snapshot`]
+    /// (an embedded cluster without a data directory): the machine may stop keeping what only
+    /// a snapshot needs. Called once, before the first step. By default nothing changes.
+    fn never_snapshotted(&mut self) {}
+
     /// The machine's internal invariants, checked by the simulator after every step; `Err`
     /// names the first violation.
     fn check_invariants(&self) -> Result<(), String> {

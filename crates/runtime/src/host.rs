@@ -94,6 +94,8 @@ impl Host {
             let log = match data_dir {
                 None => {
                     machine.recover(None, &[])?;
+                    // No log, so `flush` never asks for a snapshot.
+                    machine.never_snapshotted();
                     None
                 }
                 Some(dir) => {

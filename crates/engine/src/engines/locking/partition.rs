@@ -769,7 +769,7 @@ impl LockingPartition {
     /// relocks them next to what they kept out.
     fn resume(&mut self, grants: Vec<Grant>, ctx: &mut PartCtx) {
         let freed: Vec<TxnId> =
-            self.state.releasing.keys().filter(|txn| self.locks.held(**txn).is_empty()).copied().collect();
+            self.state.releasing.keys().filter(|txn| !self.locks.holds_any(**txn)).copied().collect();
         for txn in freed {
             let record = Record::Released { txn };
             ctx.log(&record);
@@ -923,7 +923,7 @@ impl LockingPartition {
     }
 
     fn saline_of(&self, txn: TxnId) -> LockList {
-        self.locks.held_locks(txn).into_iter().filter(|l| l.mode.class == LockClass::Saline).collect()
+        self.locks.saline_locks(txn)
     }
 
     /// Logs and applies a unit's commit.
