@@ -188,28 +188,6 @@ fn rule5a_a_silent_coordinator_is_believed_for_a_bounded_time() {
     assert!(h.died(c), "past the bound c dies: {:?}", h.results(c));
 }
 
-/// Lock rule 5d (victim choice): in a deadlock on one partition whose only edge to an older
-/// transaction is an accepted BASE transaction's, the youngest mortal member aborts — not the
-/// older transaction the BASE one would wound. `n` (oldest, a retry that kept its age) waits
-/// for `m`, `m` for the accepted `p`, and `p` for `n`. Rule 5b alone wounded `n` after the
-/// patience, every time it met the cycle: at 128 TPC-C clients a New-Order retried this way
-/// for the bench's 30 s starvation bound (issue 20).
-#[test]
-fn rule5d_a_cycle_through_an_accepted_base_transaction_aborts_its_youngest_mortal_member() {
-    let mut h = H::new(&[1, 2, 3]);
-    let (n, m, p) = (txn(0, 1), txn(1, 2), txn(2, 3));
-    h.op(n, 0, OpKind::Delete { key: key(1) });
-    h.op(m, 0, OpKind::Delete { key: key(2) });
-    h.op_as(p, 0, OpKind::Delete { key: key(3) }, true);
-    h.op(n, 1, OpKind::Delete { key: key(2) }); // n → m: older waits for younger, patient
-    h.op(m, 1, OpKind::Delete { key: key(3) }); // m → p: patient too
-    h.op_as(p, 1, OpKind::Delete { key: key(1) }, true); // p → n closes the cycle
-    h.tick(4 * LOCK_WAIT_PATIENCE);
-    assert!(h.died(m), "the youngest mortal member aborts: {:?}", h.results(m));
-    assert!(!h.wounds.contains(&n), "the oldest is not wounded: {:?}", h.wounds);
-    assert!(!h.died(n), "{:?}", h.results(n));
-}
-
 /// Lock rule 5d, a deadlock of accepted BASE transactions only: none can abort and rule 5b
 /// wounds none of them, so nothing else ends it. The youngest member that waits for an older
 /// one loses the waiting subtransaction (a `Deadlock` reply; its coordinator rolls it back and
