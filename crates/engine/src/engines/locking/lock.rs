@@ -684,14 +684,34 @@ impl LockManager {
     /// sooner. `None`: no cycle through `txn` here (there may be one across partitions, which
     /// the patience breaks), or no victim allowed.
     pub fn deadlock_victim(&self, txn: TxnId, can_abort: impl Fn(TxnId) -> bool) -> Option<TxnId> {
+        let mut victim: Option<Owner> = None;
+        for (a, b) in self.deadlock_cycle_edges(txn)? {
+            if b.priority() < a.priority() && can_abort(a.txn) && victim.is_none_or(|v| a.priority() > v.priority()) {
+                victim = Some(a);
+            }
+        }
+        victim.map(|v| v.txn)
+    }
+
+    /// Rule 5c's search, for a caller that chooses its victim itself (lock rule 5d): the
+    /// members of a cycle through `txn` in the waits-for graph here, each with whether its
+    /// edge on the cycle goes to an older transaction (one rule 5a would break). `None`: no
+    /// cycle through `txn` found here.
+    pub fn deadlock_cycle(&self, txn: TxnId) -> Option<Vec<(Owner, bool)>> {
+        let edges = self.deadlock_cycle_edges(txn)?;
+        Some(edges.into_iter().map(|(a, b)| (a, b.priority() < a.priority())).collect())
+    }
+
+    fn deadlock_cycle_edges(&self, txn: TxnId) -> Option<Vec<(Owner, Owner)>> {
         if !self.may_be_waited_for(txn) {
             return None; // no path can lead back to `txn`
         }
-        self.deadlock_search(txn, can_abort)
+        self.deadlock_search(txn)
     }
 
-    /// [`LockManager::deadlock_victim`]'s search of the waits-for graph, without the shortcut.
-    fn deadlock_search(&self, txn: TxnId, can_abort: impl Fn(TxnId) -> bool) -> Option<TxnId> {
+    /// [`LockManager::deadlock_victim`]'s search of the waits-for graph, without the shortcut:
+    /// the edges (waiter, waited for) of the cycle found.
+    fn deadlock_search(&self, txn: TxnId) -> Option<Vec<(Owner, Owner)>> {
         let mut parent: BTreeMap<TxnId, Owner> = BTreeMap::new();
         let mut owner_of: BTreeMap<TxnId, Owner> = BTreeMap::new();
         let mut queue = std::collections::VecDeque::from([txn]);
@@ -701,23 +721,14 @@ impl LockManager {
                 owner_of.insert(t, owner);
                 for next in waits_for?.into_values() {
                     if next.txn == txn {
-                        // The cycle: txn → … → t → txn. Edge a → b is impatient if b is older.
-                        let mut victim: Option<Owner> = None;
-                        let mut consider = |a: Owner, b: Owner| {
-                            if b.priority() < a.priority()
-                                && can_abort(a.txn)
-                                && victim.is_none_or(|v| a.priority() > v.priority())
-                            {
-                                victim = Some(a);
-                            }
-                        };
-                        consider(owner, next);
+                        // The cycle: txn → … → t → txn.
+                        let mut edges = vec![(owner, next)];
                         let mut b = t;
                         while let Some(&a) = parent.get(&b) {
-                            consider(a, owner_of[&b]);
+                            edges.push((a, owner_of[&b]));
                             b = a.txn;
                         }
-                        return victim.map(|v| v.txn);
+                        return Some(edges);
                     }
                     if visited.len() >= DEADLOCK_SEARCH_MAX || !visited.insert(next.txn) {
                         continue;
@@ -2343,7 +2354,7 @@ mod tests {
                                 // (vi) rule 5c's shortcut is sound: where it skips the search
                                 // (nobody may wait for the new waiter), the search finds no cycle.
                                 if !lm.may_be_waited_for(t) {
-                                    prop_assert_eq!(lm.deadlock_search(t, |_| true), None, "shortcut hid a cycle through {:?}", t);
+                                    prop_assert!(lm.deadlock_search(t).is_none(), "shortcut hid a cycle through {:?}", t);
                                 }
                             }
                             Decision::Die => prop_assert_eq!(&lm, &before),

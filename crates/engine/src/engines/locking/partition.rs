@@ -582,9 +582,7 @@ impl LockingPartition {
                     let txn = p.unit.txn;
                     self.parked.insert(token, p);
                     // Rule 5c: a deadlock closed here is broken now, not after the patience.
-                    let txns = &self.txns;
-                    let mortal = |t: TxnId| txns.get(&t).is_some_and(|t| !t.class.immortal);
-                    if let Some(victim) = self.locks.deadlock_victim(txn, mortal) {
+                    if let Some(victim) = self.cycle_victim(txn) {
                         self.abort_waiting(victim, ctx);
                     }
                     return;
@@ -630,6 +628,15 @@ impl LockingPartition {
             }
         }
         for (txn, since) in wound {
+            // Rule 5d: a deadlock through it here is broken by its own victim (rule 5c's
+            // choice), not by wounding whoever is older: the wound fell on the older mortal
+            // transaction in the way while a younger mortal member of the cycle was due to die
+            // for rule 5a in the same sweep (issue 20, 128 clients). A wait with no victim
+            // here (no cycle, or one across partitions, which no partition sees) wounds.
+            if let Some(victim) = self.cycle_victim(txn) {
+                self.abort_waiting(victim, ctx);
+                continue;
+            }
             // Rule 5b waits out blockers that are alive (the exception of rule 5a): an older
             // ACID transaction that works here — a TPC-C Delivery waiting out saline locks
             // one district after another — is on no cycle through here, and wounding it
@@ -661,6 +668,34 @@ impl LockingPartition {
                 self.abort_waiting(txn, ctx);
             }
         }
+    }
+
+    /// Lock rules 5c and 5d: whom to abort for a cycle through `txn` in this partition's
+    /// waits-for graph (`LockManager::deadlock_cycle`), if there is one.
+    /// 1. The youngest mortal member that waits for an older one — what rule 5a would abort
+    ///    after the patience.
+    /// 2. Else, if the cycle is of accepted BASE transactions only (none can abort, and rule
+    ///    5b wounds only transactions that can, so nothing else breaks it), its youngest member
+    ///    that waits for an older one loses the *subtransaction* that waits: its coordinator
+    ///    rolls it back and re-runs it, which releases that subtransaction's alkaline locks —
+    ///    every edge of such a cycle is an alkaline lock, as saline locks do not block BASE
+    ///    requests — and its transaction stays accepted. (TPC-C New-Orders update their stock
+    ///    rows in the order of their lines, so two accepted ones deadlock on stock, and the
+    ///    Deliveries queued behind them died, issue 20.)
+    /// 3. Else none: a cycle whose only edges to older transactions are accepted BASE
+    ///    transactions' is left to rule 5b's wounds. Rolling back an accepted member's
+    ///    subtransaction would not release the saline locks a mortal member may wait for, and
+    ///    aborting the youngest mortal member instead (tried) made the 128-client real run stop
+    ///    more often, not less (issue 20).
+    fn cycle_victim(&self, txn: TxnId) -> Option<TxnId> {
+        let cycle = self.locks.deadlock_cycle(txn)?;
+        let immortal = |t: TxnId| self.txns.get(&t).is_some_and(|t| t.class.immortal);
+        let youngest = |it: &mut dyn Iterator<Item = Owner>| it.max_by_key(|o| (o.age, o.txn)).map(|o| o.txn);
+        let mortal = || cycle.iter().filter(|(o, _)| !immortal(o.txn));
+        youngest(&mut mortal().filter(|(_, older)| *older).map(|(o, _)| *o)).or_else(|| {
+            let all_immortal = cycle.iter().all(|(o, _)| immortal(o.txn));
+            youngest(&mut cycle.iter().filter(|(_, older)| all_immortal && *older).map(|(o, _)| *o))
+        })
     }
 
     /// Whether everyone `txn` waits for here is an accepted BASE transaction: immortal by its

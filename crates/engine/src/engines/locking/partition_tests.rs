@@ -22,6 +22,8 @@ struct H {
     table: TableId,
     /// Every operation reply: (transaction, result, write images).
     replies: Vec<(TxnId, Result<PartResult, Error>, Vec<WriteImage>)>,
+    /// Every wound sent (lock rule 5b): the wounded transactions.
+    wounds: Vec<TxnId>,
 }
 
 fn key(id: i64) -> Key {
@@ -50,6 +52,7 @@ impl H {
             now: Time(1_000_000_000),
             table,
             replies: vec![],
+            wounds: vec![],
         }
     }
 
@@ -68,8 +71,10 @@ impl H {
         f(&mut self.p, &mut ctx);
         for env in out.send {
             if let Message::PartitionReply(r) = env.msg {
-                if let Ok(Reply::Op { id, result, writes, .. }) = r.body.decode::<Reply>() {
-                    self.replies.push((id.txn, result, writes));
+                match r.body.decode::<Reply>() {
+                    Ok(Reply::Op { id, result, writes, .. }) => self.replies.push((id.txn, result, writes)),
+                    Ok(Reply::Wound { txn }) => self.wounds.push(txn),
+                    _ => {}
                 }
             }
         }
@@ -81,7 +86,13 @@ impl H {
 
     /// Operation `n` of serializable ACID transaction `t` (its age: `t.seq`).
     fn op(&mut self, t: TxnId, n: u32, kind: OpKind) {
-        let class = TxnClass { isolation: Isolation::Serializable, base: false, age: t.seq, immortal: false };
+        self.op_as(t, n, kind, false);
+    }
+
+    /// Operation `n` of `t`, in its first subtransaction: an ACID transaction's, or with
+    /// `accepted` an accepted BASE transaction's (alkaline locks, immortal: lock rule 5b).
+    fn op_as(&mut self, t: TxnId, n: u32, kind: OpKind, accepted: bool) {
+        let class = TxnClass { isolation: Isolation::Serializable, base: accepted, age: t.seq, immortal: accepted };
         let id = SubOpId { txn: t, op: n, part: PartitionId(0) };
         let op = PartOp { table: self.table, kind };
         let r = Request::Op {
@@ -175,4 +186,22 @@ fn rule5a_a_silent_coordinator_is_believed_for_a_bounded_time() {
     assert!(h.results(c).is_empty(), "c waits: {:?}", h.results(c));
     h.tick(8 * LOCK_WAIT_PATIENCE);
     assert!(h.died(c), "past the bound c dies: {:?}", h.results(c));
+}
+
+/// Lock rule 5d, a deadlock of accepted BASE transactions only: none can abort and rule 5b
+/// wounds none of them, so nothing else ends it. The youngest member that waits for an older
+/// one loses the waiting subtransaction (a `Deadlock` reply; its coordinator rolls it back and
+/// re-runs it). TPC-C New-Orders update their stock rows in the order of their lines, and two
+/// accepted ones deadlocked on stock while Deliveries queued behind them died (issue 20).
+#[test]
+fn rule5d_a_deadlock_of_accepted_base_transactions_is_broken() {
+    let mut h = H::new(&[1, 2]);
+    let (a, b) = (txn(0, 1), txn(1, 2));
+    h.op_as(a, 0, OpKind::Delete { key: key(1) }, true);
+    h.op_as(b, 0, OpKind::Delete { key: key(2) }, true);
+    h.op_as(a, 1, OpKind::Delete { key: key(2) }, true);
+    h.op_as(b, 1, OpKind::Delete { key: key(1) }, true);
+    h.tick(4 * LOCK_WAIT_PATIENCE);
+    assert!(h.died(b), "the younger one's waiting operation aborts: {:?}", h.results(b));
+    assert!(!h.died(a), "{:?}", h.results(a));
 }
