@@ -74,10 +74,7 @@ fn run(c: &mut SyncCluster, engine: EngineKind, client: u64, body: RequestBody) 
 }
 
 fn begin(c: &mut SyncCluster, client: u64) -> TxnId {
-    match c.call(client, RequestBody::Begin { isolation: Isolation::Serializable }).unwrap() {
-        ResponseBody::Begun(t) => t,
-        other => panic!("{other:?}"),
-    }
+    c.begin(client, Isolation::Serializable)
 }
 
 fn read(id: i64) -> Op {

@@ -22,11 +22,7 @@ fn cluster(accounts: i64, initial: i64) -> SyncCluster {
 }
 
 fn begin(c: &mut SyncCluster, client: u64) -> TxnId {
-    let ResponseBody::Begun(txn) = c.call(client, RequestBody::Begin { isolation: Isolation::Serializable }).unwrap()
-    else {
-        panic!("not begun")
-    };
-    txn
+    c.begin(client, Isolation::Serializable)
 }
 
 fn read(c: &mut SyncCluster, client: u64, txn: TxnId, id: i64) -> Result<i64, Error> {

@@ -31,10 +31,7 @@ fn cluster() -> SyncCluster {
 }
 
 fn begin(c: &mut SyncCluster, client: u64) -> TxnId {
-    match c.call(client, RequestBody::Begin { isolation: Isolation::Serializable }).unwrap() {
-        ResponseBody::Begun(t) => t,
-        other => panic!("{other:?}"),
-    }
+    c.begin(client, Isolation::Serializable)
 }
 
 fn read(id: i64) -> Op {

@@ -211,10 +211,7 @@ fn accepted_base_rolls_forward_exactly_once_at_every_crash_point() {
 }
 
 fn begin(c: &mut SyncCluster, client: u64, isolation: Isolation) -> litmus_core::TxnId {
-    match c.call(client, RequestBody::Begin { isolation }).unwrap() {
-        ResponseBody::Begun(t) => t,
-        other => panic!("{other:?}"),
-    }
+    c.begin(client, isolation)
 }
 
 fn op(c: &mut SyncCluster, client: u64, txn: litmus_core::TxnId, op: Op) -> Result<OpResult, Error> {

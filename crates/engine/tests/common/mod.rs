@@ -185,6 +185,14 @@ impl SyncCluster {
         panic!("request {id} of client {client} never answered");
     }
 
+    /// Begins an interactive transaction at `isolation`.
+    pub fn begin(&mut self, client: u64, isolation: litmus_core::Isolation) -> litmus_core::TxnId {
+        match self.call(client, RequestBody::Begin { isolation }).unwrap() {
+            ResponseBody::Begun(t) => t,
+            other => panic!("not begun: {other:?}"),
+        }
+    }
+
     pub fn proc(
         &mut self,
         client: u64,

@@ -405,6 +405,13 @@ pub enum Reply {
     },
 }
 
+impl Reply {
+    /// An operation's failure: no result, no writes.
+    pub fn op_failed(id: SubOpId, attempt: u32, error: Error, incarnation: u64) -> Reply {
+        Reply::Op { id, attempt, result: Err(error), writes: vec![], committed: false, read_taint: None, incarnation }
+    }
+}
+
 /// A partition's log records.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Record {

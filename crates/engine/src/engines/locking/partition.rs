@@ -362,19 +362,8 @@ impl LockingPartition {
         if self.parked.values().any(|p| p.id == id && p.attempt == attempt) {
             return;
         }
-        let result = Err(Error::Abort(AbortReason::Failure));
-        ctx.reply(
-            from,
-            Reply::Op {
-                id,
-                attempt,
-                result,
-                writes: vec![],
-                committed: false,
-                read_taint: None,
-                incarnation: self.state.incarnation,
-            },
-        );
+        let e = Error::Abort(AbortReason::Failure);
+        ctx.reply(from, Reply::op_failed(id, attempt, e, self.state.incarnation));
     }
 
     #[allow(clippy::too_many_arguments)] // the fields of one `Request::Op`
@@ -417,18 +406,7 @@ impl LockingPartition {
             || self.state.acid_committed.contains(&txn);
         if ended || self.epochs.get(&txn.node).is_some_and(|&e| e > txn.epoch && !class.base) {
             let e = Error::Abort(AbortReason::Failure);
-            return ctx.reply(
-                from,
-                Reply::Op {
-                    id,
-                    attempt,
-                    result: Err(e),
-                    writes: vec![],
-                    committed: false,
-                    read_taint: None,
-                    incarnation: self.state.incarnation,
-                },
-            );
+            return ctx.reply(from, Reply::op_failed(id, attempt, e, self.state.incarnation));
         }
         let t = self.txns.entry(txn).or_insert(PTxn {
             class,
@@ -449,18 +427,7 @@ impl LockingPartition {
         }
         if t.prepared {
             let e = Error::Internal(format!("{txn} sent an operation after prepare"));
-            return ctx.reply(
-                from,
-                Reply::Op {
-                    id,
-                    attempt,
-                    result: Err(e),
-                    writes: vec![],
-                    committed: false,
-                    read_taint: None,
-                    incarnation: self.state.incarnation,
-                },
-            );
+            return ctx.reply(from, Reply::op_failed(id, attempt, e, self.state.incarnation));
         }
         t.last_active = ctx.now;
         t.class = class;
@@ -475,33 +442,12 @@ impl LockingPartition {
             t.attempt = t.attempt.max(attempt);
             self.on_abort(None, unit, ctx);
             let e = Error::Abort(AbortReason::Failure);
-            return ctx.reply(
-                from,
-                Reply::Op {
-                    id,
-                    attempt,
-                    result: Err(e),
-                    writes: vec![],
-                    committed: false,
-                    read_taint: None,
-                    incarnation: self.state.incarnation,
-                },
-            );
+            return ctx.reply(from, Reply::op_failed(id, attempt, e, self.state.incarnation));
         }
         if incarnation.is_some_and(|i| i != self.state.incarnation) {
             // We restarted since an earlier operation of the unit ran here (see the field).
             let e = Error::Abort(AbortReason::Failure);
-            let inc = self.state.incarnation;
-            let r = Reply::Op {
-                id,
-                attempt,
-                result: Err(e),
-                writes: vec![],
-                committed: false,
-                read_taint: None,
-                incarnation: inc,
-            };
-            return ctx.reply(from, r);
+            return ctx.reply(from, Reply::op_failed(id, attempt, e, self.state.incarnation));
         }
         if attempt < t.attempt {
             return; // a stale operation of an earlier run
@@ -1298,9 +1244,7 @@ fn scan_fits_lock(result: &Result<PartResult, Error>, limit: u32, locked_to: &Ke
 /// coordinator aborts the transaction (retryably). Its waits must be gone from the lock table.
 fn die(p: Parked, incarnation: u64, ctx: &mut PartCtx) {
     let e = Error::Abort(AbortReason::Deadlock);
-    let (id, attempt) = (p.id, p.attempt);
-    let r = Reply::Op { id, attempt, result: Err(e), writes: vec![], committed: false, read_taint: None, incarnation };
-    ctx.reply(p.from, r);
+    ctx.reply(p.from, Reply::op_failed(p.id, p.attempt, e, incarnation));
 }
 
 /// Runs one operation against the store overlaid with the unit's own buffered writes. Writes go
