@@ -1,7 +1,8 @@
 //! The embedded runtime: a whole cluster in one process, threads and channels.
 //!
 //! The default for the CLI and the benchmarks. Machines are spread over a small pool of worker
-//! threads (machine `i` on worker `i mod workers`), each worker owning a [`Host`]. Every message
+//! threads (partition `p` on worker `p mod workers`, the other machines round robin), each worker
+//! owning a [`Host`]. Every message
 //! between two different hosts (node ↔ node, client ↔ node) is delayed by a sampled one-way
 //! **network delay** ([`DelayModel`], default uniform 100–250 µs, a datacenter LAN) so that
 //! coordination costs what it costs on a real network; messages within a node are not delayed.
@@ -300,6 +301,26 @@ impl DelayQueue {
     }
 }
 
+/// The worker each machine runs on: partition `p` on worker `p mod workers`, the other machines
+/// (coordinators, engine roles) round robin in the order given.
+///
+/// Data follows the partitions, so spreading them by number keeps the rows of consecutive keys
+/// (TPC-C's warehouses 1 and 2 live on partitions 1 and 2) on different cores. Placing machines in
+/// node order instead put both warehouses of a 2-warehouse run on one worker, which saturated
+/// while the other idled at a third of a core.
+fn worker_placement(addrs: impl Iterator<Item = Addr>, workers: usize) -> Vec<usize> {
+    let mut others = 0;
+    addrs
+        .map(|a| match a {
+            Addr::Partition(p) => p.0 as usize % workers,
+            _ => {
+                others += 1;
+                (others - 1) % workers
+            }
+        })
+        .collect()
+}
+
 /// A running embedded cluster. Dropping it stops the workers.
 pub struct EmbeddedCluster {
     router: Arc<Router>,
@@ -333,9 +354,10 @@ impl EmbeddedCluster {
         let workers = cfg.workers.min(all.len());
         let mut per_worker: Vec<Vec<Box<dyn Machine>>> = (0..workers).map(|_| Vec::new()).collect();
         let mut machines = BTreeMap::new();
-        for (i, m) in all.into_iter().enumerate() {
-            machines.insert(m.addr(), i % workers);
-            per_worker[i % workers].push(m);
+        let placement = worker_placement(all.iter().map(|m| m.addr()), workers);
+        for (m, w) in all.into_iter().zip(placement) {
+            machines.insert(m.addr(), w);
+            per_worker[w].push(m);
         }
         let mut hosts = Vec::new();
         for ms in per_worker {
@@ -669,5 +691,17 @@ mod tests {
         }
         assert_eq!((q.slots.len(), q.free.len()), (4, 4));
         assert!(q.slots.iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn partitions_are_spread_over_workers_by_number() {
+        // Node-ordered machines of 2 nodes and 4 partitions, as `ClusterSpec::machines_of` lists them.
+        let (c, p) = (|n| Addr::Coordinator(NodeId(n)), |n| Addr::Partition(litmus_core::PartitionId(n)));
+        let addrs = [c(0), p(0), p(2), c(1), p(1), p(3)];
+        let placed = worker_placement(addrs.into_iter(), 2);
+        // Partitions 1 and 2 (TPC-C's warehouses 1 and 2) land on different workers, and so do
+        // the two coordinators.
+        assert_eq!(placed, [0, 0, 0, 1, 1, 1]);
+        assert_eq!(worker_placement(addrs.into_iter(), 3), [0, 0, 2, 1, 1, 0]);
     }
 }
