@@ -14,6 +14,17 @@ pub struct WriteMeta {
     pub keys: Vec<(TableId, Key)>,
 }
 
+impl WriteMeta {
+    /// Whether the transaction wrote `key`: its key range first (a loader's thousands of ITEM
+    /// keys are rejected for a STOCK key in two comparisons), then a binary search.
+    pub fn names(&self, key: &(TableId, Key)) -> bool {
+        match (self.keys.first(), self.keys.last()) {
+            (Some(lo), Some(hi)) if lo <= key && key <= hi => self.keys.binary_search(key).is_ok(),
+            _ => false,
+        }
+    }
+}
+
 /// What a reader knows of the version it read: its position in its partition's version order
 /// (`ts`, [`Timestamp::ZERO`] when there was no row) and its writer's metadata (`None` for a
 /// version whose metadata was collected, or no version at all).

@@ -167,3 +167,24 @@ fn break_the_rule_an_index_missing_a_writer_asks_less() {
     let reference = ramp::missing(&seen, &|_| true, &|_| false);
     assert_ne!(index.missing(&seen, &batch, &[]), reference);
 }
+
+/// `WriteMeta::names` rejects keys outside its range without a search and finds the ones
+/// inside, across tables (keys sort by table first).
+#[test]
+fn write_meta_names_exactly_its_keys() {
+    let (a, b) = (TableId(1), TableId(2));
+    let meta = WriteMeta { txn: txn(0), keys: vec![(a, key(&[5])), (b, key(&[1])), (b, key(&[9]))] };
+    for (k, named) in [
+        ((a, key(&[5])), true),
+        ((b, key(&[1])), true),
+        ((b, key(&[9])), true),
+        ((a, key(&[4])), false), // below the range
+        ((a, key(&[6])), false), // inside the range, not written
+        ((b, key(&[5])), false),
+        ((b, key(&[10])), false), // above the range
+        ((TableId(0), key(&[5])), false),
+    ] {
+        assert_eq!(meta.names(&k), named, "{k:?}");
+    }
+    assert!(!WriteMeta { txn: txn(1), keys: vec![] }.names(&(a, key(&[5]))));
+}
