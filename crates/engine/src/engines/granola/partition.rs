@@ -206,17 +206,16 @@ impl GranolaPartition {
         Ok(())
     }
 
+    /// Installs a write as the key's one version. `replace_latest` drops the version it replaces
+    /// and a deleted key outright: with `put` and `remove_version`, every delivered NEW-ORDER row
+    /// stayed behind as a lone tombstone, which each later Delivery's scan for the district's
+    /// oldest order walked again (the scan grew with the run, and so did the memory).
     fn put(&mut self, store: &mut MvccStore, w: FragmentWrite) {
-        let present = store.latest(w.table, &w.key).is_some_and(|(_, r)| r.is_some());
-        if w.row.is_none() && !present {
+        if w.row.is_none() && !store.latest(w.table, &w.key).is_some_and(|(_, r)| r.is_some()) {
             return; // deleting a missing row changes nothing
         }
         self.d.version = self.d.version.next();
-        let previous = store.latest(w.table, &w.key).map(|(t, _)| t);
-        store.put(w.table, w.key.clone(), self.d.version, w.row);
-        if let Some(prev) = previous {
-            store.remove_version(w.table, &w.key, prev);
-        }
+        store.replace_latest(w.table, w.key, self.d.version, w.row);
     }
 
     /// Removes a transaction from the pending set, the queue and the volatile maps.
