@@ -19,7 +19,7 @@
 //! A restarted machine is rebuilt by [`Machine::recover`] from its last snapshot and the records
 //! logged after it, before it sees any input. A crash loses unsynced records, and exactly those.
 
-use crate::message::{Addr, Envelope};
+use crate::message::{Addr, Envelope, Message};
 use litmus_core::{Error, Time};
 
 /// What arrives at a machine.
@@ -50,6 +50,48 @@ impl Effects {
     pub fn clear(&mut self) {
         self.persist.clear();
         self.send.clear();
+    }
+
+    /// Merges the partition requests and replies in `send[start..]` (one step's) that go from
+    /// the same sender to the same coordinator or partition into one [`Message::Batch`], at the
+    /// place of the first, keeping their order. Other messages, and a destination with one
+    /// message, are left as they are. Messages to one destination keep their order (a message
+    /// that does not batch closes the batch before it); messages to different destinations had
+    /// none to keep.
+    pub fn batch_sends(&mut self, start: usize) {
+        if self.send.len() <= start + 1 {
+            return;
+        }
+        let tail = self.send.split_off(start);
+        // (from, to) → index in `send` of the message (or batch) going there.
+        let mut slots: Vec<(Addr, Addr, usize)> = Vec::new();
+        for env in tail {
+            let batchable = matches!(env.to, Addr::Coordinator(_) | Addr::Partition(_))
+                && matches!(env.msg, Message::PartitionRequest(_) | Message::PartitionReply(_));
+            let slot = slots.iter().find(|(from, to, _)| *from == env.from && *to == env.to).map(|s| s.2);
+            match (batchable, slot) {
+                (true, Some(i)) => {
+                    let Ok(item) = env.msg.into_batched() else { unreachable!("checked batchable") };
+                    let first = &mut self.send[i].msg;
+                    if let Message::Batch(items) = first {
+                        items.push(item);
+                    } else {
+                        let prev = std::mem::replace(first, Message::Batch(Vec::new()));
+                        let Ok(prev) = prev.into_batched() else { unreachable!("only batchable messages get a slot") };
+                        *first = Message::Batch(vec![prev, item]);
+                    }
+                }
+                (true, None) => {
+                    slots.push((env.from, env.to, self.send.len()));
+                    self.send.push(env);
+                }
+                (false, _) => {
+                    // Later requests and replies must not overtake it: they start a new batch.
+                    slots.retain(|(from, to, _)| !(*from == env.from && *to == env.to));
+                    self.send.push(env)
+                }
+            }
+        }
     }
 }
 
