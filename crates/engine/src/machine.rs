@@ -128,3 +128,95 @@ pub trait Machine: Send {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{Batched, ClientResponse, PartitionReply, PartitionRequest, Payload};
+    use litmus_core::{ClientId, NodeId, PartitionId, RequestId};
+
+    const COORD: Addr = Addr::Coordinator(NodeId(0));
+    const P0: Addr = Addr::Partition(PartitionId(0));
+    const P1: Addr = Addr::Partition(PartitionId(1));
+
+    fn request(to: Addr, n: u32) -> Envelope {
+        Envelope { from: COORD, to, msg: Message::PartitionRequest(PartitionRequest { body: Payload::new(n) }) }
+    }
+
+    fn reply(from: Addr, n: u32) -> Envelope {
+        let Addr::Partition(p) = from else { panic!("from a partition") };
+        Envelope { from, to: COORD, msg: Message::PartitionReply(PartitionReply { from: p, body: Payload::new(n) }) }
+    }
+
+    fn client(n: u64) -> Envelope {
+        let msg = Message::ClientResponse(ClientResponse { id: RequestId(n), result: Ok(crate::message::ResponseBody::Committed) });
+        Envelope { from: COORD, to: Addr::Client(ClientId(1)), msg }
+    }
+
+    /// The numbers a message carries, in order (one for a single message, several for a batch).
+    fn numbers(env: &Envelope) -> Vec<u32> {
+        let body = |item: &Batched| match item {
+            Batched::Request(r) => r.body.clone().decode::<u32>().unwrap(),
+            Batched::Reply(r) => r.body.clone().decode::<u32>().unwrap(),
+        };
+        match &env.msg {
+            Message::Batch(items) => items.iter().map(body).collect(),
+            Message::PartitionRequest(r) => vec![r.body.clone().decode::<u32>().unwrap()],
+            Message::PartitionReply(r) => vec![r.body.clone().decode::<u32>().unwrap()],
+            Message::ClientResponse(r) => vec![r.id.0 as u32],
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    fn batched(send: Vec<Envelope>, start: usize) -> Vec<(Addr, Vec<u32>)> {
+        let mut out = Effects { persist: vec![], send };
+        out.batch_sends(start);
+        out.send.iter().map(|e| (e.to, numbers(e))).collect()
+    }
+
+    #[test]
+    fn one_message_per_destination_in_the_order_sent() {
+        let send = vec![request(P0, 1), request(P1, 2), request(P0, 3), client(9), request(P0, 4), request(P1, 5)];
+        let got = batched(send, 0);
+        assert_eq!(got, vec![(P0, vec![1, 3, 4]), (P1, vec![2, 5]), (Addr::Client(ClientId(1)), vec![9])]);
+    }
+
+    #[test]
+    fn a_lone_message_stays_a_plain_message() {
+        let mut out = Effects { persist: vec![], send: vec![request(P0, 1), request(P1, 2)] };
+        out.batch_sends(0);
+        assert!(out.send.iter().all(|e| matches!(e.msg, Message::PartitionRequest(_))), "{:?}", out.send);
+    }
+
+    #[test]
+    fn replies_of_one_partition_step_go_back_together() {
+        let got = batched(vec![reply(P0, 7), reply(P0, 8)], 0);
+        assert_eq!(got, vec![(COORD, vec![7, 8])]);
+        let mut out = Effects { persist: vec![], send: vec![reply(P0, 7), reply(P0, 8)] };
+        out.batch_sends(0);
+        assert!(matches!(&out.send[..], [Envelope { msg: Message::Batch(items), .. }] if items.len() == 2));
+    }
+
+    #[test]
+    fn messages_of_earlier_steps_are_left_alone() {
+        let got = batched(vec![request(P0, 1), request(P0, 2), request(P0, 3)], 1);
+        assert_eq!(got, vec![(P0, vec![1]), (P0, vec![2, 3])]);
+    }
+
+    #[test]
+    fn a_message_that_does_not_batch_is_not_overtaken() {
+        // A role message to a partition sits between two requests: the second must stay behind it.
+        let role = Envelope { from: COORD, to: P0, msg: Message::Role(Payload::new(5u32)) };
+        let mut out = Effects { persist: vec![], send: vec![request(P0, 1), request(P0, 2), role, request(P0, 3)] };
+        out.batch_sends(0);
+        let kinds: Vec<String> = out
+            .send
+            .iter()
+            .map(|e| match &e.msg {
+                Message::Role(_) => "role".to_string(),
+                _ => format!("{:?}", numbers(e)),
+            })
+            .collect();
+        assert_eq!(kinds, vec!["[1, 2]", "role", "[3]"]);
+    }
+}
