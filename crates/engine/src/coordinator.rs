@@ -25,7 +25,9 @@
 use crate::bounded::BoundedSet;
 use crate::engine::{CoordCtx, CoordinatorEngine, EngineKind, Event, TxnOptions};
 use crate::machine::{Effects, Input, Machine, TICK_INTERVAL_MS};
-use crate::message::{Addr, Batched, ClientRequest, ClientResponse, Envelope, Message, RequestBody, ResponseBody, SubOpId};
+use crate::message::{
+    Addr, Batched, ClientRequest, ClientResponse, Envelope, Message, RequestBody, ResponseBody, SubOpId,
+};
 use crate::op::{merge, resolve, PartResult, Resolved, Shape};
 use crate::procedure::{poll_once, Ctx, Issued, ProcFuture, Registry};
 use litmus_core::{AbortReason, Catalog, Error, InvalidInput, NodeId, PartitionId, RequestId, Time, TxnId, Value};

@@ -149,7 +149,10 @@ mod tests {
     }
 
     fn client(n: u64) -> Envelope {
-        let msg = Message::ClientResponse(ClientResponse { id: RequestId(n), result: Ok(crate::message::ResponseBody::Committed) });
+        let msg = Message::ClientResponse(ClientResponse {
+            id: RequestId(n),
+            result: Ok(crate::message::ResponseBody::Committed),
+        });
         Envelope { from: COORD, to: Addr::Client(ClientId(1)), msg }
     }
 
