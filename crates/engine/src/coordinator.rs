@@ -25,7 +25,9 @@
 use crate::bounded::BoundedSet;
 use crate::engine::{CoordCtx, CoordinatorEngine, EngineKind, Event, TxnOptions};
 use crate::machine::{Effects, Input, Machine, TICK_INTERVAL_MS};
-use crate::message::{Addr, ClientRequest, ClientResponse, Envelope, Message, RequestBody, ResponseBody, SubOpId};
+use crate::message::{
+    Addr, Batched, ClientRequest, ClientResponse, Envelope, Message, RequestBody, ResponseBody, SubOpId,
+};
 use crate::op::{merge, resolve, PartResult, Resolved, Shape};
 use crate::procedure::{poll_once, Ctx, Issued, ProcFuture, Registry};
 use litmus_core::{AbortReason, Catalog, Error, InvalidInput, NodeId, PartitionId, RequestId, Time, TxnId, Value};
@@ -418,12 +420,25 @@ impl Coordinator {
         }
     }
 
+    /// Handles the engine's events. A procedure whose operations completed is polled once after
+    /// the events at hand, not once per operation: the replies of a batch (or of one partition
+    /// step) complete many operations of one procedure, and each poll re-runs its future.
     fn process_events(&mut self, now: Time, out: &mut Effects) {
+        let mut to_drive: Vec<TxnId> = Vec::new();
+        while !self.events.is_empty() {
+            self.handle_events(now, &mut to_drive, out);
+            for txn in std::mem::take(&mut to_drive) {
+                self.drive(now, txn, out);
+            }
+        }
+    }
+
+    fn handle_events(&mut self, now: Time, to_drive: &mut Vec<TxnId>, out: &mut Effects) {
         while !self.events.is_empty() {
             let events = std::mem::take(&mut self.events);
             for event in events {
                 match event {
-                    Event::OpDone { id, result } => self.on_op_done(now, id, result, out),
+                    Event::OpDone { id, result } => self.on_op_done(now, id, result, to_drive, out),
                     Event::ControlDone { txn, op, result } => self.on_control_done(now, txn, op, result, out),
                     Event::EarlyCommit { txn } => self.on_early_commit(txn, out),
                     Event::Rerun { txn } => self.rerun(now, txn, out),
@@ -450,7 +465,16 @@ impl Coordinator {
         }
     }
 
-    fn on_op_done(&mut self, now: Time, id: SubOpId, result: Result<PartResult, Error>, out: &mut Effects) {
+    /// A piece of an operation is done; a procedure whose operation completed goes on
+    /// `to_drive` (polled by `process_events`).
+    fn on_op_done(
+        &mut self,
+        now: Time,
+        id: SubOpId,
+        result: Result<PartResult, Error>,
+        to_drive: &mut Vec<TxnId>,
+        out: &mut Effects,
+    ) {
         let Some(t) = self.txns.get_mut(&id.txn) else { return }; // late reply
         let Some(op) = t.ops.get_mut(&id.op) else { return };
         if !op.waiting.remove(&id.part) {
@@ -477,7 +501,9 @@ impl Coordinator {
             Source::OneRound => {}
             Source::Procedure { ctx, .. } => {
                 ctx.io().complete(id.op, result);
-                self.drive(now, id.txn, out);
+                if !to_drive.contains(&id.txn) {
+                    to_drive.push(id.txn);
+                }
             }
             Source::Interactive => {
                 let request = op.reply.expect("interactive ops answer a request");
@@ -627,6 +653,7 @@ impl Machine for Coordinator {
         for txn in std::mem::take(&mut self.to_roll_forward) {
             self.rerun(now, txn, out);
         }
+        let sent_before = out.send.len();
         match input {
             Input::Tick => self.on_tick(now, out),
             Input::Message(env) => match env.msg {
@@ -634,12 +661,21 @@ impl Machine for Coordinator {
                 Message::PartitionReply(reply) => {
                     self.with_engine(now, out, |e, ctx| e.on_reply(reply.from, reply.body, ctx))
                 }
+                Message::Batch(items) => {
+                    for item in items {
+                        // A request in a batch to a coordinator is a stray like one alone.
+                        if let Batched::Reply(reply) = item {
+                            self.with_engine(now, out, |e, ctx| e.on_reply(reply.from, reply.body, ctx))
+                        }
+                    }
+                }
                 Message::Role(msg) => self.with_engine(now, out, |e, ctx| e.on_role_message(env.from, msg, ctx)),
                 // Anything else is a stray (e.g. duplicated) message: drop it.
                 Message::ClientResponse(_) | Message::PartitionRequest(_) => {}
             },
         }
         self.process_events(now, out);
+        out.batch_sends(sent_before);
         if self.kept.len() >= KEPT_RECORDS_COMPACT_AT.max(2 * self.kept_compacted) {
             self.kept = self.engine.compact(std::mem::take(&mut self.kept));
             self.kept_compacted = self.kept.len();

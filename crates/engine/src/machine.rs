@@ -19,7 +19,7 @@
 //! A restarted machine is rebuilt by [`Machine::recover`] from its last snapshot and the records
 //! logged after it, before it sees any input. A crash loses unsynced records, and exactly those.
 
-use crate::message::{Addr, Envelope};
+use crate::message::{Addr, Envelope, Message};
 use litmus_core::{Error, Time};
 
 /// What arrives at a machine.
@@ -50,6 +50,48 @@ impl Effects {
     pub fn clear(&mut self) {
         self.persist.clear();
         self.send.clear();
+    }
+
+    /// Merges the partition requests and replies in `send[start..]` (one step's) that go from
+    /// the same sender to the same coordinator or partition into one [`Message::Batch`], at the
+    /// place of the first, keeping their order. Other messages, and a destination with one
+    /// message, are left as they are. Messages to one destination keep their order (a message
+    /// that does not batch closes the batch before it); messages to different destinations had
+    /// none to keep.
+    pub fn batch_sends(&mut self, start: usize) {
+        if self.send.len() <= start + 1 {
+            return;
+        }
+        let tail = self.send.split_off(start);
+        // (from, to) → index in `send` of the message (or batch) going there.
+        let mut slots: Vec<(Addr, Addr, usize)> = Vec::new();
+        for env in tail {
+            let batchable = matches!(env.to, Addr::Coordinator(_) | Addr::Partition(_))
+                && matches!(env.msg, Message::PartitionRequest(_) | Message::PartitionReply(_));
+            let slot = slots.iter().find(|(from, to, _)| *from == env.from && *to == env.to).map(|s| s.2);
+            match (batchable, slot) {
+                (true, Some(i)) => {
+                    let Ok(item) = env.msg.into_batched() else { unreachable!("checked batchable") };
+                    let first = &mut self.send[i].msg;
+                    if let Message::Batch(items) = first {
+                        items.push(item);
+                    } else {
+                        let prev = std::mem::replace(first, Message::Batch(Vec::new()));
+                        let Ok(prev) = prev.into_batched() else { unreachable!("only batchable messages get a slot") };
+                        *first = Message::Batch(vec![prev, item]);
+                    }
+                }
+                (true, None) => {
+                    slots.push((env.from, env.to, self.send.len()));
+                    self.send.push(env);
+                }
+                (false, _) => {
+                    // Later requests and replies must not overtake it: they start a new batch.
+                    slots.retain(|(from, to, _)| !(*from == env.from && *to == env.to));
+                    self.send.push(env)
+                }
+            }
+        }
     }
 }
 
@@ -84,5 +126,100 @@ pub trait Machine: Send {
     /// The machine itself, for checks that inspect its state (the simulator's tests downcast it).
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{Batched, ClientResponse, PartitionReply, PartitionRequest, Payload};
+    use litmus_core::{ClientId, NodeId, PartitionId, RequestId};
+
+    const COORD: Addr = Addr::Coordinator(NodeId(0));
+    const P0: Addr = Addr::Partition(PartitionId(0));
+    const P1: Addr = Addr::Partition(PartitionId(1));
+
+    fn request(to: Addr, n: u32) -> Envelope {
+        Envelope { from: COORD, to, msg: Message::PartitionRequest(PartitionRequest { body: Payload::new(n) }) }
+    }
+
+    fn reply(from: Addr, n: u32) -> Envelope {
+        let Addr::Partition(p) = from else { panic!("from a partition") };
+        Envelope { from, to: COORD, msg: Message::PartitionReply(PartitionReply { from: p, body: Payload::new(n) }) }
+    }
+
+    fn client(n: u64) -> Envelope {
+        let msg = Message::ClientResponse(ClientResponse {
+            id: RequestId(n),
+            result: Ok(crate::message::ResponseBody::Committed),
+        });
+        Envelope { from: COORD, to: Addr::Client(ClientId(1)), msg }
+    }
+
+    /// The numbers a message carries, in order (one for a single message, several for a batch).
+    fn numbers(env: &Envelope) -> Vec<u32> {
+        let body = |item: &Batched| match item {
+            Batched::Request(r) => r.body.clone().decode::<u32>().unwrap(),
+            Batched::Reply(r) => r.body.clone().decode::<u32>().unwrap(),
+        };
+        match &env.msg {
+            Message::Batch(items) => items.iter().map(body).collect(),
+            Message::PartitionRequest(r) => vec![r.body.clone().decode::<u32>().unwrap()],
+            Message::PartitionReply(r) => vec![r.body.clone().decode::<u32>().unwrap()],
+            Message::ClientResponse(r) => vec![r.id.0 as u32],
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    fn batched(send: Vec<Envelope>, start: usize) -> Vec<(Addr, Vec<u32>)> {
+        let mut out = Effects { persist: vec![], send };
+        out.batch_sends(start);
+        out.send.iter().map(|e| (e.to, numbers(e))).collect()
+    }
+
+    #[test]
+    fn one_message_per_destination_in_the_order_sent() {
+        let send = vec![request(P0, 1), request(P1, 2), request(P0, 3), client(9), request(P0, 4), request(P1, 5)];
+        let got = batched(send, 0);
+        assert_eq!(got, vec![(P0, vec![1, 3, 4]), (P1, vec![2, 5]), (Addr::Client(ClientId(1)), vec![9])]);
+    }
+
+    #[test]
+    fn a_lone_message_stays_a_plain_message() {
+        let mut out = Effects { persist: vec![], send: vec![request(P0, 1), request(P1, 2)] };
+        out.batch_sends(0);
+        assert!(out.send.iter().all(|e| matches!(e.msg, Message::PartitionRequest(_))), "{:?}", out.send);
+    }
+
+    #[test]
+    fn replies_of_one_partition_step_go_back_together() {
+        let got = batched(vec![reply(P0, 7), reply(P0, 8)], 0);
+        assert_eq!(got, vec![(COORD, vec![7, 8])]);
+        let mut out = Effects { persist: vec![], send: vec![reply(P0, 7), reply(P0, 8)] };
+        out.batch_sends(0);
+        assert!(matches!(&out.send[..], [Envelope { msg: Message::Batch(items), .. }] if items.len() == 2));
+    }
+
+    #[test]
+    fn messages_of_earlier_steps_are_left_alone() {
+        let got = batched(vec![request(P0, 1), request(P0, 2), request(P0, 3)], 1);
+        assert_eq!(got, vec![(P0, vec![1]), (P0, vec![2, 3])]);
+    }
+
+    #[test]
+    fn a_message_that_does_not_batch_is_not_overtaken() {
+        // A role message to a partition sits between two requests: the second must stay behind it.
+        let role = Envelope { from: COORD, to: P0, msg: Message::Role(Payload::new(5u32)) };
+        let mut out = Effects { persist: vec![], send: vec![request(P0, 1), request(P0, 2), role, request(P0, 3)] };
+        out.batch_sends(0);
+        let kinds: Vec<String> = out
+            .send
+            .iter()
+            .map(|e| match &e.msg {
+                Message::Role(_) => "role".to_string(),
+                _ => format!("{:?}", numbers(e)),
+            })
+            .collect();
+        assert_eq!(kinds, vec!["[1, 2]", "role", "[3]"]);
     }
 }

@@ -67,6 +67,31 @@ pub enum Message {
     /// Engine-defined traffic to, from or between the engine's own roles ([`Addr::Role`]), e.g.
     /// Omid's oracle requests, replies and replication. Coordinators hand it to their engine.
     Role(Payload),
+    /// Every partition request or reply one machine step sent to the same coordinator or
+    /// partition, in the order sent ([`crate::machine::Effects::batch_sends`]): a procedure's
+    /// operations issued together travel to each partition in one message, and the replies a
+    /// partition step produced for one coordinator go back in one (issue 13). The receiver
+    /// handles the items in order, as it would the messages one by one. Its items are not
+    /// messages, so a batch cannot nest.
+    Batch(Vec<Batched>),
+}
+
+/// One item of a [`Message::Batch`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Batched {
+    Request(PartitionRequest),
+    Reply(PartitionReply),
+}
+
+impl Message {
+    /// The message as a batch item, if it is one that batches (partition requests and replies).
+    pub fn into_batched(self) -> Result<Batched, Message> {
+        match self {
+            Message::PartitionRequest(r) => Ok(Batched::Request(r)),
+            Message::PartitionReply(r) => Ok(Batched::Reply(r)),
+            other => Err(other),
+        }
+    }
 }
 
 /// A request from a client session. `id` is unique per client and echoed in the response.

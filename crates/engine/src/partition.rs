@@ -13,7 +13,7 @@
 
 use crate::engine::{EngineKind, PartCtx, PartitionEngine};
 use crate::machine::{Effects, Input, Machine};
-use crate::message::{Addr, Message};
+use crate::message::{Addr, Batched, Message};
 use crate::procedure::Registry;
 use litmus_core::{Catalog, Error, PartitionId, Time};
 use litmus_storage::mvcc::MvccStore;
@@ -89,6 +89,7 @@ impl Machine for Partition {
     }
 
     fn step(&mut self, now: Time, input: Input, out: &mut Effects) {
+        let sent_before = out.send.len();
         let mut ctx = PartCtx {
             now,
             me: self.id,
@@ -103,12 +104,20 @@ impl Machine for Partition {
             Input::Tick => self.engine.on_tick(&mut ctx),
             // A partition receives nothing but requests; anything else is a stray message and
             // is dropped.
-            Input::Message(env) => {
-                if let Message::PartitionRequest(req) = env.msg {
-                    self.engine.on_request(env.from, req.body, &mut ctx)
+            Input::Message(env) => match env.msg {
+                Message::PartitionRequest(req) => self.engine.on_request(env.from, req.body, &mut ctx),
+                Message::Batch(items) => {
+                    for item in items {
+                        if let Batched::Request(req) = item {
+                            self.engine.on_request(env.from, req.body, &mut ctx)
+                        }
+                    }
                 }
-            }
+                _ => {}
+            },
         }
+        // The replies this step produced for one coordinator go back together.
+        out.batch_sends(sent_before);
     }
 
     fn snapshot(&mut self) -> Option<Vec<u8>> {

@@ -16,14 +16,36 @@ use litmus_core::{AbortReason, Error, Isolation, TxnId, Value};
 use litmus_engine::builtin::bank;
 use litmus_engine::engines::locking::coordinator::OP_RESEND_AFTER;
 use litmus_engine::engines::locking::{Reply, Request};
-use litmus_engine::message::{RequestBody, ResponseBody};
+use litmus_engine::message::{Batched, RequestBody, ResponseBody};
 use litmus_engine::op::{Op, OpResult};
-use litmus_engine::{Addr, EngineKind, Message};
+use litmus_engine::{Addr, Ctx, EngineKind, Message, Registry};
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 const PARTITIONS: u32 = 3;
 
+/// Accounts `read_all` reads: more than partitions, so some partition holds two.
+const READ_ALL: i64 = 8;
+
+/// The bank's procedures, and `read_all`: reads accounts `0..READ_ALL`, all operations issued
+/// at once, and returns the sum of their balances.
+fn registry() -> Registry {
+    let mut r = bank::registry();
+    r.register("read_all", vec![], |ctx: Ctx, _args: Vec<Value>| async move {
+        let reads: Vec<_> = (0..READ_ALL).map(|id| ctx.op(read(id))).collect();
+        let mut sum = 0;
+        for f in reads {
+            if let OpResult::Row(Some(row)) = f.await? {
+                sum += row[1].as_int().unwrap_or(0);
+            }
+        }
+        Ok(vec![Value::Int(sum)])
+    });
+    r
+}
+
 fn cluster() -> SyncCluster {
-    let mut c = SyncCluster::new(EngineKind::Acid, bank::catalog(), bank::registry(), PARTITIONS);
+    let mut c = SyncCluster::new(EngineKind::Acid, bank::catalog(), registry(), PARTITIONS);
     for id in 0..4 {
         c.proc(0, "bank_open", vec![Value::Int(id), Value::Int(100)]).unwrap();
     }
@@ -186,4 +208,67 @@ fn operations_of_a_unit_carry_the_incarnation_that_answered() {
     while c.deliver_one() {}
     c.call(1, RequestBody::Commit { txn: t }).unwrap();
     assert_eq!(balance(&mut c, 9), Some(70));
+}
+
+/// The operations `read_all` issues at once, per partition: one message each, a batch where
+/// a partition has several.
+fn read_all_requests(c: &mut SyncCluster) -> (u64, BTreeMap<Addr, usize>) {
+    let call = RequestBody::Call { procedure: "read_all".into(), args: vec![], retrying_for: Duration::ZERO };
+    let id = c.send(1, call);
+    while !c.queue.iter().any(|e| matches!(e.to, Addr::Partition(_))) {
+        assert!(c.deliver_one(), "the reads go out");
+    }
+    let mut per_partition: BTreeMap<Addr, usize> = BTreeMap::new();
+    for e in c.queue.iter().filter(|e| matches!(e.to, Addr::Partition(_))) {
+        let ops = match &e.msg {
+            Message::Batch(items) => items
+                .iter()
+                .filter(|i| matches!(i, Batched::Request(r) if matches!(r.body.peek::<Request>(), Some(Request::Op { .. }))))
+                .count(),
+            m if is_op_request(m) => 1,
+            _ => 0,
+        };
+        assert!(per_partition.insert(e.to, ops).is_none(), "a second message to {}", e.to);
+    }
+    (id, per_partition)
+}
+
+fn open_read_all_accounts(c: &mut SyncCluster) {
+    for id in 4..READ_ALL {
+        c.proc(0, "bank_open", vec![Value::Int(id), Value::Int(100)]).unwrap();
+    }
+}
+
+/// A procedure's operations issued together go to each partition in one message, and the
+/// replies of one partition step come back in one.
+#[test]
+fn operations_issued_together_travel_in_one_message_per_partition() {
+    let mut c = cluster();
+    open_read_all_accounts(&mut c);
+    let (id, per_partition) = read_all_requests(&mut c);
+    assert_eq!(per_partition.values().sum::<usize>(), READ_ALL as usize, "every read went out once");
+    assert!(per_partition.values().any(|&n| n > 1), "some partition got several reads: {per_partition:?}");
+    let mut replies = 0;
+    while let Some(e) = c.queue.front() {
+        if matches!(e.to, Addr::Coordinator(_)) && matches!(e.msg, Message::Batch(_)) {
+            replies += 1;
+        }
+        c.deliver_one();
+    }
+    assert!(replies > 0, "a partition answered its reads in one batch");
+    assert_eq!(c.response(1, id), Some(&Ok(ResponseBody::Returned(vec![Value::Int(100 * READ_ALL)]))));
+}
+
+/// A lost batch is a lost message of each operation in it: every one is resent and runs.
+#[test]
+fn a_lost_batch_of_operations_is_resent_and_runs() {
+    let mut c = cluster();
+    open_read_all_accounts(&mut c);
+    let (id, _) = read_all_requests(&mut c);
+    let lost = c.queue.iter().position(|e| matches!(e.msg, Message::Batch(_))).expect("a batch of reads");
+    c.queue.remove(lost);
+    while c.deliver_one() {}
+    assert!(c.response(1, id).is_none(), "the batch was lost: nothing answers the call yet");
+    wait_out_resend(&mut c);
+    assert_eq!(c.response(1, id), Some(&Ok(ResponseBody::Returned(vec![Value::Int(100 * READ_ALL)]))));
 }

@@ -77,6 +77,21 @@ pub fn step_key(to: Addr, input: &Input) -> String {
                 key.push_str("role ");
                 first_word(&mut key, p);
             }
+            // Named by its first item: "partition batch request Op".
+            Message::Batch(items) => {
+                key.push_str("batch ");
+                match items.first() {
+                    Some(litmus_engine::message::Batched::Request(r)) => {
+                        key.push_str("request ");
+                        first_word(&mut key, &r.body);
+                    }
+                    Some(litmus_engine::message::Batched::Reply(r)) => {
+                        key.push_str("reply ");
+                        first_word(&mut key, &r.body);
+                    }
+                    None => key.push_str("empty"),
+                }
+            }
         },
     }
     key
