@@ -77,24 +77,38 @@ pub fn step_key(to: Addr, input: &Input) -> String {
                 key.push_str("role ");
                 first_word(&mut key, p);
             }
-            // Named by its first item: "partition batch request Op".
-            Message::Batch(items) => {
-                key.push_str("batch ");
-                match items.first() {
-                    Some(litmus_engine::message::Batched::Request(r)) => {
-                        key.push_str("request ");
-                        first_word(&mut key, &r.body);
-                    }
-                    Some(litmus_engine::message::Batched::Reply(r)) => {
-                        key.push_str("reply ");
-                        first_word(&mut key, &r.body);
-                    }
-                    None => key.push_str("empty"),
-                }
-            }
+            // A batch is named by its items (`step_keys`); as one step, "<role> batch".
+            Message::Batch(_) => key.push_str("batch"),
         },
     }
     key
+}
+
+/// The names of what one step handles: one [`step_key`], or for a [`Message::Batch`] one per
+/// item, named as if it had arrived alone ("partition request Op" for each operation of a
+/// batch). A batch's cost is its items' costs: the simulator charges their sum, and `litmus
+/// calibrate` splits a batch step's measured time evenly over them, so the cost tables stay
+/// per message kind and mean the same with or without batching.
+pub fn step_keys(to: Addr, input: &Input) -> Vec<String> {
+    let Input::Message(env) = input else { return vec![step_key(to, input)] };
+    let Message::Batch(items) = &env.msg else { return vec![step_key(to, input)] };
+    items
+        .iter()
+        .map(|item| {
+            let mut key = role_of(to);
+            match item {
+                litmus_engine::message::Batched::Request(r) => {
+                    key.push_str(" request ");
+                    first_word(&mut key, &r.body);
+                }
+                litmus_engine::message::Batched::Reply(r) => {
+                    key.push_str(" reply ");
+                    first_word(&mut key, &r.body);
+                }
+            }
+            key
+        })
+        .collect()
 }
 
 /// Appends the first identifier of `v`'s `Debug` form (an enum's variant name), stopping the
@@ -400,6 +414,32 @@ mod tests {
         assert_eq!(step_key(p, &req(Req::Commit(3))), "partition request Commit");
         assert_eq!(step_key(Addr::Coordinator(NodeId(2)), &Input::Tick), "coordinator tick");
         assert_eq!(step_key(Addr::Role(litmus_engine::RoleId(0)), &Input::Tick), "role0 tick");
+    }
+
+    /// A batch is its items: each named as if it had arrived alone, so the simulator charges the
+    /// sum of their measured costs (a batch named as one step fell back to the role's mean).
+    #[test]
+    fn a_batch_steps_as_its_items() {
+        use litmus_engine::message::Batched;
+        let p = Addr::Partition(PartitionId(1));
+        let item = |r: Req| Batched::Request(PartitionRequest { body: Payload::new(r) });
+        let batch = env(Message::Batch(vec![item(Req::Prepare { txn: 7 }), item(Req::Commit(3))]));
+        assert_eq!(step_keys(p, &batch), ["partition request Prepare", "partition request Commit"]);
+        assert_eq!(step_key(p, &batch), "partition batch");
+        let alone = env(Message::PartitionRequest(PartitionRequest { body: Payload::new(Req::Commit(3)) }));
+        assert_eq!(step_keys(p, &alone), [step_key(p, &alone)]);
+        assert_eq!(step_keys(p, &Input::Tick), ["partition tick"]);
+        let t = table(&[(
+            "a",
+            &[
+                ("partition request Prepare", 1_000.0, 1),
+                ("partition request Commit", 3_000.0, 1),
+                (RUNTIME_OVERHEAD_KEY, 5.0, 1),
+            ],
+        )]);
+        let mut r = t.resolver("a");
+        let charged: u64 = step_keys(p, &batch).into_iter().map(|k| r.step_ns(k)).sum();
+        assert_eq!(charged, 4_010, "both items and each one's runtime overhead");
     }
 
     /// Per engine, (key, ns, n).

@@ -177,13 +177,17 @@ impl Host {
         match self.profile.as_mut().filter(|_| self.profiling) {
             None => slot.machine.step(now, input, &mut self.scratch),
             Some(profile) => {
-                let key = crate::cost::step_key(to, &input);
+                let keys = crate::cost::step_keys(to, &input);
                 let t0 = crate::cost::thread_cpu_ns().unwrap_or(0);
                 slot.machine.step(now, input, &mut self.scratch);
                 let ns = crate::cost::thread_cpu_ns().unwrap_or(0).saturating_sub(t0);
-                let e = profile.steps.entry(key).or_default();
-                e.0 += 1;
-                e.1 += ns;
+                // A batch's time, split evenly over its items (`cost::step_keys`).
+                let share = ns / keys.len().max(1) as u64;
+                for key in keys {
+                    let e = profile.steps.entry(key).or_default();
+                    e.0 += 1;
+                    e.1 += share;
+                }
             }
         }
         if !self.scratch.persist.is_empty() {
