@@ -211,7 +211,7 @@ impl GranolaPartition {
     /// stayed behind as a lone tombstone, which each later Delivery's scan for the district's
     /// oldest order walked again (the scan grew with the run, and so did the memory).
     fn put(&mut self, store: &mut MvccStore, w: FragmentWrite) {
-        if w.row.is_none() && !store.latest(w.table, &w.key).is_some_and(|(_, r)| r.is_some()) {
+        if w.row.is_none() && store.latest(w.table, &w.key).is_none_or(|(_, r)| r.is_none()) {
             return; // deleting a missing row changes nothing
         }
         self.d.version = self.d.version.next();
