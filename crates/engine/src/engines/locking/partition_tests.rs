@@ -245,7 +245,7 @@ fn rule5e_an_accepted_base_transaction_wounds_a_younger_idle_blocker() {
     h.op_as(a, 0, OpKind::Delete { key: key(1) }, true);
     assert!(h.results(a).is_empty(), "a waits for b");
     // b's node keeps talking (readers of account 2): b is idle, not its node silent.
-    let mut talk = |h: &mut H, d: Duration| {
+    let talk = |h: &mut H, d: Duration| {
         for i in 0..(d.as_millis() / 10) as u64 {
             h.op(txn(1, 100 + h.now.as_nanos() / 1_000_000 + i), 0, OpKind::Read { key: key(2) });
             h.tick(Duration::from_millis(10));
