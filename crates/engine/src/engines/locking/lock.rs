@@ -118,7 +118,8 @@
 //! first did, aborted a TPC-C New-Order whenever an accepted Payment's `w_ytd` update met its
 //! `w_tax` read, a lock held for one round trip.) The cycle argument above holds with "dies"
 //! read as "is wounded". ACID requests still wait for BASE locks in FIFO order, as in Salt
-//! Fig. 3.
+//! Fig. 3. (The partition adds rule 5e: after a longer wait it wounds younger blockers too,
+//! `LockingPartition::wound_victims`; see the locking module's doc.)
 //!
 //! **Rule 5c — local deadlocks are broken at once.** When a request starts waiting, the caller
 //! asks [`LockManager::deadlock_victim`] whether the waits in this lock table now form a cycle

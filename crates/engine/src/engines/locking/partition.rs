@@ -121,6 +121,9 @@ struct Parked {
     /// An accepted BASE transaction's operation that has wounded the older transactions it
     /// waits for (rule 5b, once the patience ran out); the sweep repeats the wounds.
     wounded: bool,
+    /// Rule 5e: it has waited [`RUNNING_WITHIN`] and wounded every mortal transaction it waits
+    /// for, younger ones too; the sweep repeats these wounds as well.
+    wounded_all: bool,
     /// It waits for a queue anchor ([`LockingPartition::queue_head`]): rule 5a's exception
     /// ([`LockingPartition::blockers_running`]) applies.
     on_anchor: bool,
@@ -495,6 +498,7 @@ impl LockingPartition {
             narrowed,
             waiting_since,
             wounded: false,
+            wounded_all: false,
             on_anchor: false,
         };
         self.advance(parked, ctx);
@@ -524,6 +528,7 @@ impl LockingPartition {
                     }
                     p.waiting_since = ctx.now;
                     p.wounded = false;
+                    p.wounded_all = false;
                     p.on_anchor = table == QUEUE_ANCHORS;
                     let txn = p.unit.txn;
                     self.parked.insert(token, p);
@@ -551,19 +556,24 @@ impl LockingPartition {
         // Per transaction with an overdue operation: when the earliest began waiting, and for
         // mortal ones whether they all wait for queue anchors (rule 5a's exception).
         let mut overdue: Vec<(TxnId, bool, Time)> = Vec::new();
-        let mut wound: Vec<(TxnId, Time)> = Vec::new();
+        let mut wound: Vec<(TxnId, Time, bool)> = Vec::new();
         for p in self.parked.values_mut() {
             let txn = p.unit.txn;
             if ctx.now.saturating_sub(p.waiting_since) < LOCK_WAIT_PATIENCE {
                 continue;
             }
             if self.txns.get(&txn).is_some_and(|t| t.class.immortal) {
-                if p.wounded {
+                // Rule 5e: past `RUNNING_WITHIN`, younger mortal blockers are wounded too.
+                let all = ctx.now.saturating_sub(p.waiting_since) >= RUNNING_WITHIN;
+                if p.wounded && (p.wounded_all || !all) {
                     continue;
                 }
-                match wound.iter_mut().find(|(t, _)| *t == txn) {
-                    Some(w) => w.1 = w.1.min(p.waiting_since),
-                    None => wound.push((txn, p.waiting_since)),
+                match wound.iter_mut().find(|(t, _, _)| *t == txn) {
+                    Some(w) => {
+                        w.1 = w.1.min(p.waiting_since);
+                        w.2 |= all;
+                    }
+                    None => wound.push((txn, p.waiting_since, all)),
                 }
             } else if let Some(o) = overdue.iter_mut().find(|(t, _, _)| *t == txn) {
                 o.1 &= p.on_anchor;
@@ -573,7 +583,7 @@ impl LockingPartition {
                 overdue.push((txn, p.on_anchor, p.waiting_since));
             }
         }
-        for (txn, since) in wound {
+        for (txn, since, all) in wound {
             // Rule 5d: a deadlock through it here is broken by its own victim (rule 5c's
             // choice), not by wounding whoever is older: the wound fell on the older mortal
             // transaction in the way while a younger mortal member of the cycle was due to die
@@ -595,8 +605,9 @@ impl LockingPartition {
             }
             for p in self.parked.values_mut().filter(|p| p.unit.txn == txn) {
                 p.wounded = true;
+                p.wounded_all |= all;
             }
-            self.wound_blockers(txn, ctx);
+            self.wound_blockers(txn, all, ctx);
         }
         for (txn, on_anchor, since) in overdue {
             // An abort earlier in this loop may have cleared its way (its waits-for set only
@@ -649,16 +660,22 @@ impl LockingPartition {
     /// transactions are accepted when their first subtransaction commits, §6.1), which is what
     /// a partition that saw only its earlier operations knows.
     fn waits_only_for_immortals(&self, txn: TxnId) -> bool {
-        let accepted =
-            |b: &TxnId| self.txns.get(b).is_some_and(|t| t.class.immortal) || self.state.saline.contains_key(b);
-        self.locks.waits_for_set(txn).is_some_and(|set| !set.is_empty() && set.iter().all(accepted))
+        self.locks.waits_for_set(txn).is_some_and(|set| !set.is_empty() && set.iter().all(|b| self.accepted(*b)))
+    }
+
+    /// An accepted BASE transaction, as far as this partition knows: immortal by its latest
+    /// operation here, or holding saline locks here (a committed subtransaction; BASE
+    /// transactions are accepted when their first subtransaction commits, §6.1).
+    fn accepted(&self, txn: TxnId) -> bool {
+        self.txns.get(&txn).is_some_and(|t| t.class.immortal) || self.state.saline.contains_key(&txn)
     }
 
     /// Rule 5a's exception, for waits on queue anchors and on accepted BASE transactions: every transaction `txn` waits for is
     /// *alive*, so `txn` keeps waiting past its patience instead of dying.
     /// Alive is *working here* — an operation of it ran here within [`RUNNING_WITHIN`], it has
-    /// not prepared, and none of its operations waits here — or waiting here only for alive
-    /// transactions, looking at most at [`ALIVE_VISITS_MAX`] transactions of the waits-for
+    /// not prepared, and none of its operations waits here — or being an accepted BASE
+    /// transaction (the anchor clause: it cannot abort, and rule 5e breaks a cycle through it
+    /// by wounding, [`Self::wound_victims`]), or waiting here only for alive transactions, looking at most at [`ALIVE_VISITS_MAX`] transactions of the waits-for
     /// graph (a queue: each waits for the ones ahead, the head works). One on a deadlock cycle
     /// sends no operation, so it stops counting [`RUNNING_WITHIN`] after its last one at the
     /// latest, and every path from an alive transaction ends at a working one (a transaction
@@ -706,7 +723,11 @@ impl LockingPartition {
         if memo.len() >= ALIVE_VISITS_MAX {
             return false;
         }
-        let alive = if self.locks.is_waiting(txn) {
+        let alive = if since.is_none() && self.accepted(txn) {
+            // Rule 5a's anchor clause: an accepted BASE transaction ends without aborting, and
+            // rule 5e breaks any cycle through it (see `blockers_running`).
+            true
+        } else if self.locks.is_waiting(txn) {
             memo.insert(txn, false); // on the path: a cycle back here is not alive
             self.waits_for_alive(txn, now, since, memo)
         } else {
@@ -738,10 +759,25 @@ impl LockingPartition {
     }
 
     /// Lock rule 5b: tell the coordinators of the older transactions an accepted BASE
-    /// transaction waits for to abort them.
-    fn wound_blockers(&self, txn: TxnId, ctx: &mut PartCtx) {
-        for victim in self.locks.wound_targets(txn) {
+    /// transaction waits for to abort them; with `all` (rule 5e), of every transaction it
+    /// waits for that can still abort, younger ones too.
+    fn wound_blockers(&self, txn: TxnId, all: bool, ctx: &mut PartCtx) {
+        for victim in self.wound_victims(txn, all) {
             ctx.reply(Addr::Coordinator(victim.node), Reply::Wound { txn: victim });
+        }
+    }
+
+    /// Whom [`Self::wound_blockers`] wounds: rule 5b, the older transactions `txn` waits for;
+    /// rule 5e (`all`, once it has waited [`RUNNING_WITHIN`]), every one it waits for that is
+    /// not an accepted BASE transaction (those cannot abort; rule 5d handles cycles of them).
+    fn wound_victims(&self, txn: TxnId, all: bool) -> Vec<TxnId> {
+        if !all {
+            return self.locks.wound_targets(txn);
+        }
+        let accepted = |b: &TxnId| self.accepted(*b);
+        match self.locks.waits_for_set(txn) {
+            Some(set) => set.into_iter().filter(|b| *b != txn && !accepted(b)).collect(),
+            None => self.locks.wound_targets(txn),
         }
     }
 
@@ -1118,9 +1154,13 @@ impl LockingPartition {
             }
         }
         // Wounds may be lost: repeat them while an accepted BASE transaction still waits.
-        let waiting: BTreeSet<TxnId> = self.parked.values().filter(|p| p.wounded).map(|p| p.unit.txn).collect();
-        for txn in waiting {
-            self.wound_blockers(txn, ctx);
+        let waiting: BTreeMap<TxnId, bool> =
+            self.parked.values().filter(|p| p.wounded).fold(BTreeMap::new(), |mut m, p| {
+                *m.entry(p.unit.txn).or_insert(false) |= p.wounded_all;
+                m
+            });
+        for (txn, all) in waiting {
+            self.wound_blockers(txn, all, ctx);
         }
         let orphans: Vec<TxnId> = self
             .txns

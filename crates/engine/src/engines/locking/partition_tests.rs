@@ -136,11 +136,11 @@ impl H {
     }
 }
 
-/// Accounts 10..13 used as a queue on one partition: `a` (node 0) consumes the head while `b`
+/// Accounts 10..13 used as a queue on one partition (30 and 31 are outside it): `a` (node 0) consumes the head while `b`
 /// (node 1) waits for it, so the table is learnt as a queue; `b` then holds the anchor with
 /// head 11, and `c` (node 0, youngest) queues behind it on the anchor. Returns `(b, c)`.
 fn consumer_of_node_1_holds_the_anchor() -> (H, TxnId, TxnId) {
-    let mut h = H::new(&[10, 11, 12, 13]);
+    let mut h = H::new(&[10, 11, 12, 13, 30, 31]);
     let (a, b, c) = (txn(0, 1), txn(1, 2), txn(0, 3));
     h.head(a, 0);
     h.op(a, 1, OpKind::Delete { key: key(10) });
@@ -204,4 +204,56 @@ fn rule5d_a_deadlock_of_accepted_base_transactions_is_broken() {
     h.tick(4 * LOCK_WAIT_PATIENCE);
     assert!(h.died(b), "the younger one's waiting operation aborts: {:?}", h.results(b));
     assert!(!h.died(a), "{:?}", h.results(a));
+}
+
+/// Lock rule 5a's anchor clause: a consumer queued on an anchor keeps waiting behind a holder
+/// that waits only for an accepted BASE transaction, however long that one is idle here: it
+/// ends without aborting, and rule 5e breaks any cycle through it. Under `salt` at 128 TPC-C
+/// clients, a Delivery holding a district's anchor waited for an accepted New-Order's saline
+/// read of a customer while the New-Order waited at another partition; every Delivery queued
+/// behind it (16 and 28 at once) died and retried into the same queue (issue 20).
+#[test]
+fn rule5a_anchor_waiter_outlasts_a_holder_waiting_for_an_accepted_base_transaction() {
+    let (mut h, b, c) = consumer_of_node_1_holds_the_anchor();
+    let n = txn(2, 6); // younger than b: b never dies for it
+    h.op_as(n, 0, OpKind::Delete { key: key(30) }, true);
+    h.op(b, 1, OpKind::Read { key: key(30) });
+    assert_eq!(h.results(b).len(), 1, "b waits for n: {:?}", h.results(b));
+    // Every node keeps talking (readers of account 31), so no holder counts as silent.
+    let rounds = ((RUNNING_WITHIN + 4 * LOCK_WAIT_PATIENCE).as_millis() / 20) as u64;
+    for i in 0..rounds {
+        for node in 0..3 {
+            h.op(txn(node, 100 + i), 0, OpKind::Read { key: key(31) });
+        }
+        h.tick(Duration::from_millis(20));
+    }
+    assert!(h.results(c).is_empty(), "c waits behind b, which waits for accepted n: {:?}", h.results(c));
+    assert!(!h.died(b), "{:?}", h.results(b));
+}
+
+/// Lock rule 5e: an accepted BASE transaction that has waited [`RUNNING_WITHIN`] wounds every
+/// transaction it waits for that can still abort and is not working here, younger ones too
+/// (rule 5b wounds only older ones, after the patience). Rule 5a's anchor clause lets a queue
+/// wait behind accepted BASE transactions because of this: a cycle through one, which no
+/// partition sees whole, is broken by its wound.
+#[test]
+fn rule5e_an_accepted_base_transaction_wounds_a_younger_idle_blocker() {
+    let mut h = H::new(&[1, 2]);
+    let (a, b) = (txn(0, 1), txn(1, 2));
+    h.op(b, 0, OpKind::Delete { key: key(1) });
+    h.tick(TICK);
+    h.op_as(a, 0, OpKind::Delete { key: key(1) }, true);
+    assert!(h.results(a).is_empty(), "a waits for b");
+    // b's node keeps talking (readers of account 2): b is idle, not its node silent.
+    let talk = |h: &mut H, d: Duration| {
+        for i in 0..(d.as_millis() / 10) as u64 {
+            h.op(txn(1, 100 + h.now.as_nanos() / 1_000_000 + i), 0, OpKind::Read { key: key(2) });
+            h.tick(Duration::from_millis(10));
+        }
+    };
+    talk(&mut h, RUNNING_WITHIN - 2 * LOCK_WAIT_PATIENCE);
+    assert!(h.wounds.is_empty(), "b is younger: rule 5b spares it: {:?}", h.wounds);
+    talk(&mut h, 4 * LOCK_WAIT_PATIENCE);
+    assert!(h.wounds.contains(&b), "past RUNNING_WITHIN, a wounds b: {:?}", h.wounds);
+    assert!(!h.wounds.contains(&a), "{:?}", h.wounds);
 }
