@@ -15,6 +15,7 @@ mod due;
 pub mod embedded;
 pub mod host;
 pub mod latency;
+pub mod ports;
 pub mod sim;
 pub mod tcp;
 pub mod tls;

@@ -9,20 +9,7 @@ use std::io::{Read, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A port nothing listens on, never the same one twice in this process: the tests run in
-/// parallel, and a port the kernel hands out again before the first test's server bound it
-/// put two tests' servers on one port (a client then met the other test's CA: `UnknownIssuer`).
-fn free_port() -> u16 {
-    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let mut handed_out = HANDED_OUT.lock().unwrap();
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        if !handed_out.contains(&port) {
-            handed_out.push(port);
-            return port;
-        }
-    }
-}
+use litmus_runtime::ports::free_port;
 
 fn connect_retry(addr: &str) -> TcpTransport {
     for _ in 0..100 {

@@ -8,19 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 
 pub const LITMUS: &str = env!("CARGO_BIN_EXE_litmus");
 
-/// A port nothing listens on, never the same one twice in this process (the tests run in
-/// parallel, and the kernel may hand a port out again before the first test's server bound it).
-pub fn free_port() -> u16 {
-    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let mut handed_out = HANDED_OUT.lock().unwrap();
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        if !handed_out.contains(&port) {
-            handed_out.push(port);
-            return port;
-        }
-    }
-}
+pub use litmus_runtime::ports::free_port;
 
 /// A server process, killed (`kill -9`) and reaped when dropped.
 pub struct Server(pub Child);
