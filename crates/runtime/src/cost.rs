@@ -65,14 +65,8 @@ pub fn step_key(to: Addr, input: &Input) -> String {
                 }
             },
             Message::ClientResponse(_) => key.push_str("response"),
-            Message::PartitionRequest(r) => {
-                key.push_str("request ");
-                first_word(&mut key, &r.body);
-            }
-            Message::PartitionReply(r) => {
-                key.push_str("reply ");
-                first_word(&mut key, &r.body);
-            }
+            Message::PartitionRequest(r) => push_kind(&mut key, "request", &r.body),
+            Message::PartitionReply(r) => push_kind(&mut key, "reply", &r.body),
             Message::Role(p) => {
                 key.push_str("role ");
                 first_word(&mut key, p);
@@ -95,20 +89,23 @@ pub fn step_keys(to: Addr, input: &Input) -> Vec<String> {
     items
         .iter()
         .map(|item| {
+            // The same name the item gets as a message of its own (`step_key`).
             let mut key = role_of(to);
+            key.push(' ');
             match item {
-                litmus_engine::message::Batched::Request(r) => {
-                    key.push_str(" request ");
-                    first_word(&mut key, &r.body);
-                }
-                litmus_engine::message::Batched::Reply(r) => {
-                    key.push_str(" reply ");
-                    first_word(&mut key, &r.body);
-                }
+                litmus_engine::message::Batched::Request(r) => push_kind(&mut key, "request", &r.body),
+                litmus_engine::message::Batched::Reply(r) => push_kind(&mut key, "reply", &r.body),
             }
             key
         })
         .collect()
+}
+
+/// Appends `"<kind> <payload variant>"`, e.g. "request Prepare".
+fn push_kind(key: &mut String, kind: &str, body: &dyn std::fmt::Debug) {
+    key.push_str(kind);
+    key.push(' ');
+    first_word(key, body);
 }
 
 /// Appends the first identifier of `v`'s `Debug` form (an enum's variant name), stopping the

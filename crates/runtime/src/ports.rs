@@ -21,15 +21,3 @@ pub fn free_port() -> u16 {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn no_port_is_handed_out_twice() {
-        let ports: Vec<u16> = (0..200).map(|_| super::free_port()).collect();
-        let mut unique = ports.clone();
-        unique.sort();
-        unique.dedup();
-        assert_eq!(unique.len(), ports.len());
-    }
-}
