@@ -542,8 +542,16 @@ fn run_embedded(
         }
         Some(Cost { msgs: cluster.messages_total(), log_bytes: cluster.log_bytes_total() })
     };
-    // Benchmark client i on node i mod nodes, as in the simulator (`--home-routing`).
-    let session = |i: usize| Ok(Client::new(Box::new(cluster.transport_for(i as u64))));
+    // Benchmark client i on its home partition's node when the workload gives it one, else on
+    // node i mod nodes, as in the simulator (`--home-routing`).
+    let topology = Topology::new(cfg.nodes, cfg.partitions)?;
+    let session = |i: usize| {
+        let transport = match workload.home_partition(i as u64, cfg.partitions) {
+            Some(p) => cluster.transport_on(topology.node_of(p)),
+            None => cluster.transport_for(i as u64),
+        };
+        Ok(Client::new(Box::new(transport)))
+    };
     let report = drive(cfg, workload, &mut attach, Some(&session), &counters);
     cluster.shutdown().context("a cluster worker failed")?;
     report

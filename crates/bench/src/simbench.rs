@@ -310,7 +310,13 @@ pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchRe
         seed: cfg.seed,
     };
     let wall = Instant::now();
-    let sim = Simulator::new(spec, sim_config(cfg, &settings, Arc::new(table))?)?;
+    let mut sim_cfg = sim_config(cfg, &settings, Arc::new(table))?;
+    // Each client on its home partition's node, as the embedded harness attaches it.
+    sim_cfg.client_nodes = (0..cfg.clients as u64)
+        .map(|i| workload.home_partition(i, cfg.partitions).map(|p| spec.topology.node_of(p)))
+        .collect::<Option<Vec<_>>>()
+        .unwrap_or_default();
+    let sim = Simulator::new(spec, sim_cfg)?;
     let sim = Arc::new(Mutex::new(sim));
     let mut clients = || Ok(Client::new(Box::new(SimTransport { sim: sim.clone() })));
     workload.prepare(&mut clients).with_context(|| format!("prepare {} (simulated)", workload.name()))?;

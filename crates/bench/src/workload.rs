@@ -33,7 +33,7 @@
 use crate::history::MicroOp;
 use crate::mix::MixSpec;
 use litmus_client::Client;
-use litmus_core::{Catalog, Error, Value};
+use litmus_core::{Catalog, Error, PartitionId, Value};
 use litmus_engine::Registry;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -65,6 +65,15 @@ pub trait Workload: Send + Sync {
     fn generate_kind(&self, kind: &'static str, rng: &mut ChaCha8Rng) -> TxnRequest {
         let _ = kind;
         self.generate(rng)
+    }
+
+    /// The partition client `client`'s transactions start at, when the workload gives each
+    /// client a home (a TPC-C terminal's warehouse, clause 2.4.1.1). The harness and the simulated
+    /// bench attach such a client to the coordinator on that partition's node, as a deployment
+    /// routes a terminal to the server holding its data; `None` attaches round robin.
+    fn home_partition(&self, client: u64, partitions: u32) -> Option<PartitionId> {
+        let _ = (client, partitions);
+        None
     }
 
     /// The mix the workload defines, if any: the report gives the completed share of each kind

@@ -36,6 +36,11 @@ impl ClientSession {
         Addr::Client(self.id)
     }
 
+    /// The coordinator this session sends its requests to.
+    pub fn coordinator(&self) -> Addr {
+        self.coordinator
+    }
+
     pub fn outstanding(&self) -> usize {
         self.outstanding.len()
     }

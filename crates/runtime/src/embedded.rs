@@ -26,7 +26,7 @@ use crate::due::Due;
 use crate::host::Host;
 use crate::topology::ClusterSpec;
 use crate::transport::Transport;
-use litmus_core::{ClientId, Error, InvalidInput, Time};
+use litmus_core::{ClientId, Error, InvalidInput, NodeId, Time};
 use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::{Addr, ClientSession, Envelope, Input, Machine, Message};
 use litmus_storage::wal::FsyncPolicy;
@@ -431,11 +431,18 @@ impl EmbeddedCluster {
         self.session(Some(client))
     }
 
+    /// A new client session attached to the coordinator of `node` (a client whose data lives
+    /// there, [`crate::topology::Topology::node_of`]); a node outside the cluster wraps around.
+    pub fn transport_on(&self, node: NodeId) -> EmbeddedTransport {
+        self.session(Some(u64::from(node.0)))
+    }
+
     fn session(&self, client: Option<u64>) -> EmbeddedTransport {
         let n = self.next_client.fetch_add(1, Ordering::Relaxed);
         let id = ClientId(n);
         let rx = Arc::new(Mailbox::new());
         self.router.clients.write().expect("clients lock").insert(id, rx.clone());
+        // `coordinator_for(k)` is node `k mod nodes`: a node id picks its own coordinator.
         let coordinator = self.router.spec_topology.coordinator_for(client.unwrap_or(n));
         EmbeddedTransport {
             session: ClientSession::new(id, coordinator, self.request_timeout),
@@ -703,5 +710,24 @@ mod tests {
         // the two coordinators.
         assert_eq!(placed, [0, 0, 0, 1, 1, 1]);
         assert_eq!(worker_placement(addrs.into_iter(), 3), [0, 0, 2, 1, 1, 0]);
+    }
+
+    #[test]
+    fn a_session_on_a_node_talks_to_that_nodes_coordinator() {
+        let spec = ClusterSpec {
+            engine: litmus_engine::EngineKind::Acid,
+            topology: crate::Topology::new(3, 6).unwrap(),
+            catalog: Arc::new(litmus_engine::builtin::catalog()),
+            registry: Arc::new(litmus_engine::builtin::registry()),
+            seed: 1,
+        };
+        let cluster = EmbeddedCluster::start(spec, EmbeddedConfig::default()).unwrap();
+        let to = |t: EmbeddedTransport| t.session.coordinator();
+        for n in 0..3 {
+            assert_eq!(to(cluster.transport_on(NodeId(n))), Addr::Coordinator(NodeId(n)));
+        }
+        // Round robin by session for the others, whatever sessions came before.
+        assert_eq!(to(cluster.transport()), Addr::Coordinator(NodeId(0)));
+        assert_eq!(to(cluster.transport()), Addr::Coordinator(NodeId(1)));
     }
 }

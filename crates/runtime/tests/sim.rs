@@ -1,8 +1,9 @@
 //! Simulation runs: many seeds, every fault on, every acknowledged write must survive.
 //! A failure prints the seed; replay with `litmus sim --seed N`.
 
+use litmus_core::NodeId;
 use litmus_engine::engine::Guarantee;
-use litmus_engine::{builtin, EngineKind};
+use litmus_engine::{builtin, Addr, EngineKind};
 use litmus_runtime::sim::workload::AckedWrites;
 use litmus_runtime::sim::{SimConfig, Simulator};
 use litmus_runtime::{ClusterSpec, Topology};
@@ -34,6 +35,16 @@ fn run_engine(engine: EngineKind, seed: u64, cfg: SimConfig) -> (litmus_runtime:
         Ok(report) => (report, driver.acked()),
         Err(e) => panic!("seed {seed} failed: {e}\nreplay: litmus sim --seed {seed} --faults --engine {engine}"),
     }
+}
+
+#[test]
+fn clients_attach_to_the_nodes_they_are_given_and_the_rest_round_robin() {
+    let cfg = SimConfig { clients: 4, client_nodes: vec![NodeId(2), NodeId(2)], ..SimConfig::new(1) };
+    let sim = Simulator::new(spec(EngineKind::Nocc, 1, 3, 6), cfg).unwrap();
+    let nodes: Vec<_> = (0..5).map(|i| sim.coordinator_of(i).unwrap()).collect();
+    let c = |n| Addr::Coordinator(NodeId(n));
+    // Clients 0 and 1 as given; 2, 3 and the verifier (client 4) by number.
+    assert_eq!(nodes, [c(2), c(2), c(2), c(0), c(1)]);
 }
 
 #[test]

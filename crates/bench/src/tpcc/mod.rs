@@ -51,8 +51,15 @@
 //! [`COMMIT_BOUND`] (30 s) stops the run naming it. So the completed mix is the deck's, and
 //! every report says so on its `mix:` line (or that it is below the minimums), with `tpmC`
 //! and each type's 90th-percentile response time against clause 5.2.5.4's limits
-//! ([`crate::mix`]). The simulator draws types at random (45/43/4/4/4, [`TxnType::pick`]). The
-//! home warehouse and district are uniform. New-Order: customer NURand(1023, 1, 3000), 5–15
+//! ([`crate::mix`]). The simulator draws types at random (45/43/4/4/4, [`TxnType::pick`]).
+//! Each terminal has a fixed home warehouse (clause 2.4.1.1; [`Tpcc::terminal`]): terminal `i`
+//! (the client whose random stream is `i`) belongs to warehouse `(i mod W) + 1`, so the terminals
+//! spread evenly over the warehouses, and the harness attaches it to the coordinator on that
+//! warehouse's node ([`Workload::home_partition`]), as a deployment routes a terminal to the
+//! server holding its warehouse. Its Stock-Level district is fixed too (clause 2.8.1.2), one per
+//! terminal of the warehouse in turn; the other types' districts are uniform. Transactions drawn
+//! outside a terminal ([`Workload::generate`], the fault simulations) take a uniform home.
+//! New-Order: customer NURand(1023, 1, 3000), 5–15
 //! distinct items NURand(8191, 1, 100000), 1% of lines supplied by another warehouse, quantity
 //! 1–10, and 1% of New-Orders name an unused item (id `items + 1`) and roll back as a user
 //! abort (the harness counts it under `user aborts`, not as a failure; `verify` fails only on
@@ -285,7 +292,7 @@ pub mod txns;
 use crate::mix::{KindMix, MixSpec};
 use crate::workload::{RetryPolicy, RunStats, TxnRequest, Workload};
 use litmus_client::Client;
-use litmus_core::{Catalog, Decimal, Error, InvalidInput, Row, Value};
+use litmus_core::{Catalog, Decimal, Error, InvalidInput, PartitionId, Row, Value};
 use litmus_engine::Registry;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -315,6 +322,15 @@ pub const KIND_PAYMENT: &str = "payment";
 pub const KIND_ORDER_STATUS: &str = "order-status";
 pub const KIND_DELIVERY: &str = "delivery";
 pub const KIND_STOCK_LEVEL: &str = "stock-level";
+
+/// A terminal's constant inputs ([`Tpcc::terminal`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Terminal {
+    /// The home warehouse.
+    pub w: u64,
+    /// The district its Stock-Levels examine.
+    pub stock_level_d: u64,
+}
 
 /// The five transaction types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -597,11 +613,26 @@ impl Tpcc {
         (t.rank() as u32) < self.base_txns
     }
 
-    /// The next transaction's inputs (clauses 2.4.1, 2.5.1, 2.6.1, 2.7.1, 2.8.1).
+    /// Terminal `i`'s home warehouse and Stock-Level district, both constant for the terminal
+    /// (clauses 2.4.1.1 and 2.8.1.2): warehouse `(i mod W) + 1`, and the warehouse's terminals
+    /// take its districts in turn.
+    pub fn terminal(&self, i: u64) -> Terminal {
+        let w = self.scale.warehouses.max(1);
+        Terminal { w: i % w + 1, stock_level_d: (i / w) % DISTRICTS as u64 + 1 }
+    }
+
+    /// The next transaction's inputs for a random terminal (uniform home warehouse).
     pub fn generate_type(&self, t: TxnType, rng: &mut ChaCha8Rng) -> TxnRequest {
-        let s = &self.scale;
-        let w = rng.gen_range(1..=s.warehouses);
+        let w = rng.gen_range(1..=self.scale.warehouses);
         let d = rng.gen_range(1..=DISTRICTS as u64);
+        self.generate_at(t, Terminal { w, stock_level_d: d }, rng)
+    }
+
+    /// The next transaction's inputs at `terminal` (clauses 2.4.1, 2.5.1, 2.6.1, 2.7.1, 2.8.1).
+    pub fn generate_at(&self, t: TxnType, terminal: Terminal, rng: &mut ChaCha8Rng) -> TxnRequest {
+        let s = &self.scale;
+        let w = terminal.w;
+        let d = if t == TxnType::StockLevel { terminal.stock_level_d } else { rng.gen_range(1..=DISTRICTS as u64) };
         let int = |v: u64| Value::Int(v as i64);
         let args = match t {
             TxnType::NewOrder => {
@@ -749,9 +780,17 @@ impl Workload for Tpcc {
         self.generate_type(t, rng)
     }
 
+    /// At terminal `rng.get_stream()`: the harness and the simulated bench give client `i`
+    /// stream `i`.
     fn generate_kind(&self, kind: &'static str, rng: &mut ChaCha8Rng) -> TxnRequest {
         let t = TxnType::of_kind(kind).unwrap_or_else(|| TxnType::pick(rng));
-        self.generate_type(t, rng)
+        let terminal = self.terminal(rng.get_stream());
+        self.generate_at(t, terminal, rng)
+    }
+
+    fn home_partition(&self, client: u64, partitions: u32) -> Option<PartitionId> {
+        let key = [Value::Int(self.terminal(client).w as i64)];
+        schema::catalog().table_by_name(schema::WAREHOUSE).ok()?.partition_of(&key, partitions)
     }
 
     fn mix(&self) -> Option<MixSpec> {
@@ -908,6 +947,34 @@ mod tests {
         assert!((remote_lines as f64 / lines as f64 - 0.01).abs() < 0.004, "{remote_lines} of {lines}");
         assert!((remote_payments as f64 / payments as f64 - 0.15).abs() < 0.02);
         assert!((by_name as f64 / payments as f64 - 0.60).abs() < 0.03);
+    }
+
+    #[test]
+    fn a_terminal_keeps_its_home_warehouse_and_stock_level_district() {
+        // Clauses 2.4.1.1 and 2.8.1.2: 30 terminals over 3 warehouses, 10 each, and the 10 of a
+        // warehouse examine 10 different districts.
+        let w = tpcc(Some(0), None).unwrap();
+        let mut seen = std::collections::BTreeMap::<u64, std::collections::BTreeSet<u64>>::new();
+        for i in 0..30u64 {
+            let term = w.terminal(i);
+            assert!(seen.entry(term.w).or_default().insert(term.stock_level_d), "terminal {i}: {term:?}");
+            // The harness gives client i stream i; every type it deals is at its home.
+            let mut rng = ChaCha8Rng::seed_from_u64(7);
+            rng.set_stream(i);
+            for kind in [KIND_NEW_ORDER, KIND_PAYMENT, KIND_ORDER_STATUS, KIND_DELIVERY, KIND_STOCK_LEVEL] {
+                for _ in 0..5 {
+                    let t = w.generate_kind(kind, &mut rng);
+                    assert_eq!(t.args[0], Value::Int(term.w as i64), "terminal {i} {kind}");
+                    if kind == KIND_STOCK_LEVEL {
+                        assert_eq!(t.args[1], Value::Int(term.stock_level_d as i64));
+                    }
+                }
+            }
+            // Its home partition is where its warehouse row lives (w mod P).
+            assert_eq!(w.home_partition(i, 4), Some(litmus_core::PartitionId((term.w % 4) as u32)));
+        }
+        assert_eq!(seen.len(), 3);
+        assert!(seen.values().all(|ds| ds.len() == 10), "{seen:?}");
     }
 
     #[test]

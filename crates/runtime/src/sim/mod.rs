@@ -159,6 +159,10 @@ pub struct SimConfig {
     /// violation fails the run. Workloads with large lock tables (TPC-C) check a sample: the
     /// lock manager's check is quadratic in its entries.
     pub invariant_check_every: u64,
+    /// The node whose coordinator client `i` attaches to, for the first `client_nodes.len()`
+    /// clients (a benchmark client routed to its home partition's node); the others, and the
+    /// verifier, attach round robin ([`crate::topology::Topology::coordinator_for`]).
+    pub client_nodes: Vec<NodeId>,
 }
 
 impl SimConfig {
@@ -180,6 +184,7 @@ impl SimConfig {
             liveness_bound: LIVENESS_BOUND,
             trace: false,
             invariant_check_every: 1,
+            client_nodes: Vec::new(),
         }
     }
 
@@ -411,8 +416,12 @@ impl Simulator {
         for i in 0..=cfg.clients {
             // The extra last client is the verifier's.
             let id = ClientId(i as u64);
+            let coordinator = match cfg.client_nodes.get(i) {
+                Some(n) => spec.topology.coordinator_for(u64::from(n.0)),
+                None => spec.topology.coordinator_for(i as u64),
+            };
             clients.push(SimClient {
-                session: ClientSession::new(id, spec.topology.coordinator_for(i as u64), cfg.request_timeout),
+                session: ClientSession::new(id, coordinator, cfg.request_timeout),
                 busy: None,
                 idle_forever: false,
                 pausing: false,
@@ -450,6 +459,11 @@ impl Simulator {
 
     pub fn now(&self) -> Time {
         self.now
+    }
+
+    /// The coordinator client `client` sends its requests to ([`SimConfig::client_nodes`]).
+    pub fn coordinator_of(&self, client: usize) -> Option<Addr> {
+        self.clients.get(client).map(|c| c.session.coordinator())
     }
 
     /// Scripts an outage on top of the random faults: `node` crashes `after` from now and stays
