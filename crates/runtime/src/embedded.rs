@@ -301,18 +301,31 @@ impl DelayQueue {
     }
 }
 
-/// The worker each machine runs on: partition `p` on worker `p mod workers`, the other machines
-/// (coordinators, engine roles) round robin in the order given.
+/// The worker each machine runs on.
 ///
-/// Data follows the partitions, so spreading them by number keeps the rows of consecutive keys
-/// (TPC-C's warehouses 1 and 2 live on partitions 1 and 2) on different cores. Placing machines in
-/// node order instead put both warehouses of a 2-warehouse run on one worker, which saturated
+/// * With at least as many nodes as workers, every machine of node `n` runs on worker
+///   `n mod workers`: a worker stands for a node's cores, and a transaction whose client is
+///   attached to its data's node (a TPC-C terminal, [`EmbeddedCluster::transport_on`]) keeps its
+///   messages on one worker, with no hand-off between threads.
+/// * With fewer nodes, partition `p` runs on worker `p mod workers` and the other machines
+///   (coordinators, engine roles) round robin in the order given, so that one node's partitions
+///   still spread over the cores.
+///
+/// Either way the partitions of consecutive numbers (TPC-C's warehouses 1 and 2 live on
+/// partitions 1 and 2) land on different workers when they can: placing machines in node order
+/// by count instead put both warehouses of a 2-warehouse run on one worker, which saturated
 /// while the other idled at a third of a core.
-fn worker_placement(addrs: impl Iterator<Item = Addr>, workers: usize) -> Vec<usize> {
+fn worker_placement(
+    addrs: impl Iterator<Item = Addr>,
+    topology: &crate::topology::Topology,
+    workers: usize,
+) -> Vec<usize> {
+    let by_node = topology.nodes as usize >= workers;
     let mut others = 0;
     addrs
-        .map(|a| match a {
-            Addr::Partition(p) => p.0 as usize % workers,
+        .map(|a| match (a, topology.host_of(a)) {
+            (_, crate::topology::Host::Node(n)) if by_node => n.0 as usize % workers,
+            (Addr::Partition(p), _) => p.0 as usize % workers,
             _ => {
                 others += 1;
                 (others - 1) % workers
@@ -354,7 +367,7 @@ impl EmbeddedCluster {
         let workers = cfg.workers.min(all.len());
         let mut per_worker: Vec<Vec<Box<dyn Machine>>> = (0..workers).map(|_| Vec::new()).collect();
         let mut machines = BTreeMap::new();
-        let placement = worker_placement(all.iter().map(|m| m.addr()), workers);
+        let placement = worker_placement(all.iter().map(|m| m.addr()), &spec.topology, workers);
         for (m, w) in all.into_iter().zip(placement) {
             machines.insert(m.addr(), w);
             per_worker[w].push(m);
@@ -701,15 +714,20 @@ mod tests {
     }
 
     #[test]
-    fn partitions_are_spread_over_workers_by_number() {
-        // Node-ordered machines of 2 nodes and 4 partitions, as `ClusterSpec::machines_of` lists them.
+    fn a_worker_runs_whole_nodes_or_spreads_partitions_by_number() {
         let (c, p) = (|n| Addr::Coordinator(NodeId(n)), |n| Addr::Partition(litmus_core::PartitionId(n)));
+        let topo = |nodes, parts| crate::Topology::new(nodes, parts).unwrap();
+        // Node-ordered machines of 2 nodes and 4 partitions, as `ClusterSpec::machines_of` lists
+        // them: each node whole on its own worker, so partitions 1 and 2 (TPC-C's warehouses 1
+        // and 2) are on different workers, each with its node's coordinator.
         let addrs = [c(0), p(0), p(2), c(1), p(1), p(3)];
-        let placed = worker_placement(addrs.into_iter(), 2);
-        // Partitions 1 and 2 (TPC-C's warehouses 1 and 2) land on different workers, and so do
-        // the two coordinators.
-        assert_eq!(placed, [0, 0, 0, 1, 1, 1]);
-        assert_eq!(worker_placement(addrs.into_iter(), 3), [0, 0, 2, 1, 1, 0]);
+        assert_eq!(worker_placement(addrs.into_iter(), &topo(2, 4), 2), [0, 0, 0, 1, 1, 1]);
+        // 3 nodes on 2 workers: nodes 0 and 2 share worker 0.
+        let addrs = [c(0), p(0), p(3), c(1), p(1), p(4), c(2), p(2), p(5)];
+        assert_eq!(worker_placement(addrs.into_iter(), &topo(3, 6), 2), [0, 0, 0, 1, 1, 1, 0, 0, 0]);
+        // One node on 2 workers: its partitions by number, the coordinator on the first.
+        let addrs = [c(0), p(0), p(1), p(2), p(3)];
+        assert_eq!(worker_placement(addrs.into_iter(), &topo(1, 4), 2), [0, 0, 1, 0, 1]);
     }
 
     #[test]
