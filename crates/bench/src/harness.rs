@@ -4,7 +4,8 @@
 //!
 //! ```text
 //!   catalog = builtin ∪ workload.catalog()      registry = builtin ∪ workload.register()
-//!   EmbeddedCluster::start (or --connect: clients dial running `litmus server`s, round robin)
+//!   EmbeddedCluster::start (or --connect: clients dial running `litmus server`s, round robin,
+//!     or a client with a home, Workload::home_partition, its home's server first)
 //!   workload.prepare(clients)                    initial data, not timed as part of the run
 //!   C client threads, each: own Client + ChaCha8Rng(seed, stream = client index)
 //!     loop until warmup + duration:
@@ -62,7 +63,7 @@ use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use litmus_client::Client;
-use litmus_core::Error;
+use litmus_core::{Error, NodeId};
 use litmus_engine::{builtin, EngineKind};
 use litmus_runtime::embedded::{DelayModel, EmbeddedCluster, EmbeddedConfig};
 use litmus_runtime::{ClusterSpec, Topology};
@@ -485,24 +486,31 @@ fn run_embedded(
     check_isolation(cfg, workload)?;
     if let Some(addrs) = &cfg.connect {
         let auth = cfg.tls.credentials(cfg.token.as_deref())?;
-        let mut next = 0usize;
-        let mut connect = || {
-            let addr = &addrs[next % addrs.len()];
-            // This client's coordinator first, the others to fail over to.
-            let order: Vec<String> = (0..addrs.len()).map(|i| addrs[(next + i) % addrs.len()].clone()).collect();
-            next += 1;
+        // The client of address `first`'s coordinator, the others to fail over to.
+        let dial = |first: usize| {
+            let order: Vec<String> = (0..addrs.len()).map(|i| addrs[(first + i) % addrs.len()].clone()).collect();
             let client = Client::connect_any_with(&order, &auth)?;
             match client.server_engine() {
                 Some(e) if e != cfg.engine.name() => {
                     Err(litmus_core::Error::Invalid(litmus_core::InvalidInput::Config(format!(
-                        "server {addr} runs engine {e}, but the benchmark asked for {}",
+                        "server {} runs engine {e}, but the benchmark asked for {}",
+                        addrs[first],
                         cfg.engine.name()
                     ))))
                 }
                 _ => Ok(client),
             }
         };
-        return drive(cfg, workload, &mut connect, None, &|| None);
+        let next = std::cell::Cell::new(0usize);
+        let mut connect = || {
+            let i = next.get();
+            next.set(i + 1);
+            dial(i % addrs.len())
+        };
+        let probe = |a: usize| Client::connect_any_with(std::slice::from_ref(&addrs[a]), &auth);
+        let homes = home_addresses(workload, cfg.clients, addrs.len(), &probe);
+        let session = |i: usize| dial(homes.as_ref().map_or(i, |h| h[i]) % addrs.len());
+        return drive(cfg, workload, &mut connect, Some(&session), &|| None);
     }
     if let Some(dir) = &cfg.data_dir {
         let occupied = std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(false);
@@ -555,6 +563,33 @@ fn run_embedded(
     let report = drive(cfg, workload, &mut attach, Some(&session), &counters);
     cluster.shutdown().context("a cluster worker failed")?;
     report
+}
+
+/// With `--connect`: the address each benchmark client dials first, when the workload gives
+/// its clients a home ([`Workload::home_partition`]): the server of the home partition's node,
+/// learnt from each server's hello (`probe` connects to address `a` alone; a server that does
+/// not answer is left out). `None` when it gives none: clients then go round robin.
+fn home_addresses(
+    workload: &dyn Workload,
+    clients: usize,
+    addrs: usize,
+    probe: &dyn Fn(usize) -> Result<Client, Error>,
+) -> Option<Vec<usize>> {
+    let layouts: Vec<_> = (0..addrs).map(|a| probe(a).ok().and_then(|c| c.server_layout())).collect();
+    let topology = layouts.iter().flatten().map(|&(_, t)| t).next()?;
+    workload.home_partition(0, topology.partitions)?;
+    let nodes: Vec<Option<NodeId>> = layouts.iter().map(|l| l.map(|(node, _)| node)).collect();
+    Some((0..clients).map(|i| home_address(workload, &topology, &nodes, i)).collect())
+}
+
+/// The address client `i` dials first: one whose server is its home partition's node, else
+/// `i` (round robin).
+fn home_address(workload: &dyn Workload, topology: &Topology, nodes: &[Option<NodeId>], i: usize) -> usize {
+    workload
+        .home_partition(i as u64, topology.partitions)
+        .map(|p| topology.node_of(p))
+        .and_then(|n| nodes.iter().position(|&m| m == Some(n)))
+        .unwrap_or(i)
 }
 
 /// Calls an idempotent procedure (a load batch, a read-only check), retrying retryable errors
@@ -1220,7 +1255,22 @@ pub fn print_ratio(out: &mut dyn Write, a: &BenchReport, b: &BenchReport) -> std
 #[cfg(test)]
 mod tests {
     use super::ClientTlsArgs;
-    use litmus_core::{Error, InvalidInput};
+    use litmus_core::{Error, InvalidInput, NodeId};
+
+    #[test]
+    fn a_connected_terminal_dials_its_home_warehouses_server_first() {
+        let opts = crate::tpcc::TpccOptions { scale_div: 10, ..crate::tpcc::TpccOptions::DEFAULT };
+        let tpcc = crate::tpcc::Tpcc::new(&opts, false).unwrap();
+        // 2 warehouses on 2 nodes, 4 partitions: warehouse 1 on partition 1 (node 1), warehouse
+        // 2 on partition 2 (node 0). The servers were listed node 1 first.
+        let topology = litmus_runtime::Topology::new(2, 4).unwrap();
+        let nodes = [Some(NodeId(1)), Some(NodeId(0))];
+        let first: Vec<usize> = (0..4).map(|i| super::home_address(&tpcc, &topology, &nodes, i)).collect();
+        assert_eq!(first, [0, 1, 0, 1]);
+        // A server that did not answer the probe: its terminals go round robin.
+        let first: Vec<usize> = (0..4).map(|i| super::home_address(&tpcc, &topology, &[None, nodes[1]], i)).collect();
+        assert_eq!(first, [0, 1, 2, 1]);
+    }
 
     #[test]
     fn client_tls_flags_are_plaintext_when_absent_and_typed_errors_when_incomplete_or_bad() {

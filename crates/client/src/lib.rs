@@ -79,6 +79,12 @@ impl Client {
         self.transport.server_engine()
     }
 
+    /// The node this session's coordinator runs on and the cluster's layout, when the
+    /// transport knows them (TCP connections do).
+    pub fn server_layout(&self) -> Option<(litmus_core::NodeId, litmus_runtime::Topology)> {
+        self.transport.server_layout()
+    }
+
     /// Whether the transport runs requests one at a time in a deterministic order (the
     /// simulator's): parallel loaders should use one session.
     pub fn serialises(&self) -> bool {

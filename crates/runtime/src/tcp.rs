@@ -492,6 +492,11 @@ impl Transport for TcpTransport {
         Some(&self.engine)
     }
 
+    fn server_layout(&self) -> Option<(NodeId, Topology)> {
+        let Addr::Coordinator(node) = self.session.coordinator() else { return None };
+        Some((node, Topology::new(self.cluster.nodes, self.cluster.partitions).ok()?))
+    }
+
     fn request(&mut self, body: RequestBody) -> Result<ResponseBody, Error> {
         if self.broken {
             self.reconnect()?;

@@ -1,6 +1,7 @@
 //! How a client library reaches a coordinator.
 
-use litmus_core::Error;
+use crate::topology::Topology;
+use litmus_core::{Error, NodeId};
 use litmus_engine::message::{RequestBody, ResponseBody};
 
 /// One request at a time to one coordinator; blocking. Implemented by the embedded runtime
@@ -9,6 +10,11 @@ pub trait Transport: Send {
     fn request(&mut self, body: RequestBody) -> Result<ResponseBody, Error>;
     /// The engine the server runs, when the transport learns it (the TCP hello does).
     fn server_engine(&self) -> Option<&str> {
+        None
+    }
+    /// The node the session's coordinator runs on and the cluster's layout, when the transport
+    /// learns them (the TCP hello does): a benchmark attaches a client to its home's node.
+    fn server_layout(&self) -> Option<(NodeId, Topology)> {
         None
     }
     /// Whether the transport runs every request of every session one at a time, in the order
