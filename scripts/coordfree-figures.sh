@@ -3,25 +3,29 @@
 # (2PL), written to docs/figures/coordfree-*.{json,svg} with each run's table in a .txt:
 #   coordfree-fig5-embedded     Fig. 5 on the embedded runtime: 8 partitions on 2 nodes, clients
 #                               8, 32, 128; last line `ratio of peaks coordfree/acid` (2 cores)
-#   coordfree-fig5-sim          Fig. 5 on the simulator: 8 nodes x $CORES cores, 8 partitions,
-#                               clients swept to saturation, virtual time
+#   coordfree-fig5-sim          Fig. 5 on the simulator: 8 nodes x $PAPER_CORES cores (the
+#                               paper's cr1.8xlarge servers have 32 vCPUs), 8 partitions,
+#                               clients swept to saturation (256, 1024, 4096), virtual time
 #   coordfree-distributed       the distribution sweep (0 -> 100% of New-Orders with a remote
 #                               line), 8 nodes, clients routed to their home warehouse's node;
 #                               `loss of ENGINE from distributed=0 to distributed=1` per engine
-#   coordfree-distributed-sim   the same on the simulator (8 nodes x $CORES cores)
+#   coordfree-distributed-sim   the same on the simulator (8 nodes x $PAPER_CORES cores, 2048
+#                               clients)
 #   coordfree-fig6              Fig. 6: coordfree per-node throughput, 1 to 200 simulated
 #                               nodes, $PER_NODE clients per node (also -per-node.svg)
 # Simulated runs use the cost table crates/runtime/costs/coordfree.toml (its `command` field
 # says how it was measured).
 # Usage: scripts/coordfree-figures.sh [SECONDS]   (embedded seconds per point, default 3;
-#   SIM_SECS virtual seconds per simulated point (and of warmup), default 0.03; CORES per simulated node,
-#   default 2; NODES for Fig. 6, default "1 2 5 10 25 50 100 200"; ONLY=PREFIX runs the
+#   SIM_SECS virtual seconds per simulated point (and of warmup), default 0.03; PAPER_CORES per
+#   simulated node for Fig. 5 and the distribution sweep, default 32; CORES per simulated node
+#   for Fig. 6, default 2; NODES for Fig. 6, default "1 2 5 10 25 50 100 200"; ONLY=PREFIX runs the
 #   figures whose name starts with it; NO_BUILD=1 uses the release binary as it is). The
 #   simulator runs ~40k events/s (~200 per New-Order): keep simulated points short.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-3}
 SIM_SECS=${SIM_SECS:-0.03}
+PAPER_CORES=${PAPER_CORES:-32}
 CORES=${CORES:-2}
 PER_NODE=${PER_NODE:-4}
 NODES=${NODES:-"1 2 5 10 25 50 100 200"}
@@ -31,7 +35,9 @@ COSTS=crates/runtime/costs/coordfree.toml
 B=${CARGO_TARGET_DIR:-target}/release/litmus
 OUT=docs/figures
 mkdir -p "$OUT"
-SIM=(--runtime sim --costs "$COSTS" --cores-per-node "$CORES" --warmup "$SIM_SECS" --duration "$SIM_SECS")
+SIM=(--runtime sim --costs "$COSTS" --warmup "$SIM_SECS" --duration "$SIM_SECS")
+PAPER=("${SIM[@]}" --cores-per-node "$PAPER_CORES")
+SIM+=(--cores-per-node "$CORES")
 
 run() { # NAME ARGS...: one sweep, its table kept beside its figure
   local name=$1
@@ -42,11 +48,11 @@ run() { # NAME ARGS...: one sweep, its table kept beside its figure
 
 run coordfree-fig5-embedded --partitions 8 --warehouses 8 --compare acid,coordfree \
   --sweep clients=8,32,128 --duration "$SECS"
-run coordfree-fig5-sim "${SIM[@]}" --nodes 8 --partitions 8 --warehouses 8 --home-routing \
-  --compare acid,coordfree --sweep clients=32,128,512
+run coordfree-fig5-sim "${PAPER[@]}" --nodes 8 --partitions 8 --warehouses 8 --home-routing \
+  --compare acid,coordfree --sweep clients=256,1024,4096
 run coordfree-distributed --nodes 8 --partitions 8 --warehouses 8 --home-routing --clients 32 \
   --compare acid,coordfree --sweep distributed=0,0.25,0.5,0.75,1.0 --duration "$SECS"
-run coordfree-distributed-sim "${SIM[@]}" --nodes 8 --partitions 8 --warehouses 8 --home-routing \
-  --clients 512 --compare acid,coordfree --sweep distributed=0,0.25,0.5,0.75,1.0
+run coordfree-distributed-sim "${PAPER[@]}" --nodes 8 --partitions 8 --warehouses 8 --home-routing \
+  --clients 2048 --compare acid,coordfree --sweep distributed=0,0.25,0.5,0.75,1.0
 run coordfree-fig6 "${SIM[@]}" --engine coordfree --home-routing --clients-per-node "$PER_NODE" \
   --scale-div 30 --sweep "nodes=$(echo "$NODES" | tr ' ' ',')"
