@@ -2407,8 +2407,72 @@ mod tests {
         assert!(!acyclic(&g));
     }
 
+    /// A change to a persisted set of held locks, for the `LockDelta` property test.
+    #[derive(Clone, Debug)]
+    enum SetChange {
+        /// A new lock (the next grant number), at a position of the acquisition order.
+        Take { at: usize, write: bool },
+        /// A lock goes away (a held-back short-term lock freed).
+        Free { pick: usize },
+        /// A lock's remote dependency settles (`after` shrinks).
+        Settle { pick: usize },
+        /// The owner persists its locks: a `LockDelta` against what it persisted before.
+        Persist,
+    }
+
+    fn set_change() -> impl Strategy<Value = SetChange> {
+        prop_oneof![
+            4 => (0usize..16, any::<bool>()).prop_map(|(at, write)| SetChange::Take { at, write }),
+            1 => (0usize..16).prop_map(|pick| SetChange::Free { pick }),
+            1 => (0usize..16).prop_map(|pick| SetChange::Settle { pick }),
+            3 => Just(SetChange::Persist),
+        ]
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// `Record::Locked`: folding every `LockDelta` in order rebuilds exactly the set the last
+        /// one was taken from — new locks, freed ones and ones whose `after` changed after they
+        /// were persisted — and a delta lists only what changed.
+        #[test]
+        fn lock_delta_folds_to_the_set_it_was_taken_from(changes in proptest::collection::vec(set_change(), 1..80)) {
+            let mut now: Vec<HeldLock> = Vec::new();
+            let mut logged: Vec<HeldLock> = Vec::new();
+            let mut granted = 1u64 << 40;
+            for change in changes.into_iter().chain([SetChange::Persist]) {
+                match change {
+                    SetChange::Take { at, write } => {
+                        granted += 1;
+                        let after = if write { vec![RemoteDep { part: PartitionId(1), upto: granted }] } else { vec![] };
+                        let mode = if write { ALK_W } else { SAL_R };
+                        let lock = HeldLock { table: TABLE, target: key(granted as i64 % 7), mode, granted, after };
+                        now.insert(at.min(now.len()), lock);
+                    }
+                    SetChange::Free { pick } if !now.is_empty() => {
+                        now.remove(pick % now.len());
+                    }
+                    SetChange::Settle { pick } if !now.is_empty() => {
+                        let n = now.len();
+                        now[pick % n].after.clear();
+                    }
+                    SetChange::Persist => {
+                        let delta = LockDelta::between(&logged, now.iter().map(HeldLockView::from));
+                        for a in &delta.added {
+                            prop_assert!(!logged.contains(a), "{a:?} was persisted already, unchanged");
+                        }
+                        for d in &delta.dropped {
+                            prop_assert!(!now.iter().any(|l| l.granted == *d), "{d} is still held");
+                        }
+                        delta.apply_to(&mut logged);
+                        let mut want = now.clone();
+                        want.sort_by_key(|l| l.granted);
+                        prop_assert_eq!(&logged, &want);
+                    }
+                    _ => {}
+                }
+            }
+        }
 
         /// Rule 8: after any sequence of calls, (i) no incompatible locks overlap, (ii) no waiter
         /// is grantable, (iii) a waiter with an edge to an older txn is impatient, and patient
