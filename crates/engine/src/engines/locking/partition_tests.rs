@@ -135,7 +135,17 @@ impl H {
         let id = SubOpId { txn: t, op: n, part: PartitionId(0) };
         let op = PartOp { table: self.table, kind };
         let unit = Unit { txn: t, sub: 1 };
-        let r = Request::Op { id, unit, attempt: 0, class, op, local_commit: false, after, resent: false, incarnation: None };
+        let r = Request::Op {
+            id,
+            unit,
+            attempt: 0,
+            class,
+            op,
+            local_commit: false,
+            after,
+            resent: false,
+            incarnation: None,
+        };
         self.request(t.node.0, r);
     }
 
