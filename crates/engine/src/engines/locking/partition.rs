@@ -142,7 +142,8 @@ struct State {
     /// acknowledged instead of applied twice (its images could overwrite newer writes).
     acid_committed: BoundedSet<TxnId>,
     /// Locks of BASE subtransactions whose operations ran here but whose commit or rollback has
-    /// not arrived: relocked after a restart.
+    /// not arrived: relocked after a restart. The fold of the unit's `Locked` deltas, sorted by
+    /// grant number (`lock::LockDelta::apply_to`).
     pending: BTreeMap<Unit, LockList>,
     /// Recently ended BASE transactions (bounded), so a late duplicate of one of their
     /// operations is refused even after a restart (re-running a locally committed operation
