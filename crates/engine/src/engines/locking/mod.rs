@@ -440,8 +440,12 @@ pub enum Record {
     Aborted { unit: Unit },
     /// Locks a BASE subtransaction's operation took here, logged before it is answered: its
     /// commit decision may be re-sent after we restart, and until it arrives nobody else may
-    /// write what it wrote (its row images would overwrite theirs).
-    Locked { unit: Unit, locks: Vec<lock::HeldLock> },
+    /// write what it wrote (its row images would overwrite theirs). The unit's locks (its
+    /// alkaline ones, and saline ones not durable in a `Commit` record), as the change from
+    /// what its earlier `Locked` records said: folded in log order they give its locks at the
+    /// last one (`State::pending`). One record per operation listing them all cost O(n²) for
+    /// n operations: 22.5 KB of log per salt TPC-C transaction against acid's 6.8 KB.
+    Locked { unit: Unit, delta: lock::LockDelta },
     /// A BASE transaction ended here. Its saline locks are gone, except `releasing`: those rule
     /// 6 still holds back (§5.1), relocked and released again after a restart.
     BaseEnded { txn: TxnId, releasing: Vec<lock::HeldLock> },

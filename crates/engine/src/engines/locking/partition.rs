@@ -1,7 +1,7 @@
 //! The partition half of the locking engine: locks, buffered writes, commit, 2PC participant.
 //! See the module doc of [`super`] for the protocol.
 
-use super::lock::{Decision, Grant, HeldLock, LockClass, LockManager, LockMode, Owner, RemoteDep, Target};
+use super::lock::{Decision, Grant, HeldLock, LockClass, LockDelta, LockManager, LockMode, Owner, RemoteDep, Target};
 use super::{LockingConfig, Record, Reply, Request, TxnClass, Unit, WriteImage};
 use crate::bounded::BoundedSet;
 use crate::engine::{decode_record, PartCtx, PartitionEngine};
@@ -142,7 +142,8 @@ struct State {
     /// acknowledged instead of applied twice (its images could overwrite newer writes).
     acid_committed: BoundedSet<TxnId>,
     /// Locks of BASE subtransactions whose operations ran here but whose commit or rollback has
-    /// not arrived: relocked after a restart.
+    /// not arrived: relocked after a restart. The fold of the unit's `Locked` deltas, sorted by
+    /// grant number (`lock::LockDelta::apply_to`).
     pending: BTreeMap<Unit, LockList>,
     /// Recently ended BASE transactions (bounded), so a late duplicate of one of their
     /// operations is refused even after a restart (re-running a locally committed operation
@@ -908,15 +909,19 @@ impl LockingPartition {
             // Its alkaline locks, and saline ones not durable yet: a short-term read that rule
             // 6a holds back is saline already, and a later write's release order depends on it.
             // (Saline locks of committed subtransactions are in their `Commit` record.)
+            // Logged as the change from what the unit's earlier operations logged
+            // (`State::pending`), not the whole list again (`lock::LockDelta`).
             let durable = self.state.saline.get(&txn);
-            let locks: LockList = self
+            let mut alkaline = false;
+            let now = self
                 .locks
-                .held_locks(txn)
-                .into_iter()
-                .filter(|l| l.mode.class == LockClass::Alkaline || !durable.is_some_and(|d| d.contains(l)))
-                .collect();
-            if locks.iter().any(|l| l.mode.class == LockClass::Alkaline) {
-                let record = Record::Locked { unit: p.unit, locks };
+                .held_lock_views(txn)
+                .filter(|l| l.mode.class == LockClass::Alkaline || !durable.is_some_and(|d| d.iter().any(|x| l.is(x))))
+                .inspect(|l| alkaline |= l.mode.class == LockClass::Alkaline);
+            let logged = self.state.pending.get(&p.unit).map_or(&[][..], Vec::as_slice);
+            let delta = LockDelta::between(logged, now);
+            if alkaline && !delta.is_empty() {
+                let record = Record::Locked { unit: p.unit, delta };
                 ctx.log(&record);
                 self.apply_record(record, ctx.store);
             }
@@ -1197,8 +1202,8 @@ impl LockingPartition {
                 self.state.in_doubt.remove(&unit);
                 self.state.pending.remove(&unit);
             }
-            Record::Locked { unit, locks } => {
-                self.state.pending.insert(unit, locks);
+            Record::Locked { unit, delta } => {
+                delta.apply_to(self.state.pending.entry(unit).or_default());
             }
             Record::Released { txn } => {
                 self.state.releasing.remove(&txn);
