@@ -18,6 +18,16 @@
 //! older transaction after `partition::LOCK_WAIT_PATIENCE` (10 ms, checked every tick) aborts
 //! with `AbortReason::Deadlock` (retryable). Every deadlock cycle has such a younger→older edge,
 //! so none lasts much longer than the patience, and the oldest transaction never dies for it.
+//! **Lock rule 5f — waits are timed on the partition's wait clock** (`partition::
+//! LockingPartition::wait_clock`): it runs with real time, except that the gap before a tick
+//! counts for at most `partition::TICK_CREDIT_MAX` (6 ms; ticks come every 5 ms). The patience
+//! (5a, 5b) and rule 5e's `RUNNING_WITHIN` are measured on it. A partition whose worker was
+//! starved of CPU for tens of milliseconds has not watched its waiters that long; on real time,
+//! the first tick after the stall found every waiter past its patience and aborted them all at
+//! once, while the messages that would have released their locks could still sit unread in the
+//! stalled worker's mailbox. Under `salt` at 128 TPC-C clients on a loaded 2-core machine
+//! (load average 4–5), throughput fell to 186–300 txn/s with ~9 New-Order aborts per commit
+//! (issue 20). A deadlock still ends: ticks the partition sees add up to the patience.
 //!
 //! Commit: one participant → one `Commit` message (no 2PC). Several → two-phase commit with
 //! **presumed abort**: `Prepare` (each participant logs `Prepared` with the keys it must relock,
