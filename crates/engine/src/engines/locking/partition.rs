@@ -60,7 +60,7 @@ pub const RUNNING_WITHIN: Duration = Duration::from_millis(250);
 /// when a node sends nothing at all.
 pub const COORDINATOR_SILENT_MAX: Duration = Duration::from_secs(1);
 /// Lock rule 5f: the most one tick advances the partition's wait clock
-/// ([`LockingPartition::wait_clock`]), on which rules 5a, 5b and 5e time lock waits. Ticks come
+/// ([`LockingPartition::wait_clock`]), on which rules 5a and 5b time lock waits. Ticks come
 /// every `machine::TICK_INTERVAL_MS` (5 ms) on a running partition; a longer gap means the
 /// partition did not run (its worker was starved of CPU), and counts as this much.
 pub const TICK_CREDIT_MAX: Duration = Duration::from_millis(6);
@@ -124,7 +124,7 @@ struct Parked {
     /// When it started waiting for its current lock: for rule 5a's exception, which compares
     /// it with when blockers last ran.
     waiting_since: Time,
-    /// The same on the wait clock (rule 5f): what the patience and rule 5e's bound measure.
+    /// The same on the wait clock (rule 5f): what the patience is measured on.
     waited_from: Duration,
     /// An accepted BASE transaction's operation that has wounded the older transactions it
     /// waits for (rule 5b, once the patience ran out); the sweep repeats the wounds.
@@ -581,8 +581,9 @@ impl LockingPartition {
                 continue;
             }
             if self.txns.get(&txn).is_some_and(|t| t.class.immortal) {
-                // Rule 5e: past `RUNNING_WITHIN`, younger mortal blockers are wounded too.
-                let all = waited >= RUNNING_WITHIN;
+                // Rule 5e: past `RUNNING_WITHIN`, younger mortal blockers are wounded too. On
+                // real time, as the liveness it bounds (rule 5a's exception) is judged on it.
+                let all = ctx.now.saturating_sub(p.waiting_since) >= RUNNING_WITHIN;
                 if p.wounded && (p.wounded_all || !all) {
                     continue;
                 }
