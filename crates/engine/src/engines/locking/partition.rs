@@ -803,15 +803,20 @@ impl LockingPartition {
     /// Whom [`Self::wound_blockers`] wounds: rule 5b, the older transactions `txn` waits for;
     /// rule 5e (`all`, once it has waited [`RUNNING_WITHIN`]), every one it waits for that is
     /// not an accepted BASE transaction (those cannot abort; rule 5d handles cycles of them).
+    ///
+    /// Neither wounds an accepted BASE transaction (rule 5g): it cannot abort, and its
+    /// coordinator drops the wound. Rule 5b once sent those too, and the sweep repeats wounds
+    /// every [`QUERY_INTERVAL`] while the wounder waits: under `salt` at 128 TPC-C clients,
+    /// accepted Payments queued behind older accepted Payments sent 21,000 such wounds in a
+    /// 5 s run that committed 641 transactions (~33 useless messages per commit, issue 20).
     fn wound_victims(&self, txn: TxnId, all: bool) -> Vec<TxnId> {
-        if !all {
-            return self.locks.wound_targets(txn);
-        }
-        let accepted = |b: &TxnId| self.accepted(*b);
-        match self.locks.waits_for_set(txn) {
-            Some(set) => set.into_iter().filter(|b| *b != txn && !accepted(b)).collect(),
+        let mortal = |b: &TxnId| *b != txn && !self.accepted(*b);
+        let set = if all { self.locks.waits_for_set(txn) } else { None };
+        let victims = match set {
+            Some(set) => set.into_iter().collect(),
             None => self.locks.wound_targets(txn),
-        }
+        };
+        victims.into_iter().filter(mortal).collect()
     }
 
     /// Runs the operations whose locks were granted. Every lock release goes through here: first
