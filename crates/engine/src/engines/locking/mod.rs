@@ -18,6 +18,24 @@
 //! older transaction after `partition::LOCK_WAIT_PATIENCE` (10 ms, checked every tick) aborts
 //! with `AbortReason::Deadlock` (retryable). Every deadlock cycle has such a younger→older edge,
 //! so none lasts much longer than the patience, and the oldest transaction never dies for it.
+//! **Lock rule 5f — waits are timed on the partition's wait clock** (`partition::
+//! LockingPartition::wait_clock`): it runs with real time, except that the gap before a tick
+//! counts for at most `partition::TICK_CREDIT_MAX` (6 ms; ticks come every 5 ms). The patience
+//! (5a, 5b) is measured on it. A partition whose worker was
+//! starved of CPU for tens of milliseconds has not watched its waiters that long; on real time,
+//! the first tick after the stall found every waiter past its patience and aborted them all at
+//! once, while the messages that would have released their locks could still sit unread in the
+//! stalled worker's mailbox. Under `salt` at 128 TPC-C clients on a loaded 2-core machine
+//! (load average 4–5), throughput fell to 186–300 txn/s with ~9 New-Order aborts per commit
+//! (issue 20). A deadlock still ends: ticks the partition sees add up to the patience. Rule
+//! 5e's `RUNNING_WITHIN` stays on real time, like the liveness it bounds (rule 5a's exception
+//! judges blockers by when they last ran): on the wait clock its wounds came later in stalls,
+//! and salt's Delivery deadlock aborts at 128 clients rose to 98, 31 and 11 per run against 1,
+//! 6 and 4 (alternated runs). Measured with 5e on real time (alternated, load average 5–12,
+//! five runs each): salt 168, 333, 2141, 1017, 1292 txn/s before (two collapses, Delivery
+//! aborts up to 90%) and 1343, 1259, 800, 1428, 1576 after (Delivery aborts 0.4–13%) — but
+//! the next 8–128 sweep collapsed at 128 clients anyway (31 txn/s): 5f removes one way to
+//! churn, not the collapse (still open, issue 20; see rule 5g for what was seen in it).
 //!
 //! Commit: one participant → one `Commit` message (no 2PC). Several → two-phase commit with
 //! **presumed abort**: `Prepare` (each participant logs `Prepared` with the keys it must relock,
@@ -134,6 +152,13 @@
 //!   what lets a queue on an anchor wait behind accepted BASE transactions (rule 5a's anchor
 //!   clause, below). A younger mortal blocker that works keeps its lock, and a short wait
 //!   costs nothing new.
+//! * **Lock rule 5g — no wound for an accepted BASE transaction** (`partition::
+//!   LockingPartition::wound_victims`): rules 5b and 5e wound only blockers that can still
+//!   abort. Rule 5b used to wound every older blocker, accepted ones included, whose
+//!   coordinators drop the wound; the sweep repeats wounds every `QUERY_INTERVAL` while the
+//!   wounder waits. In a real `salt` run at 128 TPC-C clients that had collapsed (641 commits
+//!   in 5 s, traced), accepted Payments waiting 100–300 ms behind older accepted Payments sent
+//!   21,000 such wounds, ~33 useless messages per committed transaction.
 //! * **Waiting out working transactions** (rule 5a's exception, `partition::LockingPartition::
 //!   blockers_running`): a mortal request past its patience keeps waiting when it waits on a
 //!   queue anchor, or only for accepted BASE transactions, and everyone it waits for is *alive*
