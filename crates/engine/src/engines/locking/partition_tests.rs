@@ -259,6 +259,27 @@ fn rule5d_a_deadlock_of_accepted_base_transactions_is_broken() {
     assert!(!h.died(a), "{:?}", h.results(a));
 }
 
+/// Lock rule 5d's last case: a cycle in which the only member waiting for an older one is an
+/// accepted BASE transaction has no 5d victim. Its mortal member waits for a younger one (wait-die
+/// lets it), and rolling back the accepted member's subtransaction would not release the saline
+/// locks a mortal member may wait for, so the cycle is left to rule 5b: the accepted member,
+/// past its patience, wounds the older mortal one, and its own subtransaction is not rolled
+/// back.
+#[test]
+fn rule5d_a_cycle_whose_only_older_edge_is_accepted_is_left_to_rule5b() {
+    let mut h = H::new(&[1, 2]);
+    let (m, a) = (txn(0, 1), txn(1, 2)); // m older and mortal, a younger and accepted
+    h.op(m, 0, OpKind::Delete { key: key(1) });
+    h.op_as(a, 0, OpKind::Delete { key: key(2) }, true);
+    h.op(m, 1, OpKind::Delete { key: key(2) });
+    h.op_as(a, 1, OpKind::Delete { key: key(1) }, true);
+    assert_eq!((h.results(m).len(), h.results(a).len()), (1, 1), "both wait: a cycle");
+    h.tick(4 * LOCK_WAIT_PATIENCE);
+    assert!(!h.died(a), "the accepted member's subtransaction is not rolled back: {:?}", h.results(a));
+    assert!(!h.died(m), "m waits for a younger one: wait-die keeps it: {:?}", h.results(m));
+    assert!(h.wounds.contains(&m), "rule 5b wounds the older mortal member: {:?}", h.wounds);
+}
+
 /// Lock rule 5a's anchor clause: a consumer queued on an anchor keeps waiting behind a holder
 /// that waits only for an accepted BASE transaction, however long that one is idle here: it
 /// ends without aborting, and rule 5e breaks any cycle through it. Under `salt` at 128 TPC-C
