@@ -568,13 +568,15 @@ fn run_embedded(
 /// With `--connect`: the address each benchmark client dials first, when the workload gives
 /// its clients a home ([`Workload::home_partition`]): the server of the home partition's node,
 /// learnt from each server's hello (`probe` connects to address `a` alone; a server that does
-/// not answer is left out). `None` when it gives none: clients then go round robin.
+/// not answer is left out). `None` when it gives none: clients then go round robin, and no
+/// server is probed (a workload that gives homes gives one on any layout, one partition too).
 fn home_addresses(
     workload: &dyn Workload,
     clients: usize,
     addrs: usize,
     probe: &dyn Fn(usize) -> Result<Client, Error>,
 ) -> Option<Vec<usize>> {
+    workload.home_partition(0, 1)?;
     let layouts: Vec<_> = (0..addrs).map(|a| probe(a).ok().and_then(|c| c.server_layout())).collect();
     let topology = layouts.iter().flatten().map(|&(_, t)| t).next()?;
     workload.home_partition(0, topology.partitions)?;

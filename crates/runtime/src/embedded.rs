@@ -744,7 +744,7 @@ mod tests {
         for n in 0..3 {
             assert_eq!(to(cluster.transport_on(NodeId(n))), Addr::Coordinator(NodeId(n)));
         }
-        // Round robin by session for the others, whatever sessions came before.
+        // The others round robin by session number: the 4th and 5th sessions, nodes 0 and 1.
         assert_eq!(to(cluster.transport()), Addr::Coordinator(NodeId(0)));
         assert_eq!(to(cluster.transport()), Addr::Coordinator(NodeId(1)));
     }

@@ -566,6 +566,8 @@ pub struct Tpcc {
     commit_bound: Duration,
     /// `Some(partitions)`: the one-round form ([`oneround`]) on a cluster of that many partitions.
     one_round: Option<u32>,
+    /// WAREHOUSE's schema: where a terminal's home warehouse lives ([`Workload::home_partition`]).
+    warehouse: litmus_core::TableSchema,
 }
 
 impl Tpcc {
@@ -577,6 +579,10 @@ impl Tpcc {
             settle_max: VERIFY_SETTLE_MAX,
             commit_bound: COMMIT_BOUND,
             one_round: None,
+            warehouse: schema::catalog()
+                .table_by_name(schema::WAREHOUSE)
+                .expect("the TPC-C catalog has WAREHOUSE")
+                .clone(),
         })
     }
 
@@ -790,7 +796,7 @@ impl Workload for Tpcc {
 
     fn home_partition(&self, client: u64, partitions: u32) -> Option<PartitionId> {
         let key = [Value::Int(self.terminal(client).w as i64)];
-        schema::catalog().table_by_name(schema::WAREHOUSE).ok()?.partition_of(&key, partitions)
+        self.warehouse.partition_of(&key, partitions)
     }
 
     fn mix(&self) -> Option<MixSpec> {
