@@ -34,7 +34,7 @@ use litmus_core::{AbortReason, Catalog, Error, InvalidInput, NodeId, PartitionId
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -109,8 +109,9 @@ enum Outcome {
 
 struct PendingOp {
     shape: Shape,
-    /// Partitions whose piece is still out (a set, so a duplicated reply counts once).
-    waiting: BTreeSet<PartitionId>,
+    /// Partitions whose piece is still out, each once (so a duplicated reply counts once).
+    /// Mostly one: a vector, not a set.
+    waiting: Vec<PartitionId>,
     results: Vec<PartResult>,
     error: Option<Error>,
     /// For interactive ops: the client request to answer.
@@ -122,7 +123,8 @@ struct Txn {
     /// The request that started (procedure) or is finishing (interactive) the transaction.
     request: Option<RequestId>,
     source: Source,
-    ops: BTreeMap<u32, PendingOp>,
+    /// Boxed: a B-tree's inserts and removes shift its entries (issue 13).
+    ops: BTreeMap<u32, Box<PendingOp>>,
     finishing: Option<Outcome>,
     last_active: Time,
     /// The procedure and arguments, to re-run it on `Event::Rerun`.
@@ -349,8 +351,9 @@ impl Coordinator {
         let parts = resolved.partitions(self.cfg.partitions, self.cfg.preferred);
         assert!(!parts.is_empty());
         let t = self.txns.get_mut(&txn).expect("dispatch to a live txn");
-        let waiting = parts.iter().copied().collect();
-        let pending = PendingOp { shape: resolved.op.kind.shape(), waiting, results: vec![], error: None, reply };
+        let waiting = parts.clone();
+        let pending =
+            Box::new(PendingOp { shape: resolved.op.kind.shape(), waiting, results: vec![], error: None, reply });
         assert!(t.ops.insert(op_id, pending).is_none(), "op id reused");
         let last = parts.len() - 1;
         let mut op = Some(resolved.op);
@@ -477,9 +480,10 @@ impl Coordinator {
     ) {
         let Some(t) = self.txns.get_mut(&id.txn) else { return }; // late reply
         let Some(op) = t.ops.get_mut(&id.op) else { return };
-        if !op.waiting.remove(&id.part) {
+        let Some(at) = op.waiting.iter().position(|p| *p == id.part) else {
             return; // a duplicated reply
-        }
+        };
+        op.waiting.swap_remove(at);
         match result {
             Ok(r) => op.results.push(r),
             Err(e) => {

@@ -47,8 +47,9 @@ struct InFlight {
     single: bool,
     /// When it was last sent.
     sent: Time,
-    /// The request, to send again after [`OP_RESEND_AFTER`].
-    req: Request,
+    /// The request, to send again after [`OP_RESEND_AFTER`]. Boxed: `in_flight` is a B-tree
+    /// whose inserts and removes shift entries, and a `Request` is ~200 bytes (issue 13).
+    req: Box<Request>,
 }
 
 /// What to do once the unit in progress has committed (or failed to).
@@ -314,7 +315,7 @@ impl LockingCoordinator {
             resent: false,
             incarnation,
         };
-        t.in_flight.insert(id, InFlight { single, sent: ctx.now, req: r.clone() });
+        t.in_flight.insert(id, InFlight { single, sent: ctx.now, req: Box::new(r.clone()) });
         ctx.send_to_partition(id.part, r);
     }
 
@@ -562,7 +563,7 @@ impl LockingCoordinator {
         }
         t.last_progress = ctx.now;
         let Some(InFlight { single, req, .. }) = t.in_flight.remove(&id) else { return };
-        if let Request::Op { unit, .. } = req {
+        if let Request::Op { unit, .. } = *req {
             t.incarnations.insert(id.part, (attempt, unit, incarnation));
         }
         if matches!(result, Err(Error::Abort(_))) && t.base && t.accepted {
@@ -767,7 +768,7 @@ impl LockingCoordinator {
                     continue;
                 }
                 f.sent = ctx.now;
-                let mut r = f.req.clone();
+                let mut r = (*f.req).clone();
                 if let Request::Op { resent, incarnation, unit, .. } = &mut r {
                     *resent = true;
                     // Another operation of the unit may have been answered since it was sent.
