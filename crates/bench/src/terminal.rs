@@ -364,3 +364,165 @@ impl litmus_runtime::sim::SimDriver for Terminals {
         Terminals::pause(self, client)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::RunStats;
+    use litmus_core::{AbortReason, InvalidInput};
+    use litmus_core::Catalog;
+    use litmus_engine::Registry;
+
+    /// One kind, one procedure, the retry policy under test.
+    struct OneKind(RetryPolicy);
+
+    impl Workload for OneKind {
+        fn name(&self) -> &'static str {
+            "one-kind"
+        }
+        fn describe(&self) -> String {
+            String::new()
+        }
+        fn catalog(&self) -> Catalog {
+            Catalog::default()
+        }
+        fn register(&self, _: &mut Registry) {}
+        fn prepare(&self, _: &mut dyn FnMut() -> Result<litmus_client::Client, Error>) -> anyhow::Result<()> {
+            Ok(())
+        }
+        fn generate(&self, rng: &mut ChaCha8Rng) -> TxnRequest {
+            TxnRequest { kind: "k", procedure: "p", args: vec![Value::Int(rng.gen_range(0..1000))] }
+        }
+        fn retry_policy(&self) -> RetryPolicy {
+            self.0
+        }
+        fn verify(&self, _: &mut litmus_client::Client, _: &RunStats) -> anyhow::Result<String> {
+            Ok(String::new())
+        }
+    }
+
+    const MS: u64 = 1_000_000;
+
+    /// One terminal; the window is [10 ms, 100 ms).
+    fn terminal(policy: RetryPolicy) -> (Terminals, Arc<Control>) {
+        let control = Arc::new(Control::new(None));
+        let window = TimeWindow { measure_from: Time(10 * MS), until: Time(100 * MS) };
+        (Terminals::new(Arc::new(OneKind(policy)), None, window, control.clone(), 7, &[0]), control)
+    }
+
+    fn retrying_for(body: Option<RequestBody>) -> Duration {
+        match body {
+            Some(RequestBody::Call { retrying_for, .. }) => retrying_for,
+            other => panic!("expected a call, got {other:?}"),
+        }
+    }
+
+    fn aborted() -> Result<ResponseBody, Error> {
+        Err(Error::Abort(AbortReason::LockConflict))
+    }
+
+    fn committed() -> Result<ResponseBody, Error> {
+        Ok(ResponseBody::Returned(vec![]))
+    }
+
+    fn tally(t: Terminals) -> (Outcomes, Outcomes, u64, Vec<u64>) {
+        let (mut tally, unfinished) = t.into_tally();
+        let k = tally.remove("k").expect("kind k ran");
+        let lat = k.latency_us.iter_recorded().map(|v| v.value_iterated_to()).collect();
+        (k.measured, k.total, unfinished, lat)
+    }
+
+    #[test]
+    fn retry_until_committed_keeps_the_first_attempts_start() {
+        let (mut t, control) = terminal(RetryPolicy::UntilCommitted { bound: Duration::from_secs(10) });
+        assert_eq!(retrying_for(t.next_at(0, Time(20 * MS))), Duration::ZERO);
+        t.done_at(0, aborted(), Time(21 * MS));
+        let pause = t.pause(0);
+        assert!((50..=100).contains(&pause.as_micros()), "backoff in [cap/2, cap] of 100 µs: {pause:?}");
+        assert_eq!(t.pause(0), Duration::ZERO, "a pause is taken once");
+        // The retry tells the server since when it has been trying: the first attempt's start.
+        assert_eq!(retrying_for(t.next_at(0, Time(23 * MS))), Duration::from_millis(3));
+        t.done_at(0, committed(), Time(25 * MS));
+        let (m, total, unfinished, lat) = tally(t);
+        assert_eq!((m.committed, m.aborts, m.retries, m.gave_up, unfinished), (1, 1, 1, 0, 0));
+        assert_eq!(m.abort_reasons.lock_conflict, 1);
+        assert_eq!(total, m);
+        assert_eq!(lat.len(), 1);
+        assert!((4990..=5010).contains(&lat[0]), "latency from the first attempt: {lat:?}");
+        assert_eq!(control.committed.load(Ordering::Relaxed), 1);
+        assert!(control.take_failure().is_none());
+    }
+
+    #[test]
+    fn a_starved_transaction_fails_the_run_naming_it() {
+        let (mut t, control) = terminal(RetryPolicy::UntilCommitted { bound: Duration::from_millis(50) });
+        t.next_at(0, Time(20 * MS)).expect("a first request");
+        t.done_at(0, aborted(), Time(40 * MS));
+        t.pause(0);
+        t.next_at(0, Time(41 * MS)).expect("retried: 21 ms < 50 ms");
+        t.done_at(0, aborted(), Time(70 * MS));
+        match control.take_failure() {
+            Some(BenchError::Starved { kind: "k", procedure: "p", attempts: 2, .. }) => {}
+            other => panic!("expected the run to fail naming the starved transaction, got {other:?}"),
+        }
+        assert!(t.next_at(0, Time(71 * MS)).is_none(), "the run stops: no new transaction");
+    }
+
+    #[test]
+    fn give_up_after_n_retries_then_start_a_new_transaction() {
+        let (mut t, control) = terminal(RetryPolicy::GiveUpAfter { retries: 2 });
+        t.next_at(0, Time(20 * MS)).expect("a first request");
+        for i in 0..2 {
+            t.done_at(0, aborted(), Time(21 * MS + i));
+            assert!(!t.pause(0).is_zero(), "retry {} backs off", i + 1);
+            assert!(!retrying_for(t.next_at(0, Time(22 * MS + i))).is_zero(), "retry {}", i + 1);
+        }
+        t.done_at(0, aborted(), Time(30 * MS));
+        assert!(t.pause(0).is_zero(), "given up: no backoff");
+        assert_eq!(retrying_for(t.next_at(0, Time(31 * MS))), Duration::ZERO, "a new transaction");
+        t.done_at(0, committed(), Time(32 * MS));
+        let (m, _, unfinished, _) = tally(t);
+        assert_eq!((m.committed, m.aborts, m.retries, m.gave_up, unfinished), (1, 3, 2, 1, 0));
+        assert!(control.take_failure().is_none());
+    }
+
+    #[test]
+    fn a_user_abort_is_final_and_invalid_input_stops_the_run() {
+        let (mut t, control) = terminal(RetryPolicy::UntilCommitted { bound: Duration::from_secs(10) });
+        t.next_at(0, Time(20 * MS)).expect("a first request");
+        t.done_at(0, Err(Error::UserAbort("no such item".into())), Time(21 * MS));
+        assert!(t.pause(0).is_zero(), "no retry of a user abort");
+        assert_eq!(retrying_for(t.next_at(0, Time(22 * MS))), Duration::ZERO, "a new transaction");
+        assert!(control.take_failure().is_none());
+        t.done_at(0, Err(Error::Invalid(InvalidInput::Config("no procedure p".into()))), Time(23 * MS));
+        assert!(matches!(control.take_failure(), Some(BenchError::Rejected { kind: "k", procedure: "p", .. })));
+        assert!(t.next_at(0, Time(24 * MS)).is_none(), "the run stops");
+        let (m, _, _, _) = tally(t);
+        assert_eq!((m.committed, m.user_aborts, m.errors, m.aborts), (0, 1, 1, 0));
+    }
+
+    #[test]
+    fn the_window_counts_transactions_started_inside_it_and_stragglers_are_cut_off() {
+        let (mut t, _) = terminal(RetryPolicy::GiveUpAfter { retries: 8 });
+        // Started in the warmup, committed inside the window: the whole run's, not the window's.
+        t.next_at(0, Time(5 * MS)).expect("a warmup request");
+        t.done_at(0, committed(), Time(12 * MS));
+        // Started inside, committed after the window: the window's, latency included.
+        t.next_at(0, Time(99 * MS)).expect("a request in the window");
+        t.done_at(0, committed(), Time(101 * MS));
+        assert!(t.next_at(0, Time(101 * MS)).is_none(), "no new transaction after the window");
+        let (m, total, unfinished, lat) = tally(t);
+        assert_eq!((m.committed, total.committed, unfinished), (1, 2, 0));
+        assert_eq!(lat.len(), 1);
+        assert!((1990..=2010).contains(&lat[0]), "{lat:?}");
+
+        // Still retrying after the grace: cut off, unfinished.
+        let (mut t, _) = terminal(RetryPolicy::GiveUpAfter { retries: 8 });
+        t.next_at(0, Time(90 * MS)).expect("a request in the window");
+        let late = Time(100 * MS) + STRAGGLER_GRACE;
+        t.done_at(0, aborted(), late);
+        assert!(t.pause(0).is_zero() && t.next_at(0, late).is_none(), "no retry after the grace");
+        let (m, _, unfinished, lat) = tally(t);
+        assert_eq!((m.committed, m.aborts, m.gave_up, unfinished, lat.len()), (0, 1, 0, 1, 0));
+    }
+}

@@ -275,3 +275,148 @@ impl super::EmbeddedCluster {
         TerminalsRun { back: rx, sets: groups.len() }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{DelayModel, EmbeddedCluster, EmbeddedConfig};
+    use super::*;
+    use crate::topology::ClusterSpec;
+
+    fn cluster(cfg: EmbeddedConfig) -> EmbeddedCluster {
+        let spec = ClusterSpec {
+            engine: litmus_engine::EngineKind::Acid,
+            topology: Topology::new(2, 4).unwrap(),
+            catalog: Arc::new(litmus_engine::builtin::catalog()),
+            registry: Arc::new(litmus_engine::builtin::registry()),
+            seed: 3,
+        };
+        EmbeddedCluster::start(spec, cfg).unwrap()
+    }
+
+    /// Each terminal calls a procedure the servers do not have (answered at once with an
+    /// error) until it has `calls` answers or `until` passed, pausing `pause` between calls.
+    struct Probe {
+        calls: usize,
+        until: Time,
+        pause: Duration,
+        /// Per terminal: (sent at, answered at, result).
+        log: Vec<Vec<(Time, Time, Result<ResponseBody, Error>)>>,
+        sent_at: Vec<Option<Time>>,
+        /// Per terminal: when its pause ends, if it is pausing.
+        pausing_until: Vec<Option<Time>>,
+        /// A request issued before its terminal's pause was over.
+        early: bool,
+    }
+
+    impl Probe {
+        fn new(terminals: usize, calls: usize, until: Time, pause: Duration) -> Probe {
+            Probe {
+                calls,
+                until,
+                pause,
+                log: vec![Vec::new(); terminals],
+                sent_at: vec![None; terminals],
+                pausing_until: vec![None; terminals],
+                early: false,
+            }
+        }
+    }
+
+    impl TerminalDriver for Probe {
+        fn next_at(&mut self, t: usize, now: Time) -> Option<RequestBody> {
+            if self.pausing_until[t].take().is_some_and(|end| now < end) {
+                self.early = true;
+            }
+            if self.log[t].len() >= self.calls || now >= self.until {
+                return None;
+            }
+            self.sent_at[t] = Some(now);
+            let args = vec![];
+            Some(RequestBody::Call { procedure: "no_such_procedure".into(), args, retrying_for: Duration::ZERO })
+        }
+        fn done_at(&mut self, t: usize, result: Result<ResponseBody, Error>, now: Time) {
+            let sent = self.sent_at[t].take().expect("an answer follows a request");
+            self.log[t].push((sent, now, result));
+        }
+        fn pause(&mut self, t: usize, now: Time) -> Duration {
+            if self.log[t].is_empty() || self.pause.is_zero() || self.pausing_until[t].is_some() {
+                return Duration::ZERO;
+            }
+            self.pausing_until[t] = Some(now + self.pause);
+            self.pause
+        }
+    }
+
+    /// Every answer is the servers' rejection of the unknown procedure.
+    fn all_rejected(p: &Probe) -> bool {
+        p.log.iter().flatten().all(|(_, _, r)| matches!(r, Err(Error::Invalid(_))))
+    }
+
+    #[test]
+    fn a_hosted_terminals_responses_reach_its_driver_through_the_delay_model() {
+        let far = Time(u64::MAX / 2);
+        for (delay, round_trip_min) in [(DelayModel::NONE, Duration::ZERO), (DelayModel::LAN, 2 * DelayModel::LAN.min)] {
+            let c = cluster(EmbeddedConfig { delay, ..EmbeddedConfig::default() });
+            // Terminals on nodes 0, 1, 0, 1, 2 (wraps to 0): two sets, one per worker.
+            let nodes = [0, 1, 0, 1, 2].map(NodeId);
+            let mut made = Vec::new();
+            let run = c.start_terminals(&nodes, |indices| {
+                made.push(indices.to_vec());
+                Probe::new(indices.len(), 5, far, Duration::ZERO)
+            });
+            assert_eq!(made, [vec![0, 2, 4], vec![1, 3]], "grouped by their coordinator's worker");
+            let probes = run.wait(Duration::from_secs(10)).expect("the terminals finish");
+            for p in &probes {
+                assert!(p.log.iter().all(|l| l.len() == 5), "every request answered: {:?}", p.log);
+                assert!(all_rejected(p), "{:?}", p.log);
+                for &(sent, answered, _) in p.log.iter().flatten() {
+                    let rt = Duration::from_nanos(answered.0 - sent.0);
+                    assert!(rt >= round_trip_min, "{delay:?}: a round trip of {rt:?} < {round_trip_min:?}");
+                }
+            }
+            assert!(c.router.clients.read().unwrap().is_empty(), "finished terminals are unregistered");
+            c.shutdown().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_hosted_clients_request_times_out_on_the_workers_tick() {
+        // Every message takes 30 ms one way and a request times out after 10 ms: the answer is
+        // the session's timeout, and the late response is ignored.
+        let delay = DelayModel { min: Duration::from_millis(30), max: Duration::from_millis(30) };
+        let timeout = Duration::from_millis(10);
+        let c = cluster(EmbeddedConfig { delay, request_timeout: timeout, ..EmbeddedConfig::default() });
+        let run = c.start_terminals(&[NodeId(0)], |n| Probe::new(n.len(), 1, Time(u64::MAX / 2), Duration::ZERO));
+        let probes = run.wait(Duration::from_secs(10)).expect("the terminal finishes");
+        let log = &probes[0].log[0];
+        assert_eq!(log.len(), 1, "{log:?}");
+        let (sent, answered, result) = &log[0];
+        assert!(matches!(result, Err(Error::Unavailable { outcome_unknown: true, .. })), "{result:?}");
+        let waited = Duration::from_nanos(answered.0 - sent.0);
+        assert!(waited >= timeout && waited < Duration::from_millis(60), "timed out after {waited:?}");
+        c.shutdown().unwrap();
+    }
+
+    #[test]
+    fn hosted_terminals_pause_and_end_within_a_bound_once_their_window_closes() {
+        let c = cluster(EmbeddedConfig { delay: DelayModel::NONE, ..EmbeddedConfig::default() });
+        let (window, pause) = (Duration::from_millis(200), Duration::from_millis(2));
+        let until = c.now() + window;
+        let started = Instant::now();
+        let run = c.start_terminals(&[0, 1, 0, 1].map(NodeId), |n| Probe::new(n.len(), usize::MAX, until, pause));
+        let probes = run.wait(Duration::from_secs(5)).expect("the terminals finish");
+        let took = started.elapsed();
+        assert!(took >= window && took < window + Duration::from_millis(500), "ended {took:?} after the start");
+        for p in &probes {
+            assert!(!p.early, "a request went out before its pause was over");
+            assert!(all_rejected(p));
+            for l in &p.log {
+                // At most one call per pause in the window, and at least a few.
+                let most = (window.as_nanos() / pause.as_nanos()) as usize + 1;
+                assert!(l.len() >= 10 && l.len() <= most, "{} calls in {window:?} with {pause:?} pauses", l.len());
+                assert!(l.iter().all(|(sent, _, _)| *sent < until), "nothing sent after the window");
+            }
+        }
+        c.shutdown().unwrap();
+    }
+}
