@@ -7,10 +7,12 @@
 //!   EmbeddedCluster::start (or --connect: clients dial running `litmus server`s, round robin,
 //!     or a client with a home, Workload::home_partition, its home's server first)
 //!   workload.prepare(clients)                    initial data, not timed as part of the run
-//!   C client threads, each: own Client + ChaCha8Rng(seed, stream = client index)
-//!     loop until warmup + duration:
+//!   C terminals (crate::terminal), each: own session + ChaCha8Rng(seed, stream = index)
+//!     embedded: hosted on the worker of its coordinator (EmbeddedCluster::start_terminals);
+//!     --connect, calibrate: one blocking client thread each
+//!     until warmup + duration:
 //!       deal a kind from the shared deck (if the workload's mix has one) ─► generate
-//!         ─► call ─► retryable error? back off, retry (policy) ─► record
+//!         ─► call ─► retryable error? pause (backoff), retry (policy) ─► record
 //!   ├── warmup ──┼────────────── measured window (duration) ──────────────┤ stragglers
 //!   workload.verify(client, RunStats)            the workload's invariant
 //! ```
@@ -23,7 +25,7 @@
 //! stragglers), so none is dropped from the window and the kinds drawn in the window are the
 //! kinds counted. Its latency runs from the first attempt to the final answer, retries and
 //! backoff included (what a user waits), and is recorded for committed transactions only, per
-//! kind, in an HDR histogram of microseconds (one per client thread, merged at the end).
+//! kind, in an HDR histogram of microseconds (one per set of terminals, merged at the end).
 //! Throughput is committed transactions of the window over the window's length.
 //! [`RunStats::total`] counts the whole run for the invariant. A workload with a defined mix
 //! ([`Workload::mix`]) gets the completed share of each kind and a verdict in
@@ -52,13 +54,23 @@
 //! in any phase — load, window, verify — within one request deadline; a second signal exits at
 //! once.
 //!
-//! **Not measured / caveats.** Client threads share the machine with the embedded cluster, so
-//! on few cores the numbers are a relative comparison between engines, not absolute capacity.
+//! **Where the terminals run.** On the embedded cluster they run inside its worker threads, as
+//! event-driven state machines next to their coordinators (no thread, no wake-up per response;
+//! see [`litmus_runtime::embedded`]'s `terminals`), and their CPU is counted in `cpu:` as the
+//! cluster's is. Against `--connect` servers, and under `litmus calibrate` (whose profile times
+//! the workers' steps and must not include the terminals' logic), each terminal is a blocking
+//! client thread. Both run the same state machine ([`crate::terminal`]), as `--runtime sim` does.
+//! The live progress bar reads one atomic commit counter; a stop signal reaches the terminals
+//! through it within one progress refresh, and each ends its transaction within a request
+//! deadline.
+//!
+//! **Not measured / caveats.** Terminals share the machine with the embedded cluster, so on
+//! few cores the numbers are a relative comparison between engines, not absolute capacity.
 //! In `--connect` mode the servers' engine (announced in the TCP hello) must match `--engine`.
 
 use crate::history::HistoryWriter;
-use crate::terminal::{self, new_histogram, Control, TimeWindow};
 use crate::mix::{self, Deck, MixReport};
+use crate::terminal::{self, new_histogram, Control, TimeWindow};
 use crate::workload::{Outcomes, RetryPolicy, RunStats, Workload};
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
@@ -809,7 +821,8 @@ fn drive(
         terminal::Terminals::new(shared_workload.clone(), deck.clone(), window, control.clone(), cfg.seed, indices)
     };
     // The window on the terminals' clock, opening `cfg.warmup` after `zero`.
-    let time_window = |zero: Time| TimeWindow { measure_from: zero + cfg.warmup, until: zero + cfg.warmup + cfg.duration };
+    let time_window =
+        |zero: Time| TimeWindow { measure_from: zero + cfg.warmup, until: zero + cfg.warmup + cfg.duration };
 
     let (tallies, cost) = match mode {
         Hosting::Threads(session) => {

@@ -369,8 +369,8 @@ impl litmus_runtime::sim::SimDriver for Terminals {
 mod tests {
     use super::*;
     use crate::workload::RunStats;
-    use litmus_core::{AbortReason, InvalidInput};
     use litmus_core::Catalog;
+    use litmus_core::{AbortReason, InvalidInput};
     use litmus_engine::Registry;
 
     /// One kind, one procedure, the retry policy under test.

@@ -291,9 +291,11 @@ fn ycsb_t_on_omid_passes_the_snapshot_isolation_check() {
     for mix in [Mix::Complex, Mix::Mixed] {
         let cfg = BenchConfig { workload: "ycsb-t".into(), net_delay_us: Some(0), ..small_config(6, 400) };
         let cfg = BenchConfig { engine: EngineKind::Omid, ..cfg };
-        let report =
-            harness::run(&cfg, std::sync::Arc::new(YcsbT::new(YcsbTOptions { mix: Some(mix.name().into()) }, 200, false).unwrap()))
-                .unwrap();
+        let report = harness::run(
+            &cfg,
+            std::sync::Arc::new(YcsbT::new(YcsbTOptions { mix: Some(mix.name().into()) }, 200, false).unwrap()),
+        )
+        .unwrap();
         assert!(report.throughput > 0.0, "{mix}");
         assert!(report.verify.ok, "{mix}: {}", report.verify.message);
         assert!(report.verify.message.contains("snapshot isolation holds"), "{}", report.verify.message);

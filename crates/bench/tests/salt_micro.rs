@@ -35,7 +35,13 @@ fn small_config(kind: SaltMicroKind) -> BenchConfig {
 fn run_micro(kind: SaltMicroKind, opts: SaltMicroOptions) -> litmus_bench::BenchReport {
     let w = SaltMicro::new(kind, opts, false).unwrap();
     let report = harness::run(&small_config(kind), std::sync::Arc::new(w)).unwrap();
-    eprintln!("{} on nocc ({}): {:.0} txn/s — {}", kind.name(), report.workload_settings, report.throughput, report.verify.message);
+    eprintln!(
+        "{} on nocc ({}): {:.0} txn/s — {}",
+        kind.name(),
+        report.workload_settings,
+        report.throughput,
+        report.verify.message
+    );
     assert!(report.committed > 0 && report.throughput > 0.0);
     assert!(report.verify.ok, "{}", report.verify.message);
     assert_eq!((report.errors, report.user_aborts, report.gave_up), (0, 0, 0));

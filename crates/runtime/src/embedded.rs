@@ -13,6 +13,13 @@
 //!        └──────────────── Router::route (delay sampled per message) ◄──── Host::flush ─┘
 //! ```
 //!
+//! Clients come two ways: a blocking thread per session ([`EmbeddedTransport`], for the shell,
+//! loaders and checks), or benchmark terminals hosted on the workers themselves
+//! ([`EmbeddedCluster::start_terminals`], [`TerminalDriver`]): a terminal's session lives on the
+//! worker of its coordinator, its responses come through that worker's inbox and delay queue
+//! and go to its driver instead of the [`Host`], so a transaction costs no thread wake-up
+//! (see `embedded/terminals.rs`).
+//!
 //! Hand-offs are what a message costs here (issue 13), so they are few: a [`Mailbox`] is a
 //! vector under a mutex that its one reader swaps out whole, and a sender wakes the reader only
 //! when it sleeps (no spinning, no `sched_yield`). A worker routes what one flush produced with

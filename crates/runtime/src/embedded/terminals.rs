@@ -126,7 +126,14 @@ impl<D: TerminalDriver> HostedSet<D> {
         }
     }
 
-    fn answered(&mut self, t: usize, id: RequestId, result: Result<ResponseBody, Error>, now: Time, out: &mut Vec<Envelope>) {
+    fn answered(
+        &mut self,
+        t: usize,
+        id: RequestId,
+        result: Result<ResponseBody, Error>,
+        now: Time,
+        out: &mut Vec<Envelope>,
+    ) {
         if self.slots[t] != Slot::Outstanding(id) {
             return; // not the request it waits for (cannot happen with one at a time)
         }
@@ -293,6 +300,9 @@ mod tests {
         EmbeddedCluster::start(spec, cfg).unwrap()
     }
 
+    /// A request's (sent at, answered at, result).
+    type Answer = (Time, Time, Result<ResponseBody, Error>);
+
     /// Each terminal calls a procedure the servers do not have (answered at once with an
     /// error) until it has `calls` answers or `until` passed, pausing `pause` between calls.
     struct Probe {
@@ -300,7 +310,7 @@ mod tests {
         until: Time,
         pause: Duration,
         /// Per terminal: (sent at, answered at, result).
-        log: Vec<Vec<(Time, Time, Result<ResponseBody, Error>)>>,
+        log: Vec<Vec<Answer>>,
         sent_at: Vec<Option<Time>>,
         /// Per terminal: when its pause ends, if it is pausing.
         pausing_until: Vec<Option<Time>>,
@@ -355,7 +365,8 @@ mod tests {
     #[test]
     fn a_hosted_terminals_responses_reach_its_driver_through_the_delay_model() {
         let far = Time(u64::MAX / 2);
-        for (delay, round_trip_min) in [(DelayModel::NONE, Duration::ZERO), (DelayModel::LAN, 2 * DelayModel::LAN.min)] {
+        for (delay, round_trip_min) in [(DelayModel::NONE, Duration::ZERO), (DelayModel::LAN, 2 * DelayModel::LAN.min)]
+        {
             let c = cluster(EmbeddedConfig { delay, ..EmbeddedConfig::default() });
             // Terminals on nodes 0, 1, 0, 1, 2 (wraps to 0): two sets, one per worker.
             let nodes = [0, 1, 0, 1, 2].map(NodeId);
