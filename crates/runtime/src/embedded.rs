@@ -246,16 +246,24 @@ impl Router {
         if scratch.per_client.len() > ROUTE_CLIENTS_KEPT_MAX {
             scratch.per_client.clear(); // sessions come and go; do not keep every one's buffer
         }
+        // Taken at the first message for a client, held to the end of the batch.
+        let mut clients = None;
         for env in envs.drain(..) {
             let at = self.delivery_time(&env, now, rng);
             match env.to {
-                Addr::Client(c) => {
-                    let batch = scratch.per_client.entry(c).or_default();
-                    if batch.is_empty() {
-                        scratch.clients_touched.push(c);
+                Addr::Client(c) => match clients.get_or_insert_with(|| self.clients.read().expect("clients lock")).get(&c) {
+                    // A hosted terminal's response: to its worker like a machine's message.
+                    Some(ClientDest::Worker(w)) if *w == me => local.push((at, env)),
+                    Some(ClientDest::Worker(w)) => scratch.per_worker[*w].push((at, env)),
+                    Some(ClientDest::Mailbox(_)) => {
+                        let batch = scratch.per_client.entry(c).or_default();
+                        if batch.is_empty() {
+                            scratch.clients_touched.push(c);
+                        }
+                        batch.push((at, env));
                     }
-                    batch.push((at, env));
-                }
+                    None => {}
+                },
                 to => match self.machines.get(&to) {
                     Some(&w) if w == me => local.push((at, env)),
                     Some(&w) => scratch.per_worker[w].push((at, env)),
@@ -268,15 +276,12 @@ impl Router {
                 self.workers[w].push_all(batch.drain(..));
             }
         }
-        if !scratch.clients_touched.is_empty() {
-            let clients = self.clients.read().expect("clients lock");
+        if let Some(clients) = clients {
             for c in scratch.clients_touched.drain(..) {
                 let batch = scratch.per_client.get_mut(&c).expect("a touched client has a batch");
                 match clients.get(&c) {
                     Some(ClientDest::Mailbox(mb)) => mb.push_all(batch.drain(..)),
-                    Some(ClientDest::Worker(w)) if *w == me => local.append(batch),
-                    Some(ClientDest::Worker(w)) => self.workers[*w].push_all(batch.drain(..)),
-                    None => batch.clear(),
+                    _ => unreachable!("only a client thread's messages are batched per client"),
                 }
             }
         }
