@@ -251,19 +251,21 @@ impl Router {
         for env in envs.drain(..) {
             let at = self.delivery_time(&env, now, rng);
             match env.to {
-                Addr::Client(c) => match clients.get_or_insert_with(|| self.clients.read().expect("clients lock")).get(&c) {
-                    // A hosted terminal's response: to its worker like a machine's message.
-                    Some(ClientDest::Worker(w)) if *w == me => local.push((at, env)),
-                    Some(ClientDest::Worker(w)) => scratch.per_worker[*w].push((at, env)),
-                    Some(ClientDest::Mailbox(_)) => {
-                        let batch = scratch.per_client.entry(c).or_default();
-                        if batch.is_empty() {
-                            scratch.clients_touched.push(c);
+                Addr::Client(c) => {
+                    match clients.get_or_insert_with(|| self.clients.read().expect("clients lock")).get(&c) {
+                        // A hosted terminal's response: to its worker like a machine's message.
+                        Some(ClientDest::Worker(w)) if *w == me => local.push((at, env)),
+                        Some(ClientDest::Worker(w)) => scratch.per_worker[*w].push((at, env)),
+                        Some(ClientDest::Mailbox(_)) => {
+                            let batch = scratch.per_client.entry(c).or_default();
+                            if batch.is_empty() {
+                                scratch.clients_touched.push(c);
+                            }
+                            batch.push((at, env));
                         }
-                        batch.push((at, env));
+                        None => {}
                     }
-                    None => {}
-                },
+                }
                 to => match self.machines.get(&to) {
                     Some(&w) if w == me => local.push((at, env)),
                     Some(&w) => scratch.per_worker[w].push((at, env)),
