@@ -111,7 +111,7 @@ pub fn run(args: &CalibrateArgs, command: &str, out: &mut dyn Write) -> anyhow::
                 continue;
             }
             let profile = Arc::new(CostProfile::default());
-            let report = match harness::run_profiled(&cfg, w.as_ref(), profile.clone()) {
+            let report = match harness::run_profiled(&cfg, Arc::from(w), profile.clone()) {
                 Ok(r) => r,
                 Err(e) => {
                     writeln!(out, "{workload:<10} on {:<12} skipped: it did not run: {e:#}", engine.name())?;

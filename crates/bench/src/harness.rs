@@ -7,10 +7,12 @@
 //!   EmbeddedCluster::start (or --connect: clients dial running `litmus server`s, round robin,
 //!     or a client with a home, Workload::home_partition, its home's server first)
 //!   workload.prepare(clients)                    initial data, not timed as part of the run
-//!   C client threads, each: own Client + ChaCha8Rng(seed, stream = client index)
-//!     loop until warmup + duration:
+//!   C terminals (crate::terminal), each: own session + ChaCha8Rng(seed, stream = index)
+//!     embedded: hosted on the worker of its coordinator (EmbeddedCluster::start_terminals);
+//!     --connect, calibrate: one blocking client thread each
+//!     until warmup + duration:
 //!       deal a kind from the shared deck (if the workload's mix has one) ─► generate
-//!         ─► call ─► retryable error? back off, retry (policy) ─► record
+//!         ─► call ─► retryable error? pause (backoff), retry (policy) ─► record
 //!   ├── warmup ──┼────────────── measured window (duration) ──────────────┤ stragglers
 //!   workload.verify(client, RunStats)            the workload's invariant
 //! ```
@@ -23,7 +25,7 @@
 //! stragglers), so none is dropped from the window and the kinds drawn in the window are the
 //! kinds counted. Its latency runs from the first attempt to the final answer, retries and
 //! backoff included (what a user waits), and is recorded for committed transactions only, per
-//! kind, in an HDR histogram of microseconds (one per client thread, merged at the end).
+//! kind, in an HDR histogram of microseconds (one per set of terminals, merged at the end).
 //! Throughput is committed transactions of the window over the window's length.
 //! [`RunStats::total`] counts the whole run for the invariant. A workload with a defined mix
 //! ([`Workload::mix`]) gets the completed share of each kind and a verdict in
@@ -52,24 +54,33 @@
 //! in any phase — load, window, verify — within one request deadline; a second signal exits at
 //! once.
 //!
-//! **Not measured / caveats.** Client threads share the machine with the embedded cluster, so
-//! on few cores the numbers are a relative comparison between engines, not absolute capacity.
+//! **Where the terminals run.** On the embedded cluster they run inside its worker threads, as
+//! event-driven state machines next to their coordinators (no thread, no wake-up per response;
+//! see [`litmus_runtime::embedded`]'s `terminals`), and their CPU is counted in `cpu:` as the
+//! cluster's is. Against `--connect` servers, and under `litmus calibrate` (whose profile times
+//! the workers' steps and must not include the terminals' logic), each terminal is a blocking
+//! client thread. Both run the same state machine ([`crate::terminal`]), as `--runtime sim` does.
+//! The live progress bar reads one atomic commit counter; a stop signal reaches the terminals
+//! through it within one progress refresh, and each ends its transaction within a request
+//! deadline.
+//!
+//! **Not measured / caveats.** Terminals share the machine with the embedded cluster, so on
+//! few cores the numbers are a relative comparison between engines, not absolute capacity.
 //! In `--connect` mode the servers' engine (announced in the TCP hello) must match `--engine`.
 
-use crate::history::{HistoryWriter, OpType};
+use crate::history::HistoryWriter;
 use crate::mix::{self, Deck, MixReport};
-use crate::workload::{Outcomes, RetryPolicy, RunStats, TxnRequest, Workload};
+use crate::terminal::{self, new_histogram, Control, TimeWindow};
+use crate::workload::{Outcomes, RetryPolicy, RunStats, Workload};
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use litmus_client::Client;
-use litmus_core::{Error, NodeId};
+use litmus_core::{Error, NodeId, Time};
 use litmus_engine::{builtin, EngineKind};
 use litmus_runtime::embedded::{DelayModel, EmbeddedCluster, EmbeddedConfig};
 use litmus_runtime::{ClusterSpec, Topology};
 use litmus_storage::wal::FsyncPolicy;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -437,7 +448,7 @@ pub struct BenchReport {
 /// Runs `workload` once as configured: a fresh embedded cluster (or the `--connect` servers),
 /// load, warmup, measured window, verify. A failed verification is reported in the returned
 /// report's [`BenchReport::verify`], not as an `Err`; errors are failures to run at all.
-pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchReport> {
+pub fn run(cfg: &BenchConfig, workload: Arc<dyn Workload>) -> anyhow::Result<BenchReport> {
     if cfg.sim.is_some() {
         return crate::simbench::run(cfg, workload);
     }
@@ -448,7 +459,7 @@ pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchRe
 /// (`litmus calibrate`).
 pub fn run_profiled(
     cfg: &BenchConfig,
-    workload: &dyn Workload,
+    workload: Arc<dyn Workload>,
     profile: Arc<litmus_runtime::cost::CostProfile>,
 ) -> anyhow::Result<BenchReport> {
     run_embedded(cfg, workload, Some(profile))
@@ -479,9 +490,10 @@ pub(crate) fn check_isolation(cfg: &BenchConfig, workload: &dyn Workload) -> Res
 
 fn run_embedded(
     cfg: &BenchConfig,
-    workload: &dyn Workload,
+    shared_workload: Arc<dyn Workload>,
     profile: Option<Arc<litmus_runtime::cost::CostProfile>>,
 ) -> anyhow::Result<BenchReport> {
+    let workload = shared_workload.as_ref();
     cfg.validate()?;
     check_isolation(cfg, workload)?;
     if let Some(addrs) = &cfg.connect {
@@ -510,7 +522,7 @@ fn run_embedded(
         let probe = |a: usize| Client::connect_any_with(std::slice::from_ref(&addrs[a]), &auth);
         let homes = home_addresses(workload, cfg.clients, addrs.len(), &probe);
         let session = |i: usize| dial(homes.as_ref().map_or(i, |h| h[i]) % addrs.len());
-        return drive(cfg, workload, &mut connect, Some(&session), &|| None);
+        return drive(cfg, &shared_workload, &mut connect, Hosting::Threads(Some(&session)), &|| None);
     }
     if let Some(dir) = &cfg.data_dir {
         let occupied = std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(false);
@@ -553,14 +565,18 @@ fn run_embedded(
     // Benchmark client i on its home partition's node when the workload gives it one, else on
     // node i mod nodes, as in the simulator (`--home-routing`).
     let topology = Topology::new(cfg.nodes, cfg.partitions)?;
-    let session = |i: usize| {
-        let transport = match workload.home_partition(i as u64, cfg.partitions) {
-            Some(p) => cluster.transport_on(topology.node_of(p)),
-            None => cluster.transport_for(i as u64),
-        };
-        Ok(Client::new(Box::new(transport)))
+    let home = |i: usize| match workload.home_partition(i as u64, cfg.partitions) {
+        Some(p) => topology.node_of(p),
+        None => NodeId((i % cfg.nodes as usize) as u32),
     };
-    let report = drive(cfg, workload, &mut attach, Some(&session), &counters);
+    let session = |i: usize| Ok(Client::new(Box::new(cluster.transport_on(home(i)))));
+    // The terminals run on the workers, next to their coordinators ([`crate::terminal`]);
+    // `litmus calibrate` keeps client threads: its profile measures the workers' steps alone.
+    let terminals = match profile {
+        Some(_) => Hosting::Threads(Some(&session)),
+        None => Hosting::Hosted(&cluster, (0..cfg.clients).map(home).collect()),
+    };
+    let report = drive(cfg, &shared_workload, &mut attach, terminals, &counters);
     cluster.shutdown().context("a cluster worker failed")?;
     report
 }
@@ -722,46 +738,6 @@ struct Window {
     until: Instant,
 }
 
-/// State shared by the client threads and the progress loop.
-struct Shared {
-    /// Commits so far (warmup included), for the live throughput.
-    committed: AtomicU64,
-    stop: AtomicBool,
-    /// What stopped the run: a rejected request, or a transaction that could not commit.
-    rejected: Mutex<Option<BenchError>>,
-    /// `--history`: where transactions are recorded, and the number of clients (a client whose
-    /// transaction ended unknown goes on as process `p + clients`).
-    history: Option<(HistoryWriter, u64)>,
-}
-
-impl Shared {
-    /// Records `req` as an op of `kind` by `process` in the history, if there is one (`result`:
-    /// what the committed call returned). Failing to record stops the run.
-    fn record(
-        &self,
-        workload: &dyn Workload,
-        req: &TxnRequest,
-        kind: OpType,
-        process: u64,
-        result: Option<&[litmus_core::Value]>,
-    ) {
-        let Some((history, _)) = &self.history else { return };
-        let written =
-            workload.history(req, result).and_then(|ops| history.record(kind, process, ops).map_err(|e| e.to_string()));
-        if let Err(e) = written {
-            self.fail(BenchError::History(e));
-        }
-    }
-
-    /// Stops the run with `error` (the first one wins).
-    fn fail(&self, error: BenchError) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Ok(mut r) = self.rejected.lock() {
-            r.get_or_insert(error);
-        }
-    }
-}
-
 /// USER_HZ: the unit of `/proc/<pid>/stat`'s CPU times on Linux, fixed by its ABI.
 const PROC_TICKS_PER_SEC: u64 = 100;
 
@@ -775,30 +751,6 @@ fn process_cpu_us() -> Option<u64> {
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
     Some((utime + stime) * 1_000_000 / PROC_TICKS_PER_SEC)
-}
-
-/// One client thread's record of one kind.
-struct KindTally {
-    measured: Outcomes,
-    total: Outcomes,
-    latency_us: Histogram<u64>,
-}
-
-/// One client thread's record, by kind.
-type ClientTally = BTreeMap<&'static str, KindTally>;
-
-fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, LATENCY_US_MAX, LATENCY_SIGNIFICANT_DIGITS).expect("constant bounds are valid")
-}
-
-/// How one logical transaction ended.
-enum Final {
-    Committed(Vec<litmus_core::Value>),
-    GaveUp,
-    /// Still retrying when the run ended (grace over, or a stop signal).
-    Unfinished,
-    UserAbort,
-    Failed(Error),
 }
 
 /// The cluster's running totals that a report divides by committed transactions.
@@ -815,13 +767,26 @@ struct WindowCost {
     cluster: Option<Cost>,
 }
 
+/// Where a run's terminals ([`crate::terminal`]) run.
+enum Hosting<'a> {
+    /// One blocking client thread per terminal, on the session `open(i)` gives terminal `i`
+    /// (`None`: the next of `clients`).
+    Threads(Option<&'a dyn Fn(usize) -> Result<Client, Error>>),
+    /// On the embedded cluster's workers, terminal `i` attached to node `nodes[i]`'s coordinator.
+    Hosted(&'a EmbeddedCluster, Vec<NodeId>),
+}
+
+/// How long hosted terminals may take beyond their own bounds before the run is declared stuck.
+const HOSTED_SLACK: Duration = Duration::from_secs(10);
+
 fn drive(
     cfg: &BenchConfig,
-    workload: &dyn Workload,
+    shared_workload: &Arc<dyn Workload>,
     clients: &mut dyn FnMut() -> Result<Client, Error>,
-    session: Option<&dyn Fn(usize) -> Result<Client, Error>>,
+    mode: Hosting<'_>,
     counters: &dyn Fn() -> Option<Cost>,
 ) -> anyhow::Result<BenchReport> {
+    let workload = shared_workload.as_ref();
     install_stop_handler();
     if let Ok(mut d) = SETUP_DEADLINE.lock() {
         *d = None;
@@ -839,14 +804,6 @@ fn drive(
     workload.prepare(clients).with_context(|| format!("prepare {}", workload.name()))?;
     let load_secs = load_started.elapsed().as_secs_f64();
 
-    let mut sessions = Vec::with_capacity(cfg.clients);
-    for i in 0..cfg.clients {
-        let client = match session {
-            Some(open) => open(i),
-            None => clients(),
-        };
-        sessions.push(client.context("open a benchmark client")?);
-    }
     let history = match &cfg.history {
         None => None,
         Some(_) if !workload.records_history() => {
@@ -857,47 +814,83 @@ fn drive(
             Some((HistoryWriter::new(Box::new(std::io::BufWriter::new(file))), cfg.clients as u64))
         }
     };
-    let shared =
-        Shared { committed: AtomicU64::new(0), stop: AtomicBool::new(false), rejected: Mutex::new(None), history };
+    let control = Arc::new(Control::new(history));
     let spec = workload.mix();
-    let deck = spec.as_ref().filter(|m| m.deck).map(|m| Deck::new(m, cfg.seed));
-    let policy = workload.retry_policy();
-    let start = Instant::now();
-    let window = Window { measure_from: start + cfg.warmup, until: start + cfg.warmup + cfg.duration };
+    let deck = spec.as_ref().filter(|m| m.deck).map(|m| Arc::new(Deck::new(m, cfg.seed)));
+    let make = |window: TimeWindow, indices: &[usize]| {
+        terminal::Terminals::new(shared_workload.clone(), deck.clone(), window, control.clone(), cfg.seed, indices)
+    };
+    // The window on the terminals' clock, opening `cfg.warmup` after `zero`.
+    let time_window =
+        |zero: Time| TimeWindow { measure_from: zero + cfg.warmup, until: zero + cfg.warmup + cfg.duration };
 
-    type Tally = (ClientTally, u64);
-    let (tallies, cost) = std::thread::scope(|s| -> anyhow::Result<(Vec<Tally>, WindowCost)> {
-        let mut handles = Vec::with_capacity(sessions.len());
-        for (i, client) in sessions.iter_mut().enumerate() {
-            let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-            rng.set_stream(i as u64);
-            let (shared, deck) = (&shared, deck.as_ref());
-            let handle = std::thread::Builder::new()
-                .name(format!("bench-client-{i}"))
-                .spawn_scoped(s, move || client_loop((client, i as u64), rng, workload, deck, policy, window, shared))
-                .context("spawn a client thread")?;
-            handles.push(handle);
+    let (tallies, cost) = match mode {
+        Hosting::Threads(session) => {
+            let mut sessions = Vec::with_capacity(cfg.clients);
+            for i in 0..cfg.clients {
+                let client = match session {
+                    Some(open) => open(i),
+                    None => clients(),
+                };
+                sessions.push(client.context("open a benchmark client")?);
+            }
+            let start = Instant::now();
+            let window = Window { measure_from: start + cfg.warmup, until: start + cfg.warmup + cfg.duration };
+            let clock = move || Time(start.elapsed().as_nanos() as u64);
+            let tw = time_window(Time::ZERO);
+            std::thread::scope(|s| -> anyhow::Result<(Vec<terminal::Terminals>, WindowCost)> {
+                let mut handles = Vec::with_capacity(sessions.len());
+                for (i, client) in sessions.iter_mut().enumerate() {
+                    let mut one = make(tw, &[i]);
+                    let handle = std::thread::Builder::new()
+                        .name(format!("bench-client-{i}"))
+                        .spawn_scoped(s, move || {
+                            one.run_blocking(0, client, &clock);
+                            one
+                        })
+                        .context("spawn a client thread")?;
+                    handles.push(handle);
+                }
+                let cost = show_progress(cfg, window, &control, counters);
+                if stop_requested() {
+                    control.stop.store(true, Ordering::Relaxed);
+                }
+                let mut tallies = Vec::with_capacity(handles.len());
+                for h in handles {
+                    tallies.push(h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))?);
+                }
+                Ok((tallies, cost))
+            })?
         }
-        let cost = show_progress(cfg, window, &shared, counters);
-        if stop_requested() {
-            shared.stop.store(true, Ordering::Relaxed);
+        Hosting::Hosted(cluster, nodes) => {
+            let (start, zero) = (Instant::now(), cluster.now());
+            let window = Window { measure_from: start + cfg.warmup, until: start + cfg.warmup + cfg.duration };
+            let tw = time_window(zero);
+            let run = cluster.start_terminals(&nodes, |indices| make(tw, indices));
+            let cost = show_progress(cfg, window, &control, counters);
+            if stop_requested() {
+                control.stop.store(true, Ordering::Relaxed);
+            }
+            // Each terminal ends its last transaction within the grace (a retrying TPC-C
+            // terminal: within its starvation bound) plus one request deadline.
+            let starving = match workload.retry_policy() {
+                RetryPolicy::UntilCommitted { bound } => bound,
+                RetryPolicy::GiveUpAfter { .. } => Duration::ZERO,
+            };
+            let bound = STRAGGLER_GRACE + starving + litmus_engine::client::REQUEST_TIMEOUT_DEFAULT + HOSTED_SLACK;
+            (run.wait(bound).context("the benchmark terminals")?, cost)
         }
-        let mut tallies = Vec::with_capacity(handles.len());
-        for h in handles {
-            tallies.push(h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))?);
-        }
-        Ok((tallies, cost))
-    })?;
-    if let Some(rejected) = shared.rejected.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.take() {
-        return Err(rejected.into());
+    };
+    if let Some(failure) = control.take_failure() {
+        return Err(failure.into());
     }
-    if let (Some((history, _)), Some(path)) = (&shared.history, &cfg.history) {
+    if let (Some(history), Some(path)) = (control.history(), &cfg.history) {
         history.flush().with_context(|| format!("write {}", path.display()))?;
     }
 
     let mut stats = RunStats { measured_secs: cfg.duration.as_secs_f64(), ..RunStats::default() };
     let mut histograms: BTreeMap<&'static str, Histogram<u64>> = BTreeMap::new();
-    for (tally, unfinished) in tallies {
+    for (tally, unfinished) in tallies.into_iter().map(terminal::Terminals::into_tally) {
         stats.unfinished += unfinished;
         for (kind, t) in tally {
             stats.measured.entry(kind).or_default().add(&t.measured);
@@ -998,7 +991,7 @@ impl BenchReport {
 fn show_progress(
     cfg: &BenchConfig,
     window: Window,
-    shared: &Shared,
+    shared: &Control,
     counters: &dyn Fn() -> Option<Cost>,
 ) -> WindowCost {
     let sample = || (process_cpu_us(), counters());
@@ -1040,119 +1033,6 @@ fn show_progress(
             log_bytes: to.log_bytes.saturating_sub(from.log_bytes),
         }),
     }
-}
-
-/// One closed-loop client: deal or generate, call (retrying as `policy` says), record, until
-/// the window ends.
-fn client_loop(
-    (client, mut process): (&mut Client, u64),
-    mut rng: ChaCha8Rng,
-    workload: &dyn Workload,
-    deck: Option<&Deck>,
-    policy: RetryPolicy,
-    window: Window,
-    shared: &Shared,
-) -> (BTreeMap<&'static str, KindTally>, u64) {
-    let mut tally: BTreeMap<&'static str, KindTally> = BTreeMap::new();
-    let mut unfinished = 0u64;
-    while Instant::now() < window.until && !shared.stop.load(Ordering::Relaxed) && !stop_requested() {
-        let started = Instant::now();
-        let req = match deck {
-            Some(deck) => workload.generate_kind(deck.deal(), &mut rng),
-            None => workload.generate(&mut rng),
-        };
-        shared.record(workload, &req, OpType::Invoke, process, None);
-        let mut outcome = Outcomes::default();
-        let mut attempt: u64 = 0;
-        let end = loop {
-            match client.call_retry(
-                req.procedure,
-                req.args.clone(),
-                if attempt == 0 { Duration::ZERO } else { started.elapsed() },
-            ) {
-                Ok(out) => break Final::Committed(out),
-                Err(e) if e.is_retryable() => {
-                    outcome.aborts += 1;
-                    outcome.abort_reasons.count(&e);
-                    if stop_requested()
-                        || (matches!(policy, RetryPolicy::GiveUpAfter { .. })
-                            && Instant::now() >= window.until + STRAGGLER_GRACE)
-                    {
-                        // A TPC-C terminal keeps retrying past the grace (its own bound applies).
-                        break Final::Unfinished;
-                    }
-                    let give_up = match policy {
-                        RetryPolicy::GiveUpAfter { retries } => attempt >= u64::from(retries),
-                        RetryPolicy::UntilCommitted { bound } => {
-                            let waited = started.elapsed();
-                            if waited >= bound {
-                                shared.fail(BenchError::Starved {
-                                    kind: req.kind,
-                                    procedure: req.procedure,
-                                    waited_secs: waited.as_secs_f64(),
-                                    attempts: attempt + 1,
-                                    last: e,
-                                });
-                            }
-                            // Stopping (this or another failure): the run's report is void.
-                            shared.stop.load(Ordering::Relaxed)
-                        }
-                    };
-                    if give_up {
-                        break Final::GaveUp;
-                    }
-                    attempt += 1;
-                    outcome.retries += 1;
-                    let cap = backoff_cap_us(attempt.min(u64::from(u32::MAX)) as u32);
-                    std::thread::sleep(Duration::from_micros(rng.gen_range(cap / 2..=cap)));
-                }
-                Err(Error::UserAbort(_)) => break Final::UserAbort,
-                Err(e) => break Final::Failed(e),
-            }
-        };
-        let finished = Instant::now();
-        match &end {
-            Final::Committed(out) => shared.record(workload, &req, OpType::Ok, process, Some(out)),
-            // Every attempt aborted (a retryable abort or the procedure's own): no effect.
-            Final::GaveUp | Final::Unfinished | Final::UserAbort => {
-                shared.record(workload, &req, OpType::Fail, process, None)
-            }
-            Final::Failed(_) => {
-                shared.record(workload, &req, OpType::Info, process, None);
-                process += shared.history.as_ref().map_or(0, |h| h.1);
-            }
-        }
-        match end {
-            Final::Committed(_) => {
-                outcome.committed = 1;
-                shared.committed.fetch_add(1, Ordering::Relaxed);
-            }
-            Final::GaveUp => outcome.gave_up = 1,
-            Final::Unfinished => unfinished += 1,
-            Final::UserAbort => outcome.user_aborts = 1,
-            Final::Failed(e) => {
-                outcome.errors = 1;
-                outcome.outcome_unknown = u64::from(matches!(e, Error::Unavailable { outcome_unknown: true, .. }));
-                if let Error::Invalid(_) = e {
-                    shared.fail(BenchError::Rejected { kind: req.kind, procedure: req.procedure, error: e });
-                }
-            }
-        }
-        let t = tally.entry(req.kind).or_insert_with(|| KindTally {
-            measured: Outcomes::default(),
-            total: Outcomes::default(),
-            latency_us: new_histogram(),
-        });
-        t.total.add(&outcome);
-        if started >= window.measure_from && started < window.until {
-            t.measured.add(&outcome);
-            if outcome.committed == 1 {
-                t.latency_us
-                    .saturating_record((finished - started).as_micros().clamp(1, LATENCY_US_MAX as u128) as u64);
-            }
-        }
-    }
-    (tally, unfinished)
 }
 
 /// Prints a report as a human table.

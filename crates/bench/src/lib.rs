@@ -61,6 +61,7 @@ pub mod reset;
 pub mod salt_micro;
 pub mod simbench;
 pub mod sweep;
+pub mod terminal;
 pub mod ticketing;
 pub mod tpcc;
 pub mod tpcc_neworder;
@@ -537,7 +538,8 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             cfg.history = cfg.history.map(|h| h.with_extension(format!("run{}-{engine}.edn", i + 1)));
         }
         let workload = workload_for(&args.workload, args, engine)?;
-        let report = harness::run(&cfg, workload.as_ref()).with_context(|| format!("{} on {engine}", args.workload))?;
+        let report = harness::run(&cfg, std::sync::Arc::from(workload))
+            .with_context(|| format!("{} on {engine}", args.workload))?;
         if i > 0 {
             writeln!(out)?;
         }

@@ -10,9 +10,9 @@
 //!   Simulator (one thread) behind a mutex ◄── SimTransport (a Client's transport): prepare
 //!   │                                          and verify go through ordinary clients, one
 //!   │                                          request at a time (the loaders see serialises())
-//!   └─ start_clients / advance(warmup) / advance(window) / drain ◄── BenchDriver (SimDriver):
-//!        C simulated closed-loop clients: deal or generate, call, retry with backoff (a pause
-//!        in virtual time), record latency in virtual µs, per kind, as the harness does
+//!   └─ start_clients / advance(warmup) / advance(window) / drain ◄── Terminals (SimDriver):
+//!        C simulated closed-loop clients, the harness's own terminal state machine
+//!        ([`crate::terminal`]): a retry's backoff is a pause in virtual time, latency in virtual µs
 //! ```
 //!
 //! What is reported is the harness's [`BenchReport`], marked [`Simulated`]: throughput and
@@ -31,18 +31,17 @@
 
 use crate::harness::{self, BenchConfig, BenchError, BenchReport, Verdict};
 use crate::mix::Deck;
-use crate::workload::{Outcomes, RetryPolicy, RunStats, TxnRequest, Workload};
+use crate::terminal::{Control, Terminals, TimeWindow};
+use crate::workload::{RunStats, Workload};
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use litmus_client::Client;
-use litmus_core::{Error, Time};
+use litmus_core::Error;
 use litmus_engine::builtin;
 use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_runtime::cost::CostTable;
-use litmus_runtime::sim::{CpuModel, SimConfig, SimDriver, Simulator};
+use litmus_runtime::sim::{CpuModel, SimConfig, Simulator};
 use litmus_runtime::{ClusterSpec, Topology, Transport};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -110,162 +109,6 @@ impl Transport for SimTransport {
     }
 }
 
-/// One kind's record.
-struct KindTally {
-    measured: Outcomes,
-    total: Outcomes,
-    latency_us: Histogram<u64>,
-}
-
-fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, harness::LATENCY_US_MAX, harness::LATENCY_SIGNIFICANT_DIGITS)
-        .expect("constant bounds are valid")
-}
-
-/// The transaction a client is running (first attempt and retries).
-struct Current {
-    req: TxnRequest,
-    started: Time,
-    attempt: u64,
-    outcome: Outcomes,
-}
-
-struct ClientState {
-    rng: ChaCha8Rng,
-    current: Option<Current>,
-    pause: Duration,
-}
-
-/// The simulated closed-loop clients (the harness's `client_loop`, in virtual time).
-struct BenchDriver<'a> {
-    workload: &'a dyn Workload,
-    deck: Option<Deck>,
-    policy: RetryPolicy,
-    measure_from: Time,
-    until: Time,
-    clients: Vec<ClientState>,
-    tally: BTreeMap<&'static str, KindTally>,
-    failed: Option<BenchError>,
-}
-
-impl BenchDriver<'_> {
-    fn call(c: &Current, now: Time) -> RequestBody {
-        let retrying_for = if c.attempt == 0 { Duration::ZERO } else { Duration::from_nanos(now.0 - c.started.0) };
-        RequestBody::Call { procedure: c.req.procedure.to_string(), args: c.req.args.clone(), retrying_for }
-    }
-
-    fn finish(&mut self, c: Current, now: Time) {
-        let t = self.tally.entry(c.req.kind).or_insert_with(|| KindTally {
-            measured: Outcomes::default(),
-            total: Outcomes::default(),
-            latency_us: new_histogram(),
-        });
-        t.total.add(&c.outcome);
-        if c.started >= self.measure_from && c.started < self.until {
-            t.measured.add(&c.outcome);
-            if c.outcome.committed == 1 {
-                let us = (now.0 - c.started.0) / 1000;
-                t.latency_us.saturating_record(us.clamp(1, harness::LATENCY_US_MAX));
-            }
-        }
-    }
-}
-
-impl SimDriver for BenchDriver<'_> {
-    fn next(&mut self, _: usize, _: &mut ChaCha8Rng) -> Option<RequestBody> {
-        unreachable!("the simulator calls next_at")
-    }
-    fn done(&mut self, _: usize, _: &RequestBody, _: &Result<ResponseBody, Error>) {
-        unreachable!("the simulator calls done_at")
-    }
-    fn verify(&mut self, _: &mut Simulator) -> Result<(), String> {
-        Ok(())
-    }
-
-    fn next_at(&mut self, client: usize, _: &mut ChaCha8Rng, now: Time) -> Option<RequestBody> {
-        if self.failed.is_some() {
-            return None;
-        }
-        let st = &mut self.clients[client];
-        if let Some(c) = &st.current {
-            return Some(Self::call(c, now));
-        }
-        if now >= self.until {
-            return None;
-        }
-        let req = match &self.deck {
-            Some(deck) => self.workload.generate_kind(deck.deal(), &mut st.rng),
-            None => self.workload.generate(&mut st.rng),
-        };
-        let c = Current { req, started: now, attempt: 0, outcome: Outcomes::default() };
-        let body = Self::call(&c, now);
-        st.current = Some(c);
-        Some(body)
-    }
-
-    fn done_at(&mut self, client: usize, _: &RequestBody, result: &Result<ResponseBody, Error>, now: Time) {
-        let Some(mut c) = self.clients[client].current.take() else { return };
-        match result {
-            Ok(_) => c.outcome.committed = 1,
-            Err(e) if e.is_retryable() => {
-                c.outcome.aborts += 1;
-                c.outcome.abort_reasons.count(e);
-                let straggling = matches!(self.policy, RetryPolicy::GiveUpAfter { .. })
-                    && now >= self.until + harness::STRAGGLER_GRACE;
-                if straggling {
-                    // Cut off after the window, as the harness does: unfinished, not counted.
-                    return;
-                }
-                let give_up = match self.policy {
-                    RetryPolicy::GiveUpAfter { retries } => c.attempt >= u64::from(retries),
-                    RetryPolicy::UntilCommitted { bound } => {
-                        let waited = Duration::from_nanos(now.0 - c.started.0);
-                        if waited >= bound {
-                            self.failed.get_or_insert(BenchError::Starved {
-                                kind: c.req.kind,
-                                procedure: c.req.procedure,
-                                waited_secs: waited.as_secs_f64(),
-                                attempts: c.attempt + 1,
-                                last: e.clone(),
-                            });
-                            return;
-                        }
-                        false
-                    }
-                };
-                if give_up {
-                    c.outcome.gave_up = 1;
-                } else {
-                    c.attempt += 1;
-                    c.outcome.retries += 1;
-                    let st = &mut self.clients[client];
-                    let cap = harness::backoff_cap_us(c.attempt.min(u64::from(u32::MAX)) as u32);
-                    st.pause = Duration::from_micros(st.rng.gen_range(cap / 2..=cap));
-                    st.current = Some(c);
-                    return;
-                }
-            }
-            Err(Error::UserAbort(_)) => c.outcome.user_aborts = 1,
-            Err(e) => {
-                c.outcome.errors = 1;
-                c.outcome.outcome_unknown = u64::from(matches!(e, Error::Unavailable { outcome_unknown: true, .. }));
-                if let Error::Invalid(_) = e {
-                    self.failed.get_or_insert(BenchError::Rejected {
-                        kind: c.req.kind,
-                        procedure: c.req.procedure,
-                        error: e.clone(),
-                    });
-                }
-            }
-        }
-        self.finish(c, now);
-    }
-
-    fn pause(&mut self, client: usize, _: Time) -> Duration {
-        std::mem::take(&mut self.clients[client].pause)
-    }
-}
-
 /// The simulator's configuration for a benchmark run.
 fn sim_config(cfg: &BenchConfig, settings: &SimSettings, table: Arc<CostTable>) -> anyhow::Result<SimConfig> {
     let mut s = SimConfig::new(cfg.seed);
@@ -286,7 +129,9 @@ fn sim_config(cfg: &BenchConfig, settings: &SimSettings, table: Arc<CostTable>) 
 }
 
 /// Runs `workload` once on a simulated cluster as `cfg` says (`cfg.sim` must be set).
-pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchReport> {
+pub fn run(cfg: &BenchConfig, workload: Arc<dyn Workload>) -> anyhow::Result<BenchReport> {
+    let terminals_workload = workload.clone();
+    let workload = workload.as_ref();
     cfg.validate()?;
     harness::check_isolation(cfg, workload)?;
     let settings = cfg.sim.clone().ok_or_else(|| BenchError::Config("not a simulated run".into()))?;
@@ -327,22 +172,15 @@ pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchRe
     let start = guard.now();
     let measure_from = start + cfg.warmup;
     let until = measure_from + cfg.duration;
-    let mut driver = BenchDriver {
-        workload,
-        deck: spec_mix.as_ref().filter(|m| m.deck).map(|m| Deck::new(m, cfg.seed)),
-        policy: workload.retry_policy(),
-        measure_from,
-        until,
-        clients: (0..cfg.clients)
-            .map(|i| {
-                let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-                rng.set_stream(i as u64);
-                ClientState { rng, current: None, pause: Duration::ZERO }
-            })
-            .collect(),
-        tally: BTreeMap::new(),
-        failed: None,
-    };
+    let control = Arc::new(Control::new(None));
+    let mut driver = Terminals::new(
+        terminals_workload,
+        spec_mix.as_ref().filter(|m| m.deck).map(|m| Arc::new(Deck::new(m, cfg.seed))),
+        TimeWindow { measure_from, until },
+        control.clone(),
+        cfg.seed,
+        &(0..cfg.clients).collect::<Vec<_>>(),
+    );
     guard.start_clients(&mut driver);
     guard.advance(&mut driver, measure_from)?;
     let (busy_from, delivered_from) = (guard.report().cpu_busy_ns, guard.report().delivered);
@@ -351,14 +189,14 @@ pub fn run(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<BenchRe
     let drain = harness::STRAGGLER_GRACE + litmus_engine::client::REQUEST_TIMEOUT_DEFAULT;
     guard.drain(&mut driver, drain)?;
     drop(guard);
-    if let Some(failed) = driver.failed.take() {
+    if let Some(failed) = control.take_failure() {
         return Err(failed.into());
     }
-    let unfinished = driver.clients.iter().filter(|c| c.current.is_some()).count() as u64;
+    let (tally, unfinished) = driver.into_tally();
 
     let mut stats = RunStats { measured_secs: cfg.duration.as_secs_f64(), unfinished, ..RunStats::default() };
     let mut histograms: BTreeMap<&'static str, Histogram<u64>> = BTreeMap::new();
-    for (kind, t) in std::mem::take(&mut driver.tally) {
+    for (kind, t) in tally {
         stats.measured.entry(kind).or_default().add(&t.measured);
         stats.total.entry(kind).or_default().add(&t.total);
         histograms.insert(kind, t.latency_us);

@@ -421,7 +421,7 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
                 .data_dir
                 .map(|d| d.join(format!("point{}-{name}={value}", j + 1)).join(format!("run{}-{engine}", i + 1)));
             let w = crate::workload_for(&point.workload, point, engine)?;
-            let report = match harness::run(&cfg, w.as_ref()) {
+            let report = match harness::run(&cfg, std::sync::Arc::from(w)) {
                 Ok(report) => report,
                 Err(e) if matches!(e.downcast_ref::<crate::BenchError>(), Some(crate::BenchError::Starved { .. })) => {
                     // A transaction that could not commit: the point has no valid mix. It is

@@ -35,7 +35,7 @@ fn small_config(clients: usize, duration_ms: u64) -> BenchConfig {
 #[test]
 fn ycsb_on_nocc_commits_records_latency_and_verifies() {
     let opts = YcsbOptions { records: 500, ..YcsbOptions::DEFAULT };
-    let report = harness::run(&small_config(2, 500), &Ycsb::new(opts, false).unwrap()).unwrap();
+    let report = harness::run(&small_config(2, 500), std::sync::Arc::new(Ycsb::new(opts, false).unwrap())).unwrap();
     eprintln!("ycsb A, 2 clients, 500 records: {:.0} txn/s", report.throughput);
     assert!(report.throughput > 0.0);
     assert!(report.committed > 0);
@@ -59,7 +59,7 @@ fn multi_key_uniform_transactions_verify() {
         ..YcsbOptions::DEFAULT
     };
     let cfg = BenchConfig { net_delay_us: Some(0), ..small_config(3, 300) };
-    let report = harness::run(&cfg, &Ycsb::new(opts, false).unwrap()).unwrap();
+    let report = harness::run(&cfg, std::sync::Arc::new(Ycsb::new(opts, false).unwrap())).unwrap();
     eprintln!("ycsb 4-key 80% update, 3 clients, no delay: {:.0} txn/s", report.throughput);
     assert!(report.throughput > 0.0);
     assert!(report.verify.ok, "{}", report.verify.message);
@@ -251,7 +251,7 @@ fn connect_to_nothing_fails_clearly() {
     drop(listener); // nothing listens there now
     let cfg = BenchConfig { connect: Some(vec![addr]), ..small_config(1, 100) };
     let w = Ycsb::new(YcsbOptions { records: 10, ..YcsbOptions::DEFAULT }, false).unwrap();
-    let err = format!("{:#}", harness::run(&cfg, &w).unwrap_err());
+    let err = format!("{:#}", harness::run(&cfg, std::sync::Arc::new(w)).unwrap_err());
     assert!(err.contains("connect"), "{err}");
 }
 
@@ -291,9 +291,11 @@ fn ycsb_t_on_omid_passes_the_snapshot_isolation_check() {
     for mix in [Mix::Complex, Mix::Mixed] {
         let cfg = BenchConfig { workload: "ycsb-t".into(), net_delay_us: Some(0), ..small_config(6, 400) };
         let cfg = BenchConfig { engine: EngineKind::Omid, ..cfg };
-        let report =
-            harness::run(&cfg, &YcsbT::new(YcsbTOptions { mix: Some(mix.name().into()) }, 200, false).unwrap())
-                .unwrap();
+        let report = harness::run(
+            &cfg,
+            std::sync::Arc::new(YcsbT::new(YcsbTOptions { mix: Some(mix.name().into()) }, 200, false).unwrap()),
+        )
+        .unwrap();
         assert!(report.throughput > 0.0, "{mix}");
         assert!(report.verify.ok, "{mix}: {}", report.verify.message);
         assert!(report.verify.message.contains("snapshot isolation holds"), "{}", report.verify.message);

@@ -25,7 +25,7 @@ fn a_ycsb_t_run_writes_a_history_whose_reads_match_its_writes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("h.edn");
     let w = YcsbT::new(YcsbTOptions { mix: Some("mixed".into()) }, 40, false).unwrap();
-    let report = harness::run(&config(&path), &w).unwrap();
+    let report = harness::run(&config(&path), std::sync::Arc::new(w)).unwrap();
     assert!(report.verify.ok, "{}", report.verify.message);
     let text = std::fs::read_to_string(&path).unwrap();
     let ops = history::parse(text.as_bytes()).unwrap();
@@ -59,6 +59,6 @@ fn a_workload_without_a_history_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = BenchConfig { workload: "ycsb".into(), engine: EngineKind::Acid, ..config(&dir.path().join("h.edn")) };
     let w = Ycsb::new(YcsbOptions { records: 10, ..YcsbOptions::DEFAULT }, false).unwrap();
-    let err = format!("{:#}", harness::run(&cfg, &w).unwrap_err());
+    let err = format!("{:#}", harness::run(&cfg, std::sync::Arc::new(w)).unwrap_err());
     assert!(err.contains("cannot record a --history"), "{err}");
 }

@@ -34,8 +34,14 @@ fn small_config(kind: SaltMicroKind) -> BenchConfig {
 
 fn run_micro(kind: SaltMicroKind, opts: SaltMicroOptions) -> litmus_bench::BenchReport {
     let w = SaltMicro::new(kind, opts, false).unwrap();
-    let report = harness::run(&small_config(kind), &w).unwrap();
-    eprintln!("{} on nocc ({}): {:.0} txn/s — {}", kind.name(), w.describe(), report.throughput, report.verify.message);
+    let report = harness::run(&small_config(kind), std::sync::Arc::new(w)).unwrap();
+    eprintln!(
+        "{} on nocc ({}): {:.0} txn/s — {}",
+        kind.name(),
+        report.workload_settings,
+        report.throughput,
+        report.verify.message
+    );
     assert!(report.committed > 0 && report.throughput > 0.0);
     assert!(report.verify.ok, "{}", report.verify.message);
     assert_eq!((report.errors, report.user_aborts, report.gave_up), (0, 0, 0));

@@ -20,7 +20,7 @@ fn run(argv: &[&str]) -> BenchReport {
     let engine = litmus_bench::engines(&args)[0];
     let cfg = litmus_bench::config(&args, engine).expect("valid config");
     let w = litmus_bench::workload(&args.workload, &args).expect("workload");
-    harness::run(&cfg, w.as_ref()).expect("the run")
+    harness::run(&cfg, std::sync::Arc::from(w)).expect("the run")
 }
 
 const SMALL_YCSB: &[&str] =
@@ -108,11 +108,11 @@ fn more_cores_per_node_carry_more_load() {
 fn bad_simulation_flags_are_typed_errors() {
     let args = parse(&["ycsb", "--runtime", "sim", "--cores-per-node", "0"]);
     let cfg = litmus_bench::config(&args, litmus_engine::EngineKind::Nocc).unwrap();
-    let w = litmus_bench::workload("ycsb", &args).unwrap();
-    assert!(harness::run(&cfg, w.as_ref()).is_err(), "zero cores ran");
+    let w: std::sync::Arc<dyn litmus_bench::Workload> = litmus_bench::workload("ycsb", &args).unwrap().into();
+    assert!(harness::run(&cfg, w.clone()).is_err(), "zero cores ran");
     let args = parse(&["ycsb", "--runtime", "sim", "--costs", "/nonexistent/costs.toml"]);
     let cfg = litmus_bench::config(&args, litmus_engine::EngineKind::Nocc).unwrap();
-    let e = harness::run(&cfg, w.as_ref()).unwrap_err();
+    let e = harness::run(&cfg, w.clone()).unwrap_err();
     assert!(format!("{e:#}").contains("/nonexistent/costs.toml"), "{e:#}");
     let mut args = parse(&["ycsb", "--runtime", "sim"]);
     args.connect = Some(vec!["127.0.0.1:1".into()]);
@@ -201,12 +201,12 @@ fn ycsb_runs_in_one_round_form_on_the_granola_engines() {
         let kind = litmus_bench::engines(&args)[0];
         let cfg = litmus_bench::config(&args, kind).expect("valid config");
         let w = litmus_bench::workload_for(&args.workload, &args, kind).expect("workload");
-        let r = harness::run(&cfg, w.as_ref()).expect("the run");
+        let r = harness::run(&cfg, std::sync::Arc::from(w)).expect("the run");
         assert!(r.committed > 100, "{engine}: {r:?}");
         assert!(r.verify.ok, "{engine}: {}", r.verify.message);
         // The op-by-op form does not run there: the one-round form is what made it run.
         let plain = litmus_bench::workload(&args.workload, &args).expect("workload");
-        let err = harness::run(&cfg, plain.as_ref()).expect_err("op-by-op ycsb on a one-round engine");
+        let err = harness::run(&cfg, std::sync::Arc::from(plain)).expect_err("op-by-op ycsb on a one-round engine");
         assert!(format!("{err:#}").contains("one-round"), "{engine}: {err:#}");
     }
 }

@@ -31,7 +31,7 @@ fn run_for(
         quiet: true,
         ..BenchConfig::new("ticketing", engine)
     };
-    let report = harness::run(&cfg, &w).unwrap();
+    let report = harness::run(&cfg, std::sync::Arc::new(w)).unwrap();
     eprintln!(
         "ticketing on {engine} (seats {seats_per_category}, K={base_txns}): {:.0} txn/s, {} user aborts — {}",
         report.throughput, report.user_aborts, report.verify.message

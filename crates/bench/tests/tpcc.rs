@@ -32,7 +32,7 @@ fn run(engine: EngineKind, base_txns: u32) -> litmus_bench::BenchReport {
         quiet: true,
         ..BenchConfig::new("tpcc", engine)
     };
-    let report = harness::run(&cfg, &w).unwrap();
+    let report = harness::run(&cfg, std::sync::Arc::new(w)).unwrap();
     eprintln!(
         "tpcc on {engine} base_txns={base_txns}: {:.0} txn/s, {} user aborts — {}",
         report.throughput, report.user_aborts, report.verify.message

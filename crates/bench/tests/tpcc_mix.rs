@@ -109,7 +109,7 @@ fn printed(report: &litmus_bench::BenchReport) -> String {
 fn deliveries_that_abort_often_are_retried_until_the_deck_mix_commits() {
     for engine in [EngineKind::Acid, EngineKind::Salt] {
         let w = FlakyDelivery::new(4, tpcc::COMMIT_BOUND, None);
-        let report = harness::run(&config(engine), &w).unwrap();
+        let report = harness::run(&config(engine), std::sync::Arc::new(w)).unwrap();
         let text = printed(&report);
         eprintln!("{text}");
         assert!(report.verify.ok, "{}", report.verify.message);
@@ -129,7 +129,7 @@ fn deliveries_that_abort_often_are_retried_until_the_deck_mix_commits() {
 #[test]
 fn a_delivery_that_cannot_commit_within_the_bound_fails_the_run_naming_it() {
     let w = FlakyDelivery::new(u64::MAX, Duration::from_millis(500), None);
-    let err = harness::run(&config(EngineKind::Acid), &w).expect_err("the run must fail");
+    let err = harness::run(&config(EngineKind::Acid), std::sync::Arc::new(w)).expect_err("the run must fail");
     let starved = err.downcast_ref::<BenchError>().unwrap_or_else(|| panic!("not a BenchError: {err:#}"));
     assert!(matches!(starved, BenchError::Starved { kind: tpcc::KIND_DELIVERY, .. }), "{starved}");
     assert!(err.to_string().contains("delivery") && err.to_string().contains("could not commit"), "{err}");
@@ -139,7 +139,7 @@ fn a_delivery_that_cannot_commit_within_the_bound_fails_the_run_naming_it() {
 fn a_run_that_gives_deliveries_up_is_flagged_below_the_minimums() {
     // The old harness behaviour: give up after a few retries. Every Delivery is given up.
     let w = FlakyDelivery::new(u64::MAX, tpcc::COMMIT_BOUND, Some(RetryPolicy::GiveUpAfter { retries: 2 }));
-    let report = harness::run(&config(EngineKind::Acid), &w).unwrap();
+    let report = harness::run(&config(EngineKind::Acid), std::sync::Arc::new(w)).unwrap();
     let text = printed(&report);
     let mix = report.mix.as_ref().unwrap();
     assert!(!mix.holds, "{text}");

@@ -28,7 +28,7 @@ fn run(engine: EngineKind, distributed: f64) -> litmus_bench::BenchReport {
         quiet: true,
         ..BenchConfig::new("tpcc-neworder", engine)
     };
-    let report = harness::run(&cfg, &w).unwrap();
+    let report = harness::run(&cfg, std::sync::Arc::new(w)).unwrap();
     eprintln!("tpcc-neworder on {engine}: {:.0} txn/s — {}", report.throughput, report.verify.message);
     assert!(report.verify.ok, "{engine}: {}", report.verify.message);
     assert!(report.committed > 50, "{engine}: only {} committed", report.committed);
@@ -163,7 +163,7 @@ fn break_the_rule_without_the_nested_increment_the_check_sees_broken_ids() {
     };
     // Two New-Orders that read the same next id collide on the orders' primary key (the run
     // stops), or, if one of them is dropped at commit, the ids and the counter disagree.
-    match harness::run(&cfg, &w) {
+    match harness::run(&cfg, std::sync::Arc::new(w)) {
         Err(e) => assert!(format!("{e:#}").contains("duplicate key"), "{e:#}"),
         Ok(report) => {
             assert!(!report.verify.ok, "concurrent New-Orders without R5 kept the ids: {}", report.verify.message);

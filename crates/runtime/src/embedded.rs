@@ -13,6 +13,13 @@
 //!        └──────────────── Router::route (delay sampled per message) ◄──── Host::flush ─┘
 //! ```
 //!
+//! Clients come two ways: a blocking thread per session ([`EmbeddedTransport`], for the shell,
+//! loaders and checks), or benchmark terminals hosted on the workers themselves
+//! ([`EmbeddedCluster::start_terminals`], [`TerminalDriver`]): a terminal's session lives on the
+//! worker of its coordinator, its responses come through that worker's inbox and delay queue
+//! and go to its driver instead of the [`Host`], so a transaction costs no thread wake-up
+//! (see `embedded/terminals.rs`).
+//!
 //! Hand-offs are what a message costs here (issue 13), so they are few: a [`Mailbox`] is a
 //! vector under a mutex that its one reader swaps out whole, and a sender wakes the reader only
 //! when it sleeps (no spinning, no `sched_yield`). A worker routes what one flush produced with
@@ -21,6 +28,9 @@
 //!
 //! With a data directory every machine keeps a WAL (group commit per worker loop iteration);
 //! without one nothing touches the disk.
+
+mod terminals;
+pub use terminals::{TerminalDriver, TerminalsRun};
 
 use crate::due::Due;
 use crate::host::Host;
@@ -105,11 +115,16 @@ pub(crate) struct Mailbox<T> {
 struct MailboxInner<T> {
     items: Vec<T>,
     sleeping: bool,
+    /// Set by [`Mailbox::poke`]: the reader has something to look at besides the items.
+    poked: bool,
 }
 
 impl<T> Mailbox<T> {
     fn new() -> Self {
-        Mailbox { inner: Mutex::new(MailboxInner { items: Vec::new(), sleeping: false }), ready: Condvar::new() }
+        Mailbox {
+            inner: Mutex::new(MailboxInner { items: Vec::new(), sleeping: false, poked: false }),
+            ready: Condvar::new(),
+        }
     }
 
     fn push(&self, item: T) {
@@ -128,10 +143,24 @@ impl<T> Mailbox<T> {
         }
     }
 
-    /// Moves every queued item to `out`, first waiting up to `timeout` if there is none.
-    fn take_all(&self, out: &mut Vec<T>, timeout: Duration) {
+    /// Tells the reader to look at something besides the items (a worker's new terminals),
+    /// waking it if it sleeps. Under the mailbox's lock, so a reader about to sleep sees it.
+    fn poke(&self) {
+        let wake = {
+            let mut g = self.inner.lock().expect("mailbox lock");
+            g.poked = true;
+            g.sleeping
+        };
+        if wake {
+            self.ready.notify_one();
+        }
+    }
+
+    /// Moves every queued item to `out`, first waiting up to `timeout` if there is none (and no
+    /// poke). Returns whether the mailbox was poked since the last call.
+    fn take_all(&self, out: &mut Vec<T>, timeout: Duration) -> bool {
         let mut g = self.inner.lock().expect("mailbox lock");
-        if g.items.is_empty() && !timeout.is_zero() {
+        if g.items.is_empty() && !g.poked && !timeout.is_zero() {
             g.sleeping = true;
             g = self.ready.wait_timeout(g, timeout).expect("mailbox lock").0;
             g.sleeping = false;
@@ -141,6 +170,7 @@ impl<T> Mailbox<T> {
         } else {
             out.append(&mut g.items);
         }
+        std::mem::take(&mut g.poked)
     }
 }
 
@@ -153,9 +183,20 @@ pub(crate) struct Router {
     delay: DelayModel,
     machines: BTreeMap<Addr, usize>,
     workers: Vec<Arc<Inbox>>,
-    clients: RwLock<HashMap<ClientId, Arc<Inbox>>>,
+    clients: RwLock<HashMap<ClientId, ClientDest>>,
+    /// Terminals handed to each worker and not yet adopted by it ([`terminals`]).
+    adopt: Vec<Mutex<Vec<Box<dyn terminals::Hosted>>>>,
     stopped: AtomicBool,
     counters: Arc<Counters>,
+}
+
+/// Where a client's responses go.
+#[derive(Clone)]
+enum ClientDest {
+    /// A client thread's own mailbox ([`EmbeddedTransport`]).
+    Mailbox(Arc<Inbox>),
+    /// A terminal hosted on this worker ([`terminals`]): into its inbox, as a machine's.
+    Worker(usize),
 }
 
 impl Router {
@@ -173,11 +214,11 @@ impl Router {
         self.counters.messages.fetch_add(1, Ordering::Relaxed);
         let at = self.delivery_time(&env, self.now(), rng);
         match env.to {
-            Addr::Client(c) => {
-                if let Some(mb) = self.clients.read().expect("clients lock").get(&c) {
-                    mb.push((at, env));
-                }
-            }
+            Addr::Client(c) => match self.clients.read().expect("clients lock").get(&c) {
+                Some(ClientDest::Mailbox(mb)) => mb.push((at, env)),
+                Some(ClientDest::Worker(w)) => self.workers[*w].push((at, env)),
+                None => {}
+            },
             to => {
                 if let Some(&w) = self.machines.get(&to) {
                     self.workers[w].push((at, env));
@@ -205,15 +246,25 @@ impl Router {
         if scratch.per_client.len() > ROUTE_CLIENTS_KEPT_MAX {
             scratch.per_client.clear(); // sessions come and go; do not keep every one's buffer
         }
+        // Taken at the first message for a client, held to the end of the batch.
+        let mut clients = None;
         for env in envs.drain(..) {
             let at = self.delivery_time(&env, now, rng);
             match env.to {
                 Addr::Client(c) => {
-                    let batch = scratch.per_client.entry(c).or_default();
-                    if batch.is_empty() {
-                        scratch.clients_touched.push(c);
+                    match clients.get_or_insert_with(|| self.clients.read().expect("clients lock")).get(&c) {
+                        // A hosted terminal's response: to its worker like a machine's message.
+                        Some(ClientDest::Worker(w)) if *w == me => local.push((at, env)),
+                        Some(ClientDest::Worker(w)) => scratch.per_worker[*w].push((at, env)),
+                        Some(ClientDest::Mailbox(_)) => {
+                            let batch = scratch.per_client.entry(c).or_default();
+                            if batch.is_empty() {
+                                scratch.clients_touched.push(c);
+                            }
+                            batch.push((at, env));
+                        }
+                        None => {}
                     }
-                    batch.push((at, env));
                 }
                 to => match self.machines.get(&to) {
                     Some(&w) if w == me => local.push((at, env)),
@@ -227,13 +278,12 @@ impl Router {
                 self.workers[w].push_all(batch.drain(..));
             }
         }
-        if !scratch.clients_touched.is_empty() {
-            let clients = self.clients.read().expect("clients lock");
+        if let Some(clients) = clients {
             for c in scratch.clients_touched.drain(..) {
                 let batch = scratch.per_client.get_mut(&c).expect("a touched client has a batch");
                 match clients.get(&c) {
-                    Some(mb) => mb.push_all(batch.drain(..)),
-                    None => batch.clear(),
+                    Some(ClientDest::Mailbox(mb)) => mb.push_all(batch.drain(..)),
+                    _ => unreachable!("only a client thread's messages are batched per client"),
                 }
             }
         }
@@ -384,6 +434,7 @@ impl EmbeddedCluster {
             machines,
             workers: inboxes.clone(),
             clients: RwLock::new(HashMap::new()),
+            adopt: (0..workers).map(|_| Mutex::new(Vec::new())).collect(),
             stopped: AtomicBool::new(false),
             counters: Arc::new(Counters::default()),
         });
@@ -454,7 +505,7 @@ impl EmbeddedCluster {
         let n = self.next_client.fetch_add(1, Ordering::Relaxed);
         let id = ClientId(n);
         let rx = Arc::new(Mailbox::new());
-        self.router.clients.write().expect("clients lock").insert(id, rx.clone());
+        self.router.clients.write().expect("clients lock").insert(id, ClientDest::Mailbox(rx.clone()));
         // `coordinator_for(k)` is node `k mod nodes`: a node id picks its own coordinator.
         let coordinator = self.router.spec_topology.coordinator_for(client.unwrap_or(n));
         EmbeddedTransport {
@@ -465,6 +516,12 @@ impl EmbeddedCluster {
             router: self.router.clone(),
             rng: ChaCha8Rng::seed_from_u64(self.seed ^ n.wrapping_mul(0xA076_1D64_78BD_642F)),
         }
+    }
+
+    /// The cluster's clock: time since it started (what delivery times and client deadlines
+    /// are measured in).
+    pub fn now(&self) -> Time {
+        self.router.now()
     }
 
     /// Log records produced by all machines so far (counted with or without a data directory).
@@ -573,9 +630,15 @@ fn worker_loop_counted(
     let mut next_tick = router.now() + tick;
     let (mut recorded, mut logged) = (0, 0);
     let mut arrived: Vec<(Time, Envelope)> = Vec::new();
+    // Benchmark terminals this worker hosts ([`terminals`]) and the requests they just made.
+    let mut hosted: Vec<Box<dyn terminals::Hosted>> = Vec::new();
+    let mut requests: Vec<Envelope> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let now = router.now();
-        let deadline = queue.next_at().map_or(next_tick, |at| at.min(next_tick));
+        let mut deadline = queue.next_at().map_or(next_tick, |at| at.min(next_tick));
+        for h in &hosted {
+            deadline = h.next_wake().map_or(deadline, |at| at.min(deadline));
+        }
         // Wait for a message or the deadline (at most 50 ms so `stop` is noticed); messages
         // this worker sent itself are in `arrived` already and need no wait.
         let wait = if deadline > now && arrived.is_empty() {
@@ -583,30 +646,63 @@ fn worker_loop_counted(
         } else {
             Duration::ZERO
         };
-        inbox.take_all(&mut arrived, wait);
+        let poked = inbox.take_all(&mut arrived, wait);
         for (at, env) in arrived.drain(..) {
             queue.push(at, env);
         }
         let now = router.now();
+        if poked {
+            let adopted = std::mem::take(&mut *router.adopt[me].lock().expect("adopt lock"));
+            for mut h in adopted {
+                h.start(now, &mut requests);
+                hosted.push(h);
+            }
+        }
         let mut stepped = 0;
         while stepped < WORKER_BATCH_MAX {
             let Some(env) = queue.pop_due(now) else { break };
-            host.step(now, env.to, Input::Message(env))?;
+            match env.to {
+                Addr::Client(c) => {
+                    if let Some(h) = hosted.iter_mut().find(|h| h.owns(c)) {
+                        h.deliver(env, now, &mut requests);
+                    }
+                }
+                to => host.step(now, to, Input::Message(env))?,
+            }
             stepped += 1;
         }
         steps += stepped as u64;
         if let Some((p, w)) = profile.as_mut() {
             w.observe(host, p.active(), steps);
         }
+        for h in &mut hosted {
+            h.wake(now, &mut requests);
+        }
         if now >= next_tick {
             steps += host.addrs().count() as u64;
             host.tick(now)?;
+            for h in &mut hosted {
+                h.tick(now, &mut requests);
+            }
             next_tick = now + tick;
         }
         if host.has_pending() {
             let mut out = host.flush()?;
+            out.append(&mut requests);
             router.route_batch(me, &mut out, &mut arrived, &mut scratch, &mut rng);
             host.recycle(out);
+        } else if !requests.is_empty() {
+            router.route_batch(me, &mut requests, &mut arrived, &mut scratch, &mut rng);
+        }
+        if hosted.iter().any(|h| h.finished()) {
+            for h in hosted.extract_if(.., |h| h.finished()) {
+                let mut clients = router.clients.write().expect("clients lock");
+                for c in h.clients() {
+                    clients.remove(&ClientId(c));
+                }
+                drop(clients);
+                h.hand_back();
+            }
         }
         let total = host.records_total();
         records.fetch_add(total - recorded, Ordering::Relaxed);
