@@ -7,7 +7,6 @@
 
 use crate::message::{Addr, ClientRequest, ClientResponse, Envelope, Message, RequestBody, ResponseBody};
 use litmus_core::{ClientId, Error, RequestId, Time};
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Default time a client waits for an answer.
@@ -19,13 +18,15 @@ pub struct ClientSession {
     coordinator: Addr,
     next_request: u64,
     timeout: Duration,
-    /// Deadline of each outstanding request.
-    outstanding: BTreeMap<RequestId, Time>,
+    /// Deadline of each outstanding request, in request order. A vector, not a map: a session
+    /// has one or a few requests out, and a map allocated a node for every request a
+    /// benchmark terminal made (issue 13).
+    outstanding: Vec<(RequestId, Time)>,
 }
 
 impl ClientSession {
     pub fn new(id: ClientId, coordinator: Addr, timeout: Duration) -> Self {
-        ClientSession { id, coordinator, next_request: 0, timeout, outstanding: BTreeMap::new() }
+        ClientSession { id, coordinator, next_request: 0, timeout, outstanding: Vec::new() }
     }
 
     pub fn id(&self) -> ClientId {
@@ -49,7 +50,7 @@ impl ClientSession {
     pub fn request(&mut self, now: Time, body: RequestBody) -> (RequestId, Envelope) {
         self.next_request += 1;
         let id = RequestId(self.next_request);
-        self.outstanding.insert(id, now + self.timeout);
+        self.outstanding.push((id, now + self.timeout));
         let msg = Message::ClientRequest(ClientRequest { id, body });
         (id, Envelope { from: self.addr(), to: self.coordinator, msg })
     }
@@ -57,25 +58,42 @@ impl ClientSession {
     /// Matches a response to its request. Unknown or duplicate responses (a request that
     /// already timed out, a duplicated packet) yield `None`.
     pub fn on_response(&mut self, resp: ClientResponse) -> Option<(RequestId, Result<ResponseBody, Error>)> {
-        self.outstanding.remove(&resp.id).map(|_| (resp.id, resp.result))
+        self.remove(resp.id).then_some((resp.id, resp.result))
+    }
+
+    /// Removes request `id`; whether it was outstanding.
+    fn remove(&mut self, id: RequestId) -> bool {
+        match self.outstanding.iter().position(|(r, _)| *r == id) {
+            Some(i) => {
+                self.outstanding.remove(i);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Gives up on a request without an answer: a later response to it is ignored, and it
     /// never expires through [`ClientSession::tick`].
     pub fn forget(&mut self, id: RequestId) {
-        self.outstanding.remove(&id);
+        self.remove(id);
     }
 
     /// Fails every request whose deadline passed.
     pub fn tick(&mut self, now: Time) -> Vec<(RequestId, Error)> {
-        let expired: Vec<RequestId> = self.outstanding.iter().filter(|(_, &d)| d <= now).map(|(&id, _)| id).collect();
+        if self.outstanding.iter().all(|(_, d)| *d > now) {
+            return Vec::new();
+        }
+        let mut expired = Vec::new();
+        self.outstanding.retain(|&(id, d)| {
+            if d <= now {
+                expired.push((
+                    id,
+                    Error::Unavailable { reason: "no response before the deadline".into(), outcome_unknown: true },
+                ));
+            }
+            d > now
+        });
         expired
-            .into_iter()
-            .map(|id| {
-                self.outstanding.remove(&id);
-                (id, Error::Unavailable { reason: "no response before the deadline".into(), outcome_unknown: true })
-            })
-            .collect()
     }
 }
 

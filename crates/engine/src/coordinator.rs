@@ -22,7 +22,7 @@
 //! transaction ids are never reused. Engines persist their own records (2PC decisions) through
 //! [`CoordCtx::persist`].
 
-use crate::bounded::BoundedSet;
+use crate::bounded::BoundedSeqSet;
 use crate::engine::{CoordCtx, CoordinatorEngine, EngineKind, Event, TxnOptions};
 use crate::machine::{Effects, Input, Machine, TICK_INTERVAL_MS};
 use crate::message::{
@@ -149,7 +149,7 @@ pub struct Coordinator {
     /// Client requests seen recently (bounded by [`CLIENT_REQUESTS_REMEMBERED_MAX`], oldest
     /// forgotten first): the network may duplicate a request, and running it twice would run a
     /// procedure twice or apply an interactive operation's formula twice.
-    seen_requests: BoundedSet<(Addr, RequestId)>,
+    seen_requests: BoundedSeqSet<Addr, RequestId>,
     /// Engine records persisted since the last snapshot (plus what compaction kept before it).
     kept: Vec<Vec<u8>>,
     /// `kept.len()` right after the last compaction (compaction runs again once it doubled).
@@ -182,7 +182,7 @@ impl Coordinator {
             kept: Vec::new(),
             kept_compacted: 0,
             keeps_records: true,
-            seen_requests: BoundedSet::new(CLIENT_REQUESTS_REMEMBERED_MAX),
+            seen_requests: BoundedSeqSet::new(CLIENT_REQUESTS_REMEMBERED_MAX),
         }
     }
 
@@ -245,7 +245,7 @@ impl Coordinator {
 
     fn on_client(&mut self, now: Time, from: Addr, req: ClientRequest, out: &mut Effects) {
         let id = req.id;
-        if !self.seen_requests.insert((from, id)) {
+        if !self.seen_requests.insert(from, id) {
             return; // a duplicated request: its first copy is running or was answered
         }
         let is_new_txn = matches!(req.body, RequestBody::Call { .. } | RequestBody::Begin { .. });
