@@ -212,6 +212,14 @@
 //!   earlier and still held at the crash was held at the later grant too; one granted later
 //!   was not). Locks of ended BASE transactions that rule 6 was holding back are persisted too,
 //!   relocked and released again (they become *releasing* once more).
+//! * Persisting a BASE subtransaction's locks after each of its operations (the partition's
+//!   `Record::Locked`, a [`LockDelta`]): [`LockManager::track_changes`] makes the manager note
+//!   every change to the transaction's held locks (granted, downgraded, releasing, remote
+//!   dependency settled, freed); [`LockManager::take_changes`] and
+//!   [`LockManager::delta_of_changes`] turn those into the next delta, at a cost proportional
+//!   to the changes rather than to the locks held. [`LockManager::take_freed_releasing`] names
+//!   the owners of releasing locks freed since the last call (an ended transaction's held-back
+//!   locks are all releasing, so only those can have just lost their last lock).
 //! * An operation that reads a value and writes another from it must hold a read lock on what it
 //!   read (rule 6b only sees read locks). A blind or formula write needs only the write lock.
 //! * Rule 5a: a mortal transaction whose request has waited for the patience and that is
