@@ -9,6 +9,8 @@ use crate::op::{PartOp, PartResult};
 use crate::procedure::Control;
 use litmus_core::{AbortReason, Error, PartitionId, Time, TxnId, Value};
 use rand::Rng;
+use serde::ser::{SerializeStructVariant, Serializer};
+use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -157,6 +159,49 @@ impl CTxn {
     }
 }
 
+/// [`CoordinatorRecord::Decided`] serialized from the coordinator's own state, byte for byte the
+/// record it stands for (postcard writes an enum variant as its index and then its fields in
+/// order, a sequence as its length and elements, and a reference as what it points to;
+/// `compaction_tests::decided_ref_encodes_as_the_decided_record` pins it). Every BASE
+/// subtransaction logs a decision with its writes and the results of its operations (the
+/// context table, Salt §6.2): building the record first copied both, and the pending decision
+/// copied the writes again (issue 13).
+struct DecidedRef<'a> {
+    unit: Unit,
+    /// Every participant, in order; one without writes is listed with none.
+    parts: &'a BTreeSet<PartitionId>,
+    writes: &'a BTreeMap<PartitionId, Vec<WriteImage>>,
+    results: &'a [(SubOpId, PartResult)],
+    taint: &'a BTreeMap<PartitionId, u64>,
+}
+
+/// `CoordinatorRecord::Decided`'s variant index (its place in the enum).
+const DECIDED_VARIANT: u32 = 1;
+
+impl Serialize for DecidedRef<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Writes<'b>(&'b DecidedRef<'b>);
+        impl Serialize for Writes<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let d = self.0;
+                s.collect_seq(d.parts.iter().map(|p| (p, d.writes.get(p).map_or(&[][..], Vec::as_slice))))
+            }
+        }
+        struct Taint<'b>(&'b BTreeMap<PartitionId, u64>);
+        impl Serialize for Taint<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_seq(self.0.iter())
+            }
+        }
+        let mut v = s.serialize_struct_variant("CoordinatorRecord", DECIDED_VARIANT, "Decided", 4)?;
+        v.serialize_field("unit", &self.unit)?;
+        v.serialize_field("writes", &Writes(self))?;
+        v.serialize_field("results", self.results)?;
+        v.serialize_field("taint", &Taint(self.taint))?;
+        v.end()
+    }
+}
+
 /// A logged commit decision not yet acknowledged by every participant.
 #[derive(Debug)]
 struct Pending {
@@ -205,8 +250,10 @@ impl LockingCoordinator {
         }
     }
 
-    fn persist(ctx: &mut CoordCtx, record: &CoordinatorRecord) {
-        ctx.persist(postcard::to_stdvec(record).expect("serialize"));
+    /// Logs a record (a [`CoordinatorRecord`], or [`DecidedRef`] for one), in a buffer of its
+    /// exact size.
+    fn persist(ctx: &mut CoordCtx, record: &impl Serialize) {
+        ctx.persist(crate::payload::encode_exact(record));
     }
 
     /// Tells every partition this coordinator's epoch, so they drop unprepared work of its
@@ -369,11 +416,9 @@ impl LockingCoordinator {
         if logged {
             // Every participant is listed, read-only ones with no writes: on replay the list is
             // who must still acknowledge (a missing one would never be sent the commit again).
-            let writes = parts.iter().map(|p| (*p, t.unit_writes.get(p).cloned().unwrap_or_default())).collect();
-            let results = if t.base { t.unit_results.clone() } else { vec![] };
-            let taint = t.read_taint.iter().map(|(p, g)| (*p, *g)).collect();
-            Self::persist(ctx, &CoordinatorRecord::Decided { unit, writes, results, taint });
-            self.decisions.insert(unit, Pending { waiting: parts.clone(), writes: t.unit_writes.clone() });
+            let results = if t.base { t.unit_results.as_slice() } else { &[] };
+            let record = DecidedRef { unit, parts: &parts, writes: &t.unit_writes, results, taint: &t.read_taint };
+            Self::persist(ctx, &record);
         }
         for p in &parts {
             let writes = t.unit_writes.get(p).cloned().unwrap_or_default();
@@ -382,7 +427,12 @@ impl LockingCoordinator {
             let ops = (!logged).then(|| t.unit_ops.get(p).copied().unwrap_or_default());
             ctx.send_to_partition(*p, Request::Commit { unit, writes, ops });
         }
-        t.phase = Phase::Committing { waiting: parts, then };
+        t.phase = Phase::Committing { waiting: parts.clone(), then };
+        if logged {
+            // Only the decision resends them from now on (`resend_unlogged` skips a logged one).
+            let writes = std::mem::take(&mut t.unit_writes);
+            self.decisions.insert(unit, Pending { waiting: parts, writes });
+        }
     }
 
     fn unit_committed(&mut self, txn: TxnId, then: Then, ctx: &mut CoordCtx) {
@@ -1087,6 +1137,40 @@ mod compaction_tests {
     /// A plausible log: per transaction, its records in protocol order (ACID: decided, maybe
     /// ended; BASE: logic, subtransactions decided or done locally and maybe ended, maybe
     /// finished, maybe ended), the transactions' logs interleaved at random.
+    /// `DecidedRef` is the `Decided` record byte for byte: a participant without writes is
+    /// listed with none, the results and the taint in order. Seen to fail with
+    /// `DECIDED_VARIANT = 2` (decodes as `LocalDone`) and with the read-only participant left
+    /// out of the writes.
+    #[test]
+    fn decided_ref_encodes_as_the_decided_record() {
+        let write = |k: i64| WriteImage {
+            table: TableId(0),
+            key: Key::encode(&[Value::Int(k)]).unwrap(),
+            row: Some(litmus_core::Row::from(vec![Value::Int(k), Value::String("s".into())])),
+        };
+        let unit = Unit { txn: txn(3), sub: 2 };
+        let parts = BTreeSet::from([PartitionId(0), PartitionId(1), PartitionId(4)]);
+        let writes = BTreeMap::from([(PartitionId(0), vec![write(0)]), (PartitionId(4), vec![write(4), write(5)])]);
+        let id = |op| SubOpId { txn: txn(3), op, part: PartitionId(op) };
+        let results = vec![(id(0), PartResult::Done), (id(1), PartResult::Row(None))];
+        let taint = BTreeMap::from([(PartitionId(1), 9), (PartitionId(4), 2)]);
+        let by_ref = crate::payload::encode_exact(&DecidedRef {
+            unit,
+            parts: &parts,
+            writes: &writes,
+            results: &results,
+            taint: &taint,
+        });
+        let record = CoordinatorRecord::Decided {
+            unit,
+            writes: parts.iter().map(|p| (*p, writes.get(p).cloned().unwrap_or_default())).collect(),
+            results,
+            taint: taint.into_iter().collect(),
+        };
+        assert_eq!(by_ref, postcard::to_stdvec(&record).unwrap());
+        assert_eq!(postcard::from_bytes::<CoordinatorRecord>(&by_ref).unwrap(), record);
+    }
+
     fn log(seed: u64) -> Vec<CoordinatorRecord> {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
         let write = |p: u32| {

@@ -212,6 +212,14 @@
 //!   earlier and still held at the crash was held at the later grant too; one granted later
 //!   was not). Locks of ended BASE transactions that rule 6 was holding back are persisted too,
 //!   relocked and released again (they become *releasing* once more).
+//! * Persisting a BASE subtransaction's locks after each of its operations (the partition's
+//!   `Record::Locked`, a [`LockDelta`]): [`LockManager::track_changes`] makes the manager note
+//!   every change to the transaction's held locks (granted, downgraded, releasing, remote
+//!   dependency settled, freed); [`LockManager::take_changes`] and
+//!   [`LockManager::delta_of_changes`] turn those into the next delta, at a cost proportional
+//!   to the changes rather than to the locks held. [`LockManager::take_freed_releasing`] names
+//!   the owners of releasing locks freed since the last call (an ended transaction's held-back
+//!   locks are all releasing, so only those can have just lost their last lock).
 //! * An operation that reads a value and writes another from it must hold a read lock on what it
 //!   read (rule 6b only sees read locks). A blind or formula write needs only the write lock.
 //! * Rule 5a: a mortal transaction whose request has waited for the patience and that is
@@ -596,10 +604,27 @@ impl LockDelta {
     }
 
     /// Folds the delta into the set it was taken against; leaves it sorted by grant number.
+    /// O(delta · log n) on a sorted set (moves aside), as every set it leaves is.
     pub fn apply_to(self, logged: &mut Vec<HeldLock>) {
-        logged.retain(|l| !self.dropped.contains(&l.granted) && !self.added.iter().any(|a| a.granted == l.granted));
-        logged.extend(self.added);
-        logged.sort_by_key(|l| l.granted);
+        if !logged.is_sorted_by_key(|l| l.granted) {
+            logged.sort_by_key(|l| l.granted);
+        }
+        for granted in self.dropped {
+            if let Ok(i) = logged.binary_search_by_key(&granted, |l| l.granted) {
+                logged.remove(i);
+            }
+        }
+        for lock in self.added {
+            match logged.binary_search_by_key(&lock.granted, |l| l.granted) {
+                Ok(i) => logged[i] = lock,
+                Err(i) => logged.insert(i, lock),
+            }
+        }
+    }
+
+    /// Whether it drops or replaces the lock with grant number `granted`.
+    pub fn touches(&self, granted: u64) -> bool {
+        self.dropped.contains(&granted) || self.added.iter().any(|a| a.granted == granted)
     }
 }
 
@@ -665,11 +690,108 @@ pub struct LockManager {
     /// Each transaction's entries (looked up by transaction, never walked across them).
     by_txn: FxHashMap<TxnId, BTreeSet<u64>>,
     waiting: FxHashSet<u64>,
+    /// The transactions whose lock changes are followed ([`LockManager::track_changes`]), each
+    /// with what changed since it was last asked ([`LockManager::take_changes`]).
+    changes: FxHashMap<TxnId, LockChanges>,
+    /// Owners of releasing locks (rule 6) freed since [`LockManager::take_freed_releasing`]
+    /// was last called (in the order freed; may repeat).
+    freed_releasing: Vec<TxnId>,
+    /// Per transaction, its BASE read locks granted with a pending rule-6a dependency, by
+    /// sequence number, until they go: the only ones that can be *tainted*
+    /// ([`LockManager::read_taint`], [`LockManager::reads_settled`]), as a lock's pending
+    /// count only falls after its grant. Both questions, asked after every BASE operation,
+    /// walked all the transaction's locks (~5 µs of a salt TPC-C transaction, issue 13).
+    tainted: FxHashMap<TxnId, Vec<u64>>,
+}
+
+/// What changed in one transaction's held locks, as its persisted form ([`HeldLockView`])
+/// sees them, since [`LockManager::track_changes`] or the last
+/// [`LockManager::take_changes`]: a partition that logs a BASE subtransaction's locks after
+/// each operation ([`LockDelta`]) looks at these instead of at every lock the transaction holds
+/// — which made each operation's record cost O(locks held), O(n²) per subtransaction
+/// (`LockDelta::between` and its filter were ~15 µs of a salt TPC-C transaction, issue 13).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LockChanges {
+    /// Sequence numbers of its entries granted, downgraded, turned releasing, or whose remote
+    /// dependencies shrank (they may repeat, and may be gone since).
+    touched: Vec<u64>,
+    /// Grant numbers of its locks freed.
+    freed: Vec<u64>,
 }
 
 impl LockManager {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Follows the changes to `txn`'s held locks from now on, forgetting any followed so far
+    /// (the caller has just persisted them all).
+    pub fn track_changes(&mut self, txn: TxnId) {
+        self.changes.insert(txn, LockChanges::default());
+    }
+
+    /// Stops following `txn`'s changes ([`LockManager::track_changes`]).
+    pub fn untrack(&mut self, txn: TxnId) {
+        self.changes.remove(&txn);
+    }
+
+    /// What changed in `txn`'s held locks since it was followed or last asked, and goes on
+    /// following them; `None` if they are not followed.
+    pub fn take_changes(&mut self, txn: TxnId) -> Option<LockChanges> {
+        self.changes.get_mut(&txn).map(std::mem::take)
+    }
+
+    /// The change from `logged` (sorted by grant number, what the owner persisted when it last
+    /// took `changes`) to the held locks of its transaction that `keep` selects, computed from
+    /// `changes` alone: O(changes · log n) where [`LockDelta::between`] walks every held lock.
+    /// Right only if `keep` judges an unchanged lock as it did when `logged` was taken; the
+    /// result folds ([`LockDelta::apply_to`]) to what `between` would give (checked in debug
+    /// builds by the locking partition, and by `tests::tracked_changes_fold_to_the_held_set`).
+    pub fn delta_of_changes(
+        &self,
+        changes: &LockChanges,
+        logged: &[HeldLock],
+        keep: impl Fn(&HeldLockView) -> bool,
+    ) -> LockDelta {
+        let logged_at = |granted: u64| logged.binary_search_by_key(&granted, |l| l.granted).ok();
+        let mut touched = changes.touched.clone();
+        touched.sort_unstable();
+        touched.dedup();
+        let mut delta = LockDelta::default();
+        for seq in touched {
+            // Gone since: its grant number is in `freed`.
+            let Some(e) = self.entries.get(&seq).filter(|e| e.is_held()) else { continue };
+            let view =
+                HeldLockView { table: e.table, target: &e.target, mode: e.mode, granted: e.granted, after: &e.remote };
+            match (keep(&view), logged_at(view.granted)) {
+                (true, Some(i)) if view.is(&logged[i]) => {}
+                (true, _) => delta.added.push(view.to_held()),
+                (false, Some(_)) => delta.dropped.push(view.granted),
+                (false, None) => {}
+            }
+        }
+        delta.dropped.extend(changes.freed.iter().copied().filter(|g| logged_at(*g).is_some()));
+        delta.added.sort_by_key(|l| l.granted);
+        delta.dropped.sort_unstable();
+        delta.dropped.dedup();
+        delta
+    }
+
+    /// The owners of releasing locks (rule 6) freed since the last call, sorted, each once. A
+    /// transaction that ended while rule 6 held some of its locks back holds nothing any more
+    /// only after one of these: its locks were all releasing once it ended.
+    pub fn take_freed_releasing(&mut self) -> Vec<TxnId> {
+        let mut owners = std::mem::take(&mut self.freed_releasing);
+        owners.sort_unstable();
+        owners.dedup();
+        owners
+    }
+
+    /// Notes that held entry `id` of `txn` changed, if `txn`'s changes are followed.
+    fn touch(&mut self, txn: TxnId, id: u64) {
+        if let Some(c) = self.changes.get_mut(&txn) {
+            c.touched.push(id);
+        }
     }
 
     /// Asks for a lock (rules 1–5). `token` names the request in a later [`Grant`]. A request
@@ -709,6 +831,7 @@ impl LockManager {
         if let Some(e) = self.entries.get_mut(&id) {
             e.granted = lock.granted;
         }
+        self.touch(txn, id);
         self.granted_next = self.granted_next.max(lock.granted + 1);
     }
 
@@ -933,6 +1056,7 @@ impl LockManager {
             if e.state == State::Held && e.mode.class == LockClass::Alkaline {
                 e.mode = e.mode.as_saline();
                 touched.push((e.table, e.target.clone()));
+                self.touch(txn, id);
             }
         }
         self.wake(touched)
@@ -1044,7 +1168,10 @@ impl LockManager {
             let Some(e) = self.entries.get_mut(&id) else { continue };
             let Some(i) = e.remote.iter().position(|d| *d == dep) else { continue };
             e.remote.remove(i);
-            if e.is_held() {
+            let held = e.is_held();
+            self.touch(txn, id);
+            let e = self.entries.get_mut(&id).expect("found just now");
+            if held {
                 e.pending -= 1;
                 if e.pending == 0 && e.state == State::Releasing {
                     self.free(id, &mut touched);
@@ -1059,23 +1186,20 @@ impl LockManager {
     /// no write of a BASE transaction whose saline lock is still held). Monotonic: dependencies
     /// only go away, and later reads get larger grant numbers.
     pub fn reads_settled(&self, txn: TxnId, upto: u64) -> bool {
-        !self.by_txn.get(&txn).is_some_and(|ids| {
-            ids.iter()
-                .map(|id| &self.entries[id])
-                .any(|e| e.is_held() && e.mode.is_base_read() && e.granted <= upto && e.pending > 0)
-        })
+        !self.tainted_reads(txn).any(|e| e.granted <= upto)
+    }
+
+    /// `txn`'s BASE read locks that still depend on a held BASE write (rule 6a).
+    fn tainted_reads(&self, txn: TxnId) -> impl Iterator<Item = &Entry> + '_ {
+        let ids = self.tainted.get(&txn).map_or(&[][..], Vec::as_slice);
+        ids.iter().map(|id| &self.entries[id]).filter(|e| e.is_held() && e.mode.is_base_read() && e.pending > 0)
     }
 
     /// The largest grant number among `txn`'s BASE read locks here that still depend on
     /// another BASE transaction's write (rule 6a), if any: what a later write of `txn` on
     /// another partition must wait for ([`RemoteDep::upto`]).
     pub fn read_taint(&self, txn: TxnId) -> Option<u64> {
-        let ids = self.by_txn.get(&txn)?;
-        ids.iter()
-            .map(|id| &self.entries[id])
-            .filter(|e| e.is_held() && e.mode.is_base_read() && e.pending > 0)
-            .map(|e| e.granted)
-            .max()
+        self.tainted_reads(txn).map(|e| e.granted).max()
     }
 
     /// Held locks still waiting for remote read sets: `(txn, dep, releasing)` — releasing ones
@@ -1350,7 +1474,12 @@ impl LockManager {
         e.state = State::Held;
         e.pending = deps.len() + e.remote.len();
         e.deps = deps;
+        let txn = e.owner.txn;
+        if e.mode.is_base_read() && e.pending > 0 {
+            self.tainted.entry(txn).or_default().push(id);
+        }
         self.waiting.remove(&id);
+        self.touch(txn, id);
     }
 
     /// The owner lets go of held lock `id`: freed now, or releasing until its dependencies are.
@@ -1364,6 +1493,8 @@ impl LockManager {
             e.state = State::Releasing;
             e.mode = e.mode.as_saline();
             touched.push((e.table, e.target.clone()));
+            let txn = e.owner.txn;
+            self.touch(txn, id);
         }
     }
 
@@ -1373,6 +1504,12 @@ impl LockManager {
         while let Some(id) = work.pop() {
             let e = self.unlink(id);
             assert!(e.is_held() && e.pending == 0, "rule 6: a lock is freed only when its dependencies are");
+            if let Some(c) = self.changes.get_mut(&e.owner.txn) {
+                c.freed.push(e.granted);
+            }
+            if e.state == State::Releasing {
+                self.freed_releasing.push(e.owner.txn);
+            }
             for d in &e.dependents {
                 let de = self.entries.get_mut(d).expect("a dependent outlives its dependencies");
                 de.pending -= 1;
@@ -1402,6 +1539,12 @@ impl LockManager {
             self.by_txn.remove(&e.owner.txn);
         }
         self.waiting.remove(&id);
+        if let Some(reads) = self.tainted.get_mut(&e.owner.txn) {
+            reads.retain(|&x| x != id);
+            if reads.is_empty() {
+                self.tainted.remove(&e.owner.txn);
+            }
+        }
         e
     }
 
@@ -1556,6 +1699,10 @@ impl LockManager {
             };
             ensure!(queued, "entry {} is not in its queue", id);
             ensure_eq!(lm.waiting.contains(&id), e.is_waiting());
+            if e.is_held() && e.mode.is_base_read() && e.pending > 0 {
+                let indexed = lm.tainted.get(&e.owner.txn).is_some_and(|r| r.contains(&id));
+                ensure!(indexed, "tainted read {} is not in its transaction's index", id);
+            }
             let live = e.deps.iter().filter(|d| lm.entries.contains_key(d)).count();
             let remote = if e.is_held() { e.remote.len() } else { 0 };
             ensure_eq!(e.pending, live + remote, "pending count of {}", id);
@@ -1564,6 +1711,11 @@ impl LockManager {
             }
             if e.is_waiting() {
                 ensure!(e.deps.is_empty() && e.dependents.is_empty());
+            }
+        }
+        for (txn, reads) in &lm.tainted {
+            for id in reads {
+                ensure!(lm.entries.get(id).is_some_and(|e| e.owner.txn == *txn), "tainted index names {} gone", id);
             }
         }
         // (i) held (and releasing) locks of different txns on overlapping targets are compatible.
@@ -1707,6 +1859,32 @@ mod tests {
         let mut lost = lm.clone();
         lost.waiting.clear();
         assert!(lost.check_invariants().is_err(), "a waiter missing from the wait index");
+    }
+
+    /// The index of tainted reads (`LockManager::tainted`) answers `read_taint` and
+    /// `reads_settled` as the walk of every lock did, and the invariant checker fails when a
+    /// tainted read is missing from it (then `read_taint` would miss it: a later write
+    /// elsewhere would not wait for it, rule 6b across partitions).
+    #[test]
+    fn tainted_reads_are_indexed_and_the_checker_sees_a_missing_one() {
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, 1, key(1), ALK_W, 1), Decision::Granted);
+        lm.downgrade_alkaline(txn(1));
+        assert_eq!(acq(&mut lm, 2, key(2), ALK_R, 2), Decision::Granted); // clean read
+        assert_eq!(acq(&mut lm, 2, key(1), ALK_R, 3), Decision::Granted); // reads BASE₁'s write
+        let g = lm.read_taint(txn(2)).expect("tainted");
+        assert_eq!(lm.tainted[&txn(2)].len(), 1, "only the read that depends on a write");
+        assert!(!lm.reads_settled(txn(2), g) && lm.reads_settled(txn(2), g - 1));
+        assert_eq!(lm.check_invariants(), Ok(()));
+        let mut missing = lm.clone();
+        missing.tainted.clear();
+        let e = missing.check_invariants().expect_err("a tainted read left out of the index");
+        assert!(e.contains("tainted read"), "{e}");
+        lm.release_all(txn(1));
+        assert_eq!(lm.read_taint(txn(2)), None);
+        lm.release_all(txn(2));
+        assert!(lm.tainted.is_empty(), "the index empties with its locks");
+        assert_eq!(lm.check_invariants(), Ok(()));
     }
 
     /// Rule 4's ordered index of locked keys: built when a table gets its first range lock,
@@ -2471,6 +2649,98 @@ mod tests {
                     }
                     _ => {}
                 }
+            }
+        }
+
+        /// `LockManager::track_changes`: after any sequence of calls, the delta computed from the
+        /// tracked changes alone (`delta_of_changes`) folds, onto what was persisted before, to
+        /// every lock the transaction holds — granted, downgraded, releasing, settled, freed —
+        /// as `LockDelta::between`'s walk of all of them does; and an ended transaction that
+        /// loses its last held-back lock is named by `take_freed_releasing`.
+        #[test]
+        fn tracked_changes_fold_to_the_held_set(
+            ops in proptest::collection::vec(
+                prop_oneof![
+                    6 => op().prop_map(Some),
+                    1 => Just(None), // rule 6b: a remote read set settles
+                ],
+                1..80,
+            )
+        ) {
+            let mut lm = LockManager::new();
+            let mut incarnation = [0u64; SLOTS as usize];
+            let txn_of = |slot: u64, inc: &[u64; SLOTS as usize]| txn(slot * 1_000 + inc[slot as usize]);
+            let dep = RemoteDep { part: P1, upto: 7 };
+            let mut logged: BTreeMap<TxnId, Vec<HeldLock>> = BTreeMap::new();
+            let mut ended: BTreeSet<TxnId> = BTreeSet::new(); // ended, locks held back
+            let mut token = 0u64;
+            for slot in 0..SLOTS {
+                lm.track_changes(txn_of(slot, &incarnation));
+                logged.insert(txn_of(slot, &incarnation), Vec::new());
+            }
+            for op in ops {
+                match op {
+                    None => {
+                        for slot in 0..SLOTS {
+                            lm.remote_settled(txn_of(slot, &incarnation), dep);
+                        }
+                    }
+                    Some(Op::Acquire { slot, target, class, write }) => {
+                        let t = txn_of(slot, &incarnation);
+                        let access = match (&target, write) {
+                            (Target::Range { .. }, _) => RR,
+                            (Target::Key(_), true) => W,
+                            (Target::Key(_), false) => R,
+                        };
+                        token += 1;
+                        // Even slots' BASE writes wait for a remote read set (rule 6b).
+                        let after = if slot % 2 == 0 { vec![dep] } else { vec![] };
+                        lm.acquire_after(Owner { txn: t, age: slot }, TABLE, target, LockMode::new(class, access), token, &after);
+                    }
+                    Some(Op::Release { slot, pick }) => {
+                        let t = txn_of(slot, &incarnation);
+                        let held: Vec<_> = lm.held(t).into_iter().filter(|h| !lm.releasing(t).contains(h)).collect();
+                        if let Some((table, target, mode)) = held.get(pick) {
+                            lm.release(t, *table, target, *mode);
+                        }
+                    }
+                    Some(Op::Downgrade { slot }) => { lm.downgrade_alkaline(txn_of(slot, &incarnation)); }
+                    Some(Op::ReleaseNonSaline { slot }) => { lm.release_non_saline(txn_of(slot, &incarnation)); }
+                    Some(Op::ReleaseAll { slot }) => {
+                        let t = txn_of(slot, &incarnation);
+                        lm.release_all(t);
+                        lm.untrack(t);
+                        logged.remove(&t);
+                        if lm.holds_any(t) {
+                            ended.insert(t);
+                        }
+                        incarnation[slot as usize] += 1;
+                        let next = txn_of(slot, &incarnation);
+                        lm.track_changes(next);
+                        logged.insert(next, Vec::new());
+                    }
+                    Some(Op::CancelWaits { slot }) => { lm.cancel_waits(txn_of(slot, &incarnation)); }
+                }
+                for (t, persisted) in logged.iter_mut() {
+                    let changes = lm.take_changes(*t).expect("tracked");
+                    let delta = lm.delta_of_changes(&changes, persisted, |_| true);
+                    let walked = LockDelta::between(persisted, lm.held_lock_views(*t));
+                    let mut folded_walk = persisted.clone();
+                    walked.apply_to(&mut folded_walk);
+                    delta.apply_to(persisted);
+                    let mut want: Vec<HeldLock> = lm.held_lock_views(*t).map(|l| l.to_held()).collect();
+                    want.sort_by_key(|l| l.granted);
+                    prop_assert_eq!(&*persisted, &want, "{:?}: folded tracked changes", t);
+                    prop_assert_eq!(&folded_walk, &want);
+                }
+                let freed = lm.take_freed_releasing();
+                for t in ended.clone() {
+                    if !lm.holds_any(t) {
+                        prop_assert!(freed.contains(&t), "{:?} lost its last held-back lock unnamed", t);
+                        ended.remove(&t);
+                    }
+                }
+                check_invariants(&lm)?;
             }
         }
 
