@@ -2607,6 +2607,15 @@ mod tests {
         ]
     }
 
+    /// The access a generated `Op::Acquire` asks for: a range is a range read.
+    fn access_of(target: &Target, write: bool) -> Access {
+        match (target, write) {
+            (Target::Range { .. }, _) => RR,
+            (Target::Key(_), true) => W,
+            (Target::Key(_), false) => R,
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -2687,11 +2696,7 @@ mod tests {
                     }
                     Some(Op::Acquire { slot, target, class, write }) => {
                         let t = txn_of(slot, &incarnation);
-                        let access = match (&target, write) {
-                            (Target::Range { .. }, _) => RR,
-                            (Target::Key(_), true) => W,
-                            (Target::Key(_), false) => R,
-                        };
+                        let access = access_of(&target, write);
                         token += 1;
                         // Even slots' BASE writes wait for a remote read set (rule 6b).
                         let after = if slot % 2 == 0 { vec![dep] } else { vec![] };
@@ -2759,11 +2764,7 @@ mod tests {
                 let grants = match op {
                     Op::Acquire { slot, target, class, write } => {
                         let t = txn_of(slot, &incarnation);
-                        let access = match (&target, write) {
-                            (Target::Range { .. }, _) => RR,
-                            (Target::Key(_), true) => W,
-                            (Target::Key(_), false) => R,
-                        };
+                        let access = access_of(&target, write);
                         token += 1;
                         let before = lm.clone();
                         // A retried transaction keeps its age: age = slot.
