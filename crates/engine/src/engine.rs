@@ -137,11 +137,10 @@ impl CoordCtx<'_> {
     }
     /// Logs an engine record on the coordinator's log (replayed through `apply` on recovery).
     pub fn persist(&mut self, record: Vec<u8>) {
+        self.out.persist.push(crate::coordinator::CoordRecord::encode_engine(&record));
         if let Some(kept) = self.kept.as_mut() {
-            kept.push(record.clone());
+            kept.push(record);
         }
-        let rec = crate::coordinator::CoordRecord::Engine(record);
-        self.out.persist.push(crate::payload::encode_exact(&rec));
     }
     pub fn op_done(&mut self, id: SubOpId, result: Result<PartResult, Error>) {
         self.events.push(Event::OpDone { id, result });
