@@ -297,6 +297,21 @@ fn anomaly_dirty_read_per_level() {
         op(&mut c, 1, t1, write(0, 7)).unwrap();
         if level == Isolation::ReadUncommitted {
             assert_eq!(row_bal(op(&mut c, 2, t2, read(0))).unwrap(), 7, "read-uncommitted allows dirty reads");
+        } else if level == Isolation::ReadCommitted {
+            // Lock rule 5h: a lock-free reader is not aborted for waiting; it reads once the
+            // writer is gone, and never the dirty value.
+            let id = c.send(2, RequestBody::Op { txn: t2, op: read(0) });
+            drain(&mut c);
+            c.tick(4 * patience_ms());
+            drain(&mut c);
+            assert!(c.response(2, id).is_none(), "the read waits for the writer");
+            c.call(1, RequestBody::Rollback { txn: t1 }).unwrap();
+            c.tick(2 * TICK_INTERVAL_MS);
+            drain(&mut c);
+            let r = c.response(2, id).expect("answered once the writer rolled back").clone();
+            let Ok(ResponseBody::Op(r)) = r else { panic!("{r:?}") };
+            assert_ne!(row_bal(Ok(r)).unwrap(), 7, "read-committed forbids dirty reads");
+            continue;
         } else {
             let r = row_bal(op_waits_then_dies(&mut c, 2, t2, read(0)));
             assert!(is_cc_abort(&r), "{level} forbids dirty reads: {r:?}");

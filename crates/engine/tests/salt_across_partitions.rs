@@ -102,10 +102,12 @@ impl Cut {
         while self.deliver_one(c) {}
     }
 
-    /// Sends a request and runs until it is answered (messages to `to` set aside).
+    /// Sends a request and runs until it is answered (messages to `to` set aside), for up to
+    /// 3 s of ticks: a read-committed read steps out of its queue and asks again for up to
+    /// `STEP_OUT_MAX` (1 s) before it dies (lock rule 5h).
     fn call(&mut self, c: &mut SyncCluster, client: u64, body: RequestBody) -> Result<ResponseBody, Error> {
         let id = c.send(client, body);
-        for _ in 0..200 {
+        for _ in 0..600 {
             while c.response(client, id).is_none() && self.deliver_one(c) {}
             if let Some(r) = c.response(client, id) {
                 return r.clone();
@@ -149,8 +151,9 @@ fn base1_held_back(c: &mut SyncCluster, x: i64, z: i64) -> Cut {
 }
 
 /// While BASE₁ has not ended, an ACID read of `key` (derived from BASE₁'s write) must wait —
-/// and here, with nothing to wait for that it can see, die after the patience and retry — but
-/// never return the derived value.
+/// and here, with nothing to wait for that it can see, die after the patience (read-committed:
+/// after stepping out and asking again for `STEP_OUT_MAX`, lock rule 5h) and retry — but never
+/// return the derived value.
 fn assert_kept_out(c: &mut SyncCluster, cut: &mut Cut, isolation: Isolation, key: i64, what: &str) {
     for attempt in 0..3 {
         match acid_read(c, cut, isolation, key) {

@@ -84,7 +84,7 @@ fn key(id: i64) -> Key {
 }
 
 fn class(base: bool, age: u64) -> TxnClass {
-    TxnClass { isolation: Isolation::Serializable, base, age, immortal: base }
+    TxnClass { isolation: Isolation::Serializable, base, age, immortal: base, lock_free: false }
 }
 
 /// Runs one operation of `unit` and returns its reply (none if it waits).

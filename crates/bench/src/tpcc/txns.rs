@@ -12,7 +12,7 @@ use super::schema::{col, *};
 use super::{
     arg_dec, arg_int, arg_opt_int, arg_opt_str, bad_arg, row_dec, row_int, row_str, DISTRICTS, ORDER_LINES_MAX,
 };
-use litmus_core::{ColumnType, Decimal, Error, Formula, InvalidInput, Row, Value};
+use litmus_core::{ColumnType, Decimal, Error, Formula, InvalidInput, Isolation, Row, Value};
 use litmus_engine::procedure::{ProcOptions, ProcResult};
 use litmus_engine::{Ctx, Op, OpResult, Registry};
 
@@ -570,8 +570,15 @@ pub fn register(registry: &mut Registry) {
         registry.register_with(&name(DELIVERY_PROC, DELIVERY_BASE_PROC), vec![Int; 3], opts, move |ctx, args| {
             delivery(ctx, args, base)
         });
-        registry.register_with(&name(STOCK_LEVEL_PROC, STOCK_LEVEL_BASE_PROC), vec![Int; 3], opts, move |ctx, args| {
-            stock_level(ctx, args, base)
-        });
+        // Clause 3.4.0.1: Stock-Level needs only level 1 isolation (no dirty reads) against
+        // every transaction; the other four need level 3 among themselves. Its ~200 reads
+        // take short-term locks, so it never holds one while waiting for another.
+        let stock_level_opts = ProcOptions { isolation: Isolation::ReadCommitted, ..opts };
+        registry.register_with(
+            &name(STOCK_LEVEL_PROC, STOCK_LEVEL_BASE_PROC),
+            vec![Int; 3],
+            stock_level_opts,
+            move |ctx, args| stock_level(ctx, args, base),
+        );
     }
 }

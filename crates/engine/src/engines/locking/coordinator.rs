@@ -351,6 +351,7 @@ impl LockingCoordinator {
             Vec::new()
         };
         let incarnation = Self::incarnation_of(t, id.part, unit);
+        t.class = t.class.with_op(&op.kind);
         let r = Request::Op {
             id,
             unit,
@@ -879,7 +880,7 @@ impl CoordinatorEngine for LockingCoordinator {
         };
         let age = (began << 8) | (txn.node.0 as u64 & 0xff);
         let base = self.cfg.base && opts.base;
-        let class = TxnClass { isolation: opts.isolation, base, age, immortal: false };
+        let class = TxnClass::new(opts.isolation, base, age);
         let t = CTxn::new(class, opts.procedure.clone(), txn.epoch << 16, ctx.now);
         self.txns.insert(txn, t);
     }
@@ -1024,7 +1025,7 @@ impl CoordinatorEngine for LockingCoordinator {
             postcard::from_bytes(record).map_err(|e| Error::Storage(format!("locking coordinator record: {e}")))?;
         match record {
             CoordinatorRecord::BaseLogic { txn, procedure, args, age, isolation } => {
-                let class = TxnClass { isolation, base: true, age, immortal: false };
+                let class = TxnClass::new(isolation, true, age);
                 let mut t = CTxn::new(class, Some((procedure, args)), 0, Time::ZERO);
                 t.logic_logged = true;
                 self.txns.insert(txn, t);
