@@ -176,9 +176,9 @@
 //! released in order because each link waits for the settlement of the one before. A request
 //! blocked by a lock with remote dependencies cannot know whom it waits for (its release
 //! depends on transactions this table cannot see): as past [`DEPENDENCY_WALK_MAX`], it gets
-//! [`Decision::Die`] (rule 5a), and the partition has it ask again every tick rather than abort
-//! its transaction (the locking partition's rule 5h, [`LockManager::refused_unknowably`]) — an
-//! ACID reader of such a lock asks until the remote reads settle rather than queueing.
+//! [`Decision::Die`] (rule 5a) and its client retries with its age — an ACID reader of such a
+//! lock retries until the remote reads settle rather than queueing (a lock-free one asks again
+//! at the partition instead, the locking partition's rule 5h).
 //!
 //! A covered re-write (rule 2) that read something since its first write gets a lock of its
 //! own carrying the new dependencies: merging them into the first lock would hold back what
@@ -1031,19 +1031,6 @@ impl LockManager {
             }
             _ => Decision::Die,
         }
-    }
-
-    /// Whether a request [`Self::acquire_after`] refused (`Decision::Die`) was refused because
-    /// whom it would wait for cannot be known here: a blocking lock's release waits for
-    /// remote reads to settle, or the walk passed [`DEPENDENCY_WALK_MAX`] (lock rule 5h
-    /// lets such a request ask again instead of aborting its transaction).
-    pub fn refused_unknowably(&self, txn: TxnId, table: TableId, target: &Target, mode: LockMode) -> bool {
-        let queue_len_max = if target.is_range() { RANGE_QUEUE_LEN_MAX } else { OBJECT_QUEUE_LEN_MAX };
-        if self.queue_len(table, target) >= queue_len_max {
-            return false;
-        }
-        let blockers = self.blockers(txn, table, target, mode, self.seq_next);
-        !blockers.is_empty() && self.waits_for(mode, &blockers).is_none()
     }
 
     /// Releases one held lock of `txn` on (`table`, `target`) with exactly `mode` (a short-term

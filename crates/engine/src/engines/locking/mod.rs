@@ -168,19 +168,17 @@
 //!   wound it, its waiting operations instead leave their queues and ask again on the next
 //!   tick; a request refused at once (a lock with remote dependencies, a full queue) asks
 //!   again the same way. It also waits out alive blockers wherever it waits, as on an anchor
-//!   (rule 5a's exception). **Any** mortal transaction's request refused because whom it
-//!   would wait for cannot be known (a BASE write lock whose release waits for the writer's
-//!   reads on another partition, `LockManager::refused_unknowably`) asks again the same way
-//!   instead of aborting: those reads wait only for accepted BASE transactions, which wound
-//!   any mortal transaction in their way (rules 5b, 5e), so a cycle through the asker ends
-//!   within about `RUNNING_WITHIN`. Refused outright, TPC-C Deliveries under `salt` died in
-//!   9–23% of their attempts at 64 clients, on customer rows remote Payments had written. An operation keeps stepping out for at most
-//!   `partition::STEP_OUT_MAX` (1 s), then dies as any other: an operation sent before the
-//!   transaction's first long-term lock elsewhere still says lock-free, and a deadlock through
-//!   that stale flag lasts no longer. At 64 TPC-C clients on `salt`, Stock-Levels died in 62%
-//!   of their attempts — waiting behind accepted New-Orders that waited themselves, refused on
-//!   stock rows with remote dependencies, wounded on stock rows where accepted New-Orders
-//!   queued behind them — and in 0% with the rule (issue 20).
+//!   (rule 5a's exception). Letting *any* ACID request refused for an unknown waits-for ask
+//!   again too (for the patience) cut salt's TPC-C Delivery aborts at 64 clients from 9–23%
+//!   to ~1%, but starved bank totals in the simulator (they held range locks on every
+//!   partition meanwhile), so it was dropped (see `partition::LockingPartition::may_step_out`).
+//!   An operation keeps stepping out for at most `partition::STEP_OUT_MAX` (1 s), then dies as
+//!   any other: an operation sent before the transaction's first long-term lock elsewhere
+//!   still says lock-free, and a deadlock through that stale flag lasts no longer. At 64 TPC-C
+//!   clients on `salt`, Stock-Levels died in 62% of their attempts — waiting behind accepted
+//!   New-Orders that waited themselves, refused on stock rows with remote dependencies,
+//!   wounded on stock rows where accepted New-Orders queued behind them — and in 0% with the
+//!   rule and read-committed Stock-Levels (issue 20).
 //! * **Waiting out working transactions** (rule 5a's exception, `partition::LockingPartition::
 //!   blockers_running`): a mortal request past its patience keeps waiting when it waits on a
 //!   queue anchor, or only for accepted BASE transactions, and everyone it waits for is *alive*

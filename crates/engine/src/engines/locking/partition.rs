@@ -584,7 +584,7 @@ impl LockingPartition {
                     }
                     return;
                 }
-                Decision::Die if self.may_step_out(&p, (table, &target, mode), ctx.now) => {
+                Decision::Die if self.may_step_out(&p, ctx.now) => {
                     // Rule 5h: it asks again next tick rather than abort.
                     p.stepped_out = true;
                     p.out_since.get_or_insert(ctx.now);
@@ -857,29 +857,25 @@ impl LockingPartition {
             })
     }
 
-    /// Rule 5h for an operation refused `lock` at once (`Decision::Die`): whether it steps out
-    /// and asks again next tick, for at most [`STEP_OUT_MAX`]. Yes if its transaction is
-    /// lock-free and the operation holds no lock yet (see [`Self::steps_out`]), and for any
-    /// ACID transaction refused because whom it would wait for cannot be known here
-    /// (`LockManager::refused_unknowably`): a BASE write lock whose release waits for the
-    /// writer's reads on another partition to settle. Those reads wait only for accepted BASE
-    /// transactions, which cannot abort and wound (rules 5b, 5e) any mortal transaction in
-    /// their way, the asker included, so a cycle through the asker ends within about
-    /// `RUNNING_WITHIN`. Refused outright, TPC-C Deliveries under `salt` died in 9–23% of their
-    /// attempts at 64 clients, on customer rows that remote Payments had written (issue 20).
+    /// Rule 5h for an operation refused its next lock at once (`Decision::Die`: a lock whose
+    /// release waits for remote reads, a full queue): whether it steps out and asks again next
+    /// tick instead. Only a lock-free transaction's operation that holds no lock yet (see
+    /// [`Self::steps_out`]), for at most [`STEP_OUT_MAX`].
     ///
-    /// Not a BASE transaction's (they die as before): with BASE operations asking again too,
-    /// one 64-client `salt-local` TPC-C run failed the consistency check — a Payment's `d_ytd`
-    /// counted without its `w_ytd` and HISTORY row, as if a locally committed first
-    /// subtransaction had also been rolled back or run twice. Not traced; 8 runs at 64 and
-    /// 128 clients and the fault simulations pass without them (issue 20).
-    fn may_step_out(&self, p: &Parked, (table, target, mode): (TableId, &Target, LockMode), now: Time) -> bool {
-        let Some(t) = self.txns.get(&p.unit.txn) else { return false };
-        let in_time = p.out_since.is_none_or(|s| now.saturating_sub(s) < STEP_OUT_MAX);
-        in_time
-            && !t.class.base
-            && ((t.class.lock_free && p.short.is_empty())
-                || self.locks.refused_unknowably(p.unit.txn, table, target, mode))
+    /// Tried and dropped: letting *any* ACID request refused because whom it would wait for
+    /// cannot be known (a BASE write held back by the writer's reads on another partition) ask
+    /// again for the patience. TPC-C Deliveries under `salt`, which died that way on customer
+    /// rows remote Payments had written, fell from 9–23% aborted attempts to ~1% at 64
+    /// clients; but a bank total then held its range locks on every partition for the
+    /// patience while the transfers that would settle those reads waited for them, and no
+    /// total finished in an 800 ms simulated run (`bank_check_passes_on_an_intact_bank_and_
+    /// compares_totals`; session 14 saw the same trade-off at 128 TPC-C clients). A BASE
+    /// operation asking again (before that) once failed a `salt-local` TPC-C check, a
+    /// Payment's `d_ytd` counted without its `w_ytd` and HISTORY row, not traced (issue 20).
+    fn may_step_out(&self, p: &Parked, now: Time) -> bool {
+        self.txns.get(&p.unit.txn).is_some_and(|t| t.class.lock_free && !t.class.base)
+            && p.short.is_empty()
+            && p.out_since.is_none_or(|s| now.saturating_sub(s) < STEP_OUT_MAX)
     }
 
     /// Lock rule 5h, every tick: operations that stepped out of their queues ask again.

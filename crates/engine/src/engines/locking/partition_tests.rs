@@ -499,25 +499,3 @@ fn rule5h_a_lock_free_reader_waits_out_an_idle_holder_for_at_most_step_out_max()
         }
     }
 }
-
-/// Lock rule 5h: an ACID request blocked by a BASE write lock whose release waits for the
-/// writer's reads on another partition (a remote dependency) cannot know whom it waits for,
-/// so the lock manager refuses it. It asks again every tick instead of aborting its
-/// transaction, and runs once the lock is gone. (Refused outright, TPC-C Deliveries under
-/// `salt` died in 9–23% of their attempts at 64 clients, on customers remote Payments wrote.)
-#[test]
-fn rule5h_a_request_refused_for_a_remote_dependency_asks_again() {
-    let mut h = H::salt(&[1]);
-    let (base, acid) = (txn(0, 1), txn(1, 2));
-    h.base_op(base, 0, OpKind::Delete { key: key(1) }, vec![RemoteDep { part: PartitionId(1), upto: 7 }]);
-    assert_eq!(h.results(base).len(), 1, "the BASE write runs");
-    h.op(acid, 0, OpKind::Delete { key: key(1) });
-    h.tick(4 * LOCK_WAIT_PATIENCE);
-    assert!(h.results(acid).is_empty(), "it waits, asking again: {:?}", h.results(acid));
-    // The dependency settles, and the BASE transaction's subtransaction rolls back.
-    let settled = Request::ReadsSettled { txn: base, upto: 7 };
-    h.with(|p, ctx| p.on_request(Addr::Partition(PartitionId(1)), Payload::new(settled), ctx));
-    h.request(base.node.0, Request::Abort { unit: Unit { txn: base, sub: 1 }, attempt: 0 });
-    h.tick(2 * TICK);
-    assert!(matches!(h.results(acid)[..], [Ok(_)]), "it runs once the lock is gone: {:?}", h.results(acid));
-}
