@@ -922,6 +922,25 @@ mod tests {
         Tpcc::new(&opts, false)
     }
 
+    /// Clause 3.4.0.1: Stock-Level needs only level 1 (read committed), the other four level 3
+    /// (serializable), in their ACID and BASE forms alike.
+    #[test]
+    fn clause_3_4_0_1_stock_level_runs_read_committed_and_the_others_serializable() {
+        let mut registry = litmus_engine::Registry::new();
+        txns::register(&mut registry);
+        for t in TxnType::CONTENTION_ORDER {
+            for base in [false, true] {
+                let proc = registry.get(t.procedure(base)).unwrap();
+                let want = if t == TxnType::StockLevel {
+                    litmus_core::Isolation::ReadCommitted
+                } else {
+                    litmus_core::Isolation::Serializable
+                };
+                assert_eq!(proc.options.isolation, want, "{}", t.procedure(base));
+            }
+        }
+    }
+
     #[test]
     fn the_mix_and_the_inputs_follow_the_specification() {
         let w = tpcc(Some(0), None).unwrap();

@@ -170,15 +170,16 @@
 //!   again the same way. It also waits out alive blockers wherever it waits, as on an anchor
 //!   (rule 5a's exception). Letting *any* ACID request refused for an unknown waits-for ask
 //!   again too (for the patience) cut salt's TPC-C Delivery aborts at 64 clients from 9–23%
-//!   to ~1%, but starved bank totals in the simulator (they held range locks on every
-//!   partition meanwhile), so it was dropped (see `partition::LockingPartition::may_step_out`).
+//!   to ~1%, but starved bank totals in the simulator (presumably their range locks on every
+//!   partition, held meanwhile, kept out the transfers that would settle those reads; not
+//!   traced), so it was dropped (see `partition::LockingPartition::may_step_out`).
 //!   An operation keeps stepping out for at most `partition::STEP_OUT_MAX` (1 s), then dies as
 //!   any other: an operation sent before the transaction's first long-term lock elsewhere
 //!   still says lock-free, and a deadlock through that stale flag lasts no longer. At 64 TPC-C
-//!   clients on `salt`, Stock-Levels died in 62% of their attempts — waiting behind accepted
-//!   New-Orders that waited themselves, refused on stock rows with remote dependencies,
-//!   wounded on stock rows where accepted New-Orders queued behind them — and in 0% with the
-//!   rule and read-committed Stock-Levels (issue 20).
+//!   clients on `salt`, read-committed Stock-Levels still died in 62% of their attempts
+//!   without the rule — waiting behind accepted New-Orders that waited themselves, refused on
+//!   stock rows with remote dependencies, wounded on stock rows where accepted New-Orders
+//!   queued behind them — and in 0% with it (issue 20).
 //! * **Waiting out working transactions** (rule 5a's exception, `partition::LockingPartition::
 //!   blockers_running`): a mortal request past its patience keeps waiting when it waits on a
 //!   queue anchor, or only for accepted BASE transactions, and everyone it waits for is *alive*

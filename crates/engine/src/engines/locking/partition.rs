@@ -151,6 +151,13 @@ struct Parked {
     out_since: Option<Time>,
 }
 
+impl Parked {
+    /// Lock rule 5h: it first stepped out less than [`STEP_OUT_MAX`] ago (or never has).
+    fn may_step_out_at(&self, now: Time) -> bool {
+        self.out_since.is_none_or(|s| now.saturating_sub(s) < STEP_OUT_MAX)
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 struct State {
     last_ts: Timestamp,
@@ -680,8 +687,7 @@ impl LockingPartition {
             // Rule 5h: a lock-free transaction waits out alive blockers wherever it waits, as on
             // an anchor: it holds nothing, so only the queue behind it can close a cycle through
             // it, and a cycle here is never alive.
-            let lock_free = self.txns.get(&txn).is_some_and(|t| t.class.lock_free);
-            let exempt = ((on_anchor || lock_free) && self.blockers_running(txn, ctx.now))
+            let exempt = ((on_anchor || self.lock_free(txn)) && self.blockers_running(txn, ctx.now))
                 || (self.waits_only_for_immortals(txn) && self.blockers_progressing(txn, since, ctx.now));
             if self.locks.impatient(txn) && !exempt {
                 self.break_waits(txn, ctx);
@@ -850,11 +856,16 @@ impl LockingPartition {
     /// read-committed (clause 3.4.0.1), died for every wait behind an accepted BASE New-Order
     /// that itself waited, or on a stock row carrying remote dependencies (issue 20).
     fn steps_out(&self, txn: TxnId, now: Time) -> bool {
-        self.txns.get(&txn).is_some_and(|t| t.class.lock_free)
+        self.lock_free(txn)
             && self.parked.values().filter(|p| p.unit.txn == txn && !p.stepped_out).all(|p| {
-                p.waiting_for.as_ref().is_some_and(|l| p.short.len() == usize::from(l.3))
-                    && p.out_since.is_none_or(|s| now.saturating_sub(s) < STEP_OUT_MAX)
+                p.waiting_for.as_ref().is_some_and(|l| p.short.len() == usize::from(l.3)) && p.may_step_out_at(now)
             })
+    }
+
+    /// Lock rule 5h: `txn` is lock-free as far as its latest operation here says
+    /// ([`TxnClass::lock_free`]; never a BASE transaction).
+    fn lock_free(&self, txn: TxnId) -> bool {
+        self.txns.get(&txn).is_some_and(|t| t.class.lock_free)
     }
 
     /// Rule 5h for an operation refused its next lock at once (`Decision::Die`: a lock whose
@@ -864,18 +875,17 @@ impl LockingPartition {
     ///
     /// Tried and dropped: letting *any* ACID request refused because whom it would wait for
     /// cannot be known (a BASE write held back by the writer's reads on another partition) ask
-    /// again for the patience. TPC-C Deliveries under `salt`, which died that way on customer
-    /// rows remote Payments had written, fell from 9–23% aborted attempts to ~1% at 64
-    /// clients; but a bank total then held its range locks on every partition for the
-    /// patience while the transfers that would settle those reads waited for them, and no
-    /// total finished in an 800 ms simulated run (`bank_check_passes_on_an_intact_bank_and_
-    /// compares_totals`; session 14 saw the same trade-off at 128 TPC-C clients). A BASE
+    /// again, for up to `STEP_OUT_MAX`. TPC-C Deliveries under `salt`, which died that way on
+    /// customer rows remote Payments had written, fell from 9–23% aborted attempts to ~1% at
+    /// 64 clients; but no bank total finished in an 800 ms simulated run
+    /// (`bank_check_passes_on_an_intact_bank_and_compares_totals`), nor with the asking
+    /// bounded to the patience — presumably a total's range locks on every partition, held
+    /// meanwhile, kept out the transfers that would settle those reads (not traced; session
+    /// 14 saw a similar trade-off at 128 TPC-C clients). A BASE
     /// operation asking again (before that) once failed a `salt-local` TPC-C check, a
     /// Payment's `d_ytd` counted without its `w_ytd` and HISTORY row, not traced (issue 20).
     fn may_step_out(&self, p: &Parked, now: Time) -> bool {
-        self.txns.get(&p.unit.txn).is_some_and(|t| t.class.lock_free && !t.class.base)
-            && p.short.is_empty()
-            && p.out_since.is_none_or(|s| now.saturating_sub(s) < STEP_OUT_MAX)
+        self.lock_free(p.unit.txn) && p.short.is_empty() && p.may_step_out_at(now)
     }
 
     /// Lock rule 5h, every tick: operations that stepped out of their queues ask again.

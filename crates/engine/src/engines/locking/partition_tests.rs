@@ -499,3 +499,25 @@ fn rule5h_a_lock_free_reader_waits_out_an_idle_holder_for_at_most_step_out_max()
         }
     }
 }
+
+/// Lock rule 5h, the coordinator's half (`TxnClass::with_op`): a transaction is lock-free
+/// while every operation it has sent takes only short-term locks at its isolation level (Salt
+/// Table 1: 𝓛 is {write} below repeatable read), and stops being so for good at the first one
+/// that does not. BASE transactions are never lock-free.
+#[test]
+fn rule5h_a_transaction_is_lock_free_until_its_first_long_term_lock() {
+    let read = OpKind::Read { key: key(1) };
+    let scan = OpKind::Scan { start: key(1), end: None, limit: 10 };
+    let write = OpKind::Delete { key: key(1) };
+    let rc = TxnClass::new(Isolation::ReadCommitted, false, 1);
+    assert!(rc.lock_free);
+    let after_reads = rc.with_op(&read).with_op(&scan);
+    assert!(after_reads.lock_free, "read-committed reads and scans lock short-term");
+    assert!(!after_reads.with_op(&write).lock_free, "a write locks to the end");
+    assert!(!after_reads.with_op(&write).with_op(&read).lock_free, "and it stays locked");
+    assert!(TxnClass::new(Isolation::ReadUncommitted, false, 1).with_op(&read).lock_free);
+    for level in [Isolation::RepeatableRead, Isolation::Serializable] {
+        assert!(!TxnClass::new(level, false, 1).with_op(&read).lock_free, "{level}: reads lock to the end");
+    }
+    assert!(!TxnClass::new(Isolation::ReadCommitted, true, 1).lock_free, "BASE transactions are not lock-free");
+}
