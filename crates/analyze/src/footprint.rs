@@ -429,14 +429,14 @@ impl Run<'_> {
         }
         let schema_of = |t: &str| self.catalog.table_by_name(t).expect("resolved").clone();
         match op {
-            Op::Read { table, key } => {
+            Op::Read { table, key } | Op::ReadColumns { table, key, .. } => {
                 self.accesses.insert(Access::Read { table: table.clone() });
                 let missing = self.variant > 0 && self.mix.chance(20);
                 if missing {
                     return Ok(OpResult::Row(None));
                 }
                 let t = schema_of(table);
-                Ok(OpResult::Row(Some(self.row(&t, key))))
+                Ok(OpResult::Row(Some(project(&resolved.op.kind, self.row(&t, key)))))
             }
             Op::Scan { table, start, end: _, limit } => {
                 self.accesses.insert(Access::Read { table: table.clone() });
@@ -470,9 +470,9 @@ impl Run<'_> {
         let table = op_table(op).to_string();
         let t = self.catalog.table_by_name(&table).expect("resolved").clone();
         match (op, kind) {
-            (Op::Read { key, .. }, OpKind::Read { key: k }) => {
+            (Op::Read { key, .. } | Op::ReadColumns { key, .. }, OpKind::Read { key: k, .. }) => {
                 self.accesses.insert(Access::Read { table: table.clone() });
-                Ok(OpResult::Row(Some(self.stored_row(&t, k, key))))
+                Ok(OpResult::Row(Some(project(kind, self.stored_row(&t, k, key)))))
             }
             (Op::Scan { start, .. }, OpKind::Scan { start: s, end, limit }) => {
                 self.accesses.insert(Access::Read { table: table.clone() });
@@ -661,9 +661,18 @@ impl Run<'_> {
     }
 }
 
+/// A read's row as the procedure sees it: the columns it did not name read as NULL.
+fn project(kind: &OpKind, row: Row) -> Row {
+    match kind {
+        OpKind::Read { cols, .. } => cols.project(row),
+        _ => row,
+    }
+}
+
 fn op_table(op: &Op) -> &str {
     match op {
         Op::Read { table, .. }
+        | Op::ReadColumns { table, .. }
         | Op::Scan { table, .. }
         | Op::Write { table, .. }
         | Op::Insert { table, .. }

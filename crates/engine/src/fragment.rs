@@ -209,13 +209,13 @@ fn local_op(
     };
     let kind = &resolved.op.kind;
     match kind {
-        OpKind::Read { key } => reads.push((table, Some(key.clone()))),
+        OpKind::Read { key, .. } => reads.push((table, Some(key.clone()))),
         OpKind::Scan { .. } => reads.push((table, None)),
         // A write's image depends on the current row (formulas, insert of an existing key).
         kind => reads.push((table, kind.key().cloned())),
     }
     let part = match kind {
-        OpKind::Read { key } => PartResult::Row(current(buffer, key)),
+        OpKind::Read { key, .. } => PartResult::Row(current(buffer, key)),
         OpKind::Scan { start, end, limit } => {
             let own: Vec<(Key, Option<Row>)> = buffer
                 .range((table, start.clone())..)

@@ -15,6 +15,11 @@ use serde::{Deserialize, Serialize};
 pub enum Op {
     /// Point read by full primary key.
     Read { table: String, key: Vec<Value> },
+    /// Point read of some columns (`SELECT c1, c2 … WHERE key = …`): the row comes back at
+    /// full width with the columns not named read as NULL. A BASE transaction's read of
+    /// columns that no unfinished BASE write touched does not depend on that write (lock rule
+    /// 6a per column, [`ColMask`]).
+    ReadColumns { table: String, key: Vec<Value>, columns: Vec<String> },
     /// Range read: keys `>= start` and `< end` (both key prefixes). With `end: None` every key
     /// that starts with `start`. At most `limit` rows, in key order.
     Scan { table: String, start: Vec<Value>, end: Option<Vec<Value>>, limit: u32 },
@@ -30,7 +35,52 @@ pub enum Op {
 
 impl Op {
     pub fn is_write(&self) -> bool {
-        !matches!(self, Op::Read { .. } | Op::Scan { .. })
+        !matches!(self, Op::Read { .. } | Op::ReadColumns { .. } | Op::Scan { .. })
+    }
+}
+
+/// A set of a table's columns, one bit per column; column 63 and every later one share the
+/// last bit, so a set naming one of them stands for all of them (a superset: sound for
+/// conflicts, and a read of such a set returns all of them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ColMask(pub u64);
+
+impl ColMask {
+    /// Every column.
+    pub const ALL: ColMask = ColMask(u64::MAX);
+
+    fn bit(column: usize) -> u64 {
+        1 << column.min(63)
+    }
+
+    /// The set of `columns` (indexes in the table's schema).
+    pub fn of(columns: impl IntoIterator<Item = usize>) -> ColMask {
+        ColMask(columns.into_iter().fold(0, |m, c| m | Self::bit(c)))
+    }
+
+    pub fn has(self, column: usize) -> bool {
+        self.0 & Self::bit(column) != 0
+    }
+
+    pub fn intersects(self, other: ColMask) -> bool {
+        self.0 & other.0 != 0
+    }
+
+    /// `self ⊇ other`.
+    pub fn contains(self, other: ColMask) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// `row` with the columns outside this set read as NULL.
+    pub fn project(self, mut row: Row) -> Row {
+        if self != ColMask::ALL {
+            for (i, v) in row.iter_mut().enumerate() {
+                if !self.has(i) {
+                    *v = Value::Null;
+                }
+            }
+        }
+        row
     }
 }
 
@@ -45,27 +95,51 @@ pub enum OpResult {
 /// The resolved, validated body of an operation, as sent to a partition.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum OpKind {
-    Read { key: Key },
-    Scan { start: Key, end: Option<Key>, limit: u32 },
-    Write { key: Key, row: Row },
-    Insert { key: Key, row: Row },
-    Delete { key: Key },
-    Update { key: Key, updates: Vec<ColumnUpdate> },
+    /// A point read of the columns in `cols` (others may come back, the caller projects).
+    Read {
+        key: Key,
+        cols: ColMask,
+    },
+    Scan {
+        start: Key,
+        end: Option<Key>,
+        limit: u32,
+    },
+    Write {
+        key: Key,
+        row: Row,
+    },
+    Insert {
+        key: Key,
+        row: Row,
+    },
+    Delete {
+        key: Key,
+    },
+    Update {
+        key: Key,
+        updates: Vec<ColumnUpdate>,
+    },
 }
 
 /// What merging an operation's pieces needs of it ([`merge`]): its shape, without the keys and
 /// rows a clone of the whole [`OpKind`] would copy for every operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shape {
-    Read,
-    Scan { limit: u32 },
+    /// A point read, projected on `cols` when merged.
+    Read {
+        cols: ColMask,
+    },
+    Scan {
+        limit: u32,
+    },
     Write,
 }
 
 impl OpKind {
     pub fn shape(&self) -> Shape {
         match self {
-            OpKind::Read { .. } => Shape::Read,
+            OpKind::Read { cols, .. } => Shape::Read { cols: *cols },
             OpKind::Scan { limit, .. } => Shape::Scan { limit: *limit },
             _ => Shape::Write,
         }
@@ -76,7 +150,7 @@ impl OpKind {
     /// The key of a point operation.
     pub fn key(&self) -> Option<&Key> {
         match self {
-            OpKind::Read { key }
+            OpKind::Read { key, .. }
             | OpKind::Write { key, .. }
             | OpKind::Insert { key, .. }
             | OpKind::Delete { key }
@@ -190,7 +264,13 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
     let resolved = match op {
         Op::Read { table, key } => {
             let (table, key, targets) = point(table, key)?;
-            Resolved { op: PartOp { table, kind: OpKind::Read { key } }, targets }
+            Resolved { op: PartOp { table, kind: OpKind::Read { key, cols: ColMask::ALL } }, targets }
+        }
+        Op::ReadColumns { table: name, key, columns } => {
+            let (table, key, targets) = point(name, key)?;
+            let schema = catalog.table(table)?;
+            let cols = ColMask::of(columns.iter().map(|c| schema.column(c)).collect::<Result<Vec<_>, _>>()?);
+            Resolved { op: PartOp { table, kind: OpKind::Read { key, cols } }, targets }
         }
         Op::Delete { table, key } => {
             let (table, key, targets) = point(table, key)?;
@@ -289,8 +369,8 @@ pub fn merge(shape: Shape, mut parts: Vec<PartResult>) -> OpResult {
             rows.truncate(limit as usize);
             OpResult::Rows(rows.into_iter().map(|(_, r)| r).collect())
         }
-        Shape::Read => match parts.pop() {
-            Some(PartResult::Row(r)) => OpResult::Row(r),
+        Shape::Read { cols } => match parts.pop() {
+            Some(PartResult::Row(r)) => OpResult::Row(r.map(|r| cols.project(r))),
             other => panic!("read answered with {other:?}"),
         },
         Shape::Write => OpResult::Done,

@@ -405,6 +405,16 @@ impl Ctx {
         }
     }
 
+    /// `read_columns` as a single-operation alkaline subtransaction (see [`Ctx::alkaline_op`]).
+    pub async fn alkaline_read_columns(
+        &self,
+        table: &str,
+        key: &[Value],
+        columns: &[&str],
+    ) -> Result<Option<Row>, Error> {
+        row_of(self.alkaline_op(read_columns_op(table, key, columns)).await?)
+    }
+
     /// `end alkaline-subtransaction`: commits it. An error means it rolled back; a procedure may
     /// catch it and run a compensating alkaline subtransaction (Salt Fig. 2).
     pub async fn end_alkaline(&self) -> Result<(), Error> {
@@ -417,6 +427,14 @@ impl Ctx {
             OpResult::Row(r) => Ok(r),
             other => Err(Error::Internal(format!("read returned {other:?}"))),
         }
+    }
+
+    /// Point read of the named columns ([`Op::ReadColumns`]): the row at full width, with every
+    /// other column NULL. Under Salt, a BASE transaction that reads only columns no unfinished
+    /// BASE write touched does not depend on those writes (lock rule 6a per column), so its later
+    /// writes are not held back behind them.
+    pub async fn read_columns(&self, table: &str, key: &[Value], columns: &[&str]) -> Result<Option<Row>, Error> {
+        row_of(self.op(read_columns_op(table, key, columns)).await?)
     }
 
     /// Every row whose key starts with `prefix`, in key order, at most `limit`.
@@ -462,6 +480,17 @@ impl Ctx {
     /// The error a procedure returns to abort itself with a reason (not retryable).
     pub fn abort(&self, reason: impl Into<String>) -> Error {
         Error::UserAbort(reason.into())
+    }
+}
+
+fn read_columns_op(table: &str, key: &[Value], columns: &[&str]) -> Op {
+    Op::ReadColumns { table: table.into(), key: key.to_vec(), columns: columns.iter().map(|c| c.to_string()).collect() }
+}
+
+fn row_of(result: OpResult) -> Result<Option<Row>, Error> {
+    match result {
+        OpResult::Row(r) => Ok(r),
+        other => Err(Error::Internal(format!("read returned {other:?}"))),
     }
 }
 

@@ -112,7 +112,7 @@ fn write(id: i64, bal: i64) -> OpKind {
 }
 
 fn read(id: i64) -> OpKind {
-    OpKind::Read { key: key(id) }
+    OpKind::Read { key: key(id), cols: litmus_engine::op::ColMask::ALL }
 }
 
 /// Commits a subtransaction with the images its operations returned.

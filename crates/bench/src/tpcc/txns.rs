@@ -313,6 +313,10 @@ pub(crate) async fn find_customer(
 /// Payment (clause 2.5.2): `[w, d, c_w, c_d, c_id | NULL, c_last | NULL, amount, h_date, h_id]`.
 /// BASE: the district and the warehouse year-to-date updates are single-operation alkaline
 /// subtransactions (the contended part, Salt §8.2), the customer and history the last one.
+/// What Payment selects of its warehouse and district (clause 2.5.2.2).
+const WAREHOUSE_ADDRESS: &[&str] = &["w_name", "w_street_1", "w_street_2", "w_city", "w_state", "w_zip"];
+const DISTRICT_ADDRESS: &[&str] = &["d_name", "d_street_1", "d_street_2", "d_city", "d_state", "d_zip"];
+
 pub(crate) async fn payment(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     let p = PAYMENT_PROC;
     let (w, d) = (Value::Int(arg_int(&args, 0, p)?), Value::Int(arg_int(&args, 1, p)?));
@@ -339,18 +343,27 @@ pub(crate) async fn payment(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResul
         ctx.update(DISTRICT, &dkey, &[("d_ytd", add(amount))]).await?;
         ctx.update(WAREHOUSE, &wkey, &[("w_ytd", add(amount))]).await?;
     }
-    // The names for h_data (never updated). In a BASE Payment each read is its own
+    // Clause 2.5.2.2 selects the names and addresses, never updated; the year-to-date
+    // totals it updates are not read back. In a BASE Payment each read is its own
     // single-operation subtransaction, so the last one does not hold a lock on the hot
-    // warehouse row while it works on a (maybe remote) customer.
+    // warehouse row while it works on a (maybe remote) customer; and reading only these
+    // columns, it does not depend on other Payments' unfinished w_ytd and d_ytd updates (lock
+    // rule 6a per column), which would hold its customer update back from ACID readers such as
+    // Delivery until those Payments end.
+    let missing = |what: &str| ctx.abort(format!("{what} is missing"));
     let (warehouse, district) = if base {
-        let missing = |what: &str| ctx.abort(format!("{what} is missing"));
         (
-            ctx.alkaline_read(WAREHOUSE, &wkey).await?.ok_or_else(|| missing("warehouse"))?,
-            ctx.alkaline_read(DISTRICT, &dkey).await?.ok_or_else(|| missing("district"))?,
+            ctx.alkaline_read_columns(WAREHOUSE, &wkey, WAREHOUSE_ADDRESS).await?,
+            ctx.alkaline_read_columns(DISTRICT, &dkey, DISTRICT_ADDRESS).await?,
         )
     } else {
-        (must_read(&ctx, WAREHOUSE, &wkey).await?, must_read(&ctx, DISTRICT, &dkey).await?)
+        (
+            ctx.read_columns(WAREHOUSE, &wkey, WAREHOUSE_ADDRESS).await?,
+            ctx.read_columns(DISTRICT, &dkey, DISTRICT_ADDRESS).await?,
+        )
     };
+    let warehouse = warehouse.ok_or_else(|| missing("warehouse"))?;
+    let district = district.ok_or_else(|| missing("district"))?;
     let h_data = format!("{}    {}", row_str(&warehouse, col::W_NAME)?, row_str(&district, col::D_NAME)?);
     let pay = CustomerPayment { w, d, c_w, c_d, c_id, c_last, amount, h_date, h_id };
     payment_customer(&ctx, pay, h_data).await

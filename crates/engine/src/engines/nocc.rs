@@ -207,7 +207,9 @@ impl NoccPartition {
     fn execute(&mut self, op: PartOp, ctx: &mut PartCtx) -> Result<PartResult, Error> {
         let table_name = ctx.catalog.table(op.table)?.name.clone();
         match &op.kind {
-            OpKind::Read { key } => Ok(PartResult::Row(ctx.store.latest(op.table, key).and_then(|(_, r)| r.cloned()))),
+            OpKind::Read { key, .. } => {
+                Ok(PartResult::Row(ctx.store.latest(op.table, key).and_then(|(_, r)| r.cloned())))
+            }
             OpKind::Scan { start, end, limit } => {
                 let end = end.as_ref().map_or(Bound::Unbounded, Bound::Excluded);
                 let rows = ctx.store.scan(op.table, Bound::Included(start), end, Timestamp::MAX, *limit as usize);

@@ -211,7 +211,7 @@ impl BasicPartition {
     fn evaluate_read(&mut self, p: &mut Parked, store: &MvccStore) -> Option<ReadOutcome> {
         let table = p.op.table;
         match &p.op.kind {
-            OpKind::Read { key } => {
+            OpKind::Read { key, .. } => {
                 let base = stored_at(store, table, key, p.ts);
                 let (ts, own, id) = (p.ts, p.own, p.id);
                 let view = self.with_item(table, key, |item| {

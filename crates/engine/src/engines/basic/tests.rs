@@ -55,7 +55,7 @@ fn update(f: Formula) -> PartOp {
 }
 
 fn read_op() -> PartOp {
-    PartOp { table: T, kind: OpKind::Read { key: key() } }
+    PartOp { table: T, kind: OpKind::Read { key: key(), cols: crate::op::ColMask::ALL } }
 }
 
 /// One partition driven by hand: the engine, its store, and every record it logged.

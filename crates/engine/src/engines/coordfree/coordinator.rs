@@ -160,7 +160,7 @@ impl TxnState {
 
     fn overlay(&self, op: &PartOp, result: PartResult, catalog: &Catalog) -> PartResult {
         match (&op.kind, result) {
-            (OpKind::Read { key }, PartResult::Row(row)) => {
+            (OpKind::Read { key, .. }, PartResult::Row(row)) => {
                 PartResult::Row(self.own_image(op.table, key, row, catalog))
             }
             (OpKind::Scan { start, end, limit }, PartResult::Rows(rows)) => {
@@ -191,7 +191,7 @@ impl TxnState {
                 continue;
             }
             match (&r.op.kind, r.result.as_mut()) {
-                (OpKind::Read { key }, Some(Ok(PartResult::Row(row)))) if *key == f.key => *row = f.row.clone(),
+                (OpKind::Read { key, .. }, Some(Ok(PartResult::Row(row)))) if *key == f.key => *row = f.row.clone(),
                 (OpKind::Scan { start, end, limit }, Some(Ok(PartResult::Rows(rows))))
                     if in_range(&f.key, start, end) =>
                 {
@@ -258,7 +258,7 @@ impl CoordfreeCoordinator {
         t.scans.clear();
         for r in batch {
             let result = r.result.expect("batch complete");
-            if let (OpKind::Read { key }, Ok(PartResult::Row(row))) = (&r.op.kind, &result) {
+            if let (OpKind::Read { key, .. }, Ok(PartResult::Row(row))) = (&r.op.kind, &result) {
                 t.rows.insert((r.op.table, key.clone()), row.clone());
             }
             let result = match (r.write, result) {
@@ -370,7 +370,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
             return ctx.op_done(id, Err(e.clone()));
         }
         if !op.kind.is_write() {
-            if let OpKind::Read { key } = &op.kind {
+            if let OpKind::Read { key, .. } = &op.kind {
                 t.batch_keys.insert((op.table, key.clone()));
                 if let Some(row) = t.rows.get(&(op.table, key.clone())) {
                     // R4a: read before; still checked with the batch against what was read since.
@@ -388,7 +388,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
         if matches!(op.kind, OpKind::Insert { .. } | OpKind::Update { .. }) && !fresh {
             let cached = t.rows.get(&(op.table, key.clone())).cloned();
             t.batch_keys.insert((op.table, key.clone()));
-            let read = PartOp { table: op.table, kind: OpKind::Read { key } };
+            let read = PartOp { table: op.table, kind: OpKind::Read { key, cols: crate::op::ColMask::ALL } };
             if let Some(row) = cached {
                 // R4a: validated against the row this transaction already read.
                 let result = Some(Ok(PartResult::Row(row)));

@@ -185,7 +185,7 @@ impl CoordfreePartition {
 
     fn read(&self, op: &PartOp, store: &MvccStore) -> ReadResult {
         match &op.kind {
-            OpKind::Read { key } => {
+            OpKind::Read { key, .. } => {
                 let (row, seen) = self.latest(store, op.table, key);
                 Ok((PartResult::Row(row), vec![(op.table, key.clone(), seen)]))
             }

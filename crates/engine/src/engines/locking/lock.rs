@@ -245,6 +245,7 @@
 //! * Release-order dependencies live in memory; the partition persists what rebuilds them
 //!   (grant order, remote dependencies in [`HeldLock::after`]; see the engine's module doc).
 
+use crate::op::ColMask;
 use litmus_core::hash::{FxHashMap, FxHashSet};
 use litmus_core::{AbortReason, Access, Key, PartitionId, TableId, TxnId};
 use serde::{Deserialize, Serialize};
@@ -366,16 +367,25 @@ impl LockClass {
     }
 }
 
-/// A lock's class and access.
+/// A lock's class and access, and the columns it covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct LockMode {
     pub class: LockClass,
     pub access: Access,
+    /// The columns read or written: only rule 6a's dependencies look at them (a BASE read
+    /// depends on a BASE write of the same target only if their columns meet). Conflicts
+    /// (rule 1) are per row whatever the columns; ACID locks cover every column.
+    pub cols: ColMask,
 }
 
 impl LockMode {
     pub const fn new(class: LockClass, access: Access) -> Self {
-        LockMode { class, access }
+        LockMode { class, access, cols: ColMask::ALL }
+    }
+
+    /// The same lock on `cols` only.
+    pub const fn on(self, cols: ColMask) -> Self {
+        LockMode { cols, ..self }
     }
 
     pub fn is_write(self) -> bool {
@@ -400,7 +410,7 @@ impl LockMode {
 
     /// The same access as a saline lock (what `downgrade_alkaline` and a delayed release leave).
     pub fn as_saline(self) -> LockMode {
-        LockMode { class: LockClass::Saline, access: self.access }
+        LockMode { class: LockClass::Saline, ..self }
     }
 }
 
@@ -1000,7 +1010,12 @@ impl LockManager {
         );
         let after = if mode.is_base_write() { after } else { &[] };
         if let Some(id) = self.covering_lock(owner.txn, table, &target, mode) {
-            if mode.is_base_write() && self.entries[&id].mode.is_base_write() && self.rewrite_has_new_deps(id, after) {
+            let held = self.entries[&id].mode;
+            // Rule 6a per column: a BASE request for columns the covering lock does not name
+            // gets a lock of its own on them: a read depends on the writes of those columns, a
+            // write is depended on by their readers. Granted at once, like the covered request.
+            let new_cols = mode.class != LockClass::Acid && !held.cols.contains(mode.cols);
+            if new_cols || (mode.is_base_write() && held.is_base_write() && self.rewrite_has_new_deps(id, after)) {
                 // Rule 6b for a covered re-write: the value written now may derive from reads
                 // made since `id` was granted. A lock of its own carries those dependencies;
                 // adding them to `id` instead would hold back, behind reads made later, what
@@ -1407,7 +1422,10 @@ impl LockManager {
             self.overlapping_iter(e.table, &e.target)
                 .filter(|&x| {
                     let xe = &self.entries[&x];
-                    xe.owner.txn != e.owner.txn && xe.mode.is_base_write() && eligible(x, xe)
+                    xe.owner.txn != e.owner.txn
+                        && xe.mode.is_base_write()
+                        && xe.mode.cols.intersects(e.mode.cols)
+                        && eligible(x, xe)
                 })
                 .collect()
         } else if e.mode.is_base_write() {
@@ -2837,8 +2855,8 @@ mod tests {
     #[test]
     fn rule5b_accepted_base_waits_and_wounds_older_blockers() {
         let mut lm = LockManager::new();
-        let acid_w = LockMode { class: LockClass::Acid, access: Access::Write };
-        let alk_w = LockMode { class: LockClass::Alkaline, access: Access::Write };
+        let acid_w = LockMode::new(LockClass::Acid, Access::Write);
+        let alk_w = LockMode::new(LockClass::Alkaline, Access::Write);
         assert_eq!(lm.acquire(Owner { txn: txn(1), age: 1 }, TABLE, key(1), acid_w, 1), Decision::Granted);
         // Younger ordinary BASE request: waits impatiently, and its caller aborts it.
         assert_eq!(lm.acquire(Owner { txn: txn(5), age: 5 }, TABLE, key(1), alk_w, 2), Decision::Waiting);

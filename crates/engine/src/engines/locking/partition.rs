@@ -8,7 +8,7 @@ use super::{LockingConfig, Record, Reply, Request, TxnClass, Unit, WriteImage};
 use crate::bounded::BoundedSet;
 use crate::engine::{decode_record, PartCtx, PartitionEngine};
 use crate::message::{Addr, Payload, SubOpId};
-use crate::op::{overlay_scan, write_image, OpKind, PartOp, PartResult};
+use crate::op::{overlay_scan, write_image, ColMask, OpKind, PartOp, PartResult};
 use litmus_core::{AbortReason, Access, Error, Key, NodeId, PartitionId, Row, TableId, Time, Timestamp, TxnId};
 use litmus_storage::mvcc::MvccStore;
 use serde::{Deserialize, Serialize};
@@ -348,7 +348,7 @@ impl LockingPartition {
         let lock_class = if class.base { LockClass::Alkaline } else { LockClass::Acid };
         let mut locked_to = None;
         let (access, target) = match &op.kind {
-            OpKind::Read { key } => (Access::Read, Target::Key(key.clone())),
+            OpKind::Read { key, .. } => (Access::Read, Target::Key(key.clone())),
             OpKind::Scan { start, end, limit } => {
                 // The guess costs a store scan: only where a range lock is taken at all.
                 if class.isolation.locked(Access::RangeRead) {
@@ -364,7 +364,14 @@ impl LockingPartition {
             return LockPlan { locks, narrowed: None };
         }
         let short = class.isolation.short_term(access);
-        let mode = LockMode { class: lock_class, access };
+        // Rule 6a per column: a BASE lock covers the columns its operation reads or writes.
+        let cols = match &op.kind {
+            _ if lock_class == LockClass::Acid => ColMask::ALL,
+            OpKind::Read { cols, .. } => *cols,
+            OpKind::Update { updates, .. } => ColMask::of(updates.iter().map(|u| u.column)),
+            _ => ColMask::ALL,
+        };
+        let mode = LockMode::new(lock_class, access).on(cols);
         if let (Some(_), OpKind::Scan { start, .. }) = (&locked_to, &op.kind) {
             if let Some(head) = self.queue_head(op.table, mode, short, start) {
                 locks.push_back(head);
@@ -392,7 +399,7 @@ impl LockingPartition {
         if mode.class != LockClass::Acid || short || !self.queue_tables.contains(&table) {
             return None;
         }
-        let write = LockMode { class: LockClass::Acid, access: Access::Write };
+        let write = LockMode::new(LockClass::Acid, Access::Write);
         // The anchor lives in a lock namespace no table uses, so that no range lock overlaps
         // it (a waiting anchor request inside the holder's scan range would queue the holder's
         // range lock behind it, a deadlock).
@@ -1024,7 +1031,7 @@ impl LockingPartition {
         // Read-uncommitted reads see other transactions' uncommitted writes (dirty reads are
         // what that level allows; footnote 3 of Salt §5.1).
         let dirty = match (&p.op.kind, self.txns.get(&txn).map(|t| t.class.isolation)) {
-            (OpKind::Read { key }, Some(litmus_core::Isolation::ReadUncommitted)) => self
+            (OpKind::Read { key, .. }, Some(litmus_core::Isolation::ReadUncommitted)) => self
                 .txns
                 .iter()
                 .filter(|(other, _)| **other != txn)
@@ -1555,7 +1562,7 @@ fn execute_op(
         }
     };
     let image = match &op.kind {
-        OpKind::Read { key } => return Ok(PartResult::Row(current(buffer, key))),
+        OpKind::Read { key, .. } => return Ok(PartResult::Row(current(buffer, key))),
         OpKind::Scan { start, end, limit } => {
             let hi = end.as_ref().map_or(Bound::Unbounded, Bound::Excluded);
             let own: Vec<(Key, Option<Row>)> = buffer

@@ -238,12 +238,12 @@ fn rule5a_waiter_outlasts_a_holder_whose_coordinator_is_silent() {
     // Node 0 keeps talking (c's node: a reader of account 13); node 1 says nothing.
     let d = txn(0, 4);
     for n in 0..((RUNNING_WITHIN + 4 * LOCK_WAIT_PATIENCE).as_millis() / 20) as u32 {
-        h.op(d, n, OpKind::Read { key: key(13) });
+        h.op(d, n, OpKind::Read { key: key(13), cols: ColMask::ALL });
         h.tick(Duration::from_millis(20));
     }
     assert!(h.results(c).is_empty(), "c waits behind b, whose node is silent: {:?}", h.results(c));
     // Node 1 speaks (another transaction's read): b has been idle since, and c dies.
-    h.op(txn(1, 5), 0, OpKind::Read { key: key(13) });
+    h.op(txn(1, 5), 0, OpKind::Read { key: key(13), cols: ColMask::ALL });
     h.tick(2 * TICK);
     assert!(h.died(c), "once node 1 is heard from, b counts as idle: {:?}", h.results(c));
 }
@@ -309,13 +309,13 @@ fn rule5a_anchor_waiter_outlasts_a_holder_waiting_for_an_accepted_base_transacti
     let (mut h, b, c) = consumer_of_node_1_holds_the_anchor();
     let n = txn(2, 6); // younger than b: b never dies for it
     h.op_as(n, 0, OpKind::Delete { key: key(30) }, true);
-    h.op(b, 1, OpKind::Read { key: key(30) });
+    h.op(b, 1, OpKind::Read { key: key(30), cols: ColMask::ALL });
     assert_eq!(h.results(b).len(), 1, "b waits for n: {:?}", h.results(b));
     // Every node keeps talking (readers of account 31), so no holder counts as silent.
     let rounds = ((RUNNING_WITHIN + 4 * LOCK_WAIT_PATIENCE).as_millis() / 20) as u64;
     for i in 0..rounds {
         for node in 0..3 {
-            h.op(txn(node, 100 + i), 0, OpKind::Read { key: key(31) });
+            h.op(txn(node, 100 + i), 0, OpKind::Read { key: key(31), cols: ColMask::ALL });
         }
         h.tick(Duration::from_millis(20));
     }
@@ -339,7 +339,7 @@ fn rule5e_an_accepted_base_transaction_wounds_a_younger_idle_blocker() {
     // b's node keeps talking (readers of account 2): b is idle, not its node silent.
     let talk = |h: &mut H, d: Duration| {
         for i in 0..(d.as_millis() / 10) as u64 {
-            h.op(txn(1, 100 + h.now.as_nanos() / 1_000_000 + i), 0, OpKind::Read { key: key(2) });
+            h.op(txn(1, 100 + h.now.as_nanos() / 1_000_000 + i), 0, OpKind::Read { key: key(2), cols: ColMask::ALL });
             h.tick(Duration::from_millis(10));
         }
     };
@@ -456,7 +456,7 @@ fn rule5h_a_lock_free_reader_in_an_accepted_transactions_way_steps_out_unwounded
     let (holder, reader, base) = (txn(0, 1), txn(1, 2), txn(0, 3));
     h.op(holder, 0, OpKind::Delete { key: key(1) });
     h.tick(TICK);
-    h.rc_op(reader, 0, OpKind::Read { key: key(1) });
+    h.rc_op(reader, 0, OpKind::Read { key: key(1), cols: ColMask::ALL });
     h.op_as(base, 0, OpKind::Delete { key: key(1) }, true);
     assert!(h.results(reader).is_empty() && h.results(base).is_empty(), "both wait for the holder");
     h.tick(RUNNING_WITHIN + 4 * LOCK_WAIT_PATIENCE);
@@ -476,8 +476,8 @@ fn rule5h_a_lock_free_reader_waits_out_an_idle_holder_for_at_most_step_out_max()
         let (holder, reader, serializable) = (txn(0, 1), txn(1, 2), txn(1, 3));
         h.op(holder, 0, OpKind::Delete { key: key(1) });
         h.tick(TICK);
-        h.rc_op(reader, 0, OpKind::Read { key: key(1) });
-        h.op(serializable, 0, OpKind::Read { key: key(1) });
+        h.rc_op(reader, 0, OpKind::Read { key: key(1), cols: ColMask::ALL });
+        h.op(serializable, 0, OpKind::Read { key: key(1), cols: ColMask::ALL });
         h.tick(RUNNING_WITHIN + 4 * LOCK_WAIT_PATIENCE);
         assert!(h.died(serializable), "rule 5a: {:?}", h.results(serializable));
         assert!(h.results(reader).is_empty(), "the lock-free reader waits on: {:?}", h.results(reader));
@@ -506,7 +506,7 @@ fn rule5h_a_lock_free_reader_waits_out_an_idle_holder_for_at_most_step_out_max()
 /// that does not. BASE transactions are never lock-free.
 #[test]
 fn rule5h_a_transaction_is_lock_free_until_its_first_long_term_lock() {
-    let read = OpKind::Read { key: key(1) };
+    let read = OpKind::Read { key: key(1), cols: ColMask::ALL };
     let scan = OpKind::Scan { start: key(1), end: None, limit: 10 };
     let write = OpKind::Delete { key: key(1) };
     let rc = TxnClass::new(Isolation::ReadCommitted, false, 1);

@@ -784,7 +784,7 @@ impl OmidCoordinator {
         let reader_ts = t.start_ts.expect("started");
         let table = op.table;
         match op.kind {
-            OpKind::Read { key } => self.read(id, table, key, Then::Return, None, ctx),
+            OpKind::Read { key, .. } => self.read(id, table, key, Then::Return, None, ctx),
             OpKind::Scan { start, end, limit } => {
                 let t = self.txns.get_mut(&id.txn).expect("live txn");
                 t.ops.insert(
