@@ -455,6 +455,35 @@ mod tests {
     }
 
     #[test]
+    fn read_columns_resolves_to_its_column_set_and_reads_the_others_as_null() {
+        let c = catalog();
+        let op = |columns: &[&str]| Op::ReadColumns {
+            table: "kv".into(),
+            key: vec![Value::Int(6)],
+            columns: columns.iter().map(|c| c.to_string()).collect(),
+        };
+        let r = resolve(&c, 4, &op(&["v"])).unwrap();
+        let OpKind::Read { cols, .. } = r.op.kind else { panic!("{:?}", r.op.kind) };
+        assert_eq!(cols, ColMask::of([1]));
+        assert!(!op(&["v"]).is_write());
+        let row = Row::from(vec![Value::Int(6), Value::Int(7)]);
+        let merged = merge(Shape::Read { cols }, vec![PartResult::Row(Some(row.clone()))]);
+        assert_eq!(merged, OpResult::Row(Some(Row::from(vec![Value::Null, Value::Int(7)]))));
+        let all = merge(Shape::Read { cols: ColMask::ALL }, vec![PartResult::Row(Some(row.clone()))]);
+        assert_eq!(all, OpResult::Row(Some(row)));
+        // A column the table lacks is a typed error, as in an update.
+        assert!(matches!(resolve(&c, 4, &op(&["nope"])), Err(Error::Invalid(InvalidInput::UnknownColumn { .. }))));
+    }
+
+    #[test]
+    fn a_column_set_shares_its_last_bit_among_columns_63_and_up() {
+        let wide = ColMask::of([70]);
+        assert!(wide.has(63) && wide.has(64) && !wide.has(62));
+        assert!(wide.intersects(ColMask::of([63])) && !wide.intersects(ColMask::of([1])));
+        assert!(ColMask::ALL.contains(wide) && !wide.contains(ColMask::ALL));
+    }
+
+    #[test]
     fn merge_scan_orders_and_limits() {
         let kind = OpKind::Scan { start: Key::default(), end: None, limit: 3 };
         let row = |i: i64| (Key::ints(&[i]), Row::from(vec![Value::Int(i)]));

@@ -1,7 +1,7 @@
 //! Stored procedures and the transaction context.
 //!
 //! A transaction is written once, as an `async fn(Ctx, Vec<Value>) -> Result<Vec<Value>>`,
-//! against the [`Ctx`] operations (read, range read, write, insert, delete, formula update,
+//! against the [`Ctx`] operations (read, read of some columns, range read, write, insert, delete, formula update,
 //! abort). The coordinator state machine polls the procedure's future itself with a no-op waker
 //! — a tiny executor, no tokio — so a procedure can await remote reads while the coordinator
 //! stays deterministic:

@@ -149,7 +149,13 @@
 //!
 //! * **(a) read-after-write across transactions**: a BASE (alkaline or saline) read lock granted
 //!   while other transactions hold BASE write locks on an overlapping target is not released
-//!   before each of those write locks is.
+//!   before each of those write locks is — **per column**: only write locks of columns the
+//!   read reads count (`LockMode::cols`; an operation's columns come from the locking
+//!   partition: an update writes the columns it names, `Op::ReadColumns` reads the columns it
+//!   names, anything else covers the whole row). A read of other columns cannot see what the
+//!   write changed, so nothing it derives can leak it. A covering lock (rule 2) of fewer
+//!   columns than a BASE request does not cover it: the request gets a lock of its own, granted
+//!   at once, with the dependencies of its columns.
 //! * **(b) write-after-read within a transaction**: a BASE write lock of `B` is not released
 //!   before every BASE read lock that `B` requested earlier and held when the write was granted.
 //!
@@ -2550,7 +2556,7 @@ mod tests {
 
     #[derive(Clone, Debug)]
     enum Op {
-        Acquire { slot: u64, target: Target, class: LockClass, write: bool },
+        Acquire { slot: u64, target: Target, class: LockClass, write: bool, cols: ColMask },
         Release { slot: u64, pick: usize },
         Downgrade { slot: u64 },
         ReleaseNonSaline { slot: u64 },
@@ -2573,11 +2579,11 @@ mod tests {
             } else {
                 prop_oneof![1 => Just(Acid), 6 => Just(Alkaline), 1 => Just(Saline)].boxed()
             };
-            (Just(slot), target(), class, any::<bool>()).prop_map(|(slot, target, class, write)| Op::Acquire {
-                slot,
-                target,
-                class,
-                write,
+            // BASE locks name a few columns of two (rule 6a per column); ACID ones every column.
+            let cols = prop_oneof![2 => Just(ColMask::ALL), 1 => Just(ColMask::of([0])), 1 => Just(ColMask::of([1]))];
+            (Just(slot), target(), class, any::<bool>(), cols).prop_map(|(slot, target, class, write, cols)| {
+                let cols = if class == Acid { ColMask::ALL } else { cols };
+                Op::Acquire { slot, target, class, write, cols }
             })
         });
         let slot = 0..SLOTS;
@@ -2713,13 +2719,14 @@ mod tests {
                             lm.remote_settled(txn_of(slot, &incarnation), dep);
                         }
                     }
-                    Some(Op::Acquire { slot, target, class, write }) => {
+                    Some(Op::Acquire { slot, target, class, write, cols }) => {
                         let t = txn_of(slot, &incarnation);
                         let access = access_of(&target, write);
                         token += 1;
                         // Even slots' BASE writes wait for a remote read set (rule 6b).
                         let after = if slot % 2 == 0 { vec![dep] } else { vec![] };
-                        lm.acquire_after(Owner { txn: t, age: slot }, TABLE, target, LockMode::new(class, access), token, &after);
+                        let mode = LockMode::new(class, access).on(cols);
+                        lm.acquire_after(Owner { txn: t, age: slot }, TABLE, target, mode, token, &after);
                     }
                     Some(Op::Release { slot, pick }) => {
                         let t = txn_of(slot, &incarnation);
@@ -2781,13 +2788,14 @@ mod tests {
             let mut token = 0u64;
             for op in ops {
                 let grants = match op {
-                    Op::Acquire { slot, target, class, write } => {
+                    Op::Acquire { slot, target, class, write, cols } => {
                         let t = txn_of(slot, &incarnation);
                         let access = access_of(&target, write);
                         token += 1;
                         let before = lm.clone();
                         // A retried transaction keeps its age: age = slot.
-                        let d = lm.acquire(Owner { txn: t, age: slot }, TABLE, target, LockMode::new(class, access), token);
+                        let mode = LockMode::new(class, access).on(cols);
+                        let d = lm.acquire(Owner { txn: t, age: slot }, TABLE, target, mode, token);
                         match d {
                             Decision::Waiting => {
                                 waiting.insert(token, t);
@@ -2892,6 +2900,57 @@ mod tests {
         // A read of settled data is never tainted.
         assert_eq!(acq(&mut lm, 3, key(2), ALK_R, 3), Decision::Granted);
         assert_eq!(lm.read_taint(txn(3)), None);
+    }
+
+    /// Rule 6a per column: a BASE read depends on a BASE write of its target only if their
+    /// columns meet. BASE₁'s unfinished write of column 3 holds back what BASE₃ wrote after
+    /// reading columns 2–3, and not what BASE₂ wrote after reading columns 1–2 (a TPC-C Payment
+    /// reads the warehouse's name and address, other Payments' unfinished updates are of its
+    /// year-to-date total; the Delivery that reads its customer then no longer waits for them).
+    #[test]
+    fn rule6a_per_column_a_read_depends_only_on_writes_of_the_columns_it_reads() {
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, 1, key(1), ALK_W.on(ColMask::of([3])), 1), Decision::Granted);
+        lm.downgrade_alkaline(txn(1)); // BASE₁: saline W of column 3 of x
+        assert_eq!(acq(&mut lm, 2, key(1), ALK_R.on(ColMask::of([1, 2])), 2), Decision::Granted);
+        assert_eq!(lm.read_taint(txn(2)), None, "columns 1-2 are not the ones BASE₁ wrote");
+        assert_eq!(acq(&mut lm, 3, key(1), ALK_R.on(ColMask::of([2, 3])), 3), Decision::Granted);
+        assert!(lm.read_taint(txn(3)).is_some(), "column 3 is");
+        assert_eq!(acq(&mut lm, 4, key(1), ALK_R, 4), Decision::Granted);
+        assert!(lm.read_taint(txn(4)).is_some(), "a whole-row read reads column 3");
+        // Each writes y, then ends: rule 6b holds back only BASE₃'s and BASE₄'s writes.
+        for n in [2, 3, 4] {
+            assert_eq!(acq(&mut lm, n, key(10 + n as i64), ALK_W, 10 + n), Decision::Granted);
+            lm.release_all(txn(n));
+        }
+        assert_eq!(acq(&mut lm, 9, key(12), ACID_R, 92), Decision::Granted, "BASE₂'s write is free");
+        assert_eq!(acq(&mut lm, 9, key(13), ACID_R, 93), Decision::Waiting, "BASE₃'s write waits for BASE₁");
+        assert_eq!(acq(&mut lm, 9, key(14), ACID_R, 94), Decision::Waiting, "so does BASE₄'s");
+        let grants = lm.release_all(txn(1));
+        assert!(grants.contains(&grant(9, 93)) && grants.contains(&grant(9, 94)), "{grants:?}");
+        lm.check_invariants().unwrap();
+    }
+
+    /// Rule 6a per column with rule 2: a read of more columns than the transaction's lock on the
+    /// target names is not covered by it — it gets a lock of its own, granted at once, with the
+    /// dependencies of the new columns. Otherwise a read of column 1 followed by a read of the
+    /// whole row would read BASE₁'s unfinished write with no dependency on it.
+    #[test]
+    fn rule6a_per_column_a_read_of_more_columns_gets_the_dependencies_of_the_new_ones() {
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, 1, key(1), ALK_W.on(ColMask::of([3])), 1), Decision::Granted);
+        lm.downgrade_alkaline(txn(1));
+        assert_eq!(acq(&mut lm, 2, key(1), ALK_R.on(ColMask::of([1])), 2), Decision::Granted);
+        assert_eq!(lm.read_taint(txn(2)), None);
+        // A waiter behind BASE₂ does not hold the wider read back: it is granted at once.
+        assert_eq!(acq(&mut lm, 5, key(1), ACID_W, 5), Decision::Waiting);
+        assert_eq!(acq(&mut lm, 2, key(1), ALK_R, 3), Decision::Granted);
+        assert!(lm.read_taint(txn(2)).is_some(), "the whole row includes BASE₁'s column 3");
+        // The same columns again, or fewer, are covered: no new lock.
+        let held = lm.locks_of(txn(2), |e| e.is_held()).len();
+        assert_eq!(acq(&mut lm, 2, key(1), ALK_R.on(ColMask::of([1, 3])), 4), Decision::Granted);
+        assert_eq!(lm.locks_of(txn(2), |e| e.is_held()).len(), held);
+        lm.check_invariants().unwrap();
     }
 
     /// Rule 6b across partitions: a BASE write that depends on remote reads stays (releasing,
