@@ -178,7 +178,11 @@ async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     begin(&ctx, base).await?;
     let dkey = vec![w.clone(), d.clone()];
     let bump = ctx.op(update_op(DISTRICT, dkey.clone(), &[("d_next_o_id", Formula::Add(Value::Int(1)))]));
-    let warehouse = ctx.op(Op::Read { table: WAREHOUSE.into(), key: vec![w.clone()] });
+    // Clause 2.4.2.2 selects W_TAX, D_TAX and D_NEXT_O_ID, and C_DISCOUNT, C_LAST and
+    // C_CREDIT: read as columns, they do not depend on Payments' unfinished year-to-date and
+    // balance updates of the same rows (lock rule 6a per column).
+    let warehouse =
+        ctx.op(Op::ReadColumns { table: WAREHOUSE.into(), key: vec![w.clone()], columns: vec!["w_tax".into()] });
     let item_keys: Vec<Vec<Value>> = inp.lines.iter().map(|l| vec![Value::Int(l.item)]).collect();
     let items = read_many(&ctx, ITEM, &item_keys).await?; // polled last: all three are out
     bump.await?;
@@ -195,7 +199,8 @@ async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
         }
     }
     let w_tax = row_dec(&warehouse, col::W_TAX)?;
-    let district = must_read(&ctx, DISTRICT, &dkey).await?;
+    let district = ctx.read_columns(DISTRICT, &dkey, &["d_tax", "d_next_o_id"]).await?;
+    let district = district.ok_or_else(|| ctx.abort(format!("{DISTRICT} row {dkey:?} is missing")))?;
     end(&ctx, base).await?;
     let o_id = row_int(&district, col::D_NEXT_O_ID)? - 1;
     let d_tax = row_dec(&district, col::D_TAX)?;
@@ -276,7 +281,9 @@ async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     // Fig. 6 line 8, moved after the inserts: a BASE Delivery holds the NEW-ORDER range it
     // scanned and then updates a customer; reading the customer first and then inserting into
     // that range would let the two accepted (immortal) subtransactions wait for each other.
-    let customer = must_read(&ctx, CUSTOMER, &[w.clone(), d.clone(), c.clone()]).await?;
+    let ckey = [w.clone(), d.clone(), c.clone()];
+    let customer = ctx.read_columns(CUSTOMER, &ckey, &["c_discount", "c_last", "c_credit"]).await?;
+    let customer = customer.ok_or_else(|| ctx.abort(format!("{CUSTOMER} row {ckey:?} is missing")))?;
     let discount = row_dec(&customer, col::C_DISCOUNT)?;
     let one = Decimal::from_int(1).expect("1 fits");
     let factor = one.checked_add(w_tax).and_then(|x| x.checked_add(d_tax)).ok_or_else(|| overflow("tax"))?;

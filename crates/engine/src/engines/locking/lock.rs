@@ -1021,7 +1021,16 @@ impl LockManager {
             // gets a lock of its own on them: a read depends on the writes of those columns, a
             // write is depended on by their readers. Granted at once, like the covered request.
             let new_cols = mode.class != LockClass::Acid && !held.cols.contains(mode.cols);
-            if new_cols || (mode.is_base_write() && held.is_base_write() && self.rewrite_has_new_deps(id, after)) {
+            // Rule 6a for a read covered by the reader's own write: other transactions' saline
+            // writes of the target (compatible with an alkaline write) are read all the same,
+            // so the read gets a lock of its own that depends on them.
+            let read_over_writes = mode.is_base_read()
+                && held.is_base_write()
+                && self.has_other_base_writes(owner.txn, table, &target, mode.cols);
+            if new_cols
+                || read_over_writes
+                || (mode.is_base_write() && held.is_base_write() && self.rewrite_has_new_deps(id, after))
+            {
                 // Rule 6b for a covered re-write: the value written now may derive from reads
                 // made since `id` was granted. A lock of its own carries those dependencies;
                 // adding them to `id` instead would hold back, behind reads made later, what
@@ -1248,6 +1257,15 @@ impl LockManager {
     /// Rule 6b for a covered re-write (rule 2): whether `txn`, writing again a target it
     /// holds write lock `id` on, has read anything since that lock was granted (a held BASE
     /// read requested later), or names remote reads `id` does not wait for.
+    /// Whether transactions other than `txn` hold BASE writes of `cols` on targets overlapping
+    /// `target` (what a BASE read of them would depend on, rule 6a).
+    fn has_other_base_writes(&self, txn: TxnId, table: TableId, target: &Target, cols: ColMask) -> bool {
+        self.overlapping_iter(table, target).any(|x| {
+            let xe = &self.entries[&x];
+            xe.owner.txn != txn && xe.is_held() && xe.mode.is_base_write() && xe.mode.cols.intersects(cols)
+        })
+    }
+
     fn rewrite_has_new_deps(&self, id: u64, after: &[RemoteDep]) -> bool {
         let e = &self.entries[&id];
         let local = self.by_txn[&e.owner.txn].range(id + 1..).any(|x| {
@@ -2950,6 +2968,27 @@ mod tests {
         let held = lm.locks_of(txn(2), |e| e.is_held()).len();
         assert_eq!(acq(&mut lm, 2, key(1), ALK_R.on(ColMask::of([1, 3])), 4), Decision::Granted);
         assert_eq!(lm.locks_of(txn(2), |e| e.is_held()).len(), held);
+        lm.check_invariants().unwrap();
+    }
+
+    /// Rule 6a when the reader wrote the target itself: its alkaline write is compatible with
+    /// other transactions' saline writes of the target, so a read it covers (rule 2) still
+    /// reads them and must depend on them. A TPC-C New-Order reads its district's next order
+    /// id after incrementing it: the value includes earlier New-Orders' unfinished increments.
+    #[test]
+    fn rule6a_a_read_covered_by_the_readers_own_write_depends_on_others_unfinished_writes() {
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, 1, key(1), ALK_W, 1), Decision::Granted);
+        lm.downgrade_alkaline(txn(1)); // BASE₁: saline W on x
+        assert_eq!(acq(&mut lm, 2, key(1), ALK_W, 2), Decision::Granted, "saline and alkaline writes mix");
+        assert_eq!(lm.read_taint(txn(2)), None);
+        assert_eq!(acq(&mut lm, 2, key(1), ALK_R, 3), Decision::Granted);
+        assert!(lm.read_taint(txn(2)).is_some(), "BASE₂ read BASE₁'s unfinished write");
+        // Where no one else writes the target, the covered read takes no lock.
+        assert_eq!(acq(&mut lm, 3, key(2), ALK_W, 4), Decision::Granted);
+        let held = lm.locks_of(txn(3), |e| e.is_held()).len();
+        assert_eq!(acq(&mut lm, 3, key(2), ALK_R, 5), Decision::Granted);
+        assert_eq!(lm.locks_of(txn(3), |e| e.is_held()).len(), held);
         lm.check_invariants().unwrap();
     }
 
