@@ -163,6 +163,16 @@ impl Transaction<'_> {
         }
     }
 
+    /// Point read of the named columns: the row at full width, every other column NULL (see
+    /// `Op::ReadColumns`).
+    pub fn read_columns(&mut self, table: &str, key: &[Value], columns: &[&str]) -> Result<Option<Row>, Error> {
+        let columns = columns.iter().map(|c| c.to_string()).collect();
+        match self.op(Op::ReadColumns { table: table.into(), key: key.to_vec(), columns })? {
+            OpResult::Row(r) => Ok(r),
+            other => Err(Error::Internal(format!("read returned {other:?}"))),
+        }
+    }
+
     pub fn scan(&mut self, table: &str, start: &[Value], end: Option<&[Value]>, limit: u32) -> Result<Vec<Row>, Error> {
         let op = Op::Scan { table: table.into(), start: start.to_vec(), end: end.map(<[Value]>::to_vec), limit };
         match self.op(op)? {

@@ -50,6 +50,16 @@ fn procedures_and_interactive_transactions() {
         }
         other => panic!("{other:?}"),
     }
+    // A read of some columns: the others read as NULL; a column the table lacks is a typed error.
+    let read = |columns: &[&str]| Op::ReadColumns {
+        table: "kv".into(),
+        key: vec![Value::Int(7)],
+        columns: columns.iter().map(|c| c.to_string()).collect(),
+    };
+    let row = t.request(RequestBody::Op { txn, op: read(&["v"]) }).unwrap();
+    assert_eq!(row, ResponseBody::Op(OpResult::Row(Some(Row::from(vec![Value::Null, Value::Bytes(vec![7].into())])))));
+    let err = t.request(RequestBody::Op { txn, op: read(&["nope"]) }).unwrap_err();
+    assert!(matches!(err, Error::Invalid(InvalidInput::UnknownColumn { .. })), "{err}");
     t.request(RequestBody::Op { txn, op: Op::Delete { table: "kv".into(), key: vec![Value::Int(3)] } }).unwrap();
     assert_eq!(t.request(RequestBody::Commit { txn }).unwrap(), ResponseBody::Committed);
     assert_eq!(call(&mut t, "kv_get", vec![Value::Int(3)]).unwrap(), vec![Value::Null]);
