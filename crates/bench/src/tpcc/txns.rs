@@ -460,7 +460,10 @@ pub(crate) async fn order_status(ctx: Ctx, args: Vec<Value>, base: bool) -> Proc
 /// hole in NEW-ORDER for good (see the module doc). It does not read the district row, so it
 /// never waits for, nor blocks, the district's New-Orders and Payments; its NEW-ORDER scan
 /// locks only up to the row it returns (next-key narrowing in the engine), not the tail where
-/// New-Orders insert. The BASE variant is one alkaline subtransaction per district.
+/// New-Orders insert. The BASE variant is one alkaline subtransaction per district; two BASE
+/// Deliveries of one district take turns on the engine's queue anchor for NEW-ORDER, as ACID
+/// ones do (they used to write-lock the district row for it, stalling its New-Orders and
+/// Payments behind every BASE Delivery).
 pub(crate) async fn delivery(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     let p = DELIVERY_PROC;
     let w = Value::Int(arg_int(&args, 0, p)?);
@@ -470,13 +473,6 @@ pub(crate) async fn delivery(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResu
     for d in 1..=DISTRICTS as i64 {
         let d = Value::Int(d);
         begin(&ctx, base).await?;
-        let dkey = [w.clone(), d.clone()];
-        if base {
-            // Write-lock the district (adding zero): two BASE Deliveries of one district then
-            // take turns instead of both reading the NEW-ORDER range and both waiting to
-            // delete its first row (accepted subtransactions cannot die to break that).
-            ctx.update(DISTRICT, &dkey, &[("d_ytd", Formula::Add(dec(Decimal::ZERO)))]).await?;
-        }
         let oldest = ctx.scan_prefix(NEW_ORDER, &[w.clone(), d.clone()], 1).await?;
         let Some(no) = oldest.first() else {
             end(&ctx, base).await?;

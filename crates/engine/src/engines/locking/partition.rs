@@ -381,14 +381,18 @@ impl LockingPartition {
         LockPlan { locks, narrowed: locked_to.map(|locked_to| Narrowed { locked_to, mode, short }) }
     }
 
-    /// For an ACID limited scan of a table used as a queue (`queue_tables`), a write lock on an
+    /// For an ACID or alkaline limited scan of a table used as a queue (`queue_tables`), a write
+    /// lock of its class on an
     /// anchor standing for "the head of the queue that starts at the scan's start key" (in
     /// [`QUEUE_ANCHORS`]), the same for every consumer of it, to take before the scan's range
     /// lock. Consumers of a queue read its head and then delete it; two that both read-lock the head both wait to delete it,
     /// and the younger dies of that upgrade deadlock. Under Salt's faster mix TPC-C Deliveries
     /// of one warehouse queue four or five deep on each district's oldest NEW-ORDER row and
     /// died of it on most attempts. With the anchor they take turns: one lock, taken first, in
-    /// the same order by all (a lock only adds waits, never a wrong result).
+    /// the same order by all (a lock only adds waits, never a wrong result). BASE consumers take
+    /// turns per subtransaction (the anchor's alkaline lock turns saline when it commits);
+    /// accepted ones cannot die of the upgrade deadlock, so without the anchor they would
+    /// deadlock until rule 5d rolls one back.
     fn queue_head(
         &self,
         table: TableId,
@@ -396,10 +400,10 @@ impl LockingPartition {
         short: bool,
         start: &Key,
     ) -> Option<(TableId, Target, LockMode, bool)> {
-        if mode.class != LockClass::Acid || short || !self.queue_tables.contains(&table) {
+        if mode.class == LockClass::Saline || short || !self.queue_tables.contains(&table) {
             return None;
         }
-        let write = LockMode::new(LockClass::Acid, Access::Write);
+        let write = LockMode::new(mode.class, Access::Write);
         // The anchor lives in a lock namespace no table uses, so that no range lock overlaps
         // it (a waiting anchor request inside the holder's scan range would queue the holder's
         // range lock behind it, a deadlock).
