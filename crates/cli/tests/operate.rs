@@ -420,6 +420,19 @@ fn put_retry(c: &mut Client, k: i64, v: Vec<u8>) {
     }
 }
 
+/// Waits (up to 20 s) until the node serving metrics at `metrics` has a peer link up.
+fn await_peer_link(metrics: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::net::TcpStream::connect(metrics).map(drop).map(|_| http_get(metrics, "/metrics"));
+        if text.is_ok_and(|t| metric(&t, "litmus_peer_links_up{") >= 1) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no peer link up at {metrics} after 20 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The value of the first metric line starting with `prefix`.
 fn metric(text: &str, prefix: &str) -> u64 {
     let line = text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix} in {text}"));
@@ -544,6 +557,11 @@ fn a_cluster_token_is_required_of_clients_and_peers() {
             Ok(_) => panic!("{token:?}: served without the token"),
         }
     }
+    // Nodes 0 and 1 must have agreed with each other first: a node refused by its only peer
+    // so far takes itself for the misconfigured one and stops (`TcpRouter::peer_mismatch`),
+    // and under load node 0 could dial the bad node before node 1 (CI, session 17).
+    await_peer_link(&ex.metrics[0]);
+    await_peer_link(&ex.metrics[1]);
     // Node 2 with another token (the environment overrides its config): refused, it exits.
     let log3 = ex.dir.path().join("node2-wrong.log");
     let mut bad = Server(
