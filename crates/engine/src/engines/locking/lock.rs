@@ -1017,20 +1017,19 @@ impl LockManager {
         let after = if mode.is_base_write() { after } else { &[] };
         if let Some(id) = self.covering_lock(owner.txn, table, &target, mode) {
             let held = self.entries[&id].mode;
-            // Rule 6a per column: a BASE request for columns the covering lock does not name
-            // gets a lock of its own on them: a read depends on the writes of those columns, a
-            // write is depended on by their readers. Granted at once, like the covered request.
+            // Rule 6a per column: a BASE write of columns the covering lock does not name gets
+            // a lock of its own on them, which their readers depend on. A BASE read gets one when
+            // it has something to depend on: other transactions' writes of its columns, if the
+            // covering lock names fewer columns, or if it is the reader's own write (alkaline
+            // writes are compatible with other transactions' saline ones, whose values the
+            // read sees all the same). Granted at once, like the covered request.
             let new_cols = mode.class != LockClass::Acid && !held.cols.contains(mode.cols);
-            // Rule 6a for a read covered by the reader's own write: other transactions' saline
-            // writes of the target (compatible with an alkaline write) are read all the same,
-            // so the read gets a lock of its own that depends on them.
-            let read_over_writes = mode.is_base_read()
-                && held.is_base_write()
-                && self.has_other_base_writes(owner.txn, table, &target, mode.cols);
-            if new_cols
-                || read_over_writes
-                || (mode.is_base_write() && held.is_base_write() && self.rewrite_has_new_deps(id, after))
-            {
+            let own_lock = if mode.is_base_read() {
+                (new_cols || held.is_base_write()) && self.has_other_base_writes(owner.txn, table, &target, mode.cols)
+            } else {
+                new_cols
+            };
+            if own_lock || (mode.is_base_write() && held.is_base_write() && self.rewrite_has_new_deps(id, after)) {
                 // Rule 6b for a covered re-write: the value written now may derive from reads
                 // made since `id` was granted. A lock of its own carries those dependencies;
                 // adding them to `id` instead would hold back, behind reads made later, what
@@ -2968,6 +2967,21 @@ mod tests {
         let held = lm.locks_of(txn(2), |e| e.is_held()).len();
         assert_eq!(acq(&mut lm, 2, key(1), ALK_R.on(ColMask::of([1, 3])), 4), Decision::Granted);
         assert_eq!(lm.locks_of(txn(2), |e| e.is_held()).len(), held);
+        lm.check_invariants().unwrap();
+    }
+
+    /// Rule 6a per column for a covered write: a BASE transaction that wrote column 3 of x and
+    /// then writes column 4 gets a lock on column 4 too, so that a later reader of column 4
+    /// depends on it. Covered by the first lock alone, the second write would be read with no
+    /// dependency while unfinished.
+    #[test]
+    fn rule6a_per_column_a_write_of_more_columns_is_depended_on_by_their_readers() {
+        let mut lm = LockManager::new();
+        assert_eq!(acq(&mut lm, 1, key(1), ALK_W.on(ColMask::of([3])), 1), Decision::Granted);
+        assert_eq!(acq(&mut lm, 1, key(1), ALK_W.on(ColMask::of([4])), 2), Decision::Granted);
+        lm.downgrade_alkaline(txn(1)); // BASE₁ committed the subtransaction; it is unfinished
+        assert_eq!(acq(&mut lm, 2, key(1), ALK_R.on(ColMask::of([4])), 3), Decision::Granted);
+        assert!(lm.read_taint(txn(2)).is_some(), "column 4 was written by unfinished BASE₁");
         lm.check_invariants().unwrap();
     }
 
