@@ -9,12 +9,19 @@ use crate::bounded::BoundedSet;
 use crate::engine::{decode_record, PartCtx, PartitionEngine};
 use crate::message::{Addr, Payload, SubOpId};
 use crate::op::{overlay_scan, write_image, ColMask, OpKind, PartOp, PartResult};
+use litmus_core::hash::FxHashMap;
 use litmus_core::{AbortReason, Access, Error, Key, NodeId, PartitionId, Row, TableId, Time, Timestamp, TxnId};
 use litmus_storage::mvcc::MvccStore;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
 use std::time::Duration;
+
+/// `txns` in a stable order (the map's iteration order depends on its history).
+fn sorted(mut txns: Vec<TxnId>) -> Vec<TxnId> {
+    txns.sort_unstable();
+    txns
+}
 
 /// How many finished transactions a partition remembers, to ignore their late messages.
 pub const FINISHED_MEMORY_MAX: usize = 100_000;
@@ -211,13 +218,13 @@ impl Default for State {
 pub struct LockingPartition {
     cfg: LockingConfig,
     locks: LockManager,
-    txns: BTreeMap<TxnId, PTxn>,
+    txns: FxHashMap<TxnId, PTxn>,
     parked: BTreeMap<u64, Parked>,
     next_token: u64,
     state: State,
     /// Transactions that ended here: `true` if they committed (ACID) or ended (BASE), `false`
     /// if rolled back — a later commit for a rolled-back one must fail, not be acknowledged.
-    finished: BTreeMap<TxnId, bool>,
+    finished: FxHashMap<TxnId, bool>,
     finished_order: VecDeque<TxnId>,
     /// Newest epoch seen per coordinator.
     epochs: BTreeMap<NodeId, u32>,
@@ -259,11 +266,11 @@ impl LockingPartition {
         LockingPartition {
             cfg,
             locks: LockManager::new(),
-            txns: BTreeMap::new(),
+            txns: FxHashMap::default(),
             parked: BTreeMap::new(),
             next_token: 0,
             state: State::default(),
-            finished: BTreeMap::new(),
+            finished: FxHashMap::default(),
             finished_order: VecDeque::new(),
             epochs: BTreeMap::new(),
             queue_tables: BTreeSet::new(),
@@ -1039,7 +1046,9 @@ impl LockingPartition {
                 .txns
                 .iter()
                 .filter(|(other, _)| **other != txn)
-                .find_map(|(_, o)| o.buffer.get(&(p.op.table, key.clone())).cloned()),
+                .filter_map(|(other, o)| Some((*other, o.buffer.get(&(p.op.table, key.clone()))?)))
+                .min_by_key(|(other, _)| *other) // an exclusive lock has one holder; the min keeps replay exact
+                .map(|(_, row)| row.clone()),
             _ => None,
         };
         let t = self.txns.get_mut(&txn).expect("executing a live txn");
@@ -1376,6 +1385,7 @@ impl LockingPartition {
             .filter(|(id, t)| id.node == node && id.epoch < epoch && !t.prepared && !t.class.base)
             .map(|(id, _)| *id)
             .collect();
+        let stale = sorted(stale);
         for txn in stale {
             self.on_abort(None, Unit { txn, sub: 0 }, ctx);
         }
@@ -1426,7 +1436,7 @@ impl LockingPartition {
             .filter(|(_, t)| !t.prepared && !t.class.base && ctx.now.saturating_sub(t.last_active) > ORPHAN_TIMEOUT)
             .map(|(id, _)| *id)
             .collect();
-        for txn in orphans {
+        for txn in sorted(orphans) {
             self.on_abort(None, Unit { txn, sub: 0 }, ctx);
         }
     }
