@@ -290,14 +290,21 @@ pub mod bank {
 /// Chains of BASE transactions with provenance, for checking Salt isolation (§5.1, Theorem 1)
 /// under faults (`litmus sim --workload salt-chains`).
 ///
-/// * `chain(k int, v bytes)`: a value is its *provenance* — the tags (ids) of every BASE
-///   transaction whose writes it was computed from, comma-separated, newest last, at most
-///   [`chains::PROVENANCE_MAX`] of them (dropping old tags only makes the check weaker).
+/// * `chain(k int, v bytes, s set<int>)`: a value is its *provenance* — the tags (ids) of every
+///   BASE transaction whose writes it was computed from, comma-separated in `v`, newest last, at
+///   most [`chains::PROVENANCE_MAX`] of them (dropping old tags only makes the check weaker),
+///   and as a set in `s` (where `chain_fold` adds to them); a key's provenance is both.
 /// * `chain_end(tag int, done int)`: written by a chain step's *last* alkaline subtransaction.
 /// * `chain_step(tag, s1, d1, s2, d2)` (BASE): alkaline 1 reads `s1` and writes
 ///   `d1 := prov(s1) + tag`; alkaline 2 reads `s2` and writes `d2 := prov(s1) + prov(s2) + tag`
 ///   (write-after-read across subtransactions, §5.1 footnote 4); alkaline 3 writes
 ///   `chain_end(tag)`. Keys may be on any partitions.
+/// * `chain_fold(tag, x, y)` (BASE): alkaline 1 adds `tag` to `x`'s tag set `s` (a set-add
+///   formula: the new set is built on whatever `s` holds, other BASE transactions' unfinished
+///   writes included), reads `s` back — a read covered by its own write — and writes
+///   `y := s(x) + tag`; alkaline 2 writes `chain_end(tag)`. A read covered by the reader's own
+///   alkaline write still depends on other BASE transactions' writes of what it reads (lock
+///   rule 6a): without that, `y` would carry their tags to ACID readers before they end.
 /// * `chain_check(k1, k2, k3)` (ACID, read-committed) and `chain_check_ser` (serializable): read
 ///   the three keys, then `chain_end` of every tag in their provenance, in one transaction.
 ///   Returns `[tags checked, missing, first missing tag or -1]`. A tag whose end marker is
@@ -305,7 +312,7 @@ pub mod bank {
 ///   observed a write of a BASE transaction that had not ended — an (indirect) dirty read.
 pub mod chains {
     use crate::procedure::{Ctx, ProcOptions, Registry};
-    use litmus_core::{Catalog, Column, ColumnType, Error, Isolation, Partitioning, TableSchema, Value};
+    use litmus_core::{Catalog, Column, ColumnType, Error, Formula, Isolation, Partitioning, TableSchema, Value};
 
     pub const CHAIN: &str = "chain";
     pub const CHAIN_END: &str = "chain_end";
@@ -316,7 +323,11 @@ pub mod chains {
         let mut c = Catalog::new();
         c.add(TableSchema::new(
             CHAIN,
-            vec![Column::new("k", ColumnType::Int), Column::new("v", ColumnType::Bytes)],
+            vec![
+                Column::new("k", ColumnType::Int),
+                Column::new("v", ColumnType::Bytes),
+                Column::new("s", ColumnType::Set(Box::new(ColumnType::Int))),
+            ],
             &["k"],
             Partitioning::KeyPrefix { prefix_len: 1 },
         ));
@@ -334,10 +345,20 @@ pub mod chains {
         std::str::from_utf8(v).unwrap_or("").split(',').filter_map(|t| t.parse().ok()).collect()
     }
 
-    fn encode(tags: &[i64]) -> Value {
-        let start = tags.len().saturating_sub(PROVENANCE_MAX);
-        let s: Vec<String> = tags[start..].iter().map(|t| t.to_string()).collect();
-        Value::Bytes(s.join(",").into_bytes().into())
+    /// The row of `k` with provenance `tags` (the newest [`PROVENANCE_MAX`]), in both columns.
+    fn chain_row(k: &Value, tags: &[i64]) -> Vec<Value> {
+        let tags = &tags[tags.len().saturating_sub(PROVENANCE_MAX)..];
+        let s: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
+        let set = Value::Set(tags.iter().map(|t| Value::Int(*t)).collect());
+        vec![k.clone(), Value::Bytes(s.join(",").into_bytes().into()), set]
+    }
+
+    /// The tags in a row's tag set.
+    fn set_tags(v: &Value) -> Vec<i64> {
+        match v {
+            Value::Set(s) => s.iter().filter_map(Value::as_int).collect(),
+            _ => vec![],
+        }
     }
 
     fn merge(into: &mut Vec<i64>, tags: &[i64]) {
@@ -349,8 +370,10 @@ pub mod chains {
     }
 
     async fn read_prov(ctx: &Ctx, k: &Value) -> Result<Vec<i64>, Error> {
-        let row = ctx.read(CHAIN, std::slice::from_ref(k)).await?;
-        Ok(row.and_then(|r| r[1].as_bytes().map(provenance)).unwrap_or_default())
+        let Some(row) = ctx.read(CHAIN, std::slice::from_ref(k)).await? else { return Ok(vec![]) };
+        let mut tags = row[1].as_bytes().map(provenance).unwrap_or_default();
+        merge(&mut tags, &set_tags(&row[2]));
+        Ok(tags)
     }
 
     async fn step(ctx: Ctx, args: Vec<Value>) -> Result<Vec<Value>, Error> {
@@ -359,14 +382,33 @@ pub mod chains {
         let p1 = read_prov(&ctx, &args[1]).await?;
         let mut d1 = p1.clone();
         merge(&mut d1, &[tag]);
-        ctx.write(CHAIN, vec![args[2].clone(), encode(&d1)]).await?;
+        ctx.write(CHAIN, chain_row(&args[2], &d1)).await?;
         ctx.end_alkaline().await?;
         ctx.begin_alkaline().await?;
         let p2 = read_prov(&ctx, &args[3]).await?;
         let mut d2 = p1;
         merge(&mut d2, &p2);
         merge(&mut d2, &[tag]);
-        ctx.write(CHAIN, vec![args[4].clone(), encode(&d2)]).await?;
+        ctx.write(CHAIN, chain_row(&args[4], &d2)).await?;
+        ctx.end_alkaline().await?;
+        ctx.begin_alkaline().await?;
+        ctx.write(CHAIN_END, vec![Value::Int(tag), Value::Int(1)]).await?;
+        ctx.end_alkaline().await?;
+        Ok(vec![])
+    }
+
+    async fn fold(ctx: Ctx, args: Vec<Value>) -> Result<Vec<Value>, Error> {
+        let tag = args[0].as_int().unwrap_or(0);
+        let (x, y) = (&args[1], &args[2]);
+        ctx.begin_alkaline().await?;
+        // No read before the update (a missing `x` fails it, and the fold with it): a read's
+        // own lock would carry the dependencies the covered read below must find by itself.
+        ctx.update(CHAIN, std::slice::from_ref(x), &[("s", Formula::SetAdd(Value::Int(tag)))]).await?;
+        // Covered by the update just made: what it returns is built on other transactions' sets.
+        let row = ctx.read_columns(CHAIN, std::slice::from_ref(x), &["s"]).await?;
+        let mut tags = row.map(|r| set_tags(&r[2])).unwrap_or_default();
+        merge(&mut tags, &[tag]);
+        ctx.write(CHAIN, chain_row(y, &tags)).await?;
         ctx.end_alkaline().await?;
         ctx.begin_alkaline().await?;
         ctx.write(CHAIN_END, vec![Value::Int(tag), Value::Int(1)]).await?;
@@ -396,6 +438,7 @@ pub mod chains {
         let mut r = Registry::new();
         let int = || ColumnType::Int;
         r.register_with("chain_step", vec![int(), int(), int(), int(), int()], ProcOptions::base(), step);
+        r.register_with("chain_fold", vec![int(), int(), int()], ProcOptions::base(), fold);
         let rc = ProcOptions { isolation: Isolation::ReadCommitted, ..Default::default() };
         r.register_with("chain_check", vec![int(), int(), int()], rc, check);
         r.register("chain_check_ser", vec![int(), int(), int()], check);

@@ -75,6 +75,23 @@ fn salt_chains_oracle_catches_dirty_reads() {
 /// and BASE₂'s tags, both ended (Fig. 5).
 #[test]
 fn fig4_fig5_across_nodes() {
+    fig4_fig5_with_base2("chain_step", &[4, 0, 1, 1, 1]);
+}
+
+/// The same with BASE₂ a `chain_fold` of `x` into `y`: it adds its tag to `x`'s tag set and
+/// reads the set back, a read covered by its own alkaline write (lock rule 2). That write is
+/// compatible with BASE₁'s saline one, so the set it reads holds BASE₁'s tag: lock rule 6a must
+/// still make the read depend on BASE₁, and rule 6b keep `y` from ACID readers until BASE₁
+/// ends. Seen to fail (an ACID read of `y` during the outage returned BASE₁'s tag without its
+/// end marker) with the covered read taking no lock of its own.
+#[test]
+fn rule6a_a_covered_read_depends_on_others_unfinished_writes_across_nodes() {
+    fig4_fig5_with_base2("chain_fold", &[4, 0, 1]);
+}
+
+/// Fig. 4 then Fig. 5 with BASE₂ = `procedure(args)`, which must derive `y` (key 1) from `x`
+/// (key 0) under tag 4.
+fn fig4_fig5_with_base2(base2: &str, base2_args: &[i64]) {
     use litmus_core::{NodeId, Value};
     use litmus_engine::message::{RequestBody, ResponseBody};
     use std::time::Duration;
@@ -97,7 +114,7 @@ fn fig4_fig5_across_nodes() {
         let b1 = sim.request(call("chain_step", &[3, 9, x, z, z]));
         assert!(b1.is_ok(), "{engine}: BASE₁ accepted: {b1:?}");
         // BASE₂ (tag 4, end marker on node 1): y := prov(x) + {4}.
-        let b2 = sim.request(call("chain_step", &[4, x, y, y, y]));
+        let b2 = sim.request(call(base2, base2_args));
         assert!(b2.is_ok(), "{engine}: BASE₂ runs: {b2:?}");
         sim.idle(Duration::from_millis(300)).unwrap();
         let fig5 = vec![Value::Int(2), Value::Int(0), Value::Int(-1)];

@@ -4,7 +4,8 @@
 //!
 //! Every value carries its provenance: the tags of the BASE transactions it was computed from
 //! (`builtin::chains`). A BASE `chain_step` copies provenance from two keys to two others and,
-//! in its last alkaline subtransaction, writes its end marker. An ACID `chain_check` reads three
+//! in its last alkaline subtransaction, writes its end marker; a BASE `chain_fold` adds its tag
+//! to one key's tag set, reads the set back under its own write and copies it to another key. An ACID `chain_check` reads three
 //! keys, then the end marker of every tag in what it read, in the same transaction. The oracle:
 //!
 //! 1. **during the run**, no `chain_check` that succeeds finds a tag without its end marker —
@@ -85,6 +86,9 @@ impl SimDriver for SaltChains {
         let keys = [key(), key(), key(), key()];
         if rng.gen_bool(0.6) {
             let tag = self.tag(client);
+            if rng.gen_bool(0.3) {
+                return Some(Self::call("chain_fold", vec![tag, keys[0], keys[1]]));
+            }
             return Some(Self::call("chain_step", vec![tag, keys[0], keys[1], keys[2], keys[3]]));
         }
         let procedure = if rng.gen_bool(0.5) { "chain_check" } else { "chain_check_ser" };
@@ -94,7 +98,7 @@ impl SimDriver for SaltChains {
     fn done(&mut self, _client: usize, request: &RequestBody, result: &Result<ResponseBody, Error>) {
         let RequestBody::Call { procedure, args, .. } = request else { return };
         match (procedure.as_str(), result) {
-            ("chain_step", Ok(_)) => self.steps_acked += 1,
+            ("chain_step" | "chain_fold", Ok(_)) => self.steps_acked += 1,
             ("chain_check" | "chain_check_ser", Ok(ResponseBody::Returned(v))) => match Self::parse(v) {
                 Ok((tags, missing, first)) => {
                     self.checks += 1;
