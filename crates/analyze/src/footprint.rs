@@ -438,6 +438,11 @@ impl Run<'_> {
                 let t = schema_of(table);
                 Ok(OpResult::Row(Some(project(&resolved.op.kind, self.row(&t, key)))))
             }
+            Op::ReadMany { table, keys } => {
+                self.accesses.insert(Access::Read { table: table.clone() });
+                let t = schema_of(table);
+                Ok(OpResult::Many(keys.iter().map(|k| Some(self.row(&t, k))).collect()))
+            }
             Op::Scan { table, start, end: _, limit } => {
                 self.accesses.insert(Access::Read { table: table.clone() });
                 let n = match self.variant {
@@ -473,6 +478,11 @@ impl Run<'_> {
             (Op::Read { key, .. } | Op::ReadColumns { key, .. }, OpKind::Read { key: k, .. }) => {
                 self.accesses.insert(Access::Read { table: table.clone() });
                 Ok(OpResult::Row(Some(project(kind, self.stored_row(&t, k, key)))))
+            }
+            (Op::ReadMany { keys, .. }, OpKind::ReadMany { keys: encoded }) => {
+                self.accesses.insert(Access::Read { table: table.clone() });
+                let rows = keys.iter().zip(encoded).map(|(key, (_, k))| Some(self.stored_row(&t, k, key))).collect();
+                Ok(OpResult::Many(rows))
             }
             (Op::Scan { start, .. }, OpKind::Scan { start: s, end, limit }) => {
                 self.accesses.insert(Access::Read { table: table.clone() });
@@ -673,6 +683,7 @@ fn op_table(op: &Op) -> &str {
     match op {
         Op::Read { table, .. }
         | Op::ReadColumns { table, .. }
+        | Op::ReadMany { table, .. }
         | Op::Scan { table, .. }
         | Op::Write { table, .. }
         | Op::Insert { table, .. }

@@ -105,6 +105,16 @@ fn kill_dash_nine_loses_no_acknowledged_write() {
         let got = c.call("kv_get", vec![Value::Int(*k)]).unwrap();
         assert_eq!(got, vec![Value::Bytes(k.to_le_bytes().to_vec().into())], "acknowledged key {k} lost after kill -9");
     }
+    // The client's read of many keys, over TCP: `nocc` refuses `Op::ReadMany` by name, and the
+    // client reads the keys one by one instead, in their order.
+    let mut txn = c.begin().unwrap();
+    let keys: Vec<Vec<Value>> = acked.iter().take(20).chain([&-1]).map(|k| vec![Value::Int(*k)]).collect();
+    let rows = txn.read_many("kv", &keys).unwrap();
+    let values: Vec<Option<Value>> = rows.iter().map(|r| r.as_ref().map(|r| r[1].clone())).collect();
+    let expected: Vec<Option<Value>> =
+        acked.iter().take(20).map(|k| Some(Value::Bytes(k.to_le_bytes().to_vec().into()))).chain([None]).collect();
+    assert_eq!(values, expected);
+    txn.commit().unwrap();
 }
 
 /// The YCSB benchmark runs against a 3-process cluster on loopback, as on the embedded runtime.

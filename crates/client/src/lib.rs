@@ -163,6 +163,24 @@ impl Transaction<'_> {
         }
     }
 
+    /// Point reads of many keys of one table, in the order of `keys` (`None`: no such row). On
+    /// an engine that takes `Op::ReadMany` whole this is one round trip; an engine that does
+    /// not refuses it (`InvalidInput::Unsupported`, nothing read) and the keys are read one by
+    /// one instead.
+    pub fn read_many(&mut self, table: &str, keys: &[Vec<Value>]) -> Result<Vec<Option<Row>>, Error> {
+        if keys.is_empty() {
+            return Ok(vec![]);
+        }
+        match self.op(Op::ReadMany { table: table.into(), keys: keys.to_vec() }) {
+            Ok(OpResult::Many(rows)) => Ok(rows),
+            Ok(other) => Err(Error::Internal(format!("read_many returned {other:?}"))),
+            Err(Error::Invalid(litmus_core::InvalidInput::Unsupported { .. })) => {
+                keys.iter().map(|k| self.read(table, k)).collect()
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Point read of the named columns: the row at full width, every other column NULL (see
     /// `Op::ReadColumns`).
     pub fn read_columns(&mut self, table: &str, key: &[Value], columns: &[&str]) -> Result<Option<Row>, Error> {

@@ -28,7 +28,7 @@ use crate::machine::{Effects, Input, Machine, TICK_INTERVAL_MS};
 use crate::message::{
     Addr, Batched, ClientRequest, ClientResponse, Envelope, Message, RequestBody, ResponseBody, SubOpId,
 };
-use crate::op::{merge, resolve, PartResult, Resolved, Shape};
+use crate::op::{merge, resolve, Op, PartResult, Resolved, Shape};
 use crate::procedure::{poll_once, Ctx, Issued, ProcFuture, Registry};
 use litmus_core::{AbortReason, Catalog, Error, InvalidInput, NodeId, PartitionId, RequestId, Time, TxnId, Value};
 use rand::SeedableRng;
@@ -277,7 +277,7 @@ impl Coordinator {
                     Ok(p) => p.clone(),
                     Err(e) => return self.respond(out, from, id, Err(e.into())),
                 };
-                let ctx = Ctx::new();
+                let ctx = Ctx::new().with_read_many(self.cfg.engine.capabilities().read_many);
                 let opts = TxnOptions {
                     isolation: proc.options.isolation,
                     base: proc.options.base,
@@ -312,7 +312,7 @@ impl Coordinator {
                 if let Err(e) = self.check_interactive(txn, from) {
                     return self.respond(out, from, id, Err(e));
                 }
-                match resolve(&self.cfg.catalog, self.cfg.partitions, &op) {
+                match self.resolve(&op) {
                     Err(e) => self.respond(out, from, id, Err(e)),
                     Ok(resolved) => {
                         let t = self.txns.get_mut(&txn).expect("checked");
@@ -367,18 +367,13 @@ impl Coordinator {
         alkaline: bool,
         out: &mut Effects,
     ) {
-        let parts = resolved.partitions(self.cfg.partitions, self.cfg.preferred);
-        assert!(!parts.is_empty());
+        let (shape, pieces) = resolved.pieces(self.cfg.partitions, self.cfg.preferred);
+        assert!(!pieces.is_empty());
         let t = self.txns.get_mut(&txn).expect("dispatch to a live txn");
-        let waiting = parts.clone();
-        let pending =
-            Box::new(PendingOp { shape: resolved.op.kind.shape(), waiting, results: vec![], error: None, reply });
+        let waiting = pieces.iter().map(|(p, _)| *p).collect();
+        let pending = Box::new(PendingOp { shape, waiting, results: vec![], error: None, reply });
         assert!(t.ops.insert(op_id, pending).is_none(), "op id reused");
-        let last = parts.len() - 1;
-        let mut op = Some(resolved.op);
-        for (i, part) in parts.into_iter().enumerate() {
-            // The last piece takes the op itself: a clone per piece but one.
-            let op = if i == last { op.take().expect("taken once") } else { op.clone().expect("present") };
+        for (part, op) in pieces {
             let id = SubOpId { txn, op: op_id, part };
             if alkaline {
                 self.with_engine(now, out, |e, ctx| e.issue_unit(id, op, ctx));
@@ -386,6 +381,16 @@ impl Coordinator {
                 self.with_engine(now, out, |e, ctx| e.issue(id, op, ctx));
             }
         }
+    }
+
+    /// Resolves an operation (`op::resolve`), refusing a read of many keys on an engine that
+    /// does not take it whole (procedures ask `Ctx::read_many`, which falls back to single reads).
+    fn resolve(&self, op: &Op) -> Result<Resolved, Error> {
+        if matches!(op, Op::ReadMany { .. }) && !self.cfg.engine.capabilities().read_many {
+            let engine = self.cfg.engine.name().to_string();
+            return Err(InvalidInput::Unsupported { engine, what: "read_many (issue single reads)".into() }.into());
+        }
+        resolve(&self.cfg.catalog, self.cfg.partitions, op)
     }
 
     /// Polls a procedure until it waits on the network or finishes.
@@ -416,7 +421,7 @@ impl Coordinator {
                     Issued::Op(op) => (op, false),
                     Issued::UnitOp(op) => (op, true),
                 };
-                match resolve(&self.cfg.catalog, self.cfg.partitions, &op) {
+                match self.resolve(&op) {
                     Err(e) => {
                         ctx.io().complete(op_id, Err(e));
                         completed_locally = true;
@@ -559,7 +564,7 @@ impl Coordinator {
         let Ok(proc) = self.cfg.registry.get(&name) else {
             panic!("{txn}: procedure {name} to roll forward is not registered");
         };
-        let ctx = Ctx::new();
+        let ctx = Ctx::new().with_read_many(self.cfg.engine.capabilities().read_many);
         let fut = match self.cfg.registry.start(proc, ctx.clone(), args) {
             Ok(fut) => fut,
             Err(e) => panic!("{txn}: procedure {name} to roll forward cannot start: {e}"),

@@ -195,6 +195,7 @@ fn local_op(
         // same write to every partition (as a load of TPC-C's ITEM does), one fragment each.
         Targets::All if replicated => true,
         Targets::All => !resolved.op.kind.is_write() && partitions == 1,
+        Targets::Split(_) => false, // keys on several partitions
     };
     if !local {
         return Err(InvalidInput::Config(format!(
@@ -211,11 +212,13 @@ fn local_op(
     match kind {
         OpKind::Read { key, .. } => reads.push((table, Some(key.clone()))),
         OpKind::Scan { .. } => reads.push((table, None)),
+        OpKind::ReadMany { keys } => reads.extend(keys.iter().map(|(_, k)| (table, Some(k.clone())))),
         // A write's image depends on the current row (formulas, insert of an existing key).
         kind => reads.push((table, kind.key().cloned())),
     }
     let part = match kind {
         OpKind::Read { key, .. } => PartResult::Row(current(buffer, key)),
+        OpKind::ReadMany { keys } => PartResult::Many(keys.iter().map(|(i, k)| (*i, current(buffer, k))).collect()),
         OpKind::Scan { start, end, limit } => {
             let own: Vec<(Key, Option<Row>)> = buffer
                 .range((table, start.clone())..)

@@ -15,6 +15,11 @@ use serde::{Deserialize, Serialize};
 pub enum Op {
     /// Point read by full primary key.
     Read { table: String, key: Vec<Value> },
+    /// Point reads of many keys of one table, answered in the order of `keys` (a missing row is
+    /// `None`): one request per partition holding any of them instead of one per key. Taken
+    /// natively by engines that declare [`crate::Capabilities::read_many`];
+    /// [`crate::Ctx::read_many`] falls back to single reads elsewhere.
+    ReadMany { table: String, keys: Vec<Vec<Value>> },
     /// Point read of some columns (`SELECT c1, c2 … WHERE key = …`): the row comes back at
     /// full width with the columns not named read as NULL. A BASE transaction's read of
     /// columns that no unfinished BASE write touched does not depend on that write (lock rule
@@ -35,9 +40,12 @@ pub enum Op {
 
 impl Op {
     pub fn is_write(&self) -> bool {
-        !matches!(self, Op::Read { .. } | Op::ReadColumns { .. } | Op::Scan { .. })
+        !matches!(self, Op::Read { .. } | Op::ReadColumns { .. } | Op::ReadMany { .. } | Op::Scan { .. })
     }
 }
+
+/// Most keys one [`Op::ReadMany`] may name.
+pub const READ_MANY_KEYS_MAX: usize = 4096;
 
 /// A set of a table's columns, one bit per column; column 63 and every later one share the
 /// last bit, so a set naming one of them stands for all of them (a superset: sound for
@@ -90,6 +98,8 @@ pub enum OpResult {
     Row(Option<Row>),
     Rows(Vec<Row>),
     Done,
+    /// An [`Op::ReadMany`]'s rows, in the order of its keys.
+    Many(Vec<Option<Row>>),
 }
 
 /// The resolved, validated body of an operation, as sent to a partition.
@@ -120,6 +130,10 @@ pub enum OpKind {
         key: Key,
         updates: Vec<ColumnUpdate>,
     },
+    /// Point reads of whole rows; each key with its position in the [`Op::ReadMany`].
+    ReadMany {
+        keys: Vec<(u32, Key)>,
+    },
 }
 
 /// What merging an operation's pieces needs of it ([`merge`]): its shape, without the keys and
@@ -134,6 +148,10 @@ pub enum Shape {
         limit: u32,
     },
     Write,
+    /// [`OpKind::ReadMany`] of `n` keys in all.
+    ReadMany {
+        n: u32,
+    },
 }
 
 impl OpKind {
@@ -141,11 +159,13 @@ impl OpKind {
         match self {
             OpKind::Read { cols, .. } => Shape::Read { cols: *cols },
             OpKind::Scan { limit, .. } => Shape::Scan { limit: *limit },
+            // Of the whole operation (`Resolved::pieces` takes it before splitting).
+            OpKind::ReadMany { keys } => Shape::ReadMany { n: keys.len() as u32 },
             _ => Shape::Write,
         }
     }
     pub fn is_write(&self) -> bool {
-        !matches!(self, OpKind::Read { .. } | OpKind::Scan { .. })
+        !matches!(self, OpKind::Read { .. } | OpKind::Scan { .. } | OpKind::ReadMany { .. })
     }
     /// The key of a point operation.
     pub fn key(&self) -> Option<&Key> {
@@ -155,7 +175,7 @@ impl OpKind {
             | OpKind::Insert { key, .. }
             | OpKind::Delete { key }
             | OpKind::Update { key, .. } => Some(key),
-            OpKind::Scan { .. } => None,
+            OpKind::Scan { .. } | OpKind::ReadMany { .. } => None,
         }
     }
 }
@@ -173,6 +193,8 @@ pub enum PartResult {
     Row(Option<Row>),
     Rows(Vec<(Key, Row)>),
     Done,
+    /// A piece of an [`OpKind::ReadMany`]: each key's position and row.
+    Many(Vec<(u32, Option<Row>)>),
 }
 
 /// Which partitions an operation touches.
@@ -183,6 +205,8 @@ pub enum Targets {
     AnyReplica,
     /// A write of a replicated table, or a range read not confined to one partition.
     All,
+    /// An [`OpKind::ReadMany`] over several partitions: the partition of each key, in order.
+    Split(Vec<PartitionId>),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -194,11 +218,44 @@ pub struct Resolved {
 impl Resolved {
     /// The concrete partitions to contact; `preferred` picks the copy of a replicated read.
     pub fn partitions(&self, partitions: u32, preferred: PartitionId) -> Vec<PartitionId> {
-        match self.targets {
-            Targets::One(p) => vec![p],
+        match &self.targets {
+            Targets::One(p) => vec![*p],
             Targets::AnyReplica => vec![preferred],
             Targets::All => (0..partitions).map(PartitionId).collect(),
+            Targets::Split(parts) => {
+                let mut parts = parts.clone();
+                parts.sort_unstable();
+                parts.dedup();
+                parts
+            }
         }
+    }
+
+    /// The operation each target partition is sent, in partition order, and the shape its
+    /// pieces merge by. A split read sends each partition its own keys; anything else goes
+    /// whole to every target.
+    pub fn pieces(self, partitions: u32, preferred: PartitionId) -> (Shape, Vec<(PartitionId, PartOp)>) {
+        let shape = self.op.kind.shape();
+        let parts = self.partitions(partitions, preferred);
+        let Resolved { op, targets } = self;
+        if let (Targets::Split(of_key), OpKind::ReadMany { keys }) = (targets, &op.kind) {
+            let mut by_part: std::collections::BTreeMap<PartitionId, Vec<(u32, Key)>> = Default::default();
+            for (p, k) in of_key.into_iter().zip(keys) {
+                by_part.entry(p).or_default().push(k.clone());
+            }
+            let pieces =
+                by_part.into_iter().map(|(p, keys)| (p, PartOp { table: op.table, kind: OpKind::ReadMany { keys } }));
+            return (shape, pieces.collect());
+        }
+        let last = parts.len().saturating_sub(1);
+        let mut op = Some(op);
+        let pieces = parts
+            .into_iter()
+            .enumerate()
+            // The last piece takes the op itself: a clone per piece but one.
+            .map(|(i, p)| (p, if i == last { op.take().expect("taken once") } else { op.clone().expect("present") }))
+            .collect();
+        (shape, pieces)
     }
 }
 
@@ -226,7 +283,9 @@ pub fn write_image(kind: &OpKind, current: Option<Row>, table: impl FnOnce() -> 
             litmus_core::formula::apply_updates(&mut row, updates)?;
             Ok(Some(row))
         }
-        OpKind::Read { .. } | OpKind::Scan { .. } => Err(Error::Internal(format!("write_image of a read: {kind:?}"))),
+        OpKind::Read { .. } | OpKind::Scan { .. } | OpKind::ReadMany { .. } => {
+            Err(Error::Internal(format!("write_image of a read: {kind:?}")))
+        }
     }
 }
 
@@ -271,6 +330,27 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
             let schema = catalog.table(table)?;
             let cols = ColMask::of(columns.iter().map(|c| schema.column(c)).collect::<Result<Vec<_>, _>>()?);
             Resolved { op: PartOp { table, kind: OpKind::Read { key, cols } }, targets }
+        }
+        Op::ReadMany { table: name, keys } => {
+            if keys.is_empty() || keys.len() > READ_MANY_KEYS_MAX {
+                let what = "keys of a read_many".to_string();
+                let expected = if keys.is_empty() { 1 } else { READ_MANY_KEYS_MAX };
+                return Err(InvalidInput::WrongArity { what, expected, got: keys.len() }.into());
+            }
+            let t = catalog.table_by_name(name)?;
+            let mut encoded = Vec::with_capacity(keys.len());
+            let mut of_key = Vec::with_capacity(keys.len());
+            for (i, key) in keys.iter().enumerate() {
+                t.validate_key(key, false)?;
+                encoded.push((i as u32, Key::encode(key)?));
+                of_key.push(t.partition_of(key, partitions));
+            }
+            let targets = match of_key.first().copied().flatten() {
+                None => Targets::AnyReplica, // a replicated table: every key is on every copy
+                Some(first) if of_key.iter().all(|p| *p == Some(first)) => Targets::One(first),
+                Some(_) => Targets::Split(of_key.into_iter().map(|p| p.expect("a partitioned table")).collect()),
+            };
+            Resolved { op: PartOp { table: t.id, kind: OpKind::ReadMany { keys: encoded } }, targets }
         }
         Op::Delete { table, key } => {
             let (table, key, targets) = point(table, key)?;
@@ -374,6 +454,20 @@ pub fn merge(shape: Shape, mut parts: Vec<PartResult>) -> OpResult {
             other => panic!("read answered with {other:?}"),
         },
         Shape::Write => OpResult::Done,
+        Shape::ReadMany { n } => {
+            let mut rows = vec![None; n as usize];
+            for part in parts {
+                match part {
+                    PartResult::Many(found) => {
+                        for (i, row) in found {
+                            rows[i as usize] = row;
+                        }
+                    }
+                    other => panic!("read_many answered with {other:?}"),
+                }
+            }
+            OpResult::Many(rows)
+        }
     }
 }
 
@@ -481,6 +575,57 @@ mod tests {
         assert!(wide.has(63) && wide.has(64) && !wide.has(62));
         assert!(wide.intersects(ColMask::of([63])) && !wide.intersects(ColMask::of([1])));
         assert!(ColMask::ALL.contains(wide) && !wide.contains(ColMask::ALL));
+    }
+
+    #[test]
+    fn read_many_goes_to_each_partition_with_its_own_keys_and_merges_in_the_callers_order() {
+        let c = catalog();
+        let keys = |ks: &[i64]| ks.iter().map(|k| vec![Value::Int(*k)]).collect::<Vec<_>>();
+        let op = Op::ReadMany { table: "kv".into(), keys: keys(&[6, 1, 2, 5]) };
+        assert!(!op.is_write());
+        let r = resolve(&c, 4, &op).unwrap();
+        assert_eq!(r.targets, Targets::Split(vec![PartitionId(2), PartitionId(1), PartitionId(2), PartitionId(1)]));
+        let (shape, pieces) = r.pieces(4, PartitionId(0));
+        assert_eq!(shape, Shape::ReadMany { n: 4 });
+        let sent: Vec<(PartitionId, Vec<u32>)> = pieces
+            .iter()
+            .map(|(p, op)| match &op.kind {
+                OpKind::ReadMany { keys } => (*p, keys.iter().map(|(i, _)| *i).collect()),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(sent, vec![(PartitionId(1), vec![1, 3]), (PartitionId(2), vec![0, 2])]);
+        // Pieces answer in any order; the rows come back in the order of the keys.
+        let row = |k: i64| Some(Row::from(vec![Value::Int(k), Value::Int(10 * k)]));
+        let merged = merge(
+            shape,
+            vec![PartResult::Many(vec![(0, row(6)), (2, None)]), PartResult::Many(vec![(1, row(1)), (3, row(5))])],
+        );
+        assert_eq!(merged, OpResult::Many(vec![row(6), row(1), None, row(5)]));
+        // One partition: sent whole. A replicated table: to the preferred copy.
+        let r = resolve(&c, 4, &Op::ReadMany { table: "kv".into(), keys: keys(&[2, 6]) }).unwrap();
+        assert_eq!(r.targets, Targets::One(PartitionId(2)));
+        let r = resolve(&c, 4, &Op::ReadMany { table: "item".into(), keys: keys(&[2, 6]) }).unwrap();
+        assert_eq!(r.targets, Targets::AnyReplica);
+        assert_eq!(r.pieces(4, PartitionId(3)).1.iter().map(|(p, _)| *p).collect::<Vec<_>>(), vec![PartitionId(3)]);
+    }
+
+    #[test]
+    fn read_many_refuses_bad_input_with_typed_errors() {
+        let c = catalog();
+        let err = |keys: Vec<Vec<Value>>| resolve(&c, 4, &Op::ReadMany { table: "kv".into(), keys }).unwrap_err();
+        assert!(matches!(err(vec![]), Error::Invalid(InvalidInput::WrongArity { .. })));
+        assert!(matches!(
+            err(vec![vec![Value::Int(1)]; READ_MANY_KEYS_MAX + 1]),
+            Error::Invalid(InvalidInput::WrongArity { .. })
+        ));
+        // One bad key refuses the whole operation.
+        assert!(matches!(
+            err(vec![vec![Value::Int(1)], vec!["x".into()]]),
+            Error::Invalid(InvalidInput::WrongType { .. })
+        ));
+        let unknown = resolve(&c, 4, &Op::ReadMany { table: "nope".into(), keys: vec![vec![Value::Int(1)]] });
+        assert!(matches!(unknown, Err(Error::Invalid(InvalidInput::UnknownTable(_)))));
     }
 
     #[test]

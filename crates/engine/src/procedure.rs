@@ -311,6 +311,8 @@ impl Registry {
 #[derive(Debug, Default)]
 pub struct TxnIo {
     next_op: u32,
+    /// The engine takes a read of many keys whole ([`crate::Capabilities::read_many`]).
+    read_many: bool,
     issued: Vec<(u32, Issued)>,
     results: BTreeMap<u32, Result<OpResult, Error>>,
 }
@@ -360,6 +362,13 @@ impl Ctx {
         Self::default()
     }
 
+    /// A context whose [`Ctx::read_many`] sends one [`Op::ReadMany`] (`true`: the engine takes
+    /// it whole) or one read per key.
+    pub fn with_read_many(self, read_many: bool) -> Self {
+        self.io().read_many = read_many;
+        self
+    }
+
     /// The coordinator's side of the context.
     pub fn io(&self) -> std::sync::MutexGuard<'_, TxnIo> {
         self.io.lock().expect("txn io poisoned")
@@ -403,6 +412,29 @@ impl Ctx {
             OpResult::Row(r) => Ok(r),
             other => Err(Error::Internal(format!("read returned {other:?}"))),
         }
+    }
+
+    /// Point reads of many keys of one table, issued at once; the rows come back in the order
+    /// of `keys` (`None`: no such row). On engines that take it whole
+    /// ([`crate::Capabilities::read_many`]) this is one [`Op::ReadMany`] — one request per
+    /// partition holding any of the keys — and otherwise one read per key; either way it
+    /// locks, depends and sees exactly what the single reads would.
+    pub async fn read_many(&self, table: &str, keys: &[Vec<Value>]) -> Result<Vec<Option<Row>>, Error> {
+        if keys.is_empty() {
+            return Ok(vec![]);
+        }
+        if self.io().read_many {
+            return match self.op(Op::ReadMany { table: table.into(), keys: keys.to_vec() }).await? {
+                OpResult::Many(rows) => Ok(rows),
+                other => Err(Error::Internal(format!("read_many returned {other:?}"))),
+            };
+        }
+        let reads: Vec<_> = keys.iter().map(|k| self.op(Op::Read { table: table.into(), key: k.clone() })).collect();
+        let mut rows = Vec::with_capacity(reads.len());
+        for read in reads {
+            rows.push(row_of(read.await?)?);
+        }
+        Ok(rows)
     }
 
     /// `read_columns` as a single-operation alkaline subtransaction (see [`Ctx::alkaline_op`]).

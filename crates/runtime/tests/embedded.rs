@@ -66,6 +66,42 @@ fn procedures_and_interactive_transactions() {
     cluster.shutdown().unwrap();
 }
 
+/// `Op::ReadMany`: on an engine that takes it whole (`acid`), one request per partition
+/// holding any of the keys, answered in the order of the keys; an engine that does not
+/// (`nocc`) refuses it with a typed error naming itself (procedures use `Ctx::read_many`,
+/// which reads key by key there).
+#[test]
+fn a_read_of_many_keys_spans_partitions_in_the_callers_order_or_is_refused_by_name() {
+    for engine in [EngineKind::Acid, EngineKind::Nocc] {
+        let spec = ClusterSpec { engine, ..spec() };
+        let cluster = EmbeddedCluster::start(spec, EmbeddedConfig::default()).unwrap();
+        let mut t = cluster.transport();
+        for k in [2, 5, 7] {
+            call(&mut t, "kv_put", vec![Value::Int(k), Value::Bytes(vec![k as u8].into())]).unwrap();
+        }
+        let txn = match t.request(RequestBody::Begin { isolation: Default::default() }).unwrap() {
+            ResponseBody::Begun(txn) => txn,
+            other => panic!("{other:?}"),
+        };
+        let keys = [7, 99, 2, 5].iter().map(|k| vec![Value::Int(*k)]).collect();
+        let result = t.request(RequestBody::Op { txn, op: Op::ReadMany { table: "kv".into(), keys } });
+        if engine.capabilities().read_many {
+            let row = |k: i64| Some(Row::from(vec![Value::Int(k), Value::Bytes(vec![k as u8].into())]));
+            assert_eq!(result.unwrap(), ResponseBody::Op(OpResult::Many(vec![row(7), None, row(2), row(5)])));
+            let err = t.request(RequestBody::Op { txn, op: Op::ReadMany { table: "kv".into(), keys: vec![] } });
+            assert!(matches!(err, Err(Error::Invalid(InvalidInput::WrongArity { .. }))), "{err:?}");
+        } else {
+            let err = result.unwrap_err();
+            assert!(
+                matches!(&err, Error::Invalid(InvalidInput::Unsupported { engine: e, .. }) if e == "nocc"),
+                "{err}"
+            );
+        }
+        assert_eq!(t.request(RequestBody::Commit { txn }).unwrap(), ResponseBody::Committed);
+        cluster.shutdown().unwrap();
+    }
+}
+
 #[test]
 fn bad_input_gets_typed_errors_and_changes_nothing() {
     let cluster =

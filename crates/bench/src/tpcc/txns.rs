@@ -69,15 +69,7 @@ pub(crate) async fn must_read(ctx: &Ctx, table: &str, key: &[Value]) -> Result<R
 
 /// Issues all reads at once, then waits for them in order.
 pub(crate) async fn read_many(ctx: &Ctx, table: &str, keys: &[Vec<Value>]) -> Result<Vec<Option<Row>>, Error> {
-    let futs: Vec<_> = keys.iter().map(|k| ctx.op(Op::Read { table: table.into(), key: k.clone() })).collect();
-    let mut rows = Vec::with_capacity(futs.len());
-    for f in futs {
-        match f.await? {
-            OpResult::Row(r) => rows.push(r),
-            other => return Err(Error::Internal(format!("read returned {other:?}"))),
-        }
-    }
-    Ok(rows)
+    ctx.read_many(table, keys).await
 }
 
 /// Issues all operations at once, then waits for them.

@@ -84,7 +84,13 @@ impl EngineDef for NoccEngine {
         self.guarantee
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities { guarantee: Guarantee::None, base_transactions: false, one_round: true, interactive: true }
+        Capabilities {
+            guarantee: Guarantee::None,
+            base_transactions: false,
+            one_round: true,
+            interactive: true,
+            read_many: false,
+        }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
         Box::new(NoccCoordinator::default())

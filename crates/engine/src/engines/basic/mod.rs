@@ -113,7 +113,13 @@ impl EngineDef for BasicEngine {
         "instant consistency (BASIC TFP): every operation reads a consistent snapshot; serializable in timestamp order"
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities { guarantee: Guarantee::AnsiLevels, base_transactions: false, one_round: false, interactive: true }
+        Capabilities {
+            guarantee: Guarantee::AnsiLevels,
+            base_transactions: false,
+            one_round: false,
+            interactive: true,
+            read_many: false,
+        }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
         Box::new(coordinator::BasicCoordinator::default())

@@ -366,7 +366,9 @@ impl BasicPartition {
                 }
                 ItemFormula::Update(updates)
             }
-            OpKind::Read { .. } | OpKind::Scan { .. } => unreachable!("point writes only (checked above)"),
+            OpKind::Read { .. } | OpKind::Scan { .. } | OpKind::ReadMany { .. } => {
+                unreachable!("point writes only (checked above)")
+            }
         };
         let record = Record::Prepare { wid, ts, op: id.op, table, key: key.clone(), formula, peers, coordinator };
         self.log_apply(record, ctx);

@@ -159,7 +159,13 @@ impl EngineDef for CoordfreeEngine {
         "read atomic (RAMP-Fast), no coordination; refuses procedures that need it (VLDB'15)"
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities { guarantee: Guarantee::ReadAtomic, base_transactions: false, one_round: false, interactive: true }
+        Capabilities {
+            guarantee: Guarantee::ReadAtomic,
+            base_transactions: false,
+            one_round: false,
+            interactive: true,
+            read_many: false,
+        }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
         Box::new(coordinator::CoordfreeCoordinator::default())

@@ -259,7 +259,13 @@ impl EngineDef for GranolaEngine {
         }
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities { guarantee: Guarantee::AnsiLevels, base_transactions: false, one_round: true, interactive: false }
+        Capabilities {
+            guarantee: Guarantee::AnsiLevels,
+            base_transactions: false,
+            one_round: true,
+            interactive: false,
+            read_many: false,
+        }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
         Box::new(GranolaCoordinator::new(self.name, self.relay.then_some(relay::RELAY)))

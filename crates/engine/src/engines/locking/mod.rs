@@ -322,6 +322,7 @@ impl EngineDef for LockingEngine {
             base_transactions: self.cfg.base,
             one_round: false,
             interactive: true,
+            read_many: true,
         }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
@@ -376,7 +377,7 @@ impl TxnClass {
     /// Lock rule 5h: the class once `op` is sent, which may take a long-term lock.
     pub fn with_op(mut self, op: &OpKind) -> Self {
         let access = match op {
-            OpKind::Read { .. } => Access::Read,
+            OpKind::Read { .. } | OpKind::ReadMany { .. } => Access::Read,
             OpKind::Scan { .. } => Access::RangeRead,
             _ => Access::Write,
         };

@@ -353,6 +353,19 @@ impl LockingPartition {
     /// The locks `op` needs, and for a limited scan the end of its narrowed range (if any).
     fn lock_plan(&self, class: &TxnClass, op: &PartOp, store: &MvccStore) -> LockPlan {
         let lock_class = if class.base { LockClass::Alkaline } else { LockClass::Acid };
+        if let OpKind::ReadMany { keys } = &op.kind {
+            // Each key's read lock, as its own read would take it; in key order, each key once.
+            let mut locks = VecDeque::new();
+            if class.isolation.locked(Access::Read) {
+                let mode = LockMode::new(lock_class, Access::Read);
+                let short = class.isolation.short_term(Access::Read);
+                let mut keys: Vec<&Key> = keys.iter().map(|(_, k)| k).collect();
+                keys.sort_unstable();
+                keys.dedup();
+                locks.extend(keys.into_iter().map(|k| (op.table, Target::Key(k.clone()), mode, short)));
+            }
+            return LockPlan { locks, narrowed: None };
+        }
         let mut locked_to = None;
         let (access, target) = match &op.kind {
             OpKind::Read { key, .. } => (Access::Read, Target::Key(key.clone())),
@@ -1577,6 +1590,9 @@ fn execute_op(
     };
     let image = match &op.kind {
         OpKind::Read { key, .. } => return Ok(PartResult::Row(current(buffer, key))),
+        OpKind::ReadMany { keys } => {
+            return Ok(PartResult::Many(keys.iter().map(|(i, k)| (*i, current(buffer, k))).collect()))
+        }
         OpKind::Scan { start, end, limit } => {
             let hi = end.as_ref().map_or(Bound::Unbounded, Bound::Excluded);
             let own: Vec<(Key, Option<Row>)> = buffer

@@ -546,3 +546,42 @@ fn rule5h_a_transaction_is_lock_free_until_its_first_long_term_lock() {
     }
     assert!(!TxnClass::new(Isolation::ReadCommitted, true, 1).lock_free, "BASE transactions are not lock-free");
 }
+
+/// A read of many keys locks each key as its own read would (lock rules 1–3, in key order):
+/// it waits for a writer of any one of them, holds every read lock to the end at serializable
+/// (a writer of any of its keys then waits for it), and answers every key at once, in the
+/// caller's order, with the committed row.
+#[test]
+fn rule1_a_read_of_many_keys_locks_each_key_as_its_read_would() {
+    let mut h = H::new(&[1, 2, 3]);
+    let (w, r, late) = (txn(0, 1), txn(1, 2), txn(0, 3));
+    let update = |k: i64| OpKind::Update {
+        key: key(k),
+        updates: vec![litmus_core::ColumnUpdate::new(1, litmus_core::Formula::Add(Value::Int(5)))],
+    };
+    h.op(w, 0, update(2));
+    let many = OpKind::ReadMany { keys: vec![(0, key(3)), (1, key(9)), (2, key(2)), (3, key(1))] };
+    h.op(r, 0, many);
+    assert!(h.results(r).is_empty(), "r waits for w's write lock on key 2");
+    h.commit(w, 1);
+    let row = |k: i64, v: i64| Some(Row::from(vec![Value::Int(k), Value::Int(v)]));
+    let expected = PartResult::Many(vec![(0, row(3, 100)), (1, None), (2, row(2, 105)), (3, row(1, 100))]);
+    assert_eq!(h.results(r), vec![&Ok(expected)], "every key, in the caller's order, after w committed");
+    assert_eq!(h.p.locks.held(r).len(), 4, "a serializable reader holds a read lock per key (key 9's absence too)");
+    h.op(late, 0, update(1));
+    assert!(h.results(late).is_empty(), "a writer of any of its keys waits for the reader");
+}
+
+/// Lock rule 5h with a read of many keys: at read committed its locks are short-term, so the
+/// transaction stays lock-free, and they are gone once it is answered.
+#[test]
+fn rule5h_a_read_of_many_keys_is_short_term_at_read_committed() {
+    let mut h = H::new(&[1, 2]);
+    let r = txn(0, 1);
+    let many = OpKind::ReadMany { keys: vec![(0, key(2)), (1, key(1))] };
+    assert!(TxnClass::new(Isolation::ReadCommitted, false, 1).with_op(&many).lock_free);
+    assert!(!TxnClass::new(Isolation::Serializable, false, 1).with_op(&many).lock_free);
+    h.rc_op(r, 0, many);
+    assert!(matches!(h.results(r)[..], [Ok(PartResult::Many(ref rows))] if rows.len() == 2), "{:?}", h.results(r));
+    assert!(h.p.locks.held(r).is_empty(), "short-term read locks are released once it is answered");
+}

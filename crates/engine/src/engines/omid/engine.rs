@@ -806,6 +806,11 @@ impl OmidCoordinator {
                 self.send_part(id, id.part, req, ctx);
             }
             OpKind::Write { key, row } => self.put(id, table, key, Some(row), ctx),
+            // Not declared (`Capabilities::read_many`): the coordinator refuses it before this.
+            OpKind::ReadMany { .. } => {
+                let what = "read_many (issue single reads)".into();
+                ctx.op_done(id, Err(InvalidInput::Unsupported { engine: "omid".into(), what }.into()))
+            }
             kind @ (OpKind::Insert { .. } | OpKind::Update { .. } | OpKind::Delete { .. }) => {
                 let key = kind.key().expect("point op").clone();
                 self.read(id, table, key, Then::Write(kind), None, ctx)
