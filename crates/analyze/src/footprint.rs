@@ -33,7 +33,7 @@
 use crate::invariant::{ColRef, Schema};
 use litmus_core::formula::apply_updates;
 use litmus_core::{Catalog, ColumnType, Decimal, Error, Formula, Key, Row, TableSchema, Value};
-use litmus_engine::op::{resolve, OpKind, OpResult};
+use litmus_engine::op::{op_table, resolve, OpKind, OpResult};
 use litmus_engine::procedure::{poll_once, Issued, Procedure};
 use litmus_engine::{Ctx, Op};
 use serde::Serialize;
@@ -422,6 +422,13 @@ impl<'a> Recorder<'a> {
 impl Run<'_> {
     /// Answers one operation like a database that has every row it is asked for (mostly).
     fn answer(&mut self, op: &Op) -> Result<OpResult, Error> {
+        if let Op::WriteMany { writes, .. } = op {
+            resolve(self.catalog, 1, op)?; // refused whole, as the coordinator refuses it
+            for w in writes {
+                self.answer(w)?;
+            }
+            return Ok(OpResult::Done);
+        }
         // Validate as the coordinator would: bad operations get the error a database gives.
         let resolved = resolve(self.catalog, 1, op)?;
         if self.store.is_some() {
@@ -467,6 +474,7 @@ impl Run<'_> {
                 self.note_updates(table, key, updates);
                 Ok(OpResult::Done)
             }
+            Op::WriteMany { .. } => unreachable!("a batch is answered write by write above"),
         }
     }
 
@@ -676,19 +684,6 @@ fn project(kind: &OpKind, row: Row) -> Row {
     match kind {
         OpKind::Read { cols, .. } => cols.project(row),
         _ => row,
-    }
-}
-
-fn op_table(op: &Op) -> &str {
-    match op {
-        Op::Read { table, .. }
-        | Op::ReadColumns { table, .. }
-        | Op::ReadMany { table, .. }
-        | Op::Scan { table, .. }
-        | Op::Write { table, .. }
-        | Op::Insert { table, .. }
-        | Op::Delete { table, .. }
-        | Op::Update { table, .. } => table,
     }
 }
 

@@ -151,6 +151,10 @@ struct Txn {
     /// Next op id of an interactive transaction (never reused, so a late reply to an old op
     /// cannot complete a new one).
     next_op: u32,
+    /// A write sent to several partitions failed on some after it applied on others: the
+    /// transaction can no longer commit (its commit rolls it back with this error), so a failed
+    /// write never half-applies.
+    doomed: Option<Error>,
 }
 
 pub struct Coordinator {
@@ -256,6 +260,7 @@ impl Coordinator {
             last_active: now,
             procedure,
             next_op: 0,
+            doomed: None,
         };
         self.txns.insert(id, txn);
         self.with_engine(now, out, |e, ctx| e.begin(id, &opts, ctx));
@@ -277,7 +282,7 @@ impl Coordinator {
                     Ok(p) => p.clone(),
                     Err(e) => return self.respond(out, from, id, Err(e.into())),
                 };
-                let ctx = Ctx::new().with_read_many(self.cfg.engine.capabilities().read_many);
+                let ctx = Ctx::new().with_batches(self.cfg.engine.capabilities().batches);
                 let opts = TxnOptions {
                     isolation: proc.options.isolation,
                     base: proc.options.base,
@@ -383,12 +388,14 @@ impl Coordinator {
         }
     }
 
-    /// Resolves an operation (`op::resolve`), refusing a read of many keys on an engine that
-    /// does not take it whole (procedures ask `Ctx::read_many`, which falls back to single reads).
+    /// Resolves an operation (`op::resolve`), refusing a read or write of many keys on an engine
+    /// that does not take it whole (procedures ask `Ctx::read_many` and `Ctx::write_many`, which
+    /// fall back to single operations there).
     fn resolve(&self, op: &Op) -> Result<Resolved, Error> {
-        if matches!(op, Op::ReadMany { .. }) && !self.cfg.engine.capabilities().read_many {
+        if matches!(op, Op::ReadMany { .. } | Op::WriteMany { .. }) && !self.cfg.engine.capabilities().batches {
             let engine = self.cfg.engine.name().to_string();
-            return Err(InvalidInput::Unsupported { engine, what: "read_many (issue single reads)".into() }.into());
+            let what = "batched reads and writes (issue single ones)".into();
+            return Err(InvalidInput::Unsupported { engine, what }.into());
         }
         resolve(&self.cfg.catalog, self.cfg.partitions, op)
     }
@@ -438,6 +445,10 @@ impl Coordinator {
     fn finish(&mut self, now: Time, txn: TxnId, outcome: Outcome, out: &mut Effects) {
         let t = self.txns.get_mut(&txn).expect("finish a live txn");
         assert!(t.finishing.is_none(), "{txn} finished twice");
+        let outcome = match (outcome, &t.doomed) {
+            (Outcome::Commit(_), Some(e)) => Outcome::Abort(e.clone()),
+            (outcome, _) => outcome,
+        };
         let commit = matches!(outcome, Outcome::Commit(_));
         t.finishing = Some(outcome);
         if commit {
@@ -519,7 +530,12 @@ impl Coordinator {
         }
         let op = t.ops.remove(&id.op).expect("present");
         let result = match op.error {
-            Some(e) => Err(e),
+            Some(e) => {
+                if op.shape == Shape::Write && !op.results.is_empty() {
+                    t.doomed.get_or_insert_with(|| e.clone());
+                }
+                Err(e)
+            }
             None => Ok(merge(op.shape, op.results)),
         };
         t.last_active = now;
@@ -564,7 +580,7 @@ impl Coordinator {
         let Ok(proc) = self.cfg.registry.get(&name) else {
             panic!("{txn}: procedure {name} to roll forward is not registered");
         };
-        let ctx = Ctx::new().with_read_many(self.cfg.engine.capabilities().read_many);
+        let ctx = Ctx::new().with_batches(self.cfg.engine.capabilities().batches);
         let fut = match self.cfg.registry.start(proc, ctx.clone(), args) {
             Ok(fut) => fut,
             Err(e) => panic!("{txn}: procedure {name} to roll forward cannot start: {e}"),
@@ -665,6 +681,7 @@ impl Machine for Coordinator {
                 last_active: Time::ZERO,
                 procedure: Some((name, args)),
                 next_op: 0,
+                doomed: None,
             };
             self.txns.insert(txn, t);
             self.to_roll_forward.push(txn);

@@ -291,9 +291,11 @@ pub struct Capabilities {
     /// §2) answers their operations with `InvalidInput::Unsupported` naming itself, and the
     /// conformance suite holds it to its guarantee through one-round procedures only.
     pub interactive: bool,
-    /// Takes [`crate::Op::ReadMany`] whole, one request per partition (its partition half
-    /// answers [`crate::op::OpKind::ReadMany`]); otherwise `Ctx::read_many` reads key by key.
-    pub read_many: bool,
+    /// Takes [`crate::Op::ReadMany`] and [`crate::Op::WriteMany`] whole, one request per
+    /// partition (its partition half answers [`crate::op::OpKind::ReadMany`] and
+    /// [`crate::op::OpKind::WriteMany`]); otherwise `Ctx::read_many` and `Ctx::write_many`
+    /// send one operation per key.
+    pub batches: bool,
 }
 
 /// An engine: its two halves, any roles it adds to the cluster, and what it guarantees.

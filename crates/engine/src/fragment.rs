@@ -32,7 +32,7 @@
 //! A fragment never sees time or randomness except through its arguments, so running it again
 //! against the same rows gives the same writes (replicas and recovery rely on it).
 
-use crate::op::{merge, overlay_scan, resolve, write_image, OpKind, OpResult, PartResult, Targets};
+use crate::op::{merge, overlay_scan, resolve, write_image, write_images, OpKind, OpResult, PartResult, Targets};
 use crate::procedure::{poll_once, Ctx, Issued, ProcFuture};
 use litmus_core::{Catalog, Error, InvalidInput, Key, PartitionId, Partitioning, Row, TableId, Timestamp, Value};
 use litmus_storage::mvcc::MvccStore;
@@ -213,12 +213,22 @@ fn local_op(
         OpKind::Read { key, .. } => reads.push((table, Some(key.clone()))),
         OpKind::Scan { .. } => reads.push((table, None)),
         OpKind::ReadMany { keys } => reads.extend(keys.iter().map(|(_, k)| (table, Some(k.clone())))),
+        OpKind::WriteMany { writes } => reads.extend(writes.iter().map(|w| (table, w.key().cloned()))),
         // A write's image depends on the current row (formulas, insert of an existing key).
         kind => reads.push((table, kind.key().cloned())),
     }
     let part = match kind {
         OpKind::Read { key, .. } => PartResult::Row(current(buffer, key)),
         OpKind::ReadMany { keys } => PartResult::Many(keys.iter().map(|(i, k)| (*i, current(buffer, k))).collect()),
+        OpKind::WriteMany { writes } => {
+            let name = || catalog.table(table).map(|t| t.name.clone()).unwrap_or_default();
+            for (key, image) in write_images(writes, |k| current(buffer, k), name)? {
+                if buffer.insert((table, key.clone()), image).is_none() {
+                    order.push((table, key));
+                }
+            }
+            PartResult::Done
+        }
         OpKind::Scan { start, end, limit } => {
             let own: Vec<(Key, Option<Row>)> = buffer
                 .range((table, start.clone())..)

@@ -36,6 +36,13 @@ pub enum Op {
     Delete { table: String, key: Vec<Value> },
     /// Apply formulas to columns of an existing row; fails with `KeyNotFound` if absent.
     Update { table: String, key: Vec<Value>, updates: Vec<(String, Formula)> },
+    /// Point writes (`Write`, `Insert`, `Delete`, `Update`) of one table, applied in order as if
+    /// sent one by one, but in one request per partition holding any of their keys. Each
+    /// partition's share applies whole or not at all: one write that fails (a duplicate key, a
+    /// missing row) fails it with that write's error. Taken natively by engines that declare
+    /// [`crate::Capabilities::batches`]; [`crate::Ctx::write_many`] falls back to single writes
+    /// elsewhere.
+    WriteMany { table: String, writes: Vec<Op> },
 }
 
 impl Op {
@@ -44,7 +51,7 @@ impl Op {
     }
 }
 
-/// Most keys one [`Op::ReadMany`] may name.
+/// Most keys one [`Op::ReadMany`] may name, and most writes one [`Op::WriteMany`] may hold.
 pub const READ_MANY_KEYS_MAX: usize = 4096;
 
 /// A set of a table's columns, one bit per column; column 63 and every later one share the
@@ -134,6 +141,10 @@ pub enum OpKind {
     ReadMany {
         keys: Vec<(u32, Key)>,
     },
+    /// Point writes of the op's table, in order (each a `Write`, `Insert`, `Delete` or `Update`).
+    WriteMany {
+        writes: Vec<OpKind>,
+    },
 }
 
 /// What merging an operation's pieces needs of it ([`merge`]): its shape, without the keys and
@@ -175,7 +186,7 @@ impl OpKind {
             | OpKind::Insert { key, .. }
             | OpKind::Delete { key }
             | OpKind::Update { key, .. } => Some(key),
-            OpKind::Scan { .. } | OpKind::ReadMany { .. } => None,
+            OpKind::Scan { .. } | OpKind::ReadMany { .. } | OpKind::WriteMany { .. } => None,
         }
     }
 }
@@ -205,7 +216,8 @@ pub enum Targets {
     AnyReplica,
     /// A write of a replicated table, or a range read not confined to one partition.
     All,
-    /// An [`OpKind::ReadMany`] over several partitions: the partition of each key, in order.
+    /// An [`OpKind::ReadMany`] or [`OpKind::WriteMany`] over several partitions: the partition
+    /// of each key or write, in order.
     Split(Vec<PartitionId>),
 }
 
@@ -238,15 +250,22 @@ impl Resolved {
         let shape = self.op.kind.shape();
         let parts = self.partitions(partitions, preferred);
         let Resolved { op, targets } = self;
-        if let (Targets::Split(of_key), OpKind::ReadMany { keys }) = (targets, &op.kind) {
-            let mut by_part: std::collections::BTreeMap<PartitionId, Vec<(u32, Key)>> = Default::default();
-            for (p, k) in of_key.into_iter().zip(keys) {
-                by_part.entry(p).or_default().push(k.clone());
+        let table = op.table;
+        let op = match (targets, op.kind) {
+            (Targets::Split(of_key), OpKind::ReadMany { keys }) => {
+                let by_part = group(of_key, keys);
+                return (
+                    shape,
+                    by_part.map(|(p, keys)| (p, PartOp { table, kind: OpKind::ReadMany { keys } })).collect(),
+                );
             }
-            let pieces =
-                by_part.into_iter().map(|(p, keys)| (p, PartOp { table: op.table, kind: OpKind::ReadMany { keys } }));
-            return (shape, pieces.collect());
-        }
+            (Targets::Split(of_write), OpKind::WriteMany { writes }) => {
+                let by_part = group(of_write, writes);
+                let pieces = by_part.map(|(p, writes)| (p, PartOp { table, kind: OpKind::WriteMany { writes } }));
+                return (shape, pieces.collect());
+            }
+            (_, kind) => PartOp { table, kind },
+        };
         let last = parts.len().saturating_sub(1);
         let mut op = Some(op);
         let pieces = parts
@@ -257,6 +276,15 @@ impl Resolved {
             .collect();
         (shape, pieces)
     }
+}
+
+/// `items` grouped by the partition beside each, in partition order, each group in order.
+fn group<T>(parts: Vec<PartitionId>, items: Vec<T>) -> impl Iterator<Item = (PartitionId, Vec<T>)> {
+    let mut by_part: std::collections::BTreeMap<PartitionId, Vec<T>> = Default::default();
+    for (p, item) in parts.into_iter().zip(items) {
+        by_part.entry(p).or_default().push(item);
+    }
+    by_part.into_iter()
 }
 
 /// The row a point write leaves behind, given the row it finds (`current`, `None` if absent):
@@ -283,10 +311,31 @@ pub fn write_image(kind: &OpKind, current: Option<Row>, table: impl FnOnce() -> 
             litmus_core::formula::apply_updates(&mut row, updates)?;
             Ok(Some(row))
         }
-        OpKind::Read { .. } | OpKind::Scan { .. } | OpKind::ReadMany { .. } => {
-            Err(Error::Internal(format!("write_image of a read: {kind:?}")))
+        OpKind::Read { .. } | OpKind::Scan { .. } | OpKind::ReadMany { .. } | OpKind::WriteMany { .. } => {
+            Err(Error::Internal(format!("write_image of a read or a batch: {kind:?}")))
         }
     }
+}
+
+/// The rows an [`OpKind::WriteMany`]'s writes leave behind, in order, each write seeing the
+/// ones before it (`current` gives the row before the batch): `(key, image)` per write, or the
+/// first write's error — then nothing may be applied.
+pub fn write_images(
+    writes: &[OpKind],
+    mut current: impl FnMut(&Key) -> Option<Row>,
+    table: impl Fn() -> String,
+) -> Result<Vec<(Key, Option<Row>)>, Error> {
+    let mut images: Vec<(Key, Option<Row>)> = Vec::with_capacity(writes.len());
+    for w in writes {
+        let key = w.key().ok_or_else(|| Error::Internal(format!("not a point write in a batch: {w:?}")))?;
+        let before = match images.iter().rev().find(|(k, _)| k == key) {
+            Some((_, row)) => row.clone(),
+            None => current(key),
+        };
+        let image = write_image(w, before, &table)?;
+        images.push((key.clone(), image));
+    }
+    Ok(images)
 }
 
 /// A range read over a store overlaid with a transaction's own uncommitted writes (`own`, in
@@ -302,6 +351,21 @@ pub fn overlay_scan(stored: Vec<(Key, Row)>, own: Vec<(Key, Option<Row>)>, limit
         };
     }
     rows.into_iter().take(limit).collect()
+}
+
+/// The table an operation names.
+pub fn op_table(op: &Op) -> &str {
+    match op {
+        Op::Read { table, .. }
+        | Op::ReadColumns { table, .. }
+        | Op::ReadMany { table, .. }
+        | Op::Scan { table, .. }
+        | Op::Write { table, .. }
+        | Op::Insert { table, .. }
+        | Op::Delete { table, .. }
+        | Op::Update { table, .. }
+        | Op::WriteMany { table, .. } => table,
+    }
 }
 
 /// Validates `op` against the catalog and routes it. Never panics on bad input.
@@ -351,6 +415,36 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
                 Some(_) => Targets::Split(of_key.into_iter().map(|p| p.expect("a partitioned table")).collect()),
             };
             Resolved { op: PartOp { table: t.id, kind: OpKind::ReadMany { keys: encoded } }, targets }
+        }
+        Op::WriteMany { table: name, writes } => {
+            if writes.is_empty() || writes.len() > READ_MANY_KEYS_MAX {
+                let what = "writes of a write_many".to_string();
+                let expected = if writes.is_empty() { 1 } else { READ_MANY_KEYS_MAX };
+                return Err(InvalidInput::WrongArity { what, expected, got: writes.len() }.into());
+            }
+            let t = catalog.table_by_name(name)?;
+            let (mut kinds, mut of_write, mut everywhere) = (Vec::with_capacity(writes.len()), vec![], false);
+            for w in writes {
+                let point_write =
+                    matches!(w, Op::Write { .. } | Op::Insert { .. } | Op::Delete { .. } | Op::Update { .. });
+                if !point_write || op_table(w) != name {
+                    let (what, expected) =
+                        ("operation of a write_many".to_string(), format!("a point write of {name:?}"));
+                    return Err(InvalidInput::WrongType { what, expected, got: format!("{w:?}") }.into());
+                }
+                let r = resolve(catalog, partitions, w)?;
+                match r.targets {
+                    Targets::One(p) => of_write.push(p),
+                    _ => everywhere = true, // a replicated table: every copy takes every write
+                }
+                kinds.push(r.op.kind);
+            }
+            let targets = match of_write.first() {
+                _ if everywhere => Targets::All,
+                Some(&first) if of_write.iter().all(|p| *p == first) => Targets::One(first),
+                _ => Targets::Split(of_write),
+            };
+            Resolved { op: PartOp { table: t.id, kind: OpKind::WriteMany { writes: kinds } }, targets }
         }
         Op::Delete { table, key } => {
             let (table, key, targets) = point(table, key)?;
@@ -626,6 +720,69 @@ mod tests {
         ));
         let unknown = resolve(&c, 4, &Op::ReadMany { table: "nope".into(), keys: vec![vec![Value::Int(1)]] });
         assert!(matches!(unknown, Err(Error::Invalid(InvalidInput::UnknownTable(_)))));
+    }
+
+    #[test]
+    fn write_many_goes_to_each_partition_with_its_own_writes_in_order() {
+        let c = catalog();
+        let put = |k: i64| Op::Write { table: "kv".into(), row: vec![Value::Int(k), Value::Int(k)].into() };
+        let bump = |k: i64| Op::Update {
+            table: "kv".into(),
+            key: vec![Value::Int(k)],
+            updates: vec![("v".into(), Formula::Add(Value::Int(1)))],
+        };
+        let op = Op::WriteMany { table: "kv".into(), writes: vec![put(6), put(1), bump(6), bump(5)] };
+        assert!(op.is_write());
+        let r = resolve(&c, 4, &op).unwrap();
+        assert_eq!(r.targets, Targets::Split(vec![PartitionId(2), PartitionId(1), PartitionId(2), PartitionId(1)]));
+        let (shape, pieces) = r.pieces(4, PartitionId(0));
+        assert_eq!(shape, Shape::Write);
+        let sent: Vec<(PartitionId, Vec<&'static str>)> = pieces
+            .iter()
+            .map(|(p, op)| match &op.kind {
+                OpKind::WriteMany { writes } => (
+                    *p,
+                    writes.iter().map(|w| if matches!(w, OpKind::Write { .. }) { "write" } else { "update" }).collect(),
+                ),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(sent, vec![(PartitionId(1), vec!["write", "update"]), (PartitionId(2), vec!["write", "update"])]);
+        // A replicated table's batch goes whole to every copy.
+        let item = |i: i64| Op::Write { table: "item".into(), row: vec![Value::Int(i), "a".into()].into() };
+        let r = resolve(&c, 4, &Op::WriteMany { table: "item".into(), writes: vec![item(1), item(2)] }).unwrap();
+        assert_eq!(r.targets, Targets::All);
+        // Within a batch each write sees the ones before it; one failure fails it whole.
+        let key = Key::ints(&[6]);
+        let kinds = |ops: &[Op]| match resolve(&c, 4, &Op::WriteMany { table: "kv".into(), writes: ops.to_vec() }) {
+            Ok(Resolved { op: PartOp { kind: OpKind::WriteMany { writes }, .. }, .. }) => writes,
+            other => panic!("{other:?}"),
+        };
+        let images = write_images(&kinds(&[put(6), bump(6), bump(6)]), |_| None, || "kv".into()).unwrap();
+        assert_eq!(images.last().unwrap().1, Some(Row::from(vec![Value::Int(6), Value::Int(8)])));
+        let insert = Op::Insert { table: "kv".into(), row: vec![Value::Int(6), Value::Int(0)].into() };
+        let row = Row::from(vec![Value::Int(6), Value::Int(1)]);
+        let err = write_images(&kinds(&[bump(6), insert]), |k| (*k == key).then(|| row.clone()), || "kv".into());
+        assert!(matches!(err, Err(Error::Invalid(InvalidInput::DuplicateKey(_)))), "{err:?}");
+    }
+
+    #[test]
+    fn write_many_refuses_bad_input_with_typed_errors() {
+        let c = catalog();
+        let err = |writes: Vec<Op>| resolve(&c, 4, &Op::WriteMany { table: "kv".into(), writes }).unwrap_err();
+        assert!(matches!(err(vec![]), Error::Invalid(InvalidInput::WrongArity { .. })));
+        let read = Op::Read { table: "kv".into(), key: vec![Value::Int(1)] };
+        assert!(
+            matches!(err(vec![read]), Error::Invalid(InvalidInput::WrongType { .. })),
+            "a read in a batch of writes"
+        );
+        let other = Op::Write { table: "item".into(), row: vec![Value::Int(1), "a".into()].into() };
+        assert!(matches!(err(vec![other]), Error::Invalid(InvalidInput::WrongType { .. })), "another table's write");
+        let bad = Op::Write { table: "kv".into(), row: vec![Value::Int(1)].into() };
+        assert!(
+            matches!(err(vec![bad]), Error::Invalid(InvalidInput::WrongArity { .. })),
+            "a bad write refuses it whole"
+        );
     }
 
     #[test]

@@ -311,8 +311,8 @@ impl Registry {
 #[derive(Debug, Default)]
 pub struct TxnIo {
     next_op: u32,
-    /// The engine takes a read of many keys whole ([`crate::Capabilities::read_many`]).
-    read_many: bool,
+    /// The engine takes reads and writes of many keys whole ([`crate::Capabilities::batches`]).
+    batches: bool,
     issued: Vec<(u32, Issued)>,
     results: BTreeMap<u32, Result<OpResult, Error>>,
 }
@@ -362,10 +362,10 @@ impl Ctx {
         Self::default()
     }
 
-    /// A context whose [`Ctx::read_many`] sends one [`Op::ReadMany`] (`true`: the engine takes
-    /// it whole) or one read per key.
-    pub fn with_read_many(self, read_many: bool) -> Self {
-        self.io().read_many = read_many;
+    /// A context whose [`Ctx::read_many`] and [`Ctx::write_many`] send one [`Op::ReadMany`] or
+    /// [`Op::WriteMany`] per table (`true`: the engine takes them whole) or one op per key.
+    pub fn with_batches(self, batches: bool) -> Self {
+        self.io().batches = batches;
         self
     }
 
@@ -416,14 +416,14 @@ impl Ctx {
 
     /// Point reads of many keys of one table, issued at once; the rows come back in the order
     /// of `keys` (`None`: no such row). On engines that take it whole
-    /// ([`crate::Capabilities::read_many`]) this is one [`Op::ReadMany`] — one request per
+    /// ([`crate::Capabilities::batches`]) this is one [`Op::ReadMany`] — one request per
     /// partition holding any of the keys — and otherwise one read per key; either way it
     /// locks, depends and sees exactly what the single reads would.
     pub async fn read_many(&self, table: &str, keys: &[Vec<Value>]) -> Result<Vec<Option<Row>>, Error> {
         if keys.is_empty() {
             return Ok(vec![]);
         }
-        if self.io().read_many {
+        if self.io().batches {
             return match self.op(Op::ReadMany { table: table.into(), keys: keys.to_vec() }).await? {
                 OpResult::Many(rows) => Ok(rows),
                 other => Err(Error::Internal(format!("read_many returned {other:?}"))),
@@ -435,6 +435,48 @@ impl Ctx {
             rows.push(row_of(read.await?)?);
         }
         Ok(rows)
+    }
+
+    /// Point writes (`Write`, `Insert`, `Delete`, `Update`), issued at once and awaited; the
+    /// first error is returned. On engines that take them whole ([`crate::Capabilities::batches`])
+    /// the writes of each table go as one [`Op::WriteMany`] (one request per partition, in the
+    /// order the tables first appear, each table's writes in their order; a partition's share
+    /// applies whole or not at all), elsewhere one operation each; either way each write locks
+    /// and applies exactly as it would alone.
+    pub async fn write_many(&self, ops: Vec<Op>) -> Result<(), Error> {
+        if let Some(bad) = ops
+            .iter()
+            .find(|op| !matches!(op, Op::Write { .. } | Op::Insert { .. } | Op::Delete { .. } | Op::Update { .. }))
+        {
+            let what = "operation of a write_many".to_string();
+            return Err(
+                InvalidInput::WrongType { what, expected: "a point write".into(), got: format!("{bad:?}") }.into()
+            );
+        }
+        let batches = self.io().batches;
+        let futures: Vec<OpFuture> = if batches {
+            let mut by_table: Vec<(String, Vec<Op>)> = Vec::new();
+            for op in ops {
+                let table = crate::op::op_table(&op);
+                match by_table.iter_mut().find(|(t, _)| t == table) {
+                    Some((_, writes)) => writes.push(op),
+                    None => by_table.push((table.to_string(), vec![op])),
+                }
+            }
+            by_table
+                .into_iter()
+                .map(|(table, mut writes)| match writes.len() {
+                    1 => self.op(writes.pop().expect("one")),
+                    _ => self.op(Op::WriteMany { table, writes }),
+                })
+                .collect()
+        } else {
+            ops.into_iter().map(|op| self.op(op)).collect()
+        };
+        for f in futures {
+            f.await?;
+        }
+        Ok(())
     }
 
     /// `read_columns` as a single-operation alkaline subtransaction (see [`Ctx::alkaline_op`]).

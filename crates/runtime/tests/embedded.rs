@@ -66,12 +66,13 @@ fn procedures_and_interactive_transactions() {
     cluster.shutdown().unwrap();
 }
 
-/// `Op::ReadMany`: on an engine that takes it whole (`acid`), one request per partition
-/// holding any of the keys, answered in the order of the keys; an engine that does not
-/// (`nocc`) refuses it with a typed error naming itself (procedures use `Ctx::read_many`,
-/// which reads key by key there).
+/// `Op::ReadMany` and `Op::WriteMany`: on an engine that takes them whole (`acid`), one
+/// request per partition holding any of the keys, reads answered in the order of the keys and
+/// a partition's writes applied whole or not at all; an engine that does not (`nocc`) refuses
+/// them with a typed error naming itself (procedures use `Ctx::read_many` and
+/// `Ctx::write_many`, which go key by key there).
 #[test]
-fn a_read_of_many_keys_spans_partitions_in_the_callers_order_or_is_refused_by_name() {
+fn reads_and_writes_of_many_keys_span_partitions_or_are_refused_by_name() {
     for engine in [EngineKind::Acid, EngineKind::Nocc] {
         let spec = ClusterSpec { engine, ..spec() };
         let cluster = EmbeddedCluster::start(spec, EmbeddedConfig::default()).unwrap();
@@ -85,7 +86,7 @@ fn a_read_of_many_keys_spans_partitions_in_the_callers_order_or_is_refused_by_na
         };
         let keys = [7, 99, 2, 5].iter().map(|k| vec![Value::Int(*k)]).collect();
         let result = t.request(RequestBody::Op { txn, op: Op::ReadMany { table: "kv".into(), keys } });
-        if engine.capabilities().read_many {
+        if engine.capabilities().batches {
             let row = |k: i64| Some(Row::from(vec![Value::Int(k), Value::Bytes(vec![k as u8].into())]));
             assert_eq!(result.unwrap(), ResponseBody::Op(OpResult::Many(vec![row(7), None, row(2), row(5)])));
             let err = t.request(RequestBody::Op { txn, op: Op::ReadMany { table: "kv".into(), keys: vec![] } });
@@ -98,6 +99,37 @@ fn a_read_of_many_keys_spans_partitions_in_the_callers_order_or_is_refused_by_na
             );
         }
         assert_eq!(t.request(RequestBody::Commit { txn }).unwrap(), ResponseBody::Committed);
+        // Writes of many keys over several partitions (kv key k lives on partition k mod 4).
+        let put =
+            |k: i64| Op::Write { table: "kv".into(), row: vec![Value::Int(k), Value::Bytes(vec![1].into())].into() };
+        let dup7 = Op::Insert { table: "kv".into(), row: vec![Value::Int(7), Value::Bytes(vec![2].into())].into() };
+        let begin = |t: &mut dyn Transport| match t.request(RequestBody::Begin { isolation: Default::default() }) {
+            Ok(ResponseBody::Begun(txn)) => txn,
+            other => panic!("{other:?}"),
+        };
+        let batch = |txn, writes| RequestBody::Op { txn, op: Op::WriteMany { table: "kv".into(), writes } };
+        let got = |t: &mut dyn Transport, k: i64| call(t, "kv_get", vec![Value::Int(k)]).unwrap();
+        let txn = begin(&mut t);
+        if engine.capabilities().batches {
+            // Key 10 applies on partition 2; the insert of 7 fails on partition 3: the error comes
+            // back typed, and the transaction can no longer commit — nothing of it half-applies.
+            let err = t.request(batch(txn, vec![put(10), dup7])).unwrap_err();
+            assert!(matches!(err, Error::Invalid(InvalidInput::DuplicateKey(_))), "{err}");
+            let err = t.request(RequestBody::Commit { txn }).unwrap_err();
+            assert!(matches!(err, Error::Invalid(InvalidInput::DuplicateKey(_))), "its commit rolls back: {err}");
+            assert_eq!(got(&mut t, 10), vec![Value::Null], "key 10 was not written");
+            let txn = begin(&mut t);
+            assert_eq!(t.request(batch(txn, vec![put(12), put(13)])).unwrap(), ResponseBody::Op(OpResult::Done));
+            assert_eq!(t.request(RequestBody::Commit { txn }).unwrap(), ResponseBody::Committed);
+            assert_eq!(got(&mut t, 13), vec![Value::Bytes(vec![1].into())]);
+        } else {
+            let err = t.request(batch(txn, vec![put(12), put(13)])).unwrap_err();
+            assert!(
+                matches!(&err, Error::Invalid(InvalidInput::Unsupported { engine: e, .. }) if e == "nocc"),
+                "{err}"
+            );
+            assert_eq!(t.request(RequestBody::Commit { txn }).unwrap(), ResponseBody::Committed);
+        }
         cluster.shutdown().unwrap();
     }
 }

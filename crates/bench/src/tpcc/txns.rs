@@ -72,13 +72,10 @@ pub(crate) async fn read_many(ctx: &Ctx, table: &str, keys: &[Vec<Value>]) -> Re
     ctx.read_many(table, keys).await
 }
 
-/// Issues all operations at once, then waits for them.
+/// Issues all writes at once (one batch per table where the engine takes batches), then waits
+/// for them.
 pub(crate) async fn run_all(ctx: &Ctx, ops: Vec<Op>) -> Result<(), Error> {
-    let futs: Vec<_> = ops.into_iter().map(|op| ctx.op(op)).collect();
-    for f in futs {
-        f.await?;
-    }
-    Ok(())
+    ctx.write_many(ops).await
 }
 
 pub(crate) fn update_op(table: &str, key: Vec<Value>, updates: &[(&str, Formula)]) -> Op {

@@ -89,7 +89,7 @@ impl EngineDef for NoccEngine {
             base_transactions: false,
             one_round: true,
             interactive: true,
-            read_many: false,
+            batches: false,
         }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {

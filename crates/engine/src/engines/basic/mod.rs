@@ -118,7 +118,7 @@ impl EngineDef for BasicEngine {
             base_transactions: false,
             one_round: false,
             interactive: true,
-            read_many: false,
+            batches: false,
         }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {

@@ -366,7 +366,7 @@ impl BasicPartition {
                 }
                 ItemFormula::Update(updates)
             }
-            OpKind::Read { .. } | OpKind::Scan { .. } | OpKind::ReadMany { .. } => {
+            OpKind::Read { .. } | OpKind::Scan { .. } | OpKind::ReadMany { .. } | OpKind::WriteMany { .. } => {
                 unreachable!("point writes only (checked above)")
             }
         };

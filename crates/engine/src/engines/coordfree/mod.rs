@@ -164,7 +164,7 @@ impl EngineDef for CoordfreeEngine {
             base_transactions: false,
             one_round: false,
             interactive: true,
-            read_many: false,
+            batches: false,
         }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {

@@ -365,7 +365,7 @@ fn rewrite_writes(key: &Key, mut ops: Vec<OpKind>, ids: &[(i64, i64)]) -> (Key, 
                     }
                 }
             }
-            OpKind::Read { .. } | OpKind::Scan { .. } | OpKind::ReadMany { .. } => {}
+            OpKind::Read { .. } | OpKind::Scan { .. } | OpKind::ReadMany { .. } | OpKind::WriteMany { .. } => {}
         }
     }
     (key, ops)

@@ -264,7 +264,7 @@ impl EngineDef for GranolaEngine {
             base_transactions: false,
             one_round: true,
             interactive: false,
-            read_many: false,
+            batches: false,
         }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {

@@ -322,7 +322,7 @@ impl EngineDef for LockingEngine {
             base_transactions: self.cfg.base,
             one_round: false,
             interactive: true,
-            read_many: true,
+            batches: true,
         }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {

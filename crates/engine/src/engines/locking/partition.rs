@@ -8,7 +8,7 @@ use super::{LockingConfig, Record, Reply, Request, TxnClass, Unit, WriteImage};
 use crate::bounded::BoundedSet;
 use crate::engine::{decode_record, PartCtx, PartitionEngine};
 use crate::message::{Addr, Payload, SubOpId};
-use crate::op::{overlay_scan, write_image, ColMask, OpKind, PartOp, PartResult};
+use crate::op::{overlay_scan, write_image, write_images, ColMask, OpKind, PartOp, PartResult};
 use litmus_core::hash::FxHashMap;
 use litmus_core::{AbortReason, Access, Error, Key, NodeId, PartitionId, Row, TableId, Time, Timestamp, TxnId};
 use litmus_storage::mvcc::MvccStore;
@@ -352,8 +352,12 @@ impl LockingPartition {
 
     /// The locks `op` needs, and for a limited scan the end of its narrowed range (if any).
     fn lock_plan(&self, class: &TxnClass, op: &PartOp, store: &MvccStore) -> LockPlan {
+        self.plan_for(class, op.table, &op.kind, store)
+    }
+
+    fn plan_for(&self, class: &TxnClass, table: TableId, kind: &OpKind, store: &MvccStore) -> LockPlan {
         let lock_class = if class.base { LockClass::Alkaline } else { LockClass::Acid };
-        if let OpKind::ReadMany { keys } = &op.kind {
+        if let OpKind::ReadMany { keys } = kind {
             // Each key's read lock, as its own read would take it; in key order, each key once.
             let mut locks = VecDeque::new();
             if class.isolation.locked(Access::Read) {
@@ -362,17 +366,26 @@ impl LockingPartition {
                 let mut keys: Vec<&Key> = keys.iter().map(|(_, k)| k).collect();
                 keys.sort_unstable();
                 keys.dedup();
-                locks.extend(keys.into_iter().map(|k| (op.table, Target::Key(k.clone()), mode, short)));
+                locks.extend(keys.into_iter().map(|k| (table, Target::Key(k.clone()), mode, short)));
+            }
+            return LockPlan { locks, narrowed: None };
+        }
+        if let OpKind::WriteMany { writes } = kind {
+            // Each write's lock, as its own operation would take it, in order (a key written
+            // twice is covered the second time, lock rule 2).
+            let mut locks = VecDeque::new();
+            for w in writes {
+                locks.extend(self.plan_for(class, table, w, store).locks);
             }
             return LockPlan { locks, narrowed: None };
         }
         let mut locked_to = None;
-        let (access, target) = match &op.kind {
+        let (access, target) = match kind {
             OpKind::Read { key, .. } => (Access::Read, Target::Key(key.clone())),
             OpKind::Scan { start, end, limit } => {
                 // The guess costs a store scan: only where a range lock is taken at all.
                 if class.isolation.locked(Access::RangeRead) {
-                    locked_to = narrowed_scan_range(store, op.table, start, end.as_ref(), *limit);
+                    locked_to = narrowed_scan_range(store, table, start, end.as_ref(), *limit);
                 }
                 let end = locked_to.clone().or_else(|| end.clone());
                 (Access::RangeRead, Target::Range { start: start.clone(), end })
@@ -385,19 +398,19 @@ impl LockingPartition {
         }
         let short = class.isolation.short_term(access);
         // Rule 6a per column: a BASE lock covers the columns its operation reads or writes.
-        let cols = match &op.kind {
+        let cols = match kind {
             _ if lock_class == LockClass::Acid => ColMask::ALL,
             OpKind::Read { cols, .. } => *cols,
             OpKind::Update { updates, .. } => ColMask::of(updates.iter().map(|u| u.column)),
             _ => ColMask::ALL,
         };
         let mode = LockMode::new(lock_class, access).on(cols);
-        if let (Some(_), OpKind::Scan { start, .. }) = (&locked_to, &op.kind) {
-            if let Some(head) = self.queue_head(op.table, mode, short, start) {
+        if let (Some(_), OpKind::Scan { start, .. }) = (&locked_to, kind) {
+            if let Some(head) = self.queue_head(table, mode, short, start) {
                 locks.push_back(head);
             }
         }
-        locks.push_back((op.table, target, mode, short));
+        locks.push_back((table, target, mode, short));
         LockPlan { locks, narrowed: locked_to.map(|locked_to| Narrowed { locked_to, mode, short }) }
     }
 
@@ -1592,6 +1605,15 @@ fn execute_op(
         OpKind::Read { key, .. } => return Ok(PartResult::Row(current(buffer, key))),
         OpKind::ReadMany { keys } => {
             return Ok(PartResult::Many(keys.iter().map(|(i, k)| (*i, current(buffer, k))).collect()))
+        }
+        OpKind::WriteMany { writes: batch } => {
+            // All or nothing: computed first, applied only if every write succeeds.
+            let images = write_images(batch, |k| current(buffer, k), || table_name.to_string())?;
+            for (key, image) in images {
+                buffer.insert((table, key.clone()), image.clone());
+                writes.push(WriteImage { table, key, row: image });
+            }
+            return Ok(PartResult::Done);
         }
         OpKind::Scan { start, end, limit } => {
             let hi = end.as_ref().map_or(Bound::Unbounded, Bound::Excluded);

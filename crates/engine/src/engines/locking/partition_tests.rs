@@ -585,3 +585,34 @@ fn rule5h_a_read_of_many_keys_is_short_term_at_read_committed() {
     assert!(matches!(h.results(r)[..], [Ok(PartResult::Many(ref rows))] if rows.len() == 2), "{:?}", h.results(r));
     assert!(h.p.locks.held(r).is_empty(), "short-term read locks are released once it is answered");
 }
+
+/// A batch of writes locks each key as its own write would (lock rule 1: a reader of any of
+/// them waits for it) and applies whole or not at all: one write that fails (here an insert
+/// of an existing key) fails the batch, and the transaction's own later read sees none of it.
+#[test]
+fn rule1_a_batch_of_writes_locks_each_key_and_applies_whole_or_not_at_all() {
+    let mut h = H::new(&[1, 2, 3]);
+    let (w, r) = (txn(0, 1), txn(1, 2));
+    let bump = |k: i64| OpKind::Update {
+        key: key(k),
+        updates: vec![litmus_core::ColumnUpdate::new(1, litmus_core::Formula::Add(Value::Int(5)))],
+    };
+    let insert = |k: i64| OpKind::Insert { key: key(k), row: Row::from(vec![Value::Int(k), Value::Int(0)]) };
+    h.op(w, 0, OpKind::WriteMany { writes: vec![bump(1), bump(3), insert(2)] });
+    assert!(
+        matches!(h.results(w)[..], [Err(Error::Invalid(litmus_core::InvalidInput::DuplicateKey(_)))]),
+        "the insert of 2 fails the batch: {:?}",
+        h.results(w)
+    );
+    h.op(w, 1, OpKind::ReadMany { keys: vec![(0, key(1)), (1, key(3))] });
+    let unchanged = |k: i64| Some(Row::from(vec![Value::Int(k), Value::Int(100)]));
+    assert_eq!(h.results(w)[1], &Ok(PartResult::Many(vec![(0, unchanged(1)), (1, unchanged(3))])), "nothing applied");
+    h.op(w, 2, OpKind::WriteMany { writes: vec![bump(1), bump(3), bump(3), insert(4)] });
+    assert_eq!(h.results(w)[2], &Ok(PartResult::Done));
+    h.op(r, 0, OpKind::Read { key: key(3), cols: ColMask::ALL });
+    assert!(h.results(r).is_empty(), "a reader of a key in the batch waits for its writer");
+    h.commit(w, 3);
+    let row = |k: i64, v: i64| Some(Row::from(vec![Value::Int(k), Value::Int(v)]));
+    assert_eq!(h.results(r), vec![&Ok(PartResult::Row(row(3, 110)))], "each write saw the one before it");
+    assert_eq!(h.store.latest(h.table, &key(4)).and_then(|(_, r)| r.cloned()), row(4, 0));
+}

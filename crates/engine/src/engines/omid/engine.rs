@@ -807,8 +807,8 @@ impl OmidCoordinator {
             }
             OpKind::Write { key, row } => self.put(id, table, key, Some(row), ctx),
             // Not declared (`Capabilities::read_many`): the coordinator refuses it before this.
-            OpKind::ReadMany { .. } => {
-                let what = "read_many (issue single reads)".into();
+            OpKind::ReadMany { .. } | OpKind::WriteMany { .. } => {
+                let what = "batched reads and writes (issue single ones)".into();
                 ctx.op_done(id, Err(InvalidInput::Unsupported { engine: "omid".into(), what }.into()))
             }
             kind @ (OpKind::Insert { .. } | OpKind::Update { .. } | OpKind::Delete { .. }) => {

@@ -319,7 +319,7 @@ impl EngineDef for OmidEngine {
             base_transactions: false,
             one_round: false,
             interactive: true,
-            read_many: false,
+            batches: false,
         }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
