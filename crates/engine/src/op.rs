@@ -52,7 +52,7 @@ impl Op {
 }
 
 /// Most keys one [`Op::ReadMany`] may name, and most writes one [`Op::WriteMany`] may hold.
-pub const READ_MANY_KEYS_MAX: usize = 4096;
+pub const BATCH_LEN_MAX: usize = 4096;
 
 /// A set of a table's columns, one bit per column; column 63 and every later one share the
 /// last bit, so a set naming one of them stands for all of them (a superset: sound for
@@ -353,6 +353,15 @@ pub fn overlay_scan(stored: Vec<(Key, Row)>, own: Vec<(Key, Option<Row>)>, limit
     rows.into_iter().take(limit).collect()
 }
 
+/// A batch holds 1 to [`BATCH_LEN_MAX`] keys or writes.
+fn check_batch_len(what: &str, len: usize) -> Result<(), InvalidInput> {
+    if (1..=BATCH_LEN_MAX).contains(&len) {
+        return Ok(());
+    }
+    let expected = if len == 0 { 1 } else { BATCH_LEN_MAX };
+    Err(InvalidInput::WrongArity { what: what.into(), expected, got: len })
+}
+
 /// The table an operation names.
 pub fn op_table(op: &Op) -> &str {
     match op {
@@ -396,11 +405,7 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
             Resolved { op: PartOp { table, kind: OpKind::Read { key, cols } }, targets }
         }
         Op::ReadMany { table: name, keys } => {
-            if keys.is_empty() || keys.len() > READ_MANY_KEYS_MAX {
-                let what = "keys of a read_many".to_string();
-                let expected = if keys.is_empty() { 1 } else { READ_MANY_KEYS_MAX };
-                return Err(InvalidInput::WrongArity { what, expected, got: keys.len() }.into());
-            }
+            check_batch_len("keys of a read_many", keys.len())?;
             let t = catalog.table_by_name(name)?;
             let mut encoded = Vec::with_capacity(keys.len());
             let mut of_key = Vec::with_capacity(keys.len());
@@ -417,11 +422,7 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
             Resolved { op: PartOp { table: t.id, kind: OpKind::ReadMany { keys: encoded } }, targets }
         }
         Op::WriteMany { table: name, writes } => {
-            if writes.is_empty() || writes.len() > READ_MANY_KEYS_MAX {
-                let what = "writes of a write_many".to_string();
-                let expected = if writes.is_empty() { 1 } else { READ_MANY_KEYS_MAX };
-                return Err(InvalidInput::WrongArity { what, expected, got: writes.len() }.into());
-            }
+            check_batch_len("writes of a write_many", writes.len())?;
             let t = catalog.table_by_name(name)?;
             let (mut kinds, mut of_write, mut everywhere) = (Vec::with_capacity(writes.len()), vec![], false);
             for w in writes {
@@ -710,7 +711,7 @@ mod tests {
         let err = |keys: Vec<Vec<Value>>| resolve(&c, 4, &Op::ReadMany { table: "kv".into(), keys }).unwrap_err();
         assert!(matches!(err(vec![]), Error::Invalid(InvalidInput::WrongArity { .. })));
         assert!(matches!(
-            err(vec![vec![Value::Int(1)]; READ_MANY_KEYS_MAX + 1]),
+            err(vec![vec![Value::Int(1)]; BATCH_LEN_MAX + 1]),
             Error::Invalid(InvalidInput::WrongArity { .. })
         ));
         // One bad key refuses the whole operation.
