@@ -153,8 +153,12 @@ struct Txn {
     next_op: u32,
     /// A write sent to several partitions failed on some after it applied on others: the
     /// transaction can no longer commit (its commit rolls it back with this error), so a failed
-    /// write never half-applies.
+    /// write never half-applies. Not for BASE transactions: their engine rolls back the
+    /// subtransaction an operation failed in (Salt's alkaline subtransactions), and an accepted
+    /// one must not be aborted.
     doomed: Option<Error>,
+    /// Runs as a BASE transaction (the procedure is BASE and the engine has them).
+    base: bool,
 }
 
 pub struct Coordinator {
@@ -251,6 +255,7 @@ impl Coordinator {
         self.next_seq += 1;
         let id = TxnId { node: self.cfg.node, epoch: self.epoch, seq: self.next_seq };
         let procedure = opts.procedure.clone();
+        let base = opts.base && self.cfg.engine.capabilities().base_transactions;
         let txn = Txn {
             client,
             request,
@@ -261,6 +266,7 @@ impl Coordinator {
             procedure,
             next_op: 0,
             doomed: None,
+            base,
         };
         self.txns.insert(id, txn);
         self.with_engine(now, out, |e, ctx| e.begin(id, &opts, ctx));
@@ -531,7 +537,7 @@ impl Coordinator {
         let op = t.ops.remove(&id.op).expect("present");
         let result = match op.error {
             Some(e) => {
-                if op.shape == Shape::Write && !op.results.is_empty() {
+                if op.shape == Shape::Write && !op.results.is_empty() && !t.base {
                     t.doomed.get_or_insert_with(|| e.clone());
                 }
                 Err(e)
@@ -682,6 +688,7 @@ impl Machine for Coordinator {
                 procedure: Some((name, args)),
                 next_op: 0,
                 doomed: None,
+                base: true, // only BASE transactions are rolled forward
             };
             self.txns.insert(txn, t);
             self.to_roll_forward.push(txn);

@@ -230,17 +230,7 @@ pub struct Resolved {
 impl Resolved {
     /// The concrete partitions to contact; `preferred` picks the copy of a replicated read.
     pub fn partitions(&self, partitions: u32, preferred: PartitionId) -> Vec<PartitionId> {
-        match &self.targets {
-            Targets::One(p) => vec![*p],
-            Targets::AnyReplica => vec![preferred],
-            Targets::All => (0..partitions).map(PartitionId).collect(),
-            Targets::Split(parts) => {
-                let mut parts = parts.clone();
-                parts.sort_unstable();
-                parts.dedup();
-                parts
-            }
-        }
+        self.targets.partitions(partitions, preferred)
     }
 
     /// The operation each target partition is sent, in partition order, and the shape its
@@ -248,10 +238,9 @@ impl Resolved {
     /// whole to every target.
     pub fn pieces(self, partitions: u32, preferred: PartitionId) -> (Shape, Vec<(PartitionId, PartOp)>) {
         let shape = self.op.kind.shape();
-        let parts = self.partitions(partitions, preferred);
         let Resolved { op, targets } = self;
         let table = op.table;
-        let op = match (targets, op.kind) {
+        let (op, parts) = match (targets, op.kind) {
             (Targets::Split(of_key), OpKind::ReadMany { keys }) => {
                 let by_part = group(of_key, keys);
                 return (
@@ -264,7 +253,7 @@ impl Resolved {
                 let pieces = by_part.map(|(p, writes)| (p, PartOp { table, kind: OpKind::WriteMany { writes } }));
                 return (shape, pieces.collect());
             }
-            (_, kind) => PartOp { table, kind },
+            (targets, kind) => (PartOp { table, kind }, targets.partitions(partitions, preferred)),
         };
         let last = parts.len().saturating_sub(1);
         let mut op = Some(op);
@@ -275,6 +264,23 @@ impl Resolved {
             .map(|(i, p)| (p, if i == last { op.take().expect("taken once") } else { op.clone().expect("present") }))
             .collect();
         (shape, pieces)
+    }
+}
+
+impl Targets {
+    /// The partitions these targets name, in partition order, each once.
+    pub fn partitions(&self, partitions: u32, preferred: PartitionId) -> Vec<PartitionId> {
+        match self {
+            Targets::One(p) => vec![*p],
+            Targets::AnyReplica => vec![preferred],
+            Targets::All => (0..partitions).map(PartitionId).collect(),
+            Targets::Split(parts) => {
+                let mut parts = parts.clone();
+                parts.sort_unstable();
+                parts.dedup();
+                parts
+            }
+        }
     }
 }
 
@@ -326,13 +332,16 @@ pub fn write_images(
     table: impl Fn() -> String,
 ) -> Result<Vec<(Key, Option<Row>)>, Error> {
     let mut images: Vec<(Key, Option<Row>)> = Vec::with_capacity(writes.len());
+    // The latest image of each key written so far: a batch may hold thousands of writes.
+    let mut latest: litmus_core::hash::FxHashMap<&Key, usize> = Default::default();
     for w in writes {
         let key = w.key().ok_or_else(|| Error::Internal(format!("not a point write in a batch: {w:?}")))?;
-        let before = match images.iter().rev().find(|(k, _)| k == key) {
-            Some((_, row)) => row.clone(),
+        let before = match latest.get(key) {
+            Some(&i) => images[i].1.clone(),
             None => current(key),
         };
         let image = write_image(w, before, &table)?;
+        latest.insert(key, images.len());
         images.push((key.clone(), image));
     }
     Ok(images)

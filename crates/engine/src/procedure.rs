@@ -440,9 +440,11 @@ impl Ctx {
     /// Point writes (`Write`, `Insert`, `Delete`, `Update`), issued at once and awaited; the
     /// first error is returned. On engines that take them whole ([`crate::Capabilities::batches`])
     /// the writes of each table go as one [`Op::WriteMany`] (one request per partition, in the
-    /// order the tables first appear, each table's writes in their order; a partition's share
-    /// applies whole or not at all), elsewhere one operation each; either way each write locks
-    /// and applies exactly as it would alone.
+    /// order the tables first appear, each table's writes in their order), elsewhere one
+    /// operation each. Either way each write takes the locks it would take alone; where a write
+    /// fails, a batch applies none of its partition's share, and single writes apply the others
+    /// — so a caller that goes on after an error should roll back (procedures that return the
+    /// error do).
     pub async fn write_many(&self, ops: Vec<Op>) -> Result<(), Error> {
         if let Some(bad) = ops
             .iter()
