@@ -173,10 +173,9 @@ pub fn apply_updates(row: &mut [Value], updates: &[ColumnUpdate]) -> Result<(), 
 mod tests {
     use super::*;
     use crate::value::Decimal;
-    use std::collections::BTreeSet;
 
     fn set(xs: &[i64]) -> Value {
-        Value::Set(xs.iter().map(|&x| Value::Int(x)).collect::<BTreeSet<_>>())
+        Value::set(xs.iter().map(|&x| Value::Int(x)))
     }
 
     #[test]

@@ -349,7 +349,7 @@ pub mod chains {
     fn chain_row(k: &Value, tags: &[i64]) -> Vec<Value> {
         let tags = &tags[tags.len().saturating_sub(PROVENANCE_MAX)..];
         let s: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
-        let set = Value::Set(tags.iter().map(|t| Value::Int(*t)).collect());
+        let set = Value::set(tags.iter().map(|t| Value::Int(*t)));
         vec![k.clone(), Value::Bytes(s.join(",").into_bytes().into()), set]
     }
 
