@@ -89,6 +89,7 @@ use litmus_core::hash::FxHashMap;
 use litmus_core::{Key, Row, TableId, Timestamp};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
+use smallvec::{smallvec, SmallVec};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -106,8 +107,10 @@ struct Version {
     row: Option<Row>,
 }
 
-/// The versions of one key: non-empty, strictly ascending by `ts`. Usually one or two entries.
-type Versions = Vec<Version>;
+/// The versions of one key: non-empty, strictly ascending by `ts`. Usually one entry, held
+/// inline in the key's slot: a vector's own allocation per key cost a `malloc`, 32 bytes and a
+/// pointer chase on every read.
+type Versions = SmallVec<[Version; 1]>;
 
 /// Where a key's versions live in its table's [`Table::slots`].
 type Slot = u32;
@@ -156,7 +159,7 @@ impl Table {
     fn remove(&mut self, key: &Key) {
         let Some(slot) = self.rows.remove(key) else { return };
         self.order.remove(key);
-        self.slots[slot as usize] = Vec::new();
+        self.slots[slot as usize] = Versions::new();
         self.free.push(slot);
     }
 
@@ -411,7 +414,7 @@ impl MvccStore {
             None => {
                 self.key_count += 1;
                 self.version_count += 1;
-                t.insert_new(key, vec![Version { ts, row }]);
+                t.insert_new(key, smallvec![Version { ts, row }]);
             }
         }
         assert!(self.version_count >= self.key_count);
@@ -439,7 +442,7 @@ impl MvccStore {
             }
             self.key_count += 1;
             self.version_count += 1;
-            t.insert_new(key, vec![Version { ts, row }]);
+            t.insert_new(key, smallvec![Version { ts, row }]);
             return;
         };
         let previous = versions.last().map(|v| v.ts).filter(|&p| p != ts);
@@ -553,7 +556,7 @@ impl MvccStore {
             )));
         }
         let key_count = repr.tables.values().map(BTreeMap::len).sum();
-        let version_count = repr.tables.values().flat_map(BTreeMap::values).map(Vec::len).sum();
+        let version_count = repr.tables.values().flat_map(BTreeMap::values).map(|v| v.len()).sum();
         let tables = repr.tables.into_iter().map(|(id, by_key)| (id, Table::from(by_key))).collect();
         let store = MvccStore { tables, key_count, version_count };
         store.check_invariants().map_err(|m| StorageError::Corrupt(format!("mvcc snapshot: {m}")))?;
@@ -908,7 +911,7 @@ mod tests {
                 T,
                 Table::from(BTreeMap::from([(
                     k(1),
-                    vec![Version { ts: ts(1), row: None }, Version { ts: ts(1), row: None }],
+                    smallvec![Version { ts: ts(1), row: None }, Version { ts: ts(1), row: None }],
                 )])),
             )]),
         })
@@ -916,7 +919,7 @@ mod tests {
         assert!(matches!(MvccStore::decode_snapshot(&bad), Err(StorageError::Corrupt(_))));
         let empty_versions = postcard::to_allocvec(&SnapshotRef {
             format: SNAPSHOT_FORMAT,
-            tables: &BTreeMap::from([(T, Table::from(BTreeMap::from([(k(1), vec![])])))]),
+            tables: &BTreeMap::from([(T, Table::from(BTreeMap::from([(k(1), smallvec![])])))]),
         })
         .unwrap();
         assert!(matches!(MvccStore::decode_snapshot(&empty_versions), Err(StorageError::Corrupt(_))));
