@@ -255,6 +255,7 @@ use crate::op::ColMask;
 use litmus_core::hash::{FxHashMap, FxHashSet};
 use litmus_core::{AbortReason, Access, Key, PartitionId, TableId, TxnId};
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Most locks and waiting requests on one key.
@@ -277,14 +278,16 @@ pub const DEADLOCK_SEARCH_MAX: usize = 64;
 /// descended it: comparing keys was ~5% of an acid TPC-C run (issue 13).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct PointQueues {
-    queues: FxHashMap<TableId, FxHashMap<Key, Vec<u64>>>,
+    /// A key's queue holds its first two ids inline: most keys are locked by one transaction
+    /// at a time, and a vector per locked key was an allocation per lock.
+    queues: FxHashMap<TableId, FxHashMap<Key, SmallVec<[u64; 2]>>>,
     /// The keys of `queues[table]`, in order, for the tables that have had a range lock.
     ordered: FxHashMap<TableId, BTreeSet<Key>>,
 }
 
 impl PointQueues {
     fn get(&self, table: TableId, key: &Key) -> Option<&[u64]> {
-        self.queues.get(&table)?.get(key).map(Vec::as_slice)
+        self.queues.get(&table)?.get(key).map(|q| q.as_slice())
     }
 
     fn push(&mut self, table: TableId, key: &Key, id: u64) {
@@ -292,7 +295,7 @@ impl PointQueues {
         match keys.get_mut(key) {
             Some(queue) => queue.push(id),
             None => {
-                keys.insert(key.clone(), vec![id]);
+                keys.insert(key.clone(), smallvec::smallvec![id]);
                 if let Some(ordered) = self.ordered.get_mut(&table) {
                     ordered.insert(key.clone());
                 }
@@ -303,7 +306,7 @@ impl PointQueues {
     fn remove(&mut self, table: TableId, key: &Key, id: u64) {
         let keys = self.queues.get_mut(&table).expect("an entry is in its queue");
         let queue = keys.get_mut(key).expect("an entry is in its queue");
-        queue.retain(|&x| x != id);
+        queue.retain(|x| *x != id);
         if queue.is_empty() {
             keys.remove(key);
             if let Some(ordered) = self.ordered.get_mut(&table) {
@@ -1542,7 +1545,7 @@ impl LockManager {
 
     /// Frees lock `id` and, cascading, every releasing lock that was waiting only for it.
     fn free(&mut self, id: u64, touched: &mut Vec<(TableId, Target)>) {
-        let mut work = vec![id];
+        let mut work: SmallVec<[u64; 4]> = smallvec::smallvec![id];
         while let Some(id) = work.pop() {
             let e = self.unlink(id);
             assert!(e.is_held() && e.pending == 0, "rule 6: a lock is freed only when its dependencies are");
@@ -1600,6 +1603,9 @@ impl LockManager {
     /// number on (a cancelled request could block only those queued after it; a hot key's
     /// whole queue re-examined after every abort was the simulator's largest cost).
     fn wake_from(&mut self, touched: Vec<(TableId, Target, u64)>) -> Vec<Grant> {
+        if self.waiting.is_empty() {
+            return Vec::new(); // no one to wake (the usual case), so no queue to look up
+        }
         let mut candidates = BTreeSet::new();
         for (table, target, from) in &touched {
             self.add_waiters(*table, target, *from, &mut candidates);
