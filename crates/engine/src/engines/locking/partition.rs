@@ -4,7 +4,7 @@
 use super::lock::{
     Decision, Grant, HeldLock, HeldLockView, LockClass, LockDelta, LockManager, LockMode, Owner, RemoteDep, Target,
 };
-use super::{LockingConfig, Record, Reply, Request, TxnClass, Unit, WriteImage};
+use super::{LockingConfig, LoggedImage, LoggedWrite, Record, Reply, Request, TxnClass, Unit, WriteImage};
 use crate::bounded::BoundedSet;
 use crate::engine::{decode_record, PartCtx, PartitionEngine};
 use crate::message::{Addr, Payload, SubOpId};
@@ -1244,9 +1244,40 @@ impl LockingPartition {
         results: Vec<(u32, PartResult)>,
         ctx: &mut PartCtx,
     ) {
-        let record = Record::Commit { unit, writes, saline, results };
+        // Each write is logged as it changes the row the writes before it left, then applied,
+        // so that replaying the record in order rebuilds the same rows (`apply_record`).
+        let mut logged = Vec::with_capacity(writes.len());
+        for w in writes {
+            let before = ctx.store.latest(w.table, &w.key).and_then(|(_, row)| row);
+            let image = LoggedImage::between(before, &w.row);
+            self.install(w.table, w.key.clone(), w.row, ctx.store);
+            logged.push(LoggedWrite { table: w.table, key: w.key, image });
+        }
+        let record = Record::CommitColumns { unit, writes: logged, saline, results };
         ctx.log(&record);
-        self.apply_record(record, ctx.store);
+        if let Record::CommitColumns { unit, saline, results, .. } = record {
+            self.committed(unit, saline, results);
+        }
+    }
+
+    /// Installs a committed write at the next commit timestamp.
+    fn install(&mut self, table: TableId, key: Key, row: Option<Row>, store: &mut MvccStore) {
+        self.state.last_ts = self.state.last_ts.next();
+        store.replace_latest(table, key, self.state.last_ts, row);
+    }
+
+    /// What a unit's commit record says besides its writes.
+    fn committed(&mut self, unit: Unit, saline: LockList, results: Vec<(u32, PartResult)>) {
+        self.state.in_doubt.remove(&unit);
+        self.state.pending.remove(&unit);
+        if unit.sub > 0 {
+            // The durable saline set changes: the next `Locked` record walks all locks.
+            self.locks_followed.remove(&unit.txn);
+            self.state.committed.insert(unit, results);
+            self.state.saline.insert(unit.txn, saline);
+        } else {
+            self.state.acid_committed.insert(unit.txn);
+        }
     }
 
     /// `ops`: see `Request::Commit` (`None`: a logged decision, never refused).
@@ -1472,19 +1503,17 @@ impl LockingPartition {
         match record {
             Record::Commit { unit, writes, saline, results } => {
                 for w in writes {
-                    self.state.last_ts = self.state.last_ts.next();
-                    store.replace_latest(w.table, w.key, self.state.last_ts, w.row);
+                    self.install(w.table, w.key, w.row, store);
                 }
-                self.state.in_doubt.remove(&unit);
-                self.state.pending.remove(&unit);
-                if unit.sub > 0 {
-                    // The durable saline set changes: the next `Locked` record walks all locks.
-                    self.locks_followed.remove(&unit.txn);
-                    self.state.committed.insert(unit, results);
-                    self.state.saline.insert(unit.txn, saline);
-                } else {
-                    self.state.acid_committed.insert(unit.txn);
+                self.committed(unit, saline, results);
+            }
+            Record::CommitColumns { unit, writes, saline, results } => {
+                for w in writes {
+                    let before = store.latest(w.table, &w.key).and_then(|(_, row)| row);
+                    let row = w.image.resolve(before).expect("a logged column image follows the row it changed");
+                    self.install(w.table, w.key, row, store);
                 }
+                self.committed(unit, saline, results);
             }
             Record::Prepared { unit, coordinator, locks } => {
                 self.state.in_doubt.insert(unit, (coordinator, locks));
