@@ -159,6 +159,11 @@ struct Txn {
     doomed: Option<Error>,
     /// Runs as a BASE transaction (the procedure is BASE and the engine has them).
     base: bool,
+    /// The partition of the transaction's first operation on a partitioned table: its reads of
+    /// a replicated table go there, a partition it uses already, rather than to this node's
+    /// preferred one (a TPC-C New-Order whose warehouse is not on its node's first partition
+    /// read its items from a second participant, and paid two-phase commit for it).
+    home: Option<PartitionId>,
 }
 
 pub struct Coordinator {
@@ -266,6 +271,7 @@ impl Coordinator {
             procedure,
             next_op: 0,
             doomed: None,
+            home: None,
             base,
         };
         self.txns.insert(id, txn);
@@ -378,9 +384,12 @@ impl Coordinator {
         alkaline: bool,
         out: &mut Effects,
     ) {
-        let (shape, pieces) = resolved.pieces(self.cfg.partitions, self.cfg.preferred);
-        assert!(!pieces.is_empty());
         let t = self.txns.get_mut(&txn).expect("dispatch to a live txn");
+        if let (None, crate::op::Targets::One(p)) = (t.home, &resolved.targets) {
+            t.home = Some(*p);
+        }
+        let (shape, pieces) = resolved.pieces(self.cfg.partitions, t.home.unwrap_or(self.cfg.preferred));
+        assert!(!pieces.is_empty());
         let waiting = pieces.iter().map(|(p, _)| *p).collect();
         let pending = Box::new(PendingOp { shape, waiting, results: vec![], error: None, reply });
         assert!(t.ops.insert(op_id, pending).is_none(), "op id reused");
@@ -688,6 +697,7 @@ impl Machine for Coordinator {
                 procedure: Some((name, args)),
                 next_op: 0,
                 doomed: None,
+                home: None,
                 base: true, // only BASE transactions are rolled forward
             };
             self.txns.insert(txn, t);

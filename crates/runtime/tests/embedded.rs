@@ -196,3 +196,43 @@ fn restart_recovers_acknowledged_writes_from_the_wal() {
     }
     cluster.shutdown().unwrap();
 }
+
+/// A read of a replicated table goes to a partition the transaction already uses (its first
+/// partition), not to the coordinator node's preferred one: a transaction on one partition that
+/// also reads a replicated table stays on one partition and commits in one phase. The extra
+/// read costs its own round trip and nothing more, whichever partition the transaction is on.
+#[test]
+fn a_replicated_read_goes_to_a_partition_the_transaction_already_uses() {
+    use litmus_core::{Column, ColumnType, Partitioning, TableSchema};
+    let mut catalog = builtin::catalog();
+    let columns = vec![Column::new("i", ColumnType::Int), Column::new("v", ColumnType::Int)];
+    catalog.add(TableSchema::new("items", columns, &["i"], Partitioning::Replicated));
+    let spec = ClusterSpec { engine: EngineKind::Acid, catalog: Arc::new(catalog), ..spec() };
+    let cluster = EmbeddedCluster::start(spec, EmbeddedConfig::default()).unwrap();
+    let mut t = cluster.transport();
+    // Messages routed while one transaction reads kv key `k` (on partition k mod 4), and then
+    // an item if `item`.
+    let mut run = |k: i64, item: bool| {
+        let before = cluster.messages_total();
+        let txn = match t.request(RequestBody::Begin { isolation: Default::default() }).unwrap() {
+            ResponseBody::Begun(txn) => txn,
+            other => panic!("{other:?}"),
+        };
+        t.request(RequestBody::Op { txn, op: Op::Read { table: "kv".into(), key: vec![Value::Int(k)] } }).unwrap();
+        if item {
+            t.request(RequestBody::Op { txn, op: Op::Read { table: "items".into(), key: vec![Value::Int(1)] } })
+                .unwrap();
+        }
+        assert_eq!(t.request(RequestBody::Commit { txn }).unwrap(), ResponseBody::Committed);
+        cluster.messages_total() - before
+    };
+    for k in 0..4 {
+        // The fewest of a few runs: the cluster's first transactions also carry its start-up
+        // messages (epoch announcements).
+        let (alone, with_item) = (0..4)
+            .map(|_| (run(k, false), run(k, true)))
+            .fold((u64::MAX, u64::MAX), |m, r| (m.0.min(r.0), m.1.min(r.1)));
+        assert_eq!(with_item, alone + 4, "kv key {k}: the item read adds its round trip only");
+    }
+    cluster.shutdown().unwrap();
+}
