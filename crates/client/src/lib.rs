@@ -166,19 +166,24 @@ impl Transaction<'_> {
     /// Point reads of many keys of one table, in the order of `keys` (`None`: no such row). On
     /// an engine that takes `Op::ReadMany` whole this is one round trip; an engine that does
     /// not refuses it (`InvalidInput::Unsupported`, nothing read) and the keys are read one by
-    /// one instead.
+    /// one instead. More keys than one operation may name (`op::BATCH_LEN_MAX`) go as several.
     pub fn read_many(&mut self, table: &str, keys: &[Vec<Value>]) -> Result<Vec<Option<Row>>, Error> {
         if keys.is_empty() {
             return Ok(vec![]);
         }
-        match self.op(Op::ReadMany { table: table.into(), keys: keys.to_vec() }) {
-            Ok(OpResult::Many(rows)) => Ok(rows),
-            Ok(other) => Err(Error::Internal(format!("read_many returned {other:?}"))),
-            Err(Error::Invalid(litmus_core::InvalidInput::Unsupported { .. })) => {
-                keys.iter().map(|k| self.read(table, k)).collect()
+        let mut rows = Vec::with_capacity(keys.len());
+        // More keys than one operation may name go as several.
+        for chunk in keys.chunks(litmus_engine::op::BATCH_LEN_MAX) {
+            match self.op(Op::ReadMany { table: table.into(), keys: chunk.to_vec() }) {
+                Ok(OpResult::Many(found)) => rows.extend(found),
+                Ok(other) => return Err(Error::Internal(format!("read_many returned {other:?}"))),
+                Err(Error::Invalid(litmus_core::InvalidInput::Unsupported { .. })) if rows.is_empty() => {
+                    return keys.iter().map(|k| self.read(table, k)).collect();
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => Err(e),
         }
+        Ok(rows)
     }
 
     /// Point read of the named columns: the row at full width, every other column NULL (see

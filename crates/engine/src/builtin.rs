@@ -391,6 +391,11 @@ pub mod chains {
         merge(&mut d2, &[tag]);
         ctx.write(CHAIN, chain_row(&args[4], &d2)).await?;
         ctx.end_alkaline().await?;
+        mark_ended(&ctx, tag).await
+    }
+
+    /// The chain's last subtransaction: marks transaction `tag` ended (what `check` reads).
+    async fn mark_ended(ctx: &Ctx, tag: i64) -> Result<Vec<Value>, Error> {
         ctx.begin_alkaline().await?;
         ctx.write(CHAIN_END, vec![Value::Int(tag), Value::Int(1)]).await?;
         ctx.end_alkaline().await?;
@@ -410,10 +415,7 @@ pub mod chains {
         merge(&mut tags, &[tag]);
         ctx.write(CHAIN, chain_row(y, &tags)).await?;
         ctx.end_alkaline().await?;
-        ctx.begin_alkaline().await?;
-        ctx.write(CHAIN_END, vec![Value::Int(tag), Value::Int(1)]).await?;
-        ctx.end_alkaline().await?;
-        Ok(vec![])
+        mark_ended(&ctx, tag).await
     }
 
     async fn check(ctx: Ctx, args: Vec<Value>) -> Result<Vec<Value>, Error> {

@@ -17,7 +17,7 @@ pub enum Op {
     Read { table: String, key: Vec<Value> },
     /// Point reads of many keys of one table, answered in the order of `keys` (a missing row is
     /// `None`): one request per partition holding any of them instead of one per key. Taken
-    /// natively by engines that declare [`crate::Capabilities::read_many`];
+    /// natively by engines that declare [`crate::Capabilities::batches`];
     /// [`crate::Ctx::read_many`] falls back to single reads elsewhere.
     ReadMany { table: String, keys: Vec<Vec<Value>> },
     /// Point read of some columns (`SELECT c1, c2 … WHERE key = …`): the row comes back at

@@ -418,16 +418,26 @@ impl Ctx {
     /// of `keys` (`None`: no such row). On engines that take it whole
     /// ([`crate::Capabilities::batches`]) this is one [`Op::ReadMany`] — one request per
     /// partition holding any of the keys — and otherwise one read per key; either way it
-    /// locks, depends and sees exactly what the single reads would.
+    /// locks, depends and sees exactly what the single reads would. More keys than an
+    /// operation may name ([`crate::op::BATCH_LEN_MAX`]) go as several, so a procedure reads
+    /// the same on every engine.
     pub async fn read_many(&self, table: &str, keys: &[Vec<Value>]) -> Result<Vec<Option<Row>>, Error> {
         if keys.is_empty() {
             return Ok(vec![]);
         }
         if self.io().batches {
-            return match self.op(Op::ReadMany { table: table.into(), keys: keys.to_vec() }).await? {
-                OpResult::Many(rows) => Ok(rows),
-                other => Err(Error::Internal(format!("read_many returned {other:?}"))),
-            };
+            let batches: Vec<OpFuture> = keys
+                .chunks(crate::op::BATCH_LEN_MAX)
+                .map(|keys| self.op(Op::ReadMany { table: table.into(), keys: keys.to_vec() }))
+                .collect();
+            let mut rows = Vec::with_capacity(keys.len());
+            for batch in batches {
+                match batch.await? {
+                    OpResult::Many(found) => rows.extend(found),
+                    other => return Err(Error::Internal(format!("read_many returned {other:?}"))),
+                }
+            }
+            return Ok(rows);
         }
         let reads: Vec<_> = keys.iter().map(|k| self.op(Op::Read { table: table.into(), key: k.clone() })).collect();
         let mut rows = Vec::with_capacity(reads.len());
@@ -444,7 +454,8 @@ impl Ctx {
     /// operation each. Either way each write takes the locks it would take alone; where a write
     /// fails, a batch applies none of its partition's share, and single writes apply the others
     /// — so a caller that goes on after an error should roll back (procedures that return the
-    /// error do).
+    /// error do). More writes of a table than an operation may hold
+    /// ([`crate::op::BATCH_LEN_MAX`]) go as several batches, in order.
     pub async fn write_many(&self, ops: Vec<Op>) -> Result<(), Error> {
         if let Some(bad) = ops
             .iter()
@@ -465,13 +476,18 @@ impl Ctx {
                     None => by_table.push((table.to_string(), vec![op])),
                 }
             }
-            by_table
-                .into_iter()
-                .map(|(table, mut writes)| match writes.len() {
-                    1 => self.op(writes.pop().expect("one")),
-                    _ => self.op(Op::WriteMany { table, writes }),
-                })
-                .collect()
+            let mut futures = Vec::new();
+            for (table, writes) in by_table {
+                let mut writes = writes.into_iter().peekable();
+                while writes.peek().is_some() {
+                    let mut batch: Vec<Op> = writes.by_ref().take(crate::op::BATCH_LEN_MAX).collect();
+                    futures.push(match batch.len() {
+                        1 => self.op(batch.pop().expect("one")),
+                        _ => self.op(Op::WriteMany { table: table.clone(), writes: batch }),
+                    });
+                }
+            }
+            futures
         } else {
             ops.into_iter().map(|op| self.op(op)).collect()
         };
@@ -635,5 +651,55 @@ mod tests {
             Poll::Ready(Ok(v)) => assert_eq!(v, vec![Value::Int(1), Value::Int(5)]),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// More keys or writes than one operation may hold go as several batches, in order, so a
+    /// procedure that reads or writes many rows runs the same on every engine.
+    #[test]
+    fn reads_and_writes_of_more_keys_than_a_batch_holds_go_as_several_batches() {
+        let max = crate::op::BATCH_LEN_MAX;
+        let n = max + 2;
+        let ctx = Ctx::new().with_batches(true);
+        let keys: Vec<Vec<Value>> = (0..n as i64).map(|k| vec![Value::Int(k)]).collect();
+        let reader = ctx.clone();
+        let mut fut: ProcFuture = Box::pin(async move {
+            let rows = reader.read_many("kv", &keys).await?;
+            Ok(rows.into_iter().map(|r| r.map_or(Value::Null, |r| r[0].clone())).collect())
+        });
+        assert!(poll_once(&mut fut).is_pending());
+        let issued = ctx.io().take_issued();
+        let sizes: Vec<usize> = issued
+            .iter()
+            .map(|(_, i)| match i {
+                Issued::Op(Op::ReadMany { keys, .. }) => keys.len(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(sizes, vec![max, 2]);
+        for (id, i) in issued {
+            let Issued::Op(Op::ReadMany { keys, .. }) = i else { unreachable!() };
+            let rows = keys.into_iter().map(|k| Some(Row::from(k))).collect();
+            ctx.io().complete(id, Ok(OpResult::Many(rows)));
+        }
+        match poll_once(&mut fut) {
+            Poll::Ready(Ok(v)) => assert_eq!(v, (0..n as i64).map(Value::Int).collect::<Vec<_>>(), "in key order"),
+            other => panic!("{other:?}"),
+        }
+
+        let writer = ctx.clone();
+        let put = |k: i64| Op::Write { table: "kv".into(), row: vec![Value::Int(k), Value::Int(k)].into() };
+        let writes: Vec<Op> = (0..n as i64).map(put).chain([put(-1)]).collect();
+        let mut fut: ProcFuture = Box::pin(async move { writer.write_many(writes).await.map(|()| vec![]) });
+        assert!(poll_once(&mut fut).is_pending());
+        let issued = ctx.io().take_issued();
+        let sizes: Vec<usize> = issued
+            .iter()
+            .map(|(_, i)| match i {
+                Issued::Op(Op::WriteMany { writes, .. }) => writes.len(),
+                Issued::Op(Op::Write { .. }) => 1,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(sizes, vec![max, 3], "the table's writes in two batches, in order");
     }
 }
