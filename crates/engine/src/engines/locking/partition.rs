@@ -1508,10 +1508,10 @@ impl LockingPartition {
                 self.committed(unit, saline, results);
             }
             Record::CommitColumns { unit, writes, saline, results } => {
+                // `apply_bytes` resolves these first; a record built here resolves by construction.
+                let writes = full_images(writes, store).expect("a logged column image follows the row it changed");
                 for w in writes {
-                    let before = store.latest(w.table, &w.key).and_then(|(_, row)| row);
-                    let row = w.image.resolve(before).expect("a logged column image follows the row it changed");
-                    self.install(w.table, w.key, row, store);
+                    self.install(w.table, w.key, w.row, store);
                 }
                 self.committed(unit, saline, results);
             }
@@ -1612,6 +1612,29 @@ fn scan_fits_lock(result: &Result<PartResult, Error>, limit: u32, locked_to: &Ke
 fn die(p: Parked, incarnation: u64, ctx: &mut PartCtx) {
     let e = Error::Abort(AbortReason::Deadlock);
     ctx.reply(p.from, Reply::op_failed(p.id, p.attempt, e, incarnation));
+}
+
+/// A [`Record::CommitColumns`]'s writes as whole images: each resolved against the row the
+/// writes before it in the record leave (the store's, for a key's first write in it). A column
+/// image that finds no row of its width is a typed error.
+fn full_images(writes: Vec<LoggedWrite>, store: &MvccStore) -> Result<Vec<WriteImage>, Error> {
+    let mut images: Vec<WriteImage> = Vec::with_capacity(writes.len());
+    let mut latest: FxHashMap<(TableId, Key), usize> = FxHashMap::default();
+    for w in writes {
+        let before = match latest.get(&(w.table, w.key.clone())) {
+            Some(&i) => images[i].row.as_ref(),
+            None => store.latest(w.table, &w.key).and_then(|(_, row)| row),
+        };
+        let Some(row) = w.image.resolve(before) else {
+            return Err(Error::Storage(format!(
+                "locking log record: a column image of table {} finds no row of its width to apply to",
+                w.table
+            )));
+        };
+        latest.insert((w.table, w.key.clone()), images.len());
+        images.push(WriteImage { table: w.table, key: w.key, row });
+    }
+    Ok(images)
 }
 
 /// Runs one operation against the store overlaid with the unit's own buffered writes. Writes go
@@ -1730,7 +1753,14 @@ impl PartitionEngine for LockingPartition {
     }
 
     fn apply_bytes(&mut self, record: &[u8], store: &mut MvccStore) -> Result<(), Error> {
-        let record: Record = decode_record("locking", record)?;
+        let record = match decode_record("locking", record)? {
+            // Resolved before anything is applied: a column image with no row under it (a log
+            // that does not belong to this store) is a typed error that changes nothing.
+            Record::CommitColumns { unit, writes, saline, results } => {
+                Record::Commit { unit, writes: full_images(writes, store)?, saline, results }
+            }
+            record => record,
+        };
         self.apply_record(record, store);
         self.relock_pending = true;
         Ok(())

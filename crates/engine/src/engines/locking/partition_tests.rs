@@ -665,6 +665,17 @@ fn commit_record_logs_the_changed_columns_and_replays_to_the_same_rows() {
         rows(&h).into_iter().map(|(_, r)| r[1].clone()).collect::<Vec<_>>(),
         vec![Value::Int(111), Value::Int(100), Value::Int(7)]
     );
+    // Replayed over a store without the rows its column images change (a log that is not this
+    // store's), the record is a typed error and installs nothing.
+    let commit = h
+        .log
+        .iter()
+        .find(|r| matches!(decode_record::<Record>("locking", r), Ok(Record::CommitColumns { .. })))
+        .expect("a commit record");
+    let mut stranger = H::new(&[]);
+    let err = stranger.p.apply_bytes(commit, &mut stranger.store).unwrap_err();
+    assert!(matches!(err, Error::Storage(_)), "{err}");
+    assert_eq!(stranger.store, MvccStore::new(), "nothing applied");
 }
 
 /// `LoggedImage::between` keeps the whole row when most columns changed, when the width
