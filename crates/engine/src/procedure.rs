@@ -667,15 +667,20 @@ mod tests {
             Ok(rows.into_iter().map(|r| r.map_or(Value::Null, |r| r[0].clone())).collect())
         });
         assert!(poll_once(&mut fut).is_pending());
+        // Keys or writes per issued operation.
+        let sizes = |issued: &[(u32, Issued)]| -> Vec<usize> {
+            issued
+                .iter()
+                .map(|(_, i)| match i {
+                    Issued::Op(Op::ReadMany { keys, .. }) => keys.len(),
+                    Issued::Op(Op::WriteMany { writes, .. }) => writes.len(),
+                    Issued::Op(Op::Write { .. }) => 1,
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
         let issued = ctx.io().take_issued();
-        let sizes: Vec<usize> = issued
-            .iter()
-            .map(|(_, i)| match i {
-                Issued::Op(Op::ReadMany { keys, .. }) => keys.len(),
-                other => panic!("{other:?}"),
-            })
-            .collect();
-        assert_eq!(sizes, vec![max, 2]);
+        assert_eq!(sizes(&issued), vec![max, 2]);
         for (id, i) in issued {
             let Issued::Op(Op::ReadMany { keys, .. }) = i else { unreachable!() };
             let rows = keys.into_iter().map(|k| Some(Row::from(k))).collect();
@@ -692,14 +697,6 @@ mod tests {
         let mut fut: ProcFuture = Box::pin(async move { writer.write_many(writes).await.map(|()| vec![]) });
         assert!(poll_once(&mut fut).is_pending());
         let issued = ctx.io().take_issued();
-        let sizes: Vec<usize> = issued
-            .iter()
-            .map(|(_, i)| match i {
-                Issued::Op(Op::WriteMany { writes, .. }) => writes.len(),
-                Issued::Op(Op::Write { .. }) => 1,
-                other => panic!("{other:?}"),
-            })
-            .collect();
-        assert_eq!(sizes, vec![max, 3], "the table's writes in two batches, in order");
+        assert_eq!(sizes(&issued), vec![max, 3], "the table's writes in two batches, in order");
     }
 }
