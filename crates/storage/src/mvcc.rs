@@ -431,30 +431,41 @@ impl MvccStore {
     /// tombstones piled up at the head of every TPC-C district's NEW-ORDER rows, which each
     /// Delivery's scan for the oldest order walked again (and the memory was never given back;
     /// issue 13).
-    pub fn replace_latest(&mut self, table: TableId, key: Key, ts: Timestamp, row: Option<Row>) {
+    ///
+    /// Returns the row the newest version held before (`None` for an absent key or a
+    /// tombstone): what `latest` said just before, without a second lookup (a commit record
+    /// logs each write as its change to that row).
+    pub fn replace_latest(&mut self, table: TableId, key: Key, ts: Timestamp, row: Option<Row>) -> Option<Row> {
         let t = self.tables.entry(table).or_default();
         let Some(versions) = t.versions_mut(&key) else {
             if row.is_none() {
                 if t.is_empty() {
                     self.tables.remove(&table); // no table is empty (see the module doc)
                 }
-                return; // a lone tombstone: nothing to install
+                return None; // a lone tombstone: nothing to install
             }
             self.key_count += 1;
             self.version_count += 1;
             t.insert_new(key, smallvec![Version { ts, row }]);
-            return;
+            return None;
         };
+        // The newest version is either overwritten here (same timestamp) or dropped below.
         let previous = versions.last().map(|v| v.ts).filter(|&p| p != ts);
+        let mut was = None;
         match versions.binary_search_by_key(&ts, |v| v.ts) {
-            Ok(i) => versions[i].row = row,
+            Ok(i) => {
+                let old = std::mem::replace(&mut versions[i].row, row);
+                if previous.is_none() {
+                    was = old;
+                }
+            }
             Err(i) => {
                 versions.insert(i, Version { ts, row });
                 self.version_count += 1;
             }
         }
         if let Some(Ok(i)) = previous.map(|p| versions.binary_search_by_key(&p, |v| v.ts)) {
-            versions.remove(i);
+            was = versions.remove(i).row;
             self.version_count -= 1;
         }
         debug_assert!(is_strictly_ascending(versions));
@@ -467,6 +478,7 @@ impl MvccStore {
             }
         }
         assert!(self.version_count >= self.key_count);
+        was
     }
 
     /// Removes the version at exactly `ts` (cleanup of an aborted writer). Returns whether it
@@ -1020,8 +1032,11 @@ mod tests {
                 }
                 Op::Replace(t, key, at, v) => {
                     // The model: the newest version before, the put, then that version removed.
-                    let newest = m.entries.iter().filter(|e| e.0 == TableId(t) && e.1 == k(key)).map(|e| e.2).max();
-                    s.replace_latest(TableId(t), k(key), ts(at), v.map(r));
+                    let newest = m.entries.iter().filter(|e| e.0 == TableId(t) && e.1 == k(key)).max_by_key(|e| e.2);
+                    let newest_row = newest.and_then(|e| e.3.clone());
+                    let newest = newest.map(|e| e.2);
+                    let was = s.replace_latest(TableId(t), k(key), ts(at), v.map(r));
+                    assert_eq!(was, newest_row, "replace_latest returns the newest row before it");
                     m.put(TableId(t), k(key), ts(at), v.map(r));
                     if let Some(prev) = newest.filter(|&p| p != ts(at)) {
                         m.remove(TableId(t), &k(key), prev);

@@ -1248,9 +1248,8 @@ impl LockingPartition {
         // so that replaying the record in order rebuilds the same rows (`apply_record`).
         let mut logged = Vec::with_capacity(writes.len());
         for w in writes {
-            let before = ctx.store.latest(w.table, &w.key).and_then(|(_, row)| row);
-            let image = LoggedImage::between(before, &w.row);
-            self.install(w.table, w.key.clone(), w.row, ctx.store);
+            let before = self.install(w.table, w.key.clone(), w.row.clone(), ctx.store);
+            let image = LoggedImage::between(before.as_ref(), &w.row);
             logged.push(LoggedWrite { table: w.table, key: w.key, image });
         }
         let record = Record::CommitColumns { unit, writes: logged, saline, results };
@@ -1260,10 +1259,10 @@ impl LockingPartition {
         }
     }
 
-    /// Installs a committed write at the next commit timestamp.
-    fn install(&mut self, table: TableId, key: Key, row: Option<Row>, store: &mut MvccStore) {
+    /// Installs a committed write at the next commit timestamp; returns the row it replaced.
+    fn install(&mut self, table: TableId, key: Key, row: Option<Row>, store: &mut MvccStore) -> Option<Row> {
         self.state.last_ts = self.state.last_ts.next();
-        store.replace_latest(table, key, self.state.last_ts, row);
+        store.replace_latest(table, key, self.state.last_ts, row)
     }
 
     /// What a unit's commit record says besides its writes.
