@@ -291,11 +291,11 @@ impl PointQueues {
     }
 
     fn push(&mut self, table: TableId, key: &Key, id: u64) {
-        let keys = self.queues.entry(table).or_default();
-        match keys.get_mut(key) {
-            Some(queue) => queue.push(id),
-            None => {
-                keys.insert(key.clone(), smallvec::smallvec![id]);
+        use std::collections::hash_map::Entry;
+        match self.queues.entry(table).or_default().entry(key.clone()) {
+            Entry::Occupied(mut queue) => queue.get_mut().push(id),
+            Entry::Vacant(slot) => {
+                slot.insert(smallvec::smallvec![id]);
                 if let Some(ordered) = self.ordered.get_mut(&table) {
                     ordered.insert(key.clone());
                 }
@@ -1018,6 +1018,18 @@ impl LockManager {
             "range targets are for RangeRead locks only, and RangeRead locks only use range targets"
         );
         let after = if mode.is_base_write() { after } else { &[] };
+        if let Target::Key(key) = &target {
+            if !self.ranges.contains_key(&table) && self.points.get(table, key).is_none() {
+                // Rules 2 and 3 on a key nothing locks or awaits, in a table without range
+                // locks: no lock covers the request and none blocks or queues it, so it is
+                // granted — the usual case, decided on one lookup (the general path below
+                // looked the key's queue up four times, issue 13).
+                let seq = self.seq_next;
+                self.insert(owner, table, target, mode, State::Waiting { token }, after);
+                self.make_held(seq);
+                return Decision::Granted;
+            }
+        }
         if let Some(id) = self.covering_lock(owner.txn, table, &target, mode) {
             let held = self.entries[&id].mode;
             // Rule 6a per column: a BASE write of columns the covering lock does not name gets
