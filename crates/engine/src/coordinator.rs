@@ -551,7 +551,7 @@ impl Coordinator {
                 }
                 Err(e)
             }
-            None => Ok(merge(op.shape, op.results)),
+            None => merge(op.shape, op.results),
         };
         t.last_active = now;
         let client = t.client;

@@ -548,24 +548,29 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
 
 /// Merges per-partition results of one op into the op's result. Scans are merged in key order
 /// and cut to the limit; replicated writes must have succeeded everywhere (the caller checks
-/// errors before merging).
-pub fn merge(shape: Shape, mut parts: Vec<PartResult>) -> OpResult {
-    match shape {
+/// errors before merging). A partition's answer of the wrong kind, or a batch answer naming a
+/// key the batch did not hold (a faulty or mismatched peer on the wire), is a typed
+/// [`InvalidInput::MalformedFrame`] error, never a panic.
+pub fn merge(shape: Shape, mut parts: Vec<PartResult>) -> Result<OpResult, Error> {
+    let malformed = |what: &str, got: &dyn std::fmt::Debug| -> Error {
+        InvalidInput::MalformedFrame(format!("a partition answered a {what} with {got:?}")).into()
+    };
+    Ok(match shape {
         Shape::Scan { limit } => {
-            let mut rows: Vec<(Key, Row)> = parts
-                .drain(..)
-                .flat_map(|p| match p {
-                    PartResult::Rows(r) => r,
-                    other => panic!("scan answered with {other:?}"),
-                })
-                .collect();
+            let mut rows: Vec<(Key, Row)> = Vec::new();
+            for part in parts.drain(..) {
+                match part {
+                    PartResult::Rows(r) => rows.extend(r),
+                    other => return Err(malformed("scan", &other)),
+                }
+            }
             rows.sort_by(|a, b| a.0.cmp(&b.0));
             rows.truncate(limit as usize);
             OpResult::Rows(rows.into_iter().map(|(_, r)| r).collect())
         }
         Shape::Read { cols } => match parts.pop() {
             Some(PartResult::Row(r)) => OpResult::Row(r.map(|r| cols.project(r))),
-            other => panic!("read answered with {other:?}"),
+            other => return Err(malformed("read", &other)),
         },
         Shape::Write => OpResult::Done,
         Shape::ReadMany { n } => {
@@ -574,15 +579,18 @@ pub fn merge(shape: Shape, mut parts: Vec<PartResult>) -> OpResult {
                 match part {
                     PartResult::Many(found) => {
                         for (i, row) in found {
-                            rows[i as usize] = row;
+                            let slot = rows.get_mut(i as usize).ok_or_else(|| {
+                                malformed(&format!("read_many of {n} keys"), &format!("key index {i}"))
+                            })?;
+                            *slot = row;
                         }
                     }
-                    other => panic!("read_many answered with {other:?}"),
+                    other => return Err(malformed("read_many", &other)),
                 }
             }
             OpResult::Many(rows)
         }
-    }
+    })
 }
 
 #[cfg(test)]
@@ -662,6 +670,24 @@ mod tests {
         assert_eq!(r.targets, Targets::One(PartitionId(1)));
     }
 
+    /// A partition's answer of the wrong kind, or naming a key its batch did not hold, is a
+    /// typed error for the transaction, never a panic of the coordinator.
+    #[test]
+    fn a_malformed_partition_answer_is_a_typed_error() {
+        let row = Row::from(vec![Value::Int(6), Value::Int(7)]);
+        let is_malformed =
+            |r: Result<OpResult, Error>| matches!(r, Err(Error::Invalid(InvalidInput::MalformedFrame(_))));
+        assert!(is_malformed(merge(Shape::Read { cols: ColMask::ALL }, vec![PartResult::Done])));
+        assert!(is_malformed(merge(Shape::Read { cols: ColMask::ALL }, vec![])));
+        assert!(is_malformed(merge(Shape::Scan { limit: 5 }, vec![PartResult::Rows(vec![]), PartResult::Done])));
+        assert!(is_malformed(merge(Shape::ReadMany { n: 2 }, vec![PartResult::Row(None)])));
+        let beyond = PartResult::Many(vec![(0, Some(row.clone())), (2, Some(row.clone()))]);
+        assert!(is_malformed(merge(Shape::ReadMany { n: 2 }, vec![beyond])), "key index 2 of a 2-key batch");
+        // Well-formed answers merge.
+        let split = vec![PartResult::Many(vec![(1, Some(row.clone()))]), PartResult::Many(vec![(0, None)])];
+        assert_eq!(merge(Shape::ReadMany { n: 2 }, split).unwrap(), OpResult::Many(vec![None, Some(row)]));
+    }
+
     #[test]
     fn read_columns_resolves_to_its_column_set_and_reads_the_others_as_null() {
         let c = catalog();
@@ -675,9 +701,9 @@ mod tests {
         assert_eq!(cols, ColMask::of([1]));
         assert!(!op(&["v"]).is_write());
         let row = Row::from(vec![Value::Int(6), Value::Int(7)]);
-        let merged = merge(Shape::Read { cols }, vec![PartResult::Row(Some(row.clone()))]);
+        let merged = merge(Shape::Read { cols }, vec![PartResult::Row(Some(row.clone()))]).unwrap();
         assert_eq!(merged, OpResult::Row(Some(Row::from(vec![Value::Null, Value::Int(7)]))));
-        let all = merge(Shape::Read { cols: ColMask::ALL }, vec![PartResult::Row(Some(row.clone()))]);
+        let all = merge(Shape::Read { cols: ColMask::ALL }, vec![PartResult::Row(Some(row.clone()))]).unwrap();
         assert_eq!(all, OpResult::Row(Some(row)));
         // A column the table lacks is a typed error, as in an update.
         assert!(matches!(resolve(&c, 4, &op(&["nope"])), Err(Error::Invalid(InvalidInput::UnknownColumn { .. }))));
@@ -714,7 +740,8 @@ mod tests {
         let merged = merge(
             shape,
             vec![PartResult::Many(vec![(0, row(6)), (2, None)]), PartResult::Many(vec![(1, row(1)), (3, row(5))])],
-        );
+        )
+        .unwrap();
         assert_eq!(merged, OpResult::Many(vec![row(6), row(1), None, row(5)]));
         // One partition: sent whole. A replicated table: to the preferred copy.
         let r = resolve(&c, 4, &Op::ReadMany { table: "kv".into(), keys: keys(&[2, 6]) }).unwrap();
@@ -818,7 +845,8 @@ mod tests {
         let out = merge(
             kind.shape(),
             vec![PartResult::Rows(vec![row(1), row(4)]), PartResult::Rows(vec![row(2), row(3), row(5)])],
-        );
+        )
+        .unwrap();
         assert_eq!(
             out,
             OpResult::Rows(vec![vec![Value::Int(1)].into(), vec![Value::Int(2)].into(), vec![Value::Int(3)].into()])
