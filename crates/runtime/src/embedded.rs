@@ -845,7 +845,7 @@ mod tests {
                 assert!(started.elapsed() < Duration::from_secs(10), "item sent after {delay_us} µs never arrived");
                 mb.take_all(&mut out, Duration::from_secs(5), true);
             }
-            assert_eq!(out.drain(..).collect::<Vec<_>>(), vec![delay_us as u32]);
+            assert_eq!(std::mem::take(&mut out), vec![delay_us as u32]);
             t.join().unwrap();
         }
         // Drained, the flag is down, so the next idle reader polls before it sleeps; a poke
