@@ -164,11 +164,13 @@ impl<T> Mailbox<T> {
 
     /// Moves every queued item to `out`, first waiting up to `timeout` if there is none (and no
     /// poke). Returns whether the mailbox was poked since the last call.
-    /// With `spin`, polls for up to [`SPIN_BEFORE_SLEEP`] (never past `timeout`) before it
-    /// sleeps.
-    fn take_all(&self, out: &mut Vec<T>, timeout: Duration, spin: bool) -> bool {
-        if spin && !timeout.is_zero() {
-            self.spin(timeout.min(SPIN_BEFORE_SLEEP));
+    /// With a `spin` policy that says so, polls for up to [`SPIN_BEFORE_SLEEP`] (never past
+    /// `timeout`) before it sleeps, and tells the policy whether the poll caught anything.
+    fn take_all(&self, out: &mut Vec<T>, timeout: Duration, spin: Option<&mut SpinPolicy>) -> bool {
+        if let Some(policy) = spin.filter(|_| !timeout.is_zero()) {
+            if policy.should_spin() {
+                policy.record(self.spin(timeout.min(SPIN_BEFORE_SLEEP)));
+            }
         }
         let mut g = self.inner.lock().expect("mailbox lock");
         if g.items.is_empty() && !g.poked && !timeout.is_zero() {
@@ -185,28 +187,64 @@ impl<T> Mailbox<T> {
         std::mem::take(&mut g.poked)
     }
 
-    /// Polls for up to `limit` before the reader goes to sleep.
-    fn spin(&self, limit: Duration) {
-        if limit.is_zero() {
-            return;
-        }
+    /// Polls for up to `limit` before the reader goes to sleep; returns whether something came.
+    fn spin(&self, limit: Duration) -> bool {
         let start = Instant::now();
         loop {
             for _ in 0..64 {
                 if self.nonempty.load(Ordering::Acquire) {
-                    return;
+                    return true;
                 }
                 std::hint::spin_loop();
             }
             if start.elapsed() >= limit {
-                return;
+                return false;
             }
         }
     }
 }
 
+/// Whether an idle worker polls before it sleeps ([`SPIN_BEFORE_SLEEP`]): while polling pays.
+///
+/// A poll pays when the message that ends the gap comes from a thread running on another core.
+/// When the sender needs the poller's core instead — blocking client threads outnumbering the
+/// cores (`litmus calibrate`, an application's own threads) — every poll runs out and only
+/// delays the sender: polling there once doubled YCSB's CPU per transaction. So a worker stops
+/// polling after [`SpinPolicy::MISSES_MAX`] polls in a row caught nothing, and tries again once
+/// every [`SpinPolicy::PROBE_EVERY`] idle gaps (the load may have changed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SpinPolicy {
+    /// Polls in a row that ran out.
+    misses: u32,
+    /// Idle gaps slept through without polling since the last poll.
+    skipped: u32,
+}
+
+impl SpinPolicy {
+    pub(crate) const MISSES_MAX: u32 = 4;
+    pub(crate) const PROBE_EVERY: u32 = 32;
+
+    /// Called at each idle gap: poll this time?
+    pub(crate) fn should_spin(&mut self) -> bool {
+        if self.misses < Self::MISSES_MAX {
+            return true;
+        }
+        self.skipped += 1;
+        if self.skipped >= Self::PROBE_EVERY {
+            self.skipped = 0;
+            return true;
+        }
+        false
+    }
+
+    /// What the poll found.
+    pub(crate) fn record(&mut self, caught: bool) {
+        self.misses = if caught { 0 } else { self.misses.saturating_add(1) };
+    }
+}
+
 /// How long an idle worker polls its mailbox before it sleeps on it, when it has nothing queued
-/// for later (see [`Mailbox::take_all`]).
+/// for later and polling has been paying ([`SpinPolicy`]; see [`Mailbox::take_all`]).
 ///
 /// At zero network delay a worker runs out of work for a few microseconds at a time: its
 /// transactions wait on the other worker's partitions or on locks. Sleeping through each such
@@ -674,6 +712,7 @@ fn worker_loop_counted(
     let mut next_tick = router.now() + tick;
     let (mut recorded, mut logged) = (0, 0);
     let mut arrived: Vec<(Time, Envelope)> = Vec::new();
+    let mut spin_policy = SpinPolicy::default();
     // Benchmark terminals this worker hosts ([`terminals`]) and the requests they just made.
     let mut hosted: Vec<Box<dyn terminals::Hosted>> = Vec::new();
     let mut requests: Vec<Envelope> = Vec::new();
@@ -692,7 +731,8 @@ fn worker_loop_counted(
         };
         // Nothing queued for later: the gap ends with a message, and most come within
         // microseconds (`SPIN_BEFORE_SLEEP`).
-        let poked = inbox.take_all(&mut arrived, wait, queue.next_at().is_none());
+        let spin = queue.next_at().is_none().then_some(&mut spin_policy);
+        let poked = inbox.take_all(&mut arrived, wait, spin);
         for (at, env) in arrived.drain(..) {
             queue.push(at, env);
         }
@@ -788,7 +828,7 @@ impl Transport for EmbeddedTransport {
                 if self.router.stopped.load(Ordering::Relaxed) {
                     return Err(Error::unavailable("cluster stopped"));
                 }
-                self.rx.take_all(&mut self.batch, Duration::from_millis(10), false);
+                self.rx.take_all(&mut self.batch, Duration::from_millis(10), None);
                 self.received.extend(self.batch.drain(..));
             }
             if let Some((at, env)) = self.received.pop_front() {
@@ -843,7 +883,7 @@ mod tests {
             let started = Instant::now();
             while out.is_empty() {
                 assert!(started.elapsed() < Duration::from_secs(10), "item sent after {delay_us} µs never arrived");
-                mb.take_all(&mut out, Duration::from_secs(5), true);
+                mb.take_all(&mut out, Duration::from_secs(5), Some(&mut SpinPolicy::default()));
             }
             assert_eq!(std::mem::take(&mut out), vec![delay_us as u32]);
             t.join().unwrap();
@@ -853,8 +893,36 @@ mod tests {
         assert!(!mb.nonempty.load(Ordering::Relaxed));
         mb.poke();
         assert!(mb.nonempty.load(Ordering::Relaxed));
-        assert!(mb.take_all(&mut out, Duration::from_secs(5), true), "the poke is reported");
+        assert!(mb.take_all(&mut out, Duration::from_secs(5), None), "the poke is reported");
         assert!(out.is_empty() && !mb.nonempty.load(Ordering::Relaxed));
+    }
+
+    /// A worker polls while polls catch messages; after `MISSES_MAX` misses in a row it sleeps
+    /// at once, polling again once every `PROBE_EVERY` gaps, and one catch brings polling back.
+    #[test]
+    fn an_idle_worker_stops_polling_when_polls_keep_missing_and_probes_again() {
+        let mut p = SpinPolicy::default();
+        for _ in 0..100 {
+            assert!(p.should_spin(), "polls that catch keep it polling");
+            p.record(true);
+        }
+        for _ in 0..SpinPolicy::MISSES_MAX {
+            assert!(p.should_spin());
+            p.record(false);
+        }
+        let polled: Vec<bool> = (0..3 * SpinPolicy::PROBE_EVERY).map(|_| p.should_spin()).collect();
+        let probes = polled.iter().filter(|&&x| x).count();
+        assert_eq!(probes, 3, "one probe per {} gaps", SpinPolicy::PROBE_EVERY);
+        assert!(polled[(SpinPolicy::PROBE_EVERY - 1) as usize] && !polled[0]);
+        // A probe that catches something brings polling back at every gap.
+        p.record(true);
+        assert!((0..10).all(|_| p.should_spin()));
+        // A probe that misses does not.
+        p.record(false);
+        for _ in 0..SpinPolicy::MISSES_MAX {
+            p.record(false);
+        }
+        assert!(!p.should_spin());
     }
 
     fn drain(q: &mut DelayQueue, now: u64) -> Vec<String> {
