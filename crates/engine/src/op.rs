@@ -579,8 +579,9 @@ pub fn merge(shape: Shape, mut parts: Vec<PartResult>) -> Result<OpResult, Error
                 match part {
                     PartResult::Many(found) => {
                         for (i, row) in found {
-                            let slot = rows.get_mut(i as usize).ok_or_else(|| {
-                                malformed(&format!("read_many of {n} keys"), &format!("key index {i}"))
+                            let slot = rows.get_mut(i as usize).ok_or_else(|| -> Error {
+                                let what = format!("a partition answered a read_many of {n} keys for key {i}");
+                                InvalidInput::MalformedFrame(what).into()
                             })?;
                             *slot = row;
                         }
