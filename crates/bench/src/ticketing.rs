@@ -19,18 +19,22 @@
 //! | `confirm`             | a `PAID` order's confirmation is sent → `CONFIRMED`                       |  7% |
 //! | `issue-tickets`       | a `CONFIRMED` order's tickets are printed (issued = 1) → `ISSUED`          |  7% |
 //! | `cancel-order`        | a `CUSTOMER` order is cancelled: order deleted, seats freed, free += k    |  8% |
-//! | `expire-reservations` | the oldest `RESERVED` order of a bucket expires (as `cancel-order`)        | 10% |
+//! | `expire-reservations` | the session's oldest `RESERVED` order expires (as `cancel-order`)          | 10% |
 //! | `delete-order`        | administrative: an `ISSUED` order is deleted with its tickets, seats freed, free += k |  6% |
 //!
-//! Transactions that act on an existing order find it through the order queue
-//! (`tk_order_queue(state, bucket, order_id)`, an index table — there are no secondary indexes):
-//! the client names a bucket (`0..`[`QUEUE_BUCKETS`]) and a pick (`0..`[`QUEUE_PICK_MAX`]), the
-//! procedure scans that bucket of the state's queue and takes the pick-th oldest order (or the
-//! oldest, for `expire-reservations`). An empty bucket makes the transaction a successful no-op
-//! (it returns `[0]`; `[1]` when it acted) — a closed-loop client cannot remember its own orders,
-//! since [`Workload::generate`] is a pure function of the client's RNG. (Fusion Ticket's clients
-//! walk one booking through the steps in a session; here each step is drawn independently, so a
-//! step usually acts on somebody else's order.)
+//! **Sessions.** As in Fusion Ticket, an order belongs to the client session that created it (its
+//! cart), and only that session acts on it. Each closed-loop client is one session: terminal
+//! `i` is session `i` (its RNG stream, [`SESSIONS`] at most), `create-order` records the session
+//! in the order, and the transactions that act on an existing order find one of the session's
+//! own through the order queue (`tk_order_queue(state, session, order_id)`, an index table —
+//! there are no secondary indexes): the procedure scans the session's entries of the state's
+//! queue and takes the pick-th oldest (`0..`[`QUEUE_PICK_MAX`]; the oldest, for
+//! `expire-reservations`). A session with no order in that state makes the transaction a
+//! successful no-op (it returns `[0]`; `[1]` when it acted). [`Workload::generate`] is a pure
+//! function of the client's RNG, so it cannot remember which step its order is at; each step is
+//! drawn from the mix and acts on whichever of the session's orders is at that step. Two
+//! sessions never touch each other's orders or queue entries, so the only rows clients share are
+//! the category counters and the seats — the contention §8 describes.
 //!
 //! **Steady state.** Each queue is drained faster than it fills, so orders flow through and
 //! every seat comes back to the pool: RESERVED gets 18% and is drained by add-customer 10% and
@@ -38,7 +42,7 @@
 //! drained by payment 6% and cancel 8%; PAID, CONFIRMED and ISSUED get ~4% and are drained by
 //! confirm 7%, issue-tickets 7% and the administrative `delete-order` 6%, which here stands for
 //! the event's turnover (voiding issued orders returns their seats — without it a long run sells
-//! out). Many of these calls find their bucket empty and commit as no-ops; a long run does not
+//! out). Many of these calls find no order of the session in that state and commit as no-ops; a long run does not
 //! sell out and the live orders stay a small fraction of the capacity.
 //!
 //! **Statements.** `create-order` issues its statements one at a time, as Fusion Ticket's PHP
@@ -98,7 +102,7 @@
 //!   counted under `user aborts`, not a run failure;
 //! * `create-order` whose seats at the cursor are not all free: compensated, commits without an
 //!   order (`[]`);
-//! * an empty queue bucket: a committed no-op (`[0]`).
+//! * no order of the session in the state acted on: a committed no-op (`[0]`).
 //!
 //! Any other user abort is a broken invariant found on the way (e.g. an order's seat held by
 //! someone else) and `verify` fails the run.
@@ -109,10 +113,10 @@
 //!   tk_event(event_id, categories, seats_per_category)       1 row, partitioned by event_id
 //!   tk_category(cat_id, capacity, free, cursor, next_order)  partitioned by cat_id (cat c on partition c mod P)
 //!   tk_seat(seat_id, cat_id, state, order_id)                seat_id = cat·capacity + position; by seat_id
-//!   tk_order(order_id, cat_id, first_pos, seats, state, customer_id, amount)
+//!   tk_order(order_id, cat_id, first_pos, seats, state, customer_id, amount, session)
 //!                                                            order_id = seq·CATEGORIES + cat; by order_id
 //!   tk_ticket(order_id, seat_id, issued)                     by order_id (with its order)
-//!   tk_order_queue(state, bucket, order_id)                  by (state, bucket)
+//!   tk_order_queue(state, session, order_id)                 by (state, session)
 //!   tk_customer(customer_id, orders)                         by customer_id
 //! ```
 //!
@@ -134,7 +138,8 @@
 //!    every held seat belongs to a live order;
 //! 4. every paid order (`PAID`..`ISSUED`) has exactly one ticket per seat, issued iff `ISSUED`,
 //!    and no ticket exists without a paid order;
-//! 5. every live order is in exactly the queue of its state, and the queues hold nothing else;
+//! 5. every live order is in exactly the queue of its state, under its own session, and the
+//!    queues hold nothing else;
 //! 6. no transaction but `create-order` aborted itself (the harness keeps counts, not reasons;
 //!    `create-order`'s only user abort is "sold out").
 //!
@@ -166,9 +171,8 @@
 //!
 //! Fusion Ticket's PHP application logic (sessions, carts, discounts, payment providers) is
 //! reduced to the database accesses above; the paper's ten three-way-replicated partitions are
-//! the harness's cluster shape. The order queue's scans take range locks (up to the rows they
-//! return), so two clients picking from the same bucket conflict — a cost the original (which
-//! selects by session) does not have.
+//! the harness's cluster shape. A session's steps are drawn independently from the mix, where a
+//! Fusion Ticket session walks one booking through them in order.
 
 use crate::harness::{call_idempotent, load_in_batches};
 use crate::workload::{RunStats, TxnRequest, Workload};
@@ -201,9 +205,10 @@ pub const EVENT_ID: i64 = 0;
 pub const ORDER_SEATS_MAX: i64 = 4;
 /// Seats a seat-map view reads.
 pub const SEAT_MAP_SEATS: i64 = 20;
-/// Buckets of each order queue.
-pub const QUEUE_BUCKETS: i64 = 16;
-/// A pipeline transaction takes the pick-th oldest order of its bucket, pick < this.
+/// Client sessions (each a closed-loop client, `rng.get_stream()` modulo this): an order
+/// belongs to the session that created it, and only that session acts on it.
+pub const SESSIONS: i64 = 1 << 20;
+/// A pipeline transaction takes the pick-th oldest of its session's orders, pick < this.
 pub const QUEUE_PICK_MAX: i64 = 4;
 /// Customers the orders are attributed to.
 pub const CUSTOMERS: i64 = 10_000;
@@ -411,6 +416,8 @@ pub struct OrderRow {
     pub state: i64,
     pub customer: i64,
     pub amount: i64,
+    /// The client session the order belongs to (its cart): the queue bucket it is listed in.
+    pub session: i64,
 }
 
 fn ints(row: &[Value], n: usize, what: &str) -> Result<Vec<i64>, Error> {
@@ -430,7 +437,7 @@ impl CategoryRow {
 
 impl OrderRow {
     fn from_row(row: &[Value]) -> Result<OrderRow, Error> {
-        let v = ints(row, 7, ORDER)?;
+        let v = ints(row, 8, ORDER)?;
         Ok(OrderRow {
             order_id: v[0],
             cat: v[1],
@@ -439,11 +446,12 @@ impl OrderRow {
             state: v[4],
             customer: v[5],
             amount: v[6],
+            session: v[7],
         })
     }
 
     fn to_row(self) -> Vec<Value> {
-        [self.order_id, self.cat, self.first_pos, self.seats, self.state, self.customer, self.amount]
+        [self.order_id, self.cat, self.first_pos, self.seats, self.state, self.customer, self.amount, self.session]
             .into_iter()
             .map(Value::Int)
             .collect()
@@ -463,11 +471,6 @@ pub fn seat_id(cat: i64, pos: i64, capacity: i64) -> i64 {
 /// The category an order id belongs to.
 pub fn order_category(order_id: i64) -> i64 {
     order_id.rem_euclid(CATEGORIES)
-}
-
-/// The queue bucket of an order.
-pub fn bucket_of(order_id: i64) -> i64 {
-    (order_id / CATEGORIES).rem_euclid(QUEUE_BUCKETS)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -515,10 +518,10 @@ fn category_of(row: Option<Row>, cat: i64) -> Result<CategoryRow, Error> {
     CategoryRow::from_row(&row)
 }
 
-/// The pick-th oldest order in bucket `bucket` of queue `state` (fewer: the newest), with its
-/// row; `None` when the bucket is empty.
-async fn pick_order(ctx: &Ctx, state: i64, bucket: i64, pick: i64) -> Result<Option<OrderRow>, Error> {
-    let entries = ctx.scan_prefix(QUEUE, &[int(state), int(bucket)], QUEUE_PICK_MAX as u32).await?;
+/// The pick-th oldest order of `session` in queue `state` (fewer: the newest), with its
+/// row; `None` when the session has none in that state.
+async fn pick_order(ctx: &Ctx, state: i64, session: i64, pick: i64) -> Result<Option<OrderRow>, Error> {
+    let entries = ctx.scan_prefix(QUEUE, &[int(state), int(session)], QUEUE_PICK_MAX as u32).await?;
     let Some(entry) = entries.get((pick as usize).min(entries.len().saturating_sub(1))) else {
         return Ok(None);
     };
@@ -526,14 +529,14 @@ async fn pick_order(ctx: &Ctx, state: i64, bucket: i64, pick: i64) -> Result<Opt
     let row = ctx.read(ORDER, &[int(order_id)]).await?;
     let order = row.as_deref().map(OrderRow::from_row).transpose()?;
     match order {
-        Some(o) if o.state == state => Ok(Some(o)),
+        Some(o) if o.state == state && o.session == session => Ok(Some(o)),
         other => Err(ctx.abort(format!("queue {state} lists order {order_id}, but the order is {other:?}"))),
     }
 }
 
 /// Moves `order` from its queue to `to`'s and writes it with state `to`.
 async fn advance(ctx: &Ctx, mut order: OrderRow, to: i64) -> Result<(), Error> {
-    let b = bucket_of(order.order_id);
+    let b = order.session;
     let from = order.state;
     order.state = to;
     all(
@@ -605,6 +608,7 @@ async fn availability_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
 async fn create_order_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     let cat = ranged_arg(&args, 0, PROC_CREATE, 0..CATEGORIES)?;
     let k = ranged_arg(&args, 1, PROC_CREATE, 1..ORDER_SEATS_MAX + 1)?;
+    let session = ranged_arg(&args, 2, PROC_CREATE, 0..SESSIONS)?;
     let cat_key = [int(cat)];
 
     // Alkaline 1: the contended counter update, as short as possible.
@@ -627,6 +631,7 @@ async fn create_order_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
         state: ORDER_RESERVED,
         customer: NO_ORDER,
         amount: 0,
+        session,
     };
     // Alkaline 2: claim the seats at the cursor if they are all free, and record the order.
     let claimed = async {
@@ -648,7 +653,7 @@ async fn create_order_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
                 ctx.write(SEAT, seat_row(*s, cat, SEAT_RESERVED, order.order_id)).await?;
             }
             ctx.insert(ORDER, order.to_row()).await?;
-            ctx.insert(QUEUE, vec![int(ORDER_RESERVED), int(bucket_of(order.order_id)), int(order.order_id)]).await?;
+            ctx.insert(QUEUE, vec![int(ORDER_RESERVED), int(session), int(order.order_id)]).await?;
         }
         ctx.end_alkaline().await?;
         Ok::<bool, Error>(all_free)
@@ -669,12 +674,12 @@ async fn create_order_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     }
 }
 
-/// `tk_add_customer(bucket, pick, customer_id) -> [acted]`.
+/// `tk_add_customer(session, pick, customer_id) -> [acted]`.
 async fn add_customer_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
-    let bucket = ranged_arg(&args, 0, PROC_ADD_CUSTOMER, 0..QUEUE_BUCKETS)?;
+    let session = ranged_arg(&args, 0, PROC_ADD_CUSTOMER, 0..SESSIONS)?;
     let pick = ranged_arg(&args, 1, PROC_ADD_CUSTOMER, 0..QUEUE_PICK_MAX)?;
     let customer = ranged_arg(&args, 2, PROC_ADD_CUSTOMER, 0..CUSTOMERS)?;
-    let Some(mut order) = pick_order(&ctx, ORDER_RESERVED, bucket, pick).await? else {
+    let Some(mut order) = pick_order(&ctx, ORDER_RESERVED, session, pick).await? else {
         return Ok(vec![int(0)]);
     };
     let orders = match ctx.read(CUSTOMER, &[int(customer)]).await? {
@@ -687,11 +692,11 @@ async fn add_customer_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     Ok(vec![int(1)])
 }
 
-/// `tk_payment(bucket, pick) -> [acted]`: seats sold, tickets created, order paid.
+/// `tk_payment(session, pick) -> [acted]`: seats sold, tickets created, order paid.
 async fn payment_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
-    let bucket = ranged_arg(&args, 0, PROC_PAYMENT, 0..QUEUE_BUCKETS)?;
+    let session = ranged_arg(&args, 0, PROC_PAYMENT, 0..SESSIONS)?;
     let pick = ranged_arg(&args, 1, PROC_PAYMENT, 0..QUEUE_PICK_MAX)?;
-    let Some(mut order) = pick_order(&ctx, ORDER_CUSTOMER, bucket, pick).await? else {
+    let Some(mut order) = pick_order(&ctx, ORDER_CUSTOMER, session, pick).await? else {
         return Ok(vec![int(0)]);
     };
     let capacity = capacity_of(&ctx).await?;
@@ -707,22 +712,22 @@ async fn payment_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     Ok(vec![int(1)])
 }
 
-/// `tk_confirm(bucket, pick) -> [acted]`.
+/// `tk_confirm(session, pick) -> [acted]`.
 async fn confirm_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
-    let bucket = ranged_arg(&args, 0, PROC_CONFIRM, 0..QUEUE_BUCKETS)?;
+    let session = ranged_arg(&args, 0, PROC_CONFIRM, 0..SESSIONS)?;
     let pick = ranged_arg(&args, 1, PROC_CONFIRM, 0..QUEUE_PICK_MAX)?;
-    let Some(order) = pick_order(&ctx, ORDER_PAID, bucket, pick).await? else {
+    let Some(order) = pick_order(&ctx, ORDER_PAID, session, pick).await? else {
         return Ok(vec![int(0)]);
     };
     advance(&ctx, order, ORDER_CONFIRMED).await?;
     Ok(vec![int(1)])
 }
 
-/// `tk_issue_tickets(bucket, pick) -> [acted]`: every ticket of the order marked issued.
+/// `tk_issue_tickets(session, pick) -> [acted]`: every ticket of the order marked issued.
 async fn issue_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
-    let bucket = ranged_arg(&args, 0, PROC_ISSUE, 0..QUEUE_BUCKETS)?;
+    let session = ranged_arg(&args, 0, PROC_ISSUE, 0..SESSIONS)?;
     let pick = ranged_arg(&args, 1, PROC_ISSUE, 0..QUEUE_PICK_MAX)?;
-    let Some(order) = pick_order(&ctx, ORDER_CONFIRMED, bucket, pick).await? else {
+    let Some(order) = pick_order(&ctx, ORDER_CONFIRMED, session, pick).await? else {
         return Ok(vec![int(0)]);
     };
     let tickets = ctx.scan_prefix(TICKET, &[int(order.order_id)], ORDER_SEATS_MAX as u32 + 1).await?;
@@ -747,16 +752,16 @@ async fn issue_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
 /// Removes a live order in `state` and returns its seats: alkaline 1 deletes the order (and
 /// its tickets) and its queue entry, alkaline 2 frees the seats, alkaline 3 is the contended
 /// `free += k`. As an ACID procedure the boundaries are no-ops.
-async fn release(ctx: &Ctx, state: i64, bucket: i64, pick: i64, seat_state: i64) -> ProcResult {
+async fn release(ctx: &Ctx, state: i64, session: i64, pick: i64, seat_state: i64) -> ProcResult {
     ctx.begin_alkaline().await?;
-    let Some(order) = pick_order(ctx, state, bucket, pick).await? else {
+    let Some(order) = pick_order(ctx, state, session, pick).await? else {
         ctx.end_alkaline().await?;
         return Ok(vec![int(0)]);
     };
     let capacity = capacity_of(ctx).await?;
     let mut deletes = vec![
         Op::Delete { table: ORDER.into(), key: vec![int(order.order_id)] },
-        Op::Delete { table: QUEUE.into(), key: vec![int(state), int(bucket), int(order.order_id)] },
+        Op::Delete { table: QUEUE.into(), key: vec![int(state), int(session), int(order.order_id)] },
     ];
     if seat_state == SEAT_SOLD {
         for s in order.seat_ids(capacity) {
@@ -779,25 +784,25 @@ async fn release(ctx: &Ctx, state: i64, bucket: i64, pick: i64, seat_state: i64)
     Ok(vec![int(1)])
 }
 
-/// `tk_cancel_order(bucket, pick) -> [acted]`: a checked-out (CUSTOMER) order is cancelled.
+/// `tk_cancel_order(session, pick) -> [acted]`: a checked-out (CUSTOMER) order is cancelled.
 async fn cancel_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
-    let bucket = ranged_arg(&args, 0, PROC_CANCEL, 0..QUEUE_BUCKETS)?;
+    let session = ranged_arg(&args, 0, PROC_CANCEL, 0..SESSIONS)?;
     let pick = ranged_arg(&args, 1, PROC_CANCEL, 0..QUEUE_PICK_MAX)?;
-    release(&ctx, ORDER_CUSTOMER, bucket, pick, SEAT_RESERVED).await
+    release(&ctx, ORDER_CUSTOMER, session, pick, SEAT_RESERVED).await
 }
 
-/// `tk_expire_reservations(bucket) -> [acted]`: the oldest RESERVED order of the bucket expires.
+/// `tk_expire_reservations(session) -> [acted]`: the session's oldest RESERVED order expires.
 async fn expire_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
-    let bucket = ranged_arg(&args, 0, PROC_EXPIRE, 0..QUEUE_BUCKETS)?;
-    release(&ctx, ORDER_RESERVED, bucket, 0, SEAT_RESERVED).await
+    let session = ranged_arg(&args, 0, PROC_EXPIRE, 0..SESSIONS)?;
+    release(&ctx, ORDER_RESERVED, session, 0, SEAT_RESERVED).await
 }
 
-/// `tk_delete_order(bucket, pick) -> [acted]` (administrative, ACID): an ISSUED order is deleted
+/// `tk_delete_order(session, pick) -> [acted]` (administrative, ACID): an ISSUED order is deleted
 /// with its tickets and its seats return to the pool.
 async fn delete_body(ctx: Ctx, args: Vec<Value>) -> ProcResult {
-    let bucket = ranged_arg(&args, 0, PROC_DELETE, 0..QUEUE_BUCKETS)?;
+    let session = ranged_arg(&args, 0, PROC_DELETE, 0..SESSIONS)?;
     let pick = ranged_arg(&args, 1, PROC_DELETE, 0..QUEUE_PICK_MAX)?;
-    release(&ctx, ORDER_ISSUED, bucket, pick, SEAT_SOLD).await
+    release(&ctx, ORDER_ISSUED, session, pick, SEAT_SOLD).await
 }
 
 /// `tk_load_event(seats_per_category)`: the event and category rows (overwrites: idempotent).
@@ -865,9 +870,14 @@ pub fn tables() -> Vec<TableSchema> {
         t(EVENT, &["event_id", "categories", "seats_per_category"], &["event_id"], 1),
         t(CATEGORY, &["cat_id", "capacity", "free", "cursor", "next_order"], &["cat_id"], 1),
         t(SEAT, &["seat_id", "cat_id", "state", "order_id"], &["seat_id"], 1),
-        t(ORDER, &["order_id", "cat_id", "first_pos", "seats", "state", "customer_id", "amount"], &["order_id"], 1),
+        t(
+            ORDER,
+            &["order_id", "cat_id", "first_pos", "seats", "state", "customer_id", "amount", "session"],
+            &["order_id"],
+            1,
+        ),
         t(TICKET, &["order_id", "seat_id", "issued"], &["order_id", "seat_id"], 1),
-        t(QUEUE, &["state", "bucket", "order_id"], &["state", "bucket", "order_id"], 2),
+        t(QUEUE, &["state", "session", "order_id"], &["state", "session", "order_id"], 2),
         t(CUSTOMER, &["customer_id", "orders"], &["customer_id"], 1),
     ]
 }
@@ -884,7 +894,7 @@ pub struct Snapshot {
     pub orders: BTreeMap<i64, OrderRow>,
     /// (order, seat) -> issued.
     pub tickets: BTreeMap<(i64, i64), i64>,
-    /// (state, bucket, order).
+    /// (state, session, order).
     pub queue: BTreeSet<(i64, i64, i64)>,
 }
 
@@ -984,7 +994,7 @@ pub fn check_snapshot(s: &Snapshot, capacity: i64) -> Result<Verdict, Vec<String
         if paid {
             v.paid_orders += 1;
         }
-        if !s.queue.contains(&(o.state, bucket_of(o.order_id), o.order_id)) {
+        if !s.queue.contains(&(o.state, o.session, o.order_id)) {
             p(format!("order {} (state {}) is not in its queue", o.order_id, o.state));
         }
     }
@@ -1000,9 +1010,11 @@ pub fn check_snapshot(s: &Snapshot, capacity: i64) -> Result<Verdict, Vec<String
             p(format!("ticket for seat {sid} of order {order} has no paid order holding that seat"));
         }
     }
-    for &(state, bucket, order) in &s.queue {
-        if !s.orders.get(&order).is_some_and(|o| o.state == state && bucket_of(order) == bucket) {
-            p(format!("queue {state} bucket {bucket} lists order {order}, which is not a live order in that state"));
+    for &(state, session, order) in &s.queue {
+        if !s.orders.get(&order).is_some_and(|o| o.state == state && o.session == session) {
+            p(format!(
+                "queue {state} of session {session} lists order {order}, which is not its live order in that state"
+            ));
         }
     }
     if problems.is_empty() {
@@ -1051,7 +1063,7 @@ pub fn read_snapshot(capacity: i64, call: &mut DumpCall<'_>) -> Result<Snapshot,
         }
     }
     let order_end = s.categories.iter().map(|c| c.next_order).max().unwrap_or(0) * CATEGORIES;
-    for r in dump(call, 2, 0, order_end, 7)? {
+    for r in dump(call, 2, 0, order_end, 8)? {
         let o = OrderRow::from_row(&r.iter().copied().map(int).collect::<Vec<_>>())?;
         s.orders.insert(o.order_id, o);
     }
@@ -1108,8 +1120,8 @@ impl Workload for Ticketing {
         registry.register_with(PROC_BROWSE, vec![], display, browse_body);
         registry.register_with(PROC_SEAT_MAP, vec![i(), i()], display, seat_map_body);
         registry.register_with(PROC_AVAILABILITY, vec![i()], display, availability_body);
-        registry.register(PROC_CREATE, vec![i(), i()], create_order_body);
-        registry.register_with(PROC_CREATE_BASE, vec![i(), i()], base, create_order_body);
+        registry.register(PROC_CREATE, vec![i(), i(), i()], create_order_body);
+        registry.register_with(PROC_CREATE_BASE, vec![i(), i(), i()], base, create_order_body);
         registry.register(PROC_ADD_CUSTOMER, vec![i(), i(), i()], add_customer_body);
         registry.register(PROC_PAYMENT, vec![i(), i()], payment_body);
         registry.register(PROC_CONFIRM, vec![i(), i()], confirm_body);
@@ -1154,7 +1166,9 @@ impl Workload for Ticketing {
             .copied()
             .unwrap_or(BROWSE_EVENTS);
         let cat = rng.gen_range(0..CATEGORIES);
-        let bucket = rng.gen_range(0..QUEUE_BUCKETS);
+        // The client's session (Fusion Ticket's clients act on their own orders): the harness
+        // gives terminal `i` the RNG stream `i`.
+        let session = (rng.get_stream() % SESSIONS as u64) as i64;
         let pick = rng.gen_range(0..QUEUE_PICK_MAX);
         let args = match t.kind {
             k if k == BROWSE_EVENTS.kind => vec![],
@@ -1163,10 +1177,10 @@ impl Workload for Ticketing {
                 vec![int(seat_id(cat, pos, self.capacity())), int(SEAT_MAP_SEATS)]
             }
             k if k == CHECK_AVAILABILITY.kind => vec![int(cat)],
-            k if k == CREATE_ORDER.kind => vec![int(cat), int(rng.gen_range(1..=ORDER_SEATS_MAX))],
-            k if k == ADD_CUSTOMER.kind => vec![int(bucket), int(pick), int(rng.gen_range(0..CUSTOMERS))],
-            k if k == EXPIRE_RESERVATIONS.kind => vec![int(bucket)],
-            _ => vec![int(bucket), int(pick)],
+            k if k == CREATE_ORDER.kind => vec![int(cat), int(rng.gen_range(1..=ORDER_SEATS_MAX)), int(session)],
+            k if k == ADD_CUSTOMER.kind => vec![int(session), int(pick), int(rng.gen_range(0..CUSTOMERS))],
+            k if k == EXPIRE_RESERVATIONS.kind => vec![int(session)],
+            _ => vec![int(session), int(pick)],
         };
         TxnRequest { kind: t.kind, procedure: self.procedure_of(&t), args }
     }
@@ -1252,10 +1266,26 @@ mod tests {
         for id in 0..CATEGORIES * CAP {
             s.seats.insert(id, (id / CAP, SEAT_FREE, NO_ORDER));
         }
-        let issued =
-            OrderRow { order_id: 0, cat: 0, first_pos: 0, seats: 2, state: ORDER_ISSUED, customer: 7, amount: 100 };
-        let reserved =
-            OrderRow { order_id: 2, cat: 0, first_pos: 2, seats: 1, state: ORDER_RESERVED, customer: -1, amount: 0 };
+        let issued = OrderRow {
+            order_id: 0,
+            cat: 0,
+            first_pos: 0,
+            seats: 2,
+            state: ORDER_ISSUED,
+            customer: 7,
+            amount: 100,
+            session: 0,
+        };
+        let reserved = OrderRow {
+            order_id: 2,
+            cat: 0,
+            first_pos: 2,
+            seats: 1,
+            state: ORDER_RESERVED,
+            customer: -1,
+            amount: 0,
+            session: 0,
+        };
         for (o, seat_state) in [(issued, SEAT_SOLD), (reserved, SEAT_RESERVED)] {
             for sid in o.seat_ids(CAP) {
                 s.seats.insert(sid, (0, seat_state, o.order_id));
@@ -1263,7 +1293,7 @@ mod tests {
                     s.tickets.insert((o.order_id, sid), 1);
                 }
             }
-            s.queue.insert((o.state, bucket_of(o.order_id), o.order_id));
+            s.queue.insert((o.state, o.session, o.order_id));
             s.orders.insert(o.order_id, o);
         }
         s.categories = vec![
@@ -1288,10 +1318,18 @@ mod tests {
     fn a_seat_in_two_orders_is_caught_as_sold_twice() {
         let mut s = consistent();
         // Order 4 claims seat 1, already sold to order 0.
-        let o =
-            OrderRow { order_id: 4, cat: 0, first_pos: 1, seats: 1, state: ORDER_RESERVED, customer: -1, amount: 0 };
+        let o = OrderRow {
+            order_id: 4,
+            cat: 0,
+            first_pos: 1,
+            seats: 1,
+            state: ORDER_RESERVED,
+            customer: -1,
+            amount: 0,
+            session: 0,
+        };
         s.orders.insert(4, o);
-        s.queue.insert((ORDER_RESERVED, bucket_of(4), 4));
+        s.queue.insert((ORDER_RESERVED, 0, 4));
         assert!(problems(&s).contains("sold twice"), "{}", problems(&s));
     }
 
@@ -1322,13 +1360,27 @@ mod tests {
         assert!(problems(&s).contains("no paid order"), "{}", problems(&s));
         // An order outside its queue.
         let mut s = consistent();
-        s.queue.remove(&(ORDER_RESERVED, bucket_of(2), 2));
+        s.queue.remove(&(ORDER_RESERVED, 0, 2));
         assert!(problems(&s).contains("not in its queue"), "{}", problems(&s));
+        // An order listed in another session's queue.
+        let mut s = consistent();
+        s.queue.remove(&(ORDER_RESERVED, 0, 2));
+        s.queue.insert((ORDER_RESERVED, 1, 2));
+        assert!(problems(&s).contains("queue 1 of session 1 lists order 2"), "{}", problems(&s));
     }
 
     #[test]
     fn order_seats_wrap_around_the_category() {
-        let o = OrderRow { order_id: 3, cat: 1, first_pos: CAP - 1, seats: 3, state: 1, customer: -1, amount: 0 };
+        let o = OrderRow {
+            order_id: 3,
+            cat: 1,
+            first_pos: CAP - 1,
+            seats: 3,
+            state: 1,
+            customer: -1,
+            amount: 0,
+            session: 0,
+        };
         assert_eq!(o.seat_ids(CAP), vec![2 * CAP - 1, CAP, CAP + 1]);
         assert_eq!(order_category(o.order_id), 1);
     }
@@ -1381,6 +1433,18 @@ mod tests {
         };
         assert_eq!(run(3), run(3));
         assert_ne!(run(3), run(4));
+        // Every order-acting call names the terminal's own session (its RNG stream).
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        rng.set_stream(37);
+        for _ in 0..200 {
+            let t = w.generate(&mut rng);
+            let session = match t.kind {
+                k if k == CREATE_ORDER.kind => Some(&t.args[2]),
+                k if [BROWSE_EVENTS.kind, VIEW_SEAT_MAP.kind, CHECK_AVAILABILITY.kind].contains(&k) => None,
+                _ => Some(&t.args[0]),
+            };
+            assert!(session.is_none_or(|s| *s == int(37)), "{t:?}");
+        }
         for t in run(9) {
             if t.kind == VIEW_SEAT_MAP.kind {
                 let first = t.args[0].as_int().unwrap();

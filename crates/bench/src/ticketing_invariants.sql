@@ -36,7 +36,9 @@ CREATE TABLE tk_order (
   seats INT NOT NULL CHECK (seats IN (1, 2, 3, 4)),
   state INT NOT NULL CHECK (state IN (1, 2, 3, 4, 5)),
   customer_id INT NOT NULL,
-  amount INT NOT NULL CHECK (amount >= 0)
+  amount INT NOT NULL CHECK (amount >= 0),
+  -- The client session (cart) the order belongs to; only that session acts on it.
+  session INT NOT NULL CHECK (session >= 0)
 );
 
 CREATE TABLE tk_ticket (
@@ -51,9 +53,9 @@ CREATE TABLE tk_ticket (
 
 CREATE TABLE tk_order_queue (
   state INT NOT NULL CHECK (state IN (1, 2, 3, 4, 5)),
-  bucket INT NOT NULL,
+  session INT NOT NULL,
   order_id INT NOT NULL,
-  PRIMARY KEY (state, bucket, order_id),
+  PRIMARY KEY (state, session, order_id),
   -- Every queue entry is a live order (verify 5).
   CONSTRAINT "queued orders exist" FOREIGN KEY (order_id) REFERENCES tk_order (order_id)
 );

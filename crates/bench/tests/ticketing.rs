@@ -97,23 +97,26 @@ fn sold_out_expiry_and_compensation_keep_the_counters_exact() {
         let cluster = loaded_cluster(&w, engine);
         let mut client = Client::new(Box::new(cluster.transport()));
         let create = w.procedure_of(&ticketing::CREATE_ORDER);
-        let order = |c: &mut Client| c.call(create, vec![Value::Int(0), Value::Int(ticketing::ORDER_SEATS_MAX)]);
-        // Orders 0, 2, 4, ... (sequence 0..16) take positions 0..64: every seat of category 0.
-        for _ in 0..seats / ticketing::ORDER_SEATS_MAX {
-            order(&mut client).unwrap();
+        let order = |c: &mut Client, session: i64| {
+            c.call(create, vec![Value::Int(0), Value::Int(ticketing::ORDER_SEATS_MAX), Value::Int(session)])
+        };
+        // Orders 0, 2, 4, ... (sequence 0..16, each of its own session) take positions 0..64:
+        // every seat of category 0.
+        for session in 0..seats / ticketing::ORDER_SEATS_MAX {
+            order(&mut client, session).unwrap();
         }
         assert_eq!(free_seats(&mut client), 0, "{engine}");
-        let err = order(&mut client).unwrap_err();
+        let err = order(&mut client, 0).unwrap_err();
         assert!(matches!(&err, Error::UserAbort(r) if r == ticketing::SOLD_OUT), "{engine}: {err:?}");
         assert_eq!(free_seats(&mut client), 0, "{engine}: a sold-out attempt changes nothing");
 
-        // Sequence 5 (order 10) is alone in queue bucket 5: expiring it frees positions 20..24.
+        // Sequence 5 (order 10) is session 5's only order: expiring it frees positions 20..24.
         let expire = w.procedure_of(&ticketing::EXPIRE_RESERVATIONS);
         client.call(expire, vec![Value::Int(5)]).unwrap();
         assert_eq!(free_seats(&mut client), ticketing::ORDER_SEATS_MAX, "{engine}");
         // The cursor has wrapped to position 0, still held by order 0: the next order finds its
         // seats taken and gives the counter back.
-        order(&mut client).unwrap();
+        order(&mut client, 0).unwrap();
         assert_eq!(free_seats(&mut client), ticketing::ORDER_SEATS_MAX, "{engine}: compensated");
 
         let verdict = w.verify(&mut client, &RunStats::default()).unwrap();

@@ -10,6 +10,7 @@ use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::{builtin, EngineKind, Registry};
 use litmus_runtime::sim::{SimConfig, SimDriver, Simulator};
 use litmus_runtime::{ClusterSpec, Topology};
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,7 +73,11 @@ impl SimDriver for TicketingDriver {
             let args = vec![Value::Int(0), Value::Int(2 * SEATS as i64), Value::Int(SEATS as i64)];
             return Some(call(ticketing::PROC_LOAD_SEATS, args));
         }
-        let t = self.workload.generate(rng);
+        // Each client is its own session (the harness gives terminal `i` RNG stream `i`); the
+        // per-call RNG is drawn from the simulator's, so the run still replays from its seed.
+        let mut mine = ChaCha8Rng::seed_from_u64(rng.gen());
+        mine.set_stream(client as u64);
+        let t = self.workload.generate(&mut mine);
         Some(call(t.procedure, t.args))
     }
 
