@@ -4,7 +4,7 @@
 //! but slow protocol step is cut off by a timeout meant for a dead peer:
 //!
 //! ```text
-//!  lock patience 10 ms < op resend 100 ms < BASE op re-run 300 ms < in-doubt query 1 s < orphan roll-back 2 s
+//!  lock patience 2 ms < op resend 100 ms < BASE op re-run 300 ms < in-doubt query 1 s < orphan roll-back 2 s
 //!    < client request 5 s < coordinator stall 10 s  (≤ interactive idle 10 s)
 //!  Omid: resend to oracle 200 ms < fail over 300 ms < op/commit deadline 3 s < client 5 s
 //!        heartbeat 20 ms < serving lease 100 ms < standby promotes 200 ms
