@@ -4,7 +4,7 @@
 //! but slow protocol step is cut off by a timeout meant for a dead peer:
 //!
 //! ```text
-//!  lock patience 2 ms < op resend 100 ms < BASE op re-run 300 ms < in-doubt query 1 s < orphan roll-back 2 s
+//!  lock patience 7 ms < op resend 100 ms < BASE op re-run 300 ms < in-doubt query 1 s < orphan roll-back 2 s
 //!    < client request 5 s < coordinator stall 10 s  (≤ interactive idle 10 s)
 //!  Omid: resend to oracle 200 ms < fail over 300 ms < op/commit deadline 3 s < client 5 s
 //!        heartbeat 20 ms < serving lease 100 ms < standby promotes 200 ms
@@ -16,7 +16,7 @@
 use crate::client::REQUEST_TIMEOUT_DEFAULT;
 use crate::coordinator::{INTERACTIVE_IDLE_TIMEOUT, TXN_STALL_TIMEOUT};
 use crate::engines::locking::coordinator::{BASE_OP_TIMEOUT, OP_RESEND_AFTER};
-use crate::engines::locking::partition::{IN_DOUBT_QUERY_AFTER, LOCK_WAIT_PATIENCE, ORPHAN_TIMEOUT};
+use crate::engines::locking::partition::{IN_DOUBT_QUERY_AFTER, LOCK_WAIT_PATIENCE, ORPHAN_TIMEOUT, TICK_CREDIT_MAX};
 use crate::engines::omid::engine::{COMMIT_DEADLINE, OP_DEADLINE, ORACLE_FAILOVER_AFTER, ORACLE_RESEND_AFTER};
 use crate::engines::omid::node::{HEARTBEAT_INTERVAL, PROMOTE_AFTER, SERVE_LEASE};
 use std::time::Duration;
@@ -26,6 +26,8 @@ const fn before(a: Duration, b: Duration) -> bool {
 }
 
 const _: () = {
+    // Lock rule 5f: a stall counts as at most one tick's credit, less than the patience.
+    assert!(before(TICK_CREDIT_MAX, LOCK_WAIT_PATIENCE));
     assert!(before(LOCK_WAIT_PATIENCE, OP_RESEND_AFTER));
     assert!(before(OP_RESEND_AFTER, BASE_OP_TIMEOUT));
     assert!(before(BASE_OP_TIMEOUT, IN_DOUBT_QUERY_AFTER));

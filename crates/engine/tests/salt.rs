@@ -241,8 +241,10 @@ fn is_cc_abort(r: &Result<impl std::fmt::Debug, Error>) -> bool {
     matches!(r, Err(Error::Abort(AbortReason::Deadlock)))
 }
 
+/// The patience as a partition sees it: waits are judged once a tick, so a patience shorter
+/// than a tick lasts a tick.
 fn patience_ms() -> u64 {
-    LOCK_WAIT_PATIENCE.as_millis() as u64
+    (LOCK_WAIT_PATIENCE.as_millis() as u64).max(TICK_INTERVAL_MS)
 }
 
 /// Delivers every queued message without advancing time.

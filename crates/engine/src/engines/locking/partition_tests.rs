@@ -435,9 +435,7 @@ fn salt_locked_records_carry_a_lock_that_changed_since_it_was_logged() {
 /// (starved of CPU) has not watched its waiters for 50 ms: the first tick after the stall must
 /// not find them all past their patience and abort them at once (under `salt` at 128 TPC-C
 /// clients on a loaded machine, throughput fell to 186–300 txn/s, issue 20). Ticks it does see
-/// still add up to the patience, and the waiter dies as before. (The patience is shorter than
-/// a tick's credit: what keeps the waiter alive through the stall's tick is that tick's grace,
-/// `LockingPartition::on_tick`.)
+/// still add up to the patience, and the waiter dies as before.
 #[test]
 fn rule5f_a_stalled_partition_does_not_count_the_stall_as_patience() {
     let mut h = H::new(&[1]);
