@@ -153,8 +153,9 @@
 //!
 //! The paper reports 6.5x (Fig. 8). On this machine (2 shared cores, embedded cluster, LAN
 //! delay; session 21, `scripts/ticketing-figures.sh 3 3 32`) the ratio of peaks over 8–128
-//! clients is 1.15–1.16 with K = 1, and Fig. 10 gives 1.72 at K = 2 and 2.36–2.40 at K = 3.
-//! ACID peaks at 3.6–4.1K txn/s, Salt K = 1 at 4.1–4.8K, K = 3 at 8.8–9.3K. What holds it
+//! clients is 1.15–1.33 with K = 1 (runs of the acceptance sweep, before and after the retry
+//! and lock-patience changes of session 21), and Fig. 10 gives 1.72 at K = 2 and 2.36–2.40 at
+//! K = 3. ACID peaks at 3.6–4.1K txn/s, Salt K = 1 at 4.1–4.8K, K = 3 at 8.8–9.3K. What holds it
 //! back, measured:
 //!
 //! * **ACID writers of the hot row.** With K = 1, `expire-reservations`, `cancel-order` and
@@ -171,7 +172,7 @@
 //! * **The hot row's hold under Salt.** With every writer of the row BASE, `create-order`'s
 //!   alkaline 1 (update, read back, commit: three round trips) is the serial section: two rows at
 //!   about 1 ms each. At 64 clients about eleven requests queue per row, longer than the lock
-//!   patience (10 ms), so 42% of `create-order` attempts die and retry.
+//!   patience (then 10 ms, now 7), so 42% of `create-order` attempts died and retried.
 //! * **CPU.** ACID at its peak uses about 0.8 of the 2 cores (210 µs per transaction with its
 //!   retries); Salt K = 3 at 9.1K txn/s about 1.1 (124 µs), and the K = 4 experiment 1.7.
 //! * **The sessions.** Before session 21 the order queue was shared by buckets: two clients
