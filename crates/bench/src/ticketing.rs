@@ -154,8 +154,8 @@
 //! The paper reports 6.5x (Fig. 8). On this machine (2 shared cores, embedded cluster, LAN
 //! delay; session 21, `scripts/ticketing-figures.sh 3 3 32`) the ratio of peaks over 8–128
 //! clients is 1.15–1.33 with K = 1 (runs of the acceptance sweep, before and after the retry
-//! and lock-patience changes of session 21), and Fig. 10 gives 1.72 at K = 2 and 2.36–2.40 at
-//! K = 3. ACID peaks at 3.6–4.1K txn/s, Salt K = 1 at 4.1–4.8K, K = 3 at 8.8–9.3K. What holds it
+//! and lock-patience changes of session 21), and Fig. 10 gives 1.72–1.75 at K = 2 and
+//! 2.36–2.40 at K = 3 (the figures script on the final build: 32-client median 1.24). ACID peaks at 3.6–4.1K txn/s, Salt K = 1 at 4.1–4.8K, K = 3 at 8.8–9.3K. What holds it
 //! back, measured:
 //!
 //! * **ACID writers of the hot row.** With K = 1, `expire-reservations`, `cancel-order` and
