@@ -166,15 +166,16 @@
 //!   queued, `create-order` is serialized again at its full length. BASE-ifying them moves the
 //!   ratio to 1.72 (K = 2) and 2.36 (K = 3); an experiment that also BASE-ified the
 //!   administrative `delete-order` (not a mode the workload offers: §8 keeps it ACID) gave 3.80
-//!   (salt 15.1K txn/s at 64 clients, about 1.7 cores of CPU, against acid 4.0K). The paper
+//!   (salt 15.1K txn/s at 64 clients against acid 4.0K; its CPU was not measured). The paper
 //!   found K = 2, 3 add nothing, so in Fusion Ticket the other writers of the counter are much
 //!   rarer than in this mix, which we chose to keep the event from selling out in a long run.
-//! * **The hot row's hold under Salt.** With every writer of the row BASE, `create-order`'s
+//! * **The hot row's hold under Salt.** With K = 3, `create-order`'s
 //!   alkaline 1 (update, read back, commit: three round trips) is the serial section: two rows at
-//!   about 1 ms each. At 64 clients about eleven requests queue per row, longer than the lock
-//!   patience (then 10 ms, now 7), so 42% of `create-order` attempts died and retried.
+//!   about 1 ms each (estimated from the LAN delay, not traced). At 64 clients the queues on the
+//!   two rows outlast the lock patience (then 10 ms, now 7): 42% of `create-order` attempts
+//!   died and retried (K = 3, measured).
 //! * **CPU.** ACID at its peak uses about 0.8 of the 2 cores (210 µs per transaction with its
-//!   retries); Salt K = 3 at 9.1K txn/s about 1.1 (124 µs), and the K = 4 experiment 1.7.
+//!   retries); Salt K = 3 at 9.1K txn/s about 1.1 (124 µs).
 //! * **The sessions.** Before session 21 the order queue was shared by buckets: two clients
 //!   picking from a bucket both took its range lock and both waited to upgrade it for the
 //!   delete, and 40–68% of every writer's attempts aborted (ratio of peaks 0.95, acid 2.5K txn/s).
