@@ -25,6 +25,11 @@
 //!   `until + STRAGGLER_GRACE` it stops retrying (`unfinished`). [`RetryPolicy::UntilCommitted`]:
 //!   retries until it commits; one still failing after its `bound` fails the run with
 //!   [`BenchError::Starved`], naming it.
+//! * A business transaction of several database transactions ([`Workload::next_step`], e.g. a
+//!   TPC-C Delivery as one per district) runs its steps one after another as one logical
+//!   transaction: counted once, its latency from the first step's start to the last answer;
+//!   each step is retried on its own, its `retrying_for` and commit bound running from the
+//!   step's start. A stop between steps leaves it `unfinished`; its committed steps stay.
 //! * A user abort or another error is final. A rejection as invalid input fails the run with
 //!   [`BenchError::Rejected`] (every retry would be rejected too).
 //! * A stop (a failure anywhere in the run, or a signal relayed by the harness through
@@ -119,10 +124,16 @@ pub(crate) fn new_histogram() -> Histogram<u64> {
         .expect("constant bounds are valid")
 }
 
-/// The transaction a terminal is running (first attempt and retries).
+/// The transaction a terminal is running (first attempt and retries; for a business
+/// transaction of several steps, [`Workload::next_step`], the step in progress).
 struct Current {
     req: TxnRequest,
+    /// When the logical transaction's first attempt started (its latency runs from here).
     started: Time,
+    /// When the step in progress started: its retries' `retrying_for` and the commit bound run
+    /// from here.
+    step_started: Time,
+    /// Attempts of the step in progress so far, less one.
     attempt: u64,
     outcome: Outcomes,
 }
@@ -189,7 +200,7 @@ impl Terminals {
     }
 
     fn call(c: &Current, now: Time) -> RequestBody {
-        let retrying_for = if c.attempt == 0 { Duration::ZERO } else { Duration::from_nanos(now.0 - c.started.0) };
+        let retrying_for = if c.attempt == 0 { Duration::ZERO } else { Duration::from_nanos(now.0 - c.step_started.0) };
         RequestBody::Call { procedure: c.req.procedure.to_string(), args: c.req.args.clone(), retrying_for }
     }
 
@@ -208,7 +219,7 @@ impl Terminals {
             None => self.workload.generate(&mut st.rng),
         };
         self.control.record(self.workload.as_ref(), &req, OpType::Invoke, st.process, None);
-        let c = Current { req, started: now, attempt: 0, outcome: Outcomes::default() };
+        let c = Current { req, started: now, step_started: now, attempt: 0, outcome: Outcomes::default() };
         let body = Self::call(&c, now);
         st.current = Some(c);
         Some(body)
@@ -218,7 +229,19 @@ impl Terminals {
     pub fn done_at(&mut self, t: usize, result: Result<ResponseBody, Error>, now: Time) {
         let Some(mut c) = self.terminals[t].current.take() else { return };
         let end = match result {
-            Ok(ResponseBody::Returned(values)) => Final::Committed(values),
+            Ok(ResponseBody::Returned(values)) => match self.workload.next_step(&c.req, &values) {
+                // The business transaction goes on with its next step, at once: unless the run
+                // stops, which leaves it unfinished (its committed steps stay committed).
+                Some(next) if !self.control.stopped() => {
+                    c.req = next;
+                    c.step_started = now;
+                    c.attempt = 0;
+                    self.terminals[t].current = Some(c);
+                    return;
+                }
+                Some(_) => Final::Unfinished,
+                None => Final::Committed(values),
+            },
             Ok(other) => Final::Failed(Error::Internal(format!("unexpected response {other:?}"))),
             Err(e) if e.is_retryable() => {
                 c.outcome.aborts += 1;
@@ -231,7 +254,7 @@ impl Terminals {
                     let give_up = match self.policy {
                         RetryPolicy::GiveUpAfter { retries } => c.attempt >= u64::from(retries),
                         RetryPolicy::UntilCommitted { bound } => {
-                            let waited = Duration::from_nanos(now.0 - c.started.0);
+                            let waited = Duration::from_nanos(now.0 - c.step_started.0);
                             if waited >= bound {
                                 self.control.fail(BenchError::Starved {
                                     kind: c.req.kind,
@@ -402,6 +425,90 @@ mod tests {
     }
 
     const MS: u64 = 1_000_000;
+
+    /// A business transaction of three steps (`p` with argument 0, 1, 2), kind `k`.
+    struct ThreeSteps;
+
+    impl Workload for ThreeSteps {
+        fn name(&self) -> &'static str {
+            "three-steps"
+        }
+        fn describe(&self) -> String {
+            String::new()
+        }
+        fn catalog(&self) -> Catalog {
+            Catalog::default()
+        }
+        fn register(&self, _: &mut Registry) {}
+        fn prepare(&self, _: &mut dyn FnMut() -> Result<litmus_client::Client, Error>) -> anyhow::Result<()> {
+            Ok(())
+        }
+        fn generate(&self, _: &mut ChaCha8Rng) -> TxnRequest {
+            TxnRequest { kind: "k", procedure: "p", args: vec![Value::Int(0)] }
+        }
+        fn next_step(&self, req: &TxnRequest, _: &[Value]) -> Option<TxnRequest> {
+            match req.args[0] {
+                Value::Int(i) if i < 2 => Some(TxnRequest { args: vec![Value::Int(i + 1)], ..req.clone() }),
+                _ => None,
+            }
+        }
+        fn retry_policy(&self) -> RetryPolicy {
+            RetryPolicy::UntilCommitted { bound: Duration::from_millis(50) }
+        }
+        fn verify(&self, _: &mut litmus_client::Client, _: &RunStats) -> anyhow::Result<String> {
+            Ok(String::new())
+        }
+    }
+
+    fn step_of(body: Option<RequestBody>) -> (i64, Duration) {
+        match body {
+            Some(RequestBody::Call { args, retrying_for, .. }) => match args[..] {
+                [Value::Int(i)] => (i, retrying_for),
+                _ => panic!("unexpected args {args:?}"),
+            },
+            other => panic!("expected a call, got {other:?}"),
+        }
+    }
+
+    /// `Workload::next_step`: the steps run one after another as one logical transaction,
+    /// counted and timed once; a step's retry and its commit bound run from the step's start.
+    #[test]
+    fn a_business_transaction_of_several_steps_counts_once_and_retries_step_by_step() {
+        let control = Arc::new(Control::new(None));
+        let window = TimeWindow { measure_from: Time(10 * MS), until: Time(100 * MS) };
+        let mut t = Terminals::new(Arc::new(ThreeSteps), None, window, control.clone(), 7, &[0]);
+        assert_eq!(step_of(t.next_at(0, Time(20 * MS))), (0, Duration::ZERO));
+        t.done_at(0, committed(), Time(21 * MS));
+        assert!(t.pause(0).is_zero(), "the next step goes at once");
+        assert_eq!(step_of(t.next_at(0, Time(21 * MS))), (1, Duration::ZERO), "step 1 is a new transaction");
+        t.done_at(0, aborted(), Time(22 * MS));
+        t.pause(0);
+        // The retry says how long step 1 has been retrying, not the whole business transaction.
+        assert_eq!(step_of(t.next_at(0, Time(24 * MS))), (1, Duration::from_millis(3)));
+        t.done_at(0, committed(), Time(25 * MS));
+        // Step 2 starts 45 ms after step 0: the 50 ms bound is the step's, so it may retry.
+        assert_eq!(step_of(t.next_at(0, Time(65 * MS))), (2, Duration::ZERO));
+        t.done_at(0, aborted(), Time(70 * MS));
+        assert!(control.take_failure().is_none(), "5 ms into step 2: not starved");
+        t.pause(0);
+        assert_eq!(step_of(t.next_at(0, Time(71 * MS))).0, 2);
+        t.done_at(0, committed(), Time(72 * MS));
+        assert_eq!(control.committed.load(Ordering::Relaxed), 1, "one logical transaction");
+        let (m, _, unfinished, lat) = tally(t);
+        assert_eq!((m.committed, m.aborts, m.retries, unfinished), (1, 2, 2, 0));
+        assert_eq!(lat.len(), 1);
+        assert!((51_900..=52_100).contains(&lat[0]), "from the first step's start to the last answer: {lat:?}");
+
+        // A stop between steps leaves the business transaction unfinished (its steps stay done).
+        let control = Arc::new(Control::new(None));
+        let mut t = Terminals::new(Arc::new(ThreeSteps), None, window, control.clone(), 7, &[0]);
+        t.next_at(0, Time(20 * MS)).expect("step 0");
+        control.stop.store(true, Ordering::Relaxed);
+        t.done_at(0, committed(), Time(21 * MS));
+        assert!(t.next_at(0, Time(22 * MS)).is_none());
+        let (m, _, unfinished, _) = tally(t);
+        assert_eq!((m.committed, unfinished), (0, 1));
+    }
 
     /// One terminal; the window is [10 ms, 100 ms).
     fn terminal(policy: RetryPolicy) -> (Terminals, Arc<Control>) {

@@ -129,7 +129,14 @@ impl TpccNewOrder {
         }
         let scale_div =
             if tpcc.scale_div == TpccOptions::DEFAULT.scale_div { SCALE_DIV_DEFAULT } else { tpcc.scale_div };
-        let inner = TpccOptions { warehouses, base_txns: Some(0), variant: None, scale_div, one_round: false };
+        let inner = TpccOptions {
+            warehouses,
+            base_txns: Some(0),
+            variant: None,
+            scale_div,
+            one_round: false,
+            ..TpccOptions::DEFAULT
+        };
         let mut home = vec![];
         if opts.home_routing {
             let (parts, nodes) = (u64::from(partitions.max(1)), u64::from(opts.nodes.max(1)));

@@ -67,6 +67,17 @@ pub trait Workload: Send + Sync {
         self.generate(rng)
     }
 
+    /// The next database transaction of the business transaction `req` belongs to, now that
+    /// `req` committed with `result`; `None` when the business transaction is complete (the
+    /// default: one database transaction each). A terminal runs the steps one after another as
+    /// one logical transaction: retried step by step, counted and timed once, from its first
+    /// step's start to its last step's answer (TPC-C clause 2.7.4.1: a Delivery may be done as
+    /// up to 10 database transactions).
+    fn next_step(&self, req: &TxnRequest, result: &[Value]) -> Option<TxnRequest> {
+        let _ = (req, result);
+        None
+    }
+
     /// The partition client `client`'s transactions start at, when the workload gives each
     /// client a home (a TPC-C terminal's warehouse, clause 2.4.1.1). The harness and the simulated
     /// bench attach such a client to the coordinator on that partition's node, as a deployment

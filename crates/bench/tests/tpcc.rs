@@ -13,8 +13,14 @@ use std::time::Duration;
 
 /// 2 warehouses, 30 customers per district, 1,000 items.
 fn small(base_txns: u32) -> Tpcc {
-    let opts =
-        TpccOptions { warehouses: 2, base_txns: Some(base_txns), variant: None, scale_div: 100, one_round: false };
+    let opts = TpccOptions {
+        warehouses: 2,
+        base_txns: Some(base_txns),
+        variant: None,
+        scale_div: 100,
+        one_round: false,
+        ..TpccOptions::DEFAULT
+    };
     Tpcc::new(&opts, false).unwrap()
 }
 
@@ -231,5 +237,67 @@ fn the_loaded_database_passes_every_condition_and_corruption_is_caught() {
         let cluster = loaded_cluster(&w, EngineKind::Acid);
         let mut client = Client::new(Box::new(cluster.transport()));
         expect_caught(&w, &mut client, condition, corrupt);
+    }
+}
+
+/// Every row of `tables` for warehouse `w`, in key order.
+fn snapshot(client: &mut Client, w: i64, tables: &[&str]) -> Vec<Vec<litmus_core::Row>> {
+    let mut txn = client.begin().unwrap();
+    let rows = tables.iter().map(|t| txn.scan(t, &[int(w)], Some(&[int(w + 1)]), 100_000).unwrap()).collect();
+    txn.commit().unwrap();
+    rows
+}
+
+/// Clause 2.7.4.1: a Delivery may be done as up to 10 database transactions. The ten
+/// district steps (`tpcc_delivery_district`, one per district in turn, as a terminal runs them
+/// with `--delivery-txns 10`) leave the database exactly as the one-transaction Delivery does,
+/// and `next_step` walks the districts 1 to 10 and stops.
+#[test]
+fn a_delivery_as_ten_district_transactions_leaves_what_one_transaction_leaves() {
+    use litmus_bench::tpcc::txns::{DELIVERY_DISTRICT_PROC, DELIVERY_PROC};
+    use litmus_bench::workload::{TxnRequest, Workload};
+    let w = small(0);
+    let tables = [NEW_ORDER, ORDERS, ORDER_LINE, CUSTOMER];
+    let (carrier, date) = (int(4), int(20_261_127));
+    let one = loaded_cluster(&w, EngineKind::Acid);
+    let mut c1 = Client::new(Box::new(one.transport()));
+    let before = snapshot(&mut c1, 1, &tables);
+    assert_eq!(c1.call(DELIVERY_PROC, vec![int(1), carrier.clone(), date.clone()]).unwrap(), vec![int(10)]);
+    let after_one = snapshot(&mut c1, 1, &tables);
+    assert_ne!(before, after_one, "a Delivery changes the warehouse's rows");
+
+    let ten = loaded_cluster(&w, EngineKind::Acid);
+    let mut c10 = Client::new(Box::new(ten.transport()));
+    assert_eq!(snapshot(&mut c10, 1, &tables), before, "both clusters load the same rows");
+    let mut req = TxnRequest {
+        kind: tpcc::KIND_DELIVERY,
+        procedure: DELIVERY_DISTRICT_PROC,
+        args: vec![int(1), carrier, date, int(1)],
+    };
+    let mut steps = 0;
+    loop {
+        let out = c10.call(req.procedure, req.args.clone()).unwrap();
+        assert_eq!(out, vec![int(1)], "district {:?} delivers its oldest order", req.args[3]);
+        steps += 1;
+        match w.next_step(&req, &out) {
+            Some(next) => req = next,
+            None => break,
+        }
+    }
+    assert_eq!(steps, 10);
+    assert_eq!(snapshot(&mut c10, 1, &tables), after_one);
+    // A district outside 1..=10 is refused as invalid input, changing nothing.
+    let err = c10.call(DELIVERY_DISTRICT_PROC, vec![int(1), int(4), int(1), int(11)]).unwrap_err();
+    assert!(matches!(err, litmus_core::Error::Invalid(_)), "{err:?}");
+    assert_eq!(snapshot(&mut c10, 1, &tables), after_one);
+}
+
+#[test]
+fn delivery_txns_other_than_one_or_ten_is_a_typed_config_error() {
+    let opts = TpccOptions { delivery_txns: 3, ..TpccOptions::DEFAULT };
+    let err = Tpcc::new(&opts, false).err().expect("3 is refused");
+    assert!(matches!(err, tpcc::TpccConfigError::DeliveryTxns(3)), "{err:?}");
+    for ok in [1, 10] {
+        assert!(Tpcc::new(&TpccOptions { delivery_txns: ok, ..TpccOptions::DEFAULT }, false).is_ok());
     }
 }

@@ -29,7 +29,16 @@ struct FlakyDelivery {
 
 impl FlakyDelivery {
     fn new(every: u64, commit_bound: Duration, policy: Option<RetryPolicy>) -> FlakyDelivery {
-        let opts = TpccOptions { warehouses: 2, base_txns: None, variant: None, scale_div: 100, one_round: false };
+        let opts = TpccOptions {
+            warehouses: 2,
+            base_txns: None,
+            variant: None,
+            scale_div: 100,
+            one_round: false,
+            // The fault wraps the one-transaction Delivery (its district steps would each be
+            // an attempt of their own).
+            delivery_txns: 1,
+        };
         let tpcc = Tpcc::new(&opts, false).unwrap().with_commit_bound(commit_bound);
         FlakyDelivery { tpcc, every, attempts: Arc::new(AtomicU64::new(0)), policy }
     }

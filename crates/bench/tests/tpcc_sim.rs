@@ -13,8 +13,14 @@ use std::time::Duration;
 
 /// 2 warehouses, 30 customers per district, 1,000 items.
 fn tpcc(base_txns: u32) -> Tpcc {
-    let opts =
-        TpccOptions { warehouses: 2, base_txns: Some(base_txns), variant: None, scale_div: 100, one_round: false };
+    let opts = TpccOptions {
+        warehouses: 2,
+        base_txns: Some(base_txns),
+        variant: None,
+        scale_div: 100,
+        one_round: false,
+        ..TpccOptions::DEFAULT
+    };
     Tpcc::new(&opts, false).unwrap()
 }
 

@@ -499,6 +499,8 @@ pub enum TpccConfigError {
     BaseTxns(u32),
     #[error("--variant must be acid or salt, got {0:?}")]
     Variant(String),
+    #[error("--delivery-txns must be 1 (one database transaction per Delivery) or 10 (one per district), got {0}")]
+    DeliveryTxns(u32),
 }
 
 /// Settings of the TPC-C workload.
@@ -529,11 +531,23 @@ pub struct TpccOptions {
     /// transactions; engines that run one-round transactions only always use it.
     #[arg(long = "one-round")]
     pub one_round: bool,
+
+    /// tpcc: database transactions per ACID Delivery: 10, one per district (clause 2.7.4.1
+    /// allows up to 10), or 1, all ten districts in one. BASE and one-round Deliveries are
+    /// always one.
+    #[arg(long = "delivery-txns", value_name = "1|10", default_value_t = TpccOptions::DEFAULT.delivery_txns)]
+    pub delivery_txns: u32,
 }
 
 impl TpccOptions {
-    pub const DEFAULT: TpccOptions =
-        TpccOptions { warehouses: 2, base_txns: None, variant: None, scale_div: 1, one_round: false };
+    pub const DEFAULT: TpccOptions = TpccOptions {
+        warehouses: 2,
+        base_txns: None,
+        variant: None,
+        scale_div: 1,
+        one_round: false,
+        delivery_txns: 10,
+    };
 
     /// The cardinalities.
     pub fn scale(&self) -> Result<Scale, TpccConfigError> {
@@ -541,6 +555,15 @@ impl TpccOptions {
             return Err(TpccConfigError::ScaleDiv(self.scale_div));
         }
         Scale::new(self.warehouses, CUSTOMERS_FULL / self.scale_div, ITEMS_FULL / self.scale_div)
+    }
+
+    /// Whether an ACID Delivery runs as one database transaction per district.
+    pub fn split_delivery(&self) -> Result<bool, TpccConfigError> {
+        match self.delivery_txns {
+            1 => Ok(false),
+            n if n as usize == DISTRICTS => Ok(true),
+            n => Err(TpccConfigError::DeliveryTxns(n)),
+        }
     }
 
     /// How many transactions run as BASE.
@@ -568,6 +591,9 @@ impl Default for TpccOptions {
 pub struct Tpcc {
     scale: Scale,
     base_txns: u32,
+    /// An ACID Delivery runs as ten database transactions, one per district
+    /// ([`txns::DELIVERY_DISTRICT_PROC`], [`Workload::next_step`]).
+    split_delivery: bool,
     progress: bool,
     settle_max: Duration,
     commit_bound: Duration,
@@ -582,6 +608,7 @@ impl Tpcc {
         Ok(Tpcc {
             scale: opts.scale()?,
             base_txns: opts.base_count()?,
+            split_delivery: opts.split_delivery()?,
             progress,
             settle_max: VERIFY_SETTLE_MAX,
             commit_bound: COMMIT_BOUND,
@@ -699,7 +726,12 @@ impl Tpcc {
             TxnType::StockLevel => vec![int(w), int(d), Value::Int(rng.gen_range(10..=20))],
         };
         let procedure = if self.is_one_round() { oneround::procedure(t) } else { t.procedure(self.is_base(t)) };
-        TxnRequest { kind: t.kind(), procedure, args }
+        let mut req = TxnRequest { kind: t.kind(), procedure, args };
+        if procedure == txns::DELIVERY_PROC && self.split_delivery {
+            req.procedure = txns::DELIVERY_DISTRICT_PROC;
+            req.args.push(Value::Int(1));
+        }
+        req
     }
 
     /// A customer by last name (60%) or by id: `(c_id | NULL, c_last | NULL)`.
@@ -799,6 +831,20 @@ impl Workload for Tpcc {
         let t = TxnType::of_kind(kind).unwrap_or_else(|| TxnType::pick(rng));
         let terminal = self.terminal(rng.get_stream());
         self.generate_at(t, terminal, rng)
+    }
+
+    fn next_step(&self, req: &TxnRequest, _: &[Value]) -> Option<TxnRequest> {
+        if req.procedure != txns::DELIVERY_DISTRICT_PROC {
+            return None;
+        }
+        match req.args.get(3) {
+            Some(Value::Int(d)) if *d < DISTRICTS as i64 => {
+                let mut next = req.clone();
+                next.args[3] = Value::Int(d + 1);
+                Some(next)
+            }
+            _ => None,
+        }
     }
 
     fn home_partition(&self, client: u64, partitions: u32) -> Option<PartitionId> {
@@ -918,6 +964,7 @@ mod tests {
             scale_div: 10,
             warehouses: 3,
             one_round: false,
+            delivery_txns: 10,
         };
         Tpcc::new(&opts, false)
     }

@@ -20,6 +20,9 @@ pub const NEW_ORDER_PROC: &str = "tpcc_new_order";
 pub const PAYMENT_PROC: &str = "tpcc_payment";
 pub const ORDER_STATUS_PROC: &str = "tpcc_order_status";
 pub const DELIVERY_PROC: &str = "tpcc_delivery";
+/// One district's step of Delivery as a database transaction of its own (clause 2.7.4.1: the
+/// business transaction may be done as up to 10 database transactions): `[w, carrier, date, d]`.
+pub const DELIVERY_DISTRICT_PROC: &str = "tpcc_delivery_district";
 pub const STOCK_LEVEL_PROC: &str = "tpcc_stock_level";
 pub const NEW_ORDER_BASE_PROC: &str = "tpcc_new_order_base";
 pub const PAYMENT_BASE_PROC: &str = "tpcc_payment_base";
@@ -455,49 +458,66 @@ pub(crate) async fn order_status(ctx: Ctx, args: Vec<Value>, base: bool) -> Proc
 /// Payments behind every BASE Delivery).
 pub(crate) async fn delivery(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     let p = DELIVERY_PROC;
-    let w = Value::Int(arg_int(&args, 0, p)?);
+    let w = arg_int(&args, 0, p)?;
     let carrier = arg_int(&args, 1, p)?;
     let date = arg_int(&args, 2, p)?;
     let mut delivered = 0;
     for d in 1..=DISTRICTS as i64 {
-        let d = Value::Int(d);
         begin(&ctx, base).await?;
-        let oldest = ctx.scan_prefix(NEW_ORDER, &[w.clone(), d.clone()], 1).await?;
-        let Some(no) = oldest.first() else {
-            end(&ctx, base).await?;
-            continue;
-        };
-        let o_id = row_int(no, col::NO_O_ID)?;
-        let o = Value::Int(o_id);
-        if o_id > 1 && ctx.read(ORDERS, &[w.clone(), d.clone(), Value::Int(o_id - 1)]).await?.is_none() {
-            // Order o-1 has its id but not its rows yet: a BASE New-Order in flight (see the
-            // module doc: delivering `o` now would leave a hole in NEW-ORDER for good).
-            end(&ctx, base).await?;
-            continue;
-        }
-        ctx.delete(NEW_ORDER, &[w.clone(), d.clone(), o.clone()]).await?;
-        let okey = vec![w.clone(), d.clone(), o.clone()];
-        ctx.update(ORDERS, &okey, &[("o_carrier_id", Formula::Assign(Value::Int(carrier)))]).await?;
-        let order = must_read(&ctx, ORDERS, &okey).await?;
-        let c = order[col::O_C_ID].clone();
-        let lines = ctx.scan_prefix(ORDER_LINE, &okey, ORDER_LINES_MAX as u32).await?;
-        let mut sum = Decimal::ZERO;
-        let mut ops = Vec::with_capacity(lines.len() + 1);
-        for line in &lines {
-            sum = sum.checked_add(row_dec(line, col::OL_AMOUNT)?).ok_or_else(|| overflow("sum(ol_amount)"))?;
-            let key = vec![w.clone(), d.clone(), o.clone(), line[col::OL_NUMBER].clone()];
-            ops.push(update_op(ORDER_LINE, key, &[("ol_delivery_d", Formula::Assign(Value::Int(date)))]));
-        }
-        ops.push(update_op(
-            CUSTOMER,
-            vec![w.clone(), d.clone(), c],
-            &[("c_balance", Formula::Add(dec(sum))), ("c_delivery_cnt", Formula::Add(Value::Int(1)))],
-        ));
-        run_all(&ctx, ops).await?;
+        delivered += i64::from(deliver_district(&ctx, w, d, carrier, date).await?);
         end(&ctx, base).await?;
-        delivered += 1;
     }
     Ok(vec![Value::Int(delivered)])
+}
+
+/// One district's step of Delivery as its own transaction (clause 2.7.4.1's comment: a
+/// Delivery may be done as up to 10 database transactions, [`DELIVERY_DISTRICT_PROC`]): `[w,
+/// carrier, date, d]` -> `[orders delivered: 0 or 1]`. A terminal runs it for districts 1 to 10
+/// in turn ([`super::Tpcc`]'s `next_step`), so a Delivery holds one district's locks at a time.
+pub(crate) async fn delivery_district(ctx: Ctx, args: Vec<Value>) -> ProcResult {
+    let p = DELIVERY_DISTRICT_PROC;
+    let (w, carrier, date, d) =
+        (arg_int(&args, 0, p)?, arg_int(&args, 1, p)?, arg_int(&args, 2, p)?, arg_int(&args, 3, p)?);
+    if !(1..=DISTRICTS as i64).contains(&d) {
+        return Err(bad_arg(p, format!("district must be in 1..={DISTRICTS}, got {d}")));
+    }
+    Ok(vec![Value::Int(i64::from(deliver_district(&ctx, w, d, carrier, date).await?))])
+}
+
+/// Delivers district `d`'s oldest new order, if there is one to deliver: whether it did.
+async fn deliver_district(ctx: &Ctx, w: i64, d: i64, carrier: i64, date: i64) -> Result<bool, Error> {
+    let (w, d) = (Value::Int(w), Value::Int(d));
+    let oldest = ctx.scan_prefix(NEW_ORDER, &[w.clone(), d.clone()], 1).await?;
+    let Some(no) = oldest.first() else {
+        return Ok(false);
+    };
+    let o_id = row_int(no, col::NO_O_ID)?;
+    let o = Value::Int(o_id);
+    if o_id > 1 && ctx.read(ORDERS, &[w.clone(), d.clone(), Value::Int(o_id - 1)]).await?.is_none() {
+        // Order o-1 has its id but not its rows yet: a BASE New-Order in flight (see the
+        // module doc: delivering `o` now would leave a hole in NEW-ORDER for good).
+        return Ok(false);
+    }
+    ctx.delete(NEW_ORDER, &[w.clone(), d.clone(), o.clone()]).await?;
+    let okey = vec![w.clone(), d.clone(), o.clone()];
+    ctx.update(ORDERS, &okey, &[("o_carrier_id", Formula::Assign(Value::Int(carrier)))]).await?;
+    let order = must_read(ctx, ORDERS, &okey).await?;
+    let c = order[col::O_C_ID].clone();
+    let lines = ctx.scan_prefix(ORDER_LINE, &okey, ORDER_LINES_MAX as u32).await?;
+    let mut sum = Decimal::ZERO;
+    let mut ops = Vec::with_capacity(lines.len() + 1);
+    for line in &lines {
+        sum = sum.checked_add(row_dec(line, col::OL_AMOUNT)?).ok_or_else(|| overflow("sum(ol_amount)"))?;
+        let key = vec![w.clone(), d.clone(), o.clone(), line[col::OL_NUMBER].clone()];
+        ops.push(update_op(ORDER_LINE, key, &[("ol_delivery_d", Formula::Assign(Value::Int(date)))]));
+    }
+    ops.push(update_op(
+        CUSTOMER,
+        vec![w.clone(), d.clone(), c],
+        &[("c_balance", Formula::Add(dec(sum))), ("c_delivery_cnt", Formula::Add(Value::Int(1)))],
+    ));
+    run_all(ctx, ops).await?;
+    Ok(true)
 }
 
 /// Stock-Level (clause 2.8.2): `[w, d, threshold]` -> `[low stock items]`: distinct items of
@@ -575,6 +595,10 @@ pub fn register(registry: &mut Registry) {
         registry.register_with(&name(DELIVERY_PROC, DELIVERY_BASE_PROC), vec![Int; 3], opts, move |ctx, args| {
             delivery(ctx, args, base)
         });
+        if !base {
+            // A BASE Delivery is one alkaline subtransaction per district already.
+            registry.register_with(DELIVERY_DISTRICT_PROC, vec![Int; 4], opts, delivery_district);
+        }
         // Clause 3.4.0.1: Stock-Level needs only level 1 isolation (no dirty reads) against
         // every transaction; the other four need level 3 among themselves. Its ~200 reads
         // take short-term locks, so it never holds one while waiting for another.
