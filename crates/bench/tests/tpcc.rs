@@ -13,13 +13,18 @@ use std::time::Duration;
 
 /// 2 warehouses, 30 customers per district, 1,000 items.
 fn small(base_txns: u32) -> Tpcc {
+    small_with(base_txns, 1)
+}
+
+/// The same with `delivery_txns` database transactions per ACID Delivery.
+fn small_with(base_txns: u32, delivery_txns: u32) -> Tpcc {
     let opts = TpccOptions {
         warehouses: 2,
         base_txns: Some(base_txns),
         variant: None,
         scale_div: 100,
         one_round: false,
-        ..TpccOptions::DEFAULT
+        delivery_txns,
     };
     Tpcc::new(&opts, false).unwrap()
 }
@@ -29,7 +34,11 @@ fn loaded_cluster(w: &Tpcc, engine: EngineKind) -> EmbeddedCluster {
 }
 
 fn run(engine: EngineKind, base_txns: u32) -> litmus_bench::BenchReport {
-    let w = small(base_txns);
+    run_with(engine, base_txns, 1)
+}
+
+fn run_with(engine: EngineKind, base_txns: u32, delivery_txns: u32) -> litmus_bench::BenchReport {
+    let w = small_with(base_txns, delivery_txns);
     let cfg = BenchConfig {
         clients: 6,
         partitions: 3,
@@ -71,6 +80,15 @@ fn salt_run_with_every_transaction_base_keeps_the_consistency_conditions() {
 #[test]
 fn salt_local_run_keeps_the_consistency_conditions() {
     run(EngineKind::SaltLocal, 2);
+}
+
+/// `--delivery-txns 10`: the terminals run each ACID Delivery as ten district transactions.
+#[test]
+fn runs_with_deliveries_per_district_keep_the_consistency_conditions() {
+    for engine in [EngineKind::Acid, EngineKind::Salt] {
+        let report = run_with(engine, if engine == EngineKind::Salt { 2 } else { 0 }, 10);
+        assert!(report.latency.contains_key(tpcc::KIND_DELIVERY), "no delivery on {engine}");
+    }
 }
 
 /// Writes that break a condition, run in one interactive transaction.

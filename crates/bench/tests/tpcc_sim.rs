@@ -11,21 +11,25 @@ use litmus_runtime::{ClusterSpec, Topology};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// 2 warehouses, 30 customers per district, 1,000 items.
-fn tpcc(base_txns: u32) -> Tpcc {
+/// 2 warehouses, 30 customers per district, 1,000 items; `delivery_txns` per ACID Delivery.
+fn tpcc(base_txns: u32, delivery_txns: u32) -> Tpcc {
     let opts = TpccOptions {
         warehouses: 2,
         base_txns: Some(base_txns),
         variant: None,
         scale_div: 100,
         one_round: false,
-        ..TpccOptions::DEFAULT
+        delivery_txns,
     };
     Tpcc::new(&opts, false).unwrap()
 }
 
 fn run(engine: EngineKind, base_txns: u32, seed: u64) -> (u64, String) {
-    let w = tpcc(base_txns);
+    run_with(engine, base_txns, 1, seed)
+}
+
+fn run_with(engine: EngineKind, base_txns: u32, delivery_txns: u32, seed: u64) -> (u64, String) {
+    let w = tpcc(base_txns, delivery_txns);
     let mut catalog = builtin::catalog();
     catalog.merge(&w.catalog());
     let mut registry = builtin::registry();
@@ -47,7 +51,7 @@ fn run(engine: EngineKind, base_txns: u32, seed: u64) -> (u64, String) {
     // The lock tables grow to hundreds of entries (a Delivery locks dozens of rows) and their
     // invariant check is quadratic: check every 64th step rather than every one.
     cfg.invariant_check_every = 64;
-    let replay = format!("seed {seed}, engine {engine}, base_txns {base_txns}");
+    let replay = format!("seed {seed}, engine {engine}, base_txns {base_txns}, delivery_txns {delivery_txns}");
     let mut sim = Simulator::new(spec, cfg).unwrap();
     let mut driver = TpccSim::new(w);
     driver.load(&mut sim).unwrap_or_else(|e| panic!("{replay}: load failed: {e}"));
@@ -98,13 +102,29 @@ fn salt_tpcc_keeps_the_consistency_conditions_under_faults() {
     assert!(committed > 10 * SALT_CASES.len() as u64, "only {committed} transactions committed");
 }
 
-/// Replays one run: `LITMUS_TPCC_SIM_REPLAY=engine,base_txns,seed cargo test -p litmus-bench
-/// --test tpcc_sim replay -- --ignored --nocapture`.
+/// Deliveries as ten district transactions (`--delivery-txns 10`), crashes between the steps
+/// included: each step is a transaction of its own, so every condition still holds after heal
+/// and the driver goes on with the next district (`Workload::next_step`).
+#[test]
+fn deliveries_per_district_keep_the_consistency_conditions_under_faults() {
+    let mut committed = 0;
+    for (engine, base_txns, seed) in
+        [(EngineKind::Acid, 0, 300), (EngineKind::Salt, 2, 301), (EngineKind::SaltLocal, 2, 302)]
+    {
+        committed += run_with(engine, base_txns, 10, seed).0;
+    }
+    assert!(committed > 30, "only {committed} transactions committed");
+}
+
+/// Replays one run: `LITMUS_TPCC_SIM_REPLAY=engine,base_txns,seed[,delivery_txns] cargo test
+/// -p litmus-bench --test tpcc_sim replay -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn replay() {
-    let spec = std::env::var("LITMUS_TPCC_SIM_REPLAY").expect("set LITMUS_TPCC_SIM_REPLAY=engine,base_txns,seed");
+    let spec = std::env::var("LITMUS_TPCC_SIM_REPLAY")
+        .expect("set LITMUS_TPCC_SIM_REPLAY=engine,base_txns,seed[,delivery_txns]");
     let parts: Vec<&str> = spec.split(',').collect();
     let engine: EngineKind = parts[0].parse().unwrap();
-    run(engine, parts[1].parse().unwrap(), parts[2].parse().unwrap());
+    let delivery_txns = parts.get(3).map_or(1, |d| d.parse().unwrap());
+    run_with(engine, parts[1].parse().unwrap(), delivery_txns, parts[2].parse().unwrap());
 }

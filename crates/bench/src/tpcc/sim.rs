@@ -3,7 +3,7 @@
 //! consistency condition through `Simulator::request`.
 
 use super::{check, load, Tpcc, TxnType, LOAD_SEED};
-use crate::workload::Workload;
+use crate::workload::{TxnRequest, Workload};
 use litmus_core::{Error, Value};
 use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_runtime::sim::{SimDriver, Simulator};
@@ -60,11 +60,14 @@ pub struct TpccSim {
     unexpected: Vec<String>,
     /// The check's verdict, after `verify`.
     pub verdict: Option<String>,
+    /// Per client, the next step of its business transaction ([`Workload::next_step`]: a
+    /// Delivery as ten district transactions), issued before anything new.
+    steps: BTreeMap<usize, TxnRequest>,
 }
 
 impl TpccSim {
     pub fn new(tpcc: Tpcc) -> TpccSim {
-        TpccSim { tpcc, outcomes: BTreeMap::new(), unexpected: Vec::new(), verdict: None }
+        TpccSim { tpcc, outcomes: BTreeMap::new(), unexpected: Vec::new(), verdict: None, steps: BTreeMap::new() }
     }
 
     /// Loads the initial population (before `Simulator::run`, fault-free).
@@ -82,10 +85,22 @@ impl TpccSim {
     }
 
     fn kind_of(procedure: &str) -> &'static str {
+        if procedure == super::txns::DELIVERY_DISTRICT_PROC {
+            return super::KIND_DELIVERY;
+        }
         TxnType::CONTENTION_ORDER
             .into_iter()
             .find(|t| t.procedure(false) == procedure || t.procedure(true) == procedure)
             .map_or("other", TxnType::kind)
+    }
+
+    /// `request` as the workload's [`TxnRequest`], if it is a step of a business transaction.
+    fn step_of(procedure: &str, args: &[Value]) -> Option<TxnRequest> {
+        (procedure == super::txns::DELIVERY_DISTRICT_PROC).then(|| TxnRequest {
+            kind: super::KIND_DELIVERY,
+            procedure: super::txns::DELIVERY_DISTRICT_PROC,
+            args: args.to_vec(),
+        })
     }
 
     /// Transactions answered `Ok`, over all kinds.
@@ -95,13 +110,18 @@ impl TpccSim {
 }
 
 impl SimDriver for TpccSim {
-    fn next(&mut self, _client: usize, rng: &mut ChaCha8Rng) -> Option<RequestBody> {
-        let t = self.tpcc.generate(rng);
+    fn next(&mut self, client: usize, rng: &mut ChaCha8Rng) -> Option<RequestBody> {
+        let t = self.steps.remove(&client).unwrap_or_else(|| self.tpcc.generate(rng));
         Some(RequestBody::Call { procedure: t.procedure.into(), args: t.args, retrying_for: Duration::ZERO })
     }
 
-    fn done(&mut self, _client: usize, request: &RequestBody, result: &Result<ResponseBody, Error>) {
-        let RequestBody::Call { procedure, .. } = request else { return };
+    fn done(&mut self, client: usize, request: &RequestBody, result: &Result<ResponseBody, Error>) {
+        let RequestBody::Call { procedure, args, .. } = request else { return };
+        if let (Ok(ResponseBody::Returned(out)), Some(step)) = (result, Self::step_of(procedure, args)) {
+            if let Some(next) = self.tpcc.next_step(&step, out) {
+                self.steps.insert(client, next);
+            }
+        }
         let kind = Self::kind_of(procedure);
         let o = self.outcomes.entry(kind).or_default();
         match result {
