@@ -396,8 +396,9 @@ mod tests {
     use litmus_core::{AbortReason, InvalidInput};
     use litmus_engine::Registry;
 
-    /// One kind, one procedure, the retry policy under test.
-    struct OneKind(RetryPolicy);
+    /// One kind, one procedure, the retry policy under test; `steps`: a business transaction
+    /// of that many steps (`p` with argument 0, 1, ...) instead of one call of a random argument.
+    struct OneKind(RetryPolicy, Option<i64>);
 
     impl Workload for OneKind {
         fn name(&self) -> &'static str {
@@ -414,7 +415,16 @@ mod tests {
             Ok(())
         }
         fn generate(&self, rng: &mut ChaCha8Rng) -> TxnRequest {
-            TxnRequest { kind: "k", procedure: "p", args: vec![Value::Int(rng.gen_range(0..1000))] }
+            let arg = if self.1.is_some() { 0 } else { rng.gen_range(0..1000) };
+            TxnRequest { kind: "k", procedure: "p", args: vec![Value::Int(arg)] }
+        }
+        fn next_step(&self, req: &TxnRequest, _: &[Value]) -> Option<TxnRequest> {
+            match (req.args[0].clone(), self.1) {
+                (Value::Int(i), Some(steps)) if i + 1 < steps => {
+                    Some(TxnRequest { args: vec![Value::Int(i + 1)], ..req.clone() })
+                }
+                _ => None,
+            }
         }
         fn retry_policy(&self) -> RetryPolicy {
             self.0
@@ -426,38 +436,9 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
-    /// A business transaction of three steps (`p` with argument 0, 1, 2), kind `k`.
-    struct ThreeSteps;
-
-    impl Workload for ThreeSteps {
-        fn name(&self) -> &'static str {
-            "three-steps"
-        }
-        fn describe(&self) -> String {
-            String::new()
-        }
-        fn catalog(&self) -> Catalog {
-            Catalog::default()
-        }
-        fn register(&self, _: &mut Registry) {}
-        fn prepare(&self, _: &mut dyn FnMut() -> Result<litmus_client::Client, Error>) -> anyhow::Result<()> {
-            Ok(())
-        }
-        fn generate(&self, _: &mut ChaCha8Rng) -> TxnRequest {
-            TxnRequest { kind: "k", procedure: "p", args: vec![Value::Int(0)] }
-        }
-        fn next_step(&self, req: &TxnRequest, _: &[Value]) -> Option<TxnRequest> {
-            match req.args[0] {
-                Value::Int(i) if i < 2 => Some(TxnRequest { args: vec![Value::Int(i + 1)], ..req.clone() }),
-                _ => None,
-            }
-        }
-        fn retry_policy(&self) -> RetryPolicy {
-            RetryPolicy::UntilCommitted { bound: Duration::from_millis(50) }
-        }
-        fn verify(&self, _: &mut litmus_client::Client, _: &RunStats) -> anyhow::Result<String> {
-            Ok(String::new())
-        }
+    /// A business transaction of three steps whose steps may retry for 50 ms each.
+    fn three_steps() -> OneKind {
+        OneKind(RetryPolicy::UntilCommitted { bound: Duration::from_millis(50) }, Some(3))
     }
 
     fn step_of(body: Option<RequestBody>) -> (i64, Duration) {
@@ -476,7 +457,7 @@ mod tests {
     fn a_business_transaction_of_several_steps_counts_once_and_retries_step_by_step() {
         let control = Arc::new(Control::new(None));
         let window = TimeWindow { measure_from: Time(10 * MS), until: Time(100 * MS) };
-        let mut t = Terminals::new(Arc::new(ThreeSteps), None, window, control.clone(), 7, &[0]);
+        let mut t = Terminals::new(Arc::new(three_steps()), None, window, control.clone(), 7, &[0]);
         assert_eq!(step_of(t.next_at(0, Time(20 * MS))), (0, Duration::ZERO));
         t.done_at(0, committed(), Time(21 * MS));
         assert!(t.pause(0).is_zero(), "the next step goes at once");
@@ -501,7 +482,7 @@ mod tests {
 
         // A stop between steps leaves the business transaction unfinished (its steps stay done).
         let control = Arc::new(Control::new(None));
-        let mut t = Terminals::new(Arc::new(ThreeSteps), None, window, control.clone(), 7, &[0]);
+        let mut t = Terminals::new(Arc::new(three_steps()), None, window, control.clone(), 7, &[0]);
         t.next_at(0, Time(20 * MS)).expect("step 0");
         control.stop.store(true, Ordering::Relaxed);
         t.done_at(0, committed(), Time(21 * MS));
@@ -514,7 +495,7 @@ mod tests {
     fn terminal(policy: RetryPolicy) -> (Terminals, Arc<Control>) {
         let control = Arc::new(Control::new(None));
         let window = TimeWindow { measure_from: Time(10 * MS), until: Time(100 * MS) };
-        (Terminals::new(Arc::new(OneKind(policy)), None, window, control.clone(), 7, &[0]), control)
+        (Terminals::new(Arc::new(OneKind(policy, None)), None, window, control.clone(), 7, &[0]), control)
     }
 
     fn retrying_for(body: Option<RequestBody>) -> Duration {

@@ -18,14 +18,7 @@ fn small(base_txns: u32) -> Tpcc {
 
 /// The same with `delivery_txns` database transactions per ACID Delivery.
 fn small_with(base_txns: u32, delivery_txns: u32) -> Tpcc {
-    let opts = TpccOptions {
-        warehouses: 2,
-        base_txns: Some(base_txns),
-        variant: None,
-        scale_div: 100,
-        one_round: false,
-        delivery_txns,
-    };
+    let opts = TpccOptions { base_txns: Some(base_txns), scale_div: 100, delivery_txns, ..TpccOptions::DEFAULT };
     Tpcc::new(&opts, false).unwrap()
 }
 

@@ -13,14 +13,7 @@ use std::time::Duration;
 
 /// 2 warehouses, 30 customers per district, 1,000 items; `delivery_txns` per ACID Delivery.
 fn tpcc(base_txns: u32, delivery_txns: u32) -> Tpcc {
-    let opts = TpccOptions {
-        warehouses: 2,
-        base_txns: Some(base_txns),
-        variant: None,
-        scale_div: 100,
-        one_round: false,
-        delivery_txns,
-    };
+    let opts = TpccOptions { base_txns: Some(base_txns), scale_div: 100, delivery_txns, ..TpccOptions::DEFAULT };
     Tpcc::new(&opts, false).unwrap()
 }
 
