@@ -555,14 +555,8 @@ pub struct TpccOptions {
 }
 
 impl TpccOptions {
-    pub const DEFAULT: TpccOptions = TpccOptions {
-        warehouses: 2,
-        base_txns: None,
-        variant: None,
-        scale_div: 1,
-        one_round: false,
-        delivery_txns: 10,
-    };
+    pub const DEFAULT: TpccOptions =
+        TpccOptions { warehouses: 2, base_txns: None, variant: None, scale_div: 1, one_round: false, delivery_txns: 1 };
 
     /// The cardinalities.
     pub fn scale(&self) -> Result<Scale, TpccConfigError> {

@@ -2,7 +2,7 @@
 //! client, run the mix from every simulated client under faults, heal, then check every
 //! consistency condition through `Simulator::request`.
 
-use super::{check, load, Tpcc, TxnType, LOAD_SEED};
+use super::{check, load, Tpcc, LOAD_SEED};
 use crate::workload::{TxnRequest, Workload};
 use litmus_core::{Error, Value};
 use litmus_engine::message::{RequestBody, ResponseBody};
@@ -60,6 +60,8 @@ pub struct TpccSim {
     unexpected: Vec<String>,
     /// The check's verdict, after `verify`.
     pub verdict: Option<String>,
+    /// Per client, the transaction it has in flight (answered in `done`).
+    in_flight: BTreeMap<usize, TxnRequest>,
     /// Per client, the next step of its business transaction ([`Workload::next_step`]: a
     /// Delivery as ten district transactions), issued before anything new.
     steps: BTreeMap<usize, TxnRequest>,
@@ -67,7 +69,14 @@ pub struct TpccSim {
 
 impl TpccSim {
     pub fn new(tpcc: Tpcc) -> TpccSim {
-        TpccSim { tpcc, outcomes: BTreeMap::new(), unexpected: Vec::new(), verdict: None, steps: BTreeMap::new() }
+        TpccSim {
+            tpcc,
+            outcomes: BTreeMap::new(),
+            unexpected: Vec::new(),
+            verdict: None,
+            in_flight: BTreeMap::new(),
+            steps: BTreeMap::new(),
+        }
     }
 
     /// Loads the initial population (before `Simulator::run`, fault-free).
@@ -84,25 +93,6 @@ impl TpccSim {
         self.tpcc.check_with(&mut call, fresh)
     }
 
-    fn kind_of(procedure: &str) -> &'static str {
-        if procedure == super::txns::DELIVERY_DISTRICT_PROC {
-            return super::KIND_DELIVERY;
-        }
-        TxnType::CONTENTION_ORDER
-            .into_iter()
-            .find(|t| t.procedure(false) == procedure || t.procedure(true) == procedure)
-            .map_or("other", TxnType::kind)
-    }
-
-    /// `request` as the workload's [`TxnRequest`], if it is a step of a business transaction.
-    fn step_of(procedure: &str, args: &[Value]) -> Option<TxnRequest> {
-        (procedure == super::txns::DELIVERY_DISTRICT_PROC).then(|| TxnRequest {
-            kind: super::KIND_DELIVERY,
-            procedure: super::txns::DELIVERY_DISTRICT_PROC,
-            args: args.to_vec(),
-        })
-    }
-
     /// Transactions answered `Ok`, over all kinds.
     pub fn committed(&self) -> u64 {
         self.outcomes.values().map(|o| o.0).sum()
@@ -112,17 +102,20 @@ impl TpccSim {
 impl SimDriver for TpccSim {
     fn next(&mut self, client: usize, rng: &mut ChaCha8Rng) -> Option<RequestBody> {
         let t = self.steps.remove(&client).unwrap_or_else(|| self.tpcc.generate(rng));
-        Some(RequestBody::Call { procedure: t.procedure.into(), args: t.args, retrying_for: Duration::ZERO })
+        let body =
+            RequestBody::Call { procedure: t.procedure.into(), args: t.args.clone(), retrying_for: Duration::ZERO };
+        self.in_flight.insert(client, t);
+        Some(body)
     }
 
-    fn done(&mut self, client: usize, request: &RequestBody, result: &Result<ResponseBody, Error>) {
-        let RequestBody::Call { procedure, args, .. } = request else { return };
-        if let (Ok(ResponseBody::Returned(out)), Some(step)) = (result, Self::step_of(procedure, args)) {
-            if let Some(next) = self.tpcc.next_step(&step, out) {
+    fn done(&mut self, client: usize, _: &RequestBody, result: &Result<ResponseBody, Error>) {
+        let Some(req) = self.in_flight.remove(&client) else { return };
+        if let Ok(ResponseBody::Returned(out)) = result {
+            if let Some(next) = self.tpcc.next_step(&req, out) {
                 self.steps.insert(client, next);
             }
         }
-        let kind = Self::kind_of(procedure);
+        let kind = req.kind;
         let o = self.outcomes.entry(kind).or_default();
         match result {
             Ok(_) => o.0 += 1,
