@@ -264,7 +264,7 @@ fn snapshot(client: &mut Client, w: i64, tables: &[&str]) -> Vec<Vec<litmus_core
 /// with `--delivery-txns 10`) leave the database exactly as the one-transaction Delivery does,
 /// and `next_step` walks the districts 1 to 10 and stops.
 #[test]
-fn a_delivery_as_ten_district_transactions_leaves_what_one_transaction_leaves() {
+fn clause_2_7_4_1_a_delivery_as_ten_district_transactions_leaves_what_one_transaction_leaves() {
     use litmus_bench::tpcc::txns::{DELIVERY_DISTRICT_PROC, DELIVERY_PROC};
     use litmus_bench::workload::{TxnRequest, Workload};
     let w = small(0);

@@ -273,8 +273,8 @@
 //!   on the CUSTOMER rows it updates (BASE transactions live for several log syncs). Measured
 //!   (`bench tpcc --runtime sim --warehouses 2 --scale-div 10 --clients 32 --duration 1
 //!   --sync-latency-us 300`, a log sync the length of a replication round, the paper's
-//!   setting): lock waits of ACID operations under `salt` were 47.6 s on anchors against 1.1 s
-//!   on rows, Delivery p50 416 ms (acid 3.6 ms), and with 32 clients most terminals sat in a
+//!   setting): lock waits of ACID operations under `salt`, summed by a temporary tracer, were
+//!   47.6 s on anchors against 1.1 s on rows, Delivery p50 416 ms (acid 3.6 ms), and with 32 clients most terminals sat in a
 //!   Delivery: salt 1,408 txn/s against acid's 2,662 (0.53). As ten transactions (each
 //!   district's anchor held for its own step only): salt 2,544, acid 2,588 (0.98), Delivery
 //!   p50 60 ms and 10 ms. The one-transaction form stays as `--delivery-txns 1`. Deterministic:
