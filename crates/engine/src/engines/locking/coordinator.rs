@@ -207,6 +207,11 @@ impl Serialize for DecidedRef<'_> {
 struct Pending {
     waiting: BTreeSet<PartitionId>,
     writes: BTreeMap<PartitionId, Vec<WriteImage>>,
+    /// The run that decided it (`None`: read back from the log after a restart). A BASE run
+    /// goes on past its own undelivered decisions (the partitions order its operations after
+    /// them, see `partition::LockingPartition::after_undecided_sub`), never past another
+    /// run's (see `send_op`).
+    attempt: Option<u32>,
 }
 
 pub struct LockingCoordinator {
@@ -311,7 +316,11 @@ impl LockingCoordinator {
             return ctx.op_done(id, result);
         }
         let first = Unit { txn: id.txn, sub: 0 };
-        let undelivered = self.decisions.range(first..).next().is_some_and(|(u, _)| u.txn == id.txn);
+        let undelivered = self
+            .decisions
+            .range(first..)
+            .take_while(|(u, _)| u.txn == id.txn)
+            .any(|(_, p)| p.attempt != Some(t.attempt));
         if t.base && t.accepted && undelivered {
             // A rolled-forward run got past a subtransaction whose commit (decided before the
             // crash) is still being re-sent. Its row images are right only while its locks
@@ -428,12 +437,28 @@ impl LockingCoordinator {
             let ops = (!logged).then(|| t.unit_ops.get(p).copied().unwrap_or_default());
             ctx.send_to_partition(*p, Request::Commit { unit, writes, ops });
         }
-        t.phase = Phase::Committing { waiting: parts.clone(), then };
-        if logged {
-            // Only the decision resends them from now on (`resend_unlogged` skips a logged one).
-            let writes = std::mem::take(&mut t.unit_writes);
-            self.decisions.insert(unit, Pending { waiting: parts, writes });
+        if !logged {
+            t.phase = Phase::Committing { waiting: parts, then };
+            return;
         }
+        // Only the decision resends them from now on (`resend_unlogged` skips a logged one).
+        let writes = std::mem::take(&mut t.unit_writes);
+        let attempt = Some(t.attempt);
+        if t.base {
+            // Salt §6.1/§6.2: a subtransaction has committed once its decision is durable (the
+            // context table holds its results, recovery rolls it forward). The transaction goes
+            // on at once — the client's early answer and the next subtransaction leave with
+            // this step's messages, after the record — instead of waiting one more log sync
+            // (the participants' commit records) and a round trip for the acknowledgements.
+            // A participant orders what comes after the commit behind it
+            // (`partition::LockingPartition::after_undecided_sub`); `EndBase` still waits for
+            // every acknowledgement (`send_end_base`). Issue 13: three sequential log syncs
+            // per subtransaction became two.
+            self.decisions.insert(unit, Pending { waiting: parts, writes, attempt });
+            return self.unit_committed(txn, then, ctx);
+        }
+        t.phase = Phase::Committing { waiting: parts.clone(), then };
+        self.decisions.insert(unit, Pending { waiting: parts, writes, attempt });
     }
 
     fn unit_committed(&mut self, txn: TxnId, then: Then, ctx: &mut CoordCtx) {
@@ -1032,7 +1057,7 @@ impl CoordinatorEngine for LockingCoordinator {
             }
             CoordinatorRecord::Decided { unit, writes, results, taint } => {
                 let waiting = writes.iter().map(|(p, _)| *p).collect();
-                self.decisions.insert(unit, Pending { waiting, writes: writes.into_iter().collect() });
+                self.decisions.insert(unit, Pending { waiting, writes: writes.into_iter().collect(), attempt: None });
                 self.record_context(unit, results, taint);
             }
             CoordinatorRecord::LocalDone { unit, results, taint } => self.record_context(unit, results, taint),

@@ -138,6 +138,9 @@ struct PTxn {
     /// Relocked after our restart for a BASE subtransaction whose operations ran here (its
     /// `Locked` record): the locks are back, but not its run number or buffered writes.
     recovered: bool,
+    /// BASE: an operation of subtransaction `sub` ran here in this incarnation and neither its
+    /// commit nor its abort has arrived yet (see [`LockingPartition::after_undecided_sub`]).
+    open: bool,
 }
 
 /// An operation waiting for locks.
@@ -280,6 +283,10 @@ pub struct LockingPartition {
     /// beside those the lock manager names (`LockManager::take_freed_releasing`): after a
     /// relock, their held-back locks were released again and some may be gone already.
     releasing_recheck: BTreeSet<TxnId>,
+    /// Operations and aborts of a BASE subtransaction that arrived before the commit (or abort)
+    /// of an earlier subtransaction of theirs that ran here, in arrival order
+    /// ([`LockingPartition::after_undecided_sub`]). Volatile: the coordinator resends both.
+    deferred: BTreeMap<TxnId, Vec<(Addr, Request)>>,
 }
 
 impl LockingPartition {
@@ -299,6 +306,7 @@ impl LockingPartition {
             wait_clock: (Duration::ZERO, Time::ZERO),
             locks_followed: BTreeMap::new(),
             releasing_recheck: BTreeSet::new(),
+            deferred: BTreeMap::new(),
             relock_pending: true,
             last_sweep: Time::ZERO,
             prepared_at: BTreeMap::new(),
@@ -365,6 +373,7 @@ impl LockingPartition {
                 seen: BTreeSet::new(),
                 ops: 0,
                 recovered,
+                open: false,
             });
             t.sub = t.sub.max(sub);
             t.recovered |= recovered && t.sub == sub;
@@ -532,6 +541,7 @@ impl LockingPartition {
             seen: BTreeSet::new(),
             ops: 0,
             recovered: false,
+            open: false,
         });
         if !t.seen.insert((attempt, id.op)) {
             if resent {
@@ -593,6 +603,7 @@ impl LockingPartition {
         }
         if let Some(t) = self.txns.get_mut(&txn) {
             t.ops += 1;
+            t.open = unit.sub > 0;
         }
         let LockPlan { locks, narrowed } = self.lock_plan(&class, &op, ctx.store);
         let waiting_since = ctx.now;
@@ -1290,6 +1301,9 @@ impl LockingPartition {
     fn committed(&mut self, unit: Unit, saline: LockList, results: Vec<(u32, PartResult)>) {
         self.state.in_doubt.remove(&unit);
         self.state.pending.remove(&unit);
+        if let Some(t) = self.txns.get_mut(&unit.txn).filter(|t| t.sub == unit.sub) {
+            t.open = false;
+        }
         if unit.sub > 0 {
             // The durable saline set changes: the next `Locked` record walks all locks.
             self.locks_followed.remove(&unit.txn);
@@ -1391,6 +1405,9 @@ impl LockingPartition {
             if let Some(t) = self.txns.get_mut(&txn) {
                 t.buffer.clear();
                 t.prepared = false;
+                if t.sub <= unit.sub {
+                    t.open = false;
+                }
             }
             // What the rolled-back subtransaction read may still be held back by rule 6a, and a
             // later write of the transaction may depend on it (rule 6b): keep it durable.
@@ -1427,6 +1444,8 @@ impl LockingPartition {
     }
 
     fn on_end_base(&mut self, txn: TxnId, ctx: &mut PartCtx) {
+        // Its coordinator waits for none of them any more.
+        self.deferred.remove(&txn);
         let mut grants = self.locks.cancel_waits(txn);
         grants.extend(self.locks.release_all(txn));
         self.unfollow(txn);
@@ -1629,6 +1648,14 @@ fn scan_fits_lock(result: &Result<PartResult, Error>, limit: u32, locked_to: &Ke
 
 /// Lock rule 5: answers a parked operation's request with `AbortReason::Deadlock`; the
 /// coordinator aborts the transaction (retryably). Its waits must be gone from the lock table.
+/// The transaction of a kept request (an operation or an abort).
+fn req_txn(req: &Request) -> TxnId {
+    match req {
+        Request::Op { unit, .. } | Request::Abort { unit, .. } => unit.txn,
+        _ => unreachable!("only operations and aborts are kept"),
+    }
+}
+
 fn die(p: Parked, incarnation: u64, ctx: &mut PartCtx) {
     let e = Error::Abort(AbortReason::Deadlock);
     ctx.reply(p.from, Reply::op_failed(p.id, p.attempt, e, incarnation));
@@ -1709,22 +1736,57 @@ fn execute_op(
     Ok(PartResult::Done)
 }
 
-impl PartitionEngine for LockingPartition {
-    fn on_request(&mut self, from: Addr, req: Payload, ctx: &mut PartCtx) {
-        if self.relock_pending {
-            self.relock(ctx);
+impl LockingPartition {
+    /// Ordering within a BASE transaction: is `unit` (an operation or an abort of it) behind an
+    /// earlier subtransaction of its transaction whose operations ran here and whose commit or
+    /// abort has not arrived? The coordinator goes on to the next subtransaction as soon as it
+    /// has logged a subtransaction's decision, and its messages can overtake the commit (a
+    /// reordering network, or a resend after our restart). Run first, the operation would
+    /// lock beside the earlier subtransaction's alkaline locks, and the commit that arrives
+    /// then would downgrade the new ones with them (`downgrade_alkaline` is per transaction) —
+    /// or an abort of the later subtransaction would release the earlier one's locks before
+    /// its row images are applied (a lost update). A `Locked` record stands for the earlier
+    /// subtransaction across our restarts; `PTxn::open` for one that logged none.
+    fn after_undecided_sub(&self, unit: Unit) -> bool {
+        if unit.sub <= 1 {
+            return false;
         }
-        let Ok(req) = req.decode::<Request>() else { return };
-        if let Addr::Coordinator(node) = from {
-            self.heard_from.insert(node, ctx.now);
+        let txn = unit.txn;
+        let logged = self.state.pending.range(Unit { txn, sub: 1 }..Unit { txn, sub: unit.sub }).next().is_some();
+        logged || self.txns.get(&txn).is_some_and(|t| t.open && t.sub < unit.sub)
+    }
+
+    /// Keeps `req` until the earlier subtransaction's commit or abort; a resent operation
+    /// already kept is not kept twice (run twice, the second copy would be failed as answered).
+    fn defer(&mut self, from: Addr, req: Request) {
+        let kept = self.deferred.entry(req_txn(&req)).or_default();
+        let same_op = |r: &Request| match (r, &req) {
+            (Request::Op { id: a, attempt: x, .. }, Request::Op { id: b, attempt: y, .. }) => a == b && x == y,
+            _ => false,
+        };
+        if !kept.iter().any(|(_, r)| same_op(r)) {
+            kept.push((from, req));
         }
-        // Any transaction of a newer coordinator epoch tells us that incarnation restarted (the
-        // `Epoch` announcement itself may have been lost).
-        if let Request::Op { unit, .. } | Request::Prepare { unit, .. } | Request::Commit { unit, .. } = &req {
-            if unit.txn.epoch > self.epochs.get(&unit.txn.node).copied().unwrap_or(1) {
-                self.on_epoch(unit.txn.node, unit.txn.epoch, ctx);
+    }
+
+    /// Runs, in arrival order, what was kept for `txn` and is no longer behind an undecided
+    /// subtransaction.
+    fn release_deferred(&mut self, txn: TxnId, ctx: &mut PartCtx) {
+        let Some(kept) = self.deferred.remove(&txn) else { return };
+        for (from, req) in kept {
+            let unit = match &req {
+                Request::Op { unit, .. } | Request::Abort { unit, .. } => *unit,
+                _ => unreachable!("only operations and aborts are kept"),
+            };
+            if self.after_undecided_sub(unit) {
+                self.defer(from, req);
+            } else {
+                self.dispatch(from, req, ctx);
             }
         }
+    }
+
+    fn dispatch(&mut self, from: Addr, req: Request, ctx: &mut PartCtx) {
         match req {
             Request::Op { id, unit, attempt, class, op, local_commit, after, resent, incarnation } => {
                 self.on_op(from, id, unit, attempt, class, op, local_commit, after, (resent, incarnation), ctx)
@@ -1758,6 +1820,42 @@ impl PartitionEngine for LockingPartition {
                     self.resume(grants, ctx);
                 }
             }
+        }
+    }
+}
+
+impl PartitionEngine for LockingPartition {
+    fn on_request(&mut self, from: Addr, req: Payload, ctx: &mut PartCtx) {
+        if self.relock_pending {
+            self.relock(ctx);
+        }
+        let Ok(req) = req.decode::<Request>() else { return };
+        if let Addr::Coordinator(node) = from {
+            self.heard_from.insert(node, ctx.now);
+        }
+        // Any transaction of a newer coordinator epoch tells us that incarnation restarted (the
+        // `Epoch` announcement itself may have been lost).
+        if let Request::Op { unit, .. } | Request::Prepare { unit, .. } | Request::Commit { unit, .. } = &req {
+            if unit.txn.epoch > self.epochs.get(&unit.txn.node).copied().unwrap_or(1) {
+                self.on_epoch(unit.txn.node, unit.txn.epoch, ctx);
+            }
+        }
+        if let Request::Op { unit, .. } | Request::Abort { unit, .. } = &req {
+            if self.after_undecided_sub(*unit) {
+                return self.defer(from, req);
+            }
+        }
+        let decided = match &req {
+            Request::Commit { unit, .. } | Request::Decision { unit, .. } | Request::Abort { unit, .. }
+                if unit.sub > 0 =>
+            {
+                Some(unit.txn)
+            }
+            _ => None,
+        };
+        self.dispatch(from, req, ctx);
+        if let Some(txn) = decided {
+            self.release_deferred(txn, ctx);
         }
     }
 

@@ -154,11 +154,16 @@ impl H {
     /// Operation `n` of subtransaction 1 of accepted BASE transaction `t`, whose write locks
     /// are not released before its reads `after` on other partitions settle (rule 6b).
     fn base_op(&mut self, t: TxnId, n: u32, kind: OpKind, after: Vec<RemoteDep>) {
+        self.base_op_in(t, 1, n, kind, after);
+    }
+
+    /// [`H::base_op`] in subtransaction `sub`.
+    fn base_op_in(&mut self, t: TxnId, sub: u32, n: u32, kind: OpKind, after: Vec<RemoteDep>) {
         let class =
             TxnClass { isolation: Isolation::Serializable, base: true, age: t.seq, immortal: true, lock_free: false };
         let id = SubOpId { txn: t, op: n, part: PartitionId(0) };
         let op = PartOp { table: self.table, kind };
-        let unit = Unit { txn: t, sub: 1 };
+        let unit = Unit { txn: t, sub };
         let r = Request::Op {
             id,
             unit,
@@ -704,4 +709,86 @@ fn a_logged_image_is_the_shorter_of_row_and_columns_and_needs_its_row() {
     assert_eq!(LoggedImage::between(Some(&before), &two).resolve(Some(&before)), Some(two.clone()));
     assert_eq!(LoggedImage::Columns(vec![(1, Value::Int(9))]).resolve(None), None);
     assert_eq!(LoggedImage::Columns(vec![(4, Value::Int(9))]).resolve(Some(&before)), None);
+}
+
+/// `t`'s row `id` as this partition has it now (its latest committed version).
+fn row_of(h: &H, id: i64) -> Option<Row> {
+    h.store.get(h.table, &key(id), Timestamp(u64::MAX)).cloned()
+}
+
+/// BASE transaction `t` (node 0) deletes account 1 in subtransaction 1; the coordinator logs
+/// that decision and goes on at once (Salt §6.2: the decision is durable), so the commit can
+/// reach us after the next subtransaction's operation. Returns the commit, not yet delivered.
+fn first_subtransaction_decided(h: &mut H, t: TxnId) -> Request {
+    h.base_op(t, 0, OpKind::Delete { key: key(1) }, vec![]);
+    let writes: Vec<WriteImage> = h.replies.iter().filter(|r| r.0 == t).flat_map(|r| r.2.clone()).collect();
+    assert_eq!(writes.len(), 1, "{:?}", h.results(t));
+    Request::Commit { unit: Unit { txn: t, sub: 1 }, writes, ops: None }
+}
+
+/// Salt §6.2 with the decision as the commit point: subtransaction 2's operation overtakes
+/// subtransaction 1's commit. It must wait for it — run first, it read the row subtransaction
+/// 1 deleted, and the commit then downgraded its fresh alkaline lock to saline with the
+/// others (`downgrade_alkaline` is per transaction), exposing it to other BASE transactions
+/// before its subtransaction committed.
+#[test]
+fn salt_6_2_a_subtransaction_overtaking_the_commit_before_it_waits_for_that_commit() {
+    let mut h = H::salt(&[1, 2]);
+    let t = txn(0, 1);
+    let commit = first_subtransaction_decided(&mut h, t);
+    h.base_op_in(t, 2, 1, OpKind::Read { key: key(1), cols: ColMask::ALL }, vec![]);
+    h.base_op_in(t, 2, 2, OpKind::Delete { key: key(2) }, vec![]);
+    assert_eq!(h.results(t).len(), 1, "kept until the commit: {:?}", h.results(t));
+    h.request(0, commit);
+    assert_eq!(row_of(&h, 1), None, "subtransaction 1's delete applied");
+    let results = h.results(t);
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert_eq!(results[1], &Ok(PartResult::Row(None)), "the read sees subtransaction 1's delete");
+    assert!(results[2].is_ok(), "{results:?}");
+    let alkaline: Vec<_> = h.locks_of(t).into_iter().filter(|l| l.mode.class == LockClass::Alkaline).collect();
+    assert_eq!(alkaline.len(), 2, "subtransaction 2's locks are still alkaline: {:?}", h.locks_of(t));
+}
+
+/// The same after our restart: subtransaction 1's `Locked` record relocked its locks, and the
+/// next subtransaction's operation (sent after we came back) arrives before the re-sent
+/// commit. Run first, it was taken for a new run and rolled subtransaction 1 back (an
+/// `Aborted` record, its locks released) — and the commit then applied its images without them.
+#[test]
+fn salt_6_2_after_a_restart_the_next_subtransaction_waits_for_the_resent_commit() {
+    let mut h = H::salt(&[1, 2]);
+    let t = txn(0, 1);
+    let commit = first_subtransaction_decided(&mut h, t);
+    // Restarted on the same data (the test store holds the loaded rows outside the log).
+    let mut r = H::salt(&[1, 2]);
+    for record in &h.log {
+        r.p.apply_bytes(record, &mut r.store).expect("our own log decodes");
+    }
+    r.tick(TICK);
+    assert_eq!(r.locks_of(t).len(), 1, "relocked");
+    let aborted = |h: &H| {
+        h.log.iter().any(|b| matches!(decode_record::<Record>("locking", b), Ok(Record::Aborted { .. })))
+    };
+    r.base_op_in(t, 2, 1, OpKind::Read { key: key(1), cols: ColMask::ALL }, vec![]);
+    assert!(r.results(t).is_empty(), "kept until the commit: {:?}", r.results(t));
+    assert!(!aborted(&r), "subtransaction 1 was not rolled back");
+    r.request(0, commit);
+    assert_eq!(row_of(&r, 1), None, "subtransaction 1's delete applied");
+    assert_eq!(r.results(t), vec![&Ok(PartResult::Row(None))], "and the read sees it");
+    assert!(!aborted(&r));
+}
+
+/// An abort of subtransaction 2 (its run was retried) overtakes subtransaction 1's commit:
+/// it must not release subtransaction 1's locks, under which the commit's images were made.
+#[test]
+fn salt_6_2_an_abort_overtaking_the_commit_before_it_leaves_that_subtransactions_locks() {
+    let mut h = H::salt(&[1, 2]);
+    let t = txn(0, 1);
+    let commit = first_subtransaction_decided(&mut h, t);
+    h.request(0, Request::Abort { unit: Unit { txn: t, sub: 2 }, attempt: 0 });
+    assert_eq!(h.locks_of(t).len(), 1, "subtransaction 1's lock is kept");
+    let u = txn(1, 2);
+    h.base_op(u, 0, OpKind::Read { key: key(1), cols: ColMask::ALL }, vec![]);
+    assert!(h.results(u).is_empty(), "another BASE transaction still waits: {:?}", h.results(u));
+    h.request(0, commit);
+    assert_eq!(h.results(u), vec![&Ok(PartResult::Row(None))], "and reads the delete once it commits");
 }
