@@ -146,7 +146,7 @@ fn fig5_release_order_survives_partition_restart() {
     );
     let w = op(&mut h, u2, 1, true, write(y, 20));
     commit(&mut h, u2, &[r, w]);
-    let ended = h.send(base2.node, Request::EndBase { txn: base2 });
+    let ended = h.send(base2.node, Request::EndBase { txn: base2, after: vec![] });
     assert!(ended.iter().any(|r| matches!(r, Reply::BaseEnded { .. })));
 
     // Before the restart: Fig. 5 — ACID's read of y waits for BASE₁.
@@ -169,7 +169,7 @@ fn fig5_release_order_survives_partition_restart() {
         "after a restart, ACID's read of y must still be kept out by BASE₂'s held-back lock: {blocked:?}"
     );
     // BASE₁ ends: the chain x → read x → y is released and a retried read gets through.
-    h.send(base1.node, Request::EndBase { txn: base1 });
+    h.send(base1.node, Request::EndBase { txn: base1, after: vec![] });
     let acid3 = txn(2, 5);
     match op(&mut h, Unit { txn: acid3, sub: 0 }, 0, false, read(y)) {
         Some(Reply::Op { result: Ok(PartResult::Row(Some(row))), .. }) => {

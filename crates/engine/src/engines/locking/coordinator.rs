@@ -533,9 +533,9 @@ impl LockingCoordinator {
             self.background -= 1;
         }
         if t.base {
-            // EndBase goes out only after every commit decision of the transaction has been
-            // acknowledged: a partition that ended it ignores later commits for it.
-            // Resent until every partition acknowledges (a lost EndBase would leave its locks).
+            // EndBase names the commits each partition must apply before it (a partition that
+            // ended the transaction ignores later commits for it). Resent until every
+            // partition acknowledges (a lost EndBase would leave its locks).
             if !t.all_parts.is_empty() {
                 self.ending.insert(txn, t.all_parts.clone());
                 if t.logic_logged {
@@ -708,7 +708,6 @@ impl LockingCoordinator {
             if p.waiting.is_empty() {
                 self.decisions.remove(&unit);
                 Self::persist(ctx, &CoordinatorRecord::Ended { unit });
-                self.send_end_base(unit.txn, ctx);
             }
         }
         let Some(t) = self.txns.get_mut(&unit.txn) else { return };
@@ -797,17 +796,20 @@ impl LockingCoordinator {
         if txn.epoch >= ctx.epoch || self.txns.contains_key(&txn) || self.ending.contains_key(&txn) {
             return; // ours and alive: rolled forward or ending, the partition will hear of it
         }
-        ctx.send_to_partition(from, Request::EndBase { txn });
+        ctx.send_to_partition(from, Request::EndBase { txn, after: vec![] });
     }
 
-    /// Sends `EndBase` for `txn` if none of its commit decisions is still unacknowledged.
+    /// Sends `EndBase` for `txn` to every partition that has not acknowledged it, naming the
+    /// subtransactions whose commits that partition has not acknowledged yet: it applies them
+    /// first. (It used to go out only once every commit was acknowledged, which held the
+    /// saline locks for one more log sync and round trip, issue 13.)
     fn send_end_base(&self, txn: TxnId, ctx: &mut CoordCtx) {
         let Some(waiting) = self.ending.get(&txn) else { return };
-        if self.decisions.keys().any(|u| u.txn == txn) {
-            return;
-        }
+        let units = Unit { txn, sub: 0 }..=Unit { txn, sub: u32::MAX };
         for part in waiting {
-            ctx.send_to_partition(*part, Request::EndBase { txn });
+            let after = self.decisions.range(units.clone()).filter(|(_, p)| p.waiting.contains(part));
+            let after = after.map(|(u, _)| u.sub).collect();
+            ctx.send_to_partition(*part, Request::EndBase { txn, after });
         }
     }
 

@@ -284,8 +284,9 @@ pub struct LockingPartition {
     /// relock, their held-back locks were released again and some may be gone already.
     releasing_recheck: BTreeSet<TxnId>,
     /// Operations and aborts of a BASE subtransaction that arrived before the commit (or abort)
-    /// of an earlier subtransaction of theirs that ran here, in arrival order
-    /// ([`LockingPartition::after_undecided_sub`]). Volatile: the coordinator resends both.
+    /// of an earlier subtransaction of theirs that ran here, and `EndBase`s that arrived before
+    /// the commits they name, in arrival order ([`LockingPartition::must_wait`]). Volatile: the
+    /// coordinator resends them all.
     deferred: BTreeMap<TxnId, Vec<(Addr, Request)>>,
 }
 
@@ -1332,8 +1333,14 @@ impl LockingPartition {
             // under locks we no longer hold, so applying them could overwrite newer ones.
             return ctx.reply(from, Reply::Aborted { unit });
         }
+        // `base_ended` is durable, `finished` is not: `EndBase` goes out before every commit it
+        // names is acknowledged, so a commit whose acknowledgement was lost is re-sent after
+        // the transaction ended here — across our restart too, when only the durable set still
+        // knows it (re-applied then, its images overwrote newer writes: `litmus sim --engine
+        // salt --workload bank --faults --seed 221`).
         let done = self.state.committed.contains_key(&unit)
             || self.finished.contains_key(&txn)
+            || self.state.base_ended.contains(&txn)
             || self.state.acid_committed.contains(&txn);
         if !done && ops.is_some_and(|n| !self.txns.get(&txn).is_some_and(|t| t.sub == unit.sub && t.ops == n)) {
             // We restarted after some of its operations ran here (their locks are gone): a
@@ -1648,11 +1655,12 @@ fn scan_fits_lock(result: &Result<PartResult, Error>, limit: u32, locked_to: &Ke
 
 /// Lock rule 5: answers a parked operation's request with `AbortReason::Deadlock`; the
 /// coordinator aborts the transaction (retryably). Its waits must be gone from the lock table.
-/// The transaction of a kept request (an operation or an abort).
+/// The transaction of a kept request (an operation, an abort or an `EndBase`).
 fn req_txn(req: &Request) -> TxnId {
     match req {
         Request::Op { unit, .. } | Request::Abort { unit, .. } => unit.txn,
-        _ => unreachable!("only operations and aborts are kept"),
+        Request::EndBase { txn, .. } => *txn,
+        _ => unreachable!("only operations, aborts and EndBase are kept"),
     }
 }
 
@@ -1756,15 +1764,30 @@ impl LockingPartition {
         logged || self.txns.get(&txn).is_some_and(|t| t.open && t.sub < unit.sub)
     }
 
-    /// Keeps `req` until the earlier subtransaction's commit or abort; a resent operation
-    /// already kept is not kept twice (run twice, the second copy would be failed as answered).
+    /// Must `req` wait for a commit (or abort) of an earlier subtransaction of its transaction?
+    /// Operations and aborts: [`LockingPartition::after_undecided_sub`]. `EndBase`: for the
+    /// commits it names that have not been applied here.
+    fn must_wait(&self, req: &Request) -> bool {
+        match req {
+            Request::Op { unit, .. } | Request::Abort { unit, .. } => self.after_undecided_sub(*unit),
+            Request::EndBase { txn, after } => {
+                let ended = self.state.base_ended.contains(txn) || self.finished.contains_key(txn);
+                !ended && after.iter().any(|&sub| !self.state.committed.contains_key(&Unit { txn: *txn, sub }))
+            }
+            _ => false,
+        }
+    }
+
+    /// Keeps `req` until the commit or abort it waits for; a resent operation (or `EndBase`)
+    /// already kept is not kept twice (an operation run twice would be failed as answered).
     fn defer(&mut self, from: Addr, req: Request) {
         let kept = self.deferred.entry(req_txn(&req)).or_default();
-        let same_op = |r: &Request| match (r, &req) {
+        let same = |r: &Request| match (r, &req) {
             (Request::Op { id: a, attempt: x, .. }, Request::Op { id: b, attempt: y, .. }) => a == b && x == y,
+            (Request::EndBase { .. }, Request::EndBase { .. }) => true,
             _ => false,
         };
-        if !kept.iter().any(|(_, r)| same_op(r)) {
+        if !kept.iter().any(|(_, r)| same(r)) {
             kept.push((from, req));
         }
     }
@@ -1774,11 +1797,7 @@ impl LockingPartition {
     fn release_deferred(&mut self, txn: TxnId, ctx: &mut PartCtx) {
         let Some(kept) = self.deferred.remove(&txn) else { return };
         for (from, req) in kept {
-            let unit = match &req {
-                Request::Op { unit, .. } | Request::Abort { unit, .. } => *unit,
-                _ => unreachable!("only operations and aborts are kept"),
-            };
-            if self.after_undecided_sub(unit) {
+            if self.must_wait(&req) {
                 self.defer(from, req);
             } else {
                 self.dispatch(from, req, ctx);
@@ -1804,7 +1823,7 @@ impl LockingPartition {
                 }
                 self.on_abort(Some(from), unit, ctx)
             }
-            Request::EndBase { txn } => {
+            Request::EndBase { txn, .. } => {
                 self.on_end_base(txn, ctx);
                 ctx.reply(from, Reply::BaseEnded { txn });
             }
@@ -1840,10 +1859,8 @@ impl PartitionEngine for LockingPartition {
                 self.on_epoch(unit.txn.node, unit.txn.epoch, ctx);
             }
         }
-        if let Request::Op { unit, .. } | Request::Abort { unit, .. } = &req {
-            if self.after_undecided_sub(*unit) {
-                return self.defer(from, req);
-            }
+        if self.must_wait(&req) {
+            return self.defer(from, req);
         }
         let decided = match &req {
             Request::Commit { unit, .. } | Request::Decision { unit, .. } | Request::Abort { unit, .. }

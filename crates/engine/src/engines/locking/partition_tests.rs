@@ -765,9 +765,8 @@ fn salt_6_2_after_a_restart_the_next_subtransaction_waits_for_the_resent_commit(
     }
     r.tick(TICK);
     assert_eq!(r.locks_of(t).len(), 1, "relocked");
-    let aborted = |h: &H| {
-        h.log.iter().any(|b| matches!(decode_record::<Record>("locking", b), Ok(Record::Aborted { .. })))
-    };
+    let aborted =
+        |h: &H| h.log.iter().any(|b| matches!(decode_record::<Record>("locking", b), Ok(Record::Aborted { .. })));
     r.base_op_in(t, 2, 1, OpKind::Read { key: key(1), cols: ColMask::ALL }, vec![]);
     assert!(r.results(t).is_empty(), "kept until the commit: {:?}", r.results(t));
     assert!(!aborted(&r), "subtransaction 1 was not rolled back");
@@ -791,4 +790,49 @@ fn salt_6_2_an_abort_overtaking_the_commit_before_it_leaves_that_subtransactions
     assert!(h.results(u).is_empty(), "another BASE transaction still waits: {:?}", h.results(u));
     h.request(0, commit);
     assert_eq!(h.results(u), vec![&Ok(PartResult::Row(None))], "and reads the delete once it commits");
+}
+
+/// `EndBase` goes out as soon as the procedure finished, naming the subtransactions whose
+/// commits this partition has not acknowledged; it can arrive before them. Ended first, the
+/// partition would have released the locks and then ignored the commit as one for an ended
+/// transaction: subtransaction 1's delete lost.
+#[test]
+fn salt_6_2_end_base_before_the_commits_it_names_waits_for_them() {
+    let mut h = H::salt(&[1, 2]);
+    let t = txn(0, 1);
+    let commit = first_subtransaction_decided(&mut h, t);
+    h.request(0, Request::EndBase { txn: t, after: vec![1] });
+    assert_eq!(h.locks_of(t).len(), 1, "kept until the commit: the lock is held");
+    h.request(0, commit);
+    assert_eq!(row_of(&h, 1), None, "subtransaction 1's delete applied");
+    assert!(h.locks_of(t).is_empty(), "then the transaction ended: {:?}", h.locks_of(t));
+    h.request(0, Request::EndBase { txn: t, after: vec![1] });
+    assert!(h.locks_of(t).is_empty(), "a resent EndBase changes nothing");
+}
+
+/// A commit whose acknowledgement was lost is re-sent after `EndBase` ended the transaction
+/// here (which no longer waits for every acknowledgement) — and after our restart, when only
+/// the durable record of ended transactions still knows it. Applied again, its image would
+/// overwrite what later transactions wrote (`litmus sim --engine salt --workload bank
+/// --faults --seed 221`: a transfer's debit undone, money created).
+#[test]
+fn salt_6_2_a_commit_resent_after_the_transaction_ended_is_not_applied_again() {
+    let mut h = H::salt(&[1, 2]);
+    let t = txn(0, 1);
+    let commit = first_subtransaction_decided(&mut h, t);
+    h.request(0, commit.clone());
+    h.request(0, Request::EndBase { txn: t, after: vec![1] });
+    let u = txn(0, 2);
+    let row = Row::from(vec![Value::Int(1), Value::Int(7)]);
+    h.op(u, 0, OpKind::Write { key: key(1), row: row.clone() });
+    h.commit(u, 1);
+    assert_eq!(row_of(&h, 1), Some(row.clone()));
+    let mut r = H::salt(&[1, 2]);
+    for record in &h.log {
+        r.p.apply_bytes(record, &mut r.store).expect("our own log decodes");
+    }
+    r.tick(TICK);
+    assert_eq!(row_of(&r, 1), Some(row.clone()), "replayed");
+    r.request(0, commit);
+    assert_eq!(row_of(&r, 1), Some(row), "the late commit changed nothing");
 }
