@@ -49,7 +49,7 @@ run() { # NAME ARGS...: one sweep, its table kept beside its figure
 run coordfree-fig5-embedded --partitions 8 --warehouses 8 --compare acid,coordfree \
   --sweep clients=8,32,128 --duration "$SECS"
 run coordfree-fig5-sim "${PAPER[@]}" --nodes 8 --partitions 8 --warehouses 8 --home-routing \
-  --compare acid,coordfree --sweep clients=256,1024,4096
+  --compare acid,coordfree --sweep clients=32,64,128,256,1024,4096
 run coordfree-distributed --nodes 8 --partitions 8 --warehouses 8 --home-routing --clients 32 \
   --compare acid,coordfree --sweep distributed=0,0.25,0.5,0.75,1.0 --duration "$SECS"
 run coordfree-distributed-sim "${PAPER[@]}" --nodes 8 --partitions 8 --warehouses 8 --home-routing \
