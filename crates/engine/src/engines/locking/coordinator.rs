@@ -451,9 +451,9 @@ impl LockingCoordinator {
             // this step's messages, after the record — instead of waiting one more log sync
             // (the participants' commit records) and a round trip for the acknowledgements.
             // A participant orders what comes after the commit behind it
-            // (`partition::LockingPartition::after_undecided_sub`); `EndBase` still waits for
-            // every acknowledgement (`send_end_base`). Issue 13: three sequential log syncs
-            // per subtransaction became two.
+            // (`partition::LockingPartition::must_wait`), and `EndBase` names the commits a
+            // participant has not acknowledged (`send_end_base`). Issue 13: three sequential
+            // log syncs per subtransaction became two.
             self.decisions.insert(unit, Pending { waiting: parts, writes, attempt });
             return self.unit_committed(txn, then, ctx);
         }

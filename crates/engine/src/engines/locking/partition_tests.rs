@@ -72,7 +72,13 @@ impl H {
 
     /// A `salt` partition recovered from this one's log (relocked by a tick).
     fn replayed(&self) -> H {
-        let mut h = H::salt(&[]);
+        self.restarted_on(&[])
+    }
+
+    /// [`H::replayed`] on a store loaded with accounts `ids` (the test's loaded rows are not in
+    /// the log): a restart that keeps the data.
+    fn restarted_on(&self, ids: &[i64]) -> H {
+        let mut h = H::salt(ids);
         for record in &self.log {
             h.p.apply_bytes(record, &mut h.store).expect("our own log decodes");
         }
@@ -758,12 +764,7 @@ fn salt_6_2_after_a_restart_the_next_subtransaction_waits_for_the_resent_commit(
     let mut h = H::salt(&[1, 2]);
     let t = txn(0, 1);
     let commit = first_subtransaction_decided(&mut h, t);
-    // Restarted on the same data (the test store holds the loaded rows outside the log).
-    let mut r = H::salt(&[1, 2]);
-    for record in &h.log {
-        r.p.apply_bytes(record, &mut r.store).expect("our own log decodes");
-    }
-    r.tick(TICK);
+    let mut r = h.restarted_on(&[1, 2]);
     assert_eq!(r.locks_of(t).len(), 1, "relocked");
     let aborted =
         |h: &H| h.log.iter().any(|b| matches!(decode_record::<Record>("locking", b), Ok(Record::Aborted { .. })));
@@ -827,11 +828,7 @@ fn salt_6_2_a_commit_resent_after_the_transaction_ended_is_not_applied_again() {
     h.op(u, 0, OpKind::Write { key: key(1), row: row.clone() });
     h.commit(u, 1);
     assert_eq!(row_of(&h, 1), Some(row.clone()));
-    let mut r = H::salt(&[1, 2]);
-    for record in &h.log {
-        r.p.apply_bytes(record, &mut r.store).expect("our own log decodes");
-    }
-    r.tick(TICK);
+    let mut r = h.restarted_on(&[1, 2]);
     assert_eq!(row_of(&r, 1), Some(row.clone()), "replayed");
     r.request(0, commit);
     assert_eq!(row_of(&r, 1), Some(row), "the late commit changed nothing");
