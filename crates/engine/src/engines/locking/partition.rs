@@ -1653,8 +1653,6 @@ fn scan_fits_lock(result: &Result<PartResult, Error>, limit: u32, locked_to: &Ke
     }
 }
 
-/// Lock rule 5: answers a parked operation's request with `AbortReason::Deadlock`; the
-/// coordinator aborts the transaction (retryably). Its waits must be gone from the lock table.
 /// The transaction of a kept request (an operation, an abort or an `EndBase`).
 fn req_txn(req: &Request) -> TxnId {
     match req {
@@ -1664,6 +1662,8 @@ fn req_txn(req: &Request) -> TxnId {
     }
 }
 
+/// Lock rule 5: answers a parked operation's request with `AbortReason::Deadlock`; the
+/// coordinator aborts the transaction (retryably). Its waits must be gone from the lock table.
 fn die(p: Parked, incarnation: u64, ctx: &mut PartCtx) {
     let e = Error::Abort(AbortReason::Deadlock);
     ctx.reply(p.from, Reply::op_failed(p.id, p.attempt, e, incarnation));
