@@ -337,6 +337,7 @@ impl Coordinator {
                         let op_id = t.next_op;
                         t.next_op += 1;
                         self.dispatch(now, txn, op_id, resolved, Some(id), false, out);
+                        self.with_engine(now, out, |e, ctx| e.issued_all(txn, ctx));
                     }
                 }
             }
@@ -451,6 +452,7 @@ impl Coordinator {
                     Ok(resolved) => self.dispatch(now, txn, op_id, resolved, None, alkaline, out),
                 }
             }
+            self.with_engine(now, out, |e, ctx| e.issued_all(txn, ctx));
             if !completed_locally {
                 return;
             }

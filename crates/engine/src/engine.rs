@@ -170,6 +170,10 @@ impl CoordCtx<'_> {
 pub trait CoordinatorEngine: Send {
     fn begin(&mut self, txn: TxnId, opts: &TxnOptions, ctx: &mut CoordCtx);
     fn issue(&mut self, id: SubOpId, op: PartOp, ctx: &mut CoordCtx);
+    /// The transaction issued every operation it will issue before it hears back (a
+    /// procedure's poll, or an interactive client's op): an engine that groups what is
+    /// outstanding together closes the group here (coordfree's read batches, RAMP's `GET_ALL`).
+    fn issued_all(&mut self, _txn: TxnId, _ctx: &mut CoordCtx) {}
     /// A procedure's control point. Engines without BASE transactions accept it at once.
     fn control(&mut self, txn: TxnId, op: u32, _control: Control, ctx: &mut CoordCtx) {
         ctx.control_done(txn, op, Ok(()));

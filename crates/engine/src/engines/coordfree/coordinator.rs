@@ -84,7 +84,8 @@ struct TxnState {
     /// The batch's range reads.
     scans: Vec<ramp::ScanRead>,
     fetch_waiting: BTreeMap<PartitionId, (Request, Time)>,
-    fetched: Vec<Fetched>,
+    /// Second-round versions, with the partition each came from.
+    fetched: Vec<(PartitionId, Fetched)>,
     commit: Option<CommitState>,
 }
 
@@ -183,8 +184,8 @@ impl TxnState {
     }
 
     /// Puts a second-round version into the held batch results.
-    fn patch(&mut self, f: &Fetched) {
-        self.index.add(&f.seen);
+    fn patch(&mut self, part: PartitionId, f: &Fetched) {
+        self.index.add(&f.seen, Some(part));
         self.seen.insert((f.table, f.key.clone()), f.seen.clone());
         for r in &mut self.batch {
             if r.op.table != f.table {
@@ -216,7 +217,8 @@ impl CoordfreeCoordinator {
 
     fn send_fetches(&mut self, txn: TxnId, ctx: &mut CoordCtx) -> bool {
         let Some(t) = self.txns.get_mut(&txn) else { return false };
-        let wants = t.index.missing(&t.seen, &t.batch_keys, &t.scans);
+        let part_of = |k: &(TableId, Key)| partition_of(ctx.catalog, ctx.partitions, k.0, &k.1);
+        let wants = t.index.missing(&t.seen, &t.batch_keys, &t.scans, &part_of);
         let mut by_part: BTreeMap<PartitionId, Vec<Want>> = BTreeMap::new();
         for w in wants {
             // Writes of replicated tables are not tracked for read atomicity (module doc).
@@ -250,8 +252,8 @@ impl CoordfreeCoordinator {
 
     fn deliver(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
         let Some(t) = self.txns.get_mut(&txn) else { return };
-        for f in std::mem::take(&mut t.fetched) {
-            t.patch(&f);
+        for (part, f) in std::mem::take(&mut t.fetched) {
+            t.patch(part, &f);
         }
         let batch = std::mem::take(&mut t.batch);
         t.batch_keys.clear();
@@ -376,7 +378,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                     // R4a: read before; still checked with the batch against what was read since.
                     let result = Some(Ok(PartResult::Row(row.clone())));
                     t.batch.push(BatchRead { id, op, write: None, result, sent: ctx.now });
-                    return self.batch_in(id.txn, ctx);
+                    return; // the batch closes at `issued_all`
                 }
             }
             ctx.send_to_partition(id.part, Request::Read { id, op: op.clone() });
@@ -393,7 +395,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                 // R4a: validated against the row this transaction already read.
                 let result = Some(Ok(PartResult::Row(row)));
                 t.batch.push(BatchRead { id, op: read, write: Some(op.kind), result, sent: ctx.now });
-                return self.batch_in(id.txn, ctx);
+                return; // the batch closes at `issued_all`
             }
             ctx.send_to_partition(id.part, Request::Read { id, op: read.clone() });
             t.batch.push(BatchRead { id, op: read, write: Some(op.kind), result: None, sent: ctx.now });
@@ -401,6 +403,15 @@ impl CoordinatorEngine for CoordfreeCoordinator {
         }
         let result = t.buffer_write(id.part, op.table, key, op.kind);
         ctx.op_done(id, result.map(|()| PartResult::Done));
+    }
+
+    /// Everything the procedure issued together is one batch (R4): reads answered from the
+    /// transaction's own cache (R4a) wait here for the rest of it instead of closing a batch
+    /// of one each (which ran the second-round check once per cached read).
+    fn issued_all(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
+        if self.txns.get(&txn).is_some_and(|t| !t.batch.is_empty()) {
+            self.batch_in(txn, ctx);
+        }
     }
 
     fn commit(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
@@ -429,7 +440,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                 return ctx.txn_done(txn, Err(e));
             }
         }
-        let meta = Arc::new(WriteMeta { txn, keys: t.buffer.keys().cloned().collect() });
+        let meta = Arc::new(WriteMeta::new(txn, t.buffer.keys().cloned().collect()));
         let mut writes: BTreeMap<PartitionId, Vec<KeyWrites>> = BTreeMap::new();
         for ((table, key), parts) in std::mem::take(&mut t.buffer) {
             for (p, ops) in parts {
@@ -477,7 +488,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                 let result = result.map(|(res, seen)| {
                     // A validating read counts as a read (R4a): its row may answer later reads.
                     for (table, key, s) in seen {
-                        t.index.add(&s);
+                        t.index.add(&s, Some(from));
                         t.batch_keys.insert((table, key.clone()));
                         t.seen.insert((table, key), s);
                     }
@@ -496,7 +507,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                 if t.fetch_waiting.remove(&id.part).is_none() {
                     return;
                 }
-                t.fetched.extend(found);
+                t.fetched.extend(found.into_iter().map(|f| (from, f)));
                 if t.fetch_waiting.is_empty() {
                     self.deliver(id.txn, ctx);
                 }

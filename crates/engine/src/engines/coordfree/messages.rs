@@ -4,25 +4,100 @@ use crate::message::SubOpId;
 use crate::op::{OpKind, PartOp, PartResult};
 use litmus_core::{Error, Key, PartitionId, Row, TableId, Time, Timestamp, TxnId};
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// RAMP metadata: a transaction's write set, carried by every version it writes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 pub struct WriteMeta {
     pub txn: TxnId,
     /// Sorted (readers binary-search it: `ramp::ReadIndex`).
     pub keys: Vec<(TableId, Key)>,
+    /// A Bloom filter of `keys` (two probes, about 16 bits per key), built on the first
+    /// question. In process the metadata is shared behind an `Arc` by every version and every
+    /// reply that carries it, so it is built once per writer, not once per reader.
+    #[serde(skip)]
+    filter: OnceLock<Box<[u64]>>,
+}
+
+impl PartialEq for WriteMeta {
+    fn eq(&self, other: &Self) -> bool {
+        self.txn == other.txn && self.keys == other.keys
+    }
+}
+
+impl Eq for WriteMeta {}
+
+impl std::fmt::Debug for WriteMeta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteMeta").field("txn", &self.txn).field("keys", &self.keys).finish()
+    }
+}
+
+/// A key's hash for [`WriteMeta::names_hashed`]: a fast 64-bit mix of its table and bytes (not
+/// a security hash: a collision only costs the binary search it would have cost anyway).
+pub fn key_hash(key: &(TableId, Key)) -> u64 {
+    const MUL: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = u64::from(key.0 .0).wrapping_mul(MUL);
+    for chunk in key.1.as_bytes().chunks(8) {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        h = (h.rotate_left(23) ^ u64::from_le_bytes(w)).wrapping_mul(MUL);
+    }
+    // MurmurHash3's finalizer: every output bit depends on every input bit (the filter's
+    // probes take low and middle bits, which a product alone leaves poorly mixed).
+    h = (h ^ (h >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h = (h ^ (h >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
 }
 
 impl WriteMeta {
-    /// Whether the transaction wrote `key`: its key range first (a loader's thousands of ITEM
-    /// keys are rejected for a STOCK key in two comparisons), then a binary search.
+    pub fn new(txn: TxnId, keys: Vec<(TableId, Key)>) -> Self {
+        WriteMeta { txn, keys, filter: OnceLock::new() }
+    }
+
+    /// Whether the transaction wrote `key`.
     pub fn names(&self, key: &(TableId, Key)) -> bool {
+        self.names_hashed(key, key_hash(key))
+    }
+
+    /// [`Self::names`] given the key's [`key_hash`] (a reader hashes a key once for all the
+    /// writers it asks): the filter first, which rejects most keys without a comparison; then
+    /// the key range (a loader's thousands of ITEM keys are rejected for a STOCK key in two
+    /// comparisons) and a binary search.
+    pub fn names_hashed(&self, key: &(TableId, Key), hash: u64) -> bool {
+        if !self.filter_passes_hashed(hash) {
+            return false;
+        }
         match (self.keys.first(), self.keys.last()) {
             (Some(lo), Some(hi)) if lo <= key && key <= hi => self.keys.binary_search(key).is_ok(),
             _ => false,
         }
     }
+
+    /// Whether the filter lets `key` through to the search (tests).
+    pub fn filter_passes(&self, key: &(TableId, Key)) -> bool {
+        self.filter_passes_hashed(key_hash(key))
+    }
+
+    fn filter_passes_hashed(&self, hash: u64) -> bool {
+        let filter = self.filter.get_or_init(|| {
+            let words = (self.keys.len() * 16).next_power_of_two().max(64) / 64;
+            let mut f = vec![0u64; words].into_boxed_slice();
+            for k in &self.keys {
+                for bit in probes(key_hash(k), words * 64) {
+                    f[bit / 64] |= 1 << (bit % 64);
+                }
+            }
+            f
+        });
+        probes(hash, filter.len() * 64).into_iter().all(|bit| filter[bit / 64] & (1 << (bit % 64)) != 0)
+    }
+}
+
+/// The filter's two bits for a key hash, in a filter of `bits` bits (a power of two).
+fn probes(hash: u64, bits: usize) -> [usize; 2] {
+    let mask = bits as u64 - 1;
+    [(hash & mask) as usize, ((hash >> 32) & mask) as usize]
 }
 
 /// What a reader knows of the version it read: its position in its partition's version order

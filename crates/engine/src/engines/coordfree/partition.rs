@@ -149,7 +149,7 @@ impl CoordfreePartition {
                     let mut keys: Vec<(TableId, Key)> =
                         intent.meta.keys.iter().map(|(t, k)| (*t, rewrite_key(k, &ids))).collect();
                     keys.sort_unstable(); // real ids sort elsewhere than temporary ones
-                    Arc::new(WriteMeta { txn, keys })
+                    Arc::new(WriteMeta::new(txn, keys))
                 };
                 for w in intent.writes {
                     let (key, ops) = if ids.is_empty() { (w.key, w.ops) } else { rewrite_writes(&w.key, w.ops, &ids) };

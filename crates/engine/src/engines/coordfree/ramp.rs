@@ -11,29 +11,53 @@
 //!
 //! One second round suffices: every writer named in a wanted version's metadata is the writer of
 //! a version already read, whose whole write set was already considered.
+//!
+//! **R4c, versions ordered per partition.** RAMP-Fast compares the transaction timestamps of the
+//! metadata with the version read and fetches only a *newer* one. Here versions are ordered per
+//! partition, and a transaction's writes on one partition all commit at one local timestamp. So
+//! a reader that read some key of partition `P` at writer `T`'s version knows `T`'s timestamp on
+//! `P`: a key of `P` read at that timestamp or a later one already reflects `T`'s write, and is
+//! not asked for it. Without this, New-Order asked on nearly every call for the loader's (or an
+//! older New-Order's) version of a stock row that a later New-Order had since overwritten.
 
-use super::messages::{Seen, Want, WriteMeta};
-use litmus_core::{Key, TableId, TxnId};
-use std::collections::{BTreeMap, BTreeSet};
+use super::messages::{key_hash, Seen, Want, WriteMeta};
+use litmus_core::{Key, PartitionId, TableId, Timestamp, TxnId};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// The second-round requests for a read set: for every key in `seen` that `fixable` allows (the
 /// reads not yet handed to the procedure), the writers other read versions name as having
-/// written it, other than the writer of the version read. Also keys a *covered* range read
-/// returned no row for (`covered`: a key inside a scanned range that returned nothing for it).
+/// written it, other than the writer of the version read, unless the key was read at or after
+/// that writer's timestamp on the key's partition (`part_of`; R4c; a key without a partition,
+/// a replicated table's, is not tracked). Also keys a *covered* range
+/// read returned no row for (`covered`: a key inside a scanned range that returned nothing for
+/// it).
 pub fn missing(
     seen: &BTreeMap<(TableId, Key), Seen>,
     fixable: &dyn Fn(&(TableId, Key)) -> bool,
     covered: &dyn Fn(&(TableId, Key)) -> bool,
+    part_of: &dyn Fn(&(TableId, Key)) -> Option<PartitionId>,
 ) -> Vec<Want> {
-    let mut wants: BTreeMap<(TableId, Key), BTreeSet<litmus_core::TxnId>> = BTreeMap::new();
-    let writers: BTreeMap<litmus_core::TxnId, &WriteMeta> =
+    let mut wants: BTreeMap<(TableId, Key), BTreeSet<TxnId>> = BTreeMap::new();
+    let writers: BTreeMap<TxnId, &WriteMeta> =
         seen.values().filter_map(|s| s.writer.as_deref()).map(|m| (m.txn, m)).collect();
+    // The writer's timestamp on a partition: that of a committed version of it read there.
+    let ts_on = |txn: TxnId, part: PartitionId| {
+        seen.iter()
+            .filter(|(k, s)| {
+                s.ts < Timestamp::MAX && s.writer.as_ref().is_some_and(|w| w.txn == txn) && part_of(k) == Some(part)
+            })
+            .map(|(_, s)| s.ts)
+            .min()
+    };
     for meta in writers.values() {
         for k in &meta.keys {
             match seen.get(k) {
                 Some(s) => {
-                    if s.writer.as_ref().map(|w| w.txn) != Some(meta.txn) && fixable(k) {
+                    // Keys of replicated tables (no partition) are not tracked (module doc).
+                    let Some(part) = part_of(k) else { continue };
+                    let reflected = ts_on(meta.txn, part).is_some_and(|t| t <= s.ts);
+                    if s.writer.as_ref().map(|w| w.txn) != Some(meta.txn) && fixable(k) && !reflected {
                         wants.entry(k.clone()).or_default().insert(meta.txn);
                     }
                 }
@@ -48,7 +72,7 @@ pub fn missing(
     wants
         .into_iter()
         .map(|((table, key), writers)| {
-            let have = seen.get(&(table, key.clone())).map_or(litmus_core::Timestamp::ZERO, |s| s.ts);
+            let have = seen.get(&(table, key.clone())).map_or(Timestamp::ZERO, |s| s.ts);
             Want { table, key, have, writers: writers.into_iter().collect() }
         })
         .collect()
@@ -64,49 +88,108 @@ pub fn covered_by(scan: &ScanRead, table: TableId, key: &Key) -> bool {
     *t == table && key >= start && end.as_ref().is_none_or(|e| key < e) && cut.as_ref().is_none_or(|c| key <= c)
 }
 
+/// A writer of a version read: its metadata, the range of keys it wrote (copied here: the
+/// check that rejects most keys then touches no metadata, which is shared and cold in the
+/// cache), and its local timestamp on each partition it was read from (from committed
+/// versions; R4c).
+#[derive(Debug)]
+struct Writer {
+    meta: Arc<WriteMeta>,
+    range: Option<((TableId, Key), (TableId, Key))>,
+    ts_on: Vec<(PartitionId, Timestamp)>,
+}
+
+impl Writer {
+    fn new(meta: &Arc<WriteMeta>) -> Self {
+        let range = meta.keys.first().cloned().zip(meta.keys.last().cloned());
+        Writer { meta: meta.clone(), range, ts_on: Vec::new() }
+    }
+
+    fn in_range(&self, key: &(TableId, Key)) -> bool {
+        self.range.as_ref().is_some_and(|(lo, hi)| lo <= key && key <= hi)
+    }
+}
+
 /// A transaction's read set as its writers (R4b), so that a batch's second round costs what
 /// the batch costs, not a walk over every key every writer wrote (a loader's metadata names
-/// thousands): each writer's metadata is kept once, and whether it names a key is a range check
-/// and a binary search of its sorted keys ([`WriteMeta::names`]); a batch key's read version is
-/// looked up once for all writers. (Inverting small write sets into a key → writers map when a
-/// writer is added was tried: the inserts cost 3x more than the searches they saved.) The (key, writer) pairs already
-/// asked for are not asked again (the partition sent that writer's version, or said it is not
-/// newer than the one read; a writer is learnt from a committed version, so it was prepared
-/// everywhere before the first ask).
+/// thousands): each writer's metadata is kept once; whether it names a key is a Bloom filter
+/// test, then a range check and a binary search of its sorted keys
+/// ([`WriteMeta::names_hashed`]); a batch key is hashed, and its read version looked up, once
+/// for all writers.
+/// (Inverting small write sets into a key → writers map when a writer is added was tried: the
+/// inserts cost 3x more than the searches they saved.) Each writer's timestamp on every
+/// partition it was read from is kept too (R4c). The (key, writer) pairs already asked for are
+/// not asked again (the partition sent that writer's version, or said it is not newer than the
+/// one read; a writer is learnt from a committed version, so it was prepared everywhere before
+/// the first ask).
 #[derive(Debug, Default)]
 pub struct ReadIndex {
-    writers: BTreeMap<TxnId, Arc<WriteMeta>>,
+    /// Writers in the order they were learnt (a key remembers how many it was checked against).
+    writers: Vec<Writer>,
+    known: HashMap<TxnId, usize>,
+    /// Per key checked before: the writers it was checked against (a prefix of `writers`) and
+    /// the version it was read at then. A key read again (R4a) is checked against the writers
+    /// learnt since only, unless its version changed.
+    checked: HashMap<(TableId, Key), (usize, Timestamp)>,
     asked: BTreeSet<(TableId, Key, TxnId)>,
 }
 
 impl ReadIndex {
-    /// Adds the writer of a version read.
-    pub fn add(&mut self, seen: &Seen) {
-        if let Some(m) = &seen.writer {
-            self.writers.entry(m.txn).or_insert_with(|| m.clone());
+    /// Adds the writer of a version read from partition `part` (`None`: a replicated table's).
+    pub fn add(&mut self, seen: &Seen, part: Option<PartitionId>) {
+        let Some(m) = &seen.writer else { return };
+        let i = *self.known.entry(m.txn).or_insert_with(|| {
+            self.writers.push(Writer::new(m));
+            self.writers.len() - 1
+        });
+        if let (Some(p), true) = (part, seen.ts < Timestamp::MAX) {
+            let ts_on = &mut self.writers[i].ts_on;
+            match ts_on.iter_mut().find(|(q, _)| *q == p) {
+                Some((_, ts)) => *ts = (*ts).min(seen.ts),
+                None => ts_on.push((p, seen.ts)),
+            }
         }
     }
 
     /// [`missing`] for one batch — `fixable` = the batch's keys, `covered` = inside one of its
-    /// range reads — less the pairs asked before, which it records as asked.
+    /// range reads — less the pairs asked before, which it records as asked. Keys of replicated
+    /// tables (`part_of` is `None`) are not tracked (module doc), so not checked.
     pub fn missing(
         &mut self,
         seen: &BTreeMap<(TableId, Key), Seen>,
         batch: &BTreeSet<(TableId, Key)>,
         scans: &[ScanRead],
+        part_of: &dyn Fn(&(TableId, Key)) -> Option<PartitionId>,
     ) -> Vec<Want> {
         let mut wants: BTreeMap<(TableId, Key), BTreeSet<TxnId>> = BTreeMap::new();
-        // Key by key: the version read is looked up once, not once per writer.
+        // Key by key: the version read is looked up, and the key hashed, once for all writers.
         for k in batch {
             let Some(s) = seen.get(k) else { continue };
+            let Some(part) = part_of(k) else { continue };
+            let from = match self.checked.get(k) {
+                Some(&(n, ts)) if ts == s.ts => n,
+                _ => 0,
+            };
+            if from == self.writers.len() {
+                continue;
+            }
+            self.checked.insert(k.clone(), (self.writers.len(), s.ts));
             let own = s.writer.as_ref().map(|w| w.txn);
-            for (txn, meta) in &self.writers {
-                if own != Some(*txn) && meta.names(k) {
-                    wants.entry(k.clone()).or_default().insert(*txn);
+            let hash = key_hash(k);
+            for w in &self.writers[from..] {
+                // R4c and the key range first: they need no look at the metadata (a cache miss
+                // per writer), and reject most writers (older on the key's partition than the
+                // version read, or writers of other tables, e.g. ITEM loaders).
+                if own == Some(w.meta.txn) || w.ts_on.iter().any(|(p, t)| *p == part && *t <= s.ts) || !w.in_range(k) {
+                    continue;
+                }
+                if w.meta.names_hashed(k, hash) {
+                    wants.entry(k.clone()).or_default().insert(w.meta.txn);
                 }
             }
         }
-        for (txn, meta) in &self.writers {
+        for Writer { meta, .. } in &self.writers {
+            let txn = &meta.txn;
             for scan in scans {
                 let from = meta.keys.partition_point(|k| *k < (scan.0, scan.1.clone()));
                 for k in meta.keys[from..].iter().take_while(|k| covered_by(scan, k.0, &k.1)) {
@@ -123,7 +206,7 @@ impl ReadIndex {
             if writers.is_empty() {
                 continue;
             }
-            let have = seen.get(&(table, key.clone())).map_or(litmus_core::Timestamp::ZERO, |s| s.ts);
+            let have = seen.get(&(table, key.clone())).map_or(Timestamp::ZERO, |s| s.ts);
             out.push(Want { table, key, have, writers });
         }
         out
