@@ -916,7 +916,7 @@ impl Simulator {
             }
             let (addr, input) = n.runq.pop_front().expect("not empty");
             let costs = self.costs.as_mut().expect("dispatch runs with a cost model");
-            let cost = crate::cost::step_keys(addr, &input).into_iter().map(|k| costs.step_ns(k)).sum::<u64>();
+            let cost = costs.envelope_ns(crate::cost::step_keys(addr, &input));
             let flush = costs.flush_ns;
             let logged = self.run_step(node, addr, input, cost);
             let charged = cost + if logged { flush } else { 0 };
