@@ -268,6 +268,12 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PARAM=V1,V2,...", value_parser = sweep::parse_sweep)]
     pub sweep: Option<Sweep>,
 
+    /// With --sweep of another parameter: at each point, run every engine at each of these
+    /// client counts and keep its best run (each engine at its own saturation, as the papers
+    /// measure peaks; e.g. VLDB'15's distribution sweep). The row names the clients it kept.
+    #[arg(long, value_name = "N1,N2,...", value_delimiter = ',', requires = "sweep")]
+    pub peak_clients: Option<Vec<usize>>,
+
     /// Draw the sweep's figure (throughput against the parameter, a line per engine) to this SVG
     /// file. Default with --sweep and --json: the JSON path with .svg.
     #[arg(long, value_name = "SVG", requires = "sweep")]

@@ -382,6 +382,15 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
         ))
         .into());
     }
+    let peak_clients = args.peak_clients.clone().unwrap_or_default();
+    if sweep.param == SweepParam::Clients && !peak_clients.is_empty() {
+        return Err(
+            crate::BenchError::Config("--peak-clients with --sweep clients: sweep one or the other".into()).into()
+        );
+    }
+    if peak_clients.contains(&0) {
+        return Err(crate::BenchError::Config("--peak-clients: client counts must be at least 1".into()).into());
+    }
     let mut plans = Vec::with_capacity(sweep.values.len());
     for &value in &sweep.values {
         let mut point = args.clone();
@@ -389,14 +398,25 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
         workload(&args.workload, &point).with_context(|| format!("--sweep {name}={value}"))?;
         for &engine in &engines {
             config(&point, engine).with_context(|| format!("--sweep {name}={value}"))?;
+            for &clients in &peak_clients {
+                let at = BenchArgs { clients, ..point.clone() };
+                config(&at, engine).with_context(|| format!("--sweep {name}={value} --peak-clients {clients}"))?;
+            }
         }
         plans.push((value, point));
     }
 
     let engine_names: Vec<&str> = engines.iter().map(|e| e.name()).collect();
+    let peak_note = match peak_clients.as_slice() {
+        [] => String::new(),
+        counts => {
+            let counts: Vec<String> = counts.iter().map(|c| c.to_string()).collect();
+            format!(", each engine's best of clients={} per point", counts.join(","))
+        }
+    };
     writeln!(
         out,
-        "{}: sweep {name} over {} values on {}, {} s per run",
+        "{}: sweep {name} over {} values on {}, {} s per run{peak_note}",
         axis.full_title(&label),
         sweep.values.len(),
         engine_names.join(","),
@@ -416,12 +436,41 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
     for (j, &(value, ref point)) in plans.iter().enumerate() {
         let first_at = points.len();
         for (i, &engine) in engines.iter().enumerate() {
-            let mut cfg = config(point, engine)?;
-            cfg.data_dir = cfg
-                .data_dir
-                .map(|d| d.join(format!("point{}-{name}={value}", j + 1)).join(format!("run{}-{engine}", i + 1)));
-            let w = crate::workload_for(&point.workload, point, engine)?;
-            let report = match harness::run(&cfg, std::sync::Arc::from(w)) {
+            let run = |point: &BenchArgs, dir: String| -> anyhow::Result<BenchReport> {
+                let mut cfg = config(point, engine)?;
+                cfg.data_dir = cfg.data_dir.map(|d| {
+                    d.join(format!("point{}-{name}={value}", j + 1)).join(format!("run{}-{engine}{dir}", i + 1))
+                });
+                let w = crate::workload_for(&point.workload, point, engine)?;
+                harness::run(&cfg, std::sync::Arc::from(w))
+            };
+            let result = if peak_clients.is_empty() {
+                run(point, String::new())
+            } else {
+                // The engine's best run over the client counts: the highest throughput among
+                // runs whose mix and checks hold (else the best of any, so that it shows).
+                let mut best: Option<BenchReport> = None;
+                let mut last_err = None;
+                for &clients in &peak_clients {
+                    let at = BenchArgs { clients, ..point.clone() };
+                    match run(&at, format!("-clients{clients}")) {
+                        Ok(r) => {
+                            let key =
+                                |r: &BenchReport| (r.verify.ok && r.mix.as_ref().is_none_or(|m| m.holds), r.throughput);
+                            if best.as_ref().is_none_or(|b| key(&r) > key(b)) {
+                                best = Some(r);
+                            }
+                        }
+                        Err(e) => last_err = Some(e),
+                    }
+                }
+                match (best, last_err) {
+                    (Some(r), _) => Ok(r),
+                    (None, Some(e)) => Err(e),
+                    (None, None) => unreachable!("at least one client count"),
+                }
+            };
+            let report = match result {
                 Ok(report) => report,
                 Err(e) if matches!(e.downcast_ref::<crate::BenchError>(), Some(crate::BenchError::Starved { .. })) => {
                     // A transaction that could not commit: the point has no valid mix. It is
@@ -455,9 +504,11 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
             let x_cell = axis.x_column.map_or(String::new(), |_| format!(" {:>9}", format_number(p.x)));
             let vs = vs_first.map_or("n/a".to_string(), |r| format!("{r:.2}"));
             let verify = if p.report.verify.ok { "ok" } else { "FAILED" };
+            let at =
+                if peak_clients.is_empty() { String::new() } else { format!("  clients={}", p.report.config.clients) };
             writeln!(
                 out,
-                "{:>13}{x_cell}  {:<12} {:>11.1} {:>9} {:>9} {vs:>9}  {verify}",
+                "{:>13}{x_cell}  {:<12} {:>11.1} {:>9} {:>9} {vs:>9}  {verify}{at}",
                 format_number(value),
                 p.engine,
                 p.throughput,
@@ -687,6 +738,26 @@ mod tests {
         assert_eq!(a.x(0.95), 95.0);
         let a = FigureAxis::of("ycsb", SweepParam::Rows);
         assert_eq!(a.x(100.0), 100.0);
+    }
+
+    #[test]
+    fn peak_clients_keeps_each_engines_best_run_and_refuses_a_clients_sweep() {
+        let mut args = crate::tests::default_args("ycsb");
+        args.ycsb.records = 200;
+        args.duration = 0.3;
+        args.peak_clients = Some(vec![1, 8]);
+        let sweep = parse_sweep("read-ratio=0.5").unwrap();
+        let mut out = Vec::new();
+        run_sweep(&args, &sweep, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("each engine's best of clients=1,8 per point"), "{text}");
+        // A closed loop of 8 clients commits more than one client does.
+        assert!(text.lines().any(|l| l.trim_end().ends_with("ok  clients=8")), "{text}");
+        let err = run_sweep(&args, &parse_sweep("clients=1,2").unwrap(), &mut Vec::new()).unwrap_err();
+        assert!(format!("{err:#}").contains("--peak-clients with --sweep clients"), "{err:#}");
+        args.peak_clients = Some(vec![0]);
+        let err = run_sweep(&args, &sweep, &mut Vec::new()).unwrap_err();
+        assert!(format!("{err:#}").contains("at least 1"), "{err:#}");
     }
 
     #[test]
