@@ -14,7 +14,9 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-const KEYS: i64 = 3; // one per partition
+// Two keys per partition (key k on partition k mod 3): a writer's versions of two keys of one
+// partition share its local timestamp there, which is what R4c's skipped second rounds rely on.
+const KEYS: i64 = 6;
 const PARTITIONS: u32 = 3;
 
 fn kv_catalog() -> Catalog {
@@ -33,7 +35,10 @@ fn read_op(k: i64) -> Op {
 }
 
 /// `put(tag, mask)`: writes `tag` to every key in the bit mask. `get_all()`: reads every key in
-/// one batch (all three reads outstanding together, RAMP's `GET_ALL`).
+/// one batch (all six reads outstanding together, RAMP's `GET_ALL`). `get_twice()`: reads the
+/// first half, then every key in one batch (the first half again from its cache, R4a) and
+/// returns the second batch: a writer learnt in the second batch may name a key of the first
+/// that its partition served before that writer committed there (R4c must not skip it).
 fn kv_registry() -> Registry {
     let mut r = Registry::new();
     r.register("put", vec![ColumnType::Int, ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
@@ -44,6 +49,20 @@ fn kv_registry() -> Registry {
         Ok(vec![])
     });
     r.register("get_all", vec![], |ctx: Ctx, _args: Vec<Value>| async move {
+        let futs: Vec<_> = (0..KEYS).map(|k| ctx.op(read_op(k))).collect();
+        let mut out = Vec::new();
+        for f in futs {
+            match f.await? {
+                OpResult::Row(Some(row)) => out.push(row[1].clone()),
+                other => return Err(Error::Internal(format!("{other:?}"))),
+            }
+        }
+        Ok(out)
+    });
+    r.register("get_twice", vec![], |ctx: Ctx, _args: Vec<Value>| async move {
+        for f in (0..KEYS / 2).map(|k| ctx.op(read_op(k))).collect::<Vec<_>>() {
+            f.await?;
+        }
         let futs: Vec<_> = (0..KEYS).map(|k| ctx.op(read_op(k))).collect();
         let mut out = Vec::new();
         for f in futs {
@@ -112,36 +131,64 @@ fn version_orders(c: &SyncCluster) -> Vec<Vec<i64>> {
         .collect()
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+/// Concurrent multi-partition writers (`masks`) and readers running `procedures` in turn,
+/// messages delivered in the order `choices` picks: the first fractured read, if any.
+fn fractured_read(masks: &[i64], readers: usize, choices: &[usize], procedures: &[&str]) -> Result<(), String> {
+    let mut c = SyncCluster::new(EngineKind::Coordfree, kv_catalog(), kv_registry(), PARTITIONS);
+    c.proc(0, "put", vec![Value::Int(0), Value::Int((1 << KEYS) - 1)]).unwrap();
+    let mut writes = BTreeMap::from([(0, (0..KEYS).collect::<Vec<_>>())]);
+    for (i, &mask) in masks.iter().enumerate() {
+        let tag = i as i64 + 1;
+        writes.insert(tag, (0..KEYS).filter(|k| mask & (1 << k) != 0).collect());
+        c.send(10 + i as u64, call("put", vec![Value::Int(tag), Value::Int(mask)]));
+    }
+    let reads: Vec<(u64, u64)> = (0..readers)
+        .map(|r| {
+            let procedure = procedures[r % procedures.len()];
+            (100 + r as u64, c.send(100 + r as u64, call(procedure, vec![])))
+        })
+        .collect();
+    deliver_in(&mut c, choices);
+    let orders = version_orders(&c);
+    for (client, id) in reads {
+        let got = match c.response(client, id) {
+            Some(Ok(ResponseBody::Returned(v))) => v.iter().map(|v| v.as_int().unwrap()).collect::<Vec<_>>(),
+            other => panic!("reader {client}: {other:?}"),
+        };
+        if let Some(pair) = fractured(&got, &orders, &writes) {
+            return Err(format!("reader {client} read {got:?}, fractured at {pair:?}, orders {orders:?}"));
+        }
+    }
+    Ok(())
+}
 
-    /// RAMP-Fast (R3, R4): concurrent multi-partition writers and batch readers, messages in any
-    /// order; no read is fractured against the partitions' version orders.
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// RAMP-Fast (R3, R4, R4c): concurrent multi-partition writers and one-batch readers,
+    /// messages in any order; no read is fractured against the partitions' version orders.
     #[test]
     fn rule_r4_ramp_reads_are_never_fractured(
-        masks in proptest::collection::vec(1i64..8, 1..=3),
+        masks in proptest::collection::vec(1i64..64, 1..=3),
         readers in 1usize..6,
         choices in proptest::collection::vec(0usize..64, 0..400),
     ) {
-        let mut c = SyncCluster::new(EngineKind::Coordfree, kv_catalog(), kv_registry(), PARTITIONS);
-        c.proc(0, "put", vec![Value::Int(0), Value::Int(7)]).unwrap();
-        let mut writes = BTreeMap::from([(0, vec![0, 1, 2])]);
-        for (i, &mask) in masks.iter().enumerate() {
-            let tag = i as i64 + 1;
-            writes.insert(tag, (0..KEYS).filter(|k| mask & (1 << k) != 0).collect());
-            c.send(10 + i as u64, call("put", vec![Value::Int(tag), Value::Int(mask)]));
-        }
-        let reads: Vec<(u64, u64)> =
-            (0..readers).map(|r| (100 + r as u64, c.send(100 + r as u64, call("get_all", vec![])))).collect();
-        deliver_in(&mut c, &choices);
-        let orders = version_orders(&c);
-        for (client, id) in reads {
-            let got = match c.response(client, id) {
-                Some(Ok(ResponseBody::Returned(v))) => v.iter().map(|v| v.as_int().unwrap()).collect::<Vec<_>>(),
-                other => panic!("reader {client}: {other:?}"),
-            };
-            prop_assert_eq!(fractured(&got, &orders, &writes), None, "read {:?}, orders {:?}", got, orders);
-        }
+        prop_assert_eq!(fractured_read(&masks, readers, &choices, &["get_all"]), Ok(()));
+    }
+
+    /// The same with readers that read part of the keys first and then all of them (the first
+    /// part again from the transaction's cache, R4a). **Known to fail** in about one schedule
+    /// in a few thousand (session 24; the module doc's "Not implemented (yet)"): a writer learnt
+    /// in the second batch can leave a key of the first at an older version. Run with
+    /// `--ignored` when working on it.
+    #[test]
+    #[ignore = "known: a fracture across batches with cached re-reads (coordfree module doc)"]
+    fn rule_r4_two_batch_readers_are_never_fractured(
+        masks in proptest::collection::vec(1i64..64, 1..=3),
+        readers in 1usize..6,
+        choices in proptest::collection::vec(0usize..64, 0..400),
+    ) {
+        prop_assert_eq!(fractured_read(&masks, readers, &choices, &["get_all", "get_twice"]), Ok(()));
     }
 }
 
@@ -326,8 +373,9 @@ fn rule_r6_an_id_whose_rows_span_partitions_is_refused() {
 #[test]
 fn rule_r7_participants_finish_a_transaction_whose_coordinator_died() {
     let mut c = SyncCluster::new(EngineKind::Coordfree, kv_catalog(), kv_registry(), PARTITIONS);
-    c.proc(0, "put", vec![Value::Int(0), Value::Int(7)]).unwrap();
-    c.send(1, call("put", vec![Value::Int(9), Value::Int(7)]));
+    let all = Value::Int((1 << KEYS) - 1);
+    c.proc(0, "put", vec![Value::Int(0), all.clone()]).unwrap();
+    c.send(1, call("put", vec![Value::Int(9), all]));
     // Deliver until the three prepare acknowledgements are all that is left, then lose them
     // and the coordinator.
     loop {
@@ -337,7 +385,7 @@ fn rule_r7_participants_finish_a_transaction_whose_coordinator_died() {
         }
         assert!(c.deliver_one(), "the put finished before its prepares were all acknowledged");
     }
-    assert_eq!(version_orders(&c), vec![vec![0]; 3], "nothing is visible before commit");
+    assert_eq!(version_orders(&c), vec![vec![0]; KEYS as usize], "nothing is visible before commit");
     c.queue.clear();
     c.crash_coordinator();
     for _ in 0..40 {
@@ -345,7 +393,7 @@ fn rule_r7_participants_finish_a_transaction_whose_coordinator_died() {
         while c.deliver_one() {}
     }
     let r = c.proc(2, "get_all", vec![]).unwrap();
-    assert_eq!(r, vec![Value::Int(9); 3], "the prepared write was not finished by the partitions");
+    assert_eq!(r, vec![Value::Int(9); KEYS as usize], "the prepared write was not finished by the partitions");
 }
 
 /// R2 for a replicated table: the buffered row is written on every partition (once found by

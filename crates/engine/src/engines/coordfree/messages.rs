@@ -115,6 +115,9 @@ pub struct Want {
     pub table: TableId,
     pub key: Key,
     pub have: Timestamp,
+    /// The writer of the version read, when that was a prepared one (`have` is then
+    /// `Timestamp::MAX`): the partition compares with where that writer has committed since.
+    pub have_writer: Option<TxnId>,
     pub writers: Vec<TxnId>,
 }
 

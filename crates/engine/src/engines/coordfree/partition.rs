@@ -218,7 +218,13 @@ impl CoordfreePartition {
                 }
                 continue;
             }
-            let newest = w.writers.iter().filter_map(|t| self.ts_of.get(t).copied()).filter(|ts| *ts > w.have).max();
+            // A prepared version read has no place in the order until its writer commits; once
+            // it has, a wanted writer that committed after it is newer.
+            let have = match w.have_writer {
+                Some(x) if w.have == Timestamp::MAX => self.ts_of.get(&x).copied().unwrap_or(w.have),
+                _ => w.have,
+            };
+            let newest = w.writers.iter().filter_map(|t| self.ts_of.get(t).copied()).filter(|ts| *ts > have).max();
             if let Some(ts) = newest {
                 if let Some((_, row)) = store.versions(w.table, &w.key).find(|(t, _)| *t == ts) {
                     found.push(Fetched { table: w.table, key: w.key, row: row.cloned(), seen: self.seen_at(ts) });

@@ -56,7 +56,7 @@ pub fn missing(
                 Some(s) => {
                     // Keys of replicated tables (no partition) are not tracked (module doc).
                     let Some(part) = part_of(k) else { continue };
-                    let reflected = ts_on(meta.txn, part).is_some_and(|t| t <= s.ts);
+                    let reflected = s.ts < Timestamp::MAX && ts_on(meta.txn, part).is_some_and(|t| t <= s.ts);
                     if s.writer.as_ref().map(|w| w.txn) != Some(meta.txn) && fixable(k) && !reflected {
                         wants.entry(k.clone()).or_default().insert(meta.txn);
                     }
@@ -72,10 +72,20 @@ pub fn missing(
     wants
         .into_iter()
         .map(|((table, key), writers)| {
-            let have = seen.get(&(table, key.clone())).map_or(Timestamp::ZERO, |s| s.ts);
-            Want { table, key, have, writers: writers.into_iter().collect() }
+            let (have, have_writer) = have_of(seen.get(&(table, key.clone())));
+            Want { table, key, have, have_writer, writers: writers.into_iter().collect() }
         })
         .collect()
+}
+
+/// A second round's `have`: the version read's timestamp, and its writer when it was a prepared
+/// version (whose place in the version order is not known until it commits).
+fn have_of(seen: Option<&Seen>) -> (Timestamp, Option<TxnId>) {
+    match seen {
+        Some(s) if s.ts == Timestamp::MAX => (s.ts, s.writer.as_ref().map(|w| w.txn)),
+        Some(s) => (s.ts, None),
+        None => (Timestamp::ZERO, None),
+    }
 }
 
 /// A range read of a batch: table, start, end, and the last key returned when the limit cut
@@ -180,7 +190,10 @@ impl ReadIndex {
                 // R4c and the key range first: they need no look at the metadata (a cache miss
                 // per writer), and reject most writers (older on the key's partition than the
                 // version read, or writers of other tables, e.g. ITEM loaders).
-                if own == Some(w.meta.txn) || w.ts_on.iter().any(|(p, t)| *p == part && *t <= s.ts) || !w.in_range(k) {
+                if own == Some(w.meta.txn)
+                    || (s.ts < Timestamp::MAX && w.ts_on.iter().any(|(p, t)| *p == part && *t <= s.ts))
+                    || !w.in_range(k)
+                {
                     continue;
                 }
                 if w.meta.names_hashed(k, hash) {
@@ -206,8 +219,8 @@ impl ReadIndex {
             if writers.is_empty() {
                 continue;
             }
-            let have = seen.get(&(table, key.clone())).map_or(Timestamp::ZERO, |s| s.ts);
-            out.push(Want { table, key, have, writers });
+            let (have, have_writer) = have_of(seen.get(&(table, key.clone())));
+            out.push(Want { table, key, have, have_writer, writers });
         }
         out
     }
