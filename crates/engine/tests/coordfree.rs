@@ -48,32 +48,27 @@ fn kv_registry() -> Registry {
         }
         Ok(vec![])
     });
-    r.register("get_all", vec![], |ctx: Ctx, _args: Vec<Value>| async move {
-        let futs: Vec<_> = (0..KEYS).map(|k| ctx.op(read_op(k))).collect();
-        let mut out = Vec::new();
-        for f in futs {
-            match f.await? {
-                OpResult::Row(Some(row)) => out.push(row[1].clone()),
-                other => return Err(Error::Internal(format!("{other:?}"))),
-            }
-        }
-        Ok(out)
-    });
+    r.register("get_all", vec![], |ctx: Ctx, _args: Vec<Value>| async move { read_all(&ctx).await });
     r.register("get_twice", vec![], |ctx: Ctx, _args: Vec<Value>| async move {
         for f in (0..KEYS / 2).map(|k| ctx.op(read_op(k))).collect::<Vec<_>>() {
             f.await?;
         }
-        let futs: Vec<_> = (0..KEYS).map(|k| ctx.op(read_op(k))).collect();
-        let mut out = Vec::new();
-        for f in futs {
-            match f.await? {
-                OpResult::Row(Some(row)) => out.push(row[1].clone()),
-                other => return Err(Error::Internal(format!("{other:?}"))),
-            }
-        }
-        Ok(out)
+        read_all(&ctx).await
     });
     r
+}
+
+/// Every key's tag, read in one batch (all reads outstanding together).
+async fn read_all(ctx: &Ctx) -> Result<Vec<Value>, Error> {
+    let futs: Vec<_> = (0..KEYS).map(|k| ctx.op(read_op(k))).collect();
+    let mut out = Vec::new();
+    for f in futs {
+        match f.await? {
+            OpResult::Row(Some(row)) => out.push(row[1].clone()),
+            other => return Err(Error::Internal(format!("{other:?}"))),
+        }
+    }
+    Ok(out)
 }
 
 fn call(procedure: &str, args: Vec<Value>) -> RequestBody {
