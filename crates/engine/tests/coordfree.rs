@@ -172,12 +172,10 @@ proptest! {
     }
 
     /// The same with readers that read part of the keys first and then all of them (the first
-    /// part again from the transaction's cache, R4a). **Known to fail** in about one schedule
-    /// in a few thousand (session 24; the module doc's "Not implemented (yet)"): a writer learnt
-    /// in the second batch can leave a key of the first at an older version. Run with
-    /// `--ignored` when working on it.
+    /// part again from the transaction's cache, R4a), so that a second round can ask for a
+    /// writer's version of a key read at another writer's prepared version (R4d). Without R4d
+    /// this failed in about one schedule in three thousand.
     #[test]
-    #[ignore = "known: a fracture across batches with cached re-reads (coordfree module doc)"]
     fn rule_r4_two_batch_readers_are_never_fractured(
         masks in proptest::collection::vec(1i64..64, 1..=3),
         readers in 1usize..6,

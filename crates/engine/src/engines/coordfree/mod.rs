@@ -57,6 +57,15 @@
 //!   two-batch reader of `tests/coordfree.rs`: without it a later writer's version was skipped.) Before this rule New-Order asked on most calls for the loader's or an older
 //!   New-Order's version of a stock row a later New-Order had overwritten (1.5 second rounds
 //!   per New-Order, each answered "not newer"); now none.
+//! * **R4d two prepared versions are ordered by their commits.** A second round that asks for
+//!   writer `Y`'s version of a key read at writer `X`'s prepared version, with `Y` prepared
+//!   there too (or that asks for two writers both prepared there), has no answer yet: the newer
+//!   is the one that commits last. The partition holds that second round until one of them
+//!   commits or aborts, then answers. Both writers are already decided (each was learnt from a
+//!   version committed somewhere), so the wait is for commit messages in flight, or for R7's
+//!   termination after a crash; it never waits on a transaction still running. Found by the
+//!   two-batch reader of `tests/coordfree.rs` (one schedule in about three thousand): answering
+//!   at once with `Y`'s version left the reader at `Y` where `X` committed after it.
 //! * **R5 nested atomic id assignment (VLDB'15 §6.2).** A procedure registered with
 //!   [`crate::procedure::Coordination::SequentialId`] bumps a counter column by one and reads it
 //!   back: here the bump is deferred, the read shows a *temporary* unique id + 1
@@ -85,12 +94,6 @@
 //!
 //! ## Not implemented (yet)
 //!
-//! * A fracture across batches with cached re-reads: a reader that reads some keys, then all of
-//!   them (the first ones again from its cache, R4a), can in rare schedules still return a key
-//!   of the first batch at an older version than a writer learnt in the second batch wrote
-//!   (`tests/coordfree.rs`, `rule_r4_two_batch_readers_are_never_fractured`, ignored: about one
-//!   schedule in a few thousand; the code before session 24 failed it far more often). Not yet
-//!   traced.
 //! * A fracture across batches *backwards* — a later read revealing that an earlier-read key
 //!   has a newer version by the same writer — is not detected: RAMP needs the read set up
 //!   front, and the earlier value was already handed to the procedure.

@@ -6,7 +6,7 @@ use super::messages::{
 };
 use super::{rewrite_ids, DECIDED_MAX, INQUIRE_EVERY, INTENT_STALE, META_KEEP, META_KEPT_MAX, VERSIONS_KEPT};
 use crate::engine::{decode_record, PartCtx, PartitionEngine};
-use crate::message::{Addr, Payload};
+use crate::message::{Addr, Payload, SubOpId};
 use crate::op::{write_image, OpKind, PartOp, PartResult};
 use litmus_core::{Error, InvalidInput, Key, PartitionId, Row, TableId, Time, Timestamp, TxnId, Value};
 use litmus_storage::mvcc::MvccStore;
@@ -54,6 +54,10 @@ pub struct CoordfreePartition {
     /// writes here gets the same one), with the commit time for collection.
     metas: BTreeMap<Timestamp, (Arc<WriteMeta>, Time)>,
     ts_of: HashMap<TxnId, Timestamp>,
+    /// Second rounds whose answer depends on the order of two prepared versions (R4d): held
+    /// until one of them commits, by reader and request (volatile: the reader re-sends).
+    #[serde(skip)]
+    held_fetches: BTreeMap<(Addr, SubOpId), Vec<Want>>,
 }
 
 /// The row `ops` leave on top of `current`, in order (the core's formulas merge increments
@@ -201,9 +205,24 @@ impl CoordfreePartition {
 
     /// RAMP-Fast's second round: the newest of the wanted writers' versions, if newer than the
     /// one read. A prepared version counts as newest (it commits after everything committed).
-    fn fetch(&self, wants: Vec<Want>, store: &MvccStore, catalog: &litmus_core::Catalog) -> Vec<Fetched> {
+    /// `None` while the answer depends on which of two prepared versions commits first (R4d):
+    /// two wanted writers prepared here, or one wanted and the version read prepared too.
+    pub(super) fn fetch(
+        &self,
+        wants: &[Want],
+        store: &MvccStore,
+        catalog: &litmus_core::Catalog,
+    ) -> Option<Vec<Fetched>> {
+        let undetermined = wants.iter().any(|w| {
+            let have_prepared = w.have == Timestamp::MAX
+                && w.have_writer.is_some_and(|x| self.intents.contains_key(&x) && !w.writers.contains(&x));
+            w.writers.iter().filter(|t| self.intents.contains_key(t)).count() + usize::from(have_prepared) > 1
+        });
+        if undetermined {
+            return None;
+        }
         let mut found = Vec::new();
-        for w in wants {
+        for w in wants.iter().cloned() {
             let name = catalog.table(w.table).map_or_else(|_| "?".to_string(), |t| t.name.clone());
             let prepared = w.writers.iter().rev().find_map(|t| {
                 let intent = self.intents.get(t)?;
@@ -231,7 +250,22 @@ impl CoordfreePartition {
                 }
             }
         }
-        found
+        Some(found)
+    }
+
+    /// Answers the held second rounds that a commit or an abort has since determined.
+    fn answer_held(&mut self, ctx: &mut PartCtx) {
+        if self.held_fetches.is_empty() {
+            return;
+        }
+        for ((to, id), wants) in std::mem::take(&mut self.held_fetches) {
+            match self.fetch(&wants, ctx.store, ctx.catalog) {
+                Some(found) => ctx.reply(to, Reply::Fetch { id, found }),
+                None => {
+                    self.held_fetches.insert((to, id), wants);
+                }
+            }
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -385,10 +419,12 @@ impl PartitionEngine for CoordfreePartition {
                 let result = self.read(&op, ctx.store);
                 ctx.reply(from, Reply::Read { id, result });
             }
-            Request::Fetch { id, wants } => {
-                let found = self.fetch(wants, ctx.store, ctx.catalog);
-                ctx.reply(from, Reply::Fetch { id, found });
-            }
+            Request::Fetch { id, wants } => match self.fetch(&wants, ctx.store, ctx.catalog) {
+                Some(found) => ctx.reply(from, Reply::Fetch { id, found }),
+                None => {
+                    self.held_fetches.insert((from, id), wants);
+                }
+            },
             Request::Prepare { txn, meta, writes, assign, participants, id_partition } => {
                 let result = self.prepare(from, txn, meta, writes, assign, participants, id_partition, ctx);
                 ctx.reply(from, Reply::Prepared { txn, result });
@@ -414,6 +450,7 @@ impl PartitionEngine for CoordfreePartition {
                 }
             }
         }
+        self.answer_held(ctx); // a commit or an abort may have ordered two prepared versions
     }
 
     fn on_tick(&mut self, ctx: &mut PartCtx) {
@@ -448,6 +485,7 @@ impl PartitionEngine for CoordfreePartition {
                 ctx.send_to_partition(p, Request::Inquire { txn });
             }
         }
+        self.answer_held(ctx);
     }
 
     fn apply_bytes(&mut self, record: &[u8], store: &mut MvccStore) -> Result<(), Error> {

@@ -314,3 +314,53 @@ fn write_meta_filter_turns_away_keys_it_does_not_name() {
     let passed = others.iter().filter(|k| meta.filter_passes(k)).count();
     assert!(passed < others.len() / 20, "{passed} of {} unnamed keys passed the filter", others.len());
 }
+
+/// R4d: a reader holding writer X's *prepared* version of a key asks for writer Y's, also
+/// prepared there. Which is newer is decided by which commits last, so the partition holds the
+/// answer until one of them commits: Y first → X's version (still to commit) stays the newest
+/// and nothing is sent; X first → Y's prepared version is newer. Answering at once with Y's
+/// version (the rule broken) leaves the reader at Y when Y commits before X: fractured, as the
+/// two-batch reader of `tests/coordfree.rs` found.
+#[test]
+fn rule_r4d_a_second_round_between_two_prepared_versions_waits_for_a_commit() {
+    use litmus_core::{Catalog, Column, ColumnType, Partitioning, TableSchema};
+    let mut catalog = Catalog::new();
+    let int = |n: &str| Column::new(n, ColumnType::Int);
+    catalog.add(TableSchema::new("kv", vec![int("k"), int("v")], &["k"], Partitioning::KeyPrefix { prefix_len: 1 }));
+    let t = TableId(0);
+    let k = key(&[0]);
+    let prepare = |seq: u64| Record::Prepared {
+        txn: txn(seq),
+        meta: Arc::new(WriteMeta::new(txn(seq), vec![(t, k.clone())])),
+        writes: vec![KeyWrites {
+            table: t,
+            key: k.clone(),
+            ops: vec![OpKind::Write { key: k.clone(), row: vec![Value::Int(0), Value::Int(seq as i64)].into() }],
+        }],
+        assign: None,
+        participants: vec![PartitionId(0), PartitionId(1)],
+        id_partition: None,
+        coordinator: Addr::Coordinator(NodeId(1)),
+    };
+    let commit = |seq: u64| Record::Committed { txn: txn(seq), ids: vec![], at: Time::ZERO };
+    let want =
+        Want { table: t, key: k.clone(), have: Timestamp::MAX, have_writer: Some(txn(1)), writers: vec![txn(2)] };
+    let run = |records: &[Record]| {
+        let (mut p, mut store) = (CoordfreePartition::default(), MvccStore::new());
+        for r in records {
+            p.apply_bytes(&postcard::to_stdvec(r).unwrap(), &mut store).unwrap();
+        }
+        p.fetch(std::slice::from_ref(&want), &store, &catalog).map(|f| f.iter().map(|f| f.seen.ts).collect::<Vec<_>>())
+    };
+    assert_eq!(run(&[prepare(1), prepare(2)]), None, "undetermined: held");
+    assert_eq!(run(&[prepare(1), prepare(2), commit(2)]), Some(vec![]), "Y first: X's stays newest");
+    assert_eq!(run(&[prepare(1), prepare(2), commit(1)]), Some(vec![Timestamp::MAX]), "X first: Y's prepared");
+    assert_eq!(run(&[prepare(1), prepare(2), commit(1), commit(2)]), Some(vec![Timestamp(2)]));
+    // Two wanted writers both prepared: the same question between them.
+    let both = Want { have: Timestamp::ZERO, have_writer: None, writers: vec![txn(1), txn(2)], ..want.clone() };
+    let (mut p, mut store) = (CoordfreePartition::default(), MvccStore::new());
+    for r in [prepare(1), prepare(2)] {
+        p.apply_bytes(&postcard::to_stdvec(&r).unwrap(), &mut store).unwrap();
+    }
+    assert!(p.fetch(std::slice::from_ref(&both), &store, &catalog).is_none());
+}
