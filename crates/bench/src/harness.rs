@@ -468,19 +468,19 @@ pub fn run_profiled(
 /// Refuses a workload that needs isolation on an engine without it (see
 /// [`Workload::needs_isolation`]).
 pub(crate) fn check_isolation(cfg: &BenchConfig, workload: &dyn Workload) -> Result<(), BenchError> {
-    if let Some(why) = workload.needs_isolation() {
-        if cfg.engine.capabilities().guarantee == litmus_engine::engine::Guarantee::None {
+    if let Some((needed, why)) = workload.needs_isolation() {
+        if !cfg.engine.capabilities().guarantee.covers(needed) {
             let safe: Vec<&str> = litmus_engine::EngineKind::ALL
                 .iter()
-                .filter(|e| e.capabilities().guarantee != litmus_engine::engine::Guarantee::None)
+                .filter(|e| e.capabilities().guarantee.covers(needed))
                 .map(|e| e.name())
                 .collect();
             return Err(BenchError::Config(format!(
-                "engine {} provides no isolation ({}), and {} cannot run correctly without it: {why}. \
-                 Choose one of: {}",
+                "engine {} provides {}, and {} needs at least {}: {why}. Choose one of: {}",
                 cfg.engine.name(),
                 cfg.engine.guarantee(),
                 workload.name(),
+                needed.label(),
                 safe.join(", ")
             )));
         }

@@ -195,6 +195,7 @@ use litmus_client::Client;
 use litmus_core::{
     Catalog, Column, ColumnType, Error, Formula, InvalidInput, Isolation, Partitioning, Row, TableSchema, Value,
 };
+use litmus_engine::engine::Guarantee;
 use litmus_engine::procedure::{ProcOptions, ProcResult};
 use litmus_engine::{Ctx, Op, OpResult, Registry};
 use rand::Rng;
@@ -1210,8 +1211,12 @@ impl Workload for Ticketing {
         Some(crate::mix::MixSpec::defined_shares(TRANSACTIONS.iter().map(|t| (t.kind, t.percent))))
     }
 
-    fn needs_isolation(&self) -> Option<&'static str> {
-        Some("selling seats without isolation oversells them, and verify checks that none was sold twice")
+    fn needs_isolation(&self) -> Option<(Guarantee, &'static str)> {
+        // Lost updates oversell: read atomicity is not enough, snapshot isolation is.
+        Some((
+            Guarantee::SnapshotIsolation,
+            "selling seats with lost updates oversells them, and verify checks that none was sold twice",
+        ))
     }
 
     fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String> {

@@ -33,6 +33,7 @@ use crate::tpcc::{gen, load, Tpcc, TpccOptions, TxnType, KIND_NEW_ORDER, LOAD_SE
 use crate::workload::{RetryPolicy, RunStats, TxnRequest, Workload};
 use litmus_client::Client;
 use litmus_core::{Catalog, Error, Value};
+use litmus_engine::engine::Guarantee;
 use litmus_engine::message::{RequestBody, ResponseBody};
 use litmus_engine::Registry;
 use litmus_runtime::sim::{SimDriver, Simulator};
@@ -231,8 +232,9 @@ impl Workload for TpccNewOrder {
         self.tpcc.retry_policy()
     }
 
-    fn needs_isolation(&self) -> Option<&'static str> {
-        Some("its order ids (TPC-C 3.3.2.2-3) need sequential assignment, which nocc does not keep")
+    fn needs_isolation(&self) -> Option<(Guarantee, &'static str)> {
+        // Read atomic: coordfree runs it (R5 assigns the ids on the district's partition).
+        Some((Guarantee::ReadAtomic, "its order ids (TPC-C 3.3.2.2-3) need sequential assignment"))
     }
 
     fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String> {

@@ -34,6 +34,7 @@ use crate::history::MicroOp;
 use crate::mix::MixSpec;
 use litmus_client::Client;
 use litmus_core::{Catalog, Error, PartitionId, Value};
+use litmus_engine::engine::Guarantee;
 use litmus_engine::Registry;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -98,10 +99,11 @@ pub trait Workload: Send + Sync {
         RetryPolicy::GiveUpAfter { retries: crate::harness::RETRIES_MAX }
     }
 
-    /// Why the workload cannot run correctly without isolation (an engine whose guarantee is
-    /// [`litmus_engine::Guarantee::None`]), or `None` when it can. The harness refuses such a
-    /// pairing up front rather than report its failures as if they were the database's.
-    fn needs_isolation(&self) -> Option<&'static str> {
+    /// The weakest guarantee the workload runs correctly under, and why, or `None` when it
+    /// needs none. The harness refuses an engine whose guarantee does not cover it
+    /// ([`litmus_engine::engine::Guarantee::covers`]) up front, rather than report the
+    /// workload's failures as if they were the database's.
+    fn needs_isolation(&self) -> Option<(Guarantee, &'static str)> {
         None
     }
 

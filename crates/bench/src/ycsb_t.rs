@@ -48,6 +48,7 @@ use crate::workload::{RunStats, TxnRequest, Workload};
 use anyhow::Context as _;
 use litmus_client::Client;
 use litmus_core::{Catalog, Column, ColumnType, Error, Formula, InvalidInput, Partitioning, TableSchema, Value};
+use litmus_engine::engine::Guarantee;
 use litmus_engine::procedure::ProcResult;
 use litmus_engine::{Ctx, Op, OpResult, Registry};
 use rand::seq::index::sample;
@@ -367,8 +368,8 @@ impl Workload for YcsbT {
         Some(crate::mix::MixSpec::defined_shares(kinds.iter().copied()))
     }
 
-    fn needs_isolation(&self) -> Option<&'static str> {
-        Some("verify checks snapshot isolation (no fractured read, no lost update)")
+    fn needs_isolation(&self) -> Option<(Guarantee, &'static str)> {
+        Some((Guarantee::SnapshotIsolation, "verify checks snapshot isolation (no fractured read, no lost update)"))
     }
 
     fn records_history(&self) -> bool {

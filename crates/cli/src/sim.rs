@@ -2,6 +2,7 @@
 
 use anyhow::bail;
 use litmus_bench::ycsb_t_sim;
+use litmus_engine::engine::Guarantee;
 use litmus_engine::{builtin, EngineKind};
 use litmus_runtime::sim::chains::SaltChains;
 use litmus_runtime::sim::workload::{AckedWrites, Bank};
@@ -97,6 +98,35 @@ fn check_probability(name: &str, p: Option<f64>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The weakest guarantee under which a simulation workload's checks hold, and why: run on an
+/// engine that does not give it, its "failures" would be the workload's, not the engine's
+/// (as `litmus bench` refuses such a pairing, `Workload::needs_isolation`).
+fn sim_needs(workload: &str) -> Option<(Guarantee, &'static str)> {
+    match workload {
+        "bank" => Some((Guarantee::SnapshotIsolation, "a lost update changes the bank's total")),
+        "salt-chains" => Some((Guarantee::SnapshotIsolation, "its ACID checks read no uncommitted or lost step")),
+        "ycsb-t" => Some((Guarantee::SnapshotIsolation, "its check is snapshot isolation")),
+        "tpcc-neworder" => Some((Guarantee::ReadAtomic, "its order ids need sequential assignment")),
+        _ => None,
+    }
+}
+
+fn refuse_uncovered(engine: EngineKind, workload: &str) -> anyhow::Result<()> {
+    let Some((needed, why)) = sim_needs(workload) else { return Ok(()) };
+    if engine.capabilities().guarantee.covers(needed) {
+        return Ok(());
+    }
+    let fit: Vec<&str> =
+        EngineKind::ALL.iter().filter(|e| e.capabilities().guarantee.covers(needed)).map(|e| e.name()).collect();
+    bail!(
+        "engine {} provides {}, and the {workload} simulation needs at least {}: {why}. Choose one of: {}",
+        engine.name(),
+        engine.guarantee(),
+        needed.label(),
+        fit.join(", ")
+    )
+}
+
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let engine: EngineKind = args.engine;
     if !["acked", "bank", "salt-chains", "ycsb-t", "basic-ycsb", "tpcc-neworder"].contains(&args.workload.as_str()) {
@@ -105,6 +135,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
             args.workload
         );
     }
+    refuse_uncovered(engine, &args.workload)?;
     Topology::new(args.nodes.unwrap_or(3), args.partitions)?;
     for (n, p) in
         [("loss", args.loss), ("duplicate", args.duplicate), ("crash", args.crash), ("partition", args.partition)]

@@ -281,6 +281,32 @@ pub enum Guarantee {
     ReadAtomic,
 }
 
+impl Guarantee {
+    /// Its name in messages.
+    pub fn label(self) -> &'static str {
+        match self {
+            Guarantee::None => "no isolation",
+            Guarantee::AnsiLevels => "serializability (the ANSI levels)",
+            Guarantee::SnapshotIsolation => "snapshot isolation",
+            Guarantee::ReadAtomic => "read atomicity",
+        }
+    }
+
+    /// Whether an engine with this guarantee gives a workload that needs `needed` what it
+    /// needs. Serializable (the ANSI engines at `SERIALIZABLE`) covers everything; snapshot
+    /// isolation covers read atomicity (it adds no lost updates); nothing covers more than it
+    /// says.
+    pub fn covers(self, needed: Guarantee) -> bool {
+        matches!(
+            (self, needed),
+            (_, Guarantee::None)
+                | (Guarantee::AnsiLevels, _)
+                | (Guarantee::SnapshotIsolation, Guarantee::ReadAtomic | Guarantee::SnapshotIsolation)
+                | (Guarantee::ReadAtomic, Guarantee::ReadAtomic)
+        )
+    }
+}
+
 /// What an engine can do, for planners, reports and the conformance suite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Capabilities {
@@ -410,4 +436,21 @@ impl FromStr for EngineKind {
 /// that do not decode are corruption (`Error::Storage`).
 pub fn decode_record<T: serde::de::DeserializeOwned>(engine: &str, bytes: &[u8]) -> Result<T, Error> {
     postcard::from_bytes(bytes).map_err(|e| Error::Storage(format!("{engine} log record ({} bytes): {e}", bytes.len())))
+}
+
+#[cfg(test)]
+mod guarantee_tests {
+    use super::Guarantee::{self, AnsiLevels, ReadAtomic, SnapshotIsolation};
+
+    /// The lattice the harness refuses by: none < read atomic < snapshot isolation <
+    /// serializable; each covers what is below it and nothing above.
+    #[test]
+    fn a_guarantee_covers_exactly_the_weaker_ones() {
+        let order = [Guarantee::None, ReadAtomic, SnapshotIsolation, AnsiLevels];
+        for (i, have) in order.iter().enumerate() {
+            for (j, need) in order.iter().enumerate() {
+                assert_eq!(have.covers(*need), j <= i, "{have:?} covers {need:?}");
+            }
+        }
+    }
 }

@@ -315,6 +315,7 @@ use crate::mix::{KindMix, MixSpec};
 use crate::workload::{RetryPolicy, RunStats, TxnRequest, Workload};
 use litmus_client::Client;
 use litmus_core::{Catalog, Decimal, Error, InvalidInput, PartitionId, Row, Value};
+use litmus_engine::engine::Guarantee;
 use litmus_engine::Registry;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -869,8 +870,12 @@ impl Workload for Tpcc {
         RetryPolicy::UntilCommitted { bound: self.commit_bound }
     }
 
-    fn needs_isolation(&self) -> Option<&'static str> {
-        Some("its new-order ids, stock levels and verify (TPC-C §3.3.2) need isolated, atomic transactions")
+    fn needs_isolation(&self) -> Option<(Guarantee, &'static str)> {
+        // Snapshot isolation suffices: TPC-C has no write skew under it (Fekete et al., TODS'05).
+        Some((
+            Guarantee::SnapshotIsolation,
+            "its new-order ids, stock levels and verify (TPC-C §3.3.2) need isolated, atomic transactions",
+        ))
     }
 
     fn verify(&self, client: &mut Client, stats: &RunStats) -> anyhow::Result<String> {
