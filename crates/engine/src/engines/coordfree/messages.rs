@@ -65,9 +65,12 @@ impl WriteMeta {
     /// the key range (a loader's thousands of ITEM keys are rejected for a STOCK key in two
     /// comparisons) and a binary search.
     pub fn names_hashed(&self, key: &(TableId, Key), hash: u64) -> bool {
-        if !self.filter_passes_hashed(hash) {
-            return false;
-        }
+        self.filter_passes_hashed(hash) && self.names_searched(key)
+    }
+
+    /// [`Self::names`] without the filter (for a caller that tested a copy of it): the key
+    /// range, then a binary search.
+    pub fn names_searched(&self, key: &(TableId, Key)) -> bool {
         match (self.keys.first(), self.keys.last()) {
             (Some(lo), Some(hi)) if lo <= key && key <= hi => self.keys.binary_search(key).is_ok(),
             _ => false,
@@ -80,7 +83,12 @@ impl WriteMeta {
     }
 
     fn filter_passes_hashed(&self, hash: u64) -> bool {
-        let filter = self.filter.get_or_init(|| {
+        passes(self.filter_words(), hash)
+    }
+
+    /// The filter's words (built on the first call).
+    pub fn filter_words(&self) -> &[u64] {
+        self.filter.get_or_init(|| {
             let words = (self.keys.len() * 16).next_power_of_two().max(64) / 64;
             let mut f = vec![0u64; words].into_boxed_slice();
             for k in &self.keys {
@@ -89,9 +97,13 @@ impl WriteMeta {
                 }
             }
             f
-        });
-        probes(hash, filter.len() * 64).into_iter().all(|bit| filter[bit / 64] & (1 << (bit % 64)) != 0)
+        })
     }
+}
+
+/// Whether a key of hash `hash` passes a filter of [`WriteMeta::filter_words`] (or a copy).
+pub fn passes(filter: &[u64], hash: u64) -> bool {
+    probes(hash, filter.len() * 64).into_iter().all(|bit| filter[bit / 64] & (1 << (bit % 64)) != 0)
 }
 
 /// The filter's two bits for a key hash, in a filter of `bits` bits (a power of two).

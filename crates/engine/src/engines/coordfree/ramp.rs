@@ -20,9 +20,10 @@
 //! not asked for it. Without this, New-Order asked on nearly every call for the loader's (or an
 //! older New-Order's) version of a stock row that a later New-Order had since overwritten.
 
-use super::messages::{key_hash, Seen, Want, WriteMeta};
+use super::messages::{key_hash, passes, Seen, Want, WriteMeta};
+use litmus_core::hash::FxHashMap;
 use litmus_core::{Key, PartitionId, TableId, Timestamp, TxnId};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// The second-round requests for a read set: for every key in `seen` that `fixable` allows (the
@@ -98,21 +99,76 @@ pub fn covered_by(scan: &ScanRead, table: TableId, key: &Key) -> bool {
     *t == table && key >= start && end.as_ref().is_none_or(|e| key < e) && cut.as_ref().is_none_or(|c| key <= c)
 }
 
-/// A writer of a version read: its metadata, the range of keys it wrote (copied here: the
-/// check that rejects most keys then touches no metadata, which is shared and cold in the
-/// cache), and its local timestamp on each partition it was read from (from committed
-/// versions; R4c).
+/// The largest filter copied into the index (a write set of up to 32 keys: New-Order's).
+const FILTER_COPIED: usize = 8;
+
+/// A writer of a version read: its metadata, its Bloom filter when small (copied here, as is
+/// the range of keys it wrote: the test that rejects most keys then touches no metadata,
+/// which is shared and cold in the cache), and its local timestamp on each partition it was
+/// read from (from committed versions; R4c).
 #[derive(Debug)]
 struct Writer {
+    /// The metadata's transaction, copied (comparing it reads no metadata).
+    txn: TxnId,
     meta: Arc<WriteMeta>,
+    filter: Option<([u64; FILTER_COPIED], usize)>,
     range: Option<((TableId, Key), (TableId, Key))>,
-    ts_on: Vec<(PartitionId, Timestamp)>,
+    /// The first partition it was read from, inline (nearly every writer is read from one:
+    /// the R4c test then reads nothing outside this struct), and any others.
+    ts_first: Option<(PartitionId, Timestamp)>,
+    ts_more: Vec<(PartitionId, Timestamp)>,
 }
 
 impl Writer {
     fn new(meta: &Arc<WriteMeta>) -> Self {
         let range = meta.keys.first().cloned().zip(meta.keys.last().cloned());
-        Writer { meta: meta.clone(), range, ts_on: Vec::new() }
+        let words = meta.filter_words();
+        let filter = (words.len() <= FILTER_COPIED).then(|| {
+            let mut copy = [0u64; FILTER_COPIED];
+            copy[..words.len()].copy_from_slice(words);
+            (copy, words.len())
+        });
+        Writer { txn: meta.txn, meta: meta.clone(), filter, range, ts_first: None, ts_more: Vec::new() }
+    }
+
+    /// R4c: whether a version of partition `part` at `ts` (committed) was read at or after
+    /// this writer's timestamp there, so reflects its write.
+    fn reflected_in(&self, part: PartitionId, ts: Timestamp) -> bool {
+        match self.ts_first {
+            Some((p, t)) if p == part => t <= ts,
+            Some(_) => self.ts_more.iter().any(|(p, t)| *p == part && *t <= ts),
+            None => false,
+        }
+    }
+
+    fn learn_ts(&mut self, part: PartitionId, ts: Timestamp) {
+        let slot = match &mut self.ts_first {
+            Some((p, t)) if *p == part => Some(t),
+            Some(_) => self.ts_more.iter_mut().find(|(p, _)| *p == part).map(|(_, t)| t),
+            None => {
+                self.ts_first = Some((part, ts));
+                return;
+            }
+        };
+        match slot {
+            Some(t) => *t = (*t).min(ts),
+            None => self.ts_more.push((part, ts)),
+        }
+    }
+
+    /// Whether the copied filter (if any) may name the key of hash `hash`: `false` means the
+    /// writer certainly did not write it.
+    fn may_name(&self, hash: u64) -> bool {
+        self.filter.as_ref().is_none_or(|(words, n)| passes(&words[..*n], hash))
+    }
+
+    /// Whether the writer wrote `key`, once [`Self::may_name`] passed: the metadata's search
+    /// (the range first where no filter was copied).
+    fn names(&self, key: &(TableId, Key), hash: u64) -> bool {
+        match &self.filter {
+            Some(_) => self.meta.names_searched(key),
+            None => self.in_range(key) && self.meta.names_hashed(key, hash),
+        }
     }
 
     fn in_range(&self, key: &(TableId, Key)) -> bool {
@@ -136,11 +192,11 @@ impl Writer {
 pub struct ReadIndex {
     /// Writers in the order they were learnt (a key remembers how many it was checked against).
     writers: Vec<Writer>,
-    known: HashMap<TxnId, usize>,
+    known: FxHashMap<TxnId, usize>,
     /// Per key checked before: the writers it was checked against (a prefix of `writers`) and
     /// the version it was read at then. A key read again (R4a) is checked against the writers
     /// learnt since only, unless its version changed.
-    checked: HashMap<(TableId, Key), (usize, Timestamp)>,
+    checked: FxHashMap<(TableId, Key), (usize, Timestamp)>,
     asked: BTreeSet<(TableId, Key, TxnId)>,
 }
 
@@ -148,16 +204,16 @@ impl ReadIndex {
     /// Adds the writer of a version read from partition `part` (`None`: a replicated table's).
     pub fn add(&mut self, seen: &Seen, part: Option<PartitionId>) {
         let Some(m) = &seen.writer else { return };
+        // A writer of one replicated table only (an ITEM loader) names no key that is checked.
+        if part.is_none() && m.keys.first().map(|k| k.0) == m.keys.last().map(|k| k.0) {
+            return;
+        }
         let i = *self.known.entry(m.txn).or_insert_with(|| {
             self.writers.push(Writer::new(m));
             self.writers.len() - 1
         });
         if let (Some(p), true) = (part, seen.ts < Timestamp::MAX) {
-            let ts_on = &mut self.writers[i].ts_on;
-            match ts_on.iter_mut().find(|(q, _)| *q == p) {
-                Some((_, ts)) => *ts = (*ts).min(seen.ts),
-                None => ts_on.push((p, seen.ts)),
-            }
+            self.writers[i].learn_ts(p, seen.ts);
         }
     }
 
@@ -187,17 +243,14 @@ impl ReadIndex {
             let own = s.writer.as_ref().map(|w| w.txn);
             let hash = key_hash(k);
             for w in &self.writers[from..] {
-                // R4c and the key range first: they need no look at the metadata (a cache miss
-                // per writer), and reject most writers (older on the key's partition than the
-                // version read, or writers of other tables, e.g. ITEM loaders).
-                if own == Some(w.meta.txn)
-                    || (s.ts < Timestamp::MAX && w.ts_on.iter().any(|(p, t)| *p == part && *t <= s.ts))
-                    || !w.in_range(k)
-                {
+                // The copied filter, then R4c: they need no look at the metadata (a cache miss
+                // per writer), and reject nearly every writer (not naming the key, or older on
+                // the key's partition than the version read).
+                if !w.may_name(hash) || own == Some(w.txn) || (s.ts < Timestamp::MAX && w.reflected_in(part, s.ts)) {
                     continue;
                 }
-                if w.meta.names_hashed(k, hash) {
-                    wants.entry(k.clone()).or_default().insert(w.meta.txn);
+                if w.names(k, hash) {
+                    wants.entry(k.clone()).or_default().insert(w.txn);
                 }
             }
         }
