@@ -440,6 +440,11 @@ pub struct BenchReport {
     /// Bytes of log records produced over the measured window per committed transaction;
     /// `None` against `--connect` servers or when nothing committed.
     pub log_bytes_per_txn: Option<f64>,
+    /// Events the engine counted over the measured window per committed transaction, by name
+    /// (e.g. `granola.conflict_retries`: CONFLICTs its client proxy retried, which no client
+    /// sees); empty against `--connect` servers and for engines that count nothing.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub engine_counts_per_txn: BTreeMap<String, f64>,
     pub verify: Verdict,
     /// Set when the figures are simulated (`--runtime sim`): virtual time, and how.
     pub simulated: Option<crate::simbench::Simulated>,
@@ -560,7 +565,11 @@ fn run_embedded(
         if let Some(p) = &profile {
             p.window_edge();
         }
-        Some(Cost { msgs: cluster.messages_total(), log_bytes: cluster.log_bytes_total() })
+        Some(Cost {
+            msgs: cluster.messages_total(),
+            log_bytes: cluster.log_bytes_total(),
+            engine: cluster.engine_counts(),
+        })
     };
     // Benchmark client i on its home partition's node when the workload gives it one, else on
     // node i mod nodes, as in the simulator (`--home-routing`).
@@ -754,14 +763,16 @@ fn process_cpu_us() -> Option<u64> {
 }
 
 /// The cluster's running totals that a report divides by committed transactions.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Cost {
     msgs: u64,
     log_bytes: u64,
+    /// Events the engines counted (`CoordCtx::count`), by name.
+    engine: BTreeMap<&'static str, u64>,
 }
 
 /// What the measured window cost: process CPU time (µs) and the cluster's totals.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct WindowCost {
     cpu_us: Option<u64>,
     cluster: Option<Cost>,
@@ -927,9 +938,12 @@ fn drive(
     let m = stats.measured_all();
     let mut report = BenchReport::of_run(workload, cfg, load_secs, &stats, &histograms, spec, verify)?;
     report.cpu_us_per_txn = cost.cpu_us.filter(|_| m.committed > 0).map(|c| c as f64 / m.committed as f64);
-    report.msgs_per_txn = cost.cluster.filter(|_| m.committed > 0).map(|c| c.msgs as f64 / m.committed as f64);
-    report.log_bytes_per_txn =
-        cost.cluster.filter(|_| m.committed > 0).map(|c| c.log_bytes as f64 / m.committed as f64);
+    let cluster = cost.cluster.as_ref().filter(|_| m.committed > 0);
+    report.msgs_per_txn = cluster.map(|c| c.msgs as f64 / m.committed as f64);
+    report.log_bytes_per_txn = cluster.map(|c| c.log_bytes as f64 / m.committed as f64);
+    report.engine_counts_per_txn = cluster
+        .map(|c| c.engine.iter().map(|(name, n)| (name.to_string(), *n as f64 / m.committed as f64)).collect())
+        .unwrap_or_default();
     Ok(report)
 }
 
@@ -979,6 +993,7 @@ impl BenchReport {
             cpu_us_per_txn: None,
             msgs_per_txn: None,
             log_bytes_per_txn: None,
+            engine_counts_per_txn: BTreeMap::new(),
             verify,
             simulated: None,
         })
@@ -1031,6 +1046,11 @@ fn show_progress(
         cluster: cluster_to.zip(cluster_from).map(|(to, from)| Cost {
             msgs: to.msgs.saturating_sub(from.msgs),
             log_bytes: to.log_bytes.saturating_sub(from.log_bytes),
+            engine: to
+                .engine
+                .iter()
+                .map(|(name, n)| (*name, n.saturating_sub(from.engine.get(name).copied().unwrap_or(0))))
+                .collect(),
         }),
     }
 }
@@ -1113,6 +1133,10 @@ pub fn print_report(out: &mut dyn Write, r: &BenchReport) -> std::io::Result<()>
     }
     if let (Some(msgs), Some(bytes)) = (r.msgs_per_txn, r.log_bytes_per_txn) {
         writeln!(out, "cost: {msgs:.1} messages and {bytes:.0} log bytes per committed txn (over the window)")?;
+    }
+    if !r.engine_counts_per_txn.is_empty() {
+        let counts: Vec<String> = r.engine_counts_per_txn.iter().map(|(name, n)| format!("{name} {n:.3}")).collect();
+        writeln!(out, "engine: {} per committed txn (over the window)", counts.join(", "))?;
     }
     if let Some(s) = &r.simulated {
         writeln!(out, "{}", s.line())?;

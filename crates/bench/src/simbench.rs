@@ -222,6 +222,7 @@ pub fn run(cfg: &BenchConfig, workload: Arc<dyn Workload>) -> anyhow::Result<Ben
         cpu_us_per_txn: per_txn(busy).map(|ns| ns / 1000.0),
         msgs_per_txn: per_txn(delivered_to - delivered_from),
         log_bytes_per_txn: None,
+        engine_counts_per_txn: Default::default(),
         simulated: Some(Simulated {
             cost_table: table_name,
             cores_per_node: settings.cores_per_node,

@@ -301,3 +301,30 @@ fn ycsb_t_on_omid_passes_the_snapshot_isolation_check() {
         assert!(report.verify.message.contains("snapshot isolation holds"), "{}", report.verify.message);
     }
 }
+
+/// What an engine does inside that no client sees is reported per committed transaction:
+/// `granola-locking` answers CONFLICT to transactions that hit a locked counter (all of them
+/// hit their partition's shared one here), and its client proxy retries them (§4.2); the
+/// report counts those retries, and an engine that counts nothing reports nothing.
+#[test]
+fn engine_counts_report_the_conflicts_the_client_proxy_retried() {
+    use litmus_bench::granola_counters::{Counters, CountersOptions};
+    let opts = CountersOptions { distributed: 1.0, coordinated: true, conflict: 1.0, ..CountersOptions::default() };
+    let engine: EngineKind = "granola-locking".parse().unwrap();
+    let cfg = BenchConfig { partitions: 2, engine, workload: "granola-counters".into(), ..small_config(8, 600) };
+    let locking = harness::run(&cfg, std::sync::Arc::new(Counters::new(opts, 2).unwrap())).unwrap();
+    assert!(locking.verify.ok, "{}", locking.verify.message);
+    let retries = locking.engine_counts_per_txn.get("granola.conflict_retries").copied().unwrap_or(0.0);
+    assert!(retries > 0.0, "{:?}", locking.engine_counts_per_txn);
+    let mut text = Vec::new();
+    harness::print_report(&mut text, &locking).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.lines().any(|l| l.starts_with("engine: granola.conflict_retries ")), "{text}");
+    let json = serde_json::to_value(&locking).unwrap();
+    assert!(json["engine_counts_per_txn"]["granola.conflict_retries"].as_f64().unwrap() > 0.0);
+    let plain =
+        harness::run(&small_config(2, 300), std::sync::Arc::new(Ycsb::new(YcsbOptions::DEFAULT, false).unwrap()))
+            .unwrap();
+    assert!(plain.engine_counts_per_txn.is_empty());
+    assert!(serde_json::to_value(&plain).unwrap().get("engine_counts_per_txn").is_none());
+}

@@ -135,6 +135,11 @@ impl CoordCtx<'_> {
     pub fn send_role(&mut self, to: Addr, body: impl PayloadData) {
         self.send(to, Message::Role(Payload::new(body)));
     }
+    /// Counts one event for reports (`litmus bench` prints each name per committed
+    /// transaction): what an engine does inside that a client cannot see, e.g. a retry.
+    pub fn count(&mut self, name: &'static str) {
+        self.out.counts.push(name);
+    }
     /// Logs an engine record on the coordinator's log (replayed through `apply` on recovery).
     pub fn persist(&mut self, record: Vec<u8>) {
         self.out.persist.push(crate::coordinator::CoordRecord::encode_engine(&record));

@@ -41,6 +41,9 @@ pub struct Effects {
     pub persist: Vec<Vec<u8>>,
     /// Messages to send once `persist` (and everything before it) is durable.
     pub send: Vec<Envelope>,
+    /// Events the engine counts for reports (e.g. Granola's CONFLICT retries): not state, not
+    /// logged; a runtime adds them up (`Host::counts`) or drops them.
+    pub counts: Vec<&'static str>,
 }
 
 impl Effects {
@@ -50,6 +53,7 @@ impl Effects {
     pub fn clear(&mut self) {
         self.persist.clear();
         self.send.clear();
+        self.counts.clear();
     }
 
     /// Merges the partition requests and replies in `send[start..]` (one step's) that go from
@@ -172,7 +176,7 @@ mod tests {
     }
 
     fn batched(send: Vec<Envelope>, start: usize) -> Vec<(Addr, Vec<u32>)> {
-        let mut out = Effects { persist: vec![], send };
+        let mut out = Effects { persist: vec![], send, counts: vec![] };
         out.batch_sends(start);
         out.send.iter().map(|e| (e.to, numbers(e))).collect()
     }
@@ -186,7 +190,7 @@ mod tests {
 
     #[test]
     fn a_lone_message_stays_a_plain_message() {
-        let mut out = Effects { persist: vec![], send: vec![request(P0, 1), request(P1, 2)] };
+        let mut out = Effects { counts: vec![], persist: vec![], send: vec![request(P0, 1), request(P1, 2)] };
         out.batch_sends(0);
         assert!(out.send.iter().all(|e| matches!(e.msg, Message::PartitionRequest(_))), "{:?}", out.send);
     }
@@ -195,7 +199,7 @@ mod tests {
     fn replies_of_one_partition_step_go_back_together() {
         let got = batched(vec![reply(P0, 7), reply(P0, 8)], 0);
         assert_eq!(got, vec![(COORD, vec![7, 8])]);
-        let mut out = Effects { persist: vec![], send: vec![reply(P0, 7), reply(P0, 8)] };
+        let mut out = Effects { counts: vec![], persist: vec![], send: vec![reply(P0, 7), reply(P0, 8)] };
         out.batch_sends(0);
         assert!(matches!(&out.send[..], [Envelope { msg: Message::Batch(items), .. }] if items.len() == 2));
     }
@@ -210,7 +214,11 @@ mod tests {
     fn a_message_that_does_not_batch_is_not_overtaken() {
         // A role message to a partition sits between two requests: the second must stay behind it.
         let role = Envelope { from: COORD, to: P0, msg: Message::Role(Payload::new(5u32)) };
-        let mut out = Effects { persist: vec![], send: vec![request(P0, 1), request(P0, 2), role, request(P0, 3)] };
+        let mut out = Effects {
+            counts: vec![],
+            persist: vec![],
+            send: vec![request(P0, 1), request(P0, 2), role, request(P0, 3)],
+        };
         out.batch_sends(0);
         let kinds: Vec<String> = out
             .send

@@ -485,6 +485,8 @@ struct Counters {
     messages: AtomicU64,
     /// Bytes of log records produced (with or without a data directory).
     log_bytes: AtomicU64,
+    /// Events engines counted (`CoordCtx::count`), by name.
+    engine: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl EmbeddedCluster {
@@ -619,6 +621,11 @@ impl EmbeddedCluster {
     /// Bytes of log records produced so far (counted with or without a data directory).
     pub fn log_bytes_total(&self) -> u64 {
         self.counters.log_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Events the engines counted so far (e.g. `granola.conflict_retries`), by name.
+    pub fn engine_counts(&self) -> BTreeMap<&'static str, u64> {
+        self.counters.engine.lock().expect("engine counts lock").clone()
     }
 
     /// Stops the workers and reports the first error any of them hit.
@@ -797,6 +804,13 @@ fn worker_loop_counted(
         if bytes != logged {
             router.counters.log_bytes.fetch_add(bytes - logged, Ordering::Relaxed);
             logged = bytes;
+        }
+        let counts = host.take_counts();
+        if !counts.is_empty() {
+            let mut all = router.counters.engine.lock().expect("engine counts lock");
+            for (name, n) in counts {
+                *all.entry(name).or_default() += n;
+            }
         }
     }
     Ok(())

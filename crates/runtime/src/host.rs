@@ -66,6 +66,8 @@ pub struct Host {
     scratch: Effects,
     records_total: u64,
     record_bytes_total: u64,
+    /// Engine counts not yet taken ([`Host::take_counts`]).
+    counts: BTreeMap<&'static str, u64>,
     /// `litmus calibrate`: the CPU time of every step, by [`crate::cost::step_key`], measured
     /// while `profiling`.
     profile: Option<crate::cost::ProfileData>,
@@ -122,6 +124,7 @@ impl Host {
             scratch: Effects::default(),
             records_total: 0,
             record_bytes_total: 0,
+            counts: BTreeMap::new(),
             profile: None,
             profiling: false,
         })
@@ -202,7 +205,15 @@ impl Host {
             }
         }
         self.pending.append(&mut self.scratch.send);
+        for name in self.scratch.counts.drain(..) {
+            *self.counts.entry(name).or_default() += 1;
+        }
         Ok(())
+    }
+
+    /// Engine counts ([`litmus_engine::Effects::counts`]) since the last call, taken.
+    pub fn take_counts(&mut self) -> BTreeMap<&'static str, u64> {
+        std::mem::take(&mut self.counts)
     }
 
     /// Ticks every machine.

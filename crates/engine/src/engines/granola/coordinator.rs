@@ -93,8 +93,10 @@ impl GranolaCoordinator {
         let t = self.txns.get_mut(&txn).expect("present");
         if ctx.now.saturating_sub(t.started) > CONFLICT_RETRY_FOR {
             self.txns.remove(&txn);
+            ctx.count(COUNT_CONFLICT_GAVE_UP);
             return ctx.one_round_done(txn, Err(Error::Abort(AbortReason::LockConflict)));
         }
+        ctx.count(COUNT_CONFLICT_RETRIES);
         // Random backoff (§4.2), its bound doubling with the attempts.
         let cap = backoff_cap(t.attempt).as_micros() as u64;
         let wait = Duration::from_micros(ctx.rng.gen_range(1..=cap.max(2)));
@@ -191,6 +193,12 @@ impl CoordinatorEngine for GranolaCoordinator {
         Ok(())
     }
 }
+
+/// Reported by `litmus bench` per committed transaction: CONFLICTs the client proxy retried
+/// (§4.2), and transactions it gave up on after [`CONFLICT_RETRY_FOR`] of them (the client
+/// sees a retryable abort).
+pub const COUNT_CONFLICT_RETRIES: &str = "granola.conflict_retries";
+pub const COUNT_CONFLICT_GAVE_UP: &str = "granola.conflict_gave_up";
 
 /// The bound of the random backoff before retry `attempt + 1` after a CONFLICT: exponential,
 /// `CONFLICT_BACKOFF_MAX / 16` doubled at each attempt, up to [`CONFLICT_BACKOFF_MAX`]

@@ -424,6 +424,8 @@ fn conflict_4_2_the_client_proxy_retries_with_a_new_tid_after_a_backoff() {
     coord.one_round(gtid(1).txn, plan, &mut ctx);
     let conflict = Reply { gtid: gtid(1), ts: Timestamp(5), outcome: Outcome::Conflict };
     coord.on_reply(PartitionId(0), Payload::new(conflict), &mut ctx);
+    // Counted for the bench's report (the client never sees the CONFLICT).
+    assert_eq!(ctx.out.counts, vec![super::coordinator::COUNT_CONFLICT_RETRIES]);
     ctx.out.send.clear();
     coord.on_tick(&mut ctx);
     assert!(ctx.out.send.is_empty(), "no retry before the backoff");
