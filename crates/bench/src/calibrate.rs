@@ -97,7 +97,12 @@ pub fn run(args: &CalibrateArgs, command: &str, out: &mut dyn Write) -> anyhow::
     let mut runs: Vec<Measured> = Vec::new();
     for &engine in &engines {
         for workload in &args.workloads {
-            let mut argv = vec!["bench".to_string(), workload.clone(), "--warmup".into(), "0.5".into()];
+            let mut argv = vec!["bench".to_string(), workload.clone()];
+            // A short warmup unless `--bench-flags` sets one (e.g. past coordfree's META_KEEP,
+            // so that the loader's RAMP metadata is collected before the window: steady state).
+            if !args.bench_flags.split_whitespace().any(|f| f == "--warmup" || f.starts_with("--warmup=")) {
+                argv.extend(["--warmup".into(), "0.5".into()]);
+            }
             argv.extend(["--duration".into(), args.duration.to_string(), "--clients".into(), args.clients.to_string()]);
             argv.extend(args.bench_flags.split_whitespace().map(String::from));
             if args.quiet {

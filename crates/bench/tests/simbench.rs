@@ -176,10 +176,11 @@ fn calibrate_writes_a_table_of_the_measured_window() {
     assert!(!nocc.keys().any(|k| k.contains("load")), "the load phase was measured: {nocc:?}");
     // An engine that runs one-round transactions only is measured on the workload's one-round
     // form (it refuses the op-by-op one, which used to leave it out of the table).
-    // `--bench-flags` reach every run: four keys per transaction.
+    // `--bench-flags` reach every run: four keys per transaction, and a warmup of their own
+    // (which replaces calibrate's default one instead of being refused as given twice).
     let granola = litmus_bench::calibrate::CalibrateArgs {
         engines: Some(vec!["granola".into()]),
-        bench_flags: "--txn-size 4".into(),
+        bench_flags: "--txn-size 4 --warmup 0.2".into(),
         ..args.clone()
     };
     litmus_bench::calibrate::run(&granola, "litmus calibrate (test)", &mut Vec::new()).unwrap();
