@@ -26,7 +26,7 @@ use litmus_engine::wire::{self, ClusterIdentity, Frame, FRAME_SIZE_MAX, PROTOCOL
 use litmus_engine::{Addr, ClientSession, EngineKind, Envelope, Input, Message, Registry};
 use litmus_storage::wal::FsyncPolicy;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -615,6 +615,8 @@ pub struct ServerMetrics {
     pub latency: crate::latency::RequestLatency,
     /// Retryable aborts by cause.
     pub aborts: crate::latency::AbortCounts,
+    /// Events the engine counted (`CoordCtx::count`, e.g. Granola's CONFLICT retries), by name.
+    pub engine: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 const FAILURE_CAUSES: [&str; 6] = ["abort", "user_abort", "invalid", "unavailable", "storage", "internal"];
@@ -668,6 +670,18 @@ impl ServerMetrics {
         let _ = writeln!(o, "litmus_frames_rejected_total{{{l}}} {}", g(&self.frames_rejected));
         let _ = writeln!(o, "# TYPE litmus_peer_links_up gauge");
         let _ = writeln!(o, "litmus_peer_links_up{{{l}}} {}", g(&self.peer_links_up));
+        let engine = self.engine.lock().expect("engine counts lock");
+        if !engine.is_empty() {
+            let _ = writeln!(
+                o,
+                "# HELP litmus_engine_events_total Events the engine counted inside (e.g. granola.conflict_retries)."
+            );
+            let _ = writeln!(o, "# TYPE litmus_engine_events_total counter");
+            for (name, n) in engine.iter() {
+                let _ = writeln!(o, "litmus_engine_events_total{{{l},event=\"{name}\"}} {n}");
+            }
+        }
+        drop(engine);
         self.aborts.render(&mut o, &l);
         self.latency.render(&mut o, &l);
         o
@@ -985,6 +999,13 @@ fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop
         if host.has_pending() {
             for env in host.flush()? {
                 router.route(env);
+            }
+        }
+        let counts = host.take_counts();
+        if !counts.is_empty() {
+            let mut all = router.metrics.engine.lock().expect("engine counts lock");
+            for (name, n) in counts {
+                *all.entry(name).or_default() += n;
             }
         }
     }
@@ -1354,5 +1375,28 @@ impl TcpRouter {
         if let Some(tx) = self.clients.read().expect("clients lock").get(&client) {
             let _ = tx.send(frame);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ServerMetrics;
+    use litmus_core::NodeId;
+
+    /// Engine counts appear on `/metrics` as one counter per event, and not at all when the
+    /// engine counted nothing.
+    #[test]
+    fn metrics_render_the_engines_counted_events() {
+        let m = ServerMetrics::default();
+        assert!(!m.render(NodeId(0), "granola").contains("litmus_engine_events_total"));
+        m.engine.lock().unwrap().insert("granola.conflict_retries", 7);
+        let text = m.render(NodeId(2), "granola");
+        assert!(text.contains("# TYPE litmus_engine_events_total counter"), "{text}");
+        assert!(
+            text.contains(
+                "litmus_engine_events_total{node=\"2\",engine=\"granola\",event=\"granola.conflict_retries\"} 7"
+            ),
+            "{text}"
+        );
     }
 }
