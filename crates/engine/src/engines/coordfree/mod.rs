@@ -107,7 +107,11 @@
 //! * A procedure without a registered verdict runs as if coordination-free (the engine cannot
 //!   know its invariants); `litmus-bench` registers verdicts from the analyzer for TPC-C.
 //! * Metadata is kept for [`META_KEEP`] after a commit (and at most [`META_KEPT_MAX`] commits);
-//!   a reader slower than that may miss a fracture. One replica per partition, as everywhere.
+//!   a reader slower than that may miss a fracture, and so may a reader of a writer whose
+//!   commit at another participant is delayed longer than that (a partition cut off for more
+//!   than [`META_KEEP`] with the writer prepared): metadata should be kept until every
+//!   participant has committed (the coordinator, or R7's inquiries, could say so). One replica
+//!   per partition, as everywhere.
 //! * One-round transactions run op by op (`Capabilities::one_round` false).
 
 pub mod coordinator;
