@@ -3,7 +3,7 @@
 use litmus_client::Client;
 use litmus_core::{Formula, Value};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -33,6 +33,23 @@ fn write_engine_config(
     );
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// Waits for a bench started at `started` whose window (warmup included) is `window_secs`
+/// long: it must end within that plus a bounded grace (load, recovery, verify), or the test
+/// fails naming `what` (and the bench is killed).
+fn wait_bounded(bench: &mut std::process::Child, started: Instant, window_secs: f64, what: &str) -> ExitStatus {
+    let bound = Duration::from_secs_f64(window_secs) + Duration::from_secs(30);
+    loop {
+        if let Some(status) = bench.try_wait().unwrap() {
+            return status;
+        }
+        if started.elapsed() > bound {
+            let _ = bench.kill();
+            panic!("{what} still running {:?} after it started", started.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn start(config: &Path) -> Server {
@@ -286,18 +303,8 @@ fn oracle_node_killed_during_ycsb_t() {
     servers[0] = start(&configs[0]);
 
     // The bench must end within its window plus a bounded grace.
-    let bound = Duration::from_secs_f64(duration + warmup) + Duration::from_secs(30);
     let mut bench = bench;
-    let status = loop {
-        if let Some(status) = bench.try_wait().unwrap() {
-            break status;
-        }
-        if bench_started.elapsed() > bound {
-            let _ = bench.kill();
-            panic!("bench ycsb-t still running {:?} after it started", bench_started.elapsed());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_bounded(&mut bench, bench_started, duration + warmup, "bench ycsb-t");
     let bench_secs = bench_started.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     probe.join().unwrap();
@@ -353,18 +360,8 @@ fn coordfree_node_killed_during_tpcc_neworder() {
     servers[0].0.wait().unwrap();
     std::thread::sleep(Duration::from_secs(2));
     servers[0] = start(&configs[0]);
-    let bound = Duration::from_secs(120);
     let mut bench = bench;
-    let status = loop {
-        if let Some(status) = bench.try_wait().unwrap() {
-            break status;
-        }
-        if bench_started.elapsed() > bound {
-            let _ = bench.kill();
-            panic!("bench tpcc-neworder still running {:?} after it started", bench_started.elapsed());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_bounded(&mut bench, bench_started, duration + warmup, "bench tpcc-neworder");
     let out = bench.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprintln!(
