@@ -409,3 +409,68 @@ fn rule_r2_a_replicated_row_is_written_on_every_partition() {
         assert_eq!(row, Some(vec![Value::Int(42), Value::Int(5)].into()), "partition {p} misses the replicated row");
     }
 }
+
+/// R8: a participant cut off before it commits leaves a writer half-committed for longer than
+/// `META_KEEP`; the participants that committed keep the writer's metadata until it has
+/// committed there too, so a reader arriving as the cut heals still finds the missing versions.
+/// (Collecting metadata `META_KEEP` after the local commit, as before R8, fractured this read:
+/// keys 0, 1, 3 and 4 at the writer's tag, keys 2 and 5 at the old one.)
+#[test]
+fn rule_r8_metadata_is_kept_until_every_participant_has_committed() {
+    use litmus_core::PartitionId;
+    use litmus_engine::Addr;
+    let mut c = SyncCluster::new(EngineKind::Coordfree, kv_catalog(), kv_registry(), PARTITIONS);
+    let all = Value::Int((1 << KEYS) - 1);
+    c.proc(0, "put", vec![Value::Int(0), all.clone()]).unwrap();
+    c.send(1, call("put", vec![Value::Int(9), all]));
+    // Deliver until partition 0 has committed (every participant prepared by then), then cut
+    // partition 2 off: it stays prepared.
+    while version_orders(&c)[0] != vec![0, 9] {
+        assert!(c.deliver_one(), "the put never committed at partition 0");
+    }
+    let cut = Addr::Partition(PartitionId(2));
+    let drop_cut = |c: &mut SyncCluster| c.queue.retain(|e| e.to != cut && e.from != cut);
+    drop_cut(&mut c);
+    while c.deliver_one() {
+        drop_cut(&mut c);
+    }
+    for _ in 0..150 {
+        c.tick(100); // 15 s, longer than META_KEEP
+        drop_cut(&mut c);
+        while c.deliver_one() {
+            drop_cut(&mut c);
+        }
+    }
+    assert_eq!(version_orders(&c)[2], vec![0], "partition 2 committed while cut off");
+    // The cut heals; a reader's messages go first, before partition 2 hears of the commit.
+    let id = c.send(2, call("get_all", vec![]));
+    while c.deliver_one() {}
+    let got = match c.response(2, id) {
+        Some(Ok(ResponseBody::Returned(v))) => v.iter().map(|v| v.as_int().unwrap()).collect::<Vec<_>>(),
+        other => panic!("reader: {other:?}"),
+    };
+    assert_eq!(got, vec![9; KEYS as usize], "a fractured read after the cut healed");
+    c.settle();
+    assert_eq!(version_orders(&c)[2], vec![0, 9], "partition 2 never committed after the cut healed");
+}
+
+/// R8 at the reader: a transaction whose reads take longer than `READ_WINDOW` (here its reads
+/// are lost for six seconds) has them refused with a retryable abort: the metadata of a writer
+/// it needs could have been collected meanwhile. The caller's retry then reads normally.
+#[test]
+fn rule_r8_reads_that_outlive_the_metadata_window_start_over() {
+    let mut c = SyncCluster::new(EngineKind::Coordfree, kv_catalog(), kv_registry(), PARTITIONS);
+    c.proc(0, "put", vec![Value::Int(0), Value::Int((1 << KEYS) - 1)]).unwrap();
+    let id = c.send(2, call("get_all", vec![]));
+    assert!(c.deliver_one()); // the call reaches the coordinator, which sends its reads
+    for _ in 0..60 {
+        c.queue.clear(); // lost
+        c.tick(100);
+    }
+    c.settle();
+    match c.response(2, id) {
+        Some(Err(e @ Error::Abort(_))) => assert!(e.is_retryable() && e.to_string().contains("metadata window"), "{e}"),
+        other => panic!("expected a retryable abort, got {other:?}"),
+    }
+    assert_eq!(c.proc(2, "get_all", vec![]).unwrap(), vec![Value::Int(0); KEYS as usize]);
+}

@@ -3,7 +3,7 @@
 
 use super::messages::{Fetched, IdAssign, KeyWrites, Reply, Request, Seen, Want, WriteMeta};
 use super::partition::fold;
-use super::{contains_id, ramp, tmp_id, RESEND_AFTER};
+use super::{contains_id, ramp, tmp_id, READ_WINDOW, RESEND_AFTER};
 use crate::engine::{CoordCtx, CoordinatorEngine, TxnOptions};
 use crate::message::{Payload, SubOpId};
 use crate::op::{overlay_scan, OpKind, PartOp, PartResult};
@@ -86,12 +86,18 @@ struct TxnState {
     fetch_waiting: BTreeMap<PartitionId, (Request, Time)>,
     /// Second-round versions, with the partition each came from.
     fetched: Vec<(PartitionId, Fetched)>,
+    /// When the first read was sent (R8: a transaction reading for longer than
+    /// [`READ_WINDOW`] starts over).
+    first_read: Option<Time>,
     commit: Option<CommitState>,
 }
 
 #[derive(Debug, Default)]
 pub struct CoordfreeCoordinator {
     txns: BTreeMap<TxnId, TxnState>,
+    /// Transactions committed at every participant, to tell the participants on the next
+    /// tick (R8: their metadata can be collected).
+    done: BTreeMap<PartitionId, Vec<TxnId>>,
 }
 
 fn refusal(procedure: &str, invariant: &str, operation: &str) -> Error {
@@ -244,6 +250,10 @@ impl CoordfreeCoordinator {
         if t.batch.iter().any(|r| r.result.is_none()) || !t.fetch_waiting.is_empty() {
             return;
         }
+        if t.first_read.is_some_and(|at| ctx.now.saturating_sub(at) >= READ_WINDOW) {
+            let e = format!("coordfree: reads outlived the metadata window ({READ_WINDOW:?}); retry");
+            return self.refuse_batch(txn, Error::Abort(AbortReason::Other(e)), ctx);
+        }
         if t.fetched.is_empty() && self.send_fetches(txn, ctx) {
             return;
         }
@@ -276,6 +286,18 @@ impl CoordfreeCoordinator {
                 (Some(_), other) => other,
             };
             ctx.op_done(r.id, result);
+        }
+    }
+
+    /// R8: the batch's reads fail with `e` (a retryable abort); the procedure aborts.
+    fn refuse_batch(&mut self, txn: TxnId, e: Error, ctx: &mut CoordCtx) {
+        let Some(t) = self.txns.get_mut(&txn) else { return };
+        t.batch_keys.clear();
+        t.scans.clear();
+        t.fetch_waiting.clear();
+        t.fetched.clear();
+        for r in std::mem::take(&mut t.batch) {
+            ctx.op_done(r.id, Err(e.clone()));
         }
     }
 
@@ -334,6 +356,11 @@ impl CoordfreeCoordinator {
         }
         if c.waiting.is_empty() {
             let ids = std::mem::take(&mut c.ids);
+            if c.participants.len() > 1 {
+                for &p in &c.participants {
+                    self.done.entry(p).or_default().push(txn);
+                }
+            }
             self.txns.remove(&txn);
             if ids.is_empty() {
                 ctx.txn_done(txn, Ok(()));
@@ -370,6 +397,9 @@ impl CoordinatorEngine for CoordfreeCoordinator {
         };
         if let Some(e) = &t.refused {
             return ctx.op_done(id, Err(e.clone()));
+        }
+        if !op.kind.is_write() || matches!(op.kind, OpKind::Insert { .. } | OpKind::Update { .. }) {
+            t.first_read.get_or_insert(ctx.now);
         }
         if !op.kind.is_write() {
             if let OpKind::Read { key, .. } = &op.kind {
@@ -507,6 +537,10 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                 if t.fetch_waiting.remove(&id.part).is_none() {
                     return;
                 }
+                let found = match found {
+                    Ok(found) => found,
+                    Err(e) => return self.refuse_batch(id.txn, e, ctx),
+                };
                 t.fetched.extend(found.into_iter().map(|f| (from, f)));
                 if t.fetch_waiting.is_empty() {
                     self.deliver(id.txn, ctx);
@@ -527,6 +561,9 @@ impl CoordinatorEngine for CoordfreeCoordinator {
     /// and commits are re-sent (all idempotent at the partition).
     fn on_tick(&mut self, ctx: &mut CoordCtx) {
         let now = ctx.now;
+        for (p, txns) in std::mem::take(&mut self.done) {
+            ctx.send_to_partition(p, Request::Done { txns });
+        }
         for (txn, t) in &mut self.txns {
             for r in t.batch.iter_mut().filter(|r| r.result.is_none() && now.saturating_sub(r.sent) >= RESEND_AFTER) {
                 r.sent = now;

@@ -177,6 +177,17 @@ pub enum Request {
     Inquire { txn: TxnId },
     /// The answer to [`Request::Inquire`] (partition to partition).
     Status { txn: TxnId, status: Status },
+    /// Coordinator to participant: these transactions have committed at every participant,
+    /// so their metadata may be collected [`super::META_KEEP`] from now (R8). Batched per
+    /// partition and sent on the coordinator's tick.
+    Done { txns: Vec<TxnId> },
+    /// Partition to partition, for commits kept without a [`Request::Done`] (a coordinator
+    /// crashed, or this partition recovered): which of these have you committed?
+    AskCommitted { txns: Vec<TxnId> },
+    /// The answer to [`Request::AskCommitted`]: those committed here (or decided so long ago
+    /// that they are forgotten, which only a commit can be: the asker committed them, so
+    /// every participant prepared them).
+    CommittedHere { txns: Vec<TxnId> },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -206,7 +217,8 @@ pub enum Reply {
     },
     Fetch {
         id: SubOpId,
-        found: Vec<Fetched>,
+        /// An abort when a wanted version was pruned (R8).
+        found: Result<Vec<Fetched>, Error>,
     },
     Prepared {
         txn: TxnId,

@@ -90,6 +90,22 @@
 //!   anyone committed → commit with its ids; anyone aborted → abort; a participant that never
 //!   heard of it records it aborted (so a late prepare is refused) and says so; all prepared →
 //!   commit (the coordinator commits exactly then), the counter's partition first.
+//! * **R8 metadata outlives every participant's commit.** A writer's metadata is what lets a
+//!   reader find its versions missing, so a partition keeps it while any participant may not
+//!   have committed the writer, and collects it [`META_KEEP`] after learning that all have:
+//!   the coordinator, once every participant acknowledged the commit, tells them so
+//!   (`Request::Done`, batched per partition on its tick; a single participant's commit is
+//!   done at once); a commit kept [`INTENT_STALE`] without that word (a crashed coordinator, a
+//!   recovered partition) is asked about (`AskCommitted`, at most [`ASK_MAX`] per tick; a
+//!   participant still prepared does not confirm). Beyond [`META_KEPT_MAX`] commits known
+//!   done, the oldest go early; a commit not known done is never collected. Two bounds
+//!   remain, and a reader that meets one starts over with a retryable abort instead of
+//!   reading fractured: a transaction reading for longer than [`READ_WINDOW`] (half of
+//!   [`META_KEEP`]: a writer committed everywhere after its first read could have lost its
+//!   metadata by its last), and a second round whose wanted version was pruned (more than
+//!   [`VERSIONS_KEPT`] newer ones). Before R8 metadata went [`META_KEEP`] after the local
+//!   commit, and a participant cut off for longer, still prepared, was read fractured
+//!   (`rule_r8_metadata_is_kept_until_every_participant_has_committed`).
 //!
 //! **Guarantee: read atomic** ([`crate::engine::Guarantee::ReadAtomic`]): no dirty reads, no
 //! fractured reads within a batch of reads; lost updates and write skew are allowed (shown by the
@@ -106,12 +122,7 @@
 //!   is dropped.
 //! * A procedure without a registered verdict runs as if coordination-free (the engine cannot
 //!   know its invariants); `litmus-bench` registers verdicts from the analyzer for TPC-C.
-//! * Metadata is kept for [`META_KEEP`] after a commit (and at most [`META_KEPT_MAX`] commits);
-//!   a reader slower than that may miss a fracture, and so may a reader of a writer whose
-//!   commit at another participant is delayed longer than that (a partition cut off for more
-//!   than [`META_KEEP`] with the writer prepared): metadata should be kept until every
-//!   participant has committed (the coordinator, or R7's inquiries, could say so). One replica
-//!   per partition, as everywhere.
+//! * One replica per partition, as everywhere.
 //! * One-round transactions run op by op (`Capabilities::one_round` false).
 
 pub mod coordinator;
@@ -134,8 +145,15 @@ pub const INTENT_STALE: Duration = Duration::from_millis(1_000);
 pub const INQUIRE_EVERY: Duration = Duration::from_millis(500);
 /// How long RAMP metadata is kept after a commit.
 pub const META_KEEP: Duration = Duration::from_secs(10);
-/// Most commits whose metadata a partition keeps.
+/// Most commits known committed everywhere whose metadata a partition keeps (commits not
+/// known so are kept whatever their number, R8).
 pub const META_KEPT_MAX: usize = 65_536;
+/// Most kept commits a partition asks the other participants about per tick (R8).
+pub const ASK_MAX: usize = 1_024;
+/// A coordinator's transaction whose first read was sent this long ago has its reads
+/// refused (R8): the metadata of a writer it may need to see could be collected by now.
+pub const READ_WINDOW: Duration = Duration::from_secs(5);
+const _: () = assert!(2 * READ_WINDOW.as_secs() <= META_KEEP.as_secs(), "READ_WINDOW is half of META_KEEP");
 /// Versions kept per key (limited multiversioning).
 pub const VERSIONS_KEPT: usize = 4;
 /// Decisions a partition remembers (to answer duplicates and inquiries).

@@ -4,7 +4,7 @@
 use super::messages::{
     Fetched, IdAssign, KeyWrites, ReadResult, Record, Reply, Request, Seen, Status, Want, WriteMeta,
 };
-use super::{rewrite_ids, DECIDED_MAX, INQUIRE_EVERY, INTENT_STALE, META_KEEP, META_KEPT_MAX, VERSIONS_KEPT};
+use super::{rewrite_ids, ASK_MAX, DECIDED_MAX, INQUIRE_EVERY, INTENT_STALE, META_KEEP, META_KEPT_MAX, VERSIONS_KEPT};
 use crate::engine::{decode_record, PartCtx, PartitionEngine};
 use crate::message::{Addr, Payload, SubOpId};
 use crate::op::{write_image, OpKind, PartOp, PartResult};
@@ -51,13 +51,39 @@ pub struct CoordfreePartition {
     decided: BTreeMap<TxnId, Decision>,
     decided_order: VecDeque<TxnId>,
     /// RAMP metadata of recent commits, by their local timestamp (every key a transaction
-    /// writes here gets the same one), with the commit time for collection.
-    metas: BTreeMap<Timestamp, (Arc<WriteMeta>, Time)>,
+    /// writes here gets the same one).
+    metas: BTreeMap<Timestamp, Kept>,
     ts_of: HashMap<TxnId, Timestamp>,
+    /// Commits here not yet known to have committed at every participant (R8): their
+    /// metadata is kept whatever its age (volatile: after recovery every kept commit is asked
+    /// about again).
+    #[serde(skip)]
+    undone: BTreeSet<Timestamp>,
+    /// Commits known committed everywhere, with when that was learnt: collected
+    /// [`META_KEEP`] later (volatile, as `undone`).
+    #[serde(skip)]
+    done: VecDeque<(Time, Timestamp)>,
     /// Second rounds whose answer depends on the order of two prepared versions (R4d): held
     /// until one of them commits, by reader and request (volatile: the reader re-sends).
     #[serde(skip)]
     held_fetches: BTreeMap<(Addr, SubOpId), Vec<Want>>,
+}
+
+/// The RAMP metadata of one commit here, kept until every participant has committed and
+/// [`META_KEEP`] has passed since (R8).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Kept {
+    meta: Arc<WriteMeta>,
+    /// Every participant of the writer, this partition included.
+    participants: Vec<PartitionId>,
+    /// When it committed here.
+    at: Time,
+    /// Participants known to have committed it too (volatile).
+    #[serde(skip)]
+    confirmed: Vec<PartitionId>,
+    /// When this partition last asked the others (volatile).
+    #[serde(skip)]
+    last_ask: Option<Time>,
 }
 
 /// The row `ops` leave on top of `current`, in order (the core's formulas merge increments
@@ -81,7 +107,7 @@ impl CoordfreePartition {
     }
 
     fn seen_at(&self, ts: Timestamp) -> Seen {
-        Seen { ts, writer: self.metas.get(&ts).map(|(m, _)| m.clone()) }
+        Seen { ts, writer: self.metas.get(&ts).map(|k| k.meta.clone()) }
     }
 
     /// The latest committed version of a key: its row and what a reader knows of it.
@@ -174,7 +200,13 @@ impl CoordfreePartition {
                         store.remove_version(w.table, &key, t);
                     }
                 }
-                self.metas.insert(ts, (meta, at));
+                if intent.participants.len() > 1 {
+                    self.undone.insert(ts);
+                } else {
+                    self.done.push_back((at, ts)); // committed everywhere with this commit
+                }
+                let participants = intent.participants;
+                self.metas.insert(ts, Kept { meta, participants, at, confirmed: vec![], last_ask: None });
                 self.ts_of.insert(txn, ts);
                 self.decide(txn, Decision::Committed { ids: ids.clone() });
                 Ok(ids)
@@ -207,12 +239,14 @@ impl CoordfreePartition {
     /// one read. A prepared version counts as newest (it commits after everything committed).
     /// `None` while the answer depends on which of two prepared versions commits first (R4d):
     /// two wanted writers prepared here, or one wanted and the version read prepared too.
+    /// An abort when a wanted version newer than the one read was pruned (limited
+    /// multiversioning, R8): the reader starts over.
     pub(super) fn fetch(
         &self,
         wants: &[Want],
         store: &MvccStore,
         catalog: &litmus_core::Catalog,
-    ) -> Option<Vec<Fetched>> {
+    ) -> Option<Result<Vec<Fetched>, Error>> {
         let undetermined = wants.iter().any(|w| {
             let have_prepared = w.have == Timestamp::MAX
                 && w.have_writer.is_some_and(|x| self.intents.contains_key(&x) && !w.writers.contains(&x));
@@ -245,12 +279,19 @@ impl CoordfreePartition {
             };
             let newest = w.writers.iter().filter_map(|t| self.ts_of.get(t).copied()).filter(|ts| *ts > have).max();
             if let Some(ts) = newest {
-                if let Some((_, row)) = store.versions(w.table, &w.key).find(|(t, _)| *t == ts) {
-                    found.push(Fetched { table: w.table, key: w.key, row: row.cloned(), seen: self.seen_at(ts) });
+                match store.versions(w.table, &w.key).find(|(t, _)| *t == ts) {
+                    Some((_, row)) => {
+                        found.push(Fetched { table: w.table, key: w.key, row: row.cloned(), seen: self.seen_at(ts) })
+                    }
+                    // Overwritten more than VERSIONS_KEPT times since: the version the reader
+                    // needs is gone, and a newer one may need versions of its own writer.
+                    None => return Some(Err(Error::Abort(litmus_core::AbortReason::Other(format!(
+                        "coordfree: a version this read needs was pruned ({VERSIONS_KEPT} kept per key); retry"
+                    ))))),
                 }
             }
         }
-        Some(found)
+        Some(Ok(found))
     }
 
     /// Answers the held second rounds that a commit or an abort has since determined.
@@ -352,6 +393,86 @@ impl CoordfreePartition {
         }
     }
 
+    /// Whether `txn`'s metadata is kept here (tests).
+    #[cfg(test)]
+    pub(super) fn keeps_meta_of(&self, txn: TxnId) -> bool {
+        self.ts_of.get(&txn).is_some_and(|ts| self.metas.contains_key(ts))
+    }
+
+    /// R8: `txn` has committed at every participant; its metadata is collected [`META_KEEP`]
+    /// from `now`.
+    fn committed_everywhere(&mut self, txn: TxnId, now: Time) {
+        if let Some(ts) = self.ts_of.get(&txn) {
+            if self.undone.remove(ts) {
+                self.done.push_back((now, *ts));
+            }
+        }
+    }
+
+    fn on_committed_here(&mut self, from: PartitionId, txns: Vec<TxnId>, now: Time) {
+        for txn in txns {
+            let Some(ts) = self.ts_of.get(&txn).copied() else { continue };
+            let Some(kept) = self.metas.get_mut(&ts) else { continue };
+            if !kept.confirmed.contains(&from) {
+                kept.confirmed.push(from);
+            }
+            // This partition is the one participant neither confirmed nor asked.
+            if kept.participants.iter().filter(|p| !kept.confirmed.contains(p)).count() <= 1 {
+                self.committed_everywhere(txn, now);
+            }
+        }
+    }
+
+    /// R8: collects the metadata of commits known committed everywhere for [`META_KEEP`]
+    /// (sooner, oldest first, beyond [`META_KEPT_MAX`] commits). Metadata of a commit not known
+    /// committed everywhere is never collected: a reader may yet find the writer's version
+    /// missing at a participant that has not committed it.
+    fn collect_metas(&mut self, now: Time) {
+        while let Some(&(at, ts)) = self.done.front() {
+            if self.metas.len() <= META_KEPT_MAX && now.saturating_sub(at) < META_KEEP {
+                break;
+            }
+            self.done.pop_front();
+            if let Some(kept) = self.metas.remove(&ts) {
+                self.ts_of.remove(&kept.meta.txn);
+            }
+        }
+    }
+
+    /// R8: asks the other participants about commits kept [`INTENT_STALE`] without a
+    /// [`Request::Done`] (oldest first, at most [`ASK_MAX`] per tick, one message per
+    /// partition).
+    fn ask_undone(&mut self, ctx: &mut PartCtx) {
+        let now = ctx.now;
+        let mut asks: BTreeMap<PartitionId, Vec<TxnId>> = BTreeMap::new();
+        let mut alone = Vec::new();
+        let mut asked = 0;
+        for ts in &self.undone {
+            let Some(kept) = self.metas.get_mut(ts) else { continue };
+            if now.saturating_sub(kept.at) < INTENT_STALE || asked >= ASK_MAX {
+                break; // commit order: the rest are younger
+            }
+            if kept.last_ask.is_some_and(|t| now.saturating_sub(t) < INQUIRE_EVERY) {
+                continue;
+            }
+            kept.last_ask = Some(now);
+            asked += 1;
+            let mut others = kept.participants.iter().filter(|p| **p != ctx.me && !kept.confirmed.contains(p)).peekable();
+            if others.peek().is_none() {
+                alone.push(kept.meta.txn);
+            }
+            for p in others {
+                asks.entry(*p).or_default().push(kept.meta.txn);
+            }
+        }
+        for txn in alone {
+            self.committed_everywhere(txn, now);
+        }
+        for (p, txns) in asks {
+            ctx.send_to_partition(p, Request::AskCommitted { txns });
+        }
+    }
+
     fn on_status(&mut self, from: PartitionId, txn: TxnId, status: Status, ctx: &mut PartCtx) {
         let Some(intent) = self.intents.get_mut(&txn) else { return };
         intent.answers.insert(from, status);
@@ -449,20 +570,31 @@ impl PartitionEngine for CoordfreePartition {
                     self.on_status(p, txn, status, ctx);
                 }
             }
+            Request::Done { txns } => {
+                for txn in txns {
+                    self.committed_everywhere(txn, ctx.now);
+                }
+            }
+            Request::AskCommitted { txns } => {
+                if let Addr::Partition(p) = from {
+                    // Prepared here means not committed yet; anything else the asker committed
+                    // is committed here (or forgotten long after its commit).
+                    let txns: Vec<TxnId> = txns.into_iter().filter(|t| !self.intents.contains_key(t)).collect();
+                    ctx.send_to_partition(p, Request::CommittedHere { txns });
+                }
+            }
+            Request::CommittedHere { txns } => {
+                if let Addr::Partition(p) = from {
+                    self.on_committed_here(p, txns, ctx.now);
+                }
+            }
         }
         self.answer_held(ctx); // a commit or an abort may have ordered two prepared versions
     }
 
     fn on_tick(&mut self, ctx: &mut PartCtx) {
-        // Metadata of old commits is collected: by then every participant has long committed,
-        // so no reader can find a newer version of that writer missing.
-        while let Some((&ts, &(_, at))) = self.metas.first_key_value() {
-            if self.metas.len() <= META_KEPT_MAX && ctx.now.saturating_sub(at) < META_KEEP {
-                break;
-            }
-            let (meta, _) = self.metas.remove(&ts).expect("present");
-            self.ts_of.remove(&meta.txn);
-        }
+        self.collect_metas(ctx.now);
+        self.ask_undone(ctx);
         let now = ctx.now;
         let stale: Vec<(TxnId, Vec<PartitionId>)> = self
             .intents
@@ -498,6 +630,8 @@ impl PartitionEngine for CoordfreePartition {
 
     fn decode_state(&mut self, bytes: &[u8]) -> Result<(), Error> {
         *self = postcard::from_bytes(bytes).map_err(|e| Error::Storage(format!("coordfree state: {e}")))?;
+        // Which commits are known committed everywhere is not kept: ask about all of them again.
+        self.undone = self.metas.keys().copied().collect();
         Ok(())
     }
 

@@ -360,7 +360,7 @@ fn rule_r4d_a_second_round_between_two_prepared_versions_waits_for_a_commit() {
         for r in records {
             p.apply_bytes(&postcard::to_stdvec(r).unwrap(), &mut store).unwrap();
         }
-        p.fetch(std::slice::from_ref(&want), &store, &catalog).map(|f| f.iter().map(|f| f.seen.ts).collect::<Vec<_>>())
+        p.fetch(std::slice::from_ref(&want), &store, &catalog).map(|f| f.unwrap().iter().map(|f| f.seen.ts).collect::<Vec<_>>())
     };
     assert_eq!(run(&[prepare(1), prepare(2)]), None, "undetermined: held");
     assert_eq!(run(&[prepare(1), prepare(2), commit(2)]), Some(vec![]), "Y first: X's stays newest");
@@ -373,4 +373,154 @@ fn rule_r4d_a_second_round_between_two_prepared_versions_waits_for_a_commit() {
         p.apply_bytes(&postcard::to_stdvec(&r).unwrap(), &mut store).unwrap();
     }
     assert!(p.fetch(std::slice::from_ref(&both), &store, &catalog).is_none());
+}
+
+/// A one-table catalog (`kv (k, v)`, partitioned by `k`) for partition-level tests.
+fn kv_catalog() -> litmus_core::Catalog {
+    use litmus_core::{Catalog, Column, ColumnType, Partitioning, TableSchema};
+    let mut catalog = Catalog::new();
+    let int = |n: &str| Column::new(n, ColumnType::Int);
+    catalog.add(TableSchema::new("kv", vec![int("k"), int("v")], &["k"], Partitioning::KeyPrefix { prefix_len: 1 }));
+    catalog
+}
+
+/// Writer `seq` prepared (`participants`) writing `v = seq` to key `k`, and its commit at `at`.
+fn prepared_and_committed(seq: u64, k: i64, participants: &[u32], at: Time) -> [Record; 2] {
+    let (t, key) = (TableId(0), key(&[k]));
+    let prepared = Record::Prepared {
+        txn: txn(seq),
+        meta: Arc::new(WriteMeta::new(txn(seq), vec![(t, key.clone())])),
+        writes: vec![KeyWrites {
+            table: t,
+            key: key.clone(),
+            ops: vec![OpKind::Write { key, row: vec![Value::Int(k), Value::Int(seq as i64)].into() }],
+        }],
+        assign: None,
+        participants: participants.iter().map(|p| PartitionId(*p)).collect(),
+        id_partition: None,
+        coordinator: Addr::Coordinator(NodeId(1)),
+    };
+    [prepared, Record::Committed { txn: txn(seq), ids: vec![], at }]
+}
+
+/// Partition 0 of a cluster, stepped by hand: the requests it sends to other partitions.
+struct Part0 {
+    p: CoordfreePartition,
+    store: MvccStore,
+    catalog: litmus_core::Catalog,
+    registry: crate::procedure::Registry,
+}
+
+impl Part0 {
+    fn new(records: &[Record]) -> Self {
+        let (mut p, mut store) = (CoordfreePartition::default(), MvccStore::new());
+        for r in records {
+            p.apply_bytes(&postcard::to_stdvec(r).unwrap(), &mut store).unwrap();
+        }
+        Part0 { p, store, catalog: kv_catalog(), registry: crate::procedure::Registry::new() }
+    }
+
+    /// Runs `f` at `now`; the requests sent to other partitions, decoded.
+    fn step(
+        &mut self,
+        now: Time,
+        f: impl FnOnce(&mut CoordfreePartition, &mut crate::engine::PartCtx),
+    ) -> Vec<(PartitionId, super::messages::Request)> {
+        use crate::message::Message;
+        use rand::SeedableRng;
+        let mut out = crate::machine::Effects::default();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let mut ctx = crate::engine::PartCtx {
+            now,
+            me: PartitionId(0),
+            rng: &mut rng,
+            catalog: &self.catalog,
+            registry: &self.registry,
+            partitions: 2,
+            store: &mut self.store,
+            out: &mut out,
+        };
+        f(&mut self.p, &mut ctx);
+        out.send
+            .into_iter()
+            .filter_map(|env| match (env.to, env.msg) {
+                (Addr::Partition(p), Message::PartitionRequest(r)) => Some((p, r.body.decode().unwrap())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn request(&mut self, now: Time, from: Addr, req: super::messages::Request) {
+        self.step(now, |p, ctx| p.on_request(from, crate::message::Payload::new(req), ctx));
+    }
+}
+
+/// R8: the metadata of a commit is kept while any participant may not have committed it, and
+/// collected `META_KEEP` after the partition learns that all have: from the coordinator's
+/// `Done`, or, when that never comes (a crashed coordinator), by asking the others.
+#[test]
+fn rule_r8_metadata_is_collected_meta_keep_after_every_participant_committed() {
+    use super::messages::Request;
+    use super::{INTENT_STALE, META_KEEP};
+    let s = |secs: u64| Time::ZERO + std::time::Duration::from_secs(secs);
+    let mut records = Vec::new();
+    records.extend(prepared_and_committed(1, 0, &[0, 1], s(1))); // told by its coordinator
+    records.extend(prepared_and_committed(2, 2, &[0, 1], s(1))); // its coordinator crashed
+    records.extend(prepared_and_committed(3, 4, &[0], s(1))); // one participant: done at commit
+    let mut part = Part0::new(&records);
+    part.request(s(2), Addr::Coordinator(NodeId(1)), Request::Done { txns: vec![txn(1)] });
+    // Long past META_KEEP: the writer of one participant and the one told are collected; the
+    // one nobody has confirmed is kept, and its other participant is asked about it.
+    let late = s(2) + META_KEEP + INTENT_STALE;
+    let asked = part.step(late, |p, ctx| p.on_tick(ctx));
+    assert!(!part.p.keeps_meta_of(txn(1)), "collected META_KEEP after Done");
+    assert!(!part.p.keeps_meta_of(txn(3)), "a single participant's commit is done at once");
+    assert!(part.p.keeps_meta_of(txn(2)), "kept: partition 1 may not have committed it");
+    assert_eq!(asked, vec![(PartitionId(1), Request::AskCommitted { txns: vec![txn(2)] })]);
+    // Partition 1 answers that it has: collected META_KEEP after the answer, not before.
+    part.request(late, Addr::Partition(PartitionId(1)), Request::CommittedHere { txns: vec![txn(2)] });
+    part.step(late + (META_KEEP - std::time::Duration::from_millis(1)), |p, ctx| p.on_tick(ctx));
+    assert!(part.p.keeps_meta_of(txn(2)), "collected before META_KEEP had passed since");
+    part.step(late + META_KEEP, |p, ctx| p.on_tick(ctx));
+    assert!(!part.p.keeps_meta_of(txn(2)));
+}
+
+/// R8 at the asked partition: a transaction still prepared here is not reported committed;
+/// one committed (or forgotten, which only a long-past commit can be) is.
+#[test]
+fn rule_r8_an_asked_partition_reports_only_what_it_has_committed() {
+    use super::messages::Request;
+    let mut records = Vec::new();
+    records.extend(prepared_and_committed(1, 0, &[0, 1], Time::ZERO));
+    records.push(prepared_and_committed(2, 2, &[0, 1], Time::ZERO)[0].clone());
+    let mut part = Part0::new(&records);
+    let asker = Addr::Partition(PartitionId(1));
+    let ask = Request::AskCommitted { txns: vec![txn(1), txn(2), txn(7)] };
+    let answer = part.step(Time::ZERO, |p, ctx| p.on_request(asker, crate::message::Payload::new(ask), ctx));
+    assert_eq!(answer, vec![(PartitionId(1), Request::CommittedHere { txns: vec![txn(1), txn(7)] })]);
+}
+
+/// R8: a second round that wants a version pruned since (more than `VERSIONS_KEPT` newer
+/// ones) aborts the read instead of answering "nothing newer", which would leave the reader
+/// fractured.
+#[test]
+fn rule_r8_a_second_round_for_a_pruned_version_aborts_the_read() {
+    use super::VERSIONS_KEPT;
+    let mut records = Vec::new();
+    for seq in 1..=(VERSIONS_KEPT as u64 + 2) {
+        records.extend(prepared_and_committed(seq, 0, &[0, 1], Time::ZERO));
+    }
+    let part = Part0::new(&records);
+    let want = |writer: u64| Want {
+        table: TableId(0),
+        key: key(&[0]),
+        have: Timestamp(1),
+        have_writer: None,
+        writers: vec![txn(writer)],
+    };
+    let newest = VERSIONS_KEPT as u64 + 2;
+    let found = part.p.fetch(&[want(newest)], &part.store, &part.catalog).unwrap().unwrap();
+    assert_eq!(found.iter().map(|f| f.seen.ts).collect::<Vec<_>>(), vec![Timestamp(newest)]);
+    let pruned = part.p.fetch(&[want(2)], &part.store, &part.catalog).unwrap();
+    assert!(matches!(pruned, Err(litmus_core::Error::Abort(_))), "{pruned:?}");
 }
