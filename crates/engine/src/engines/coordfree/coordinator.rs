@@ -3,7 +3,7 @@
 
 use super::messages::{Fetched, IdAssign, KeyWrites, Reply, Request, Seen, Want, WriteMeta};
 use super::partition::fold;
-use super::{contains_id, ramp, tmp_id, READ_WINDOW, RESEND_AFTER};
+use super::{contains_id, ramp, tmp_id, DONE_EVERY, READ_WINDOW, RESEND_AFTER};
 use crate::engine::{CoordCtx, CoordinatorEngine, TxnOptions};
 use crate::message::{Payload, SubOpId};
 use crate::op::{overlay_scan, OpKind, PartOp, PartResult};
@@ -98,6 +98,7 @@ pub struct CoordfreeCoordinator {
     /// Transactions committed at every participant, to tell the participants on the next
     /// tick (R8: their metadata can be collected).
     done: BTreeMap<PartitionId, Vec<TxnId>>,
+    done_sent: Time,
 }
 
 fn refusal(procedure: &str, invariant: &str, operation: &str) -> Error {
@@ -561,8 +562,11 @@ impl CoordinatorEngine for CoordfreeCoordinator {
     /// and commits are re-sent (all idempotent at the partition).
     fn on_tick(&mut self, ctx: &mut CoordCtx) {
         let now = ctx.now;
-        for (p, txns) in std::mem::take(&mut self.done) {
-            ctx.send_to_partition(p, Request::Done { txns });
+        if now.saturating_sub(self.done_sent) >= DONE_EVERY {
+            self.done_sent = now;
+            for (p, txns) in std::mem::take(&mut self.done) {
+                ctx.send_to_partition(p, Request::Done { txns });
+            }
         }
         for (txn, t) in &mut self.txns {
             for r in t.batch.iter_mut().filter(|r| r.result.is_none() && now.saturating_sub(r.sent) >= RESEND_AFTER) {

@@ -94,7 +94,7 @@
 //!   reader find its versions missing, so a partition keeps it while any participant may not
 //!   have committed the writer, and collects it [`META_KEEP`] after learning that all have:
 //!   the coordinator, once every participant acknowledged the commit, tells them so
-//!   (`Request::Done`, batched per partition on its tick; a single participant's commit is
+//!   (`Request::Done`, batched per partition every [`DONE_EVERY`]; a single participant's commit is
 //!   done at once); a commit kept [`INTENT_STALE`] without that word (a crashed coordinator, a
 //!   recovered partition) is asked about (`AskCommitted`, at most [`ASK_MAX`] per tick; a
 //!   participant still prepared does not confirm). Beyond [`META_KEPT_MAX`] commits known
@@ -148,6 +148,8 @@ pub const META_KEEP: Duration = Duration::from_secs(10);
 /// Most commits known committed everywhere whose metadata a partition keeps (commits not
 /// known so are kept whatever their number, R8).
 pub const META_KEPT_MAX: usize = 65_536;
+/// How often a coordinator tells the participants which commits are done everywhere (R8).
+pub const DONE_EVERY: Duration = Duration::from_millis(100);
 /// Most kept commits a partition asks the other participants about per tick (R8).
 pub const ASK_MAX: usize = 1_024;
 /// A coordinator's transaction whose first read was sent this long ago has its reads

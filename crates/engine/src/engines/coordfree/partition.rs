@@ -285,9 +285,11 @@ impl CoordfreePartition {
                     }
                     // Overwritten more than VERSIONS_KEPT times since: the version the reader
                     // needs is gone, and a newer one may need versions of its own writer.
-                    None => return Some(Err(Error::Abort(litmus_core::AbortReason::Other(format!(
-                        "coordfree: a version this read needs was pruned ({VERSIONS_KEPT} kept per key); retry"
-                    ))))),
+                    None => {
+                        return Some(Err(Error::Abort(litmus_core::AbortReason::Other(format!(
+                            "coordfree: a version this read needs was pruned ({VERSIONS_KEPT} kept per key); retry"
+                        )))))
+                    }
                 }
             }
         }
@@ -457,7 +459,8 @@ impl CoordfreePartition {
             }
             kept.last_ask = Some(now);
             asked += 1;
-            let mut others = kept.participants.iter().filter(|p| **p != ctx.me && !kept.confirmed.contains(p)).peekable();
+            let mut others =
+                kept.participants.iter().filter(|p| **p != ctx.me && !kept.confirmed.contains(p)).peekable();
             if others.peek().is_none() {
                 alone.push(kept.meta.txn);
             }

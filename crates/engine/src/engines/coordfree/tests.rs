@@ -360,7 +360,8 @@ fn rule_r4d_a_second_round_between_two_prepared_versions_waits_for_a_commit() {
         for r in records {
             p.apply_bytes(&postcard::to_stdvec(r).unwrap(), &mut store).unwrap();
         }
-        p.fetch(std::slice::from_ref(&want), &store, &catalog).map(|f| f.unwrap().iter().map(|f| f.seen.ts).collect::<Vec<_>>())
+        p.fetch(std::slice::from_ref(&want), &store, &catalog)
+            .map(|f| f.unwrap().iter().map(|f| f.seen.ts).collect::<Vec<_>>())
     };
     assert_eq!(run(&[prepare(1), prepare(2)]), None, "undetermined: held");
     assert_eq!(run(&[prepare(1), prepare(2), commit(2)]), Some(vec![]), "Y first: X's stays newest");
