@@ -267,6 +267,8 @@ impl CoordfreeCoordinator {
             t.patch(part, &f);
         }
         let batch = std::mem::take(&mut t.batch);
+        let part_of = |k: &(TableId, Key)| partition_of(ctx.catalog, ctx.partitions, k.0, &k.1);
+        t.index.hand_over(t.batch_keys.iter(), &t.seen, &part_of);
         t.batch_keys.clear();
         t.scans.clear();
         for r in batch {
@@ -542,6 +544,15 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                     Ok(found) => found,
                     Err(e) => return self.refuse_batch(id.txn, e, ctx),
                 };
+                if let Some(f) = found.iter().find(|f| t.index.was_handed(&(f.table, f.key.clone()))) {
+                    // R4e: a key the procedure already has, at a version older than a writer it
+                    // now reads: fractured backwards, and the value cannot be taken back.
+                    let e = format!(
+                        "coordfree: a read of {} found an earlier read of the transaction fractured; retry",
+                        f.table
+                    );
+                    return self.refuse_batch(id.txn, Error::Abort(AbortReason::Other(e)), ctx);
+                }
                 t.fetched.extend(found.into_iter().map(|f| (from, f)));
                 if t.fetch_waiting.is_empty() {
                     self.deliver(id.txn, ctx);

@@ -21,7 +21,7 @@
 //! older New-Order's) version of a stock row that a later New-Order had since overwritten.
 
 use super::messages::{key_hash, passes, Seen, Want, WriteMeta};
-use litmus_core::hash::FxHashMap;
+use litmus_core::hash::{FxHashMap, FxHashSet};
 use litmus_core::{Key, PartitionId, TableId, Timestamp, TxnId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -198,6 +198,21 @@ pub struct ReadIndex {
     /// learnt since only, unless its version changed.
     checked: FxHashMap<(TableId, Key), (usize, Timestamp)>,
     asked: BTreeSet<(TableId, Key, TxnId)>,
+    /// Keys handed to the procedure by delivered batches (R4e).
+    handed: Vec<Handed>,
+    handed_keys: FxHashSet<(TableId, Key)>,
+}
+
+/// A key handed to the procedure: its hash, partition and the version handed, and how many of
+/// the writers (a prefix of `ReadIndex::writers`) it was checked against.
+#[derive(Debug)]
+struct Handed {
+    key: (TableId, Key),
+    hash: u64,
+    part: PartitionId,
+    ts: Timestamp,
+    own: Option<TxnId>,
+    checked: usize,
 }
 
 impl ReadIndex {
@@ -217,9 +232,40 @@ impl ReadIndex {
         }
     }
 
-    /// [`missing`] for one batch — `fixable` = the batch's keys, `covered` = inside one of its
-    /// range reads — less the pairs asked before, which it records as asked. Keys of replicated
-    /// tables (`part_of` is `None`) are not tracked (module doc), so not checked.
+    /// Records keys handed to the procedure (a batch delivered), with what the checks of later
+    /// batches need of them, so that those checks touch neither the read set nor the keys'
+    /// bytes (R4e).
+    pub fn hand_over<'a>(
+        &mut self,
+        keys: impl Iterator<Item = &'a (TableId, Key)>,
+        seen: &BTreeMap<(TableId, Key), Seen>,
+        part_of: &dyn Fn(&(TableId, Key)) -> Option<PartitionId>,
+    ) {
+        for k in keys {
+            if self.handed_keys.contains(k) {
+                continue;
+            }
+            let (Some(s), Some(part)) = (seen.get(k), part_of(k)) else { continue };
+            let checked = match self.checked.get(k) {
+                Some(&(n, ts)) if ts == s.ts => n,
+                _ => 0,
+            };
+            self.handed_keys.insert(k.clone());
+            let own = s.writer.as_ref().map(|w| w.txn);
+            self.handed.push(Handed { key: k.clone(), hash: key_hash(k), part, ts: s.ts, own, checked });
+        }
+    }
+
+    /// Whether a key was handed to the procedure by an earlier batch.
+    pub fn was_handed(&self, key: &(TableId, Key)) -> bool {
+        self.handed_keys.contains(key)
+    }
+
+    /// [`missing`] for one batch — `fixable` = the batch's keys and the keys handed to the
+    /// procedure by earlier batches ([`Self::hand_over`]: the coordinator's R4e refuses a batch
+    /// when one of those turns out fractured), `covered` = inside one of its range reads — less
+    /// the pairs asked before, which it records as asked. Keys of replicated tables (`part_of`
+    /// is `None`) are not tracked (module doc), so not checked.
     pub fn missing(
         &mut self,
         seen: &BTreeMap<(TableId, Key), Seen>,
@@ -229,6 +275,23 @@ impl ReadIndex {
     ) -> Vec<Want> {
         let mut wants: BTreeMap<(TableId, Key), BTreeSet<TxnId>> = BTreeMap::new();
         // Key by key: the version read is looked up, and the key hashed, once for all writers.
+        // Keys handed over before: against the writers learnt since (a key read again in this
+        // batch, R4a, may be checked twice; the wants are a set).
+        let learnt = self.writers.len();
+        for h in self.handed.iter_mut().filter(|h| h.checked < learnt) {
+            for w in &self.writers[h.checked..] {
+                if !w.may_name(h.hash)
+                    || h.own == Some(w.txn)
+                    || (h.ts < Timestamp::MAX && w.reflected_in(h.part, h.ts))
+                {
+                    continue;
+                }
+                if w.names(&h.key, h.hash) {
+                    wants.entry(h.key.clone()).or_default().insert(w.txn);
+                }
+            }
+            h.checked = learnt;
+        }
         for k in batch {
             let Some(s) = seen.get(k) else { continue };
             let Some(part) = part_of(k) else { continue };
