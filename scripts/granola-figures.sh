@@ -10,6 +10,8 @@
 #   granola-fig12   tpcc (one-round form): throughput vs warehouses (1, 2, 4) on 4 partitions, a
 #                   warehouse per partition (partitions without one hold only ITEM)
 #   granola-fig13   tpcc-neworder, 2 warehouses on 2 partitions: throughput vs remote fraction
+#   granola-tpcc-durable  tpcc, 4 warehouses on 4 partitions, logs fsynced at every group
+#                   commit (the paper's stable log writes): granola-locking vs granola vs clients
 # The machine has 2 cores shared with builds: points are short and noisy (see README, Granola).
 # Usage: scripts/granola-figures.sh [SECONDS]   (per point, default 3; NO_BUILD=1 uses the
 #   release binary as it is)
@@ -31,3 +33,7 @@ fig fig11 granola-counters --compare "$G" --partitions 2 --distributed 1 --coord
   --sweep conflict=0.001,0.01,0.1,0.5,1
 fig fig12 tpcc --compare "$G" --partitions 4 --sweep warehouses=1,2,4
 fig fig13 tpcc-neworder --compare "$G" --warehouses 2 --partitions 2 --sweep distributed=0,0.25,0.5,0.75,1
+DATA=$(mktemp -d)
+trap 'rm -rf "$DATA"' EXIT
+fig tpcc-durable tpcc --compare granola-locking,granola --warehouses 4 --partitions 4 \
+  --fsync always --data-dir "$DATA" --sweep clients=64,128,256,512,1024
