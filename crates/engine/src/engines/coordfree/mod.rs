@@ -107,7 +107,7 @@
 //!   the coordinator, once every participant acknowledged the commit, tells them so
 //!   (`Request::Done`, batched per partition every [`DONE_EVERY`]; a single participant's commit is
 //!   done at once); a commit kept [`INTENT_STALE`] without that word (a crashed coordinator, a
-//!   recovered partition) is asked about (`AskCommitted`, at most [`ASK_MAX`] per tick; a
+//!   recovered partition) is asked about (`AskCommitted`, at most [`ASK_MAX`] per [`ASK_EVERY`]; a
 //!   participant still prepared does not confirm). Beyond [`META_KEPT_MAX`] commits known
 //!   done, the oldest go early; a commit not known done is never collected. Two bounds
 //!   remain, and a reader that meets one starts over with a retryable abort instead of
@@ -160,8 +160,10 @@ pub const META_KEEP: Duration = Duration::from_secs(10);
 pub const META_KEPT_MAX: usize = 65_536;
 /// How often a coordinator tells the participants which commits are done everywhere (R8).
 pub const DONE_EVERY: Duration = Duration::from_millis(100);
-/// Most kept commits a partition asks the other participants about per tick (R8).
-pub const ASK_MAX: usize = 1_024;
+/// Most kept commits a partition asks the other participants about per pass (R8).
+pub const ASK_MAX: usize = 4_096;
+/// Between two passes over the commits kept without a `Done` (R8).
+pub const ASK_EVERY: Duration = Duration::from_millis(100);
 /// A coordinator's transaction whose first read was sent this long ago has its reads
 /// refused (R8): the metadata of a writer it may need to see could be collected by now.
 pub const READ_WINDOW: Duration = Duration::from_secs(5);

@@ -4,7 +4,9 @@
 use super::messages::{
     Fetched, IdAssign, KeyWrites, ReadResult, Record, Reply, Request, Seen, Status, Want, WriteMeta,
 };
-use super::{rewrite_ids, ASK_MAX, DECIDED_MAX, INQUIRE_EVERY, INTENT_STALE, META_KEEP, META_KEPT_MAX, VERSIONS_KEPT};
+use super::{
+    rewrite_ids, ASK_EVERY, ASK_MAX, DECIDED_MAX, INQUIRE_EVERY, INTENT_STALE, META_KEEP, META_KEPT_MAX, VERSIONS_KEPT,
+};
 use crate::engine::{decode_record, PartCtx, PartitionEngine};
 use crate::message::{Addr, Payload, SubOpId};
 use crate::op::{write_image, OpKind, PartOp, PartResult};
@@ -63,6 +65,9 @@ pub struct CoordfreePartition {
     /// [`META_KEEP`] later (volatile, as `undone`).
     #[serde(skip)]
     done: VecDeque<(Time, Timestamp)>,
+    /// When [`Self::ask_undone`] last walked `undone` (volatile).
+    #[serde(skip)]
+    last_ask_pass: Option<Time>,
     /// Second rounds whose answer depends on the order of two prepared versions (R4d): held
     /// until one of them commits, by reader and request (volatile: the reader re-sends).
     #[serde(skip)]
@@ -442,10 +447,16 @@ impl CoordfreePartition {
     }
 
     /// R8: asks the other participants about commits kept [`INTENT_STALE`] without a
-    /// [`Request::Done`] (oldest first, at most [`ASK_MAX`] per tick, one message per
-    /// partition).
+    /// [`Request::Done`] (oldest first, at most [`ASK_MAX`] per pass and a pass per
+    /// [`ASK_EVERY`], one message per partition).
     fn ask_undone(&mut self, ctx: &mut PartCtx) {
         let now = ctx.now;
+        // A pass walks every kept commit still waiting for an answer (after a recovery, or with
+        // a participant down, thousands): one pass per ASK_EVERY, not one per tick.
+        if self.undone.is_empty() || self.last_ask_pass.is_some_and(|t| now.saturating_sub(t) < ASK_EVERY) {
+            return;
+        }
+        self.last_ask_pass = Some(now);
         let mut asks: BTreeMap<PartitionId, Vec<TxnId>> = BTreeMap::new();
         let mut alone = Vec::new();
         let mut asked = 0;
