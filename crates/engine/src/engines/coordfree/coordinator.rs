@@ -122,6 +122,18 @@ fn in_range(key: &Key, start: &Key, end: &Option<Key>) -> bool {
 }
 
 impl TxnState {
+    /// R8: whether the transaction has been reading for [`READ_WINDOW`] or longer.
+    fn reading_too_long(&self, now: Time) -> bool {
+        self.first_read.is_some_and(|at| now.saturating_sub(at) >= READ_WINDOW)
+    }
+
+    /// The retryable abort of a batch that completes past [`READ_WINDOW`] (R8).
+    fn too_long() -> Error {
+        Error::Abort(AbortReason::Other(format!(
+            "coordfree: reads outlived the metadata window ({READ_WINDOW:?}); retry"
+        )))
+    }
+
     /// Buffers a validated write; a counter bump of a sequential-id procedure becomes the
     /// transaction's deferred id assignment (R5).
     fn buffer_write(&mut self, part: PartitionId, table: TableId, key: Key, kind: OpKind) -> Result<(), Error> {
@@ -251,9 +263,8 @@ impl CoordfreeCoordinator {
         if t.batch.iter().any(|r| r.result.is_none()) || !t.fetch_waiting.is_empty() {
             return;
         }
-        if t.first_read.is_some_and(|at| ctx.now.saturating_sub(at) >= READ_WINDOW) {
-            let e = format!("coordfree: reads outlived the metadata window ({READ_WINDOW:?}); retry");
-            return self.refuse_batch(txn, Error::Abort(AbortReason::Other(e)), ctx);
+        if t.reading_too_long(ctx.now) {
+            return self.refuse_batch(txn, TxnState::too_long(), ctx);
         }
         if t.fetched.is_empty() && self.send_fetches(txn, ctx) {
             return;
@@ -555,6 +566,9 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                 }
                 t.fetched.extend(found.into_iter().map(|f| (from, f)));
                 if t.fetch_waiting.is_empty() {
+                    if t.reading_too_long(ctx.now) {
+                        return self.refuse_batch(id.txn, TxnState::too_long(), ctx);
+                    }
                     self.deliver(id.txn, ctx);
                 }
             }
