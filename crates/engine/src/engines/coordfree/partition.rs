@@ -288,6 +288,9 @@ impl CoordfreePartition {
                     Some((_, row)) => {
                         found.push(Fetched { table: w.table, key: w.key, row: row.cloned(), seen: self.seen_at(ts) })
                     }
+                    // Never there: the writer's write to this key was dropped at its commit
+                    // (module doc), so it did not change the key.
+                    None if !self.pruned_since(store, w.table, &w.key, ts) => {}
                     // Overwritten more than VERSIONS_KEPT times since: the version the reader
                     // needs is gone, and a newer one may need versions of its own writer.
                     None => {
@@ -299,6 +302,19 @@ impl CoordfreePartition {
             }
         }
         Some(Ok(found))
+    }
+
+    /// Whether versions of a key as old as `ts` may have been pruned: the key holds
+    /// [`VERSIONS_KEPT`] versions, all newer (pruning is the only thing that removes one).
+    fn pruned_since(&self, store: &MvccStore, table: TableId, key: &Key, ts: Timestamp) -> bool {
+        let mut kept = 0;
+        for (t, _) in store.versions(table, key) {
+            if t < ts {
+                return false;
+            }
+            kept += 1;
+        }
+        kept >= VERSIONS_KEPT
     }
 
     /// Answers the held second rounds that a commit or an abort has since determined.

@@ -503,7 +503,7 @@ fn rule_r8_an_asked_partition_reports_only_what_it_has_committed() {
 
 /// R8: a second round that wants a version pruned since (more than `VERSIONS_KEPT` newer
 /// ones) aborts the read instead of answering "nothing newer", which would leave the reader
-/// fractured.
+/// fractured; one that wants a version its writer never wrote gets "nothing newer".
 #[test]
 fn rule_r8_a_second_round_for_a_pruned_version_aborts_the_read() {
     use super::VERSIONS_KEPT;
@@ -524,4 +524,8 @@ fn rule_r8_a_second_round_for_a_pruned_version_aborts_the_read() {
     assert_eq!(found.iter().map(|f| f.seen.ts).collect::<Vec<_>>(), vec![Timestamp(newest)]);
     let pruned = part.p.fetch(&[want(2)], &part.store, &part.catalog).unwrap();
     assert!(matches!(pruned, Err(litmus_core::Error::Abort(_))), "{pruned:?}");
+    // A writer whose write to a key was dropped at its commit never had a version of it:
+    // nothing newer, not an abort (which the reader's retries would meet again and again).
+    let dropped = Want { key: key(&[1]), have: Timestamp::ZERO, ..want(2) };
+    assert_eq!(part.p.fetch(&[dropped], &part.store, &part.catalog).unwrap().unwrap(), vec![]);
 }
