@@ -83,6 +83,23 @@ async fn read_all(ctx: &Ctx) -> Result<Vec<Value>, Error> {
     Ok(out)
 }
 
+/// A reader's returned tags (panics on anything else, naming the reader).
+fn returned_tags(c: &SyncCluster, client: u64, id: u64) -> Vec<i64> {
+    match c.response(client, id) {
+        Some(Ok(ResponseBody::Returned(v))) => v.iter().map(|v| v.as_int().unwrap()).collect(),
+        other => panic!("reader {client}: {other:?}"),
+    }
+}
+
+/// Every key written with tag 0, and a `put` of `tag` to every key queued (not delivered).
+fn all_keys_then_a_queued_put(tag: i64) -> SyncCluster {
+    let mut c = SyncCluster::new(EngineKind::Coordfree, kv_catalog(), kv_registry(), PARTITIONS);
+    let all = Value::Int((1 << KEYS) - 1);
+    c.proc(0, "put", vec![Value::Int(0), all.clone()]).unwrap();
+    c.send(1, call("put", vec![Value::Int(tag), all]));
+    c
+}
+
 fn call(procedure: &str, args: Vec<Value>) -> RequestBody {
     RequestBody::Call { procedure: procedure.into(), args, retrying_for: Duration::ZERO }
 }
@@ -164,10 +181,7 @@ fn fractured_read(masks: &[i64], readers: usize, choices: &[usize], procedures: 
             id = c.send(client, call(procedure, vec![]));
             c.settle();
         }
-        let got = match c.response(client, id) {
-            Some(Ok(ResponseBody::Returned(v))) => v.iter().map(|v| v.as_int().unwrap()).collect::<Vec<_>>(),
-            other => panic!("reader {client}: {other:?}"),
-        };
+        let got = returned_tags(&c, client, id);
         if let Some(pair) = fractured(&got, &orders, &writes) {
             return Err(format!("reader {client} read {got:?}, fractured at {pair:?}, orders {orders:?}"));
         }
@@ -395,10 +409,7 @@ fn rule_r6_an_id_whose_rows_span_partitions_is_refused() {
 /// transaction among themselves (all prepared → commit, the counter's partition first).
 #[test]
 fn rule_r7_participants_finish_a_transaction_whose_coordinator_died() {
-    let mut c = SyncCluster::new(EngineKind::Coordfree, kv_catalog(), kv_registry(), PARTITIONS);
-    let all = Value::Int((1 << KEYS) - 1);
-    c.proc(0, "put", vec![Value::Int(0), all.clone()]).unwrap();
-    c.send(1, call("put", vec![Value::Int(9), all]));
+    let mut c = all_keys_then_a_queued_put(9);
     // Deliver until the three prepare acknowledgements are all that is left, then lose them
     // and the coordinator.
     loop {
@@ -449,10 +460,7 @@ fn rule_r2_a_replicated_row_is_written_on_every_partition() {
 fn rule_r8_metadata_is_kept_until_every_participant_has_committed() {
     use litmus_core::PartitionId;
     use litmus_engine::Addr;
-    let mut c = SyncCluster::new(EngineKind::Coordfree, kv_catalog(), kv_registry(), PARTITIONS);
-    let all = Value::Int((1 << KEYS) - 1);
-    c.proc(0, "put", vec![Value::Int(0), all.clone()]).unwrap();
-    c.send(1, call("put", vec![Value::Int(9), all]));
+    let mut c = all_keys_then_a_queued_put(9);
     // Deliver until partition 0 has committed (every participant prepared by then), then cut
     // partition 2 off: it stays prepared.
     while version_orders(&c)[0] != vec![0, 9] {
@@ -475,10 +483,7 @@ fn rule_r8_metadata_is_kept_until_every_participant_has_committed() {
     // The cut heals; a reader's messages go first, before partition 2 hears of the commit.
     let id = c.send(2, call("get_all", vec![]));
     while c.deliver_one() {}
-    let got = match c.response(2, id) {
-        Some(Ok(ResponseBody::Returned(v))) => v.iter().map(|v| v.as_int().unwrap()).collect::<Vec<_>>(),
-        other => panic!("reader: {other:?}"),
-    };
+    let got = returned_tags(&c, 2, id);
     assert_eq!(got, vec![9; KEYS as usize], "a fractured read after the cut healed");
     c.settle();
     assert_eq!(version_orders(&c)[2], vec![0, 9], "partition 2 never committed after the cut healed");
