@@ -82,7 +82,7 @@ struct TxnState {
     batch: Vec<BatchRead>,
     batch_keys: BTreeSet<(TableId, Key)>,
     /// The batch's range reads.
-    scans: Vec<ramp::ScanRead>,
+    scans: Vec<ramp::Scanned>,
     fetch_waiting: BTreeMap<PartitionId, (Request, Time)>,
     /// Second-round versions, with the partition each came from.
     fetched: Vec<(PartitionId, Fetched)>,
@@ -279,7 +279,7 @@ impl CoordfreeCoordinator {
         }
         let batch = std::mem::take(&mut t.batch);
         let part_of = |k: &(TableId, Key)| partition_of(ctx.catalog, ctx.partitions, k.0, &k.1);
-        t.index.hand_over(t.batch_keys.iter(), &t.seen, &part_of);
+        t.index.hand_over(t.batch_keys.iter(), &t.scans, &t.seen, &part_of);
         t.batch_keys.clear();
         t.scans.clear();
         for r in batch {
@@ -526,7 +526,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
     fn on_reply(&mut self, from: PartitionId, reply: Payload, ctx: &mut CoordCtx) {
         let Ok(reply) = reply.decode::<Reply>() else { return };
         match reply {
-            Reply::Read { id, result } => {
+            Reply::Read { id, result, at } => {
                 let Some(t) = self.txns.get_mut(&id.txn) else { return };
                 let Some(r) = t.batch.iter_mut().find(|r| r.id == id && r.result.is_none()) else { return };
                 let result = result.map(|(res, seen)| {
@@ -539,7 +539,8 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                     if let (OpKind::Scan { start, end, limit }, PartResult::Rows(rows)) = (&r.op.kind, &res) {
                         let cut =
                             (rows.len() >= *limit as usize).then(|| rows.last().map(|(k, _)| k.clone())).flatten();
-                        t.scans.push((r.op.table, start.clone(), end.clone(), cut));
+                        let read = (r.op.table, start.clone(), end.clone(), cut);
+                        t.scans.push(ramp::Scanned { read, part: from, at });
                     }
                     res
                 });
@@ -555,9 +556,10 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                     Ok(found) => found,
                     Err(e) => return self.refuse_batch(id.txn, e, ctx),
                 };
-                if let Some(f) = found.iter().find(|f| t.index.was_handed(&(f.table, f.key.clone()))) {
+                if let Some(f) = found.iter().find(|f| t.index.was_handed(&(f.table, f.key.clone()), from)) {
                     // R4e: a key the procedure already has, at a version older than a writer it
-                    // now reads: fractured backwards, and the value cannot be taken back.
+                    // now reads, or a row a range read it already has did not return: fractured
+                    // backwards, and the value cannot be taken back.
                     let e = format!(
                         "coordfree: a read of {} found an earlier read of the transaction fractured; retry",
                         f.table

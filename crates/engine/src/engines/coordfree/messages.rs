@@ -214,6 +214,9 @@ pub enum Reply {
     Read {
         id: SubOpId,
         result: ReadResult,
+        /// The partition's point in its version order when it read (its last commit's local
+        /// timestamp): what a range read found empty was empty there (R4e).
+        at: Timestamp,
     },
     Fetch {
         id: SubOpId,

@@ -80,6 +80,15 @@
 //!   committing between one's district read and its stock reads); CPU per New-Order did not
 //!   move beyond noise (medians of 7 alternating runs: 494 µs without, 505 with). Found by
 //!   `rule_r4e_reads_across_batches_are_never_fractured`, which failed at once without it.
+//!   **Range reads** too: a range read's answer carries the partition's point in its version
+//!   order (`Reply::Read::at`, its last commit), and a handed range stays in the index with it.
+//!   A writer learnt later that wrote a key inside the range which the range did not return —
+//!   and did not commit there at or before that point (R4c) — is asked for its version of that
+//!   key newer than the point; one found is a row the range missed, and the batch fails the
+//!   same way. Asking from the range's point, not from zero, keeps a writer whose row was
+//!   deleted before the range read from failing every retry. Found by
+//!   `rule_r4e_a_range_read_is_never_fractured_by_a_later_batch`, which failed at once
+//!   without it (a reader returned writer 1's `kv` write and a scan without its row).
 //! * **R5 nested atomic id assignment (VLDB'15 §6.2).** A procedure registered with
 //!   [`crate::procedure::Coordination::SequentialId`] bumps a counter column by one and reads it
 //!   back: here the bump is deferred, the read shows a *temporary* unique id + 1
@@ -124,8 +133,6 @@
 //!
 //! ## Not implemented (yet)
 //!
-//! * A range read handed to the procedure is checked backwards for the rows it returned, not
-//!   for the keys it found empty (a later-learnt writer's insert into an earlier scanned range).
 //! * Writes of replicated tables are not tracked for read atomicity (no second round for them).
 //! * A buffered write is validated when prepared (duplicate insert, missing row) and applied
 //!   at commit to the latest row; one that no longer applies then (its row deleted in between)

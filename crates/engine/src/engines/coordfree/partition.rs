@@ -568,7 +568,7 @@ impl PartitionEngine for CoordfreePartition {
         match req {
             Request::Read { id, op } => {
                 let result = self.read(&op, ctx.store);
-                ctx.reply(from, Reply::Read { id, result });
+                ctx.reply(from, Reply::Read { id, result, at: self.last_ts });
             }
             Request::Fetch { id, wants } => match self.fetch(&wants, ctx.store, ctx.catalog) {
                 Some(found) => ctx.reply(from, Reply::Fetch { id, found }),

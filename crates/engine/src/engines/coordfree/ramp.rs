@@ -93,6 +93,16 @@ fn have_of(seen: Option<&Seen>) -> (Timestamp, Option<TxnId>) {
 /// the range (keys after it were not read).
 pub type ScanRead = (TableId, Key, Option<Key>, Option<Key>);
 
+/// A range read as served: the range, the partition that served it, and its point in that
+/// partition's version order (the partition's last commit when it read: every key the range
+/// found empty was empty at that point).
+#[derive(Clone, Debug)]
+pub struct Scanned {
+    pub read: ScanRead,
+    pub part: PartitionId,
+    pub at: Timestamp,
+}
+
 /// Whether `key` lies in a range read's part that was actually read.
 pub fn covered_by(scan: &ScanRead, table: TableId, key: &Key) -> bool {
     let (t, start, end, cut) = scan;
@@ -201,6 +211,11 @@ pub struct ReadIndex {
     /// Keys handed to the procedure by delivered batches (R4e).
     handed: Vec<Handed>,
     handed_keys: FxHashSet<(TableId, Key)>,
+    /// Range reads handed to the procedure by delivered batches (R4e for the keys they found
+    /// empty), each with how many writers it was checked against.
+    handed_scans: Vec<(Scanned, usize)>,
+    /// How many writers the last [`Self::missing`] checked its batch's range reads against.
+    scans_checked: usize,
 }
 
 /// A key handed to the procedure: its hash, partition and the version handed, and how many of
@@ -232,15 +247,20 @@ impl ReadIndex {
         }
     }
 
-    /// Records keys handed to the procedure (a batch delivered), with what the checks of later
-    /// batches need of them, so that those checks touch neither the read set nor the keys'
-    /// bytes (R4e).
+    /// Records keys and range reads handed to the procedure (a batch delivered), with what the
+    /// checks of later batches need of them, so that those checks touch neither the read set
+    /// nor the keys' bytes (R4e).
     pub fn hand_over<'a>(
         &mut self,
         keys: impl Iterator<Item = &'a (TableId, Key)>,
+        scans: &[Scanned],
         seen: &BTreeMap<(TableId, Key), Seen>,
         part_of: &dyn Fn(&(TableId, Key)) -> Option<PartitionId>,
     ) {
+        // Checked against the writers known when the batch's second round was decided (a
+        // delivery without one, if any, leaves the count lower: more is checked, not less).
+        let checked = self.scans_checked.min(self.writers.len());
+        self.handed_scans.extend(scans.iter().map(|s| (s.clone(), checked)));
         for k in keys {
             if self.handed_keys.contains(k) {
                 continue;
@@ -256,9 +276,18 @@ impl ReadIndex {
         }
     }
 
-    /// Whether a key was handed to the procedure by an earlier batch.
-    pub fn was_handed(&self, key: &(TableId, Key)) -> bool {
-        self.handed_keys.contains(key)
+    /// Whether a key was handed to the procedure by an earlier batch, as a row read or as a
+    /// key inside a range read (found empty there when it is not a handed row).
+    /// `part` is the key's partition.
+    pub fn was_handed(&self, key: &(TableId, Key), part: PartitionId) -> bool {
+        self.handed_keys.contains(key) || self.scan_point(key, Some(part)).is_some()
+    }
+
+    /// The earliest version-order point of a handed range read of partition `part` that
+    /// covers `key`.
+    fn scan_point(&self, key: &(TableId, Key), part: Option<PartitionId>) -> Option<Timestamp> {
+        let covers = |s: &Scanned| Some(s.part) == part && covered_by(&s.read, key.0, &key.1);
+        self.handed_scans.iter().filter(|(s, _)| covers(s)).map(|(s, _)| s.at).min()
     }
 
     /// [`missing`] for one batch — `fixable` = the batch's keys and the keys handed to the
@@ -270,10 +299,30 @@ impl ReadIndex {
         &mut self,
         seen: &BTreeMap<(TableId, Key), Seen>,
         batch: &BTreeSet<(TableId, Key)>,
-        scans: &[ScanRead],
+        scans: &[Scanned],
         part_of: &dyn Fn(&(TableId, Key)) -> Option<PartitionId>,
     ) -> Vec<Want> {
         let mut wants: BTreeMap<(TableId, Key), BTreeSet<TxnId>> = BTreeMap::new();
+        // Range reads handed over before: a writer learnt since that wrote a key inside one,
+        // not returned by it, unless the range was read at or after the writer's commit on its
+        // partition (R4c). The key is asked for versions newer than the range's point (below):
+        // one found means the range missed a row the procedure now sees the writer of.
+        let learnt = self.writers.len();
+        for (h, checked) in self.handed_scans.iter_mut().filter(|(_, n)| *n < learnt) {
+            for w in &self.writers[*checked..] {
+                if w.reflected_in(h.part, h.at) {
+                    continue;
+                }
+                let (table, start) = (h.read.0, &h.read.1);
+                let from = w.meta.keys.partition_point(|k| k.0 < table || (k.0 == table && k.1 < *start));
+                for k in w.meta.keys[from..].iter().take_while(|k| covered_by(&h.read, k.0, &k.1)) {
+                    if !self.handed_keys.contains(k) && part_of(k) == Some(h.part) {
+                        wants.entry(k.clone()).or_default().insert(w.txn);
+                    }
+                }
+            }
+            *checked = learnt;
+        }
         // Key by key: the version read is looked up, and the key hashed, once for all writers.
         // Keys handed over before: against the writers learnt since (a key read again in this
         // batch, R4a, may be checked twice; the wants are a set).
@@ -317,9 +366,10 @@ impl ReadIndex {
                 }
             }
         }
+        self.scans_checked = self.writers.len();
         for Writer { meta, .. } in &self.writers {
             let txn = &meta.txn;
-            for scan in scans {
+            for Scanned { read: scan, .. } in scans {
                 let from = meta.keys.partition_point(|k| *k < (scan.0, scan.1.clone()));
                 for k in meta.keys[from..].iter().take_while(|k| covered_by(scan, k.0, &k.1)) {
                     if !seen.contains_key(k) {
@@ -335,8 +385,14 @@ impl ReadIndex {
             if writers.is_empty() {
                 continue;
             }
-            let (have, have_writer) = have_of(seen.get(&(table, key.clone())));
-            out.push(Want { table, key, have, have_writer, writers });
+            // A key inside a handed range read is asked from the range's point: anything
+            // newer was missed by that range (a fracture backwards, R4e).
+            let k = (table, key);
+            let (have, have_writer) = match self.scan_point(&k, part_of(&k)) {
+                Some(at) => (at, None),
+                None => have_of(seen.get(&k)),
+            };
+            out.push(Want { table, key: k.1, have, have_writer, writers });
         }
         out
     }

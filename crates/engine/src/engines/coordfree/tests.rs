@@ -178,8 +178,12 @@ fn rule_r4b_the_read_index_asks_what_the_scan_of_the_read_set_asks_once() {
                 first = batch.iter().cloned().collect();
             }
             let scan: ramp::ScanRead = (t, key(&[rng.gen_range(0..12)]), Some(key(&[rng.gen_range(0..13)])), None);
-            let scans = if rng.gen_bool(0.5) { vec![scan] } else { vec![] };
-            let covered = |k: &(TableId, Key)| scans.iter().any(|s| ramp::covered_by(s, k.0, &k.1));
+            let scans: Vec<ramp::Scanned> = if rng.gen_bool(0.5) {
+                vec![ramp::Scanned { read: scan, part: PartitionId(0), at: Timestamp(0) }]
+            } else {
+                vec![]
+            };
+            let covered = |k: &(TableId, Key)| scans.iter().any(|s| ramp::covered_by(&s.read, k.0, &k.1));
             let reference: Vec<Want> = ramp::missing(&seen, &|k| batch.contains(k), &covered, &part_of)
                 .into_iter()
                 .filter_map(|mut w| {
