@@ -594,3 +594,72 @@ fn rule_r8_reads_that_outlive_the_metadata_window_start_over() {
     }
     assert_eq!(c.proc(2, "get_all", vec![]).unwrap(), vec![Value::Int(0); KEYS as usize]);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// R2b: concurrent writers of one replicated row (writes, deletes and inserts in turn),
+    /// messages in any order: every partition ends with the same row. (Before R2b each copy
+    /// kept whichever commit reached it last, and two writers left the copies different at
+    /// once.)
+    #[test]
+    fn rule_r2b_concurrent_writers_of_a_replicated_row_leave_every_copy_alike(
+        writers in 2i64..6,
+        choices in proptest::collection::vec(0usize..64, 0..200),
+    ) {
+        let mut catalog = Catalog::new();
+        let int = |n: &str| Column::new(n, ColumnType::Int);
+        catalog.add(TableSchema::new("item", vec![int("i"), int("price")], &["i"], Partitioning::Replicated));
+        let mut r = Registry::new();
+        r.register("set_price", vec![ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
+            let row = vec![Value::Int(42), args[0].clone()].into();
+            match args[0].as_int().unwrap_or(0) % 3 {
+                0 => ctx.op(Op::Write { table: "item".into(), row }).await?,
+                1 => ctx.op(Op::Delete { table: "item".into(), key: vec![Value::Int(42)] }).await?,
+                _ => ctx.op(Op::Insert { table: "item".into(), row }).await?,
+            };
+            Ok(vec![])
+        });
+        let mut c = SyncCluster::new(EngineKind::Coordfree, catalog, r, PARTITIONS);
+        for w in 0..writers {
+            c.send(10 + w as u64, call("set_price", vec![Value::Int(w)]));
+        }
+        deliver_in(&mut c, &choices);
+        let key = litmus_core::Key::encode(&[Value::Int(42)]).unwrap();
+        let copies: Vec<_> = c
+            .partitions
+            .iter()
+            .map(|p| p.store().latest(litmus_core::TableId(0), &key).and_then(|(_, r)| r.cloned()))
+            .collect();
+        prop_assert!(copies.iter().all(|r| *r == copies[0]), "copies differ: {:?}", copies);
+    }
+}
+
+/// R2b: an update of a replicated row is refused with a typed error (each copy would apply its
+/// formulas to its own row), and changes nothing.
+#[test]
+fn rule_r2b_an_update_of_a_replicated_row_is_refused() {
+    let mut catalog = Catalog::new();
+    let int = |n: &str| Column::new(n, ColumnType::Int);
+    catalog.add(TableSchema::new("item", vec![int("i"), int("price")], &["i"], Partitioning::Replicated));
+    let mut r = Registry::new();
+    r.register("add_item", vec![], |ctx: Ctx, _args: Vec<Value>| async move {
+        ctx.op(Op::Write { table: "item".into(), row: vec![Value::Int(42), Value::Int(5)].into() }).await?;
+        Ok(vec![])
+    });
+    r.register("raise_price", vec![], |ctx: Ctx, _args: Vec<Value>| async move {
+        let updates = vec![("price".to_string(), Formula::Add(Value::Int(1)))];
+        ctx.op(Op::Update { table: "item".into(), key: vec![Value::Int(42)], updates }).await?;
+        Ok(vec![])
+    });
+    let mut c = SyncCluster::new(EngineKind::Coordfree, catalog, r, PARTITIONS);
+    c.proc(0, "add_item", vec![]).unwrap();
+    let e = c.proc(1, "raise_price", vec![]).unwrap_err();
+    assert!(matches!(e, Error::Invalid(InvalidInput::Unsupported { .. })), "{e:?}");
+    assert!(e.to_string().contains("replicated table item"), "{e}");
+    let key = litmus_core::Key::encode(&[Value::Int(42)]).unwrap();
+    for part in &c.partitions {
+        let row = part.store().latest(litmus_core::TableId(0), &key).and_then(|(_, r)| r.cloned());
+        assert_eq!(row, Some(vec![Value::Int(42), Value::Int(5)].into()));
+    }
+}

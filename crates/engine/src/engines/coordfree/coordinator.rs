@@ -110,6 +110,11 @@ fn refusal(procedure: &str, invariant: &str, operation: &str) -> Error {
     })
 }
 
+/// Whether `table` is replicated on every partition.
+fn replicated(catalog: &Catalog, table: TableId) -> bool {
+    catalog.table(table).is_ok_and(|s| s.partitioning == litmus_core::Partitioning::Replicated)
+}
+
 /// The partition of a key, `None` for a replicated table.
 fn partition_of(catalog: &Catalog, partitions: u32, table: TableId, key: &Key) -> Option<PartitionId> {
     let schema = catalog.table(table).ok()?;
@@ -430,6 +435,12 @@ impl CoordinatorEngine for CoordfreeCoordinator {
             return;
         }
         let key = op.kind.key().expect("a point write").clone();
+        if matches!(op.kind, OpKind::Update { .. }) && replicated(ctx.catalog, op.table) {
+            // R2b: each copy would apply the formulas to its own row (module doc).
+            let name = ctx.catalog.table(op.table).map_or_else(|_| "?".to_string(), |s| s.name.clone());
+            let what = format!("an update of replicated table {name} (write the whole row: its copies must end alike)");
+            return ctx.op_done(id, Err(Error::Invalid(InvalidInput::Unsupported { engine: ENGINE.into(), what })));
+        }
         let fresh = contains_id(&key, &[], t.tmp); // a row under this transaction's own new id
         if matches!(op.kind, OpKind::Insert { .. } | OpKind::Update { .. }) && !fresh {
             let cached = t.rows.get(&(op.table, key.clone())).cloned();
@@ -486,9 +497,11 @@ impl CoordinatorEngine for CoordfreeCoordinator {
         }
         let meta = Arc::new(WriteMeta::new(txn, t.buffer.keys().cloned().collect()));
         let mut writes: BTreeMap<PartitionId, Vec<KeyWrites>> = BTreeMap::new();
+        let stamp = (ctx.now, txn);
         for ((table, key), parts) in std::mem::take(&mut t.buffer) {
+            let lww = replicated(ctx.catalog, table).then_some(stamp);
             for (p, ops) in parts {
-                writes.entry(p).or_default().push(KeyWrites { table, key: key.clone(), ops });
+                writes.entry(p).or_default().push(KeyWrites { table, key: key.clone(), ops, lww });
             }
         }
         let participants: Vec<PartitionId> = writes.keys().copied().collect();

@@ -139,7 +139,16 @@ pub struct KeyWrites {
     pub table: TableId,
     pub key: Key,
     pub ops: Vec<OpKind>,
+    /// A replicated table's row (R2b): the writer's stamp, the same at every copy. Its ops
+    /// are whole-row (`Write`, `Insert`, `Delete`), and a copy installs them only if no write
+    /// with a later stamp is installed there (last writer wins), so every copy ends alike
+    /// whatever order the commits arrive in. `None` for a partitioned table's row.
+    #[serde(default)]
+    pub lww: Option<Stamp>,
 }
+
+/// A replicated row's write order (R2b): when the coordinator committed, then the transaction.
+pub type Stamp = (Time, TxnId);
 
 /// The deferred id assignment of a transaction (VLDB'15 §6.2): the counter row and column, and
 /// the temporary id the transaction's writes use until commit.

@@ -23,6 +23,17 @@
 //!   version; a transaction's own writes are overlaid at the coordinator (read your writes).
 //! * **R2 write buffering.** Writes are buffered at the coordinator until commit: an aborted or
 //!   refused transaction sends nothing, so there are no dirty reads and no undo.
+//! * **R2b replicated rows: last writer wins.** A replicated table's row has a copy on every
+//!   partition, and each partition orders its commits on its own, so two concurrent writers of
+//!   one row could commit in opposite orders on two copies and leave them different for good
+//!   (`rule_r2b_concurrent_writers_of_a_replicated_row_leave_every_copy_alike` did so at once
+//!   with two writers). The coordinator stamps a commit's writes of replicated rows with
+//!   (its clock at commit, the transaction) — the same stamp at every copy — and a copy installs
+//!   them only if no write with a later stamp is installed there (an insert, validated when
+//!   prepared, then replaces like a write); the stamps are kept per row for good, in the
+//!   partition's snapshot and rebuilt from the log. Only whole-row writes (write, insert,
+//!   delete) converge this way: an update of a replicated row is refused with a typed error
+//!   (`InvalidInput::Unsupported`), since each copy would apply its formulas to its own row.
 //! * **R3 RAMP-Fast write (SIGMOD'14 Alg. 1 `PUT_ALL`).** Commit prepares the writes at every
 //!   participant, each version carrying the transaction's write set (the metadata), then
 //!   commits them. A prepared version is invisible to first-round reads. Versions are ordered

@@ -2,7 +2,7 @@
 //! with the nested atomic id assignment, second-round reads, cooperative termination.
 
 use super::messages::{
-    Fetched, IdAssign, KeyWrites, ReadResult, Record, Reply, Request, Seen, Status, Want, WriteMeta,
+    Fetched, IdAssign, KeyWrites, ReadResult, Record, Reply, Request, Seen, Stamp, Status, Want, WriteMeta,
 };
 use super::{
     rewrite_ids, ASK_EVERY, ASK_MAX, DECIDED_MAX, INQUIRE_EVERY, INTENT_STALE, META_KEEP, META_KEPT_MAX, VERSIONS_KEPT,
@@ -56,6 +56,9 @@ pub struct CoordfreePartition {
     /// writes here gets the same one).
     metas: BTreeMap<Timestamp, Kept>,
     ts_of: HashMap<TxnId, Timestamp>,
+    /// The stamp of the write installed last on each replicated row written here (R2b: last
+    /// writer wins). Kept for good: a copy cut off for long may still commit an older write.
+    lww: BTreeMap<(TableId, Key), Stamp>,
     /// Commits here not yet known to have committed at every participant (R8): their
     /// metadata is kept whatever its age (volatile: after recovery every kept commit is asked
     /// about again).
@@ -187,7 +190,23 @@ impl CoordfreePartition {
                     Arc::new(WriteMeta::new(txn, keys))
                 };
                 for w in intent.writes {
-                    let (key, ops) = if ids.is_empty() { (w.key, w.ops) } else { rewrite_writes(&w.key, w.ops, &ids) };
+                    let (key, mut ops) =
+                        if ids.is_empty() { (w.key, w.ops) } else { rewrite_writes(&w.key, w.ops, &ids) };
+                    if let Some(stamp) = w.lww {
+                        // R2b: a later writer's row is installed already; this write lost.
+                        let slot = self.lww.entry((w.table, key.clone())).or_insert(stamp);
+                        if *slot > stamp {
+                            continue;
+                        }
+                        *slot = stamp;
+                        // Whole-row ops: an insert validated when prepared replaces what an
+                        // older writer installed since, as a write would.
+                        for op in &mut ops {
+                            if let OpKind::Insert { key, row } = op {
+                                *op = OpKind::Write { key: key.clone(), row: row.clone() };
+                            }
+                        }
+                    }
                     let current = store.latest(w.table, &key).and_then(|(_, r)| r.cloned());
                     let existed = current.is_some();
                     let name =
