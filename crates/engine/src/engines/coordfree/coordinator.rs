@@ -78,6 +78,9 @@ struct TxnState {
     rows: BTreeMap<(TableId, Key), Option<Row>>,
     /// The read set by key, for the second rounds (R4b).
     index: ramp::ReadIndex,
+    /// The partition whose copy of each replicated row this transaction read: the row is
+    /// tracked as a key of that partition (R4f).
+    copies: BTreeMap<(TableId, Key), PartitionId>,
     /// Reads outstanding or held until the whole batch is in (RAMP-Fast's `GET_ALL`).
     batch: Vec<BatchRead>,
     batch_keys: BTreeSet<(TableId, Key)>,
@@ -113,6 +116,17 @@ fn refusal(procedure: &str, invariant: &str, operation: &str) -> Error {
 /// Whether `table` is replicated on every partition.
 fn replicated(catalog: &Catalog, table: TableId) -> bool {
     catalog.table(table).is_ok_and(|s| s.partitioning == litmus_core::Partitioning::Replicated)
+}
+
+/// The partition a key of the read set is tracked on (R4f): its own, or for a replicated row
+/// the partition whose copy was read (`None` if none was).
+fn tracked_on(
+    catalog: &Catalog,
+    partitions: u32,
+    copies: &BTreeMap<(TableId, Key), PartitionId>,
+    k: &(TableId, Key),
+) -> Option<PartitionId> {
+    partition_of(catalog, partitions, k.0, &k.1).or_else(|| copies.get(k).copied())
 }
 
 /// The partition of a key, `None` for a replicated table.
@@ -167,8 +181,23 @@ impl TxnState {
     }
     /// A row as this transaction sees it: the read row with its own buffered writes on top
     /// (and the counter it bumped showing its temporary id + 1).
-    fn own_image(&self, table: TableId, key: &Key, row: Option<Row>, catalog: &Catalog) -> Option<Row> {
-        let Some(ops) = self.buffer.get(&(table, key.clone())).and_then(|parts| parts.values().next()) else {
+    /// `copy`: for a replicated row, the partition whose copy `row` is (its own buffered ops
+    /// go on top: a write validated against one copy must not see the ops it buffered for
+    /// another, or a replicated insert would find itself); `None` takes any copy's.
+    fn own_image(
+        &self,
+        table: TableId,
+        key: &Key,
+        row: Option<Row>,
+        catalog: &Catalog,
+        copy: Option<PartitionId>,
+    ) -> Option<Row> {
+        let parts = self.buffer.get(&(table, key.clone()));
+        let ops = match copy {
+            Some(p) => parts.and_then(|parts| parts.get(&p)),
+            None => parts.and_then(|parts| parts.values().next()),
+        };
+        let Some(ops) = ops else {
             return row;
         };
         let name = catalog.table(table).map_or_else(|_| "?".to_string(), |t| t.name.clone());
@@ -186,7 +215,7 @@ impl TxnState {
     fn overlay(&self, op: &PartOp, result: PartResult, catalog: &Catalog) -> PartResult {
         match (&op.kind, result) {
             (OpKind::Read { key, .. }, PartResult::Row(row)) => {
-                PartResult::Row(self.own_image(op.table, key, row, catalog))
+                PartResult::Row(self.own_image(op.table, key, row, catalog, None))
             }
             (OpKind::Scan { start, end, limit }, PartResult::Rows(rows)) => {
                 let mut own = Vec::new();
@@ -195,7 +224,7 @@ impl TxnState {
                         break;
                     }
                     let base = rows.iter().find(|(rk, _)| rk == k).map(|(_, r)| r.clone());
-                    own.push((k.clone(), self.own_image(op.table, k, base, catalog)));
+                    own.push((k.clone(), self.own_image(op.table, k, base, catalog, None)));
                 }
                 if own.is_empty() {
                     PartResult::Rows(rows)
@@ -241,12 +270,13 @@ impl CoordfreeCoordinator {
 
     fn send_fetches(&mut self, txn: TxnId, ctx: &mut CoordCtx) -> bool {
         let Some(t) = self.txns.get_mut(&txn) else { return false };
-        let part_of = |k: &(TableId, Key)| partition_of(ctx.catalog, ctx.partitions, k.0, &k.1);
+        let copies = &t.copies;
+        let part_of = |k: &(TableId, Key)| tracked_on(ctx.catalog, ctx.partitions, copies, k);
         let wants = t.index.missing(&t.seen, &t.batch_keys, &t.scans, &part_of);
         let mut by_part: BTreeMap<PartitionId, Vec<Want>> = BTreeMap::new();
         for w in wants {
-            // Writes of replicated tables are not tracked for read atomicity (module doc).
-            if let Some(p) = partition_of(ctx.catalog, ctx.partitions, w.table, &w.key) {
+            // A replicated row is asked of the copy that was read (R4f).
+            if let Some(p) = part_of(&(w.table, w.key.clone())) {
                 by_part.entry(p).or_default().push(w);
             }
         }
@@ -283,7 +313,8 @@ impl CoordfreeCoordinator {
             t.patch(part, &f);
         }
         let batch = std::mem::take(&mut t.batch);
-        let part_of = |k: &(TableId, Key)| partition_of(ctx.catalog, ctx.partitions, k.0, &k.1);
+        let copies = &t.copies;
+        let part_of = |k: &(TableId, Key)| tracked_on(ctx.catalog, ctx.partitions, copies, k);
         t.index.hand_over(t.batch_keys.iter(), &t.scans, &t.seen, &part_of);
         t.batch_keys.clear();
         t.scans.clear();
@@ -297,7 +328,7 @@ impl CoordfreeCoordinator {
                 (Some(kind), Ok(PartResult::Row(row))) => {
                     let key = kind.key().expect("a point write").clone();
                     let name = ctx.catalog.table(r.op.table).map_or_else(|_| "?".to_string(), |s| s.name.clone());
-                    let current = t.own_image(r.op.table, &key, row, ctx.catalog);
+                    let current = t.own_image(r.op.table, &key, row, ctx.catalog, Some(r.id.part));
                     crate::op::write_image(&kind, current, || name)
                         .and_then(|_| t.buffer_write(r.id.part, r.op.table, key, kind))
                         .map(|()| PartResult::Done)
@@ -546,6 +577,9 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                     // A validating read counts as a read (R4a): its row may answer later reads.
                     for (table, key, s) in seen {
                         t.index.add(&s, Some(from));
+                        if partition_of(ctx.catalog, ctx.partitions, table, &key).is_none() {
+                            t.copies.insert((table, key.clone()), from);
+                        }
                         t.batch_keys.insert((table, key.clone()));
                         t.seen.insert((table, key), s);
                     }

@@ -100,6 +100,13 @@
 //!   deleted before the range read from failing every retry. Found by
 //!   `rule_r4e_a_range_read_is_never_fractured_by_a_later_batch`, which failed at once
 //!   without it (a reader returned writer 1's `kv` write and a scan without its row).
+//! * **R4f replicated rows are read atomic too.** A transaction reads a replicated row from one
+//!   copy; the row is tracked as a key of that copy's partition (the writer's versions there
+//!   share one local timestamp, so R4c holds), and its second round asks that copy. Before, a
+//!   replicated row was not tracked at all: `rule_r4f_reads_of_replicated_rows_are_never_fractured`
+//!   read a writer's partitioned row without its replicated one. (That test also found a
+//!   replicated insert refused with `DuplicateKey` on its second copy: a write's validation
+//!   overlaid the ops buffered for another copy; it now overlays its own copy's only.)
 //! * **R5 nested atomic id assignment (VLDB'15 §6.2).** A procedure registered with
 //!   [`crate::procedure::Coordination::SequentialId`] bumps a counter column by one and reads it
 //!   back: here the bump is deferred, the read shows a *temporary* unique id + 1
@@ -144,7 +151,6 @@
 //!
 //! ## Not implemented (yet)
 //!
-//! * Writes of replicated tables are not tracked for read atomicity (no second round for them).
 //! * A buffered write is validated when prepared (duplicate insert, missing row) and applied
 //!   at commit to the latest row; one that no longer applies then (its row deleted in between)
 //!   is dropped.

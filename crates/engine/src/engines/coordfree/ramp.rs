@@ -29,8 +29,8 @@ use std::sync::Arc;
 /// The second-round requests for a read set: for every key in `seen` that `fixable` allows (the
 /// reads not yet handed to the procedure), the writers other read versions name as having
 /// written it, other than the writer of the version read, unless the key was read at or after
-/// that writer's timestamp on the key's partition (`part_of`; R4c; a key without a partition,
-/// a replicated table's, is not tracked). Also keys a *covered* range
+/// that writer's timestamp on the key's partition (`part_of`, which gives a replicated row the
+/// partition of the copy read, R4f; R4c; a key without one is not tracked). Also keys a *covered* range
 /// read returned no row for (`covered`: a key inside a scanned range that returned nothing for
 /// it).
 pub fn missing(
@@ -55,7 +55,7 @@ pub fn missing(
         for k in &meta.keys {
             match seen.get(k) {
                 Some(s) => {
-                    // Keys of replicated tables (no partition) are not tracked (module doc).
+                    // A key without a partition (a replicated row not read) is not tracked.
                     let Some(part) = part_of(k) else { continue };
                     let reflected = s.ts < Timestamp::MAX && ts_on(meta.txn, part).is_some_and(|t| t <= s.ts);
                     if s.writer.as_ref().map(|w| w.txn) != Some(meta.txn) && fixable(k) && !reflected {
@@ -293,8 +293,8 @@ impl ReadIndex {
     /// [`missing`] for one batch — `fixable` = the batch's keys and the keys handed to the
     /// procedure by earlier batches ([`Self::hand_over`]: the coordinator's R4e refuses a batch
     /// when one of those turns out fractured), `covered` = inside one of its range reads — less
-    /// the pairs asked before, which it records as asked. Keys of replicated tables (`part_of`
-    /// is `None`) are not tracked (module doc), so not checked.
+    /// the pairs asked before, which it records as asked. Keys without a partition (`part_of`
+    /// is `None`: a replicated row no copy of which was read) are not checked.
     pub fn missing(
         &mut self,
         seen: &BTreeMap<(TableId, Key), Seen>,
