@@ -143,7 +143,6 @@ pub struct KeyWrites {
     /// are whole-row (`Write`, `Insert`, `Delete`), and a copy installs them only if no write
     /// with a later stamp is installed there (last writer wins), so every copy ends alike
     /// whatever order the commits arrive in. `None` for a partitioned table's row.
-    #[serde(default)]
     pub lww: Option<Stamp>,
 }
 
