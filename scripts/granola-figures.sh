@@ -12,6 +12,13 @@
 #   granola-fig13   tpcc-neworder, 2 warehouses on 2 partitions: throughput vs remote fraction
 #   granola-tpcc-durable  tpcc, 4 warehouses on 4 partitions, logs fsynced at every group
 #                   commit (the paper's stable log writes): granola-locking vs granola vs clients
+# and in virtual time (`--runtime sim`: deterministic, the same numbers on any machine; 1 s
+# points after 0.5 s of warmup, whatever SECONDS is), TPC-C on 4 warehouses, 4 partitions:
+#   granola-tpcc-sim        4 nodes x 4 cores (a repository per node, as in the paper), free logs
+#   granola-tpcc-sim-sync   the same, each log sync costing 300 µs (a replication round: the
+#                           paper's repositories log stably to their replicas before replying)
+#   granola-tpcc-sim-2core  the embedded runs' shape, 2 nodes x 1 core: checks the simulator
+#                           against the real runs on this machine's 2 cores
 # The machine has 2 cores shared with builds: points are short and noisy (see README, Granola).
 # Usage: scripts/granola-figures.sh [SECONDS]   (per point, default 3; NO_BUILD=1 uses the
 #   release binary as it is)
@@ -37,3 +44,9 @@ DATA=$(mktemp -d)
 trap 'rm -rf "$DATA"' EXIT
 fig tpcc-durable tpcc --compare granola-locking,granola --warehouses 4 --partitions 4 \
   --fsync always --data-dir "$DATA" --sweep clients=64,128,256,512,1024
+simfig() { local name=$1; shift; "$B" bench tpcc --runtime sim --quiet --warehouses 4 --partitions 4 \
+  --compare granola-locking,granola --duration 1 --warmup 0.5 "$@" \
+  --json "$OUT/granola-$name.json" --plot "$OUT/granola-$name.svg" | tee "$OUT/granola-$name.txt"; }
+simfig tpcc-sim --nodes 4 --cores-per-node 4 --sweep clients=64,256,1024
+simfig tpcc-sim-sync --nodes 4 --cores-per-node 4 --sync-latency-us 300 --sweep clients=64,256,1024
+simfig tpcc-sim-2core --nodes 2 --cores-per-node 1 --sweep clients=16,64,256
