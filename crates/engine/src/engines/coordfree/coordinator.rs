@@ -577,7 +577,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                     // A validating read counts as a read (R4a): its row may answer later reads.
                     for (table, key, s) in seen {
                         t.index.add(&s, Some(from));
-                        if partition_of(ctx.catalog, ctx.partitions, table, &key).is_none() {
+                        if replicated(ctx.catalog, table) {
                             t.copies.insert((table, key.clone()), from);
                         }
                         t.batch_keys.insert((table, key.clone()));
