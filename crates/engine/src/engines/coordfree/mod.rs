@@ -58,9 +58,8 @@
 //!   a key read again is checked against the writers learnt since only; whether a writer
 //!   names a key is a Bloom filter test before the search (a small writer's filter, its
 //!   transaction and its timestamp on its first partition are copied into the index, so most
-//!   (key, writer) pairs are rejected without touching the shared metadata); a writer of one
-//!   replicated table only (an ITEM loader) is not indexed at all; a (key, writer) pair asked once is
-//!   not asked again (`ramp::ReadIndex`, checked against the reference `ramp::missing`).
+//!   (key, writer) pairs are rejected without touching the shared metadata); a (key, writer)
+//!   pair asked once is not asked again (`ramp::ReadIndex`, checked against the reference `ramp::missing`).
 //! * **R4c versions ordered per partition.** A transaction's writes on one partition commit at
 //!   one local timestamp, so a reader that read any version of writer `T` on partition `P`
 //!   knows `T`'s timestamp there: a key of `P` read at that timestamp or later reflects `T`'s

@@ -231,10 +231,12 @@ struct Handed {
 }
 
 impl ReadIndex {
-    /// Adds the writer of a version read from partition `part` (`None`: a replicated table's).
+    /// Adds the writer of a version read from partition `part` (`None`: a key that is not
+    /// tracked; the coordinator always names the partition that served the read, a replicated
+    /// row's copy included, R4f).
     pub fn add(&mut self, seen: &Seen, part: Option<PartitionId>) {
         let Some(m) = &seen.writer else { return };
-        // A writer of one replicated table only (an ITEM loader) names no key that is checked.
+        // A writer of one untracked table only names no key that is checked.
         if part.is_none() && m.keys.first().map(|k| k.0) == m.keys.last().map(|k| k.0) {
             return;
         }
