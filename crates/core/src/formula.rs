@@ -154,6 +154,21 @@ impl ColumnUpdate {
 /// Applies column updates to a row. All-or-nothing: on error the row is untouched.
 pub fn apply_updates(row: &mut [Value], updates: &[ColumnUpdate]) -> Result<(), InvalidInput> {
     let mut staged: Vec<(usize, Value)> = Vec::with_capacity(updates.len());
+    stage_updates(row, updates, &mut staged)?;
+    for (c, v) in staged {
+        row[c] = v;
+    }
+    Ok(())
+}
+
+/// The new values `updates` give `row`'s columns, pushed onto `staged` (column, value) without
+/// touching the row: a column already in `staged` (an earlier update's value) is read from
+/// there, the latest entry winning. On error `staged` may hold part of the updates.
+pub fn stage_updates(
+    row: &[Value],
+    updates: &[ColumnUpdate],
+    staged: &mut Vec<(usize, Value)>,
+) -> Result<(), InvalidInput> {
     for u in updates {
         let Some(cur) = row.get(u.column) else {
             return Err(InvalidInput::UnknownColumn { table: "?".into(), column: format!("#{}", u.column) });
@@ -162,9 +177,6 @@ pub fn apply_updates(row: &mut [Value], updates: &[ColumnUpdate]) -> Result<(), 
         let cur = staged.iter().rev().find(|(c, _)| *c == u.column).map(|(_, v)| v).unwrap_or(cur);
         let new = u.formula.apply(cur)?;
         staged.push((u.column, new));
-    }
-    for (c, v) in staged {
-        row[c] = v;
     }
     Ok(())
 }

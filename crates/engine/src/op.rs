@@ -323,6 +323,43 @@ pub fn write_image(kind: &OpKind, current: Option<Row>, table: impl FnOnce() -> 
     }
 }
 
+/// Whether `ops`, applied in order on top of `current` (`None`: no row), would succeed: the
+/// checks and errors of [`write_image`] over each op in turn, without building the image. No
+/// row is copied: an update's new values are staged per column, and a later op sees them, as it
+/// would see them in the image. For a caller that only validates (a row of many string columns
+/// costs an allocation and a reference count per column to copy).
+pub fn check_writes<'a>(
+    ops: impl IntoIterator<Item = &'a OpKind>,
+    current: Option<&'a Row>,
+    table: impl Fn() -> String,
+) -> Result<(), Error> {
+    let mut base = current;
+    let mut staged: Vec<(usize, Value)> = Vec::new();
+    for op in ops {
+        match op {
+            OpKind::Write { row, .. } | OpKind::Insert { row, .. } => {
+                if matches!(op, OpKind::Insert { .. }) && base.is_some() {
+                    return Err(InvalidInput::DuplicateKey(table()).into());
+                }
+                base = Some(row);
+                staged.clear();
+            }
+            OpKind::Delete { .. } => {
+                base = None;
+                staged.clear();
+            }
+            OpKind::Update { updates, .. } => {
+                let row = base.ok_or_else(|| InvalidInput::KeyNotFound(table()))?;
+                litmus_core::formula::stage_updates(row, updates, &mut staged)?;
+            }
+            OpKind::Read { .. } | OpKind::Scan { .. } | OpKind::ReadMany { .. } | OpKind::WriteMany { .. } => {
+                return Err(Error::Internal(format!("check_writes of a read or a batch: {op:?}")));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The rows an [`OpKind::WriteMany`]'s writes leave behind, in order, each write seeing the
 /// ones before it (`current` gives the row before the batch): `(key, image)` per write, or the
 /// first write's error — then nothing may be applied.
@@ -852,5 +889,55 @@ mod tests {
             out,
             OpResult::Rows(vec![vec![Value::Int(1)].into(), vec![Value::Int(2)].into(), vec![Value::Int(3)].into()])
         );
+    }
+
+    proptest::proptest! {
+        // Cheap cases, and the schedules that tell a stale staged value apart are rare (an
+        // update near the top, a whole-row write, an update that overflows only on the stale
+        // value): many of them.
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20_000))]
+        /// `check_writes` agrees with its naive model, the image [`write_image`] builds op by op:
+        /// the same success, and the same error (type, overflow, missing or duplicate row).
+        #[test]
+        fn check_writes_agrees_with_building_the_image(
+            present in proptest::bool::ANY,
+            start in 0usize..4,
+            ops in proptest::collection::vec((0u8..6, 0usize..4), 0..6),
+        ) {
+            // Values near the top, so that which value an update sees decides whether it
+            // overflows.
+            const VALUES: [i64; 4] = [0, 1, i64::MAX - 1, i64::MAX];
+            let start = VALUES[start];
+            let key = Key::from(&b"k"[..]);
+            let ops: Vec<OpKind> = ops
+                .into_iter()
+                .map(|(kind, n)| (kind, VALUES[n]))
+                .map(|(kind, n)| match kind {
+                    0 => OpKind::Write { key: key.clone(), row: vec![Value::Int(1), Value::Int(n)].into() },
+                    1 => OpKind::Insert { key: key.clone(), row: vec![Value::Int(1), Value::Int(n)].into() },
+                    2 => OpKind::Delete { key: key.clone() },
+                    3 => OpKind::Update { key: key.clone(), updates: vec![ColumnUpdate::new(1, Formula::Add(Value::Int(n.min(1))))] },
+                    4 => OpKind::Update {
+                        key: key.clone(),
+                        updates: vec![ColumnUpdate::new(1, Formula::Assign(Value::Int(n))), ColumnUpdate::new(1, Formula::Add(Value::Int(1)))],
+                    },
+                    _ => OpKind::Update { key: key.clone(), updates: vec![ColumnUpdate::new(1, Formula::Add("x".into()))] },
+                })
+                .collect();
+            let current: Option<Row> = present.then(|| vec![Value::Int(1), Value::Int(start)].into());
+            let mut image = current.clone();
+            let mut built = Ok(());
+            for op in &ops {
+                match write_image(op, image.clone(), || "t".into()) {
+                    Ok(next) => image = next,
+                    Err(e) => {
+                        built = Err(e);
+                        break;
+                    }
+                }
+            }
+            let checked = check_writes(&ops, current.as_ref(), || "t".into());
+            proptest::prop_assert_eq!(format!("{checked:?}"), format!("{built:?}"));
+        }
     }
 }

@@ -9,7 +9,7 @@ use super::{
 };
 use crate::engine::{decode_record, PartCtx, PartitionEngine};
 use crate::message::{Addr, Payload, SubOpId};
-use crate::op::{write_image, OpKind, PartOp, PartResult};
+use crate::op::{check_writes, write_image, OpKind, PartOp, PartResult};
 use litmus_core::{Error, InvalidInput, Key, PartitionId, Row, TableId, Time, Timestamp, TxnId, Value};
 use litmus_storage::mvcc::MvccStore;
 use serde::{Deserialize, Serialize};
@@ -209,11 +209,10 @@ impl CoordfreePartition {
                     }
                     let current = store.latest(w.table, &key).and_then(|(_, r)| r.cloned());
                     let existed = current.is_some();
-                    let name =
-                        catalog.and_then(|c| c.table(w.table).ok()).map_or_else(|| "?".to_string(), |t| t.name.clone());
+                    let name = catalog.and_then(|c| c.table(w.table).ok()).map_or("?", |t| t.name.as_str());
                     // A write that no longer applies (an update of a row deleted since it was
                     // prepared) is dropped: documented in the module doc.
-                    let Ok(image) = fold(&ops, current, &name) else { continue };
+                    let Ok(image) = fold(&ops, current, name) else { continue };
                     if image.is_none() && !existed {
                         continue;
                     }
@@ -378,9 +377,9 @@ impl CoordfreePartition {
         // Validation against the latest committed rows: an insert of an existing key or an
         // update of a missing row fails here and nothing is prepared.
         for w in &writes {
-            let name = ctx.catalog.table(w.table)?.name.clone();
-            let current = ctx.store.latest(w.table, &w.key).and_then(|(_, r)| r.cloned());
-            fold(&w.ops, current, &name)?;
+            let schema = ctx.catalog.table(w.table)?;
+            let current = ctx.store.latest(w.table, &w.key).and_then(|(_, r)| r);
+            check_writes(&w.ops, current, || schema.name.clone())?;
         }
         if let Some(a) = &assign {
             let current = ctx.store.latest(a.table, &a.key).and_then(|(_, r)| r.cloned());
