@@ -8,6 +8,7 @@ use crate::engine::{CoordCtx, CoordinatorEngine, TxnOptions};
 use crate::message::{Payload, SubOpId};
 use crate::op::{overlay_scan, OpKind, PartOp, PartResult};
 use crate::procedure::Coordination;
+use litmus_core::hash::FxHashMap;
 use litmus_core::{
     AbortReason, Catalog, Error, Formula, InvalidInput, Key, PartitionId, Row, TableId, Time, TxnId, Value,
 };
@@ -78,9 +79,10 @@ struct TxnState {
     rows: BTreeMap<(TableId, Key), Option<Row>>,
     /// The read set by key, for the second rounds (R4b).
     index: ramp::ReadIndex,
-    /// The partition whose copy of each replicated row this transaction read: the row is
-    /// tracked as a key of that partition (R4f).
-    copies: BTreeMap<(TableId, Key), PartitionId>,
+    /// The partition that served each key this transaction read: for a replicated row the
+    /// copy read, as whose key the row is tracked (R4f); for the others their own partition,
+    /// kept so that the read-set checks need not decode the key to find it.
+    served: FxHashMap<(TableId, Key), PartitionId>,
     /// Reads outstanding or held until the whole batch is in (RAMP-Fast's `GET_ALL`).
     batch: Vec<BatchRead>,
     batch_keys: BTreeSet<(TableId, Key)>,
@@ -118,15 +120,16 @@ fn replicated(catalog: &Catalog, table: TableId) -> bool {
     catalog.table(table).is_ok_and(|s| s.partitioning == litmus_core::Partitioning::Replicated)
 }
 
-/// The partition a key of the read set is tracked on (R4f): its own, or for a replicated row
-/// the partition whose copy was read (`None` if none was).
+/// The partition a key of the read set is tracked on (R4f): the one that served it when it
+/// was read; for a key not read, its own (`None` for a replicated row no copy of which was
+/// read).
 fn tracked_on(
     catalog: &Catalog,
     partitions: u32,
-    copies: &BTreeMap<(TableId, Key), PartitionId>,
+    served: &FxHashMap<(TableId, Key), PartitionId>,
     k: &(TableId, Key),
 ) -> Option<PartitionId> {
-    partition_of(catalog, partitions, k.0, &k.1).or_else(|| copies.get(k).copied())
+    served.get(k).copied().or_else(|| partition_of(catalog, partitions, k.0, &k.1))
 }
 
 /// The partition of a key, `None` for a replicated table.
@@ -296,8 +299,8 @@ impl CoordfreeCoordinator {
 
     fn send_fetches(&mut self, txn: TxnId, ctx: &mut CoordCtx) -> bool {
         let Some(t) = self.txns.get_mut(&txn) else { return false };
-        let copies = &t.copies;
-        let part_of = |k: &(TableId, Key)| tracked_on(ctx.catalog, ctx.partitions, copies, k);
+        let served = &t.served;
+        let part_of = |k: &(TableId, Key)| tracked_on(ctx.catalog, ctx.partitions, served, k);
         let wants = t.index.missing(&t.seen, &t.batch_keys, &t.scans, &part_of);
         let mut by_part: BTreeMap<PartitionId, Vec<Want>> = BTreeMap::new();
         for w in wants {
@@ -339,8 +342,8 @@ impl CoordfreeCoordinator {
             t.patch(part, &f);
         }
         let batch = std::mem::take(&mut t.batch);
-        let copies = &t.copies;
-        let part_of = |k: &(TableId, Key)| tracked_on(ctx.catalog, ctx.partitions, copies, k);
+        let served = &t.served;
+        let part_of = |k: &(TableId, Key)| tracked_on(ctx.catalog, ctx.partitions, served, k);
         t.index.hand_over(t.batch_keys.iter(), &t.scans, &t.seen, &part_of);
         t.batch_keys.clear();
         t.scans.clear();
@@ -601,9 +604,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                     // A validating read counts as a read (R4a): its row may answer later reads.
                     for (table, key, s) in seen {
                         t.index.add(&s, Some(from));
-                        if replicated(ctx.catalog, table) {
-                            t.copies.insert((table, key.clone()), from);
-                        }
+                        t.served.insert((table, key.clone()), from);
                         t.batch_keys.insert((table, key.clone()));
                         t.seen.insert((table, key), s);
                     }

@@ -544,6 +544,9 @@ impl CoordfreePartition {
 }
 
 fn rewrite_key(key: &Key, ids: &[(i64, i64)]) -> Key {
+    if !ids.iter().any(|&(tmp, _)| super::may_hold_int(key, tmp)) {
+        return key.clone();
+    }
     match Key::decode(key.as_bytes()) {
         Ok(mut values) => {
             if rewrite_ids(&mut values, ids) {

@@ -48,6 +48,28 @@ fn rule_r5_temporary_ids_are_unique_per_transaction_and_below_every_real_id() {
     assert!(!contains_id(&key(&[1, 2]), &[], ids[3]));
 }
 
+proptest::proptest! {
+    /// §6.2's `[tmpID → realID]` lookup skips decoding a key that cannot hold the id
+    /// (`may_hold_int`): it never skips one that does, whatever the key's other values (strings
+    /// holding the id's bytes included, which may only make it decode needlessly).
+    #[test]
+    fn rule_temporary_ids_are_found_in_every_key_that_holds_one(
+        ints in proptest::collection::vec(-3i64..3, 0..4),
+        at in 0usize..4,
+        text in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..12),
+    ) {
+        let tmp = tmp_id(txn(7));
+        let mut values: Vec<Value> = ints.into_iter().map(Value::Int).collect();
+        values.insert(at.min(values.len()), Value::String(String::from_utf8_lossy(&text).as_ref().into()));
+        let without = Key::encode(&values).expect("encodable");
+        proptest::prop_assert!(!contains_id(&without, &[], tmp));
+        values.insert(at.min(values.len()), Value::Int(tmp));
+        let with = Key::encode(&values).expect("encodable");
+        proptest::prop_assert!(super::may_hold_int(&with, tmp));
+        proptest::prop_assert!(contains_id(&with, &[], tmp));
+    }
+}
+
 #[test]
 fn rule_r4_a_key_named_by_another_writers_metadata_is_fetched_again() {
     let t = TableId(0);
