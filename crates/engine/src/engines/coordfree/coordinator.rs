@@ -8,7 +8,7 @@ use crate::engine::{CoordCtx, CoordinatorEngine, TxnOptions};
 use crate::message::{Payload, SubOpId};
 use crate::op::{overlay_scan, OpKind, PartOp, PartResult};
 use crate::procedure::Coordination;
-use litmus_core::hash::FxHashMap;
+use litmus_core::hash::{FxHashMap, FxHashSet};
 use litmus_core::{
     AbortReason, Catalog, Error, Formula, InvalidInput, Key, PartitionId, Row, TableId, Time, TxnId, Value,
 };
@@ -77,6 +77,9 @@ struct TxnState {
     /// without its own writes: a later read of the key, or the validation of a write to it,
     /// is answered from here instead of asking the partition again (R4a).
     rows: BTreeMap<(TableId, Key), Option<Row>>,
+    /// Rows handed to the procedure by a read while not masked by this transaction's id
+    /// assignment, or by a range read: never taken forward (R4g).
+    unmasked: FxHashSet<(TableId, Key)>,
     /// The read set by key, for the second rounds (R4b).
     index: ramp::ReadIndex,
     /// The partition that served each key this transaction read: for a replicated row the
@@ -208,6 +211,37 @@ impl TxnState {
             }
         }
         image
+    }
+
+    /// Whether a read of this row shows this transaction's temporary id in place of the id
+    /// counter (the row it assigns its id on, [`Self::own_image`]).
+    fn masks(&self, table: TableId, key: &Key) -> bool {
+        matches!(&self.assign, Some((_, a)) if a.table == table && &a.key == key)
+    }
+
+    /// R4g: whether a handed row's newer version `f` differs from the version handed only where
+    /// the procedure could not see it, so that it can be taken forward instead of the reader
+    /// retrying. That is: the row is the one this transaction assigns its id on, every read
+    /// that handed it showed the temporary id in place of the counter (none before the bump,
+    /// no range read), the two versions differ in the counter column only, and this
+    /// transaction's own writes to it (the bump) validate on the newer one too. Every value
+    /// the procedure was handed, and every validation it saw succeed, is then what the newer
+    /// version would have given.
+    fn unseen_change(&self, f: &Fetched, part: PartitionId, catalog: &Catalog) -> bool {
+        let k = (f.table, f.key.clone());
+        let Some((_, a)) = &self.assign else { return false };
+        if !self.masks(f.table, &f.key)
+            || self.unmasked.contains(&k)
+            || replicated(catalog, f.table)
+            || self.index.in_handed_scan(&k, part)
+        {
+            return false;
+        }
+        let (Some(Some(old)), Some(new)) = (self.rows.get(&k), &f.row) else { return false };
+        let same_elsewhere =
+            old.len() == new.len() && old.iter().zip(new.iter()).enumerate().all(|(c, (x, y))| c == a.column || x == y);
+        let own = self.own_ops(f.table, &f.key, Some(part)).into_iter().flatten();
+        same_elsewhere && crate::op::check_writes(own, Some(new), String::new).is_ok()
     }
 
     /// This transaction's buffered ops on a row (`copy`: as in [`Self::own_image`]).
@@ -351,6 +385,19 @@ impl CoordfreeCoordinator {
             let result = r.result.expect("batch complete");
             if let (OpKind::Read { key, .. }, Ok(PartResult::Row(row))) = (&r.op.kind, &result) {
                 t.rows.insert((r.op.table, key.clone()), row.clone());
+            }
+            if r.write.is_none() {
+                // R4g: what the procedure is handed without the id mask.
+                match (&r.op.kind, &result) {
+                    (OpKind::Read { key, .. }, _) if t.masks(r.op.table, key) => {}
+                    (OpKind::Read { key, .. }, _) => {
+                        t.unmasked.insert((r.op.table, key.clone()));
+                    }
+                    (_, Ok(PartResult::Rows(rows))) => {
+                        t.unmasked.extend(rows.iter().map(|(k, _)| (r.op.table, k.clone())));
+                    }
+                    _ => {}
+                }
             }
             let result = match (r.write, result) {
                 (None, result) => result.map(|res| t.overlay(&r.op, res, ctx.catalog)),
@@ -628,7 +675,8 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                     Ok(found) => found,
                     Err(e) => return self.refuse_batch(id.txn, e, ctx),
                 };
-                if let Some(f) = found.iter().find(|f| t.index.was_handed(&(f.table, f.key.clone()), from)) {
+                let handed = |f: &Fetched| t.index.was_handed(&(f.table, f.key.clone()), from);
+                if let Some(f) = found.iter().find(|f| handed(f) && !t.unseen_change(f, from, ctx.catalog)) {
                     // R4e: a key the procedure already has, at a version older than a writer it
                     // now reads, or a row a range read it already has did not return: fractured
                     // backwards, and the value cannot be taken back.
@@ -637,6 +685,15 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                         f.table
                     );
                     return self.refuse_batch(id.txn, Error::Abort(AbortReason::Other(e)), ctx);
+                }
+                // R4g: the handed rows left are taken forward (the second round's patch
+                // records the newer version as read).
+                for f in &found {
+                    let k = (f.table, f.key.clone());
+                    if t.index.was_handed(&k, from) {
+                        t.index.take_forward(&k, &f.seen);
+                        t.rows.insert(k, f.row.clone());
+                    }
                 }
                 t.fetched.extend(found.into_iter().map(|f| (from, f)));
                 if t.fetch_waiting.is_empty() {

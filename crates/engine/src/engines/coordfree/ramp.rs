@@ -285,6 +285,21 @@ impl ReadIndex {
         self.handed_keys.contains(key) || self.scan_point(key, Some(part)).is_some()
     }
 
+    /// Whether a handed range read of partition `part` covers `key`.
+    pub fn in_handed_scan(&self, key: &(TableId, Key), part: PartitionId) -> bool {
+        self.scan_point(key, Some(part)).is_some()
+    }
+
+    /// R4g: a handed key is now known at a newer version (`seen`), taken forward instead of
+    /// refused: later checks compare writers with that version.
+    pub fn take_forward(&mut self, key: &(TableId, Key), seen: &Seen) {
+        for h in self.handed.iter_mut().filter(|h| h.key == *key) {
+            h.ts = seen.ts;
+            h.own = seen.writer.as_ref().map(|w| w.txn);
+        }
+        self.checked.remove(key);
+    }
+
     /// The earliest version-order point of a handed range read of partition `part` that
     /// covers `key`.
     fn scan_point(&self, key: &(TableId, Key), part: Option<PartitionId>) -> Option<Timestamp> {
