@@ -155,6 +155,24 @@ fn returned_tags(c: &SyncCluster, client: u64, id: u64) -> Vec<i64> {
     }
 }
 
+/// What reader `client` returned for its call `id` of `body`; a reader refused with a
+/// retryable abort (R4e, R8) calls once more, with nothing else in flight, and that is taken.
+fn read_after_retry(c: &mut SyncCluster, client: u64, mut id: u64, body: RequestBody) -> Vec<i64> {
+    if matches!(c.response(client, id), Some(Err(e)) if e.is_retryable()) {
+        id = c.send(client, body);
+        c.settle();
+    }
+    returned_tags(c, client, id)
+}
+
+/// Every writer's call returned (so a check over the readers is about something).
+fn all_returned(c: &SyncCluster, writers: &[(u64, u64)]) -> Result<(), String> {
+    match writers.iter().find(|&&(client, id)| !matches!(c.response(client, id), Some(Ok(ResponseBody::Returned(_))))) {
+        Some(&(client, id)) => Err(format!("writer {client}: {:?}", c.response(client, id))),
+        None => Ok(()),
+    }
+}
+
 /// Every key written with tag 0, and a `put` of `tag` to every key queued (not delivered).
 fn all_keys_then_a_queued_put(tag: i64) -> SyncCluster {
     let mut c = SyncCluster::new(EngineKind::Coordfree, kv_catalog(), kv_registry(), PARTITIONS);
@@ -239,13 +257,9 @@ fn fractured_read(masks: &[i64], readers: usize, choices: &[usize], procedures: 
         .collect();
     deliver_in(&mut c, choices);
     let orders = version_orders(&c);
-    for (client, mut id) in reads {
-        if matches!(c.response(client, id), Some(Err(e)) if e.is_retryable()) {
-            let procedure = procedures[(client - 100) as usize % procedures.len()];
-            id = c.send(client, call(procedure, vec![]));
-            c.settle();
-        }
-        let got = returned_tags(&c, client, id);
+    for (client, id) in reads {
+        let procedure = procedures[(client - 100) as usize % procedures.len()];
+        let got = read_after_retry(&mut c, client, id, call(procedure, vec![]));
         if let Some(pair) = fractured(&got, &orders, &writes) {
             return Err(format!("reader {client} read {got:?}, fractured at {pair:?}, orders {orders:?}"));
         }
@@ -310,17 +324,9 @@ fn missed_row(writer: &str, reader: &str, masks: &[i64], readers: usize, choices
     let reads: Vec<(u64, u64)> =
         (100..100 + readers as u64).map(|client| (client, c.send(client, call(reader, vec![])))).collect();
     deliver_in(&mut c, choices);
-    for (client, id) in writers {
-        if !matches!(c.response(client, id), Some(Ok(ResponseBody::Returned(_)))) {
-            return Err(format!("writer {client}: {:?}", c.response(client, id)));
-        }
-    }
-    for (client, mut id) in reads {
-        if matches!(c.response(client, id), Some(Err(e)) if e.is_retryable()) {
-            id = c.send(client, call(reader, vec![]));
-            c.settle();
-        }
-        let got = returned_tags(&c, client, id);
+    all_returned(&c, &writers)?;
+    for (client, id) in reads {
+        let got = read_after_retry(&mut c, client, id, call(reader, vec![]));
         if let Some(missed) = row_missed(&got) {
             return Err(format!("reader {client} ({reader}) read {got:?}: it missed writer {missed}'s row"));
         }
@@ -540,17 +546,9 @@ fn row_uncounted(writers: usize, readers: usize, choices: &[usize]) -> Result<()
         .map(|client| (client, c.send(client, call(procedure(client), vec![Value::Int(0)]))))
         .collect();
     deliver_in(&mut c, choices);
-    for (client, id) in ws {
-        if !matches!(c.response(client, id), Some(Ok(ResponseBody::Returned(_)))) {
-            return Err(format!("writer {client}: {:?}", c.response(client, id)));
-        }
-    }
-    for (client, mut id) in rs {
-        if matches!(c.response(client, id), Some(Err(e)) if e.is_retryable()) {
-            id = c.send(client, call(procedure(client), vec![Value::Int(0)]));
-            c.settle();
-        }
-        let got = returned_tags(&c, client, id);
+    all_returned(&c, &ws)?;
+    for (client, id) in rs {
+        let got = read_after_retry(&mut c, client, id, call(procedure(client), vec![Value::Int(0)]));
         if let Some(row) = uncounted(&got) {
             return Err(format!("reader {client} ({}) read {got:?}: its counter missed row {row}", procedure(client)));
         }

@@ -267,7 +267,7 @@ impl TxnState {
         copy: Option<PartitionId>,
     ) -> Result<(), Error> {
         let name = || catalog.table(table).map_or_else(|_| "?".to_string(), |t| t.name.clone());
-        if matches!(&self.assign, Some((_, a)) if a.table == table && &a.key == key) {
+        if self.masks(table, key) {
             let image = self.own_image(table, key, row, catalog, copy);
             return crate::op::write_image(kind, image, name).map(|_| ());
         }
