@@ -573,7 +573,8 @@ fn break_the_rule_a_row_the_counter_missed_is_seen_by_the_check() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
-    /// R4g: a counter row handed to the procedure with its real value (read before the bump)
+    /// R4g (read atomicity, RAMP SIGMOD'14 §3, across batches; the id mask of VLDB'15 §6.2):
+    /// a counter row handed to the procedure with its real value (read before the bump)
     /// is never taken forward to a writer's newer version: a reader that then reads the
     /// writer's row retries instead. One handed only with the temporary id in place of the
     /// counter (bump first) is taken forward, and may not make its reader retry.

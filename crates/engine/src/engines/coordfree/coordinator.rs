@@ -77,8 +77,8 @@ struct TxnState {
     /// without its own writes: a later read of the key, or the validation of a write to it,
     /// is answered from here instead of asking the partition again (R4a).
     rows: BTreeMap<(TableId, Key), Option<Row>>,
-    /// Rows handed to the procedure by a read while not masked by this transaction's id
-    /// assignment, or by a range read: never taken forward (R4g).
+    /// Rows of the id counter's table handed to the procedure by a read while not masked by
+    /// this transaction's id assignment, or by a range read: never taken forward (R4g).
     unmasked: FxHashSet<(TableId, Key)>,
     /// The read set by key, for the second rounds (R4b).
     index: ramp::ReadIndex,
@@ -386,8 +386,9 @@ impl CoordfreeCoordinator {
             if let (OpKind::Read { key, .. }, Ok(PartResult::Row(row))) = (&r.op.kind, &result) {
                 t.rows.insert((r.op.table, key.clone()), row.clone());
             }
-            if r.write.is_none() {
-                // R4g: what the procedure is handed without the id mask.
+            // R4g: what the procedure is handed without the id mask (only a row of the
+            // counter's table can ever be taken forward: no other read pays for the record).
+            if r.write.is_none() && t.seq.as_ref().is_some_and(|s| s.table == r.op.table) {
                 match (&r.op.kind, &result) {
                     (OpKind::Read { key, .. }, _) if t.masks(r.op.table, key) => {}
                     (OpKind::Read { key, .. }, _) => {
