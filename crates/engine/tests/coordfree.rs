@@ -63,6 +63,49 @@ fn kv_registry() -> Registry {
         Ok(vec![])
     });
     r.register("get_all", vec![], |ctx: Ctx, _args: Vec<Value>| async move { read_all(&ctx).await });
+    // `put_many(tag, mask)` and `get_many()`: `put` and `get_all` as one batched write and one
+    // batched read (`write_many`, `read_many`: a piece per partition, each asked in one request).
+    r.register("put_many", vec![ColumnType::Int, ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
+        let (tag, mask) = (args[0].as_int().unwrap_or(0), args[1].as_int().unwrap_or(0));
+        let puts = (0..KEYS)
+            .filter(|k| mask & (1 << k) != 0)
+            .map(|k| Op::Write { table: "kv".into(), row: vec![Value::Int(k), Value::Int(tag)].into() })
+            .collect();
+        ctx.write_many(puts).await?;
+        Ok(vec![])
+    });
+    r.register("get_many", vec![], |ctx: Ctx, _args: Vec<Value>| async move {
+        let keys: Vec<Vec<Value>> = (0..KEYS).map(|k| vec![Value::Int(k)]).collect();
+        let rows = ctx.read_many("kv", &keys).await?;
+        rows.into_iter().map(|r| r.map(|r| r[1].clone()).ok_or_else(|| Error::Internal("no row".into()))).collect()
+    });
+    // `bump_many(mask, by)`: adds `by` to the keys in mask in one batched write of updates
+    // (each validated against its row), then reads every key in one batched read: the keys it
+    // updated show its own writes.
+    r.register("bump_many", vec![ColumnType::Int, ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
+        let (mask, by) = (args[0].as_int().unwrap_or(0), args[1].as_int().unwrap_or(0));
+        let bumps = (0..KEYS)
+            .filter(|k| mask & (1 << k) != 0)
+            .map(|k| Op::Update {
+                table: "kv".into(),
+                key: vec![Value::Int(k)],
+                updates: vec![("v".into(), Formula::Add(Value::Int(by)))],
+            })
+            .collect();
+        ctx.write_many(bumps).await?;
+        let keys: Vec<Vec<Value>> = (0..KEYS).map(|k| vec![Value::Int(k)]).collect();
+        let rows = ctx.read_many("kv", &keys).await?;
+        Ok(rows.into_iter().map(|r| r.map_or(Value::Null, |r| r[1].clone())).collect())
+    });
+    // `insert_pair(a, b)`: inserts `kv a` and `kv b` in one batched write; if that fails,
+    // returns the error's text and commits what else the transaction wrote (nothing).
+    r.register("insert_pair", vec![ColumnType::Int, ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
+        let row = |k: &Value| Op::Insert { table: "kv".into(), row: vec![k.clone(), Value::Int(77)].into() };
+        match ctx.write_many(vec![row(&args[0]), row(&args[1])]).await {
+            Ok(()) => Ok(vec![]),
+            Err(e) => Ok(vec![Value::String(e.to_string().into())]),
+        }
+    });
     // `insert_and_put(tag, mask)`: inserts `ranged (0, tag)` and writes `tag` to the keys in mask.
     r.register("insert_and_put", vec![ColumnType::Int, ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
         let (tag, mask) = (args[0].as_int().unwrap_or(0), args[1].as_int().unwrap_or(0));
@@ -241,13 +284,24 @@ fn version_orders(c: &SyncCluster) -> Vec<Vec<i64>> {
 /// messages delivered in the order `choices` picks: the first fractured read, if any. A reader
 /// refused with a retryable abort (R4e, R8) calls again once the writers are done.
 fn fractured_read(masks: &[i64], readers: usize, choices: &[usize], procedures: &[&str]) -> Result<(), String> {
+    fractured_read_by("put", masks, readers, choices, procedures)
+}
+
+/// [`fractured_read`] with the writers running `writer`.
+fn fractured_read_by(
+    writer: &str,
+    masks: &[i64],
+    readers: usize,
+    choices: &[usize],
+    procedures: &[&str],
+) -> Result<(), String> {
     let mut c = SyncCluster::new(EngineKind::Coordfree, kv_catalog(), kv_registry(), PARTITIONS);
     c.proc(0, "put", vec![Value::Int(0), Value::Int((1 << KEYS) - 1)]).unwrap();
     let mut writes = BTreeMap::from([(0, (0..KEYS).collect::<Vec<_>>())]);
     for (i, &mask) in masks.iter().enumerate() {
         let tag = i as i64 + 1;
         writes.insert(tag, (0..KEYS).filter(|k| mask & (1 << k) != 0).collect());
-        c.send(10 + i as u64, call("put", vec![Value::Int(tag), Value::Int(mask)]));
+        c.send(10 + i as u64, call(writer, vec![Value::Int(tag), Value::Int(mask)]));
     }
     let reads: Vec<(u64, u64)> = (0..readers)
         .map(|r| {
@@ -292,6 +346,17 @@ proptest! {
         choices in proptest::collection::vec(0usize..64, 0..400),
     ) {
         prop_assert_eq!(fractured_read(&masks, readers, &choices, &["get_all", "get_twice"]), Ok(()));
+    }
+
+    /// The same with batched writes and reads (`write_many`, `read_many`): a batched read's
+    /// keys join the batch as single reads would, and go to each partition in one request.
+    #[test]
+    fn rule_r4_batched_reads_are_never_fractured(
+        masks in proptest::collection::vec(1i64..64, 1..=3),
+        readers in 1usize..6,
+        choices in proptest::collection::vec(0usize..64, 0..400),
+    ) {
+        prop_assert_eq!(fractured_read_by("put_many", &masks, readers, &choices, &["get_many", "get_twice"]), Ok(()));
     }
 
     /// Readers that read half the keys, then the other half, and return both: a writer learnt
@@ -805,4 +870,42 @@ fn rule_r2b_an_update_of_a_replicated_row_is_refused() {
         let row = part.store().latest(litmus_core::TableId(0), &key).and_then(|(_, r)| r.cloned());
         assert_eq!(row, Some(vec![Value::Int(42), Value::Int(5)].into()));
     }
+}
+
+/// A batched write is buffered whole or not at all, as a partition applies its share of a
+/// `write_many` (the locking engine's contract, `Ctx::write_many`): a procedure that goes on
+/// after the error commits none of the batch.
+#[test]
+fn a_batched_write_that_fails_buffers_none_of_its_writes() {
+    let mut c = SyncCluster::new(EngineKind::Coordfree, kv_catalog(), kv_registry(), PARTITIONS);
+    // Keys 0 and 3 live on partition 0; 3 exists, so inserting it fails after 0 validated.
+    c.proc(0, "put", vec![Value::Int(5), Value::Int(1 << 3)]).unwrap();
+    let got = c.proc(1, "insert_pair", vec![Value::Int(0), Value::Int(3)]).unwrap();
+    assert!(matches!(&got[..], [Value::String(e)] if e.contains("duplicate")), "{got:?}");
+    let key = litmus_core::Key::encode(&[Value::Int(0)]).unwrap();
+    let row = c.partitions[0].store().latest(litmus_core::TableId(0), &key).and_then(|(_, r)| r.cloned());
+    assert_eq!(row, None, "the insert of key 0 was committed although its batch failed");
+    // Both new: the batch commits whole.
+    assert_eq!(c.proc(1, "insert_pair", vec![Value::Int(0), Value::Int(6)]).unwrap(), Vec::<Value>::new());
+}
+
+/// A batched write of updates validates each against its row (read in one request per
+/// partition), and a batched read after it sees the transaction's own writes on top of the
+/// rows read (R4a: the rows the updates read answer it from the cache).
+#[test]
+fn batched_updates_validate_against_their_rows_and_later_batched_reads_see_them() {
+    let mut c = SyncCluster::new(EngineKind::Coordfree, kv_catalog(), kv_registry(), PARTITIONS);
+    c.proc(0, "put", vec![Value::Int(10), Value::Int((1 << KEYS) - 1)]).unwrap();
+    let got = c.proc(1, "bump_many", vec![Value::Int(0b100101), Value::Int(3)]).unwrap();
+    let want: Vec<Value> = [13, 10, 13, 10, 10, 13].into_iter().map(Value::Int).collect();
+    assert_eq!(got, want, "own updates on top of the rows read");
+    assert_eq!(c.proc(2, "get_many", vec![]).unwrap(), want, "committed");
+    // An update of a missing row fails the batch with the typed error; nothing of it is written.
+    let mut c = SyncCluster::new(EngineKind::Coordfree, kv_catalog(), kv_registry(), PARTITIONS);
+    c.proc(0, "put", vec![Value::Int(10), Value::Int(0b000001)]).unwrap();
+    let err = c.proc(1, "bump_many", vec![Value::Int(0b001001), Value::Int(3)]).unwrap_err();
+    assert!(matches!(err, Error::Invalid(InvalidInput::KeyNotFound(_))), "{err}");
+    let key = litmus_core::Key::encode(&[Value::Int(0)]).unwrap();
+    let row = c.partitions[0].store().latest(litmus_core::TableId(0), &key).and_then(|(_, r)| r.cloned());
+    assert_eq!(row, Some(vec![Value::Int(0), Value::Int(10)].into()));
 }

@@ -73,7 +73,7 @@ fn procedures_and_interactive_transactions() {
 /// `Ctx::write_many`, which go key by key there).
 #[test]
 fn reads_and_writes_of_many_keys_span_partitions_or_are_refused_by_name() {
-    for engine in [EngineKind::Acid, EngineKind::Nocc] {
+    for engine in [EngineKind::Acid, EngineKind::Coordfree, EngineKind::Nocc] {
         let spec = ClusterSpec { engine, ..spec() };
         let cluster = EmbeddedCluster::start(spec, EmbeddedConfig::default()).unwrap();
         let mut t = cluster.transport();

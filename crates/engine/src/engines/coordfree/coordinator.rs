@@ -6,7 +6,7 @@ use super::partition::fold;
 use super::{contains_id, ramp, tmp_id, DONE_EVERY, READ_WINDOW, RESEND_AFTER};
 use crate::engine::{CoordCtx, CoordinatorEngine, TxnOptions};
 use crate::message::{Payload, SubOpId};
-use crate::op::{overlay_scan, OpKind, PartOp, PartResult};
+use crate::op::{OpKind, PartOp, PartResult};
 use crate::procedure::Coordination;
 use litmus_core::hash::{FxHashMap, FxHashSet};
 use litmus_core::{
@@ -15,23 +15,15 @@ use litmus_core::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+mod batch;
+use batch::{BatchRead, PieceKeys};
+
 /// The op number of a transaction's second-round reads (never a procedure's op number: those
 /// count up from zero).
 const FETCH_OP: u32 = u32::MAX;
 
 /// The engine's name, in errors.
 const ENGINE: &str = "coordfree";
-
-#[derive(Debug)]
-struct BatchRead {
-    id: SubOpId,
-    op: PartOp,
-    /// An insert or update waiting for its row, to be validated before it is buffered (a
-    /// duplicate key or a missing row fails the operation, as on every engine).
-    write: Option<OpKind>,
-    result: Option<Result<PartResult, Error>>,
-    sent: Time,
-}
 
 /// The declared id counter of a procedure with [`Coordination::SequentialId`].
 #[derive(Debug)]
@@ -136,6 +128,14 @@ fn tracked_on(
 }
 
 /// The partition of a key, `None` for a replicated table.
+/// R2b: an update of a replicated row is refused: each copy would apply the formulas to its
+/// own row (module doc).
+fn replicated_update(catalog: &Catalog, table: TableId) -> Error {
+    let name = catalog.table(table).map_or_else(|_| "?".to_string(), |s| s.name.clone());
+    let what = format!("an update of replicated table {name} (write the whole row: its copies must end alike)");
+    Error::Invalid(InvalidInput::Unsupported { engine: ENGINE.into(), what })
+}
+
 fn partition_of(catalog: &Catalog, partitions: u32, table: TableId, key: &Key) -> Option<PartitionId> {
     let schema = catalog.table(table).ok()?;
     let values = Key::decode(key.as_bytes()).ok()?;
@@ -274,55 +274,6 @@ impl TxnState {
         let own = self.own_ops(table, key, copy).into_iter().flatten();
         crate::op::check_writes(own.chain([kind]), row.as_ref(), name)
     }
-
-    fn overlay(&self, op: &PartOp, result: PartResult, catalog: &Catalog) -> PartResult {
-        match (&op.kind, result) {
-            (OpKind::Read { key, .. }, PartResult::Row(row)) => {
-                PartResult::Row(self.own_image(op.table, key, row, catalog, None))
-            }
-            (OpKind::Scan { start, end, limit }, PartResult::Rows(rows)) => {
-                let mut own = Vec::new();
-                for ((t, k), _) in self.buffer.range((op.table, start.clone())..) {
-                    if *t != op.table || !in_range(k, start, end) {
-                        break;
-                    }
-                    let base = rows.iter().find(|(rk, _)| rk == k).map(|(_, r)| r.clone());
-                    own.push((k.clone(), self.own_image(op.table, k, base, catalog, None)));
-                }
-                if own.is_empty() {
-                    PartResult::Rows(rows)
-                } else {
-                    PartResult::Rows(overlay_scan(rows, own, *limit as usize))
-                }
-            }
-            (_, other) => other,
-        }
-    }
-
-    /// Puts a second-round version into the held batch results.
-    fn patch(&mut self, part: PartitionId, f: &Fetched) {
-        self.index.add(&f.seen, Some(part));
-        self.seen.insert((f.table, f.key.clone()), f.seen.clone());
-        for r in &mut self.batch {
-            if r.op.table != f.table {
-                continue;
-            }
-            match (&r.op.kind, r.result.as_mut()) {
-                (OpKind::Read { key, .. }, Some(Ok(PartResult::Row(row)))) if *key == f.key => *row = f.row.clone(),
-                (OpKind::Scan { start, end, limit }, Some(Ok(PartResult::Rows(rows))))
-                    if in_range(&f.key, start, end) =>
-                {
-                    rows.retain(|(k, _)| *k != f.key);
-                    if let Some(row) = &f.row {
-                        rows.push((f.key.clone(), row.clone()));
-                        rows.sort_by(|a, b| a.0.cmp(&b.0));
-                        rows.truncate(*limit as usize);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
 }
 
 impl CoordfreeCoordinator {
@@ -381,36 +332,40 @@ impl CoordfreeCoordinator {
         t.index.hand_over(t.batch_keys.iter(), &t.scans, &t.seen, &part_of);
         t.batch_keys.clear();
         t.scans.clear();
-        for r in batch {
-            let result = r.result.expect("batch complete");
-            if let (OpKind::Read { key, .. }, Ok(PartResult::Row(row))) = (&r.op.kind, &result) {
-                t.rows.insert((r.op.table, key.clone()), row.clone());
+        let mut batch = batch.into_iter().peekable();
+        while let Some(r) = batch.next() {
+            if r.pos.is_none() {
+                let id = r.id;
+                let result = t.settle(r, ctx.catalog);
+                ctx.op_done(id, result);
+                continue;
             }
-            // R4g: what the procedure is handed without the id mask (only a row of the
-            // counter's table can ever be taken forward: no other read pays for the record).
-            if r.write.is_none() && t.seq.as_ref().is_some_and(|s| s.table == r.op.table) {
-                match (&r.op.kind, &result) {
-                    (OpKind::Read { key, .. }, _) if t.masks(r.op.table, key) => {}
-                    (OpKind::Read { key, .. }, _) => {
-                        t.unmasked.insert((r.op.table, key.clone()));
-                    }
-                    (_, Ok(PartResult::Rows(rows))) => {
-                        t.unmasked.extend(rows.iter().map(|(k, _)| (r.op.table, k.clone())));
-                    }
-                    _ => {}
-                }
+            // A batched piece: its keys are side by side, and answer as one.
+            let mut piece = vec![r];
+            while let Some(next) = batch.next_if(|n| n.id == piece[0].id && n.pos.is_some()) {
+                piece.push(next);
             }
-            let result = match (r.write, result) {
-                (None, result) => result.map(|res| t.overlay(&r.op, res, ctx.catalog)),
-                (Some(kind), Ok(PartResult::Row(row))) => {
-                    let key = kind.key().expect("a point write").clone();
-                    t.check_write(r.op.table, &key, row, &kind, ctx.catalog, Some(r.id.part))
-                        .and_then(|()| t.buffer_write(r.id.part, r.op.table, key, kind))
-                        .map(|()| PartResult::Done)
+            let id = piece[0].id;
+            let result = if piece[0].write.is_some() {
+                t.settle_writes(piece, ctx.catalog)
+            } else {
+                let mut rows = Vec::with_capacity(piece.len());
+                let mut failed = None;
+                for r in piece {
+                    let pos = r.pos.expect("a piece's key");
+                    match t.settle(r, ctx.catalog) {
+                        Ok(PartResult::Row(row)) => rows.push((pos, row)),
+                        Ok(other) => {
+                            failed.get_or_insert(Error::Internal(format!("coordfree: a batched read gave {other:?}")));
+                        }
+                        Err(e) => {
+                            failed.get_or_insert(e);
+                        }
+                    }
                 }
-                (Some(_), other) => other,
+                failed.map_or(Ok(PartResult::Many(rows)), Err)
             };
-            ctx.op_done(r.id, result);
+            ctx.op_done(id, result);
         }
     }
 
@@ -421,8 +376,11 @@ impl CoordfreeCoordinator {
         t.scans.clear();
         t.fetch_waiting.clear();
         t.fetched.clear();
+        let mut last = None;
         for r in std::mem::take(&mut t.batch) {
-            ctx.op_done(r.id, Err(e.clone()));
+            if last.replace(r.id) != Some(r.id) {
+                ctx.op_done(r.id, Err(e.clone()));
+            }
         }
     }
 
@@ -523,6 +481,11 @@ impl CoordinatorEngine for CoordfreeCoordinator {
         if let Some(e) = &t.refused {
             return ctx.op_done(id, Err(e.clone()));
         }
+        let op = match op.kind {
+            OpKind::ReadMany { keys } => return t.issue_read_many(id, op.table, keys, ctx),
+            OpKind::WriteMany { writes } => return t.issue_write_many(id, op.table, writes, ctx),
+            kind => PartOp { table: op.table, kind },
+        };
         if !op.kind.is_write() || matches!(op.kind, OpKind::Insert { .. } | OpKind::Update { .. }) {
             t.first_read.get_or_insert(ctx.now);
         }
@@ -532,20 +495,17 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                 if let Some(row) = t.rows.get(&(op.table, key.clone())) {
                     // R4a: read before; still checked with the batch against what was read since.
                     let result = Some(Ok(PartResult::Row(row.clone())));
-                    t.batch.push(BatchRead { id, op, write: None, result, sent: ctx.now });
+                    t.batch.push(BatchRead { id, pos: None, op, write: None, result, sent: ctx.now });
                     return; // the batch closes at `issued_all`
                 }
             }
             ctx.send_to_partition(id.part, Request::Read { id, op: op.clone() });
-            t.batch.push(BatchRead { id, op, write: None, result: None, sent: ctx.now });
+            t.batch.push(BatchRead { id, pos: None, op, write: None, result: None, sent: ctx.now });
             return;
         }
         let key = op.kind.key().expect("a point write").clone();
         if matches!(op.kind, OpKind::Update { .. }) && replicated(ctx.catalog, op.table) {
-            // R2b: each copy would apply the formulas to its own row (module doc).
-            let name = ctx.catalog.table(op.table).map_or_else(|_| "?".to_string(), |s| s.name.clone());
-            let what = format!("an update of replicated table {name} (write the whole row: its copies must end alike)");
-            return ctx.op_done(id, Err(Error::Invalid(InvalidInput::Unsupported { engine: ENGINE.into(), what })));
+            return ctx.op_done(id, Err(replicated_update(ctx.catalog, op.table)));
         }
         let fresh = contains_id(&key, &[], t.tmp); // a row under this transaction's own new id
         if matches!(op.kind, OpKind::Insert { .. } | OpKind::Update { .. }) && !fresh {
@@ -555,11 +515,11 @@ impl CoordinatorEngine for CoordfreeCoordinator {
             if let Some(row) = cached {
                 // R4a: validated against the row this transaction already read.
                 let result = Some(Ok(PartResult::Row(row)));
-                t.batch.push(BatchRead { id, op: read, write: Some(op.kind), result, sent: ctx.now });
+                t.batch.push(BatchRead { id, pos: None, op: read, write: Some(op.kind), result, sent: ctx.now });
                 return; // the batch closes at `issued_all`
             }
             ctx.send_to_partition(id.part, Request::Read { id, op: read.clone() });
-            t.batch.push(BatchRead { id, op: read, write: Some(op.kind), result: None, sent: ctx.now });
+            t.batch.push(BatchRead { id, pos: None, op: read, write: Some(op.kind), result: None, sent: ctx.now });
             return;
         }
         let result = t.buffer_write(id.part, op.table, key, op.kind);
@@ -647,15 +607,14 @@ impl CoordinatorEngine for CoordfreeCoordinator {
         match reply {
             Reply::Read { id, result, at } => {
                 let Some(t) = self.txns.get_mut(&id.txn) else { return };
-                let Some(r) = t.batch.iter_mut().find(|r| r.id == id && r.result.is_none()) else { return };
+                let Some(first) = t.batch.iter().position(|r| r.id == id && r.result.is_none()) else { return };
+                if t.batch[first].pos.is_some() {
+                    t.answer_piece(from, id, first, result);
+                    return self.batch_in(id.txn, ctx);
+                }
                 let result = result.map(|(res, seen)| {
-                    // A validating read counts as a read (R4a): its row may answer later reads.
-                    for (table, key, s) in seen {
-                        t.index.add(&s, Some(from));
-                        t.served.insert((table, key.clone()), from);
-                        t.batch_keys.insert((table, key.clone()));
-                        t.seen.insert((table, key), s);
-                    }
+                    t.saw(from, seen);
+                    let r = &t.batch[first];
                     if let (OpKind::Scan { start, end, limit }, PartResult::Rows(rows)) = (&r.op.kind, &res) {
                         let cut =
                             (rows.len() >= *limit as usize).then(|| rows.last().map(|(k, _)| k.clone())).flatten();
@@ -664,7 +623,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                     }
                     res
                 });
-                r.result = Some(result);
+                t.batch[first].result = Some(result);
                 self.batch_in(id.txn, ctx);
             }
             Reply::Fetch { id, found } => {
@@ -726,9 +685,23 @@ impl CoordinatorEngine for CoordfreeCoordinator {
             }
         }
         for (txn, t) in &mut self.txns {
+            // The unanswered keys of a batched piece go again as one request.
+            let mut many: Vec<(SubOpId, TableId, PieceKeys)> = Vec::new();
             for r in t.batch.iter_mut().filter(|r| r.result.is_none() && now.saturating_sub(r.sent) >= RESEND_AFTER) {
                 r.sent = now;
-                ctx.send_to_partition(r.id.part, Request::Read { id: r.id, op: r.op.clone() });
+                match (r.pos, r.op.kind.key()) {
+                    (Some(pos), Some(key)) => match many.last_mut() {
+                        Some((id, _, keys)) if *id == r.id => keys.push((pos, key.clone())),
+                        _ => many.push((r.id, r.op.table, vec![(pos, key.clone())])),
+                    },
+                    _ => ctx.send_to_partition(r.id.part, Request::Read { id: r.id, op: r.op.clone() }),
+                }
+            }
+            for (id, table, keys) in many {
+                ctx.send_to_partition(
+                    id.part,
+                    Request::Read { id, op: PartOp { table, kind: OpKind::ReadMany { keys } } },
+                );
             }
             for (p, (req, sent)) in &mut t.fetch_waiting {
                 if now.saturating_sub(*sent) >= RESEND_AFTER {

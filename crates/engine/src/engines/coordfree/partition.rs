@@ -248,6 +248,17 @@ impl CoordfreePartition {
                 let (row, seen) = self.latest(store, op.table, key);
                 Ok((PartResult::Row(row), vec![(op.table, key.clone(), seen)]))
             }
+            // A batched point read: each key read as `Read` would read it.
+            OpKind::ReadMany { keys } => {
+                let mut rows = Vec::with_capacity(keys.len());
+                let mut seen = Vec::with_capacity(keys.len());
+                for (pos, key) in keys {
+                    let (row, s) = self.latest(store, op.table, key);
+                    rows.push((*pos, row));
+                    seen.push((op.table, key.clone(), s));
+                }
+                Ok((PartResult::Many(rows), seen))
+            }
             OpKind::Scan { start, end, limit } => {
                 let end = end.as_ref().map_or(Bound::Unbounded, Bound::Excluded);
                 let rows = store.scan(op.table, Bound::Included(start), end, Timestamp::MAX, *limit as usize);
