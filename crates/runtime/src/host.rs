@@ -137,7 +137,7 @@ impl Host {
 
     /// Prepares to measure the thread CPU time of every step and flush while [`Host::set_profiling`] is on (`litmus calibrate`).
     pub fn enable_profile(&mut self) {
-        self.profile = Some(crate::cost::ProfileData::default());
+        self.profile = Some(crate::cost::ProfileData::measured());
         // Off until the worker sees the measured window open (`set_profiling`).
         self.profiling = false;
     }
@@ -180,10 +180,14 @@ impl Host {
         match self.profile.as_mut().filter(|_| self.profiling) {
             None => slot.machine.step(now, input, &mut self.scratch),
             Some(profile) => {
+                let clock = || crate::cost::thread_cpu_ns().unwrap_or(0);
+                let start = clock();
                 let keys = crate::cost::step_keys(to, &input);
-                let t0 = crate::cost::thread_cpu_ns().unwrap_or(0);
+                let t0 = clock();
                 slot.machine.step(now, input, &mut self.scratch);
-                let ns = crate::cost::thread_cpu_ns().unwrap_or(0).saturating_sub(t0);
+                let t1 = clock();
+                // The interval holds one clock read besides the step.
+                let ns = t1.saturating_sub(t0).saturating_sub(profile.clock_ns);
                 // A batch's time, split evenly over its items (`cost::step_keys`).
                 let share = ns / keys.len().max(1) as u64;
                 for key in keys {
@@ -191,6 +195,11 @@ impl Host {
                     e.0 += 1;
                     e.1 += share;
                 }
+                // The profile's own CPU: the names, the counts and four clock reads (`start`
+                // and the one ending here each half outside the interval).
+                let end = clock();
+                profile.probe_ns +=
+                    end.saturating_sub(start).saturating_sub(t1.saturating_sub(t0)) + 2 * profile.clock_ns;
             }
         }
         if !self.scratch.persist.is_empty() {
@@ -243,9 +252,17 @@ impl Host {
                 slot.records_since_snapshot = 0;
             }
         }
-        if let (Some(profile), Some(t0), true) = (self.profile.as_mut(), t0, wrote) {
-            profile.flushes.0 += 1;
-            profile.flushes.1 += crate::cost::thread_cpu_ns().unwrap_or(t0).saturating_sub(t0);
+        if let (Some(profile), Some(t0)) = (self.profile.as_mut(), t0) {
+            if wrote {
+                // The interval holds one clock read besides the flush; both reads are the
+                // profile's.
+                let ns = crate::cost::thread_cpu_ns().unwrap_or(t0).saturating_sub(t0);
+                profile.flushes.0 += 1;
+                profile.flushes.1 += ns.saturating_sub(profile.clock_ns);
+                profile.probe_ns += 2 * profile.clock_ns;
+            } else {
+                profile.probe_ns += profile.clock_ns;
+            }
         }
         Ok(std::mem::replace(&mut self.pending, std::mem::take(&mut self.spare)))
     }
