@@ -6,6 +6,7 @@ use super::messages::{
 };
 use super::{
     rewrite_ids, ASK_EVERY, ASK_MAX, DECIDED_MAX, INQUIRE_EVERY, INTENT_STALE, META_KEEP, META_KEPT_MAX, VERSIONS_KEPT,
+    VERSIONS_KEPT_MAX, VERSIONS_RECENT,
 };
 use crate::engine::{decode_record, PartCtx, PartitionEngine};
 use crate::message::{Addr, Payload, SubOpId};
@@ -217,8 +218,14 @@ impl CoordfreePartition {
                         continue;
                     }
                     store.put(w.table, key.clone(), ts, image);
-                    let old: Vec<Timestamp> =
-                        store.versions(w.table, &key).map(|(t, _)| t).skip(VERSIONS_KEPT).collect();
+                    // R8b: the newest VERSIONS_KEPT, and those of the last VERSIONS_RECENT
+                    // commits here up to VERSIONS_KEPT_MAX (newest first).
+                    let recent = Timestamp(ts.0.saturating_sub(VERSIONS_RECENT));
+                    let old: Vec<Timestamp> = (0..)
+                        .zip(store.versions(w.table, &key).map(|(t, _)| t))
+                        .filter(|&(i, t)| i >= VERSIONS_KEPT && (i >= VERSIONS_KEPT_MAX || t <= recent))
+                        .map(|(_, t)| t)
+                        .collect();
                     for t in old {
                         store.remove_version(w.table, &key, t);
                     }
@@ -334,7 +341,8 @@ impl CoordfreePartition {
     }
 
     /// Whether versions of a key as old as `ts` may have been pruned: the key holds
-    /// [`VERSIONS_KEPT`] versions, all newer (pruning is the only thing that removes one).
+    /// [`VERSIONS_KEPT`] versions or more, all newer (pruning is the only thing that removes
+    /// one, and never one of the newest [`VERSIONS_KEPT`]).
     fn pruned_since(&self, store: &MvccStore, table: TableId, key: &Key, ts: Timestamp) -> bool {
         let mut kept = 0;
         for (t, _) in store.versions(table, key) {

@@ -529,31 +529,57 @@ fn rule_r8_an_asked_partition_reports_only_what_it_has_committed() {
     assert_eq!(answer, vec![(PartitionId(1), Request::CommittedHere { txns: vec![txn(1), txn(7)] })]);
 }
 
+/// A second round asking partition 0 for `writer`'s version of `kv 0`, having read its first.
+fn want(writer: u64) -> Want {
+    Want { table: TableId(0), key: key(&[0]), have: Timestamp(1), have_writer: None, writers: vec![txn(writer)] }
+}
+
 /// R8: a second round that wants a version pruned since (more than `VERSIONS_KEPT` newer
 /// ones) aborts the read instead of answering "nothing newer", which would leave the reader
 /// fractured; one that wants a version its writer never wrote gets "nothing newer".
 #[test]
 fn rule_r8_a_second_round_for_a_pruned_version_aborts_the_read() {
-    use super::VERSIONS_KEPT;
+    use super::{VERSIONS_KEPT, VERSIONS_RECENT};
     let mut records = Vec::new();
-    for seq in 1..=(VERSIONS_KEPT as u64 + 2) {
+    for seq in 1..=(VERSIONS_KEPT as u64 + 1) {
         records.extend(prepared_and_committed(seq, 0, &[0, 1], Time::ZERO));
     }
-    let part = Part0::new(&records);
-    let want = |writer: u64| Want {
-        table: TableId(0),
-        key: key(&[0]),
-        have: Timestamp(1),
-        have_writer: None,
-        writers: vec![txn(writer)],
-    };
+    // Past the recent window (R8b) — commits of another key — then one more version of key 0,
+    // whose commit prunes it.
+    let others = VERSIONS_KEPT as u64 + 1..VERSIONS_KEPT as u64 + 1 + VERSIONS_RECENT;
+    for seq in others {
+        records.extend(prepared_and_committed(1_000 + seq, 2, &[0, 1], Time::ZERO));
+    }
     let newest = VERSIONS_KEPT as u64 + 2;
+    records.extend(prepared_and_committed(newest, 0, &[0, 1], Time::ZERO));
+    let part = Part0::new(&records);
     let found = part.p.fetch(&[want(newest)], &part.store, &part.catalog).unwrap().unwrap();
-    assert_eq!(found.iter().map(|f| f.seen.ts).collect::<Vec<_>>(), vec![Timestamp(newest)]);
+    let last_commit = Timestamp(newest + VERSIONS_RECENT);
+    assert_eq!(found.iter().map(|f| f.seen.ts).collect::<Vec<_>>(), vec![last_commit]);
     let pruned = part.p.fetch(&[want(2)], &part.store, &part.catalog).unwrap();
     assert!(matches!(pruned, Err(litmus_core::Error::Abort(_))), "{pruned:?}");
     // A writer whose write to a key was dropped at its commit never had a version of it:
     // nothing newer, not an abort (which the reader's retries would meet again and again).
     let dropped = Want { key: key(&[1]), have: Timestamp::ZERO, ..want(2) };
     assert_eq!(part.p.fetch(&[dropped], &part.store, &part.catalog).unwrap().unwrap(), vec![]);
+}
+
+/// R8b: a version overwritten more than `VERSIONS_KEPT` times is still found while it is among
+/// the partition's last `VERSIONS_RECENT` commits (the district row of a busy New-Order mix is
+/// overwritten that often while one reader reads); beyond `VERSIONS_KEPT_MAX` versions of one
+/// key the oldest go even so.
+#[test]
+fn rule_r8b_versions_of_recent_commits_are_kept() {
+    use super::{VERSIONS_KEPT, VERSIONS_KEPT_MAX};
+    let versions = |n: u64| {
+        let records: Vec<Record> =
+            (1..=n).flat_map(|seq| prepared_and_committed(seq, 0, &[0, 1], Time::ZERO)).collect();
+        Part0::new(&records)
+    };
+    let part = versions(VERSIONS_KEPT as u64 + 6);
+    let found = part.p.fetch(&[want(2)], &part.store, &part.catalog).unwrap().unwrap();
+    assert_eq!(found.iter().map(|f| f.seen.ts).collect::<Vec<_>>(), vec![Timestamp(2)], "a recent version was pruned");
+    let part = versions(VERSIONS_KEPT_MAX as u64 + 2);
+    let pruned = part.p.fetch(&[want(2)], &part.store, &part.catalog).unwrap();
+    assert!(matches!(pruned, Err(litmus_core::Error::Abort(_))), "more than VERSIONS_KEPT_MAX kept: {pruned:?}");
 }
