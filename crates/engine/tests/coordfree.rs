@@ -351,7 +351,7 @@ proptest! {
     /// The same with batched writes and reads (`write_many`, `read_many`): a batched read's
     /// keys join the batch as single reads would, and go to each partition in one request.
     #[test]
-    fn rule_r4_batched_reads_are_never_fractured(
+    fn rule_r4h_batched_reads_are_never_fractured(
         masks in proptest::collection::vec(1i64..64, 1..=3),
         readers in 1usize..6,
         choices in proptest::collection::vec(0usize..64, 0..400),
@@ -876,7 +876,7 @@ fn rule_r2b_an_update_of_a_replicated_row_is_refused() {
 /// `write_many` (the locking engine's contract, `Ctx::write_many`): a procedure that goes on
 /// after the error commits none of the batch.
 #[test]
-fn a_batched_write_that_fails_buffers_none_of_its_writes() {
+fn rule_r4h_a_batched_write_that_fails_buffers_none_of_its_writes() {
     let mut c = SyncCluster::new(EngineKind::Coordfree, kv_catalog(), kv_registry(), PARTITIONS);
     // Keys 0 and 3 live on partition 0; 3 exists, so inserting it fails after 0 validated.
     c.proc(0, "put", vec![Value::Int(5), Value::Int(1 << 3)]).unwrap();
@@ -893,7 +893,7 @@ fn a_batched_write_that_fails_buffers_none_of_its_writes() {
 /// partition), and a batched read after it sees the transaction's own writes on top of the
 /// rows read (R4a: the rows the updates read answer it from the cache).
 #[test]
-fn batched_updates_validate_against_their_rows_and_later_batched_reads_see_them() {
+fn rule_r4h_batched_updates_validate_against_their_rows_and_later_batched_reads_see_them() {
     let mut c = SyncCluster::new(EngineKind::Coordfree, kv_catalog(), kv_registry(), PARTITIONS);
     c.proc(0, "put", vec![Value::Int(10), Value::Int((1 << KEYS) - 1)]).unwrap();
     let got = c.proc(1, "bump_many", vec![Value::Int(0b100101), Value::Int(3)]).unwrap();

@@ -127,7 +127,6 @@ fn tracked_on(
     served.get(k).copied().or_else(|| partition_of(catalog, partitions, k.0, &k.1))
 }
 
-/// The partition of a key, `None` for a replicated table.
 /// R2b: an update of a replicated row is refused: each copy would apply the formulas to its
 /// own row (module doc).
 fn replicated_update(catalog: &Catalog, table: TableId) -> Error {
@@ -136,6 +135,7 @@ fn replicated_update(catalog: &Catalog, table: TableId) -> Error {
     Error::Invalid(InvalidInput::Unsupported { engine: ENGINE.into(), what })
 }
 
+/// The partition of a key, `None` for a replicated table.
 fn partition_of(catalog: &Catalog, partitions: u32, table: TableId, key: &Key) -> Option<PartitionId> {
     let schema = catalog.table(table).ok()?;
     let values = Key::decode(key.as_bytes()).ok()?;
@@ -491,11 +491,9 @@ impl CoordinatorEngine for CoordfreeCoordinator {
         }
         if !op.kind.is_write() {
             if let OpKind::Read { key, .. } = &op.kind {
-                t.batch_keys.insert((op.table, key.clone()));
-                if let Some(row) = t.rows.get(&(op.table, key.clone())) {
+                if let Some(result) = t.join(op.table, key, ctx.now) {
                     // R4a: read before; still checked with the batch against what was read since.
-                    let result = Some(Ok(PartResult::Row(row.clone())));
-                    t.batch.push(BatchRead { id, pos: None, op, write: None, result, sent: ctx.now });
+                    t.batch.push(BatchRead { id, pos: None, op, write: None, result: Some(result), sent: ctx.now });
                     return; // the batch closes at `issued_all`
                 }
             }
@@ -507,15 +505,13 @@ impl CoordinatorEngine for CoordfreeCoordinator {
         if matches!(op.kind, OpKind::Update { .. }) && replicated(ctx.catalog, op.table) {
             return ctx.op_done(id, Err(replicated_update(ctx.catalog, op.table)));
         }
-        let fresh = contains_id(&key, &[], t.tmp); // a row under this transaction's own new id
-        if matches!(op.kind, OpKind::Insert { .. } | OpKind::Update { .. }) && !fresh {
-            let cached = t.rows.get(&(op.table, key.clone())).cloned();
-            t.batch_keys.insert((op.table, key.clone()));
+        if t.needs_row(&op.kind) {
+            let cached = t.join(op.table, &key, ctx.now);
             let read = PartOp { table: op.table, kind: OpKind::Read { key, cols: crate::op::ColMask::ALL } };
-            if let Some(row) = cached {
+            if let Some(result) = cached {
                 // R4a: validated against the row this transaction already read.
-                let result = Some(Ok(PartResult::Row(row)));
-                t.batch.push(BatchRead { id, pos: None, op: read, write: Some(op.kind), result, sent: ctx.now });
+                let (write, result) = (Some(op.kind), Some(result));
+                t.batch.push(BatchRead { id, pos: None, op: read, write, result, sent: ctx.now });
                 return; // the batch closes at `issued_all`
             }
             ctx.send_to_partition(id.part, Request::Read { id, op: read.clone() });

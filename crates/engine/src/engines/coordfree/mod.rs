@@ -66,11 +66,12 @@
 //!   engine. A write piece that needs no row (blind writes, rows under the transaction's own
 //!   new id) is buffered at once. A New-Order of ten lines went through the coordinator as 57
 //!   operations (ten each for its items, stock counters, stock reads, stock quantities and
-//!   order lines) and about 23 read replies; now as 12 operations and about 5 replies
-//!   (`litmus calibrate`), and its CPU fell about 15% (medians of 5
-//!   alternating runs, 8 partitions, 32 clients: 493 → 421 µs). Tested by
-//!   `rule_r4_batched_reads_are_never_fractured` (seen failing with a piece's metadata
-//!   dropped) and `a_batched_write_that_fails_buffers_none_of_its_writes` (seen failing
+//!   order lines) and about 23 read replies; now as 12 operations (counted from the
+//!   procedure) and about 5 replies (measured by `litmus calibrate`), and its CPU fell about 15% (medians of 5
+//!   alternating runs, 8 partitions, 32 clients: 493 → 421 µs). Tested (VLDB'15 §6.1's read
+//!   and write buffering, RAMP-Fast's `GET_ALL`) by
+//!   `rule_r4h_batched_reads_are_never_fractured` (seen failing with a piece's metadata
+//!   dropped) and `rule_r4h_a_batched_write_that_fails_buffers_none_of_its_writes` (seen failing
 //!   without the take-back).
 //! * **R4b the read set indexed.** Which writers name which key is kept as an index, each
 //!   writer's metadata added once, so a batch's second round looks at the batch's keys only;

@@ -57,20 +57,34 @@ impl TxnState {
         }
     }
 
+    /// A point read, or a write's validating read, of `key` joins the batch (R4); the row this
+    /// transaction read before, if any (R4a: then not asked again).
+    pub(super) fn join(&mut self, table: TableId, key: &Key, now: Time) -> Option<Result<PartResult, Error>> {
+        self.first_read.get_or_insert(now);
+        let k = (table, key.clone());
+        let cached = self.rows.get(&k).map(|row| Ok(PartResult::Row(row.clone())));
+        self.batch_keys.insert(k);
+        cached
+    }
+
+    /// Whether a write is validated against its row before it is buffered: an insert or an
+    /// update, unless the row is under this transaction's own new id (no other has it).
+    pub(super) fn needs_row(&self, w: &OpKind) -> bool {
+        matches!(w, OpKind::Insert { .. } | OpKind::Update { .. })
+            && w.key().is_some_and(|k| !contains_id(k, &[], self.tmp))
+    }
+
     /// A batched point read's piece: every key joins the batch as a read of its own would (R4a:
     /// one read before is answered from the cache), and the keys not cached are asked of the
     /// partition in one request.
     pub(super) fn issue_read_many(&mut self, id: SubOpId, table: TableId, keys: PieceKeys, ctx: &mut CoordCtx) {
-        self.first_read.get_or_insert(ctx.now);
         let mut ask = Vec::new();
         for (pos, key) in keys {
-            let k = (table, key);
-            let result = self.rows.get(&k).map(|row| Ok(PartResult::Row(row.clone())));
+            let result = self.join(table, &key, ctx.now);
             if result.is_none() {
-                ask.push((pos, k.1.clone()));
+                ask.push((pos, key.clone()));
             }
-            let op = PartOp { table, kind: OpKind::Read { key: k.1.clone(), cols: crate::op::ColMask::ALL } };
-            self.batch_keys.insert(k);
+            let op = PartOp { table, kind: OpKind::Read { key, cols: crate::op::ColMask::ALL } };
             self.batch.push(BatchRead { id, pos: Some(pos), op, write: None, result, sent: ctx.now });
         }
         if !ask.is_empty() {
@@ -92,29 +106,20 @@ impl TxnState {
         if replicated(ctx.catalog, table) && writes.iter().any(|w| matches!(w, OpKind::Update { .. })) {
             return ctx.op_done(id, Err(replicated_update(ctx.catalog, table)));
         }
-        let tmp = self.tmp;
-        let needs_row = |w: &OpKind| {
-            matches!(w, OpKind::Insert { .. } | OpKind::Update { .. })
-                && !contains_id(w.key().expect("keyed"), &[], tmp)
-        };
         let now = ctx.now;
         let mut piece = Vec::with_capacity(writes.len());
         let mut ask = Vec::new();
         for (pos, w) in (0u32..).zip(writes) {
             let key = w.key().expect("keyed").clone();
-            let result = if needs_row(&w) {
-                self.first_read.get_or_insert(now);
-                let k = (table, key);
-                let cached = self.rows.get(&k).map(|row| Ok(PartResult::Row(row.clone())));
+            let result = if self.needs_row(&w) {
+                let cached = self.join(table, &key, now);
                 if cached.is_none() {
-                    ask.push((pos, k.1.clone()));
+                    ask.push((pos, key.clone()));
                 }
-                self.batch_keys.insert(k.clone());
-                (cached, k.1)
+                cached
             } else {
-                (Some(Ok(PartResult::Done)), key)
+                Some(Ok(PartResult::Done))
             };
-            let (result, key) = result;
             let op = PartOp { table, kind: OpKind::Read { key, cols: crate::op::ColMask::ALL } };
             piece.push(BatchRead { id, pos: Some(pos), op, write: Some(w), result, sent: now });
         }
