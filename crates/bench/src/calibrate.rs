@@ -124,7 +124,7 @@ pub fn run(args: &CalibrateArgs, command: &str, out: &mut dyn Write) -> anyhow::
                 }
             };
             let data = profile.take();
-            let steps: u64 = data.steps.values().map(|(n, _)| n).sum();
+            let steps: u64 = data.steps.values().map(|s| s.n).sum();
             writeln!(
                 out,
                 "{workload:<10} on {:<12} {:>9.1} txn/s  {steps:>9} steps measured, {} kinds",

@@ -395,6 +395,7 @@ impl Coordinator {
         let pending = Box::new(PendingOp { shape, waiting, results: vec![], error: None, reply });
         assert!(t.ops.insert(op_id, pending).is_none(), "op id reused");
         for (part, op) in pieces {
+            out.work += op.kind.keys() as u64;
             let id = SubOpId { txn, op: op_id, part };
             if alkaline {
                 self.with_engine(now, out, |e, ctx| e.issue_unit(id, op, ctx));
@@ -536,6 +537,9 @@ impl Coordinator {
             return; // a duplicated reply
         };
         op.waiting.swap_remove(at);
+        if let Ok(r) = &result {
+            out.work += r.rows() as u64;
+        }
         match result {
             Ok(r) => op.results.push(r),
             Err(e) => {

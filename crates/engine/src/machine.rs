@@ -44,6 +44,10 @@ pub struct Effects {
     /// Events the engine counts for reports (e.g. Granola's CONFLICT retries): not state, not
     /// logged; a runtime adds them up (`Host::counts`) or drops them.
     pub counts: Vec<&'static str>,
+    /// Units of work the step did, for the simulator's cost model (`litmus_runtime::cost`): keys a
+    /// partition's store touched, keys a coordinator sent operations for and rows they
+    /// answered. Not state, not logged.
+    pub work: u64,
 }
 
 impl Effects {
@@ -54,6 +58,7 @@ impl Effects {
         self.persist.clear();
         self.send.clear();
         self.counts.clear();
+        self.work = 0;
     }
 
     /// Merges the partition requests and replies in `send[start..]` (one step's) that go from
@@ -176,7 +181,7 @@ mod tests {
     }
 
     fn batched(send: Vec<Envelope>, start: usize) -> Vec<(Addr, Vec<u32>)> {
-        let mut out = Effects { persist: vec![], send, counts: vec![] };
+        let mut out = Effects { send, ..Effects::default() };
         out.batch_sends(start);
         out.send.iter().map(|e| (e.to, numbers(e))).collect()
     }
@@ -190,7 +195,7 @@ mod tests {
 
     #[test]
     fn a_lone_message_stays_a_plain_message() {
-        let mut out = Effects { counts: vec![], persist: vec![], send: vec![request(P0, 1), request(P1, 2)] };
+        let mut out = Effects { send: vec![request(P0, 1), request(P1, 2)], ..Effects::default() };
         out.batch_sends(0);
         assert!(out.send.iter().all(|e| matches!(e.msg, Message::PartitionRequest(_))), "{:?}", out.send);
     }
@@ -199,7 +204,7 @@ mod tests {
     fn replies_of_one_partition_step_go_back_together() {
         let got = batched(vec![reply(P0, 7), reply(P0, 8)], 0);
         assert_eq!(got, vec![(COORD, vec![7, 8])]);
-        let mut out = Effects { counts: vec![], persist: vec![], send: vec![reply(P0, 7), reply(P0, 8)] };
+        let mut out = Effects { send: vec![reply(P0, 7), reply(P0, 8)], ..Effects::default() };
         out.batch_sends(0);
         assert!(matches!(&out.send[..], [Envelope { msg: Message::Batch(items), .. }] if items.len() == 2));
     }
@@ -214,11 +219,8 @@ mod tests {
     fn a_message_that_does_not_batch_is_not_overtaken() {
         // A role message to a partition sits between two requests: the second must stay behind it.
         let role = Envelope { from: COORD, to: P0, msg: Message::Role(Payload::new(5u32)) };
-        let mut out = Effects {
-            counts: vec![],
-            persist: vec![],
-            send: vec![request(P0, 1), request(P0, 2), role, request(P0, 3)],
-        };
+        let mut out =
+            Effects { send: vec![request(P0, 1), request(P0, 2), role, request(P0, 3)], ..Effects::default() };
         out.batch_sends(0);
         let kinds: Vec<String> = out
             .send

@@ -189,6 +189,15 @@ impl OpKind {
             OpKind::Scan { .. } | OpKind::ReadMany { .. } | OpKind::WriteMany { .. } => None,
         }
     }
+    /// How many keys the operation names: one for a point operation or a scan (its rows are
+    /// counted when they come back, [`PartResult::rows`]), each key of a batch.
+    pub fn keys(&self) -> usize {
+        match self {
+            OpKind::ReadMany { keys } => keys.len(),
+            OpKind::WriteMany { writes } => writes.len(),
+            _ => 1,
+        }
+    }
 }
 
 /// One partition's share of an operation.
@@ -206,6 +215,18 @@ pub enum PartResult {
     Done,
     /// A piece of an [`OpKind::ReadMany`]: each key's position and row.
     Many(Vec<(u32, Option<Row>)>),
+}
+
+impl PartResult {
+    /// How many rows came back (a point read's row or its absence counts one, as does a
+    /// write's `Done`).
+    pub fn rows(&self) -> usize {
+        match self {
+            PartResult::Rows(rows) => rows.len(),
+            PartResult::Many(rows) => rows.len(),
+            PartResult::Row(_) | PartResult::Done => 1,
+        }
+    }
 }
 
 /// Which partitions an operation touches.

@@ -90,6 +90,8 @@ impl Machine for Partition {
 
     fn step(&mut self, now: Time, input: Input, out: &mut Effects) {
         let sent_before = out.send.len();
+        // Counted from here: not the replay's or a test's reads before this step.
+        self.store.take_work();
         let mut ctx = PartCtx {
             now,
             me: self.id,
@@ -118,6 +120,7 @@ impl Machine for Partition {
         }
         // The replies this step produced for one coordinator go back together.
         out.batch_sends(sent_before);
+        out.work += self.store.take_work();
     }
 
     fn snapshot(&mut self) -> Option<Vec<u8>> {

@@ -16,7 +16,11 @@
 //! so every engine — including ones added later — is named without this module knowing it.
 //!
 //! A [`CostTable`] holds, per engine, the mean CPU nanoseconds of each key and how many steps
-//! the mean is over, plus two measured extras per engine:
+//! the mean is over, and how the cost grows with the work a step did ([`CostEntry`]: machines
+//! report units of work in [`litmus_engine::Effects::work`], keys and rows; the line is fitted
+//! by least squares, [`StepStats::entry`]) — so that a transaction whose work is split over two
+//! partitions is charged its rows and one more step's fixed part, not two mean steps. Plus two
+//! measured extras per engine:
 //! [`RUNTIME_OVERHEAD_KEY`] (the worker's CPU per step outside the machine: mailboxes, the
 //! delay heap, routing) and [`FLUSH_KEY`] (one group commit). [`CostTable::resolver`]
 //! answers any key with a fallback chain: the engine's own mean for the key, the engine's mean
@@ -166,11 +170,92 @@ pub fn clock_read_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// One measured step kind: mean CPU nanoseconds over `n` steps.
+/// One measured step kind: mean CPU nanoseconds over `n` steps, and how the cost grows with
+/// the work a step did ([`litmus_engine::Effects::work`]: keys and rows).
+///
+/// A step of `u` units costs `ns + unit_ns × (u − units)` ([`CostEntry::at`]): the mean, moved
+/// along the least-squares line through the measured steps. A table without the two work
+/// fields (or a step kind whose work never varied) charges the mean whatever the work.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CostEntry {
     pub ns: f64,
     pub n: u64,
+    /// Mean units of work per step.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub units: f64,
+    /// Nanoseconds per unit of work beyond the mean (the fitted slope; never negative).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unit_ns: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+impl CostEntry {
+    /// A mean cost that does not depend on work.
+    pub fn mean(ns: f64, n: u64) -> CostEntry {
+        CostEntry { ns, n, units: 0.0, unit_ns: 0.0 }
+    }
+
+    /// The cost of a step that did `units` units of work (never negative).
+    pub fn at(&self, units: f64) -> f64 {
+        (self.ns + self.unit_ns * (units - self.units)).max(0.0)
+    }
+
+    /// The same entry with every cost multiplied by `k` (units unchanged).
+    pub fn scaled(&self, k: f64) -> CostEntry {
+        CostEntry { ns: self.ns * k, unit_ns: self.unit_ns * k, ..*self }
+    }
+}
+
+/// What a profile sums for one step kind to give its [`CostEntry`]: steps, nanoseconds, and
+/// the sums a least-squares line of nanoseconds against units of work needs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepStats {
+    pub n: u64,
+    pub ns: u64,
+    pub units: f64,
+    pub units_sq: f64,
+    pub units_ns: f64,
+}
+
+impl StepStats {
+    /// One step (or a batch item's share of one) of `ns` nanoseconds and `units` units.
+    pub fn add(&mut self, ns: u64, units: f64) {
+        self.n += 1;
+        self.ns += ns;
+        self.units += units;
+        self.units_sq += units * units;
+        self.units_ns += units * ns as f64;
+    }
+
+    fn merge(&mut self, o: &StepStats) {
+        self.n += o.n;
+        self.ns += o.ns;
+        self.units += o.units;
+        self.units_sq += o.units_sq;
+        self.units_ns += o.units_ns;
+    }
+
+    /// The mean and the least-squares slope of nanoseconds over units. A slope below zero is
+    /// taken as none (work never makes a step cheaper: what was seen is noise), and one that
+    /// would make a step of no work cost less than nothing is bent through zero.
+    pub fn entry(&self) -> Option<CostEntry> {
+        if self.n == 0 {
+            return None;
+        }
+        let n = self.n as f64;
+        let (mean_units, mean_ns) = (self.units / n, self.ns as f64 / n);
+        let var = self.units_sq / n - mean_units * mean_units;
+        let cov = self.units_ns / n - mean_units * mean_ns;
+        let mut slope = if var > 1e-9 * mean_units.max(1.0).powi(2) { (cov / var).max(0.0) } else { 0.0 };
+        if mean_ns - slope * mean_units < 0.0 {
+            slope = mean_ns / mean_units;
+        }
+        let units = if slope > 0.0 { mean_units } else { 0.0 };
+        Some(CostEntry { ns: mean_ns, n: self.n, units, unit_ns: slope })
+    }
 }
 
 /// A table of step costs (see the module doc). Serialized as TOML.
@@ -230,8 +315,10 @@ impl CostTable {
         }
         for (engine, keys) in &self.engines {
             for (key, e) in keys {
-                if !e.ns.is_finite() || e.ns < 0.0 || e.ns > 1e9 {
-                    return Err(format!("engine {engine}, {key:?}: ns must be in [0, 1e9], got {}", e.ns));
+                for (what, v) in [("ns", e.ns), ("units", e.units), ("unit_ns", e.unit_ns)] {
+                    if !v.is_finite() || !(0.0..=1e9).contains(&v) {
+                        return Err(format!("engine {engine}, {key:?}: {what} must be in [0, 1e9], got {v}"));
+                    }
                 }
             }
         }
@@ -266,7 +353,7 @@ impl CostTable {
         let mut all: BTreeMap<String, CostEntry> = BTreeMap::new();
         for keys in self.engines.values() {
             for (k, e) in keys {
-                let a = all.entry(k.clone()).or_insert(CostEntry { ns: 0.0, n: 0 });
+                let a = all.entry(k.clone()).or_insert(CostEntry::mean(0.0, 0));
                 let n = a.n + e.n;
                 if n > 0 {
                     a.ns = (a.ns * a.n as f64 + e.ns * e.n as f64) / n as f64;
@@ -280,7 +367,7 @@ impl CostTable {
         CostResolver {
             own_role: role_mean(&own),
             any_role: role_mean(&all),
-            own: own.into_iter().map(|(k, e)| (k, e.ns)).collect(),
+            own,
             any,
             default_ns: self.default_ns,
             overhead_ns: overhead.unwrap_or(0.0).round() as u64,
@@ -293,7 +380,7 @@ impl CostTable {
 /// Looks up step costs for one engine (see [`CostTable::resolver`]); caches what it resolved.
 #[derive(Clone, Debug)]
 pub struct CostResolver {
-    own: BTreeMap<String, f64>,
+    own: BTreeMap<String, CostEntry>,
     own_role: BTreeMap<String, f64>,
     any: BTreeMap<String, f64>,
     any_role: BTreeMap<String, f64>,
@@ -302,36 +389,50 @@ pub struct CostResolver {
     pub overhead_ns: u64,
     /// One group commit.
     pub flush_ns: u64,
-    cache: HashMap<String, u64>,
+    cache: HashMap<String, CostEntry>,
 }
 
 impl CostResolver {
-    /// CPU nanoseconds of one step named `key` ([`step_key`]), the runtime overhead included.
-    pub fn step_ns(&mut self, key: String) -> u64 {
-        if let Some(&ns) = self.cache.get(&key) {
-            return ns;
+    /// What one step named `key` ([`step_key`]) costs, the runtime overhead not included: the
+    /// engine's own entry (mean and cost per unit of work), or a fallback's mean.
+    pub fn entry(&mut self, key: String) -> CostEntry {
+        if let Some(e) = self.cache.get(&key) {
+            return *e;
         }
         let role = key.split(' ').next().unwrap_or_default();
-        let ns = self
-            .own
-            .get(&key)
-            .or_else(|| self.own_role.get(role))
-            .or_else(|| self.any.get(&key))
-            .or_else(|| self.any_role.get(role))
-            .map_or(self.default_ns, |ns| ns.round() as u64)
-            + self.overhead_ns;
-        self.cache.insert(key, ns);
-        ns
+        let e = self.own.get(&key).copied().unwrap_or_else(|| {
+            let ns = self
+                .own_role
+                .get(role)
+                .or_else(|| self.any.get(&key))
+                .or_else(|| self.any_role.get(role))
+                .copied()
+                .unwrap_or(self.default_ns as f64);
+            CostEntry::mean(ns, 0)
+        });
+        self.cache.insert(key, e);
+        e
     }
 
-    /// CPU nanoseconds of one envelope's steps ([`step_keys`]: one, or a batch's items): each
-    /// item's cost, and the runtime overhead once. The overhead was measured per envelope the
-    /// worker took from its queue, not per item of a batch; charging it per item made a batched
-    /// engine pay it several times over (coordfree's New-Order 4.3x, acid's 1.7x: its reads and
-    /// operations travel in batches per partition).
-    pub fn envelope_ns(&mut self, keys: Vec<String>) -> u64 {
-        let overhead = self.overhead_ns;
-        keys.into_iter().map(|k| self.step_ns(k) - overhead).sum::<u64>() + overhead
+    /// CPU nanoseconds of one step named `key` that did the mean work, the runtime overhead
+    /// included.
+    pub fn step_ns(&mut self, key: String) -> u64 {
+        self.entry(key).ns.round() as u64 + self.overhead_ns
+    }
+
+    /// CPU nanoseconds of one envelope's steps ([`step_keys`]: one, or a batch's items) that did
+    /// `work` units of work in all: each item's cost at its even share of the work (as `litmus
+    /// calibrate` split them), and the runtime overhead once. The overhead was measured per
+    /// envelope the worker took from its queue, not per item of a batch; charging it per item
+    /// made a batched engine pay it several times over (coordfree's New-Order 4.3x, acid's
+    /// 1.7x: its reads and operations travel in batches per partition).
+    ///
+    /// Charging by work is what lets a simulated transaction split over partitions cost what it
+    /// costs: a commit of 20 rows at one partition and 3 at another is charged as 23 rows and
+    /// one more step's fixed part, not as two commits of the mean size.
+    pub fn envelope_ns(&mut self, keys: Vec<String>, work: u64) -> u64 {
+        let share = work as f64 / keys.len().max(1) as f64;
+        keys.into_iter().map(|k| self.entry(k).at(share)).sum::<f64>().round() as u64 + self.overhead_ns
     }
 }
 
@@ -344,10 +445,11 @@ pub struct CostProfile {
     edges: std::sync::atomic::AtomicU64,
 }
 
-/// What a profile holds: per key, (steps, total CPU ns); and the workers' totals.
+/// What a profile holds: per key, its steps' CPU and work ([`StepStats`]); and the workers'
+/// totals.
 #[derive(Clone, Debug, Default)]
 pub struct ProfileData {
-    pub steps: BTreeMap<String, (u64, u64)>,
+    pub steps: BTreeMap<String, StepStats>,
     /// Steps and CPU nanoseconds of the worker threads in all (machine steps included).
     pub worker_steps: u64,
     pub worker_cpu_ns: u64,
@@ -370,10 +472,8 @@ impl ProfileData {
     }
 
     pub fn merge(&mut self, o: &ProfileData) {
-        for (k, (n, ns)) in &o.steps {
-            let e = self.steps.entry(k.clone()).or_default();
-            e.0 += n;
-            e.1 += ns;
+        for (k, stats) in &o.steps {
+            self.steps.entry(k.clone()).or_default().merge(stats);
         }
         self.worker_steps += o.worker_steps;
         self.worker_cpu_ns += o.worker_cpu_ns;
@@ -383,17 +483,13 @@ impl ProfileData {
         self.clock_ns = self.clock_ns.max(o.clock_ns);
     }
 
-    /// The table entries these measurements give: each key's mean, the runtime's overhead per
-    /// step (worker CPU spent neither inside machines nor on the profile itself, per step) and
-    /// the flush cost.
+    /// The table entries these measurements give: each key's mean and cost per unit of work
+    /// ([`StepStats::entry`]), the runtime's overhead per step (worker CPU spent neither inside
+    /// machines nor on the profile itself, per step) and the flush cost.
     pub fn entries(&self) -> BTreeMap<String, CostEntry> {
-        let mut out: BTreeMap<String, CostEntry> = self
-            .steps
-            .iter()
-            .filter(|(_, (n, _))| *n > 0)
-            .map(|(k, &(n, ns))| (k.clone(), CostEntry { ns: ns as f64 / n as f64, n }))
-            .collect();
-        let in_machines: u64 = self.steps.values().map(|(_, ns)| ns).sum();
+        let mut out: BTreeMap<String, CostEntry> =
+            self.steps.iter().filter_map(|(k, stats)| Some((k.clone(), stats.entry()?))).collect();
+        let in_machines: u64 = self.steps.values().map(|s| s.ns).sum();
         if self.worker_steps > 0 {
             let outside = self
                 .worker_cpu_ns
@@ -402,13 +498,13 @@ impl ProfileData {
                 .saturating_sub(self.probe_ns);
             out.insert(
                 RUNTIME_OVERHEAD_KEY.into(),
-                CostEntry { ns: outside as f64 / self.worker_steps as f64, n: self.worker_steps },
+                CostEntry::mean(outside as f64 / self.worker_steps as f64, self.worker_steps),
             );
         }
         if self.flushes.0 > 0 {
             out.insert(
                 FLUSH_KEY.into(),
-                CostEntry { ns: self.flushes.1 as f64 / self.flushes.0 as f64, n: self.flushes.0 },
+                CostEntry::mean(self.flushes.1 as f64 / self.flushes.0 as f64, self.flushes.0),
             );
         }
         out
@@ -486,8 +582,8 @@ mod tests {
             ],
         )]);
         let mut r = t.resolver("a");
-        assert_eq!(r.envelope_ns(step_keys(p, &batch)), 4_005, "both items and the runtime overhead once");
-        assert_eq!(r.envelope_ns(step_keys(p, &alone)), 3_005);
+        assert_eq!(r.envelope_ns(step_keys(p, &batch), 0), 4_005, "both items and the runtime overhead once");
+        assert_eq!(r.envelope_ns(step_keys(p, &alone), 9), 3_005, "a table without work fields charges means");
     }
 
     /// Per engine, (key, ns, n).
@@ -502,10 +598,7 @@ mod tests {
             engines: engines
                 .iter()
                 .map(|(e, keys)| {
-                    (
-                        e.to_string(),
-                        keys.iter().map(|(k, ns, n)| (k.to_string(), CostEntry { ns: *ns, n: *n })).collect(),
-                    )
+                    (e.to_string(), keys.iter().map(|(k, ns, n)| (k.to_string(), CostEntry::mean(*ns, *n))).collect())
                 })
                 .collect(),
         }
@@ -555,7 +648,7 @@ mod tests {
     #[test]
     fn profiles_give_means_overhead_and_flush() {
         let mut d = ProfileData::default();
-        d.steps.insert("partition tick".into(), (4, 400));
+        d.steps.insert("partition tick".into(), StepStats { n: 4, ns: 400, ..StepStats::default() });
         d.worker_steps = 4;
         d.worker_cpu_ns = 1000;
         d.flushes = (2, 200);
@@ -567,6 +660,61 @@ mod tests {
             "(1000 - 400 - 200 - 120) / 4: the profile's own CPU is not the runtime's"
         );
         assert_eq!(e[FLUSH_KEY].ns, 100.0);
+    }
+
+    /// A step kind's cost is fitted against its work: steps of 2,000 ns plus 300 ns a unit
+    /// (with noise) give that line back, and a split step (a commit of 20 rows here, 3 there)
+    /// is charged its rows plus one more fixed part, not twice the mean.
+    #[test]
+    fn step_costs_are_fitted_against_the_work_the_steps_did() {
+        let mut s = StepStats::default();
+        for i in 0..1_000u64 {
+            let units = (i % 30) as f64;
+            let noise = (i * 7_919 % 201) as f64 - 100.0;
+            s.add((2_000.0 + 300.0 * units + noise) as u64, units);
+        }
+        let e = s.entry().unwrap();
+        assert!((e.unit_ns - 300.0).abs() < 5.0, "{e:?}");
+        assert!((e.at(0.0) - 2_000.0).abs() < 60.0, "{e:?}");
+        assert!((e.at(23.0) - 8_900.0).abs() < 60.0, "{e:?}");
+        let table = CostTable {
+            engines: BTreeMap::from([("a".into(), BTreeMap::from([("partition request Commit".to_string(), e)]))]),
+            ..table(&[])
+        };
+        let mut r = table.resolver("a");
+        let commit = || vec!["partition request Commit".to_string()];
+        let split = r.envelope_ns(commit(), 20) + r.envelope_ns(commit(), 3);
+        let whole = r.envelope_ns(commit(), 23);
+        assert!(whole.abs_diff(r.envelope_ns(commit(), 0) + 23 * 300) < 150, "a step of 23 units costs 23 units more");
+        assert!(split.abs_diff(whole + 2_000) < 150, "split {split} against whole {whole}");
+        // A batch's items share its work evenly.
+        assert_eq!(r.envelope_ns(vec!["partition request Commit".into(); 2], 46), 2 * whole);
+
+        // Work that made steps cheaper is noise: the mean is charged.
+        let mut cheaper = StepStats::default();
+        cheaper.add(1_000, 1.0);
+        cheaper.add(900, 3.0);
+        let e = cheaper.entry().unwrap();
+        assert_eq!((e.ns, e.unit_ns, e.at(10.0)), (950.0, 0.0, 950.0));
+        // A steep line is bent through zero rather than charge a step of no work less than it.
+        let mut steep = StepStats::default();
+        steep.add(100, 1.0);
+        steep.add(1_100, 2.0);
+        let e = steep.entry().unwrap();
+        assert_eq!((e.at(0.0), e.at(2.0)), (0.0, 800.0));
+        // Work that never varied leaves the mean alone.
+        let mut same = StepStats::default();
+        same.add(100, 4.0);
+        same.add(300, 4.0);
+        assert_eq!(same.entry().unwrap(), CostEntry::mean(200.0, 2));
+        assert_eq!(StepStats::default().entry(), None);
+    }
+
+    #[test]
+    fn bad_work_fields_are_typed_errors() {
+        let mut t = table(&[("a", &[("partition tick", 12.5, 4)])]);
+        t.engines.get_mut("a").unwrap().get_mut("partition tick").unwrap().unit_ns = -1.0;
+        assert!(matches!(CostTable::parse(&t.to_toml(), "x"), Err(CostTableError::Invalid { .. })));
     }
 
     #[test]

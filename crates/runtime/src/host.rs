@@ -188,12 +188,11 @@ impl Host {
                 let t1 = clock();
                 // The interval holds one clock read besides the step.
                 let ns = t1.saturating_sub(t0).saturating_sub(profile.clock_ns);
-                // A batch's time, split evenly over its items (`cost::step_keys`).
+                // A batch's time and work, split evenly over its items (`cost::step_keys`).
                 let share = ns / keys.len().max(1) as u64;
+                let work = self.scratch.work as f64 / keys.len().max(1) as f64;
                 for key in keys {
-                    let e = profile.steps.entry(key).or_default();
-                    e.0 += 1;
-                    e.1 += share;
+                    profile.steps.entry(key).or_default().add(share, work);
                 }
                 // The profile's own CPU: the names, the counts and four clock reads (`start`
                 // and the one ending here each half outside the interval).
@@ -346,7 +345,7 @@ mod tests {
         }
         let profile = host.take_profile();
         assert!(profile.clock_ns > 0, "a clock read costs something");
-        let (steps, step_ns) = profile.steps.values().fold((0, 0), |a, &(n, ns)| (a.0 + n, a.1 + ns));
+        let (steps, step_ns) = profile.steps.values().fold((0, 0), |a, s| (a.0 + s.n, a.1 + s.ns));
         assert_eq!(steps, STEPS);
         assert!(
             profile.probe_ns >= STEPS * 3 * profile.clock_ns,

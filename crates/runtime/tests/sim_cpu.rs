@@ -9,7 +9,7 @@
 
 use litmus_engine::engine::Guarantee;
 use litmus_engine::{builtin, EngineKind};
-use litmus_runtime::cost::{CostEntry, CostTable};
+use litmus_runtime::cost::CostTable;
 use litmus_runtime::sim::workload::{AckedWrites, Bank};
 use litmus_runtime::sim::{CpuModel, SimConfig, SimReport, Simulator};
 use litmus_runtime::{ClusterSpec, Topology};
@@ -120,6 +120,34 @@ fn fault_free(engine: EngineKind, seed: u64, cores: u32, table: Arc<CostTable>) 
     (report, driver.acked())
 }
 
+/// Steps are charged by the work the machines report (`Effects::work`): the committed table
+/// with `unit_ns` more for every unit of work charges each request at least three units more
+/// (the coordinator's key, the partition's store operation, the row that comes back). A
+/// simulator that charged means whatever the work charges both tables alike.
+#[test]
+fn steps_are_charged_by_the_work_they_did() {
+    let per_unit = |unit_ns: f64| {
+        let mut t = CostTable::builtin();
+        for keys in t.engines.values_mut() {
+            for e in keys.values_mut() {
+                (e.units, e.unit_ns) = (0.0, unit_ns);
+            }
+        }
+        Arc::new(t)
+    };
+    const UNIT_NS: f64 = 100_000.0;
+    let (plain, _) = fault_free(EngineKind::Nocc, 3, 2, per_unit(0.0));
+    let (worked, _) = fault_free(EngineKind::Nocc, 3, 2, per_unit(UNIT_NS));
+    let per_request = |r: &SimReport| r.cpu_busy_ns as f64 / r.requests_ok.max(1) as f64;
+    assert!(plain.requests_ok > 0 && worked.requests_ok > 0, "{plain:?} {worked:?}");
+    assert!(
+        per_request(&worked) >= per_request(&plain) + 3.0 * UNIT_NS,
+        "{:.0} ns a request with work charged, {:.0} without",
+        per_request(&worked),
+        per_request(&plain)
+    );
+}
+
 /// One node, one partition, every step 1 ms: a request takes at least a coordinator step, a
 /// partition step and the coordinator's answer, so one core completes at most ~330 requests a
 /// second whatever the client count; a second core nearly doubles it.
@@ -160,7 +188,7 @@ fn same_seed_same_figures_with_costs_on() {
     other.default_ns *= 3;
     for keys in other.engines.values_mut() {
         for e in keys.values_mut() {
-            *e = CostEntry { ns: e.ns * 3.0, n: e.n };
+            *e = e.scaled(3.0);
         }
     }
     let d = fault_free(EngineKind::Acid, 11, 2, Arc::new(other));

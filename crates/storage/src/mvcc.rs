@@ -225,7 +225,35 @@ pub struct MvccStore {
     key_count: usize,
     /// Number of versions over all keys, tombstones included.
     version_count: usize,
+    /// Keys looked up, rows scanned and versions installed or removed since
+    /// [`MvccStore::take_work`] (not state: equal stores may differ in it).
+    work: Work,
 }
+
+/// A count of store operations, kept beside the data and not part of it: never compared,
+/// serialized or cloned as state. A read counts through `&self`, hence the cell.
+#[derive(Debug, Default)]
+struct Work(std::cell::Cell<u64>);
+
+impl Work {
+    fn add(&self, n: usize) {
+        self.0.set(self.0.get() + n as u64);
+    }
+}
+
+impl Clone for Work {
+    fn clone(&self) -> Self {
+        Work::default()
+    }
+}
+
+impl PartialEq for Work {
+    fn eq(&self, _: &Work) -> bool {
+        true
+    }
+}
+
+impl Eq for Work {}
 
 /// Serialized form, borrowed for encoding.
 #[derive(Serialize)]
@@ -246,7 +274,15 @@ impl MvccStore {
         Self::default()
     }
 
+    /// Store operations since the last call: each key looked up, row scanned, and version
+    /// installed or removed counts one. What the simulator's cost model charges a partition
+    /// step by (`Effects::work`); nothing in the store depends on it.
+    pub fn take_work(&self) -> u64 {
+        self.work.0.take()
+    }
+
     fn versions_of(&self, table: TableId, key: &Key) -> Option<&Versions> {
+        self.work.add(1);
         self.tables.get(&table)?.versions(key)
     }
 
@@ -291,6 +327,7 @@ impl MvccStore {
                 }
             }
         }
+        self.work.add(1 + out.len());
         debug_assert!(out.windows(2).all(|w| w[0].0 < w[1].0), "scan output must be ascending");
         out
     }
@@ -318,6 +355,7 @@ impl MvccStore {
                 }
             }
         }
+        self.work.add(1 + out.len());
         out
     }
 
@@ -353,8 +391,10 @@ impl MvccStore {
             return Vec::new();
         }
         let Some(keys) = self.tables.get(&table) else { return Vec::new() };
+        self.work.add(1);
         keys.range(start, end)
             .take(keys_max)
+            .inspect(|_| self.work.add(1))
             .map(|(key, versions)| {
                 let newest = versions.iter().rev().take(versions_max).map(|v| (v.ts, v.row.clone())).collect();
                 (key.clone(), newest, versions.len() > versions_max)
@@ -392,6 +432,7 @@ impl MvccStore {
             }
         }
         assert!(out.len() <= limit);
+        self.work.add(1 + out.len());
         debug_assert!(out.windows(2).all(|w| w[0].0 < w[1].0), "scan output must be ascending");
         out
     }
@@ -399,6 +440,7 @@ impl MvccStore {
     /// Installs a version at `ts` (`row: None` installs a tombstone). Versions may arrive in any
     /// timestamp order; the same `ts` replaces the existing version.
     pub fn put(&mut self, table: TableId, key: Key, ts: Timestamp, row: Option<Row>) {
+        self.work.add(1);
         let t = self.tables.entry(table).or_default();
         match t.versions_mut(&key) {
             Some(versions) => {
@@ -436,6 +478,7 @@ impl MvccStore {
     /// tombstone): what `latest` said just before, without a second lookup (a commit record
     /// logs each write as its change to that row).
     pub fn replace_latest(&mut self, table: TableId, key: Key, ts: Timestamp, row: Option<Row>) -> Option<Row> {
+        self.work.add(1);
         let t = self.tables.entry(table).or_default();
         let Some(versions) = t.versions_mut(&key) else {
             if row.is_none() {
@@ -484,6 +527,7 @@ impl MvccStore {
     /// Removes the version at exactly `ts` (cleanup of an aborted writer). Returns whether it
     /// existed. A key whose last version goes is removed.
     pub fn remove_version(&mut self, table: TableId, key: &Key, ts: Timestamp) -> bool {
+        self.work.add(1);
         let Some(keys) = self.tables.get_mut(&table) else { return false };
         let Some(versions) = keys.versions_mut(key) else { return false };
         let Ok(i) = versions.binary_search_by_key(&ts, |v| v.ts) else { return false };
@@ -533,6 +577,7 @@ impl MvccStore {
         self.tables.retain(|_, keys| !keys.is_empty());
         self.version_count -= versions_removed;
         self.key_count -= keys_removed;
+        self.work.add(versions_removed);
         assert!(self.version_count >= self.key_count);
         versions_removed
     }
@@ -570,7 +615,7 @@ impl MvccStore {
         let key_count = repr.tables.values().map(BTreeMap::len).sum();
         let version_count = repr.tables.values().flat_map(BTreeMap::values).map(|v| v.len()).sum();
         let tables = repr.tables.into_iter().map(|(id, by_key)| (id, Table::from(by_key))).collect();
-        let store = MvccStore { tables, key_count, version_count };
+        let store = MvccStore { tables, key_count, version_count, work: Work::default() };
         store.check_invariants().map_err(|m| StorageError::Corrupt(format!("mvcc snapshot: {m}")))?;
         Ok(store)
     }
@@ -657,6 +702,31 @@ mod tests {
     }
     fn ts(t: u64) -> Timestamp {
         Timestamp(t)
+    }
+
+    /// Every key looked up, row scanned and version installed or removed counts one unit of
+    /// work (what the simulator charges a partition step by); taking the count resets it, and
+    /// it is not state: a clone starts from nothing and equal stores compare equal.
+    #[test]
+    fn store_operations_are_counted_as_work() {
+        let mut s = MvccStore::new();
+        s.put(T, k(1), ts(1), Some(r(1)));
+        s.put(T, k(2), ts(1), Some(r(2)));
+        s.put(T, k(3), ts(1), Some(r(3)));
+        assert_eq!(s.take_work(), 3);
+        assert_eq!(s.take_work(), 0, "taken");
+        assert!(s.get(T, &k(1), ts(2)).is_some());
+        assert!(s.latest(T, &k(9)).is_none());
+        assert_eq!(s.scan(T, Unbounded, Unbounded, ts(2), 10).len(), 3);
+        assert_eq!(s.take_work(), 1 + 1 + (1 + 3), "two lookups and a scan of three rows");
+        s.replace_latest(T, k(1), ts(3), Some(r(4)));
+        assert!(s.remove_version(T, &k(2), ts(1)));
+        assert_eq!(s.take_work(), 2);
+        let _ = s.get(T, &k(1), ts(3));
+        let copy = s.clone();
+        assert_eq!(copy.take_work(), 0, "a clone starts counting from nothing");
+        assert_eq!(copy, s, "the count is not state");
+        assert_eq!(s.take_work(), 1);
     }
 
     #[test]

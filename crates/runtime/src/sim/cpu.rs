@@ -2,8 +2,8 @@
 //!
 //! Each node has `cores_per_node` cores. Every machine step — a message handled, a tick —
 //! takes the earliest free core of its node for the step's cost from a measured
-//! [`CostTable`] ([`crate::cost`]: by role and message kind, plus the runtime's own per-step
-//! overhead); a step that logged records also pays one flush. Steps start in arrival order
+//! [`CostTable`] ([`crate::cost`]: by role and message kind and the work the step reported, plus
+//! the runtime's own per-step overhead); a step that logged records also pays one flush. Steps start in arrival order
 //! (one FIFO run queue per node), so a node whose cores are all busy queues its messages and
 //! the queueing shows in virtual time, as on real hardware.
 //!

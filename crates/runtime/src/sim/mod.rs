@@ -843,17 +843,24 @@ impl Simulator {
             self.dispatch(node);
             return;
         }
-        self.run_step(node, addr, input, 0);
+        self.run_step(node, addr, input, None);
     }
 
-    /// Steps `addr` now; its messages leave `cost_ns` later (the step's end), its records sync
-    /// after that plus the flush and the sync latency. Returns whether it logged records.
-    fn run_step(&mut self, node: NodeId, addr: Addr, input: Input, cost_ns: u64) -> bool {
+    /// Steps `addr` now. With the CPU model (`keys`: the step's names, [`crate::cost::step_keys`])
+    /// the step costs what the table says a step of these kinds that did its work costs; its
+    /// messages leave that much later (the step's end), and its records sync after that plus
+    /// the flush and the sync latency. Without, it is free. Returns whether it logged records,
+    /// and its cost.
+    fn run_step(&mut self, node: NodeId, addr: Addr, input: Input, keys: Option<Vec<String>>) -> (bool, u64) {
         let now = self.node_now(node);
         let n = &mut self.nodes[node.0 as usize];
-        let Some(m) = n.machines.get_mut(&addr) else { return false };
+        let Some(m) = n.machines.get_mut(&addr) else { return (false, 0) };
         let mut out = Effects::default();
         m.step(now, input, &mut out);
+        let cost_ns = match (keys, self.costs.as_mut()) {
+            (Some(keys), Some(costs)) => costs.envelope_ns(keys, out.work),
+            _ => 0,
+        };
         self.steps += 1;
         let every = self.cfg.invariant_check_every;
         if every > 0 && self.steps.is_multiple_of(every) && self.violation.is_none() {
@@ -893,7 +900,7 @@ impl Simulator {
                 self.schedule(Duration::from_nanos(cost_ns), Event::Send { node, incarnation, env });
             }
         }
-        logged
+        (logged, cost_ns)
     }
 
     /// [`SimConfig::cpu`]: starts waiting steps on free cores, in arrival order; when every core
@@ -915,10 +922,9 @@ impl Simulator {
                 return;
             }
             let (addr, input) = n.runq.pop_front().expect("not empty");
-            let costs = self.costs.as_mut().expect("dispatch runs with a cost model");
-            let cost = costs.envelope_ns(crate::cost::step_keys(addr, &input));
-            let flush = costs.flush_ns;
-            let logged = self.run_step(node, addr, input, cost);
+            let keys = crate::cost::step_keys(addr, &input);
+            let (logged, cost) = self.run_step(node, addr, input, Some(keys));
+            let flush = self.costs.as_ref().expect("dispatch runs with a cost model").flush_ns;
             let charged = cost + if logged { flush } else { 0 };
             self.nodes[node.0 as usize].cores[core] = self.now + Duration::from_nanos(charged);
             self.report.cpu_busy_ns += charged;
