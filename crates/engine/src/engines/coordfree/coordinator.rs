@@ -425,10 +425,14 @@ impl CoordfreeCoordinator {
 
     fn on_committed(&mut self, from: PartitionId, txn: TxnId, ids: Vec<(i64, i64)>, ctx: &mut CoordCtx) {
         let Some(c) = self.txns.get_mut(&txn).and_then(|t| t.commit.as_mut()) else { return };
-        if !c.waiting.remove(&from) {
+        // R9: a lone participant answers its prepare with its commit (and the ids it assigned).
+        let alone = c.phase == Phase::Preparing && c.participants == [from];
+        if (c.phase == Phase::Preparing && !alone) || !c.waiting.remove(&from) {
             return;
         }
-        if c.phase == Phase::CommittingId {
+        if alone {
+            c.ids = ids;
+        } else if c.phase == Phase::CommittingId {
             c.ids = ids;
             c.phase = Phase::Committing;
             c.last_sent = ctx.now;

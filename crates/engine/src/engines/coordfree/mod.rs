@@ -188,6 +188,15 @@
 //!   recent window keeps a hot key's last ~128 versions and a cold key's one or two. Tested
 //!   by `rule_r8b_versions_of_recent_commits_are_kept` (seen failing under the old rule) and
 //!   `rule_r8_a_second_round_for_a_pruned_version_aborts_the_read`.
+//! * **R9 a lone participant commits in one round.** RAMP's two rounds exist so that no
+//!   partition shows a transaction's writes before every other partition holds them; with one
+//!   participant there is no other. Its `Prepare` (which names the participants) is validated,
+//!   logged and committed in the same step — the id assigned there too when the counter lives
+//!   on it (R5) — and answered `Committed`: no `Prepared`, no `Commit`. A resent prepare finds
+//!   the commit decided and gets the same answer; a torn log that kept only the prepare is
+//!   committed by R7 (no other participant to ask). New-Order at 10% distributed is ~90% one
+//!   partition: two messages and a logged step fewer each. Tested by
+//!   `rule_r9_a_lone_participant_commits_with_its_prepare` (seen failing with the commit skipped).
 //!
 //! **Guarantee: read atomic** ([`crate::engine::Guarantee::ReadAtomic`]): no dirty reads, no
 //! fractured reads within a transaction (R4, R4e); lost updates and write skew are allowed (shown by the

@@ -617,8 +617,17 @@ impl PartitionEngine for CoordfreePartition {
                 }
             },
             Request::Prepare { txn, meta, writes, assign, participants, id_partition } => {
+                let alone = participants.len() == 1;
                 let result = self.prepare(from, txn, meta, writes, assign, participants, id_partition, ctx);
-                ctx.reply(from, Reply::Prepared { txn, result });
+                // R9: a lone participant commits with its prepare, in the same step.
+                let committed = match result {
+                    Ok(()) if alone => self.commit(txn, vec![], ctx),
+                    _ => None,
+                };
+                match committed {
+                    Some(ids) => ctx.reply(from, Reply::Committed { txn, ids }),
+                    None => ctx.reply(from, Reply::Prepared { txn, result }),
+                }
             }
             Request::Commit { txn, ids } => match self.commit(txn, ids, ctx) {
                 Some(ids) => ctx.reply(from, Reply::Committed { txn, ids }),

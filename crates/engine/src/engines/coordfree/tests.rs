@@ -456,6 +456,22 @@ impl Part0 {
         f: impl FnOnce(&mut CoordfreePartition, &mut crate::engine::PartCtx),
     ) -> Vec<(PartitionId, super::messages::Request)> {
         use crate::message::Message;
+        self.run(now, f)
+            .send
+            .into_iter()
+            .filter_map(|env| match (env.to, env.msg) {
+                (Addr::Partition(p), Message::PartitionRequest(r)) => Some((p, r.body.decode().unwrap())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Runs `f` at `now`; what it logged and sent.
+    fn run(
+        &mut self,
+        now: Time,
+        f: impl FnOnce(&mut CoordfreePartition, &mut crate::engine::PartCtx),
+    ) -> crate::machine::Effects {
         use rand::SeedableRng;
         let mut out = crate::machine::Effects::default();
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
@@ -470,13 +486,23 @@ impl Part0 {
             out: &mut out,
         };
         f(&mut self.p, &mut ctx);
-        out.send
+        out
+    }
+
+    /// `req` from coordinator 1: how many records it logged, and its replies to the coordinator.
+    fn ask(&mut self, now: Time, req: super::messages::Request) -> (usize, Vec<super::messages::Reply>) {
+        use crate::message::Message;
+        let from = Addr::Coordinator(NodeId(1));
+        let out = self.run(now, |p, ctx| p.on_request(from, crate::message::Payload::new(req), ctx));
+        let replies = out
+            .send
             .into_iter()
-            .filter_map(|env| match (env.to, env.msg) {
-                (Addr::Partition(p), Message::PartitionRequest(r)) => Some((p, r.body.decode().unwrap())),
+            .filter_map(|env| match env.msg {
+                Message::PartitionReply(r) if env.to == from => Some(r.body.decode().unwrap()),
                 _ => None,
             })
-            .collect()
+            .collect();
+        (out.persist.len(), replies)
     }
 
     fn request(&mut self, now: Time, from: Addr, req: super::messages::Request) {
@@ -582,4 +608,34 @@ fn rule_r8b_versions_of_recent_commits_are_kept() {
     let part = versions(VERSIONS_KEPT_MAX as u64 + 2);
     let pruned = part.p.fetch(&[want(2)], &part.store, &part.catalog).unwrap();
     assert!(matches!(pruned, Err(litmus_core::Error::Abort(_))), "more than VERSIONS_KEPT_MAX kept: {pruned:?}");
+}
+
+/// The `Prepare` request of [`prepared_and_committed`]'s writer.
+fn prepare_request(seq: u64, k: i64, participants: &[u32]) -> super::messages::Request {
+    let [Record::Prepared { txn, meta, writes, assign, participants, id_partition, .. }, _] =
+        prepared_and_committed(seq, k, participants, Time::ZERO)
+    else {
+        unreachable!("the first record is the prepare")
+    };
+    super::messages::Request::Prepare { txn, meta, writes, assign, participants, id_partition }
+}
+
+/// R9: a lone participant commits with its prepare, in the same step (both records logged
+/// there), and answers `Committed`: one round instead of two. A resent prepare gets the same
+/// answer and logs nothing; a participant of a transaction with others only prepares.
+#[test]
+fn rule_r9_a_lone_participant_commits_with_its_prepare() {
+    use super::messages::{Reply, Request};
+    let mut part = Part0::new(&[]);
+    let (logged, replies) = part.ask(Time::ZERO, prepare_request(1, 0, &[0]));
+    assert_eq!((logged, replies.clone()), (2, vec![Reply::Committed { txn: txn(1), ids: vec![] }]));
+    let read = |part: &Part0| part.store.get(TableId(0), &key(&[0]), Timestamp::MAX).cloned();
+    assert_eq!(read(&part), Some(vec![Value::Int(0), Value::Int(1)].into()), "visible at once");
+    assert_eq!(part.ask(Time::ZERO, prepare_request(1, 0, &[0])), (0, replies), "a resend");
+    let (logged, replies) = part.ask(Time::ZERO, prepare_request(2, 0, &[0, 1]));
+    assert_eq!((logged, replies), (1, vec![Reply::Prepared { txn: txn(2), result: Ok(()) }]));
+    assert_eq!(read(&part), Some(vec![Value::Int(0), Value::Int(1)].into()), "prepared, not committed");
+    let (_, replies) = part.ask(Time::ZERO, Request::Commit { txn: txn(2), ids: vec![] });
+    assert_eq!(replies, vec![Reply::Committed { txn: txn(2), ids: vec![] }]);
+    assert_eq!(read(&part), Some(vec![Value::Int(0), Value::Int(2)].into()));
 }
