@@ -577,7 +577,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
             let req = Request::Prepare {
                 txn,
                 meta: meta.clone(),
-                writes,
+                writes: writes.into(),
                 assign,
                 participants: participants.clone(),
                 id_partition,

@@ -166,11 +166,13 @@ pub enum Request {
     /// Second-round read (RAMP-Fast): the wanted versions.
     Fetch { id: SubOpId, wants: Vec<Want> },
     /// Phase one of a write: store the writes as a prepared version (invisible to first-round
-    /// reads). `assign` only at the counter's partition.
+    /// reads). `assign` only at the counter's partition. The writes are shared: the
+    /// coordinator keeps the request to resend it (R7), and the partition keeps what it
+    /// prepared until it commits, without copying either.
     Prepare {
         txn: TxnId,
         meta: Arc<WriteMeta>,
-        writes: Vec<KeyWrites>,
+        writes: Arc<[KeyWrites]>,
         assign: Option<IdAssign>,
         participants: Vec<PartitionId>,
         id_partition: Option<PartitionId>,
@@ -252,7 +254,7 @@ pub enum Record {
     Prepared {
         txn: TxnId,
         meta: Arc<WriteMeta>,
-        writes: Vec<KeyWrites>,
+        writes: Arc<[KeyWrites]>,
         assign: Option<IdAssign>,
         participants: Vec<PartitionId>,
         id_partition: Option<PartitionId>,

@@ -14,6 +14,7 @@ use crate::op::{check_writes, write_image, OpKind, PartOp, PartResult};
 use litmus_core::{Error, InvalidInput, Key, PartitionId, Row, TableId, Time, Timestamp, TxnId, Value};
 use litmus_storage::mvcc::MvccStore;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Intent {
     meta: Arc<WriteMeta>,
-    writes: Vec<KeyWrites>,
+    writes: Arc<[KeyWrites]>,
     assign: Option<IdAssign>,
     participants: Vec<PartitionId>,
     id_partition: Option<PartitionId>,
@@ -190,9 +191,13 @@ impl CoordfreePartition {
                     keys.sort_unstable(); // real ids sort elsewhere than temporary ones
                     Arc::new(WriteMeta::new(txn, keys))
                 };
-                for w in intent.writes {
-                    let (key, mut ops) =
-                        if ids.is_empty() { (w.key, w.ops) } else { rewrite_writes(&w.key, w.ops, &ids) };
+                for w in intent.writes.iter() {
+                    let (key, mut ops) = if ids.is_empty() {
+                        (w.key.clone(), Cow::Borrowed(&w.ops[..]))
+                    } else {
+                        let (key, ops) = rewrite_writes(&w.key, w.ops.clone(), &ids);
+                        (key, Cow::Owned(ops))
+                    };
                     if let Some(stamp) = w.lww {
                         // R2b: a later writer's row is installed already; this write lost.
                         let slot = self.lww.entry((w.table, key.clone())).or_insert(stamp);
@@ -202,7 +207,7 @@ impl CoordfreePartition {
                         *slot = stamp;
                         // Whole-row ops: an insert validated when prepared replaces what an
                         // older writer installed since, as a write would.
-                        for op in &mut ops {
+                        for op in ops.to_mut() {
                             if let OpKind::Insert { key, row } = op {
                                 *op = OpKind::Write { key: key.clone(), row: row.clone() };
                             }
@@ -375,7 +380,7 @@ impl CoordfreePartition {
         from: Addr,
         txn: TxnId,
         meta: Arc<WriteMeta>,
-        writes: Vec<KeyWrites>,
+        writes: Arc<[KeyWrites]>,
         assign: Option<IdAssign>,
         participants: Vec<PartitionId>,
         id_partition: Option<PartitionId>,
@@ -395,7 +400,7 @@ impl CoordfreePartition {
         }
         // Validation against the latest committed rows: an insert of an existing key or an
         // update of a missing row fails here and nothing is prepared.
-        for w in &writes {
+        for w in writes.iter() {
             let schema = ctx.catalog.table(w.table)?;
             let current = ctx.store.latest(w.table, &w.key).and_then(|(_, r)| r);
             check_writes(&w.ops, current, || schema.name.clone())?;

@@ -108,10 +108,10 @@ fn rule_r5_the_counter_partition_assigns_ids_in_commit_order_and_replays_them() 
         records.push(Record::Prepared {
             txn: txn(seq),
             meta: Arc::new(WriteMeta::new(txn(seq), vec![(counter, key(&[7])), (rows, key(&[7, tmp]))])),
-            writes: vec![
+            writes: Arc::new([
                 KeyWrites { table: counter, key: key(&[7]), ops: vec![bump], lww: None },
                 KeyWrites { table: rows, key: key(&[7, tmp]), ops: vec![insert], lww: None },
-            ],
+            ]),
             assign: Some(IdAssign { table: counter, key: key(&[7]), column: 1, tmp }),
             participants: vec![PartitionId(0)],
             id_partition: Some(PartitionId(0)),
@@ -368,12 +368,12 @@ fn rule_r4d_a_second_round_between_two_prepared_versions_waits_for_a_commit() {
     let prepare = |seq: u64| Record::Prepared {
         txn: txn(seq),
         meta: Arc::new(WriteMeta::new(txn(seq), vec![(t, k.clone())])),
-        writes: vec![KeyWrites {
+        writes: Arc::new([KeyWrites {
             table: t,
             key: k.clone(),
             ops: vec![OpKind::Write { key: k.clone(), row: vec![Value::Int(0), Value::Int(seq as i64)].into() }],
             lww: None,
-        }],
+        }]),
         assign: None,
         participants: vec![PartitionId(0), PartitionId(1)],
         id_partition: None,
@@ -418,12 +418,12 @@ fn prepared_and_committed(seq: u64, k: i64, participants: &[u32], at: Time) -> [
     let prepared = Record::Prepared {
         txn: txn(seq),
         meta: Arc::new(WriteMeta::new(txn(seq), vec![(t, key.clone())])),
-        writes: vec![KeyWrites {
+        writes: Arc::new([KeyWrites {
             table: t,
             key: key.clone(),
             ops: vec![OpKind::Write { key, row: vec![Value::Int(k), Value::Int(seq as i64)].into() }],
             lww: None,
-        }],
+        }]),
         assign: None,
         participants: participants.iter().map(|p| PartitionId(*p)).collect(),
         id_partition: None,
