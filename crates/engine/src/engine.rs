@@ -231,6 +231,53 @@ pub struct PartCtx<'a> {
     pub(crate) out: &'a mut Effects,
 }
 
+/// What a [`PartCtx`] borrows, owned, for unit tests that drive a partition engine directly
+/// (one place to build the context, so a new field breaks no test).
+#[cfg(test)]
+pub(crate) struct PartCtxParts {
+    pub now: Time,
+    pub me: PartitionId,
+    pub partitions: u32,
+    pub rng: ChaCha8Rng,
+    pub catalog: Catalog,
+    pub registry: crate::procedure::Registry,
+    pub store: MvccStore,
+}
+
+#[cfg(test)]
+impl PartCtxParts {
+    /// Partition `me` of `partitions`, at time zero with an empty store and no procedures.
+    pub fn new(me: PartitionId, partitions: u32, catalog: Catalog, seed: u64) -> Self {
+        use rand::SeedableRng;
+        PartCtxParts {
+            now: Time::ZERO,
+            me,
+            partitions,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            catalog,
+            registry: crate::procedure::Registry::new(),
+            store: MvccStore::new(),
+        }
+    }
+
+    /// Runs `f` on `engine` with a context over these parts: what it logged and sent.
+    pub fn run<E: ?Sized>(&mut self, engine: &mut E, f: impl FnOnce(&mut E, &mut PartCtx)) -> Effects {
+        let mut out = Effects::default();
+        let mut ctx = PartCtx {
+            now: self.now,
+            me: self.me,
+            rng: &mut self.rng,
+            catalog: &self.catalog,
+            registry: &self.registry,
+            partitions: self.partitions,
+            store: &mut self.store,
+            out: &mut out,
+        };
+        f(engine, &mut ctx);
+        out
+    }
+}
+
 impl PartCtx<'_> {
     /// Logs a record. The caller applies it to the store right after (log, then apply: the same
     /// `apply` runs during recovery).

@@ -6,11 +6,9 @@ use super::coordinator::BasicCoordinator;
 use super::messages::{PrepareOutcome, ReadOutcome, Record, Reply, Request, WriteId};
 use super::partition::BasicPartition;
 use super::IN_DOUBT_AFTER;
-use crate::engine::{CoordCtxParts, CoordinatorEngine, PartCtx, PartitionEngine, TxnOptions};
-use crate::machine::Effects;
+use crate::engine::{CoordCtxParts, CoordinatorEngine, PartCtx, PartCtxParts, PartitionEngine, TxnOptions};
 use crate::message::{Addr, Message, Payload, SubOpId};
 use crate::op::{OpKind, PartOp, PartResult};
-use crate::procedure::Registry;
 use litmus_core::formula::ColumnUpdate;
 use litmus_core::{
     Catalog, Column, ColumnType, Decimal, Formula, Isolation, Key, NodeId, PartitionId, Partitioning, TableId,
@@ -58,45 +56,22 @@ fn read_op() -> PartOp {
     PartOp { table: T, kind: OpKind::Read { key: key(), cols: crate::op::ColMask::ALL } }
 }
 
-/// One partition driven by hand: the engine, its store, and every record it logged.
+/// One partition of three driven by hand: the engine, its context's parts (its store in
+/// `ctx.store`), and every record it logged.
 struct Part {
-    id: PartitionId,
     engine: BasicPartition,
-    store: MvccStore,
+    ctx: PartCtxParts,
     log: Vec<Vec<u8>>,
-    catalog: Catalog,
-    registry: Registry,
-    rng: ChaCha8Rng,
-    now: Time,
 }
 
 impl Part {
     fn new(id: u32) -> Part {
-        Part {
-            id: PartitionId(id),
-            engine: BasicPartition::default(),
-            store: MvccStore::new(),
-            log: Vec::new(),
-            catalog: catalog(),
-            registry: Registry::new(),
-            rng: ChaCha8Rng::seed_from_u64(id as u64),
-            now: Time::ZERO,
-        }
+        let ctx = PartCtxParts::new(PartitionId(id), 3, catalog(), id as u64);
+        Part { engine: BasicPartition::default(), ctx, log: Vec::new() }
     }
 
     fn with_ctx(&mut self, f: impl FnOnce(&mut BasicPartition, &mut PartCtx)) -> Vec<(Addr, Message)> {
-        let mut out = Effects::default();
-        let mut ctx = PartCtx {
-            now: self.now,
-            me: self.id,
-            rng: &mut self.rng,
-            catalog: &self.catalog,
-            registry: &self.registry,
-            partitions: 3,
-            store: &mut self.store,
-            out: &mut out,
-        };
-        f(&mut self.engine, &mut ctx);
+        let out = self.ctx.run(&mut self.engine, f);
         self.log.extend(out.persist);
         out.send.into_iter().map(|e| (e.to, e.msg)).collect()
     }
@@ -108,13 +83,13 @@ impl Part {
     }
 
     fn tick(&mut self, now: Time) -> Vec<(Addr, Message)> {
-        self.now = now;
+        self.ctx.now = now;
         self.with_ctx(|e, ctx| e.on_tick(ctx))
     }
 
     fn prepare(&mut self, seq: u64, ts: u64, op: PartOp) -> PrepareOutcome {
         let req = Request::Prepare {
-            id: sub(seq, self.id.0),
+            id: sub(seq, self.ctx.me.0),
             wid: wid(seq),
             ts: Timestamp(ts),
             op,
@@ -133,13 +108,13 @@ impl Part {
 
     /// A read at `ts`: `Some(value)` when answered, `None` when it waits.
     fn read(&mut self, seq: u64, ts: u64) -> Option<Value> {
-        let req = Request::Read { id: sub(seq, self.id.0), ts: Timestamp(ts), own: wid(seq), op: read_op() };
+        let req = Request::Read { id: sub(seq, self.ctx.me.0), ts: Timestamp(ts), own: wid(seq), op: read_op() };
         read_values(self.deliver(COORD, req)).pop()
     }
 
     /// The value with every forced formula applied (what a read above everything would see).
     fn committed(&self) -> Value {
-        let base = self.store.latest(T, &key()).and_then(|(_, r)| r.cloned());
+        let base = self.ctx.store.latest(T, &key()).and_then(|(_, r)| r.cloned());
         let item = self.engine.item(T, &key());
         let row = item.value_at(base, Timestamp::MAX, wid(u64::MAX), false);
         row.expect("row exists")[1].clone()
@@ -222,7 +197,7 @@ fn table_iv_dynamic_timestamp_ordering_schedule() {
     // diverging (Example 3's non-commutative pair).
     let a2 = WriteId { txn: txn(201), attempt: 1 };
     for p in [&mut l, &mut s, &mut h] {
-        let req = Request::Prepare { id: sub(201, p.id.0), wid: a2, ts: Timestamp(204), op: a(), peers: vec![] };
+        let req = Request::Prepare { id: sub(201, p.ctx.me.0), wid: a2, ts: Timestamp(204), op: a(), peers: vec![] };
         assert!(matches!(&p.deliver(COORD, req)[..], [Reply::Prepared { outcome: PrepareOutcome::Placed, .. }]));
         p.deliver(COORD, Request::Force { wid: a2 });
     }
@@ -309,7 +284,7 @@ fn rule_f_force_write_makes_the_formula_the_value() {
     p.force(10);
     assert_eq!(p.committed(), dec(105));
     assert_eq!(p.list(), vec![], "folded into a stored version");
-    assert_eq!(p.store.latest(T, &key()).map(|(ts, _)| ts), Some(Timestamp(10)));
+    assert_eq!(p.ctx.store.latest(T, &key()).map(|(ts, _)| ts), Some(Timestamp(10)));
 }
 
 #[test]
@@ -407,7 +382,7 @@ fn gc_prunes_versions_no_read_needs_and_old_reads_run_again() {
         assert_eq!(p.prepare(ts, ts, update(Formula::Add(dec(1)))), PrepareOutcome::Placed, "write {i}");
         p.force(ts);
     }
-    let versions: Vec<u64> = p.store.versions(T, &key()).map(|(t, _)| t.0).collect();
+    let versions: Vec<u64> = p.ctx.store.versions(T, &key()).map(|(t, _)| t.0).collect();
     assert_eq!(versions, vec![2 * lag + 100, lag + 100], "older versions pruned");
     let req = Request::Read { id: sub(5, 0), ts: Timestamp(15), own: wid(5), op: read_op() };
     assert!(matches!(&p.deliver(COORD, req)[..], [Reply::Read { outcome: ReadOutcome::TooOld { .. }, .. }]));
@@ -427,7 +402,7 @@ fn replaying_the_log_rebuilds_the_same_partition() {
         fresh.apply_bytes(r, &mut store).unwrap();
     }
     assert_eq!(fresh.item(T, &key()), l.engine.item(T, &key()));
-    assert_eq!(store.encode_snapshot(), l.store.encode_snapshot());
+    assert_eq!(store.encode_snapshot(), l.ctx.store.encode_snapshot());
     let records: Vec<Record> = l.log.iter().map(|r| postcard::from_bytes(r).unwrap()).collect();
     assert!(records.iter().any(|r| matches!(r, Record::Prepare { .. })));
 }
@@ -442,24 +417,14 @@ fn base_arrivals(v: i64, arrivals: &[Formula]) -> Value {
     let mut p = Part::new(0);
     let mut engine = NoccPartition::default();
     let mut send = |p: &mut Part, op: PartOp| {
-        let mut out = Effects::default();
-        let mut ctx = PartCtx {
-            now: p.now,
-            me: p.id,
-            rng: &mut p.rng,
-            catalog: &p.catalog,
-            registry: &p.registry,
-            partitions: 3,
-            store: &mut p.store,
-            out: &mut out,
-        };
-        engine.on_request(COORD, Payload::new(BaseRequest::Op { id: sub(1, 0), op }), &mut ctx);
+        let request = Payload::new(BaseRequest::Op { id: sub(1, 0), op });
+        p.ctx.run(&mut engine, |e, ctx| e.on_request(COORD, request, ctx));
     };
     send(&mut p, PartOp { table: T, kind: OpKind::Write { key: key(), row: vec![Value::Int(1), dec(v)].into() } });
     for f in arrivals {
         send(&mut p, update(f.clone()));
     }
-    p.store.latest(T, &key()).and_then(|(_, r)| r.cloned()).expect("row")[1].clone()
+    p.ctx.store.latest(T, &key()).and_then(|(_, r)| r.cloned()).expect("row")[1].clone()
 }
 
 /// Example 3 / Table III under `base` (apply on arrival): a(20) reaches R3 after b(10); the

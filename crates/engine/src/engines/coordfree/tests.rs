@@ -432,21 +432,20 @@ fn prepared_and_committed(seq: u64, k: i64, participants: &[u32], at: Time) -> [
     [prepared, Record::Committed { txn: txn(seq), ids: vec![], at }]
 }
 
-/// Partition 0 of a cluster, stepped by hand: the requests it sends to other partitions.
+/// Partition 0 of a cluster of two, stepped by hand.
 struct Part0 {
     p: CoordfreePartition,
-    store: MvccStore,
-    catalog: litmus_core::Catalog,
-    registry: crate::procedure::Registry,
+    ctx: crate::engine::PartCtxParts,
 }
 
 impl Part0 {
     fn new(records: &[Record]) -> Self {
-        let (mut p, mut store) = (CoordfreePartition::default(), MvccStore::new());
+        let mut ctx = crate::engine::PartCtxParts::new(PartitionId(0), 2, kv_catalog(), 1);
+        let mut p = CoordfreePartition::default();
         for r in records {
-            p.apply_bytes(&postcard::to_stdvec(r).unwrap(), &mut store).unwrap();
+            p.apply_bytes(&postcard::to_stdvec(r).unwrap(), &mut ctx.store).unwrap();
         }
-        Part0 { p, store, catalog: kv_catalog(), registry: crate::procedure::Registry::new() }
+        Part0 { p, ctx }
     }
 
     /// Runs `f` at `now`; the requests sent to other partitions, decoded.
@@ -472,21 +471,8 @@ impl Part0 {
         now: Time,
         f: impl FnOnce(&mut CoordfreePartition, &mut crate::engine::PartCtx),
     ) -> crate::machine::Effects {
-        use rand::SeedableRng;
-        let mut out = crate::machine::Effects::default();
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
-        let mut ctx = crate::engine::PartCtx {
-            now,
-            me: PartitionId(0),
-            rng: &mut rng,
-            catalog: &self.catalog,
-            registry: &self.registry,
-            partitions: 2,
-            store: &mut self.store,
-            out: &mut out,
-        };
-        f(&mut self.p, &mut ctx);
-        out
+        self.ctx.now = now;
+        self.ctx.run(&mut self.p, f)
     }
 
     /// `req` from coordinator 1: how many records it logged, and its replies to the coordinator.
@@ -579,15 +565,15 @@ fn rule_r8_a_second_round_for_a_pruned_version_aborts_the_read() {
     let newest = VERSIONS_KEPT as u64 + 2;
     records.extend(prepared_and_committed(newest, 0, &[0, 1], Time::ZERO));
     let part = Part0::new(&records);
-    let found = part.p.fetch(&[want(newest)], &part.store, &part.catalog).unwrap().unwrap();
+    let found = part.p.fetch(&[want(newest)], &part.ctx.store, &part.ctx.catalog).unwrap().unwrap();
     let last_commit = Timestamp(newest + VERSIONS_RECENT);
     assert_eq!(found.iter().map(|f| f.seen.ts).collect::<Vec<_>>(), vec![last_commit]);
-    let pruned = part.p.fetch(&[want(2)], &part.store, &part.catalog).unwrap();
+    let pruned = part.p.fetch(&[want(2)], &part.ctx.store, &part.ctx.catalog).unwrap();
     assert!(matches!(pruned, Err(litmus_core::Error::Abort(_))), "{pruned:?}");
     // A writer whose write to a key was dropped at its commit never had a version of it:
     // nothing newer, not an abort (which the reader's retries would meet again and again).
     let dropped = Want { key: key(&[1]), have: Timestamp::ZERO, ..want(2) };
-    assert_eq!(part.p.fetch(&[dropped], &part.store, &part.catalog).unwrap().unwrap(), vec![]);
+    assert_eq!(part.p.fetch(&[dropped], &part.ctx.store, &part.ctx.catalog).unwrap().unwrap(), vec![]);
 }
 
 /// R8b: a version overwritten more than `VERSIONS_KEPT` times is still found while it is among
@@ -603,10 +589,10 @@ fn rule_r8b_versions_of_recent_commits_are_kept() {
         Part0::new(&records)
     };
     let part = versions(VERSIONS_KEPT as u64 + 6);
-    let found = part.p.fetch(&[want(2)], &part.store, &part.catalog).unwrap().unwrap();
+    let found = part.p.fetch(&[want(2)], &part.ctx.store, &part.ctx.catalog).unwrap().unwrap();
     assert_eq!(found.iter().map(|f| f.seen.ts).collect::<Vec<_>>(), vec![Timestamp(2)], "a recent version was pruned");
     let part = versions(VERSIONS_KEPT_MAX as u64 + 2);
-    let pruned = part.p.fetch(&[want(2)], &part.store, &part.catalog).unwrap();
+    let pruned = part.p.fetch(&[want(2)], &part.ctx.store, &part.ctx.catalog).unwrap();
     assert!(matches!(pruned, Err(litmus_core::Error::Abort(_))), "more than VERSIONS_KEPT_MAX kept: {pruned:?}");
 }
 
@@ -629,7 +615,7 @@ fn rule_r9_a_lone_participant_commits_with_its_prepare() {
     let mut part = Part0::new(&[]);
     let (logged, replies) = part.ask(Time::ZERO, prepare_request(1, 0, &[0]));
     assert_eq!((logged, replies.clone()), (2, vec![Reply::Committed { txn: txn(1), ids: vec![] }]));
-    let read = |part: &Part0| part.store.get(TableId(0), &key(&[0]), Timestamp::MAX).cloned();
+    let read = |part: &Part0| part.ctx.store.get(TableId(0), &key(&[0]), Timestamp::MAX).cloned();
     assert_eq!(read(&part), Some(vec![Value::Int(0), Value::Int(1)].into()), "visible at once");
     assert_eq!(part.ask(Time::ZERO, prepare_request(1, 0, &[0])), (0, replies), "a resend");
     let (logged, replies) = part.ask(Time::ZERO, prepare_request(2, 0, &[0, 1]));

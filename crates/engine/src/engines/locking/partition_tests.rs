@@ -3,12 +3,8 @@
 
 use super::*;
 use crate::builtin;
-use crate::machine::Effects;
 use crate::message::Message;
-use crate::procedure::Registry;
-use litmus_core::{Catalog, Isolation, Value};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
+use litmus_core::{Isolation, Value};
 
 const TICK: Duration = Duration::from_millis(crate::machine::TICK_INTERVAL_MS);
 
@@ -20,11 +16,8 @@ fn patience() -> Duration {
 
 struct H {
     p: LockingPartition,
-    store: MvccStore,
-    catalog: Catalog,
-    registry: Registry,
-    rng: ChaCha8Rng,
-    now: Time,
+    /// Partition 0 of one, and its store (`ctx.store`) and clock (`ctx.now`).
+    ctx: crate::engine::PartCtxParts,
     table: TableId,
     /// Every operation reply: (transaction, result, write images).
     replies: Vec<(TxnId, Result<PartResult, Error>, Vec<WriteImage>)>,
@@ -47,17 +40,15 @@ impl H {
     fn new(ids: &[i64]) -> H {
         let catalog = builtin::bank::catalog();
         let table = catalog.table_by_name(builtin::bank::ACCOUNTS).unwrap().id;
-        let mut store = MvccStore::new();
+        let mut ctx = crate::engine::PartCtxParts::new(PartitionId(0), 1, catalog, 1);
         for &id in ids {
-            store.put(table, key(id), Timestamp(1), Some(Row::from(vec![Value::Int(id), Value::Int(100)])));
+            ctx.store.put(table, key(id), Timestamp(1), Some(Row::from(vec![Value::Int(id), Value::Int(100)])));
         }
+        ctx.registry = builtin::bank::registry();
+        ctx.now = Time(1_000_000_000);
         H {
             p: LockingPartition::new(LockingConfig { base: false, local: false }),
-            store,
-            catalog,
-            registry: builtin::bank::registry(),
-            rng: ChaCha8Rng::seed_from_u64(1),
-            now: Time(1_000_000_000),
+            ctx,
             table,
             replies: vec![],
             wounds: vec![],
@@ -80,25 +71,14 @@ impl H {
     fn restarted_on(&self, ids: &[i64]) -> H {
         let mut h = H::salt(ids);
         for record in &self.log {
-            h.p.apply_bytes(record, &mut h.store).expect("our own log decodes");
+            h.p.apply_bytes(record, &mut h.ctx.store).expect("our own log decodes");
         }
         h.tick(TICK);
         h
     }
 
     fn with(&mut self, f: impl FnOnce(&mut LockingPartition, &mut PartCtx)) {
-        let mut out = Effects::default();
-        let mut ctx = PartCtx {
-            now: self.now,
-            me: PartitionId(0),
-            rng: &mut self.rng,
-            catalog: &self.catalog,
-            registry: &self.registry,
-            partitions: 1,
-            store: &mut self.store,
-            out: &mut out,
-        };
-        f(&mut self.p, &mut ctx);
+        let out = self.ctx.run(&mut self.p, f);
         self.log.extend(out.persist);
         for env in out.send {
             if let Message::PartitionReply(r) = env.msg {
@@ -208,9 +188,9 @@ impl H {
     }
 
     fn tick(&mut self, d: Duration) {
-        let end = self.now + d;
-        while self.now < end {
-            self.now = self.now + TICK;
+        let end = self.ctx.now + d;
+        while self.ctx.now < end {
+            self.ctx.now = self.ctx.now + TICK;
             self.with(|p, ctx| p.on_tick(ctx));
         }
     }
@@ -381,7 +361,11 @@ fn rule5e_an_accepted_base_transaction_wounds_a_younger_idle_blocker() {
     // b's node keeps talking (readers of account 2): b is idle, not its node silent.
     let talk = |h: &mut H, d: Duration| {
         for i in 0..(d.as_millis() / 10) as u64 {
-            h.op(txn(1, 100 + h.now.as_nanos() / 1_000_000 + i), 0, OpKind::Read { key: key(2), cols: ColMask::ALL });
+            h.op(
+                txn(1, 100 + h.ctx.now.as_nanos() / 1_000_000 + i),
+                0,
+                OpKind::Read { key: key(2), cols: ColMask::ALL },
+            );
             h.tick(Duration::from_millis(10));
         }
     };
@@ -456,7 +440,7 @@ fn rule5f_a_stalled_partition_does_not_count_the_stall_as_patience() {
     h.op(b, 0, OpKind::Delete { key: key(1) });
     assert!(h.results(b).is_empty(), "b waits for the older a");
     // The worker stalls for 50 ms: the next tick comes that late.
-    h.now = h.now + Duration::from_millis(50);
+    h.ctx.now = h.ctx.now + Duration::from_millis(50);
     h.with(|p, ctx| p.on_tick(ctx));
     assert!(!h.died(b), "a stall is not patience: {:?}", h.results(b));
     // Ticks seen again: past the patience, b (younger, still impatient) dies.
@@ -631,7 +615,7 @@ fn rule1_a_batch_of_writes_locks_each_key_and_applies_whole_or_not_at_all() {
     h.commit(w, 3);
     let row = |k: i64, v: i64| Some(Row::from(vec![Value::Int(k), Value::Int(v)]));
     assert_eq!(h.results(r), vec![&Ok(PartResult::Row(row(3, 110)))], "each write saw the one before it");
-    assert_eq!(h.store.latest(h.table, &key(4)).and_then(|(_, r)| r.cloned()), row(4, 0));
+    assert_eq!(h.ctx.store.latest(h.table, &key(4)).and_then(|(_, r)| r.cloned()), row(4, 0));
 }
 
 /// A commit record logs each write as the columns it changed where that is shorter than the row
@@ -674,9 +658,9 @@ fn commit_record_logs_the_changed_columns_and_replays_to_the_same_rows() {
     // Replayed over the rows it started from, the log gives the same rows.
     let mut replay = H::new(&[1, 2, 3]);
     for record in &h.log {
-        replay.p.apply_bytes(record, &mut replay.store).expect("our own log decodes");
+        replay.p.apply_bytes(record, &mut replay.ctx.store).expect("our own log decodes");
     }
-    let rows = |h: &H| h.store.scan(h.table, Bound::Unbounded, Bound::Unbounded, Timestamp::MAX, 100);
+    let rows = |h: &H| h.ctx.store.scan(h.table, Bound::Unbounded, Bound::Unbounded, Timestamp::MAX, 100);
     assert_eq!(rows(&replay), rows(&h));
     assert_eq!(
         rows(&h).into_iter().map(|(_, r)| r[1].clone()).collect::<Vec<_>>(),
@@ -690,9 +674,9 @@ fn commit_record_logs_the_changed_columns_and_replays_to_the_same_rows() {
         .find(|r| matches!(decode_record::<Record>("locking", r), Ok(Record::CommitColumns { .. })))
         .expect("a commit record");
     let mut stranger = H::new(&[]);
-    let err = stranger.p.apply_bytes(commit, &mut stranger.store).unwrap_err();
+    let err = stranger.p.apply_bytes(commit, &mut stranger.ctx.store).unwrap_err();
     assert!(matches!(err, Error::Storage(_)), "{err}");
-    assert_eq!(stranger.store, MvccStore::new(), "nothing applied");
+    assert_eq!(stranger.ctx.store, MvccStore::new(), "nothing applied");
 }
 
 /// `LoggedImage::between` keeps the whole row when most columns changed, when the width
@@ -719,7 +703,7 @@ fn a_logged_image_is_the_shorter_of_row_and_columns_and_needs_its_row() {
 
 /// `t`'s row `id` as this partition has it now (its latest committed version).
 fn row_of(h: &H, id: i64) -> Option<Row> {
-    h.store.get(h.table, &key(id), Timestamp(u64::MAX)).cloned()
+    h.ctx.store.get(h.table, &key(id), Timestamp(u64::MAX)).cloned()
 }
 
 /// BASE transaction `t` (node 0) deletes account 1 in subtransaction 1; the coordinator logs
