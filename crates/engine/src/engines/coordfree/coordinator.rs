@@ -59,7 +59,6 @@ struct TxnState {
     seq: Option<SeqDecl>,
     assign: Option<(PartitionId, IdAssign)>,
     tmp: i64,
-    /// Buffered writes by key, in issue order per key.
     /// Buffered writes by key, per partition (a replicated table's row is written on every
     /// partition, the same operations on each), in issue order.
     buffer: BTreeMap<(TableId, Key), BTreeMap<PartitionId, Vec<OpKind>>>,
