@@ -622,7 +622,9 @@ impl PartitionEngine for CoordfreePartition {
                 }
             },
             Request::Prepare { txn, meta, writes, assign, participants, id_partition } => {
-                let alone = participants.len() == 1;
+                // Alone only if it names this partition alone (a request naming another is
+                // malformed and only prepared: a coordinator would commit it there).
+                let alone = participants == [ctx.me];
                 let result = self.prepare(from, txn, meta, writes, assign, participants, id_partition, ctx);
                 // R9: a lone participant commits with its prepare, in the same step.
                 let committed = match result {

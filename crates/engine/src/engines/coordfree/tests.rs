@@ -624,4 +624,8 @@ fn rule_r9_a_lone_participant_commits_with_its_prepare() {
     let (_, replies) = part.ask(Time::ZERO, Request::Commit { txn: txn(2), ids: vec![] });
     assert_eq!(replies, vec![Reply::Committed { txn: txn(2), ids: vec![] }]);
     assert_eq!(read(&part), Some(vec![Value::Int(0), Value::Int(2)].into()));
+    // A prepare naming another partition as its only participant is not this one's to commit.
+    let (logged, replies) = part.ask(Time::ZERO, prepare_request(3, 0, &[1]));
+    assert_eq!((logged, replies), (1, vec![Reply::Prepared { txn: txn(3), result: Ok(()) }]));
+    assert_eq!(read(&part), Some(vec![Value::Int(0), Value::Int(2)].into()));
 }
