@@ -1,7 +1,7 @@
 //! The coordinator half of `coordfree`: read buffering with RAMP-Fast's two rounds, write
 //! buffering, the two-phase RAMP write with the counter partition's commit first, refusal.
 
-use super::messages::{Fetched, IdAssign, KeyWrites, Reply, Request, Seen, Want, WriteMeta};
+use super::messages::{Fetched, IdAssign, KeyWrites, Reply, Request, Want, WriteMeta};
 use super::partition::fold;
 use super::{contains_id, ramp, tmp_id, DONE_EVERY, READ_WINDOW, RESEND_AFTER};
 use crate::engine::{CoordCtx, CoordinatorEngine, TxnOptions};
@@ -63,11 +63,11 @@ struct TxnState {
     /// partition, the same operations on each), in issue order.
     buffer: BTreeMap<(TableId, Key), BTreeMap<PartitionId, Vec<OpKind>>>,
     /// RAMP: what the transaction knows of every version it read.
-    seen: BTreeMap<(TableId, Key), Seen>,
+    seen: ramp::ReadSet,
     /// The committed row of every key this transaction point-read (second round applied),
     /// without its own writes: a later read of the key, or the validation of a write to it,
     /// is answered from here instead of asking the partition again (R4a).
-    rows: BTreeMap<(TableId, Key), Option<Row>>,
+    rows: FxHashMap<(TableId, Key), Option<Row>>,
     /// Rows of the id counter's table handed to the procedure by a read while not masked by
     /// this transaction's id assignment, or by a range read: never taken forward (R4g).
     unmasked: FxHashSet<(TableId, Key)>,
@@ -79,7 +79,7 @@ struct TxnState {
     served: FxHashMap<(TableId, Key), PartitionId>,
     /// Reads outstanding or held until the whole batch is in (RAMP-Fast's `GET_ALL`).
     batch: Vec<BatchRead>,
-    batch_keys: BTreeSet<(TableId, Key)>,
+    batch_keys: ramp::KeySet,
     /// The batch's range reads.
     scans: Vec<ramp::Scanned>,
     fetch_waiting: BTreeMap<PartitionId, (Request, Time)>,

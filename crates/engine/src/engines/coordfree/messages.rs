@@ -35,6 +35,7 @@ impl std::fmt::Debug for WriteMeta {
 
 /// A key's hash for [`WriteMeta::names_hashed`]: a fast 64-bit mix of its table and bytes (not
 /// a security hash: a collision only costs the binary search it would have cost anyway).
+#[inline]
 pub fn key_hash(key: &(TableId, Key)) -> u64 {
     const MUL: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut h = u64::from(key.0 .0).wrapping_mul(MUL);
@@ -102,11 +103,13 @@ impl WriteMeta {
 }
 
 /// Whether a key of hash `hash` passes a filter of [`WriteMeta::filter_words`] (or a copy).
+#[inline]
 pub fn passes(filter: &[u64], hash: u64) -> bool {
     probes(hash, filter.len() * 64).into_iter().all(|bit| filter[bit / 64] & (1 << (bit % 64)) != 0)
 }
 
 /// The filter's two bits for a key hash, in a filter of `bits` bits (a power of two).
+#[inline]
 fn probes(hash: u64, bits: usize) -> [usize; 2] {
     let mask = bits as u64 - 1;
     [(hash & mask) as usize, ((hash >> 32) & mask) as usize]

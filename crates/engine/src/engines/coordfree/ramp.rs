@@ -26,6 +26,12 @@ use litmus_core::{Key, PartitionId, TableId, Timestamp, TxnId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+/// What a transaction read, by key (hashed: every read, check and hand-over looks a key up
+/// here, and nothing needs the keys in order).
+pub type ReadSet = FxHashMap<(TableId, Key), Seen>;
+/// A batch's keys.
+pub type KeySet = FxHashSet<(TableId, Key)>;
+
 /// The second-round requests for a read set: for every key in `seen` that `fixable` allows (the
 /// reads not yet handed to the procedure), the writers other read versions name as having
 /// written it, other than the writer of the version read, unless the key was read at or after
@@ -34,7 +40,7 @@ use std::sync::Arc;
 /// read returned no row for (`covered`: a key inside a scanned range that returned nothing for
 /// it).
 pub fn missing(
-    seen: &BTreeMap<(TableId, Key), Seen>,
+    seen: &ReadSet,
     fixable: &dyn Fn(&(TableId, Key)) -> bool,
     covered: &dyn Fn(&(TableId, Key)) -> bool,
     part_of: &dyn Fn(&(TableId, Key)) -> Option<PartitionId>,
@@ -143,6 +149,7 @@ impl Writer {
 
     /// R4c: whether a version of partition `part` at `ts` (committed) was read at or after
     /// this writer's timestamp there, so reflects its write.
+    #[inline]
     fn reflected_in(&self, part: PartitionId, ts: Timestamp) -> bool {
         match self.ts_first {
             Some((p, t)) if p == part => t <= ts,
@@ -168,12 +175,14 @@ impl Writer {
 
     /// Whether the copied filter (if any) may name the key of hash `hash`: `false` means the
     /// writer certainly did not write it.
+    #[inline]
     fn may_name(&self, hash: u64) -> bool {
         self.filter.as_ref().is_none_or(|(words, n)| passes(&words[..*n], hash))
     }
 
     /// Whether the writer wrote `key`, once [`Self::may_name`] passed: the metadata's search
     /// (the range first where no filter was copied).
+    #[inline]
     fn names(&self, key: &(TableId, Key), hash: u64) -> bool {
         match &self.filter {
             Some(_) => self.meta.names_searched(key),
@@ -204,9 +213,9 @@ pub struct ReadIndex {
     writers: Vec<Writer>,
     known: FxHashMap<TxnId, usize>,
     /// Per key checked before: the writers it was checked against (a prefix of `writers`) and
-    /// the version it was read at then. A key read again (R4a) is checked against the writers
-    /// learnt since only, unless its version changed.
-    checked: FxHashMap<(TableId, Key), (usize, Timestamp)>,
+    /// the version it was read at then, and its hash. A key read again (R4a) is checked against
+    /// the writers learnt since only, unless its version changed.
+    checked: FxHashMap<(TableId, Key), (usize, Timestamp, u64)>,
     asked: BTreeSet<(TableId, Key, TxnId)>,
     /// Keys handed to the procedure by delivered batches (R4e).
     handed: Vec<Handed>,
@@ -256,7 +265,7 @@ impl ReadIndex {
         &mut self,
         keys: impl Iterator<Item = &'a (TableId, Key)>,
         scans: &[Scanned],
-        seen: &BTreeMap<(TableId, Key), Seen>,
+        seen: &ReadSet,
         part_of: &dyn Fn(&(TableId, Key)) -> Option<PartitionId>,
     ) {
         // Checked against the writers known when the batch's second round was decided (a
@@ -264,17 +273,16 @@ impl ReadIndex {
         let checked = self.scans_checked.min(self.writers.len());
         self.handed_scans.extend(scans.iter().map(|s| (s.clone(), checked)));
         for k in keys {
-            if self.handed_keys.contains(k) {
+            let (Some(s), Some(part)) = (seen.get(k), part_of(k)) else { continue };
+            if !self.handed_keys.insert(k.clone()) {
                 continue;
             }
-            let (Some(s), Some(part)) = (seen.get(k), part_of(k)) else { continue };
-            let checked = match self.checked.get(k) {
-                Some(&(n, ts)) if ts == s.ts => n,
-                _ => 0,
+            let (checked, hash) = match self.checked.get(k) {
+                Some(&(n, ts, hash)) => (if ts == s.ts { n } else { 0 }, hash),
+                None => (0, key_hash(k)),
             };
-            self.handed_keys.insert(k.clone());
             let own = s.writer.as_ref().map(|w| w.txn);
-            self.handed.push(Handed { key: k.clone(), hash: key_hash(k), part, ts: s.ts, own, checked });
+            self.handed.push(Handed { key: k.clone(), hash, part, ts: s.ts, own, checked });
         }
     }
 
@@ -314,8 +322,8 @@ impl ReadIndex {
     /// is `None`: a replicated row no copy of which was read) are not checked.
     pub fn missing(
         &mut self,
-        seen: &BTreeMap<(TableId, Key), Seen>,
-        batch: &BTreeSet<(TableId, Key)>,
+        seen: &ReadSet,
+        batch: &KeySet,
         scans: &[Scanned],
         part_of: &dyn Fn(&(TableId, Key)) -> Option<PartitionId>,
     ) -> Vec<Want> {
@@ -346,9 +354,9 @@ impl ReadIndex {
         let learnt = self.writers.len();
         for h in self.handed.iter_mut().filter(|h| h.checked < learnt) {
             for w in &self.writers[h.checked..] {
-                if !w.may_name(h.hash)
-                    || h.own == Some(w.txn)
+                if h.own == Some(w.txn)
                     || (h.ts < Timestamp::MAX && w.reflected_in(h.part, h.ts))
+                    || !w.may_name(h.hash)
                 {
                     continue;
                 }
@@ -358,24 +366,25 @@ impl ReadIndex {
             }
             h.checked = learnt;
         }
+        let learnt = self.writers.len();
         for k in batch {
             let Some(s) = seen.get(k) else { continue };
             let Some(part) = part_of(k) else { continue };
-            let from = match self.checked.get(k) {
-                Some(&(n, ts)) if ts == s.ts => n,
-                _ => 0,
-            };
-            if from == self.writers.len() {
+            // One lookup: a key new here was checked against no writer.
+            let slot = self.checked.entry(k.clone()).or_insert_with(|| (0, s.ts, key_hash(k)));
+            let from = if slot.1 == s.ts { slot.0 } else { 0 };
+            if from == learnt {
                 continue;
             }
-            self.checked.insert(k.clone(), (self.writers.len(), s.ts));
+            (slot.0, slot.1) = (learnt, s.ts);
+            let hash = slot.2;
             let own = s.writer.as_ref().map(|w| w.txn);
-            let hash = key_hash(k);
             for w in &self.writers[from..] {
-                // The copied filter, then R4c: they need no look at the metadata (a cache miss
-                // per writer), and reject nearly every writer (not naming the key, or older on
-                // the key's partition than the version read).
-                if !w.may_name(hash) || own == Some(w.txn) || (s.ts < Timestamp::MAX && w.reflected_in(part, s.ts)) {
+                // The writer itself, R4c, then the copied filter: they need no look at the
+                // metadata (a cache miss per writer), and reject nearly every writer (the
+                // version's own, older on the key's partition than the version read, or not
+                // naming the key); the first two compare two integers each.
+                if own == Some(w.txn) || (s.ts < Timestamp::MAX && w.reflected_in(part, s.ts)) || !w.may_name(hash) {
                     continue;
                 }
                 if w.names(k, hash) {

@@ -75,7 +75,7 @@ fn rule_r4_a_key_named_by_another_writers_metadata_is_fetched_again() {
     let t = TableId(0);
     let w1 = Arc::new(WriteMeta::new(txn(1), vec![(t, key(&[0])), (t, key(&[1]))]));
     let w0 = Arc::new(WriteMeta::new(txn(0), vec![(t, key(&[0])), (t, key(&[1]))]));
-    let mut seen = BTreeMap::new();
+    let mut seen = ramp::ReadSet::default();
     seen.insert((t, key(&[0])), Seen { ts: Timestamp(3), writer: Some(w1.clone()) });
     seen.insert((t, key(&[1])), Seen { ts: Timestamp(2), writer: Some(w0) });
     let wants = ramp::missing(&seen, &|_| true, &|_| false, &own_partition);
@@ -177,12 +177,12 @@ fn rule_r4b_the_read_index_asks_what_the_scan_of_the_read_set_asks_once() {
         };
         // Two batches: the first reads some keys; the second reads new keys and again some of
         // the first's, after the writers of its new versions were learnt.
-        let mut seen = BTreeMap::new();
+        let mut seen = ramp::ReadSet::default();
         let mut index = ramp::ReadIndex::default();
         let mut asked_before: BTreeSet<(Key, TxnId)> = BTreeSet::new();
         let mut first: Vec<(TableId, Key)> = Vec::new();
         for round in 0..2 {
-            let mut batch: BTreeSet<(TableId, Key)> = first.iter().filter(|_| rng.gen_bool(0.5)).cloned().collect();
+            let mut batch: ramp::KeySet = first.iter().filter(|_| rng.gen_bool(0.5)).cloned().collect();
             for k in 0..12 {
                 if seen.contains_key(&tk(k)) || !rng.gen_bool(0.4) {
                     continue;
@@ -232,7 +232,7 @@ fn break_the_rule_an_index_missing_a_writer_asks_less() {
     let t = TableId(0);
     let w1 = Arc::new(WriteMeta::new(txn(1), vec![(t, key(&[0])), (t, key(&[1]))]));
     let w0 = Arc::new(WriteMeta::new(txn(0), vec![(t, key(&[0])), (t, key(&[1]))]));
-    let mut seen = BTreeMap::new();
+    let mut seen = ramp::ReadSet::default();
     seen.insert((t, key(&[0])), Seen { ts: Timestamp(3), writer: Some(w1) });
     seen.insert((t, key(&[1])), Seen { ts: Timestamp(2), writer: Some(w0) });
     let batch = seen.keys().cloned().collect();
@@ -251,7 +251,7 @@ fn rule_r4c_a_key_read_after_the_writers_commit_on_its_partition_is_not_asked_ag
     let all = vec![(t, key(&[0])), (t, key(&[1])), (t, key(&[2])), (t, key(&[3]))];
     let loader = Arc::new(WriteMeta::new(txn(0), all.clone()));
     let later = Arc::new(WriteMeta::new(txn(1), vec![(t, key(&[1]))]));
-    let mut seen = BTreeMap::new();
+    let mut seen = ramp::ReadSet::default();
     seen.insert((t, key(&[0])), Seen { ts: Timestamp(5), writer: Some(loader.clone()) });
     // Overwritten after the loader (ts 9 > 5) on P0: reflects the loader's write.
     seen.insert((t, key(&[1])), Seen { ts: Timestamp(9), writer: Some(later.clone()) });
@@ -279,7 +279,7 @@ fn rule_r4c_a_key_read_after_the_writers_commit_on_its_partition_is_not_asked_ag
 fn break_the_rule_r4c_a_timestamp_from_another_partition_skips_a_needed_fetch() {
     let t = TableId(0);
     let loader = Arc::new(WriteMeta::new(txn(0), vec![(t, key(&[0])), (t, key(&[3]))]));
-    let mut seen = BTreeMap::new();
+    let mut seen = ramp::ReadSet::default();
     seen.insert((t, key(&[0])), Seen { ts: Timestamp(5), writer: Some(loader) });
     seen.insert((t, key(&[3])), Seen { ts: Timestamp(7), writer: None });
     let batch = seen.keys().cloned().collect();
