@@ -1,5 +1,6 @@
 //! The coordinator half of `basic`: timestamps (a hybrid clock), the PREPARE / FORCE-WRITE /
-//! REVOKE rounds over `P(op)`, retry of a revoked write under a new timestamp, resends, the
+//! REVOKE rounds over `P(op)`, retry of a revoked write (and of a read refused below a newer
+//! write, rule R's real-time order) under a new timestamp, resends, the
 //! unilateral abort on a PREPARE timeout and the answers to participants in doubt (§IV-B, D).
 
 use super::messages::{CoordRecord, PrepareOutcome, ReadOutcome, Reply, Request, WriteId};
@@ -27,6 +28,8 @@ struct Txn {
     attempt: u32,
     /// The operation read: a revoked write then fails it (its reads were at the old timestamp).
     read: bool,
+    /// A read was answered to the procedure (at `ts`): the timestamp can no longer change.
+    answered: bool,
     writes: Vec<(SubOpId, PartOp)>,
     outstanding: BTreeMap<SubOpId, Outstanding>,
     placed: BTreeSet<PartitionId>,
@@ -152,6 +155,26 @@ impl BasicCoordinator {
         ctx.txn_done(txn, Ok(()));
     }
 
+    /// Rule R, real-time order: a read refused below a newer write (`TooOld`) before anything
+    /// was answered or placed at the operation's timestamp runs again, with every read still
+    /// out, under a new timestamp above the bound (already bumped): a new attempt, as a revoked
+    /// write-only operation under rule V. Late answers at the old timestamp are ignored.
+    fn rerun_reads(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
+        let ts = self.next_ts(ctx);
+        let Some(t) = self.txns.get_mut(&txn) else { return };
+        t.attempt += 1;
+        t.ts = ts;
+        let own = t.wid(txn);
+        let now = ctx.now;
+        for (&id, o) in &mut t.outstanding {
+            if let Request::Read { op, .. } = &o.req {
+                o.req = Request::Read { id, ts, own, op: op.clone() };
+                (o.first, o.sent) = (now, now);
+                Self::send(ctx, id.part, &o.req);
+            }
+        }
+    }
+
     fn on_prepared(&mut self, id: SubOpId, wid: WriteId, outcome: PrepareOutcome, ctx: &mut CoordCtx) {
         let Some(t) = self.txns.get_mut(&id.txn) else { return };
         if wid.attempt != t.attempt {
@@ -191,6 +214,7 @@ impl CoordinatorEngine for BasicCoordinator {
             ts,
             attempt: 0,
             read: false,
+            answered: false,
             writes: Vec::new(),
             outstanding: BTreeMap::new(),
             placed: BTreeSet::new(),
@@ -245,16 +269,25 @@ impl CoordinatorEngine for BasicCoordinator {
         match reply {
             Reply::Read { id, ts, outcome } => {
                 let Some(t) = self.txns.get_mut(&id.txn) else { return };
-                if t.ts != ts || t.outstanding.remove(&id).is_none() {
+                if t.ts != ts || !t.outstanding.contains_key(&id) {
                     return;
                 }
+                let rerun = t.writes.is_empty() && !t.answered && t.attempt < RETRIES_MAX;
                 let result = match outcome {
                     ReadOutcome::Done(r) => r,
                     ReadOutcome::TooOld { bound } => {
                         self.bump(bound);
+                        if rerun {
+                            self.rerun_reads(id.txn, ctx);
+                            return;
+                        }
                         Err(too_old())
                     }
                 };
+                if let Some(t) = self.txns.get_mut(&id.txn) {
+                    t.outstanding.remove(&id);
+                    t.answered = true;
+                }
                 ctx.op_done(id, result);
             }
             Reply::Prepared { id, wid, outcome } => self.on_prepared(id, wid, outcome, ctx),

@@ -86,6 +86,12 @@ impl Item {
             .fold(stored, apply_formula)
     }
 
+    /// Rule R, real-time order: the newest formula of another write above `ts`, pending or
+    /// forced (a read arriving below it may have begun after that write was acknowledged).
+    pub fn newest_above(&self, ts: Timestamp, own: WriteId) -> Option<Timestamp> {
+        self.list.iter().rev().find(|e| e.ts > ts && e.wid != own).map(|e| e.ts)
+    }
+
     /// Rule R, last step: `lrt(x, P) := max(lrt, TS(R))`.
     pub fn raise_lrt(&mut self, ts: Timestamp) {
         self.lrt = self.lrt.max(ts);

@@ -9,8 +9,10 @@
 //!
 //! * **Timestamps.** `TS(op)` is taken at `begin` from a hybrid clock at the coordinator
 //!   (`max(now µs, last + 1)`, the node in the low [`TS_NODE_BITS`] bits): unique and increasing;
-//!   raised past every bound a partition reports (a revocation, a folded item); a logged floor
-//!   keeps it increasing across restarts.
+//!   raised past every bound a partition reports (a revocation, a folded item, a newer write);
+//!   a logged floor keeps it increasing across restarts. Coordinators' clocks are not
+//!   synchronized (skew; a restarted coordinator resumes at its floor, up to
+//!   [`CLOCK_FLOOR_STEP_US`] ahead): timestamp order alone is not real-time order (see R).
 //! * **Per item per partition** ([`item::Item`]): `lrt(x, P)` and `list(x, P)`, the update
 //!   formulas in timestamp order: the core's [`litmus_core::Formula`]s (assign, add, multiply,
 //!   …) for updates, a whole-row image for writes and deletes (§IV-A logical formula caching).
@@ -18,6 +20,15 @@
 //!   older formulas not yet forced or revoked get a `read_by` fact and the read waits for them
 //!   (a parked read); a revoked formula is removed before the read returns; `lrt` is raised
 //!   (at arrival, so a write below it that arrives while the read waits is refused).
+//!   *Real-time order*: a read that arrives when the item already holds a formula of another
+//!   write above `TS(R)`, pending or forced, or a stored version above it, is answered `TooOld`
+//!   with that bound and runs again above it (an insert's read of the key's absence likewise
+//!   revokes it): that write may have been acknowledged before the read began — a coordinator
+//!   acknowledges once its decision is logged, before FORCE-WRITE arrives (or after a lost one
+//!   is resent) — and a coordinator whose clock is behind gave the read a smaller timestamp.
+//!   The coordinator reruns the refused read under a new timestamp when nothing was answered or
+//!   placed at the old one (as V retries a write-only operation); otherwise the operation fails
+//!   retryably.
 //! * **W1** ([`item::Item::w1_revokes`]): `TS(W) < lrt(x, P)` revokes the write.
 //! * **W2** ([`item::Item::place`]): otherwise the formula is added to the list in timestamp
 //!   order (logged before the PREPARE answer leaves).
@@ -33,9 +44,9 @@
 //!   an earlier pending one (Table IV's `b` before `a`): it takes effect for every read above it
 //!   at once, and waits in the list behind the pending one only to be folded, so no write ever
 //!   waits for another and replicas fold in timestamp order (Example 3 cannot diverge).
-//! * **`read_b4` (W2 b)** is subsumed: a read older than a forced formula still sees the value
-//!   without it (the stored versions are kept per timestamp), so the write need not wait for
-//!   older reads to finish.
+//! * **`read_b4` (W2 b)** is subsumed: a read that arrived (and waits) before a newer formula
+//!   was placed still sees the value without it once it is forced (the stored versions are kept
+//!   per timestamp), so the write need not wait for older reads to finish.
 //! * **Partition independence**: an operation sends messages only to the partitions it touches;
 //!   partitions talk to each other only about an operation they share (§IV-D queries).
 //! * **§IV-D timeouts**: a partition asked about an operation it never prepared discards it (a
@@ -56,7 +67,9 @@
 //! Every read sees exactly the operations with smaller timestamps (instant consistency: a
 //! consistent snapshot), and a transaction's reads and writes are serializable in timestamp
 //! order (multiversion timestamp ordering with formulas): declared as `AnsiLevels`, serializable
-//! at every level. Range reads raise a per-table `lrt` (no phantoms). After a partition restarts
+//! at every level. Whatever the clocks' skew, a read that begins after a write was acknowledged
+//! sees it (R's real-time order), and a write that begins after a read answered is placed above
+//! it (W1). Range reads raise a per-table `lrt` (no phantoms). After a partition restarts
 //! its per-item `lrt`s are replaced by a logged floor above every read it answered.
 //!
 //! ## Not implemented (yet)

@@ -50,6 +50,9 @@ struct Parked {
     own: WriteId,
     op: PartOp,
     waits: BTreeSet<WriteId>,
+    /// Not evaluated yet: it has just arrived, and rule R's real-time check applies (a read
+    /// resumed after it parked began before any formula placed since).
+    fresh: bool,
 }
 
 /// See the module doc.
@@ -76,6 +79,21 @@ pub struct BasicPartition {
     dirty: BTreeSet<(TableId, Key)>,
     #[serde(skip)]
     started: bool,
+}
+
+/// Rule R, real-time order: the newest formula of another write, or stored version, of `key`
+/// above a read at `ts` that arrives now (`own`: the reader's write attempt).
+fn newer(
+    items: Option<&Item>,
+    store: &MvccStore,
+    table: TableId,
+    key: &Key,
+    ts: Timestamp,
+    own: WriteId,
+) -> Option<Timestamp> {
+    let formula = items.and_then(|i| i.newest_above(ts, own));
+    let version = store.latest(table, key).map(|(v, _)| v).filter(|v| *v > ts);
+    formula.max(version)
 }
 
 fn stored(store: &MvccStore, table: TableId, key: &Key) -> (Timestamp, Option<Row>) {
@@ -212,8 +230,14 @@ impl BasicPartition {
         let table = p.op.table;
         match &p.op.kind {
             OpKind::Read { key, .. } => {
-                let base = stored_at(store, table, key, p.ts);
                 let (ts, own, id) = (p.ts, p.own, p.id);
+                if p.fresh {
+                    let item = self.items.get(&table).and_then(|t| t.get(key));
+                    if let Some(bound) = newer(item, store, table, key, ts, own) {
+                        return Some(ReadOutcome::TooOld { bound });
+                    }
+                }
+                let base = stored_at(store, table, key, p.ts);
                 let view = self.with_item(table, key, |item| {
                     item.raise_lrt(ts);
                     base.map(|row| item.read(row, ts, own, id))
@@ -244,9 +268,14 @@ impl BasicPartition {
                 }
                 let mut rows = Vec::new();
                 let mut waits = BTreeSet::new();
+                let mut bound = None;
                 for key in keys {
                     if rows.len() >= *limit as usize {
                         break;
+                    }
+                    if p.fresh {
+                        let item = self.items.get(&table).and_then(|t| t.get(&key));
+                        bound = bound.max(newer(item, store, table, &key, p.ts, p.own));
                     }
                     let row = match stored_at(store, table, &key, p.ts) {
                         Ok(row) => row,
@@ -264,6 +293,9 @@ impl BasicPartition {
                         ReadView::Value(None) => {}
                         ReadView::Wait(w) => waits.extend(w),
                     }
+                }
+                if let Some(bound) = bound {
+                    return Some(ReadOutcome::TooOld { bound });
                 }
                 if !waits.is_empty() {
                     p.waits = waits;
@@ -291,7 +323,10 @@ impl BasicPartition {
                 let err = Error::unavailable(format!("{}: {PARKED_MAX} reads already wait", ctx.me));
                 self.answer_read(&p, ReadOutcome::Done(Err(err)), ctx);
             }
-            None => self.parked.push(p),
+            None => {
+                p.fresh = false;
+                self.parked.push(p);
+            }
         }
     }
 
@@ -349,6 +384,11 @@ impl BasicPartition {
             OpKind::Insert { row: new, .. } => {
                 if item.pending().any(|e| e.ts < ts && e.wid != wid) {
                     return PrepareOutcome::Revoked { bound: ts };
+                }
+                // The insert reads the key's absence: rule R's real-time order (a newer stored
+                // version is W1's floor above).
+                if let Some(bound) = item.newest_above(ts, wid) {
+                    return PrepareOutcome::Revoked { bound };
                 }
                 if item.value_at(row, ts, wid, false).is_some() {
                     return PrepareOutcome::Failed(InvalidInput::DuplicateKey(table_name()).into());
@@ -467,7 +507,7 @@ impl PartitionEngine for BasicPartition {
         let Ok(req) = req.decode::<Request>() else { return };
         match req {
             Request::Read { id, ts, own, op } => {
-                self.on_read(Parked { from, id, ts, own, op, waits: BTreeSet::new() }, ctx)
+                self.on_read(Parked { from, id, ts, own, op, waits: BTreeSet::new(), fresh: true }, ctx)
             }
             Request::Prepare { id, wid, ts, op, peers } => {
                 let outcome = self.prepare(id, (wid, ts), op, peers, from, ctx);

@@ -112,6 +112,15 @@ impl Part {
         read_values(self.deliver(COORD, req)).pop()
     }
 
+    /// A read at `ts`, as answered (it must not wait).
+    fn read_outcome(&mut self, seq: u64, ts: u64) -> ReadOutcome {
+        let req = Request::Read { id: sub(seq, self.ctx.me.0), ts: Timestamp(ts), own: wid(seq), op: read_op() };
+        match &self.deliver(COORD, req)[..] {
+            [Reply::Read { outcome, .. }] => outcome.clone(),
+            other => panic!("read answered {other:?}"),
+        }
+    }
+
     /// The value with every forced formula applied (what a read above everything would see).
     fn committed(&self) -> Value {
         let base = self.ctx.store.latest(T, &key()).and_then(|(_, r)| r.cloned());
@@ -208,16 +217,20 @@ fn table_iv_dynamic_timestamp_ordering_schedule() {
 fn rule_r_read_applies_older_formulas_in_timestamp_order_and_not_newer() {
     let mut p = Part::new(0);
     p.load(dec(100));
-    for (seq, f) in [(10, Formula::Add(dec(10))), (20, Formula::Multiply(dec(2))), (30, Formula::Add(dec(1)))] {
-        assert_eq!(p.prepare(seq, seq, update(f)), PrepareOutcome::Placed);
-    }
+    // Reads at 15 and 25 arrive while the older formulas are pending (they wait); the newer
+    // formulas are placed after they arrived.
+    assert_eq!(p.prepare(10, 10, update(Formula::Add(dec(10)))), PrepareOutcome::Placed);
+    assert_eq!(p.read(15, 15), None);
+    assert_eq!(p.prepare(20, 20, update(Formula::Multiply(dec(2)))), PrepareOutcome::Placed);
+    assert_eq!(p.read(25, 25), None);
+    assert_eq!(p.prepare(30, 30, update(Formula::Add(dec(1)))), PrepareOutcome::Placed);
     // Forced out of order (30 before 20): values still follow timestamp order.
     p.force(30);
-    p.force(10);
-    p.force(20);
-    assert_eq!(p.read(25, 25), Some(dec(220)), "(100 + 10) * 2, not + 1");
+    let r15 = read_values(p.deliver(COORD, Request::Force { wid: wid(10) }));
+    assert_eq!(r15, vec![dec(110)], "an older read still sees the older value");
+    let r25 = read_values(p.deliver(COORD, Request::Force { wid: wid(20) }));
+    assert_eq!(r25, vec![dec(220)], "(100 + 10) * 2, not + 1");
     assert_eq!(p.read(35, 35), Some(dec(221)));
-    assert_eq!(p.read(15, 15), Some(dec(110)), "an older read still sees the older value");
 }
 
 #[test]
@@ -237,6 +250,91 @@ fn rule_r_read_waits_for_pending_older_formula_and_skips_it_once_revoked() {
     assert_eq!(r, vec![dec(105)]);
 }
 
+/// Seed 110 of `litmus sim --engine basic --workload acked --faults`, at the partition: a
+/// write at ts 30 is placed (PREPARE answered); its coordinator logs the decision and
+/// acknowledges the client, FORCE-WRITE still in flight (or lost and resent 200 ms later). A
+/// read that began after the acknowledgement, on a coordinator whose clock is behind, arrives
+/// with ts 20: answered at 20 it returns the value without the write (the key's absence) — an
+/// acknowledged write lost to a later read. It must run again above the write instead.
+#[test]
+fn rule_r_real_time_a_read_arriving_below_a_placed_write_runs_again_above_it() {
+    let put = |v: i64| PartOp { table: T, kind: OpKind::Write { key: key(), row: vec![Value::Int(1), dec(v)].into() } };
+    let insert =
+        |v: i64| PartOp { table: T, kind: OpKind::Insert { key: key(), row: vec![Value::Int(1), dec(v)].into() } };
+    // A new key (the acked workload's): the write pending above the read.
+    let mut p = Part::new(0);
+    assert_eq!(p.prepare(30, 30, put(7)), PrepareOutcome::Placed);
+    assert_eq!(p.read_outcome(20, 20), ReadOutcome::TooOld { bound: Timestamp(30) }, "not the key's absence");
+    // An insert reads the key's absence too: revoked, retried above the write.
+    assert_eq!(p.prepare(21, 21, insert(8)), PrepareOutcome::Revoked { bound: Timestamp(30) });
+    p.force(30);
+    assert_eq!(p.read(31, 31), Some(dec(7)), "the run again above it sees the write");
+    // An existing key, overwritten: pending, then forced and folded, above the read.
+    let mut p = Part::new(1);
+    p.load(dec(100));
+    assert_eq!(p.prepare(30, 30, put(7)), PrepareOutcome::Placed);
+    assert_eq!(p.read_outcome(20, 20), ReadOutcome::TooOld { bound: Timestamp(30) }, "not 100");
+    p.force(30);
+    assert_eq!(p.read_outcome(25, 25), ReadOutcome::TooOld { bound: Timestamp(30) }, "not 100");
+    assert_eq!(p.read(31, 31), Some(dec(7)));
+    // A write placed after an older read arrived (and waits) is no reason to run it again:
+    // that read began before the write was acknowledged (read_b4, subsumed).
+    assert_eq!(p.prepare(40, 40, update(Formula::Add(dec(1)))), PrepareOutcome::Placed);
+    assert_eq!(p.read(45, 45), None, "waits for 40");
+    assert_eq!(p.prepare(50, 50, update(Formula::Add(dec(2)))), PrepareOutcome::Placed);
+    p.force(50);
+    assert_eq!(read_values(p.deliver(COORD, Request::Force { wid: wid(40) })), vec![dec(8)]);
+}
+
+/// The coordinator's half of the rule: a read refused below a newer write, before anything was
+/// answered at the operation's timestamp, runs again under a new timestamp above the bound
+/// (the procedure sees no error); a late answer at the old timestamp is ignored.
+#[test]
+fn rule_r_real_time_a_refused_read_runs_again_under_a_timestamp_above_the_bound() {
+    let cat = catalog();
+    let mut parts = CoordCtxParts::new(1);
+    let mut c = BasicCoordinator::default();
+    let me = Addr::Coordinator(NodeId(0));
+    let t = txn(1);
+    let opts = TxnOptions {
+        isolation: Isolation::Serializable,
+        base: false,
+        procedure: None,
+        first_attempt: Time::ZERO,
+        coordination: None,
+    };
+    let id = SubOpId { txn: t, op: 0, part: PartitionId(1) };
+    let sent_reads = |parts: &mut CoordCtxParts| -> Vec<Timestamp> {
+        let reads = parts.out.send.iter().filter_map(|e| match &e.msg {
+            Message::PartitionRequest(r) => match r.body.clone().decode::<Request>() {
+                Ok(Request::Read { ts, .. }) => Some(ts),
+                _ => None,
+            },
+            _ => None,
+        });
+        let reads = reads.collect();
+        parts.out.send.clear();
+        reads
+    };
+    {
+        let mut ctx = parts.ctx(me, 3, &cat);
+        c.begin(t, &opts, &mut ctx);
+        c.issue(id, read_op(), &mut ctx);
+    }
+    let old = sent_reads(&mut parts)[0];
+    let bound = super::ts_plus_micros(old, 5_000);
+    let reply = |ts, outcome| Payload::new(Reply::Read { id, ts, outcome });
+    c.on_reply(PartitionId(1), reply(old, ReadOutcome::TooOld { bound }), &mut parts.ctx(me, 3, &cat));
+    let again = sent_reads(&mut parts);
+    assert!(matches!(&again[..], [ts] if *ts > bound), "run again above the bound: {again:?} vs {bound}");
+    assert!(parts.events.is_empty(), "the procedure sees no error: {:?}", parts.events);
+    let done = ReadOutcome::Done(Ok(PartResult::Row(None)));
+    c.on_reply(PartitionId(1), reply(old, done.clone()), &mut parts.ctx(me, 3, &cat));
+    assert!(parts.events.is_empty(), "a late answer at the old timestamp is ignored");
+    c.on_reply(PartitionId(1), reply(again[0], done), &mut parts.ctx(me, 3, &cat));
+    assert!(matches!(&parts.events[..], [crate::engine::Event::OpDone { result: Ok(_), .. }]), "{:?}", parts.events);
+}
+
 #[test]
 fn rule_w1_revokes_write_below_lrt() {
     let mut p = Part::new(0);
@@ -252,14 +350,17 @@ fn rule_w1_revokes_write_below_lrt() {
 fn rule_w2_places_formula_in_timestamp_order_and_an_older_read_never_sees_it() {
     let mut p = Part::new(0);
     p.load(dec(100));
-    assert_eq!(p.prepare(30, 30, update(Formula::Add(dec(3)))), PrepareOutcome::Placed);
     assert_eq!(p.prepare(20, 20, update(Formula::Add(dec(2)))), PrepareOutcome::Placed);
-    assert_eq!(p.list(), vec![(20, false), (30, false)]);
-    // read_b4's purpose: the later write is forced while an older read has not yet read here;
-    // the older read still sees the value before it.
+    assert_eq!(p.read(25, 25), None, "an older read arrives and waits for 20");
+    assert_eq!(p.prepare(40, 40, update(Formula::Add(dec(4)))), PrepareOutcome::Placed);
+    assert_eq!(p.prepare(30, 30, update(Formula::Add(dec(3)))), PrepareOutcome::Placed);
+    assert_eq!(p.list(), vec![(20, false), (30, false), (40, false)]);
+    // read_b4's purpose: the later writes are forced while the older read waits here; the
+    // older read still sees the value before them.
+    p.force(40);
     p.force(30);
-    p.force(20);
-    assert_eq!(p.read(25, 25), Some(dec(102)));
+    let r = read_values(p.deliver(COORD, Request::Force { wid: wid(20) }));
+    assert_eq!(r, vec![dec(102)]);
 }
 
 #[test]
@@ -497,8 +598,10 @@ struct GenOp {
 /// Runs `ops` (op `k` has timestamp `ts[k]`) over three partitions, delivering messages in the
 /// order `seed` picks; write `k` adds `2^k` to column v. Returns (per read: ts and the value
 /// each part saw; the forced writes).
-/// Per read: its timestamp and what each part saw; the forced writes; the partitions.
-type Schedule = (Vec<(u64, Vec<i64>)>, Vec<usize>, [Part; 3]);
+/// Per read: its timestamp and, per part, what it saw (`None`: refused, `TooOld`, to run again
+/// above a newer write) and the writes placed there before it arrived; the forced writes; the
+/// partitions.
+type Schedule = (Vec<(u64, Vec<(Option<i64>, Vec<usize>)>)>, Vec<usize>, [Part; 3]);
 
 fn run_schedule(ops: &[GenOp], ts: &[u64], seed: u64) -> Schedule {
     let mut ps = three(0);
@@ -507,6 +610,10 @@ fn run_schedule(ops: &[GenOp], ts: &[u64], seed: u64) -> Schedule {
     let mut net: Vec<(usize, Request)> = Vec::new();
     let mut prepares: Vec<Vec<Option<bool>>> = vec![vec![]; ops.len()];
     let mut reads: Vec<Vec<Option<i64>>> = vec![vec![]; ops.len()];
+    // Per read and part: the writes placed on that part when the read arrived.
+    let mut before: Vec<Vec<Vec<usize>>> = vec![vec![vec![]; 3]; ops.len()];
+    let mut placed: [Vec<usize>; 3] = Default::default();
+    let mut refused = 0;
     let parts_of = |o: &GenOp| (0..3).filter(|p| o.parts & (1 << p) != 0).collect::<Vec<usize>>();
     for (k, o) in ops.iter().enumerate() {
         let seq = 10 + k as u64;
@@ -527,11 +634,17 @@ fn run_schedule(ops: &[GenOp], ts: &[u64], seed: u64) -> Schedule {
     let mut decided = vec![false; ops.len()];
     while !net.is_empty() {
         let (p, req) = net.swap_remove(rng.gen_range(0..net.len()));
+        if let Request::Read { id, .. } = &req {
+            before[(id.txn.seq - 10) as usize][p] = placed[p].clone();
+        }
         for r in ps[p].deliver(COORD, req) {
             match r {
                 Reply::Prepared { id, outcome, .. } => {
                     let k = (id.txn.seq - 10) as usize;
                     prepares[k][p] = Some(matches!(outcome, PrepareOutcome::Placed));
+                    if outcome == PrepareOutcome::Placed {
+                        placed[p].push(k);
+                    }
                     let mine = parts_of(&ops[k]);
                     if !decided[k] && mine.iter().all(|&q| prepares[k][q].is_some()) {
                         decided[k] = true;
@@ -550,16 +663,24 @@ fn run_schedule(ops: &[GenOp], ts: &[u64], seed: u64) -> Schedule {
                     let Value::Decimal(d) = row[1] else { panic!("decimal") };
                     reads[k][p] = Some(d.0 / Decimal::from_int(1).unwrap().0);
                 }
+                Reply::Read { outcome: ReadOutcome::TooOld { bound }, ts, .. } => {
+                    assert!(bound > ts, "refused below {bound}, not above {ts}");
+                    refused += 1;
+                }
                 Reply::Read { outcome, .. } => panic!("read answered {outcome:?}"),
                 Reply::Forced { .. } | Reply::Query { .. } => {}
             }
         }
     }
+    let parts_read = |k: usize| parts_of(&ops[k]).into_iter().filter(|&p| reads[k][p].is_some()).count();
+    let answered: usize = (0..ops.len()).filter(|&k| !ops[k].write).map(parts_read).sum();
+    let parts: usize = ops.iter().filter(|o| !o.write).map(|o| parts_of(o).len()).sum();
+    assert_eq!(answered + refused, parts, "every read answered or refused");
     let done = ops
         .iter()
         .enumerate()
         .filter(|(_, o)| !o.write)
-        .map(|(k, o)| (ts[k], parts_of(o).into_iter().map(|p| reads[k][p].expect("every read answered")).collect()))
+        .map(|(k, o)| (ts[k], parts_of(o).into_iter().map(|p| (reads[k][p], before[k][p].clone())).collect()))
         .collect();
     (done, forced, ps)
 }
@@ -581,7 +702,9 @@ mod property {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
         /// Every read equals the serial model at its timestamp on every part (instant
-        /// consistency), and every partition ends in the serial state of the writes it got.
+        /// consistency) and sees every forced write placed there before it arrived (real-time
+        /// order: it may have been acknowledged before the read began), or is refused to run
+        /// again above it; every partition ends in the serial state of the writes it got.
         #[test]
         fn reads_match_the_serial_model_in_timestamp_order((ops, ts, seed) in ops()) {
             let (reads, forced, ps) = run_schedule(&ops, &ts, seed);
@@ -590,14 +713,19 @@ mod property {
             for (rts, seen) in &reads {
                 let r = ops.iter().enumerate().find(|(k, o)| !o.write && ts[*k] == *rts).map(|(k, _)| k).unwrap();
                 for (i, p) in parts_of(r).into_iter().enumerate() {
+                    let (seen, before) = &seen[i];
+                    let Some(seen) = *seen else { continue };
+                    for w in before.iter().filter(|w| forced.contains(w)) {
+                        prop_assert!(seen & (1 << w) != 0, "read at {} on P{} misses write {} placed before it", rts, p, w);
+                    }
                     // The serial model: forced writes on p with smaller timestamps.
                     let model: i64 = forced.iter().filter(|&&w| ts[w] < *rts && ops[w].parts & (1 << p) != 0).map(|&w| 1i64 << w).sum();
-                    prop_assert_eq!(seen[i], model, "read at {} on P{}", rts, p);
+                    prop_assert_eq!(seen, model, "read at {} on P{}", rts, p);
                     // DMG edges: w -> r for every write seen (TS(w) < TS(r)); r -> w for every
                     // forced write not seen (TS(r) < TS(w)): acyclic by timestamp.
                     for &w in &forced {
                         if ops[w].parts & (1 << p) == 0 { continue }
-                        let saw = seen[i] & (1 << w) != 0;
+                        let saw = seen & (1 << w) != 0;
                         prop_assert_eq!(saw, ts[w] < *rts);
                     }
                 }
