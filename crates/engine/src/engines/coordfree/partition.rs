@@ -11,11 +11,12 @@ use super::{
 use crate::engine::{decode_record, PartCtx, PartitionEngine};
 use crate::message::{Addr, Payload, SubOpId};
 use crate::op::{check_writes, write_image, OpKind, PartOp, PartResult};
+use litmus_core::hash::FxHashMap;
 use litmus_core::{Error, InvalidInput, Key, PartitionId, Row, TableId, Time, Timestamp, TxnId, Value};
 use litmus_storage::mvcc::MvccStore;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -52,12 +53,12 @@ pub struct CoordfreePartition {
     /// This partition's version order: the local timestamp of the last commit.
     last_ts: Timestamp,
     intents: BTreeMap<TxnId, Intent>,
-    decided: BTreeMap<TxnId, Decision>,
+    decided: FxHashMap<TxnId, Decision>,
     decided_order: VecDeque<TxnId>,
     /// RAMP metadata of recent commits, by their local timestamp (every key a transaction
     /// writes here gets the same one).
-    metas: BTreeMap<Timestamp, Kept>,
-    ts_of: HashMap<TxnId, Timestamp>,
+    metas: FxHashMap<Timestamp, Kept>,
+    ts_of: FxHashMap<TxnId, Timestamp>,
     /// The stamp of the write installed last on each replicated row written here (R2b: last
     /// writer wins). Kept for good: a copy cut off for long may still commit an older write.
     lww: BTreeMap<(TableId, Key), Stamp>,
