@@ -29,6 +29,12 @@
 //!   The coordinator reruns the refused read under a new timestamp when nothing was answered or
 //!   placed at the old one (as V retries a write-only operation); otherwise the operation fails
 //!   retryably.
+//!   *Range reads*: R on each key of the range, in key order, that the store (deleted keys
+//!   included) or a list holds: a key has a row at `TS(R)` when its newest stored version at or
+//!   below `TS(R)`, with the older formulas applied, is one — whatever its newer versions say (a
+//!   row deleted above `TS(R)` is in the snapshot, one deleted below it is not); the limit
+//!   counts only keys with a row, and any key read refuses the whole scan (`TooOld`) or makes it
+//!   wait as a point read of it would.
 //! * **W1** ([`item::Item::w1_revokes`]): `TS(W) < lrt(x, P)` revokes the write.
 //! * **W2** ([`item::Item::place`]): otherwise the formula is added to the list in timestamp
 //!   order (logged before the PREPARE answer leaves).

@@ -257,36 +257,46 @@ impl BasicPartition {
             OpKind::Scan { start, end, limit } => {
                 let lrt = self.scan_lrt.entry(table).or_default();
                 *lrt = (*lrt).max(p.ts);
-                let end_b = end.as_ref().map_or(Bound::Unbounded, Bound::Excluded);
-                let mut keys: BTreeSet<Key> = store
-                    .scan_keys(table, Bound::Included(start), end_b, Timestamp::MAX, usize::MAX)
-                    .into_iter()
-                    .cloned()
-                    .collect();
-                if let Some(items) = self.items.get(&table) {
-                    keys.extend(items.range::<Key, _>((Bound::Included(start), end_b)).map(|(k, _)| k.clone()));
+                if end.as_ref().is_some_and(|e| e <= start) {
+                    return Some(ReadOutcome::Done(Ok(PartResult::Rows(Vec::new()))));
                 }
+                let end_b = end.as_ref().map_or(Bound::Unbounded, Bound::Excluded);
+                // Every key in the range that the store or a list holds, deleted ones included:
+                // whether a key has a row at TS is its own rule R read (its newest version at or
+                // below TS, the older formulas applied), never what its newest version says.
+                let listed: Vec<Key> = self.items.get(&table).map_or_else(Vec::new, |items| {
+                    items.range::<Key, _>((Bound::Included(start), end_b)).map(|(k, _)| k.clone()).collect()
+                });
+                let mut listed = listed.into_iter().peekable();
+                let mut kept = store.keys_in(table, Bound::Included(start), end_b).peekable();
+                let (ts, own, id) = (p.ts, p.own, p.id);
                 let mut rows = Vec::new();
                 let mut waits = BTreeSet::new();
                 let mut bound = None;
-                for key in keys {
-                    if rows.len() >= *limit as usize {
-                        break;
+                // Keys in order until `limit` rows: a key with no row at TS does not count; one
+                // that waits for an older pending formula does not either (it may have none).
+                while rows.len() < *limit as usize {
+                    let key = match (kept.peek(), listed.peek()) {
+                        (None, None) => break,
+                        (Some(&k), Some(l)) if k < l => kept.next().cloned(),
+                        (Some(&k), Some(l)) if k == l => kept.next().and(listed.next()),
+                        (Some(_), None) => kept.next().cloned(),
+                        (_, Some(_)) => listed.next(),
                     }
+                    .expect("peeked");
                     if p.fresh {
                         let item = self.items.get(&table).and_then(|t| t.get(&key));
-                        bound = bound.max(newer(item, store, table, &key, p.ts, p.own));
+                        bound = bound.max(newer(item, store, table, &key, ts, own));
                     }
-                    let row = match stored_at(store, table, &key, p.ts) {
+                    let row = match stored_at(store, table, &key, ts) {
                         Ok(row) => row,
-                        Err(bound) => return Some(ReadOutcome::TooOld { bound }),
+                        Err(older) => {
+                            return Some(ReadOutcome::TooOld { bound: bound.map_or(older, |b| older.max(b)) })
+                        }
                     };
-                    let (ts, own, id) = (p.ts, p.own, p.id);
-                    let has_item = self.items.get(&table).is_some_and(|t| t.contains_key(&key));
-                    let view = if has_item {
-                        self.with_item(table, &key, |i| i.read(row.clone(), ts, own, id))
-                    } else {
-                        ReadView::Value(row)
+                    let view = match self.items.get_mut(&table).and_then(|t| t.get_mut(&key)) {
+                        Some(item) => item.read(row, ts, own, id),
+                        None => ReadView::Value(row),
                     };
                     match view {
                         ReadView::Value(Some(r)) => rows.push((key, r)),

@@ -286,6 +286,74 @@ fn rule_r_real_time_a_read_arriving_below_a_placed_write_runs_again_above_it() {
     assert_eq!(read_values(p.deliver(COORD, Request::Force { wid: wid(40) })), vec![dec(8)]);
 }
 
+/// The keys of each scan answered in `replies` (`Err(bound)`: refused as too old).
+fn scanned(replies: Vec<Reply>) -> Vec<Result<Vec<Key>, u64>> {
+    replies
+        .into_iter()
+        .filter_map(|r| match r {
+            Reply::Read { outcome: ReadOutcome::Done(Ok(PartResult::Rows(rows))), .. } => {
+                Some(Ok(rows.into_iter().map(|(key, _)| key).collect()))
+            }
+            Reply::Read { outcome: ReadOutcome::TooOld { bound }, .. } => Some(Err(bound.0)),
+            Reply::Read { outcome, .. } => panic!("scan answered {outcome:?}"),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Rule R for a range read: a scan at `TS` returns exactly the rows visible at `TS` (each key's
+/// newest version at or below it, with the older formulas applied), as a point read of each key
+/// would. A row deleted above `TS` (forced, folded, its item forgotten by GC) is in the
+/// snapshot, and counts toward the limit; a row deleted at or below it is not, and does not.
+/// Arriving below that deletion, the scan is refused like a point read (real-time order);
+/// resumed after waiting, it returns the row. (The scan used to skip every key whose *newest*
+/// stored version is a deletion, whatever its timestamp.)
+#[test]
+fn rule_r_a_range_read_sees_the_snapshot_at_its_timestamp() {
+    let k = |i: i64| Key::ints(&[i]);
+    let put = |i: i64| PartOp { table: T, kind: OpKind::Write { key: k(i), row: vec![Value::Int(i), dec(i)].into() } };
+    let del = |i: i64| PartOp { table: T, kind: OpKind::Delete { key: k(i) } };
+    let write = |p: &mut Part, ts: u64, op: PartOp| assert_eq!(p.prepare(ts, ts, op), PrepareOutcome::Placed);
+    let scan = |p: &mut Part, ts: u64, limit: u32| {
+        let op = PartOp { table: T, kind: OpKind::Scan { start: k(0), end: None, limit } };
+        scanned(p.deliver(COORD, Request::Read { id: sub(ts, 0), ts: Timestamp(ts), own: wid(ts), op }))
+    };
+    // Forced (and so folded) writes; a tick forgets the items (only the store keeps the keys).
+    let forced = |p: &mut Part, ts: u64, op: PartOp| {
+        write(p, ts, op);
+        p.force(ts);
+        p.tick(Time::from_millis(ts));
+    };
+    let mut p = Part::new(0);
+    for (ts, i) in [(10, 1), (11, 2), (12, 4)] {
+        forced(&mut p, ts, put(i));
+    }
+    forced(&mut p, 30, del(1));
+    assert_eq!(p.engine.item(T, &k(1)), Default::default(), "forgotten");
+    assert_eq!(p.ctx.store.versions(T, &k(1)).map(|(t, _)| t.0).collect::<Vec<_>>(), vec![30, 10]);
+    // Arriving at 20, below the deletion, a scan is refused like a point read of key 1 (real
+    // time order), not answered with the snapshot without key 1.
+    assert_eq!(scan(&mut p, 20, 10), vec![Err(30)], "key 1 existed at 20");
+    // Above it, key 1 is gone, and does not use up the limit.
+    assert_eq!(scan(&mut p, 40, 10), vec![Ok(vec![k(2), k(4)])]);
+    assert_eq!(scan(&mut p, 41, 1), vec![Ok(vec![k(2)])], "a key deleted at or below TS is skipped");
+    // A scan at 50 waits for the pending write of key 3 at 45; key 2 is deleted at 60 while it
+    // waits: resumed, the scan at 50 still sees key 2.
+    write(&mut p, 45, put(3));
+    assert_eq!(scan(&mut p, 50, 10), vec![], "waits for 45");
+    forced(&mut p, 60, del(2));
+    let resumed = scanned(p.deliver(COORD, Request::Force { wid: wid(45) }));
+    assert_eq!(resumed, vec![Ok(vec![k(2), k(3), k(4)])], "key 2 was deleted at 60, above 50");
+    // A key deleted above TS counts toward the limit: a scan at 70 with limit 1 waits for the
+    // pending deletion of key 0 at 65, key 3 is deleted at 80 meanwhile: key 3, not key 4.
+    write(&mut p, 65, del(0));
+    assert_eq!(scan(&mut p, 70, 1), vec![], "waits for 65");
+    forced(&mut p, 80, del(3));
+    let resumed = scanned(p.deliver(COORD, Request::Force { wid: wid(65) }));
+    assert_eq!(resumed, vec![Ok(vec![k(3)])], "key 3 is the first row at 70");
+    assert_eq!(scan(&mut p, 90, 10), vec![Ok(vec![k(4)])]);
+}
+
 /// The coordinator's half of the rule: a read refused below a newer write, before anything was
 /// answered at the operation's timestamp, runs again under a new timestamp above the bound
 /// (the procedure sees no error); a late answer at the old timestamp is ignored.
@@ -685,6 +753,87 @@ fn run_schedule(ops: &[GenOp], ts: &[u64], seed: u64) -> Schedule {
     (done, forced, ps)
 }
 
+/// An operation of the scan property on one partition: a put or a deletion of key 0..4, or a
+/// scan of every key with a limit.
+#[derive(Clone, Debug)]
+enum ScanGen {
+    Put(i64),
+    Delete(i64),
+    Scan(u32),
+}
+
+/// Each answered scan (its op, and its rows: key and value); the forced writes.
+type Scans = (Vec<(usize, Vec<(Key, Value)>)>, Vec<usize>);
+
+/// Runs `ops` (op `k` has timestamp `ts[k]`) on one partition, in the order `seed` picks among
+/// arrivals, decisions (force or revoke) of placed writes, and ticks (GC forgets the items of
+/// folded keys).
+fn run_scans(ops: &[ScanGen], ts: &[u64], seed: u64) -> Scans {
+    enum Ev {
+        Arrive(usize),
+        Decide(usize),
+        Tick,
+    }
+    let mut p = Part::new(0);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut net: Vec<Ev> = (0..ops.len()).map(Ev::Arrive).chain((0..ops.len()).map(|_| Ev::Tick)).collect();
+    let (mut forced, mut scans, mut now) = (Vec::new(), Vec::new(), 0);
+    let k_of = |seq: u64| (seq - 10) as usize;
+    while !net.is_empty() {
+        let got = match net.swap_remove(rng.gen_range(0..net.len())) {
+            Ev::Arrive(k) => {
+                let (seq, t) = (10 + k as u64, Timestamp(ts[k]));
+                let (id, wid) = (sub(seq, 0), wid(seq));
+                let req = match ops[k] {
+                    ScanGen::Put(i) => {
+                        let row = vec![Value::Int(i), dec(k as i64)].into();
+                        let op = PartOp { table: T, kind: OpKind::Write { key: Key::ints(&[i]), row } };
+                        Request::Prepare { id, wid, ts: t, op, peers: vec![] }
+                    }
+                    ScanGen::Delete(i) => {
+                        let op = PartOp { table: T, kind: OpKind::Delete { key: Key::ints(&[i]) } };
+                        Request::Prepare { id, wid, ts: t, op, peers: vec![] }
+                    }
+                    ScanGen::Scan(limit) => {
+                        let op = PartOp { table: T, kind: OpKind::Scan { start: Key::ints(&[0]), end: None, limit } };
+                        Request::Read { id, ts: t, own: wid, op }
+                    }
+                };
+                p.deliver(COORD, req)
+            }
+            Ev::Decide(k) => {
+                let w = wid(10 + k as u64);
+                if rng.gen_bool(0.8) {
+                    forced.push(k);
+                    p.deliver(COORD, Request::Force { wid: w })
+                } else {
+                    p.deliver(COORD, Request::Revoke { wid: w })
+                }
+            }
+            Ev::Tick => {
+                now += 1;
+                replies(p.tick(Time::from_millis(now)))
+            }
+        };
+        for r in got {
+            match r {
+                Reply::Prepared { id, outcome: PrepareOutcome::Placed, .. } => net.push(Ev::Decide(k_of(id.txn.seq))),
+                Reply::Prepared { outcome: PrepareOutcome::Revoked { .. }, .. } => {}
+                Reply::Read { id, outcome: ReadOutcome::Done(Ok(PartResult::Rows(rows))), .. } => {
+                    scans.push((k_of(id.txn.seq), rows.into_iter().map(|(key, row)| (key, row[1].clone())).collect()))
+                }
+                Reply::Read { id, outcome: ReadOutcome::TooOld { bound }, .. } => {
+                    assert!(bound.0 > ts[k_of(id.txn.seq)], "refused below {bound}");
+                }
+                Reply::Forced { .. } | Reply::Query { .. } => {}
+                other => panic!("answered {other:?}"),
+            }
+        }
+    }
+    assert_eq!((p.engine.pending_writes(), p.engine.parked_reads()), (0, 0));
+    (scans, forced)
+}
+
 mod property {
     use super::*;
     use proptest::prelude::*;
@@ -692,6 +841,19 @@ mod property {
     fn ops() -> impl Strategy<Value = (Vec<GenOp>, Vec<u64>, u64)> {
         let op = (any::<bool>(), 1u8..8).prop_map(|(write, parts)| GenOp { write, parts });
         prop::collection::vec(op, 1..12).prop_flat_map(|ops| {
+            let n = ops.len();
+            let ts = Just((0..n as u64).map(|i| 100 + 10 * i).collect::<Vec<_>>()).prop_shuffle();
+            (Just(ops), ts, any::<u64>())
+        })
+    }
+
+    fn scan_ops() -> impl Strategy<Value = (Vec<ScanGen>, Vec<u64>, u64)> {
+        let op = prop_oneof![
+            (0..4i64).prop_map(ScanGen::Put),
+            (0..4i64).prop_map(ScanGen::Delete),
+            (1..4u32).prop_map(ScanGen::Scan),
+        ];
+        prop::collection::vec(op, 1..16).prop_flat_map(|ops| {
             let n = ops.len();
             let ts = Just((0..n as u64).map(|i| 100 + 10 * i).collect::<Vec<_>>()).prop_shuffle();
             (Just(ops), ts, any::<u64>())
@@ -735,6 +897,29 @@ mod property {
                 prop_assert_eq!(part.committed(), Value::Decimal(Decimal::from_int(model).unwrap()));
                 prop_assert_eq!(part.engine.pending_writes(), 0);
                 prop_assert_eq!(part.engine.parked_reads(), 0);
+            }
+        }
+
+        /// Every answered scan equals the serial model at its timestamp: per key the forced
+        /// write with the largest smaller timestamp (a deletion: no row), the first `limit`
+        /// rows in key order; deleted keys, and items already folded and forgotten, included.
+        #[test]
+        fn scans_match_the_serial_model_in_timestamp_order((ops, ts, seed) in scan_ops()) {
+            let (scans, forced) = run_scans(&ops, &ts, seed);
+            for (k, rows) in scans {
+                let ScanGen::Scan(limit) = ops[k] else { unreachable!() };
+                let model: Vec<(Key, Value)> = (0..4i64)
+                    .filter_map(|i| {
+                        let last = forced
+                            .iter()
+                            .filter(|&&w| ts[w] < ts[k])
+                            .filter(|&&w| matches!(ops[w], ScanGen::Put(j) | ScanGen::Delete(j) if j == i))
+                            .max_by_key(|&&w| ts[w])?;
+                        matches!(ops[*last], ScanGen::Put(_)).then(|| (Key::ints(&[i]), dec(*last as i64)))
+                    })
+                    .take(limit as usize)
+                    .collect();
+                prop_assert_eq!(rows, model, "scan at {} (limit {})", ts[k], limit);
             }
         }
     }
