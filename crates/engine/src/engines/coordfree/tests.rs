@@ -10,7 +10,6 @@ use crate::op::OpKind;
 use litmus_core::formula::ColumnUpdate;
 use litmus_core::{Formula, Key, NodeId, PartitionId, Row, TableId, Time, Timestamp, TxnId, Value};
 use litmus_storage::mvcc::MvccStore;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 fn txn(seq: u64) -> TxnId {
