@@ -354,53 +354,81 @@ fn rule_r_a_range_read_sees_the_snapshot_at_its_timestamp() {
     assert_eq!(scan(&mut p, 90, 10), vec![Ok(vec![k(4)])]);
 }
 
+/// One coordinator (node 0 of 3 partitions) with transaction 1 begun, serializable, and one
+/// operation issued to partition 1: what the coordinator-side rule tests share.
+struct CoordRig {
+    cat: Catalog,
+    parts: CoordCtxParts,
+    c: BasicCoordinator,
+    t: TxnId,
+    id: SubOpId,
+}
+
+impl CoordRig {
+    fn issuing(op: PartOp) -> CoordRig {
+        let opts = TxnOptions {
+            isolation: Isolation::Serializable,
+            base: false,
+            procedure: None,
+            first_attempt: Time::ZERO,
+            coordination: None,
+        };
+        let (t, id) = (txn(1), SubOpId { txn: txn(1), op: 0, part: PartitionId(1) });
+        let mut rig = CoordRig { cat: catalog(), parts: CoordCtxParts::new(1), c: BasicCoordinator::default(), t, id };
+        rig.with(Time::ZERO, |c, ctx| {
+            c.begin(t, &opts, ctx);
+            c.issue(id, op, ctx);
+        });
+        rig
+    }
+
+    /// Runs `f` on the coordinator at `now`.
+    fn with(&mut self, now: Time, f: impl FnOnce(&mut BasicCoordinator, &mut crate::engine::CoordCtx)) {
+        let mut ctx = self.parts.ctx(COORD, 3, &self.cat);
+        ctx.now = now;
+        f(&mut self.c, &mut ctx);
+    }
+
+    /// The partition requests sent since the last call (taken).
+    fn take_requests(&mut self) -> Vec<Request> {
+        let sent = std::mem::take(&mut self.parts.out.send);
+        sent.into_iter()
+            .filter_map(|e| match e.msg {
+                Message::PartitionRequest(r) => r.body.decode::<Request>().ok(),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
 /// The coordinator's half of the rule: a read refused below a newer write, before anything was
 /// answered at the operation's timestamp, runs again under a new timestamp above the bound
 /// (the procedure sees no error); a late answer at the old timestamp is ignored.
 #[test]
 fn rule_r_real_time_a_refused_read_runs_again_under_a_timestamp_above_the_bound() {
-    let cat = catalog();
-    let mut parts = CoordCtxParts::new(1);
-    let mut c = BasicCoordinator::default();
-    let me = Addr::Coordinator(NodeId(0));
-    let t = txn(1);
-    let opts = TxnOptions {
-        isolation: Isolation::Serializable,
-        base: false,
-        procedure: None,
-        first_attempt: Time::ZERO,
-        coordination: None,
-    };
-    let id = SubOpId { txn: t, op: 0, part: PartitionId(1) };
-    let sent_reads = |parts: &mut CoordCtxParts| -> Vec<Timestamp> {
-        let reads = parts.out.send.iter().filter_map(|e| match &e.msg {
-            Message::PartitionRequest(r) => match r.body.clone().decode::<Request>() {
-                Ok(Request::Read { ts, .. }) => Some(ts),
+    let mut rig = CoordRig::issuing(read_op());
+    let read_ts = |reqs: Vec<Request>| -> Vec<Timestamp> {
+        reqs.into_iter()
+            .filter_map(|r| match r {
+                Request::Read { ts, .. } => Some(ts),
                 _ => None,
-            },
-            _ => None,
-        });
-        let reads = reads.collect();
-        parts.out.send.clear();
-        reads
+            })
+            .collect()
     };
-    {
-        let mut ctx = parts.ctx(me, 3, &cat);
-        c.begin(t, &opts, &mut ctx);
-        c.issue(id, read_op(), &mut ctx);
-    }
-    let old = sent_reads(&mut parts)[0];
+    let old = read_ts(rig.take_requests())[0];
     let bound = super::ts_plus_micros(old, 5_000);
+    let id = rig.id;
     let reply = |ts, outcome| Payload::new(Reply::Read { id, ts, outcome });
-    c.on_reply(PartitionId(1), reply(old, ReadOutcome::TooOld { bound }), &mut parts.ctx(me, 3, &cat));
-    let again = sent_reads(&mut parts);
+    rig.with(Time::ZERO, |c, ctx| c.on_reply(PartitionId(1), reply(old, ReadOutcome::TooOld { bound }), ctx));
+    let again = read_ts(rig.take_requests());
     assert!(matches!(&again[..], [ts] if *ts > bound), "run again above the bound: {again:?} vs {bound}");
-    assert!(parts.events.is_empty(), "the procedure sees no error: {:?}", parts.events);
+    assert!(rig.parts.events.is_empty(), "the procedure sees no error: {:?}", rig.parts.events);
     let done = ReadOutcome::Done(Ok(PartResult::Row(None)));
-    c.on_reply(PartitionId(1), reply(old, done.clone()), &mut parts.ctx(me, 3, &cat));
-    assert!(parts.events.is_empty(), "a late answer at the old timestamp is ignored");
-    c.on_reply(PartitionId(1), reply(again[0], done), &mut parts.ctx(me, 3, &cat));
-    assert!(matches!(&parts.events[..], [crate::engine::Event::OpDone { result: Ok(_), .. }]), "{:?}", parts.events);
+    rig.with(Time::ZERO, |c, ctx| c.on_reply(PartitionId(1), reply(old, done.clone()), ctx));
+    assert!(rig.parts.events.is_empty(), "a late answer at the old timestamp is ignored");
+    rig.with(Time::ZERO, |c, ctx| c.on_reply(PartitionId(1), reply(again[0], done), ctx));
+    let events = &rig.parts.events;
+    assert!(matches!(&events[..], [crate::engine::Event::OpDone { result: Ok(_), .. }]), "{events:?}");
 }
 
 #[test]
@@ -511,35 +539,16 @@ fn rule_timeout_force_phase_asks_coordinator_and_peers_and_follows_a_forced_peer
 
 #[test]
 fn rule_timeout_coordinator_aborts_unilaterally_when_prepare_replies_time_out() {
-    let cat = catalog();
-    let mut parts = CoordCtxParts::new(1);
-    let mut c = BasicCoordinator::default();
-    let me = Addr::Coordinator(NodeId(0));
-    let t = txn(1);
-    let opts = TxnOptions {
-        isolation: Isolation::Serializable,
-        base: false,
-        procedure: None,
-        first_attempt: Time::ZERO,
-        coordination: None,
-    };
-    let id = SubOpId { txn: t, op: 0, part: PartitionId(1) };
-    {
-        let mut ctx = parts.ctx(me, 3, &cat);
-        c.begin(t, &opts, &mut ctx);
-        c.issue(id, update(Formula::Add(dec(1))), &mut ctx);
-    }
-    let mut ctx = parts.ctx(me, 3, &cat);
-    ctx.now = Time::ZERO + super::PREPARE_TIMEOUT;
-    c.on_tick(&mut ctx);
-    c.commit(t, &mut ctx);
-    let revokes = parts.out.send.iter().filter(|e| match &e.msg {
-        Message::PartitionRequest(r) => matches!(r.body.clone().decode::<Request>(), Ok(Request::Revoke { .. })),
-        _ => false,
+    let mut rig = CoordRig::issuing(update(Formula::Add(dec(1))));
+    let t = rig.t;
+    rig.with(Time::ZERO + super::PREPARE_TIMEOUT, |c, ctx| {
+        c.on_tick(ctx);
+        c.commit(t, ctx);
     });
-    assert_eq!(revokes.count(), 1, "REVOKE sent to the silent participant");
-    let failed = parts.events.iter().any(|e| matches!(e, crate::engine::Event::TxnDone { result: Err(_), .. }));
-    assert!(failed, "the operation failed: {:?}", parts.events);
+    let revokes = rig.take_requests().into_iter().filter(|r| matches!(r, Request::Revoke { .. })).count();
+    assert_eq!(revokes, 1, "REVOKE sent to the silent participant");
+    let failed = rig.parts.events.iter().any(|e| matches!(e, crate::engine::Event::TxnDone { result: Err(_), .. }));
+    assert!(failed, "the operation failed: {:?}", rig.parts.events);
 }
 
 #[test]
