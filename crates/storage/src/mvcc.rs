@@ -543,6 +543,58 @@ impl MvccStore {
         was
     }
 
+    /// A read-modify-write of one key in one lookup, for the engines that keep several
+    /// versions per key: `image` is handed the newest version's row (`None`: no key, or a
+    /// tombstone) and returns what to install at `ts` (`Some(None)`: a tombstone), or `None` to
+    /// leave the key alone. Once a version is installed, every version `prune(i, ts)` picks is
+    /// removed, `i` counting from the newest (0, never removed). `latest`, `put` and one
+    /// `remove_version` per pruned version did the same in as many lookups: for a TPC-C
+    /// New-Order's commit that was a fifth of `coordfree`'s partition CPU (issue 17).
+    /// Returns whether a version was installed.
+    pub fn install(
+        &mut self,
+        table: TableId,
+        key: Key,
+        ts: Timestamp,
+        image: impl FnOnce(Option<&Row>) -> Option<Option<Row>>,
+        mut prune: impl FnMut(usize, Timestamp) -> bool,
+    ) -> bool {
+        self.work.add(1);
+        let t = self.tables.entry(table).or_default();
+        let Some(versions) = t.versions_mut(&key) else {
+            let Some(row) = image(None) else {
+                if t.is_empty() {
+                    self.tables.remove(&table); // no table is empty (see the module doc)
+                }
+                return false;
+            };
+            self.key_count += 1;
+            self.version_count += 1;
+            t.insert_new(key, smallvec![Version { ts, row }]);
+            return true;
+        };
+        let Some(row) = image(versions.last().and_then(|v| v.row.as_ref())) else { return false };
+        match versions.binary_search_by_key(&ts, |v| v.ts) {
+            Ok(i) => versions[i].row = row,
+            Err(i) => {
+                versions.insert(i, Version { ts, row });
+                self.version_count += 1;
+            }
+        }
+        let before = versions.len();
+        let mut from_newest = before;
+        versions.retain(|v| {
+            from_newest -= 1;
+            from_newest == 0 || !prune(from_newest, v.ts)
+        });
+        let removed = before - versions.len();
+        self.version_count -= removed;
+        self.work.add(removed);
+        debug_assert!(is_strictly_ascending(versions));
+        assert!(self.version_count >= self.key_count);
+        true
+    }
+
     /// Removes the version at exactly `ts` (cleanup of an aborted writer). Returns whether it
     /// existed. A key whose last version goes is removed.
     pub fn remove_version(&mut self, table: TableId, key: &Key, ts: Timestamp) -> bool {
@@ -1098,6 +1150,9 @@ mod tests {
         Put(u32, i64, u64, Option<i64>),
         Remove(u32, i64, u64),
         Replace(u32, i64, u64, Option<i64>),
+        /// `install` of the newest row's value plus `v` (a tombstone for `None`; nothing on a
+        /// missing row), keeping the newest `keep` versions.
+        Install(u32, i64, u64, Option<i64>, usize),
     }
 
     const TS_MAX: u64 = 12;
@@ -1110,6 +1165,8 @@ mod tests {
             1 => (0..2u32, 0..KEY_MAX, 0..TS_MAX).prop_map(|(t, key, at)| Op::Remove(t, key, at)),
             2 => (0..2u32, 0..KEY_MAX, 0..TS_MAX, proptest::option::weighted(0.7, 0..100i64))
                 .prop_map(|(t, key, at, v)| Op::Replace(t, key, at, v)),
+            2 => (0..2u32, 0..KEY_MAX, 0..TS_MAX, proptest::option::weighted(0.7, 0..100i64), 1..4usize)
+                .prop_map(|(t, key, at, v, keep)| Op::Install(t, key, at, v, keep)),
         ]
     }
 
@@ -1153,6 +1210,28 @@ mod tests {
                     if left.len() == 1 && left[0].3.is_none() {
                         let lone = left[0].2;
                         m.remove(TableId(t), &k(key), lone);
+                    }
+                }
+                Op::Install(t, key, at, v, keep) => {
+                    let (t, key) = (TableId(t), k(key));
+                    let sum = |cur: Option<&Row>| cur.and_then(|c| c[0].as_int()).unwrap_or(0);
+                    let image = |cur: Option<&Row>| match (cur, v) {
+                        (None, None) => None,
+                        (cur, v) => Some(v.map(|x| r(x + sum(cur)))),
+                    };
+                    // The model: the image of the newest row, put, then all but `keep` dropped.
+                    let newest = m.entries.iter().filter(|e| e.0 == t && e.1 == key).max_by_key(|e| e.2);
+                    let expected = image(newest.and_then(|e| e.3.as_ref()));
+                    let installed = s.install(t, key.clone(), ts(at), image, |i, _| i >= keep);
+                    assert_eq!(installed, expected.is_some());
+                    if let Some(row) = expected {
+                        m.put(t, key.clone(), ts(at), row);
+                        let mut left: Vec<Timestamp> =
+                            m.entries.iter().filter(|e| e.0 == t && e.1 == key).map(|e| e.2).collect();
+                        left.sort_by_key(|&v| std::cmp::Reverse(v));
+                        for old in left.into_iter().skip(keep) {
+                            m.remove(t, &key, old);
+                        }
                     }
                 }
             }

@@ -94,6 +94,8 @@ struct TxnState {
 #[derive(Debug, Default)]
 pub struct CoordfreeCoordinator {
     txns: BTreeMap<TxnId, TxnState>,
+    /// Emptied states of finished transactions, for the next ones ([`SPARE_MAX`]).
+    spare: Vec<TxnState>,
     /// Transactions committed at every participant, to tell the participants on the next
     /// tick (R8: their metadata can be collected).
     done: BTreeMap<PartitionId, Vec<TxnId>>,
@@ -145,7 +147,32 @@ fn in_range(key: &Key, start: &Key, end: &Option<Key>) -> bool {
     key >= start && end.as_ref().is_none_or(|e| key < e)
 }
 
+/// Finished transactions' states kept for reuse: a New-Order fills a read set, a row cache and
+/// a read index of 20 to 40 keys each, and growing them from empty again for every
+/// transaction (rehashing on the way) was ~3% of `coordfree`'s CPU (issue 17).
+const SPARE_MAX: usize = 64;
+/// Collections that grew beyond this many entries are not kept (one transaction's large read
+/// set would otherwise cost every later `clear`).
+const SPARE_CAPACITY_MAX: usize = 512;
+
 impl TxnState {
+    /// A fresh state that reuses this finished one's hashed collections, emptied. Everything
+    /// not named here starts from its default, so nothing of the finished transaction leaks.
+    fn recycled(self) -> Option<TxnState> {
+        let TxnState { mut seen, mut rows, mut unmasked, mut index, mut served, mut batch_keys, .. } = self;
+        let big = [seen.capacity(), rows.capacity(), unmasked.capacity(), served.capacity(), batch_keys.capacity()];
+        if big.iter().any(|&c| c > SPARE_CAPACITY_MAX) {
+            return None;
+        }
+        seen.clear();
+        rows.clear();
+        unmasked.clear();
+        index.clear();
+        served.clear();
+        batch_keys.clear();
+        Some(TxnState { seen, rows, unmasked, index, served, batch_keys, ..TxnState::default() })
+    }
+
     /// R8: whether the transaction has been reading for [`READ_WINDOW`] or longer.
     fn reading_too_long(&self, now: Time) -> bool {
         self.first_read.is_some_and(|at| now.saturating_sub(at) >= READ_WINDOW)
@@ -383,13 +410,27 @@ impl CoordfreeCoordinator {
         }
     }
 
-    fn fail(&mut self, txn: TxnId, e: Error, ctx: &mut CoordCtx) {
+    /// Drops a finished transaction's state, keeping its collections for a later one.
+    fn forget(&mut self, txn: TxnId) {
         if let Some(t) = self.txns.remove(&txn) {
-            if let Some(c) = t.commit {
+            self.keep_spare(t);
+        }
+    }
+
+    fn keep_spare(&mut self, t: TxnState) {
+        if self.spare.len() < SPARE_MAX {
+            self.spare.extend(t.recycled());
+        }
+    }
+
+    fn fail(&mut self, txn: TxnId, e: Error, ctx: &mut CoordCtx) {
+        if let Some(mut t) = self.txns.remove(&txn) {
+            if let Some(c) = t.commit.take() {
                 for p in c.participants {
                     ctx.send_to_partition(p, Request::Abort { txn });
                 }
             }
+            self.keep_spare(t);
         }
         ctx.txn_done(txn, Err(e));
     }
@@ -447,7 +488,7 @@ impl CoordfreeCoordinator {
                     self.done.entry(p).or_default().push(txn);
                 }
             }
-            self.txns.remove(&txn);
+            self.forget(txn);
             if ids.is_empty() {
                 ctx.txn_done(txn, Ok(()));
             } else {
@@ -460,7 +501,8 @@ impl CoordfreeCoordinator {
 impl CoordinatorEngine for CoordfreeCoordinator {
     fn begin(&mut self, txn: TxnId, opts: &TxnOptions, ctx: &mut CoordCtx) {
         let procedure = opts.procedure.as_ref().map_or_else(|| "an interactive transaction".into(), |(p, _)| p.clone());
-        let mut t = TxnState { tmp: tmp_id(txn), procedure, ..TxnState::default() };
+        let mut t = self.spare.pop().unwrap_or_default();
+        (t.tmp, t.procedure) = (tmp_id(txn), procedure);
         match &opts.coordination {
             Some(Coordination::Required { invariant, operation }) => {
                 t.refused = Some(refusal(&t.procedure, invariant, operation));
@@ -539,11 +581,11 @@ impl CoordinatorEngine for CoordfreeCoordinator {
             return ctx.txn_done(txn, Err(Error::Abort(AbortReason::Other("coordfree: transaction is gone".into()))));
         };
         if let Some(e) = t.refused.clone() {
-            self.txns.remove(&txn);
+            self.forget(txn);
             return ctx.txn_done(txn, Err(e));
         }
         if t.buffer.is_empty() {
-            self.txns.remove(&txn);
+            self.forget(txn);
             return ctx.txn_done(txn, Ok(()));
         }
         let id_partition = t.assign.as_ref().map(|(p, _)| *p);
@@ -556,7 +598,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                 .any(|((_, k), parts)| parts.iter().any(|(p, ops)| *p != idp && contains_id(k, ops, t.tmp)));
             if elsewhere {
                 let e = refusal(&t.procedure, &seq.invariant, "rows carrying the new id on another partition");
-                self.txns.remove(&txn);
+                self.forget(txn);
                 return ctx.txn_done(txn, Err(e));
             }
         }
@@ -597,7 +639,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
 
     fn abort(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
         // Nothing was prepared before commit: dropping the buffers is the whole abort.
-        self.txns.remove(&txn);
+        self.forget(txn);
         ctx.txn_done(txn, Ok(()));
     }
 
@@ -666,7 +708,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
             Reply::Committed { txn, ids } => self.on_committed(from, txn, ids, ctx),
             Reply::Aborted { txn } => {
                 if self.txns.get(&txn).is_some_and(|t| t.commit.is_some()) {
-                    self.txns.remove(&txn);
+                    self.forget(txn);
                     ctx.txn_done(txn, Err(Error::Abort(AbortReason::Other("coordfree: a participant aborted".into()))));
                 }
             }

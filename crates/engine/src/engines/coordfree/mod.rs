@@ -293,7 +293,7 @@ pub fn may_hold_int(key: &Key, v: i64) -> bool {
 /// Whether a key or the rows of its writes carry the temporary id.
 pub fn contains_id(key: &Key, ops: &[OpKind], tmp: i64) -> bool {
     let has = |vs: &[Value]| vs.contains(&Value::Int(tmp));
-    (may_hold_int(key, tmp) && Key::decode(key.as_bytes()).is_ok_and(|vs| has(&vs)))
+    (may_hold_int(key, tmp) && key.map_ints(|i| (i == tmp).then_some(i)).is_some())
         || ops.iter().any(|op| match op {
             OpKind::Write { row, .. } | OpKind::Insert { row, .. } => has(row),
             OpKind::Update { updates, .. } => {

@@ -193,11 +193,13 @@ impl CoordfreePartition {
                     Arc::new(WriteMeta::new(txn, keys))
                 };
                 for w in intent.writes.iter() {
-                    let (key, mut ops) = if ids.is_empty() {
-                        (w.key.clone(), Cow::Borrowed(&w.ops[..]))
-                    } else {
+                    // Only the writes that carry the temporary id are rewritten (copied): a
+                    // New-Order's stock updates are not.
+                    let (key, mut ops) = if ids.iter().any(|&(tmp, _)| super::contains_id(&w.key, &w.ops, tmp)) {
                         let (key, ops) = rewrite_writes(&w.key, w.ops.clone(), &ids);
                         (key, Cow::Owned(ops))
+                    } else {
+                        (w.key.clone(), Cow::Borrowed(&w.ops[..]))
                     };
                     if let Some(stamp) = w.lww {
                         // R2b: a later writer's row is installed already; this write lost.
@@ -214,27 +216,20 @@ impl CoordfreePartition {
                             }
                         }
                     }
-                    let current = store.latest(w.table, &key).and_then(|(_, r)| r.cloned());
-                    let existed = current.is_some();
                     let name = catalog.and_then(|c| c.table(w.table).ok()).map_or("?", |t| t.name.as_str());
                     // A write that no longer applies (an update of a row deleted since it was
-                    // prepared) is dropped: documented in the module doc.
-                    let Ok(image) = fold(&ops, current, name) else { continue };
-                    if image.is_none() && !existed {
-                        continue;
-                    }
-                    store.put(w.table, key.clone(), ts, image);
+                    // prepared) is dropped: documented in the module doc. So is a deletion of
+                    // no row.
+                    let image = |current: Option<&Row>| {
+                        let existed = current.is_some();
+                        let image = fold(&ops, current.cloned(), name).ok()?;
+                        (image.is_some() || existed).then_some(image)
+                    };
                     // R8b: the newest VERSIONS_KEPT, and those of the last VERSIONS_RECENT
                     // commits here up to VERSIONS_KEPT_MAX (newest first).
                     let recent = Timestamp(ts.0.saturating_sub(VERSIONS_RECENT));
-                    let old: Vec<Timestamp> = (0..)
-                        .zip(store.versions(w.table, &key).map(|(t, _)| t))
-                        .filter(|&(i, t)| i >= VERSIONS_KEPT && (i >= VERSIONS_KEPT_MAX || t <= recent))
-                        .map(|(_, t)| t)
-                        .collect();
-                    for t in old {
-                        store.remove_version(w.table, &key, t);
-                    }
+                    let prune = |i: usize, t: Timestamp| i >= VERSIONS_KEPT && (i >= VERSIONS_KEPT_MAX || t <= recent);
+                    store.install(w.table, key, ts, image, prune);
                 }
                 if intent.participants.len() > 1 {
                     self.undone.insert(ts);
@@ -568,20 +563,13 @@ impl CoordfreePartition {
     }
 }
 
+/// The `[tmpID → realID]` lookup applied to a key (on its bytes, [`Key::map_ints`]).
 fn rewrite_key(key: &Key, ids: &[(i64, i64)]) -> Key {
     if !ids.iter().any(|&(tmp, _)| super::may_hold_int(key, tmp)) {
         return key.clone();
     }
-    match Key::decode(key.as_bytes()) {
-        Ok(mut values) => {
-            if rewrite_ids(&mut values, ids) {
-                Key::encode(&values).unwrap_or_else(|_| key.clone())
-            } else {
-                key.clone()
-            }
-        }
-        Err(_) => key.clone(),
-    }
+    let real = |i: i64| ids.iter().find(|(tmp, _)| *tmp == i).map(|&(_, real)| real);
+    key.map_ints(real).unwrap_or_else(|| key.clone())
 }
 
 /// The `[tmpID → realID]` lookup applied to one key's writes (key, rows and assigned values).

@@ -242,6 +242,20 @@ struct Handed {
 }
 
 impl ReadIndex {
+    /// Empties the index for another transaction, keeping what its collections allocated
+    /// (every field is named: one added later must be emptied here too).
+    pub fn clear(&mut self) {
+        let ReadIndex { writers, known, checked, asked, handed, handed_keys, handed_scans, scans_checked } = self;
+        writers.clear();
+        known.clear();
+        checked.clear();
+        asked.clear();
+        handed.clear();
+        handed_keys.clear();
+        handed_scans.clear();
+        *scans_checked = 0;
+    }
+
     /// Adds the writer of a version read from partition `part` (`None`: a key that is not
     /// tracked; the coordinator always names the partition that served the read, a replicated
     /// row's copy included, R4f).

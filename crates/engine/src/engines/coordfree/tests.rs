@@ -628,3 +628,32 @@ fn rule_r9_a_lone_participant_commits_with_its_prepare() {
     assert_eq!((logged, replies), (1, vec![Reply::Prepared { txn: txn(3), result: Ok(()) }]));
     assert_eq!(read(&part), Some(vec![Value::Int(0), Value::Int(2)].into()));
 }
+
+/// A read index emptied for another transaction (the coordinator reuses finished states)
+/// asks exactly what a new one asks: nothing of the first transaction's writers, checked
+/// keys, asked pairs or handed keys is left to suppress or add a second-round request.
+#[test]
+fn a_cleared_read_index_asks_what_a_new_one_asks() {
+    let t = TableId(0);
+    let part_of = |_: &(TableId, Key)| Some(PartitionId(0));
+    let loader = Arc::new(WriteMeta::new(txn(0), vec![(t, key(&[0])), (t, key(&[1]))]));
+    let later = Arc::new(WriteMeta::new(txn(1), vec![(t, key(&[1]))]));
+    let mut seen = ramp::ReadSet::default();
+    seen.insert((t, key(&[0])), Seen { ts: Timestamp(9), writer: Some(loader) });
+    seen.insert((t, key(&[1])), Seen { ts: Timestamp(3), writer: Some(later) });
+    let batch: ramp::KeySet = seen.keys().cloned().collect();
+    let run = |index: &mut ramp::ReadIndex| {
+        for (k, s) in &seen {
+            index.add(s, part_of(k));
+        }
+        let asked: Vec<Key> = index.missing(&seen, &batch, &[], &part_of).into_iter().map(|w| w.key).collect();
+        index.hand_over(batch.iter(), &[], &seen, &part_of);
+        asked
+    };
+    let fresh = run(&mut ramp::ReadIndex::default());
+    assert_eq!(fresh, vec![key(&[1])], "the loader's newer version of key 1 is asked");
+    let mut reused = ramp::ReadIndex::default();
+    run(&mut reused);
+    reused.clear();
+    assert_eq!(run(&mut reused), fresh);
+}
