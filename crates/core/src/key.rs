@@ -148,13 +148,6 @@ impl KeyBuf {
         self.extend_from_slice(&[byte]);
     }
 
-    fn as_mut_slice(&mut self) -> &mut [u8] {
-        match &mut self.spilled {
-            Some(v) => v,
-            None => &mut self.inline[..self.len],
-        }
-    }
-
     fn into_key(self) -> Key {
         match self.spilled {
             Some(v) => Key(Repr::Shared(v.into())),
@@ -283,45 +276,37 @@ impl Key {
 
     /// The key with each integer column `i` for which `f(i)` is `Some(j)` holding `j` instead;
     /// `None` when `f` maps no column (or the bytes are no encoding). Works on the bytes: an
-    /// integer's encoding has one width, so the key is copied and the columns' bodies
-    /// overwritten, with no decoding and, for a key held inline, no allocation (`coordfree`
-    /// rewrites a New-Order's temporary order id in about twenty keys per commit, issue 17).
+    /// integer's encoding has one width, so the key is copied once and the columns' bodies
+    /// overwritten, with no decoding (`coordfree` rewrites a New-Order's temporary order id in
+    /// about twenty keys per commit, issue 17).
     pub fn map_ints(&self, f: impl Fn(i64) -> Option<i64>) -> Option<Key> {
         let bytes = self.as_bytes();
-        let mut out: Option<KeyBuf> = None;
-        let mut at = 0;
-        while let Some(&tag) = bytes.get(at) {
-            at += 1;
-            match tag {
-                TAG_NULL => {}
-                TAG_INT | TAG_DECIMAL => {
-                    let body: [u8; 8] = bytes.get(at..at + 8)?.try_into().expect("8 bytes");
-                    let to = (tag == TAG_INT).then(|| f((u64::from_be_bytes(body) ^ (1 << 63)) as i64)).flatten();
-                    if let Some(to) = to {
-                        let buf = out.get_or_insert_with(|| {
-                            let mut buf = KeyBuf::new();
-                            buf.extend_from_slice(bytes);
-                            buf
-                        });
-                        buf.as_mut_slice()[at..at + 8].copy_from_slice(&((to as u64) ^ (1 << 63)).to_be_bytes());
-                    }
-                    at += 8;
-                }
-                TAG_STRING | TAG_BYTES => loop {
-                    match bytes.get(at..)? {
-                        [0x00, 0x01, ..] => {
-                            at += 2;
-                            break;
-                        }
-                        [0x00, 0xFF, ..] => at += 2,
-                        [0x00, ..] | [] => return None,
-                        [_, ..] => at += 1,
-                    }
-                },
-                _ => return None,
+        let mut out: Option<Key> = None;
+        for_each_int(bytes, |at, i| {
+            if let Some(j) = f(i) {
+                let copy = out.get_or_insert_with(|| match bytes.len() {
+                    n if n <= KEY_INLINE_MAX => Key::from(bytes),
+                    _ => Key(Repr::Shared(Arc::from(bytes))), // one allocation, not yet shared
+                });
+                let body = match &mut copy.0 {
+                    Repr::Inline { bytes, .. } => &mut bytes[at..at + 8],
+                    Repr::Shared(shared) => &mut Arc::get_mut(shared).expect("a fresh copy")[at..at + 8],
+                };
+                body.copy_from_slice(&int_body(j));
             }
-        }
-        out.map(KeyBuf::into_key)
+            true
+        })?;
+        out
+    }
+
+    /// Whether an integer column holds `v` (`false` too for bytes that are no encoding).
+    pub fn has_int(&self, v: i64) -> bool {
+        let mut found = false;
+        let _ = for_each_int(self.as_bytes(), |_, i| {
+            found = i == v;
+            !found
+        });
+        found
     }
 
     /// The smallest key strictly greater than every key that starts with `self` (for prefix
@@ -346,9 +331,46 @@ impl Key {
     }
 }
 
+/// An integer's 8-byte body: sign bit flipped, big-endian (negatives sort first).
+fn int_body(v: i64) -> [u8; 8] {
+    ((v as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+/// Calls `f(offset of the body, value)` for each integer column of an encoding, in order,
+/// while it returns `true`; `None` if the bytes are no encoding (up to where `f` stopped).
+fn for_each_int(bytes: &[u8], mut f: impl FnMut(usize, i64) -> bool) -> Option<()> {
+    let mut at = 0;
+    while let Some(&tag) = bytes.get(at) {
+        at += 1;
+        match tag {
+            TAG_NULL => {}
+            TAG_INT | TAG_DECIMAL => {
+                let body: [u8; 8] = bytes.get(at..at + 8)?.try_into().expect("8 bytes");
+                if tag == TAG_INT && !f(at, (u64::from_be_bytes(body) ^ (1 << 63)) as i64) {
+                    return Some(());
+                }
+                at += 8;
+            }
+            TAG_STRING | TAG_BYTES => loop {
+                match bytes.get(at..)? {
+                    [0x00, 0x01, ..] => {
+                        at += 2;
+                        break;
+                    }
+                    [0x00, 0xFF, ..] => at += 2,
+                    [0x00, ..] | [] => return None,
+                    [_, ..] => at += 1,
+                }
+            },
+            _ => return None,
+        }
+    }
+    Some(())
+}
+
 fn encode_int(tag: u8, v: i64, out: &mut KeyBuf) {
     out.push(tag);
-    out.extend_from_slice(&((v as u64) ^ (1 << 63)).to_be_bytes());
+    out.extend_from_slice(&int_body(v));
 }
 
 fn encode_value(v: &Value, out: &mut KeyBuf) -> Result<(), InvalidInput> {
@@ -471,6 +493,7 @@ mod tests {
                 }
             }
             let expected = hit.then(|| Key::encode(&mapped).unwrap());
+            prop_assert_eq!(key.has_int(from), hit);
             prop_assert_eq!(key.map_ints(|i| (i == from).then_some(to)), expected);
         }
 

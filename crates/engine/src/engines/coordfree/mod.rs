@@ -281,19 +281,10 @@ pub fn rewrite_ids(values: &mut [Value], ids: &[(i64, i64)]) -> bool {
     changed
 }
 
-/// Whether a key may hold the integer `v`: a key is its values' encodings concatenated, so one
-/// holding `v` holds `v`'s encoding as a run of bytes. `false` is certain; `true` is confirmed
-/// by decoding (most keys a transaction writes hold no temporary id, and are not decoded).
-pub fn may_hold_int(key: &Key, v: i64) -> bool {
-    let pattern = Key::ints(&[v]);
-    let pattern = pattern.as_bytes();
-    key.as_bytes().windows(pattern.len()).any(|w| w == pattern)
-}
-
 /// Whether a key or the rows of its writes carry the temporary id.
 pub fn contains_id(key: &Key, ops: &[OpKind], tmp: i64) -> bool {
     let has = |vs: &[Value]| vs.contains(&Value::Int(tmp));
-    (may_hold_int(key, tmp) && key.map_ints(|i| (i == tmp).then_some(i)).is_some())
+    key.has_int(tmp)
         || ops.iter().any(|op| match op {
             OpKind::Write { row, .. } | OpKind::Insert { row, .. } => has(row),
             OpKind::Update { updates, .. } => {

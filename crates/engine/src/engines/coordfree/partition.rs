@@ -565,9 +565,6 @@ impl CoordfreePartition {
 
 /// The `[tmpID → realID]` lookup applied to a key (on its bytes, [`Key::map_ints`]).
 fn rewrite_key(key: &Key, ids: &[(i64, i64)]) -> Key {
-    if !ids.iter().any(|&(tmp, _)| super::may_hold_int(key, tmp)) {
-        return key.clone();
-    }
     let real = |i: i64| ids.iter().find(|(tmp, _)| *tmp == i).map(|&(_, real)| real);
     key.map_ints(real).unwrap_or_else(|| key.clone())
 }

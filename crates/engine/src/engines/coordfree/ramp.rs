@@ -130,6 +130,7 @@ struct Writer {
     txn: TxnId,
     meta: Arc<WriteMeta>,
     filter: Option<([u64; FILTER_COPIED], usize)>,
+    /// The first and last key written, for a writer whose filter is not copied.
     range: Option<((TableId, Key), (TableId, Key))>,
     /// The first partition it was read from, inline (nearly every writer is read from one:
     /// the R4c test then reads nothing outside this struct), and any others.
@@ -139,13 +140,17 @@ struct Writer {
 
 impl Writer {
     fn new(meta: &Arc<WriteMeta>) -> Self {
-        let range = meta.keys.first().cloned().zip(meta.keys.last().cloned());
         let words = meta.filter_words();
         let filter = (words.len() <= FILTER_COPIED).then(|| {
             let mut copy = [0u64; FILTER_COPIED];
             copy[..words.len()].copy_from_slice(words);
             (copy, words.len())
         });
+        // The range is tested only where no filter was copied ([`Self::names`]).
+        let range = match filter {
+            Some(_) => None,
+            None => meta.keys.first().cloned().zip(meta.keys.last().cloned()),
+        };
         Writer { txn: meta.txn, meta: meta.clone(), filter, range, ts_first: None, ts_more: Vec::new() }
     }
 

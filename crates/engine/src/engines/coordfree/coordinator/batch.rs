@@ -237,12 +237,7 @@ impl TxnState {
     pub(super) fn unbuffer(&mut self, table: TableId, key: Key, part: PartitionId) {
         let k = (table, key);
         let Some(parts) = self.buffer.get_mut(&k) else { return };
-        if let Some(ops) = parts.get_mut(&part) {
-            ops.pop();
-            if ops.is_empty() {
-                parts.remove(&part);
-            }
-        }
+        parts.pop(part);
         if parts.is_empty() {
             self.buffer.remove(&k);
         }
