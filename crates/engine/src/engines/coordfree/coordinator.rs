@@ -194,8 +194,9 @@ fn in_range(key: &Key, start: &Key, end: &Option<Key>) -> bool {
 /// a read index of 20 to 40 keys each, and growing them from empty again for every
 /// transaction (rehashing on the way) was ~3% of `coordfree`'s CPU (issue 17).
 const SPARE_MAX: usize = 64;
-/// Collections that grew beyond this many entries are not kept (one transaction's large read
-/// set would otherwise cost every later `clear`).
+/// States whose collections (the read index's included) grew beyond this many entries are not
+/// kept: emptying a hash table costs its capacity, and one large read (a consistency check
+/// reading every order line) would otherwise slow every later transaction's reuse.
 const SPARE_CAPACITY_MAX: usize = 512;
 
 impl TxnState {
@@ -203,8 +204,8 @@ impl TxnState {
     /// not named here starts from its default, so nothing of the finished transaction leaks.
     fn recycled(self) -> Option<TxnState> {
         let TxnState { mut seen, mut rows, mut unmasked, mut index, mut served, mut batch_keys, .. } = self;
-        let big = [seen.capacity(), rows.capacity(), unmasked.capacity(), served.capacity(), batch_keys.capacity()];
-        if big.iter().any(|&c| c > SPARE_CAPACITY_MAX) {
+        let rooms = [seen.capacity(), rows.capacity(), unmasked.capacity(), served.capacity(), batch_keys.capacity()];
+        if rooms.into_iter().chain([index.capacity()]).any(|c| c > SPARE_CAPACITY_MAX) {
             return None;
         }
         seen.clear();
@@ -812,5 +813,49 @@ impl CoordinatorEngine for CoordfreeCoordinator {
 
     fn apply(&mut self, _record: &[u8]) -> Result<(), Error> {
         Ok(()) // the coordinator logs nothing: partitions finish what a dead coordinator began
+    }
+}
+
+#[cfg(test)]
+mod spare_tests {
+    use super::super::messages::Seen;
+    use super::*;
+    use litmus_core::{NodeId, Timestamp};
+
+    fn key_of(i: usize) -> (TableId, Key) {
+        (TableId(0), Key::ints(&[i as i64]))
+    }
+
+    fn read(t: &mut TxnState, keys: usize) {
+        for i in 0..keys {
+            t.seen.insert(key_of(i), Seen { ts: Timestamp(1), writer: None });
+            t.rows.insert(key_of(i), None);
+        }
+    }
+
+    #[test]
+    fn a_reused_state_starts_empty_with_room_for_a_like_transaction() {
+        let mut t = TxnState { tmp: -7, procedure: "p".into(), ..TxnState::default() };
+        read(&mut t, 30);
+        let r = t.recycled().expect("small enough to keep");
+        assert!(r.seen.is_empty() && r.rows.is_empty());
+        assert!(r.seen.capacity() >= 30, "the room is kept");
+        assert_eq!((r.tmp, r.procedure.as_str()), (0, ""), "nothing else carried over");
+    }
+
+    /// A large read set, or a read index of many writers (a consistency check reading every
+    /// order line), is dropped: emptying it would cost every later transaction its capacity.
+    #[test]
+    fn a_state_grown_past_the_cap_is_not_kept() {
+        let mut t = TxnState::default();
+        read(&mut t, SPARE_CAPACITY_MAX + 1);
+        assert!(t.recycled().is_none());
+        let mut t = TxnState::default();
+        for i in 0..=SPARE_CAPACITY_MAX as u64 {
+            let txn = TxnId { node: NodeId(1), epoch: 1, seq: i };
+            let writer = Arc::new(WriteMeta::new(txn, vec![key_of(i as usize)]));
+            t.index.add(&Seen { ts: Timestamp(1), writer: Some(writer) }, Some(PartitionId(0)));
+        }
+        assert!(t.recycled().is_none(), "the read index counts too");
     }
 }

@@ -247,6 +247,14 @@ struct Handed {
 }
 
 impl ReadIndex {
+    /// The most entries any of its collections has room for (a reused index is emptied in
+    /// time proportional to it).
+    pub fn capacity(&self) -> usize {
+        let ReadIndex { writers, known, checked, handed, handed_keys, handed_scans, .. } = self;
+        let rooms = [writers.capacity(), known.capacity(), checked.capacity(), handed.capacity()];
+        rooms.into_iter().chain([handed_keys.capacity(), handed_scans.capacity()]).max().unwrap_or(0)
+    }
+
     /// Empties the index for another transaction, keeping what its collections allocated
     /// (every field is named: one added later must be emptied here too).
     pub fn clear(&mut self) {
