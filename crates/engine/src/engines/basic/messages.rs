@@ -122,6 +122,14 @@ pub enum Record {
     /// Every read answered so far has a timestamp below this: after a restart (the per-item
     /// `lrt`s are volatile) W1 revokes every write below it.
     LrtFloor(Timestamp),
+    /// GC of a deleted key: its newest version is a tombstone at `at`, older than any read
+    /// or write still answered there, and the key leaves the store; reads and writes at or
+    /// below `at` are refused from now on (the partition's floors rise to it).
+    Forget {
+        table: TableId,
+        key: Key,
+        at: Timestamp,
+    },
 }
 
 /// The coordinator's log records.

@@ -66,7 +66,12 @@
 //!   one; a fold prunes stored versions more than [`FOLD_LAG_US`] older than the newest (a read
 //!   older than every version kept is answered `TooOld` and runs again under a new timestamp);
 //!   items with an empty list and an old `lrt` are forgotten (raising a partition-wide W1 floor).
-//!   W1 also revokes a write at or below the item's newest stored version.
+//!   W1 also revokes a write at or below the item's newest stored version. A deleted key whose
+//!   deletion is behind that horizon too leaves the store with its item (a logged `Forget`):
+//!   the W1 floor and a read floor rise to the deletion's timestamp, so no write lands below
+//!   it and no read below it is answered "no row" for a key that had one then (it gets `TooOld`
+//!   and runs again above). Without it every deleted key stayed a tombstone for good, and range
+//!   reads, which walk deleted keys, walked more of them each time (TPC-C's Delivery).
 //!
 //! ## Guarantee
 //!

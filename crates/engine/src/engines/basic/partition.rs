@@ -73,6 +73,10 @@ pub struct BasicPartition {
     scan_lrt: BTreeMap<TableId, Timestamp>,
     #[serde(skip)]
     max_seen: Timestamp,
+    /// Reads below it are refused: deleted keys removed from the store at or below it
+    /// ([`Record::Forget`]). Volatile: `floor` rises with it, and a restart starts it there.
+    #[serde(skip)]
+    gone: Timestamp,
     #[serde(skip)]
     parked: Vec<Parked>,
     #[serde(skip)]
@@ -142,6 +146,7 @@ impl BasicPartition {
         // the logged floor, so W1 revokes every write below it.
         self.floor = self.floor.max(self.durable_lrt);
         self.max_seen = self.max_seen.max(self.floor);
+        self.gone = self.gone.max(self.floor);
         for (table, keys) in &self.items {
             self.dirty.extend(keys.keys().map(|k| (*table, k.clone())));
         }
@@ -203,6 +208,17 @@ impl BasicPartition {
                 }
             }
             Record::LrtFloor(ts) => self.durable_lrt = self.durable_lrt.max(ts),
+            Record::Forget { table, key, at } => {
+                let versions: Vec<Timestamp> = store.versions(table, &key).map(|(t, _)| t).collect();
+                if versions.first() != Some(&at) {
+                    return Err(Error::Internal(format!("basic: forget of a key whose newest version is not {at}")));
+                }
+                for t in versions {
+                    store.remove_version(table, &key, t);
+                }
+                self.floor = self.floor.max(at);
+                self.gone = self.gone.max(at);
+            }
         }
         Ok(())
     }
@@ -228,6 +244,10 @@ impl BasicPartition {
     /// Rule R for a point or range read; `None` when it parked.
     fn evaluate_read(&mut self, p: &mut Parked, store: &MvccStore) -> Option<ReadOutcome> {
         let table = p.op.table;
+        if p.ts < self.gone {
+            // A key deleted at or below `gone` may have had a row at TS, and is gone.
+            return Some(ReadOutcome::TooOld { bound: self.gone });
+        }
         match &p.op.kind {
             OpKind::Read { key, .. } => {
                 let (ts, own, id) = (p.ts, p.own, p.id);
@@ -451,19 +471,30 @@ impl BasicPartition {
         self.resume(wid, ctx);
     }
 
-    fn gc(&mut self) {
+    fn gc(&mut self, ctx: &mut PartCtx) {
         let horizon = Timestamp(self.max_seen.0.saturating_sub(FOLD_LAG_US << super::TS_NODE_BITS));
         let dirty = std::mem::take(&mut self.dirty);
+        let mut forget = Vec::new();
         for (table, key) in dirty {
             let Some(item) = self.items.get(&table).and_then(|t| t.get(&key)) else { continue };
-            if item.list.is_empty() && item.lrt <= horizon {
+            // A deleted key leaves the store with its item, once its deletion is behind the
+            // horizon too (until then the item stays, so the key is looked at again).
+            let tombstone = match ctx.store.latest(table, &key) {
+                Some((at, None)) => Some(at),
+                _ => None,
+            };
+            if item.list.is_empty() && item.lrt <= horizon && tombstone.is_none_or(|at| at <= horizon) {
                 self.floor = self.floor.max(item.lrt);
                 if let Some(t) = self.items.get_mut(&table) {
                     t.remove(&key);
                 }
+                forget.extend(tombstone.map(|at| Record::Forget { table, key, at }));
             } else {
                 self.dirty.insert((table, key));
             }
+        }
+        for record in forget {
+            self.log_apply(record, ctx);
         }
     }
 
@@ -540,7 +571,7 @@ impl PartitionEngine for BasicPartition {
     fn on_tick(&mut self, ctx: &mut PartCtx) {
         self.start(ctx.now);
         self.in_doubt(ctx);
-        self.gc();
+        self.gc(ctx);
     }
 
     fn apply_bytes(&mut self, record: &[u8], store: &mut MvccStore) -> Result<(), Error> {

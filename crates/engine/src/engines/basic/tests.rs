@@ -566,6 +566,45 @@ fn gc_prunes_versions_no_read_needs_and_old_reads_run_again() {
     assert!(matches!(&p.deliver(COORD, req)[..], [Reply::Read { outcome: ReadOutcome::TooOld { .. }, .. }]));
 }
 
+/// GC of a deleted key ([`Record::Forget`]): once its deletion is behind the fold horizon the
+/// key leaves the store with its item; a read below the deletion is refused (the key may have
+/// had a row then), one above it finds no row, a write below it is revoked (W1), and the log
+/// replays to the same store.
+#[test]
+fn gc_forgets_a_deleted_key_and_refuses_what_it_could_have_answered() {
+    let mut p = Part::new(0);
+    p.load(dec(100));
+    let lag = super::FOLD_LAG_US << super::TS_NODE_BITS;
+    let delete = PartOp { table: T, kind: OpKind::Delete { key: key() } };
+    assert_eq!(p.prepare(2, 1_000, delete), PrepareOutcome::Placed);
+    p.force(2);
+    // Time passes: a write of another key far above raises what the partition has seen.
+    let other = Key::ints(&[2]);
+    let put = PartOp { table: T, kind: OpKind::Write { key: other.clone(), row: vec![Value::Int(2), dec(1)].into() } };
+    assert_eq!(p.prepare(3, 3 * lag, put), PrepareOutcome::Placed);
+    p.force(3);
+    p.tick(Time::from_millis(1));
+    assert_eq!(p.ctx.store.versions(T, &key()).count(), 0, "the deleted key left the store");
+    assert!(p.engine.item(T, &key()).list.is_empty());
+    assert!(
+        matches!(p.read_outcome(4, 500), ReadOutcome::TooOld { bound } if bound >= Timestamp(1_000)),
+        "a read below the deletion may have seen the row: refused"
+    );
+    let above = Request::Read { id: sub(5, 0), ts: Timestamp(3 * lag + 10), own: wid(5), op: read_op() };
+    assert!(matches!(
+        &p.deliver(COORD, above)[..],
+        [Reply::Read { outcome: ReadOutcome::Done(Ok(PartResult::Row(None))), .. }]
+    ));
+    let insert = PartOp { table: T, kind: OpKind::Insert { key: key(), row: vec![Value::Int(1), dec(7)].into() } };
+    assert!(matches!(p.prepare(6, 900, insert), PrepareOutcome::Revoked { .. }), "W1: below the deletion");
+    let mut fresh = BasicPartition::default();
+    let mut store = MvccStore::new();
+    for r in &p.log {
+        fresh.apply_bytes(r, &mut store).unwrap();
+    }
+    assert_eq!(store.encode_snapshot(), p.ctx.store.encode_snapshot());
+}
+
 /// The partition is a deterministic function of its log: replaying the records into a fresh
 /// partition rebuilds the same store and lists.
 #[test]
