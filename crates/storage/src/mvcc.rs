@@ -548,8 +548,7 @@ impl MvccStore {
     /// tombstone) and returns what to install at `ts` (`Some(None)`: a tombstone), or `None` to
     /// leave the key alone. Once a version is installed, every version `prune(i, ts)` picks is
     /// removed, `i` counting from the newest (0, never removed). `latest`, `put` and one
-    /// `remove_version` per pruned version did the same in as many lookups: for a TPC-C
-    /// New-Order's commit that was a fifth of `coordfree`'s partition CPU (issue 17).
+    /// `remove_version` per pruned version did the same in as many lookups (issue 17).
     /// Returns whether a version was installed.
     pub fn install(
         &mut self,

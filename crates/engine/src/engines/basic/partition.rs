@@ -74,7 +74,9 @@ pub struct BasicPartition {
     #[serde(skip)]
     max_seen: Timestamp,
     /// Reads below it are refused: deleted keys removed from the store at or below it
-    /// ([`Record::Forget`]). Volatile: `floor` rises with it, and a restart starts it there.
+    /// ([`Record::Forget`]). Volatile: `floor` rises with it, and a restart starts it there
+    /// (conservatively: `floor` also holds the logged read floor, so after a restart a read
+    /// below that runs again once above it).
     #[serde(skip)]
     gone: Timestamp,
     #[serde(skip)]

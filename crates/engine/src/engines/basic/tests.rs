@@ -566,12 +566,13 @@ fn gc_prunes_versions_no_read_needs_and_old_reads_run_again() {
     assert!(matches!(&p.deliver(COORD, req)[..], [Reply::Read { outcome: ReadOutcome::TooOld { .. }, .. }]));
 }
 
-/// GC of a deleted key ([`Record::Forget`]): once its deletion is behind the fold horizon the
-/// key leaves the store with its item; a read below the deletion is refused (the key may have
-/// had a row then), one above it finds no row, a write below it is revoked (W1), and the log
-/// replays to the same store.
+/// Rules R and W1 (§IV-B) across GC of a deleted key ([`Record::Forget`]): once its deletion is
+/// behind the fold horizon the key leaves the store with its item; a read below the deletion
+/// is refused (the key may have had a row then: R must not answer "no row"), one above it
+/// finds no row, a write below it is revoked (W1), and the log replays to the same store and,
+/// after a restart, to the same refusal.
 #[test]
-fn gc_forgets_a_deleted_key_and_refuses_what_it_could_have_answered() {
+fn rule_r_and_w1_hold_below_a_deleted_key_that_gc_forgot() {
     let mut p = Part::new(0);
     p.load(dec(100));
     let lag = super::FOLD_LAG_US << super::TS_NODE_BITS;
@@ -603,6 +604,15 @@ fn gc_forgets_a_deleted_key_and_refuses_what_it_could_have_answered() {
         fresh.apply_bytes(r, &mut store).unwrap();
     }
     assert_eq!(store.encode_snapshot(), p.ctx.store.encode_snapshot());
+    // Restarted from the log, and from a snapshot (the read floor is not in it: it starts at
+    // the W1 floor the Forget raised).
+    let mut from_log = Part::new(0);
+    (from_log.engine, from_log.ctx.store) = (fresh, store);
+    assert!(matches!(from_log.read_outcome(7, 500), ReadOutcome::TooOld { .. }), "restarted from the log");
+    let mut from_snapshot = Part::new(0);
+    from_snapshot.engine.decode_state(&p.engine.encode_state()).unwrap();
+    from_snapshot.ctx.store = p.ctx.store.clone();
+    assert!(matches!(from_snapshot.read_outcome(8, 500), ReadOutcome::TooOld { .. }), "restarted from a snapshot");
 }
 
 /// The partition is a deterministic function of its log: replaying the records into a fresh
