@@ -1,7 +1,7 @@
 //! Operation footprints, derived by running procedures in a recording context.
 //!
 //! A procedure is an `async fn` over [`Ctx`]; the coordinator polls it ([`poll_once`]) and
-//! answers the operations it issued ([`TxnIo::take_issued`](litmus_engine::procedure::TxnIo)).
+//! answers the operations it issued ([`TxnIo::take_issued`](litmus_protocol::procedure::TxnIo)).
 //! The recorder plays the coordinator against no database: it answers every read with a
 //! synthetic row and every write with success, and writes down what was asked. Run over the
 //! workload's generated arguments (and several synthetic data variants: rows missing, scans
@@ -33,9 +33,9 @@
 use crate::invariant::{ColRef, Schema};
 use litmus_core::formula::apply_updates;
 use litmus_core::{Catalog, ColumnType, Decimal, Error, Formula, Key, Row, TableSchema, Value};
-use litmus_engine::op::{op_table, resolve, OpKind, OpResult};
-use litmus_engine::procedure::{poll_once, Issued, Procedure};
-use litmus_engine::{Ctx, Op};
+use litmus_protocol::op::{op_table, resolve, OpKind, OpResult};
+use litmus_protocol::procedure::{poll_once, Issued, Procedure};
+use litmus_protocol::{Ctx, Op};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -694,7 +694,7 @@ pub type Footprints = BTreeMap<String, Footprint>;
 mod tests {
     use super::*;
     use litmus_core::{Column, Partitioning};
-    use litmus_engine::Registry;
+    use litmus_protocol::Registry;
 
     fn catalog() -> Catalog {
         let mut c = Catalog::new();

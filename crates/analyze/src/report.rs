@@ -5,7 +5,7 @@ use crate::footprint::{Access, Footprint, RecordError, Recorder, Source};
 use crate::invariant::{Clause, Invariant, Schema};
 use crate::rules::{judge, Judgement, Verdict};
 use litmus_core::{Catalog, Value};
-use litmus_engine::Registry;
+use litmus_protocol::Registry;
 use serde::Serialize;
 use std::fmt::Write as _;
 

@@ -8,8 +8,8 @@ use crate::workload::Workload;
 use crate::ycsb::{self, Ycsb, YcsbOptions};
 use crate::UnknownWorkload;
 use litmus_analyze::{analyze, ProcSpec, WorkloadSpec};
-use litmus_engine::procedure::Coordination;
-use litmus_engine::Registry;
+use litmus_protocol::procedure::Coordination;
+use litmus_protocol::Registry;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 

@@ -16,9 +16,9 @@ use crate::workload::Workload;
 use crate::ycsb::KeyDistribution;
 use crate::ycsb_t_sim::sim_call;
 use litmus_core::{Error, Value};
-use litmus_engine::engine::Guarantee;
-use litmus_engine::message::{RequestBody, ResponseBody};
-use litmus_engine::EngineKind;
+use litmus_protocol::engine::Guarantee;
+use litmus_protocol::message::{RequestBody, ResponseBody};
+use litmus_protocol::EngineKind;
 use litmus_runtime::sim::{SimConfig, SimDriver, SimReport, Simulator};
 use rand_chacha::ChaCha8Rng;
 use std::time::Duration;
@@ -112,7 +112,7 @@ pub fn simulate_checking(
     cfg: SimConfig,
     require_instant: bool,
 ) -> Result<(SimReport, BasicYcsbSim), String> {
-    use litmus_engine::builtin;
+    use litmus_protocol::builtin;
     let topology = litmus_runtime::Topology::new(nodes, partitions).map_err(|e| e.to_string())?;
     let mut driver = BasicYcsbSim::new(partitions, require_instant).map_err(|e| e.to_string())?;
     let mut catalog = builtin::catalog();
@@ -146,7 +146,7 @@ mod tests {
     fn basic_ycsb_holds_under_faults_on_basic() {
         let mut reads = 0;
         for seed in 0..12 {
-            match simulate(EngineKind::Basic, 3, 6, cfg(seed)) {
+            match simulate(litmus_engines::BASIC, 3, 6, cfg(seed)) {
                 Ok((_, d)) => reads += d.seen.0,
                 Err(e) => panic!(
                     "seed {seed}: {e}\nreplay: litmus sim --engine basic --workload basic-ycsb --faults --seed {seed}"
@@ -168,7 +168,7 @@ mod tests {
             c
         };
         let failed = (0..12)
-            .filter(|&seed| matches!(simulate_checking(EngineKind::Base, 3, 6, no_dup(seed), true), Err(e) if e.contains("basic-ycsb")))
+            .filter(|&seed| matches!(simulate_checking(litmus_engines::BASE, 3, 6, no_dup(seed), true), Err(e) if e.contains("basic-ycsb")))
             .count();
         assert!(failed > 0, "the checks never failed on base: they check nothing");
     }

@@ -18,7 +18,7 @@ use crate::harness;
 use crate::BenchArgs;
 use anyhow::Context as _;
 use clap::Parser;
-use litmus_engine::EngineKind;
+use litmus_protocol::EngineKind;
 use litmus_runtime::cost::{CostEntry, CostProfile, CostTable, ProfileData, DEFAULT_STEP_NS};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -84,10 +84,10 @@ struct Measured {
 /// `litmus calibrate`: runs, measures, writes the table; prints one line per run to `out`.
 pub fn run(args: &CalibrateArgs, command: &str, out: &mut dyn Write) -> anyhow::Result<()> {
     let engines: Vec<EngineKind> = match &args.engines {
-        None => EngineKind::ALL.to_vec(),
+        None => litmus_engines::ALL.to_vec(),
         Some(names) => names
             .iter()
-            .map(|n| n.trim().parse::<EngineKind>().map_err(|e| anyhow::anyhow!("{e}")))
+            .map(|n| litmus_engines::by_name(n.trim()).map_err(|e| anyhow::anyhow!("{e}")))
             .collect::<anyhow::Result<_>>()?,
     };
     if args.workloads.is_empty() {

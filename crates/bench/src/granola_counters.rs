@@ -23,7 +23,7 @@
 //!
 //! Fig. 10's knobs: `--exec-cost-us N` burns N µs of CPU per fragment execution and
 //! `--lock-cost-us M` M µs per lock acquired in locking mode, in the granola engines only
-//! (`litmus_engine::engines::granola::cost`; both 0 by default). Set when the run is prepared.
+//! (`litmus_granola::cost`; both 0 by default). Set when the run is prepared.
 //!
 //! ## Invariant (checked by `verify`)
 //!
@@ -33,8 +33,8 @@
 use crate::workload::{RunStats, TxnRequest, Workload};
 use litmus_client::Client;
 use litmus_core::{Catalog, Column, ColumnType, Error, Formula, InvalidInput, Partitioning, TableSchema, Value};
-use litmus_engine::fragment::{FragmentCall, OneRoundClass};
-use litmus_engine::{Ctx, Registry};
+use litmus_protocol::fragment::{FragmentCall, OneRoundClass};
+use litmus_protocol::{Ctx, Registry};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -173,10 +173,10 @@ fn everywhere(fragment: &'static str, args: &[Value]) -> Result<Vec<FragmentCall
         .collect())
 }
 
-/// Rounds of the engine's cost loop (`litmus_engine::engines::granola::cost::burn`) per µs of
+/// Rounds of the engine's cost loop (`litmus_granola::cost::burn`) per µs of
 /// this machine's CPU: the best of five 2 ms timings.
 pub fn burn_iterations_per_us() -> u64 {
-    use litmus_engine::engines::granola::cost::burn;
+    use litmus_granola::cost::burn;
     let rounds = 200_000u64;
     let best = (0..5)
         .map(|_| {
@@ -262,7 +262,7 @@ impl Workload for Counters {
     fn prepare(&self, clients: &mut dyn FnMut() -> Result<Client, Error>) -> anyhow::Result<()> {
         let per_us = burn_iterations_per_us();
         let (exec, lock) = (self.opts.exec_cost_us * per_us, self.opts.lock_cost_us * per_us);
-        litmus_engine::engines::granola::cost::set(exec, lock);
+        litmus_granola::cost::set(exec, lock);
         let mut client = clients()?;
         let args = vec![Value::Int(self.partitions as i64), Value::Int(PRIVATE_COUNTERS)];
         crate::harness::call_idempotent(&mut client, LOAD, args)?;
@@ -314,7 +314,7 @@ impl Workload for Counters {
 mod tests {
     use super::*;
     use crate::workload::{loaded_cluster, Outcomes};
-    use litmus_engine::EngineKind;
+    use litmus_protocol::EngineKind;
     use rand::SeedableRng;
 
     fn opts(distributed: f64) -> CountersOptions {
@@ -325,7 +325,7 @@ mod tests {
     fn fig_10_cost_calibration_burns_about_the_time_asked() {
         let per_us = burn_iterations_per_us();
         let t = std::time::Instant::now();
-        std::hint::black_box(litmus_engine::engines::granola::cost::burn(per_us * 2_000));
+        std::hint::black_box(litmus_granola::cost::burn(per_us * 2_000));
         let took = t.elapsed();
         assert!(took >= std::time::Duration::from_micros(500), "2 ms asked, {took:?} burnt");
     }
@@ -374,7 +374,9 @@ mod tests {
 
     #[test]
     fn counters_verify_on_the_granola_engines_and_through_the_adapter() {
-        for engine in [EngineKind::Granola, EngineKind::GranolaLocking, EngineKind::Sinfonia, EngineKind::Acid] {
+        for engine in
+            [litmus_engines::GRANOLA, litmus_engines::GRANOLA_LOCKING, litmus_engines::SINFONIA, litmus_engines::ACID]
+        {
             run_and_verify(engine, false);
             run_and_verify(engine, true);
         }

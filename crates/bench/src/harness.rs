@@ -77,7 +77,7 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use litmus_client::Client;
 use litmus_core::{Error, NodeId, Time};
-use litmus_engine::{builtin, EngineKind};
+use litmus_protocol::{builtin, EngineKind};
 use litmus_runtime::embedded::{DelayModel, EmbeddedCluster, EmbeddedConfig};
 use litmus_runtime::{ClusterSpec, Topology};
 use litmus_storage::wal::FsyncPolicy;
@@ -475,7 +475,7 @@ pub fn run_profiled(
 pub(crate) fn check_isolation(cfg: &BenchConfig, workload: &dyn Workload) -> Result<(), BenchError> {
     if let Some((needed, why)) = workload.needs_isolation() {
         if !cfg.engine.capabilities().guarantee.covers(needed) {
-            let safe: Vec<&str> = litmus_engine::EngineKind::ALL
+            let safe: Vec<&str> = litmus_engines::ALL
                 .iter()
                 .filter(|e| e.capabilities().guarantee.covers(needed))
                 .map(|e| e.name())
@@ -888,7 +888,7 @@ fn drive(
                 RetryPolicy::UntilCommitted { bound } => bound,
                 RetryPolicy::GiveUpAfter { .. } => Duration::ZERO,
             };
-            let bound = STRAGGLER_GRACE + starving + litmus_engine::client::REQUEST_TIMEOUT_DEFAULT + HOSTED_SLACK;
+            let bound = STRAGGLER_GRACE + starving + litmus_protocol::client::REQUEST_TIMEOUT_DEFAULT + HOSTED_SLACK;
             (run.wait(bound).context("the benchmark terminals")?, cost)
         }
     };

@@ -82,7 +82,7 @@ pub use ycsb_t::{YcsbT, YcsbTOptions};
 
 use anyhow::Context as _;
 use litmus_core::Catalog;
-use litmus_engine::{builtin, EngineKind, Registry};
+use litmus_protocol::{builtin, EngineKind, Registry};
 use litmus_storage::wal::FsyncPolicy;
 use serde::Serialize;
 use std::io::Write;
@@ -110,7 +110,7 @@ pub const COMPARE_ENGINES_MAX: usize = 16;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EngineList(pub Vec<EngineKind>);
 
-/// Parses `--engine` from the registry ([`EngineKind::ALL`]), and gives `--help` the list of
+/// Parses `--engine` from the registry ([`litmus_engines::ALL`]), and gives `--help` the list of
 /// registered engines with what each guarantees.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EngineParser;
@@ -129,12 +129,14 @@ impl clap::builder::TypedValueParser for EngineParser {
     }
 
     fn possible_values(&self) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
-        Some(Box::new(EngineKind::ALL.iter().map(|e| clap::builder::PossibleValue::new(e.name()).help(e.guarantee()))))
+        Some(Box::new(
+            litmus_engines::ALL.iter().map(|e| clap::builder::PossibleValue::new(e.name()).help(e.guarantee())),
+        ))
     }
 }
 
 fn parse_engine(s: &str) -> Result<EngineKind, String> {
-    s.trim().parse::<EngineKind>().map_err(|e| e.to_string())
+    litmus_engines::by_name(s.trim()).map_err(|e| e.to_string())
 }
 
 fn parse_engine_list(s: &str) -> Result<EngineList, String> {
@@ -624,8 +626,8 @@ pub(crate) mod tests {
         assert!(catalog.table_by_name(tpcc::schema::STOCK).is_ok());
         let per_node =
             Cli::try_parse_from(["bench", "tpcc-neworder", "--nodes", "4", "--clients-per-node", "3"]).unwrap();
-        assert_eq!(config(&per_node.args, EngineKind::Coordfree).unwrap().clients, 12);
-        assert_eq!(config(&default_args("ycsb"), EngineKind::Acid).unwrap().clients, 8);
+        assert_eq!(config(&per_node.args, litmus_engines::COORDFREE).unwrap().clients, 12);
+        assert_eq!(config(&default_args("ycsb"), litmus_engines::ACID).unwrap().clients, 8);
         assert!(registry.get(tpcc::txns::NEW_ORDER_BASE_PROC).is_ok());
     }
 }

@@ -14,7 +14,7 @@
 use crate::harness::call_idempotent;
 use litmus_client::Client;
 use litmus_core::{Catalog, ColumnType, Error, InvalidInput, Value};
-use litmus_engine::{Ctx, Op, Registry};
+use litmus_protocol::{Ctx, Op, Registry};
 use std::collections::HashMap;
 use std::sync::Arc;
 

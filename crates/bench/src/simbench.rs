@@ -37,8 +37,8 @@ use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use litmus_client::Client;
 use litmus_core::Error;
-use litmus_engine::builtin;
-use litmus_engine::message::{RequestBody, ResponseBody};
+use litmus_protocol::builtin;
+use litmus_protocol::message::{RequestBody, ResponseBody};
 use litmus_runtime::cost::CostTable;
 use litmus_runtime::sim::{CpuModel, SimConfig, Simulator};
 use litmus_runtime::{ClusterSpec, Topology, Transport};
@@ -119,7 +119,7 @@ fn sim_config(cfg: &BenchConfig, settings: &SimSettings, table: Arc<CostTable>) 
     s.fsync_latency = Duration::from_micros(settings.sync_latency_us);
     s.clients = cfg.clients;
     s.duration = cfg.warmup + cfg.duration;
-    s.request_timeout = litmus_engine::client::REQUEST_TIMEOUT_DEFAULT;
+    s.request_timeout = litmus_protocol::client::REQUEST_TIMEOUT_DEFAULT;
     s.cpu = Some(CpuModel::new(settings.cores_per_node, table)?);
     s.invariant_check_every = 0;
     s.events_max = SIM_EVENTS_MAX;
@@ -186,7 +186,7 @@ pub fn run(cfg: &BenchConfig, workload: Arc<dyn Workload>) -> anyhow::Result<Ben
     let (busy_from, delivered_from) = (guard.report().cpu_busy_ns, guard.report().delivered);
     guard.advance(&mut driver, until)?;
     let (busy_to, delivered_to) = (guard.report().cpu_busy_ns, guard.report().delivered);
-    let drain = harness::STRAGGLER_GRACE + litmus_engine::client::REQUEST_TIMEOUT_DEFAULT;
+    let drain = harness::STRAGGLER_GRACE + litmus_protocol::client::REQUEST_TIMEOUT_DEFAULT;
     guard.drain(&mut driver, drain)?;
     drop(guard);
     if let Some(failed) = control.take_failure() {

@@ -42,7 +42,7 @@ use crate::mix::Deck;
 use crate::workload::{Outcomes, RetryPolicy, TxnRequest, Workload};
 use hdrhistogram::Histogram;
 use litmus_core::{Error, Time, Value};
-use litmus_engine::message::{RequestBody, ResponseBody};
+use litmus_protocol::message::{RequestBody, ResponseBody};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -394,7 +394,7 @@ mod tests {
     use crate::workload::RunStats;
     use litmus_core::Catalog;
     use litmus_core::{AbortReason, InvalidInput};
-    use litmus_engine::Registry;
+    use litmus_protocol::Registry;
 
     /// One kind, one procedure, the retry policy under test; `steps`: a business transaction
     /// of that many steps (`p` with argument 0, 1, ...) instead of one call of a random argument.

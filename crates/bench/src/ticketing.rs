@@ -195,9 +195,9 @@ use litmus_client::Client;
 use litmus_core::{
     Catalog, Column, ColumnType, Error, Formula, InvalidInput, Isolation, Partitioning, Row, TableSchema, Value,
 };
-use litmus_engine::engine::Guarantee;
-use litmus_engine::procedure::{ProcOptions, ProcResult};
-use litmus_engine::{Ctx, Op, OpResult, Registry};
+use litmus_protocol::engine::Guarantee;
+use litmus_protocol::procedure::{ProcOptions, ProcResult};
+use litmus_protocol::{Ctx, Op, OpResult, Registry};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;

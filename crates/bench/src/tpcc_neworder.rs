@@ -33,9 +33,9 @@ use crate::tpcc::{gen, load, Tpcc, TpccOptions, TxnType, KIND_NEW_ORDER, LOAD_SE
 use crate::workload::{RetryPolicy, RunStats, TxnRequest, Workload};
 use litmus_client::Client;
 use litmus_core::{Catalog, Error, Value};
-use litmus_engine::engine::Guarantee;
-use litmus_engine::message::{RequestBody, ResponseBody};
-use litmus_engine::Registry;
+use litmus_protocol::engine::Guarantee;
+use litmus_protocol::message::{RequestBody, ResponseBody};
+use litmus_protocol::Registry;
 use litmus_runtime::sim::{SimDriver, Simulator};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -306,7 +306,7 @@ pub const SIM_SCALE_DIV: u64 = 300;
 /// client under `cfg`'s faults, heal, then TPC-C's consistency conditions; the summary line,
 /// or what failed.
 pub fn simulate(
-    engine: litmus_engine::EngineKind,
+    engine: litmus_protocol::EngineKind,
     topology: litmus_runtime::Topology,
     mut cfg: litmus_runtime::sim::SimConfig,
 ) -> Result<String, String> {
@@ -319,9 +319,9 @@ pub fn simulate(
     if !engine.capabilities().interactive {
         w = w.with_one_round(partitions); // granola, granola-locking, sinfonia
     }
-    let mut catalog = litmus_engine::builtin::catalog();
+    let mut catalog = litmus_protocol::builtin::catalog();
     catalog.merge(&w.catalog());
-    let mut registry = litmus_engine::builtin::registry();
+    let mut registry = litmus_protocol::builtin::registry();
     w.register(&mut registry);
     let seed = cfg.seed;
     let spec = ClusterSpec { engine, topology, catalog: Arc::new(catalog), registry: Arc::new(registry), seed };

@@ -34,8 +34,8 @@ use crate::history::MicroOp;
 use crate::mix::MixSpec;
 use litmus_client::Client;
 use litmus_core::{Catalog, Error, PartitionId, Value};
-use litmus_engine::engine::Guarantee;
-use litmus_engine::Registry;
+use litmus_protocol::engine::Guarantee;
+use litmus_protocol::Registry;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -101,7 +101,7 @@ pub trait Workload: Send + Sync {
 
     /// The weakest guarantee the workload runs correctly under, and why, or `None` when it
     /// needs none. The harness refuses an engine whose guarantee does not cover it
-    /// ([`litmus_engine::engine::Guarantee::covers`]) up front, rather than report the
+    /// ([`litmus_protocol::engine::Guarantee::covers`]) up front, rather than report the
     /// workload's failures as if they were the database's.
     fn needs_isolation(&self) -> Option<(Guarantee, &'static str)> {
         None
@@ -320,15 +320,15 @@ impl RunStats {
 /// fixture tests use to poke at a workload's `verify` directly.
 pub fn loaded_cluster(
     w: &dyn Workload,
-    engine: litmus_engine::EngineKind,
+    engine: litmus_protocol::EngineKind,
     nodes: u32,
     partitions: u32,
 ) -> anyhow::Result<litmus_runtime::embedded::EmbeddedCluster> {
     use litmus_runtime::embedded::{DelayModel, EmbeddedCluster, EmbeddedConfig};
     use litmus_runtime::{ClusterSpec, Topology};
-    let mut catalog = litmus_engine::builtin::catalog();
+    let mut catalog = litmus_protocol::builtin::catalog();
     catalog.merge(&w.catalog());
-    let mut registry = litmus_engine::builtin::registry();
+    let mut registry = litmus_protocol::builtin::registry();
     w.register(&mut registry);
     let spec = ClusterSpec {
         engine,

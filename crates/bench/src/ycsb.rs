@@ -39,7 +39,7 @@
 //! ## One-round form
 //!
 //! On engines that run one-round transactions only (`granola`, `granola-locking`, `sinfonia`)
-//! the same transactions run as one-round procedures ([`litmus_engine::fragment`]):
+//! the same transactions run as one-round procedures ([`litmus_protocol::fragment`]):
 //! `ycsb_txn_n_1r` plans one fragment per key, `ycsb_op_frag(key, value)`, which is the body
 //! above on one key. Reads and blind updates never abort on a partition's own data once the
 //! table is loaded, so the class is *independent* (Granola §2); a single-key transaction is
@@ -69,9 +69,9 @@ use litmus_core::schema::fnv1a;
 use litmus_core::{
     limits, Catalog, Column, ColumnType, Error, Formula, InvalidInput, Partitioning, Row, TableSchema, Value,
 };
-use litmus_engine::fragment::{FragmentCall, OneRoundClass};
-use litmus_engine::procedure::ProcResult;
-use litmus_engine::{Ctx, Op, OpResult, Registry};
+use litmus_protocol::fragment::{FragmentCall, OneRoundClass};
+use litmus_protocol::procedure::ProcResult;
+use litmus_protocol::{Ctx, Op, OpResult, Registry};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Zipf};

@@ -15,10 +15,10 @@
 use crate::workload::Workload;
 use crate::ycsb_t::{Mix, Tally, YcsbT, YcsbTOptions, LOAD_PROCEDURE};
 use litmus_core::{Error, NodeId, Value};
-use litmus_engine::engines::omid::messages::Request as OracleCall;
-use litmus_engine::engines::omid::node::{OracleRequest, OracleWire, ORACLE};
-use litmus_engine::message::{RequestBody, ResponseBody};
-use litmus_engine::Envelope;
+use litmus_omid::messages::Request as OracleCall;
+use litmus_omid::node::{OracleRequest, OracleWire, ORACLE};
+use litmus_protocol::message::{RequestBody, ResponseBody};
+use litmus_protocol::Envelope;
 use litmus_runtime::sim::{SimDriver, Simulator};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -140,14 +140,14 @@ impl SimDriver for YcsbTSim {
 /// oracle-crash schedule: load, run, heal, verify, liveness. The catalog and registry hold the
 /// built-in procedures and ycsb-t's.
 pub fn simulate(
-    engine: litmus_engine::EngineKind,
+    engine: litmus_protocol::EngineKind,
     nodes: u32,
     partitions: u32,
     mut cfg: litmus_runtime::sim::SimConfig,
     rows: u64,
 ) -> Result<(litmus_runtime::sim::SimReport, YcsbTSim), String> {
-    use litmus_engine::builtin;
-    if engine == litmus_engine::EngineKind::Omid {
+    use litmus_protocol::builtin;
+    if engine == litmus_engines::OMID {
         // Omid resends every request until answered and bounds every operation (OP_DEADLINE):
         // it is held to a tighter bound than the engines that wait out a stall timeout.
         cfg.liveness_bound = OMID_LIVENESS_BOUND;

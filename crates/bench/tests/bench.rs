@@ -8,7 +8,7 @@ use litmus_bench::ycsb::{self, KeyDistribution, Ycsb, YcsbOptions};
 use litmus_bench::{BenchArgs, CompareList, EngineList};
 use litmus_client::Client;
 use litmus_core::{Formula, Value};
-use litmus_engine::{builtin, EngineKind};
+use litmus_protocol::{builtin, EngineKind};
 use litmus_runtime::embedded::EmbeddedCluster;
 use std::time::Duration;
 
@@ -28,7 +28,7 @@ fn small_config(clients: usize, duration_ms: u64) -> BenchConfig {
         duration: Duration::from_millis(duration_ms),
         warmup: Duration::from_millis(100),
         quiet: true,
-        ..BenchConfig::new("ycsb", EngineKind::Nocc)
+        ..BenchConfig::new("ycsb", litmus_engines::NOCC)
     }
 }
 
@@ -87,7 +87,7 @@ fn compare_prints_ratio_last_and_writes_both_runs_as_json() {
         json.to_str().unwrap(),
     ])
     .unwrap();
-    assert_eq!(args.compare, Some(CompareList::Engines(EngineList(vec![EngineKind::Nocc, EngineKind::Nocc]))));
+    assert_eq!(args.compare, Some(CompareList::Engines(EngineList(vec![litmus_engines::NOCC, litmus_engines::NOCC]))));
     let mut out = Vec::new();
     litmus_bench::run_to(&args, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
@@ -145,7 +145,7 @@ fn single_run_prints_percentiles_and_writes_json_with_throughput() {
 
 /// A small cluster with the ycsb tables, loaded, for poking at `verify` directly.
 fn loaded_cluster(w: &Ycsb) -> EmbeddedCluster {
-    litmus_bench::workload::loaded_cluster(w, EngineKind::Nocc, 1, 2).unwrap()
+    litmus_bench::workload::loaded_cluster(w, litmus_engines::NOCC, 1, 2).unwrap()
 }
 
 #[test]
@@ -196,13 +196,13 @@ fn verify_rejects_lost_updates_and_foreign_fields() {
 fn flags_parse_with_defaults_and_reject_nonsense() {
     Cli::command().debug_assert();
     let args = parse(&["ycsb"]).unwrap();
-    assert_eq!(args.engine, EngineKind::Acid, "the default engine is a safe one (issue 18)");
+    assert_eq!(args.engine, litmus_engines::ACID, "the default engine is a safe one (issue 18)");
     assert_eq!((args.nodes, args.partitions, args.clients, args.workers, args.seed), (2, None, 8, 2, 1));
-    assert_eq!(litmus_bench::config(&args, EngineKind::Acid).unwrap().partitions, 4, "4 partitions by default");
+    assert_eq!(litmus_bench::config(&args, litmus_engines::ACID).unwrap().partitions, 4, "4 partitions by default");
     assert_eq!((args.duration, args.warmup), (10.0, 1.0));
     assert_eq!(args.ycsb, YcsbOptions::DEFAULT);
-    let cfg = litmus_bench::config(&args, EngineKind::Nocc).unwrap();
-    assert_eq!(cfg, BenchConfig::new("ycsb", EngineKind::Nocc));
+    let cfg = litmus_bench::config(&args, litmus_engines::NOCC).unwrap();
+    assert_eq!(cfg, BenchConfig::new("ycsb", litmus_engines::NOCC));
 
     let args = parse(&["ycsb", "--connect", "a:1,b:2", "--txn-size", "3", "--distribution", "uniform"]).unwrap();
     assert_eq!(args.connect, Some(vec!["a:1".to_string(), "b:2".to_string()]));
@@ -240,7 +240,7 @@ fn flags_parse_with_defaults_and_reject_nonsense() {
     let err = litmus_bench::workload("ycsb", &parse(&["ycsb", "--read-ratio", "2"]).unwrap()).err().unwrap();
     assert!(err.to_string().contains("--read-ratio"), "{err}");
     for bad in [&["ycsb", "--duration", "0"][..], &["ycsb", "--warmup=-1"], &["ycsb", "--clients", "0"]] {
-        assert!(litmus_bench::config(&parse(bad).unwrap(), EngineKind::Nocc).is_err(), "{bad:?}");
+        assert!(litmus_bench::config(&parse(bad).unwrap(), litmus_engines::NOCC).is_err(), "{bad:?}");
     }
 }
 
@@ -290,7 +290,7 @@ fn ycsb_t_on_omid_passes_the_snapshot_isolation_check() {
     use litmus_bench::ycsb_t::{Mix, YcsbT, YcsbTOptions};
     for mix in [Mix::Complex, Mix::Mixed] {
         let cfg = BenchConfig { workload: "ycsb-t".into(), net_delay_us: Some(0), ..small_config(6, 400) };
-        let cfg = BenchConfig { engine: EngineKind::Omid, ..cfg };
+        let cfg = BenchConfig { engine: litmus_engines::OMID, ..cfg };
         let report = harness::run(
             &cfg,
             std::sync::Arc::new(YcsbT::new(YcsbTOptions { mix: Some(mix.name().into()) }, 200, false).unwrap()),
@@ -310,7 +310,7 @@ fn ycsb_t_on_omid_passes_the_snapshot_isolation_check() {
 fn engine_counts_report_the_conflicts_the_client_proxy_retried() {
     use litmus_bench::granola_counters::{Counters, CountersOptions};
     let opts = CountersOptions { distributed: 1.0, coordinated: true, conflict: 1.0, ..CountersOptions::default() };
-    let engine: EngineKind = "granola-locking".parse().unwrap();
+    let engine: EngineKind = litmus_engines::by_name("granola-locking").unwrap();
     let cfg = BenchConfig { partitions: 2, engine, workload: "granola-counters".into(), ..small_config(8, 600) };
     let locking = harness::run(&cfg, std::sync::Arc::new(Counters::new(opts, 2).unwrap())).unwrap();
     assert!(locking.verify.ok, "{}", locking.verify.message);

@@ -5,7 +5,6 @@ use litmus_bench::harness::{self, BenchConfig};
 use litmus_bench::history::{self, MicroOp, OpType};
 use litmus_bench::ycsb_t::{YcsbT, YcsbTOptions};
 use litmus_bench::{Ycsb, YcsbOptions};
-use litmus_engine::EngineKind;
 use std::time::Duration;
 
 fn config(path: &std::path::Path) -> BenchConfig {
@@ -16,7 +15,7 @@ fn config(path: &std::path::Path) -> BenchConfig {
         net_delay_us: Some(0),
         quiet: true,
         history: Some(path.to_path_buf()),
-        ..BenchConfig::new("ycsb-t", EngineKind::Omid)
+        ..BenchConfig::new("ycsb-t", litmus_engines::OMID)
     }
 }
 
@@ -57,7 +56,8 @@ fn a_ycsb_t_run_writes_a_history_whose_reads_match_its_writes() {
 #[test]
 fn a_workload_without_a_history_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = BenchConfig { workload: "ycsb".into(), engine: EngineKind::Acid, ..config(&dir.path().join("h.edn")) };
+    let cfg =
+        BenchConfig { workload: "ycsb".into(), engine: litmus_engines::ACID, ..config(&dir.path().join("h.edn")) };
     let w = Ycsb::new(YcsbOptions { records: 10, ..YcsbOptions::DEFAULT }, false).unwrap();
     let err = format!("{:#}", harness::run(&cfg, std::sync::Arc::new(w)).unwrap_err());
     assert!(err.contains("cannot record a --history"), "{err}");

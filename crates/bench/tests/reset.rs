@@ -4,7 +4,6 @@
 use litmus_bench::reset::{self, RESET_CHUNK_ROWS, RESET_PROCEDURE};
 use litmus_client::Client;
 use litmus_core::{Error, InvalidInput, Value};
-use litmus_engine::EngineKind;
 use litmus_runtime::embedded::{DelayModel, EmbeddedCluster, EmbeddedConfig};
 use litmus_runtime::{ClusterSpec, Topology};
 use std::sync::Arc;
@@ -13,7 +12,7 @@ use std::sync::Arc;
 fn reset_empties_a_table_in_chunks_and_refuses_bad_input() {
     let (catalog, registry) = litmus_bench::full_schema();
     let spec = ClusterSpec {
-        engine: EngineKind::Acid,
+        engine: litmus_engines::ACID,
         topology: Topology::new(2, 4).unwrap(),
         catalog: Arc::new(catalog),
         registry: Arc::new(registry),

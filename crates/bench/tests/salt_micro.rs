@@ -8,7 +8,6 @@ use litmus_bench::workload::{Outcomes, RunStats, Workload};
 use litmus_bench::BenchArgs;
 use litmus_client::Client;
 use litmus_core::{Formula, Value};
-use litmus_engine::EngineKind;
 use litmus_runtime::embedded::EmbeddedCluster;
 use std::time::{Duration, Instant};
 
@@ -28,7 +27,7 @@ fn small_config(kind: SaltMicroKind) -> BenchConfig {
         duration: Duration::from_millis(300),
         warmup: Duration::from_millis(100),
         quiet: true,
-        ..BenchConfig::new(kind.name(), EngineKind::Nocc)
+        ..BenchConfig::new(kind.name(), litmus_engines::NOCC)
     }
 }
 
@@ -76,7 +75,7 @@ fn salt_rw_mixes_reads_and_writes() {
 
 /// A small nocc cluster with salt_rows loaded for `w`.
 fn loaded_cluster(w: &SaltMicro) -> EmbeddedCluster {
-    litmus_bench::workload::loaded_cluster(w, EngineKind::Nocc, 1, 2).unwrap()
+    litmus_bench::workload::loaded_cluster(w, litmus_engines::NOCC, 1, 2).unwrap()
 }
 
 fn updates(committed: u64, errors: u64) -> RunStats {

@@ -90,7 +90,7 @@ fn ten_thousand_simulated_clients_run_and_verify() {
     assert!(r.verify.ok, "{}", r.verify.message);
     // The embedded runtime keeps its limit: one thread per client.
     let embedded = parse(&["ycsb", "--clients", "10000"]);
-    assert!(litmus_bench::config(&embedded, litmus_engine::EngineKind::Nocc).is_err());
+    assert!(litmus_bench::config(&embedded, litmus_engines::NOCC).is_err());
 }
 
 #[test]
@@ -110,16 +110,16 @@ fn more_cores_per_node_carry_more_load() {
 #[test]
 fn bad_simulation_flags_are_typed_errors() {
     let args = parse(&["ycsb", "--runtime", "sim", "--cores-per-node", "0"]);
-    let cfg = litmus_bench::config(&args, litmus_engine::EngineKind::Nocc).unwrap();
+    let cfg = litmus_bench::config(&args, litmus_engines::NOCC).unwrap();
     let w: std::sync::Arc<dyn litmus_bench::Workload> = litmus_bench::workload("ycsb", &args).unwrap().into();
     assert!(harness::run(&cfg, w.clone()).is_err(), "zero cores ran");
     let args = parse(&["ycsb", "--runtime", "sim", "--costs", "/nonexistent/costs.toml"]);
-    let cfg = litmus_bench::config(&args, litmus_engine::EngineKind::Nocc).unwrap();
+    let cfg = litmus_bench::config(&args, litmus_engines::NOCC).unwrap();
     let e = harness::run(&cfg, w.clone()).unwrap_err();
     assert!(format!("{e:#}").contains("/nonexistent/costs.toml"), "{e:#}");
     let mut args = parse(&["ycsb", "--runtime", "sim"]);
     args.connect = Some(vec!["127.0.0.1:1".into()]);
-    assert!(litmus_bench::config(&args, litmus_engine::EngineKind::Nocc).is_err(), "sim with --connect");
+    assert!(litmus_bench::config(&args, litmus_engines::NOCC).is_err(), "sim with --connect");
 }
 
 #[test]

@@ -8,7 +8,7 @@ use litmus_bench::workload::{RunStats, Workload};
 use litmus_bench::BenchReport;
 use litmus_client::Client;
 use litmus_core::{Error, Value};
-use litmus_engine::EngineKind;
+use litmus_protocol::EngineKind;
 use litmus_runtime::embedded::EmbeddedCluster;
 use std::time::Duration;
 
@@ -44,7 +44,7 @@ fn run_for(
 
 #[test]
 fn no_seat_is_sold_twice_under_acid_salt_and_salt_local() {
-    for engine in [EngineKind::Acid, EngineKind::Salt, EngineKind::SaltLocal] {
+    for engine in [litmus_engines::ACID, litmus_engines::SALT, litmus_engines::SALT_LOCAL] {
         let report = run(engine, 2_000, 1, 6);
         let created = report.outcomes.get(ticketing::CREATE_ORDER.kind).map_or(0, |o| o.committed);
         assert!(created > 0, "{engine}: no order was created");
@@ -54,7 +54,7 @@ fn no_seat_is_sold_twice_under_acid_salt_and_salt_local() {
 
 #[test]
 fn every_transaction_base_ified_keeps_the_invariants() {
-    for engine in [EngineKind::Salt, EngineKind::SaltLocal] {
+    for engine in [litmus_engines::SALT, litmus_engines::SALT_LOCAL] {
         run(engine, 2_000, ticketing::BASE_TXNS_MAX, 6);
     }
 }
@@ -65,7 +65,7 @@ fn every_transaction_base_ified_keeps_the_invariants() {
 #[test]
 fn a_tiny_event_wraps_around_without_losing_a_seat() {
     let seats = ticketing::SEATS_PER_CATEGORY_MIN;
-    for engine in [EngineKind::Acid, EngineKind::Salt] {
+    for engine in [litmus_engines::ACID, litmus_engines::SALT] {
         // Long enough to wrap even on a loaded machine (the check counts orders, not time).
         let report = run_for(engine, seats, 1, 12, Duration::from_secs(3));
         let created = report.outcomes.get(ticketing::CREATE_ORDER.kind).map_or(0, |o| o.committed);
@@ -92,7 +92,7 @@ fn free_seats(client: &mut Client) -> i64 {
 #[test]
 fn sold_out_expiry_and_compensation_keep_the_counters_exact() {
     let seats = ticketing::SEATS_PER_CATEGORY_MIN as i64;
-    for engine in [EngineKind::Acid, EngineKind::Salt] {
+    for engine in [litmus_engines::ACID, litmus_engines::SALT] {
         let w = Ticketing::new(TicketingOptions { seats_per_category: seats as u64, base_txns: 2 }, false).unwrap();
         let cluster = loaded_cluster(&w, engine);
         let mut client = Client::new(Box::new(cluster.transport()));

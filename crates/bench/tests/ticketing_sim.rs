@@ -6,8 +6,8 @@
 use litmus_bench::ticketing::{self, Ticketing, TicketingOptions};
 use litmus_bench::workload::Workload;
 use litmus_core::{Error, Value};
-use litmus_engine::message::{RequestBody, ResponseBody};
-use litmus_engine::{builtin, EngineKind, Registry};
+use litmus_protocol::message::{RequestBody, ResponseBody};
+use litmus_protocol::{builtin, EngineKind, Registry};
 use litmus_runtime::sim::{SimConfig, SimDriver, Simulator};
 use litmus_runtime::{ClusterSpec, Topology};
 use rand::{Rng, SeedableRng};
@@ -155,7 +155,7 @@ fn spec(engine: EngineKind, seed: u64) -> ClusterSpec {
 #[test]
 fn no_seat_is_sold_twice_under_faults() {
     let seeds: u64 = std::env::var("LITMUS_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300) / 30;
-    for (engine, base_txns) in [(EngineKind::Acid, 1), (EngineKind::Salt, 1), (EngineKind::SaltLocal, 3)] {
+    for (engine, base_txns) in [(litmus_engines::ACID, 1), (litmus_engines::SALT, 1), (litmus_engines::SALT_LOCAL, 3)] {
         let mut committed = 0;
         for seed in 0..seeds {
             let mut cfg = SimConfig::new(seed).with_faults();
@@ -178,7 +178,8 @@ fn no_seat_is_sold_twice_under_faults() {
 #[test]
 #[ignore]
 fn diagnose_seeds() {
-    let engine: EngineKind = std::env::var("LITMUS_TK_ENGINE").unwrap_or("salt".into()).parse().unwrap();
+    let engine: EngineKind =
+        litmus_engines::by_name(&std::env::var("LITMUS_TK_ENGINE").unwrap_or("salt".into())).unwrap();
     let seeds: u64 = std::env::var("LITMUS_TK_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
     let faults = std::env::var("LITMUS_TK_FAULTS").map_or(true, |v| v == "1");
     for seed in 0..seeds {

@@ -7,7 +7,7 @@ use litmus_bench::tpcc::schema::*;
 use litmus_bench::tpcc::{self, Tpcc, TpccOptions};
 use litmus_client::Client;
 use litmus_core::{Decimal, Formula, Value};
-use litmus_engine::EngineKind;
+use litmus_protocol::EngineKind;
 use litmus_runtime::embedded::EmbeddedCluster;
 use std::time::Duration;
 
@@ -57,29 +57,29 @@ fn run_with(engine: EngineKind, base_txns: u32, delivery_txns: u32) -> litmus_be
 
 #[test]
 fn acid_run_keeps_the_consistency_conditions() {
-    run(EngineKind::Acid, 0);
+    run(litmus_engines::ACID, 0);
 }
 
 #[test]
 fn salt_run_with_new_order_and_payment_base_keeps_the_consistency_conditions() {
-    run(EngineKind::Salt, 2);
+    run(litmus_engines::SALT, 2);
 }
 
 #[test]
 fn salt_run_with_every_transaction_base_keeps_the_consistency_conditions() {
-    run(EngineKind::Salt, 5);
+    run(litmus_engines::SALT, 5);
 }
 
 #[test]
 fn salt_local_run_keeps_the_consistency_conditions() {
-    run(EngineKind::SaltLocal, 2);
+    run(litmus_engines::SALT_LOCAL, 2);
 }
 
 /// `--delivery-txns 10`: the terminals run each ACID Delivery as ten district transactions.
 #[test]
 fn runs_with_deliveries_per_district_keep_the_consistency_conditions() {
-    for engine in [EngineKind::Acid, EngineKind::Salt] {
-        let report = run_with(engine, if engine == EngineKind::Salt { 2 } else { 0 }, 10);
+    for engine in [litmus_engines::ACID, litmus_engines::SALT] {
+        let report = run_with(engine, if engine == litmus_engines::SALT { 2 } else { 0 }, 10);
         assert!(report.latency.contains_key(tpcc::KIND_DELIVERY), "no delivery on {engine}");
     }
 }
@@ -113,7 +113,7 @@ fn cents(c: i64) -> Value {
 #[test]
 fn the_loaded_database_passes_every_condition_and_corruption_is_caught() {
     let w = small(0);
-    let cluster = loaded_cluster(&w, EngineKind::Acid);
+    let cluster = loaded_cluster(&w, litmus_engines::ACID);
     let mut client = Client::new(Box::new(cluster.transport()));
     let summary = w.check_client(&mut client, true).unwrap();
     assert_eq!((summary.warehouses, summary.districts, summary.customers), (2, 20, 600));
@@ -245,7 +245,7 @@ fn the_loaded_database_passes_every_condition_and_corruption_is_caught() {
     ];
     for (condition, corrupt) in cases {
         // A fresh database per case, so each corruption is judged alone.
-        let cluster = loaded_cluster(&w, EngineKind::Acid);
+        let cluster = loaded_cluster(&w, litmus_engines::ACID);
         let mut client = Client::new(Box::new(cluster.transport()));
         expect_caught(&w, &mut client, condition, corrupt);
     }
@@ -270,14 +270,14 @@ fn clause_2_7_4_1_a_delivery_as_ten_district_transactions_leaves_what_one_transa
     let w = small(0);
     let tables = [NEW_ORDER, ORDERS, ORDER_LINE, CUSTOMER];
     let (carrier, date) = (int(4), int(20_261_127));
-    let one = loaded_cluster(&w, EngineKind::Acid);
+    let one = loaded_cluster(&w, litmus_engines::ACID);
     let mut c1 = Client::new(Box::new(one.transport()));
     let before = snapshot(&mut c1, 1, &tables);
     assert_eq!(c1.call(DELIVERY_PROC, vec![int(1), carrier.clone(), date.clone()]).unwrap(), vec![int(10)]);
     let after_one = snapshot(&mut c1, 1, &tables);
     assert_ne!(before, after_one, "a Delivery changes the warehouse's rows");
 
-    let ten = loaded_cluster(&w, EngineKind::Acid);
+    let ten = loaded_cluster(&w, litmus_engines::ACID);
     let mut c10 = Client::new(Box::new(ten.transport()));
     assert_eq!(snapshot(&mut c10, 1, &tables), before, "both clusters load the same rows");
     let mut req = TxnRequest {

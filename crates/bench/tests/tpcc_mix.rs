@@ -10,7 +10,7 @@ use litmus_bench::tpcc::{self, txns, Tpcc, TpccOptions};
 use litmus_bench::workload::{RetryPolicy, RunStats, TxnRequest, Workload};
 use litmus_client::Client;
 use litmus_core::{AbortReason, Catalog, Error};
-use litmus_engine::{EngineKind, Registry};
+use litmus_protocol::{EngineKind, Registry};
 use rand_chacha::ChaCha8Rng;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -116,7 +116,7 @@ fn printed(report: &litmus_bench::BenchReport) -> String {
 
 #[test]
 fn deliveries_that_abort_often_are_retried_until_the_deck_mix_commits() {
-    for engine in [EngineKind::Acid, EngineKind::Salt] {
+    for engine in [litmus_engines::ACID, litmus_engines::SALT] {
         let w = FlakyDelivery::new(4, tpcc::COMMIT_BOUND, None);
         let report = harness::run(&config(engine), std::sync::Arc::new(w)).unwrap();
         let text = printed(&report);
@@ -138,7 +138,7 @@ fn deliveries_that_abort_often_are_retried_until_the_deck_mix_commits() {
 #[test]
 fn a_delivery_that_cannot_commit_within_the_bound_fails_the_run_naming_it() {
     let w = FlakyDelivery::new(u64::MAX, Duration::from_millis(500), None);
-    let err = harness::run(&config(EngineKind::Acid), std::sync::Arc::new(w)).expect_err("the run must fail");
+    let err = harness::run(&config(litmus_engines::ACID), std::sync::Arc::new(w)).expect_err("the run must fail");
     let starved = err.downcast_ref::<BenchError>().unwrap_or_else(|| panic!("not a BenchError: {err:#}"));
     assert!(matches!(starved, BenchError::Starved { kind: tpcc::KIND_DELIVERY, .. }), "{starved}");
     assert!(err.to_string().contains("delivery") && err.to_string().contains("could not commit"), "{err}");
@@ -148,7 +148,7 @@ fn a_delivery_that_cannot_commit_within_the_bound_fails_the_run_naming_it() {
 fn a_run_that_gives_deliveries_up_is_flagged_below_the_minimums() {
     // The old harness behaviour: give up after a few retries. Every Delivery is given up.
     let w = FlakyDelivery::new(u64::MAX, tpcc::COMMIT_BOUND, Some(RetryPolicy::GiveUpAfter { retries: 2 }));
-    let report = harness::run(&config(EngineKind::Acid), std::sync::Arc::new(w)).unwrap();
+    let report = harness::run(&config(litmus_engines::ACID), std::sync::Arc::new(w)).unwrap();
     let text = printed(&report);
     let mix = report.mix.as_ref().unwrap();
     assert!(!mix.holds, "{text}");

@@ -9,7 +9,7 @@ use litmus_bench::tpcc::TpccOptions;
 use litmus_bench::tpcc_neworder::{NewOrderConfigError, NewOrderOptions, TpccNewOrder};
 use litmus_client::Client;
 use litmus_core::{Error, InvalidInput, Value};
-use litmus_engine::EngineKind;
+use litmus_protocol::EngineKind;
 use std::time::Duration;
 
 fn small(partitions: u32, distributed: f64) -> TpccNewOrder {
@@ -39,13 +39,13 @@ fn run(engine: EngineKind, distributed: f64) -> litmus_bench::BenchReport {
 
 #[test]
 fn coordfree_new_orders_keep_sequential_gap_free_ids_under_concurrency() {
-    run(EngineKind::Coordfree, 0.1);
-    run(EngineKind::Coordfree, 1.0); // every New-Order spans two partitions
+    run(litmus_engines::COORDFREE, 0.1);
+    run(litmus_engines::COORDFREE, 1.0); // every New-Order spans two partitions
 }
 
 #[test]
 fn acid_new_orders_keep_the_consistency_conditions() {
-    run(EngineKind::Acid, 0.1);
+    run(litmus_engines::ACID, 0.1);
 }
 
 /// The id a client is told is the real one: the order row with that id belongs to it, and the
@@ -53,7 +53,7 @@ fn acid_new_orders_keep_the_consistency_conditions() {
 #[test]
 fn coordfree_returns_the_real_order_id_to_the_client() {
     let w = small(2, 0.0);
-    let cluster = litmus_bench::workload::loaded_cluster(&w, EngineKind::Coordfree, 1, 2).unwrap();
+    let cluster = litmus_bench::workload::loaded_cluster(&w, litmus_engines::COORDFREE, 1, 2).unwrap();
     let mut client = Client::new(Box::new(cluster.transport()));
     let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(3);
     let mut ids = std::collections::BTreeMap::<(i64, i64), Vec<i64>>::new();
@@ -84,7 +84,7 @@ fn coordfree_returns_the_real_order_id_to_the_client() {
 #[test]
 fn coordfree_refuses_tpcc_delivery_naming_the_invariant() {
     let w = small(2, 0.0);
-    let cluster = litmus_bench::workload::loaded_cluster(&w, EngineKind::Coordfree, 1, 2).unwrap();
+    let cluster = litmus_bench::workload::loaded_cluster(&w, litmus_engines::COORDFREE, 1, 2).unwrap();
     let mut client = Client::new(Box::new(cluster.transport()));
     let r = client.call(litmus_bench::tpcc::txns::DELIVERY_PROC, vec![Value::Int(1), Value::Int(3), Value::Int(7)]);
     match r {
@@ -96,7 +96,7 @@ fn coordfree_refuses_tpcc_delivery_naming_the_invariant() {
     }
     let verdicts = litmus_bench::analysis::tpcc_verdicts();
     let payment = verdicts.iter().find(|(p, _)| p == litmus_bench::tpcc::txns::PAYMENT_PROC).unwrap();
-    assert_eq!(payment.1, litmus_engine::procedure::Coordination::Free);
+    assert_eq!(payment.1, litmus_protocol::procedure::Coordination::Free);
 }
 
 #[test]
@@ -136,7 +136,7 @@ fn break_the_rule_without_the_nested_increment_the_check_sees_broken_ids() {
         fn catalog(&self) -> litmus_core::Catalog {
             self.0.catalog()
         }
-        fn register(&self, registry: &mut litmus_engine::Registry) {
+        fn register(&self, registry: &mut litmus_protocol::Registry) {
             litmus_bench::tpcc::register(registry); // no declare_tpcc_verdicts
         }
         fn prepare(&self, clients: &mut dyn FnMut() -> Result<Client, Error>) -> anyhow::Result<()> {
@@ -159,7 +159,7 @@ fn break_the_rule_without_the_nested_increment_the_check_sees_broken_ids() {
         duration: Duration::from_millis(1500),
         warmup: Duration::from_millis(100),
         quiet: true,
-        ..BenchConfig::new("tpcc-neworder", EngineKind::Coordfree)
+        ..BenchConfig::new("tpcc-neworder", litmus_engines::COORDFREE)
     };
     // Two New-Orders that read the same next id collide on the orders' primary key (the run
     // stops), or, if one of them is dropped at commit, the ids and the counter disagree.
@@ -180,11 +180,11 @@ fn break_the_rule_without_the_nested_increment_the_check_sees_broken_ids() {
 fn simulated_new_orders_keep_the_conditions_under_faults() {
     use litmus_runtime::sim::SimConfig;
     let engines = [
-        (EngineKind::Coordfree, 0..6),
-        (EngineKind::Acid, 0..2),
-        (EngineKind::Granola, 0..4),
-        (EngineKind::GranolaLocking, 0..2),
-        (EngineKind::Sinfonia, 0..2),
+        (litmus_engines::COORDFREE, 0..6),
+        (litmus_engines::ACID, 0..2),
+        (litmus_engines::GRANOLA, 0..4),
+        (litmus_engines::GRANOLA_LOCKING, 0..2),
+        (litmus_engines::SINFONIA, 0..2),
     ];
     for (engine, seeds) in engines {
         for seed in seeds {
@@ -208,7 +208,7 @@ fn acid_new_orders_survive_lost_operations_and_restarted_partitions() {
     for seed in [20001, 30186] {
         let topology = litmus_runtime::Topology::new(3, 6).unwrap();
         let outcome =
-            litmus_bench::tpcc_neworder::simulate(EngineKind::Acid, topology, SimConfig::new(seed).with_faults());
+            litmus_bench::tpcc_neworder::simulate(litmus_engines::ACID, topology, SimConfig::new(seed).with_faults());
         match outcome {
             Ok(line) => assert!(line.contains("hold"), "{line}"),
             Err(e) => panic!(

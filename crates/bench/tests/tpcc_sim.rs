@@ -5,7 +5,7 @@
 use litmus_bench::tpcc::sim::TpccSim;
 use litmus_bench::tpcc::{Tpcc, TpccOptions};
 use litmus_bench::workload::Workload;
-use litmus_engine::{builtin, EngineKind};
+use litmus_protocol::{builtin, EngineKind};
 use litmus_runtime::sim::{SimConfig, Simulator};
 use litmus_runtime::{ClusterSpec, Topology};
 use std::sync::Arc;
@@ -67,7 +67,7 @@ fn seeds() -> u64 {
 fn acid_tpcc_keeps_the_consistency_conditions_under_faults() {
     let mut committed = 0;
     for seed in 0..seeds() {
-        committed += run(EngineKind::Acid, 0, seed).0;
+        committed += run(litmus_engines::ACID, 0, seed).0;
     }
     assert!(committed > 10 * seeds(), "only {committed} transactions committed");
 }
@@ -79,14 +79,14 @@ fn acid_tpcc_keeps_the_consistency_conditions_under_faults() {
 /// `salt-local,2,203` added a Payment's amount to `w_ytd` twice (a late duplicate of a
 /// locally committed operation re-run after its transaction had ended).
 const SALT_CASES: [(EngineKind, u32, u64); 8] = [
-    (EngineKind::Salt, 2, 100),
-    (EngineKind::Salt, 5, 101),
-    (EngineKind::SaltLocal, 2, 102),
-    (EngineKind::Salt, 2, 106),
-    (EngineKind::SaltLocal, 5, 109),
-    (EngineKind::Salt, 2, 103),
-    (EngineKind::Salt, 5, 201),
-    (EngineKind::SaltLocal, 2, 203),
+    (litmus_engines::SALT, 2, 100),
+    (litmus_engines::SALT, 5, 101),
+    (litmus_engines::SALT_LOCAL, 2, 102),
+    (litmus_engines::SALT, 2, 106),
+    (litmus_engines::SALT_LOCAL, 5, 109),
+    (litmus_engines::SALT, 2, 103),
+    (litmus_engines::SALT, 5, 201),
+    (litmus_engines::SALT_LOCAL, 2, 203),
 ];
 
 #[test]
@@ -106,7 +106,9 @@ fn salt_tpcc_keeps_the_consistency_conditions_under_faults() {
 fn deliveries_per_district_keep_the_consistency_conditions_under_faults() {
     let (mut committed, mut district_steps) = (0, 0);
     for seed in 0..seeds() {
-        for (engine, base_txns) in [(EngineKind::Acid, 0), (EngineKind::Salt, 2), (EngineKind::SaltLocal, 2)] {
+        for (engine, base_txns) in
+            [(litmus_engines::ACID, 0), (litmus_engines::SALT, 2), (litmus_engines::SALT_LOCAL, 2)]
+        {
             let (c, _, d) = run_with(engine, base_txns, 10, 300 + seed);
             committed += c;
             district_steps += d;
@@ -126,7 +128,7 @@ fn replay() {
     let spec = std::env::var("LITMUS_TPCC_SIM_REPLAY")
         .expect("set LITMUS_TPCC_SIM_REPLAY=engine,base_txns,seed[,delivery_txns]");
     let parts: Vec<&str> = spec.split(',').collect();
-    let engine: EngineKind = parts[0].parse().unwrap();
+    let engine: EngineKind = litmus_engines::by_name(parts[0]).unwrap();
     let delivery_txns = parts.get(3).map_or(1, |d| d.parse().unwrap());
     run_with(engine, parts[1].parse().unwrap(), delivery_txns, parts[2].parse().unwrap());
 }

@@ -1,7 +1,6 @@
 //! Issue 21 on the simulator: Omid §V's ycsb-t while the oracle's node crashes mid-commit.
 
 use litmus_bench::ycsb_t_sim::{simulate, SIM_ROWS};
-use litmus_engine::EngineKind;
 use litmus_runtime::sim::SimConfig;
 use std::time::Duration;
 
@@ -21,7 +20,7 @@ fn ycsb_t_survives_an_oracle_node_crash_mid_commit_with_and_without_standby() {
         let mut cfg = SimConfig::new(seed).with_faults();
         cfg.duration = Duration::from_millis(1500);
         cfg.step_cost = Duration::from_micros(20);
-        let (_, driver) = simulate(EngineKind::Omid, nodes, 6, cfg, SIM_ROWS)
+        let (_, driver) = simulate(litmus_engines::OMID, nodes, 6, cfg, SIM_ROWS)
             .unwrap_or_else(|e| panic!("seed {seed} ({nodes} nodes) failed: {e}\n{}", replay(seed, " --faults")));
         commits += driver.committed;
     }
@@ -41,7 +40,7 @@ fn verify_after_an_oracle_failover_asks_each_writers_fate_once() {
         cfg.duration = Duration::from_millis(8000);
         cfg.step_cost = Duration::from_micros(60);
         let extra = " --rows 2000 --clients 32 --duration-ms 8000 --step-cost-us 60";
-        let (_, driver) = simulate(EngineKind::Omid, 3, 6, cfg, 2000)
+        let (_, driver) = simulate(litmus_engines::OMID, 3, 6, cfg, 2000)
             .unwrap_or_else(|e| panic!("seed {seed} failed: {e}\n{}", replay(seed, extra)));
         assert!(driver.committed > 3000, "seed {seed}: only {} commits", driver.committed);
     }

@@ -1,7 +1,7 @@
 //! `litmus server`: one node of a TCP cluster.
 
 use anyhow::Context;
-use litmus_engine::EngineKind;
+use litmus_protocol::EngineKind;
 use litmus_runtime::tcp::{serve_until, NodeConfig};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

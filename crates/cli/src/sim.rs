@@ -2,8 +2,8 @@
 
 use anyhow::bail;
 use litmus_bench::ycsb_t_sim;
-use litmus_engine::engine::Guarantee;
-use litmus_engine::{builtin, EngineKind};
+use litmus_protocol::engine::Guarantee;
+use litmus_protocol::{builtin, EngineKind};
 use litmus_runtime::sim::chains::SaltChains;
 use litmus_runtime::sim::workload::{AckedWrites, Bank};
 use litmus_runtime::sim::{SimConfig, Simulator};
@@ -117,7 +117,7 @@ fn refuse_uncovered(engine: EngineKind, workload: &str) -> anyhow::Result<()> {
         return Ok(());
     }
     let fit: Vec<&str> =
-        EngineKind::ALL.iter().filter(|e| e.capabilities().guarantee.covers(needed)).map(|e| e.name()).collect();
+        litmus_engines::ALL.iter().filter(|e| e.capabilities().guarantee.covers(needed)).map(|e| e.name()).collect();
     bail!(
         "engine {} provides {}, and the {workload} simulation needs at least {}: {why}. Choose one of: {}",
         engine.name(),

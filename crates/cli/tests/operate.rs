@@ -270,13 +270,13 @@ fn a_client_completes_its_run_across_a_server_restart() {
 }
 
 /// Reads one length-prefixed frame from a raw socket (`None` when the server closed it).
-fn read_raw(s: &mut std::net::TcpStream) -> Option<litmus_engine::wire::Frame> {
+fn read_raw(s: &mut std::net::TcpStream) -> Option<litmus_protocol::wire::Frame> {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    litmus_engine::wire::read_frame(s).ok()
+    litmus_protocol::wire::read_frame(s).ok()
 }
 
 fn hello(s: &mut std::net::TcpStream) {
-    use litmus_engine::wire::{write_frame, Frame, PROTOCOL_VERSION};
+    use litmus_protocol::wire::{write_frame, Frame, PROTOCOL_VERSION};
     let mut buf = Vec::new();
     write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION, expect: None, token: None });
     s.write_all(&buf).unwrap();
@@ -288,7 +288,7 @@ fn hello(s: &mut std::net::TcpStream) {
 #[test]
 fn oversized_partial_frames_and_a_flood_are_rejected_and_the_server_still_serves() {
     use litmus_core::{Error, InvalidInput};
-    use litmus_engine::wire::Frame;
+    use litmus_protocol::wire::Frame;
     let ex = Example::new();
     let config = ex.config(0, |t| {
         t.insert("peers".into(), toml::Value::Array(vec![ex.peers[0].clone().into()]));
@@ -331,7 +331,7 @@ fn oversized_partial_frames_and_a_flood_are_rejected_and_the_server_still_serves
     std::thread::sleep(Duration::from_millis(200));
     for mut s in flood {
         s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-        match litmus_engine::wire::read_frame(&mut s) {
+        match litmus_protocol::wire::read_frame(&mut s) {
             Ok(Frame::Rejected(Error::Unavailable { reason, .. })) => {
                 assert!(reason.contains("max_connections = 16"), "{reason}");
                 refused += 1;

@@ -23,8 +23,8 @@
 //! ```
 
 use litmus_core::{Error, Formula, Isolation, Row, TxnId, Value};
-use litmus_engine::message::{RequestBody, ResponseBody};
-use litmus_engine::op::{Op, OpResult};
+use litmus_protocol::message::{RequestBody, ResponseBody};
+use litmus_protocol::op::{Op, OpResult};
 use std::time::Duration;
 
 pub use litmus_runtime::tcp::Credentials;
@@ -56,7 +56,7 @@ impl Client {
     /// [`Client::connect_any`] to a cluster that requires its shared `token` (`token` in the
     /// servers' config); a wrong or missing one is refused with `Invalid(Unauthenticated)`.
     pub fn connect_any_with_token(addrs: &[String], token: Option<&str>) -> Result<Client, Error> {
-        let timeout = litmus_engine::client::REQUEST_TIMEOUT_DEFAULT;
+        let timeout = litmus_protocol::client::REQUEST_TIMEOUT_DEFAULT;
         let transport = litmus_runtime::tcp::TcpTransport::connect_any_with_token(addrs, timeout, token)?;
         Ok(Client::new(Box::new(transport)))
     }
@@ -65,7 +65,7 @@ impl Client {
     /// that signed the servers' certificates, and a client certificate for servers that
     /// require one). A refused certificate or token is `Invalid(Unauthenticated)` naming why.
     pub fn connect_any_with(addrs: &[String], auth: &Credentials) -> Result<Client, Error> {
-        let timeout = litmus_engine::client::REQUEST_TIMEOUT_DEFAULT;
+        let timeout = litmus_protocol::client::REQUEST_TIMEOUT_DEFAULT;
         let transport = litmus_runtime::tcp::TcpTransport::connect_any_with(addrs, timeout, auth)?;
         Ok(Client::new(Box::new(transport)))
     }
@@ -173,7 +173,7 @@ impl Transaction<'_> {
         }
         let mut rows = Vec::with_capacity(keys.len());
         // More keys than one operation may name go as several.
-        for chunk in keys.chunks(litmus_engine::op::BATCH_LEN_MAX) {
+        for chunk in keys.chunks(litmus_protocol::op::BATCH_LEN_MAX) {
             match self.op(Op::ReadMany { table: table.into(), keys: chunk.to_vec() }) {
                 Ok(OpResult::Many(found)) => rows.extend(found),
                 Ok(other) => return Err(Error::Internal(format!("read_many returned {other:?}"))),

@@ -3,8 +3,8 @@
 
 use litmus_client::Client;
 use litmus_core::{Row, Value};
-use litmus_engine::op::BATCH_LEN_MAX;
-use litmus_engine::{builtin, EngineKind};
+use litmus_protocol::builtin;
+use litmus_protocol::op::BATCH_LEN_MAX;
 use litmus_runtime::embedded::{EmbeddedCluster, EmbeddedConfig};
 use litmus_runtime::{ClusterSpec, Topology};
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// `acid`, single reads on `nocc` (which refuses batches by name).
 #[test]
 fn read_many_of_more_keys_than_a_batch_holds_returns_every_row_in_order() {
-    for engine in [EngineKind::Acid, EngineKind::Nocc] {
+    for engine in [litmus_engines::ACID, litmus_engines::NOCC] {
         let spec = ClusterSpec {
             engine,
             topology: Topology::new(2, 4).unwrap(),

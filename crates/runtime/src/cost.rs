@@ -17,7 +17,7 @@
 //!
 //! A [`CostTable`] holds, per engine, the mean CPU nanoseconds of each key and how many steps
 //! the mean is over, and how the cost grows with the work a step did ([`CostEntry`]: machines
-//! report units of work in [`litmus_engine::Effects::work`], keys and rows; the line is fitted
+//! report units of work in [`litmus_protocol::Effects::work`], keys and rows; the line is fitted
 //! by least squares, [`StepStats::entry`]) — so that a transaction whose work is split over two
 //! partitions is charged its rows and one more step's fixed part, not two mean steps. Plus two
 //! measured extras per engine:
@@ -28,7 +28,7 @@
 //! finally [`CostTable::default_ns`]. Nothing is invented at lookup time: every number but the
 //! last fallback was measured.
 
-use litmus_engine::{Addr, Input, Message};
+use litmus_protocol::{Addr, Input, Message};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -59,7 +59,7 @@ pub fn step_key(to: Addr, input: &Input) -> String {
         Input::Tick => key.push_str("tick"),
         Input::Message(env) => match &env.msg {
             Message::ClientRequest(r) => match &r.body {
-                litmus_engine::message::RequestBody::Call { procedure, .. } => {
+                litmus_protocol::message::RequestBody::Call { procedure, .. } => {
                     key.push_str("call ");
                     key.push_str(procedure);
                 }
@@ -97,8 +97,8 @@ pub fn step_keys(to: Addr, input: &Input) -> Vec<String> {
             let mut key = role_of(to);
             key.push(' ');
             match item {
-                litmus_engine::message::Batched::Request(r) => push_kind(&mut key, "request", &r.body),
-                litmus_engine::message::Batched::Reply(r) => push_kind(&mut key, "reply", &r.body),
+                litmus_protocol::message::Batched::Request(r) => push_kind(&mut key, "request", &r.body),
+                litmus_protocol::message::Batched::Reply(r) => push_kind(&mut key, "reply", &r.body),
             }
             key
         })
@@ -171,7 +171,7 @@ pub fn clock_read_ns() -> u64 {
 }
 
 /// One measured step kind: mean CPU nanoseconds over `n` steps, and how the cost grows with
-/// the work a step did ([`litmus_engine::Effects::work`]: keys and rows).
+/// the work a step did ([`litmus_protocol::Effects::work`]: keys and rows).
 ///
 /// A step of `u` units costs `ns + unit_ns × (u − units)` ([`CostEntry::at`]): the mean, moved
 /// along the least-squares line through the measured steps. A table without the two work
@@ -537,8 +537,8 @@ impl CostProfile {
 mod tests {
     use super::*;
     use litmus_core::{NodeId, PartitionId};
-    use litmus_engine::message::PartitionRequest;
-    use litmus_engine::{Envelope, Payload};
+    use litmus_protocol::message::PartitionRequest;
+    use litmus_protocol::{Envelope, Payload};
 
     #[derive(Debug, serde::Serialize)]
     enum Req {
@@ -557,14 +557,14 @@ mod tests {
         assert_eq!(step_key(p, &req(Req::Prepare { txn: 7 })), "partition request Prepare");
         assert_eq!(step_key(p, &req(Req::Commit(3))), "partition request Commit");
         assert_eq!(step_key(Addr::Coordinator(NodeId(2)), &Input::Tick), "coordinator tick");
-        assert_eq!(step_key(Addr::Role(litmus_engine::RoleId(0)), &Input::Tick), "role0 tick");
+        assert_eq!(step_key(Addr::Role(litmus_protocol::RoleId(0)), &Input::Tick), "role0 tick");
     }
 
     /// A batch is its items: each named as if it had arrived alone, so the simulator charges the
     /// sum of their measured costs (a batch named as one step fell back to the role's mean).
     #[test]
     fn a_batch_steps_as_its_items() {
-        use litmus_engine::message::Batched;
+        use litmus_protocol::message::Batched;
         let p = Addr::Partition(PartitionId(1));
         let item = |r: Req| Batched::Request(PartitionRequest { body: Payload::new(r) });
         let batch = env(Message::Batch(vec![item(Req::Prepare { txn: 7 }), item(Req::Commit(3))]));

@@ -37,8 +37,8 @@ use crate::host::Host;
 use crate::topology::ClusterSpec;
 use crate::transport::Transport;
 use litmus_core::{ClientId, Error, InvalidInput, NodeId, Time};
-use litmus_engine::message::{RequestBody, ResponseBody};
-use litmus_engine::{Addr, ClientSession, Envelope, Input, Machine, Message};
+use litmus_protocol::message::{RequestBody, ResponseBody};
+use litmus_protocol::{Addr, ClientSession, Envelope, Input, Machine, Message};
 use litmus_storage::wal::FsyncPolicy;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -98,7 +98,7 @@ impl Default for EmbeddedConfig {
             delay: DelayModel::LAN,
             data_dir: None,
             fsync: FsyncPolicy::Never,
-            request_timeout: litmus_engine::client::REQUEST_TIMEOUT_DEFAULT,
+            request_timeout: litmus_protocol::client::REQUEST_TIMEOUT_DEFAULT,
             profile: None,
         }
     }
@@ -715,7 +715,7 @@ fn worker_loop_counted(
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut queue = DelayQueue::default();
     let mut scratch = RouteScratch::default();
-    let tick = Duration::from_millis(litmus_engine::machine::TICK_INTERVAL_MS);
+    let tick = Duration::from_millis(litmus_protocol::machine::TICK_INTERVAL_MS);
     let mut next_tick = router.now() + tick;
     let (mut recorded, mut logged) = (0, 0);
     let mut arrived: Vec<(Time, Envelope)> = Vec::new();
@@ -875,7 +875,7 @@ impl Drop for EmbeddedTransport {
 mod tests {
     use super::*;
     use litmus_core::NodeId;
-    use litmus_engine::Payload;
+    use litmus_protocol::Payload;
 
     fn env(n: u64) -> Envelope {
         let a = Addr::Coordinator(NodeId(0));
@@ -986,10 +986,10 @@ mod tests {
     #[test]
     fn a_session_on_a_node_talks_to_that_nodes_coordinator() {
         let spec = ClusterSpec {
-            engine: litmus_engine::EngineKind::Acid,
+            engine: litmus_engines::ACID,
             topology: crate::Topology::new(3, 6).unwrap(),
-            catalog: Arc::new(litmus_engine::builtin::catalog()),
-            registry: Arc::new(litmus_engine::builtin::registry()),
+            catalog: Arc::new(litmus_protocol::builtin::catalog()),
+            registry: Arc::new(litmus_protocol::builtin::registry()),
             seed: 1,
         };
         let cluster = EmbeddedCluster::start(spec, EmbeddedConfig::default()).unwrap();

@@ -6,7 +6,7 @@
 //! fsync — group commit — and only then returns the messages those steps want sent.
 
 use litmus_core::{Error, Time};
-use litmus_engine::{Addr, Effects, Envelope, Input, Machine};
+use litmus_protocol::{Addr, Effects, Envelope, Input, Machine};
 use litmus_storage::disk::DiskLog;
 use litmus_storage::wal::FsyncPolicy;
 use std::collections::BTreeMap;
@@ -219,7 +219,7 @@ impl Host {
         Ok(())
     }
 
-    /// Engine counts ([`litmus_engine::Effects::counts`]) since the last call, taken.
+    /// Engine counts ([`litmus_protocol::Effects::counts`]) since the last call, taken.
     pub fn take_counts(&mut self) -> BTreeMap<&'static str, u64> {
         std::mem::take(&mut self.counts)
     }
@@ -286,7 +286,7 @@ impl Host {
 mod tests {
     use super::*;
     use litmus_core::NodeId;
-    use litmus_engine::{Message, Payload};
+    use litmus_protocol::{Message, Payload};
 
     fn env(n: u64) -> Envelope {
         let a = Addr::Coordinator(NodeId(0));

@@ -8,7 +8,7 @@
 //! Retryable aborts are counted by their [`AbortReason`] ([`AbortCounts`]).
 
 use litmus_core::{AbortReason, ClientId, RequestId};
-use litmus_engine::message::RequestBody;
+use litmus_protocol::message::RequestBody;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -8,7 +8,7 @@
 //! * [`tcp`] — one process per node, framed binary protocol over TCP (tokio only here).
 //!
 //! The runtimes do all the I/O the machines may not do, and they all keep the one ordering rule
-//! of [`litmus_engine::machine`]: persist before send ([`host::Host`]).
+//! of [`litmus_protocol::machine`]: persist before send ([`host::Host`]).
 
 pub mod cost;
 mod due;

@@ -3,7 +3,7 @@
 //! `litmus server --config node.toml` runs [`serve`]. The node's machines (its coordinator and
 //! partitions) live in one [`Host`] driven by one thread — the same loop shape as an embedded
 //! worker — so protocol code never meets async Rust. Tokio appears only at this edge: accepting
-//! connections, reading and writing frames ([`litmus_engine::wire`], length-delimited postcard).
+//! connections, reading and writing frames ([`litmus_protocol::wire`], length-delimited postcard).
 //!
 //! * Peer links: each node dials every other node and sends `HelloNode`; envelopes for a remote
 //!   machine go out on that link. A broken link drops messages (the protocols already tolerate
@@ -21,9 +21,9 @@ use bytes::Bytes;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use futures_util::{SinkExt, StreamExt};
 use litmus_core::{Catalog, ClientId, Error, InvalidInput, NodeId, Time};
-use litmus_engine::message::{RequestBody, ResponseBody};
-use litmus_engine::wire::{self, ClusterIdentity, Frame, FRAME_SIZE_MAX, PROTOCOL_VERSION};
-use litmus_engine::{Addr, ClientSession, EngineKind, Envelope, Input, Message, Registry};
+use litmus_protocol::message::{RequestBody, ResponseBody};
+use litmus_protocol::wire::{self, ClusterIdentity, Frame, FRAME_SIZE_MAX, PROTOCOL_VERSION};
+use litmus_protocol::{Addr, ClientSession, EngineKind, Envelope, Input, Message, Registry};
 use litmus_storage::wal::FsyncPolicy;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -336,7 +336,7 @@ impl std::io::Read for Conn {
 
 impl TcpTransport {
     pub fn connect(addr: &str) -> Result<TcpTransport, Error> {
-        Self::connect_with_timeout(addr, litmus_engine::client::REQUEST_TIMEOUT_DEFAULT)
+        Self::connect_with_timeout(addr, litmus_protocol::client::REQUEST_TIMEOUT_DEFAULT)
     }
 
     pub fn connect_with_timeout(addr: &str, timeout: Duration) -> Result<TcpTransport, Error> {
@@ -674,11 +674,11 @@ impl ServerMetrics {
         if !engine.is_empty() {
             let _ = writeln!(
                 o,
-                "# HELP litmus_engine_events_total Events the engine counted inside (e.g. granola.conflict_retries)."
+                "# HELP litmus_protocol_events_total Events the engine counted inside (e.g. granola.conflict_retries)."
             );
-            let _ = writeln!(o, "# TYPE litmus_engine_events_total counter");
+            let _ = writeln!(o, "# TYPE litmus_protocol_events_total counter");
             for (name, n) in engine.iter() {
-                let _ = writeln!(o, "litmus_engine_events_total{{{l},event=\"{name}\"}} {n}");
+                let _ = writeln!(o, "litmus_protocol_events_total{{{l},event=\"{name}\"}} {n}");
             }
         }
         drop(engine);
@@ -766,7 +766,7 @@ pub fn serve_until(
     stop: Arc<AtomicBool>,
 ) -> Result<(), Error> {
     let topology = cfg.topology()?;
-    let engine: EngineKind = cfg.engine.parse()?;
+    let engine: EngineKind = litmus_engines::by_name(&cfg.engine)?;
     if cfg.max_frame_bytes == 0 || cfg.max_frame_bytes > FRAME_SIZE_MAX {
         return Err(InvalidInput::Config(format!(
             "max_frame_bytes must be between 1 and {FRAME_SIZE_MAX}, got {}",
@@ -960,7 +960,7 @@ async fn serve_metrics(listener: tokio::net::TcpListener, router: Arc<TcpRouter>
 fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop: &AtomicBool) -> Result<(), Error> {
     let start = Instant::now();
     let now = || Time(start.elapsed().as_nanos() as u64);
-    let tick = Duration::from_millis(litmus_engine::machine::TICK_INTERVAL_MS);
+    let tick = Duration::from_millis(litmus_protocol::machine::TICK_INTERVAL_MS);
     let mut next_tick = now() + tick;
     loop {
         if let Some(e) = router.fatal.lock().expect("fatal lock").take() {
@@ -1388,13 +1388,13 @@ mod tests {
     #[test]
     fn metrics_render_the_engines_counted_events() {
         let m = ServerMetrics::default();
-        assert!(!m.render(NodeId(0), "granola").contains("litmus_engine_events_total"));
+        assert!(!m.render(NodeId(0), "granola").contains("litmus_protocol_events_total"));
         m.engine.lock().unwrap().insert("granola.conflict_retries", 7);
         let text = m.render(NodeId(2), "granola");
-        assert!(text.contains("# TYPE litmus_engine_events_total counter"), "{text}");
+        assert!(text.contains("# TYPE litmus_protocol_events_total counter"), "{text}");
         assert!(
             text.contains(
-                "litmus_engine_events_total{node=\"2\",engine=\"granola\",event=\"granola.conflict_retries\"} 7"
+                "litmus_protocol_events_total{node=\"2\",engine=\"granola\",event=\"granola.conflict_retries\"} 7"
             ),
             "{text}"
         );

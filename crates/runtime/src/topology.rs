@@ -5,7 +5,7 @@
 //! runtimes use the same layout, so a workload runs unchanged on any of them.
 
 use litmus_core::{Catalog, InvalidInput, NodeId, PartitionId};
-use litmus_engine::{Addr, Coordinator, CoordinatorConfig, EngineKind, Machine, Partition, Registry};
+use litmus_protocol::{Addr, Coordinator, CoordinatorConfig, EngineKind, Machine, Partition, Registry};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -85,7 +85,7 @@ pub struct ClusterSpec {
 
 impl ClusterSpec {
     /// The machines a node runs: its coordinator, its partitions, and the roles the engine adds
-    /// there ([`litmus_engine::EngineDef::roles`], e.g. Omid's status oracle and its standby).
+    /// there ([`litmus_protocol::EngineDef::roles`], e.g. Omid's status oracle and its standby).
     pub fn machines_of(&self, node: NodeId) -> Vec<Box<dyn Machine>> {
         let mut out: Vec<Box<dyn Machine>> = vec![Box::new(Coordinator::new(CoordinatorConfig {
             node,

@@ -2,7 +2,7 @@
 
 use crate::topology::Topology;
 use litmus_core::{Error, NodeId};
-use litmus_engine::message::{RequestBody, ResponseBody};
+use litmus_protocol::message::{RequestBody, ResponseBody};
 
 /// One request at a time to one coordinator; blocking. Implemented by the embedded runtime
 /// (channels) and the TCP runtime (a socket).

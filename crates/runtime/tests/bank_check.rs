@@ -3,10 +3,10 @@
 //! each injected after the run, before the checker looks — and it passes on the intact bank.
 
 use litmus_core::{Error, Formula, Value};
-use litmus_engine::builtin::{self, bank::ACCOUNTS};
-use litmus_engine::message::{RequestBody, ResponseBody};
-use litmus_engine::procedure::{Ctx, Registry};
-use litmus_engine::EngineKind;
+use litmus_protocol::builtin::{self, bank::ACCOUNTS};
+use litmus_protocol::message::{RequestBody, ResponseBody};
+use litmus_protocol::procedure::{Ctx, Registry};
+use litmus_protocol::EngineKind;
 use litmus_runtime::sim::workload::Bank;
 use litmus_runtime::sim::{SimConfig, SimDriver, Simulator};
 use litmus_runtime::{ClusterSpec, Topology};
@@ -80,7 +80,7 @@ fn run(engine: EngineKind, mutation: Option<&'static str>) -> (Result<(), String
     let mut cfg = SimConfig::new(5);
     cfg.duration = Duration::from_millis(800);
     let mut sim = Simulator::new(spec, cfg).unwrap();
-    let transfer = if engine == EngineKind::Acid { "bank_transfer_acid" } else { "bank_transfer" };
+    let transfer = if engine == litmus_engines::ACID { "bank_transfer_acid" } else { "bank_transfer" };
     let mut driver = Broken { bank: Bank::new(8, transfer), mutation };
     let r = sim.run(&mut driver).map(|_| ());
     (r, driver.bank.totals_checked)
@@ -88,7 +88,7 @@ fn run(engine: EngineKind, mutation: Option<&'static str>) -> (Result<(), String
 
 #[test]
 fn bank_check_passes_on_an_intact_bank_and_compares_totals() {
-    for engine in [EngineKind::Acid, EngineKind::Salt] {
+    for engine in [litmus_engines::ACID, litmus_engines::SALT] {
         let (r, checked) = run(engine, None);
         assert!(r.is_ok(), "{engine}: {r:?}");
         assert!(checked > 0, "{engine}: no total compared during the run");
@@ -97,18 +97,18 @@ fn bank_check_passes_on_an_intact_bank_and_compares_totals() {
 
 #[test]
 fn bank_check_fails_on_a_lost_row() {
-    let (r, _) = run(EngineKind::Acid, Some("lose_row"));
+    let (r, _) = run(litmus_engines::ACID, Some("lose_row"));
     assert!(r.as_ref().is_err_and(|e| e.contains("lost or phantom row")), "{r:?}");
 }
 
 #[test]
 fn bank_check_fails_when_money_is_made() {
-    let (r, _) = run(EngineKind::Acid, Some("mint"));
+    let (r, _) = run(litmus_engines::ACID, Some("mint"));
     assert!(r.as_ref().is_err_and(|e| e.contains("expected")), "{r:?}");
 }
 
 #[test]
 fn bank_check_fails_on_a_negative_balance() {
-    let (r, _) = run(EngineKind::Acid, Some("overdraw"));
+    let (r, _) = run(litmus_engines::ACID, Some("overdraw"));
     assert!(r.as_ref().is_err_and(|e| e.contains("negative")), "{r:?}");
 }

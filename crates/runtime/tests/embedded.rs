@@ -1,9 +1,9 @@
 //! The embedded runtime end to end: procedures, interactive transactions, bad input, restart.
 
 use litmus_core::{Error, Formula, InvalidInput, Row, Value};
-use litmus_engine::message::{RequestBody, ResponseBody};
-use litmus_engine::op::{Op, OpResult};
-use litmus_engine::{builtin, EngineKind};
+use litmus_protocol::builtin;
+use litmus_protocol::message::{RequestBody, ResponseBody};
+use litmus_protocol::op::{Op, OpResult};
 use litmus_runtime::embedded::{DelayModel, EmbeddedCluster, EmbeddedConfig};
 use litmus_runtime::{ClusterSpec, Topology, Transport};
 use litmus_storage::wal::FsyncPolicy;
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 fn spec() -> ClusterSpec {
     ClusterSpec {
-        engine: EngineKind::Nocc,
+        engine: litmus_engines::NOCC,
         topology: Topology::new(2, 4).unwrap(),
         catalog: Arc::new(builtin::catalog()),
         registry: Arc::new(builtin::registry()),
@@ -73,7 +73,7 @@ fn procedures_and_interactive_transactions() {
 /// `Ctx::write_many`, which go key by key there).
 #[test]
 fn reads_and_writes_of_many_keys_span_partitions_or_are_refused_by_name() {
-    for engine in [EngineKind::Acid, EngineKind::Coordfree, EngineKind::Nocc] {
+    for engine in [litmus_engines::ACID, litmus_engines::COORDFREE, litmus_engines::NOCC] {
         let spec = ClusterSpec { engine, ..spec() };
         let cluster = EmbeddedCluster::start(spec, EmbeddedConfig::default()).unwrap();
         let mut t = cluster.transport();
@@ -207,7 +207,7 @@ fn a_replicated_read_goes_to_a_partition_the_transaction_already_uses() {
     let mut catalog = builtin::catalog();
     let columns = vec![Column::new("i", ColumnType::Int), Column::new("v", ColumnType::Int)];
     catalog.add(TableSchema::new("items", columns, &["i"], Partitioning::Replicated));
-    let spec = ClusterSpec { engine: EngineKind::Acid, catalog: Arc::new(catalog), ..spec() };
+    let spec = ClusterSpec { engine: litmus_engines::ACID, catalog: Arc::new(catalog), ..spec() };
     let cluster = EmbeddedCluster::start(spec, EmbeddedConfig::default()).unwrap();
     let mut t = cluster.transport();
     // Messages routed while one transaction reads kv key `k` (on partition k mod 4), and then

@@ -4,7 +4,7 @@
 //! rolled forward to its end. A failure prints the seed; replay with
 //! `litmus sim --engine salt --workload salt-chains --faults --seed N`.
 
-use litmus_engine::{builtin, EngineKind};
+use litmus_protocol::{builtin, EngineKind};
 use litmus_runtime::sim::chains::SaltChains;
 use litmus_runtime::sim::{SimConfig, Simulator};
 use litmus_runtime::{ClusterSpec, Topology};
@@ -39,7 +39,7 @@ const REGRESSIONS: [u64; 7] = [45, 222, 279, 1182, 1227, 1241, 1335];
 #[test]
 fn salt_isolation_holds_across_partitions_under_faults() {
     let seeds: u64 = std::env::var("LITMUS_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300) / 5;
-    for engine in [EngineKind::Salt, EngineKind::SaltLocal] {
+    for engine in [litmus_engines::SALT, litmus_engines::SALT_LOCAL] {
         let (mut checks, mut tags) = (0, 0);
         for seed in (1..=seeds).chain(REGRESSIONS) {
             match run(engine, seed) {
@@ -63,7 +63,7 @@ fn salt_isolation_holds_across_partitions_under_faults() {
 #[test]
 fn salt_chains_oracle_catches_dirty_reads() {
     let dirty =
-        (1..=10u64).filter(|&seed| run(EngineKind::Nocc, seed).is_err_and(|e| e.contains("had not ended"))).count();
+        (1..=10u64).filter(|&seed| run(litmus_engines::NOCC, seed).is_err_and(|e| e.contains("had not ended"))).count();
     assert!(dirty >= 5, "the provenance oracle flagged a dirty read in only {dirty} of 10 runs without isolation");
 }
 
@@ -93,9 +93,9 @@ fn rule6a_a_covered_read_depends_on_others_unfinished_writes_across_nodes() {
 /// (key 0) under tag 4.
 fn fig4_fig5_with_base2(base2: &str, base2_args: &[i64]) {
     use litmus_core::{NodeId, Value};
-    use litmus_engine::message::{RequestBody, ResponseBody};
+    use litmus_protocol::message::{RequestBody, ResponseBody};
     use std::time::Duration;
-    for engine in [EngineKind::Salt, EngineKind::SaltLocal] {
+    for engine in [litmus_engines::SALT, litmus_engines::SALT_LOCAL] {
         let seed = 1;
         let mut s = spec(engine, seed);
         s.topology = Topology::new(3, 3).unwrap();

@@ -2,8 +2,8 @@
 //! A failure prints the seed; replay with `litmus sim --seed N`.
 
 use litmus_core::NodeId;
-use litmus_engine::engine::Guarantee;
-use litmus_engine::{builtin, Addr, EngineKind};
+use litmus_protocol::engine::Guarantee;
+use litmus_protocol::{builtin, Addr, EngineKind};
 use litmus_runtime::sim::workload::AckedWrites;
 use litmus_runtime::sim::{SimConfig, Simulator};
 use litmus_runtime::{ClusterSpec, Topology};
@@ -25,7 +25,7 @@ fn spec(engine: EngineKind, seed: u64, nodes: u32, partitions: u32) -> ClusterSp
 }
 
 fn run(seed: u64, cfg: SimConfig) -> (litmus_runtime::sim::SimReport, usize) {
-    run_engine(EngineKind::Nocc, seed, cfg)
+    run_engine(litmus_engines::NOCC, seed, cfg)
 }
 
 fn run_engine(engine: EngineKind, seed: u64, cfg: SimConfig) -> (litmus_runtime::sim::SimReport, usize) {
@@ -40,7 +40,7 @@ fn run_engine(engine: EngineKind, seed: u64, cfg: SimConfig) -> (litmus_runtime:
 #[test]
 fn clients_attach_to_the_nodes_they_are_given_and_the_rest_round_robin() {
     let cfg = SimConfig { clients: 4, client_nodes: vec![NodeId(2), NodeId(2)], ..SimConfig::new(1) };
-    let sim = Simulator::new(spec(EngineKind::Nocc, 1, 3, 6), cfg).unwrap();
+    let sim = Simulator::new(spec(litmus_engines::NOCC, 1, 3, 6), cfg).unwrap();
     let nodes: Vec<_> = (0..5).map(|i| sim.coordinator_of(i).unwrap()).collect();
     let c = |n| Addr::Coordinator(NodeId(n));
     // Clients 0 and 1 as given; 2, 3 and the verifier (client 4) by number.
@@ -95,7 +95,7 @@ fn fault_free_run_fails_no_request() {
 #[test]
 fn acknowledged_writes_survive_faults_under_every_engine() {
     let seeds: u64 = std::env::var("LITMUS_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300) / 3;
-    for &engine in EngineKind::ALL.iter().filter(|&&e| e != EngineKind::Nocc) {
+    for &engine in litmus_engines::ALL.iter().filter(|&&e| e != litmus_engines::NOCC) {
         let mut acked = 0;
         for seed in 0..seeds {
             let mut cfg = SimConfig::new(seed).with_faults();
@@ -112,13 +112,13 @@ fn acknowledged_writes_survive_faults_under_every_engine() {
 /// version left at the partitions is committed.
 #[test]
 fn omid_leaves_no_garbage_once_faults_heal() {
-    use litmus_engine::engines::omid::node::{OracleMachine, ORACLE, ORACLE_STANDBY};
-    use litmus_engine::{Addr, Partition};
+    use litmus_omid::node::{OracleMachine, ORACLE, ORACLE_STANDBY};
+    use litmus_protocol::{Addr, Partition};
     let seeds: u64 = std::env::var("LITMUS_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300) / 6;
     for seed in 0..seeds {
         let mut cfg = SimConfig::new(seed).with_faults();
         cfg.duration = Duration::from_millis(1000);
-        let mut sim = Simulator::new(spec(EngineKind::Omid, seed, 3, 6), cfg).unwrap();
+        let mut sim = Simulator::new(spec(litmus_engines::OMID, seed, 3, 6), cfg).unwrap();
         let mut driver = AckedWrites::new();
         let replay = format!("replay: litmus sim --seed {seed} --faults --engine omid");
         sim.run(&mut driver).unwrap_or_else(|e| panic!("seed {seed} failed: {e}\n{replay}"));
@@ -167,7 +167,7 @@ fn bank_totals_hold_under_faults() {
     // Read atomic (coordfree) keeps no bank total: it loses updates by design (its invariants
     // are kept by refusal, see its module doc).
     let isolating = |e: &&EngineKind| ![Guarantee::None, Guarantee::ReadAtomic].contains(&e.capabilities().guarantee);
-    for &engine in EngineKind::ALL.iter().filter(isolating) {
+    for &engine in litmus_engines::ALL.iter().filter(isolating) {
         let caps = engine.capabilities();
         let transfer = if caps.base_transactions { "bank_transfer" } else { "bank_transfer_acid" };
         let mut checked = 0;
@@ -205,7 +205,7 @@ fn bank_totals_hold_under_faults() {
 fn bank_totals_hold_under_heavy_faults() {
     let seeds: u64 = std::env::var("LITMUS_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300) / 5;
     let regressions = [597, 1126, 1163, 1189, 1663, 2274];
-    for engine in [EngineKind::Salt, EngineKind::SaltLocal] {
+    for engine in [litmus_engines::SALT, litmus_engines::SALT_LOCAL] {
         let mut compared = 0;
         for seed in (10_000..10_000 + seeds).chain(regressions) {
             let mut sim = Simulator::new(spec(engine, seed, 3, 6), SimConfig::new(seed).with_faults()).unwrap();
@@ -233,7 +233,7 @@ fn granola_bank_holds_under_heavy_faults() {
         let mut cfg = SimConfig::new(seed).with_faults();
         cfg.clients = 8;
         cfg.duration = Duration::from_millis(3000);
-        let mut sim = Simulator::new(spec(EngineKind::Granola, seed, 3, 6), cfg).unwrap();
+        let mut sim = Simulator::new(spec(litmus_engines::GRANOLA, seed, 3, 6), cfg).unwrap();
         let mut driver = litmus_runtime::sim::workload::Bank::one_round(8, 6);
         if let Err(e) = sim.run(&mut driver) {
             panic!("seed {seed} failed: {e}\nreplay: litmus sim --seed {seed} --faults --clients 8 --duration-ms 3000 --engine granola --workload bank");
@@ -261,7 +261,7 @@ fn acid_bank_conserves_money_when_partitions_restart_mid_transaction() {
         }
         cfg.clients = 8;
         cfg.duration = Duration::from_millis(3000);
-        let mut sim = Simulator::new(spec(EngineKind::Acid, seed, 3, 6), cfg).unwrap();
+        let mut sim = Simulator::new(spec(litmus_engines::ACID, seed, 3, 6), cfg).unwrap();
         let mut driver = litmus_runtime::sim::workload::Bank::new(8, "bank_transfer_acid");
         if let Err(e) = sim.run(&mut driver) {
             let flags = if crash_only { " --partition 0 --loss 0 --duplicate 0" } else { "" };
@@ -277,7 +277,7 @@ fn acid_bank_conserves_money_when_partitions_restart_mid_transaction() {
 /// wrote the row, and the earlier row image overwrote it (money lost).
 #[test]
 fn roll_forward_resumes_after_resent_decisions_land() {
-    for engine in [EngineKind::Salt, EngineKind::SaltLocal] {
+    for engine in [litmus_engines::SALT, litmus_engines::SALT_LOCAL] {
         for seed in [222, 223, 224] {
             let mut cfg = SimConfig::new(seed).with_faults();
             cfg.clients = 8;
@@ -314,8 +314,8 @@ fn omid_keeps_committing_through_the_standby_while_node_0_is_down() {
             cfg
         };
         // The writes acknowledged before the crash (the same seed replays the same prefix).
-        let (_, before) = run_engine(EngineKind::Omid, seed, cfg(crash_at));
-        let mut sim = Simulator::new(spec(EngineKind::Omid, seed, 3, 6), cfg(Duration::from_millis(3000))).unwrap();
+        let (_, before) = run_engine(litmus_engines::OMID, seed, cfg(crash_at));
+        let mut sim = Simulator::new(spec(litmus_engines::OMID, seed, 3, 6), cfg(Duration::from_millis(3000))).unwrap();
         sim.schedule_outage(litmus_core::NodeId(0), crash_at, Duration::from_secs(10));
         let mut driver = AckedWrites::new();
         if let Err(e) = sim.run(&mut driver) {
@@ -329,7 +329,7 @@ fn omid_keeps_committing_through_the_standby_while_node_0_is_down() {
             "seed {seed}: {} writes acknowledged, {before} of them possible before node 0 crashed",
             driver.acked()
         );
-        let mut sim = Simulator::new(spec(EngineKind::Omid, seed, 3, 6), cfg(Duration::from_millis(3000))).unwrap();
+        let mut sim = Simulator::new(spec(litmus_engines::OMID, seed, 3, 6), cfg(Duration::from_millis(3000))).unwrap();
         sim.schedule_outage(litmus_core::NodeId(0), crash_at, Duration::from_secs(10));
         let mut bank = litmus_runtime::sim::workload::Bank::new(8, "bank_transfer_acid");
         if let Err(e) = sim.run(&mut bank) {

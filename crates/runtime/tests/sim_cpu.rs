@@ -7,8 +7,8 @@
 //!   throughput is bounded by the cores, and a second core raises it.
 //! * Same seed, same figures, with costs on.
 
-use litmus_engine::engine::Guarantee;
-use litmus_engine::{builtin, EngineKind};
+use litmus_protocol::engine::Guarantee;
+use litmus_protocol::{builtin, EngineKind};
 use litmus_runtime::cost::CostTable;
 use litmus_runtime::sim::workload::{AckedWrites, Bank};
 use litmus_runtime::sim::{CpuModel, SimConfig, SimReport, Simulator};
@@ -53,7 +53,7 @@ fn flat(ns: u64) -> Arc<CostTable> {
 
 #[test]
 fn acknowledged_writes_survive_faults_with_costs_on_and_off_under_every_engine() {
-    for &engine in EngineKind::ALL {
+    for &engine in litmus_engines::ALL {
         for costs in [false, true] {
             let mut acked = 0;
             for seed in 0..seeds(10) {
@@ -83,7 +83,7 @@ fn acknowledged_writes_survive_faults_with_costs_on_and_off_under_every_engine()
 fn bank_totals_hold_under_faults_with_costs_on() {
     // As tests/sim.rs: read atomicity (coordfree) lets two transfers lose an update.
     let isolating = |e: &&EngineKind| ![Guarantee::None, Guarantee::ReadAtomic].contains(&e.capabilities().guarantee);
-    for &engine in EngineKind::ALL.iter().filter(isolating) {
+    for &engine in litmus_engines::ALL.iter().filter(isolating) {
         let caps = engine.capabilities();
         let transfer = if caps.base_transactions { "bank_transfer" } else { "bank_transfer_acid" };
         let mut checked = 0;
@@ -136,8 +136,8 @@ fn steps_are_charged_by_the_work_they_did() {
         Arc::new(t)
     };
     const UNIT_NS: f64 = 100_000.0;
-    let (plain, _) = fault_free(EngineKind::Nocc, 3, 2, per_unit(0.0));
-    let (worked, _) = fault_free(EngineKind::Nocc, 3, 2, per_unit(UNIT_NS));
+    let (plain, _) = fault_free(litmus_engines::NOCC, 3, 2, per_unit(0.0));
+    let (worked, _) = fault_free(litmus_engines::NOCC, 3, 2, per_unit(UNIT_NS));
     let per_request = |r: &SimReport| r.cpu_busy_ns as f64 / r.requests_ok.max(1) as f64;
     assert!(plain.requests_ok > 0 && worked.requests_ok > 0, "{plain:?} {worked:?}");
     assert!(
@@ -153,9 +153,9 @@ fn steps_are_charged_by_the_work_they_did() {
 /// second whatever the client count; a second core nearly doubles it.
 #[test]
 fn busy_cores_queue_steps_in_virtual_time() {
-    let (one, _) = fault_free(EngineKind::Nocc, 3, 1, flat(1_000_000));
-    let (two, _) = fault_free(EngineKind::Nocc, 3, 2, flat(1_000_000));
-    let (free, _) = fault_free(EngineKind::Nocc, 3, 1, flat(1));
+    let (one, _) = fault_free(litmus_engines::NOCC, 3, 1, flat(1_000_000));
+    let (two, _) = fault_free(litmus_engines::NOCC, 3, 2, flat(1_000_000));
+    let (free, _) = fault_free(litmus_engines::NOCC, 3, 1, flat(1));
     // The workload phase is 1 s; the drain and liveness idle add no requests.
     assert!(one.requests_ok <= 400, "one core did {} requests in 1 s at 1 ms a step", one.requests_ok);
     assert!(one.requests_ok >= 150, "one core did only {} requests", one.requests_ok);
@@ -178,11 +178,11 @@ fn busy_cores_queue_steps_in_virtual_time() {
 #[test]
 fn same_seed_same_figures_with_costs_on() {
     let table = Arc::new(CostTable::builtin());
-    let a = fault_free(EngineKind::Acid, 11, 2, table.clone());
-    let b = fault_free(EngineKind::Acid, 11, 2, table.clone());
+    let a = fault_free(litmus_engines::ACID, 11, 2, table.clone());
+    let b = fault_free(litmus_engines::ACID, 11, 2, table.clone());
     assert_eq!(a, b);
     // The comparison can fail: another seed, or another table, gives other figures.
-    let c = fault_free(EngineKind::Acid, 12, 2, table);
+    let c = fault_free(litmus_engines::ACID, 12, 2, table);
     assert_ne!(a.0.trace_hash, c.0.trace_hash);
     let mut other = CostTable::builtin();
     other.default_ns *= 3;
@@ -191,6 +191,6 @@ fn same_seed_same_figures_with_costs_on() {
             *e = e.scaled(3.0);
         }
     }
-    let d = fault_free(EngineKind::Acid, 11, 2, Arc::new(other));
+    let d = fault_free(litmus_engines::ACID, 11, 2, Arc::new(other));
     assert_ne!(a.0.requests_ok, d.0.requests_ok, "tripled costs changed nothing");
 }

@@ -1,8 +1,8 @@
 //! The TCP runtime in one process: three nodes on loopback, a client, and a malformed frame.
 
 use litmus_core::{Error, InvalidInput, Value};
-use litmus_engine::builtin;
-use litmus_engine::message::{RequestBody, ResponseBody};
+use litmus_protocol::builtin;
+use litmus_protocol::message::{RequestBody, ResponseBody};
 use litmus_runtime::tcp::{serve, NodeConfig, TcpTransport};
 use litmus_runtime::Transport;
 use std::io::{Read, Write};
@@ -84,8 +84,8 @@ fn three_node_cluster_on_loopback() {
     let mut raw = std::net::TcpStream::connect(&peers[1]).unwrap();
     raw.write_all(&[0, 0, 0, 4, 0xff, 0xff, 0xff, 0xff]).unwrap();
     raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let frame = litmus_engine::wire::read_frame(&mut raw).unwrap();
-    assert!(matches!(frame, litmus_engine::wire::Frame::Rejected(Error::Invalid(_))), "{frame:?}");
+    let frame = litmus_protocol::wire::read_frame(&mut raw).unwrap();
+    assert!(matches!(frame, litmus_protocol::wire::Frame::Rejected(Error::Invalid(_))), "{frame:?}");
     let mut rest = vec![];
     let _ = raw.read_to_end(&mut rest);
     let r = b

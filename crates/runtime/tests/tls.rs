@@ -5,9 +5,9 @@
 
 use litmus_core::NodeId;
 use litmus_core::{Error, InvalidInput, Value};
-use litmus_engine::builtin;
-use litmus_engine::message::{RequestBody, ResponseBody};
-use litmus_engine::wire::{self, ClusterIdentity, Frame, PROTOCOL_VERSION};
+use litmus_protocol::builtin;
+use litmus_protocol::message::{RequestBody, ResponseBody};
+use litmus_protocol::wire::{self, ClusterIdentity, Frame, PROTOCOL_VERSION};
 use litmus_runtime::tcp::{serve_until, Credentials, NodeConfig, TcpTransport};
 use litmus_runtime::tls::ClientTls;
 use litmus_runtime::Transport;

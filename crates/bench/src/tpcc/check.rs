@@ -21,8 +21,8 @@
 use super::schema::{col, *};
 use super::{arg_int, arg_opt_int, row_dec, row_int, Scale, DISTRICTS};
 use litmus_core::{ColumnType, Decimal, Error, Formula, Row, Value};
-use litmus_engine::procedure::ProcResult;
-use litmus_engine::{Ctx, Registry};
+use litmus_protocol::procedure::ProcResult;
+use litmus_protocol::{Ctx, Registry};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub const CHECK_DISTRICT: &str = "tpcc_check_district";

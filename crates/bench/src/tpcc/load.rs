@@ -14,8 +14,8 @@ use crate::harness::{call_idempotent, progress_bar, BAR_COUNTED, LOAD_PROGRESS_R
 use anyhow::Context as _;
 use litmus_client::Client;
 use litmus_core::{ColumnType, Decimal, Error, Value};
-use litmus_engine::procedure::ProcResult;
-use litmus_engine::{Ctx, Op, Registry};
+use litmus_protocol::procedure::ProcResult;
+use litmus_protocol::{Ctx, Op, Registry};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -315,8 +315,8 @@ use crate::mix::{KindMix, MixSpec};
 use crate::workload::{RetryPolicy, RunStats, TxnRequest, Workload};
 use litmus_client::Client;
 use litmus_core::{Catalog, Decimal, Error, InvalidInput, PartitionId, Row, Value};
-use litmus_engine::engine::Guarantee;
-use litmus_engine::Registry;
+use litmus_protocol::engine::Guarantee;
+use litmus_protocol::Registry;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -987,7 +987,7 @@ mod tests {
     /// (serializable), in their ACID and BASE forms alike.
     #[test]
     fn clause_3_4_0_1_stock_level_runs_read_committed_and_the_others_serializable() {
-        let mut registry = litmus_engine::Registry::new();
+        let mut registry = litmus_protocol::Registry::new();
         txns::register(&mut registry);
         for t in TxnType::CONTENTION_ORDER {
             for base in [false, true] {

@@ -1,7 +1,7 @@
 //! # TPC-C in one-round form (Granola §6.2, H-Store partitioning)
 //!
 //! The same database, inputs and checker as the ACID/BASE form ([`super`]), with every
-//! transaction declared as a one-round procedure ([`litmus_engine::fragment`]): one fragment
+//! transaction declared as a one-round procedure ([`litmus_protocol::fragment`]): one fragment
 //! per participating warehouse, routed by the warehouse id (warehouse `w` on partition
 //! `w mod P`). ITEM is replicated, so every transaction is single-partition or *independent*
 //! (Granola §2): every participant reaches the same commit decision from its own rows.
@@ -46,9 +46,9 @@ use super::txns::{
 };
 use super::{arg_dec, arg_int, arg_opt_int, arg_opt_str, bad_arg, row_dec, row_int, TxnType};
 use litmus_core::{ColumnType, Decimal, Error, Formula, InvalidInput, Row, Value};
-use litmus_engine::fragment::{FragmentCall, OneRoundClass};
-use litmus_engine::procedure::ProcResult;
-use litmus_engine::{Ctx, Op, Registry};
+use litmus_protocol::fragment::{FragmentCall, OneRoundClass};
+use litmus_protocol::procedure::ProcResult;
+use litmus_protocol::{Ctx, Op, Registry};
 use std::future::Future;
 
 pub const NEW_ORDER_1R: &str = "tpcc_new_order_1r";
@@ -374,7 +374,7 @@ mod tests {
     use crate::tpcc::{schema, Tpcc, TpccOptions};
     use crate::workload::{loaded_cluster, Outcomes, RunStats, Workload};
     use litmus_client::Client;
-    use litmus_engine::EngineKind;
+    use litmus_protocol::EngineKind;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
@@ -424,7 +424,9 @@ mod tests {
 
     #[test]
     fn one_round_tpcc_keeps_the_consistency_conditions_on_granola_and_through_the_adapter() {
-        for engine in [EngineKind::Granola, EngineKind::GranolaLocking, EngineKind::Sinfonia, EngineKind::Acid] {
+        for engine in
+            [litmus_engines::GRANOLA, litmus_engines::GRANOLA_LOCKING, litmus_engines::SINFONIA, litmus_engines::ACID]
+        {
             run_and_check(engine, 300);
         }
     }

@@ -5,7 +5,7 @@
 use super::{check, load, Tpcc, LOAD_SEED};
 use crate::workload::{TxnRequest, Workload};
 use litmus_core::{Error, Value};
-use litmus_engine::message::{RequestBody, ResponseBody};
+use litmus_protocol::message::{RequestBody, ResponseBody};
 use litmus_runtime::sim::{SimDriver, Simulator};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;

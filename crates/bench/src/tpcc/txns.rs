@@ -13,8 +13,8 @@ use super::{
     arg_dec, arg_int, arg_opt_int, arg_opt_str, bad_arg, row_dec, row_int, row_str, DISTRICTS, ORDER_LINES_MAX,
 };
 use litmus_core::{ColumnType, Decimal, Error, Formula, InvalidInput, Isolation, Row, Value};
-use litmus_engine::procedure::{ProcOptions, ProcResult};
-use litmus_engine::{Ctx, Op, OpResult, Registry};
+use litmus_protocol::procedure::{ProcOptions, ProcResult};
+use litmus_protocol::{Ctx, Op, OpResult, Registry};
 
 pub const NEW_ORDER_PROC: &str = "tpcc_new_order";
 pub const PAYMENT_PROC: &str = "tpcc_payment";

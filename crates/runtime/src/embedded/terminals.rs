@@ -35,8 +35,8 @@
 use super::{ClientDest, Router};
 use crate::topology::Topology;
 use litmus_core::{ClientId, Error, NodeId, RequestId, Time};
-use litmus_engine::message::{RequestBody, ResponseBody};
-use litmus_engine::{ClientSession, Envelope, Message};
+use litmus_protocol::message::{RequestBody, ResponseBody};
+use litmus_protocol::{ClientSession, Envelope, Message};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::ops::Range;
@@ -154,7 +154,7 @@ impl<D: TerminalDriver> Hosted for HostedSet<D> {
     }
 
     fn deliver(&mut self, env: Envelope, now: Time, out: &mut Vec<Envelope>) {
-        let litmus_engine::Addr::Client(c) = env.to else { return };
+        let litmus_protocol::Addr::Client(c) = env.to else { return };
         let Message::ClientResponse(resp) = env.msg else { return };
         let t = (c.0 - self.base) as usize; // the worker delivers only what `owns` accepts
         if let Some((id, result)) = self.sessions[t].on_response(resp) {
@@ -291,10 +291,10 @@ mod tests {
 
     fn cluster(cfg: EmbeddedConfig) -> EmbeddedCluster {
         let spec = ClusterSpec {
-            engine: litmus_engine::EngineKind::Acid,
+            engine: litmus_engines::ACID,
             topology: Topology::new(2, 4).unwrap(),
-            catalog: Arc::new(litmus_engine::builtin::catalog()),
-            registry: Arc::new(litmus_engine::builtin::registry()),
+            catalog: Arc::new(litmus_protocol::builtin::catalog()),
+            registry: Arc::new(litmus_protocol::builtin::registry()),
             seed: 3,
         };
         EmbeddedCluster::start(spec, cfg).unwrap()

@@ -20,7 +20,7 @@
 
 use super::{SimDriver, Simulator};
 use litmus_core::{Error, Value};
-use litmus_engine::message::{RequestBody, ResponseBody};
+use litmus_protocol::message::{RequestBody, ResponseBody};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;

@@ -55,8 +55,8 @@ pub use cpu::CpuModel;
 use crate::due::Due;
 use crate::topology::{ClusterSpec, Host};
 use litmus_core::{ClientId, Error, NodeId, Time};
-use litmus_engine::message::{RequestBody, ResponseBody};
-use litmus_engine::{Addr, ClientSession, Effects, Envelope, Input, Machine, Message};
+use litmus_protocol::message::{RequestBody, ResponseBody};
+use litmus_protocol::{Addr, ClientSession, Effects, Envelope, Input, Machine, Message};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
@@ -72,7 +72,7 @@ pub const SIM_EVENTS_MAX: u64 = 50_000_000;
 /// engines do not resend) plus 2 s. Engines that resend everything can be held to less (the
 /// ycsb-t workload holds omid to 5 s).
 pub const LIVENESS_BOUND: Duration = Duration::from_secs(12);
-const _: () = assert!(litmus_engine::coordinator::TXN_STALL_TIMEOUT.as_nanos() < LIVENESS_BOUND.as_nanos());
+const _: () = assert!(litmus_protocol::coordinator::TXN_STALL_TIMEOUT.as_nanos() < LIVENESS_BOUND.as_nanos());
 
 #[derive(Clone, Debug)]
 pub struct NetConfig {
@@ -515,7 +515,7 @@ impl Simulator {
             n.machines.insert(m.addr(), m);
         }
         n.up = true;
-        let tick = Duration::from_millis(litmus_engine::machine::TICK_INTERVAL_MS);
+        let tick = Duration::from_millis(litmus_protocol::machine::TICK_INTERVAL_MS);
         let jitter = Duration::from_micros(self.rng.gen_range(0..1000));
         self.schedule(tick + jitter, Event::Tick(node));
         Ok(())
@@ -677,7 +677,7 @@ impl Simulator {
                     for a in addrs {
                         self.step_machine(node, a, Input::Tick);
                     }
-                    self.schedule(Duration::from_millis(litmus_engine::machine::TICK_INTERVAL_MS), Event::Tick(node));
+                    self.schedule(Duration::from_millis(litmus_protocol::machine::TICK_INTERVAL_MS), Event::Tick(node));
                 }
             }
             Event::ClientTick => {
@@ -1129,7 +1129,7 @@ impl SimDriver for NoDriver {
 }
 
 /// A message for the trace: its `Debug` form, cut to [`TRACE_MESSAGE_CHARS_MAX`] characters.
-fn brief(msg: &litmus_engine::Message) -> String {
+fn brief(msg: &litmus_protocol::Message) -> String {
     let mut s = format!("{msg:?}");
     if s.len() > TRACE_MESSAGE_CHARS_MAX {
         let cut = (0..=TRACE_MESSAGE_CHARS_MAX).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);

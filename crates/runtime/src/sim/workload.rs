@@ -13,7 +13,7 @@
 
 use super::{SimDriver, Simulator};
 use litmus_core::{Error, Value};
-use litmus_engine::message::{RequestBody, ResponseBody};
+use litmus_protocol::message::{RequestBody, ResponseBody};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -46,7 +46,7 @@ impl AckedWrites {
     }
 
     /// The form an engine runs: one-round when it runs no interactive transactions.
-    pub fn for_engine(engine: litmus_engine::EngineKind) -> Self {
+    pub fn for_engine(engine: litmus_protocol::EngineKind) -> Self {
         if engine.capabilities().interactive {
             Self::new()
         } else {
