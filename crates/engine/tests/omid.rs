@@ -309,7 +309,7 @@ fn a_crash_ranges_versions_are_purged_and_the_range_forgotten() {
 }
 
 mod scans {
-    //! Scans honour `nv` (E2): a page carries the newest `VERSIONS_PER_READ` versions of each key
+    //! Scans honour `nv` (OM-E2): a page carries the newest `VERSIONS_PER_READ` versions of each key
     //! and the coordinator fetches older ones only for keys whose visible version was not among
     //! them. Checked against a naive model: the committed map at each reader's start.
 

@@ -75,7 +75,7 @@
 //! Isolation is clause 3.4.0.1's: New-Order, Payment, Delivery and Order-Status serializable;
 //! Stock-Level needs only level 1 (no dirty reads, clause 2.8.2.3) and runs read-committed, on
 //! every engine that offers the choice. Its ~200 stock reads then take short-term locks, and
-//! the locking engine never aborts it for a wait (lock rule 5h). Serializable, it held those
+//! the locking engine never aborts it for a wait (LK-5h). Serializable, it held those
 //! reads while waiting for more and died in 40–80% of its attempts at 64–128 clients, on
 //! `acid` and `salt` alike (issue 20).
 //!
@@ -183,7 +183,7 @@
 //!   `acid`). Two causes, both fixed: the client's retry was a new transaction with a new,
 //!   younger wait-die age (retries now keep the first attempt's age, `Call::retrying_for`);
 //!   and the district row, which the ACID Delivery reads first, was written in an *accepted*
-//!   subtransaction of New-Order and Payment, which wounds (lock rule 5b) any transaction in
+//!   subtransaction of New-Order and Payment, which wounds (LK-5b) any transaction in
 //!   its way whatever its age. Both now write the district in their *first* subtransaction,
 //!   which can still die, so a Delivery holding the district makes them wait or retry. Now
 //!   Delivery commits under `salt` about as often as under `acid` (356–378 against 404–466 per
@@ -191,7 +191,7 @@
 //! * **What was fixed in the engine for this workload** (session of 2026-11-21). Salt/ACID
 //!   was about 1.0 at 2 warehouses and 8 clients, with ~70% of New-Order attempts aborted
 //!   under both engines, and Salt thrashed beyond 16 clients. Three engine changes:
-//!   (1) *wait-die with patience* (lock rule 5a): a younger request queues for up to
+//!   (1) *wait-die with patience* (LK-5a): a younger request queues for up to
 //!   `LOCK_WAIT_PATIENCE` (10 ms) instead of dying at once, and accepted BASE transactions
 //!   wound only after the same patience (5b); (2) *local deadlock detection* (5c) so a
 //!   deadlock on one partition is broken when it forms; (3) *next-key narrowing* of limited
@@ -258,7 +258,7 @@
 //!   salt-local 43%). **Salt's Delivery still aborts more than acid's.** What remains:
 //!   waiters whose consumer ahead sent no operation for 100–350 ms (3 locks held, not
 //!   waiting) — traced in session 11 to the consumer's coordinator node sending nothing at
-//!   all for ~350 ms (a scheduling stall on the loaded machine), now covered by rule 5a's
+//!   all for ~350 ms (a scheduling stall on the loaded machine), now covered by LK-5a's
 //!   silent-coordinator clause (`COORDINATOR_SILENT_MAX`; salt's Delivery aborts at 8 clients
 //!   0.0% since) — and a waiter aborted when the
 //!   consumer ahead deletes its head while it waits (found by the engine test

@@ -105,14 +105,14 @@ struct CTxn {
     /// A re-run waiting out its backoff (after concurrency control aborted a subtransaction).
     retry_at: Option<Time>,
     retries: u32,
-    /// Wounded while idle (lock rule 5b): its next operation and its commit fail.
+    /// Wounded while idle (LK-5b): its next operation and its commit fail.
     wounded: bool,
     /// The client was answered at acceptance (counted in `background`).
     answered_early: bool,
     /// Last reply received (an accepted BASE transaction whose operations go unanswered — a
     /// lost message, a crashed partition — is re-run after `BASE_OP_TIMEOUT`).
     last_progress: Time,
-    /// Rule 6b across partitions: per partition, the largest grant number of this BASE
+    /// LK-6b across partitions: per partition, the largest grant number of this BASE
     /// transaction's reads there that depended on an unfinished BASE write when answered
     /// (`Reply::Op::read_taint`). Every later write on another partition waits for them
     /// (`Request::Op::after`). Only grows: reads of rolled-back runs count too (a procedure
@@ -352,7 +352,7 @@ impl LockingCoordinator {
         if t.base {
             t.all_parts.insert(id.part);
         }
-        // Rule 6b across partitions: a write waits for the earlier tainted reads elsewhere (on
+        // LK-6b across partitions: a write waits for the earlier tainted reads elsewhere (on
         // its own partition the lock manager sees them).
         let after = if t.base && op.kind.is_write() {
             t.read_taint.iter().filter(|(p, _)| **p != id.part).map(|(p, g)| RemoteDep { part: *p, upto: *g }).collect()
@@ -738,7 +738,7 @@ impl LockingCoordinator {
         self.abort_unit(unit.txn, then, Error::Abort(AbortReason::Timeout), ctx);
     }
 
-    /// Lock rule 5b: an accepted BASE transaction waits for `txn`. If `txn` can still abort
+    /// LK-5b: an accepted BASE transaction waits for `txn`. If `txn` can still abort
     /// (an ACID transaction before its decision, or a BASE one before acceptance), it does.
     fn on_wound(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
         let Some(t) = self.txns.get_mut(&txn) else { return };
@@ -896,7 +896,7 @@ impl CoordinatorEngine for LockingCoordinator {
     fn begin(&mut self, txn: TxnId, opts: &TxnOptions, ctx: &mut CoordCtx) {
         self.announce_epoch(txn, ctx);
         // Wait-die age: when the transaction's first attempt began, so a client's retry keeps
-        // its place and eventually wins (rule 5). First attempts get the begin time made
+        // its place and eventually wins (LK-5). First attempts get the begin time made
         // unique per coordinator; a retry may tie another transaction's age, and ties are
         // ordered by `TxnId`.
         let began = if opts.first_attempt < ctx.now {

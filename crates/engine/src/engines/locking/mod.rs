@@ -14,11 +14,11 @@
 //! oldest NEW-ORDER row does not block the New-Orders appending at the tail. Writes are buffered at the partition and sent back to the
 //! coordinator with each reply; the coordinator holds the redo (the *write images*) and ships
 //! it with the commit. Deadlocks: **wait-die with patience** on the transaction's age (lock
-//! rule 5): a blocked request queues, whoever it waits for; a request that still waits for an
+//! LK-5): a blocked request queues, whoever it waits for; a request that still waits for an
 //! older transaction after `partition::LOCK_WAIT_PATIENCE` (7 ms, checked every tick) aborts
 //! with `AbortReason::Deadlock` (retryable). Every deadlock cycle has such a younger→older edge,
 //! so none lasts much longer than the patience, and the oldest transaction never dies for it.
-//! **Lock rule 5f — waits are timed on the partition's wait clock** (`partition::
+//! **LK-5f — waits are timed on the partition's wait clock** (`partition::
 //! LockingPartition::wait_clock`): it runs with real time, except that the gap before a tick
 //! counts for at most `partition::TICK_CREDIT_MAX` (6 ms; ticks come every 5 ms). The patience
 //! (5a, 5b) is measured on it. A partition whose worker was
@@ -28,14 +28,14 @@
 //! stalled worker's mailbox. Under `salt` at 128 TPC-C clients on a loaded 2-core machine
 //! (load average 4–5), throughput fell to 186–300 txn/s with ~9 New-Order aborts per commit
 //! (issue 20). A deadlock still ends: ticks the partition sees add up to the patience. Rule
-//! 5e's `RUNNING_WITHIN` stays on real time, like the liveness it bounds (rule 5a's exception
+//! 5e's `RUNNING_WITHIN` stays on real time, like the liveness it bounds (LK-5a's exception
 //! judges blockers by when they last ran): on the wait clock its wounds came later in stalls,
 //! and salt's Delivery deadlock aborts at 128 clients rose to 98, 31 and 11 per run against 1,
 //! 6 and 4 (alternated runs). Measured with 5e on real time (alternated, load average 5–12,
 //! five runs each): salt 168, 333, 2141, 1017, 1292 txn/s before (two collapses, Delivery
 //! aborts up to 90%) and 1343, 1259, 800, 1428, 1576 after (Delivery aborts 0.4–13%) — but
 //! the next 8–128 sweep collapsed at 128 clients anyway (31 txn/s): 5f removes one way to
-//! churn, not the collapse (still open, issue 20; see rule 5g for what was seen in it).
+//! churn, not the collapse (still open, issue 20; see LK-5g for what was seen in it).
 //!
 //! Commit: one participant → one `Commit` message (no 2PC). Several → two-phase commit with
 //! **presumed abort**: `Prepare` (each participant logs `Prepared` with the keys it must relock,
@@ -86,7 +86,7 @@
 //!   BASE transaction ends; saline locks conflict only with ACID locks (non read-read), so other
 //!   BASE transactions see the committed subtransaction and ACID transactions never do.
 //! * The two saline release-order rules of §5.1 (indirect dirty reads) are enforced by the lock
-//!   manager ([`lock`] rule 6, §6.3's O(1) pointer check) — within one partition directly, and
+//!   manager ([`lock`] LK-6, §6.3's O(1) pointer check) — within one partition directly, and
 //!   **across partitions** by remote dependencies (`lock::RemoteDep`): a partition answering a
 //!   BASE operation reports the transaction's *read taint* there (the largest grant number of
 //!   its reads that still depend on an unfinished BASE write, `Reply::Op::read_taint`); the
@@ -104,7 +104,7 @@
 //!   these messages per committed transaction against ~102 messages in all, i.e. 0.3%;
 //!   ticketing sends none (its BASE transactions never write on another partition after a
 //!   tainted read).
-//!   **Per column** (lock rule 6a, [`lock`]): a read depends only on unfinished writes of the
+//!   **Per column** (LK-6a, [`lock`]): a read depends only on unfinished writes of the
 //!   columns it reads. A TPC-C Payment updates its warehouse's and district's year-to-date
 //!   totals and then selects their names and addresses (clause 2.5.2.2, `Ctx::read_columns`);
 //!   read whole, those rows were tainted by every other Payment's unfinished total, so a
@@ -113,9 +113,9 @@
 //!   unknown). With the per-column rule, at 64 TPC-C clients on `salt` (2 warehouses,
 //!   scale-div 10), Delivery aborts went from 11–14% to 0.0% (two runs each, same machine).
 //!   It all survives restarts: locks are persisted with their grant order and relocked in it
-//!   (with their remote dependencies), short-term reads rule 6 holds back are persisted with the
+//!   (with their remote dependencies), short-term reads LK-6 holds back are persisted with the
 //!   subtransaction's locks, grant numbers start above every earlier incarnation's
-//!   (`Record::Incarnation`), and locks rule 6 still holds back when their transaction ends are
+//!   (`Record::Incarnation`), and locks LK-6 still holds back when their transaction ends are
 //!   persisted too (`tests/salt_restart.rs`, `tests/salt_across_partitions.rs`).
 //!   `litmus sim --workload salt-chains` checks it with a provenance oracle under faults.
 //! * **Accept vs commit** (§6.1): before the first subtransaction commits, the coordinator logs
@@ -151,13 +151,13 @@
 //!   before it sends `EndBase`, so a restart never runs it again; partitions remember ended
 //!   BASE transactions durably (bounded) and refuse late duplicates of their operations.
 //! * An accepted BASE transaction cannot abort, so its lock requests are never aborted for
-//!   impatience: they wait and **wound** the older transactions in the way (lock rule 5b; the
+//!   impatience: they wait and **wound** the older transactions in the way (LK-5b; the
 //!   wounded ACID or not-yet-accepted transaction aborts, retryably). This breaks the one cycle
-//!   rule 5a cannot: an older ACID transaction waiting for the BASE transaction's saline lock while
+//!   LK-5a cannot: an older ACID transaction waiting for the BASE transaction's saline lock while
 //!   holding what it needs (found by the simulator, `litmus sim --workload bank --engine salt`).
 //!   ACID transactions still wait for BASE locks as in Salt Fig. 3, in per-object FIFO order.
-//! * **Lock rule 5d — deadlocks on one partition through accepted BASE transactions**
-//!   (`partition::LockingPartition::cycle_victim`). When a request starts waiting (rule 5c), and
+//! * **LK-5d — deadlocks on one partition through accepted BASE transactions**
+//!   (`partition::LockingPartition::cycle_victim`). When a request starts waiting (LK-5c), and
 //!   again when an accepted BASE transaction's request has outlived the patience (before rule
 //!   5b wounds), the partition looks for a cycle through it in its own waits-for graph. If
 //!   there is one, it aborts the youngest mortal member that waits for an older one (what rule
@@ -166,35 +166,35 @@
 //!   waiting subtransaction (its coordinator rolls it back and re-runs it; every edge of such a
 //!   cycle is an alkaline lock, which the rollback releases): two accepted TPC-C New-Orders
 //!   that lock stock rows in opposite orders deadlocked while the Deliveries queued behind them
-//!   died (issue 20). Otherwise rule 5b wounds as before. Simulated (`bench tpcc --runtime sim
+//!   died (issue 20). Otherwise LK-5b wounds as before. Simulated (`bench tpcc --runtime sim
 //!   --warehouses 2 --scale-div 10 --clients 128 --engine salt --duration 5`, seed 1): Delivery
 //!   aborts 79.1% → 13.1% (acid: 0%), New-Orders wounded 1,150 → 105, 2,471 → 3,028 txn/s.
-//! * **Lock rule 5e — a long wait wounds younger blockers too** (`partition::LockingPartition::
+//! * **LK-5e — a long wait wounds younger blockers too** (`partition::LockingPartition::
 //!   wound_victims`). An accepted BASE transaction whose request has waited `RUNNING_WITHIN`
-//!   (250 ms), and whose blockers are not working here (as for rule 5b), wounds every blocker
-//!   that can still abort, younger ones included; rule 5b, after the patience, wounds only older
+//!   (250 ms), and whose blockers are not working here (as for LK-5b), wounds every blocker
+//!   that can still abort, younger ones included; LK-5b, after the patience, wounds only older
 //!   ones. So every waits-for cycle that holds an accepted BASE transaction and a mortal one is
 //!   broken within about `RUNNING_WITHIN` by a wound, wherever its other edges are — which is
-//!   what lets a queue on an anchor wait behind accepted BASE transactions (rule 5a's anchor
+//!   what lets a queue on an anchor wait behind accepted BASE transactions (LK-5a's anchor
 //!   clause, below). A younger mortal blocker that works keeps its lock, and a short wait
 //!   costs nothing new.
-//! * **Lock rule 5g — no wound for an accepted BASE transaction** (`partition::
-//!   LockingPartition::wound_victims`): rules 5b and 5e wound only blockers that can still
-//!   abort. Rule 5b used to wound every older blocker, accepted ones included, whose
+//! * **LK-5g — no wound for an accepted BASE transaction** (`partition::
+//!   LockingPartition::wound_victims`): LK-5b and LK-5e wound only blockers that can still
+//!   abort. LK-5b used to wound every older blocker, accepted ones included, whose
 //!   coordinators drop the wound; the sweep repeats wounds every `QUERY_INTERVAL` while the
 //!   wounder waits. In a real `salt` run at 128 TPC-C clients that had collapsed (641 commits
 //!   in 5 s, traced), accepted Payments waiting 100–300 ms behind older accepted Payments sent
 //!   21,000 such wounds, ~33 useless messages per committed transaction.
-//! * **Lock rule 5h — a lock-free transaction steps out of the queue** (`partition::
+//! * **LK-5h — a lock-free transaction steps out of the queue** (`partition::
 //!   LockingPartition::break_waits`). An ACID transaction every operation of which so far takes
 //!   only short-term locks at its isolation level (`TxnClass::lock_free`, kept by the
 //!   coordinator: a reader below repeatable read, such as TPC-C's read-committed Stock-Level)
 //!   holds no lock between operations. Only its place in a queue can put it on a waits-for
-//!   cycle, so where rules 5a, 5c and 5d would abort it, and where rules 5b and 5e would
+//!   cycle, so where LK-5a, LK-5c and 5d would abort it, and where LK-5b and LK-5e would
 //!   wound it, its waiting operations instead leave their queues and ask again on the next
 //!   tick; a request refused at once (a lock with remote dependencies, a full queue) asks
 //!   again the same way. It also waits out alive blockers wherever it waits, as on an anchor
-//!   (rule 5a's exception). Letting *any* ACID request refused for an unknown waits-for ask
+//!   (LK-5a's exception). Letting *any* ACID request refused for an unknown waits-for ask
 //!   again too (for the patience) cut salt's TPC-C Delivery aborts at 64 clients from 9–23%
 //!   to ~1%, but starved bank totals in the simulator (presumably their range locks on every
 //!   partition, held meanwhile, kept out the transfers that would settle those reads; not
@@ -206,13 +206,13 @@
 //!   without the rule — waiting behind accepted New-Orders that waited themselves, refused on
 //!   stock rows with remote dependencies, wounded on stock rows where accepted New-Orders
 //!   queued behind them — and in 0% with it (issue 20).
-//! * **Waiting out working transactions** (rule 5a's exception, `partition::LockingPartition::
+//! * **Waiting out working transactions** (LK-5a's exception, `partition::LockingPartition::
 //!   blockers_running`): a mortal request past its patience keeps waiting when it waits on a
 //!   queue anchor, or only for accepted BASE transactions, and everyone it waits for is *alive*
 //!   — an operation of theirs ran on this partition within `RUNNING_WITHIN`, or they wait here
 //!   only for alive ones (a cycle through this partition is never alive); on an anchor, an
 //!   accepted BASE transaction counts as alive whatever it does (the **anchor clause**: it
-//!   ends without aborting, and rule 5e wounds its way out of any cycle through it). Without
+//!   ends without aborting, and LK-5e wounds its way out of any cycle through it). Without
 //!   the anchor clause, at 128 simulated TPC-C clients under `salt`, a Delivery holding a
 //!   district's anchor waited on CUSTOMER for an accepted New-Order's saline read while that
 //!   New-Order waited at another partition; every Delivery queued behind it (16, then 28 at
@@ -267,19 +267,19 @@
 //!
 //! ## Not implemented (yet)
 //!
-//! * Lock waits have no timeout beyond rule 5's patience; a transaction whose coordinator disappears
+//! * Lock waits have no timeout beyond LK-5's patience; a transaction whose coordinator disappears
 //!   forever holds its locks until that coordinator restarts (its new epoch releases them).
 //! * A lost operation *reply* is not recovered: partitions keep no copy of replies (one per
 //!   operation would cost every transaction for a loss only a faulty network shows), so the
 //!   resent operation fails with a retryable abort and the transaction runs again.
-//! * Deadlocks are broken by wait-die with patience (rule 5), not detected: a younger request
+//! * Deadlocks are broken by wait-die with patience (LK-5), not detected: a younger request
 //!   queues behind an older holder for at most `LOCK_WAIT_PATIENCE`, then dies even if no
 //!   cycle exists (a holder that keeps a hot lock longer than the patience still makes younger
 //!   requesters die and retry), and a real deadlock stalls its queues for about the patience.
 //!   Pure wait-die, before, killed every younger requester at once, so TPC-C with the district
 //!   row in mortal subtransactions thrashed beyond ~16 clients on 2 warehouses although the
 //!   row is held for a round trip. Deadlocks within one partition are found when they form
-//!   (rule 5c); across partitions there is no waits-for graph detection, so they cost the
+//!   (LK-5c); across partitions there is no waits-for graph detection, so they cost the
 //!   patience. The price shows in the simulator's fault-free bank workload (8 accounts on 6
 //!   partitions, 30% of requests read every account, clients retry at once, 20 seeds):
 //!   completed requests fell from 13,268 to 8,650 under `acid` and from 14,898 to 6,603 under
@@ -377,9 +377,9 @@ pub struct TxnClass {
     /// Wait-die priority: smaller is older.
     pub age: u64,
     /// An accepted BASE transaction: it cannot abort, so it never dies for wait-die; it waits
-    /// and, after the patience, wounds the older transactions in its way (lock rule 5b).
+    /// and, after the patience, wounds the older transactions in its way (LK-5b).
     pub immortal: bool,
-    /// Lock rule 5h: an ACID transaction every operation of which so far, this one included,
+    /// LK-5h: an ACID transaction every operation of which so far, this one included,
     /// takes only short-term locks at its isolation level (a reader below repeatable read, such
     /// as TPC-C's Stock-Level): it holds no lock anywhere but those of operations in flight. A
     /// wait of such a transaction steps out of its queue instead of aborting it.
@@ -392,7 +392,7 @@ impl TxnClass {
         TxnClass { isolation, base, age, immortal: false, lock_free: !base }
     }
 
-    /// Lock rule 5h: the class once `op` is sent, which may take a long-term lock.
+    /// LK-5h: the class once `op` is sent, which may take a long-term lock.
     pub fn with_op(mut self, op: &OpKind) -> Self {
         let access = match op {
             OpKind::Read { .. } | OpKind::ReadMany { .. } => Access::Read,
@@ -474,7 +474,7 @@ pub enum Request {
     /// is a whole alkaline subtransaction and the partition commits it itself (Salt §6.4).
     ///
     /// `after`: for a BASE write, the transaction's earlier reads on *other* partitions that
-    /// still depended on unfinished BASE writes when they were answered (rule 6b across
+    /// still depended on unfinished BASE writes when they were answered (LK-6b across
     /// partitions, `lock::RemoteDep`); the write lock is not released before they settle.
     Op {
         id: SubOpId,
@@ -517,7 +517,7 @@ pub enum Request {
     Epoch { node: NodeId, epoch: u32 },
     /// Answer to a participant's `Query`: the decision for an in-doubt unit.
     Decision { unit: Unit, commit: bool, writes: Vec<WriteImage> },
-    /// Partition → partition (rule 6b across partitions): tell me once `txn`'s BASE reads here
+    /// Partition → partition (LK-6b across partitions): tell me once `txn`'s BASE reads here
     /// up to grant number `upto` are settled (`LockManager::reads_settled`). Answered at once
     /// if they are, else when they become so; the asker repeats it while it still waits.
     AwaitReads { txn: TxnId, upto: u64 },
@@ -552,7 +552,7 @@ pub enum Reply {
     Aborted {
         unit: Unit,
     },
-    /// Lock rule 5b: an accepted BASE transaction waits for `txn`; abort it if it can still
+    /// LK-5b: an accepted BASE transaction waits for `txn`; abort it if it can still
     /// abort (it may be waiting for the BASE transaction's saline locks: a cycle).
     Wound {
         txn: TxnId,
@@ -604,11 +604,11 @@ pub enum Record {
     /// A BASE transaction ended here. Its saline locks are gone, except `releasing`: those rule
     /// 6 still holds back (§5.1), relocked and released again after a restart.
     BaseEnded { txn: TxnId, releasing: Vec<lock::HeldLock> },
-    /// The locks rule 6 held back for ended `txn` are gone (logged in the step that freed them,
+    /// The locks LK-6 held back for ended `txn` are gone (logged in the step that freed them,
     /// before any lock they kept out can be logged by someone else).
     Released { txn: TxnId },
     /// The saline locks a BASE transaction holds here after one of its subtransactions rolled
-    /// back (its reads may still be held back by rule 6a; relocked after a restart).
+    /// back (its reads may still be held back by LK-6a; relocked after a restart).
     Saline { txn: TxnId, locks: Vec<lock::HeldLock> },
     /// Subtransaction `sub` of run `attempt` of BASE `txn` was rolled back here: operations of
     /// it (or of earlier ones) that arrive later are stale.
@@ -630,7 +630,7 @@ pub enum CoordinatorRecord {
     /// A commit decision (2PC, or any BASE subtransaction): every participant (read-only ones
     /// with no writes) and its writes, and for
     /// a subtransaction the results of its operations (the context table, Salt §6.2).
-    /// `taint`: the transaction's read taint per partition so far (rule 6b across partitions),
+    /// `taint`: the transaction's read taint per partition so far (LK-6b across partitions),
     /// so a roll-forward's writes still wait for the reads it replays from the context table.
     Decided {
         unit: Unit,

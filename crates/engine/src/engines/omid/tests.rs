@@ -98,7 +98,7 @@ impl Harness {
     }
 }
 
-// ---- Rule 2: Algorithm 3 ----------------------------------------------------------------------
+// ---- OM-2: Algorithm 3 ----------------------------------------------------------------------
 
 #[test]
 fn alg3_line1_aborts_when_tmax_exceeds_start_ts() {
@@ -110,7 +110,7 @@ fn alg3_line1_aborts_when_tmax_exceeds_start_ts() {
     let b = h.begin(1);
     let tc_b = h.commit(1, b, &[2]).unwrap(); // evicts row 1: Tmax = Tc(a) > old
     assert!(h.o.tmax() > old && h.o.tmax() < tc_b);
-    // `old` was in flight when Tmax passed it: aborted then (rule 4); its commit finds it gone.
+    // `old` was in flight when Tmax passed it: aborted then (OM-4); its commit finds it gone.
     assert_eq!(h.commit(1, old, &[9]), Err(CommitAbort::NotInFlight));
     assert!(h.o.is_aborted(old));
 }
@@ -163,7 +163,7 @@ fn alg3_concurrent_transactions_with_disjoint_write_sets_both_commit() {
     assert_eq!(h.commit(1, t3, &[]), Err(CommitAbort::NotInFlight), "a second commit finds nothing in flight");
 }
 
-// ---- Rule 5: Algorithm 4 ----------------------------------------------------------------------
+// ---- OM-5: Algorithm 4 ----------------------------------------------------------------------
 
 #[test]
 fn alg4_committed_version_is_visible_iff_tc_precedes_reader() {
@@ -206,7 +206,7 @@ fn alg4_version_below_tmax_without_commit_info_is_old_and_committed() {
     assert!(h.o.in_snapshot(w, reader), "line 7: old committed transaction");
 }
 
-// ---- Rule 3: memory limits --------------------------------------------------------------------
+// ---- OM-3: memory limits --------------------------------------------------------------------
 
 #[test]
 fn eviction_raises_tmax_to_the_evicted_tc_and_aborts_only_starts_below_it() {
@@ -240,7 +240,7 @@ fn commit_list_limit_raises_tmax_when_a_hot_row_keeps_last_commit_small() {
     assert_eq!(h.o.tmax(), tcs[1], "the two oldest Tc entries went; Tmax covers them");
 }
 
-// ---- Rule 4: aborted and uncommitted lists ----------------------------------------------------
+// ---- OM-4: aborted and uncommitted lists ----------------------------------------------------
 
 #[test]
 fn uncommitted_transactions_are_aborted_when_tmax_passes_their_start() {
@@ -285,7 +285,7 @@ fn aborted_entry_is_forgotten_after_cleanup_once_earlier_starts_terminate() {
     h.call(1, Request::CleanedUp { start_ts: Timestamp(999) });
 }
 
-// ---- Rule 7: WAL batching ---------------------------------------------------------------------
+// ---- OM-7: WAL batching ---------------------------------------------------------------------
 
 #[test]
 fn commit_reply_is_released_only_with_its_batch_by_time() {
@@ -337,7 +337,7 @@ fn begin_reply_waits_for_earlier_commits_and_carries_them() {
     assert_eq!(replica.in_snapshot(w, reader), Visibility::Visible, "ΔSO carries (Ts, Tc) of the commit");
 }
 
-// ---- Rule 1 and 8: timestamps and recovery ----------------------------------------------------
+// ---- OM-1 and 8: timestamps and recovery ----------------------------------------------------
 
 #[test]
 fn timestamps_are_reserved_in_batches_and_never_reused_across_a_crash() {
@@ -441,7 +441,7 @@ fn checkpoint_plus_later_batches_recover_the_same_state_as_the_full_log() {
     assert!(Batch::decode(&[0xff, 0xff]).is_err(), "a corrupt batch is an error, not a panic");
 }
 
-// ---- Rule 6: replication ----------------------------------------------------------------------
+// ---- OM-6: replication ----------------------------------------------------------------------
 
 #[test]
 fn replica_asks_the_oracle_only_between_tmax_and_t_init() {
@@ -466,7 +466,7 @@ fn replica_asks_the_oracle_only_between_tmax_and_t_init() {
     );
 }
 
-/// Rule 6 (§IV "Client Replica"): a delta whose commits go backwards — a late delta of an
+/// OM-6 (§IV "Client Replica"): a delta whose commits go backwards — a late delta of an
 /// earlier session or oracle incarnation whose stream positions happen to line up — is refused
 /// whole and changes nothing (the coordinator then starts a new session); it never panics.
 #[test]
@@ -635,7 +635,7 @@ fn run_against_model(config: OracleConfig, ops: Vec<Op>, exact: bool) -> Result<
             Op::Tick(ms) => h.advance(ms),
             _ => Vec::new(),
         };
-        // Replies come in decision order (rule 7), so the model sees commits in that order.
+        // Replies come in decision order (OM-7), so the model sees commits in that order.
         for out in sent {
             let Outbound::Reply { client, reply } = out else {
                 prop_assert!(false, "no client is idle this long");
@@ -794,7 +794,7 @@ fn standby_tailing_the_log_takes_over_like_recovery() {
     assert!(promoted.t_min() > in_flight, "new timestamps start above every issued one");
 }
 
-// ---- Rule 4: sessions own their transactions; GC purges what no writer cleans up --------------
+// ---- OM-4: sessions own their transactions; GC purges what no writer cleans up --------------
 
 fn connect_as(h: &mut Harness, client: u64, session: u64) -> Reply {
     h.call(client, Request::ConnectAs { session }).pop().expect("a reply")
@@ -956,7 +956,7 @@ fn a_resent_begin_gets_the_same_timestamp_while_it_is_in_flight() {
     assert!(late > other && h.o.is_in_flight(late));
 }
 
-/// E4b (issue 21): a writer's fate is answered from durable state, for any reader — committed
+/// OM-E4b (issue 21): a writer's fate is answered from durable state, for any reader — committed
 /// at its `Tc`, aborted by the client or by a crash range (a commit in flight at the crash),
 /// or not committed while in flight; one `Fates` request answers many writers, in order.
 #[test]
