@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CPU cost per committed transaction, before and after (issue 13).
+# CPU cost per committed transaction, before and after.
 #
 #   scripts/efficiency.sh [OLD_COMMIT] [RUNS]
 #

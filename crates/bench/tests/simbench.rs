@@ -1,4 +1,4 @@
-//! `litmus bench --runtime sim` (issue 16): any workload on a simulated cluster in virtual
+//! `litmus bench --runtime sim`: any workload on a simulated cluster in virtual
 //! time, reported like a real run and marked simulated; deterministic; thousands of clients.
 
 use clap::Parser;

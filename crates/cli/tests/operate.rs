@@ -1,4 +1,4 @@
-//! Operating a cluster (issue 18): the 3-node example config, cluster identity enforced at
+//! Operating a cluster: the 3-node example config, cluster identity enforced at
 //! start, SIGTERM, the metrics endpoint, the shell.
 
 use litmus_client::Client;
@@ -559,7 +559,7 @@ fn a_cluster_token_is_required_of_clients_and_peers() {
     }
     // Nodes 0 and 1 must have agreed with each other first: a node refused by its only peer
     // so far takes itself for the misconfigured one and stops (`TcpRouter::peer_mismatch`),
-    // and under load node 0 could dial the bad node before node 1 (CI, session 17).
+    // and under load node 0 could dial the bad node before node 1 (CI).
     await_peer_link(&ex.metrics[0]);
     await_peer_link(&ex.metrics[1]);
     // Node 2 with another token (the environment overrides its config): refused, it exits.

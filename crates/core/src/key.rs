@@ -34,7 +34,7 @@ const TAG_BYTES: u8 = 0x05;
 /// Ordered as its bytes are (lexicographically). The comparison is written out eight bytes at
 /// a time: keys are short (a TPC-C key is 2 to 4 integers of 9 bytes), compared many times per
 /// B-tree lookup in the store and the lock table, and a `memcmp` call per comparison was 6% of
-/// a TPC-C run (issue 13).
+/// a TPC-C run.
 ///
 /// A key of up to [`KEY_INLINE_MAX`] bytes is held inline; a longer one shares its bytes
 /// behind a reference count. Inline, a hash-table lookup compares the key in the bucket it
@@ -70,7 +70,7 @@ impl std::hash::Hash for Key {
 
 /// Equal bytes, written out as the comparison is: every point read of the store and the lock
 /// table ends in a hash hit's equality check, and `bcmp` calls for those short keys were ~2% of
-/// a TPC-C run (issue 13). Agrees with `Hash`, which hashes the bytes.
+/// a TPC-C run. Agrees with `Hash`, which hashes the bytes.
 impl PartialEq for Key {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
@@ -278,7 +278,7 @@ impl Key {
     /// `None` when `f` maps no column (or the bytes are no encoding). Works on the bytes: an
     /// integer's encoding has one width, so the key is copied once and the columns' bodies
     /// overwritten, with no decoding (`coordfree` rewrites a New-Order's temporary order id in
-    /// about twenty keys per commit, issue 17).
+    /// about twenty keys per commit).
     pub fn map_ints(&self, f: impl Fn(i64) -> Option<i64>) -> Option<Key> {
         let bytes = self.as_bytes();
         let mut out: Option<Key> = None;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 /// A row: one value per column, in column order.
 ///
 /// Rows are shared and immutable: the store, lock-free reads, write buffers, log records and
-/// replies all hold the same allocation, and cloning a row is a reference count (issue 13: row
+/// replies all hold the same allocation, and cloning a row is a reference count (row
 /// clones on every read were 9% of a TPC-C run). Writing through [`std::ops::DerefMut`]
 /// (`row[i] = v`) is copy-on-write: it copies the values first only if the row is shared, so
 /// no other holder ever sees the change. A row serializes exactly as the `Vec<Value>` it
@@ -199,12 +199,12 @@ impl fmt::Display for Decimal {
 ///
 /// Strings and bytes are shared, immutable buffers: a row is copied into messages, write
 /// buffers, log records and the store several times per operation, and copying a value is then
-/// a reference count, not an allocation and a `memcpy` (issue 13). They serialize as `String`
+/// a reference count, not an allocation and a `memcpy`. They serialize as `String`
 /// and `Vec<u8>` did, so logs and snapshots keep their format.
 ///
 /// A set is boxed, which keeps a value at 24 bytes where the set inline made every value 32:
 /// rows are vectors of values, and a TPC-C run's store grows by several kilobytes of rows per
-/// transaction, whose fresh pages were a tenth of its CPU (issue 13). A box serializes as what
+/// transaction, whose fresh pages were a tenth of its CPU. A box serializes as what
 /// it holds.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Value {
@@ -288,7 +288,7 @@ impl Value {
 
     /// Whether [`Value::check_limits`] passes, without building the name an error would carry
     /// (validation runs for every value of every operation; formatting the name each time was
-    /// a measurable share of a TPC-C run, issue 13).
+    /// a measurable share of a TPC-C run).
     pub fn within_limits(&self) -> bool {
         match self {
             Value::Null | Value::Int(_) | Value::Decimal(_) => true,

@@ -562,7 +562,7 @@ fn rule_lk5a_queue_consumers_wait_their_turn_behind_a_working_consumer() {
 /// here, not when it arrived: a consumer granted the queue's head after waiting longer than
 /// `RUNNING_WITHIN` behind another has just started working, and the consumer queued behind it
 /// waits on. (Counting from arrival made TPC-C Deliveries of one warehouse under `salt` die in
-/// chains: each one granted the anchor looked idle to the next — issue 20.)
+/// chains: each one granted the anchor looked idle to the next.)
 #[test]
 fn rule_lk5a_a_consumer_granted_after_a_long_wait_counts_as_working() {
     let (head, first) = (queue_head, head_row);
@@ -614,7 +614,7 @@ fn rule_lk5a_a_consumer_granted_after_a_long_wait_counts_as_working() {
 /// on how many transactions the exception examines (`ALIVE_VISITS_MAX`, 64) made every
 /// consumer at its back die after the patience although the holder worked: at 128 TPC-C
 /// clients on 2 warehouses, 64 Deliveries queued on each district's anchor and 73% of
-/// Delivery attempts under `salt-local` died that way (issue 20). Here 70 consumers queue
+/// Delivery attempts under `salt-local` died that way. Here 70 consumers queue
 /// behind a working one, and none dies; when it commits, the next is granted.
 #[test]
 fn rule_lk5a_a_long_queue_of_consumers_waits_behind_a_working_holder() {

@@ -1,4 +1,4 @@
-//! Salt §5.1's release order when the objects live on different partitions (issue 11).
+//! Salt §5.1's release order when the objects live on different partitions.
 //!
 //! Fig. 4: BASE₁ writes `x`; BASE₂ reads `x` and writes `y` from it; ACID₁ reads `y`. ACID₁
 //! must not see `y` while BASE₁ has not ended — *write-after-read within a transaction* (rule

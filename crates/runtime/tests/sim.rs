@@ -291,7 +291,7 @@ fn roll_forward_resumes_after_resent_decisions_land() {
     }
 }
 
-/// Omid's hot standby (issue 5): node 0 — the primary status oracle, a coordinator and two of
+/// Omid's hot standby: node 0 — the primary status oracle, a coordinator and two of
 /// the six partitions — crashes 300 ms into the run and stays down for the rest of the workload
 /// phase, under loss, duplication and reordering. Without a standby no Omid transaction could
 /// commit after the crash; with it, the standby on node 1 promotes itself, coordinators fail

@@ -77,7 +77,7 @@
 //! every engine that offers the choice. Its ~200 stock reads then take short-term locks, and
 //! the locking engine never aborts it for a wait (LK-5h). Serializable, it held those
 //! reads while waiting for more and died in 40–80% of its attempts at 64–128 clients, on
-//! `acid` and `salt` alike (issue 20).
+//! `acid` and `salt` alike.
 //!
 //! ## Variants: which transactions are BASE (`--base-txns K`, `--variant acid|salt`)
 //!
@@ -225,7 +225,7 @@
 //!   New-Order stock updates of the ACID Stock-Levels and Deliveries in their way. The
 //!   paper's ratio is measured where lock contention is the limit (Salt's 6.6x is at
 //!   saturation of a 10-partition, 3-way-replicated MySQL Cluster, not of its CPUs).
-//! * **The ACID Delivery starved under Salt** (issue 20). With the harness giving a
+//! * **The ACID Delivery starved under Salt**. With the harness giving a
 //!   transaction up after 8 retries, Deliveries under `salt` aborted 83–94% of their attempts
 //!   and ~70–420 per run were given up, so the measured mix fell below clause 5.2.3's 4% (1.8%
 //!   at 3 warehouses, 24 clients). Traced (`bench tpcc --warehouses 2`, 8 clients, 5 s,
@@ -266,7 +266,7 @@
 //!   Delivery is serial per warehouse and runs synchronously in the terminal, so at 2–3
 //!   warehouses and Salt's speed most clients end up queued on it (salt's Delivery p90 0.2–0.9
 //!   s against acid's 80 ms). Since session 22 an ACID Delivery can be ten transactions (next).
-//! * **Delivery per district** (session 22). As one transaction, an ACID Delivery holds the
+//! * **Delivery per district**. As one transaction, an ACID Delivery holds the
 //!   NEW-ORDER anchor of every district it has passed until it commits, so the next Delivery
 //!   of the warehouse waits for the whole of it at district 1: Deliveries of a warehouse run
 //!   one at a time, and under `salt` each one also waits out the saline locks of BASE Payments

@@ -3,7 +3,7 @@
 //!
 //! A client thread blocked in [`EmbeddedTransport`](super::EmbeddedTransport) costs a futex
 //! wake-up and a context switch per response; with one key per transaction that was most of a
-//! transaction's CPU (issue 13: ~69% of YCSB's samples in the kernel). A hosted terminal costs
+//! transaction's CPU (~69% of YCSB's samples in the kernel). A hosted terminal costs
 //! none: its [`ClientSession`] lives on the worker that runs its coordinator
 //! ([`super::worker_placement`]), and its [`TerminalDriver`] is called from the worker loop.
 //!

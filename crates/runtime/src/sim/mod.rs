@@ -12,7 +12,7 @@
 //!   commit). Messages wait for their records ([`Machine`]'s persist-before-send rule).
 //! * **Crashes**: a crashed node loses its machines and every unsynced record; it restarts later
 //!   and recovers from its snapshot and synced records.
-//! * **CPU** (optional, [`SimConfig::cpu`], issue 16): each node has K cores and every machine
+//! * **CPU** (optional, [`SimConfig::cpu`]): each node has K cores and every machine
 //!   step occupies one for a cost measured by `litmus calibrate` ([`cpu`], [`crate::cost`]);
 //!   queueing on busy cores shows in virtual time. Off by default: the fault-injection runs
 //!   keep their meaning (`tests/sim_cpu.rs` runs them with it on as well).

@@ -50,7 +50,7 @@ struct InFlight {
     /// When it was last sent.
     sent: Time,
     /// The request, to send again after [`OP_RESEND_AFTER`]. Boxed: `in_flight` is a B-tree
-    /// whose inserts and removes shift entries, and a `Request` is ~200 bytes (issue 13).
+    /// whose inserts and removes shift entries, and a `Request` is ~200 bytes.
     req: Box<Request>,
 }
 
@@ -165,7 +165,7 @@ impl CTxn {
 /// `compaction_tests::decided_ref_encodes_as_the_decided_record` pins it). Every BASE
 /// subtransaction logs a decision with its writes and the results of its operations (the
 /// context table, Salt §6.2): building the record first copied both, and the pending decision
-/// copied the writes again (issue 13).
+/// copied the writes again.
 struct DecidedRef<'a> {
     unit: Unit,
     /// Every participant, in order; one without writes is listed with none.
@@ -802,7 +802,7 @@ impl LockingCoordinator {
     /// Sends `EndBase` for `txn` to every partition that has not acknowledged it, naming the
     /// subtransactions whose commits that partition has not acknowledged yet: it applies them
     /// first. (It used to go out only once every commit was acknowledged, which held the
-    /// saline locks for one more log sync and round trip, issue 13.)
+    /// saline locks for one more log sync and round trip.)
     fn send_end_base(&self, txn: TxnId, ctx: &mut CoordCtx) {
         let Some(waiting) = self.ending.get(&txn) else { return };
         let units = Unit { txn, sub: 0 }..=Unit { txn, sub: u32::MAX };

@@ -167,7 +167,7 @@
 //! read of `y` waits until BASE₁ releases `x`, although BASE₂ ended first). ACID locks never have
 //! dependencies and are always released at once.
 //!
-//! **Across partitions** (issue 11). Rule (a) is about one object, so one lock table sees it.
+//! **Across partitions**. Rule (a) is about one object, so one lock table sees it.
 //! Rule (b) is not: BASE₂ may read `x` on partition P and write `y` on Q, and Q's lock table
 //! knows nothing of P's. So a BASE write lock can also carry *remote* dependencies
 //! ([`RemoteDep`]: "the transaction's reads on P with grant numbers up to `upto`"), counted in
@@ -275,7 +275,7 @@ pub const DEADLOCK_SEARCH_MAX: usize = 64;
 /// is inserted, or when it dies) walks the table's queues instead; either way the ids found
 /// are returned sorted, so which path ran never shows. Before, every point queue sat in a
 /// `BTreeMap<TableId, BTreeMap<Key, _>>` and each of the five or six lookups of one request
-/// descended it: comparing keys was ~5% of an acid TPC-C run (issue 13).
+/// descended it: comparing keys was ~5% of an acid TPC-C run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct PointQueues {
     /// A key's queue holds its first two ids inline: most keys are locked by one transaction
@@ -720,7 +720,7 @@ pub struct LockManager {
     /// sequence number, until they go: the only ones that can be *tainted*
     /// ([`LockManager::read_taint`], [`LockManager::reads_settled`]), as a lock's pending
     /// count only falls after its grant. Both questions, asked after every BASE operation,
-    /// walked all the transaction's locks (~5 µs of a salt TPC-C transaction, issue 13).
+    /// walked all the transaction's locks (~5 µs of a salt TPC-C transaction).
     tainted: FxHashMap<TxnId, Vec<u64>>,
 }
 
@@ -729,7 +729,7 @@ pub struct LockManager {
 /// [`LockManager::take_changes`]: a partition that logs a BASE subtransaction's locks after
 /// each operation ([`LockDelta`]) looks at these instead of at every lock the transaction holds
 /// — which made each operation's record cost O(locks held), O(n²) per subtransaction
-/// (`LockDelta::between` and its filter were ~15 µs of a salt TPC-C transaction, issue 13).
+/// (`LockDelta::between` and its filter were ~15 µs of a salt TPC-C transaction).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LockChanges {
     /// Sequence numbers of its entries granted, downgraded, turned releasing, or whose remote
@@ -883,7 +883,7 @@ impl LockManager {
     /// (the queue anchors of the locking partition), the requests ahead wait for the same
     /// holders and are granted one by one after them: whether the queue moves is whether its
     /// holders move. Counting the requests ahead made the question cost the queue's length —
-    /// past a bound, "unknown" (issue 20: 64 TPC-C Deliveries of one warehouse queued on a
+    /// past a bound, "unknown" (64 TPC-C Deliveries of one warehouse queued on a
     /// district's anchor at 128 clients, and each died for it).
     pub fn waits_for_holders(&self, txn: TxnId, fifo_table: TableId) -> Option<BTreeSet<TxnId>> {
         let Some(seqs) = self.by_txn.get(&txn) else { return Some(BTreeSet::new()) };
@@ -985,7 +985,7 @@ impl LockManager {
     /// one of `txn`'s (LK-6, `dependents`). A superset of the real edges, so `false` proves
     /// that no cycle runs through `txn`: [`LockManager::deadlock_victim`] then skips its
     /// search, which costs one waits-for set per transaction visited — on a hot key with
-    /// hundreds queued, 86% of the simulator's time (2,000 zipfian YCSB clients, issue 16).
+    /// hundreds queued, 86% of the simulator's time (2,000 zipfian YCSB clients).
     fn may_be_waited_for(&self, txn: TxnId) -> bool {
         let Some(ids) = self.by_txn.get(&txn) else { return false };
         ids.iter().any(|&id| {
@@ -1023,7 +1023,7 @@ impl LockManager {
                 // LK-2 and LK-3 on a key nothing locks or awaits, in a table without range
                 // locks: no lock covers the request and none blocks or queues it, so it is
                 // granted — the usual case, decided on one lookup (the general path below
-                // looked the key's queue up four times, issue 13).
+                // looked the key's queue up four times).
                 let seq = self.seq_next;
                 self.insert(owner, table, target, mode, State::Waiting { token }, after);
                 self.make_held(seq);
@@ -1325,7 +1325,7 @@ impl LockManager {
 
     /// Sequence numbers of every lock and request on a target overlapping `target`: the key's
     /// queue, walked in place (collecting it into a vector on every request and wake-up was a
-    /// share of the lock manager's allocations in TPC-C, issue 13), or the queues of the keys
+    /// share of the lock manager's allocations in TPC-C), or the queues of the keys
     /// inside a range target, in increasing order; then the table's overlapping range entries.
     fn overlapping_iter<'a>(&'a self, table: TableId, target: &'a Target) -> impl Iterator<Item = u64> + 'a {
         let (queue, in_range): (&[u64], Vec<u64>) = match target {
@@ -1349,7 +1349,7 @@ impl LockManager {
     ///
     /// Looked up in the shorter of the target's queue and `txn`'s own entries: a TPC-C
     /// Stock-Level or Delivery holds hundreds of locks (every acquire linear in them was 5% of
-    /// a TPC-C run, issue 13), while a hot key's queue holds hundreds of waiters (2,000 zipfian
+    /// a TPC-C run), while a hot key's queue holds hundreds of waiters (2,000 zipfian
     /// YCSB clients in the simulator: 18% of its time).
     fn covering_lock(&self, txn: TxnId, table: TableId, target: &Target, mode: LockMode) -> Option<u64> {
         let covers = |e: &Entry| e.owner.txn == txn && e.state == State::Held && e.mode.covers(mode);

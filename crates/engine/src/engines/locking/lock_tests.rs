@@ -1055,7 +1055,7 @@ fn rule_lk5b_accepted_base_waits_and_wounds_older_blockers() {
     assert!(lm.wound_targets(txn(5)).is_empty());
 }
 
-// ----- LK-6 across partitions (Salt §5.1 LK-6b, issue 11) -----
+// ----- LK-6 across partitions (Salt §5.1 LK-6b) -----
 
 const P1: PartitionId = PartitionId(1);
 

@@ -21,21 +21,15 @@
 //! **LK-5f — waits are timed on the partition's wait clock** (`partition::
 //! LockingPartition::wait_clock`): it runs with real time, except that the gap before a tick
 //! counts for at most `partition::TICK_CREDIT_MAX` (6 ms; ticks come every 5 ms). The patience
-//! (5a, 5b) is measured on it. A partition whose worker was
-//! starved of CPU for tens of milliseconds has not watched its waiters that long; on real time,
-//! the first tick after the stall found every waiter past its patience and aborted them all at
-//! once, while the messages that would have released their locks could still sit unread in the
-//! stalled worker's mailbox. Under `salt` at 128 TPC-C clients on a loaded 2-core machine
-//! (load average 4–5), throughput fell to 186–300 txn/s with ~9 New-Order aborts per commit
-//! (issue 20). A deadlock still ends: ticks the partition sees add up to the patience. Rule
-//! 5e's `RUNNING_WITHIN` stays on real time, like the liveness it bounds (LK-5a's exception
-//! judges blockers by when they last ran): on the wait clock its wounds came later in stalls,
-//! and salt's Delivery deadlock aborts at 128 clients rose to 98, 31 and 11 per run against 1,
-//! 6 and 4 (alternated runs). Measured with 5e on real time (alternated, load average 5–12,
-//! five runs each): salt 168, 333, 2141, 1017, 1292 txn/s before (two collapses, Delivery
-//! aborts up to 90%) and 1343, 1259, 800, 1428, 1576 after (Delivery aborts 0.4–13%) — but
-//! the next 8–128 sweep collapsed at 128 clients anyway (31 txn/s): 5f removes one way to
-//! churn, not the collapse (still open, issue 20; see LK-5g for what was seen in it).
+//! (LK-5a, LK-5b) is measured on it. A partition whose worker was starved of CPU for tens of
+//! milliseconds has not watched its waiters that long; on real time, the first tick after the
+//! stall would find every waiter past its patience and abort them all at once, while the
+//! messages that would release their locks could still sit unread in the stalled worker's
+//! mailbox. A deadlock still ends: ticks the partition sees add up to the patience. LK-5e's
+//! `RUNNING_WITHIN` stays on real time, like the liveness it bounds (LK-5a's exception judges
+//! blockers by when they last ran): on the wait clock its wounds would come later in stalls,
+//! and deadlocks through accepted BASE transactions would last longer. LK-5f removes one way
+//! for a loaded partition to churn; it does not bound throughput under overload.
 //!
 //! Commit: one participant → one `Commit` message (no 2PC). Several → two-phase commit with
 //! **presumed abort**: `Prepare` (each participant logs `Prepared` with the keys it must relock,
@@ -54,17 +48,17 @@
 //! participant restarted since refuses them at once with a retryable abort: run alone in the
 //! new incarnation, an operation can fail for a reason that is not the transaction's own (a
 //! New-Order's insert of an order number it read before the restart and another New-Order
-//! took since failed as a duplicate key, `litmus sim --workload tpcc-neworder --faults`, seed
-//! 30186). Every start, a first one included, is a new incarnation.
+//! took since fails as a duplicate key, `litmus sim --workload tpcc-neworder --faults`). Every
+//! start, a first one included, is a new incarnation.
 //!
 //! Lost messages: the coordinator resends an operation unanswered for `OP_RESEND_AFTER`
 //! (100 ms), marked `resent`; the participant drops a resend of an operation still waiting
 //! for locks, runs one it never received, and fails one it answered already (its reply was
 //! lost) with a retryable abort. A network duplicate (not marked) is dropped, as a formula
 //! must not apply twice. `Prepare` and the one-phase `Commit` are resent after
-//! `BASE_OP_TIMEOUT` of silence, logged decisions every `RESEND_INTERVAL`. Before operations
-//! were resent, a lost one held its transaction for the front end's 10 s stall timeout, and a
-//! simulated TPC-C load over a lossy network never finished (seed 20001).
+//! `BASE_OP_TIMEOUT` of silence, logged decisions every `RESEND_INTERVAL`. Without resends, a
+//! lost operation would hold its transaction until the front end's stall timeout, and a load
+//! over a lossy network would never finish.
 //!
 //! Recovery: a participant relocks its in-doubt transactions and asks
 //! the coordinator (`Query`); the coordinator answers from its log, and resends `Commit` for
@@ -99,19 +93,16 @@
 //!   *Cost:* nothing for reads of settled data; for a BASE transaction that writes on Q after a
 //!   tainted read on P ≠ Q, two messages per such (P, Q) pair (plus a repeat every 100 ms while
 //!   the lock it holds back is released and still waiting), and no log records beyond the
-//!   remote dependencies stored with the lock. Measured (`bench tpcc --warehouses 2
-//!   --scale-div 10 --engine salt`, 9.4K committed transactions, a counting build): 0.31 of
-//!   these messages per committed transaction against ~102 messages in all, i.e. 0.3%;
-//!   ticketing sends none (its BASE transactions never write on another partition after a
-//!   tainted read).
+//!   remote dependencies stored with the lock. In TPC-C these messages are a small fraction
+//!   of all messages; ticketing sends none (its BASE transactions never write on another
+//!   partition after a tainted read).
 //!   **Per column** (LK-6a, [`lock`]): a read depends only on unfinished writes of the
 //!   columns it reads. A TPC-C Payment updates its warehouse's and district's year-to-date
 //!   totals and then selects their names and addresses (clause 2.5.2.2, `Ctx::read_columns`);
-//!   read whole, those rows were tainted by every other Payment's unfinished total, so a
-//!   Payment's update of a remote customer was held back from ACID readers until those
-//!   Payments ended, and a Delivery that met it on CUSTOMER died at once (its waits-for set was
-//!   unknown). With the per-column rule, at 64 TPC-C clients on `salt` (2 warehouses,
-//!   scale-div 10), Delivery aborts went from 11–14% to 0.0% (two runs each, same machine).
+//!   read whole, those rows would be tainted by every other Payment's unfinished total, so a
+//!   Payment's update of a remote customer would be held back from ACID readers until those
+//!   Payments ended, and a Delivery that met it on CUSTOMER would die at once (its waits-for
+//!   set unknown).
 //!   It all survives restarts: locks are persisted with their grant order and relocked in it
 //!   (with their remote dependencies), short-term reads LK-6 holds back are persisted with the
 //!   subtransaction's locks, grant numbers start above every earlier incarnation's
@@ -130,7 +121,7 @@
 //!   once every decision re-sent after the crash has been acknowledged (a later
 //!   subtransaction's commit would otherwise downgrade the earlier one's alkaline locks before
 //!   its row images are applied).
-//! * **A subtransaction commits at its logged decision** (issue 13). Once the `Decided` record
+//! * **A subtransaction commits at its logged decision**. Once the `Decided` record
 //!   is durable the transaction goes on — the client's early answer and the next
 //!   subtransaction's operations leave with the commit messages, after the record — without
 //!   waiting for the participants' commit records and acknowledgements. `EndBase` goes out
@@ -145,9 +136,8 @@
 //!   about to change, and the commit would downgrade its new alkaline locks with the earlier
 //!   ones; the abort would release locks the commit's images were made under. Within one run
 //!   the coordinator never waits for its own undelivered decisions; a re-run (a retry, a
-//!   roll-forward) still waits for every earlier run's (`send_op`). Simulated TPC-C (2
-//!   warehouses, scale-div 10, 32 clients, 300 µs per log sync): salt 1,383 → 1,636 txn/s,
-//!   Payment p50 1.81 → 1.18 ms. A transaction whose procedure finished logs `BaseFinished`
+//!   roll-forward) still waits for every earlier run's (`send_op`). A transaction whose
+//!   procedure finished logs `BaseFinished`
 //!   before it sends `EndBase`, so a restart never runs it again; partitions remember ended
 //!   BASE transactions durably (bounded) and refuse late duplicates of their operations.
 //! * An accepted BASE transaction cannot abort, so its lock requests are never aborted for
@@ -158,17 +148,15 @@
 //!   ACID transactions still wait for BASE locks as in Salt Fig. 3, in per-object FIFO order.
 //! * **LK-5d — deadlocks on one partition through accepted BASE transactions**
 //!   (`partition::LockingPartition::cycle_victim`). When a request starts waiting (LK-5c), and
-//!   again when an accepted BASE transaction's request has outlived the patience (before rule
-//!   5b wounds), the partition looks for a cycle through it in its own waits-for graph. If
-//!   there is one, it aborts the youngest mortal member that waits for an older one (what rule
-//!   5a would abort; before, the wound could fall on the older transaction first). A cycle of
-//!   accepted BASE transactions only, which nothing broke before, loses its youngest member's
-//!   waiting subtransaction (its coordinator rolls it back and re-runs it; every edge of such a
-//!   cycle is an alkaline lock, which the rollback releases): two accepted TPC-C New-Orders
-//!   that lock stock rows in opposite orders deadlocked while the Deliveries queued behind them
-//!   died (issue 20). Otherwise LK-5b wounds as before. Simulated (`bench tpcc --runtime sim
-//!   --warehouses 2 --scale-div 10 --clients 128 --engine salt --duration 5`, seed 1): Delivery
-//!   aborts 79.1% → 13.1% (acid: 0%), New-Orders wounded 1,150 → 105, 2,471 → 3,028 txn/s.
+//!   again when an accepted BASE transaction's request has outlived the patience (before LK-5b
+//!   wounds), the partition looks for a cycle through it in its own waits-for graph. If there
+//!   is one, it aborts the youngest mortal member that waits for an older one (what LK-5a
+//!   would abort), so the wound never falls on the older transaction first. A cycle of
+//!   accepted BASE transactions only loses its youngest member's waiting subtransaction (its
+//!   coordinator rolls it back and re-runs it; every edge of such a cycle is an alkaline lock,
+//!   which the rollback releases): two accepted TPC-C New-Orders that lock stock rows in
+//!   opposite orders would otherwise deadlock for good while the Deliveries queued behind them
+//!   die. Otherwise LK-5b wounds.
 //! * **LK-5e — a long wait wounds younger blockers too** (`partition::LockingPartition::
 //!   wound_victims`). An accepted BASE transaction whose request has waited `RUNNING_WITHIN`
 //!   (250 ms), and whose blockers are not working here (as for LK-5b), wounds every blocker
@@ -180,11 +168,9 @@
 //!   costs nothing new.
 //! * **LK-5g — no wound for an accepted BASE transaction** (`partition::
 //!   LockingPartition::wound_victims`): LK-5b and LK-5e wound only blockers that can still
-//!   abort. LK-5b used to wound every older blocker, accepted ones included, whose
-//!   coordinators drop the wound; the sweep repeats wounds every `QUERY_INTERVAL` while the
-//!   wounder waits. In a real `salt` run at 128 TPC-C clients that had collapsed (641 commits
-//!   in 5 s, traced), accepted Payments waiting 100–300 ms behind older accepted Payments sent
-//!   21,000 such wounds, ~33 useless messages per committed transaction.
+//!   abort. An accepted blocker's coordinator would drop the wound, and the sweep repeats
+//!   wounds every `QUERY_INTERVAL` while the wounder waits: accepted Payments waiting behind
+//!   older accepted Payments would send useless messages by the thousand under load.
 //! * **LK-5h — a lock-free transaction steps out of the queue** (`partition::
 //!   LockingPartition::break_waits`). An ACID transaction every operation of which so far takes
 //!   only short-term locks at its isolation level (`TxnClass::lock_free`, kept by the
@@ -194,18 +180,16 @@
 //!   wound it, its waiting operations instead leave their queues and ask again on the next
 //!   tick; a request refused at once (a lock with remote dependencies, a full queue) asks
 //!   again the same way. It also waits out alive blockers wherever it waits, as on an anchor
-//!   (LK-5a's exception). Letting *any* ACID request refused for an unknown waits-for ask
-//!   again too (for the patience) cut salt's TPC-C Delivery aborts at 64 clients from 9–23%
-//!   to ~1%, but starved bank totals in the simulator (presumably their range locks on every
-//!   partition, held meanwhile, kept out the transfers that would settle those reads; not
-//!   traced), so it was dropped (see `partition::LockingPartition::may_step_out`).
+//!   (LK-5a's exception). Only lock-free transactions step out: an ACID transaction holding
+//!   range locks on every partition (a bank total) would keep them while it asks again, and
+//!   keep out the transfers that would settle its reads (see
+//!   `partition::LockingPartition::may_step_out`).
 //!   An operation keeps stepping out for at most `partition::STEP_OUT_MAX` (1 s), then dies as
 //!   any other: an operation sent before the transaction's first long-term lock elsewhere
-//!   still says lock-free, and a deadlock through that stale flag lasts no longer. At 64 TPC-C
-//!   clients on `salt`, read-committed Stock-Levels still died in 62% of their attempts
-//!   without the rule — waiting behind accepted New-Orders that waited themselves, refused on
-//!   stock rows with remote dependencies, wounded on stock rows where accepted New-Orders
-//!   queued behind them — and in 0% with it (issue 20).
+//!   still says lock-free, and a deadlock through that stale flag lasts no longer. Without
+//!   the rule, TPC-C's read-committed Stock-Levels under `salt` die in most of their attempts
+//!   — waiting behind accepted New-Orders that wait themselves, refused on stock rows with
+//!   remote dependencies, wounded on stock rows where accepted New-Orders queue behind them.
 //! * **Waiting out working transactions** (LK-5a's exception, `partition::LockingPartition::
 //!   blockers_running`): a mortal request past its patience keeps waiting when it waits on a
 //!   queue anchor, or only for accepted BASE transactions, and everyone it waits for is *alive*
@@ -213,37 +197,35 @@
 //!   only for alive ones (a cycle through this partition is never alive); on an anchor, an
 //!   accepted BASE transaction counts as alive whatever it does (the **anchor clause**: it
 //!   ends without aborting, and LK-5e wounds its way out of any cycle through it). Without
-//!   the anchor clause, at 128 simulated TPC-C clients under `salt`, a Delivery holding a
-//!   district's anchor waited on CUSTOMER for an accepted New-Order's saline read while that
-//!   New-Order waited at another partition; every Delivery queued behind it (16, then 28 at
-//!   once) died and retried into the same queue: salt's Delivery aborts were 4–20% against
-//!   acid's 0% (issue 20). Behind accepted
+//!   the anchor clause, a TPC-C Delivery holding a district's anchor can wait on CUSTOMER for
+//!   an accepted New-Order's saline read while that New-Order waits at another partition, and
+//!   every Delivery queued behind it dies and retries into the same queue. Behind accepted
 //!   BASE transactions, working counts only operations run here since the wait began
 //!   (`blockers_progressing`): one that ran here only before may wait at another partition
 //!   for the waiter, a cycle no partition sees whole (bank totals under Salt died in every
 //!   such cycle otherwise). On an anchor only its holders are looked at
 //!   (`LockManager::waits_for_holders`), not the consumers queued ahead, which wait for the
-//!   same ones: at 128 TPC-C clients 64 Deliveries queued per anchor, past the bound on
-//!   transactions examined, and the ones at the back all died (issue 20). An accepted BASE transaction likewise wounds (5b) only blockers
-//!   that are not alive in that sense. Accepted BASE
-//!   transactions cannot abort, so dying behind one that works gains nothing; TPC-C
-//!   Stock-Levels died behind New-Orders' saline locks, and Deliveries, which wait out saline
-//!   locks district by district, were wounded after hundreds of milliseconds of work (issue
-//!   20). A deadlock across partitions through such a wait lasts at most `RUNNING_WITHIN` more.
+//!   same ones: a long queue on an anchor would exceed the bound on transactions examined,
+//!   and the ones at its back would all die. An accepted BASE transaction likewise wounds
+//!   (LK-5b) only blockers that are not alive in that sense. Accepted BASE transactions cannot
+//!   abort, so dying behind one that works gains nothing; and a Delivery, which waits out
+//!   saline locks district by district, would otherwise be wounded after hundreds of
+//!   milliseconds of work. A deadlock across partitions through such a wait lasts at most
+//!   `RUNNING_WITHIN` more.
 //!   **A silent coordinator is not an idle one** (`partition::COORDINATOR_SILENT_MAX`): a
 //!   blocker whose coordinator node has sent this partition nothing at all since the blocker
 //!   last ran counts as working for up to 1 s instead of `RUNNING_WITHIN` — its node is not
 //!   running (a stalled process or thread), and a deadlocked blocker's node keeps talking about
-//!   its other transactions. Under `salt` at 8 TPC-C clients on a loaded machine, one node went
-//!   silent for ~350 ms, and every Delivery queued behind that node's Delivery died and
-//!   retried into the same queue every ~13 ms: all of a 10 s run's Delivery aborts (issue 20).
-//!   A deadlock through a node that sends nothing at all lasts at most that second.
+//!   its other transactions. A scheduling stall of a few hundred milliseconds on a loaded
+//!   machine would otherwise kill every Delivery queued behind that node's Delivery, again
+//!   and again as they retry into the same queue. A deadlock through a node that sends
+//!   nothing at all lasts at most that second.
 //! * A partition that restarts in the middle of a subtransaction relocks its logged locks but
 //!   has lost its buffered writes and cannot tell whether the subtransaction's next operation
 //!   continues the run or starts a roll-forward re-run: it rolls the subtransaction back and
 //!   fails that operation (`AbortReason::Failure`), and the coordinator re-runs it as below.
-//!   (Taking it for a new run used to release the locks under write images the coordinator
-//!   still held: a lost update.)
+//!   (Taking it for a new run would release the locks under write images the coordinator
+//!   still holds: a lost update.)
 //! * If concurrency control aborts a subtransaction after acceptance anyway (a cycle through
 //!   itself, a queue limit, a lost message), the subtransaction is rolled back and the procedure
 //!   is re-run the same way. Before acceptance the whole BASE transaction aborts and the client
@@ -252,8 +234,8 @@
 //!   resent until acknowledged, partitions durably mark it (`Record::BaseAborted`) and drop its
 //!   operations that arrive late, and a roll-forward after a coordinator restart first rolls
 //!   back, on every partition, the subtransaction the dead run left undecided. Otherwise stale
-//!   alkaline locks stayed until the transaction's next operation reached that partition, and
-//!   two accepted transactions could deadlock across partitions on each other's leftovers
+//!   alkaline locks stay until the transaction's next operation reaches that partition, and
+//!   two accepted transactions can deadlock across partitions on each other's leftovers
 //!   (neither can be aborted; found by `salt-chains`).
 //! * Exceptions: an error inside a subtransaction (a failed operation, a user abort) rolls that
 //!   subtransaction back and surfaces from `end_alkaline` or the operation, so the procedure can
@@ -275,17 +257,14 @@
 //! * Deadlocks are broken by wait-die with patience (LK-5), not detected: a younger request
 //!   queues behind an older holder for at most `LOCK_WAIT_PATIENCE`, then dies even if no
 //!   cycle exists (a holder that keeps a hot lock longer than the patience still makes younger
-//!   requesters die and retry), and a real deadlock stalls its queues for about the patience.
-//!   Pure wait-die, before, killed every younger requester at once, so TPC-C with the district
-//!   row in mortal subtransactions thrashed beyond ~16 clients on 2 warehouses although the
-//!   row is held for a round trip. Deadlocks within one partition are found when they form
-//!   (LK-5c); across partitions there is no waits-for graph detection, so they cost the
-//!   patience. The price shows in the simulator's fault-free bank workload (8 accounts on 6
-//!   partitions, 30% of requests read every account, clients retry at once, 20 seeds):
-//!   completed requests fell from 13,268 to 8,650 under `acid` and from 14,898 to 6,603 under
-//!   `salt` against pure wait-die — requests that used to die and retry at once now wait out
-//!   cross-partition deadlocks — while TPC-C's New-Order and Payment abort rates fell from
-//!   50–75% to under 10% and both engines' throughput rose (see the `tpcc` module doc). A stored-procedure call's retries keep their first attempt's age
+//!   requests die and retry), and a real deadlock stalls its queues for about the patience.
+//!   Pure wait-die would kill every younger requester at once, so TPC-C with the district row
+//!   in mortal subtransactions would thrash although the row is held for a round trip.
+//!   Deadlocks within one partition are found when they form (LK-5c); across partitions there
+//!   is no waits-for graph detection, so they cost the patience. The price shows where
+//!   deadlocks are common, as in the simulator's bank workload (every total reads every
+//!   account): requests that would die and retry at once wait out cross-partition deadlocks
+//!   instead. A stored-procedure call's retries keep their first attempt's age
 //!   (`RequestBody::Call::retrying_for`, credited up to 60 s, past the bench's 30 s starvation bound); interactive transactions get no
 //!   credit, accepted BASE transactions wound (after the patience) whatever their own age, and
 //!   ages compare each node's own clock (in the TCP runtime, time since that server started),
@@ -414,9 +393,8 @@ pub struct WriteImage {
 
 /// A committed write as a partition's log keeps it ([`Record::CommitColumns`]): the whole row
 /// (an insert, a delete, or an update that changed most columns), or only the columns the write
-/// changed. A TPC-C New-Order updates four of a stock row's seventeen columns; logging whole
-/// images, ~70% of every record's bytes repeated what the row already held (6.9 KB of log per
-/// transaction, and its encoding ~4% of the CPU; issue 13).
+/// changed. A TPC-C New-Order updates four of a stock row's seventeen columns; a whole image
+/// would mostly repeat what the row already holds, in log bytes and in encoding CPU.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum LoggedImage {
     /// The row after the write (`None`: deleted).

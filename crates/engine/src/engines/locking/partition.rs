@@ -738,7 +738,7 @@ impl LockingPartition {
             // LK-5b waits out blockers that are alive (the exception of LK-5a): an older
             // ACID transaction that works here — a TPC-C Delivery waiting out saline locks
             // one district after another — is on no cycle through here, and wounding it
-            // threw away hundreds of milliseconds of its work (issue 20). One that waits here
+            // threw away hundreds of milliseconds of its work. One that waits here
             // for us, or works nowhere here, is wounded as before. Working counts only from
             // when the wait began ([`Self::blockers_progressing`]): a blocker that last ran here
             // before may be waiting for us at another partition.
@@ -779,7 +779,7 @@ impl LockingPartition {
     /// at once, before the commits and releases queued in the stalled worker's mailbox had
     /// been read; their retries cost more CPU and made the next stall longer. Under `salt` at
     /// 128 TPC-C clients on a loaded 2-core machine, throughput fell to 186–300 txn/s with
-    /// 9 New-Order aborts per commit (issue 20). On the wait clock a stall counts as one tick,
+    /// 9 New-Order aborts per commit. On the wait clock a stall counts as one tick,
     /// and a waiter dies only after ticks it actually saw add up to the patience.
     fn wait_clock(&self, now: Time) -> Duration {
         let (clock, at) = self.wait_clock;
@@ -797,12 +797,12 @@ impl LockingPartition {
     ///    every edge of such a cycle is an alkaline lock, as saline locks do not block BASE
     ///    requests — and its transaction stays accepted. (TPC-C New-Orders update their stock
     ///    rows in the order of their lines, so two accepted ones deadlock on stock, and the
-    ///    Deliveries queued behind them died, issue 20.)
+    ///    Deliveries queued behind them died.)
     /// 3. Else none: a cycle whose only edges to older transactions are accepted BASE
     ///    transactions' is left to LK-5b's wounds. Rolling back an accepted member's
     ///    subtransaction would not release the saline locks a mortal member may wait for, and
     ///    aborting the youngest mortal member instead (tried) made the 128-client real run stop
-    ///    more often, not less (issue 20).
+    ///    more often, not less.
     fn cycle_victim(&self, txn: TxnId) -> Option<TxnId> {
         let cycle = self.locks.deadlock_cycle(txn)?;
         let immortal = |t: TxnId| self.txns.get(&t).is_some_and(|t| t.class.immortal);
@@ -847,7 +847,7 @@ impl LockingPartition {
     ///
     /// "Within [`RUNNING_WITHIN`]", not "since the wait began": a Delivery under Salt pauses
     /// 20–45 ms between operations on a loaded node, and the stricter test aborted 20–30% of the Deliveries that
-    /// queued behind it — all "deadlocks" on the anchor, none a cycle (issue 20; measured with
+    /// queued behind it — all "deadlocks" on the anchor, none a cycle (measured with
     /// the bench's abort causes). (Applied to every wait, the exception cost ticketing under
     /// `acid` a third of its throughput: a transaction with operations in flight at two
     /// partitions looks working at each while the two wait for each other, so such deadlocks
@@ -931,7 +931,7 @@ impl LockingPartition {
     /// loses only its places in the queues: it asks again on the next tick
     /// ([`Self::retry_stepped_out`]). A TPC-C Stock-Level, whose ~200 stock reads are
     /// read-committed (clause 3.4.0.1), died for every wait behind an accepted BASE New-Order
-    /// that itself waited, or on a stock row carrying remote dependencies (issue 20).
+    /// that itself waited, or on a stock row carrying remote dependencies.
     fn steps_out(&self, txn: TxnId, now: Time) -> bool {
         self.lock_free(txn)
             && self.parked.values().filter(|p| p.unit.txn == txn && !p.stepped_out).all(|p| {
@@ -960,7 +960,7 @@ impl LockingPartition {
     /// meanwhile, kept out the transfers that would settle those reads (not traced; session
     /// 14 saw a similar trade-off at 128 TPC-C clients). A BASE
     /// operation asking again (before that) once failed a `salt-local` TPC-C check, a
-    /// Payment's `d_ytd` counted without its `w_ytd` and HISTORY row, not traced (issue 20).
+    /// Payment's `d_ytd` counted without its `w_ytd` and HISTORY row, not traced.
     fn may_step_out(&self, p: &Parked, now: Time) -> bool {
         self.lock_free(p.unit.txn) && p.short.is_empty() && p.may_step_out_at(now)
     }
@@ -996,7 +996,7 @@ impl LockingPartition {
     /// A lock-free victim waiting here (LK-5h) is in the way only by its place in a queue: it
     /// steps out instead ([`Self::break_waits`]), and its transaction goes on. Wounded, TPC-C
     /// Stock-Levels queued on stock rows ahead of accepted New-Orders died in 20% of their
-    /// attempts at 64 clients under `salt` (issue 20).
+    /// attempts at 64 clients under `salt`.
     fn wound_blockers(&mut self, txn: TxnId, all: bool, ctx: &mut PartCtx) {
         for victim in self.wound_victims(txn, all) {
             let waits_here = self.parked.values().any(|p| p.unit.txn == victim && !p.stepped_out);
@@ -1016,7 +1016,7 @@ impl LockingPartition {
     /// coordinator drops the wound. LK-5b once sent those too, and the sweep repeats wounds
     /// every [`QUERY_INTERVAL`] while the wounder waits: under `salt` at 128 TPC-C clients,
     /// accepted Payments queued behind older accepted Payments sent 21,000 such wounds in a
-    /// 5 s run that committed 641 transactions (~33 useless messages per commit, issue 20).
+    /// 5 s run that committed 641 transactions (~33 useless messages per commit).
     fn wound_victims(&self, txn: TxnId, all: bool) -> Vec<TxnId> {
         let mortal = |b: &TxnId| *b != txn && !self.accepted(*b);
         let set = if all { self.locks.waits_for_set(txn) } else { None };
@@ -1034,7 +1034,7 @@ impl LockingPartition {
         // Only a transaction whose releasing lock was freed can have just lost its last one
         // (once ended, all its locks are releasing; after a relock, `releasing_recheck`):
         // looking at every ended transaction LK-6 holds back, on every release, was ~7 µs
-        // of a salt TPC-C transaction (issue 13).
+        // of a salt TPC-C transaction.
         let mut candidates = self.locks.take_freed_releasing();
         if !self.releasing_recheck.is_empty() {
             candidates.extend(std::mem::take(&mut self.releasing_recheck));
@@ -1200,7 +1200,7 @@ impl LockingPartition {
     /// The unit's first record walks all the transaction's locks; later ones look only at the
     /// locks that changed since the previous one (`LockManager::take_changes`), so an
     /// operation costs what it changed, not what the unit holds (the walk, with the durable
-    /// check per lock, was ~15 µs of a salt TPC-C transaction, issue 13). Both give the same
+    /// check per lock, was ~15 µs of a salt TPC-C transaction). Both give the same
     /// record: which locks are selected depends, besides the locks, only on the durable saline
     /// set, and that changes only with records that also end the unit's `pending` entry.
     fn log_locked(&mut self, unit: Unit, ctx: &mut PartCtx) {

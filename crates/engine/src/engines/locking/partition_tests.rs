@@ -251,7 +251,7 @@ fn queue_anchor_makes_base_consumers_take_turns() {
 /// since the holder last ran — that node is stalled, not the holder idle. (Under `salt` on a
 /// loaded machine one node's worker went silent for ~350 ms, and the Deliveries queued behind
 /// its Delivery died and retried, every ~13 ms, into the same queue: all 18–19 Delivery
-/// aborts of a 10 s run, issue 20.) As soon as that node is heard from again about anything
+/// aborts of a 10 s run.) As soon as that node is heard from again about anything
 /// else, the holder counts as idle and the waiter dies as before; and silence is believed for
 /// at most `COORDINATOR_SILENT_MAX`, which bounds a deadlock through a silent node.
 #[test]
@@ -285,7 +285,7 @@ fn rule_lk5a_a_silent_coordinator_is_believed_for_a_bounded_time() {
 /// wounds none of them, so nothing else ends it. The youngest member that waits for an older
 /// one loses the waiting subtransaction (a `Deadlock` reply; its coordinator rolls it back and
 /// re-runs it). TPC-C New-Orders update their stock rows in the order of their lines, and two
-/// accepted ones deadlocked on stock while Deliveries queued behind them died (issue 20).
+/// accepted ones deadlocked on stock while Deliveries queued behind them died.
 #[test]
 fn rule_lk5d_a_deadlock_of_accepted_base_transactions_is_broken() {
     let mut h = H::new(&[1, 2]);
@@ -325,7 +325,7 @@ fn rule_lk5d_a_cycle_whose_only_older_edge_is_accepted_is_left_to_rule5b() {
 /// ends without aborting, and LK-5e breaks any cycle through it. Under `salt` at 128 TPC-C
 /// clients, a Delivery holding a district's anchor waited for an accepted New-Order's saline
 /// read of a customer while the New-Order waited at another partition; every Delivery queued
-/// behind it (16 and 28 at once) died and retried into the same queue (issue 20).
+/// behind it (16 and 28 at once) died and retried into the same queue.
 #[test]
 fn rule_lk5a_anchor_waiter_outlasts_a_holder_waiting_for_an_accepted_base_transaction() {
     let (mut h, b, c) = consumer_of_node_1_holds_the_anchor();
@@ -429,7 +429,7 @@ fn salt_locked_records_carry_a_lock_that_changed_since_it_was_logged() {
 /// tick counts for at most [`TICK_CREDIT_MAX`]. A partition whose worker did not run for 50 ms
 /// (starved of CPU) has not watched its waiters for 50 ms: the first tick after the stall must
 /// not find them all past their patience and abort them at once (under `salt` at 128 TPC-C
-/// clients on a loaded machine, throughput fell to 186–300 txn/s, issue 20). Ticks it does see
+/// clients on a loaded machine, throughput fell to 186–300 txn/s). Ticks it does see
 /// still add up to the patience, and the waiter dies as before.
 #[test]
 fn rule_lk5f_a_stalled_partition_does_not_count_the_stall_as_patience() {
@@ -451,7 +451,7 @@ fn rule_lk5f_a_stalled_partition_does_not_count_the_stall_as_patience() {
 /// LK-5g: an accepted BASE transaction that waits past the patience for an older
 /// accepted one does not wound it — it cannot abort, and its coordinator would drop the wound.
 /// LK-5b used to send those wounds, and the sweep repeated them while the wounder waited:
-/// at 128 TPC-C clients under `salt`, ~33 useless messages per committed transaction (issue 20).
+/// at 128 TPC-C clients under `salt`, ~33 useless messages per committed transaction.
 #[test]
 fn rule_lk5g_no_wound_is_sent_to_an_accepted_base_transaction() {
     let mut h = H::new(&[1]);
@@ -475,7 +475,7 @@ fn rule_lk5g_no_wound_is_sent_to_an_accepted_base_transaction() {
 /// accepted BASE transaction is in its way only by its place in the queue. Past the patience
 /// the accepted one wounds the older mortal holder as before, but not the reader: the reader
 /// steps out of the queue and its transaction goes on. (Wounded, TPC-C Stock-Levels died in
-/// 20% of their attempts at 64 clients under `salt`, issue 20.)
+/// 20% of their attempts at 64 clients under `salt`.)
 #[test]
 fn rule_lk5h_a_lock_free_reader_in_an_accepted_transactions_way_steps_out_unwounded() {
     let mut h = H::new(&[1]);

@@ -34,7 +34,7 @@ pub const DELTA_GAP_TIMEOUT: Duration = Duration::from_millis(500);
 /// An operation not decided in this long (a partition that does not answer, an oracle that
 /// cannot be reached to judge a version) fails with a retryable `Unavailable` — before the
 /// client's own deadline ([`crate::client::REQUEST_TIMEOUT_DEFAULT`]), so the client gets a
-/// typed answer rather than a timeout, and nothing waits forever (issue 21).
+/// typed answer rather than a timeout, and nothing waits forever.
 pub const OP_DEADLINE: Duration = Duration::from_secs(3);
 /// A commit the oracle has not answered in this long is reported as outcome unknown (its
 /// fate is decided by the serving oracle alone; readers ask it, see the module doc, OM-E4).
@@ -1105,7 +1105,7 @@ impl OmidCoordinator {
 }
 
 impl OmidCoordinator {
-    /// Nothing waits forever (issue 21): an operation older than [`OP_DEADLINE`] fails with a
+    /// Nothing waits forever: an operation older than [`OP_DEADLINE`] fails with a
     /// retryable `Unavailable` (it changed nothing the transaction keeps: the transaction
     /// aborts, and its versions are cleaned up or purged like any aborted writer's), and a
     /// commit unanswered for [`COMMIT_DEADLINE`] is reported as outcome unknown.

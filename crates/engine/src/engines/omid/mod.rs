@@ -66,7 +66,7 @@
 //! [`engine::ORACLE_FAILOVER_AFTER`] while requests waited (hot standby, [`node`]); replies of
 //! the replica it left are ignored.
 //!
-//! **Readers never wait on a writer (OM-E4b, issue 21).** A version's writer has exactly one fate,
+//! **Readers never wait on a writer (OM-E4b).** A version's writer has exactly one fate,
 //! and only the serving status oracle decides it (§II: the SO is the sole commit authority;
 //! Algorithm 3 commits by writing `Tc`). A reader whose replica cannot judge a version
 //! (`Tmax < Ts_f < T_init`, §IV "Client Startup": typically every version written before the

@@ -956,7 +956,7 @@ fn a_resent_begin_gets_the_same_timestamp_while_it_is_in_flight() {
     assert!(late > other && h.o.is_in_flight(late));
 }
 
-/// OM-E4b (issue 21): a writer's fate is answered from durable state, for any reader — committed
+/// OM-E4b: a writer's fate is answered from durable state, for any reader — committed
 /// at its `Tc`, aborted by the client or by a crash range (a commit in flight at the crash),
 /// or not committed while in flight; one `Fates` request answers many writers, in order.
 #[test]
