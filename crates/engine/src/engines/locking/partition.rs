@@ -51,30 +51,13 @@ pub const IN_DOUBT_QUERY_AFTER: Duration = Duration::from_secs(1);
 /// a queue of a few of them drains, and stay well below what a deadlock may cost (each one
 /// stalls everything queued behind its victims for this long).
 ///
-/// 7 ms since session 21 (was 10). Under load, a waiter that sits behind an older transaction
-/// which itself waits (a convoy: 2PL holds its locks while it waits) only lengthens the convoy,
-/// and dying releases what it holds. The old 10 ms had been measured when the engine was ten
-/// times slower and locks were held ten times longer (session 6, `--clients 32`, txn/s acid /
-/// salt: pure wait-die 428 / 363, 5 ms 531 / 514, 10 ms 479 / 549, 20 ms 370 / 508).
-/// Re-measured on the acceptance form `bench tpcc --warehouses 2 --scale-div 10 --compare
-/// acid,salt --sweep clients=8,32,128 --duration 4` (two seeds each; 7 ms one run, txn/s acid /
-/// salt):
-///
-/// | patience | 8 clients | 32 clients | 128 clients |
-/// |---|---|---|---|
-/// | 10 ms | 4.9–5.4K / 11.3–12.3K | 3.9–4.4K / 6.6–7.4K | 1.9K / 5.0–5.5K |
-/// | 7 ms | 5.4K / 12.1K | 4.8K / 8.4K | 2.5K / 6.1K |
-/// | 5 ms | 4.9–5.0K / 10.1–11.3K | 4.5–5.0K / 8.9–9.3K | 2.6–2.7K / 6.5K |
-/// | 3 ms | 5.0–5.3K / 11.3–11.4K | 5.2–5.8K / 10.3–10.8K | 3.2–3.5K / 7.8–7.9K |
-/// | 2 ms | 5.1–5.4K / 11.6–12.3K | 5.3–6.0K / 10.4–11.9K | 3.6–3.8K / 7.8–9.6K |
-/// | 1 ms | 5.0–5.3K / 12.2K | 6.0–6.1K / 12.6–13.4K | 3.9–4.7K / 9.3–11.4K |
-///
-/// Shorter is better on TPC-C, and 2 ms still beat 10 ms with two busy loops taking the cores
-/// (issue 20's loaded machine). But the patience must exceed [`TICK_CREDIT_MAX`], or a stall
-/// alone makes every waiter impatient and LK-5f no longer protects anything. Going below it
-/// needs another stall rule: one tried in session 21, the first tick after a stall aborting
-/// nobody, measured 5.8K / 10.6K at 32 and 3.8K / 9.8K at 128 clients with 2 ms, but the
-/// rule tests of `tests/salt.rs` time waits below a tick and were not yet reworked for it.
+/// 7 ms: under load, a waiter that sits behind an older transaction which itself waits (a
+/// convoy: 2PL holds its locks while it waits) only lengthens the convoy, and dying releases
+/// what it holds, so on TPC-C a shorter patience gives more throughput (the sweep over the
+/// patience is in the results docs). But the patience must exceed [`TICK_CREDIT_MAX`], or a
+/// stall alone makes every waiter impatient and LK-5f no longer protects anything; going
+/// below it needs another stall rule (e.g. the first tick after a stall aborts nobody), and
+/// the rule tests of `tests/salt.rs`, which time waits below a tick, would need rework.
 pub const LOCK_WAIT_PATIENCE: Duration = Duration::from_millis(7);
 /// LK-5a's exception ([`LockingPartition::blockers_running`]): a transaction counts as
 /// running while an operation of it arrived this recently. Longer than the patience: on a
@@ -727,10 +710,10 @@ impl LockingPartition {
         }
         for (txn, since, all) in wound {
             // LK-5d: a deadlock through it here is broken by its own victim (LK-5c's
-            // choice), not by wounding whoever is older: the wound fell on the older mortal
-            // transaction in the way while a younger mortal member of the cycle was due to die
-            // for LK-5a in the same sweep (issue 20, 128 clients). A wait with no victim
-            // here (no cycle, or one across partitions, which no partition sees) wounds.
+            // choice), not by wounding whoever is older: the wound would fall on the older
+            // mortal transaction in the way while a younger mortal member of the cycle is due
+            // to die for LK-5a in the same sweep. A wait with no victim here (no cycle, or one
+            // across partitions, which no partition sees) wounds.
             if let Some(victim) = self.cycle_victim(txn) {
                 self.break_waits(victim, ctx);
                 continue;
@@ -738,8 +721,8 @@ impl LockingPartition {
             // LK-5b waits out blockers that are alive (the exception of LK-5a): an older
             // ACID transaction that works here — a TPC-C Delivery waiting out saline locks
             // one district after another — is on no cycle through here, and wounding it
-            // threw away hundreds of milliseconds of its work. One that waits here
-            // for us, or works nowhere here, is wounded as before. Working counts only from
+            // would throw away hundreds of milliseconds of its work. One that waits here
+            // for us, or works nowhere here, is wounded. Working counts only from
             // when the wait began ([`Self::blockers_progressing`]): a blocker that last ran here
             // before may be waiting for us at another partition.
             if self.blockers_progressing(txn, since, ctx.now) {
@@ -775,12 +758,11 @@ impl LockingPartition {
     /// LK-5f: the wait clock at `now`. It runs with real time, except that the time
     /// since the last tick counts for at most [`TICK_CREDIT_MAX`]: a partition whose worker was
     /// starved of CPU for 50 ms has not watched its waits for 50 ms. Timed on real time, the
-    /// first tick after such a stall found every waiter past its patience and aborted them all
-    /// at once, before the commits and releases queued in the stalled worker's mailbox had
-    /// been read; their retries cost more CPU and made the next stall longer. Under `salt` at
-    /// 128 TPC-C clients on a loaded 2-core machine, throughput fell to 186–300 txn/s with
-    /// 9 New-Order aborts per commit. On the wait clock a stall counts as one tick,
-    /// and a waiter dies only after ticks it actually saw add up to the patience.
+    /// first tick after such a stall would find every waiter past its patience and abort them
+    /// all at once, before the commits and releases queued in the stalled worker's mailbox had
+    /// been read; their retries cost more CPU and make the next stall longer, so an overloaded
+    /// partition churns. On the wait clock a stall counts as one tick, and a waiter dies only
+    /// after ticks it actually saw add up to the patience.
     fn wait_clock(&self, now: Time) -> Duration {
         let (clock, at) = self.wait_clock;
         clock + now.saturating_sub(at).min(TICK_CREDIT_MAX)
@@ -796,13 +778,13 @@ impl LockingPartition {
     ///    rolls it back and re-runs it, which releases that subtransaction's alkaline locks —
     ///    every edge of such a cycle is an alkaline lock, as saline locks do not block BASE
     ///    requests — and its transaction stays accepted. (TPC-C New-Orders update their stock
-    ///    rows in the order of their lines, so two accepted ones deadlock on stock, and the
-    ///    Deliveries queued behind them died.)
+    ///    rows in the order of their lines, so two accepted ones can deadlock on stock, with
+    ///    Deliveries queued behind them.)
     /// 3. Else none: a cycle whose only edges to older transactions are accepted BASE
     ///    transactions' is left to LK-5b's wounds. Rolling back an accepted member's
     ///    subtransaction would not release the saline locks a mortal member may wait for, and
-    ///    aborting the youngest mortal member instead (tried) made the 128-client real run stop
-    ///    more often, not less.
+    ///    aborting the youngest mortal member instead makes overloaded runs stall more often,
+    ///    not less.
     fn cycle_victim(&self, txn: TxnId) -> Option<TxnId> {
         let cycle = self.locks.deadlock_cycle(txn)?;
         let immortal = |t: TxnId| self.txns.get(&t).is_some_and(|t| t.class.immortal);
@@ -842,16 +824,15 @@ impl LockingPartition {
     /// alive, and a deadlock across partitions through an anchor lasts at most
     /// [`RUNNING_WITHIN`] plus the patience. Without this, a queue behind a long transaction
     /// that holds its lock while it works — TPC-C Deliveries of one warehouse, each taking the
-    /// district's oldest NEW-ORDER row in turn for ~40 ms — died after 10 ms, retried into the
-    /// same queue, and left the lock idle during its backoff.
+    /// district's oldest NEW-ORDER row in turn for tens of milliseconds — would die after the
+    /// patience, retry into the same queue, and leave the lock idle during its backoff.
     ///
     /// "Within [`RUNNING_WITHIN`]", not "since the wait began": a Delivery under Salt pauses
-    /// 20–45 ms between operations on a loaded node, and the stricter test aborted 20–30% of the Deliveries that
-    /// queued behind it — all "deadlocks" on the anchor, none a cycle (measured with
-    /// the bench's abort causes). (Applied to every wait, the exception cost ticketing under
-    /// `acid` a third of its throughput: a transaction with operations in flight at two
-    /// partitions looks working at each while the two wait for each other, so such deadlocks
-    /// lasted [`RUNNING_WITHIN`].)
+    /// tens of milliseconds between operations on a loaded node, and the stricter test would
+    /// abort the Deliveries queued behind it for "deadlocks" on the anchor that are no cycle.
+    /// (Not applied to every wait: a transaction with operations in flight at two partitions
+    /// looks working at each while the two wait for each other, so such deadlocks would last
+    /// [`RUNNING_WITHIN`], which costs ticketing under `acid` much of its throughput.)
     fn blockers_running(&self, txn: TxnId, now: Time) -> bool {
         let mut memo: BTreeMap<TxnId, bool> = BTreeMap::from([(txn, false)]);
         self.waits_for_alive(txn, now, None, &mut memo)
@@ -950,17 +931,14 @@ impl LockingPartition {
     /// tick instead. Only a lock-free transaction's operation that holds no lock yet (see
     /// [`Self::steps_out`]), for at most [`STEP_OUT_MAX`].
     ///
-    /// Tried and dropped: letting *any* ACID request refused because whom it would wait for
-    /// cannot be known (a BASE write held back by the writer's reads on another partition) ask
-    /// again, for up to `STEP_OUT_MAX`. TPC-C Deliveries under `salt`, which died that way on
-    /// customer rows remote Payments had written, fell from 9–23% aborted attempts to ~1% at
-    /// 64 clients; but no bank total finished in an 800 ms simulated run
-    /// (`bank_check_passes_on_an_intact_bank_and_compares_totals`), nor with the asking
-    /// bounded to the patience — presumably a total's range locks on every partition, held
-    /// meanwhile, kept out the transfers that would settle those reads (not traced; session
-    /// 14 saw a similar trade-off at 128 TPC-C clients). A BASE
-    /// operation asking again (before that) once failed a `salt-local` TPC-C check, a
-    /// Payment's `d_ytd` counted without its `w_ytd` and HISTORY row, not traced.
+    /// Not any ACID request refused because whom it would wait for cannot be known (a BASE
+    /// write held back by the writer's reads on another partition): that helps TPC-C
+    /// Deliveries on customer rows remote Payments wrote, but starves bank totals
+    /// (`bank_check_passes_on_an_intact_bank_and_compares_totals` sees none finish), even with
+    /// the asking bounded to the patience — presumably a total's range locks on every
+    /// partition, held meanwhile, keep out the transfers that would settle those reads. Not a
+    /// BASE operation either: asking again, one broke a `salt-local` TPC-C check (a Payment's
+    /// `d_ytd` counted without its `w_ytd` and HISTORY row; cause not traced).
     fn may_step_out(&self, p: &Parked, now: Time) -> bool {
         self.lock_free(p.unit.txn) && p.short.is_empty() && p.may_step_out_at(now)
     }
@@ -995,8 +973,7 @@ impl LockingPartition {
     ///
     /// A lock-free victim waiting here (LK-5h) is in the way only by its place in a queue: it
     /// steps out instead ([`Self::break_waits`]), and its transaction goes on. Wounded, TPC-C
-    /// Stock-Levels queued on stock rows ahead of accepted New-Orders died in 20% of their
-    /// attempts at 64 clients under `salt`.
+    /// Stock-Levels queued on stock rows ahead of accepted New-Orders would die often.
     fn wound_blockers(&mut self, txn: TxnId, all: bool, ctx: &mut PartCtx) {
         for victim in self.wound_victims(txn, all) {
             let waits_here = self.parked.values().any(|p| p.unit.txn == victim && !p.stepped_out);
@@ -1013,10 +990,9 @@ impl LockingPartition {
     /// not an accepted BASE transaction (those cannot abort; LK-5d handles cycles of them).
     ///
     /// Neither wounds an accepted BASE transaction (LK-5g): it cannot abort, and its
-    /// coordinator drops the wound. LK-5b once sent those too, and the sweep repeats wounds
-    /// every [`QUERY_INTERVAL`] while the wounder waits: under `salt` at 128 TPC-C clients,
-    /// accepted Payments queued behind older accepted Payments sent 21,000 such wounds in a
-    /// 5 s run that committed 641 transactions (~33 useless messages per commit).
+    /// coordinator drops the wound; and the sweep repeats wounds every [`QUERY_INTERVAL`]
+    /// while the wounder waits, so accepted Payments queued behind older accepted Payments
+    /// would send useless messages by the thousand under load.
     fn wound_victims(&self, txn: TxnId, all: bool) -> Vec<TxnId> {
         let mortal = |b: &TxnId| *b != txn && !self.accepted(*b);
         let set = if all { self.locks.waits_for_set(txn) } else { None };
@@ -1033,8 +1009,8 @@ impl LockingPartition {
     fn resume(&mut self, grants: Vec<Grant>, ctx: &mut PartCtx) {
         // Only a transaction whose releasing lock was freed can have just lost its last one
         // (once ended, all its locks are releasing; after a relock, `releasing_recheck`):
-        // looking at every ended transaction LK-6 holds back, on every release, was ~7 µs
-        // of a salt TPC-C transaction.
+        // looking at every ended transaction LK-6 holds back, on every release, would cost
+        // each release the whole held-back set.
         let mut candidates = self.locks.take_freed_releasing();
         if !self.releasing_recheck.is_empty() {
             candidates.extend(std::mem::take(&mut self.releasing_recheck));
@@ -1200,7 +1176,7 @@ impl LockingPartition {
     /// The unit's first record walks all the transaction's locks; later ones look only at the
     /// locks that changed since the previous one (`LockManager::take_changes`), so an
     /// operation costs what it changed, not what the unit holds (the walk, with the durable
-    /// check per lock, was ~15 µs of a salt TPC-C transaction). Both give the same
+    /// check per lock, is a visible cost in a salt TPC-C profile). Both give the same
     /// record: which locks are selected depends, besides the locks, only on the durable saline
     /// set, and that changes only with records that also end the unit's `pending` entry.
     fn log_locked(&mut self, unit: Unit, ctx: &mut PartCtx) {
