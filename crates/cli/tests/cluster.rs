@@ -260,7 +260,7 @@ fn ycsb_runs_on_a_three_process_tcp_cluster() {
     assert!(report["throughput"].as_f64().unwrap() > 0.0, "{report}");
 }
 
-/// Issue 21: `kill -9` of the node running the Omid status oracle (its hot standby is on node 1)
+/// Omid failover (OM-8): `kill -9` of the node running the status oracle (its hot standby is on node 1)
 /// during `bench ycsb-t`, restarted 2 s later. The bench ends within its window plus a bounded
 /// grace with `verify: ok` (snapshot isolation, no lost update), every write a probe client was
 /// told committed is still there, and the failover time — from the kill to the first commit

@@ -115,7 +115,7 @@ fn http_get(addr: &str, path: &str) -> String {
     out
 }
 
-/// Issue 18 §1: a node restarted with a different `partitions` refuses to serve and says so,
+/// A node restarted with a different `partitions` refuses to serve and says so,
 /// whether its data dir recorded the cluster (restart) or not (a fresh node its peers refuse).
 /// The other nodes keep serving. SIGTERM stops a node cleanly (exit 0), and it restarts.
 #[test]
@@ -227,7 +227,7 @@ fn shell_over_stdin_and_dump() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
-/// Issue 18 §2: one client keeps writing across a `kill -9` and restart of its server. The
+/// One client keeps writing across a `kill -9` and restart of its server. The
 /// lost connection is `Unavailable { outcome_unknown: true }` (never an abort, never "failed to
 /// fill whole buffer"); the client reconnects by itself and finishes; no acknowledged write is
 /// lost.
@@ -282,7 +282,7 @@ fn hello(s: &mut std::net::TcpStream) {
     s.write_all(&buf).unwrap();
 }
 
-/// Issue 18 §3: an oversized frame, a partial frame that never completes, and a connection
+/// An oversized frame, a partial frame that never completes, and a connection
 /// flood beyond `max_connections` are each rejected with a typed error, and the server goes on
 /// serving.
 #[test]
@@ -353,7 +353,7 @@ fn oversized_partial_frames_and_a_flood_are_rejected_and_the_server_still_serves
     );
 }
 
-/// Issue 18 §7: `bench --reset` empties the workload's tables on the servers first, so a second
+/// `bench --reset` empties the workload's tables on the servers first, so a second
 /// run of tpcc, ticketing and ycsb-t against the same cluster verifies; without it the second
 /// ycsb-t run fails on the first run's rows.
 #[test]
@@ -439,7 +439,7 @@ fn metric(text: &str, prefix: &str) -> u64 {
     line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
-/// Issue 18 §4–5: leveled logs (config `log`, overridden by RUST_LOG) report startup, peers,
+/// Leveled logs (config `log`, overridden by RUST_LOG) report startup, peers,
 /// recovery (records and bytes replayed) and shutdown; the metrics carry request latency
 /// histograms by kind and aborts by cause.
 #[test]
@@ -524,7 +524,7 @@ fn logs_report_recovery_and_peers_and_metrics_have_latency_histograms() {
     assert!(!c.contains("INFO"), "{c}");
 }
 
-/// Issue 18 §9: a shared cluster token (`token` in the config, `LITMUS_TOKEN`, `--token`) is
+/// A shared cluster token (`token` in the config, `LITMUS_TOKEN`, `--token`) is
 /// checked in every hello. A client without it or with another one gets a typed
 /// `Unauthenticated` rejection; a node with another token is refused by its peers and exits.
 #[test]

@@ -194,7 +194,7 @@ fn gc_rounds(c: &mut SyncCluster, rounds: usize) {
     }
 }
 
-/// Issue 5: a coordinator crashes with a transaction open. Its restarted incarnation opens a new
+/// OM-E4 and OM-4: a coordinator crashes with a transaction open. Its restarted incarnation opens a new
 /// oracle session at once, which aborts the old session's transactions: `Tmin` moves on, garbage
 /// collection proceeds, the orphan's version is purged from the partition, and its aborted-list
 /// entry leaves once every partition reported.

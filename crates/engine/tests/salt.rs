@@ -654,8 +654,8 @@ fn rule_lk5a_a_long_queue_of_consumers_waits_behind_a_working_holder() {
 
 /// LK-5a's exception covers waits for accepted BASE transactions: they cannot abort, so a
 /// younger ACID transaction behind a working one's saline lock waits past its patience instead
-/// of dying (TPC-C Stock-Levels behind New-Orders under `salt` died of it — issue 20); and rule
-/// 5b does not wound an older blocker that works. Working counts operations run here since the
+/// of dying (TPC-C Stock-Levels behind New-Orders under `salt` would die of it); and LK-5b
+/// does not wound an older blocker that works. Working counts operations run here since the
 /// wait began. Here, on one partition: an older ACID writer holds account `to`; a BASE transfer
 /// `from` → `to`, accepted after its debit, waits for it; a younger ACID reader of `from` waits
 /// for the transfer's saline lock, and the transfer waits for the writer, who keeps working

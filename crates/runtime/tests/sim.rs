@@ -106,10 +106,10 @@ fn acknowledged_writes_survive_faults_under_every_engine() {
     }
 }
 
-/// Issue 5 under faults: once the faults heal and the cluster idles a few GC rounds, nothing
-/// holds `Tmin` (crashed coordinators' sessions were ended and their transactions aborted), the
-/// aborted list and the crash ranges are empty (GC purged what no writer cleaned up), and every
-/// version left at the partitions is committed.
+/// Omid's garbage collection under faults (OM-4, OM-E5): once the faults heal and the cluster
+/// idles a few GC rounds, nothing holds `Tmin` (crashed coordinators' sessions were ended and
+/// their transactions aborted), the aborted list and the crash ranges are empty (GC purged what
+/// no writer cleaned up), and every version left at the partitions is committed.
 #[test]
 fn omid_leaves_no_garbage_once_faults_heal() {
     use litmus_engine::engines::omid::node::{OracleMachine, ORACLE, ORACLE_STANDBY};

@@ -489,9 +489,9 @@ impl MvccStore {
     /// A tombstone left as the key's only version is dropped with the key: with nothing older
     /// to hide, it reads as absence at every timestamp ([`MvccStore::get`], the scans); only
     /// `latest` and `versions` could tell them apart, by its timestamp. Kept, these lone
-    /// tombstones piled up at the head of every TPC-C district's NEW-ORDER rows, which each
-    /// Delivery's scan for the oldest order walked again (and the memory was never given back;
-    /// issue 13).
+    /// tombstones would pile up at the head of every TPC-C district's NEW-ORDER rows, which each
+    /// Delivery's scan for the oldest order walks again (and the memory would never be given
+    /// back).
     ///
     /// Returns the row the newest version held before (`None` for an absent key or a
     /// tombstone): what `latest` said just before, without a second lookup (a commit record

@@ -452,8 +452,8 @@ impl LockingCoordinator {
             // (the participants' commit records) and a round trip for the acknowledgements.
             // A participant orders what comes after the commit behind it
             // (`partition::LockingPartition::must_wait`), and `EndBase` names the commits a
-            // participant has not acknowledged (`send_end_base`). Issue 13: three sequential
-            // log syncs per subtransaction became two.
+            // participant has not acknowledged (`send_end_base`). So a subtransaction costs
+            // two sequential log syncs, not three.
             self.decisions.insert(unit, Pending { waiting: parts, writes, attempt });
             return self.unit_committed(txn, then, ctx);
         }

@@ -77,9 +77,9 @@
 //! before the answer, because its `Tc`, if it ever commits, will be larger). The first three are
 //! final, so the coordinator remembers them for every later reader, session and oracle replica
 //! ([`engine::FATES_CACHED_MAX`]); the paper asks `inSnapshot` per read, which after a failover
-//! (an empty replica, `Tmax` far below `T_init`) turned a scan into one oracle round trip per
-//! row, each held for the standby's acknowledgement and resent every 200 ms — a storm that grew
-//! with every client retry until nothing answered (the cause of issue 21). And nothing waits
+//! (an empty replica, `Tmax` far below `T_init`) would turn a scan into one oracle round trip
+//! per row, each held for the standby's acknowledgement and resent every 200 ms — a storm that
+//! grows with every client retry until nothing answers. And nothing waits
 //! without bound: an operation undecided after [`engine::OP_DEADLINE`] (a partition or the
 //! oracle unreachable) fails with a retryable `Unavailable`, and a commit unanswered after
 //! [`engine::COMMIT_DEADLINE`] returns `Unavailable { outcome_unknown: true }` — both before the
