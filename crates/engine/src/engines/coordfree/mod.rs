@@ -28,7 +28,7 @@
 //! * **CF-2b replicated rows: last writer wins.** A replicated table's row has a copy on every
 //!   partition, and each partition orders its commits on its own, so two concurrent writers of
 //!   one row could commit in opposite orders on two copies and leave them different for good
-//!   (`rule_r2b_concurrent_writers_of_a_replicated_row_leave_every_copy_alike` did so at once
+//!   (`rule_cf2b_concurrent_writers_of_a_replicated_row_leave_every_copy_alike` did so at once
 //!   with two writers). The coordinator stamps a commit's writes of replicated rows with
 //!   (its clock at commit, the transaction) — the same stamp at every copy — and a copy installs
 //!   them only if no write with a later stamp is installed there (an insert, validated when
@@ -70,8 +70,8 @@
 //!   procedure) and about 5 replies (measured by `litmus calibrate`), and its CPU fell about 15% (medians of 5
 //!   alternating runs, 8 partitions, 32 clients: 493 → 421 µs). Tested (VLDB'15 §6.1's read
 //!   and write buffering, RAMP-Fast's `GET_ALL`) by
-//!   `rule_r4h_batched_reads_are_never_fractured` (seen failing with a piece's metadata
-//!   dropped) and `rule_r4h_a_batched_write_that_fails_buffers_none_of_its_writes` (seen failing
+//!   `rule_cf4h_batched_reads_are_never_fractured` (seen failing with a piece's metadata
+//!   dropped) and `rule_cf4h_a_batched_write_that_fails_buffers_none_of_its_writes` (seen failing
 //!   without the take-back).
 //! * **CF-4b the read set indexed.** Which writers name which key is kept as an index, each
 //!   writer's metadata added once, so a batch's second round looks at the batch's keys only;
@@ -109,7 +109,7 @@
 //!   clients aborts about 0.8% of New-Orders this way (a New-Order of the same district
 //!   committing between one's district read and its stock reads); CPU per New-Order did not
 //!   move beyond noise (medians of 7 alternating runs: 494 µs without, 505 with). Found by
-//!   `rule_r4e_reads_across_batches_are_never_fractured`, which failed at once without it.
+//!   `rule_cf4e_reads_across_batches_are_never_fractured`, which failed at once without it.
 //!   **Range reads** too: a range read's answer carries the partition's point in its version
 //!   order (`Reply::Read::at`, its last commit), and a handed range stays in the index with it.
 //!   A writer learnt later that wrote a key inside the range which the range did not return —
@@ -117,12 +117,12 @@
 //!   key newer than the point; one found is a row the range missed, and the batch fails the
 //!   same way. Asking from the range's point, not from zero, keeps a writer whose row was
 //!   deleted before the range read from failing every retry. Found by
-//!   `rule_r4e_a_range_read_is_never_fractured_by_a_later_batch`, which failed at once
+//!   `rule_cf4e_a_range_read_is_never_fractured_by_a_later_batch`, which failed at once
 //!   without it (a reader returned writer 1's `kv` write and a scan without its row).
 //! * **CF-4f replicated rows are read atomic too.** A transaction reads a replicated row from one
 //!   copy; the row is tracked as a key of that copy's partition (the writer's versions there
 //!   share one local timestamp, so CF-4c holds), and its second round asks that copy. Before, a
-//!   replicated row was not tracked at all: `rule_r4f_reads_of_replicated_rows_are_never_fractured`
+//!   replicated row was not tracked at all: `rule_cf4f_reads_of_replicated_rows_are_never_fractured`
 //!   read a writer's partitioned row without its replicated one. (That test also found a
 //!   replicated insert refused with `DuplicateKey` on its second copy: a write's validation
 //!   overlaid the ops buffered for another copy; it now overlays its own copy's only.)
@@ -138,7 +138,7 @@
 //!   column only, and its own buffered writes to the row validate on the newer one: every value
 //!   the procedure was handed, and every validation it saw succeed, is then what the newer
 //!   version gives. Retries at 1,024 clients: 0.058 per commit. A row read with its real
-//!   counter first is still refused: `rule_r4g_only_a_counter_the_procedure_saw_masked_is_taken_forward`
+//!   counter first is still refused: `rule_cf4g_only_a_counter_the_procedure_saw_masked_is_taken_forward`
 //!   fails at once when that is skipped (a reader returned a counter that missed a row it read).
 //! * **CF-5 nested atomic id assignment (VLDB'15 §6.2).** A procedure registered with
 //!   [`crate::procedure::Coordination::SequentialId`] bumps a counter column by one and reads it
@@ -176,7 +176,7 @@
 //!   metadata by its last), and a second round whose wanted version was pruned (more than
 //!   [`VERSIONS_KEPT`] newer ones). Before CF-8 metadata went [`META_KEEP`] after the local
 //!   commit, and a participant cut off for longer, still prepared, was read fractured
-//!   (`rule_r8_metadata_is_kept_until_every_participant_has_committed`).
+//!   (`rule_cf8_metadata_is_kept_until_every_participant_has_committed`).
 //! * **CF-8b recent versions are kept.** A key keeps its newest [`VERSIONS_KEPT`] versions, and
 //!   also every version committed in the partition's last [`VERSIONS_RECENT`] commits, up to
 //!   [`VERSIONS_KEPT_MAX`] — a function of the log alone (local timestamps), so a recovered
@@ -186,8 +186,8 @@
 //!   because the district version their second round asked for had been pruned (every abort
 //!   in that run was this one). Keeping only the newest few made that a matter of load; the
 //!   recent window keeps a hot key's last ~128 versions and a cold key's one or two. Tested
-//!   by `rule_r8b_versions_of_recent_commits_are_kept` (seen failing under the old rule) and
-//!   `rule_r8_a_second_round_for_a_pruned_version_aborts_the_read`.
+//!   by `rule_cf8b_versions_of_recent_commits_are_kept` (seen failing under the old rule) and
+//!   `rule_cf8_a_second_round_for_a_pruned_version_aborts_the_read`.
 //! * **CF-9 a lone participant commits in one round.** RAMP's two rounds exist so that no
 //!   partition shows a transaction's writes before every other partition holds them; with one
 //!   participant there is no other. Its `Prepare` (which names the participants) is validated,
@@ -196,7 +196,7 @@
 //!   the commit decided and gets the same answer; a torn log that kept only the prepare is
 //!   committed by CF-7 (no other participant to ask). New-Order at 10% distributed is ~90% one
 //!   partition: two messages and a logged step fewer each. Tested by
-//!   `rule_r9_a_lone_participant_commits_with_its_prepare` (seen failing with the commit skipped).
+//!   `rule_cf9_a_lone_participant_commits_with_its_prepare` (seen failing with the commit skipped).
 //!
 //! **Guarantee: read atomic** ([`crate::engine::Guarantee::ReadAtomic`]): no dirty reads, no
 //! fractured reads within a transaction (CF-4, CF-4e); lost updates and write skew are allowed (shown by the
