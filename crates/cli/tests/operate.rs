@@ -211,7 +211,7 @@ fn shell_over_stdin_and_dump() {
     assert_eq!(String::from_utf8_lossy(&jsonl.stdout).lines().next(), Some(r#"{"k":7,"v":"0x68656c6c6f"}"#));
 
     // Piped into a reader that stops reading (`litmus shell … | head -1`): a quiet exit with a
-    // shell's SIGPIPE status, where `println!` used to panic.
+    // shell's SIGPIPE status, not a `println!` panic.
     let mut shell = Command::new(LITMUS)
         .args(["shell", "--connect", &ex.peers[0]])
         .stdin(Stdio::piped())

@@ -946,10 +946,10 @@ fn deliver_through_op_to(c: &mut SyncCluster, part: u32) {
 
 /// The BASE counterpart of the test above. A subtransaction's locks are logged (`Locked`) and
 /// relocked when its partition restarts, but the partition's record of the transaction comes
-/// back without its run number or buffered writes. The subtransaction's next operation at the
-/// new incarnation used to be taken for a new run: the partition rolled the unit back and
-/// released its locks, while the coordinator still held the first operation's write image —
-/// and committed it over what another transaction wrote in between (a lost update).
+/// back without its run number or buffered writes. Were the subtransaction's next operation at
+/// the new incarnation taken for a new run, the partition would roll the unit back and release
+/// its locks while the coordinator still holds the first operation's write image — and commits
+/// it over what another transaction wrote in between (a lost update). It fails instead.
 #[test]
 fn base_subtransaction_fails_after_its_partition_restarts_between_operations() {
     let mut r = bank::registry();

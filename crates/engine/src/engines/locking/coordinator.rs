@@ -801,8 +801,8 @@ impl LockingCoordinator {
 
     /// Sends `EndBase` for `txn` to every partition that has not acknowledged it, naming the
     /// subtransactions whose commits that partition has not acknowledged yet: it applies them
-    /// first. (It used to go out only once every commit was acknowledged, which held the
-    /// saline locks for one more log sync and round trip.)
+    /// first. (Sent only once every commit was acknowledged, it would hold the saline locks
+    /// for one more log sync and round trip.)
     fn send_end_base(&self, txn: TxnId, ctx: &mut CoordCtx) {
         let Some(waiting) = self.ending.get(&txn) else { return };
         let units = Unit { txn, sub: 0 }..=Unit { txn, sub: u32::MAX };

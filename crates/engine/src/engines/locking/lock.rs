@@ -82,9 +82,9 @@
 //! [`Decision::Die`] and nothing changes — the caller aborts it with `AbortReason::Deadlock`
 //! ([`Decision::abort_reason`]) and retries it with the same age. Otherwise it gets
 //! [`Decision::Waiting`], whether the transactions it waits for are older or younger. Pure
-//! wait-die killed the younger requester at once; on a hot row held for one network round trip
+//! wait-die kills the younger requester at once; on a hot row held for one network round trip
 //! (TPC-C's district row) nearly every requester is younger than the holder, so transactions
-//! died and retried with backoff instead of queueing for a lock that was about to go.
+//! would die and retry with backoff instead of queueing for a lock that is about to go.
 //!
 //! Wait-die's test is kept, but applied *later*: [`LockManager::impatient`] says whether a
 //! transaction has a waiting request that waits for an older transaction (or for itself). The
@@ -273,13 +273,13 @@ pub const DEADLOCK_SEARCH_MAX: usize = 64;
 /// range lock is inserted and keeps it from then on (building it costs one pass over the
 /// table's queues, once). A range request on a table without one (before its first range lock
 /// is inserted, or when it dies) walks the table's queues instead; either way the ids found
-/// are returned sorted, so which path ran never shows. Before, every point queue sat in a
-/// `BTreeMap<TableId, BTreeMap<Key, _>>` and each of the five or six lookups of one request
-/// descended it: comparing keys was ~5% of an acid TPC-C run.
+/// are returned sorted, so which path ran never shows. Point queues are hashed, not kept in a
+/// `BTreeMap<TableId, BTreeMap<Key, _>>`: each of the five or six lookups of one request would
+/// descend it, comparing keys all the way.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct PointQueues {
     /// A key's queue holds its first two ids inline: most keys are locked by one transaction
-    /// at a time, and a vector per locked key was an allocation per lock.
+    /// at a time, and a vector per locked key would be an allocation per lock.
     queues: FxHashMap<TableId, FxHashMap<Key, SmallVec<[u64; 2]>>>,
     /// The keys of `queues[table]`, in order, for the tables that have had a range lock.
     ordered: FxHashMap<TableId, BTreeSet<Key>>,
@@ -579,8 +579,8 @@ impl<'a> From<&'a HeldLock> for HeldLockView<'a> {
 /// (unique within a partition, across restarts: `Record::Incarnation`). A partition persists a
 /// BASE subtransaction's locks after each of its operations as one of these against what it
 /// persisted before (`Record::Locked`), so an operation logs the locks it took, not all the
-/// unit's locks again: a 10-line TPC-C New-Order logged O(lines²) locks, ~70% of salt's log
-/// bytes. [`LockDelta::apply_to`] folds it; folding every delta in log order rebuilds exactly
+/// unit's locks again: whole sets would make a 10-line TPC-C New-Order log O(lines²) locks,
+/// most of salt's log bytes. [`LockDelta::apply_to`] folds it; folding every delta in log order rebuilds exactly
 /// the last set (`tests::lock_delta_folds_to_the_set_it_was_taken_from`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LockDelta {
@@ -720,7 +720,7 @@ pub struct LockManager {
     /// sequence number, until they go: the only ones that can be *tainted*
     /// ([`LockManager::read_taint`], [`LockManager::reads_settled`]), as a lock's pending
     /// count only falls after its grant. Both questions, asked after every BASE operation,
-    /// walked all the transaction's locks (~5 µs of a salt TPC-C transaction).
+    /// would otherwise walk all the transaction's locks.
     tainted: FxHashMap<TxnId, Vec<u64>>,
 }
 
@@ -728,8 +728,7 @@ pub struct LockManager {
 /// sees them, since [`LockManager::track_changes`] or the last
 /// [`LockManager::take_changes`]: a partition that logs a BASE subtransaction's locks after
 /// each operation ([`LockDelta`]) looks at these instead of at every lock the transaction holds
-/// — which made each operation's record cost O(locks held), O(n²) per subtransaction
-/// (`LockDelta::between` and its filter were ~15 µs of a salt TPC-C transaction).
+/// — which would make each operation's record cost O(locks held), O(n²) per subtransaction.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LockChanges {
     /// Sequence numbers of its entries granted, downgraded, turned releasing, or whose remote
@@ -985,7 +984,7 @@ impl LockManager {
     /// one of `txn`'s (LK-6, `dependents`). A superset of the real edges, so `false` proves
     /// that no cycle runs through `txn`: [`LockManager::deadlock_victim`] then skips its
     /// search, which costs one waits-for set per transaction visited — on a hot key with
-    /// hundreds queued, 86% of the simulator's time (2,000 zipfian YCSB clients).
+    /// hundreds queued (thousands of zipfian YCSB clients), most of the simulator's time.
     fn may_be_waited_for(&self, txn: TxnId) -> bool {
         let Some(ids) = self.by_txn.get(&txn) else { return false };
         ids.iter().any(|&id| {
@@ -1180,7 +1179,7 @@ impl LockManager {
 
     /// Whether `txn` holds any lock, releasing ones included: `!held(txn).is_empty()` without
     /// copying the list (the locking partition asks it of every ended BASE transaction whose
-    /// locks LK-6 holds back, on every release; the copies were ~3% of a salt TPC-C run).
+    /// locks LK-6 holds back, on every release).
     pub fn holds_any(&self, txn: TxnId) -> bool {
         self.by_txn.get(&txn).is_some_and(|ids| ids.iter().any(|id| self.entries[id].is_held()))
     }
@@ -1324,8 +1323,8 @@ impl LockManager {
     }
 
     /// Sequence numbers of every lock and request on a target overlapping `target`: the key's
-    /// queue, walked in place (collecting it into a vector on every request and wake-up was a
-    /// share of the lock manager's allocations in TPC-C), or the queues of the keys
+    /// queue, walked in place (collecting it into a vector on every request and wake-up would
+    /// allocate each time), or the queues of the keys
     /// inside a range target, in increasing order; then the table's overlapping range entries.
     fn overlapping_iter<'a>(&'a self, table: TableId, target: &'a Target) -> impl Iterator<Item = u64> + 'a {
         let (queue, in_range): (&[u64], Vec<u64>) = match target {
@@ -1348,9 +1347,9 @@ impl LockManager {
     /// (a covered re-write compares against the reads made since it, `rewrite_has_new_deps`).
     ///
     /// Looked up in the shorter of the target's queue and `txn`'s own entries: a TPC-C
-    /// Stock-Level or Delivery holds hundreds of locks (every acquire linear in them was 5% of
-    /// a TPC-C run), while a hot key's queue holds hundreds of waiters (2,000 zipfian
-    /// YCSB clients in the simulator: 18% of its time).
+    /// Stock-Level or Delivery holds hundreds of locks, while a hot key's queue holds hundreds
+    /// of waiters (thousands of zipfian YCSB clients in the simulator); a search linear in
+    /// either would make every acquire pay for it.
     fn covering_lock(&self, txn: TxnId, table: TableId, target: &Target, mode: LockMode) -> Option<u64> {
         let covers = |e: &Entry| e.owner.txn == txn && e.state == State::Held && e.mode.covers(mode);
         let own = self.by_txn.get(&txn).map_or(0, BTreeSet::len);
@@ -1372,8 +1371,8 @@ impl LockManager {
     /// The entries (locks and requests) on exactly (`table`, `target`), in sequence order.
     ///
     /// A key's queue holds only the entries on that key (`insert`), so it is taken whole; a
-    /// table's range queue is filtered. (Comparing every entry's key again was a quarter of the
-    /// simulator's time with 2,000 YCSB clients on zipfian keys, where hot keys queue hundreds.)
+    /// table's range queue is filtered. (Comparing every entry's key again costs most where hot
+    /// keys queue hundreds, as with thousands of YCSB clients on zipfian keys.)
     fn on_target<'a>(&'a self, table: TableId, target: &'a Target) -> impl DoubleEndedIterator<Item = u64> + 'a {
         let (queue, whole): (&[u64], bool) = match target {
             Target::Key(k) => (self.point_queue(table, k).unwrap_or_default(), true),
@@ -1613,7 +1612,7 @@ impl LockManager {
 
     /// [`LockManager::wake`], re-examining on each target only the waiters from a sequence
     /// number on (a cancelled request could block only those queued after it; a hot key's
-    /// whole queue re-examined after every abort was the simulator's largest cost).
+    /// whole queue re-examined after every abort would dominate the simulator's cost).
     fn wake_from(&mut self, touched: Vec<(TableId, Target, u64)>) -> Vec<Grant> {
         if self.waiting.is_empty() {
             return Vec::new(); // no one to wake (the usual case), so no queue to look up

@@ -224,9 +224,8 @@ fn consumer_of_node_1_holds_the_anchor() -> (H, TxnId, TxnId) {
 /// The queue anchor serves BASE consumers too: accepted BASE transactions (alkaline locks)
 /// that consume the head of a learnt queue take turns on its anchor (an alkaline write lock),
 /// rather than both reading the head and both waiting to delete it — a cycle of immortal
-/// subtransactions. TPC-C's BASE Delivery used to write-lock its district row for the same
-/// turns, which stalled every New-Order and Payment of the district behind it (Salt Fig. 9 at 3
-/// BASE-ified transactions: 3,851 txn/s and 30% of Deliveries aborted, against 5,094 and 0%).
+/// subtransactions. Taking turns on the district row instead (TPC-C's BASE Delivery) would
+/// stall every New-Order and Payment of the district behind it.
 #[test]
 fn queue_anchor_makes_base_consumers_take_turns() {
     let mut h = H::new(&[10, 11, 12, 13, 30, 31]);
@@ -449,9 +448,9 @@ fn rule_lk5f_a_stalled_partition_does_not_count_the_stall_as_patience() {
 }
 
 /// LK-5g: an accepted BASE transaction that waits past the patience for an older
-/// accepted one does not wound it — it cannot abort, and its coordinator would drop the wound.
-/// LK-5b used to send those wounds, and the sweep repeated them while the wounder waited:
-/// at 128 TPC-C clients under `salt`, ~33 useless messages per committed transaction.
+/// accepted one does not wound it — it cannot abort, and its coordinator would drop the wound;
+/// the sweep would repeat such wounds while the wounder waits, useless messages by the
+/// thousand under load.
 #[test]
 fn rule_lk5g_no_wound_is_sent_to_an_accepted_base_transaction() {
     let mut h = H::new(&[1]);
