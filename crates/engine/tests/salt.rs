@@ -611,11 +611,10 @@ fn rule_lk5a_a_consumer_granted_after_a_long_wait_counts_as_working() {
 
 /// LK-5a's exception looks at an anchor's holders only: consumers queued on a queue's anchor
 /// wait for whoever holds it, however many queue ahead of them. A queue longer than the bound
-/// on how many transactions the exception examines (`ALIVE_VISITS_MAX`, 64) made every
-/// consumer at its back die after the patience although the holder worked: at 128 TPC-C
-/// clients on 2 warehouses, 64 Deliveries queued on each district's anchor and 73% of
-/// Delivery attempts under `salt-local` died that way. Here 70 consumers queue
-/// behind a working one, and none dies; when it commits, the next is granted.
+/// on how many transactions the exception examines (`ALIVE_VISITS_MAX`, 64) would make every
+/// consumer at its back die after the patience although the holder works (at 128 TPC-C
+/// clients on 2 warehouses, 64 Deliveries queue on each district's anchor). Here 70
+/// consumers queue behind a working one, and none dies; when it commits, the next is granted.
 #[test]
 fn rule_lk5a_a_long_queue_of_consumers_waits_behind_a_working_holder() {
     let (head, first) = (queue_head, head_row);

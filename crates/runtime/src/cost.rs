@@ -457,8 +457,8 @@ pub struct ProfileData {
     pub flushes: (u64, u64),
     /// CPU nanoseconds the profile itself took: its clock reads, step names and counts. Not
     /// the runtime's: subtracted from the worker's CPU with the machines' before the overhead
-    /// per step is taken (it was a quarter of that overhead, and charged to every simulated
-    /// step).
+    /// per step is taken (left in, it would inflate that overhead, which is charged to every
+    /// simulated step).
     pub probe_ns: u64,
     /// What one clock read costs ([`clock_read_ns`]): a measured interval holds one read's
     /// worth besides what it measures.

@@ -248,10 +248,10 @@ impl SpinPolicy {
 ///
 /// At zero network delay a worker runs out of work for a few microseconds at a time: its
 /// transactions wait on the other worker's partitions or on locks. Sleeping through each such
-/// gap cost a futex wait, a futex wake in the sender and two context switches; on this 2-core
-/// machine that was ~5% of a TPC-C run's CPU and a third of YCSB's. Polling 20 µs
-/// first catches most of the messages that end a gap, and a worker idle for longer sleeps as
-/// before, so an idle cluster burns 20 µs per wake-up at most. With a delay model, messages
+/// gap costs a futex wait, a futex wake in the sender and two context switches, a visible
+/// share of a TPC-C run's CPU and a large one of YCSB's. Polling 20 µs first catches most of
+/// the messages that end a gap, and a worker idle for longer then sleeps, so an idle cluster
+/// burns 20 µs per wake-up at most. With a delay model, messages
 /// are stamped with their delivery time and wait in the worker's queue, so a worker with
 /// anything queued sleeps until the earliest is due instead: polling would only burn CPU.
 pub const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(20);
@@ -445,8 +445,8 @@ impl DelayQueue {
 ///
 /// Either way the partitions of consecutive numbers (TPC-C's warehouses 1 and 2 live on
 /// partitions 1 and 2) land on different workers when they can: placing machines in node order
-/// by count instead put both warehouses of a 2-warehouse run on one worker, which saturated
-/// while the other idled at a third of a core.
+/// by count instead would put both warehouses of a 2-warehouse run on one worker, saturated
+/// while the other idles.
 fn worker_placement(
     addrs: impl Iterator<Item = Addr>,
     topology: &crate::topology::Topology,

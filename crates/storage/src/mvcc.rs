@@ -50,10 +50,9 @@
 //! so point reads borrow the `&Key` instead of cloning it into a tuple). A table keeps each
 //! key's versions in a slot of a vector, and two maps from key to slot: a hash map for point
 //! reads and writes — hashing the key once instead of comparing it with a dozen others down a
-//! B-tree (that was ~10% of a TPC-C run) — and a `BTreeMap` for everything ordered
-//! (range reads, GC's walk, snapshots). A range read walks the ordered map and goes straight to
-//! each key's slot; when the versions sat in the hash map, every key of a range cost a hash
-//! lookup (5% of a TPC-C run). Neither map changes when a key gets a new version,
+//! B-tree — and a `BTreeMap` for everything ordered (range reads, GC's walk, snapshots). A
+//! range read walks the ordered map and goes straight to each key's slot; with the versions in
+//! the hash map, every key of a range would cost a hash lookup. Neither map changes when a key gets a new version,
 //! only when a key comes or goes; a removed key's slot is reused by the next new one.
 //! Invariants, checked by [`MvccStore::check_invariants`] in tests and on snapshot decode:
 //!

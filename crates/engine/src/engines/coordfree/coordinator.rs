@@ -54,8 +54,7 @@ struct CommitState {
 
 /// One key's buffered operations by partition, in partition order: a partitioned row's on its
 /// one partition, a replicated row's on each copy. Held inline for one partition (a map per
-/// buffered key cost an allocation per write: ~2% of `coordfree`'s CPU in a New-Order
-/// profile).
+/// buffered key would cost an allocation per write).
 #[derive(Debug, Default)]
 struct PartOps(smallvec::SmallVec<[(PartitionId, Vec<OpKind>); 1]>);
 
@@ -193,7 +192,7 @@ fn in_range(key: &Key, start: &Key, end: &Option<Key>) -> bool {
 
 /// Finished transactions' states kept for reuse: a New-Order fills a read set, a row cache and
 /// a read index of 20 to 40 keys each, and growing them from empty again for every
-/// transaction (rehashing on the way) was ~3% of `coordfree`'s CPU.
+/// transaction (rehashing on the way) is a visible share of `coordfree`'s CPU.
 const SPARE_MAX: usize = 64;
 /// States whose collections (the read index's included) grew beyond this many entries are not
 /// kept: emptying a hash table costs its capacity, and one large read (a consistency check

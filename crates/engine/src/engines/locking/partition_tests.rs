@@ -472,9 +472,9 @@ fn rule_lk5g_no_wound_is_sent_to_an_accepted_base_transaction() {
 
 /// LK-5h: a lock-free transaction (read-committed reads only) queued ahead of an
 /// accepted BASE transaction is in its way only by its place in the queue. Past the patience
-/// the accepted one wounds the older mortal holder as before, but not the reader: the reader
-/// steps out of the queue and its transaction goes on. (Wounded, TPC-C Stock-Levels died in
-/// 20% of their attempts at 64 clients under `salt`.)
+/// the accepted one wounds the older mortal holder (LK-5b), but not the reader: the reader
+/// steps out of the queue and its transaction goes on. (Wounded, TPC-C Stock-Levels under
+/// `salt` would die often.)
 #[test]
 fn rule_lk5h_a_lock_free_reader_in_an_accepted_transactions_way_steps_out_unwounded() {
     let mut h = H::new(&[1]);
