@@ -1,8 +1,8 @@
 //! Salt §5.1's release order when the objects live on different partitions.
 //!
 //! Fig. 4: BASE₁ writes `x`; BASE₂ reads `x` and writes `y` from it; ACID₁ reads `y`. ACID₁
-//! must not see `y` while BASE₁ has not ended — *write-after-read within a transaction* (rule
-//! 6b) keeps BASE₂'s saline lock on `y` until BASE₂'s read of `x` is released, and
+//! must not see `y` while BASE₁ has not ended — *write-after-read within a transaction*
+//! (LK-6b) keeps BASE₂'s saline lock on `y` until BASE₂'s read of `x` is released, and
 //! *read-after-write across transactions* (LK-6a) keeps that read until BASE₁ releases `x`.
 //! Fig. 5: once BASE₁ ends, the chain is released and ACID₁ reads `y`.
 //!
@@ -218,8 +218,7 @@ fn fig5_release_order_across_partitions() {
     }
 }
 
-/// The control case the issue started from: `x` and `y` on one partition (the per-partition
-/// rule-6 dependencies, unchanged).
+/// The control case: `x` and `y` on one partition (LK-6's per-partition dependencies).
 #[test]
 fn fig4_indirect_dirty_read_on_one_partition_is_prevented() {
     let (x, y, z) = (1, 1 + PARTS as i64, 4);

@@ -454,7 +454,7 @@ pub(crate) async fn order_status(ctx: Ctx, args: Vec<Value>, base: bool) -> Proc
 /// locks only up to the row it returns (next-key narrowing in the engine), not the tail where
 /// New-Orders insert. The BASE variant is one alkaline subtransaction per district; two BASE
 /// Deliveries of one district take turns on the engine's queue anchor for NEW-ORDER, as ACID
-/// ones do (they used to write-lock the district row for it, stalling its New-Orders and
+/// ones do (taking turns on the district row instead would stall its New-Orders and
 /// Payments behind every BASE Delivery).
 pub(crate) async fn delivery(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     let p = DELIVERY_PROC;

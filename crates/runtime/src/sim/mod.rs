@@ -40,7 +40,7 @@
 //! `ChaCha8Rng`, events at equal times are ordered by a sequence number, and the run's trace
 //! hash (FNV over every delivered message) is printed so two runs can be compared.
 //!
-//! Hosting async libraries: a later issue replicates partitions with openraft, whose nodes are
+//! Hosting async libraries (not built yet): replicating partitions with openraft, whose nodes are
 //! async tasks. The plan is an adapter machine that owns a current-thread tokio runtime with a
 //! paused clock, advanced to the simulator's virtual time before each poll, with openraft's
 //! network and storage traits implemented over the simulator's messages and disks. Nothing in

@@ -240,8 +240,8 @@
 //! ## Limits
 //!
 //! [`OBJECT_QUEUE_LEN_MAX`] locks and requests per key, [`RANGE_QUEUE_LEN_MAX`] range locks and
-//! requests per table, [`DEPENDENCY_WALK_MAX`] locks visited by one rule-5 check. A request
-//! that would exceed one gets `Die` (the caller aborts and retries it like any rule-5 victim);
+//! requests per table, [`DEPENDENCY_WALK_MAX`] locks visited by one LK-5 check. A request
+//! that would exceed one gets `Die` (the caller aborts and retries it like any LK-5 victim);
 //! a waiting request whose check exceeds it counts as impatient.
 //!
 //! ## Not implemented
@@ -262,7 +262,7 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const OBJECT_QUEUE_LEN_MAX: usize = 1024;
 /// Most range locks and waiting range requests in one table.
 pub const RANGE_QUEUE_LEN_MAX: usize = 1024;
-/// Most locks one rule-5 check may visit while following release-order dependencies.
+/// Most locks one LK-5 check may visit while following release-order dependencies.
 pub const DEPENDENCY_WALK_MAX: usize = 4096;
 /// Most transactions one deadlock search ([`LockManager::deadlock_victim`]) visits.
 pub const DEADLOCK_SEARCH_MAX: usize = 64;
@@ -474,7 +474,7 @@ fn range_contains(start: &Key, end: Option<&Key>, k: &Key) -> bool {
     start <= k && end.is_none_or(|e| k < e)
 }
 
-/// Who asks: the transaction and its rule-5 age (smaller = older; kept across retries).
+/// Who asks: the transaction and its LK-5 age (smaller = older; kept across retries).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Owner {
     pub txn: TxnId,
@@ -716,7 +716,7 @@ pub struct LockManager {
     /// Owners of releasing locks (LK-6) freed since [`LockManager::take_freed_releasing`]
     /// was last called (in the order freed; may repeat).
     freed_releasing: Vec<TxnId>,
-    /// Per transaction, its BASE read locks granted with a pending rule-6a dependency, by
+    /// Per transaction, its BASE read locks granted with a pending LK-6a dependency, by
     /// sequence number, until they go: the only ones that can be *tainted*
     /// ([`LockManager::read_taint`], [`LockManager::reads_settled`]), as a lock's pending
     /// count only falls after its grant. Both questions, asked after every BASE operation,
@@ -1226,7 +1226,7 @@ impl LockManager {
     }
 
     /// LK-6b across partitions, the answering side: whether every BASE read lock of `txn`
-    /// granted here with a grant number up to `upto` has no pending rule-6a dependency (it reads
+    /// granted here with a grant number up to `upto` has no pending LK-6a dependency (it reads
     /// no write of a BASE transaction whose saline lock is still held). Monotonic: dependencies
     /// only go away, and later reads get larger grant numbers.
     pub fn reads_settled(&self, txn: TxnId, upto: u64) -> bool {
@@ -1405,7 +1405,7 @@ impl LockManager {
     }
 
     /// LK-5: every transaction a request for `mode` blocked by `blockers` would wait for,
-    /// following rule-6 dependencies when the requester conflicts with a blocker's saline form.
+    /// following LK-6 dependencies when the requester conflicts with a blocker's saline form.
     /// `None` when the walk exceeds [`DEPENDENCY_WALK_MAX`].
     fn waits_for(&self, mode: LockMode, blockers: &[u64]) -> Option<BTreeMap<TxnId, Owner>> {
         let mut owners = BTreeMap::new();
@@ -1517,7 +1517,7 @@ impl LockManager {
         self.entries.insert(id, entry);
     }
 
-    /// Grants waiting entry `id` and records its rule-6 dependencies.
+    /// Grants waiting entry `id` and records its LK-6 dependencies.
     fn make_held(&mut self, id: u64) {
         assert!(self.entries[&id].is_waiting());
         let deps = self.dependency_candidates(id, false);

@@ -594,8 +594,8 @@ fn rule_lk6b_write_after_read_released_after_earlier_reads() {
     let mut lm = LockManager::new();
     acq(&mut lm, 1, key(1), ALK_W, 1);
     lm.downgrade_alkaline(txn(1));
-    acq(&mut lm, 2, key(1), ALK_R, 2); // depends on 1 (6a)
-    acq(&mut lm, 2, key(2), ALK_W, 3); // depends on the read (6b)
+    acq(&mut lm, 2, key(1), ALK_R, 2); // depends on 1 (LK-6a)
+    acq(&mut lm, 2, key(2), ALK_W, 3); // depends on the read (LK-6b)
     acq(&mut lm, 2, key(3), ALK_R, 4); // a later read: no dependency of the write
     lm.downgrade_alkaline(txn(2));
     lm.release_all(txn(2));

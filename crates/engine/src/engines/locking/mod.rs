@@ -176,7 +176,7 @@
 //!   only short-term locks at its isolation level (`TxnClass::lock_free`, kept by the
 //!   coordinator: a reader below repeatable read, such as TPC-C's read-committed Stock-Level)
 //!   holds no lock between operations. Only its place in a queue can put it on a waits-for
-//!   cycle, so where LK-5a, LK-5c and 5d would abort it, and where LK-5b and LK-5e would
+//!   cycle, so where LK-5a, LK-5c and LK-5d would abort it, and where LK-5b and LK-5e would
 //!   wound it, its waiting operations instead leave their queues and ask again on the next
 //!   tick; a request refused at once (a lock with remote dependencies, a full queue) asks
 //!   again the same way. It also waits out alive blockers wherever it waits, as on an anchor
@@ -579,8 +579,8 @@ pub enum Record {
     /// last one (`State::pending`). One record per operation listing them all cost O(n²) for
     /// n operations: 22.5 KB of log per salt TPC-C transaction against acid's 6.8 KB.
     Locked { unit: Unit, delta: lock::LockDelta },
-    /// A BASE transaction ended here. Its saline locks are gone, except `releasing`: those rule
-    /// 6 still holds back (§5.1), relocked and released again after a restart.
+    /// A BASE transaction ended here. Its saline locks are gone, except `releasing`: those
+    /// LK-6 still holds back (§5.1), relocked and released again after a restart.
     BaseEnded { txn: TxnId, releasing: Vec<lock::HeldLock> },
     /// The locks LK-6 held back for ended `txn` are gone (logged in the step that freed them,
     /// before any lock they kept out can be logged by someone else).

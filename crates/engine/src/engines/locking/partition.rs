@@ -772,8 +772,8 @@ impl LockingPartition {
     /// waits-for graph (`LockManager::deadlock_cycle`), if there is one.
     /// 1. The youngest mortal member that waits for an older one — what LK-5a would abort
     ///    after the patience.
-    /// 2. Else, if the cycle is of accepted BASE transactions only (none can abort, and rule
-    ///    5b wounds only transactions that can, so nothing else breaks it), its youngest member
+    /// 2. Else, if the cycle is of accepted BASE transactions only (none can abort, and
+    ///    LK-5b wounds only transactions that can, so nothing else breaks it), its youngest member
     ///    that waits for an older one loses the *subtransaction* that waits: its coordinator
     ///    rolls it back and re-runs it, which releases that subtransaction's alkaline locks —
     ///    every edge of such a cycle is an alkaline lock, as saline locks do not block BASE
