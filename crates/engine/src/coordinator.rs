@@ -188,8 +188,8 @@ pub struct Coordinator {
     kept_compacted: usize,
     /// Whether a snapshot may be asked for, so `kept` is kept. Off for a coordinator without a
     /// log ([`Machine::never_snapshotted`]): its records, each a copy of a decision with every
-    /// row written, were about half of an acid TPC-C run's memory growth (~10 MB/s) and the
-    /// fresh pages it touched.
+    /// row written, would be a large share of a TPC-C run's memory growth and of the fresh
+    /// pages it touches.
     keeps_records: bool,
 }
 

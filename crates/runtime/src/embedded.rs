@@ -376,8 +376,8 @@ impl Router {
 const ROUTE_CLIENTS_KEPT_MAX: usize = 4096;
 
 /// A worker's buffers for [`Router::route_batch`], empty between calls, kept for their
-/// capacity: a fresh vector per destination per flush, regrown by doubling, was a visible share
-/// of the copies and allocations of a TPC-C profile.
+/// capacity: a fresh vector per destination per flush, regrown by doubling, would be a visible
+/// share of the copies and allocations of a TPC-C profile.
 #[derive(Default)]
 struct RouteScratch {
     per_worker: Vec<Vec<(Time, Envelope)>>,
@@ -389,8 +389,8 @@ struct RouteScratch {
 /// A worker's messages waiting for their delivery time, earliest first, ties in arrival order.
 ///
 /// The heap orders small entries (time, sequence number, slot) while the envelopes stay put in
-/// a slab: a heap of whole envelopes moved each one log(n) times on push and pop, and those
-/// copies were a visible share of the `memmove` in a TPC-C profile.
+/// a slab: a heap of whole envelopes would move each one log(n) times on push and pop, a
+/// visible share of the `memmove` in a TPC-C profile.
 #[derive(Default)]
 struct DelayQueue {
     heap: BinaryHeap<Due<u32>>,

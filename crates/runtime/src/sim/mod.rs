@@ -29,9 +29,9 @@
 //!   sending and the heal — or the run fails, naming the request. Exempt: requests or answers
 //!   the network lost, and requests whose coordinator's node crashed after receiving them
 //!   (the coordinator forgot them; the client's timeout reports "outcome unknown").
-//!   Found by this check and fixed: under the locking engines a transaction whose one-phase
-//!   commit or prepare was lost waited forever and its client was never answered (`litmus
-//!   sim --seed 0 --engine acid --faults`); the coordinator now resends them.
+//!   It catches, for example, a locking-engine coordinator that does not resend a lost
+//!   one-phase commit or prepare: its transaction waits forever and its client is never
+//!   answered (`litmus sim --seed 0 --engine acid --faults`).
 //! * **Scripted faults** on top of the random ones: [`Simulator::schedule_outage`] (a node
 //!   down at a time) and [`Simulator::crash_on_delivery`] (a node crashes just after it
 //!   receives a matching message — e.g. the oracle's node while a commit is in flight).
