@@ -3,11 +3,11 @@
 //! of a unit whose partition restarted since answering it is refused
 //! (`Request::Op::incarnation`).
 //!
-//! Found by `litmus sim --workload tpcc-neworder --engine acid --faults`: a lost operation
-//! stalled its transaction for the coordinator's 10 s stall timeout (seed 20001's load never
-//! finished); and once operations were resent, a New-Order's insert resent to a restarted
-//! partition ran there alone and failed as a duplicate key (seed 30186), an error that is not
-//! the transaction's own.
+//! What they prevent, as `litmus sim --workload tpcc-neworder --engine acid --faults` shows:
+//! a lost operation stalling its transaction for the coordinator's 10 s stall timeout (seed
+//! 20001's load would never finish); and a New-Order's insert resent to a restarted partition
+//! running there alone and failing as a duplicate key (seed 30186), an error that is not the
+//! transaction's own.
 
 mod common;
 

@@ -116,8 +116,8 @@ pub fn covered_by(scan: &ScanRead, table: TableId, key: &Key) -> bool {
 }
 
 /// The largest filter copied into the index: a write set of up to 64 keys. New-Order writes
-/// up to 34 (15 lines): at 8 words, the ~9% with 15 lines were searched in their metadata (a
-/// cold cache line per writer) whenever their range held a key.
+/// up to 34 (15 lines): at 8 words, the New-Orders with 15 lines would be searched in their
+/// metadata (a cold cache line per writer) whenever their range held a key.
 const FILTER_COPIED: usize = 16;
 
 /// A writer of a version read: its metadata, its Bloom filter when small (copied here, as is

@@ -37,9 +37,9 @@ pub const EPOCH_ANNOUNCE_INTERVAL: Duration = Duration::from_secs(1);
 pub const RESEND_INTERVAL: Duration = Duration::from_millis(50);
 
 /// An operation unanswered this long is sent again (`Request::Op::resent`). A lost request
-/// otherwise left its transaction waiting for the coordinator's 10 s stall timeout, and a
-/// simulated TPC-C load, whose batches send hundreds of messages over a lossy network, never
-/// finished (`litmus sim --seed 20001 --engine acid --workload tpcc-neworder --faults`).
+/// would otherwise leave its transaction waiting for the coordinator's 10 s stall timeout, and
+/// a simulated TPC-C load, whose batches send hundreds of messages over a lossy network, would
+/// never finish (`litmus sim --seed 20001 --engine acid --workload tpcc-neworder --faults`).
 pub const OP_RESEND_AFTER: Duration = Duration::from_millis(100);
 
 /// An operation sent and not yet answered.
