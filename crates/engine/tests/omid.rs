@@ -48,6 +48,7 @@ fn total(c: &mut SyncCluster) -> (i64, i64) {
     (v[0].as_int().unwrap(), v[1].as_int().unwrap())
 }
 
+/// OM-E1 to OM-E3: procedures and interactive transactions begin, read, write and commit.
 #[test]
 fn procedures_and_interactive_transactions_commit() {
     let mut c = cluster(4, 100);
@@ -65,7 +66,7 @@ fn procedures_and_interactive_transactions_commit() {
     assert_eq!(total(&mut c), (400, 4));
 }
 
-/// Two transactions update the same row concurrently: the second to commit aborts (first
+/// OM-2: Two transactions update the same row concurrently: the second to commit aborts (first
 /// committer wins), and the total is right.
 #[test]
 fn no_lost_update() {
@@ -80,7 +81,7 @@ fn no_lost_update() {
     assert_eq!(total(&mut c), (210, 2));
 }
 
-/// A reader sees its snapshot: not the writes of a transaction that committed after it
+/// OM-5: A reader sees its snapshot: not the writes of a transaction that committed after it
 /// started (all or none of them), and never uncommitted or aborted writes.
 #[test]
 fn snapshot_reads_are_consistent() {
@@ -122,7 +123,7 @@ fn write_skew_is_allowed() {
     assert_eq!(total(&mut c), (-60, 2), "both withdrawals committed: the constraint is violated");
 }
 
-/// Every machine (oracle included) crashes and recovers from its log: acknowledged commits stay,
+/// OM-8: Every machine (oracle included) crashes and recovers from its log: acknowledged commits stay,
 /// the transactions in flight are aborted, and new ones run.
 #[test]
 fn crash_and_recovery_keep_acknowledged_commits() {
@@ -140,7 +141,7 @@ fn crash_and_recovery_keep_acknowledged_commits() {
     assert_eq!(total(&mut c), (300, 3));
 }
 
-/// Garbage collection keeps what readers need: after many overwrites and a GC round, old
+/// OM-E5: Garbage collection keeps what readers need: after many overwrites and a GC round, old
 /// versions are gone and every read still returns the newest committed value.
 #[test]
 fn garbage_collection_drops_shadowed_versions() {
@@ -161,7 +162,7 @@ fn garbage_collection_drops_shadowed_versions() {
     assert_eq!(total(&mut c), (20, 1));
 }
 
-/// No locks: a transaction whose client went silent (never commits nor rolls back) blocks
+/// OM-E6: No locks: a transaction whose client went silent (never commits nor rolls back) blocks
 /// nobody — another writer of the same row commits at once, and readers skip its version.
 #[test]
 fn a_silent_client_blocks_nobody() {
@@ -285,7 +286,7 @@ fn a_silent_clients_transaction_is_aborted_and_its_version_purged() {
     assert_eq!(total(&mut c), (200, 2));
 }
 
-/// After the oracle recovers, the transactions in flight at its crash are a crash range. Their
+/// OM-8 and OM-E5: After the oracle recovers, the transactions in flight at its crash are a crash range. Their
 /// versions (here: an open write of a crashed coordinator) are purged by GC and the range leaves
 /// the oracle's metadata; committed members of the range are untouched.
 #[test]

@@ -227,6 +227,7 @@ fn eviction_raises_tmax_to_the_evicted_tc_and_aborts_only_starts_below_it() {
     assert!(h.commit(1, after, &[1]).is_ok());
 }
 
+/// OM-3: the commit list is bounded; past the limit `Tmax` rises.
 #[test]
 fn commit_list_limit_raises_tmax_when_a_hot_row_keeps_last_commit_small() {
     let mut h = Harness::new(OracleConfig { commit_list_txns_max: 3, ..small_config() });
@@ -266,6 +267,7 @@ fn uncommitted_limit_aborts_the_oldest_in_flight_transaction() {
     assert!(h.o.is_in_flight(b) && h.o.is_in_flight(c));
 }
 
+/// OM-4: an aborted entry leaves the list after `CleanedUp`, once the transactions started before the report ended.
 #[test]
 fn aborted_entry_is_forgotten_after_cleanup_once_earlier_starts_terminate() {
     let mut h = Harness::new(small_config());
@@ -300,6 +302,7 @@ fn commit_reply_is_released_only_with_its_batch_by_time() {
     assert!(matches!(&sent[..], [Outbound::Reply { reply: Reply::Committed { .. }, .. }]));
 }
 
+/// OM-7: group commit closes a batch at its size limit.
 #[test]
 fn batch_is_emitted_when_it_reaches_the_size_limit() {
     let mut h = Harness::new(OracleConfig { batch_bytes_max: 40, ..OracleConfig::default() });
@@ -315,6 +318,7 @@ fn batch_is_emitted_when_it_reaches_the_size_limit() {
     assert_eq!(released, 3);
 }
 
+/// OM-6 and OM-7: a begin reply waits for the commits logged before it and carries them to the client replica.
 #[test]
 fn begin_reply_waits_for_earlier_commits_and_carries_them() {
     let mut h = Harness::new(small_config());
@@ -362,6 +366,7 @@ fn timestamps_are_reserved_in_batches_and_never_reused_across_a_crash() {
     assert!(issued.windows(2).all(|w| w[0] < w[1]), "unique and increasing: {issued:?}");
 }
 
+/// OM-8: recovery rebuilds the durable state; only records never flushed are lost.
 #[test]
 fn recovery_rebuilds_the_durable_state_and_loses_only_unflushed_records() {
     let mut h = Harness::new(OracleConfig { last_commit_rows_max: 3, ..small_config() });
@@ -389,6 +394,7 @@ fn recovery_rebuilds_the_durable_state_and_loses_only_unflushed_records() {
     assert!(h.o.is_aborted(unflushed), "its commit was never acknowledged; it is aborted by the crash range");
 }
 
+/// OM-8: recovery aborts what was in flight at the crash, for good.
 #[test]
 fn recovery_aborts_transactions_in_flight_at_the_crash_forever() {
     let mut h = Harness::new(OracleConfig { last_commit_rows_max: 1, ..small_config() });
@@ -415,6 +421,7 @@ fn recovery_aborts_transactions_in_flight_at_the_crash_forever() {
     assert!(!h.o.in_snapshot(in_flight, reader) && h.o.in_snapshot(committed, reader));
 }
 
+/// OM-8: a checkpoint plus the batches after it recover what the full log does.
 #[test]
 fn checkpoint_plus_later_batches_recover_the_same_state_as_the_full_log() {
     let config = OracleConfig { last_commit_rows_max: 2, ..small_config() };
@@ -499,6 +506,7 @@ fn replica_refuses_a_delta_that_contradicts_it_and_changes_nothing() {
     assert_eq!(replica.in_snapshot(t1, reader), seen);
 }
 
+/// OM-6 ("Silent Clients"): an idle client gets a push, and is disconnected without an acknowledgement.
 #[test]
 fn silent_client_gets_a_push_and_is_disconnected_without_an_ack() {
     let config = OracleConfig {
@@ -532,6 +540,7 @@ fn silent_client_gets_a_push_and_is_disconnected_without_an_ack() {
     assert_eq!(h.call(2, Request::Begin), vec![Reply::Refused(OracleError::NotConnected)]);
 }
 
+/// OM-3: oversized write sets and clients beyond the bound are refused, so memory stays bounded.
 #[test]
 fn oversized_write_sets_and_excess_clients_are_refused() {
     let mut h = Harness::new(OracleConfig { write_set_rows_max: 2, clients_max: 1, ..small_config() });
@@ -543,6 +552,7 @@ fn oversized_write_sets_and_excess_clients_are_refused() {
     assert_eq!(h.call(2, Request::Connect), vec![Reply::Refused(OracleError::TooManyClients { limit: 1 })]);
 }
 
+/// OM-2: the row ids conflict detection compares tell tables, keys and cells apart.
 #[test]
 fn row_ids_distinguish_tables_keys_and_cells() {
     use litmus_core::{Key, TableId};
@@ -827,6 +837,7 @@ fn a_new_session_aborts_the_transactions_of_the_old_one_and_replicates_the_abort
     assert!(h.commit(1, current, &[2]).is_ok());
 }
 
+/// OM-6 under OM-E4 resends: a duplicate connect is answered from the session's cursor, so the replica stays whole.
 #[test]
 fn a_duplicate_connect_answers_from_the_sessions_cursor_so_the_replica_stays_whole() {
     let mut h = Harness::new(small_config());
@@ -851,6 +862,7 @@ fn a_duplicate_connect_answers_from_the_sessions_cursor_so_the_replica_stays_who
     assert_eq!(replica.in_snapshot(t, reader), Visibility::Visible);
 }
 
+/// OM-4 and OM-6: a disconnected silent client's transactions are aborted.
 #[test]
 fn a_silent_clients_transactions_are_aborted_when_it_is_disconnected() {
     let config = OracleConfig {
@@ -881,6 +893,7 @@ fn purged(h: &mut Harness, partition: u32, start_ts: Vec<Timestamp>, crashed: Ve
     h.advance(5);
 }
 
+/// OM-4 and OM-E5: aborts below `Tmin` are purged by GC and forgotten once every partition reported.
 #[test]
 fn gc_purges_aborts_below_tmin_and_forgets_them_once_every_partition_reported() {
     let mut h = Harness::new(small_config());
@@ -908,6 +921,7 @@ fn gc_purges_aborts_below_tmin_and_forgets_them_once_every_partition_reported() 
     assert!(h.log.iter().flat_map(|b| &b.records).any(|r| *r == messages::Record::Forgotten { start_ts: orphan }));
 }
 
+/// OM-8 and OM-4: a purged crash range is forgotten, and that is logged and replicated.
 #[test]
 fn a_purged_crash_range_is_forgotten_logged_and_replicated() {
     let mut h = Harness::new(small_config());
@@ -936,6 +950,7 @@ fn a_purged_crash_range_is_forgotten_logged_and_replicated() {
     assert!(h.o.crash_ranges()[0].upto > range.upto);
 }
 
+/// OM-1 under OM-E4 resends: a resent begin gets the same timestamp while it is in flight.
 #[test]
 fn a_resent_begin_gets_the_same_timestamp_while_it_is_in_flight() {
     let mut h = Harness::new(small_config());
