@@ -720,8 +720,8 @@ fn rule_cf7_participants_finish_a_transaction_whose_coordinator_died() {
     assert_eq!(r, vec![Value::Int(9); KEYS as usize], "the prepared write was not finished by the partitions");
 }
 
-/// CF-2 for a replicated table: the buffered row is written on every partition (once found by
-/// the TPC-C simulation, which read items from a partition that had none).
+/// CF-2 for a replicated table: the buffered row is written on every partition (otherwise the
+/// TPC-C simulation reads items from a partition that has none).
 #[test]
 fn rule_cf2_a_replicated_row_is_written_on_every_partition() {
     let mut catalog = Catalog::new();
@@ -744,7 +744,7 @@ fn rule_cf2_a_replicated_row_is_written_on_every_partition() {
 /// CF-8: a participant cut off before it commits leaves a writer half-committed for longer than
 /// `META_KEEP`; the participants that committed keep the writer's metadata until it has
 /// committed there too, so a reader arriving as the cut heals still finds the missing versions.
-/// (Collecting metadata `META_KEEP` after the local commit, as before CF-8, fractured this read:
+/// (Collecting metadata `META_KEEP` after the local commit, without CF-8, fractures this read:
 /// keys 0, 1, 3 and 4 at the writer's tag, keys 2 and 5 at the old one.)
 #[test]
 fn rule_cf8_metadata_is_kept_until_every_participant_has_committed() {

@@ -136,7 +136,7 @@ fn a_resent_operation_answered_already_fails_retryably() {
     assert_eq!(balance(&mut c, 9), None, "the rolled-back insert is not visible");
 }
 
-/// A network duplicate of an operation answered already is dropped, as before resends: only
+/// A network duplicate of an operation answered already is dropped: only
 /// the coordinator's own resend (`resent`) is answered with an abort.
 #[test]
 fn a_network_duplicate_of_an_answered_operation_is_dropped() {

@@ -30,7 +30,7 @@
 //! [`ORACLE_STANDBY`]). A fresh cluster is epoch 0 with replica 0 serving and replica 1 its
 //! standby, both at the empty state. What replica a restart comes back as is what its log says.
 //!
-//! * **Log shipping, synchronous.** The primary persists each batch (OM-7, as before) and ships
+//! * **Log shipping, synchronous.** The primary persists each batch (OM-7, as a lone oracle does) and ships
 //!   it ([`Replication::Ship`], numbered by `lsn`, the batch's position in the stream) to the
 //!   standby, which tails it into a [`Standby`] (persisting it in its own log) and acknowledges
 //!   (`Ack`, after its log is durable). **A primary with a standby in sync answers nothing until
@@ -91,7 +91,7 @@
 //!   same way if that replica does not serve.
 //!
 //! A single-node cluster runs [`OracleMachine::new`]: no standby, no role records, failover is
-//! the node restarting and recovering from its log, as before.
+//! the node restarting and recovering from its log.
 
 use super::engine;
 use super::messages::{Batch, Checkpoint, OracleEffects, Outbound, Record, Reply, Request};
