@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures the core's headline figures (issue 2's closing note): embedded YCSB throughput at no
+# Measures the core's headline figures: embedded YCSB throughput at no
 # delay and at LAN delay, the cost of the WAL fsync policy, and a 3-process TCP cluster.
 # Each configuration runs RUNS times; the medians are printed. Usage: scripts/core-figures.sh [RUNS] [SECONDS]
 set -euo pipefail

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# CPU cost per committed transaction, before and after (issue 13).
+# CPU cost per committed transaction: an older commit against this working tree.
 #
 #   scripts/efficiency.sh [OLD_COMMIT] [RUNS]
 #
-# Builds OLD_COMMIT (default 6ef6ad0, main before the efficiency work) in a git worktree under
+# Builds OLD_COMMIT (default 6ef6ad0, a baseline without the hot-path work) in a git worktree under
 # /tmp and this working tree, then runs both binaries on the same workloads, alternating old
 # and new so that a change in the machine's load hits both alike:
 #

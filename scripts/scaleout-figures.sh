@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16's reproductions in virtual time (`litmus bench --runtime sim`, the real engine state
+# Scale-out figures in virtual time (`litmus bench --runtime sim`, the real engine state
 # machines on the deterministic simulator, each step charged its cost from a committed cost
 # table), written to docs/figures/scaleout-*.{json,svg} with each run's table in a .txt:
 #   scaleout-ycsb-nodes   YCSB throughput against node count (1 -> 64 nodes) for every engine:
@@ -12,7 +12,7 @@
 #                         4 cores (one partition per node), ACID against Salt (new-order and
 #                         payment BASE), clients 50..400; last line `ratio of peaks salt/acid`.
 #                         Without replication (the paper's partitions are three-way replicated;
-#                         replica groups are a later issue). Costs: the default table
+#                         replica groups are not implemented). Costs: the default table
 # Usage: scripts/scaleout-figures.sh   (env: YCSB_SECS virtual seconds per YCSB point, default
 #   0.2, after as much warmup/4; TPCC_SECS per TPC-C point, default 5, after 1 s of warmup;
 #   SCALE_DIV for TPC-C, default 1 (full scale); NODES default "1,2,4,8,16,32,64"; PER_NODE

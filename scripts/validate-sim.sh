@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16: the simulator against reality. For ycsb on nocc, tpcc on acid and tpcc on salt at
+# The simulator against reality. For ycsb on nocc, tpcc on acid and tpcc on salt at
 # the embedded default (2 nodes, 4 partitions, LAN delay 100-250 µs, 8 and 32 clients), runs the
 # embedded cluster and the simulator with the same settings and prints their throughput side by
 # side, with what each spent per committed transaction (the embedded process's CPU, cluster and

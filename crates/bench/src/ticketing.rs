@@ -109,9 +109,9 @@
 //!
 //! **Retries.** A transaction that aborts on a lock conflict is retried, keeping its first
 //! attempt's priority, until it commits (a customer keeps trying to book, as TPC-C's terminals
-//! never give up); one still failing after `tpcc::COMMIT_BOUND` fails the run. Before session
-//! 21 the harness gave a transaction up after 8 retries, which freed its client for cheaper
-//! transactions and flattered whichever engine aborted more.
+//! never give up); one still failing after `tpcc::COMMIT_BOUND` fails the run. Giving a
+//! transaction up after a few retries would free its client for cheaper transactions and
+//! flatter whichever engine aborts more.
 //!
 //! ## Schema (all columns `int`)
 //!
@@ -151,35 +151,29 @@
 //!
 //! ## What limits the Salt/ACID ratio here
 //!
-//! The paper reports 6.5x (Fig. 8). On this machine (2 shared cores, embedded cluster, LAN
-//! delay; session 21, `scripts/ticketing-figures.sh 3 3 32`) the ratio of peaks over 8–128
-//! clients is 1.15–1.33 with K = 1 (runs of the acceptance sweep, before and after the retry
-//! and lock-patience changes of session 21), and Fig. 10 gives 1.72–1.75 at K = 2 and
-//! 2.36–2.40 at K = 3 (the figures script on the final build: 32-client median 1.24). ACID peaks at 3.6–4.1K txn/s, Salt K = 1 at 4.1–4.8K, K = 3 at 8.8–9.3K. What holds it
-//! back, measured:
+//! The paper reports 6.5x (Fig. 8). On a small machine (2 shared cores, embedded cluster, LAN
+//! delay; `scripts/ticketing-figures.sh`) the ratio stays far lower, and grows with K (the
+//! measured ratios are in the results docs). What holds it back:
 //!
 //! * **ACID writers of the hot row.** With K = 1, `expire-reservations`, `cancel-order` and
 //!   `delete-order` (24% of the mix) update the category row as ACID transactions: each waits for
 //!   the saline locks of every in-flight BASE `create-order` (until their *end*, i.e. through
 //!   alkaline 2's statement-at-a-time seat claims), and, in FIFO order (Salt §6: MySQL
 //!   Cluster's per-object queue), later alkaline requests wait behind it — so whenever one is
-//!   queued, `create-order` is serialized again at its full length. BASE-ifying them moves the
-//!   ratio to 1.72 (K = 2) and 2.36 (K = 3); an experiment that also BASE-ified the
-//!   administrative `delete-order` (not a mode the workload offers: §8 keeps it ACID) gave 3.80
-//!   (salt 15.1K txn/s at 64 clients against acid 4.0K; its CPU was not measured). The paper
-//!   found K = 2, 3 add nothing, so in Fusion Ticket the other writers of the counter are much
-//!   rarer than in this mix, which we chose to keep the event from selling out in a long run.
-//! * **The hot row's hold under Salt.** With K = 3, `create-order`'s
-//!   alkaline 1 (update, read back, commit: three round trips) is the serial section: two rows at
-//!   about 1 ms each (estimated from the LAN delay, not traced). At 64 clients the queues on the
-//!   two rows outlast the lock patience (then 10 ms, now 7): 42% of `create-order` attempts
-//!   died and retried (K = 3, measured).
-//! * **CPU.** ACID at its peak uses about 0.8 of the 2 cores (210 µs per transaction with its
-//!   retries); Salt K = 3 at 9.1K txn/s about 1.1 (124 µs).
-//! * **The sessions.** Before session 21 the order queue was shared by buckets: two clients
-//!   picking from a bucket both took its range lock and both waited to upgrade it for the
-//!   delete, and 40–68% of every writer's attempts aborted (ratio of peaks 0.95, acid 2.5K txn/s).
-//!   Sessions own their orders now, as in Fusion Ticket, and those conflicts are gone.
+//!   queued, `create-order` is serialized again at its full length. BASE-ifying them (K = 2, 3)
+//!   raises the ratio; the administrative `delete-order` stays ACID, as in §8. The paper found
+//!   K = 2, 3 add nothing, so in Fusion Ticket the other writers of the counter are much rarer
+//!   than in this mix, which we chose to keep the event from selling out in a long run.
+//! * **The hot row's hold under Salt.** With K = 3, `create-order`'s alkaline 1 (update, read
+//!   back, commit: three round trips) is the serial section: two rows held for about a LAN
+//!   round trip each. At high client counts the queues on the two rows outlast the lock
+//!   patience, and many `create-order` attempts die and retry.
+//! * **CPU.** Salt sends more messages per transaction than ACID (a commit per
+//!   subtransaction); on two cores the runs are CPU-bound near the peak.
+//! * **Orders belong to sessions.** Each session owns its orders, as in Fusion Ticket. A queue
+//!   shared by buckets of sessions would make two clients picking from a bucket both take its
+//!   range lock and both wait to upgrade it for the delete: most of every writer's attempts
+//!   would abort.
 //!
 //! ## Not implemented
 //!
@@ -1028,7 +1022,7 @@ pub fn check_snapshot(s: &Snapshot, capacity: i64) -> Result<Verdict, Vec<String
     for &(state, session, order) in &s.queue {
         if !s.orders.get(&order).is_some_and(|o| o.state == state && o.session == session) {
             p(format!(
-                "queue {state} of session {session} lists order {order}, which is not its live order in that state"
+                "queue {state} of session id {session} lists order {order}, which is not its live order in that state"
             ));
         }
     }
@@ -1392,7 +1386,7 @@ mod tests {
         let mut s = consistent();
         s.queue.remove(&(ORDER_RESERVED, 0, 2));
         s.queue.insert((ORDER_RESERVED, 1, 2));
-        assert!(problems(&s).contains("queue 1 of session 1 lists order 2"), "{}", problems(&s));
+        assert!(problems(&s).contains("queue 1 of session id 1 lists order 2"), "{}", problems(&s));
     }
 
     #[test]

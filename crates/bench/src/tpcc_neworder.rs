@@ -233,7 +233,7 @@ impl Workload for TpccNewOrder {
     }
 
     fn needs_isolation(&self) -> Option<(Guarantee, &'static str)> {
-        // Read atomic: coordfree runs it (R5 assigns the ids on the district's partition).
+        // Read atomic: coordfree runs it (CF-5 assigns the ids on the district's partition).
         Some((Guarantee::ReadAtomic, "its order ids (TPC-C 3.3.2.2-3) need sequential assignment"))
     }
 

@@ -1,4 +1,4 @@
-//! `--history` (issue 18 §8): a ycsb-t run on omid writes an Elle rw-register history that
+//! `--history`: a ycsb-t run on omid writes an Elle rw-register history that
 //! parses, whose committed reads all saw committed writes, and a corrupted copy is caught.
 
 use litmus_bench::harness::{self, BenchConfig};

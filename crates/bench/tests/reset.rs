@@ -1,4 +1,4 @@
-//! `--reset` (issue 18 §7): `litmus_reset_chunk` empties a table in chunks, and refuses bad
+//! `--reset`: `litmus_reset_chunk` empties a table in chunks, and refuses bad
 //! input with typed errors.
 
 use litmus_bench::reset::{self, RESET_CHUNK_ROWS, RESET_PROCEDURE};

@@ -1,4 +1,4 @@
-//! `litmus bench --runtime sim` (issue 16): any workload on a simulated cluster in virtual
+//! `litmus bench --runtime sim`: any workload on a simulated cluster in virtual
 //! time, reported like a real run and marked simulated; deterministic; thousands of clients.
 
 use clap::Parser;
@@ -175,7 +175,7 @@ fn calibrate_writes_a_table_of_the_measured_window() {
     assert!(nocc.contains_key(litmus_runtime::cost::RUNTIME_OVERHEAD_KEY), "{nocc:?}");
     assert!(!nocc.keys().any(|k| k.contains("load")), "the load phase was measured: {nocc:?}");
     // An engine that runs one-round transactions only is measured on the workload's one-round
-    // form (it refuses the op-by-op one, which used to leave it out of the table).
+    // form (it refuses the op-by-op one, which would leave it out of the table).
     // `--bench-flags` reach every run: four keys per transaction, and a warmup of their own
     // (which replaces calibrate's default one instead of being refused as given twice).
     let granola = litmus_bench::calibrate::CalibrateArgs {

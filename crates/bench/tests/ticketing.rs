@@ -110,7 +110,7 @@ fn sold_out_expiry_and_compensation_keep_the_counters_exact() {
         assert!(matches!(&err, Error::UserAbort(r) if r == ticketing::SOLD_OUT), "{engine}: {err:?}");
         assert_eq!(free_seats(&mut client), 0, "{engine}: a sold-out attempt changes nothing");
 
-        // Sequence 5 (order 10) is session 5's only order: expiring it frees positions 20..24.
+        // Sequence 5 (order 10) is the only order of session id 5: expiring it frees positions 20..24.
         let expire = w.procedure_of(&ticketing::EXPIRE_RESERVATIONS);
         client.call(expire, vec![Value::Int(5)]).unwrap();
         assert_eq!(free_seats(&mut client), ticketing::ORDER_SEATS_MAX, "{engine}");

@@ -1,4 +1,4 @@
-//! TPC-C measured as the specification measures it (issue 20), end to end on a small embedded
+//! TPC-C measured as the specification measures it, end to end on a small embedded
 //! cluster with a fault injected into Delivery: an attempt of it aborts (retryably) unless it
 //! is the `every`-th one. The terminals retry until commit, so the run still commits the deck's
 //! mix; a Delivery that can never commit fails the run loudly, naming it; and a run that gives

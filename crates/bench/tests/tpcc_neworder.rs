@@ -78,7 +78,7 @@ fn coordfree_returns_the_real_order_id_to_the_client() {
     }
 }
 
-/// R6 through the analyzer's verdicts: TPC-C Delivery needs coordination (3.3.2.2, 3.3.2.3
+/// CF-6 through the analyzer's verdicts: TPC-C Delivery needs coordination (3.3.2.2, 3.3.2.3
 /// under its delete), so coordfree refuses it and names the invariant; Payment is
 /// coordination-free and runs.
 #[test]
@@ -166,7 +166,7 @@ fn break_the_rule_without_the_nested_increment_the_check_sees_broken_ids() {
     match harness::run(&cfg, std::sync::Arc::new(w)) {
         Err(e) => assert!(format!("{e:#}").contains("duplicate key"), "{e:#}"),
         Ok(report) => {
-            assert!(!report.verify.ok, "concurrent New-Orders without R5 kept the ids: {}", report.verify.message);
+            assert!(!report.verify.ok, "concurrent New-Orders without CF-5 kept the ids: {}", report.verify.message);
             assert!(report.verify.message.contains("3.3.2."), "{}", report.verify.message);
         }
     }

@@ -1,4 +1,4 @@
-//! Issue 21 on the simulator: Omid §V's ycsb-t while the oracle's node crashes mid-commit.
+//! Omid §V's ycsb-t on the simulator while the oracle's node crashes mid-commit.
 
 use litmus_bench::ycsb_t_sim::{simulate, SIM_ROWS};
 use litmus_runtime::sim::SimConfig;
@@ -27,10 +27,10 @@ fn ycsb_t_survives_an_oracle_node_crash_mid_commit_with_and_without_standby() {
     assert!(commits > seeds * 20, "only {commits} ycsb-t commits over {seeds} seeds");
 }
 
-/// The storm of issue 21: after a failover every coordinator's replica is empty below `T_init`,
-/// so the verify's scans meet thousands of writers it must ask about. Asked per version and per
-/// reader (and resent every 200 ms), that kept the loaded oracle's queue full until nothing
-/// answered — these seeds hit the simulator's event limit on the code before the fix. Asked
+/// No fate-query storm after a failover (OM-E4b): every coordinator's replica is empty below
+/// `T_init`, so the verify's scans meet thousands of writers it must ask about. Asked per
+/// version and per reader (and resent every 200 ms), that would keep the loaded oracle's queue
+/// full until nothing answered, and these seeds would hit the simulator's event limit. Asked
 /// once per writer, in batches, the verify completes.
 #[test]
 fn verify_after_an_oracle_failover_asks_each_writers_fate_once() {

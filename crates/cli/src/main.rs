@@ -16,8 +16,8 @@ mod sim;
 use clap::{Parser, Subcommand};
 
 /// mimalloc instead of the system allocator: the engines allocate and free many small
-/// objects per operation (rows, keys, messages), and glibc malloc was about a quarter of the
-/// CPU of a TPC-C run (issue 13).
+/// objects per operation (rows, keys, messages), and glibc malloc takes a large share of the
+/// CPU of a TPC-C run.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -28,11 +28,10 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// How long mimalloc keeps freed memory before it gives it back to the OS.
 ///
 /// mimalloc's default is 10 ms. A busy cluster frees and reallocates the same few hundred MB
-/// (rows, messages, log records) continuously, so memory given back after 10 ms was touched
-/// again a moment later: the kernel zeroed a fresh (huge) page for every such fault, 31,000 to
-/// 43,000 faults and ~7% of the CPU of an 8 s TPC-C run (`clear_page_erms`, issue 13). After a
-/// second of disuse a page is truly idle; the run then takes under 1,000 faults and ~10% more
-/// resident memory.
+/// (rows, messages, log records) continuously, so memory given back after 10 ms is touched
+/// again a moment later: the kernel zeroes a fresh (huge) page for every such fault
+/// (`clear_page_erms` in a profile). After a second of disuse a page is truly idle; the price
+/// is somewhat more resident memory.
 pub const ALLOCATOR_PURGE_DELAY_MS: i64 = 1_000;
 
 /// `mi_option_allow_thp` in the same enum (mimalloc v2.2).
@@ -43,10 +42,8 @@ const MI_OPTION_ALLOW_THP: libmimalloc_sys::mi_option_t = 37;
 ///
 /// A cluster's memory grows by the rows its transactions insert (~3 KB per TPC-C
 /// transaction), so the kernel keeps zeroing fresh pages for it, and zeroing a 2 MB huge page
-/// on first touch cost more here than the TLB misses it saves: with huge pages, 5–8% of a TPC-C
-/// run's CPU was `clear_page_erms` and its system time twice as high; without them, TPC-C acid
-/// took 4% less CPU per transaction (medians of 6 alternated runs, 105 → 101 µs/txn; all 6
-/// pairs equal or better) and 5% more throughput (issue 13).
+/// on first touch costs more here than the TLB misses it saves (`clear_page_erms` and system
+/// time grow with huge pages; TPC-C takes less CPU per transaction without them).
 pub const ALLOCATOR_HUGE_PAGES: bool = false;
 
 /// Applies [`ALLOCATOR_PURGE_DELAY_MS`] and [`ALLOCATOR_HUGE_PAGES`], each unless the user

@@ -66,8 +66,8 @@ pub struct SimArgs {
     /// one message at a time, so request storms queue up). Default 0 (free); under `ycsb-t`, 20.
     #[arg(long)]
     step_cost_us: Option<u64>,
-    /// Charge every step CPU time from a cost table on this many cores per node (issue 16's
-    /// CPU model; replaces --step-cost-us). Default: steps are free.
+    /// Charge every step CPU time from a cost table on this many cores per node (the
+    /// simulator's CPU model; replaces --step-cost-us). Default: steps are free.
     #[arg(long, value_name = "K")]
     cores_per_node: Option<u32>,
     /// The cost table for --cores-per-node (default: the committed one, measured by `litmus

@@ -1,4 +1,4 @@
-//! The acceptance commands of `litmus analyze` (issue 17), run as a user runs them.
+//! The acceptance commands of `litmus analyze`, run as a user runs them.
 
 use std::process::Command;
 

@@ -260,7 +260,7 @@ fn ycsb_runs_on_a_three_process_tcp_cluster() {
     assert!(report["throughput"].as_f64().unwrap() > 0.0, "{report}");
 }
 
-/// Issue 21: `kill -9` of the node running the Omid status oracle (its hot standby is on node 1)
+/// Omid failover (OM-8): `kill -9` of the node running the status oracle (its hot standby is on node 1)
 /// during `bench ycsb-t`, restarted 2 s later. The bench ends within its window plus a bounded
 /// grace with `verify: ok` (snapshot isolation, no lost update), every write a probe client was
 /// told committed is still there, and the failover time — from the kill to the first commit
@@ -346,8 +346,8 @@ fn oracle_node_killed_during_ycsb_t() {
 
 /// `kill -9` of one node of a 3-process `coordfree` cluster during `bench tpcc-neworder`,
 /// restarted 2 s later: prepared RAMP writes of the killed node's partitions are recovered from
-/// its log and finished (R7: coordinators re-send, partitions inquire), held second rounds
-/// (R4d) are re-sent, and the bench ends within a bounded grace with TPC-C's consistency
+/// its log and finished (CF-7: coordinators re-send, partitions inquire), held second rounds
+/// (CF-4d) are re-sent, and the bench ends within a bounded grace with TPC-C's consistency
 /// conditions holding — sequential, gap-free order ids per district (3.3.2.2-3) included.
 #[test]
 fn coordfree_node_killed_during_tpcc_neworder() {
@@ -394,7 +394,7 @@ fn coordfree_node_killed_during_tpcc_neworder() {
 /// down until the bench has ended: every call the bench makes ends within a bound (New-Orders
 /// that reach the dead node's partitions fail instead of waiting for it), and when the node
 /// comes back long after, its partitions recover from their logs, the writes prepared on the
-/// live partitions are finished or dropped (R7), and every district meets TPC-C's conditions
+/// live partitions are finished or dropped (CF-7), and every district meets TPC-C's conditions
 /// (3.3.2.1-10, 12): order ids sequential and gap-free, every order with its lines.
 #[test]
 fn coordfree_node_left_down_during_tpcc_neworder() {

@@ -1,4 +1,4 @@
-//! Operating a cluster (issue 18): the 3-node example config, cluster identity enforced at
+//! Operating a cluster: the 3-node example config, cluster identity enforced at
 //! start, SIGTERM, the metrics endpoint, the shell.
 
 use litmus_client::Client;
@@ -115,7 +115,7 @@ fn http_get(addr: &str, path: &str) -> String {
     out
 }
 
-/// Issue 18 §1: a node restarted with a different `partitions` refuses to serve and says so,
+/// A node restarted with a different `partitions` refuses to serve and says so,
 /// whether its data dir recorded the cluster (restart) or not (a fresh node its peers refuse).
 /// The other nodes keep serving. SIGTERM stops a node cleanly (exit 0), and it restarts.
 #[test]
@@ -211,7 +211,7 @@ fn shell_over_stdin_and_dump() {
     assert_eq!(String::from_utf8_lossy(&jsonl.stdout).lines().next(), Some(r#"{"k":7,"v":"0x68656c6c6f"}"#));
 
     // Piped into a reader that stops reading (`litmus shell … | head -1`): a quiet exit with a
-    // shell's SIGPIPE status, where `println!` used to panic.
+    // shell's SIGPIPE status, not a `println!` panic.
     let mut shell = Command::new(LITMUS)
         .args(["shell", "--connect", &ex.peers[0]])
         .stdin(Stdio::piped())
@@ -227,7 +227,7 @@ fn shell_over_stdin_and_dump() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
-/// Issue 18 §2: one client keeps writing across a `kill -9` and restart of its server. The
+/// One client keeps writing across a `kill -9` and restart of its server. The
 /// lost connection is `Unavailable { outcome_unknown: true }` (never an abort, never "failed to
 /// fill whole buffer"); the client reconnects by itself and finishes; no acknowledged write is
 /// lost.
@@ -282,7 +282,7 @@ fn hello(s: &mut std::net::TcpStream) {
     s.write_all(&buf).unwrap();
 }
 
-/// Issue 18 §3: an oversized frame, a partial frame that never completes, and a connection
+/// An oversized frame, a partial frame that never completes, and a connection
 /// flood beyond `max_connections` are each rejected with a typed error, and the server goes on
 /// serving.
 #[test]
@@ -353,7 +353,7 @@ fn oversized_partial_frames_and_a_flood_are_rejected_and_the_server_still_serves
     );
 }
 
-/// Issue 18 §7: `bench --reset` empties the workload's tables on the servers first, so a second
+/// `bench --reset` empties the workload's tables on the servers first, so a second
 /// run of tpcc, ticketing and ycsb-t against the same cluster verifies; without it the second
 /// ycsb-t run fails on the first run's rows.
 #[test]
@@ -439,7 +439,7 @@ fn metric(text: &str, prefix: &str) -> u64 {
     line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
-/// Issue 18 §4–5: leveled logs (config `log`, overridden by RUST_LOG) report startup, peers,
+/// Leveled logs (config `log`, overridden by RUST_LOG) report startup, peers,
 /// recovery (records and bytes replayed) and shutdown; the metrics carry request latency
 /// histograms by kind and aborts by cause.
 #[test]
@@ -524,7 +524,7 @@ fn logs_report_recovery_and_peers_and_metrics_have_latency_histograms() {
     assert!(!c.contains("INFO"), "{c}");
 }
 
-/// Issue 18 §9: a shared cluster token (`token` in the config, `LITMUS_TOKEN`, `--token`) is
+/// A shared cluster token (`token` in the config, `LITMUS_TOKEN`, `--token`) is
 /// checked in every hello. A client without it or with another one gets a typed
 /// `Unauthenticated` rejection; a node with another token is refused by its peers and exits.
 #[test]
@@ -559,7 +559,7 @@ fn a_cluster_token_is_required_of_clients_and_peers() {
     }
     // Nodes 0 and 1 must have agreed with each other first: a node refused by its only peer
     // so far takes itself for the misconfigured one and stops (`TcpRouter::peer_mismatch`),
-    // and under load node 0 could dial the bad node before node 1 (CI, session 17).
+    // and under load node 0 could dial the bad node before node 1 (CI).
     await_peer_link(&ex.metrics[0]);
     await_peer_link(&ex.metrics[1]);
     // Node 2 with another token (the environment overrides its config): refused, it exits.

@@ -1,7 +1,7 @@
-//! Issue 18 §9, end to end with real processes: a 2-node cluster from the example config with
-//! its TLS keys set (certificates made here with rcgen); `bench --connect` and `shell` over
-//! TLS, a plaintext shell refused with a clear error, mutual TLS, and the loud warning of a
-//! plaintext server listening beyond loopback.
+//! TLS between clients and nodes, end to end with real processes: a 2-node cluster from the
+//! example config with its TLS keys set (certificates made here with rcgen); `bench --connect`
+//! and `shell` over TLS, a plaintext shell refused with a clear error, mutual TLS, and the loud
+//! warning of a plaintext server listening beyond loopback.
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use std::path::{Path, PathBuf};

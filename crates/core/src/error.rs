@@ -72,7 +72,7 @@ pub enum AbortReason {
     #[error("deadlock victim")]
     Deadlock,
     /// Aborted for an accepted BASE transaction that cannot abort and waited for it (Salt lock
-    /// rule 5b, "wound").
+    /// LK-5b, "wound").
     #[error("wounded by a BASE transaction it blocked")]
     Wounded,
     #[error("write-write conflict")]

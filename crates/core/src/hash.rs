@@ -1,4 +1,4 @@
-//! A fast hasher for the engine's internal hash maps (issue 13).
+//! A fast hasher for the engine's internal hash maps.
 //!
 //! Point lookups in the store and the lock table hash short keys (a TPC-C key is 2 to 4
 //! integers of 9 bytes, a lock id is one `u64`) millions of times a second; SipHash, the
@@ -11,9 +11,9 @@
 //! `finish` rotates the state by 26 bits, as rustc-hash 2 does. The multiply carries entropy
 //! only upwards, so without it the low bits — the ones a hash table picks its bucket with —
 //! depend only on the low bytes of each word, and an encoded key's varying bytes (the low-order
-//! bytes of big-endian integers) fall in the high ones: 130,000 TPC-C order-line keys landed
-//! in about 1,100 of 262,144 buckets, and every point read of the store probed a long chain
-//! (`MvccStore::versions_of`, ~3% of a TPC-C run, issue 13).
+//! bytes of big-endian integers) fall in the high ones: TPC-C order-line keys would land in a
+//! tiny fraction of the buckets, and every point read of the store
+//! (`MvccStore::versions_of`) would probe a long chain.
 
 use std::hash::{BuildHasherDefault, Hasher};
 

@@ -33,16 +33,15 @@ const TAG_BYTES: u8 = 0x05;
 ///
 /// Ordered as its bytes are (lexicographically). The comparison is written out eight bytes at
 /// a time: keys are short (a TPC-C key is 2 to 4 integers of 9 bytes), compared many times per
-/// B-tree lookup in the store and the lock table, and a `memcmp` call per comparison was 6% of
-/// a TPC-C run (issue 13).
+/// B-tree lookup in the store and the lock table, and a `memcmp` call per comparison costs more
+/// than the comparison.
 ///
 /// A key of up to [`KEY_INLINE_MAX`] bytes is held inline; a longer one shares its bytes
 /// behind a reference count. Inline, a hash-table lookup compares the key in the bucket it
-/// found without following a pointer: the store's point lookups were 15% of Granola's TPC-C
-/// profile, most of it the cache miss on the bucket key's heap bytes, and encoding a key no
-/// longer allocates. Shared, a long key's clone (into lock-table entries, lock targets,
+/// found without following a pointer (a heap key costs a cache miss per bucket compared, the
+/// bulk of a point lookup), and encoding a key does not allocate. Shared, a long key's clone (into lock-table entries, lock targets,
 /// operations, write images and log records) stays a reference count, not a copy. Either way
-/// a key serializes as the `Vec<u8>` it once was, so encodings keep their bytes.
+/// a key serializes as a `Vec<u8>` would, so encodings keep their bytes.
 #[derive(Clone)]
 pub struct Key(Repr);
 
@@ -69,8 +68,8 @@ impl std::hash::Hash for Key {
 }
 
 /// Equal bytes, written out as the comparison is: every point read of the store and the lock
-/// table ends in a hash hit's equality check, and `bcmp` calls for those short keys were ~2% of
-/// a TPC-C run (issue 13). Agrees with `Hash`, which hashes the bytes.
+/// table ends in a hash hit's equality check, and a `bcmp` call costs more than comparing such
+/// short keys inline. Agrees with `Hash`, which hashes the bytes.
 impl PartialEq for Key {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
@@ -278,7 +277,7 @@ impl Key {
     /// `None` when `f` maps no column (or the bytes are no encoding). Works on the bytes: an
     /// integer's encoding has one width, so the key is copied once and the columns' bodies
     /// overwritten, with no decoding (`coordfree` rewrites a New-Order's temporary order id in
-    /// about twenty keys per commit, issue 17).
+    /// about twenty keys per commit).
     pub fn map_ints(&self, f: impl Fn(i64) -> Option<i64>) -> Option<Key> {
         let bytes = self.as_bytes();
         let mut out: Option<Key> = None;

@@ -14,8 +14,8 @@ use std::sync::Arc;
 /// A row: one value per column, in column order.
 ///
 /// Rows are shared and immutable: the store, lock-free reads, write buffers, log records and
-/// replies all hold the same allocation, and cloning a row is a reference count (issue 13: row
-/// clones on every read were 9% of a TPC-C run). Writing through [`std::ops::DerefMut`]
+/// replies all hold the same allocation, and cloning a row is a reference count (rows are
+/// cloned on every read). Writing through [`std::ops::DerefMut`]
 /// (`row[i] = v`) is copy-on-write: it copies the values first only if the row is shared, so
 /// no other holder ever sees the change. A row serializes exactly as the `Vec<Value>` it
 /// replaced (a sequence), so the wire format, logs and snapshots keep their bytes.
@@ -199,13 +199,13 @@ impl fmt::Display for Decimal {
 ///
 /// Strings and bytes are shared, immutable buffers: a row is copied into messages, write
 /// buffers, log records and the store several times per operation, and copying a value is then
-/// a reference count, not an allocation and a `memcpy` (issue 13). They serialize as `String`
-/// and `Vec<u8>` did, so logs and snapshots keep their format.
+/// a reference count, not an allocation and a `memcpy`. They serialize as `String`
+/// and `Vec<u8>` do, so logs and snapshots keep their format.
 ///
-/// A set is boxed, which keeps a value at 24 bytes where the set inline made every value 32:
+/// A set is boxed, which keeps a value at 24 bytes where the set inline would make every value 32:
 /// rows are vectors of values, and a TPC-C run's store grows by several kilobytes of rows per
-/// transaction, whose fresh pages were a tenth of its CPU (issue 13). A box serializes as what
-/// it holds.
+/// transaction, and zeroing fresh pages for them is a visible share of its CPU. A box
+/// serializes as what it holds.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Value {
     Null,
@@ -288,7 +288,7 @@ impl Value {
 
     /// Whether [`Value::check_limits`] passes, without building the name an error would carry
     /// (validation runs for every value of every operation; formatting the name each time was
-    /// a measurable share of a TPC-C run, issue 13).
+    /// a measurable share of a TPC-C run).
     pub fn within_limits(&self) -> bool {
         match self {
             Value::Null | Value::Int(_) | Value::Decimal(_) => true,

@@ -6,7 +6,7 @@
 //! Members live in a hash set ([`litmus_core::hash::FxBuild`]): a partition asks "is this
 //! transaction finished?" on every operation, of a set of up to
 //! the locking partition's `FINISHED_MEMORY_MAX` (100,000) members, and a B-tree of that size
-//! cost a chain of cache misses per question (~1.6% of a TPC-C run, issue 13). Nothing walks
+//! costs a chain of cache misses per question. Nothing walks
 //! the members; the insertion order is the queue's.
 
 use litmus_core::hash::FxBuild;
@@ -60,8 +60,8 @@ impl<T: Eq + Hash + Clone> BoundedSet<T> {
 /// its requests in order). It holds at most `capacity` pairs; beyond that, the group of the
 /// oldest insertion forgets its *smallest* number.
 ///
-/// The same question in one [`BoundedSet`] of pairs cost two cache misses per request (the
-/// insert's bucket and the evicted member's, ~0.3 µs, ~7% of a YCSB transaction, issue 13):
+/// The same question in one [`BoundedSet`] of pairs would cost two cache misses per request
+/// (the insert's bucket and the evicted member's):
 /// here a group's numbers sit in order in one deque whose back takes the new number and whose
 /// front gives up the old one, and the insertion order is a deque of groups, all walked at
 /// their ends.

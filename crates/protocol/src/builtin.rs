@@ -304,7 +304,7 @@ pub mod bank {
 ///   writes included), reads `s` back — a read covered by its own write — and writes
 ///   `y := s(x) + tag`; alkaline 2 writes `chain_end(tag)`. A read covered by the reader's own
 ///   alkaline write still depends on other BASE transactions' writes of what it reads (lock
-///   rule 6a): without that, `y` would carry their tags to ACID readers before they end.
+///   LK-6a): without that, `y` would carry their tags to ACID readers before they end.
 /// * `chain_check(k1, k2, k3)` (ACID, read-committed) and `chain_check_ser` (serializable): read
 ///   the three keys, then `chain_end` of every tag in their provenance, in one transaction.
 ///   Returns `[tags checked, missing, first missing tag or -1]`. A tag whose end marker is

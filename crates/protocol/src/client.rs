@@ -20,7 +20,7 @@ pub struct ClientSession {
     timeout: Duration,
     /// Deadline of each outstanding request, in request order. A vector, not a map: a session
     /// has one or a few requests out, and a map allocated a node for every request a
-    /// benchmark terminal made (issue 13).
+    /// benchmark terminal made.
     outstanding: Vec<(RequestId, Time)>,
 }
 

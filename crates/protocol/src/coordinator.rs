@@ -55,7 +55,7 @@ pub const KEPT_RECORDS_COMPACT_AT: usize = 16_384;
 /// cap every long retry gets the same age, `now − cap`, so the one retrying longest no longer
 /// wins, and wait-die's promise that the oldest never dies is gone. At 10 s, 128 TPC-C clients
 /// on 2 cores under `salt` starved a Delivery for 30 s (105 attempts, each behind a younger
-/// retry that the cap made look older; issue 20).
+/// retry that the cap made look older).
 pub const RETRY_PRIORITY_CREDIT_MAX: Duration = Duration::from_secs(60);
 
 /// The coordinator's own log records.
@@ -68,8 +68,8 @@ pub enum CoordRecord {
 impl CoordRecord {
     /// The postcard bytes of `CoordRecord::Engine(record)`, without building it: the variant
     /// index and the length as varints, then the bytes. Serde writes a `Vec<u8>` one element at
-    /// a time, and every engine record of every transaction went through that loop and a copy
-    /// (issue 13). `an_engine_record_is_encoded_as_postcard_would` pins the equality.
+    /// a time, and every engine record of every transaction would go through that loop and a
+    /// copy. `an_engine_record_is_encoded_as_postcard_would` pins the equality.
     pub(crate) fn encode_engine(record: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(record.len() + 1 + 10);
         out.push(1); // `Engine`, the second variant (a varint below 128 is one byte)
@@ -142,7 +142,7 @@ struct Txn {
     /// The request that started (procedure) or is finishing (interactive) the transaction.
     request: Option<RequestId>,
     source: Source,
-    /// Boxed: a B-tree's inserts and removes shift its entries (issue 13).
+    /// Boxed: a B-tree's inserts and removes shift its entries.
     ops: BTreeMap<u32, Box<PendingOp>>,
     finishing: Option<Outcome>,
     last_active: Time,
@@ -188,8 +188,8 @@ pub struct Coordinator {
     kept_compacted: usize,
     /// Whether a snapshot may be asked for, so `kept` is kept. Off for a coordinator without a
     /// log ([`Machine::never_snapshotted`]): its records, each a copy of a decision with every
-    /// row written, were about half of an acid TPC-C run's memory growth (~10 MB/s) and the
-    /// fresh pages it touched (issue 13).
+    /// row written, would be a large share of a TPC-C run's memory growth and of the fresh
+    /// pages it touches.
     keeps_records: bool,
 }
 

@@ -70,7 +70,7 @@ pub enum Message {
     /// Every partition request or reply one machine step sent to the same coordinator or
     /// partition, in the order sent ([`crate::machine::Effects::batch_sends`]): a procedure's
     /// operations issued together travel to each partition in one message, and the replies a
-    /// partition step produced for one coordinator go back in one (issue 13). The receiver
+    /// partition step produced for one coordinator go back in one. The receiver
     /// handles the items in order, as it would the messages one by one. Its items are not
     /// messages, so a batch cannot nest.
     Batch(Vec<Batched>),

@@ -22,8 +22,8 @@ pub enum Op {
     ReadMany { table: String, keys: Vec<Vec<Value>> },
     /// Point read of some columns (`SELECT c1, c2 … WHERE key = …`): the row comes back at
     /// full width with the columns not named read as NULL. A BASE transaction's read of
-    /// columns that no unfinished BASE write touched does not depend on that write (lock rule
-    /// 6a per column, [`ColMask`]).
+    /// columns that no unfinished BASE write touched does not depend on that write
+    /// (LK-6a per column, [`ColMask`]).
     ReadColumns { table: String, key: Vec<Value>, columns: Vec<String> },
     /// Range read: keys `>= start` and `< end` (both key prefixes). With `end: None` every key
     /// that starts with `start`. At most `limit` rows, in key order.

@@ -8,7 +8,7 @@
 //!
 //! State = snapshot + log. The runtime persists records before it releases replies, snapshots
 //! the partition from time to time ([`Machine::snapshot`]) and drops the log prefix the snapshot
-//! covers. Because the partition applies exactly what it logs, a later issue can put the log
+//! covers. Because the partition applies exactly what it logs, the log can be put
 //! under a consensus library (each partition a replica group) without touching the engines.
 
 use crate::engine::{EngineKind, PartCtx, PartitionEngine};

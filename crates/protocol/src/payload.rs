@@ -40,9 +40,9 @@ impl<T: Serialize + Any + Send + Sync + fmt::Debug> PayloadData for T {
 
 /// The postcard bytes of `value` (the same bytes as `postcard::to_stdvec`), in one allocation
 /// of the exact size. `to_stdvec` grows its vector from empty; those reallocations, for every
-/// log record of every transaction, were a visible share of a TPC-C profile (issue 13). The
+/// log record of every transaction, are a visible share of a TPC-C profile. The
 /// value is encoded once into a buffer the thread keeps, then copied out: computing the size
-/// first walked every value of a record twice (a third of the encoding's cost).
+/// first would walk every value of a record twice.
 ///
 /// Panics only if `value`'s `Serialize` itself fails, as `to_stdvec(..).expect(..)` did; the
 /// derived implementations of engine records and messages do not fail.

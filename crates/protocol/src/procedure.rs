@@ -523,7 +523,7 @@ impl Ctx {
 
     /// Point read of the named columns ([`Op::ReadColumns`]): the row at full width, with every
     /// other column NULL. Under Salt, a BASE transaction that reads only columns no unfinished
-    /// BASE write touched does not depend on those writes (lock rule 6a per column), so its later
+    /// BASE write touched does not depend on those writes (LK-6a per column), so its later
     /// writes are not held back behind them.
     pub async fn read_columns(&self, table: &str, key: &[Value], columns: &[&str]) -> Result<Option<Row>, Error> {
         row_of(self.op(read_columns_op(table, key, columns)).await?)

@@ -422,10 +422,10 @@ impl CostResolver {
 
     /// CPU nanoseconds of one envelope's steps ([`step_keys`]: one, or a batch's items) that did
     /// `work` units of work in all: each item's cost at its even share of the work (as `litmus
-    /// calibrate` split them), and the runtime overhead once. The overhead was measured per
-    /// envelope the worker took from its queue, not per item of a batch; charging it per item
-    /// made a batched engine pay it several times over (coordfree's New-Order 4.3x, acid's
-    /// 1.7x: its reads and operations travel in batches per partition).
+    /// calibrate` split them), and the runtime overhead once. The overhead is measured per
+    /// envelope the worker takes from its queue, not per item of a batch; charging it per item
+    /// would make a batched engine pay it several times over (coordfree's and acid's reads and
+    /// operations travel in batches per partition).
     ///
     /// Charging by work is what lets a simulated transaction split over partitions cost what it
     /// costs: a commit of 20 rows at one partition and 3 at another is charged as 23 rows and
@@ -457,8 +457,8 @@ pub struct ProfileData {
     pub flushes: (u64, u64),
     /// CPU nanoseconds the profile itself took: its clock reads, step names and counts. Not
     /// the runtime's: subtracted from the worker's CPU with the machines' before the overhead
-    /// per step is taken (it was a quarter of that overhead, and charged to every simulated
-    /// step).
+    /// per step is taken (left in, it would inflate that overhead, which is charged to every
+    /// simulated step).
     pub probe_ns: u64,
     /// What one clock read costs ([`clock_read_ns`]): a measured interval holds one read's
     /// worth besides what it measures.

@@ -20,7 +20,7 @@
 //! and go to its driver instead of the [`Host`], so a transaction costs no thread wake-up
 //! (see `embedded/terminals.rs`).
 //!
-//! Hand-offs are what a message costs here (issue 13), so they are few: a [`Mailbox`] is a
+//! Hand-offs are what a message costs here, so they are few: a [`Mailbox`] is a
 //! vector under a mutex that its one reader swaps out whole, and a sender wakes the reader only
 //! when it sleeps (no spinning, no `sched_yield`). A worker routes what one flush produced with
 //! one lock and at most one wake-up per destination, and keeps messages between its own
@@ -248,10 +248,10 @@ impl SpinPolicy {
 ///
 /// At zero network delay a worker runs out of work for a few microseconds at a time: its
 /// transactions wait on the other worker's partitions or on locks. Sleeping through each such
-/// gap cost a futex wait, a futex wake in the sender and two context switches; on this 2-core
-/// machine that was ~5% of a TPC-C run's CPU and a third of YCSB's (issue 13). Polling 20 µs
-/// first catches most of the messages that end a gap, and a worker idle for longer sleeps as
-/// before, so an idle cluster burns 20 µs per wake-up at most. With a delay model, messages
+/// gap costs a futex wait, a futex wake in the sender and two context switches, a visible
+/// share of a TPC-C run's CPU and a large one of YCSB's. Polling 20 µs first catches most of
+/// the messages that end a gap, and a worker idle for longer then sleeps, so an idle cluster
+/// burns 20 µs per wake-up at most. With a delay model, messages
 /// are stamped with their delivery time and wait in the worker's queue, so a worker with
 /// anything queued sleeps until the earliest is due instead: polling would only burn CPU.
 pub const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(20);
@@ -376,8 +376,8 @@ impl Router {
 const ROUTE_CLIENTS_KEPT_MAX: usize = 4096;
 
 /// A worker's buffers for [`Router::route_batch`], empty between calls, kept for their
-/// capacity: a fresh vector per destination per flush, regrown by doubling, was a visible share
-/// of the copies and allocations of a TPC-C profile (issue 13).
+/// capacity: a fresh vector per destination per flush, regrown by doubling, would be a visible
+/// share of the copies and allocations of a TPC-C profile.
 #[derive(Default)]
 struct RouteScratch {
     per_worker: Vec<Vec<(Time, Envelope)>>,
@@ -389,8 +389,8 @@ struct RouteScratch {
 /// A worker's messages waiting for their delivery time, earliest first, ties in arrival order.
 ///
 /// The heap orders small entries (time, sequence number, slot) while the envelopes stay put in
-/// a slab: a heap of whole envelopes moved each one log(n) times on push and pop, and those
-/// copies were a visible share of the `memmove` in a TPC-C profile (issue 13).
+/// a slab: a heap of whole envelopes would move each one log(n) times on push and pop, a
+/// visible share of the `memmove` in a TPC-C profile.
 #[derive(Default)]
 struct DelayQueue {
     heap: BinaryHeap<Due<u32>>,
@@ -445,8 +445,8 @@ impl DelayQueue {
 ///
 /// Either way the partitions of consecutive numbers (TPC-C's warehouses 1 and 2 live on
 /// partitions 1 and 2) land on different workers when they can: placing machines in node order
-/// by count instead put both warehouses of a 2-warehouse run on one worker, which saturated
-/// while the other idled at a third of a core.
+/// by count instead would put both warehouses of a 2-warehouse run on one worker, saturated
+/// while the other idles.
 fn worker_placement(
     addrs: impl Iterator<Item = Addr>,
     topology: &crate::topology::Topology,
@@ -478,7 +478,7 @@ pub struct EmbeddedCluster {
     counters: Arc<Counters>,
 }
 
-/// What the cluster did, for cost per transaction (issue 13).
+/// What the cluster did, for cost per transaction.
 #[derive(Default)]
 struct Counters {
     /// Messages routed: client requests, responses, and every message between machines.

@@ -61,7 +61,7 @@ pub struct Host {
     pending: Vec<Envelope>,
     /// An emptied buffer a caller handed back ([`Host::recycle`]) to become the next `pending`,
     /// so that a busy worker does not grow a fresh vector of messages after every flush (those
-    /// reallocations, hundreds of envelopes long, were a visible share of a TPC-C profile).
+    /// reallocations, hundreds of envelopes long, are a visible share of a TPC-C profile).
     spare: Vec<Envelope>,
     scratch: Effects,
     records_total: u64,

@@ -79,13 +79,13 @@ fn fig4_fig5_across_nodes() {
 }
 
 /// The same with BASE₂ a `chain_fold` of `x` into `y`: it adds its tag to `x`'s tag set and
-/// reads the set back, a read covered by its own alkaline write (lock rule 2). That write is
-/// compatible with BASE₁'s saline one, so the set it reads holds BASE₁'s tag: lock rule 6a must
-/// still make the read depend on BASE₁, and rule 6b keep `y` from ACID readers until BASE₁
+/// reads the set back, a read covered by its own alkaline write (LK-2). That write is
+/// compatible with BASE₁'s saline one, so the set it reads holds BASE₁'s tag: LK-6a must
+/// still make the read depend on BASE₁, and LK-6b keep `y` from ACID readers until BASE₁
 /// ends. Seen to fail (an ACID read of `y` during the outage returned BASE₁'s tag without its
 /// end marker) with the covered read taking no lock of its own.
 #[test]
-fn rule6a_a_covered_read_depends_on_others_unfinished_writes_across_nodes() {
+fn rule_lk6a_a_covered_read_depends_on_others_unfinished_writes_across_nodes() {
     fig4_fig5_with_base2("chain_fold", &[4, 0, 1]);
 }
 
@@ -122,7 +122,7 @@ fn fig4_fig5_with_base2(base2: &str, base2_args: &[i64]) {
         while sim.now().as_nanos() < Duration::from_millis(2_500).as_nanos() as u64 {
             match sim.request(call("chain_check", &[y, y, y])) {
                 Err(e) if e.is_retryable() => refused += 1,
-                // Lock rule 5h: the read-committed check asks again for up to a second before
+                // LK-5h: the read-committed check asks again for up to a second before
                 // it dies, so one sent near the end of the outage may be answered once node 2
                 // is back — then only after BASE₁ ended, with Fig. 5's value.
                 Ok(ResponseBody::Returned(v)) if sim.now().as_nanos() >= Duration::from_secs(3).as_nanos() as u64 => {

@@ -106,10 +106,10 @@ fn acknowledged_writes_survive_faults_under_every_engine() {
     }
 }
 
-/// Issue 5 under faults: once the faults heal and the cluster idles a few GC rounds, nothing
-/// holds `Tmin` (crashed coordinators' sessions were ended and their transactions aborted), the
-/// aborted list and the crash ranges are empty (GC purged what no writer cleaned up), and every
-/// version left at the partitions is committed.
+/// Omid's garbage collection under faults (OM-4, OM-E5): once the faults heal and the cluster
+/// idles a few GC rounds, nothing holds `Tmin` (crashed coordinators' sessions were ended and
+/// their transactions aborted), the aborted list and the crash ranges are empty (GC purged what
+/// no writer cleaned up), and every version left at the partitions is committed.
 #[test]
 fn omid_leaves_no_garbage_once_faults_heal() {
     use litmus_omid::node::{OracleMachine, ORACLE, ORACLE_STANDBY};
@@ -291,7 +291,7 @@ fn roll_forward_resumes_after_resent_decisions_land() {
     }
 }
 
-/// Omid's hot standby (issue 5): node 0 — the primary status oracle, a coordinator and two of
+/// Omid's hot standby: node 0 — the primary status oracle, a coordinator and two of
 /// the six partitions — crashes 300 ms into the run and stays down for the rest of the workload
 /// phase, under loss, duplication and reordering. Without a standby no Omid transaction could
 /// commit after the crash; with it, the standby on node 1 promotes itself, coordinators fail

@@ -1,4 +1,4 @@
-//! The simulator's CPU model (issue 16): every step occupies a core for a measured cost.
+//! The simulator's CPU model: every step occupies a core for a measured cost.
 //!
 //! * The fault-injection simulations keep their meaning with costs on: the same checks
 //!   (acknowledged writes, bank totals, liveness) pass for every registered engine with the

@@ -50,10 +50,9 @@
 //! so point reads borrow the `&Key` instead of cloning it into a tuple). A table keeps each
 //! key's versions in a slot of a vector, and two maps from key to slot: a hash map for point
 //! reads and writes — hashing the key once instead of comparing it with a dozen others down a
-//! B-tree (that was ~10% of a TPC-C run, issue 13) — and a `BTreeMap` for everything ordered
-//! (range reads, GC's walk, snapshots). A range read walks the ordered map and goes straight to
-//! each key's slot; when the versions sat in the hash map, every key of a range cost a hash
-//! lookup (5% of a TPC-C run, issue 13). Neither map changes when a key gets a new version,
+//! B-tree — and a `BTreeMap` for everything ordered (range reads, GC's walk, snapshots). A
+//! range read walks the ordered map and goes straight to each key's slot; with the versions in
+//! the hash map, every key of a range would cost a hash lookup. Neither map changes when a key gets a new version,
 //! only when a key comes or goes; a removed key's slot is reused by the next new one.
 //! Invariants, checked by [`MvccStore::check_invariants`] in tests and on snapshot decode:
 //!
@@ -489,9 +488,9 @@ impl MvccStore {
     /// A tombstone left as the key's only version is dropped with the key: with nothing older
     /// to hide, it reads as absence at every timestamp ([`MvccStore::get`], the scans); only
     /// `latest` and `versions` could tell them apart, by its timestamp. Kept, these lone
-    /// tombstones piled up at the head of every TPC-C district's NEW-ORDER rows, which each
-    /// Delivery's scan for the oldest order walked again (and the memory was never given back;
-    /// issue 13).
+    /// tombstones would pile up at the head of every TPC-C district's NEW-ORDER rows, which each
+    /// Delivery's scan for the oldest order walks again (and the memory would never be given
+    /// back).
     ///
     /// Returns the row the newest version held before (`None` for an absent key or a
     /// tombstone): what `latest` said just before, without a second lookup (a commit record
@@ -548,7 +547,7 @@ impl MvccStore {
     /// tombstone) and returns what to install at `ts` (`Some(None)`: a tombstone), or `None` to
     /// leave the key alone. Once a version is installed, every version `prune(i, ts)` picks is
     /// removed, `i` counting from the newest (0, never removed). `latest`, `put` and one
-    /// `remove_version` per pruned version did the same in as many lookups (issue 17).
+    /// `remove_version` per pruned version did the same in as many lookups.
     /// Returns whether a version was installed.
     pub fn install(
         &mut self,

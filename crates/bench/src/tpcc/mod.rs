@@ -75,9 +75,9 @@
 //! Isolation is clause 3.4.0.1's: New-Order, Payment, Delivery and Order-Status serializable;
 //! Stock-Level needs only level 1 (no dirty reads, clause 2.8.2.3) and runs read-committed, on
 //! every engine that offers the choice. Its ~200 stock reads then take short-term locks, and
-//! the locking engine never aborts it for a wait (lock rule 5h). Serializable, it held those
-//! reads while waiting for more and died in 40–80% of its attempts at 64–128 clients, on
-//! `acid` and `salt` alike (issue 20).
+//! the locking engine never aborts it for a wait (LK-5h). Serializable, it would hold those
+//! reads while waiting for more and die in most of its attempts at high client counts, on
+//! `acid` and `salt` alike.
 //!
 //! ## Variants: which transactions are BASE (`--base-txns K`, `--variant acid|salt`)
 //!
@@ -100,7 +100,7 @@
 //!
 //! **New-Order** follows Fig. 6: its first alkaline subtransaction checks the items, reads
 //! `w_tax` and updates and reads `d_next_o_id` (the update, the warehouse read and the item
-//! reads are issued at once, though the district lock is now also held while the warehouse read
+//! reads are issued at once, though the district lock is then also held while the warehouse read
 //! waits, e.g. behind a Payment's `w_ytd` update), so an unused
 //! item aborts the whole transaction *before* accept; the rest — customer, ORDERS, NEW-ORDER,
 //! the index row, stock updates and order lines — is one implicit alkaline subtransaction to
@@ -115,8 +115,8 @@
 //! lock while waiting for another), **Order-Status** one subtransaction.
 //!
 //! Accepted BASE transactions cannot abort, so two of them waiting for each other are only
-//! untangled by the engine's stall timeout and a re-run, which can repeat (a livelock seen
-//! with `--base-txns 3` before New-Order's customer read was moved). The BASE procedures
+//! untangled by the engine's stall timeout and a re-run, which can repeat (a livelock with
+//! `--base-txns 3` if New-Order read its customer early). The BASE procedures
 //! therefore take their locks in orders that cannot form such cycles: stock rows in
 //! (warehouse, item) order, New-Order's customer read after its inserts, and the BASE
 //! Delivery write-locks each district row (adding zero to `d_ytd`) before it scans.
@@ -139,10 +139,9 @@
 //!   half of a BASE New-Order: the rows it reads (the oldest NEW-ORDER row, ORDERS `o - 1`
 //!   and `o`, the lines) carry the saline locks of their writer until it ends. It reads the
 //!   absence of ORDERS `o - 1` — a row nobody has written yet — and skips the district, as
-//!   when there is nothing to deliver. (An earlier version read the district row instead,
-//!   which conflicts with the saline lock of every in-flight New-Order of the district; that
-//!   blocked the warehouse's New-Orders and Payments for the whole ~70 ms Delivery, see
-//!   "Known problems".) Stock-Level and the checker still read the district row with an
+//!   when there is nothing to deliver. (Reading the district row instead would conflict with
+//!   the saline lock of every in-flight New-Order of the district and block the warehouse's
+//!   New-Orders and Payments for the whole Delivery.) Stock-Level and the checker still read the district row with an
 //!   ACID lock, so they wait for the district's in-flight New-Orders. The rows a New-Order
 //!   writes after the district subtransaction are written in one subtransaction, so no
 //!   BASE transaction sees an order without its lines either.
@@ -177,120 +176,61 @@
 //! adds its lines' amounts to the balance. They are checked in exactly that form, with
 //! "delivered" meaning `ol_delivery_d` is not null, summed over every order of the customer.
 //!
-//! ## Known problems (measured, engine-side)
+//! ## Known problems
 //!
-//! * **Delivery used to starve under Salt** (0–2 commits per 10 s run against ~300 under
-//!   `acid`). Two causes, both fixed: the client's retry was a new transaction with a new,
-//!   younger wait-die age (retries now keep the first attempt's age, `Call::retrying_for`);
-//!   and the district row, which the ACID Delivery reads first, was written in an *accepted*
-//!   subtransaction of New-Order and Payment, which wounds (lock rule 5b) any transaction in
-//!   its way whatever its age. Both now write the district in their *first* subtransaction,
-//!   which can still die, so a Delivery holding the district makes them wait or retry. Now
-//!   Delivery commits under `salt` about as often as under `acid` (356–378 against 404–466 per
-//!   20 s run, 2 warehouses, 8 clients).
-//! * **What was fixed in the engine for this workload** (session of 2026-11-21). Salt/ACID
-//!   was about 1.0 at 2 warehouses and 8 clients, with ~70% of New-Order attempts aborted
-//!   under both engines, and Salt thrashed beyond 16 clients. Three engine changes:
-//!   (1) *wait-die with patience* (lock rule 5a): a younger request queues for up to
-//!   `LOCK_WAIT_PATIENCE` (10 ms) instead of dying at once, and accepted BASE transactions
-//!   wound only after the same patience (5b); (2) *local deadlock detection* (5c) so a
-//!   deadlock on one partition is broken when it forms; (3) *next-key narrowing* of limited
-//!   scans, which let the ACID Delivery drop its district read for the "`o - 1` exists" guard
-//!   (see above), so it no longer blocks a warehouse's New-Orders and Payments for ~70 ms.
-//!   Acceptance command (2 warehouses, full scale, 8 clients, LAN delay 100–250 µs, 3 × 20
-//!   s) with all three: salt/acid **1.03** (1.10, 1.03, 0.98; acid 754–772 txn/s, salt
-//!   738–831); New-Order attempts aborted: acid 6%, salt 0.7%; Payment 6% and 0.5%. Again
-//!   after the crash fix (ops counted per participant, no throughput effect expected): 1.13
-//!   (1.03, 1.13, 1.24; acid 576–636, salt 593–785 on a busier machine). Without
-//!   (2) it was 1.17 (1.17, 1.23, 1.01), acid gaining more from (2) than salt (acid 681–724
-//!   then). With a 50 ms patience (single runs): 1.14 and 1.15 at 8 clients, and at scale-div
-//!   10 with 32 / 64 clients salt 491 / 325 txn/s against 518 / 127 at 10 ms — but acid 473 /
-//!   393 against 779 / 571: an ACID New-Order holds the district row for its whole run, so
-//!   younger requesters queue longer and then die anyway. 10 ms is kept. Also tried and
-//!   reverted: a patience that grows with how long a transaction has been retrying (10 ms plus
-//!   that, up to 100 ms). For every retry it measured 1.19 at 8 clients and 1.93 at 32, but by
-//!   slowing acid (303–337 txn/s at 32 clients, scale-div 10, against 610–675); for retries
-//!   holding no locks at the partition it kept acid's TPC-C throughput, gave 1.04 at 8 clients
-//!   (0.96, 1.04, 1.12) and cut Salt's Delivery give-ups from ~150 to ~25 per run — but cost
-//!   ticketing at 32 clients a third to a half of acid's throughput (625/932 against 1374/1336).
-//! * **Salt/ACID stays far below the paper's 6.6x, and Salt still collapses beyond ~16
-//!   clients on 2 warehouses** (`tpcc-fig7`, scale-div 10, 3 s points: salt/acid 1.60 at 1
-//!   client, 1.70 at 2, 1.37 at 4, 1.13 at 8, 0.84 at 16, 0.53 at 32, 0.26 at 64). The runs
-//!   are CPU-bound from about 8 clients: two shared cores run 2 nodes, 4 partitions and the
-//!   clients. Salt sends more messages per transaction (a commit per subtransaction), so where
-//!   CPU rather than lock contention is the limit it loses; and as the CPU queue stretches the
-//!   time a hot row (district, warehouse) is held, queues on it outlast the patience. Traced at
-//!   32 clients (5 s, salt): ~3,500 impatient aborts of New-Order's first subtransaction on the
-//!   district and warehouse rows, and ~4,000 wounds by accepted Payments (`w_ytd`) and
-//!   New-Order stock updates of the ACID Stock-Levels and Deliveries in their way. The
+//! The measured figures behind these are in the results docs; here is what a reader of the
+//! code needs.
+//!
+//! * **Salt/ACID stays far below the paper's 6.6x, and Salt collapses at high client counts
+//!   on few warehouses** (`tpcc-fig7`). The runs are CPU-bound from a few clients on: two
+//!   shared cores run the nodes, the partitions and the clients. Salt sends more messages per
+//!   transaction (a commit per subtransaction), so where CPU rather than lock contention is the
+//!   limit it loses; and as the CPU queue stretches the time a hot row (district, warehouse)
+//!   is held, queues on it outlast the patience: New-Order's first subtransaction dies
+//!   impatient on the district and warehouse rows, and accepted Payments (`w_ytd`) and
+//!   New-Order stock updates wound the ACID Stock-Levels and Deliveries in their way. The
 //!   paper's ratio is measured where lock contention is the limit (Salt's 6.6x is at
 //!   saturation of a 10-partition, 3-way-replicated MySQL Cluster, not of its CPUs).
-//! * **The ACID Delivery starved under Salt** (issue 20). With the harness giving a
-//!   transaction up after 8 retries, Deliveries under `salt` aborted 83–94% of their attempts
-//!   and ~70–420 per run were given up, so the measured mix fell below clause 5.2.3's 4% (1.8%
-//!   at 3 warehouses, 24 clients). Traced (`bench tpcc --warehouses 2`, 8 clients, 5 s,
-//!   deck-dealt, retried until commit): ~97% of the Delivery aborts under `salt`, and nearly
-//!   all under `acid`, were one Delivery dying for another on NEW-ORDER — not BASE locks, not
-//!   wounds (33 of ~1,050), not lost retry priority (the aborted were mostly retries that kept
-//!   their age). Three mechanisms: a younger Delivery queued behind an older one that was
-//!   working died after the 10 ms patience and retried into the same queue, leaving the lock
-//!   idle during its backoff; two Deliveries that both read-locked a district's oldest
-//!   NEW-ORDER row both waited to delete it (an upgrade deadlock, the younger dies); and a
-//!   narrowed scan whose head row was deleted while it waited locked the rest of the range,
-//!   waiting for every in-flight New-Order insert at the tail. Salt makes New-Order and
-//!   Payment 3–5x faster, so with the mix held at 4.35% the Deliveries are a larger share of
-//!   the in-flight work (about 7 of 8 clients at once in the traced run) and collide more:
-//!   Delivery is serial per warehouse, and at 2 warehouses Salt runs it near saturation.
-//!   Fixed in the locking partition (`partition.rs`): a limited scan whose head row vanished
-//!   while it waited narrows again (it no longer locks the rest of the range); a table seen
-//!   used that way is a *queue*, and its ACID consumers first take a write lock on an anchor
-//!   (`QUEUE_ANCHORS`), so they take turns instead of upgrade-deadlocking; and a wait on an
-//!   anchor outlasts the patience while everyone ahead is working (sent an operation here
-//!   since the wait began, within `RUNNING_WITHIN`, 250 ms) — applied to every wait that last
-//!   rule cost ticketing a third of its throughput, so it is limited to anchors. Measured
-//!   after (single runs, machine load ~6 on 2 cores; take ratios): `--warehouses 2 --compare
-//!   acid,salt --duration 10`: Delivery aborts acid 1.2%, salt 25.5% (before: 31.7% and
-//!   85.1%), Stock-Level 1.2% and 2.8%, none given up, salt/acid 1.12 (before 1.19; 1.40 one
-//!   engine revision earlier: the ratio moves by ±0.2 between runs here);
-//!   `--warehouses 3 --partitions 6 --nodes 3 --clients 24 --scale-div 10 --seed 4242
-//!   --duration 8`: Delivery acid 2.2%, salt 46.7%, salt-local 54.9% (before: 94% and 95%
-//!   with 330 and 420 given up), Stock-Level 15.0%, 10.1%, 0.5% (before: salt 29%,
-//!   salt-local 43%). **Salt's Delivery still aborts more than acid's.** What remains:
-//!   waiters whose consumer ahead sent no operation for 100–350 ms (3 locks held, not
-//!   waiting) — traced in session 11 to the consumer's coordinator node sending nothing at
-//!   all for ~350 ms (a scheduling stall on the loaded machine), now covered by rule 5a's
-//!   silent-coordinator clause (`COORDINATOR_SILENT_MAX`; salt's Delivery aborts at 8 clients
-//!   0.0% since) — and a waiter aborted when the
-//!   consumer ahead deletes its head while it waits (found by the engine test
-//!   `rule5a_queue_consumers_wait_their_turn_behind_a_working_consumer`, not understood).
-//!   Delivery is serial per warehouse and runs synchronously in the terminal, so at 2–3
-//!   warehouses and Salt's speed most clients end up queued on it (salt's Delivery p90 0.2–0.9
-//!   s against acid's 80 ms). Since session 22 an ACID Delivery can be ten transactions (next).
-//! * **Delivery per district** (session 22). As one transaction, an ACID Delivery holds the
-//!   NEW-ORDER anchor of every district it has passed until it commits, so the next Delivery
-//!   of the warehouse waits for the whole of it at district 1: Deliveries of a warehouse run
-//!   one at a time, and under `salt` each one also waits out the saline locks of BASE Payments
-//!   on the CUSTOMER rows it updates (BASE transactions live for several log syncs). Measured
-//!   (`bench tpcc --runtime sim --warehouses 2 --scale-div 10 --clients 32 --duration 1
-//!   --sync-latency-us 300`, a log sync the length of a replication round, the paper's
-//!   setting): lock waits of ACID operations under `salt`, summed by a temporary tracer, were
-//!   47.6 s on anchors against 1.1 s on rows, Delivery p50 416 ms (acid 3.6 ms), and with 32 clients most terminals sat in a
-//!   Delivery: salt 1,408 txn/s against acid's 2,662 (0.53). As ten transactions (each
-//!   district's anchor held for its own step only): salt 2,544, acid 2,588 (0.98), Delivery
-//!   p50 60 ms and 10 ms. The one-transaction form stays as `--delivery-txns 1`. Deterministic:
-//!   the same command gives the same figures.
+//! * **Delivery is where Salt costs ACID.** Every Delivery of a warehouse takes each
+//!   district's oldest NEW-ORDER row in turn: the table is a queue, and Delivery is serial
+//!   per warehouse. Salt makes New-Order and Payment several times faster, so with the mix
+//!   held at 4.35% Deliveries are a larger share of the in-flight work and collide more. What
+//!   keeps the ACID Delivery from starving: New-Order and Payment write the district row in
+//!   their *first* subtransaction, which can still die, so they never wound (LK-5b) a
+//!   Delivery holding it; a client's retry keeps its first attempt's wait-die age
+//!   (`Call::retrying_for`); and in the locking partition (`partition.rs`) a limited scan
+//!   whose head row vanished while it waited narrows again instead of locking the rest of
+//!   the range, consumers of a table seen used as a queue first take a write lock on an
+//!   anchor (`QUEUE_ANCHORS`), so they take turns instead of upgrade-deadlocking on the head
+//!   row, and a wait on an anchor outlasts the patience while everyone ahead is working
+//!   (LK-5a's exception, limited to anchors because applied to every wait it costs
+//!   ticketing much of its throughput) or its coordinator node is silent
+//!   (`COORDINATOR_SILENT_MAX`). **Salt's Delivery still aborts more than acid's:** a waiter
+//!   can be aborted when the consumer ahead deletes its head while it waits (seen in the
+//!   engine test `rule_lk5a_queue_consumers_wait_their_turn_behind_a_working_consumer`, not
+//!   understood). Delivery also runs synchronously in the terminal, so at few warehouses and
+//!   Salt's speed most clients end up queued on it; an ACID Delivery can therefore be ten
+//!   transactions (next).
+//! * **Delivery per district** (`--delivery-txns 10`). As one transaction, an ACID Delivery
+//!   holds the NEW-ORDER anchor of every district it has passed until it commits, so the next
+//!   Delivery of the warehouse waits for the whole of it at district 1: Deliveries of a
+//!   warehouse run one at a time, and under `salt` each one also waits out the saline locks of
+//!   BASE Payments on the CUSTOMER rows it updates (BASE transactions live for several log
+//!   syncs). With a log sync the length of a replication round (the paper's setting), lock
+//!   waits on anchors then dominate and most terminals sit in a Delivery. As ten transactions,
+//!   each district's anchor is held for its own step only. The one-transaction form stays as
+//!   `--delivery-txns 1`.
 //! * **A BASE New-Order starves at 128 clients on 2 warehouses** (`--scale-div 10`, salt):
-//!   its first subtransaction died as a deadlock victim 224–276 times in 30 s although its
-//!   retries keep their age; the run stops with [`crate::BenchError::Starved`] and a sweep
-//!   marks the point. Not investigated.
+//!   its first subtransaction dies as a deadlock victim again and again although its retries
+//!   keep their age; the run stops with [`crate::BenchError::Starved`] and a sweep marks the
+//!   point. Not investigated.
 //! * A lost operation message stalls an ACID transaction until the coordinator's stall timeout
 //!   (10 s) while it holds its locks, so the simulation tests lower message loss to 0.2%.
 //!
-//! Fixed in the engine since they were found here: duplicated messages ran an accepted BASE
-//! Payment twice (coordinators now drop duplicated client requests, partitions refuse late
-//! duplicates of an ended BASE transaction's operations), and some Salt simulations never
-//! settled (BASE work of a crashed coordinator incarnation); `tests/tpcc_sim.rs` keeps their
-//! seeds as regression cases.
+//! `tests/tpcc_sim.rs` keeps as regression cases the seeds on which duplicated messages ran an
+//! accepted BASE Payment twice (coordinators drop duplicated client requests, partitions refuse
+//! late duplicates of an ended BASE transaction's operations) and on which Salt simulations
+//! never settled (BASE work of a crashed coordinator incarnation).
 //!
 //! ## Not implemented / differences from the specification
 //!

@@ -165,14 +165,14 @@ async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     // `w_ytd` update). Keeping the district
     // in the *first* subtransaction matters: until it commits the transaction can still die
     // for wait-die, so an ACID Delivery or Stock-Level holding the district row makes it wait
-    // or retry; an accepted (later) subtransaction would instead wound them (lock rule 5b),
+    // or retry; an accepted (later) subtransaction would instead wound them (LK-5b),
     // which starved Delivery. The abort for an unused item comes before accept.
     begin(&ctx, base).await?;
     let dkey = vec![w.clone(), d.clone()];
     let bump = ctx.op(update_op(DISTRICT, dkey.clone(), &[("d_next_o_id", Formula::Add(Value::Int(1)))]));
     // Clause 2.4.2.2 selects W_TAX, D_TAX and D_NEXT_O_ID, and C_DISCOUNT, C_LAST and
     // C_CREDIT: read as columns, they do not depend on Payments' unfinished year-to-date and
-    // balance updates of the same rows (lock rule 6a per column).
+    // balance updates of the same rows (LK-6a per column).
     let warehouse =
         ctx.op(Op::ReadColumns { table: WAREHOUSE.into(), key: vec![w.clone()], columns: vec!["w_tax".into()] });
     let item_keys: Vec<Vec<Value>> = inp.lines.iter().map(|l| vec![Value::Int(l.item)]).collect();
@@ -334,7 +334,7 @@ pub(crate) async fn payment(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResul
     if base {
         // District first: the first subtransaction is the one that can still die, so an ACID
         // Delivery or Stock-Level holding the district row makes this Payment wait or retry;
-        // once accepted, it would instead wound them (lock rule 5b), which starved Delivery.
+        // once accepted, it would instead wound them (LK-5b), which starved Delivery.
         ctx.alkaline_update(DISTRICT, &dkey, &[("d_ytd", add(amount))]).await?;
         ctx.alkaline_update(WAREHOUSE, &wkey, &[("w_ytd", add(amount))]).await?;
     } else {
@@ -347,7 +347,7 @@ pub(crate) async fn payment(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResul
     // single-operation subtransaction, so the last one does not hold a lock on the hot
     // warehouse row while it works on a (maybe remote) customer; and reading only these
     // columns, it does not depend on other Payments' unfinished w_ytd and d_ytd updates (lock
-    // rule 6a per column), which would hold its customer update back from ACID readers such as
+    // LK-6a per column), which would hold its customer update back from ACID readers such as
     // Delivery until those Payments end.
     let missing = |what: &str| ctx.abort(format!("{what} is missing"));
     let (warehouse, district) = if base {
@@ -454,7 +454,7 @@ pub(crate) async fn order_status(ctx: Ctx, args: Vec<Value>, base: bool) -> Proc
 /// locks only up to the row it returns (next-key narrowing in the engine), not the tail where
 /// New-Orders insert. The BASE variant is one alkaline subtransaction per district; two BASE
 /// Deliveries of one district take turns on the engine's queue anchor for NEW-ORDER, as ACID
-/// ones do (they used to write-lock the district row for it, stalling its New-Orders and
+/// ones do (taking turns on the district row instead would stall its New-Orders and
 /// Payments behind every BASE Delivery).
 pub(crate) async fn delivery(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     let p = DELIVERY_PROC;

@@ -86,7 +86,7 @@
 //! ## Not implemented (yet)
 //!
 //! * Replication of a partition and §IV's total-order multicast to replicas (the partition is a
-//!   deterministic function of its log, ready for the replica groups of a later issue).
+//!   deterministic function of its log, ready to be wrapped in a replica group).
 //! * `read_b4` as a stored fact that delays FORCE-WRITE (subsumed; see above).
 //! * Coordinator failover by consensus (§IV-D's Paxos remark): a restarted coordinator resends
 //!   its logged decisions and presumes every undecided operation revoked.

@@ -306,7 +306,7 @@ fn scanned(replies: Vec<Reply>) -> Vec<Result<Vec<Key>, u64>> {
 /// would. A row deleted above `TS` (forced, folded, its item forgotten by GC) is in the
 /// snapshot, and counts toward the limit; a row deleted at or below it is not, and does not.
 /// Arriving below that deletion, the scan is refused like a point read (real-time order);
-/// resumed after waiting, it returns the row. (The scan used to skip every key whose *newest*
+/// resumed after waiting, it returns the row. (A scan must not skip every key whose *newest*
 /// stored version is a deletion, whatever its timestamp.)
 #[test]
 fn rule_r_a_range_read_sees_the_snapshot_at_its_timestamp() {

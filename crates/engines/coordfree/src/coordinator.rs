@@ -54,8 +54,7 @@ struct CommitState {
 
 /// One key's buffered operations by partition, in partition order: a partitioned row's on its
 /// one partition, a replicated row's on each copy. Held inline for one partition (a map per
-/// buffered key cost an allocation per write: ~2% of `coordfree`'s CPU in a New-Order
-/// profile, issue 17).
+/// buffered key would cost an allocation per write).
 #[derive(Debug, Default)]
 struct PartOps(smallvec::SmallVec<[(PartitionId, Vec<OpKind>); 1]>);
 
@@ -110,15 +109,15 @@ struct TxnState {
     seen: ramp::ReadSet,
     /// The committed row of every key this transaction point-read (second round applied),
     /// without its own writes: a later read of the key, or the validation of a write to it,
-    /// is answered from here instead of asking the partition again (R4a).
+    /// is answered from here instead of asking the partition again (CF-4a).
     rows: FxHashMap<(TableId, Key), Option<Row>>,
     /// Rows of the id counter's table handed to the procedure by a read while not masked by
-    /// this transaction's id assignment, or by a range read: never taken forward (R4g).
+    /// this transaction's id assignment, or by a range read: never taken forward (CF-4g).
     unmasked: FxHashSet<(TableId, Key)>,
-    /// The read set by key, for the second rounds (R4b).
+    /// The read set by key, for the second rounds (CF-4b).
     index: ramp::ReadIndex,
     /// The partition that served each key this transaction read: for a replicated row the
-    /// copy read, as whose key the row is tracked (R4f); for the others their own partition,
+    /// copy read, as whose key the row is tracked (CF-4f); for the others their own partition,
     /// kept so that the read-set checks need not decode the key to find it.
     served: FxHashMap<(TableId, Key), PartitionId>,
     /// Reads outstanding or held until the whole batch is in (RAMP-Fast's `GET_ALL`).
@@ -129,7 +128,7 @@ struct TxnState {
     fetch_waiting: BTreeMap<PartitionId, (Request, Time)>,
     /// Second-round versions, with the partition each came from.
     fetched: Vec<(PartitionId, Fetched)>,
-    /// When the first read was sent (R8: a transaction reading for longer than
+    /// When the first read was sent (CF-8: a transaction reading for longer than
     /// [`READ_WINDOW`] starts over).
     first_read: Option<Time>,
     commit: Option<CommitState>,
@@ -141,7 +140,7 @@ pub struct CoordfreeCoordinator {
     /// Emptied states of finished transactions, for the next ones ([`SPARE_MAX`]).
     spare: Vec<TxnState>,
     /// Transactions committed at every participant, to tell the participants on the next
-    /// tick (R8: their metadata can be collected).
+    /// tick (CF-8: their metadata can be collected).
     done: BTreeMap<PartitionId, Vec<TxnId>>,
     done_sent: Time,
 }
@@ -160,7 +159,7 @@ fn replicated(catalog: &Catalog, table: TableId) -> bool {
     catalog.table(table).is_ok_and(|s| s.partitioning == litmus_core::Partitioning::Replicated)
 }
 
-/// The partition a key of the read set is tracked on (R4f): the one that served it when it
+/// The partition a key of the read set is tracked on (CF-4f): the one that served it when it
 /// was read; for a key not read, its own (`None` for a replicated row no copy of which was
 /// read).
 fn tracked_on(
@@ -172,7 +171,7 @@ fn tracked_on(
     served.get(k).copied().or_else(|| partition_of(catalog, partitions, k.0, &k.1))
 }
 
-/// R2b: an update of a replicated row is refused: each copy would apply the formulas to its
+/// CF-2b: an update of a replicated row is refused: each copy would apply the formulas to its
 /// own row (module doc).
 fn replicated_update(catalog: &Catalog, table: TableId) -> Error {
     let name = catalog.table(table).map_or_else(|_| "?".to_string(), |s| s.name.clone());
@@ -193,7 +192,7 @@ fn in_range(key: &Key, start: &Key, end: &Option<Key>) -> bool {
 
 /// Finished transactions' states kept for reuse: a New-Order fills a read set, a row cache and
 /// a read index of 20 to 40 keys each, and growing them from empty again for every
-/// transaction (rehashing on the way) was ~3% of `coordfree`'s CPU (issue 17).
+/// transaction (rehashing on the way) is a visible share of `coordfree`'s CPU.
 const SPARE_MAX: usize = 64;
 /// States whose collections (the read index's included) grew beyond this many entries are not
 /// kept: emptying a hash table costs its capacity, and one large read (a consistency check
@@ -218,12 +217,12 @@ impl TxnState {
         Some(TxnState { seen, rows, unmasked, index, served, batch_keys, ..TxnState::default() })
     }
 
-    /// R8: whether the transaction has been reading for [`READ_WINDOW`] or longer.
+    /// CF-8: whether the transaction has been reading for [`READ_WINDOW`] or longer.
     fn reading_too_long(&self, now: Time) -> bool {
         self.first_read.is_some_and(|at| now.saturating_sub(at) >= READ_WINDOW)
     }
 
-    /// The retryable abort of a batch that completes past [`READ_WINDOW`] (R8).
+    /// The retryable abort of a batch that completes past [`READ_WINDOW`] (CF-8).
     fn too_long() -> Error {
         Error::Abort(AbortReason::Other(format!(
             "coordfree: reads outlived the metadata window ({READ_WINDOW:?}); retry"
@@ -231,7 +230,7 @@ impl TxnState {
     }
 
     /// Buffers a validated write; a counter bump of a sequential-id procedure becomes the
-    /// transaction's deferred id assignment (R5).
+    /// transaction's deferred id assignment (CF-5).
     fn buffer_write(&mut self, part: PartitionId, table: TableId, key: Key, kind: OpKind) -> Result<(), Error> {
         if let (Some(seq), OpKind::Update { updates, .. }) = (&self.seq, &kind) {
             let bump = table == seq.table
@@ -290,7 +289,7 @@ impl TxnState {
         matches!(&self.assign, Some((_, a)) if a.table == table && &a.key == key)
     }
 
-    /// R4g: whether a handed row's newer version `f` differs from the version handed only where
+    /// CF-4g: whether a handed row's newer version `f` differs from the version handed only where
     /// the procedure could not see it, so that it can be taken forward instead of the reader
     /// retrying. That is: the row is the one this transaction assigns its id on, every read
     /// that handed it showed the temporary id in place of the counter (none before the bump,
@@ -360,7 +359,7 @@ impl CoordfreeCoordinator {
         let wants = t.index.missing(&t.seen, &t.batch_keys, &t.scans, &part_of);
         let mut by_part: BTreeMap<PartitionId, Vec<Want>> = BTreeMap::new();
         for w in wants {
-            // A replicated row is asked of the copy that was read (R4f).
+            // A replicated row is asked of the copy that was read (CF-4f).
             if let Some(p) = part_of(&(w.table, w.key.clone())) {
                 by_part.entry(p).or_default().push(w);
             }
@@ -440,7 +439,7 @@ impl CoordfreeCoordinator {
         }
     }
 
-    /// R8: the batch's reads fail with `e` (a retryable abort); the procedure aborts.
+    /// CF-8: the batch's reads fail with `e` (a retryable abort); the procedure aborts.
     fn refuse_batch(&mut self, txn: TxnId, e: Error, ctx: &mut CoordCtx) {
         let Some(t) = self.txns.get_mut(&txn) else { return };
         t.batch_keys.clear();
@@ -510,7 +509,7 @@ impl CoordfreeCoordinator {
 
     fn on_committed(&mut self, from: PartitionId, txn: TxnId, ids: Vec<(i64, i64)>, ctx: &mut CoordCtx) {
         let Some(c) = self.txns.get_mut(&txn).and_then(|t| t.commit.as_mut()) else { return };
-        // R9: a lone participant answers its prepare with its commit (and the ids it assigned).
+        // CF-9: a lone participant answers its prepare with its commit (and the ids it assigned).
         let alone = c.phase == Phase::Preparing && c.participants == [from];
         if (c.phase == Phase::Preparing && !alone) || !c.waiting.remove(&from) {
             return;
@@ -582,7 +581,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
         if !op.kind.is_write() {
             if let OpKind::Read { key, .. } = &op.kind {
                 if let Some(result) = t.join(op.table, key, ctx.now) {
-                    // R4a: read before; still checked with the batch against what was read since.
+                    // CF-4a: read before; still checked with the batch against what was read since.
                     t.batch.push(BatchRead { id, pos: None, op, write: None, result: Some(result), sent: ctx.now });
                     return; // the batch closes at `issued_all`
                 }
@@ -599,7 +598,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
             let cached = t.join(op.table, &key, ctx.now);
             let read = PartOp { table: op.table, kind: OpKind::Read { key, cols: litmus_protocol::op::ColMask::ALL } };
             if let Some(result) = cached {
-                // R4a: validated against the row this transaction already read.
+                // CF-4a: validated against the row this transaction already read.
                 let (write, result) = (Some(op.kind), Some(result));
                 t.batch.push(BatchRead { id, pos: None, op: read, write, result, sent: ctx.now });
                 return; // the batch closes at `issued_all`
@@ -714,7 +713,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                 };
                 let handed = |f: &Fetched| t.index.was_handed(&(f.table, f.key.clone()), from);
                 if let Some(f) = found.iter().find(|f| handed(f) && !t.unseen_change(f, from, ctx.catalog)) {
-                    // R4e: a key the procedure already has, at a version older than a writer it
+                    // CF-4e: a key the procedure already has, at a version older than a writer it
                     // now reads, or a row a range read it already has did not return: fractured
                     // backwards, and the value cannot be taken back.
                     let e = format!(
@@ -723,7 +722,7 @@ impl CoordinatorEngine for CoordfreeCoordinator {
                     );
                     return self.refuse_batch(id.txn, Error::Abort(AbortReason::Other(e)), ctx);
                 }
-                // R4g: the handed rows left are taken forward (the second round's patch
+                // CF-4g: the handed rows left are taken forward (the second round's patch
                 // records the newer version as read).
                 for f in &found {
                     let k = (f.table, f.key.clone());
@@ -813,8 +812,8 @@ impl CoordinatorEngine for CoordfreeCoordinator {
 }
 
 impl GroupedIssue for CoordfreeCoordinator {
-    /// Everything the procedure issued together is one batch (R4): reads answered from the
-    /// transaction's own cache (R4a) wait here for the rest of it instead of closing a batch
+    /// Everything the procedure issued together is one batch (CF-4): reads answered from the
+    /// transaction's own cache (CF-4a) wait here for the rest of it instead of closing a batch
     /// of one each (which ran the second-round check once per cached read).
     fn issued_all(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
         if self.txns.get(&txn).is_some_and(|t| !t.batch.is_empty()) {

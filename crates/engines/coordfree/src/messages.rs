@@ -142,14 +142,14 @@ pub struct KeyWrites {
     pub table: TableId,
     pub key: Key,
     pub ops: Vec<OpKind>,
-    /// A replicated table's row (R2b): the writer's stamp, the same at every copy. Its ops
+    /// A replicated table's row (CF-2b): the writer's stamp, the same at every copy. Its ops
     /// are whole-row (`Write`, `Insert`, `Delete`), and a copy installs them only if no write
     /// with a later stamp is installed there (last writer wins), so every copy ends alike
     /// whatever order the commits arrive in. `None` for a partitioned table's row.
     pub lww: Option<Stamp>,
 }
 
-/// A replicated row's write order (R2b): when the coordinator committed, then the transaction.
+/// A replicated row's write order (CF-2b): when the coordinator committed, then the transaction.
 pub type Stamp = (Time, TxnId);
 
 /// The deferred id assignment of a transaction (VLDB'15 §6.2): the counter row and column, and
@@ -170,7 +170,7 @@ pub enum Request {
     Fetch { id: SubOpId, wants: Vec<Want> },
     /// Phase one of a write: store the writes as a prepared version (invisible to first-round
     /// reads). `assign` only at the counter's partition. The writes are shared: the
-    /// coordinator keeps the request to resend it (R7), and the partition keeps what it
+    /// coordinator keeps the request to resend it (CF-7), and the partition keeps what it
     /// prepared until it commits, without copying either.
     Prepare {
         txn: TxnId,
@@ -191,7 +191,7 @@ pub enum Request {
     /// The answer to [`Request::Inquire`] (partition to partition).
     Status { txn: TxnId, status: Status },
     /// Coordinator to participant: these transactions have committed at every participant,
-    /// so their metadata may be collected [`super::META_KEEP`] from now (R8). Batched per
+    /// so their metadata may be collected [`super::META_KEEP`] from now (CF-8). Batched per
     /// partition and sent on the coordinator's tick.
     Done { txns: Vec<TxnId> },
     /// Partition to partition, for commits kept without a [`Request::Done`] (a coordinator
@@ -228,12 +228,12 @@ pub enum Reply {
         id: SubOpId,
         result: ReadResult,
         /// The partition's point in its version order when it read (its last commit's local
-        /// timestamp): what a range read found empty was empty there (R4e).
+        /// timestamp): what a range read found empty was empty there (CF-4e).
         at: Timestamp,
     },
     Fetch {
         id: SubOpId,
-        /// An abort when a wanted version was pruned (R8).
+        /// An abort when a wanted version was pruned (CF-8).
         found: Result<Vec<Fetched>, Error>,
     },
     Prepared {

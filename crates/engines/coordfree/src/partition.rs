@@ -59,10 +59,10 @@ pub struct CoordfreePartition {
     /// writes here gets the same one).
     metas: FxHashMap<Timestamp, Kept>,
     ts_of: FxHashMap<TxnId, Timestamp>,
-    /// The stamp of the write installed last on each replicated row written here (R2b: last
+    /// The stamp of the write installed last on each replicated row written here (CF-2b: last
     /// writer wins). Kept for good: a copy cut off for long may still commit an older write.
     lww: BTreeMap<(TableId, Key), Stamp>,
-    /// Commits here not yet known to have committed at every participant (R8): their
+    /// Commits here not yet known to have committed at every participant (CF-8): their
     /// metadata is kept whatever its age (volatile: after recovery every kept commit is asked
     /// about again).
     #[serde(skip)]
@@ -74,14 +74,14 @@ pub struct CoordfreePartition {
     /// When [`Self::ask_undone`] last walked `undone` (volatile).
     #[serde(skip)]
     last_ask_pass: Option<Time>,
-    /// Second rounds whose answer depends on the order of two prepared versions (R4d): held
+    /// Second rounds whose answer depends on the order of two prepared versions (CF-4d): held
     /// until one of them commits, by reader and request (volatile: the reader re-sends).
     #[serde(skip)]
     held_fetches: BTreeMap<(Addr, SubOpId), Vec<Want>>,
 }
 
 /// The RAMP metadata of one commit here, kept until every participant has committed and
-/// [`META_KEEP`] has passed since (R8).
+/// [`META_KEEP`] has passed since (CF-8).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Kept {
     meta: Arc<WriteMeta>,
@@ -202,7 +202,7 @@ impl CoordfreePartition {
                         (w.key.clone(), Cow::Borrowed(&w.ops[..]))
                     };
                     if let Some(stamp) = w.lww {
-                        // R2b: a later writer's row is installed already; this write lost.
+                        // CF-2b: a later writer's row is installed already; this write lost.
                         let slot = self.lww.entry((w.table, key.clone())).or_insert(stamp);
                         if *slot > stamp {
                             continue;
@@ -225,7 +225,7 @@ impl CoordfreePartition {
                         let image = fold(&ops, current.cloned(), name).ok()?;
                         (image.is_some() || existed).then_some(image)
                     };
-                    // R8b: the newest VERSIONS_KEPT, and those of the last VERSIONS_RECENT
+                    // CF-8b: the newest VERSIONS_KEPT, and those of the last VERSIONS_RECENT
                     // commits here up to VERSIONS_KEPT_MAX (newest first).
                     let recent = Timestamp(ts.0.saturating_sub(VERSIONS_RECENT));
                     let prune = |i: usize, t: Timestamp| i >= VERSIONS_KEPT && (i >= VERSIONS_KEPT_MAX || t <= recent);
@@ -279,10 +279,10 @@ impl CoordfreePartition {
 
     /// RAMP-Fast's second round: the newest of the wanted writers' versions, if newer than the
     /// one read. A prepared version counts as newest (it commits after everything committed).
-    /// `None` while the answer depends on which of two prepared versions commits first (R4d):
+    /// `None` while the answer depends on which of two prepared versions commits first (CF-4d):
     /// two wanted writers prepared here, or one wanted and the version read prepared too.
     /// An abort when a wanted version newer than the one read was pruned (limited
-    /// multiversioning, R8): the reader starts over.
+    /// multiversioning, CF-8): the reader starts over.
     pub(super) fn fetch(
         &self,
         wants: &[Want],
@@ -460,7 +460,7 @@ impl CoordfreePartition {
         self.ts_of.get(&txn).is_some_and(|ts| self.metas.contains_key(ts))
     }
 
-    /// R8: `txn` has committed at every participant; its metadata is collected [`META_KEEP`]
+    /// CF-8: `txn` has committed at every participant; its metadata is collected [`META_KEEP`]
     /// from `now`.
     fn committed_everywhere(&mut self, txn: TxnId, now: Time) {
         if let Some(ts) = self.ts_of.get(&txn) {
@@ -484,7 +484,7 @@ impl CoordfreePartition {
         }
     }
 
-    /// R8: collects the metadata of commits known committed everywhere for [`META_KEEP`]
+    /// CF-8: collects the metadata of commits known committed everywhere for [`META_KEEP`]
     /// (sooner, oldest first, beyond [`META_KEPT_MAX`] commits). Metadata of a commit not known
     /// committed everywhere is never collected: a reader may yet find the writer's version
     /// missing at a participant that has not committed it.
@@ -500,7 +500,7 @@ impl CoordfreePartition {
         }
     }
 
-    /// R8: asks the other participants about commits kept [`INTENT_STALE`] without a
+    /// CF-8: asks the other participants about commits kept [`INTENT_STALE`] without a
     /// [`Request::Done`] (oldest first, at most [`ASK_MAX`] per pass and a pass per
     /// [`ASK_EVERY`], one message per partition).
     fn ask_undone(&mut self, ctx: &mut PartCtx) {
@@ -612,7 +612,7 @@ impl PartitionEngine for CoordfreePartition {
                 // malformed and only prepared: a coordinator would commit it there).
                 let alone = participants == [ctx.me];
                 let result = self.prepare(from, txn, meta, writes, assign, participants, id_partition, ctx);
-                // R9: a lone participant commits with its prepare, in the same step.
+                // CF-9: a lone participant commits with its prepare, in the same step.
                 let committed = match result {
                     Ok(()) if alone => self.commit(txn, vec![], ctx),
                     _ => None,

@@ -12,7 +12,7 @@
 //! One second round suffices: every writer named in a wanted version's metadata is the writer of
 //! a version already read, whose whole write set was already considered.
 //!
-//! **R4c, versions ordered per partition.** RAMP-Fast compares the transaction timestamps of the
+//! **CF-4c, versions ordered per partition.** RAMP-Fast compares the transaction timestamps of the
 //! metadata with the version read and fetches only a *newer* one. Here versions are ordered per
 //! partition, and a transaction's writes on one partition all commit at one local timestamp. So
 //! a reader that read some key of partition `P` at writer `T`'s version knows `T`'s timestamp on
@@ -36,7 +36,7 @@ pub type KeySet = FxHashSet<(TableId, Key)>;
 /// reads not yet handed to the procedure), the writers other read versions name as having
 /// written it, other than the writer of the version read, unless the key was read at or after
 /// that writer's timestamp on the key's partition (`part_of`, which gives a replicated row the
-/// partition of the copy read, R4f; R4c; a key without one is not tracked). Also keys a *covered* range
+/// partition of the copy read, CF-4f; CF-4c; a key without one is not tracked). Also keys a *covered* range
 /// read returned no row for (`covered`: a key inside a scanned range that returned nothing for
 /// it).
 pub fn missing(
@@ -116,14 +116,14 @@ pub fn covered_by(scan: &ScanRead, table: TableId, key: &Key) -> bool {
 }
 
 /// The largest filter copied into the index: a write set of up to 64 keys. New-Order writes
-/// up to 34 (15 lines): at 8 words, the ~9% with 15 lines were searched in their metadata (a
-/// cold cache line per writer) whenever their range held a key.
+/// up to 34 (15 lines): at 8 words, the New-Orders with 15 lines would be searched in their
+/// metadata (a cold cache line per writer) whenever their range held a key.
 const FILTER_COPIED: usize = 16;
 
 /// A writer of a version read: its metadata, its Bloom filter when small (copied here, as is
 /// the range of keys it wrote: the test that rejects most keys then touches no metadata,
 /// which is shared and cold in the cache), and its local timestamp on each partition it was
-/// read from (from committed versions; R4c).
+/// read from (from committed versions; CF-4c).
 #[derive(Debug)]
 struct Writer {
     /// The metadata's transaction, copied (comparing it reads no metadata).
@@ -133,7 +133,7 @@ struct Writer {
     /// The first and last key written, for a writer whose filter is not copied.
     range: Option<((TableId, Key), (TableId, Key))>,
     /// The first partition it was read from, inline (nearly every writer is read from one:
-    /// the R4c test then reads nothing outside this struct), and any others.
+    /// the CF-4c test then reads nothing outside this struct), and any others.
     ts_first: Option<(PartitionId, Timestamp)>,
     ts_more: Vec<(PartitionId, Timestamp)>,
 }
@@ -154,7 +154,7 @@ impl Writer {
         Writer { txn: meta.txn, meta: meta.clone(), filter, range, ts_first: None, ts_more: Vec::new() }
     }
 
-    /// R4c: whether a version of partition `part` at `ts` (committed) was read at or after
+    /// CF-4c: whether a version of partition `part` at `ts` (committed) was read at or after
     /// this writer's timestamp there, so reflects its write.
     #[inline]
     fn reflected_in(&self, part: PartitionId, ts: Timestamp) -> bool {
@@ -202,7 +202,7 @@ impl Writer {
     }
 }
 
-/// A transaction's read set as its writers (R4b), so that a batch's second round costs what
+/// A transaction's read set as its writers (CF-4b), so that a batch's second round costs what
 /// the batch costs, not a walk over every key every writer wrote (a loader's metadata names
 /// thousands): each writer's metadata is kept once; whether it names a key is a Bloom filter
 /// test, then a range check and a binary search of its sorted keys
@@ -210,7 +210,7 @@ impl Writer {
 /// for all writers.
 /// (Inverting small write sets into a key → writers map when a writer is added was tried: the
 /// inserts cost 3x more than the searches they saved.) Each writer's timestamp on every
-/// partition it was read from is kept too (R4c). The (key, writer) pairs already asked for are
+/// partition it was read from is kept too (CF-4c). The (key, writer) pairs already asked for are
 /// not asked again (the partition sent that writer's version, or said it is not newer than the
 /// one read; a writer is learnt from a committed version, so it was prepared everywhere before
 /// the first ask).
@@ -220,14 +220,14 @@ pub struct ReadIndex {
     writers: Vec<Writer>,
     known: FxHashMap<TxnId, usize>,
     /// Per key checked before: the writers it was checked against (a prefix of `writers`) and
-    /// the version it was read at then, and its hash. A key read again (R4a) is checked against
+    /// the version it was read at then, and its hash. A key read again (CF-4a) is checked against
     /// the writers learnt since only, unless its version changed.
     checked: FxHashMap<(TableId, Key), (usize, Timestamp, u64)>,
     asked: BTreeSet<(TableId, Key, TxnId)>,
-    /// Keys handed to the procedure by delivered batches (R4e).
+    /// Keys handed to the procedure by delivered batches (CF-4e).
     handed: Vec<Handed>,
     handed_keys: FxHashSet<(TableId, Key)>,
-    /// Range reads handed to the procedure by delivered batches (R4e for the keys they found
+    /// Range reads handed to the procedure by delivered batches (CF-4e for the keys they found
     /// empty), each with how many writers it was checked against.
     handed_scans: Vec<(Scanned, usize)>,
     /// How many writers the last [`Self::missing`] checked its batch's range reads against.
@@ -271,7 +271,7 @@ impl ReadIndex {
 
     /// Adds the writer of a version read from partition `part` (`None`: a key that is not
     /// tracked; the coordinator always names the partition that served the read, a replicated
-    /// row's copy included, R4f).
+    /// row's copy included, CF-4f).
     pub fn add(&mut self, seen: &Seen, part: Option<PartitionId>) {
         let Some(m) = &seen.writer else { return };
         // A writer of one untracked table only names no key that is checked.
@@ -289,7 +289,7 @@ impl ReadIndex {
 
     /// Records keys and range reads handed to the procedure (a batch delivered), with what the
     /// checks of later batches need of them, so that those checks touch neither the read set
-    /// nor the keys' bytes (R4e).
+    /// nor the keys' bytes (CF-4e).
     pub fn hand_over<'a>(
         &mut self,
         keys: impl Iterator<Item = &'a (TableId, Key)>,
@@ -327,7 +327,7 @@ impl ReadIndex {
         self.scan_point(key, Some(part)).is_some()
     }
 
-    /// R4g: a handed key is now known at a newer version (`seen`), taken forward instead of
+    /// CF-4g: a handed key is now known at a newer version (`seen`), taken forward instead of
     /// refused: later checks compare writers with that version.
     pub fn take_forward(&mut self, key: &(TableId, Key), seen: &Seen) {
         for h in self.handed.iter_mut().filter(|h| h.key == *key) {
@@ -345,7 +345,7 @@ impl ReadIndex {
     }
 
     /// [`missing`] for one batch — `fixable` = the batch's keys and the keys handed to the
-    /// procedure by earlier batches ([`Self::hand_over`]: the coordinator's R4e refuses a batch
+    /// procedure by earlier batches ([`Self::hand_over`]: the coordinator's CF-4e refuses a batch
     /// when one of those turns out fractured), `covered` = inside one of its range reads — less
     /// the pairs asked before, which it records as asked. Keys without a partition (`part_of`
     /// is `None`: a replicated row no copy of which was read) are not checked.
@@ -359,7 +359,7 @@ impl ReadIndex {
         let mut wants: BTreeMap<(TableId, Key), BTreeSet<TxnId>> = BTreeMap::new();
         // Range reads handed over before: a writer learnt since that wrote a key inside one,
         // not returned by it, unless the range was read at or after the writer's commit on its
-        // partition (R4c). The key is asked for versions newer than the range's point (below):
+        // partition (CF-4c). The key is asked for versions newer than the range's point (below):
         // one found means the range missed a row the procedure now sees the writer of.
         let learnt = self.writers.len();
         for (h, checked) in self.handed_scans.iter_mut().filter(|(_, n)| *n < learnt) {
@@ -379,7 +379,7 @@ impl ReadIndex {
         }
         // Key by key: the version read is looked up, and the key hashed, once for all writers.
         // Keys handed over before: against the writers learnt since (a key read again in this
-        // batch, R4a, may be checked twice; the wants are a set).
+        // batch, CF-4a, may be checked twice; the wants are a set).
         let learnt = self.writers.len();
         for h in self.handed.iter_mut().filter(|h| h.checked < learnt) {
             for w in &self.writers[h.checked..] {
@@ -409,7 +409,7 @@ impl ReadIndex {
             let hash = slot.2;
             let own = s.writer.as_ref().map(|w| w.txn);
             for w in &self.writers[from..] {
-                // The writer itself, R4c, then the copied filter: they need no look at the
+                // The writer itself, CF-4c, then the copied filter: they need no look at the
                 // metadata (a cache miss per writer), and reject nearly every writer (the
                 // version's own, older on the key's partition than the version read, or not
                 // naming the key); the first two compare two integers each.
@@ -441,7 +441,7 @@ impl ReadIndex {
                 continue;
             }
             // A key inside a handed range read is asked from the range's point: anything
-            // newer was missed by that range (a fracture backwards, R4e).
+            // newer was missed by that range (a fracture backwards, CF-4e).
             let k = (table, key);
             let (have, have_writer) = match self.scan_point(&k, part_of(&k)) {
                 Some(at) => (at, None),

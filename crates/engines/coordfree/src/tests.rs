@@ -21,7 +21,7 @@ fn key(vs: &[i64]) -> Key {
 }
 
 /// Every key on a partition of its own (its first column): no writer's timestamp on one
-/// partition says anything about another key (R4c never applies).
+/// partition says anything about another key (CF-4c never applies).
 fn own_partition(k: &(TableId, Key)) -> Option<PartitionId> {
     match Key::decode(k.1.as_bytes()).ok()?.first()? {
         Value::Int(i) => Some(PartitionId(*i as u32)),
@@ -30,7 +30,7 @@ fn own_partition(k: &(TableId, Key)) -> Option<PartitionId> {
 }
 
 #[test]
-fn rule_r5_temporary_ids_are_unique_per_transaction_and_below_every_real_id() {
+fn rule_cf5_temporary_ids_are_unique_per_transaction_and_below_every_real_id() {
     let ids: Vec<i64> = (0..1000).map(|s| tmp_id(txn(s))).collect();
     let mut sorted = ids.clone();
     sorted.sort();
@@ -69,7 +69,7 @@ proptest::proptest! {
 }
 
 #[test]
-fn rule_r4_a_key_named_by_another_writers_metadata_is_fetched_again() {
+fn rule_cf4_a_key_named_by_another_writers_metadata_is_fetched_again() {
     let t = TableId(0);
     let w1 = Arc::new(WriteMeta::new(txn(1), vec![(t, key(&[0])), (t, key(&[1]))]));
     let w0 = Arc::new(WriteMeta::new(txn(0), vec![(t, key(&[0])), (t, key(&[1]))]));
@@ -93,7 +93,7 @@ fn rule_r4_a_key_named_by_another_writers_metadata_is_fetched_again() {
 /// counter's value, increments it, and puts the rows under the real id; replaying the log
 /// gives the same database.
 #[test]
-fn rule_r5_the_counter_partition_assigns_ids_in_commit_order_and_replays_them() {
+fn rule_cf5_the_counter_partition_assigns_ids_in_commit_order_and_replays_them() {
     let (counter, rows) = (TableId(0), TableId(1));
     let mut store = MvccStore::new();
     store.put(counter, key(&[7]), Timestamp(0), Some(vec![Value::Int(7), Value::Int(10)].into()));
@@ -141,12 +141,12 @@ fn rule_r5_the_counter_partition_assigns_ids_in_commit_order_and_replays_them() 
     assert_eq!(replayed, store, "replay gave another database");
 }
 
-/// R4b: the read index asks, for each batch, exactly what the reference [`ramp::missing`] asks
+/// CF-4b: the read index asks, for each batch, exactly what the reference [`ramp::missing`] asks
 /// for that batch less what earlier batches asked, and never the same (key, writer) twice —
-/// also when a later batch reads keys of an earlier one again (R4a) after more writers were
+/// also when a later batch reads keys of an earlier one again (CF-4a) after more writers were
 /// learnt, which the index checks against the new writers only.
 #[test]
-fn rule_r4b_the_read_index_asks_what_the_scan_of_the_read_set_asks_once() {
+fn rule_cf4b_the_read_index_asks_what_the_scan_of_the_read_set_asks_once() {
     use rand::{Rng, SeedableRng};
     use std::collections::BTreeSet;
     let t = TableId(0);
@@ -165,7 +165,7 @@ fn rule_r4b_the_read_index_asks_what_the_scan_of_the_read_set_asks_once() {
                 Arc::new(WriteMeta::new(txn(w), keys))
             })
             .collect();
-        // Keys on two partitions (R4c applies across keys), or each on its own (it never does),
+        // Keys on two partitions (CF-4c applies across keys), or each on its own (it never does),
         // and key 11 sometimes in a replicated table (not tracked).
         let (parts, replicated) = (rng.gen_bool(0.7), rng.gen_bool(0.3));
         let part_of = |k: &(TableId, Key)| match own_partition(k) {
@@ -240,10 +240,10 @@ fn break_the_rule_an_index_missing_a_writer_asks_less() {
     assert_ne!(index.missing(&seen, &batch, &[], &own_partition), reference);
 }
 
-/// R4c: a key of partition P read at or after writer T's commit on P is not asked for T's
+/// CF-4c: a key of partition P read at or after writer T's commit on P is not asked for T's
 /// version; one read before it is. Keys 0-2 live on P0, key 3 on P1.
 #[test]
-fn rule_r4c_a_key_read_after_the_writers_commit_on_its_partition_is_not_asked_again() {
+fn rule_cf4c_a_key_read_after_the_writers_commit_on_its_partition_is_not_asked_again() {
     let t = TableId(0);
     let part_of = |k: &(TableId, Key)| Some(PartitionId(u32::from(k.1 == key(&[3]))));
     let all = vec![(t, key(&[0])), (t, key(&[1])), (t, key(&[2])), (t, key(&[3]))];
@@ -274,7 +274,7 @@ fn rule_r4c_a_key_read_after_the_writers_commit_on_its_partition_is_not_asked_ag
 /// for every partition — skips the key of P1 whose loader version may be newer, and the
 /// check sees it.
 #[test]
-fn break_the_rule_r4c_a_timestamp_from_another_partition_skips_a_needed_fetch() {
+fn break_the_rule_cf4c_a_timestamp_from_another_partition_skips_a_needed_fetch() {
     let t = TableId(0);
     let loader = Arc::new(WriteMeta::new(txn(0), vec![(t, key(&[0])), (t, key(&[3]))]));
     let mut seen = ramp::ReadSet::default();
@@ -349,14 +349,14 @@ fn write_meta_filter_turns_away_keys_it_does_not_name() {
     assert!(passed < others.len() / 20, "{passed} of {} unnamed keys passed the filter", others.len());
 }
 
-/// R4d: a reader holding writer X's *prepared* version of a key asks for writer Y's, also
+/// CF-4d: a reader holding writer X's *prepared* version of a key asks for writer Y's, also
 /// prepared there. Which is newer is decided by which commits last, so the partition holds the
 /// answer until one of them commits: Y first → X's version (still to commit) stays the newest
 /// and nothing is sent; X first → Y's prepared version is newer. Answering at once with Y's
 /// version (the rule broken) leaves the reader at Y when Y commits before X: fractured, as the
 /// two-batch reader of `tests/coordfree.rs` found.
 #[test]
-fn rule_r4d_a_second_round_between_two_prepared_versions_waits_for_a_commit() {
+fn rule_cf4d_a_second_round_between_two_prepared_versions_waits_for_a_commit() {
     use litmus_core::{Catalog, Column, ColumnType, Partitioning, TableSchema};
     let mut catalog = Catalog::new();
     let int = |n: &str| Column::new(n, ColumnType::Int);
@@ -494,11 +494,11 @@ impl Part0 {
     }
 }
 
-/// R8: the metadata of a commit is kept while any participant may not have committed it, and
+/// CF-8: the metadata of a commit is kept while any participant may not have committed it, and
 /// collected `META_KEEP` after the partition learns that all have: from the coordinator's
 /// `Done`, or, when that never comes (a crashed coordinator), by asking the others.
 #[test]
-fn rule_r8_metadata_is_collected_meta_keep_after_every_participant_committed() {
+fn rule_cf8_metadata_is_collected_meta_keep_after_every_participant_committed() {
     use super::messages::Request;
     use super::{INTENT_STALE, META_KEEP};
     let s = |secs: u64| Time::ZERO + std::time::Duration::from_secs(secs);
@@ -524,10 +524,10 @@ fn rule_r8_metadata_is_collected_meta_keep_after_every_participant_committed() {
     assert!(!part.p.keeps_meta_of(txn(2)));
 }
 
-/// R8 at the asked partition: a transaction still prepared here is not reported committed;
+/// CF-8 at the asked partition: a transaction still prepared here is not reported committed;
 /// one committed (or forgotten, which only a long-past commit can be) is.
 #[test]
-fn rule_r8_an_asked_partition_reports_only_what_it_has_committed() {
+fn rule_cf8_an_asked_partition_reports_only_what_it_has_committed() {
     use super::messages::Request;
     let mut records = Vec::new();
     records.extend(prepared_and_committed(1, 0, &[0, 1], Time::ZERO));
@@ -544,17 +544,17 @@ fn want(writer: u64) -> Want {
     Want { table: TableId(0), key: key(&[0]), have: Timestamp(1), have_writer: None, writers: vec![txn(writer)] }
 }
 
-/// R8: a second round that wants a version pruned since (more than `VERSIONS_KEPT` newer
+/// CF-8: a second round that wants a version pruned since (more than `VERSIONS_KEPT` newer
 /// ones) aborts the read instead of answering "nothing newer", which would leave the reader
 /// fractured; one that wants a version its writer never wrote gets "nothing newer".
 #[test]
-fn rule_r8_a_second_round_for_a_pruned_version_aborts_the_read() {
+fn rule_cf8_a_second_round_for_a_pruned_version_aborts_the_read() {
     use super::{VERSIONS_KEPT, VERSIONS_RECENT};
     let mut records = Vec::new();
     for seq in 1..=(VERSIONS_KEPT as u64 + 1) {
         records.extend(prepared_and_committed(seq, 0, &[0, 1], Time::ZERO));
     }
-    // Past the recent window (R8b) — commits of another key — then one more version of key 0,
+    // Past the recent window (CF-8b) — commits of another key — then one more version of key 0,
     // whose commit prunes it.
     let others = VERSIONS_KEPT as u64 + 1..VERSIONS_KEPT as u64 + 1 + VERSIONS_RECENT;
     for seq in others {
@@ -574,12 +574,12 @@ fn rule_r8_a_second_round_for_a_pruned_version_aborts_the_read() {
     assert_eq!(part.p.fetch(&[dropped], &part.ctx.store, &part.ctx.catalog).unwrap().unwrap(), vec![]);
 }
 
-/// R8b: a version overwritten more than `VERSIONS_KEPT` times is still found while it is among
+/// CF-8b: a version overwritten more than `VERSIONS_KEPT` times is still found while it is among
 /// the partition's last `VERSIONS_RECENT` commits (the district row of a busy New-Order mix is
 /// overwritten that often while one reader reads); beyond `VERSIONS_KEPT_MAX` versions of one
 /// key the oldest go even so.
 #[test]
-fn rule_r8b_versions_of_recent_commits_are_kept() {
+fn rule_cf8b_versions_of_recent_commits_are_kept() {
     use super::{VERSIONS_KEPT, VERSIONS_KEPT_MAX};
     let versions = |n: u64| {
         let records: Vec<Record> =
@@ -604,11 +604,11 @@ fn prepare_request(seq: u64, k: i64, participants: &[u32]) -> super::messages::R
     super::messages::Request::Prepare { txn, meta, writes, assign, participants, id_partition }
 }
 
-/// R9: a lone participant commits with its prepare, in the same step (both records logged
+/// CF-9: a lone participant commits with its prepare, in the same step (both records logged
 /// there), and answers `Committed`: one round instead of two. A resent prepare gets the same
 /// answer and logs nothing; a participant of a transaction with others only prepares.
 #[test]
-fn rule_r9_a_lone_participant_commits_with_its_prepare() {
+fn rule_cf9_a_lone_participant_commits_with_its_prepare() {
     use super::messages::{Reply, Request};
     let mut part = Part0::new(&[]);
     let (logged, replies) = part.ask(Time::ZERO, prepare_request(1, 0, &[0]));

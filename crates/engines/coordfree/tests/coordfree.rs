@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 // Two keys per partition (key k on partition k mod 3): a writer's versions of two keys of one
-// partition share its local timestamp there, which is what R4c's skipped second rounds rely on.
+// partition share its local timestamp there, which is what CF-4c's skipped second rounds rely on.
 const KEYS: i64 = 6;
 const PARTITIONS: u32 = 3;
 
@@ -48,9 +48,9 @@ fn read_op(k: i64) -> Op {
 
 /// `put(tag, mask)`: writes `tag` to every key in the bit mask. `get_all()`: reads every key in
 /// one batch (all six reads outstanding together, RAMP's `GET_ALL`). `get_twice()`: reads the
-/// first half, then every key in one batch (the first half again from its cache, R4a) and
+/// first half, then every key in one batch (the first half again from its cache, CF-4a) and
 /// returns the second batch: a writer learnt in the second batch may name a key of the first
-/// that its partition served before that writer committed there (R4c must not skip it).
+/// that its partition served before that writer committed there (CF-4c must not skip it).
 fn kv_registry() -> Registry {
     let mut r = Registry::new();
     r.register("put", vec![ColumnType::Int, ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
@@ -197,7 +197,7 @@ fn returned_tags(c: &SyncCluster, client: u64, id: u64) -> Vec<i64> {
 }
 
 /// What reader `client` returned for its call `id` of `body`; a reader refused with a
-/// retryable abort (R4e, R8) calls once more, with nothing else in flight, and that is taken.
+/// retryable abort (CF-4e, CF-8) calls once more, with nothing else in flight, and that is taken.
 fn read_after_retry(c: &mut SyncCluster, client: u64, mut id: u64, body: RequestBody) -> Vec<i64> {
     if matches!(c.response(client, id), Some(Err(e)) if e.is_retryable()) {
         id = c.send(client, body);
@@ -280,7 +280,7 @@ fn version_orders(c: &SyncCluster) -> Vec<Vec<i64>> {
 
 /// Concurrent multi-partition writers (`masks`) and readers running `procedures` in turn,
 /// messages delivered in the order `choices` picks: the first fractured read, if any. A reader
-/// refused with a retryable abort (R4e, R8) calls again once the writers are done.
+/// refused with a retryable abort (CF-4e, CF-8) calls again once the writers are done.
 fn fractured_read(masks: &[i64], readers: usize, choices: &[usize], procedures: &[&str]) -> Result<(), String> {
     fractured_read_by("put", masks, readers, choices, procedures)
 }
@@ -322,10 +322,10 @@ fn fractured_read_by(
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
-    /// RAMP-Fast (R3, R4, R4c): concurrent multi-partition writers and one-batch readers,
+    /// RAMP-Fast (CF-3, CF-4, CF-4c): concurrent multi-partition writers and one-batch readers,
     /// messages in any order; no read is fractured against the partitions' version orders.
     #[test]
-    fn rule_r4_ramp_reads_are_never_fractured(
+    fn rule_cf4_ramp_reads_are_never_fractured(
         masks in proptest::collection::vec(1i64..64, 1..=3),
         readers in 1usize..6,
         choices in proptest::collection::vec(0usize..64, 0..400),
@@ -334,11 +334,11 @@ proptest! {
     }
 
     /// The same with readers that read part of the keys first and then all of them (the first
-    /// part again from the transaction's cache, R4a), so that a second round can ask for a
-    /// writer's version of a key read at another writer's prepared version (R4d). Without R4d
+    /// part again from the transaction's cache, CF-4a), so that a second round can ask for a
+    /// writer's version of a key read at another writer's prepared version (CF-4d). Without CF-4d
     /// this failed in about one schedule in three thousand.
     #[test]
-    fn rule_r4_two_batch_readers_are_never_fractured(
+    fn rule_cf4_two_batch_readers_are_never_fractured(
         masks in proptest::collection::vec(1i64..64, 1..=3),
         readers in 1usize..6,
         choices in proptest::collection::vec(0usize..64, 0..400),
@@ -349,7 +349,7 @@ proptest! {
     /// The same with batched writes and reads (`write_many`, `read_many`): a batched read's
     /// keys join the batch as single reads would, and go to each partition in one request.
     #[test]
-    fn rule_r4h_batched_reads_are_never_fractured(
+    fn rule_cf4h_batched_reads_are_never_fractured(
         masks in proptest::collection::vec(1i64..64, 1..=3),
         readers in 1usize..6,
         choices in proptest::collection::vec(0usize..64, 0..400),
@@ -359,9 +359,9 @@ proptest! {
 
     /// Readers that read half the keys, then the other half, and return both: a writer learnt
     /// in the second batch may name a key of the first, already handed to the procedure at an
-    /// older version (a fracture backwards, R4e): such a reader is refused and retries.
+    /// older version (a fracture backwards, CF-4e): such a reader is refused and retries.
     #[test]
-    fn rule_r4e_reads_across_batches_are_never_fractured(
+    fn rule_cf4e_reads_across_batches_are_never_fractured(
         masks in proptest::collection::vec(1i64..64, 1..=3),
         readers in 1usize..6,
         choices in proptest::collection::vec(0usize..64, 0..400),
@@ -413,11 +413,11 @@ fn break_the_rule_a_read_that_missed_a_row_is_seen_by_the_check() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
-    /// R4e for range reads: a writer learnt in a later batch that inserted a row into a range
+    /// CF-4e for range reads: a writer learnt in a later batch that inserted a row into a range
     /// read before it (and found empty there) is a fracture backwards: the reader is refused
     /// and retries.
     #[test]
-    fn rule_r4e_a_range_read_is_never_fractured_by_a_later_batch(
+    fn rule_cf4e_a_range_read_is_never_fractured_by_a_later_batch(
         masks in proptest::collection::vec(1i64..64, 1..=3),
         readers in 1usize..4,
         choices in proptest::collection::vec(0usize..64, 0..400),
@@ -425,10 +425,10 @@ proptest! {
         prop_assert_eq!(missed_row("insert_and_put", "scan_then_get", &masks, readers, &choices), Ok(()));
     }
 
-    /// R4f: reads of a replicated row are read atomic too: a writer of a replicated row and of
+    /// CF-4f: reads of a replicated row are read atomic too: a writer of a replicated row and of
     /// partitioned rows is seen whole, whichever copy served the replicated read.
     #[test]
-    fn rule_r4f_reads_of_replicated_rows_are_never_fractured(
+    fn rule_cf4f_reads_of_replicated_rows_are_never_fractured(
         masks in proptest::collection::vec(1i64..64, 1..=3),
         readers in 1usize..4,
         choices in proptest::collection::vec(0usize..64, 0..400),
@@ -447,7 +447,7 @@ fn break_the_rule_a_fractured_read_is_seen_by_the_check() {
     assert_eq!(fractured(&[0, 1, 0], &orders, &writes), Some((0, 1)));
 }
 
-// ---- sequential ids (R5) and refusal (R6) ----
+// ---- sequential ids (CF-5) and refusal (CF-6) ----
 
 /// `counter (g) -> next`, `rows (g, id) -> tag`, both partitioned by group `g`, and `far (id)`
 /// partitioned by the id itself.
@@ -559,11 +559,11 @@ fn gap_free(ids: &[i64], next: i64) -> Result<(), String> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
-    /// R5: concurrent id-taking transactions over two groups, messages in any order: every
+    /// CF-5: concurrent id-taking transactions over two groups, messages in any order: every
     /// group's ids are sequential and gap-free, the counter is one past the last, and every
     /// client got back the real id its row carries (the `[tmp → real]` lookup).
     #[test]
-    fn rule_r5_nested_increment_gives_sequential_gap_free_ids(
+    fn rule_cf5_nested_increment_gives_sequential_gap_free_ids(
         calls in proptest::collection::vec(0i64..2, 1..12),
         choices in proptest::collection::vec(0usize..64, 0..600),
     ) {
@@ -636,13 +636,13 @@ fn break_the_rule_a_row_the_counter_missed_is_seen_by_the_check() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
-    /// R4g (read atomicity, RAMP SIGMOD'14 §3, across batches; the id mask of VLDB'15 §6.2):
+    /// CF-4g (read atomicity, RAMP SIGMOD'14 §3, across batches; the id mask of VLDB'15 §6.2):
     /// a counter row handed to the procedure with its real value (read before the bump)
     /// is never taken forward to a writer's newer version: a reader that then reads the
     /// writer's row retries instead. One handed only with the temporary id in place of the
     /// counter (bump first) is taken forward, and may not make its reader retry.
     #[test]
-    fn rule_r4g_only_a_counter_the_procedure_saw_masked_is_taken_forward(
+    fn rule_cf4g_only_a_counter_the_procedure_saw_masked_is_taken_forward(
         writers in 1usize..4,
         readers in 1usize..5,
         choices in proptest::collection::vec(0usize..64, 0..600),
@@ -659,10 +659,10 @@ fn break_the_rule_a_gap_or_duplicate_is_seen_by_the_check() {
     assert!(gap_free(&[-2305843009213693952], 1).is_err(), "a row left under its temporary id");
 }
 
-/// R6: a procedure whose verdict requires coordination is refused with a typed error naming the
+/// CF-6: a procedure whose verdict requires coordination is refused with a typed error naming the
 /// invariant, and changes nothing.
 #[test]
-fn rule_r6_a_procedure_that_needs_coordination_is_refused_naming_the_invariant() {
+fn rule_cf6_a_procedure_that_needs_coordination_is_refused_naming_the_invariant() {
     let verdict = Coordination::Required { invariant: "3.3.2.3".into(), operation: "delete new_order".into() };
     let mut c = SyncCluster::new(litmus_coordfree::COORDFREE, id_catalog(), id_registry(verdict), PARTITIONS);
     c.proc(0, "init", vec![Value::Int(0)]).unwrap();
@@ -681,10 +681,10 @@ fn rule_r6_a_procedure_that_needs_coordination_is_refused_naming_the_invariant()
     assert_eq!(acid.proc(1, "new_row", vec![Value::Int(0), Value::Int(5)]).unwrap(), vec![Value::Int(1)]);
 }
 
-/// R6 for R5: rows carrying the new id on another partition than the counter cannot be
+/// CF-6 for CF-5: rows carrying the new id on another partition than the counter cannot be
 /// assigned on one server: refused, nothing applied, the counter untouched.
 #[test]
-fn rule_r6_an_id_whose_rows_span_partitions_is_refused() {
+fn rule_cf6_an_id_whose_rows_span_partitions_is_refused() {
     let mut c = SyncCluster::new(litmus_coordfree::COORDFREE, id_catalog(), id_registry(sequential()), PARTITIONS);
     c.proc(0, "init", vec![Value::Int(0)]).unwrap();
     let r = c.proc(1, "new_row_far", vec![Value::Int(0), Value::Int(5)]);
@@ -693,10 +693,10 @@ fn rule_r6_an_id_whose_rows_span_partitions_is_refused() {
     assert_eq!(c.proc(1, "new_row", vec![Value::Int(0), Value::Int(5)]).unwrap(), vec![Value::Int(1)]);
 }
 
-/// R7: the coordinator dies after every participant prepared; the partitions finish the
+/// CF-7: the coordinator dies after every participant prepared; the partitions finish the
 /// transaction among themselves (all prepared → commit, the counter's partition first).
 #[test]
-fn rule_r7_participants_finish_a_transaction_whose_coordinator_died() {
+fn rule_cf7_participants_finish_a_transaction_whose_coordinator_died() {
     let mut c = all_keys_then_a_queued_put(9);
     // Deliver until the three prepare acknowledgements are all that is left, then lose them
     // and the coordinator.
@@ -718,10 +718,10 @@ fn rule_r7_participants_finish_a_transaction_whose_coordinator_died() {
     assert_eq!(r, vec![Value::Int(9); KEYS as usize], "the prepared write was not finished by the partitions");
 }
 
-/// R2 for a replicated table: the buffered row is written on every partition (once found by
-/// the TPC-C simulation, which read items from a partition that had none).
+/// CF-2 for a replicated table: the buffered row is written on every partition (otherwise the
+/// TPC-C simulation reads items from a partition that has none).
 #[test]
-fn rule_r2_a_replicated_row_is_written_on_every_partition() {
+fn rule_cf2_a_replicated_row_is_written_on_every_partition() {
     let mut catalog = Catalog::new();
     let int = |n: &str| Column::new(n, ColumnType::Int);
     catalog.add(TableSchema::new("item", vec![int("i"), int("price")], &["i"], Partitioning::Replicated));
@@ -739,13 +739,13 @@ fn rule_r2_a_replicated_row_is_written_on_every_partition() {
     }
 }
 
-/// R8: a participant cut off before it commits leaves a writer half-committed for longer than
+/// CF-8: a participant cut off before it commits leaves a writer half-committed for longer than
 /// `META_KEEP`; the participants that committed keep the writer's metadata until it has
 /// committed there too, so a reader arriving as the cut heals still finds the missing versions.
-/// (Collecting metadata `META_KEEP` after the local commit, as before R8, fractured this read:
+/// (Collecting metadata `META_KEEP` after the local commit, without CF-8, fractures this read:
 /// keys 0, 1, 3 and 4 at the writer's tag, keys 2 and 5 at the old one.)
 #[test]
-fn rule_r8_metadata_is_kept_until_every_participant_has_committed() {
+fn rule_cf8_metadata_is_kept_until_every_participant_has_committed() {
     use litmus_core::PartitionId;
     use litmus_protocol::Addr;
     let mut c = all_keys_then_a_queued_put(9);
@@ -777,11 +777,11 @@ fn rule_r8_metadata_is_kept_until_every_participant_has_committed() {
     assert_eq!(version_orders(&c)[2], vec![0, 9], "partition 2 never committed after the cut healed");
 }
 
-/// R8 at the reader: a transaction whose reads take longer than `READ_WINDOW` (here its reads
+/// CF-8 at the reader: a transaction whose reads take longer than `READ_WINDOW` (here its reads
 /// are lost for six seconds) has them refused with a retryable abort: the metadata of a writer
 /// it needs could have been collected meanwhile. The caller's retry then reads normally.
 #[test]
-fn rule_r8_reads_that_outlive_the_metadata_window_start_over() {
+fn rule_cf8_reads_that_outlive_the_metadata_window_start_over() {
     let mut c = SyncCluster::new(litmus_coordfree::COORDFREE, kv_catalog(), kv_registry(), PARTITIONS);
     c.proc(0, "put", vec![Value::Int(0), Value::Int((1 << KEYS) - 1)]).unwrap();
     let id = c.send(2, call("get_all", vec![]));
@@ -801,12 +801,12 @@ fn rule_r8_reads_that_outlive_the_metadata_window_start_over() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
-    /// R2b: concurrent writers of one replicated row (writes, deletes and inserts in turn),
-    /// messages in any order: every partition ends with the same row. (Before R2b each copy
+    /// CF-2b: concurrent writers of one replicated row (writes, deletes and inserts in turn),
+    /// messages in any order: every partition ends with the same row. (Before CF-2b each copy
     /// kept whichever commit reached it last, and two writers left the copies different at
     /// once.)
     #[test]
-    fn rule_r2b_concurrent_writers_of_a_replicated_row_leave_every_copy_alike(
+    fn rule_cf2b_concurrent_writers_of_a_replicated_row_leave_every_copy_alike(
         writers in 2i64..6,
         choices in proptest::collection::vec(0usize..64, 0..200),
     ) {
@@ -841,10 +841,10 @@ proptest! {
     }
 }
 
-/// R2b: an update of a replicated row is refused with a typed error (each copy would apply its
+/// CF-2b: an update of a replicated row is refused with a typed error (each copy would apply its
 /// formulas to its own row), and changes nothing.
 #[test]
-fn rule_r2b_an_update_of_a_replicated_row_is_refused() {
+fn rule_cf2b_an_update_of_a_replicated_row_is_refused() {
     let mut catalog = Catalog::new();
     let int = |n: &str| Column::new(n, ColumnType::Int);
     catalog.add(TableSchema::new("item", vec![int("i"), int("price")], &["i"], Partitioning::Replicated));
@@ -874,7 +874,7 @@ fn rule_r2b_an_update_of_a_replicated_row_is_refused() {
 /// `write_many` (the locking engine's contract, `Ctx::write_many`): a procedure that goes on
 /// after the error commits none of the batch.
 #[test]
-fn rule_r4h_a_batched_write_that_fails_buffers_none_of_its_writes() {
+fn rule_cf4h_a_batched_write_that_fails_buffers_none_of_its_writes() {
     let mut c = SyncCluster::new(litmus_coordfree::COORDFREE, kv_catalog(), kv_registry(), PARTITIONS);
     // Keys 0 and 3 live on partition 0; 3 exists, so inserting it fails after 0 validated.
     c.proc(0, "put", vec![Value::Int(5), Value::Int(1 << 3)]).unwrap();
@@ -889,9 +889,9 @@ fn rule_r4h_a_batched_write_that_fails_buffers_none_of_its_writes() {
 
 /// A batched write of updates validates each against its row (read in one request per
 /// partition), and a batched read after it sees the transaction's own writes on top of the
-/// rows read (R4a: the rows the updates read answer it from the cache).
+/// rows read (CF-4a: the rows the updates read answer it from the cache).
 #[test]
-fn rule_r4h_batched_updates_validate_against_their_rows_and_later_batched_reads_see_them() {
+fn rule_cf4h_batched_updates_validate_against_their_rows_and_later_batched_reads_see_them() {
     let mut c = SyncCluster::new(litmus_coordfree::COORDFREE, kv_catalog(), kv_registry(), PARTITIONS);
     c.proc(0, "put", vec![Value::Int(10), Value::Int((1 << KEYS) - 1)]).unwrap();
     let got = c.proc(1, "bump_many", vec![Value::Int(0b100101), Value::Int(3)]).unwrap();

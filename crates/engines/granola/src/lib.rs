@@ -96,7 +96,7 @@
 //!
 //! ## Not implemented (yet)
 //!
-//! * §5.1 replication (a later issue; the partition is a deterministic function of its log so
+//! * §5.1 replication (the partition is a deterministic function of its log so
 //!   it can be wrapped in a replica group) and §5.2's leases.
 //! * §5.4 for read-only independent transactions: they are forced like the others (plans do
 //!   not say they read only), not answered CONFLICT.

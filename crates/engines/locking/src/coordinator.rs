@@ -37,9 +37,9 @@ pub const EPOCH_ANNOUNCE_INTERVAL: Duration = Duration::from_secs(1);
 pub const RESEND_INTERVAL: Duration = Duration::from_millis(50);
 
 /// An operation unanswered this long is sent again (`Request::Op::resent`). A lost request
-/// otherwise left its transaction waiting for the coordinator's 10 s stall timeout, and a
-/// simulated TPC-C load, whose batches send hundreds of messages over a lossy network, never
-/// finished (`litmus sim --seed 20001 --engine acid --workload tpcc-neworder --faults`).
+/// would otherwise leave its transaction waiting for the coordinator's 10 s stall timeout, and
+/// a simulated TPC-C load, whose batches send hundreds of messages over a lossy network, would
+/// never finish (`litmus sim --seed 20001 --engine acid --workload tpcc-neworder --faults`).
 pub const OP_RESEND_AFTER: Duration = Duration::from_millis(100);
 
 /// An operation sent and not yet answered.
@@ -50,7 +50,7 @@ struct InFlight {
     /// When it was last sent.
     sent: Time,
     /// The request, to send again after [`OP_RESEND_AFTER`]. Boxed: `in_flight` is a B-tree
-    /// whose inserts and removes shift entries, and a `Request` is ~200 bytes (issue 13).
+    /// whose inserts and removes shift entries, and a `Request` is ~200 bytes.
     req: Box<Request>,
 }
 
@@ -105,14 +105,14 @@ struct CTxn {
     /// A re-run waiting out its backoff (after concurrency control aborted a subtransaction).
     retry_at: Option<Time>,
     retries: u32,
-    /// Wounded while idle (lock rule 5b): its next operation and its commit fail.
+    /// Wounded while idle (LK-5b): its next operation and its commit fail.
     wounded: bool,
     /// The client was answered at acceptance (counted in `background`).
     answered_early: bool,
     /// Last reply received (an accepted BASE transaction whose operations go unanswered — a
     /// lost message, a crashed partition — is re-run after `BASE_OP_TIMEOUT`).
     last_progress: Time,
-    /// Rule 6b across partitions: per partition, the largest grant number of this BASE
+    /// LK-6b across partitions: per partition, the largest grant number of this BASE
     /// transaction's reads there that depended on an unfinished BASE write when answered
     /// (`Reply::Op::read_taint`). Every later write on another partition waits for them
     /// (`Request::Op::after`). Only grows: reads of rolled-back runs count too (a procedure
@@ -165,7 +165,7 @@ impl CTxn {
 /// `compaction_tests::decided_ref_encodes_as_the_decided_record` pins it). Every BASE
 /// subtransaction logs a decision with its writes and the results of its operations (the
 /// context table, Salt §6.2): building the record first copied both, and the pending decision
-/// copied the writes again (issue 13).
+/// copied the writes again.
 struct DecidedRef<'a> {
     unit: Unit,
     /// Every participant, in order; one without writes is listed with none.
@@ -352,7 +352,7 @@ impl LockingCoordinator {
         if t.base {
             t.all_parts.insert(id.part);
         }
-        // Rule 6b across partitions: a write waits for the earlier tainted reads elsewhere (on
+        // LK-6b across partitions: a write waits for the earlier tainted reads elsewhere (on
         // its own partition the lock manager sees them).
         let after = if t.base && op.kind.is_write() {
             t.read_taint.iter().filter(|(p, _)| **p != id.part).map(|(p, g)| RemoteDep { part: *p, upto: *g }).collect()
@@ -452,8 +452,8 @@ impl LockingCoordinator {
             // (the participants' commit records) and a round trip for the acknowledgements.
             // A participant orders what comes after the commit behind it
             // (`partition::LockingPartition::must_wait`), and `EndBase` names the commits a
-            // participant has not acknowledged (`send_end_base`). Issue 13: three sequential
-            // log syncs per subtransaction became two.
+            // participant has not acknowledged (`send_end_base`). So a subtransaction costs
+            // two sequential log syncs, not three.
             self.decisions.insert(unit, Pending { waiting: parts, writes, attempt });
             return self.unit_committed(txn, then, ctx);
         }
@@ -738,7 +738,7 @@ impl LockingCoordinator {
         self.abort_unit(unit.txn, then, Error::Abort(AbortReason::Timeout), ctx);
     }
 
-    /// Lock rule 5b: an accepted BASE transaction waits for `txn`. If `txn` can still abort
+    /// LK-5b: an accepted BASE transaction waits for `txn`. If `txn` can still abort
     /// (an ACID transaction before its decision, or a BASE one before acceptance), it does.
     fn on_wound(&mut self, txn: TxnId, ctx: &mut CoordCtx) {
         let Some(t) = self.txns.get_mut(&txn) else { return };
@@ -801,8 +801,8 @@ impl LockingCoordinator {
 
     /// Sends `EndBase` for `txn` to every partition that has not acknowledged it, naming the
     /// subtransactions whose commits that partition has not acknowledged yet: it applies them
-    /// first. (It used to go out only once every commit was acknowledged, which held the
-    /// saline locks for one more log sync and round trip, issue 13.)
+    /// first. (Sent only once every commit was acknowledged, it would hold the saline locks
+    /// for one more log sync and round trip.)
     fn send_end_base(&self, txn: TxnId, ctx: &mut CoordCtx) {
         let Some(waiting) = self.ending.get(&txn) else { return };
         let units = Unit { txn, sub: 0 }..=Unit { txn, sub: u32::MAX };
@@ -896,7 +896,7 @@ impl CoordinatorEngine for LockingCoordinator {
     fn begin(&mut self, txn: TxnId, opts: &TxnOptions, ctx: &mut CoordCtx) {
         self.announce_epoch(txn, ctx);
         // Wait-die age: when the transaction's first attempt began, so a client's retry keeps
-        // its place and eventually wins (rule 5). First attempts get the begin time made
+        // its place and eventually wins (LK-5). First attempts get the begin time made
         // unique per coordinator; a retry may tie another transaction's age, and ties are
         // ordered by `TxnId`.
         let began = if opts.first_attempt < ctx.now {

@@ -14,28 +14,22 @@
 //! oldest NEW-ORDER row does not block the New-Orders appending at the tail. Writes are buffered at the partition and sent back to the
 //! coordinator with each reply; the coordinator holds the redo (the *write images*) and ships
 //! it with the commit. Deadlocks: **wait-die with patience** on the transaction's age (lock
-//! rule 5): a blocked request queues, whoever it waits for; a request that still waits for an
+//! LK-5): a blocked request queues, whoever it waits for; a request that still waits for an
 //! older transaction after `partition::LOCK_WAIT_PATIENCE` (7 ms, checked every tick) aborts
 //! with `AbortReason::Deadlock` (retryable). Every deadlock cycle has such a younger→older edge,
 //! so none lasts much longer than the patience, and the oldest transaction never dies for it.
-//! **Lock rule 5f — waits are timed on the partition's wait clock** (`partition::
+//! **LK-5f — waits are timed on the partition's wait clock** (`partition::
 //! LockingPartition::wait_clock`): it runs with real time, except that the gap before a tick
 //! counts for at most `partition::TICK_CREDIT_MAX` (6 ms; ticks come every 5 ms). The patience
-//! (5a, 5b) is measured on it. A partition whose worker was
-//! starved of CPU for tens of milliseconds has not watched its waiters that long; on real time,
-//! the first tick after the stall found every waiter past its patience and aborted them all at
-//! once, while the messages that would have released their locks could still sit unread in the
-//! stalled worker's mailbox. Under `salt` at 128 TPC-C clients on a loaded 2-core machine
-//! (load average 4–5), throughput fell to 186–300 txn/s with ~9 New-Order aborts per commit
-//! (issue 20). A deadlock still ends: ticks the partition sees add up to the patience. Rule
-//! 5e's `RUNNING_WITHIN` stays on real time, like the liveness it bounds (rule 5a's exception
-//! judges blockers by when they last ran): on the wait clock its wounds came later in stalls,
-//! and salt's Delivery deadlock aborts at 128 clients rose to 98, 31 and 11 per run against 1,
-//! 6 and 4 (alternated runs). Measured with 5e on real time (alternated, load average 5–12,
-//! five runs each): salt 168, 333, 2141, 1017, 1292 txn/s before (two collapses, Delivery
-//! aborts up to 90%) and 1343, 1259, 800, 1428, 1576 after (Delivery aborts 0.4–13%) — but
-//! the next 8–128 sweep collapsed at 128 clients anyway (31 txn/s): 5f removes one way to
-//! churn, not the collapse (still open, issue 20; see rule 5g for what was seen in it).
+//! (LK-5a, LK-5b) is measured on it. A partition whose worker was starved of CPU for tens of
+//! milliseconds has not watched its waiters that long; on real time, the first tick after the
+//! stall would find every waiter past its patience and abort them all at once, while the
+//! messages that would release their locks could still sit unread in the stalled worker's
+//! mailbox. A deadlock still ends: ticks the partition sees add up to the patience. LK-5e's
+//! `RUNNING_WITHIN` stays on real time, like the liveness it bounds (LK-5a's exception judges
+//! blockers by when they last ran): on the wait clock its wounds would come later in stalls,
+//! and deadlocks through accepted BASE transactions would last longer. LK-5f removes one way
+//! for a loaded partition to churn; it does not bound throughput under overload.
 //!
 //! Commit: one participant → one `Commit` message (no 2PC). Several → two-phase commit with
 //! **presumed abort**: `Prepare` (each participant logs `Prepared` with the keys it must relock,
@@ -54,17 +48,17 @@
 //! participant restarted since refuses them at once with a retryable abort: run alone in the
 //! new incarnation, an operation can fail for a reason that is not the transaction's own (a
 //! New-Order's insert of an order number it read before the restart and another New-Order
-//! took since failed as a duplicate key, `litmus sim --workload tpcc-neworder --faults`, seed
-//! 30186). Every start, a first one included, is a new incarnation.
+//! took since fails as a duplicate key, `litmus sim --workload tpcc-neworder --faults`). Every
+//! start, a first one included, is a new incarnation.
 //!
 //! Lost messages: the coordinator resends an operation unanswered for `OP_RESEND_AFTER`
 //! (100 ms), marked `resent`; the participant drops a resend of an operation still waiting
 //! for locks, runs one it never received, and fails one it answered already (its reply was
 //! lost) with a retryable abort. A network duplicate (not marked) is dropped, as a formula
 //! must not apply twice. `Prepare` and the one-phase `Commit` are resent after
-//! `BASE_OP_TIMEOUT` of silence, logged decisions every `RESEND_INTERVAL`. Before operations
-//! were resent, a lost one held its transaction for the front end's 10 s stall timeout, and a
-//! simulated TPC-C load over a lossy network never finished (seed 20001).
+//! `BASE_OP_TIMEOUT` of silence, logged decisions every `RESEND_INTERVAL`. Without resends, a
+//! lost operation would hold its transaction until the front end's stall timeout, and a load
+//! over a lossy network would never finish.
 //!
 //! Recovery: a participant relocks its in-doubt transactions and asks
 //! the coordinator (`Query`); the coordinator answers from its log, and resends `Commit` for
@@ -86,7 +80,7 @@
 //!   BASE transaction ends; saline locks conflict only with ACID locks (non read-read), so other
 //!   BASE transactions see the committed subtransaction and ACID transactions never do.
 //! * The two saline release-order rules of §5.1 (indirect dirty reads) are enforced by the lock
-//!   manager ([`lock`] rule 6, §6.3's O(1) pointer check) — within one partition directly, and
+//!   manager ([`lock`] LK-6, §6.3's O(1) pointer check) — within one partition directly, and
 //!   **across partitions** by remote dependencies (`lock::RemoteDep`): a partition answering a
 //!   BASE operation reports the transaction's *read taint* there (the largest grant number of
 //!   its reads that still depend on an unfinished BASE write, `Reply::Op::read_taint`); the
@@ -99,23 +93,20 @@
 //!   *Cost:* nothing for reads of settled data; for a BASE transaction that writes on Q after a
 //!   tainted read on P ≠ Q, two messages per such (P, Q) pair (plus a repeat every 100 ms while
 //!   the lock it holds back is released and still waiting), and no log records beyond the
-//!   remote dependencies stored with the lock. Measured (`bench tpcc --warehouses 2
-//!   --scale-div 10 --engine salt`, 9.4K committed transactions, a counting build): 0.31 of
-//!   these messages per committed transaction against ~102 messages in all, i.e. 0.3%;
-//!   ticketing sends none (its BASE transactions never write on another partition after a
-//!   tainted read).
-//!   **Per column** (lock rule 6a, [`lock`]): a read depends only on unfinished writes of the
+//!   remote dependencies stored with the lock. In TPC-C these messages are a small fraction
+//!   of all messages; ticketing sends none (its BASE transactions never write on another
+//!   partition after a tainted read).
+//!   **Per column** (LK-6a, [`lock`]): a read depends only on unfinished writes of the
 //!   columns it reads. A TPC-C Payment updates its warehouse's and district's year-to-date
 //!   totals and then selects their names and addresses (clause 2.5.2.2, `Ctx::read_columns`);
-//!   read whole, those rows were tainted by every other Payment's unfinished total, so a
-//!   Payment's update of a remote customer was held back from ACID readers until those
-//!   Payments ended, and a Delivery that met it on CUSTOMER died at once (its waits-for set was
-//!   unknown). With the per-column rule, at 64 TPC-C clients on `salt` (2 warehouses,
-//!   scale-div 10), Delivery aborts went from 11–14% to 0.0% (two runs each, same machine).
+//!   read whole, those rows would be tainted by every other Payment's unfinished total, so a
+//!   Payment's update of a remote customer would be held back from ACID readers until those
+//!   Payments ended, and a Delivery that met it on CUSTOMER would die at once (its waits-for
+//!   set unknown).
 //!   It all survives restarts: locks are persisted with their grant order and relocked in it
-//!   (with their remote dependencies), short-term reads rule 6 holds back are persisted with the
+//!   (with their remote dependencies), short-term reads LK-6 holds back are persisted with the
 //!   subtransaction's locks, grant numbers start above every earlier incarnation's
-//!   (`Record::Incarnation`), and locks rule 6 still holds back when their transaction ends are
+//!   (`Record::Incarnation`), and locks LK-6 still holds back when their transaction ends are
 //!   persisted too (`tests/salt_restart.rs`, `tests/salt_across_partitions.rs`).
 //!   `litmus sim --workload salt-chains` checks it with a provenance oracle under faults.
 //! * **Accept vs commit** (§6.1): before the first subtransaction commits, the coordinator logs
@@ -130,7 +121,7 @@
 //!   once every decision re-sent after the crash has been acknowledged (a later
 //!   subtransaction's commit would otherwise downgrade the earlier one's alkaline locks before
 //!   its row images are applied).
-//! * **A subtransaction commits at its logged decision** (issue 13). Once the `Decided` record
+//! * **A subtransaction commits at its logged decision**. Once the `Decided` record
 //!   is durable the transaction goes on — the client's early answer and the next
 //!   subtransaction's operations leave with the commit messages, after the record — without
 //!   waiting for the participants' commit records and acknowledgements. `EndBase` goes out
@@ -145,105 +136,96 @@
 //!   about to change, and the commit would downgrade its new alkaline locks with the earlier
 //!   ones; the abort would release locks the commit's images were made under. Within one run
 //!   the coordinator never waits for its own undelivered decisions; a re-run (a retry, a
-//!   roll-forward) still waits for every earlier run's (`send_op`). Simulated TPC-C (2
-//!   warehouses, scale-div 10, 32 clients, 300 µs per log sync): salt 1,383 → 1,636 txn/s,
-//!   Payment p50 1.81 → 1.18 ms. A transaction whose procedure finished logs `BaseFinished`
+//!   roll-forward) still waits for every earlier run's (`send_op`). A transaction whose
+//!   procedure finished logs `BaseFinished`
 //!   before it sends `EndBase`, so a restart never runs it again; partitions remember ended
 //!   BASE transactions durably (bounded) and refuse late duplicates of their operations.
 //! * An accepted BASE transaction cannot abort, so its lock requests are never aborted for
-//!   impatience: they wait and **wound** the older transactions in the way (lock rule 5b; the
+//!   impatience: they wait and **wound** the older transactions in the way (LK-5b; the
 //!   wounded ACID or not-yet-accepted transaction aborts, retryably). This breaks the one cycle
-//!   rule 5a cannot: an older ACID transaction waiting for the BASE transaction's saline lock while
+//!   LK-5a cannot: an older ACID transaction waiting for the BASE transaction's saline lock while
 //!   holding what it needs (found by the simulator, `litmus sim --workload bank --engine salt`).
 //!   ACID transactions still wait for BASE locks as in Salt Fig. 3, in per-object FIFO order.
-//! * **Lock rule 5d — deadlocks on one partition through accepted BASE transactions**
-//!   (`partition::LockingPartition::cycle_victim`). When a request starts waiting (rule 5c), and
-//!   again when an accepted BASE transaction's request has outlived the patience (before rule
-//!   5b wounds), the partition looks for a cycle through it in its own waits-for graph. If
-//!   there is one, it aborts the youngest mortal member that waits for an older one (what rule
-//!   5a would abort; before, the wound could fall on the older transaction first). A cycle of
-//!   accepted BASE transactions only, which nothing broke before, loses its youngest member's
-//!   waiting subtransaction (its coordinator rolls it back and re-runs it; every edge of such a
-//!   cycle is an alkaline lock, which the rollback releases): two accepted TPC-C New-Orders
-//!   that lock stock rows in opposite orders deadlocked while the Deliveries queued behind them
-//!   died (issue 20). Otherwise rule 5b wounds as before. Simulated (`bench tpcc --runtime sim
-//!   --warehouses 2 --scale-div 10 --clients 128 --engine salt --duration 5`, seed 1): Delivery
-//!   aborts 79.1% → 13.1% (acid: 0%), New-Orders wounded 1,150 → 105, 2,471 → 3,028 txn/s.
-//! * **Lock rule 5e — a long wait wounds younger blockers too** (`partition::LockingPartition::
+//! * **LK-5d — deadlocks on one partition through accepted BASE transactions**
+//!   (`partition::LockingPartition::cycle_victim`). When a request starts waiting (LK-5c), and
+//!   again when an accepted BASE transaction's request has outlived the patience (before LK-5b
+//!   wounds), the partition looks for a cycle through it in its own waits-for graph. If there
+//!   is one, it aborts the youngest mortal member that waits for an older one (what LK-5a
+//!   would abort), so the wound never falls on the older transaction first. A cycle of
+//!   accepted BASE transactions only loses its youngest member's waiting subtransaction (its
+//!   coordinator rolls it back and re-runs it; every edge of such a cycle is an alkaline lock,
+//!   which the rollback releases): two accepted TPC-C New-Orders that lock stock rows in
+//!   opposite orders would otherwise deadlock for good while the Deliveries queued behind them
+//!   die. Otherwise LK-5b wounds.
+//! * **LK-5e — a long wait wounds younger blockers too** (`partition::LockingPartition::
 //!   wound_victims`). An accepted BASE transaction whose request has waited `RUNNING_WITHIN`
-//!   (250 ms), and whose blockers are not working here (as for rule 5b), wounds every blocker
-//!   that can still abort, younger ones included; rule 5b, after the patience, wounds only older
+//!   (250 ms), and whose blockers are not working here (as for LK-5b), wounds every blocker
+//!   that can still abort, younger ones included; LK-5b, after the patience, wounds only older
 //!   ones. So every waits-for cycle that holds an accepted BASE transaction and a mortal one is
 //!   broken within about `RUNNING_WITHIN` by a wound, wherever its other edges are — which is
-//!   what lets a queue on an anchor wait behind accepted BASE transactions (rule 5a's anchor
+//!   what lets a queue on an anchor wait behind accepted BASE transactions (LK-5a's anchor
 //!   clause, below). A younger mortal blocker that works keeps its lock, and a short wait
 //!   costs nothing new.
-//! * **Lock rule 5g — no wound for an accepted BASE transaction** (`partition::
-//!   LockingPartition::wound_victims`): rules 5b and 5e wound only blockers that can still
-//!   abort. Rule 5b used to wound every older blocker, accepted ones included, whose
-//!   coordinators drop the wound; the sweep repeats wounds every `QUERY_INTERVAL` while the
-//!   wounder waits. In a real `salt` run at 128 TPC-C clients that had collapsed (641 commits
-//!   in 5 s, traced), accepted Payments waiting 100–300 ms behind older accepted Payments sent
-//!   21,000 such wounds, ~33 useless messages per committed transaction.
-//! * **Lock rule 5h — a lock-free transaction steps out of the queue** (`partition::
+//! * **LK-5g — no wound for an accepted BASE transaction** (`partition::
+//!   LockingPartition::wound_victims`): LK-5b and LK-5e wound only blockers that can still
+//!   abort. An accepted blocker's coordinator would drop the wound, and the sweep repeats
+//!   wounds every `QUERY_INTERVAL` while the wounder waits: accepted Payments waiting behind
+//!   older accepted Payments would send useless messages by the thousand under load.
+//! * **LK-5h — a lock-free transaction steps out of the queue** (`partition::
 //!   LockingPartition::break_waits`). An ACID transaction every operation of which so far takes
 //!   only short-term locks at its isolation level (`TxnClass::lock_free`, kept by the
 //!   coordinator: a reader below repeatable read, such as TPC-C's read-committed Stock-Level)
 //!   holds no lock between operations. Only its place in a queue can put it on a waits-for
-//!   cycle, so where rules 5a, 5c and 5d would abort it, and where rules 5b and 5e would
+//!   cycle, so where LK-5a, LK-5c and LK-5d would abort it, and where LK-5b and LK-5e would
 //!   wound it, its waiting operations instead leave their queues and ask again on the next
 //!   tick; a request refused at once (a lock with remote dependencies, a full queue) asks
 //!   again the same way. It also waits out alive blockers wherever it waits, as on an anchor
-//!   (rule 5a's exception). Letting *any* ACID request refused for an unknown waits-for ask
-//!   again too (for the patience) cut salt's TPC-C Delivery aborts at 64 clients from 9–23%
-//!   to ~1%, but starved bank totals in the simulator (presumably their range locks on every
-//!   partition, held meanwhile, kept out the transfers that would settle those reads; not
-//!   traced), so it was dropped (see `partition::LockingPartition::may_step_out`).
+//!   (LK-5a's exception). Only lock-free transactions step out: an ACID transaction holding
+//!   range locks on every partition (a bank total) would keep them while it asks again, and
+//!   keep out the transfers that would settle its reads (see
+//!   `partition::LockingPartition::may_step_out`).
 //!   An operation keeps stepping out for at most `partition::STEP_OUT_MAX` (1 s), then dies as
 //!   any other: an operation sent before the transaction's first long-term lock elsewhere
-//!   still says lock-free, and a deadlock through that stale flag lasts no longer. At 64 TPC-C
-//!   clients on `salt`, read-committed Stock-Levels still died in 62% of their attempts
-//!   without the rule — waiting behind accepted New-Orders that waited themselves, refused on
-//!   stock rows with remote dependencies, wounded on stock rows where accepted New-Orders
-//!   queued behind them — and in 0% with it (issue 20).
-//! * **Waiting out working transactions** (rule 5a's exception, `partition::LockingPartition::
+//!   still says lock-free, and a deadlock through that stale flag lasts no longer. Without
+//!   the rule, TPC-C's read-committed Stock-Levels under `salt` die in most of their attempts
+//!   — waiting behind accepted New-Orders that wait themselves, refused on stock rows with
+//!   remote dependencies, wounded on stock rows where accepted New-Orders queue behind them.
+//! * **Waiting out working transactions** (LK-5a's exception, `partition::LockingPartition::
 //!   blockers_running`): a mortal request past its patience keeps waiting when it waits on a
 //!   queue anchor, or only for accepted BASE transactions, and everyone it waits for is *alive*
 //!   — an operation of theirs ran on this partition within `RUNNING_WITHIN`, or they wait here
 //!   only for alive ones (a cycle through this partition is never alive); on an anchor, an
 //!   accepted BASE transaction counts as alive whatever it does (the **anchor clause**: it
-//!   ends without aborting, and rule 5e wounds its way out of any cycle through it). Without
-//!   the anchor clause, at 128 simulated TPC-C clients under `salt`, a Delivery holding a
-//!   district's anchor waited on CUSTOMER for an accepted New-Order's saline read while that
-//!   New-Order waited at another partition; every Delivery queued behind it (16, then 28 at
-//!   once) died and retried into the same queue: salt's Delivery aborts were 4–20% against
-//!   acid's 0% (issue 20). Behind accepted
+//!   ends without aborting, and LK-5e wounds its way out of any cycle through it). Without
+//!   the anchor clause, a TPC-C Delivery holding a district's anchor can wait on CUSTOMER for
+//!   an accepted New-Order's saline read while that New-Order waits at another partition, and
+//!   every Delivery queued behind it dies and retries into the same queue. Behind accepted
 //!   BASE transactions, working counts only operations run here since the wait began
 //!   (`blockers_progressing`): one that ran here only before may wait at another partition
 //!   for the waiter, a cycle no partition sees whole (bank totals under Salt died in every
 //!   such cycle otherwise). On an anchor only its holders are looked at
 //!   (`LockManager::waits_for_holders`), not the consumers queued ahead, which wait for the
-//!   same ones: at 128 TPC-C clients 64 Deliveries queued per anchor, past the bound on
-//!   transactions examined, and the ones at the back all died (issue 20). An accepted BASE transaction likewise wounds (5b) only blockers
-//!   that are not alive in that sense. Accepted BASE
-//!   transactions cannot abort, so dying behind one that works gains nothing; TPC-C
-//!   Stock-Levels died behind New-Orders' saline locks, and Deliveries, which wait out saline
-//!   locks district by district, were wounded after hundreds of milliseconds of work (issue
-//!   20). A deadlock across partitions through such a wait lasts at most `RUNNING_WITHIN` more.
+//!   same ones: a long queue on an anchor would exceed the bound on transactions examined,
+//!   and the ones at its back would all die. An accepted BASE transaction likewise wounds
+//!   (LK-5b) only blockers that are not alive in that sense. Accepted BASE transactions cannot
+//!   abort, so dying behind one that works gains nothing; and a Delivery, which waits out
+//!   saline locks district by district, would otherwise be wounded after hundreds of
+//!   milliseconds of work. A deadlock across partitions through such a wait lasts at most
+//!   `RUNNING_WITHIN` more.
 //!   **A silent coordinator is not an idle one** (`partition::COORDINATOR_SILENT_MAX`): a
 //!   blocker whose coordinator node has sent this partition nothing at all since the blocker
 //!   last ran counts as working for up to 1 s instead of `RUNNING_WITHIN` — its node is not
 //!   running (a stalled process or thread), and a deadlocked blocker's node keeps talking about
-//!   its other transactions. Under `salt` at 8 TPC-C clients on a loaded machine, one node went
-//!   silent for ~350 ms, and every Delivery queued behind that node's Delivery died and
-//!   retried into the same queue every ~13 ms: all of a 10 s run's Delivery aborts (issue 20).
-//!   A deadlock through a node that sends nothing at all lasts at most that second.
+//!   its other transactions. A scheduling stall of a few hundred milliseconds on a loaded
+//!   machine would otherwise kill every Delivery queued behind that node's Delivery, again
+//!   and again as they retry into the same queue. A deadlock through a node that sends
+//!   nothing at all lasts at most that second.
 //! * A partition that restarts in the middle of a subtransaction relocks its logged locks but
 //!   has lost its buffered writes and cannot tell whether the subtransaction's next operation
 //!   continues the run or starts a roll-forward re-run: it rolls the subtransaction back and
 //!   fails that operation (`AbortReason::Failure`), and the coordinator re-runs it as below.
-//!   (Taking it for a new run used to release the locks under write images the coordinator
-//!   still held: a lost update.)
+//!   (Taking it for a new run would release the locks under write images the coordinator
+//!   still holds: a lost update.)
 //! * If concurrency control aborts a subtransaction after acceptance anyway (a cycle through
 //!   itself, a queue limit, a lost message), the subtransaction is rolled back and the procedure
 //!   is re-run the same way. Before acceptance the whole BASE transaction aborts and the client
@@ -252,8 +234,8 @@
 //!   resent until acknowledged, partitions durably mark it (`Record::BaseAborted`) and drop its
 //!   operations that arrive late, and a roll-forward after a coordinator restart first rolls
 //!   back, on every partition, the subtransaction the dead run left undecided. Otherwise stale
-//!   alkaline locks stayed until the transaction's next operation reached that partition, and
-//!   two accepted transactions could deadlock across partitions on each other's leftovers
+//!   alkaline locks stay until the transaction's next operation reaches that partition, and
+//!   two accepted transactions can deadlock across partitions on each other's leftovers
 //!   (neither can be aborted; found by `salt-chains`).
 //! * Exceptions: an error inside a subtransaction (a failed operation, a user abort) rolls that
 //!   subtransaction back and surfaces from `end_alkaline` or the operation, so the procedure can
@@ -267,25 +249,22 @@
 //!
 //! ## Not implemented (yet)
 //!
-//! * Lock waits have no timeout beyond rule 5's patience; a transaction whose coordinator disappears
+//! * Lock waits have no timeout beyond LK-5's patience; a transaction whose coordinator disappears
 //!   forever holds its locks until that coordinator restarts (its new epoch releases them).
 //! * A lost operation *reply* is not recovered: partitions keep no copy of replies (one per
 //!   operation would cost every transaction for a loss only a faulty network shows), so the
 //!   resent operation fails with a retryable abort and the transaction runs again.
-//! * Deadlocks are broken by wait-die with patience (rule 5), not detected: a younger request
+//! * Deadlocks are broken by wait-die with patience (LK-5), not detected: a younger request
 //!   queues behind an older holder for at most `LOCK_WAIT_PATIENCE`, then dies even if no
 //!   cycle exists (a holder that keeps a hot lock longer than the patience still makes younger
-//!   requesters die and retry), and a real deadlock stalls its queues for about the patience.
-//!   Pure wait-die, before, killed every younger requester at once, so TPC-C with the district
-//!   row in mortal subtransactions thrashed beyond ~16 clients on 2 warehouses although the
-//!   row is held for a round trip. Deadlocks within one partition are found when they form
-//!   (rule 5c); across partitions there is no waits-for graph detection, so they cost the
-//!   patience. The price shows in the simulator's fault-free bank workload (8 accounts on 6
-//!   partitions, 30% of requests read every account, clients retry at once, 20 seeds):
-//!   completed requests fell from 13,268 to 8,650 under `acid` and from 14,898 to 6,603 under
-//!   `salt` against pure wait-die — requests that used to die and retry at once now wait out
-//!   cross-partition deadlocks — while TPC-C's New-Order and Payment abort rates fell from
-//!   50–75% to under 10% and both engines' throughput rose (see the `tpcc` module doc). A stored-procedure call's retries keep their first attempt's age
+//!   requests die and retry), and a real deadlock stalls its queues for about the patience.
+//!   Pure wait-die would kill every younger requester at once, so TPC-C with the district row
+//!   in mortal subtransactions would thrash although the row is held for a round trip.
+//!   Deadlocks within one partition are found when they form (LK-5c); across partitions there
+//!   is no waits-for graph detection, so they cost the patience. The price shows where
+//!   deadlocks are common, as in the simulator's bank workload (every total reads every
+//!   account): requests that would die and retry at once wait out cross-partition deadlocks
+//!   instead. A stored-procedure call's retries keep their first attempt's age
 //!   (`RequestBody::Call::retrying_for`, credited up to 60 s, past the bench's 30 s starvation bound); interactive transactions get no
 //!   credit, accepted BASE transactions wound (after the patience) whatever their own age, and
 //!   ages compare each node's own clock (in the TCP runtime, time since that server started),
@@ -377,9 +356,9 @@ pub struct TxnClass {
     /// Wait-die priority: smaller is older.
     pub age: u64,
     /// An accepted BASE transaction: it cannot abort, so it never dies for wait-die; it waits
-    /// and, after the patience, wounds the older transactions in its way (lock rule 5b).
+    /// and, after the patience, wounds the older transactions in its way (LK-5b).
     pub immortal: bool,
-    /// Lock rule 5h: an ACID transaction every operation of which so far, this one included,
+    /// LK-5h: an ACID transaction every operation of which so far, this one included,
     /// takes only short-term locks at its isolation level (a reader below repeatable read, such
     /// as TPC-C's Stock-Level): it holds no lock anywhere but those of operations in flight. A
     /// wait of such a transaction steps out of its queue instead of aborting it.
@@ -392,7 +371,7 @@ impl TxnClass {
         TxnClass { isolation, base, age, immortal: false, lock_free: !base }
     }
 
-    /// Lock rule 5h: the class once `op` is sent, which may take a long-term lock.
+    /// LK-5h: the class once `op` is sent, which may take a long-term lock.
     pub fn with_op(mut self, op: &OpKind) -> Self {
         let access = match op {
             OpKind::Read { .. } | OpKind::ReadMany { .. } => Access::Read,
@@ -414,9 +393,8 @@ pub struct WriteImage {
 
 /// A committed write as a partition's log keeps it ([`Record::CommitColumns`]): the whole row
 /// (an insert, a delete, or an update that changed most columns), or only the columns the write
-/// changed. A TPC-C New-Order updates four of a stock row's seventeen columns; logging whole
-/// images, ~70% of every record's bytes repeated what the row already held (6.9 KB of log per
-/// transaction, and its encoding ~4% of the CPU; issue 13).
+/// changed. A TPC-C New-Order updates four of a stock row's seventeen columns; a whole image
+/// would mostly repeat what the row already holds, in log bytes and in encoding CPU.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum LoggedImage {
     /// The row after the write (`None`: deleted).
@@ -474,7 +452,7 @@ pub enum Request {
     /// is a whole alkaline subtransaction and the partition commits it itself (Salt §6.4).
     ///
     /// `after`: for a BASE write, the transaction's earlier reads on *other* partitions that
-    /// still depended on unfinished BASE writes when they were answered (rule 6b across
+    /// still depended on unfinished BASE writes when they were answered (LK-6b across
     /// partitions, `lock::RemoteDep`); the write lock is not released before they settle.
     Op {
         id: SubOpId,
@@ -517,7 +495,7 @@ pub enum Request {
     Epoch { node: NodeId, epoch: u32 },
     /// Answer to a participant's `Query`: the decision for an in-doubt unit.
     Decision { unit: Unit, commit: bool, writes: Vec<WriteImage> },
-    /// Partition → partition (rule 6b across partitions): tell me once `txn`'s BASE reads here
+    /// Partition → partition (LK-6b across partitions): tell me once `txn`'s BASE reads here
     /// up to grant number `upto` are settled (`LockManager::reads_settled`). Answered at once
     /// if they are, else when they become so; the asker repeats it while it still waits.
     AwaitReads { txn: TxnId, upto: u64 },
@@ -552,7 +530,7 @@ pub enum Reply {
     Aborted {
         unit: Unit,
     },
-    /// Lock rule 5b: an accepted BASE transaction waits for `txn`; abort it if it can still
+    /// LK-5b: an accepted BASE transaction waits for `txn`; abort it if it can still
     /// abort (it may be waiting for the BASE transaction's saline locks: a cycle).
     Wound {
         txn: TxnId,
@@ -601,14 +579,14 @@ pub enum Record {
     /// last one (`State::pending`). One record per operation listing them all cost O(n²) for
     /// n operations: 22.5 KB of log per salt TPC-C transaction against acid's 6.8 KB.
     Locked { unit: Unit, delta: lock::LockDelta },
-    /// A BASE transaction ended here. Its saline locks are gone, except `releasing`: those rule
-    /// 6 still holds back (§5.1), relocked and released again after a restart.
+    /// A BASE transaction ended here. Its saline locks are gone, except `releasing`: those
+    /// LK-6 still holds back (§5.1), relocked and released again after a restart.
     BaseEnded { txn: TxnId, releasing: Vec<lock::HeldLock> },
-    /// The locks rule 6 held back for ended `txn` are gone (logged in the step that freed them,
+    /// The locks LK-6 held back for ended `txn` are gone (logged in the step that freed them,
     /// before any lock they kept out can be logged by someone else).
     Released { txn: TxnId },
     /// The saline locks a BASE transaction holds here after one of its subtransactions rolled
-    /// back (its reads may still be held back by rule 6a; relocked after a restart).
+    /// back (its reads may still be held back by LK-6a; relocked after a restart).
     Saline { txn: TxnId, locks: Vec<lock::HeldLock> },
     /// Subtransaction `sub` of run `attempt` of BASE `txn` was rolled back here: operations of
     /// it (or of earlier ones) that arrive later are stale.
@@ -630,7 +608,7 @@ pub enum CoordinatorRecord {
     /// A commit decision (2PC, or any BASE subtransaction): every participant (read-only ones
     /// with no writes) and its writes, and for
     /// a subtransaction the results of its operations (the context table, Salt §6.2).
-    /// `taint`: the transaction's read taint per partition so far (rule 6b across partitions),
+    /// `taint`: the transaction's read taint per partition so far (LK-6b across partitions),
     /// so a roll-forward's writes still wait for the reads it replays from the context table.
     Decided {
         unit: Unit,

@@ -7,7 +7,7 @@
 //! can unblock someone returns the [`Grant`]s of requests that were `Waiting` and now hold their
 //! lock (identified by the caller's `token`). The caller resumes those operations.
 //!
-//! ## Rule 1 — conflicts (Salt §5.1, Table 2)
+//! ## LK-1 — conflicts (Salt §5.1, Table 2)
 //!
 //! Three lock classes, each with read and write locks. [`compatible`] is Table 2, one pure
 //! function (`RangeRead` behaves as `Read`):
@@ -27,17 +27,17 @@
 //! of a saline lock is a conflict of the alkaline lock of the same access, and every conflict of
 //! an alkaline lock is one of the ACID lock ("ACID ⊒ alkaline ⊒ saline", [`LockClass::covers`]).
 //!
-//! ## Rule 2 — re-entrancy and upgrades
+//! ## LK-2 — re-entrancy and upgrades
 //!
 //! A transaction's own locks never conflict with its own requests. A request that one of the
 //! transaction's held locks on the same (table, target) *covers* — same or stronger access
 //! (`W` covers `R`) and a class at least as strict — is granted at once and creates no lock (so a
 //! later [`LockManager::release`] of the weaker mode finds nothing and is a no-op: the stronger
-//! lock stays). Anything else, an upgrade `R → W` included, is a new lock, granted under rule 3
+//! lock stays). Anything else, an upgrade `R → W` included, is a new lock, granted under LK-3
 //! like any other request. A transaction may hold several locks on one target (its `R` and its
 //! `W`; two saline `W`s after two subtransactions each wrote it).
 //!
-//! ## Rule 3 — per-object FIFO (Salt §6)
+//! ## LK-3 — per-object FIFO (Salt §6)
 //!
 //! "MySQL Cluster places operations that try to acquire locks on objects in a per-object queue in
 //! lock-acquisition order; Salt leverages this mechanism to further ensure that BASE transactions
@@ -45,18 +45,18 @@
 //! sequence, so "earlier" is defined across point queues and range locks. A request of `T` is
 //! granted iff, on every overlapping target,
 //!
-//! * it is compatible with every lock held (or releasing, rule 6) by another transaction, and
+//! * it is compatible with every lock held (or releasing, LK-6) by another transaction, and
 //! * it need not queue behind any earlier waiting request of another transaction: it conflicts
 //!   with it, or ([`must_queue_behind`]) the earlier request is a BASE read and this one a BASE
 //!   write — granting the write first would change what the queued reader reads, and make the
-//!   reader depend on the writer (rule 6a) after others already decided to wait behind it.
+//!   reader depend on the writer (LK-6a) after others already decided to wait behind it.
 //!
 //! When locks go away or weaken, the waiters on overlapping targets are re-examined in sequence
 //! order and every one that now passes is granted, in one pass: a granted waiter conflicts with
 //! no less than it did while waiting, so it can unblock only later requests that queued behind
 //! it without conflicting (the second case above), and the same pass examines those next.
 //!
-//! ## Rule 4 — range locks (Salt §5, Table 1: `RR ∈ 𝓛` for serializable)
+//! ## LK-4 — range locks (Salt §5, Table 1: `RR ∈ 𝓛` for serializable)
 //!
 //! A [`Target::Range`] `[start, end)` (`end = None`: unbounded above) is used by `RangeRead` locks
 //! only, and only they use it. It overlaps a key `k` when `start <= k < end`, and another range
@@ -69,22 +69,22 @@
 //! them — pay for no ordered index. Range locks live per table in a `Vec` (they are few, see
 //! [`RANGE_QUEUE_LEN_MAX`]).
 //!
-//! ## Rule 5 — deadlocks: wait-die with patience, on the owner's age
+//! ## LK-5 — deadlocks: wait-die with patience, on the owner's age
 //!
 //! Each owner carries an `age` (smaller = older; a retried transaction keeps its age — the
 //! coordinator derives it from when the first attempt began, which a client's retry reports in
 //! `RequestBody::Call::retrying_for`, and BASE re-runs keep theirs; ties are broken by `TxnId`,
 //! so priorities are a total order).
 //!
-//! **Rule 5a — queue, then die if impatient.** A request that cannot be granted looks at every
+//! **LK-5a — queue, then die if impatient.** A request that cannot be granted looks at every
 //! transaction it would wait for. If that set cannot be computed (the walk below exceeds
 //! [`DEPENDENCY_WALK_MAX`]) or contains the requester itself, the requester gets
 //! [`Decision::Die`] and nothing changes — the caller aborts it with `AbortReason::Deadlock`
 //! ([`Decision::abort_reason`]) and retries it with the same age. Otherwise it gets
 //! [`Decision::Waiting`], whether the transactions it waits for are older or younger. Pure
-//! wait-die killed the younger requester at once; on a hot row held for one network round trip
+//! wait-die kills the younger requester at once; on a hot row held for one network round trip
 //! (TPC-C's district row) nearly every requester is younger than the holder, so transactions
-//! died and retried with backoff instead of queueing for a lock that was about to go.
+//! would die and retry with backoff instead of queueing for a lock that is about to go.
 //!
 //! Wait-die's test is kept, but applied *later*: [`LockManager::impatient`] says whether a
 //! transaction has a waiting request that waits for an older transaction (or for itself). The
@@ -107,7 +107,7 @@
 //!   stays patient, and an impatient one can become patient (its older blockers finished) —
 //!   then it keeps waiting and is granted.
 //!
-//! **Rule 5b — accepted BASE transactions wound.** An accepted BASE transaction cannot be
+//! **LK-5b — accepted BASE transactions wound.** An accepted BASE transaction cannot be
 //! aborted: its saline locks stay until it ends. If an older ACID transaction waited for such a
 //! saline lock while holding a lock the BASE transaction needs, dying could not break the cycle
 //! (the BASE side would die and re-run forever; found by the simulator, `litmus sim --workload
@@ -118,18 +118,18 @@
 //! first did, aborted a TPC-C New-Order whenever an accepted Payment's `w_ytd` update met its
 //! `w_tax` read, a lock held for one round trip.) The cycle argument above holds with "dies"
 //! read as "is wounded". ACID requests still wait for BASE locks in FIFO order, as in Salt
-//! Fig. 3. (The partition adds rule 5e: after a longer wait it wounds younger blockers too,
+//! Fig. 3. (The partition adds LK-5e: after a longer wait it wounds younger blockers too,
 //! `LockingPartition::wound_victims`; see the locking module's doc.)
 //!
-//! **Rule 5c — local deadlocks are broken at once.** When a request starts waiting, the caller
+//! **LK-5c — local deadlocks are broken at once.** When a request starts waiting, the caller
 //! asks [`LockManager::deadlock_victim`] whether the waits in this lock table now form a cycle
 //! through its transaction (a bounded search). If so, the youngest member of the cycle that
-//! waits for an older one — a transaction rule 5a would abort once its patience runs out — is
+//! waits for an older one — a transaction LK-5a would abort once its patience runs out — is
 //! aborted now. This is what the patience costs a deadlock on one partition (the common case:
 //! two transactions updating the same rows in different orders), not a stall of every queue
 //! behind it; deadlocks across partitions still wait out the patience.
 //!
-//! *Whom a request waits for.* Its blockers' owners — and, because of rule 6, more: a lock whose
+//! *Whom a request waits for.* Its blockers' owners — and, because of LK-6, more: a lock whose
 //! release is held back by release-order dependencies keeps blocking ACID requests until those
 //! dependencies are released, i.e. until other transactions finish. So for a requester that
 //! conflicts with the *saline* form of a blocker (which is exactly an ACID requester; every
@@ -142,7 +142,7 @@
 //! checks that every waiter with an edge to an older transaction is impatient, and that the
 //! edges of patient waiters form no cycle). The walk is bounded by [`DEPENDENCY_WALK_MAX`].
 //!
-//! ## Rule 6 — saline release order (Salt §5.1, Figs. 4–5; §6.3)
+//! ## LK-6 — saline release order (Salt §5.1, Figs. 4–5; §6.3)
 //!
 //! Indirect dirty reads (Fig. 4: BASE₁ writes `x`; BASE₂ reads `x` and writes `y`; ACID₁ reads
 //! `y`) are prevented by ordering releases:
@@ -153,7 +153,7 @@
 //!   read reads count (`LockMode::cols`; an operation's columns come from the locking
 //!   partition: an update writes the columns it names, `Op::ReadColumns` reads the columns it
 //!   names, anything else covers the whole row). A read of other columns cannot see what the
-//!   write changed, so nothing it derives can leak it. A covering lock (rule 2) of fewer
+//!   write changed, so nothing it derives can leak it. A covering lock (LK-2) of fewer
 //!   columns than a BASE request does not cover it: the request gets a lock of its own, granted
 //!   at once, with the dependencies of its columns.
 //! * **(b) write-after-read within a transaction**: a BASE write lock of `B` is not released
@@ -161,13 +161,13 @@
 //!
 //! A lock whose owner releases it (commit, abort, short-term release, end of the BASE
 //! transaction) while some of its dependencies are still held turns into a *releasing* saline
-//! lock of the same access: it still counts as held (it conflicts with ACID, rule 1) but no
+//! lock of the same access: it still counts as held (it conflicts with ACID, LK-1) but no
 //! call releases it; it goes away by itself, cascading, when its last dependency does, and the
 //! grants it unblocks are returned by the call that released that dependency (Fig. 5: ACID₁'s
 //! read of `y` waits until BASE₁ releases `x`, although BASE₂ ended first). ACID locks never have
 //! dependencies and are always released at once.
 //!
-//! **Across partitions** (issue 11). Rule (a) is about one object, so one lock table sees it.
+//! **Across partitions**. Rule (a) is about one object, so one lock table sees it.
 //! Rule (b) is not: BASE₂ may read `x` on partition P and write `y` on Q, and Q's lock table
 //! knows nothing of P's. So a BASE write lock can also carry *remote* dependencies
 //! ([`RemoteDep`]: "the transaction's reads on P with grant numbers up to `upto`"), counted in
@@ -182,11 +182,11 @@
 //! released in order because each link waits for the settlement of the one before. A request
 //! blocked by a lock with remote dependencies cannot know whom it waits for (its release
 //! depends on transactions this table cannot see): as past [`DEPENDENCY_WALK_MAX`], it gets
-//! [`Decision::Die`] (rule 5a) and its client retries with its age — an ACID reader of such a
+//! [`Decision::Die`] (LK-5a) and its client retries with its age — an ACID reader of such a
 //! lock retries until the remote reads settle rather than queueing (a lock-free one asks again
-//! at the partition instead, the locking partition's rule 5h).
+//! at the partition instead, the locking partition's LK-5h).
 //!
-//! A covered re-write (rule 2) that read something since its first write gets a lock of its
+//! A covered re-write (LK-2) that read something since its first write gets a lock of its
 //! own carrying the new dependencies: merging them into the first lock would hold back what
 //! others read of the first write behind reads made later — a release cycle.
 //!
@@ -217,7 +217,7 @@
 //!   fixed at grant from what is held then, so granting the survivors in their old order
 //!   rebuilds exactly the dependencies among them that were still pending (a lock granted
 //!   earlier and still held at the crash was held at the later grant too; one granted later
-//!   was not). Locks of ended BASE transactions that rule 6 was holding back are persisted too,
+//!   was not). Locks of ended BASE transactions that LK-6 was holding back are persisted too,
 //!   relocked and released again (they become *releasing* once more).
 //! * Persisting a BASE subtransaction's locks after each of its operations (the partition's
 //!   `Record::Locked`, a [`LockDelta`]): [`LockManager::track_changes`] makes the manager note
@@ -228,26 +228,26 @@
 //!   the owners of releasing locks freed since the last call (an ended transaction's held-back
 //!   locks are all releasing, so only those can have just lost their last lock).
 //! * An operation that reads a value and writes another from it must hold a read lock on what it
-//!   read (rule 6b only sees read locks). A blind or formula write needs only the write lock.
-//! * Rule 5a: a mortal transaction whose request has waited for the patience and that is
+//!   read (LK-6b only sees read locks). A blind or formula write needs only the write lock.
+//! * LK-5a: a mortal transaction whose request has waited for the patience and that is
 //!   [`LockManager::impatient`] is aborted (`cancel_waits`, then the abort releases the rest).
-//!   Rule 5b: an immortal one that waits wounds [`LockManager::wound_targets`], repeatedly.
+//!   LK-5b: an immortal one that waits wounds [`LockManager::wound_targets`], repeatedly.
 //! * A waiting transaction that is aborted: [`LockManager::cancel_waits`] if it keeps running
 //!   (an alkaline subtransaction's abort), else just `release_all`, which drops waits too.
 //! * `release` with a mode the lock no longer has (an alkaline lock after `downgrade_alkaline`)
-//!   or a lock that a covering lock absorbed (rule 2) is a no-op.
+//!   or a lock that a covering lock absorbed (LK-2) is a no-op.
 //!
 //! ## Limits
 //!
 //! [`OBJECT_QUEUE_LEN_MAX`] locks and requests per key, [`RANGE_QUEUE_LEN_MAX`] range locks and
-//! requests per table, [`DEPENDENCY_WALK_MAX`] locks visited by one rule-5 check. A request
-//! that would exceed one gets `Die` (the caller aborts and retries it like any rule-5 victim);
+//! requests per table, [`DEPENDENCY_WALK_MAX`] locks visited by one LK-5 check. A request
+//! that would exceed one gets `Die` (the caller aborts and retries it like any LK-5 victim);
 //! a waiting request whose check exceeds it counts as impatient.
 //!
 //! ## Not implemented
 //!
 //! * Coverage is per exact target: a range lock does not cover a point read inside it.
-//! * No lock escalation, no plain timeouts (liveness comes from rule 5 and finite transactions).
+//! * No lock escalation, no plain timeouts (liveness comes from LK-5 and finite transactions).
 //! * Release-order dependencies live in memory; the partition persists what rebuilds them
 //!   (grant order, remote dependencies in [`HeldLock::after`]; see the engine's module doc).
 
@@ -262,24 +262,24 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const OBJECT_QUEUE_LEN_MAX: usize = 1024;
 /// Most range locks and waiting range requests in one table.
 pub const RANGE_QUEUE_LEN_MAX: usize = 1024;
-/// Most locks one rule-5 check may visit while following release-order dependencies.
+/// Most locks one LK-5 check may visit while following release-order dependencies.
 pub const DEPENDENCY_WALK_MAX: usize = 4096;
 /// Most transactions one deadlock search ([`LockManager::deadlock_victim`]) visits.
 pub const DEADLOCK_SEARCH_MAX: usize = 64;
 
-/// Rule 4's per-key queues: sequence numbers in increasing order, found by hashing the key.
+/// LK-4's per-key queues: sequence numbers in increasing order, found by hashing the key.
 ///
 /// Walked only through `ordered`: a table gets its ordered index of locked keys when its first
 /// range lock is inserted and keeps it from then on (building it costs one pass over the
 /// table's queues, once). A range request on a table without one (before its first range lock
 /// is inserted, or when it dies) walks the table's queues instead; either way the ids found
-/// are returned sorted, so which path ran never shows. Before, every point queue sat in a
-/// `BTreeMap<TableId, BTreeMap<Key, _>>` and each of the five or six lookups of one request
-/// descended it: comparing keys was ~5% of an acid TPC-C run (issue 13).
+/// are returned sorted, so which path ran never shows. Point queues are hashed, not kept in a
+/// `BTreeMap<TableId, BTreeMap<Key, _>>`: each of the five or six lookups of one request would
+/// descend it, comparing keys all the way.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct PointQueues {
     /// A key's queue holds its first two ids inline: most keys are locked by one transaction
-    /// at a time, and a vector per locked key was an allocation per lock.
+    /// at a time, and a vector per locked key would be an allocation per lock.
     queues: FxHashMap<TableId, FxHashMap<Key, SmallVec<[u64; 2]>>>,
     /// The keys of `queues[table]`, in order, for the tables that have had a range lock.
     ordered: FxHashMap<TableId, BTreeSet<Key>>,
@@ -381,9 +381,9 @@ impl LockClass {
 pub struct LockMode {
     pub class: LockClass,
     pub access: Access,
-    /// The columns read or written: only rule 6a's dependencies look at them (a BASE read
+    /// The columns read or written: only LK-6a's dependencies look at them (a BASE read
     /// depends on a BASE write of the same target only if their columns meet). Conflicts
-    /// (rule 1) are per row whatever the columns; ACID locks cover every column.
+    /// (LK-1) are per row whatever the columns; ACID locks cover every column.
     pub cols: ColMask,
 }
 
@@ -401,17 +401,17 @@ impl LockMode {
         self.access == Access::Write
     }
 
-    /// A BASE (alkaline or saline) read or range read: can depend on writers (rule 6a).
+    /// A BASE (alkaline or saline) read or range read: can depend on writers (LK-6a).
     fn is_base_read(self) -> bool {
         self.class != LockClass::Acid && !self.is_write()
     }
 
-    /// A BASE (alkaline or saline) write: readers can depend on it (rule 6a).
+    /// A BASE (alkaline or saline) write: readers can depend on it (LK-6a).
     fn is_base_write(self) -> bool {
         self.class != LockClass::Acid && self.is_write()
     }
 
-    /// Rule 2: holding `self` makes a request for `other` on the same target redundant.
+    /// LK-2: holding `self` makes a request for `other` on the same target redundant.
     pub fn covers(self, other: LockMode) -> bool {
         let access = self.access == other.access || (self.access == Access::Write && other.access == Access::Read);
         access && self.class.covers(other.class)
@@ -423,7 +423,7 @@ impl LockMode {
     }
 }
 
-/// Salt Table 2 (rule 1), symmetric. `RangeRead` behaves as `Read`. A transaction is never in
+/// Salt Table 2 (LK-1), symmetric. `RangeRead` behaves as `Read`. A transaction is never in
 /// conflict with itself; callers check the owner separately.
 pub fn compatible(held: LockMode, requested: LockMode) -> bool {
     use LockClass::*;
@@ -437,7 +437,7 @@ pub fn compatible(held: LockMode, requested: LockMode) -> bool {
     }
 }
 
-/// Rule 3: a request of another transaction must wait behind an earlier `waiting` request that it
+/// LK-3: a request of another transaction must wait behind an earlier `waiting` request that it
 /// conflicts with, or that is a BASE read when the request is a BASE write (see the module doc).
 pub fn must_queue_behind(waiting: LockMode, requested: LockMode) -> bool {
     !compatible(waiting, requested) || (waiting.is_base_read() && requested.is_base_write())
@@ -451,7 +451,7 @@ pub enum Target {
 }
 
 impl Target {
-    /// Rule 4: a key overlaps a range that contains it; ranges overlap when they intersect.
+    /// LK-4: a key overlaps a range that contains it; ranges overlap when they intersect.
     pub fn overlaps(&self, other: &Target) -> bool {
         match (self, other) {
             (Target::Key(a), Target::Key(b)) => a == b,
@@ -474,7 +474,7 @@ fn range_contains(start: &Key, end: Option<&Key>, k: &Key) -> bool {
     start <= k && end.is_none_or(|e| k < e)
 }
 
-/// Who asks: the transaction and its rule-5 age (smaller = older; kept across retries).
+/// Who asks: the transaction and its LK-5 age (smaller = older; kept across retries).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Owner {
     pub txn: TxnId,
@@ -494,7 +494,7 @@ pub enum Decision {
     Granted,
     /// Queued; a later call returns a [`Grant`] with this request's token.
     Waiting,
-    /// The request would wait for its own transaction, or a limit is reached (rule 5a): abort
+    /// The request would wait for its own transaction, or a limit is reached (LK-5a): abort
     /// the requester. Nothing changed.
     Die,
 }
@@ -521,7 +521,7 @@ enum State {
         token: u64,
     },
     Held,
-    /// Released by its owner but held back by rule 6; always saline, always `pending > 0`.
+    /// Released by its owner but held back by LK-6; always saline, always `pending > 0`.
     Releasing,
 }
 
@@ -533,7 +533,7 @@ pub struct HeldLock {
     pub mode: LockMode,
     /// Grant number: locks are relocked in this order (see the module doc).
     pub granted: u64,
-    /// Rule 6b across partitions: remote read sets this lock still may not be released before.
+    /// LK-6b across partitions: remote read sets this lock still may not be released before.
     pub after: Vec<RemoteDep>,
 }
 
@@ -579,8 +579,8 @@ impl<'a> From<&'a HeldLock> for HeldLockView<'a> {
 /// (unique within a partition, across restarts: `Record::Incarnation`). A partition persists a
 /// BASE subtransaction's locks after each of its operations as one of these against what it
 /// persisted before (`Record::Locked`), so an operation logs the locks it took, not all the
-/// unit's locks again: a 10-line TPC-C New-Order logged O(lines²) locks, ~70% of salt's log
-/// bytes. [`LockDelta::apply_to`] folds it; folding every delta in log order rebuilds exactly
+/// unit's locks again: whole sets would make a 10-line TPC-C New-Order log O(lines²) locks,
+/// most of salt's log bytes. [`LockDelta::apply_to`] folds it; folding every delta in log order rebuilds exactly
 /// the last set (`tests::lock_delta_folds_to_the_set_it_was_taken_from`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LockDelta {
@@ -648,10 +648,10 @@ impl LockDelta {
     }
 }
 
-/// Rule 6b across partitions (Salt §5.1, *write-after-read within a transaction*): a BASE
+/// LK-6b across partitions (Salt §5.1, *write-after-read within a transaction*): a BASE
 /// write may not be released before the same transaction's earlier reads on partition `part`
 /// — those granted there with a grant number up to `upto` — have released their saline locks,
-/// i.e. until none of them still waits for a write of an unfinished BASE transaction (rule 6a).
+/// i.e. until none of them still waits for a write of an unfinished BASE transaction (LK-6a).
 /// The partition holding the write asks `part` (`Request::AwaitReads`); the answer
 /// ([`LockManager::remote_settled`]) lifts the dependency.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -670,10 +670,10 @@ struct Entry {
     target: Target,
     mode: LockMode,
     state: State,
-    /// Rule 6: the locks this one may not be released before; fixed at grant (a covered
+    /// LK-6: the locks this one may not be released before; fixed at grant (a covered
     /// re-write of the same target gets a lock of its own, see `acquire_after`).
     deps: Vec<u64>,
-    /// Rule 6b across partitions: remote read sets not yet known to be settled. A waiting
+    /// LK-6b across partitions: remote read sets not yet known to be settled. A waiting
     /// request keeps here what it asked for; they count as pending from its grant.
     remote: Vec<RemoteDep>,
     /// How many of `deps` are still held plus `remote.len()` once held (the O(1) release check).
@@ -695,7 +695,7 @@ impl Entry {
 /// The lock table of one partition. See the module doc.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LockManager {
-    /// The next request's sequence number (rule 3: "earlier" means smaller).
+    /// The next request's sequence number (LK-3: "earlier" means smaller).
     seq_next: u64,
     /// The next grant number ([`HeldLock::granted`]).
     granted_next: u64,
@@ -713,14 +713,14 @@ pub struct LockManager {
     /// The transactions whose lock changes are followed ([`LockManager::track_changes`]), each
     /// with what changed since it was last asked ([`LockManager::take_changes`]).
     changes: FxHashMap<TxnId, LockChanges>,
-    /// Owners of releasing locks (rule 6) freed since [`LockManager::take_freed_releasing`]
+    /// Owners of releasing locks (LK-6) freed since [`LockManager::take_freed_releasing`]
     /// was last called (in the order freed; may repeat).
     freed_releasing: Vec<TxnId>,
-    /// Per transaction, its BASE read locks granted with a pending rule-6a dependency, by
+    /// Per transaction, its BASE read locks granted with a pending LK-6a dependency, by
     /// sequence number, until they go: the only ones that can be *tainted*
     /// ([`LockManager::read_taint`], [`LockManager::reads_settled`]), as a lock's pending
     /// count only falls after its grant. Both questions, asked after every BASE operation,
-    /// walked all the transaction's locks (~5 µs of a salt TPC-C transaction, issue 13).
+    /// would otherwise walk all the transaction's locks.
     tainted: FxHashMap<TxnId, Vec<u64>>,
 }
 
@@ -728,8 +728,7 @@ pub struct LockManager {
 /// sees them, since [`LockManager::track_changes`] or the last
 /// [`LockManager::take_changes`]: a partition that logs a BASE subtransaction's locks after
 /// each operation ([`LockDelta`]) looks at these instead of at every lock the transaction holds
-/// — which made each operation's record cost O(locks held), O(n²) per subtransaction
-/// (`LockDelta::between` and its filter were ~15 µs of a salt TPC-C transaction, issue 13).
+/// — which would make each operation's record cost O(locks held), O(n²) per subtransaction.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LockChanges {
     /// Sequence numbers of its entries granted, downgraded, turned releasing, or whose remote
@@ -797,8 +796,8 @@ impl LockManager {
         delta
     }
 
-    /// The owners of releasing locks (rule 6) freed since the last call, sorted, each once. A
-    /// transaction that ended while rule 6 held some of its locks back holds nothing any more
+    /// The owners of releasing locks (LK-6) freed since the last call, sorted, each once. A
+    /// transaction that ended while LK-6 held some of its locks back holds nothing any more
     /// only after one of these: its locks were all releasing once it ended.
     pub fn take_freed_releasing(&mut self) -> Vec<TxnId> {
         let mut owners = std::mem::take(&mut self.freed_releasing);
@@ -814,14 +813,14 @@ impl LockManager {
         }
     }
 
-    /// Asks for a lock (rules 1–5). `token` names the request in a later [`Grant`]. A request
-    /// that waits for an older transaction waits too (rule 5a); the caller aborts it if it is
+    /// Asks for a lock (LK-1–LK-5). `token` names the request in a later [`Grant`]. A request
+    /// that waits for an older transaction waits too (LK-5a); the caller aborts it if it is
     /// still [`LockManager::impatient`] after the patience.
     pub fn acquire(&mut self, owner: Owner, table: TableId, target: Target, mode: LockMode, token: u64) -> Decision {
         self.acquire_after(owner, table, target, mode, token, &[])
     }
 
-    /// Rule 5b: a request of an *accepted* BASE transaction, which cannot be aborted. The lock
+    /// LK-5b: a request of an *accepted* BASE transaction, which cannot be aborted. The lock
     /// manager decides it as any other (it dies only for a cycle through itself or a limit);
     /// the difference is the caller's: it never aborts it for impatience, it **wounds** the
     /// older transactions it waits for ([`LockManager::wound_targets`]) — they can abort, which
@@ -839,7 +838,7 @@ impl LockManager {
 
     /// Takes a lock back after a restart, with the grant number it had (call in increasing
     /// grant order, before any other request). The recovered locks were all held at once, so
-    /// the request is always granted. Their owner counts as the oldest for rule 5 (age 0):
+    /// the request is always granted. Their owner counts as the oldest for LK-5 (age 0):
     /// mortal requesters behind them are impatient and die after the patience rather than
     /// queue for good behind a lock whose owner may itself need to queue behind them (a
     /// rolled-forward BASE transaction waits on anyone).
@@ -855,7 +854,7 @@ impl LockManager {
         self.granted_next = self.granted_next.max(lock.granted + 1);
     }
 
-    /// Transactions older than `txn` that its waiting requests wait for (rule 5b's victims).
+    /// Transactions older than `txn` that its waiting requests wait for (LK-5b's victims).
     pub fn wound_targets(&self, txn: TxnId) -> Vec<TxnId> {
         let mut out = BTreeSet::new();
         for (owner, waits_for) in self.waits_of(txn) {
@@ -866,7 +865,7 @@ impl LockManager {
         out.into_iter().collect()
     }
 
-    /// Every transaction the waiting requests of `txn` wait for (rule 5's waits-for set, older
+    /// Every transaction the waiting requests of `txn` wait for (LK-5's waits-for set, older
     /// and younger, `txn` itself included if it waits for itself); `None` when the set cannot
     /// be computed (the walk exceeds [`DEPENDENCY_WALK_MAX`]). Empty if nothing of it waits.
     pub fn waits_for_set(&self, txn: TxnId) -> Option<BTreeSet<TxnId>> {
@@ -883,7 +882,7 @@ impl LockManager {
     /// (the queue anchors of the locking partition), the requests ahead wait for the same
     /// holders and are granted one by one after them: whether the queue moves is whether its
     /// holders move. Counting the requests ahead made the question cost the queue's length —
-    /// past a bound, "unknown" (issue 20: 64 TPC-C Deliveries of one warehouse queued on a
+    /// past a bound, "unknown" (64 TPC-C Deliveries of one warehouse queued on a
     /// district's anchor at 128 clients, and each died for it).
     pub fn waits_for_holders(&self, txn: TxnId, fifo_table: TableId) -> Option<BTreeSet<TxnId>> {
         let Some(seqs) = self.by_txn.get(&txn) else { return Some(BTreeSet::new()) };
@@ -902,7 +901,7 @@ impl LockManager {
         Some(out)
     }
 
-    /// Rule 5a: whether some waiting request of `txn` waits for a transaction older than `txn`,
+    /// LK-5a: whether some waiting request of `txn` waits for a transaction older than `txn`,
     /// or for `txn` itself (or its waits-for set exceeds [`DEPENDENCY_WALK_MAX`]) — the test
     /// wait-die applies at request time, applied now. A mortal transaction that stays impatient
     /// for the patience is aborted by the caller; one that is not waits as long as it takes.
@@ -913,11 +912,11 @@ impl LockManager {
         })
     }
 
-    /// Rule 5c: a deadlock that `txn`'s waiting requests close in this lock table, found at
+    /// LK-5c: a deadlock that `txn`'s waiting requests close in this lock table, found at
     /// once instead of after the patience. Searches the waits-for graph (a transaction waits
-    /// for the owners its waiting requests wait for, rule 5) from `txn` for a path back to it,
+    /// for the owners its waiting requests wait for, LK-5) from `txn` for a path back to it,
     /// visiting at most [`DEADLOCK_SEARCH_MAX`] transactions. On the cycle found, every edge to
-    /// an older transaction is one rule 5a will break; the victim is the youngest transaction
+    /// an older transaction is one LK-5a will break; the victim is the youngest transaction
     /// with such an edge among those `can_abort` allows — what the patience would abort, only
     /// sooner. `None`: no cycle through `txn` here (there may be one across partitions, which
     /// the patience breaks), or no victim allowed.
@@ -931,9 +930,9 @@ impl LockManager {
         victim.map(|v| v.txn)
     }
 
-    /// Rule 5c's search, for a caller that chooses its victim itself (lock rule 5d): the
+    /// LK-5c's search, for a caller that chooses its victim itself (LK-5d): the
     /// members of a cycle through `txn` in the waits-for graph here, each with whether its
-    /// edge on the cycle goes to an older transaction (one rule 5a would break). `None`: no
+    /// edge on the cycle goes to an older transaction (one LK-5a would break). `None`: no
     /// cycle through `txn` found here.
     pub fn deadlock_cycle(&self, txn: TxnId) -> Option<Vec<(Owner, bool)>> {
         let edges = self.deadlock_cycle_edges(txn)?;
@@ -979,13 +978,13 @@ impl LockManager {
         None
     }
 
-    /// Whether another transaction may wait for `txn` here (rule 5's waits-for graph has an
+    /// Whether another transaction may wait for `txn` here (LK-5's waits-for graph has an
     /// edge into it): a waiting request of another transaction on a target overlapping one of
     /// `txn`'s locks, or queued after one of its requests, or a lock whose release waits for
-    /// one of `txn`'s (rule 6, `dependents`). A superset of the real edges, so `false` proves
+    /// one of `txn`'s (LK-6, `dependents`). A superset of the real edges, so `false` proves
     /// that no cycle runs through `txn`: [`LockManager::deadlock_victim`] then skips its
     /// search, which costs one waits-for set per transaction visited — on a hot key with
-    /// hundreds queued, 86% of the simulator's time (2,000 zipfian YCSB clients, issue 16).
+    /// hundreds queued (thousands of zipfian YCSB clients), most of the simulator's time.
     fn may_be_waited_for(&self, txn: TxnId) -> bool {
         let Some(ids) = self.by_txn.get(&txn) else { return false };
         ids.iter().any(|&id| {
@@ -998,7 +997,7 @@ impl LockManager {
         })
     }
 
-    /// [`LockManager::acquire`] for a BASE write that rule 6b ties to the transaction's earlier
+    /// [`LockManager::acquire`] for a BASE write that LK-6b ties to the transaction's earlier
     /// reads on other partitions (`after`): once granted, the lock is not released before each
     /// of them is settled ([`LockManager::remote_settled`]). A covered re-write (the transaction
     /// wrote the target before) that read something since, or names new remote reads, gets a
@@ -1020,10 +1019,10 @@ impl LockManager {
         let after = if mode.is_base_write() { after } else { &[] };
         if let Target::Key(key) = &target {
             if !self.ranges.contains_key(&table) && self.points.get(table, key).is_none() {
-                // Rules 2 and 3 on a key nothing locks or awaits, in a table without range
+                // LK-2 and LK-3 on a key nothing locks or awaits, in a table without range
                 // locks: no lock covers the request and none blocks or queues it, so it is
                 // granted — the usual case, decided on one lookup (the general path below
-                // looked the key's queue up four times, issue 13).
+                // looked the key's queue up four times).
                 let seq = self.seq_next;
                 self.insert(owner, table, target, mode, State::Waiting { token }, after);
                 self.make_held(seq);
@@ -1032,7 +1031,7 @@ impl LockManager {
         }
         if let Some(id) = self.covering_lock(owner.txn, table, &target, mode) {
             let held = self.entries[&id].mode;
-            // Rule 6a per column: a BASE write of columns the covering lock does not name gets
+            // LK-6a per column: a BASE write of columns the covering lock does not name gets
             // a lock of its own on them, which their readers depend on. A BASE read gets one when
             // it has something to depend on: other transactions' writes of its columns, if the
             // covering lock names fewer columns, or if it is the reader's own write (alkaline
@@ -1045,11 +1044,11 @@ impl LockManager {
                 new_cols
             };
             if own_lock || (mode.is_base_write() && held.is_base_write() && self.rewrite_has_new_deps(id, after)) {
-                // Rule 6b for a covered re-write: the value written now may derive from reads
+                // LK-6b for a covered re-write: the value written now may derive from reads
                 // made since `id` was granted. A lock of its own carries those dependencies;
                 // adding them to `id` instead would hold back, behind reads made later, what
                 // others read of the first write (a release cycle, found by `litmus sim
-                // --workload salt-chains`). Granted at once, as rule 2 grants a covered request.
+                // --workload salt-chains`). Granted at once, as LK-2 grants a covered request.
                 let seq = self.seq_next;
                 self.insert(owner, table, target, mode, State::Waiting { token }, after);
                 self.make_held(seq);
@@ -1067,7 +1066,7 @@ impl LockManager {
             self.make_held(seq);
             return Decision::Granted;
         }
-        // Rule 5a: wait, older blockers or not, unless the request would wait for itself.
+        // LK-5a: wait, older blockers or not, unless the request would wait for itself.
         match self.waits_for(mode, &blockers) {
             Some(others) if others.values().all(|o| o.txn != owner.txn) => {
                 self.insert(owner, table, target, mode, State::Waiting { token }, after);
@@ -1079,7 +1078,7 @@ impl LockManager {
 
     /// Releases one held lock of `txn` on (`table`, `target`) with exactly `mode` (a short-term
     /// lock, or the Salt §6.4 local-transaction optimization). Returns the waiters now granted.
-    /// A no-op if there is no such lock (rule 2: a covered request created none).
+    /// A no-op if there is no such lock (LK-2: a covered request created none).
     pub fn release(&mut self, txn: TxnId, table: TableId, target: &Target, mode: LockMode) -> Vec<Grant> {
         let found = self.on_target(table, target).rev().find(|id| {
             let e = &self.entries[id];
@@ -1108,7 +1107,7 @@ impl LockManager {
     }
 
     /// Releases every held lock of `txn` that is not saline (abort of an alkaline
-    /// subtransaction). Waiting requests stay. Rule 6 still applies.
+    /// subtransaction). Waiting requests stay. LK-6 still applies.
     pub fn release_non_saline(&mut self, txn: TxnId) -> Vec<Grant> {
         let mut touched = Vec::new();
         for id in self.ids_of(txn) {
@@ -1121,7 +1120,7 @@ impl LockManager {
     }
 
     /// End (commit or abort) of `txn`: drops its waiting requests and releases all its locks;
-    /// saline locks that rule 6 holds back stay *releasing* and go away by themselves later.
+    /// saline locks that LK-6 holds back stay *releasing* and go away by themselves later.
     pub fn release_all(&mut self, txn: TxnId) -> Vec<Grant> {
         let mut touched = Vec::new();
         for id in self.ids_of(txn) {
@@ -1144,7 +1143,7 @@ impl LockManager {
         for id in self.ids_of(txn) {
             if self.entries[&id].is_waiting() {
                 let e = self.unlink(id);
-                // Only requests queued after it can have waited for it (rule 3).
+                // Only requests queued after it can have waited for it (LK-3).
                 touched.push((e.table, e.target, id + 1));
             }
         }
@@ -1180,12 +1179,12 @@ impl LockManager {
 
     /// Whether `txn` holds any lock, releasing ones included: `!held(txn).is_empty()` without
     /// copying the list (the locking partition asks it of every ended BASE transaction whose
-    /// locks rule 6 holds back, on every release; the copies were ~3% of a salt TPC-C run).
+    /// locks LK-6 holds back, on every release).
     pub fn holds_any(&self, txn: TxnId) -> bool {
         self.by_txn.get(&txn).is_some_and(|ids| ids.iter().any(|id| self.entries[id].is_held()))
     }
 
-    /// The locks of `txn` that its owner released but rule 6 holds back.
+    /// The locks of `txn` that its owner released but LK-6 holds back.
     pub fn releasing(&self, txn: TxnId) -> Vec<(TableId, Target, LockMode)> {
         self.locks_of(txn, |e| e.state == State::Releasing)
     }
@@ -1203,7 +1202,7 @@ impl LockManager {
         self.waiting.len()
     }
 
-    /// Rule 6b across partitions: `txn`'s reads on `dep.part` up to `dep.upto` are settled
+    /// LK-6b across partitions: `txn`'s reads on `dep.part` up to `dep.upto` are settled
     /// (that partition's [`LockManager::reads_settled`] said so). Every lock of `txn` waiting
     /// for that drops it; a releasing one whose last dependency it was goes away. Settlement is
     /// permanent, so a repeated answer changes nothing. Returns the waiters now granted.
@@ -1226,22 +1225,22 @@ impl LockManager {
         self.wake(touched)
     }
 
-    /// Rule 6b across partitions, the answering side: whether every BASE read lock of `txn`
-    /// granted here with a grant number up to `upto` has no pending rule-6a dependency (it reads
+    /// LK-6b across partitions, the answering side: whether every BASE read lock of `txn`
+    /// granted here with a grant number up to `upto` has no pending LK-6a dependency (it reads
     /// no write of a BASE transaction whose saline lock is still held). Monotonic: dependencies
     /// only go away, and later reads get larger grant numbers.
     pub fn reads_settled(&self, txn: TxnId, upto: u64) -> bool {
         !self.tainted_reads(txn).any(|e| e.granted <= upto)
     }
 
-    /// `txn`'s BASE read locks that still depend on a held BASE write (rule 6a).
+    /// `txn`'s BASE read locks that still depend on a held BASE write (LK-6a).
     fn tainted_reads(&self, txn: TxnId) -> impl Iterator<Item = &Entry> + '_ {
         let ids = self.tainted.get(&txn).map_or(&[][..], Vec::as_slice);
         ids.iter().map(|id| &self.entries[id]).filter(|e| e.is_held() && e.mode.is_base_read() && e.pending > 0)
     }
 
     /// The largest grant number among `txn`'s BASE read locks here that still depend on
-    /// another BASE transaction's write (rule 6a), if any: what a later write of `txn` on
+    /// another BASE transaction's write (LK-6a), if any: what a later write of `txn` on
     /// another partition must wait for ([`RemoteDep::upto`]).
     pub fn read_taint(&self, txn: TxnId) -> Option<u64> {
         self.tainted_reads(txn).map(|e| e.granted).max()
@@ -1268,11 +1267,11 @@ impl LockManager {
 
     // ----- internals -----
 
-    /// Rule 6b for a covered re-write (rule 2): whether `txn`, writing again a target it
+    /// LK-6b for a covered re-write (LK-2): whether `txn`, writing again a target it
     /// holds write lock `id` on, has read anything since that lock was granted (a held BASE
     /// read requested later), or names remote reads `id` does not wait for.
     /// Whether transactions other than `txn` hold BASE writes of `cols` on targets overlapping
-    /// `target` (what a BASE read of them would depend on, rule 6a).
+    /// `target` (what a BASE read of them would depend on, LK-6a).
     fn has_other_base_writes(&self, txn: TxnId, table: TableId, target: &Target, cols: ColMask) -> bool {
         self.overlapping_iter(table, target).any(|x| {
             let xe = &self.entries[&x];
@@ -1298,7 +1297,7 @@ impl LockManager {
             .collect()
     }
 
-    /// Each waiting request of `txn`: its owner and whom it waits for now (rule 5; `None` past
+    /// Each waiting request of `txn`: its owner and whom it waits for now (LK-5; `None` past
     /// the walk limit).
     fn waits_of(&self, txn: TxnId) -> Vec<(Owner, Option<BTreeMap<TxnId, Owner>>)> {
         let Some(seqs) = self.by_txn.get(&txn) else { return vec![] };
@@ -1324,8 +1323,8 @@ impl LockManager {
     }
 
     /// Sequence numbers of every lock and request on a target overlapping `target`: the key's
-    /// queue, walked in place (collecting it into a vector on every request and wake-up was a
-    /// share of the lock manager's allocations in TPC-C, issue 13), or the queues of the keys
+    /// queue, walked in place (collecting it into a vector on every request and wake-up would
+    /// allocate each time), or the queues of the keys
     /// inside a range target, in increasing order; then the table's overlapping range entries.
     fn overlapping_iter<'a>(&'a self, table: TableId, target: &'a Target) -> impl Iterator<Item = u64> + 'a {
         let (queue, in_range): (&[u64], Vec<u64>) = match target {
@@ -1344,13 +1343,13 @@ impl LockManager {
             .chain(ranges.iter().copied().filter(move |id| self.entries[id].target.overlaps(target)))
     }
 
-    /// Rule 2: a held lock of `txn` on this exact target whose mode covers `mode` — the newest
+    /// LK-2: a held lock of `txn` on this exact target whose mode covers `mode` — the newest
     /// (a covered re-write compares against the reads made since it, `rewrite_has_new_deps`).
     ///
     /// Looked up in the shorter of the target's queue and `txn`'s own entries: a TPC-C
-    /// Stock-Level or Delivery holds hundreds of locks (every acquire linear in them was 5% of
-    /// a TPC-C run, issue 13), while a hot key's queue holds hundreds of waiters (2,000 zipfian
-    /// YCSB clients in the simulator: 18% of its time).
+    /// Stock-Level or Delivery holds hundreds of locks, while a hot key's queue holds hundreds
+    /// of waiters (thousands of zipfian YCSB clients in the simulator); a search linear in
+    /// either would make every acquire pay for it.
     fn covering_lock(&self, txn: TxnId, table: TableId, target: &Target, mode: LockMode) -> Option<u64> {
         let covers = |e: &Entry| e.owner.txn == txn && e.state == State::Held && e.mode.covers(mode);
         let own = self.by_txn.get(&txn).map_or(0, BTreeSet::len);
@@ -1372,8 +1371,8 @@ impl LockManager {
     /// The entries (locks and requests) on exactly (`table`, `target`), in sequence order.
     ///
     /// A key's queue holds only the entries on that key (`insert`), so it is taken whole; a
-    /// table's range queue is filtered. (Comparing every entry's key again was a quarter of the
-    /// simulator's time with 2,000 YCSB clients on zipfian keys, where hot keys queue hundreds.)
+    /// table's range queue is filtered. (Comparing every entry's key again costs most where hot
+    /// keys queue hundreds, as with thousands of YCSB clients on zipfian keys.)
     fn on_target<'a>(&'a self, table: TableId, target: &'a Target) -> impl DoubleEndedIterator<Item = u64> + 'a {
         let (queue, whole): (&[u64], bool) = match target {
             Target::Key(k) => (self.point_queue(table, k).unwrap_or_default(), true),
@@ -1391,7 +1390,7 @@ impl LockManager {
         self.points.get(table, key)
     }
 
-    /// Rule 3: what stands between request `seq` of `txn` and a grant.
+    /// LK-3: what stands between request `seq` of `txn` and a grant.
     fn blockers(&self, txn: TxnId, table: TableId, target: &Target, mode: LockMode, seq: u64) -> Vec<u64> {
         self.overlapping_iter(table, target)
             .filter(|id| {
@@ -1405,8 +1404,8 @@ impl LockManager {
             .collect()
     }
 
-    /// Rule 5: every transaction a request for `mode` blocked by `blockers` would wait for,
-    /// following rule-6 dependencies when the requester conflicts with a blocker's saline form.
+    /// LK-5: every transaction a request for `mode` blocked by `blockers` would wait for,
+    /// following LK-6 dependencies when the requester conflicts with a blocker's saline form.
     /// `None` when the walk exceeds [`DEPENDENCY_WALK_MAX`].
     fn waits_for(&self, mode: LockMode, blockers: &[u64]) -> Option<BTreeMap<TxnId, Owner>> {
         let mut owners = BTreeMap::new();
@@ -1431,9 +1430,9 @@ impl LockManager {
             }
             let e = &self.entries[&id];
             if e.is_held() && !e.remote.is_empty() {
-                // Rule 6b across partitions: its release waits for transactions this lock
+                // LK-6b across partitions: its release waits for transactions this lock
                 // table cannot see. Unknown, as past the walk limit: a new request dies, a
-                // waiting one is impatient (rule 5a), so no cycle through other partitions lasts.
+                // waiting one is impatient (LK-5a), so no cycle through other partitions lasts.
                 return None;
             }
             if e.state != State::Releasing {
@@ -1449,7 +1448,7 @@ impl LockManager {
         Some(owners)
     }
 
-    /// Rule 6: the locks that lock `id` must not be released before, were it granted now.
+    /// LK-6: the locks that lock `id` must not be released before, were it granted now.
     /// With `include_waiting`, also the waiting requests that could be granted before it (the
     /// only other locks it can come to depend on — see `must_queue_behind`).
     fn dependency_candidates(&self, id: u64, include_waiting: bool) -> Vec<u64> {
@@ -1518,7 +1517,7 @@ impl LockManager {
         self.entries.insert(id, entry);
     }
 
-    /// Grants waiting entry `id` and records its rule-6 dependencies.
+    /// Grants waiting entry `id` and records its LK-6 dependencies.
     fn make_held(&mut self, id: u64) {
         assert!(self.entries[&id].is_waiting());
         let deps = self.dependency_candidates(id, false);
@@ -1560,7 +1559,7 @@ impl LockManager {
         let mut work: SmallVec<[u64; 4]> = smallvec::smallvec![id];
         while let Some(id) = work.pop() {
             let e = self.unlink(id);
-            assert!(e.is_held() && e.pending == 0, "rule 6: a lock is freed only when its dependencies are");
+            assert!(e.is_held() && e.pending == 0, "LK-6: a lock is freed only when its dependencies are");
             if let Some(c) = self.changes.get_mut(&e.owner.txn) {
                 c.freed.push(e.granted);
             }
@@ -1605,7 +1604,7 @@ impl LockManager {
         e
     }
 
-    /// Rule 3: re-examines, in sequence order, the waiters on targets overlapping `touched`
+    /// LK-3: re-examines, in sequence order, the waiters on targets overlapping `touched`
     /// (locks that went away or weakened) and grants those that now pass.
     fn wake(&mut self, touched: Vec<(TableId, Target)>) -> Vec<Grant> {
         self.wake_from(touched.into_iter().map(|(table, target)| (table, target, 0)).collect())
@@ -1613,7 +1612,7 @@ impl LockManager {
 
     /// [`LockManager::wake`], re-examining on each target only the waiters from a sequence
     /// number on (a cancelled request could block only those queued after it; a hot key's
-    /// whole queue re-examined after every abort was the simulator's largest cost).
+    /// whole queue re-examined after every abort would dominate the simulator's cost).
     fn wake_from(&mut self, touched: Vec<(TableId, Target, u64)>) -> Vec<Grant> {
         if self.waiting.is_empty() {
             return Vec::new(); // no one to wake (the usual case), so no queue to look up
@@ -1624,7 +1623,7 @@ impl LockManager {
         }
         let mut grants = Vec::new();
         // Requests on a key found still waiting in this pass, by key: a later request on the
-        // key that must queue behind one of them (rule 3) waits too, without computing its
+        // key that must queue behind one of them (LK-3) waits too, without computing its
         // blockers — that is linear in the queue, so a long queue woke in quadratic time.
         let mut still_waiting: Vec<(TableId, Key, LockMode, TxnId)> = Vec::new();
         while let Some(id) = candidates.pop_first() {
@@ -1632,7 +1631,7 @@ impl LockManager {
             let State::Waiting { token } = e.state else { continue };
             let (txn, table, target, mode) = (e.owner.txn, e.table, e.target.clone(), e.mode);
             if self.covering_lock(txn, table, &target, mode).is_some() {
-                self.unlink(id); // the txn got a covering lock meanwhile (rule 2)
+                self.unlink(id); // the txn got a covering lock meanwhile (LK-2)
             } else if let Target::Key(k) = &target {
                 let behind = still_waiting
                     .iter()
@@ -1707,7 +1706,7 @@ impl PointQueues {
 impl LockManager {
     /// The transactions the waiter `w` waits for right now (the real waits-for graph): owners of
     /// conflicting held locks and earlier queued requests, and — when the waiter conflicts with a
-    /// blocker's saline form — owners of held locks its release still depends on (rule 6).
+    /// blocker's saline form — owners of held locks its release still depends on (LK-6).
     fn waits_for_now(&self, w: u64) -> BTreeSet<(u64, TxnId)> {
         let lm = self;
         let we = &lm.entries[&w];
@@ -1742,7 +1741,7 @@ impl LockManager {
     }
 
     /// Checks bookkeeping, (i) held locks of different transactions on overlapping targets are
-    /// compatible, (ii) no lost wake-up, (iii) rule 5a: every waits-for cycle goes through an
+    /// compatible, (ii) no lost wake-up, (iii) LK-5a: every waits-for cycle goes through an
     /// impatient transaction. `Err` names the first violation.
     pub fn check_invariants(&self) -> Result<(), String> {
         let lm = self;
@@ -1809,7 +1808,7 @@ impl LockManager {
             });
             ensure!(blocked, "waiter {} {:?} is grantable", w, we);
         }
-        // (iii) rule 5a: a waiter with an edge to an older transaction (or its own) is impatient;
+        // (iii) LK-5a: a waiter with an edge to an older transaction (or its own) is impatient;
         // a patient one has only edges from older to younger, so every waits-for cycle goes
         // through an impatient transaction (whom the partition aborts after the patience).
         let mut patient_graph: BTreeMap<TxnId, BTreeSet<TxnId>> = BTreeMap::new();

@@ -65,7 +65,7 @@ fn invariant_checker_fails_on_a_skipped_wait_and_a_lost_waiter() {
 /// The index of tainted reads (`LockManager::tainted`) answers `read_taint` and
 /// `reads_settled` as the walk of every lock did, and the invariant checker fails when a
 /// tainted read is missing from it (then `read_taint` would miss it: a later write
-/// elsewhere would not wait for it, rule 6b across partitions).
+/// elsewhere would not wait for it, LK-6b across partitions).
 #[test]
 fn tainted_reads_are_indexed_and_the_checker_sees_a_missing_one() {
     let mut lm = LockManager::new();
@@ -88,11 +88,11 @@ fn tainted_reads_are_indexed_and_the_checker_sees_a_missing_one() {
     assert_eq!(lm.check_invariants(), Ok(()));
 }
 
-/// Rule 4's ordered index of locked keys: built when a table gets its first range lock,
+/// LK-4's ordered index of locked keys: built when a table gets its first range lock,
 /// kept up to date as point queues come and go, and checked by `check_invariants` — seen
 /// to fail with a key missing from it or left in it.
 #[test]
-fn rule4_ordered_index_follows_the_point_queues_once_a_range_lock_exists() {
+fn rule_lk4_ordered_index_follows_the_point_queues_once_a_range_lock_exists() {
     let mut lm = LockManager::new();
     assert_eq!(acq(&mut lm, 1, key(1), ACID_W, 1), Decision::Granted);
     assert!(lm.points.ordered.is_empty(), "no range lock yet: no ordered index");
@@ -118,12 +118,12 @@ fn rule4_ordered_index_follows_the_point_queues_once_a_range_lock_exists() {
     assert_eq!(lm.check_invariants(), Ok(()));
 }
 
-// ----- Rule 1: Salt Table 2 -----
+// ----- LK-1: Salt Table 2 -----
 
 /// Salt §5.1, Table 2, cell by cell (rows and columns: ACID-R, ACID-W, alka-R, alka-W,
 /// saline-R, saline-W).
 #[test]
-fn rule1_salt_table_2_cell_by_cell() {
+fn rule_lk1_salt_table_2_cell_by_cell() {
     const ORDER: [LockMode; 6] = [ACID_R, ACID_W, ALK_R, ALK_W, SAL_R, SAL_W];
     const TABLE_2: [&str; 6] = [
         "✓ ✗ ✓ ✗ ✓ ✗", //
@@ -144,9 +144,9 @@ fn rule1_salt_table_2_cell_by_cell() {
     }
 }
 
-/// Rule 1: `RangeRead` behaves as `Read` for compatibility.
+/// LK-1: `RangeRead` behaves as `Read` for compatibility.
 #[test]
-fn rule1_range_read_behaves_as_read() {
+fn rule_lk1_range_read_behaves_as_read() {
     let all = [ACID_R, ACID_W, ALK_R, ALK_W, SAL_R, SAL_W];
     for m in all {
         for n in all {
@@ -158,10 +158,10 @@ fn rule1_range_read_behaves_as_read() {
     }
 }
 
-/// Rules 1–2: classes are nested, so a covering lock conflicts with everything the covered
+/// LK-1–LK-2: classes are nested, so a covering lock conflicts with everything the covered
 /// request would (a covered request can be granted without a lock of its own).
 #[test]
-fn rule2_covering_lock_conflicts_with_a_superset() {
+fn rule_lk2_covering_lock_conflicts_with_a_superset() {
     let all = [ACID_R, ACID_W, ACID_RR, ALK_R, ALK_W, ALK_RR, SAL_R, SAL_W, LockMode::new(Saline, RR)];
     for held in all {
         for req in all {
@@ -177,10 +177,10 @@ fn rule2_covering_lock_conflicts_with_a_superset() {
     assert!(!ACID_R.covers(ACID_W) && !SAL_W.covers(ALK_R) && !ALK_R.covers(ACID_R));
 }
 
-// ----- Rule 2: re-entrancy and upgrades -----
+// ----- LK-2: re-entrancy and upgrades -----
 
 #[test]
-fn rule2_reentrant_request_covered_by_held_lock_is_granted_without_a_new_lock() {
+fn rule_lk2_reentrant_request_covered_by_held_lock_is_granted_without_a_new_lock() {
     let mut lm = LockManager::new();
     assert_eq!(acq(&mut lm, 1, key(1), ACID_W, 1), Decision::Granted);
     assert_eq!(acq(&mut lm, 1, key(1), ACID_W, 2), Decision::Granted);
@@ -192,7 +192,7 @@ fn rule2_reentrant_request_covered_by_held_lock_is_granted_without_a_new_lock() 
 }
 
 #[test]
-fn rule2_upgrade_read_to_write_granted_when_alone() {
+fn rule_lk2_upgrade_read_to_write_granted_when_alone() {
     let mut lm = LockManager::new();
     assert_eq!(acq(&mut lm, 1, key(1), ACID_R, 1), Decision::Granted);
     assert_eq!(acq(&mut lm, 1, key(1), ACID_W, 2), Decision::Granted);
@@ -200,14 +200,14 @@ fn rule2_upgrade_read_to_write_granted_when_alone() {
 }
 
 #[test]
-fn rule2_upgrade_waits_for_other_reader_then_is_granted() {
+fn rule_lk2_upgrade_waits_for_other_reader_then_is_granted() {
     let mut lm = LockManager::new();
     assert_eq!(acq(&mut lm, 1, key(1), ACID_R, 1), Decision::Granted);
     assert_eq!(acq(&mut lm, 2, key(1), ACID_R, 2), Decision::Granted);
     // Older txn 1 waits for younger txn 2's read lock.
     assert_eq!(acq(&mut lm, 1, key(1), ACID_W, 3), Decision::Waiting);
     assert_eq!(lm.release_all(txn(2)), vec![grant(1, 3)]);
-    // Younger txn 2 upgrading against older txn 1 waits too, but impatiently (rule 5a).
+    // Younger txn 2 upgrading against older txn 1 waits too, but impatiently (LK-5a).
     let mut lm = LockManager::new();
     acq(&mut lm, 1, key(1), ACID_R, 1);
     acq(&mut lm, 2, key(1), ACID_R, 2);
@@ -218,11 +218,11 @@ fn rule2_upgrade_waits_for_other_reader_then_is_granted() {
     assert!(!lm.impatient(txn(2)), "granted: nothing to wait for");
 }
 
-/// Rule 2 + 3: an upgrade queues behind an earlier conflicting waiter. The classic upgrade
+/// LK-2 + 3: an upgrade queues behind an earlier conflicting waiter. The classic upgrade
 /// deadlock (both readers upgrade) forms, but only the younger side is impatient: its abort
-/// (rule 5a) lets the older upgrade through.
+/// (LK-5a) lets the older upgrade through.
 #[test]
-fn rule2_upgrade_respects_earlier_conflicting_waiter() {
+fn rule_lk2_upgrade_respects_earlier_conflicting_waiter() {
     let mut lm = LockManager::new();
     acq(&mut lm, 2, key(1), ACID_R, 1);
     acq(&mut lm, 3, key(1), ACID_R, 2);
@@ -235,7 +235,7 @@ fn rule2_upgrade_respects_earlier_conflicting_waiter() {
 }
 
 #[test]
-fn rule2_own_locks_never_conflict_with_own_requests() {
+fn rule_lk2_own_locks_never_conflict_with_own_requests() {
     let mut lm = LockManager::new();
     assert_eq!(acq(&mut lm, 5, key(1), ALK_W, 1), Decision::Granted);
     assert_eq!(acq(&mut lm, 5, key(1), ACID_W, 2), Decision::Granted);
@@ -243,11 +243,11 @@ fn rule2_own_locks_never_conflict_with_own_requests() {
     assert_eq!(lm.lock_count(), 3);
 }
 
-// ----- Rule 3: per-object FIFO -----
+// ----- LK-3: per-object FIFO -----
 
 /// Salt §6: a reader may not overtake an earlier waiting writer (no writer starvation).
 #[test]
-fn rule3_reader_queues_behind_earlier_waiting_writer() {
+fn rule_lk3_reader_queues_behind_earlier_waiting_writer() {
     let mut lm = LockManager::new();
     assert_eq!(acq(&mut lm, 3, key(1), ACID_R, 1), Decision::Granted);
     assert_eq!(acq(&mut lm, 2, key(1), ACID_W, 2), Decision::Waiting);
@@ -260,23 +260,23 @@ fn rule3_reader_queues_behind_earlier_waiting_writer() {
 /// Salt §6: "BASE transactions cannot cause ACID transactions to starve" — a stream of BASE
 /// readers does not pass an ACID writer waiting for saline readers.
 #[test]
-fn rule3_base_cannot_starve_acid() {
+fn rule_lk3_base_cannot_starve_acid() {
     let mut lm = LockManager::new();
     assert_eq!(acq(&mut lm, 5, key(1), ALK_R, 1), Decision::Granted);
     lm.downgrade_alkaline(txn(5));
     assert_eq!(acq(&mut lm, 2, key(1), ACID_W, 2), Decision::Waiting);
     // Compatible with the saline holder, but behind the waiting ACID writer.
     assert_eq!(acq(&mut lm, 1, key(1), ALK_R, 3), Decision::Waiting);
-    // Younger than the ACID writer it queues behind: waits, impatiently (rule 5a).
+    // Younger than the ACID writer it queues behind: waits, impatiently (LK-5a).
     assert_eq!(acq(&mut lm, 6, key(1), ALK_R, 4), Decision::Waiting);
     assert!(lm.impatient(txn(6)) && !lm.impatient(txn(1)) && !lm.impatient(txn(2)));
     assert_eq!(lm.release_all(txn(5)), vec![grant(2, 2)]);
     assert_eq!(lm.release_all(txn(2)), vec![grant(1, 3), grant(6, 4)]);
 }
 
-/// Rule 3: "earlier" is one sequence across point queues and range locks.
+/// LK-3: "earlier" is one sequence across point queues and range locks.
 #[test]
-fn rule3_fifo_is_global_across_keys_and_ranges() {
+fn rule_lk3_fifo_is_global_across_keys_and_ranges() {
     let mut lm = LockManager::new();
     assert_eq!(acq(&mut lm, 3, key(5), ACID_W, 1), Decision::Granted);
     assert_eq!(acq(&mut lm, 2, range(0, Some(9)), ACID_RR, 2), Decision::Waiting);
@@ -288,7 +288,7 @@ fn rule3_fifo_is_global_across_keys_and_ranges() {
 }
 
 #[test]
-fn rule3_release_grants_every_waiter_that_now_passes_in_order() {
+fn rule_lk3_release_grants_every_waiter_that_now_passes_in_order() {
     let mut lm = LockManager::new();
     acq(&mut lm, 9, key(1), ACID_W, 1);
     assert_eq!(acq(&mut lm, 4, key(1), ACID_R, 2), Decision::Waiting);
@@ -300,7 +300,7 @@ fn rule3_release_grants_every_waiter_that_now_passes_in_order() {
 }
 
 #[test]
-fn rule3_cancel_waits_unblocks_requests_queued_behind() {
+fn rule_lk3_cancel_waits_unblocks_requests_queued_behind() {
     let mut lm = LockManager::new();
     acq(&mut lm, 3, key(1), ACID_R, 1);
     assert_eq!(acq(&mut lm, 2, key(1), ACID_W, 2), Decision::Waiting);
@@ -310,10 +310,10 @@ fn rule3_cancel_waits_unblocks_requests_queued_behind() {
     assert_eq!(lm.held(txn(2)), vec![]);
 }
 
-// ----- Rule 4: range locks -----
+// ----- LK-4: range locks -----
 
 #[test]
-fn rule4_target_overlap() {
+fn rule_lk4_target_overlap() {
     assert!(key(3).overlaps(&key(3)) && !key(3).overlaps(&key(4)));
     assert!(range(1, Some(5)).overlaps(&key(1)));
     assert!(range(1, Some(5)).overlaps(&key(4)));
@@ -327,9 +327,9 @@ fn rule4_target_overlap() {
     assert!(!range(3, Some(3)).overlaps(&key(3)));
 }
 
-/// Rule 4 (Table 1, serializable: RR ∈ 𝓛): an insert inside a scanned range waits.
+/// LK-4 (Table 1, serializable: RR ∈ 𝓛): an insert inside a scanned range waits.
 #[test]
-fn rule4_range_lock_blocks_writes_inside_the_range_no_phantom() {
+fn rule_lk4_range_lock_blocks_writes_inside_the_range_no_phantom() {
     let mut lm = LockManager::new();
     assert_eq!(acq(&mut lm, 1, range(10, Some(20)), ACID_RR, 1), Decision::Granted);
     assert_eq!(acq(&mut lm, 2, key(15), ACID_W, 2), Decision::Waiting); // younger writer waits
@@ -343,10 +343,10 @@ fn rule4_range_lock_blocks_writes_inside_the_range_no_phantom() {
     assert_eq!(lm.release_all(txn(2)), vec![grant(1, 2)]);
 }
 
-/// Rule 4 + 1: range locks follow the class rules (a BASE scan does not block saline writes;
+/// LK-4 + 1: range locks follow the class rules (a BASE scan does not block saline writes;
 /// an ACID scan blocks them; an alkaline write waits for a held range).
 #[test]
-fn rule4_range_locks_follow_table_2() {
+fn rule_lk4_range_locks_follow_table_2() {
     let mut lm = LockManager::new();
     acq(&mut lm, 2, key(5), ALK_W, 1);
     lm.downgrade_alkaline(txn(2)); // saline W on 5
@@ -362,16 +362,16 @@ fn rule4_range_locks_follow_table_2() {
 
 #[test]
 #[should_panic(expected = "range targets are for RangeRead locks only")]
-fn rule4_point_mode_on_range_target_is_a_bug() {
+fn rule_lk4_point_mode_on_range_target_is_a_bug() {
     LockManager::new().acquire(owner(1), TABLE, range(0, None), ACID_W, 1);
 }
 
-// ----- Rule 5: wait-die with patience -----
+// ----- LK-5: wait-die with patience -----
 
-/// Rule 5a: younger and older requesters both wait; only the younger one is impatient
+/// LK-5a: younger and older requesters both wait; only the younger one is impatient
 /// (it waits for an older transaction), and it stays so while the older holder holds.
 #[test]
-fn rule5_younger_waits_impatiently_older_waits_patiently() {
+fn rule_lk5_younger_waits_impatiently_older_waits_patiently() {
     let mut lm = LockManager::new();
     assert_eq!(acq(&mut lm, 5, key(1), ACID_W, 1), Decision::Granted);
     assert_eq!(acq(&mut lm, 7, key(1), ACID_R, 2), Decision::Waiting);
@@ -386,11 +386,11 @@ fn rule5_younger_waits_impatiently_older_waits_patiently() {
     assert_eq!(Decision::Waiting.abort_reason(), None);
 }
 
-/// Rule 5c: a deadlock closed in one lock table is found when its last wait begins, and the
+/// LK-5c: a deadlock closed in one lock table is found when its last wait begins, and the
 /// victim is the youngest transaction waiting for an older one on the cycle — whichever
 /// request closed it. No cycle, no victim; a victim the caller may not abort is skipped.
 #[test]
-fn rule5c_local_deadlock_victim_is_the_youngest_impatient_member() {
+fn rule_lk5c_local_deadlock_victim_is_the_youngest_impatient_member() {
     for older_closes in [false, true] {
         let mut lm = LockManager::new();
         acq(&mut lm, 3, key(1), ACID_W, 1);
@@ -411,12 +411,12 @@ fn rule5c_local_deadlock_victim_is_the_youngest_impatient_member() {
     }
 }
 
-/// Rule 5c on three-member cycles (each holds one key and waits for the next one's): in
+/// LK-5c on three-member cycles (each holds one key and waits for the next one's): in
 /// 2 → 6 → 9 → 2 only 9 → 2 goes to an older transaction, so 9 is the victim; in
 /// 2 → 9 → 6 → 2 both 9 → 6 and 6 → 2 do, and the younger of 9 and 6 is the victim. The
 /// search finds the same victim from every member.
 #[test]
-fn rule5c_longer_cycles_pick_the_youngest_impatient_member() {
+fn rule_lk5c_longer_cycles_pick_the_youngest_impatient_member() {
     for (order, victim) in [([2, 6, 9], 9), ([2, 9, 6], 9)] {
         let mut lm = LockManager::new();
         for (i, n) in order.iter().enumerate() {
@@ -434,10 +434,10 @@ fn rule5c_longer_cycles_pick_the_youngest_impatient_member() {
     }
 }
 
-/// Rule 5a: an impatient requester becomes patient when the older transactions it waits
+/// LK-5a: an impatient requester becomes patient when the older transactions it waits
 /// for are gone (its waits-for set only shrinks), and then waits like any older requester.
 #[test]
-fn rule5_impatience_ends_when_the_older_blocker_goes() {
+fn rule_lk5_impatience_ends_when_the_older_blocker_goes() {
     let mut lm = LockManager::new();
     acq(&mut lm, 2, key(1), ACID_R, 1);
     acq(&mut lm, 9, key(1), ACID_R, 2);
@@ -448,10 +448,10 @@ fn rule5_impatience_ends_when_the_older_blocker_goes() {
     assert_eq!(lm.release_all(txn(9)), vec![grant(5, 3)]);
 }
 
-/// Rule 5: aborting an impatient requester (what the partition does after the patience)
+/// LK-5: aborting an impatient requester (what the partition does after the patience)
 /// leaves the locks as they were, and a retry keeps its age.
 #[test]
-fn rule5_impatient_abort_changes_nothing_and_retry_keeps_age() {
+fn rule_lk5_impatient_abort_changes_nothing_and_retry_keeps_age() {
     let mut lm = LockManager::new();
     acq(&mut lm, 5, key(1), ACID_W, 1);
     let before = lm.entries.clone();
@@ -468,9 +468,9 @@ fn rule5_impatient_abort_changes_nothing_and_retry_keeps_age() {
     assert!(!lm.impatient(txn(71)));
 }
 
-/// Rule 5 (ties): equal ages are ordered by `TxnId`.
+/// LK-5 (ties): equal ages are ordered by `TxnId`.
 #[test]
-fn rule5_equal_ages_are_ordered_by_txn_id() {
+fn rule_lk5_equal_ages_are_ordered_by_txn_id() {
     let mut lm = LockManager::new();
     lm.acquire(Owner { txn: txn(2), age: 1 }, TABLE, key(1), ACID_W, 1);
     assert_eq!(lm.acquire(Owner { txn: txn(3), age: 1 }, TABLE, key(1), ACID_W, 2), Decision::Waiting);
@@ -479,18 +479,18 @@ fn rule5_equal_ages_are_ordered_by_txn_id() {
     assert!(!lm.impatient(txn(1)));
 }
 
-/// Rule 5 + 6: an ACID request blocked by a lock whose release waits for an older
+/// LK-5 + 6: an ACID request blocked by a lock whose release waits for an older
 /// transaction waits for that transaction too, so it is impatient. Without this, BASE₁
 /// (age 1) could wait for ACID (age 3) holding z while ACID waits for BASE₂'s releasing
-/// lock on y, which waits for BASE₁: a deadlock rule 5 would not see. A request that would
+/// lock on y, which waits for BASE₁: a deadlock LK-5 would not see. A request that would
 /// so wait for its own transaction dies at once.
 #[test]
-fn rule5_wait_die_counts_release_order_dependencies() {
+fn rule_lk5_wait_die_counts_release_order_dependencies() {
     let mut lm = LockManager::new();
     acq(&mut lm, 1, key(1), ALK_W, 1); // BASE₁ writes x
     lm.downgrade_alkaline(txn(1));
-    acq(&mut lm, 5, key(1), ALK_R, 2); // BASE₂ reads x (rule 6a)
-    acq(&mut lm, 5, key(2), ALK_W, 3); // and writes y (rule 6b)
+    acq(&mut lm, 5, key(1), ALK_R, 2); // BASE₂ reads x (LK-6a)
+    acq(&mut lm, 5, key(2), ALK_W, 3); // and writes y (LK-6b)
     lm.downgrade_alkaline(txn(5));
     assert!(lm.release_all(txn(5)).is_empty());
     assert_eq!(lm.releasing(txn(5)).len(), 2);
@@ -506,12 +506,12 @@ fn rule5_wait_die_counts_release_order_dependencies() {
     assert_eq!(lm.release_all(txn(1)), vec![grant(3, 4), grant(0, 5)]);
 }
 
-/// Rule 5: a queued request's future dependencies count too. BASE 5's range read waits
+/// LK-5: a queued request's future dependencies count too. BASE 5's range read waits
 /// (behind BASE 7's alkaline write); when granted it will depend on BASE 1's saline write
-/// inside the range (rule 6a). ACID 3 writing another key of the range queues behind the
+/// inside the range (LK-6a). ACID 3 writing another key of the range queues behind the
 /// range read, so it would wait for BASE 1, which is older: it is impatient; ACID 0 is not.
 #[test]
-fn rule5_wait_die_counts_dependencies_of_queued_readers() {
+fn rule_lk5_wait_die_counts_dependencies_of_queued_readers() {
     let mut lm = LockManager::new();
     acq(&mut lm, 1, key(5), ALK_W, 1);
     lm.downgrade_alkaline(txn(1)); // saline W(5) of BASE 1
@@ -524,7 +524,7 @@ fn rule5_wait_die_counts_dependencies_of_queued_readers() {
 }
 
 #[test]
-fn rule5_limits_make_the_requester_die() {
+fn rule_lk5_limits_make_the_requester_die() {
     let mut lm = LockManager::new();
     for n in 0..OBJECT_QUEUE_LEN_MAX as u64 {
         assert_eq!(acq(&mut lm, 10 + n, key(1), ACID_R, n), Decision::Granted);
@@ -533,11 +533,11 @@ fn rule5_limits_make_the_requester_die() {
     assert_eq!(acq(&mut lm, 1, key(2), ACID_R, 9_999), Decision::Granted);
 }
 
-// ----- Rule 6: saline release order -----
+// ----- LK-6: saline release order -----
 
-/// Rule 6a: a BASE reader of a BASE write keeps its lock until the writer releases.
+/// LK-6a: a BASE reader of a BASE write keeps its lock until the writer releases.
 #[test]
-fn rule6a_read_after_write_reader_released_after_writer() {
+fn rule_lk6a_read_after_write_reader_released_after_writer() {
     let mut lm = LockManager::new();
     acq(&mut lm, 1, key(1), ALK_W, 1);
     lm.downgrade_alkaline(txn(1));
@@ -549,10 +549,10 @@ fn rule6a_read_after_write_reader_released_after_writer() {
     assert_eq!(lm.lock_count(), 0);
 }
 
-/// Rule 6a under read-committed: a short-term read of a dirty value becomes a releasing
+/// LK-6a under read-committed: a short-term read of a dirty value becomes a releasing
 /// saline lock instead of going away.
 #[test]
-fn rule6a_short_term_read_of_base_write_stays_as_saline() {
+fn rule_lk6a_short_term_read_of_base_write_stays_as_saline() {
     let mut lm = LockManager::new();
     acq(&mut lm, 1, key(1), ALK_W, 1);
     lm.downgrade_alkaline(txn(1));
@@ -565,10 +565,10 @@ fn rule6a_short_term_read_of_base_write_stays_as_saline() {
     assert_eq!(lm.held(txn(3)), vec![]);
 }
 
-/// Rule 6a: saline writes are compatible, so a reader may depend on two writers at once
+/// LK-6a: saline writes are compatible, so a reader may depend on two writers at once
 /// (why one "most recent" pointer is not enough), and a range read on writers of many keys.
 #[test]
-fn rule6a_reader_depends_on_every_base_writer() {
+fn rule_lk6a_reader_depends_on_every_base_writer() {
     let mut lm = LockManager::new();
     for n in [1, 2] {
         assert_eq!(acq(&mut lm, n, key(1), ALK_W, n), Decision::Granted);
@@ -588,14 +588,14 @@ fn rule6a_reader_depends_on_every_base_writer() {
     assert_eq!(lm.lock_count(), 0);
 }
 
-/// Rule 6b: a BASE write is released only after the reads that the txn requested before it.
+/// LK-6b: a BASE write is released only after the reads that the txn requested before it.
 #[test]
-fn rule6b_write_after_read_released_after_earlier_reads() {
+fn rule_lk6b_write_after_read_released_after_earlier_reads() {
     let mut lm = LockManager::new();
     acq(&mut lm, 1, key(1), ALK_W, 1);
     lm.downgrade_alkaline(txn(1));
-    acq(&mut lm, 2, key(1), ALK_R, 2); // depends on 1 (6a)
-    acq(&mut lm, 2, key(2), ALK_W, 3); // depends on the read (6b)
+    acq(&mut lm, 2, key(1), ALK_R, 2); // depends on 1 (LK-6a)
+    acq(&mut lm, 2, key(2), ALK_W, 3); // depends on the read (LK-6b)
     acq(&mut lm, 2, key(3), ALK_R, 4); // a later read: no dependency of the write
     lm.downgrade_alkaline(txn(2));
     lm.release_all(txn(2));
@@ -604,9 +604,9 @@ fn rule6b_write_after_read_released_after_earlier_reads() {
     assert_eq!(lm.lock_count(), 0);
 }
 
-/// Rule 6b does not hold back writes whose earlier reads saw nothing dirty.
+/// LK-6b does not hold back writes whose earlier reads saw nothing dirty.
 #[test]
-fn rule6b_clean_reads_release_with_their_writes() {
+fn rule_lk6b_clean_reads_release_with_their_writes() {
     let mut lm = LockManager::new();
     acq(&mut lm, 2, key(1), ALK_R, 1);
     acq(&mut lm, 2, key(2), ALK_W, 2);
@@ -615,9 +615,9 @@ fn rule6b_clean_reads_release_with_their_writes() {
     assert_eq!(lm.lock_count(), 0);
 }
 
-/// Rule 6: ACID locks are never held back.
+/// LK-6: ACID locks are never held back.
 #[test]
-fn rule6_acid_locks_are_released_at_once() {
+fn rule_lk6_acid_locks_are_released_at_once() {
     let mut lm = LockManager::new();
     acq(&mut lm, 1, key(1), ACID_R, 1);
     acq(&mut lm, 1, key(2), ACID_W, 2);
@@ -627,7 +627,7 @@ fn rule6_acid_locks_are_released_at_once() {
 
 /// Salt Fig. 4: the indirect dirty read that a naive Salt would allow — BASE₁ writes x,
 /// BASE₂ reads x and writes y (both compatible: BASE transactions see each other), BASE₂
-/// ends; ACID₁ then reads y. Fig. 5: with rule 6, ACID₁'s read of y is granted only when
+/// ends; ACID₁ then reads y. Fig. 5: with LK-6, ACID₁'s read of y is granted only when
 /// BASE₁ releases x.
 #[test]
 fn fig4_fig5_indirect_dirty_read_is_prevented() {
@@ -710,7 +710,7 @@ fn downgrade_lets_alkaline_requests_pass_but_not_acid() {
     assert_eq!(acq(&mut lm, 1, key(1), ACID_R, 2), Decision::Waiting);
     assert_eq!(acq(&mut lm, 2, key(1), ALK_R, 3), Decision::Waiting);
     // The ACID reader stays blocked; the alkaline reader (not in conflict with the queued
-    // ACID reader) now passes, and depends on the saline write it reads (rule 6a).
+    // ACID reader) now passes, and depends on the saline write it reads (LK-6a).
     assert_eq!(lm.downgrade_alkaline(txn(3)), vec![grant(2, 3)]);
     assert!(lm.is_waiting(txn(1)));
     assert_eq!(lm.release_all(txn(3)), vec![grant(1, 2)]);
@@ -726,7 +726,7 @@ fn release_all_drops_waiting_requests() {
     assert_eq!(lm.lock_count(), 1);
 }
 
-// ----- Rule 8: invariants under random operations -----
+// ----- LK-8: invariants under random operations -----
 
 const SLOTS: u64 = 4;
 
@@ -755,7 +755,7 @@ fn op() -> impl Strategy<Value = Op> {
         } else {
             prop_oneof![1 => Just(Acid), 6 => Just(Alkaline), 1 => Just(Saline)].boxed()
         };
-        // BASE locks name a few columns of two (rule 6a per column); ACID ones every column.
+        // BASE locks name a few columns of two (LK-6a per column); ACID ones every column.
         let cols = prop_oneof![2 => Just(ColMask::ALL), 1 => Just(ColMask::of([0])), 1 => Just(ColMask::of([1]))];
         (Just(slot), target(), class, any::<bool>(), cols).prop_map(|(slot, target, class, write, cols)| {
             let cols = if class == Acid { ColMask::ALL } else { cols };
@@ -778,7 +778,7 @@ fn check_invariants(lm: &LockManager) -> Result<(), TestCaseError> {
 }
 
 #[test]
-fn rule5_cycle_check_detects_cycles() {
+fn rule_lk5_cycle_check_detects_cycles() {
     let mut g = BTreeMap::new();
     g.insert(txn(1), BTreeSet::from([txn(2)]));
     assert!(acyclic(&g));
@@ -872,7 +872,7 @@ proptest! {
         ops in proptest::collection::vec(
             prop_oneof![
                 6 => op().prop_map(Some),
-                1 => Just(None), // rule 6b: a remote read set settles
+                1 => Just(None), // LK-6b: a remote read set settles
             ],
             1..80,
         )
@@ -899,7 +899,7 @@ proptest! {
                     let t = txn_of(slot, &incarnation);
                     let access = access_of(&target, write);
                     token += 1;
-                    // Even slots' BASE writes wait for a remote read set (rule 6b).
+                    // Even slots' BASE writes wait for a remote read set (LK-6b).
                     let after = if slot % 2 == 0 { vec![dep] } else { vec![] };
                     let mode = LockMode::new(class, access).on(cols);
                     lm.acquire_after(Owner { txn: t, age: slot }, TABLE, target, mode, token, &after);
@@ -951,12 +951,12 @@ proptest! {
         }
     }
 
-    /// Rule 8: after any sequence of calls, (i) no incompatible locks overlap, (ii) no waiter
+    /// LK-8: after any sequence of calls, (i) no incompatible locks overlap, (ii) no waiter
     /// is grantable, (iii) a waiter with an edge to an older txn is impatient, and patient
     /// waiters' edges go from older to younger (acyclic), (iv) every
     /// grant names a request that was waiting; `Die` changes nothing.
     #[test]
-    fn rule8_invariants_hold_under_random_operations(ops in proptest::collection::vec(op(), 1..60)) {
+    fn rule_lk8_invariants_hold_under_random_operations(ops in proptest::collection::vec(op(), 1..60)) {
         let mut lm = LockManager::new();
         let mut incarnation = [0u64; SLOTS as usize];
         let txn_of = |slot: u64, inc: &[u64; SLOTS as usize]| txn(slot * 1_000 + inc[slot as usize]);
@@ -975,12 +975,12 @@ proptest! {
                     match d {
                         Decision::Waiting => {
                             waiting.insert(token, t);
-                            // (v) a local deadlock's victim is impatient (rule 5c aborts
-                            // only what rule 5a would, sooner).
+                            // (v) a local deadlock's victim is impatient (LK-5c aborts
+                            // only what LK-5a would, sooner).
                             if let Some(v) = lm.deadlock_victim(t, |_| true) {
                                 prop_assert!(lm.impatient(v), "victim {:?} is patient", v);
                             }
-                            // (vi) rule 5c's shortcut is sound: where it skips the search
+                            // (vi) LK-5c's shortcut is sound: where it skips the search
                             // (nobody may wait for the new waiter), the search finds no cycle.
                             if !lm.may_be_waited_for(t) {
                                 prop_assert!(lm.deadlock_search(t).is_none(), "shortcut hid a cycle through {:?}", t);
@@ -1033,11 +1033,11 @@ proptest! {
     }
 }
 
-/// Rule 5b: a request of an accepted BASE transaction blocked by an older transaction
+/// LK-5b: a request of an accepted BASE transaction blocked by an older transaction
 /// waits, and names the older blocker to wound; an ordinary request in the same place
-/// waits impatiently (rule 5a: its caller aborts it after the patience).
+/// waits impatiently (LK-5a: its caller aborts it after the patience).
 #[test]
-fn rule5b_accepted_base_waits_and_wounds_older_blockers() {
+fn rule_lk5b_accepted_base_waits_and_wounds_older_blockers() {
     let mut lm = LockManager::new();
     let acid_w = LockMode::new(LockClass::Acid, Access::Write);
     let alk_w = LockMode::new(LockClass::Alkaline, Access::Write);
@@ -1055,14 +1055,14 @@ fn rule5b_accepted_base_waits_and_wounds_older_blockers() {
     assert!(lm.wound_targets(txn(5)).is_empty());
 }
 
-// ----- Rule 6 across partitions (Salt §5.1 rule 6b, issue 11) -----
+// ----- LK-6 across partitions (Salt §5.1 LK-6b) -----
 
 const P1: PartitionId = PartitionId(1);
 
-/// Rule 6a as seen from another partition: a BASE read of a held BASE write is *tainted*
+/// LK-6a as seen from another partition: a BASE read of a held BASE write is *tainted*
 /// (`read_taint`) and not settled (`reads_settled`) until the writer's saline lock goes.
 #[test]
-fn rule6a_read_of_an_unfinished_base_write_is_tainted_until_the_write_is_released() {
+fn rule_lk6a_read_of_an_unfinished_base_write_is_tainted_until_the_write_is_released() {
     let mut lm = LockManager::new();
     assert_eq!(acq(&mut lm, 1, key(1), ALK_W, 1), Decision::Granted);
     lm.downgrade_alkaline(txn(1)); // BASE₁'s subtransaction committed: saline W on x
@@ -1078,13 +1078,13 @@ fn rule6a_read_of_an_unfinished_base_write_is_tainted_until_the_write_is_release
     assert_eq!(lm.read_taint(txn(3)), None);
 }
 
-/// Rule 6a per column: a BASE read depends on a BASE write of its target only if their
+/// LK-6a per column: a BASE read depends on a BASE write of its target only if their
 /// columns meet. BASE₁'s unfinished write of column 3 holds back what BASE₃ wrote after
 /// reading columns 2–3, and not what BASE₂ wrote after reading columns 1–2 (a TPC-C Payment
 /// reads the warehouse's name and address, other Payments' unfinished updates are of its
 /// year-to-date total; the Delivery that reads its customer then no longer waits for them).
 #[test]
-fn rule6a_per_column_a_read_depends_only_on_writes_of_the_columns_it_reads() {
+fn rule_lk6a_per_column_a_read_depends_only_on_writes_of_the_columns_it_reads() {
     let mut lm = LockManager::new();
     assert_eq!(acq(&mut lm, 1, key(1), ALK_W.on(ColMask::of([3])), 1), Decision::Granted);
     lm.downgrade_alkaline(txn(1)); // BASE₁: saline W of column 3 of x
@@ -1094,7 +1094,7 @@ fn rule6a_per_column_a_read_depends_only_on_writes_of_the_columns_it_reads() {
     assert!(lm.read_taint(txn(3)).is_some(), "column 3 is");
     assert_eq!(acq(&mut lm, 4, key(1), ALK_R, 4), Decision::Granted);
     assert!(lm.read_taint(txn(4)).is_some(), "a whole-row read reads column 3");
-    // Each writes y, then ends: rule 6b holds back only BASE₃'s and BASE₄'s writes.
+    // Each writes y, then ends: LK-6b holds back only BASE₃'s and BASE₄'s writes.
     for n in [2, 3, 4] {
         assert_eq!(acq(&mut lm, n, key(10 + n as i64), ALK_W, 10 + n), Decision::Granted);
         lm.release_all(txn(n));
@@ -1107,12 +1107,12 @@ fn rule6a_per_column_a_read_depends_only_on_writes_of_the_columns_it_reads() {
     lm.check_invariants().unwrap();
 }
 
-/// Rule 6a per column with rule 2: a read of more columns than the transaction's lock on the
+/// LK-6a per column with LK-2: a read of more columns than the transaction's lock on the
 /// target names is not covered by it — it gets a lock of its own, granted at once, with the
 /// dependencies of the new columns. Otherwise a read of column 1 followed by a read of the
 /// whole row would read BASE₁'s unfinished write with no dependency on it.
 #[test]
-fn rule6a_per_column_a_read_of_more_columns_gets_the_dependencies_of_the_new_ones() {
+fn rule_lk6a_per_column_a_read_of_more_columns_gets_the_dependencies_of_the_new_ones() {
     let mut lm = LockManager::new();
     assert_eq!(acq(&mut lm, 1, key(1), ALK_W.on(ColMask::of([3])), 1), Decision::Granted);
     lm.downgrade_alkaline(txn(1));
@@ -1129,12 +1129,12 @@ fn rule6a_per_column_a_read_of_more_columns_gets_the_dependencies_of_the_new_one
     lm.check_invariants().unwrap();
 }
 
-/// Rule 6a per column for a covered write: a BASE transaction that wrote column 3 of x and
+/// LK-6a per column for a covered write: a BASE transaction that wrote column 3 of x and
 /// then writes column 4 gets a lock on column 4 too, so that a later reader of column 4
 /// depends on it. Covered by the first lock alone, the second write would be read with no
 /// dependency while unfinished.
 #[test]
-fn rule6a_per_column_a_write_of_more_columns_is_depended_on_by_their_readers() {
+fn rule_lk6a_per_column_a_write_of_more_columns_is_depended_on_by_their_readers() {
     let mut lm = LockManager::new();
     assert_eq!(acq(&mut lm, 1, key(1), ALK_W.on(ColMask::of([3])), 1), Decision::Granted);
     assert_eq!(acq(&mut lm, 1, key(1), ALK_W.on(ColMask::of([4])), 2), Decision::Granted);
@@ -1144,12 +1144,12 @@ fn rule6a_per_column_a_write_of_more_columns_is_depended_on_by_their_readers() {
     lm.check_invariants().unwrap();
 }
 
-/// Rule 6a when the reader wrote the target itself: its alkaline write is compatible with
-/// other transactions' saline writes of the target, so a read it covers (rule 2) still
+/// LK-6a when the reader wrote the target itself: its alkaline write is compatible with
+/// other transactions' saline writes of the target, so a read it covers (LK-2) still
 /// reads them and must depend on them. A TPC-C New-Order reads its district's next order
 /// id after incrementing it: the value includes earlier New-Orders' unfinished increments.
 #[test]
-fn rule6a_a_read_covered_by_the_readers_own_write_depends_on_others_unfinished_writes() {
+fn rule_lk6a_a_read_covered_by_the_readers_own_write_depends_on_others_unfinished_writes() {
     let mut lm = LockManager::new();
     assert_eq!(acq(&mut lm, 1, key(1), ALK_W, 1), Decision::Granted);
     lm.downgrade_alkaline(txn(1)); // BASE₁: saline W on x
@@ -1165,11 +1165,11 @@ fn rule6a_a_read_covered_by_the_readers_own_write_depends_on_others_unfinished_w
     lm.check_invariants().unwrap();
 }
 
-/// Rule 6b across partitions: a BASE write that depends on remote reads stays (releasing,
+/// LK-6b across partitions: a BASE write that depends on remote reads stays (releasing,
 /// saline) after its transaction ends, keeps ACID readers out, and goes when the remote
 /// reads settle; a repeated answer changes nothing.
 #[test]
-fn rule6b_remote_write_is_released_only_after_the_remote_reads_settle() {
+fn rule_lk6b_remote_write_is_released_only_after_the_remote_reads_settle() {
     let mut lm = LockManager::new();
     let dep = RemoteDep { part: P1, upto: 7 };
     assert_eq!(lm.acquire_after(owner(2), TABLE, key(5), ALK_W, 1, &[dep]), Decision::Granted);
@@ -1179,7 +1179,7 @@ fn rule6b_remote_write_is_released_only_after_the_remote_reads_settle() {
     assert_eq!(lm.releasing(txn(2)).len(), 1, "held back by the remote reads");
     assert_eq!(lm.remote_pending(), vec![(txn(2), dep, true)]);
     // An ACID reader, even the oldest, is kept out: whom it would wait for is not known
-    // here, so (as past the walk limit, rule 5a) it dies and its client retries.
+    // here, so (as past the walk limit, LK-5a) it dies and its client retries.
     assert_eq!(lm.acquire(Owner { txn: txn(9), age: 0 }, TABLE, key(5), ACID_R, 2), Decision::Die);
     assert!(lm.remote_settled(txn(2), RemoteDep { part: P1, upto: 6 }).is_empty(), "another read set");
     assert!(lm.remote_settled(txn(2), dep).is_empty(), "nobody was waiting");
@@ -1189,12 +1189,12 @@ fn rule6b_remote_write_is_released_only_after_the_remote_reads_settle() {
     lm.release_all(txn(9));
 }
 
-/// Rule 6b with rule 2: a covered re-write (same subtransaction) made after a read gets a
+/// LK-6b with LK-2: a covered re-write (same subtransaction) made after a read gets a
 /// lock of its own with the new dependency; the first write's lock keeps only its own, so
 /// it is released at the end even while the re-write is held back (merging them caused a
 /// release cycle, `litmus sim --workload salt-chains`, seed 222).
 #[test]
-fn rule6b_covered_rewrite_after_a_read_gets_its_own_lock() {
+fn rule_lk6b_covered_rewrite_after_a_read_gets_its_own_lock() {
     let mut lm = LockManager::new();
     assert_eq!(acq(&mut lm, 1, key(1), ALK_W, 1), Decision::Granted); // BASE₁ writes y
     lm.downgrade_alkaline(txn(1));
@@ -1203,7 +1203,7 @@ fn rule6b_covered_rewrite_after_a_read_gets_its_own_lock() {
     assert_eq!(acq(&mut lm, 2, key(2), ALK_W, 4), Decision::Granted); // T writes x again
     let writes_x = lm.held(txn(2)).into_iter().filter(|(_, t, m)| *t == key(2) && m.is_write()).count();
     assert_eq!(writes_x, 2, "the re-write has a lock of its own");
-    // A re-write with nothing read since needs no new lock (rule 2 as before).
+    // A re-write with nothing read since needs no new lock (LK-2 as before).
     assert_eq!(acq(&mut lm, 2, key(2), ALK_W, 5), Decision::Granted);
     assert_eq!(lm.held(txn(2)).len(), 3);
     lm.downgrade_alkaline(txn(2));
@@ -1216,7 +1216,7 @@ fn rule6b_covered_rewrite_after_a_read_gets_its_own_lock() {
 /// Grant numbers never go back (`set_grant_floor`): a remote dependency `upto` names the
 /// same reads after a restart.
 #[test]
-fn rule6b_grant_numbers_start_above_the_floor() {
+fn rule_lk6b_grant_numbers_start_above_the_floor() {
     let mut lm = LockManager::new();
     lm.set_grant_floor(1 << 40);
     assert_eq!(acq(&mut lm, 1, key(1), ALK_W, 1), Decision::Granted);

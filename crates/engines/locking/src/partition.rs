@@ -40,7 +40,7 @@ pub const QUERY_INTERVAL: Duration = Duration::from_millis(100);
 /// timeout — a lost `Prepare` or vote otherwise holds every participant's locks until the
 /// coordinator's stall timeout.
 pub const IN_DOUBT_QUERY_AFTER: Duration = Duration::from_secs(1);
-/// Lock rule 5a (wait-die with patience): an operation of a mortal transaction that has waited
+/// LK-5a (wait-die with patience): an operation of a mortal transaction that has waited
 /// this long for a lock, and still waits for an older transaction (`LockManager::impatient`),
 /// is aborted with `AbortReason::Deadlock`; checked every tick (`machine::TICK_INTERVAL_MS`,
 /// 5 ms), so the real bound is this plus up to a tick. It bounds two things at once: how long
@@ -51,64 +51,47 @@ pub const IN_DOUBT_QUERY_AFTER: Duration = Duration::from_secs(1);
 /// a queue of a few of them drains, and stay well below what a deadlock may cost (each one
 /// stalls everything queued behind its victims for this long).
 ///
-/// 7 ms since session 21 (was 10). Under load, a waiter that sits behind an older transaction
-/// which itself waits (a convoy: 2PL holds its locks while it waits) only lengthens the convoy,
-/// and dying releases what it holds. The old 10 ms had been measured when the engine was ten
-/// times slower and locks were held ten times longer (session 6, `--clients 32`, txn/s acid /
-/// salt: pure wait-die 428 / 363, 5 ms 531 / 514, 10 ms 479 / 549, 20 ms 370 / 508).
-/// Re-measured on the acceptance form `bench tpcc --warehouses 2 --scale-div 10 --compare
-/// acid,salt --sweep clients=8,32,128 --duration 4` (two seeds each; 7 ms one run, txn/s acid /
-/// salt):
-///
-/// | patience | 8 clients | 32 clients | 128 clients |
-/// |---|---|---|---|
-/// | 10 ms | 4.9–5.4K / 11.3–12.3K | 3.9–4.4K / 6.6–7.4K | 1.9K / 5.0–5.5K |
-/// | 7 ms | 5.4K / 12.1K | 4.8K / 8.4K | 2.5K / 6.1K |
-/// | 5 ms | 4.9–5.0K / 10.1–11.3K | 4.5–5.0K / 8.9–9.3K | 2.6–2.7K / 6.5K |
-/// | 3 ms | 5.0–5.3K / 11.3–11.4K | 5.2–5.8K / 10.3–10.8K | 3.2–3.5K / 7.8–7.9K |
-/// | 2 ms | 5.1–5.4K / 11.6–12.3K | 5.3–6.0K / 10.4–11.9K | 3.6–3.8K / 7.8–9.6K |
-/// | 1 ms | 5.0–5.3K / 12.2K | 6.0–6.1K / 12.6–13.4K | 3.9–4.7K / 9.3–11.4K |
-///
-/// Shorter is better on TPC-C, and 2 ms still beat 10 ms with two busy loops taking the cores
-/// (issue 20's loaded machine). But the patience must exceed [`TICK_CREDIT_MAX`], or a stall
-/// alone makes every waiter impatient and rule 5f no longer protects anything. Going below it
-/// needs another stall rule: one tried in session 21, the first tick after a stall aborting
-/// nobody, measured 5.8K / 10.6K at 32 and 3.8K / 9.8K at 128 clients with 2 ms, but the
-/// rule tests of `tests/salt.rs` time waits below a tick and were not yet reworked for it.
+/// 7 ms: under load, a waiter that sits behind an older transaction which itself waits (a
+/// convoy: 2PL holds its locks while it waits) only lengthens the convoy, and dying releases
+/// what it holds, so on TPC-C a shorter patience gives more throughput (the sweep over the
+/// patience is in the results docs). But the patience must exceed [`TICK_CREDIT_MAX`], or a
+/// stall alone makes every waiter impatient and LK-5f no longer protects anything; going
+/// below it needs another stall rule (e.g. the first tick after a stall aborts nobody), and
+/// the rule tests of `tests/salt.rs`, which time waits below a tick, would need rework.
 pub const LOCK_WAIT_PATIENCE: Duration = Duration::from_millis(7);
-/// Rule 5a's exception ([`LockingPartition::blockers_running`]): a transaction counts as
+/// LK-5a's exception ([`LockingPartition::blockers_running`]): a transaction counts as
 /// running while an operation of it arrived this recently. Longer than the patience: on a
 /// loaded machine a TPC-C Delivery's operations, one round trip apart, arrive up to tens of
 /// milliseconds apart. It bounds how much longer a deadlock may last than without the rule.
 pub const RUNNING_WITHIN: Duration = Duration::from_millis(250);
-/// Rule 5a's exception, for a blocker whose coordinator node has sent this partition nothing
+/// LK-5a's exception, for a blocker whose coordinator node has sent this partition nothing
 /// since the blocker's operation last ran ([`LockingPartition::alive`]): it counts as working for
 /// this long instead of [`RUNNING_WITHIN`]. Silence says that node is not running (a stalled
 /// process or thread), not that the blocker is idle: a blocker stuck in a deadlock sends
 /// nothing, but the node's other transactions keep talking. Bounds how long a deadlock lasts
 /// when a node sends nothing at all.
 pub const COORDINATOR_SILENT_MAX: Duration = Duration::from_secs(1);
-/// Lock rule 5h: how long an operation of a lock-free transaction may keep stepping out of
+/// LK-5h: how long an operation of a lock-free transaction may keep stepping out of
 /// lock queues (and asking again) instead of aborting its transaction. Bounds a deadlock
 /// through a transaction whose flag was stale: an operation sent before the transaction's
 /// first long-term lock elsewhere still says lock-free.
 pub const STEP_OUT_MAX: Duration = Duration::from_secs(1);
-/// Lock rule 5f: the most one tick advances the partition's wait clock
-/// ([`LockingPartition::wait_clock`]), on which rules 5a and 5b time lock waits. Ticks come
+/// LK-5f: the most one tick advances the partition's wait clock
+/// ([`LockingPartition::wait_clock`]), on which LK-5a and LK-5b time lock waits. Ticks come
 /// every `machine::TICK_INTERVAL_MS` (5 ms) on a running partition; a longer gap means the
 /// partition did not run (its worker was starved of CPU), and counts as this much. Shorter
 /// than the patience, so a stall alone never makes a waiter impatient.
 pub const TICK_CREDIT_MAX: Duration = Duration::from_millis(6);
 /// The lock "table" of queue anchors ([`LockingPartition::queue_head`]): no table has this id.
 pub const QUEUE_ANCHORS: TableId = TableId(u32::MAX);
-/// Most transactions rule 5a's exception looks at to decide one waiter
+/// Most transactions LK-5a's exception looks at to decide one waiter
 /// ([`LockingPartition::blockers_running`]); beyond, it does not apply.
 pub const ALIVE_VISITS_MAX: usize = 64;
 
 /// Grant numbers of incarnation `n` start at `n << GRANT_INCARNATION_SHIFT` (`Record::Incarnation`).
 pub const GRANT_INCARNATION_SHIFT: u32 = 40;
 
-/// Most `AwaitReads` watches a partition keeps (rule 6b across partitions). Past it a watch is
+/// Most `AwaitReads` watches a partition keeps (LK-6b across partitions). Past it a watch is
 /// dropped; the asker repeats its question every [`QUERY_INTERVAL`] while it still waits.
 pub const READ_WATCHES_MAX: usize = 65_536;
 
@@ -152,38 +135,38 @@ struct Parked {
     attempt: u32,
     op: PartOp,
     local_commit: bool,
-    /// Rule 6b across partitions: remote reads a BASE write lock of this operation waits for.
+    /// LK-6b across partitions: remote reads a BASE write lock of this operation waits for.
     after: Vec<RemoteDep>,
     /// Locks still to acquire, in order, with "short-term" flags.
     locks: VecDeque<(TableId, Target, LockMode, bool)>,
     short: Vec<(TableId, Target, LockMode)>,
     /// A limited scan whose range lock was narrowed ([`narrowed_scan_range`]).
     narrowed: Option<Narrowed>,
-    /// When it started waiting for its current lock: for rule 5a's exception, which compares
+    /// When it started waiting for its current lock: for LK-5a's exception, which compares
     /// it with when blockers last ran.
     waiting_since: Time,
-    /// The same on the wait clock (rule 5f): what the patience is measured on.
+    /// The same on the wait clock (LK-5f): what the patience is measured on.
     waited_from: Duration,
     /// An accepted BASE transaction's operation that has wounded the older transactions it
-    /// waits for (rule 5b, once the patience ran out); the sweep repeats the wounds.
+    /// waits for (LK-5b, once the patience ran out); the sweep repeats the wounds.
     wounded: bool,
-    /// Rule 5e: it has waited [`RUNNING_WITHIN`] and wounded every mortal transaction it waits
+    /// LK-5e: it has waited [`RUNNING_WITHIN`] and wounded every mortal transaction it waits
     /// for, younger ones too; the sweep repeats these wounds as well.
     wounded_all: bool,
-    /// It waits for a queue anchor ([`LockingPartition::queue_head`]): rule 5a's exception
+    /// It waits for a queue anchor ([`LockingPartition::queue_head`]): LK-5a's exception
     /// ([`LockingPartition::blockers_running`]) applies.
     on_anchor: bool,
     /// The lock it waits for (taken off `locks` when the wait began), put back if it steps
-    /// out of the queue (lock rule 5h).
+    /// out of the queue (LK-5h).
     waiting_for: Option<(TableId, Target, LockMode, bool)>,
-    /// Lock rule 5h: out of the lock table, asking for its lock again on the next tick.
+    /// LK-5h: out of the lock table, asking for its lock again on the next tick.
     stepped_out: bool,
-    /// Lock rule 5h: when it first stepped out; past [`STEP_OUT_MAX`] it dies instead.
+    /// LK-5h: when it first stepped out; past [`STEP_OUT_MAX`] it dies instead.
     out_since: Option<Time>,
 }
 
 impl Parked {
-    /// Lock rule 5h: it first stepped out less than [`STEP_OUT_MAX`] ago (or never has).
+    /// LK-5h: it first stepped out less than [`STEP_OUT_MAX`] ago (or never has).
     fn may_step_out_at(&self, now: Time) -> bool {
         self.out_since.is_none_or(|s| now.saturating_sub(s) < STEP_OUT_MAX)
     }
@@ -209,7 +192,7 @@ struct State {
     /// operations is refused even after a restart (re-running a locally committed operation
     /// would apply its formula twice; any other would take locks nobody releases).
     base_ended: BoundedSet<TxnId>,
-    /// Saline locks of ended BASE transactions that rule 6 holds back (relocked and released
+    /// Saline locks of ended BASE transactions that LK-6 holds back (relocked and released
     /// again after a restart), until a `Released` record says they are gone.
     releasing: BTreeMap<TxnId, LockList>,
     /// Restarts so far (`Record::Incarnation`).
@@ -261,17 +244,17 @@ pub struct LockingPartition {
     /// When each unit prepared in this incarnation (volatile: recovered units are absent, and
     /// ask their coordinator at once). See [`IN_DOUBT_QUERY_AFTER`].
     prepared_at: BTreeMap<Unit, Time>,
-    /// Rule 6b across partitions: partitions waiting to hear that a transaction's reads here
+    /// LK-6b across partitions: partitions waiting to hear that a transaction's reads here
     /// (up to a grant number) are settled. Volatile: askers repeat their question.
     read_watches: BTreeSet<(TxnId, u64, PartitionId)>,
     /// Tables seen used as queues: a limited scan's narrowed head row was deleted while it
     /// waited for it. ACID limited scans of these first write-lock the queue's anchor (see
     /// [`LockingPartition::queue_head`]). Volatile: a restart learns it again.
     queue_tables: BTreeSet<TableId>,
-    /// When each coordinator node's last request reached this partition (rule 5a's exception:
+    /// When each coordinator node's last request reached this partition (LK-5a's exception:
     /// [`COORDINATOR_SILENT_MAX`]). Volatile.
     heard_from: BTreeMap<NodeId, Time>,
-    /// Lock rule 5f: the wait clock's reading at the last tick, and when that tick came.
+    /// LK-5f: the wait clock's reading at the last tick, and when that tick came.
     /// Volatile (a restart starts it again; parked operations do not survive one).
     wait_clock: (Duration, Time),
     /// Per BASE transaction, the subtransaction whose `Locked` records the lock manager's
@@ -325,7 +308,7 @@ impl LockingPartition {
         }
     }
 
-    /// Reacquires the locks of in-doubt units, of unfinished BASE transactions and those rule 6
+    /// Reacquires the locks of in-doubt units, of unfinished BASE transactions and those LK-6
     /// holds back after a restart, in their old grant order so that the §5.1 release-order
     /// dependencies among them come back as they were (see the lock module doc). The lock table
     /// is empty and these locks were all held at once, so every request is granted.
@@ -403,7 +386,7 @@ impl LockingPartition {
         }
         if let OpKind::WriteMany { writes } = kind {
             // Each write's lock, as its own operation would take it, in order (a key written
-            // twice is covered the second time, lock rule 2).
+            // twice is covered the second time, LK-2).
             let mut locks = VecDeque::new();
             for w in writes {
                 locks.extend(self.plan_for(class, table, w, store).locks);
@@ -428,7 +411,7 @@ impl LockingPartition {
             return LockPlan { locks, narrowed: None };
         }
         let short = class.isolation.short_term(access);
-        // Rule 6a per column: a BASE lock covers the columns its operation reads or writes.
+        // LK-6a per column: a BASE lock covers the columns its operation reads or writes.
         let cols = match kind {
             _ if lock_class == LockClass::Acid => ColMask::ALL,
             OpKind::Read { cols, .. } => *cols,
@@ -456,7 +439,7 @@ impl LockingPartition {
     /// the same order by all (a lock only adds waits, never a wrong result). BASE consumers take
     /// turns per subtransaction (the anchor's alkaline lock turns saline when it commits);
     /// accepted ones cannot die of the upgrade deadlock, so without the anchor they would
-    /// deadlock until rule 5d rolls one back.
+    /// deadlock until LK-5d rolls one back.
     fn queue_head(
         &self,
         table: TableId,
@@ -638,7 +621,7 @@ impl LockingPartition {
             let age = self.txns.get(&p.unit.txn).map_or(0, |t| t.class.age);
             let token = self.next_token;
             let owner = Owner { txn: p.unit.txn, age };
-            // Accepted BASE transactions (rule 5b) ask the same way; the difference is ours:
+            // Accepted BASE transactions (LK-5b) ask the same way; the difference is ours:
             // `abort_impatient` wounds for them instead of aborting them.
             let decision = self.locks.acquire_after(owner, table, target.clone(), mode, token, &p.after);
             match decision {
@@ -662,14 +645,14 @@ impl LockingPartition {
                     p.on_anchor = table == QUEUE_ANCHORS;
                     let txn = p.unit.txn;
                     self.parked.insert(token, p);
-                    // Rule 5c: a deadlock closed here is broken now, not after the patience.
+                    // LK-5c: a deadlock closed here is broken now, not after the patience.
                     if let Some(victim) = self.cycle_victim(txn) {
                         self.break_waits(victim, ctx);
                     }
                     return;
                 }
                 Decision::Die if self.may_step_out(&p, ctx.now) => {
-                    // Rule 5h: it asks again next tick rather than abort.
+                    // LK-5h: it asks again next tick rather than abort.
                     p.stepped_out = true;
                     p.out_since.get_or_insert(ctx.now);
                     self.parked.insert(token, p);
@@ -682,7 +665,7 @@ impl LockingPartition {
         self.execute(p, ctx);
     }
 
-    /// Lock rules 5a and 5b, every tick. The operations of mortal transactions that have waited
+    /// LK-5a and LK-5b, every tick. The operations of mortal transactions that have waited
     /// at least [`LOCK_WAIT_PATIENCE`] and still wait for an older transaction (or themselves)
     /// are aborted, as a request that dies at once would be; their waits are dropped and
     /// whoever queued behind them resumes. Impatience is a property of the transaction: one of
@@ -692,20 +675,20 @@ impl LockingPartition {
     /// same patience first, so a lock held for a moment costs a wait, not an abort, either way.
     fn abort_impatient(&mut self, ctx: &mut PartCtx) {
         // Per transaction with an overdue operation: when the earliest began waiting, and for
-        // mortal ones whether they all wait for queue anchors (rule 5a's exception).
+        // mortal ones whether they all wait for queue anchors (LK-5a's exception).
         let mut overdue: Vec<(TxnId, bool, Time)> = Vec::new();
         let mut wound: Vec<(TxnId, Time, bool)> = Vec::new();
         let clock = self.wait_clock(ctx.now);
         for p in self.parked.values_mut().filter(|p| !p.stepped_out) {
             let txn = p.unit.txn;
-            // Rule 5f: waits are timed on the wait clock, where a stall counts as one tick.
+            // LK-5f: waits are timed on the wait clock, where a stall counts as one tick.
             let waited = clock.saturating_sub(p.waited_from);
             if waited < LOCK_WAIT_PATIENCE {
                 continue;
             }
             if self.txns.get(&txn).is_some_and(|t| t.class.immortal) {
-                // Rule 5e: past `RUNNING_WITHIN`, younger mortal blockers are wounded too. On
-                // real time, as the liveness it bounds (rule 5a's exception) is judged on it.
+                // LK-5e: past `RUNNING_WITHIN`, younger mortal blockers are wounded too. On
+                // real time, as the liveness it bounds (LK-5a's exception) is judged on it.
                 let all = ctx.now.saturating_sub(p.waiting_since) >= RUNNING_WITHIN;
                 if p.wounded && (p.wounded_all || !all) {
                     continue;
@@ -726,20 +709,20 @@ impl LockingPartition {
             }
         }
         for (txn, since, all) in wound {
-            // Rule 5d: a deadlock through it here is broken by its own victim (rule 5c's
-            // choice), not by wounding whoever is older: the wound fell on the older mortal
-            // transaction in the way while a younger mortal member of the cycle was due to die
-            // for rule 5a in the same sweep (issue 20, 128 clients). A wait with no victim
-            // here (no cycle, or one across partitions, which no partition sees) wounds.
+            // LK-5d: a deadlock through it here is broken by its own victim (LK-5c's
+            // choice), not by wounding whoever is older: the wound would fall on the older
+            // mortal transaction in the way while a younger mortal member of the cycle is due
+            // to die for LK-5a in the same sweep. A wait with no victim here (no cycle, or one
+            // across partitions, which no partition sees) wounds.
             if let Some(victim) = self.cycle_victim(txn) {
                 self.break_waits(victim, ctx);
                 continue;
             }
-            // Rule 5b waits out blockers that are alive (the exception of rule 5a): an older
+            // LK-5b waits out blockers that are alive (the exception of LK-5a): an older
             // ACID transaction that works here — a TPC-C Delivery waiting out saline locks
             // one district after another — is on no cycle through here, and wounding it
-            // threw away hundreds of milliseconds of its work (issue 20). One that waits here
-            // for us, or works nowhere here, is wounded as before. Working counts only from
+            // would throw away hundreds of milliseconds of its work. One that waits here
+            // for us, or works nowhere here, is wounded. Working counts only from
             // when the wait began ([`Self::blockers_progressing`]): a blocker that last ran here
             // before may be waiting for us at another partition.
             if self.blockers_progressing(txn, since, ctx.now) {
@@ -761,7 +744,7 @@ impl LockingPartition {
             // the wait began: a transfer that ran here only before may be waiting at another
             // partition for this very waiter (bank totals under Salt otherwise died in every
             // such cycle, `tests/bank_check.rs`); a New-Order that keeps running here is alive.
-            // Rule 5h: a lock-free transaction waits out alive blockers wherever it waits, as on
+            // LK-5h: a lock-free transaction waits out alive blockers wherever it waits, as on
             // an anchor: it holds nothing, so only the queue behind it can close a cycle through
             // it, and a cycle here is never alive.
             let exempt = ((on_anchor || self.lock_free(txn)) && self.blockers_running(txn, ctx.now))
@@ -772,37 +755,36 @@ impl LockingPartition {
         }
     }
 
-    /// Lock rule 5f: the wait clock at `now`. It runs with real time, except that the time
+    /// LK-5f: the wait clock at `now`. It runs with real time, except that the time
     /// since the last tick counts for at most [`TICK_CREDIT_MAX`]: a partition whose worker was
     /// starved of CPU for 50 ms has not watched its waits for 50 ms. Timed on real time, the
-    /// first tick after such a stall found every waiter past its patience and aborted them all
-    /// at once, before the commits and releases queued in the stalled worker's mailbox had
-    /// been read; their retries cost more CPU and made the next stall longer. Under `salt` at
-    /// 128 TPC-C clients on a loaded 2-core machine, throughput fell to 186–300 txn/s with
-    /// 9 New-Order aborts per commit (issue 20). On the wait clock a stall counts as one tick,
-    /// and a waiter dies only after ticks it actually saw add up to the patience.
+    /// first tick after such a stall would find every waiter past its patience and abort them
+    /// all at once, before the commits and releases queued in the stalled worker's mailbox had
+    /// been read; their retries cost more CPU and make the next stall longer, so an overloaded
+    /// partition churns. On the wait clock a stall counts as one tick, and a waiter dies only
+    /// after ticks it actually saw add up to the patience.
     fn wait_clock(&self, now: Time) -> Duration {
         let (clock, at) = self.wait_clock;
         clock + now.saturating_sub(at).min(TICK_CREDIT_MAX)
     }
 
-    /// Lock rules 5c and 5d: whom to abort for a cycle through `txn` in this partition's
+    /// LK-5c and LK-5d: whom to abort for a cycle through `txn` in this partition's
     /// waits-for graph (`LockManager::deadlock_cycle`), if there is one.
-    /// 1. The youngest mortal member that waits for an older one — what rule 5a would abort
+    /// 1. The youngest mortal member that waits for an older one — what LK-5a would abort
     ///    after the patience.
-    /// 2. Else, if the cycle is of accepted BASE transactions only (none can abort, and rule
-    ///    5b wounds only transactions that can, so nothing else breaks it), its youngest member
+    /// 2. Else, if the cycle is of accepted BASE transactions only (none can abort, and
+    ///    LK-5b wounds only transactions that can, so nothing else breaks it), its youngest member
     ///    that waits for an older one loses the *subtransaction* that waits: its coordinator
     ///    rolls it back and re-runs it, which releases that subtransaction's alkaline locks —
     ///    every edge of such a cycle is an alkaline lock, as saline locks do not block BASE
     ///    requests — and its transaction stays accepted. (TPC-C New-Orders update their stock
-    ///    rows in the order of their lines, so two accepted ones deadlock on stock, and the
-    ///    Deliveries queued behind them died, issue 20.)
+    ///    rows in the order of their lines, so two accepted ones can deadlock on stock, with
+    ///    Deliveries queued behind them.)
     /// 3. Else none: a cycle whose only edges to older transactions are accepted BASE
-    ///    transactions' is left to rule 5b's wounds. Rolling back an accepted member's
+    ///    transactions' is left to LK-5b's wounds. Rolling back an accepted member's
     ///    subtransaction would not release the saline locks a mortal member may wait for, and
-    ///    aborting the youngest mortal member instead (tried) made the 128-client real run stop
-    ///    more often, not less (issue 20).
+    ///    aborting the youngest mortal member instead makes overloaded runs stall more often,
+    ///    not less.
     fn cycle_victim(&self, txn: TxnId) -> Option<TxnId> {
         let cycle = self.locks.deadlock_cycle(txn)?;
         let immortal = |t: TxnId| self.txns.get(&t).is_some_and(|t| t.class.immortal);
@@ -829,11 +811,11 @@ impl LockingPartition {
         self.txns.get(&txn).is_some_and(|t| t.class.immortal) || self.state.saline.contains_key(&txn)
     }
 
-    /// Rule 5a's exception, for waits on queue anchors and on accepted BASE transactions: every transaction `txn` waits for is
+    /// LK-5a's exception, for waits on queue anchors and on accepted BASE transactions: every transaction `txn` waits for is
     /// *alive*, so `txn` keeps waiting past its patience instead of dying.
     /// Alive is *working here* — an operation of it ran here within [`RUNNING_WITHIN`], it has
     /// not prepared, and none of its operations waits here — or being an accepted BASE
-    /// transaction (the anchor clause: it cannot abort, and rule 5e breaks a cycle through it
+    /// transaction (the anchor clause: it cannot abort, and LK-5e breaks a cycle through it
     /// by wounding, [`Self::wound_victims`]), or waiting here only for alive transactions, looking at most at [`ALIVE_VISITS_MAX`] transactions of the waits-for
     /// graph (a queue: each waits for the ones ahead, the head works). One on a deadlock cycle
     /// sends no operation, so it stops counting [`RUNNING_WITHIN`] after its last one at the
@@ -842,16 +824,15 @@ impl LockingPartition {
     /// alive, and a deadlock across partitions through an anchor lasts at most
     /// [`RUNNING_WITHIN`] plus the patience. Without this, a queue behind a long transaction
     /// that holds its lock while it works — TPC-C Deliveries of one warehouse, each taking the
-    /// district's oldest NEW-ORDER row in turn for ~40 ms — died after 10 ms, retried into the
-    /// same queue, and left the lock idle during its backoff.
+    /// district's oldest NEW-ORDER row in turn for tens of milliseconds — would die after the
+    /// patience, retry into the same queue, and leave the lock idle during its backoff.
     ///
     /// "Within [`RUNNING_WITHIN`]", not "since the wait began": a Delivery under Salt pauses
-    /// 20–45 ms between operations on a loaded node, and the stricter test aborted 20–30% of the Deliveries that
-    /// queued behind it — all "deadlocks" on the anchor, none a cycle (issue 20; measured with
-    /// the bench's abort causes). (Applied to every wait, the exception cost ticketing under
-    /// `acid` a third of its throughput: a transaction with operations in flight at two
-    /// partitions looks working at each while the two wait for each other, so such deadlocks
-    /// lasted [`RUNNING_WITHIN`].)
+    /// tens of milliseconds between operations on a loaded node, and the stricter test would
+    /// abort the Deliveries queued behind it for "deadlocks" on the anchor that are no cycle.
+    /// (Not applied to every wait: a transaction with operations in flight at two partitions
+    /// looks working at each while the two wait for each other, so such deadlocks would last
+    /// [`RUNNING_WITHIN`], which costs ticketing under `acid` much of its throughput.)
     fn blockers_running(&self, txn: TxnId, now: Time) -> bool {
         let mut memo: BTreeMap<TxnId, bool> = BTreeMap::from([(txn, false)]);
         self.waits_for_alive(txn, now, None, &mut memo)
@@ -883,8 +864,8 @@ impl LockingPartition {
             return false;
         }
         let alive = if since.is_none() && self.accepted(txn) {
-            // Rule 5a's anchor clause: an accepted BASE transaction ends without aborting, and
-            // rule 5e breaks any cycle through it (see `blockers_running`).
+            // LK-5a's anchor clause: an accepted BASE transaction ends without aborting, and
+            // LK-5e breaks any cycle through it (see `blockers_running`).
             true
         } else if self.locks.is_waiting(txn) {
             memo.insert(txn, false); // on the path: a cycle back here is not alive
@@ -904,8 +885,8 @@ impl LockingPartition {
         alive
     }
 
-    /// Rule 5 breaks the waits of `txn`: they step out of their queues if it is lock-free
-    /// (rule 5h, [`Self::steps_out`]), else its waiting operations abort.
+    /// LK-5 breaks the waits of `txn`: they step out of their queues if it is lock-free
+    /// (LK-5h, [`Self::steps_out`]), else its waiting operations abort.
     fn break_waits(&mut self, txn: TxnId, ctx: &mut PartCtx) {
         if !self.steps_out(txn, ctx.now) {
             return self.abort_waiting(txn, ctx);
@@ -923,7 +904,7 @@ impl LockingPartition {
         self.resume(grants, ctx);
     }
 
-    /// Lock rule 5h: whether the waits of `txn` step out of their queues instead of aborting
+    /// LK-5h: whether the waits of `txn` step out of their queues instead of aborting
     /// it. It must be lock-free ([`TxnClass::lock_free`]: every operation so far takes only
     /// short-term locks, so it holds none between operations), and each waiting operation must
     /// hold no lock but the one it waits for, and have stepped out first less than
@@ -931,7 +912,7 @@ impl LockingPartition {
     /// loses only its places in the queues: it asks again on the next tick
     /// ([`Self::retry_stepped_out`]). A TPC-C Stock-Level, whose ~200 stock reads are
     /// read-committed (clause 3.4.0.1), died for every wait behind an accepted BASE New-Order
-    /// that itself waited, or on a stock row carrying remote dependencies (issue 20).
+    /// that itself waited, or on a stock row carrying remote dependencies.
     fn steps_out(&self, txn: TxnId, now: Time) -> bool {
         self.lock_free(txn)
             && self.parked.values().filter(|p| p.unit.txn == txn && !p.stepped_out).all(|p| {
@@ -939,33 +920,30 @@ impl LockingPartition {
             })
     }
 
-    /// Lock rule 5h: `txn` is lock-free as far as its latest operation here says
+    /// LK-5h: `txn` is lock-free as far as its latest operation here says
     /// ([`TxnClass::lock_free`]; never a BASE transaction).
     fn lock_free(&self, txn: TxnId) -> bool {
         self.txns.get(&txn).is_some_and(|t| t.class.lock_free)
     }
 
-    /// Rule 5h for an operation refused its next lock at once (`Decision::Die`: a lock whose
+    /// LK-5h for an operation refused its next lock at once (`Decision::Die`: a lock whose
     /// release waits for remote reads, a full queue): whether it steps out and asks again next
     /// tick instead. Only a lock-free transaction's operation that holds no lock yet (see
     /// [`Self::steps_out`]), for at most [`STEP_OUT_MAX`].
     ///
-    /// Tried and dropped: letting *any* ACID request refused because whom it would wait for
-    /// cannot be known (a BASE write held back by the writer's reads on another partition) ask
-    /// again, for up to `STEP_OUT_MAX`. TPC-C Deliveries under `salt`, which died that way on
-    /// customer rows remote Payments had written, fell from 9–23% aborted attempts to ~1% at
-    /// 64 clients; but no bank total finished in an 800 ms simulated run
-    /// (`bank_check_passes_on_an_intact_bank_and_compares_totals`), nor with the asking
-    /// bounded to the patience — presumably a total's range locks on every partition, held
-    /// meanwhile, kept out the transfers that would settle those reads (not traced; session
-    /// 14 saw a similar trade-off at 128 TPC-C clients). A BASE
-    /// operation asking again (before that) once failed a `salt-local` TPC-C check, a
-    /// Payment's `d_ytd` counted without its `w_ytd` and HISTORY row, not traced (issue 20).
+    /// Not any ACID request refused because whom it would wait for cannot be known (a BASE
+    /// write held back by the writer's reads on another partition): that helps TPC-C
+    /// Deliveries on customer rows remote Payments wrote, but starves bank totals
+    /// (`bank_check_passes_on_an_intact_bank_and_compares_totals` sees none finish), even with
+    /// the asking bounded to the patience — presumably a total's range locks on every
+    /// partition, held meanwhile, keep out the transfers that would settle those reads. Not a
+    /// BASE operation either: asking again, one broke a `salt-local` TPC-C check (a Payment's
+    /// `d_ytd` counted without its `w_ytd` and HISTORY row; cause not traced).
     fn may_step_out(&self, p: &Parked, now: Time) -> bool {
         self.lock_free(p.unit.txn) && p.short.is_empty() && p.may_step_out_at(now)
     }
 
-    /// Lock rule 5h, every tick: operations that stepped out of their queues ask again.
+    /// LK-5h, every tick: operations that stepped out of their queues ask again.
     fn retry_stepped_out(&mut self, ctx: &mut PartCtx) {
         let out: Vec<u64> = self.parked.iter().filter(|(_, p)| p.stepped_out).map(|(t, _)| *t).collect();
         for token in out {
@@ -976,7 +954,7 @@ impl LockingPartition {
         }
     }
 
-    /// Rule 5: aborts the waiting operations of `txn` with `AbortReason::Deadlock` (the
+    /// LK-5: aborts the waiting operations of `txn` with `AbortReason::Deadlock` (the
     /// coordinator then aborts the transaction); its waits are dropped and whoever queued
     /// behind them resumes.
     fn abort_waiting(&mut self, txn: TxnId, ctx: &mut PartCtx) {
@@ -989,14 +967,13 @@ impl LockingPartition {
         self.resume(grants, ctx);
     }
 
-    /// Lock rule 5b: tell the coordinators of the older transactions an accepted BASE
-    /// transaction waits for to abort them; with `all` (rule 5e), of every transaction it
+    /// LK-5b: tell the coordinators of the older transactions an accepted BASE
+    /// transaction waits for to abort them; with `all` (LK-5e), of every transaction it
     /// waits for that can still abort, younger ones too.
     ///
-    /// A lock-free victim waiting here (rule 5h) is in the way only by its place in a queue: it
+    /// A lock-free victim waiting here (LK-5h) is in the way only by its place in a queue: it
     /// steps out instead ([`Self::break_waits`]), and its transaction goes on. Wounded, TPC-C
-    /// Stock-Levels queued on stock rows ahead of accepted New-Orders died in 20% of their
-    /// attempts at 64 clients under `salt` (issue 20).
+    /// Stock-Levels queued on stock rows ahead of accepted New-Orders would die often.
     fn wound_blockers(&mut self, txn: TxnId, all: bool, ctx: &mut PartCtx) {
         for victim in self.wound_victims(txn, all) {
             let waits_here = self.parked.values().any(|p| p.unit.txn == victim && !p.stepped_out);
@@ -1008,15 +985,14 @@ impl LockingPartition {
         }
     }
 
-    /// Whom [`Self::wound_blockers`] wounds: rule 5b, the older transactions `txn` waits for;
-    /// rule 5e (`all`, once it has waited [`RUNNING_WITHIN`]), every one it waits for that is
-    /// not an accepted BASE transaction (those cannot abort; rule 5d handles cycles of them).
+    /// Whom [`Self::wound_blockers`] wounds: LK-5b, the older transactions `txn` waits for;
+    /// LK-5e (`all`, once it has waited [`RUNNING_WITHIN`]), every one it waits for that is
+    /// not an accepted BASE transaction (those cannot abort; LK-5d handles cycles of them).
     ///
-    /// Neither wounds an accepted BASE transaction (rule 5g): it cannot abort, and its
-    /// coordinator drops the wound. Rule 5b once sent those too, and the sweep repeats wounds
-    /// every [`QUERY_INTERVAL`] while the wounder waits: under `salt` at 128 TPC-C clients,
-    /// accepted Payments queued behind older accepted Payments sent 21,000 such wounds in a
-    /// 5 s run that committed 641 transactions (~33 useless messages per commit, issue 20).
+    /// Neither wounds an accepted BASE transaction (LK-5g): it cannot abort, and its
+    /// coordinator drops the wound; and the sweep repeats wounds every [`QUERY_INTERVAL`]
+    /// while the wounder waits, so accepted Payments queued behind older accepted Payments
+    /// would send useless messages by the thousand under load.
     fn wound_victims(&self, txn: TxnId, all: bool) -> Vec<TxnId> {
         let mortal = |b: &TxnId| *b != txn && !self.accepted(*b);
         let set = if all { self.locks.waits_for_set(txn) } else { None };
@@ -1033,8 +1009,8 @@ impl LockingPartition {
     fn resume(&mut self, grants: Vec<Grant>, ctx: &mut PartCtx) {
         // Only a transaction whose releasing lock was freed can have just lost its last one
         // (once ended, all its locks are releasing; after a relock, `releasing_recheck`):
-        // looking at every ended transaction rule 6 holds back, on every release, was ~7 µs
-        // of a salt TPC-C transaction (issue 13).
+        // looking at every ended transaction LK-6 holds back, on every release, would cost
+        // each release the whole held-back set.
         let mut candidates = self.locks.take_freed_releasing();
         if !self.releasing_recheck.is_empty() {
             candidates.extend(std::mem::take(&mut self.releasing_recheck));
@@ -1063,7 +1039,7 @@ impl LockingPartition {
         }
     }
 
-    /// Rule 6b across partitions: answers every partition waiting for reads here that have
+    /// LK-6b across partitions: answers every partition waiting for reads here that have
     /// settled meanwhile.
     fn answer_read_watches(&mut self, ctx: &mut PartCtx) {
         if self.read_watches.is_empty() {
@@ -1111,7 +1087,7 @@ impl LockingPartition {
             _ => None,
         };
         let t = self.txns.get_mut(&txn).expect("executing a live txn");
-        // Working here (rule 5a's exception) counts from when an operation last *ran*: one
+        // Working here (LK-5a's exception) counts from when an operation last *ran*: one
         // granted after a long wait in a queue has just started working, and the queue behind
         // it must not take it for idle.
         t.last_active = ctx.now;
@@ -1191,7 +1167,7 @@ impl LockingPartition {
     }
 
     /// After an operation of BASE subtransaction `unit`: logs its locks (`Record::Locked`) —
-    /// its alkaline locks, and saline ones not durable yet: a short-term read that rule 6a
+    /// its alkaline locks, and saline ones not durable yet: a short-term read that LK-6a
     /// holds back is saline already, and a later write's release order depends on it. (Saline
     /// locks of committed subtransactions are in their `Commit` record.) Logged as the change
     /// from what the unit's earlier operations logged (`State::pending`), not the whole list
@@ -1200,7 +1176,7 @@ impl LockingPartition {
     /// The unit's first record walks all the transaction's locks; later ones look only at the
     /// locks that changed since the previous one (`LockManager::take_changes`), so an
     /// operation costs what it changed, not what the unit holds (the walk, with the durable
-    /// check per lock, was ~15 µs of a salt TPC-C transaction, issue 13). Both give the same
+    /// check per lock, is a visible cost in a salt TPC-C profile). Both give the same
     /// record: which locks are selected depends, besides the locks, only on the durable saline
     /// set, and that changes only with records that also end the unit's `pending` entry.
     fn log_locked(&mut self, unit: Unit, ctx: &mut PartCtx) {
@@ -1416,8 +1392,8 @@ impl LockingPartition {
                     t.open = false;
                 }
             }
-            // What the rolled-back subtransaction read may still be held back by rule 6a, and a
-            // later write of the transaction may depend on it (rule 6b): keep it durable.
+            // What the rolled-back subtransaction read may still be held back by LK-6a, and a
+            // later write of the transaction may depend on it (LK-6b): keep it durable.
             // Only while it lives here: a late abort of an ended transaction must not bring its
             // (released or releasing) locks back for a restart to relock.
             let ended = self.state.base_ended.contains(&txn) || self.finished.contains_key(&txn);
@@ -1458,7 +1434,7 @@ impl LockingPartition {
         self.unfollow(txn);
         self.txns.remove(&txn);
         self.parked.retain(|_, p| p.unit.txn != txn);
-        // What rule 6 holds back must come back after a restart, still held back.
+        // What LK-6 holds back must come back after a restart, still held back.
         let releasing = self.locks.held_locks(txn);
         // Logged once per transaction (a repeated EndBase finds it ended), so its late
         // duplicates stay refused after a restart.
@@ -1516,7 +1492,7 @@ impl LockingPartition {
         for txn in orphaned_base {
             ctx.reply(Addr::Coordinator(txn.node), Reply::QueryBase { txn });
         }
-        // Rule 6b across partitions: ask again about remote reads that held-back locks still
+        // LK-6b across partitions: ask again about remote reads that held-back locks still
         // wait for (the first question, or its answer, may be lost, or the answering partition
         // restarted and forgot it).
         for (txn, dep, releasing) in self.locks.remote_pending() {
@@ -1617,7 +1593,7 @@ struct Narrowed {
     short: bool,
 }
 
-/// Next-key narrowing of a limited scan's range lock (lock rule 4). A scan of `[start, end)`
+/// Next-key narrowing of a limited scan's range lock (LK-4). A scan of `[start, end)`
 /// that returns at most `limit` rows reads only up to its `limit`-th row `k`, so it needs
 /// `[start, k]` locked, not the whole range: an insert after `k` cannot change its result (a
 /// TPC-C Delivery reads the *oldest* NEW-ORDER row of a district, and New-Orders append at the
@@ -1662,7 +1638,7 @@ fn req_txn(req: &Request) -> TxnId {
     }
 }
 
-/// Lock rule 5: answers a parked operation's request with `AbortReason::Deadlock`; the
+/// LK-5: answers a parked operation's request with `AbortReason::Deadlock`; the
 /// coordinator aborts the transaction (retryably). Its waits must be gone from the lock table.
 fn die(p: Parked, incarnation: u64, ctx: &mut PartCtx) {
     let e = Error::Abort(AbortReason::Deadlock);

@@ -21,7 +21,7 @@ struct H {
     table: TableId,
     /// Every operation reply: (transaction, result, write images).
     replies: Vec<(TxnId, Result<PartResult, Error>, Vec<WriteImage>)>,
-    /// Every wound sent (lock rule 5b): the wounded transactions.
+    /// Every wound sent (LK-5b): the wounded transactions.
     wounds: Vec<TxnId>,
     /// Every log record, in order.
     log: Vec<Vec<u8>>,
@@ -101,7 +101,7 @@ impl H {
     }
 
     /// Operation `n` of `t`, in its first subtransaction: an ACID transaction's, or with
-    /// `accepted` an accepted BASE transaction's (alkaline locks, immortal: lock rule 5b).
+    /// `accepted` an accepted BASE transaction's (alkaline locks, immortal: LK-5b).
     fn op_as(&mut self, t: TxnId, n: u32, kind: OpKind, accepted: bool) {
         let class = TxnClass {
             isolation: Isolation::Serializable,
@@ -113,7 +113,7 @@ impl H {
         self.op_class(t, n, kind, class);
     }
 
-    /// Operation `n` of read-committed ACID transaction `t`, lock-free (lock rule 5h) while
+    /// Operation `n` of read-committed ACID transaction `t`, lock-free (LK-5h) while
     /// its operations so far, `kind` included, take only short-term locks.
     fn rc_op(&mut self, t: TxnId, n: u32, kind: OpKind) {
         let class = TxnClass::new(Isolation::ReadCommitted, false, t.seq).with_op(&kind);
@@ -138,7 +138,7 @@ impl H {
     }
 
     /// Operation `n` of subtransaction 1 of accepted BASE transaction `t`, whose write locks
-    /// are not released before its reads `after` on other partitions settle (rule 6b).
+    /// are not released before its reads `after` on other partitions settle (LK-6b).
     fn base_op(&mut self, t: TxnId, n: u32, kind: OpKind, after: Vec<RemoteDep>) {
         self.base_op_in(t, 1, n, kind, after);
     }
@@ -224,9 +224,8 @@ fn consumer_of_node_1_holds_the_anchor() -> (H, TxnId, TxnId) {
 /// The queue anchor serves BASE consumers too: accepted BASE transactions (alkaline locks)
 /// that consume the head of a learnt queue take turns on its anchor (an alkaline write lock),
 /// rather than both reading the head and both waiting to delete it — a cycle of immortal
-/// subtransactions. TPC-C's BASE Delivery used to write-lock its district row for the same
-/// turns, which stalled every New-Order and Payment of the district behind it (Salt Fig. 9 at 3
-/// BASE-ified transactions: 3,851 txn/s and 30% of Deliveries aborted, against 5,094 and 0%).
+/// subtransactions. Taking turns on the district row instead (TPC-C's BASE Delivery) would
+/// stall every New-Order and Payment of the district behind it.
 #[test]
 fn queue_anchor_makes_base_consumers_take_turns() {
     let mut h = H::new(&[10, 11, 12, 13, 30, 31]);
@@ -246,16 +245,16 @@ fn queue_anchor_makes_base_consumers_take_turns() {
     assert!(matches!(h.results(c)[..], [Ok(PartResult::Rows(_))]), "{:?}", h.results(c));
 }
 
-/// Lock rule 5a's exception, [`COORDINATOR_SILENT_MAX`]: a consumer queued on an anchor keeps
+/// LK-5a's exception, [`COORDINATOR_SILENT_MAX`]: a consumer queued on an anchor keeps
 /// waiting past [`RUNNING_WITHIN`] behind a holder whose coordinator node has sent nothing
 /// since the holder last ran — that node is stalled, not the holder idle. (Under `salt` on a
 /// loaded machine one node's worker went silent for ~350 ms, and the Deliveries queued behind
 /// its Delivery died and retried, every ~13 ms, into the same queue: all 18–19 Delivery
-/// aborts of a 10 s run, issue 20.) As soon as that node is heard from again about anything
+/// aborts of a 10 s run.) As soon as that node is heard from again about anything
 /// else, the holder counts as idle and the waiter dies as before; and silence is believed for
 /// at most `COORDINATOR_SILENT_MAX`, which bounds a deadlock through a silent node.
 #[test]
-fn rule5a_waiter_outlasts_a_holder_whose_coordinator_is_silent() {
+fn rule_lk5a_waiter_outlasts_a_holder_whose_coordinator_is_silent() {
     let (mut h, _b, c) = consumer_of_node_1_holds_the_anchor();
     // Node 0 keeps talking (c's node: a reader of account 13); node 1 says nothing.
     let d = txn(0, 4);
@@ -273,7 +272,7 @@ fn rule5a_waiter_outlasts_a_holder_whose_coordinator_is_silent() {
 /// The bound of the rule above: a node silent for longer than [`COORDINATOR_SILENT_MAX`] no
 /// longer keeps its holder alive, so a deadlock through it ends.
 #[test]
-fn rule5a_a_silent_coordinator_is_believed_for_a_bounded_time() {
+fn rule_lk5a_a_silent_coordinator_is_believed_for_a_bounded_time() {
     let (mut h, _b, c) = consumer_of_node_1_holds_the_anchor();
     h.tick(COORDINATOR_SILENT_MAX - 4 * patience());
     assert!(h.results(c).is_empty(), "c waits: {:?}", h.results(c));
@@ -281,13 +280,13 @@ fn rule5a_a_silent_coordinator_is_believed_for_a_bounded_time() {
     assert!(h.died(c), "past the bound c dies: {:?}", h.results(c));
 }
 
-/// Lock rule 5d, a deadlock of accepted BASE transactions only: none can abort and rule 5b
+/// LK-5d, a deadlock of accepted BASE transactions only: none can abort and LK-5b
 /// wounds none of them, so nothing else ends it. The youngest member that waits for an older
 /// one loses the waiting subtransaction (a `Deadlock` reply; its coordinator rolls it back and
 /// re-runs it). TPC-C New-Orders update their stock rows in the order of their lines, and two
-/// accepted ones deadlocked on stock while Deliveries queued behind them died (issue 20).
+/// accepted ones deadlocked on stock while Deliveries queued behind them died.
 #[test]
-fn rule5d_a_deadlock_of_accepted_base_transactions_is_broken() {
+fn rule_lk5d_a_deadlock_of_accepted_base_transactions_is_broken() {
     let mut h = H::new(&[1, 2]);
     let (a, b) = (txn(0, 1), txn(1, 2));
     h.op_as(a, 0, OpKind::Delete { key: key(1) }, true);
@@ -299,14 +298,14 @@ fn rule5d_a_deadlock_of_accepted_base_transactions_is_broken() {
     assert!(!h.died(a), "{:?}", h.results(a));
 }
 
-/// Lock rule 5d's last case: a cycle in which the only member waiting for an older one is an
+/// LK-5d's last case: a cycle in which the only member waiting for an older one is an
 /// accepted BASE transaction has no 5d victim. Its mortal member waits for a younger one (wait-die
 /// lets it), and rolling back the accepted member's subtransaction would not release the saline
-/// locks a mortal member may wait for, so the cycle is left to rule 5b: the accepted member,
+/// locks a mortal member may wait for, so the cycle is left to LK-5b: the accepted member,
 /// past its patience, wounds the older mortal one, and its own subtransaction is not rolled
 /// back.
 #[test]
-fn rule5d_a_cycle_whose_only_older_edge_is_accepted_is_left_to_rule5b() {
+fn rule_lk5d_a_cycle_whose_only_older_edge_is_accepted_is_left_to_rule5b() {
     let mut h = H::new(&[1, 2]);
     let (m, a) = (txn(0, 1), txn(1, 2)); // m older and mortal, a younger and accepted
     h.op(m, 0, OpKind::Delete { key: key(1) });
@@ -317,17 +316,17 @@ fn rule5d_a_cycle_whose_only_older_edge_is_accepted_is_left_to_rule5b() {
     h.tick(4 * patience());
     assert!(!h.died(a), "the accepted member's subtransaction is not rolled back: {:?}", h.results(a));
     assert!(!h.died(m), "m waits for a younger one: wait-die keeps it: {:?}", h.results(m));
-    assert!(h.wounds.contains(&m), "rule 5b wounds the older mortal member: {:?}", h.wounds);
+    assert!(h.wounds.contains(&m), "LK-5b wounds the older mortal member: {:?}", h.wounds);
 }
 
-/// Lock rule 5a's anchor clause: a consumer queued on an anchor keeps waiting behind a holder
+/// LK-5a's anchor clause: a consumer queued on an anchor keeps waiting behind a holder
 /// that waits only for an accepted BASE transaction, however long that one is idle here: it
-/// ends without aborting, and rule 5e breaks any cycle through it. Under `salt` at 128 TPC-C
+/// ends without aborting, and LK-5e breaks any cycle through it. Under `salt` at 128 TPC-C
 /// clients, a Delivery holding a district's anchor waited for an accepted New-Order's saline
 /// read of a customer while the New-Order waited at another partition; every Delivery queued
-/// behind it (16 and 28 at once) died and retried into the same queue (issue 20).
+/// behind it (16 and 28 at once) died and retried into the same queue.
 #[test]
-fn rule5a_anchor_waiter_outlasts_a_holder_waiting_for_an_accepted_base_transaction() {
+fn rule_lk5a_anchor_waiter_outlasts_a_holder_waiting_for_an_accepted_base_transaction() {
     let (mut h, b, c) = consumer_of_node_1_holds_the_anchor();
     let n = txn(2, 6); // younger than b: b never dies for it
     h.op_as(n, 0, OpKind::Delete { key: key(30) }, true);
@@ -345,13 +344,13 @@ fn rule5a_anchor_waiter_outlasts_a_holder_waiting_for_an_accepted_base_transacti
     assert!(!h.died(b), "{:?}", h.results(b));
 }
 
-/// Lock rule 5e: an accepted BASE transaction that has waited [`RUNNING_WITHIN`] wounds every
+/// LK-5e: an accepted BASE transaction that has waited [`RUNNING_WITHIN`] wounds every
 /// transaction it waits for that can still abort and is not working here, younger ones too
-/// (rule 5b wounds only older ones, after the patience). Rule 5a's anchor clause lets a queue
+/// (LK-5b wounds only older ones, after the patience). LK-5a's anchor clause lets a queue
 /// wait behind accepted BASE transactions because of this: a cycle through one, which no
 /// partition sees whole, is broken by its wound.
 #[test]
-fn rule5e_an_accepted_base_transaction_wounds_a_younger_idle_blocker() {
+fn rule_lk5e_an_accepted_base_transaction_wounds_a_younger_idle_blocker() {
     let mut h = H::new(&[1, 2]);
     let (a, b) = (txn(0, 1), txn(1, 2));
     h.op(b, 0, OpKind::Delete { key: key(1) });
@@ -370,7 +369,7 @@ fn rule5e_an_accepted_base_transaction_wounds_a_younger_idle_blocker() {
         }
     };
     talk(&mut h, RUNNING_WITHIN - 2 * patience());
-    assert!(h.wounds.is_empty(), "b is younger: rule 5b spares it: {:?}", h.wounds);
+    assert!(h.wounds.is_empty(), "b is younger: LK-5b spares it: {:?}", h.wounds);
     talk(&mut h, 4 * patience());
     assert!(h.wounds.contains(&b), "past RUNNING_WITHIN, a wounds b: {:?}", h.wounds);
     assert!(!h.wounds.contains(&a), "{:?}", h.wounds);
@@ -400,7 +399,7 @@ fn salt_locked_records_log_each_operations_locks_and_fold_back_on_restart() {
     assert_eq!(r.locks_of(t), live, "and a restart relocks them all, in grant order");
 }
 
-/// A lock changes after it was logged: a BASE write's remote read dependency (rule 6b across
+/// A lock changes after it was logged: a BASE write's remote read dependency (LK-6b across
 /// partitions) settles. The next operation's record re-lists it with its new `after`, replacing
 /// the logged one: a fold that kept the old one (or kept both) would relock a write that waits
 /// for reads already settled.
@@ -425,14 +424,14 @@ fn salt_locked_records_carry_a_lock_that_changed_since_it_was_logged() {
     assert!(r.locks_of(t).iter().all(|l| l.after.is_empty()), "{:?}", r.locks_of(t));
 }
 
-/// Lock rule 5f: waits are timed on the partition's wait clock, on which the gap before a
+/// LK-5f: waits are timed on the partition's wait clock, on which the gap before a
 /// tick counts for at most [`TICK_CREDIT_MAX`]. A partition whose worker did not run for 50 ms
 /// (starved of CPU) has not watched its waiters for 50 ms: the first tick after the stall must
-/// not find them all past their patience and abort them at once (under `salt` at 128 TPC-C
-/// clients on a loaded machine, throughput fell to 186–300 txn/s, issue 20). Ticks it does see
-/// still add up to the patience, and the waiter dies as before.
+/// not find them all past their patience and abort them at once (an overloaded partition
+/// would churn on the retries). Ticks it does see still add up to the patience, and the
+/// waiter dies then.
 #[test]
-fn rule5f_a_stalled_partition_does_not_count_the_stall_as_patience() {
+fn rule_lk5f_a_stalled_partition_does_not_count_the_stall_as_patience() {
     let mut h = H::new(&[1]);
     let (a, b) = (txn(0, 1), txn(1, 2));
     h.op(a, 0, OpKind::Delete { key: key(1) });
@@ -448,12 +447,12 @@ fn rule5f_a_stalled_partition_does_not_count_the_stall_as_patience() {
     assert!(h.died(b), "ticks seen count: {:?}", h.results(b));
 }
 
-/// Lock rule 5g: an accepted BASE transaction that waits past the patience for an older
-/// accepted one does not wound it — it cannot abort, and its coordinator would drop the wound.
-/// Rule 5b used to send those wounds, and the sweep repeated them while the wounder waited:
-/// at 128 TPC-C clients under `salt`, ~33 useless messages per committed transaction (issue 20).
+/// LK-5g: an accepted BASE transaction that waits past the patience for an older
+/// accepted one does not wound it — it cannot abort, and its coordinator would drop the wound;
+/// the sweep would repeat such wounds while the wounder waits, useless messages by the
+/// thousand under load.
 #[test]
-fn rule5g_no_wound_is_sent_to_an_accepted_base_transaction() {
+fn rule_lk5g_no_wound_is_sent_to_an_accepted_base_transaction() {
     let mut h = H::new(&[1]);
     let (old, young) = (txn(0, 1), txn(1, 2));
     h.op_as(old, 0, OpKind::Delete { key: key(1) }, true);
@@ -462,7 +461,7 @@ fn rule5g_no_wound_is_sent_to_an_accepted_base_transaction() {
     assert!(h.results(young).is_empty(), "young waits for old");
     h.tick(QUERY_INTERVAL + 4 * patience());
     assert!(h.wounds.is_empty(), "old is accepted: no wound: {:?}", h.wounds);
-    // A mortal older blocker is still wounded (rule 5b).
+    // A mortal older blocker is still wounded (LK-5b).
     let mut h = H::new(&[1]);
     h.op(old, 0, OpKind::Delete { key: key(1) });
     h.tick(TICK);
@@ -471,13 +470,13 @@ fn rule5g_no_wound_is_sent_to_an_accepted_base_transaction() {
     assert!(h.wounds.contains(&old), "a mortal older blocker is wounded: {:?}", h.wounds);
 }
 
-/// Lock rule 5h: a lock-free transaction (read-committed reads only) queued ahead of an
+/// LK-5h: a lock-free transaction (read-committed reads only) queued ahead of an
 /// accepted BASE transaction is in its way only by its place in the queue. Past the patience
-/// the accepted one wounds the older mortal holder as before, but not the reader: the reader
-/// steps out of the queue and its transaction goes on. (Wounded, TPC-C Stock-Levels died in
-/// 20% of their attempts at 64 clients under `salt`, issue 20.)
+/// the accepted one wounds the older mortal holder (LK-5b), but not the reader: the reader
+/// steps out of the queue and its transaction goes on. (Wounded, TPC-C Stock-Levels under
+/// `salt` would die often.)
 #[test]
-fn rule5h_a_lock_free_reader_in_an_accepted_transactions_way_steps_out_unwounded() {
+fn rule_lk5h_a_lock_free_reader_in_an_accepted_transactions_way_steps_out_unwounded() {
     let mut h = H::new(&[1]);
     let (holder, reader, base) = (txn(0, 1), txn(1, 2), txn(0, 3));
     h.op(holder, 0, OpKind::Delete { key: key(1) });
@@ -491,12 +490,12 @@ fn rule5h_a_lock_free_reader_in_an_accepted_transactions_way_steps_out_unwounded
     assert!(!h.died(reader) && h.results(reader).is_empty(), "it waits on: {:?}", h.results(reader));
 }
 
-/// Lock rule 5h: where rule 5a aborts a serializable reader behind an idle older holder, a
+/// LK-5h: where LK-5a aborts a serializable reader behind an idle older holder, a
 /// lock-free one steps out and asks again every tick, and reads once the holder commits — for
 /// at most `STEP_OUT_MAX`, after which it dies as any other (a deadlock through a stale
 /// lock-free flag lasts no longer).
 #[test]
-fn rule5h_a_lock_free_reader_waits_out_an_idle_holder_for_at_most_step_out_max() {
+fn rule_lk5h_a_lock_free_reader_waits_out_an_idle_holder_for_at_most_step_out_max() {
     for commits in [true, false] {
         let mut h = H::new(&[1]);
         let (holder, reader, serializable) = (txn(0, 1), txn(1, 2), txn(1, 3));
@@ -505,7 +504,7 @@ fn rule5h_a_lock_free_reader_waits_out_an_idle_holder_for_at_most_step_out_max()
         h.rc_op(reader, 0, OpKind::Read { key: key(1), cols: ColMask::ALL });
         h.op(serializable, 0, OpKind::Read { key: key(1), cols: ColMask::ALL });
         h.tick(RUNNING_WITHIN + 4 * patience());
-        assert!(h.died(serializable), "rule 5a: {:?}", h.results(serializable));
+        assert!(h.died(serializable), "LK-5a: {:?}", h.results(serializable));
         assert!(h.results(reader).is_empty(), "the lock-free reader waits on: {:?}", h.results(reader));
         if commits {
             h.commit(holder, 1);
@@ -517,7 +516,7 @@ fn rule5h_a_lock_free_reader_waits_out_an_idle_holder_for_at_most_step_out_max()
             );
         } else {
             // The holder's node is silent: it counts as working for COORDINATOR_SILENT_MAX
-            // (rule 5a's exception), then the reader steps out for STEP_OUT_MAX.
+            // (LK-5a's exception), then the reader steps out for STEP_OUT_MAX.
             h.tick(COORDINATOR_SILENT_MAX + STEP_OUT_MAX - RUNNING_WITHIN - 10 * patience());
             assert!(h.results(reader).is_empty(), "it still asks: {:?}", h.results(reader));
             h.tick(RUNNING_WITHIN);
@@ -526,12 +525,12 @@ fn rule5h_a_lock_free_reader_waits_out_an_idle_holder_for_at_most_step_out_max()
     }
 }
 
-/// Lock rule 5h, the coordinator's half (`TxnClass::with_op`): a transaction is lock-free
+/// LK-5h, the coordinator's half (`TxnClass::with_op`): a transaction is lock-free
 /// while every operation it has sent takes only short-term locks at its isolation level (Salt
 /// Table 1: 𝓛 is {write} below repeatable read), and stops being so for good at the first one
 /// that does not. BASE transactions are never lock-free.
 #[test]
-fn rule5h_a_transaction_is_lock_free_until_its_first_long_term_lock() {
+fn rule_lk5h_a_transaction_is_lock_free_until_its_first_long_term_lock() {
     let read = OpKind::Read { key: key(1), cols: ColMask::ALL };
     let scan = OpKind::Scan { start: key(1), end: None, limit: 10 };
     let write = OpKind::Delete { key: key(1) };
@@ -548,12 +547,12 @@ fn rule5h_a_transaction_is_lock_free_until_its_first_long_term_lock() {
     assert!(!TxnClass::new(Isolation::ReadCommitted, true, 1).lock_free, "BASE transactions are not lock-free");
 }
 
-/// A read of many keys locks each key as its own read would (lock rules 1–3, in key order):
+/// A read of many keys locks each key as its own read would (LK-1–LK-3, in key order):
 /// it waits for a writer of any one of them, holds every read lock to the end at serializable
 /// (a writer of any of its keys then waits for it), and answers every key at once, in the
 /// caller's order, with the committed row.
 #[test]
-fn rule1_a_read_of_many_keys_locks_each_key_as_its_read_would() {
+fn rule_lk1_a_read_of_many_keys_locks_each_key_as_its_read_would() {
     let mut h = H::new(&[1, 2, 3]);
     let (w, r, late) = (txn(0, 1), txn(1, 2), txn(0, 3));
     let update = |k: i64| OpKind::Update {
@@ -573,10 +572,10 @@ fn rule1_a_read_of_many_keys_locks_each_key_as_its_read_would() {
     assert!(h.results(late).is_empty(), "a writer of any of its keys waits for the reader");
 }
 
-/// Lock rule 5h with a read of many keys: at read committed its locks are short-term, so the
+/// LK-5h with a read of many keys: at read committed its locks are short-term, so the
 /// transaction stays lock-free, and they are gone once it is answered.
 #[test]
-fn rule5h_a_read_of_many_keys_is_short_term_at_read_committed() {
+fn rule_lk5h_a_read_of_many_keys_is_short_term_at_read_committed() {
     let mut h = H::new(&[1, 2]);
     let r = txn(0, 1);
     let many = OpKind::ReadMany { keys: vec![(0, key(2)), (1, key(1))] };
@@ -587,11 +586,11 @@ fn rule5h_a_read_of_many_keys_is_short_term_at_read_committed() {
     assert!(h.p.locks.held(r).is_empty(), "short-term read locks are released once it is answered");
 }
 
-/// A batch of writes locks each key as its own write would (lock rule 1: a reader of any of
+/// A batch of writes locks each key as its own write would (LK-1: a reader of any of
 /// them waits for it) and applies whole or not at all: one write that fails (here an insert
 /// of an existing key) fails the batch, and the transaction's own later read sees none of it.
 #[test]
-fn rule1_a_batch_of_writes_locks_each_key_and_applies_whole_or_not_at_all() {
+fn rule_lk1_a_batch_of_writes_locks_each_key_and_applies_whole_or_not_at_all() {
     let mut h = H::new(&[1, 2, 3]);
     let (w, r) = (txn(0, 1), txn(1, 2));
     let bump = |k: i64| OpKind::Update {

@@ -3,11 +3,11 @@
 //! of a unit whose partition restarted since answering it is refused
 //! (`Request::Op::incarnation`).
 //!
-//! Found by `litmus sim --workload tpcc-neworder --engine acid --faults`: a lost operation
-//! stalled its transaction for the coordinator's 10 s stall timeout (seed 20001's load never
-//! finished); and once operations were resent, a New-Order's insert resent to a restarted
-//! partition ran there alone and failed as a duplicate key (seed 30186), an error that is not
-//! the transaction's own.
+//! What they prevent, as `litmus sim --workload tpcc-neworder --engine acid --faults` shows:
+//! a lost operation stalling its transaction for the coordinator's 10 s stall timeout (seed
+//! 20001's load would never finish); and a New-Order's insert resent to a restarted partition
+//! running there alone and failing as a duplicate key (seed 30186), an error that is not the
+//! transaction's own.
 
 use litmus_core::{AbortReason, Error, Isolation, TxnId, Value};
 use litmus_locking::coordinator::OP_RESEND_AFTER;
@@ -134,7 +134,7 @@ fn a_resent_operation_answered_already_fails_retryably() {
     assert_eq!(balance(&mut c, 9), None, "the rolled-back insert is not visible");
 }
 
-/// A network duplicate of an operation answered already is dropped, as before resends: only
+/// A network duplicate of an operation answered already is dropped: only
 /// the coordinator's own resend (`resent`) is answered with an abort.
 #[test]
 fn a_network_duplicate_of_an_answered_operation_is_dropped() {

@@ -250,7 +250,7 @@ fn drain(c: &mut SyncCluster) {
     while c.deliver_one() {}
 }
 
-/// Sends a request that must queue behind an older lock holder (lock rule 5a): it is not
+/// Sends a request that must queue behind an older lock holder (LK-5a): it is not
 /// answered while it waits less than `LOCK_WAIT_PATIENCE`, and is aborted with
 /// `AbortReason::Deadlock` once it has waited that long (plus a tick) and still waits.
 fn waits_then_dies(c: &mut SyncCluster, client: u64, body: RequestBody) -> Result<ResponseBody, Error> {
@@ -273,7 +273,7 @@ fn op_waits_then_dies(c: &mut SyncCluster, client: u64, txn: litmus_core::TxnId,
 }
 
 /// Dirty write (P0) is forbidden at every level: the second writer (younger) waits, and dies
-/// after the patience while the first still holds its lock (lock rule 5a).
+/// after the patience while the first still holds its lock (LK-5a).
 #[test]
 fn anomaly_dirty_write_forbidden_at_every_level() {
     for level in Isolation::ALL {
@@ -298,7 +298,7 @@ fn anomaly_dirty_read_per_level() {
         if level == Isolation::ReadUncommitted {
             assert_eq!(row_bal(op(&mut c, 2, t2, read(0))).unwrap(), 7, "read-uncommitted allows dirty reads");
         } else if level == Isolation::ReadCommitted {
-            // Lock rule 5h: a lock-free reader is not aborted for waiting; it reads once the
+            // LK-5h: a lock-free reader is not aborted for waiting; it reads once the
             // writer is gone, and never the dirty value.
             let id = c.send(2, RequestBody::Op { txn: t2, op: read(0) });
             drain(&mut c);
@@ -384,7 +384,7 @@ fn two_phase_commit_is_atomic() {
     assert_eq!(total(&mut c).unwrap(), (1500, 3));
 }
 
-/// Lock rule 5 (wait-die with patience) across a client's retries: the retry of a call carries
+/// LK-5 (wait-die with patience) across a client's retries: the retry of a call carries
 /// how long the client has been retrying (`retrying_for`), and the transaction gets the age of
 /// its first attempt. A first attempt younger than the lock holder waits impatiently and dies
 /// after the patience, changing nothing; its retry, whose first attempt began before the
@@ -411,11 +411,11 @@ fn wait_die_retry_keeps_the_first_attempts_age() {
     assert_eq!((balance(&mut c, 0), balance(&mut c, 1)), (60, INITIAL + 10));
 }
 
-/// Lock rule 5a: a younger requester behind a briefly held lock queues and is granted when the
+/// LK-5a: a younger requester behind a briefly held lock queues and is granted when the
 /// holder commits within the patience — pure wait-die killed it at once (a hot row held for a
 /// round trip made nearly every requester die and retry).
 #[test]
-fn rule5a_younger_requester_is_granted_when_the_holder_commits_within_the_patience() {
+fn rule_lk5a_younger_requester_is_granted_when_the_holder_commits_within_the_patience() {
     let mut c = bank_cluster(litmus_locking::ACID, 2);
     let t1 = begin(&mut c, 1, Isolation::Serializable);
     let t2 = begin(&mut c, 2, Isolation::Serializable);
@@ -446,11 +446,11 @@ fn older_and_younger_writers(c: &mut SyncCluster, a: i64, b: i64) -> (litmus_cor
     (older, younger)
 }
 
-/// Lock rule 5a: a deadlock between a younger and an older transaction on two keys is broken
+/// LK-5a: a deadlock between a younger and an older transaction on two keys is broken
 /// after the patience — the younger (waiting for the older) dies, the older (waiting for the
 /// younger, a permanent wait) is then granted and commits.
 #[test]
-fn rule5a_deadlock_between_younger_and_older_is_broken_after_the_patience() {
+fn rule_lk5a_deadlock_between_younger_and_older_is_broken_after_the_patience() {
     for engine in [litmus_locking::ACID, litmus_locking::SALT] {
         let mut c = bank_cluster(engine, 3);
         let (older, younger) = older_and_younger_writers(&mut c, 0, 1);
@@ -500,13 +500,13 @@ fn learn_queue(c: &mut SyncCluster, engine: EngineKind, a: (u64, litmus_core::Tx
     assert_eq!(head_row(c.response(b.0, bs).cloned()), Some(11), "{engine}: b got the next head");
 }
 
-/// Lock rule 5a's exception (queue anchors): consumers of a table used as a queue — each
+/// LK-5a's exception (queue anchors): consumers of a table used as a queue — each
 /// reads its head with a limited scan, then deletes it — take turns on the queue's anchor, and
 /// one queued behind an older consumer that keeps working waits past the patience instead of
 /// dying; it gets the head when the older one commits. (Known gap: if the older consumer
 /// deletes its head while the other waits, the waiter is aborted; not yet understood.)
 #[test]
-fn rule5a_queue_consumers_wait_their_turn_behind_a_working_consumer() {
+fn rule_lk5a_queue_consumers_wait_their_turn_behind_a_working_consumer() {
     let (head, delete) = (queue_head, delete_account);
     let first = |r: Result<OpResult, Error>| match r {
         Ok(OpResult::Rows(rows)) => rows.first().map(|row| row[0].as_int().unwrap()),
@@ -556,13 +556,13 @@ fn rule5a_queue_consumers_wait_their_turn_behind_a_working_consumer() {
     }
 }
 
-/// Rule 5a's exception counts a transaction as working from when its operation last *ran*
+/// LK-5a's exception counts a transaction as working from when its operation last *ran*
 /// here, not when it arrived: a consumer granted the queue's head after waiting longer than
 /// `RUNNING_WITHIN` behind another has just started working, and the consumer queued behind it
 /// waits on. (Counting from arrival made TPC-C Deliveries of one warehouse under `salt` die in
-/// chains: each one granted the anchor looked idle to the next — issue 20.)
+/// chains: each one granted the anchor looked idle to the next.)
 #[test]
-fn rule5a_a_consumer_granted_after_a_long_wait_counts_as_working() {
+fn rule_lk5a_a_consumer_granted_after_a_long_wait_counts_as_working() {
     let (head, first) = (queue_head, head_row);
     for engine in [litmus_locking::ACID, litmus_locking::SALT] {
         let mut c = bank_cluster(engine, 14);
@@ -607,15 +607,14 @@ fn rule5a_a_consumer_granted_after_a_long_wait_counts_as_working() {
     }
 }
 
-/// Rule 5a's exception looks at an anchor's holders only: consumers queued on a queue's anchor
+/// LK-5a's exception looks at an anchor's holders only: consumers queued on a queue's anchor
 /// wait for whoever holds it, however many queue ahead of them. A queue longer than the bound
-/// on how many transactions the exception examines (`ALIVE_VISITS_MAX`, 64) made every
-/// consumer at its back die after the patience although the holder worked: at 128 TPC-C
-/// clients on 2 warehouses, 64 Deliveries queued on each district's anchor and 73% of
-/// Delivery attempts under `salt-local` died that way (issue 20). Here 70 consumers queue
-/// behind a working one, and none dies; when it commits, the next is granted.
+/// on how many transactions the exception examines (`ALIVE_VISITS_MAX`, 64) would make every
+/// consumer at its back die after the patience although the holder works (at 128 TPC-C
+/// clients on 2 warehouses, 64 Deliveries queue on each district's anchor). Here 70
+/// consumers queue behind a working one, and none dies; when it commits, the next is granted.
 #[test]
-fn rule5a_a_long_queue_of_consumers_waits_behind_a_working_holder() {
+fn rule_lk5a_a_long_queue_of_consumers_waits_behind_a_working_holder() {
     let (head, first) = (queue_head, head_row);
     const QUEUED: u64 = 70;
     for engine in [litmus_locking::ACID, litmus_locking::SALT_LOCAL] {
@@ -650,10 +649,10 @@ fn rule5a_a_long_queue_of_consumers_waits_behind_a_working_holder() {
     }
 }
 
-/// Rule 5a's exception covers waits for accepted BASE transactions: they cannot abort, so a
+/// LK-5a's exception covers waits for accepted BASE transactions: they cannot abort, so a
 /// younger ACID transaction behind a working one's saline lock waits past its patience instead
-/// of dying (TPC-C Stock-Levels behind New-Orders under `salt` died of it — issue 20); and rule
-/// 5b does not wound an older blocker that works. Working counts operations run here since the
+/// of dying (TPC-C Stock-Levels behind New-Orders under `salt` would die of it); and LK-5b
+/// does not wound an older blocker that works. Working counts operations run here since the
 /// wait began. Here, on one partition: an older ACID writer holds account `to`; a BASE transfer
 /// `from` → `to`, accepted after its debit, waits for it; a younger ACID reader of `from` waits
 /// for the transfer's saline lock, and the transfer waits for the writer, who keeps working
@@ -661,7 +660,7 @@ fn rule5a_a_long_queue_of_consumers_waits_behind_a_working_holder() {
 /// balance. On a different partition the same reader dies after the patience: the transfer
 /// runs nothing there, and for all that partition knows it waits for the reader elsewhere.
 #[test]
-fn rule5a_acid_waits_out_a_working_base_transaction_and_rule5b_spares_a_working_blocker() {
+fn rule_lk5a_acid_waits_out_a_working_base_transaction_and_rule5b_spares_a_working_blocker() {
     let accounts = 12;
     let table = bank::catalog().table_by_name(bank::ACCOUNTS).unwrap().clone();
     let part = |id: i64| table.partition_of(&[Value::Int(id)], 3);
@@ -770,12 +769,12 @@ fn three_accounts_and_a_scan_of_two() -> (SyncCluster, Op) {
     (c, scan2)
 }
 
-/// Lock rule 4 with next-key narrowing: a serializable scan that returns its `limit` rows locks
+/// LK-4 with next-key narrowing: a serializable scan that returns its `limit` rows locks
 /// its range only up to the last row it returned. An insert after that row cannot change its
 /// result and goes ahead; one before it is a phantom and waits (or dies). Accounts 10, 16 and
 /// 25 all live on partition 1 (key mod 3).
 #[test]
-fn rule4_next_key_limited_scan_locks_only_up_to_its_last_row() {
+fn rule_lk4_next_key_limited_scan_locks_only_up_to_its_last_row() {
     let (mut c, scan2) = three_accounts_and_a_scan_of_two();
     let reader = begin(&mut c, 1, Isolation::Serializable);
     assert_eq!(scan_ids(op(&mut c, 1, reader, scan2.clone())), vec![10, 16]);
@@ -798,7 +797,7 @@ fn rule4_next_key_limited_scan_locks_only_up_to_its_last_row() {
 /// commits the scan's result reaches past the locked prefix, so the partition locks the rest of
 /// the range and scans again; the whole range is then protected.
 #[test]
-fn rule4_next_key_limited_scan_relocks_when_rows_vanish_while_it_waits() {
+fn rule_lk4_next_key_limited_scan_relocks_when_rows_vanish_while_it_waits() {
     let (mut c, scan2) = three_accounts_and_a_scan_of_two();
     let reader = begin(&mut c, 1, Isolation::Serializable); // older: it waits, never dies
     c.tick(5);
@@ -820,7 +819,7 @@ fn rule4_next_key_limited_scan_relocks_when_rows_vanish_while_it_waits() {
     c.call(1, RequestBody::Commit { txn: reader }).unwrap();
 }
 
-/// Lock rule 5b with patience: an accepted BASE transaction that waits for an older ACID
+/// LK-5b with patience: an accepted BASE transaction that waits for an older ACID
 /// transaction's lock wounds it only once it has waited `LOCK_WAIT_PATIENCE`. (Wounding at once
 /// aborted TPC-C New-Orders whose `w_tax` read met an accepted Payment's `w_ytd` update, a lock
 /// held for one round trip.) Here the accepted transfer 1 → 0 waits for the ACID holder of
@@ -829,7 +828,7 @@ fn rule4_next_key_limited_scan_relocks_when_rows_vanish_while_it_waits() {
 /// is wounded once the patience has run out, and the transfer completes. Accounts 1 and 0 live
 /// on partitions 1 and 0.
 #[test]
-fn rule5b_accepted_base_wounds_an_older_blocker_only_after_the_patience() {
+fn rule_lk5b_accepted_base_wounds_an_older_blocker_only_after_the_patience() {
     for deadlock in [false, true] {
         let mut c = bank_cluster(litmus_locking::SALT, 2);
         let acid = begin(&mut c, 1, Isolation::Serializable);
@@ -860,11 +859,11 @@ fn rule5b_accepted_base_wounds_an_older_blocker_only_after_the_patience() {
     }
 }
 
-/// Lock rule 5c: a deadlock on one partition is broken when it forms, without waiting out the
+/// LK-5c: a deadlock on one partition is broken when it forms, without waiting out the
 /// patience — the younger transaction (the one waiting for an older) dies, the older is granted.
 /// Accounts 0 and 3 both live on partition 0. No time passes in this test.
 #[test]
-fn rule5c_local_deadlock_is_broken_at_once() {
+fn rule_lk5c_local_deadlock_is_broken_at_once() {
     for engine in [litmus_locking::ACID, litmus_locking::SALT] {
         let mut c = bank_cluster(engine, 4);
         let (older, younger) = older_and_younger_writers(&mut c, 0, 3);
@@ -944,10 +943,10 @@ fn deliver_through_op_to(c: &mut SyncCluster, part: u32) {
 
 /// The BASE counterpart of the test above. A subtransaction's locks are logged (`Locked`) and
 /// relocked when its partition restarts, but the partition's record of the transaction comes
-/// back without its run number or buffered writes. The subtransaction's next operation at the
-/// new incarnation used to be taken for a new run: the partition rolled the unit back and
-/// released its locks, while the coordinator still held the first operation's write image —
-/// and committed it over what another transaction wrote in between (a lost update).
+/// back without its run number or buffered writes. Were the subtransaction's next operation at
+/// the new incarnation taken for a new run, the partition would roll the unit back and release
+/// its locks while the coordinator still holds the first operation's write image — and commits
+/// it over what another transaction wrote in between (a lost update). It fails instead.
 #[test]
 fn base_subtransaction_fails_after_its_partition_restarts_between_operations() {
     let mut r = bank::registry();

@@ -1,9 +1,9 @@
-//! Salt §5.1's release order when the objects live on different partitions (issue 11).
+//! Salt §5.1's release order when the objects live on different partitions.
 //!
 //! Fig. 4: BASE₁ writes `x`; BASE₂ reads `x` and writes `y` from it; ACID₁ reads `y`. ACID₁
-//! must not see `y` while BASE₁ has not ended — *write-after-read within a transaction* (rule
-//! 6b) keeps BASE₂'s saline lock on `y` until BASE₂'s read of `x` is released, and
-//! *read-after-write across transactions* (rule 6a) keeps that read until BASE₁ releases `x`.
+//! must not see `y` while BASE₁ has not ended — *write-after-read within a transaction*
+//! (LK-6b) keeps BASE₂'s saline lock on `y` until BASE₂'s read of `x` is released, and
+//! *read-after-write across transactions* (LK-6a) keeps that read until BASE₁ releases `x`.
 //! Fig. 5: once BASE₁ ends, the chain is released and ACID₁ reads `y`.
 //!
 //! Every test holds BASE₁ back by cutting off the partition of its last subtransaction (`z`):
@@ -102,7 +102,7 @@ impl Cut {
 
     /// Sends a request and runs until it is answered (messages to `to` set aside), for up to
     /// 3 s of ticks: a read-committed read steps out of its queue and asks again for up to
-    /// `STEP_OUT_MAX` (1 s) before it dies (lock rule 5h).
+    /// `STEP_OUT_MAX` (1 s) before it dies (LK-5h).
     fn call(&mut self, c: &mut SyncCluster, client: u64, body: RequestBody) -> Result<ResponseBody, Error> {
         let id = c.send(client, body);
         for _ in 0..600 {
@@ -150,7 +150,7 @@ fn base1_held_back(c: &mut SyncCluster, x: i64, z: i64) -> Cut {
 
 /// While BASE₁ has not ended, an ACID read of `key` (derived from BASE₁'s write) must wait —
 /// and here, with nothing to wait for that it can see, die after the patience (read-committed:
-/// after stepping out and asking again for `STEP_OUT_MAX`, lock rule 5h) and retry — but never
+/// after stepping out and asking again for `STEP_OUT_MAX`, LK-5h) and retry — but never
 /// return the derived value.
 fn assert_kept_out(c: &mut SyncCluster, cut: &mut Cut, isolation: Isolation, key: i64, what: &str) {
     for attempt in 0..3 {
@@ -216,8 +216,7 @@ fn fig5_release_order_across_partitions() {
     }
 }
 
-/// The control case the issue started from: `x` and `y` on one partition (the per-partition
-/// rule-6 dependencies, unchanged).
+/// The control case: `x` and `y` on one partition (LK-6's per-partition dependencies).
 #[test]
 fn fig4_indirect_dirty_read_on_one_partition_is_prevented() {
     let (x, y, z) = (1, 1 + PARTS as i64, 4);
@@ -274,7 +273,7 @@ fn fig4_across_partitions_at_every_isolation_level() {
     cut.heal(&mut c);
 }
 
-/// A partition restart while rule 6b holds a lock back across partitions: `y`'s partition
+/// A partition restart while LK-6b holds a lock back across partitions: `y`'s partition
 /// crashes after BASE₂ ended (its lock on `y` is releasing, waiting for `x`'s partition). The
 /// remote dependency is durable — relocked with the lock — so ACID₁ is still kept out, and is
 /// let in once BASE₁ ends. The same with `x`'s partition restarting (its grant numbers go on

@@ -1,5 +1,5 @@
 //! Salt §5.1 release order across a partition restart: the indirect dirty read of Fig. 4 stays
-//! prevented (Fig. 5) when the partition crashes while rule 6 holds a lock back.
+//! prevented (Fig. 5) when the partition crashes while LK-6 holds a lock back.
 //!
 //! The test talks to one `salt` partition directly, playing the coordinators:
 //!
@@ -96,7 +96,7 @@ fn op(h: &mut Harness, unit: Unit, n: u32, base: bool, kind: OpKind) -> Option<R
         id,
         unit,
         attempt,
-        // The ACID reader is the oldest, so lock rule 5 lets it wait patiently.
+        // The ACID reader is the oldest, so LK-5 lets it wait patiently.
         class: class(base, if base { unit.txn.seq } else { 0 }),
         op: PartOp { table, kind },
         local_commit: false,
@@ -155,7 +155,7 @@ fn fig5_release_order_survives_partition_restart() {
 
     h.restart();
 
-    // Recovered locks count as the oldest for lock rule 5, so the reader waits impatiently and
+    // Recovered locks count as the oldest for LK-5, so the reader waits impatiently and
     // dies (and would retry) after the patience; either way it must not read y.
     let acid2 = txn(2, 4);
     let blocked = op(&mut h, Unit { txn: acid2, sub: 0 }, 0, false, read(y));
@@ -163,7 +163,7 @@ fn fig5_release_order_survives_partition_restart() {
     assert!(h.tick(5).is_empty(), "within the patience it keeps waiting");
     let blocked = h.tick(LOCK_WAIT_PATIENCE.as_millis() as u64);
     // Past the patience it dies (retryably) or — BASE₂ holding saline locks, an accepted
-    // transaction, rule 5a's exception — waits on; it never reads y.
+    // transaction, LK-5a's exception — waits on; it never reads y.
     assert!(
         blocked.is_empty() || matches!(&blocked[..], [Reply::Op { result: Err(e), .. }] if e.is_retryable()),
         "after a restart, ACID's read of y must still be kept out by BASE₂'s held-back lock: {blocked:?}"

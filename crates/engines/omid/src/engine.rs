@@ -1,7 +1,7 @@
 //! The Omid engine proper: transactions over the partitioned multiversion store (§II "Status
 //! Oracle in Action"). The coordinator half ([`OmidCoordinator`]) is the Omid *client*; the
 //! partition half ([`OmidPartition`]) is the data server. See the module doc of [`super`] for
-//! the mapping and the rules; rule numbers E1–E6 below refer to it.
+//! the mapping and the rules; rule numbers OM-E1–OM-E6 below refer to it.
 
 use super::messages::{CrashRange, Delta, Fate, Reply as OracleBody, Request as OracleCall, FATES_PER_REQUEST_MAX};
 use super::node::{OracleReply, OracleRequest, OracleWire, ORACLE, ORACLE_STANDBY};
@@ -36,15 +36,15 @@ pub const DELTA_GAP_TIMEOUT: Duration = Duration::from_millis(500);
 /// An operation not decided in this long (a partition that does not answer, an oracle that
 /// cannot be reached to judge a version) fails with a retryable `Unavailable` — before the
 /// client's own deadline ([`litmus_protocol::client::REQUEST_TIMEOUT_DEFAULT`]), so the client gets a
-/// typed answer rather than a timeout, and nothing waits forever (issue 21).
+/// typed answer rather than a timeout, and nothing waits forever.
 pub const OP_DEADLINE: Duration = Duration::from_secs(3);
 /// A commit the oracle has not answered in this long is reported as outcome unknown (its
-/// fate is decided by the serving oracle alone; readers ask it, see the module doc, E4).
+/// fate is decided by the serving oracle alone; readers ask it, see the module doc, OM-E4).
 pub const COMMIT_DEADLINE: Duration = Duration::from_secs(3);
 /// Final writer fates ([`Fate`]) a coordinator remembers across transactions and sessions.
 pub const FATES_CACHED_MAX: usize = 1 << 20;
 /// A cleanup whose partitions did not all answer in this long is given up (its aborted entry
-/// stays in the oracle's list: safe, rule 4).
+/// stays in the oracle's list: safe, OM-4).
 pub const CLEANUP_GIVE_UP_AFTER: Duration = Duration::from_secs(5);
 
 /// A version as a partition returns it: the writer's start timestamp and the row (`None`: a
@@ -102,10 +102,10 @@ pub enum Request {
     Put { tag: u64, id: SubOpId, ts: Timestamp, table: TableId, key: Key, row: Option<Row> },
     /// Delete the versions of an aborted writer (§II "single-row cleanup").
     Cleanup { ts: Timestamp, rows: Vec<(TableId, Key)> },
-    /// The writer committed at `commit_ts`: its versions may shadow older ones at GC (E5).
+    /// The writer committed at `commit_ts`: its versions may shadow older ones at GC (OM-E5).
     Committed { ts: Timestamp, commit_ts: Timestamp, rows: Vec<(TableId, Key)> },
-    /// From the oracle: `Tmin`, the garbage-collection low-water mark (E5), and the aborted
-    /// transactions and crash ranges below it whose versions must go (rule 4); answered with
+    /// From the oracle: `Tmin`, the garbage-collection low-water mark (OM-E5), and the aborted
+    /// transactions and crash ranges below it whose versions must go (OM-4); answered with
     /// [`Reply::Purged`].
     Gc { low_water: Timestamp, purge: Vec<Timestamp>, crashed: Vec<CrashRange> },
 }
@@ -171,7 +171,7 @@ pub enum Record {
 // Partition half
 // ================================================================================================
 
-/// The data server. See the module doc of [`super`] (E4, E5).
+/// The data server. See the module doc of [`super`] (OM-E4, OM-E5).
 #[derive(Debug, Default)]
 pub struct OmidPartition {
     /// The last applied GC mark: reads and writes below it are refused (their versions may be
@@ -508,7 +508,7 @@ enum Session {
     Connected,
 }
 
-/// The Omid client inside a coordinator. See the module doc of [`super`] (E1–E3, E6).
+/// The Omid client inside a coordinator. See the module doc of [`super`] (OM-E1–OM-E3, OM-E6).
 pub struct OmidCoordinator {
     /// The oracle replica this coordinator talks to, and when it last answered.
     oracle: Addr,
@@ -610,7 +610,7 @@ impl OmidCoordinator {
     }
 
     /// Gives a start timestamp nobody will use back to the oracle: an empty commit takes it out
-    /// of the uncommitted list without entering it anywhere (rule 2).
+    /// of the uncommitted list without entering it anywhere (OM-2).
     fn release(&mut self, ctx: &mut CoordCtx, start_ts: Timestamp) {
         self.call(OracleCall::Commit { start_ts, write_set: Vec::new() }, Purpose::Finish, ctx);
     }
@@ -621,7 +621,7 @@ impl OmidCoordinator {
     }
 
     /// The oracle replica in use does not serve (it says so, or it is silent): the session
-    /// ends (E4) and the coordinator reconnects — with a new session id — to the other replica.
+    /// ends (OM-E4) and the coordinator reconnects — with a new session id — to the other replica.
     /// Unanswered aborts and releases are dropped with the session: the new session's connect
     /// ends the old one at a primary that knew it, and a promoted standby aborted everything
     /// in flight at its promotion.
@@ -644,7 +644,7 @@ impl OmidCoordinator {
     }
 
     /// The oracle session ended (the oracle restarted, dropped us as silent, or a delta was lost):
-    /// every transaction holding a snapshot of it can only abort (E6).
+    /// every transaction holding a snapshot of it can only abort (OM-E6).
     fn session_lost(&mut self, ctx: &mut CoordCtx) {
         self.session = Session::Disconnected;
         self.replica = None;
@@ -847,7 +847,7 @@ impl OmidCoordinator {
         self.send_part(id, id.part, Request::Put { tag, id, ts, table, key, row }, ctx);
     }
 
-    /// Rule 5 for this transaction: the replica, else the oracle's answer, else unknown.
+    /// OM-5 for this transaction: the replica, else the oracle's answer, else unknown.
     fn verdict(&self, t: &Txn, version_ts: Timestamp) -> Option<bool> {
         if let Some(&v) = t.verdicts.get(&version_ts) {
             return Some(v);
@@ -1107,7 +1107,7 @@ impl OmidCoordinator {
 }
 
 impl OmidCoordinator {
-    /// Nothing waits forever (issue 21): an operation older than [`OP_DEADLINE`] fails with a
+    /// Nothing waits forever: an operation older than [`OP_DEADLINE`] fails with a
     /// retryable `Unavailable` (it changed nothing the transaction keeps: the transaction
     /// aborts, and its versions are cleaned up or purged like any aborted writer's), and a
     /// commit unanswered for [`COMMIT_DEADLINE`] is reported as outcome unknown.

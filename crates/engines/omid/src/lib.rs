@@ -7,10 +7,10 @@
 //! oracle (SO) issues timestamps, detects write-write conflicts at commit and answers "is this
 //! version in my snapshot?".
 //!
-//! * [`oracle::StatusOracle`] — the SO, driven by [`oracle::StatusOracle::step`] (rules 1–8);
+//! * [`oracle::StatusOracle`] — the SO, driven by [`oracle::StatusOracle::step`] (OM-1–OM-8);
 //!   [`oracle::Standby`] — a hot standby that applies the SO's batches as they are logged.
 //! * [`node::OracleMachine`] — the SO as a runtime role at [`node::ORACLE`]
-//!   (node 0), with its WAL as the machine's log (persist before send = rule 7), and, in clusters
+//!   (node 0), with its WAL as the machine's log (persist before send = OM-7), and, in clusters
 //!   of two nodes or more, its hot standby at [`node::ORACLE_STANDBY`] (node 1):
 //!   synchronous log shipping, promotion with a higher epoch, fencing (see its module doc).
 //! * [`replica::ClientReplica`] — a client's read-only copy of the SO metadata (§IV).
@@ -21,9 +21,9 @@
 //!   [`litmus_storage::mvcc::MvccStore`], tagged with `Ts`.
 //! * [`messages`] — the SO's requests, replies, WAL records, checkpoints.
 //!
-//! ## Mapping onto LitmusDB (E1–E6)
+//! ## Mapping onto LitmusDB (OM-E1–OM-E6)
 //!
-//! **E1 — begin.** `begin` asks the SO for `Ts` (`BeginAs`, tagged so the reply finds its
+//! **OM-E1 — begin.** `begin` asks the SO for `Ts` (`BeginAs`, tagged so the reply finds its
 //! transaction; a resent copy gets the same `Ts` while it is in flight, so a lost reply orphans
 //! no timestamp). The reply piggybacks ΔSO; it is applied to the replica in `commitinfo` order
 //! (deltas that arrive early wait — the network reorders), and the transaction starts only once
@@ -32,32 +32,32 @@
 //! transaction that finished first) is released with an empty commit. Releases and aborts are
 //! resent until answered: a lost one would leave the `Ts` in flight, holding `Tmin`.
 //!
-//! **E2 — reads.** A point read fetches the newest [`engine::VERSIONS_PER_READ`] (`nv` = 3)
+//! **OM-E2 — reads.** A point read fetches the newest [`engine::VERSIONS_PER_READ`] (`nv` = 3)
 //! versions; the coordinator walks them newest first and returns the first in the snapshot
-//! (rule 5 on the replica); if none is and more exist, it reads the next `nv` below the oldest
+//! (OM-5 on the replica); if none is and more exist, it reads the next `nv` below the oldest
 //! seen. A version the replica cannot judge (`Tmax < Ts_f < T_init`) has its writer's fate asked
-//! of the SO (`Fates`, E4b) before deciding. Scans honour `nv` too: a page holds at most `limit` keys, each
+//! of the SO (`Fates`, OM-E4b) before deciding. Scans honour `nv` too: a page holds at most `limit` keys, each
 //! with its newest `nv` versions; the coordinator decides each key as a point read does and, for
 //! the keys none of whose returned versions is in the snapshot while older ones exist, fetches
 //! the next `nv` below the oldest seen (`ReadOlder`, one request for all such keys of the page)
 //! until every key is decided. Then it takes the page's visible rows in key order and continues
 //! after the page's last key until `limit` visible rows or the end of the range.
 //!
-//! **E3 — writes and commit.** `Write` installs a version at `Ts` at once; `Insert`, `Update` and
+//! **OM-E3 — writes and commit.** `Write` installs a version at `Ts` at once; `Insert`, `Update` and
 //! `Delete` first read the row in the snapshot (duplicate key / missing key / formula errors are
 //! decided there, changing nothing) and then install the new image (a tombstone for a delete).
-//! Own writes are visible (rule 5, `Ts_f = Ts_r`). Commit with no writes is local (§II: the SO
+//! Own writes are visible (OM-5, `Ts_f = Ts_r`). Commit with no writes is local (§II: the SO
 //! only gets the timestamp back, asynchronously); otherwise `Commit(Ts, W)` with `W` the
 //! [`RowId`]s of the written rows. A conflict aborts with the retryable `Error::Abort`
 //! (`WriteConflict` or `TimestampTooOld`) and the coordinator deletes the versions (`Cleanup`)
-//! and reports `CleanedUp` to the SO (rule 4). The isolation level a client asks for is ignored:
+//! and reports `CleanedUp` to the SO (OM-4). The isolation level a client asks for is ignored:
 //! it is always SI. BASE procedures run as one SI transaction.
 //!
-//! **E4 — faults.** Requests to the SO and to partitions are resent (same tag) until answered;
+//! **OM-E4 — faults.** Requests to the SO and to partitions are resent (same tag) until answered;
 //! reads and puts are idempotent. A commit whose answer is ambiguous — `NotInFlight` (a resent or
 //! duplicated copy may have committed it) or a session lost while committing — is reported as
 //! `Unavailable { outcome_unknown: true }` and its versions are left alone (if it aborted, GC
-//! purges them, E5). A partition refuses a put of a cleaned-up `Ts` (a late duplicate would
+//! purges them, OM-E5). A partition refuses a put of a cleaned-up `Ts` (a late duplicate would
 //! otherwise resurrect a version after the SO forgot the abort). When the session ends (the SO
 //! restarted, dropped the client as silent, or a delta was lost for [`engine::DELTA_GAP_TIMEOUT`])
 //! the coordinator drops its replica, fails the transactions holding a snapshot of it with a
@@ -66,20 +66,20 @@
 //! [`engine::ORACLE_FAILOVER_AFTER`] while requests waited (hot standby, [`node`]); replies of
 //! the replica it left are ignored.
 //!
-//! **Readers never wait on a writer (E4b, issue 21).** A version's writer has exactly one fate,
+//! **Readers never wait on a writer (OM-E4b).** A version's writer has exactly one fate,
 //! and only the serving status oracle decides it (§II: the SO is the sole commit authority;
 //! Algorithm 3 commits by writing `Tc`). A reader whose replica cannot judge a version
 //! (`Tmax < Ts_f < T_init`, §IV "Client Startup": typically every version written before the
 //! coordinator's last reconnect — after a failover, all of them) asks the oracle the writer's
 //! [`messages::Fate`] with [`messages::Request::Fates`]: one request for every such writer of a
 //! page, answered from durable state — `Committed(Tc)`, `Aborted`, `Old` (at or below `Tmax`,
-//! rule 5's last line) or `NotCommitted` (in flight now: invisible to every reader that started
+//! OM-5's last line) or `NotCommitted` (in flight now: invisible to every reader that started
 //! before the answer, because its `Tc`, if it ever commits, will be larger). The first three are
 //! final, so the coordinator remembers them for every later reader, session and oracle replica
 //! ([`engine::FATES_CACHED_MAX`]); the paper asks `inSnapshot` per read, which after a failover
-//! (an empty replica, `Tmax` far below `T_init`) turned a scan into one oracle round trip per
-//! row, each held for the standby's acknowledgement and resent every 200 ms — a storm that grew
-//! with every client retry until nothing answered (the cause of issue 21). And nothing waits
+//! (an empty replica, `Tmax` far below `T_init`) would turn a scan into one oracle round trip
+//! per row, each held for the standby's acknowledgement and resent every 200 ms — a storm that
+//! grows with every client retry until nothing answers. And nothing waits
 //! without bound: an operation undecided after [`engine::OP_DEADLINE`] (a partition or the
 //! oracle unreachable) fails with a retryable `Unavailable`, and a commit unanswered after
 //! [`engine::COMMIT_DEADLINE`] returns `Unavailable { outcome_unknown: true }` — both before the
@@ -90,19 +90,19 @@
 //!
 //! * *Its `Committed` record is durable at the serving replica* — the primary recovering from
 //!   its WAL (§IV "SO Data Reliability": the commit is acknowledged only after its WAL write,
-//!   rule 7), or a promoted standby that had acknowledged the batch (synchronous shipping: the
+//!   OM-7), or a promoted standby that had acknowledged the batch (synchronous shipping: the
 //!   primary answers nothing before the standby holds the batch, so every *acknowledged* commit
 //!   is there) — then it **committed** at that `Tc`, and the crash range lists it as committed.
 //! * *Otherwise* it is inside the crash range `(Tmax, reserved bound]` that the recovering or
 //!   promoted replica logs first (§IV "Recovery": "abort all the uncommitted transactions that
-//!   started before the failure", rule 8) — it **aborted**, for good: a late copy of its commit
+//!   started before the failure", OM-8) — it **aborted**, for good: a late copy of its commit
 //!   request finds it out of flight (`NotInFlight`), and the fenced old primary can answer
 //!   nothing (its replies need the standby's acknowledgement, which now refuses it).
 //!
 //! The writer's coordinator, if it lost the answer (oracle crash, failover, or its own
 //! `COMMIT_DEADLINE`), tells its client only "outcome unknown" and leaves the versions alone; if it
 //! died too, nothing changes — the decision never needed it, and its versions are invisible until
-//! readers learn the fate (`Aborted` versions are purged by GC, E5). A reader learns the fate in
+//! readers learn the fate (`Aborted` versions are purged by GC, OM-E5). A reader learns the fate in
 //! one round trip to the serving replica; while no replica serves (a single node restarting, or a
 //! primary stalled by a silent in-sync standby), its operation fails retryably at `OP_DEADLINE`.
 //!
@@ -125,11 +125,11 @@
 //!
 //! Which session owns a `Ts` is not logged (like the uncommitted list itself), so a standby does
 //! not have it: it needs none. A promoted standby, like a restarted SO, aborts everything that
-//! was in flight by a crash range (rule 8), whoever owned it; sessions, session ids and `BeginAs`
+//! was in flight by a crash range (OM-8), whoever owned it; sessions, session ids and `BeginAs`
 //! ids start empty there, and coordinators reconnect to it with new session ids. What a session's
 //! end decides (the `Aborted` records) is logged, so shipped like any batch.
 //!
-//! **E5 — garbage collection (§IV "HBase Garbage Collection").** Every
+//! **OM-E5 — garbage collection (§IV "HBase Garbage Collection").** Every
 //! [`node::GC_INTERVAL`] the serving SO replica ([`node`]: a primary alone, or one whose
 //! standby holds every batch, under a lease) sends `Tmin` (smallest in-flight `Ts`) to the
 //! partitions. After a
@@ -141,7 +141,7 @@
 //! `Tmin` may have committed after a reader started). Reads and puts below the last mark are
 //! refused (`TimestampTooOld`). A lost notice only keeps versions longer.
 //!
-//! The same message carries what no writer will clean up (rule 4): up to
+//! The same message carries what no writer will clean up (OM-4): up to
 //! [`node::PURGE_TXNS_MAX`] aborted `Ts`s below the mark not yet cleaned up, oldest first, and
 //! the crash ranges below it. Each partition deletes its versions of those (a `Cleanup` record
 //! per `Ts`, found through an index `Ts → rows` it builds from its store at first use — so again
@@ -153,19 +153,19 @@
 //! for the work again (purging twice finds nothing) — only the conclusions, `Forgotten` and
 //! `CrashForgotten`, are logged, and so shipped to the standby.
 //!
-//! **E6 — the replica and silent clients** are rules 6 and the oracle's idle push: a coordinator
+//! **OM-E6 — the replica and silent clients** are OM-6 and the oracle's idle push: a coordinator
 //! answers pushes with `Ack`.
 //!
-//! ## Rule 1 — timestamps (§II "Transaction Status Oracle", §V "Micro-benchmarks")
+//! ## OM-1 — timestamps (§II "Transaction Status Oracle", §V "Micro-benchmarks")
 //!
 //! One counter issues start and commit timestamps: unique and strictly increasing, so
 //! `Ts(txn)` doubles as the transaction id. The WAL never sees single timestamps: the SO logs a
 //! [`messages::Record::Reserve`] of an upper bound [`TIMESTAMP_BATCH`] ahead ("reserves thousands
 //! of timestamps per each write into the WAL") and, after recovery, issues from above the last
-//! logged bound. No reply carrying a timestamp leaves before its reservation is durable (rule 7),
+//! logged bound. No reply carrying a timestamp leaves before its reservation is durable (OM-7),
 //! so a timestamp is never issued twice, crash or not.
 //!
-//! ## Rule 2 — commit (Algorithm 3)
+//! ## OM-2 — commit (Algorithm 3)
 //!
 //! ```text
 //!   commit(Ts, W):  Ts not in uncommitted           -> abort (NotInFlight)
@@ -180,7 +180,7 @@
 //! commit with an empty write set (read-only) follows the same rules; it is not entered in the Tc
 //! list (it wrote no version anyone could ask about) and, when it aborts, not in the aborted list.
 //!
-//! ## Rule 3 — bounded memory and `Tmax` (§III "Memory Limited Capacity")
+//! ## OM-3 — bounded memory and `Tmax` (§III "Memory Limited Capacity")
 //!
 //! `lastCommit` keeps at most [`OracleConfig::last_commit_rows_max`] rows; the oldest (smallest
 //! `Tc`) are evicted and `Tmax` rises to the largest evicted `Tc`. By (1), `Tmax < Ts ⇒
@@ -193,7 +193,7 @@
 //! `Tc` and every uncommitted `Ts` is `> Tmax` (entries at or below `Tmax` are redundant and
 //! dropped).
 //!
-//! ## Rule 4 — the aborted and uncommitted lists (§III)
+//! ## OM-4 — the aborted and uncommitted lists (§III)
 //!
 //! `Ts` enters *uncommitted* at begin and leaves at commit or abort. When `Tmax` passes an
 //! uncommitted `Ts` ("do not commit in a timely manner"), it is aborted. *Aborted* holds aborted
@@ -204,13 +204,13 @@
 //! whose client never cleans up (crashed, partitioned, gave up after
 //! [`engine::CLEANUP_GIVE_UP_AFTER`], or an abort at the end of its session) is left to the data
 //! store's garbage collection, as the paper says: once `Tmin` passes it, the GC message asks every
-//! partition to purge it (E5), and when every partition reported, it is forgotten exactly as
-//! after a `CleanedUp`. Crash ranges (rule 8) go the same way: purged below `Tmin` (their committed
+//! partition to purge it (OM-E5), and when every partition reported, it is forgotten exactly as
+//! after a `CleanedUp`. Crash ranges (OM-8) go the same way: purged below `Tmin` (their committed
 //! members kept), then dropped with a logged, replicated `CrashForgotten`. The uncommitted list
 //! maps each `Ts` to the client that began it: when the client's session ends, its entries are
-//! aborted (E4).
+//! aborted (OM-E4).
 //!
-//! ## Rule 5 — visibility (Algorithm 4)
+//! ## OM-5 — visibility (Algorithm 4)
 //!
 //! ```text
 //!   inSnapshot(Ts_f, Ts_r):  Ts_f = Ts_r                 -> true  (own writes)
@@ -222,22 +222,22 @@
 //!
 //! Tc-list entries with `Tc ≤ Tmax` are dropped, so the last line answers for them; it is exact for
 //! readers with `Ts_r > Tmax` — the only ones that can still commit (a reader with `Ts_r < Tmax`
-//! aborts at commit, rule 2, and so never exposes what it read).
+//! aborts at commit, OM-2, and so never exposes what it read).
 //!
-//! ## Rule 6 — replication to clients (§III "RPC Overhead", §IV "Client Replica", "Silent Clients")
+//! ## OM-6 — replication to clients (§III "RPC Overhead", §IV "Client Replica", "Silent Clients")
 //!
 //! The SO appends each *durable* metadata change — `(Ts, Tc)`, new abort, forgotten abort, crash
 //! range, new `Tmax` — once to a shared append-only buffer (`commitinfo`). Each connected client
 //! has a cursor into it; each reply to `Begin` carries the entries since that client's cursor
 //! ([`messages::Delta`], one slice copy per reply) and moves the cursor. `Connect` returns
-//! `T_init` and the current aborted list; the replica answers rule 5 locally and reports
+//! `T_init` and the current aborted list; the replica answers OM-5 locally and reports
 //! [`replica::Visibility::AskOracle`] only for `Tmax < Ts_f < T_init` with no local `Tc`. A
 //! client silent for [`OracleConfig::idle_push_after`] gets its delta pushed; if it does not `Ack`
 //! within [`OracleConfig::push_ack_timeout`] it is disconnected. A client whose cursor lags more
 //! than [`OracleConfig::commitinfo_entries_max`] entries is disconnected too; the buffer is
 //! trimmed to the slowest cursor.
 //!
-//! ## Rule 7 — write-ahead log and group commit (§IV "SO Data Reliability")
+//! ## OM-7 — write-ahead log and group commit (§IV "SO Data Reliability")
 //!
 //! Records ([`messages::Record`]) accumulate in one open batch, emitted as one WAL write when it
 //! reaches [`OracleConfig::batch_bytes_max`] (≈1 KB) or when a `Tick` finds it older than
@@ -249,7 +249,7 @@
 //! commit; commitinfo only ever holds durable entries. Commit records carry `(Ts, Tc)` but not the
 //! write set: `lastCommit` is not recovered (below), so logging rows would only cost bytes.
 //!
-//! ## Rule 8 — recovery (§IV "SO Data Reliability", "Recovery")
+//! ## OM-8 — recovery (§IV "SO Data Reliability", "Recovery")
 //!
 //! [`oracle::StatusOracle::recover`] starts from an optional [`messages::Checkpoint`] (written by
 //! [`oracle::StatusOracle::checkpoint`] between batches: timestamp bound, `Tmax`, Tc list,
@@ -261,7 +261,7 @@
 //! commit is aborted: the SO does not know their ids (the uncommitted list is not logged), so it
 //! logs a crash range `(Tmax, bound]` — "whatever is not committed nor aborted" — whose members,
 //! except the committed ones it lists, are aborted for good (the range is dropped only once GC
-//! purged their versions everywhere, rule 4). `lastCommit` starts empty: new
+//! purged their versions everywhere, OM-4). `lastCommit` starts empty: new
 //! transactions start above every pre-crash `Tc`, and pre-crash transactions are aborted.
 //! Lost with the crash: unflushed records (never acknowledged), pending cleanups (their entries
 //! stay aborted until GC purges them again), sessions (clients reconnect and reset their
@@ -269,7 +269,7 @@
 //!
 //! ## Not implemented
 //!
-//! The SO keeps no session state across its own crash or a failover to the standby (rule 8):
+//! The SO keeps no session state across its own crash or a failover to the standby (OM-8):
 //! the highest session id of each client is volatile, so a `ConnectAs` delayed across an SO
 //! restart or a promotion can end a newer session: the transactions in flight in it abort (their
 //! commits get `NotInFlight`, which the coordinator reports as outcome unknown — never a wrong

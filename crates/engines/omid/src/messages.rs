@@ -15,7 +15,7 @@ pub enum Request {
     ConnectUnreplicated,
     /// Open session `session` of this client (replicated, like [`Request::Connect`]). Session
     /// ids of one client increase (a coordinator uses `(epoch, n)`): a larger id ends the
-    /// client's previous session and aborts the transactions it began (rule 4); the same id is a
+    /// client's previous session and aborts the transactions it began (OM-4); the same id is a
     /// duplicate (answered again, nothing ends); a smaller one is stale and refused.
     ConnectAs { session: u64 },
     /// TsReq: a start timestamp; answered with [`Reply::Began`] carrying the client's delta.
@@ -44,14 +44,14 @@ pub enum Request {
 /// Most writers one [`Request::Fates`] asks about.
 pub const FATES_PER_REQUEST_MAX: usize = 4096;
 
-/// A writer's fate as the serving oracle knows it (rule 5 without a reader).
+/// A writer's fate as the serving oracle knows it (OM-5 without a reader).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Fate {
     /// Committed at this commit timestamp: visible to readers that started after it. Final.
     Committed(Timestamp),
     /// Aborted (the aborted list or a crash range): visible to nobody. Final.
     Aborted,
-    /// At or below `Tmax` and not aborted: committed long ago, visible (rule 5, last line).
+    /// At or below `Tmax` and not aborted: committed long ago, visible (OM-5, last line).
     /// Final.
     Old,
     /// Not committed *now*: in flight, or never wrote. Invisible to every reader that started

@@ -4,7 +4,7 @@
 //! more, a hot standby at [`ORACLE_STANDBY`] (node 1).
 //!
 //! * **Peers.** Coordinators (and benchmark clients) are the oracle's clients. The machine maps
-//!   each peer address to an oracle [`ClientId`] on first contact; sessions are volatile (rule 8:
+//!   each peer address to an oracle [`ClientId`] on first contact; sessions are volatile (OM-8:
 //!   lost in a crash), so the map is too.
 //! * **Tags.** Oracle replies do not name the request they answer (a `Began` carries only the
 //!   timestamp). Peers tag each request ([`OracleRequest::tag`]); the oracle answers every
@@ -12,7 +12,7 @@
 //!   order they were decided), so the machine echoes tags from a per-peer FIFO. Pushes and
 //!   disconnections are untagged.
 //! * **Log.** Each WAL [`Batch`] is one log record (one per step: see [`runtime_config`]); a [`Checkpoint`] is the snapshot (none while
-//!   a batch is open). The runtime's persist-before-send rule is exactly rule 7's "no reply before
+//!   a batch is open). The runtime's persist-before-send rule is exactly OM-7's "no reply before
 //!   its batch is durable". Recovery replays through [`StatusOracle::recover`]; the crash-range
 //!   batch it produces is emitted at the first step.
 //! * **Garbage collection (§IV "HBase Garbage Collection").** Every [`GC_INTERVAL`] the serving
@@ -20,7 +20,7 @@
 //!   timestamp still in flight (or the next timestamp), with up to [`PURGE_TXNS_MAX`] aborted
 //!   transactions and crash ranges below it whose versions the partitions must delete
 //!   ([`StatusOracle::purge_work`]); each partition answers the sender with what it purged, and
-//!   the oracle forgets an entry once every partition did (rule 4). See [`super::engine`] for what the
+//!   the oracle forgets an entry once every partition did (OM-4). See [`super::engine`] for what the
 //!   partitions do with it.
 //!
 //! ## Hot standby (§IV "Recovery": "a hot backup could continuously read the state from the WAL")
@@ -30,7 +30,7 @@
 //! [`ORACLE_STANDBY`]). A fresh cluster is epoch 0 with replica 0 serving and replica 1 its
 //! standby, both at the empty state. What replica a restart comes back as is what its log says.
 //!
-//! * **Log shipping, synchronous.** The primary persists each batch (rule 7, as before) and ships
+//! * **Log shipping, synchronous.** The primary persists each batch (OM-7, as a lone oracle does) and ships
 //!   it ([`Replication::Ship`], numbered by `lsn`, the batch's position in the stream) to the
 //!   standby, which tails it into a [`Standby`] (persisting it in its own log) and acknowledges
 //!   (`Ack`, after its log is durable). **A primary with a standby in sync answers nothing until
@@ -49,7 +49,7 @@
 //!   own, so an ack of an earlier incarnation's message can never release a reply.
 //! * **Failover.** A standby that hears nothing of its epoch's primary — batches, or heartbeats
 //!   every [`HEARTBEAT_INTERVAL`] — for [`PROMOTE_AFTER`] promotes itself: the epoch + 1 with
-//!   itself as primary, and rule 8's last step (abort what was in flight: a crash range above its
+//!   itself as primary, and OM-8's last step (abort what was in flight: a crash range above its
 //!   last reservation). It refuses coordinators until then ([`OracleError::NotServing`]).
 //! * **Fencing.** A replica answers any ship from an older epoch with [`Replication::Fenced`], so
 //!   the old primary can never again collect the ack every answer needs: it drops its held
@@ -86,12 +86,12 @@
 //! * **Coordinators** ([`super::engine::OmidCoordinator`]) talk to one replica; on
 //!   `NotServing`, or when it answers nothing for [`super::engine::ORACLE_FAILOVER_AFTER`] while
 //!   requests wait, they switch to the other address — their session ends and they reconnect
-//!   (E4) with a new session id (`ConnectAs`), ignoring replies of the replica they left. A
+//!   (OM-E4) with a new session id (`ConnectAs`), ignoring replies of the replica they left. A
 //!   coordinator's first connect (at its first tick) goes to [`ORACLE`] and moves the
 //!   same way if that replica does not serve.
 //!
 //! A single-node cluster runs [`OracleMachine::new`]: no standby, no role records, failover is
-//! the node restarting and recovering from its log, as before.
+//! the node restarting and recovering from its log.
 
 use super::engine;
 use super::messages::{Batch, Checkpoint, OracleEffects, Outbound, Record, Reply, Request};
@@ -425,7 +425,7 @@ impl OracleMachine {
     }
 
     /// Takes the role the recovered state says: the primary of its epoch restarts as primary
-    /// (rule 8: aborting what was in flight); any other replica is that primary's standby.
+    /// (OM-8: aborting what was in flight); any other replica is that primary's standby.
     fn start_from(&mut self, standby: Standby) {
         self.ids.clear();
         self.addrs.clear();

@@ -20,7 +20,7 @@ pub enum Input {
     Tick,
     /// Partition `partition` (of `partitions`) deleted every version it held of the aborted
     /// transactions `start_ts` and of the uncommitted members of the crash ranges `crashed`
-    /// (`(after, upto)`), as asked by the garbage-collection message (rule 4).
+    /// (`(after, upto)`), as asked by the garbage-collection message (OM-4).
     Purged {
         partition: u32,
         partitions: u32,
@@ -29,7 +29,7 @@ pub enum Input {
     },
 }
 
-/// A reply decided but not rendered yet: it waits for the open batch (rule 7).
+/// A reply decided but not rendered yet: it waits for the open batch (OM-7).
 #[derive(Clone, Debug)]
 enum Pending {
     Connected,
@@ -76,17 +76,17 @@ pub const BEGIN_IDS_MAX: usize = 1024;
 pub struct StatusOracle {
     config: OracleConfig,
     now: Time,
-    // Rule 1: timestamp oracle.
+    // OM-1: timestamp oracle.
     next_ts: Timestamp,
     reserved_upto: Timestamp,
-    // Rules 2–3: conflict detection.
+    // OM-2–OM-3: conflict detection.
     tmax: Timestamp,
     last_commit: BTreeMap<RowId, Timestamp>,
     last_commit_by_tc: BTreeSet<(Timestamp, RowId)>,
     // Tc list: start -> commit, and (commit, start) in commit order.
     commits: BTreeMap<Timestamp, Timestamp>,
     commit_order: VecDeque<(Timestamp, Timestamp)>,
-    // Rule 4. In-flight transactions and the client that began each: when its session ends,
+    // OM-4. In-flight transactions and the client that began each: when its session ends,
     // they are aborted.
     uncommitted: BTreeMap<Timestamp, ClientId>,
     aborted: BTreeSet<Timestamp>,
@@ -102,12 +102,12 @@ pub struct StatusOracle {
     /// is in flight.
     crash_cleanups: VecDeque<(Timestamp, Timestamp, Timestamp)>,
     crash_cleanup_queued: BTreeSet<(Timestamp, Timestamp)>,
-    // Rule 7: the open batch and the replies waiting for it.
+    // OM-7: the open batch and the replies waiting for it.
     batch: Vec<Record>,
     batch_bytes: usize,
     batch_opened_at: Option<Time>,
     held: Vec<(ClientId, Pending)>,
-    // Rule 6: replication.
+    // OM-6: replication.
     commitinfo: VecDeque<MetaChange>,
     commitinfo_base: u64,
     sessions: BTreeMap<ClientId, Session>,
@@ -123,7 +123,7 @@ pub struct StatusOracle {
 
 /// A hot standby (§V "Recovery": "a hot backup could continuously read the state from the
 /// WAL"): it starts from a checkpoint, applies each batch as the primary logs it, and on failover
-/// [`Standby::promote`]s itself with only rule 8's last step left — abort what was in flight —
+/// [`Standby::promote`]s itself with only OM-8's last step left — abort what was in flight —
 /// instead of reading the whole log tail first.
 #[derive(Debug)]
 pub struct Standby {
@@ -244,7 +244,7 @@ impl StatusOracle {
         }
     }
 
-    /// Rule 8: rebuilds the durable state from a checkpoint and the batches logged after it,
+    /// OM-8: rebuilds the durable state from a checkpoint and the batches logged after it,
     /// then aborts every transaction that was in flight at the crash. The returned effects hold
     /// the crash-range batch; persist it before stepping the oracle. The same as feeding a
     /// [`Standby`] the batches and promoting it.
@@ -453,7 +453,7 @@ impl StatusOracle {
         self.forget_cleaned_up();
     }
 
-    // ---- Rule 1: timestamps -------------------------------------------------------------------
+    // ---- OM-1: timestamps -------------------------------------------------------------------
 
     fn next_timestamp(&mut self) -> Timestamp {
         let ts = self.next_ts;
@@ -466,8 +466,8 @@ impl StatusOracle {
         ts
     }
 
-    /// Begin: a start timestamp, entered in the uncommitted list (rule 4). When the list is full
-    /// the oldest in-flight transaction is aborted by raising `Tmax` to it (rule 3).
+    /// Begin: a start timestamp, entered in the uncommitted list (OM-4). When the list is full
+    /// the oldest in-flight transaction is aborted by raising `Tmax` to it (OM-3).
     fn begin(&mut self, client: ClientId) -> Timestamp {
         if self.uncommitted.len() >= self.config.uncommitted_txns_max {
             let oldest = *self.uncommitted.first_key_value().expect("list is full").0;
@@ -478,7 +478,7 @@ impl StatusOracle {
         ts
     }
 
-    // ---- Rule 2: Algorithm 3 ------------------------------------------------------------------
+    // ---- OM-2: Algorithm 3 ------------------------------------------------------------------
 
     /// Takes `start_ts` out of the uncommitted list if `client` began it: a session owns its
     /// transactions, so no other client can commit or abort them.
@@ -547,7 +547,7 @@ impl StatusOracle {
         self.commit_order.push_back((commit_ts, start_ts));
     }
 
-    // ---- Rule 3: memory limits and Tmax -------------------------------------------------------
+    // ---- OM-3: memory limits and Tmax -------------------------------------------------------
 
     fn enforce_memory_limits(&mut self) {
         let mut tmax = self.tmax;
@@ -601,7 +601,7 @@ impl StatusOracle {
         }
     }
 
-    // ---- Rule 4: aborted and uncommitted lists ------------------------------------------------
+    // ---- OM-4: aborted and uncommitted lists ------------------------------------------------
 
     fn abort(&mut self, client: ClientId, start_ts: Timestamp) {
         if self.take_own(client, start_ts) {
@@ -683,7 +683,7 @@ impl StatusOracle {
     }
 
     /// A partition's purge report: once every partition purged a transaction (a crash range),
-    /// it is cleaned up and forgotten as after a client's `CleanedUp` (rule 4).
+    /// it is cleaned up and forgotten as after a client's `CleanedUp` (OM-4).
     fn purged(&mut self, partition: u32, partitions: u32, start_ts: &[Timestamp], crashed: &[(Timestamp, Timestamp)]) {
         for &ts in start_ts {
             if !self.aborted.contains(&ts) || self.cleanup_queued.contains(&ts) {
@@ -717,7 +717,7 @@ impl StatusOracle {
         self.crash_ranges.push(CrashRange { after, upto, committed });
     }
 
-    // ---- Rule 5: Algorithm 4 ------------------------------------------------------------------
+    // ---- OM-5: Algorithm 4 ------------------------------------------------------------------
 
     /// Is the version written by the transaction that started at `version_ts` in the snapshot of
     /// the reader that started at `reader_ts`? Exact for readers with `reader_ts > Tmax`.
@@ -734,7 +734,7 @@ impl StatusOracle {
         true
     }
 
-    /// The fate of the writer that started at `start_ts`, from the durable state (rule 5
+    /// The fate of the writer that started at `start_ts`, from the durable state (OM-5
     /// without a reader; see [`super::messages::Fate`]).
     pub fn fate(&self, start_ts: Timestamp) -> super::messages::Fate {
         use super::messages::Fate;
@@ -775,7 +775,7 @@ impl StatusOracle {
     pub fn in_flight(&self) -> usize {
         self.uncommitted.len()
     }
-    /// The aborted list (rule 4).
+    /// The aborted list (OM-4).
     pub fn aborted(&self) -> impl Iterator<Item = Timestamp> + '_ {
         self.aborted.iter().copied()
     }
@@ -803,7 +803,7 @@ impl StatusOracle {
         self.standby_out
     }
 
-    // ---- Rule 7: WAL batching -----------------------------------------------------------------
+    // ---- OM-7: WAL batching -----------------------------------------------------------------
 
     fn log(&mut self, record: Record) {
         if self.batch.is_empty() {
@@ -849,7 +849,7 @@ impl StatusOracle {
         })
     }
 
-    // ---- Rule 6: replication ------------------------------------------------------------------
+    // ---- OM-6: replication ------------------------------------------------------------------
 
     fn commitinfo_end(&self) -> u64 {
         self.commitinfo_base + self.commitinfo.len() as u64

@@ -153,6 +153,7 @@ impl Pair {
     }
 }
 
+/// OM-8 (hot standby): a fresh pair has replica 0 serving and replica 1 tailing.
 #[test]
 fn a_fresh_pair_has_replica_0_serving_and_replica_1_tailing() {
     let p = Pair::new();
@@ -161,6 +162,7 @@ fn a_fresh_pair_has_replica_0_serving_and_replica_1_tailing() {
     assert_eq!(p.replicas[1].oracle().lsn(), p.replicas[0].oracle().lsn(), "the standby tailed the start batch");
 }
 
+/// OM-7 with log shipping: no reply leaves before the standby acknowledges its batch.
 #[test]
 fn no_reply_leaves_before_the_standby_acknowledges_its_batch() {
     let mut p = Pair::new();
@@ -177,6 +179,7 @@ fn no_reply_leaves_before_the_standby_acknowledges_its_batch() {
     assert!(matches!(p.answer(b), Some(Reply::Began { .. })), "released once the standby acknowledges");
 }
 
+/// OM-7 with log shipping: an acknowledgement releases only the batches it covers.
 #[test]
 fn an_acknowledgement_of_an_earlier_message_releases_no_later_decision() {
     let mut p = Pair::new();
@@ -202,6 +205,7 @@ impl Pair {
     }
 }
 
+/// OM-8 (failover): the standby refuses clients, and promotes itself when the primary is silent.
 #[test]
 fn the_standby_refuses_clients_and_promotes_when_the_primary_is_silent() {
     let mut p = Pair::new();
@@ -221,6 +225,7 @@ fn the_standby_refuses_clients_and_promotes_when_the_primary_is_silent() {
     assert!(s2 > commit_ts, "timestamps resume above every earlier one");
 }
 
+/// OM-8 (failover): a partitioned old primary is fenced and rejoins as the standby.
 #[test]
 fn a_partitioned_old_primary_is_fenced_and_rejoins_as_the_standby() {
     let mut p = Pair::new();
@@ -252,6 +257,7 @@ fn a_partitioned_old_primary_is_fenced_and_rejoins_as_the_standby() {
     assert_eq!(p.replicas[0].oracle().commit_ts(s3), Some(c3), "no acknowledged commit lost");
 }
 
+/// OM-8 (failover): a restarted old primary learns the newer epoch instead of serving.
 #[test]
 fn a_restarted_old_primary_learns_the_newer_epoch_instead_of_serving() {
     let mut p = Pair::new();
@@ -273,6 +279,7 @@ fn a_restarted_old_primary_learns_the_newer_epoch_instead_of_serving() {
     assert_eq!(p.replicas[0].oracle().commit_ts(s), Some(c));
 }
 
+/// OM-7 and OM-8: a restarted standby catches up, and the primary resumes.
 #[test]
 fn a_restarted_standby_catches_up_and_the_primary_resumes() {
     let mut p = Pair::new();
@@ -289,6 +296,7 @@ fn a_restarted_standby_catches_up_and_the_primary_resumes() {
     assert!(p.replicas[0].is_primary() && p.replicas[0].epoch() == 0, "no failover happened");
 }
 
+/// OM-8: a restarted primary resyncs its standby by state transfer.
 #[test]
 fn a_restarted_primary_resyncs_its_standby_by_state_transfer() {
     let mut p = Pair::new();
@@ -326,7 +334,7 @@ impl Pair {
     }
 }
 
-/// Sessions (the SO aborts what an ended session began) and purging (partitions delete the
+/// OM-4 on the standby: Sessions (the SO aborts what an ended session began) and purging (partitions delete the
 /// versions GC names and report it) with a standby: the aborts and what the reports conclude
 /// are logged, so the standby holds them; reports count only at the serving primary; after a
 /// promotion the new primary purges the crash range it logged.

@@ -98,7 +98,7 @@ impl Harness {
     }
 }
 
-// ---- Rule 2: Algorithm 3 ----------------------------------------------------------------------
+// ---- OM-2: Algorithm 3 ----------------------------------------------------------------------
 
 #[test]
 fn alg3_line1_aborts_when_tmax_exceeds_start_ts() {
@@ -110,7 +110,7 @@ fn alg3_line1_aborts_when_tmax_exceeds_start_ts() {
     let b = h.begin(1);
     let tc_b = h.commit(1, b, &[2]).unwrap(); // evicts row 1: Tmax = Tc(a) > old
     assert!(h.o.tmax() > old && h.o.tmax() < tc_b);
-    // `old` was in flight when Tmax passed it: aborted then (rule 4); its commit finds it gone.
+    // `old` was in flight when Tmax passed it: aborted then (OM-4); its commit finds it gone.
     assert_eq!(h.commit(1, old, &[9]), Err(CommitAbort::NotInFlight));
     assert!(h.o.is_aborted(old));
 }
@@ -163,7 +163,7 @@ fn alg3_concurrent_transactions_with_disjoint_write_sets_both_commit() {
     assert_eq!(h.commit(1, t3, &[]), Err(CommitAbort::NotInFlight), "a second commit finds nothing in flight");
 }
 
-// ---- Rule 5: Algorithm 4 ----------------------------------------------------------------------
+// ---- OM-5: Algorithm 4 ----------------------------------------------------------------------
 
 #[test]
 fn alg4_committed_version_is_visible_iff_tc_precedes_reader() {
@@ -206,7 +206,7 @@ fn alg4_version_below_tmax_without_commit_info_is_old_and_committed() {
     assert!(h.o.in_snapshot(w, reader), "line 7: old committed transaction");
 }
 
-// ---- Rule 3: memory limits --------------------------------------------------------------------
+// ---- OM-3: memory limits --------------------------------------------------------------------
 
 #[test]
 fn eviction_raises_tmax_to_the_evicted_tc_and_aborts_only_starts_below_it() {
@@ -227,6 +227,7 @@ fn eviction_raises_tmax_to_the_evicted_tc_and_aborts_only_starts_below_it() {
     assert!(h.commit(1, after, &[1]).is_ok());
 }
 
+/// OM-3: the commit list is bounded; past the limit `Tmax` rises.
 #[test]
 fn commit_list_limit_raises_tmax_when_a_hot_row_keeps_last_commit_small() {
     let mut h = Harness::new(OracleConfig { commit_list_txns_max: 3, ..small_config() });
@@ -240,7 +241,7 @@ fn commit_list_limit_raises_tmax_when_a_hot_row_keeps_last_commit_small() {
     assert_eq!(h.o.tmax(), tcs[1], "the two oldest Tc entries went; Tmax covers them");
 }
 
-// ---- Rule 4: aborted and uncommitted lists ----------------------------------------------------
+// ---- OM-4: aborted and uncommitted lists ----------------------------------------------------
 
 #[test]
 fn uncommitted_transactions_are_aborted_when_tmax_passes_their_start() {
@@ -266,6 +267,7 @@ fn uncommitted_limit_aborts_the_oldest_in_flight_transaction() {
     assert!(h.o.is_in_flight(b) && h.o.is_in_flight(c));
 }
 
+/// OM-4: an aborted entry leaves the list after `CleanedUp`, once the transactions started before the report ended.
 #[test]
 fn aborted_entry_is_forgotten_after_cleanup_once_earlier_starts_terminate() {
     let mut h = Harness::new(small_config());
@@ -285,7 +287,7 @@ fn aborted_entry_is_forgotten_after_cleanup_once_earlier_starts_terminate() {
     h.call(1, Request::CleanedUp { start_ts: Timestamp(999) });
 }
 
-// ---- Rule 7: WAL batching ---------------------------------------------------------------------
+// ---- OM-7: WAL batching ---------------------------------------------------------------------
 
 #[test]
 fn commit_reply_is_released_only_with_its_batch_by_time() {
@@ -300,6 +302,7 @@ fn commit_reply_is_released_only_with_its_batch_by_time() {
     assert!(matches!(&sent[..], [Outbound::Reply { reply: Reply::Committed { .. }, .. }]));
 }
 
+/// OM-7: group commit closes a batch at its size limit.
 #[test]
 fn batch_is_emitted_when_it_reaches_the_size_limit() {
     let mut h = Harness::new(OracleConfig { batch_bytes_max: 40, ..OracleConfig::default() });
@@ -315,6 +318,7 @@ fn batch_is_emitted_when_it_reaches_the_size_limit() {
     assert_eq!(released, 3);
 }
 
+/// OM-6 and OM-7: a begin reply waits for the commits logged before it and carries them to the client replica.
 #[test]
 fn begin_reply_waits_for_earlier_commits_and_carries_them() {
     let mut h = Harness::new(small_config());
@@ -337,7 +341,7 @@ fn begin_reply_waits_for_earlier_commits_and_carries_them() {
     assert_eq!(replica.in_snapshot(w, reader), Visibility::Visible, "ΔSO carries (Ts, Tc) of the commit");
 }
 
-// ---- Rule 1 and 8: timestamps and recovery ----------------------------------------------------
+// ---- OM-1 and 8: timestamps and recovery ----------------------------------------------------
 
 #[test]
 fn timestamps_are_reserved_in_batches_and_never_reused_across_a_crash() {
@@ -362,6 +366,7 @@ fn timestamps_are_reserved_in_batches_and_never_reused_across_a_crash() {
     assert!(issued.windows(2).all(|w| w[0] < w[1]), "unique and increasing: {issued:?}");
 }
 
+/// OM-8: recovery rebuilds the durable state; only records never flushed are lost.
 #[test]
 fn recovery_rebuilds_the_durable_state_and_loses_only_unflushed_records() {
     let mut h = Harness::new(OracleConfig { last_commit_rows_max: 3, ..small_config() });
@@ -389,6 +394,7 @@ fn recovery_rebuilds_the_durable_state_and_loses_only_unflushed_records() {
     assert!(h.o.is_aborted(unflushed), "its commit was never acknowledged; it is aborted by the crash range");
 }
 
+/// OM-8: recovery aborts what was in flight at the crash, for good.
 #[test]
 fn recovery_aborts_transactions_in_flight_at_the_crash_forever() {
     let mut h = Harness::new(OracleConfig { last_commit_rows_max: 1, ..small_config() });
@@ -415,6 +421,7 @@ fn recovery_aborts_transactions_in_flight_at_the_crash_forever() {
     assert!(!h.o.in_snapshot(in_flight, reader) && h.o.in_snapshot(committed, reader));
 }
 
+/// OM-8: a checkpoint plus the batches after it recover what the full log does.
 #[test]
 fn checkpoint_plus_later_batches_recover_the_same_state_as_the_full_log() {
     let config = OracleConfig { last_commit_rows_max: 2, ..small_config() };
@@ -441,7 +448,7 @@ fn checkpoint_plus_later_batches_recover_the_same_state_as_the_full_log() {
     assert!(Batch::decode(&[0xff, 0xff]).is_err(), "a corrupt batch is an error, not a panic");
 }
 
-// ---- Rule 6: replication ----------------------------------------------------------------------
+// ---- OM-6: replication ----------------------------------------------------------------------
 
 #[test]
 fn replica_asks_the_oracle_only_between_tmax_and_t_init() {
@@ -466,7 +473,7 @@ fn replica_asks_the_oracle_only_between_tmax_and_t_init() {
     );
 }
 
-/// Rule 6 (§IV "Client Replica"): a delta whose commits go backwards — a late delta of an
+/// OM-6 (§IV "Client Replica"): a delta whose commits go backwards — a late delta of an
 /// earlier session or oracle incarnation whose stream positions happen to line up — is refused
 /// whole and changes nothing (the coordinator then starts a new session); it never panics.
 #[test]
@@ -499,6 +506,7 @@ fn replica_refuses_a_delta_that_contradicts_it_and_changes_nothing() {
     assert_eq!(replica.in_snapshot(t1, reader), seen);
 }
 
+/// OM-6 ("Silent Clients"): an idle client gets a push, and is disconnected without an acknowledgement.
 #[test]
 fn silent_client_gets_a_push_and_is_disconnected_without_an_ack() {
     let config = OracleConfig {
@@ -532,6 +540,7 @@ fn silent_client_gets_a_push_and_is_disconnected_without_an_ack() {
     assert_eq!(h.call(2, Request::Begin), vec![Reply::Refused(OracleError::NotConnected)]);
 }
 
+/// OM-3: oversized write sets and clients beyond the bound are refused, so memory stays bounded.
 #[test]
 fn oversized_write_sets_and_excess_clients_are_refused() {
     let mut h = Harness::new(OracleConfig { write_set_rows_max: 2, clients_max: 1, ..small_config() });
@@ -543,6 +552,7 @@ fn oversized_write_sets_and_excess_clients_are_refused() {
     assert_eq!(h.call(2, Request::Connect), vec![Reply::Refused(OracleError::TooManyClients { limit: 1 })]);
 }
 
+/// OM-2: the row ids conflict detection compares tell tables, keys and cells apart.
 #[test]
 fn row_ids_distinguish_tables_keys_and_cells() {
     use litmus_core::{Key, TableId};
@@ -635,7 +645,7 @@ fn run_against_model(config: OracleConfig, ops: Vec<Op>, exact: bool) -> Result<
             Op::Tick(ms) => h.advance(ms),
             _ => Vec::new(),
         };
-        // Replies come in decision order (rule 7), so the model sees commits in that order.
+        // Replies come in decision order (OM-7), so the model sees commits in that order.
         for out in sent {
             let Outbound::Reply { client, reply } = out else {
                 prop_assert!(false, "no client is idle this long");
@@ -794,7 +804,7 @@ fn standby_tailing_the_log_takes_over_like_recovery() {
     assert!(promoted.t_min() > in_flight, "new timestamps start above every issued one");
 }
 
-// ---- Rule 4: sessions own their transactions; GC purges what no writer cleans up --------------
+// ---- OM-4: sessions own their transactions; GC purges what no writer cleans up --------------
 
 fn connect_as(h: &mut Harness, client: u64, session: u64) -> Reply {
     h.call(client, Request::ConnectAs { session }).pop().expect("a reply")
@@ -827,6 +837,7 @@ fn a_new_session_aborts_the_transactions_of_the_old_one_and_replicates_the_abort
     assert!(h.commit(1, current, &[2]).is_ok());
 }
 
+/// OM-6 under OM-E4 resends: a duplicate connect is answered from the session's cursor, so the replica stays whole.
 #[test]
 fn a_duplicate_connect_answers_from_the_sessions_cursor_so_the_replica_stays_whole() {
     let mut h = Harness::new(small_config());
@@ -851,6 +862,7 @@ fn a_duplicate_connect_answers_from_the_sessions_cursor_so_the_replica_stays_who
     assert_eq!(replica.in_snapshot(t, reader), Visibility::Visible);
 }
 
+/// OM-4 and OM-6: a disconnected silent client's transactions are aborted.
 #[test]
 fn a_silent_clients_transactions_are_aborted_when_it_is_disconnected() {
     let config = OracleConfig {
@@ -881,6 +893,7 @@ fn purged(h: &mut Harness, partition: u32, start_ts: Vec<Timestamp>, crashed: Ve
     h.advance(5);
 }
 
+/// OM-4 and OM-E5: aborts below `Tmin` are purged by GC and forgotten once every partition reported.
 #[test]
 fn gc_purges_aborts_below_tmin_and_forgets_them_once_every_partition_reported() {
     let mut h = Harness::new(small_config());
@@ -908,6 +921,7 @@ fn gc_purges_aborts_below_tmin_and_forgets_them_once_every_partition_reported() 
     assert!(h.log.iter().flat_map(|b| &b.records).any(|r| *r == messages::Record::Forgotten { start_ts: orphan }));
 }
 
+/// OM-8 and OM-4: a purged crash range is forgotten, and that is logged and replicated.
 #[test]
 fn a_purged_crash_range_is_forgotten_logged_and_replicated() {
     let mut h = Harness::new(small_config());
@@ -936,6 +950,7 @@ fn a_purged_crash_range_is_forgotten_logged_and_replicated() {
     assert!(h.o.crash_ranges()[0].upto > range.upto);
 }
 
+/// OM-1 under OM-E4 resends: a resent begin gets the same timestamp while it is in flight.
 #[test]
 fn a_resent_begin_gets_the_same_timestamp_while_it_is_in_flight() {
     let mut h = Harness::new(small_config());
@@ -956,7 +971,7 @@ fn a_resent_begin_gets_the_same_timestamp_while_it_is_in_flight() {
     assert!(late > other && h.o.is_in_flight(late));
 }
 
-/// E4b (issue 21): a writer's fate is answered from durable state, for any reader — committed
+/// OM-E4b: a writer's fate is answered from durable state, for any reader — committed
 /// at its `Tc`, aborted by the client or by a crash range (a commit in flight at the crash),
 /// or not committed while in flight; one `Fates` request answers many writers, in order.
 #[test]

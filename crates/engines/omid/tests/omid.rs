@@ -45,6 +45,7 @@ fn total(c: &mut SyncCluster) -> (i64, i64) {
     (v[0].as_int().unwrap(), v[1].as_int().unwrap())
 }
 
+/// OM-E1 to OM-E3: procedures and interactive transactions begin, read, write and commit.
 #[test]
 fn procedures_and_interactive_transactions_commit() {
     let mut c = cluster(4, 100);
@@ -62,7 +63,7 @@ fn procedures_and_interactive_transactions_commit() {
     assert_eq!(total(&mut c), (400, 4));
 }
 
-/// Two transactions update the same row concurrently: the second to commit aborts (first
+/// OM-2: Two transactions update the same row concurrently: the second to commit aborts (first
 /// committer wins), and the total is right.
 #[test]
 fn no_lost_update() {
@@ -77,7 +78,7 @@ fn no_lost_update() {
     assert_eq!(total(&mut c), (210, 2));
 }
 
-/// A reader sees its snapshot: not the writes of a transaction that committed after it
+/// OM-5: A reader sees its snapshot: not the writes of a transaction that committed after it
 /// started (all or none of them), and never uncommitted or aborted writes.
 #[test]
 fn snapshot_reads_are_consistent() {
@@ -119,7 +120,7 @@ fn write_skew_is_allowed() {
     assert_eq!(total(&mut c), (-60, 2), "both withdrawals committed: the constraint is violated");
 }
 
-/// Every machine (oracle included) crashes and recovers from its log: acknowledged commits stay,
+/// OM-8: Every machine (oracle included) crashes and recovers from its log: acknowledged commits stay,
 /// the transactions in flight are aborted, and new ones run.
 #[test]
 fn crash_and_recovery_keep_acknowledged_commits() {
@@ -137,7 +138,7 @@ fn crash_and_recovery_keep_acknowledged_commits() {
     assert_eq!(total(&mut c), (300, 3));
 }
 
-/// Garbage collection keeps what readers need: after many overwrites and a GC round, old
+/// OM-E5: Garbage collection keeps what readers need: after many overwrites and a GC round, old
 /// versions are gone and every read still returns the newest committed value.
 #[test]
 fn garbage_collection_drops_shadowed_versions() {
@@ -158,7 +159,7 @@ fn garbage_collection_drops_shadowed_versions() {
     assert_eq!(total(&mut c), (20, 1));
 }
 
-/// No locks: a transaction whose client went silent (never commits nor rolls back) blocks
+/// OM-E6: No locks: a transaction whose client went silent (never commits nor rolls back) blocks
 /// nobody — another writer of the same row commits at once, and readers skip its version.
 #[test]
 fn a_silent_client_blocks_nobody() {
@@ -191,7 +192,7 @@ fn gc_rounds(c: &mut SyncCluster, rounds: usize) {
     }
 }
 
-/// Issue 5: a coordinator crashes with a transaction open. Its restarted incarnation opens a new
+/// OM-E4 and OM-4: a coordinator crashes with a transaction open. Its restarted incarnation opens a new
 /// oracle session at once, which aborts the old session's transactions: `Tmin` moves on, garbage
 /// collection proceeds, the orphan's version is purged from the partition, and its aborted-list
 /// entry leaves once every partition reported.
@@ -282,7 +283,7 @@ fn a_silent_clients_transaction_is_aborted_and_its_version_purged() {
     assert_eq!(total(&mut c), (200, 2));
 }
 
-/// After the oracle recovers, the transactions in flight at its crash are a crash range. Their
+/// OM-8 and OM-E5: After the oracle recovers, the transactions in flight at its crash are a crash range. Their
 /// versions (here: an open write of a crashed coordinator) are purged by GC and the range leaves
 /// the oracle's metadata; committed members of the range are untouched.
 #[test]
@@ -306,7 +307,7 @@ fn a_crash_ranges_versions_are_purged_and_the_range_forgotten() {
 }
 
 mod scans {
-    //! Scans honour `nv` (E2): a page carries the newest `VERSIONS_PER_READ` versions of each key
+    //! Scans honour `nv` (OM-E2): a page carries the newest `VERSIONS_PER_READ` versions of each key
     //! and the coordinator fetches older ones only for keys whose visible version was not among
     //! them. Checked against a naive model: the committed map at each reader's start.
 

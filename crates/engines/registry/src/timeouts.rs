@@ -26,7 +26,7 @@ const fn before(a: Duration, b: Duration) -> bool {
 }
 
 const _: () = {
-    // Lock rule 5f: a stall counts as at most one tick's credit, less than the patience.
+    // LK-5f: a stall counts as at most one tick's credit, less than the patience.
     assert!(before(TICK_CREDIT_MAX, LOCK_WAIT_PATIENCE));
     assert!(before(LOCK_WAIT_PATIENCE, OP_RESEND_AFTER));
     assert!(before(OP_RESEND_AFTER, BASE_OP_TIMEOUT));

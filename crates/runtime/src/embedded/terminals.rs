@@ -2,8 +2,8 @@
 //! next to the coordinator they talk to, as Silo's and Granola's benchmarks run theirs.
 //!
 //! A client thread blocked in [`EmbeddedTransport`](super::EmbeddedTransport) costs a futex
-//! wake-up and a context switch per response; with one key per transaction that was most of a
-//! transaction's CPU (issue 13: ~69% of YCSB's samples in the kernel). A hosted terminal costs
+//! wake-up and a context switch per response; with one key per transaction that is most of a
+//! transaction's CPU (YCSB's samples land mostly in the kernel). A hosted terminal costs
 //! none: its [`ClientSession`] lives on the worker that runs its coordinator
 //! ([`super::worker_placement`]), and its [`TerminalDriver`] is called from the worker loop.
 //!

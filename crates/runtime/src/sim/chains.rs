@@ -1,6 +1,6 @@
 //! `salt-chains`: random chains of BASE transactions over keys on random partitions, read by
 //! concurrent ACID transactions, under faults — the randomized check of Salt isolation across
-//! partitions (Salt §5.1, Theorem 1; issue 11).
+//! partitions (Salt §5.1, Theorem 1).
 //!
 //! Every value carries its provenance: the tags of the BASE transactions it was computed from
 //! (`builtin::chains`). A BASE `chain_step` copies provenance from two keys to two others and,

@@ -12,7 +12,7 @@
 //!   commit). Messages wait for their records ([`Machine`]'s persist-before-send rule).
 //! * **Crashes**: a crashed node loses its machines and every unsynced record; it restarts later
 //!   and recovers from its snapshot and synced records.
-//! * **CPU** (optional, [`SimConfig::cpu`], issue 16): each node has K cores and every machine
+//! * **CPU** (optional, [`SimConfig::cpu`]): each node has K cores and every machine
 //!   step occupies one for a cost measured by `litmus calibrate` ([`cpu`], [`crate::cost`]);
 //!   queueing on busy cores shows in virtual time. Off by default: the fault-injection runs
 //!   keep their meaning (`tests/sim_cpu.rs` runs them with it on as well).
@@ -29,9 +29,9 @@
 //!   sending and the heal — or the run fails, naming the request. Exempt: requests or answers
 //!   the network lost, and requests whose coordinator's node crashed after receiving them
 //!   (the coordinator forgot them; the client's timeout reports "outcome unknown").
-//!   Found by this check and fixed: under the locking engines a transaction whose one-phase
-//!   commit or prepare was lost waited forever and its client was never answered (`litmus
-//!   sim --seed 0 --engine acid --faults`); the coordinator now resends them.
+//!   It catches, for example, a locking-engine coordinator that does not resend a lost
+//!   one-phase commit or prepare: its transaction waits forever and its client is never
+//!   answered (`litmus sim --seed 0 --engine acid --faults`).
 //! * **Scripted faults** on top of the random ones: [`Simulator::schedule_outage`] (a node
 //!   down at a time) and [`Simulator::crash_on_delivery`] (a node crashes just after it
 //!   receives a matching message — e.g. the oracle's node while a commit is in flight).
@@ -40,7 +40,7 @@
 //! `ChaCha8Rng`, events at equal times are ordered by a sequence number, and the run's trace
 //! hash (FNV over every delivered message) is printed so two runs can be compared.
 //!
-//! Hosting async libraries: a later issue replicates partitions with openraft, whose nodes are
+//! Hosting async libraries (not built yet): replicating partitions with openraft, whose nodes are
 //! async tasks. The plan is an adapter machine that owns a current-thread tokio runtime with a
 //! paused clock, advanced to the simulator's virtual time before each poll, with openraft's
 //! network and storage traits implemented over the simulator's messages and disks. Nothing in

@@ -160,7 +160,7 @@ impl SimDriver for AckedWrites {
 const VERIFY_ATTEMPTS_MAX: usize = 40;
 
 /// The banking workload of Salt Figs. 1–2 under faults: clients run BASE (or ACID) transfers
-/// between random accounts and the unmodified ACID `bank_total`. Checked rules:
+/// between random accounts and the unmodified ACID `bank_total`. Checked invariants:
 ///
 /// 1. every `bank_total` that succeeds once every account is open sees every account (no lost
 ///    or phantom row), exactly the initial total (ACID transactions never observe a BASE
@@ -227,7 +227,7 @@ impl Bank {
         self.accounts * self.initial
     }
 
-    /// Rule 1 on one `bank_total` result: `Err` names what is wrong. A one-round total is one
+    /// Invariant 1 on one `bank_total` result: `Err` names what is wrong. A one-round total is one
     /// `[total, count, min]` triple per partition, folded here.
     pub fn check_total(&self, v: &[Value]) -> Result<(), String> {
         if v.is_empty() || !v.len().is_multiple_of(3) {

@@ -1,7 +1,7 @@
-//! A transaction's read batch (RAMP-Fast's `GET_ALL`, R4): reads and the keys of batched
-//! pieces joining it (R4h), the partitions' answers, the second round's versions patched in,
+//! A transaction's read batch (RAMP-Fast's `GET_ALL`, CF-4): reads and the keys of batched
+//! pieces joining it (CF-4h), the partitions' answers, the second round's versions patched in,
 //! and what a delivered batch hands the procedure — rows with the transaction's own writes on
-//! top (R1), writes validated and buffered (R2).
+//! top (CF-1), writes validated and buffered (CF-2).
 
 use super::{contains_id, in_range, replicated, replicated_update, TxnState};
 use crate::messages::{Fetched, ReadResult, Request, Seen};
@@ -32,7 +32,7 @@ pub(super) struct BatchRead {
 }
 
 impl TxnState {
-    /// A read's result with this transaction's own buffered writes on top (R1).
+    /// A read's result with this transaction's own buffered writes on top (CF-1).
     pub(super) fn overlay(&self, op: &PartOp, result: PartResult, catalog: &Catalog) -> PartResult {
         match (&op.kind, result) {
             (OpKind::Read { key, .. }, PartResult::Row(row)) => {
@@ -57,8 +57,8 @@ impl TxnState {
         }
     }
 
-    /// A point read, or a write's validating read, of `key` joins the batch (R4); the row this
-    /// transaction read before, if any (R4a: then not asked again).
+    /// A point read, or a write's validating read, of `key` joins the batch (CF-4); the row this
+    /// transaction read before, if any (CF-4a: then not asked again).
     pub(super) fn join(&mut self, table: TableId, key: &Key, now: Time) -> Option<Result<PartResult, Error>> {
         self.first_read.get_or_insert(now);
         let k = (table, key.clone());
@@ -74,7 +74,7 @@ impl TxnState {
             && w.key().is_some_and(|k| !contains_id(k, &[], self.tmp))
     }
 
-    /// A batched point read's piece: every key joins the batch as a read of its own would (R4a:
+    /// A batched point read's piece: every key joins the batch as a read of its own would (CF-4a:
     /// one read before is answered from the cache), and the keys not cached are asked of the
     /// partition in one request.
     pub(super) fn issue_read_many(&mut self, id: SubOpId, table: TableId, keys: PieceKeys, ctx: &mut CoordCtx) {
@@ -134,7 +134,7 @@ impl TxnState {
         }
     }
 
-    /// Records what a read saw (RAMP's metadata, R4a): also a validating read's, whose row
+    /// Records what a read saw (RAMP's metadata, CF-4a): also a validating read's, whose row
     /// may answer later reads.
     pub(super) fn saw(&mut self, from: PartitionId, seen: Vec<(TableId, Key, Seen)>) {
         for (table, key, s) in seen {
@@ -172,14 +172,14 @@ impl TxnState {
     }
 
     /// What one read of a delivered batch answers the procedure: the row read (cached for
-    /// later reads, R4a) with this transaction's own writes on top; for a write, the write
+    /// later reads, CF-4a) with this transaction's own writes on top; for a write, the write
     /// validated and buffered.
     pub(super) fn settle(&mut self, r: BatchRead, catalog: &Catalog) -> Result<PartResult, Error> {
         let result = r.result.expect("batch complete");
         if let (OpKind::Read { key, .. }, Ok(PartResult::Row(row))) = (&r.op.kind, &result) {
             self.rows.insert((r.op.table, key.clone()), row.clone());
         }
-        // R4g: what the procedure is handed without the id mask (only a row of the
+        // CF-4g: what the procedure is handed without the id mask (only a row of the
         // counter's table can ever be taken forward: no other read pays for the record).
         if r.write.is_none() && self.seq.as_ref().is_some_and(|s| s.table == r.op.table) {
             match (&r.op.kind, &result) {
