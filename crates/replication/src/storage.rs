@@ -1,0 +1,152 @@
+//! The group's in-memory view of its raft log, the `raft::Storage` the library reads.
+//!
+//! It mirrors what the owner made durable: the owner persists [`crate::Persist`] and the
+//! group applies the same changes here, so on a restart the owner hands back
+//! ([`crate::Durable`]) exactly what this held at its last sync.
+
+use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
+use raft::{GetEntriesContext, RaftState, StorageError};
+use std::cell::Cell;
+
+pub(crate) struct LogStore {
+    pub(crate) hard_state: HardState,
+    conf_state: ConfState,
+    /// The latest snapshot, with its data (served to lagging followers). `None` before the
+    /// first compaction: the log then starts at index 1.
+    snapshot: Option<Snapshot>,
+    snap_index: u64,
+    snap_term: u64,
+    /// `entries[i].index == snap_index + 1 + i`.
+    entries: Vec<Entry>,
+    /// Set when raft asked for a snapshot newer than the one held.
+    pub(crate) snapshot_asked: Cell<bool>,
+}
+
+impl LogStore {
+    pub(crate) fn new(conf_state: ConfState) -> Self {
+        LogStore {
+            hard_state: HardState::default(),
+            conf_state,
+            snapshot: None,
+            snap_index: 0,
+            snap_term: 0,
+            entries: Vec::new(),
+            snapshot_asked: Cell::new(false),
+        }
+    }
+
+    pub(crate) fn snap_index(&self) -> u64 {
+        self.snap_index
+    }
+
+    pub(crate) fn last(&self) -> u64 {
+        self.snap_index + self.entries.len() as u64
+    }
+
+    /// Appends entries, replacing any suffix from the first one's index (raft's conflict rule).
+    pub(crate) fn append(&mut self, ents: &[Entry]) {
+        let Some(first) = ents.first() else { return };
+        assert!(
+            first.index <= self.last() + 1,
+            "append at {} leaves a gap after {}",
+            first.index,
+            self.last()
+        );
+        let skip = self.snap_index.saturating_sub(first.index - 1) as usize;
+        let ents = &ents[skip.min(ents.len())..];
+        let Some(first) = ents.first() else { return };
+        self.entries.truncate((first.index - self.snap_index - 1) as usize);
+        self.entries.extend_from_slice(ents);
+    }
+
+    /// Installs a snapshot received from the leader: the log restarts after it.
+    pub(crate) fn install(&mut self, snap: Snapshot) {
+        let meta = snap.get_metadata();
+        self.snap_index = meta.index;
+        self.snap_term = meta.term;
+        self.conf_state = meta.get_conf_state().clone();
+        self.entries.clear();
+        self.hard_state.commit = self.hard_state.commit.max(meta.index);
+        self.hard_state.term = self.hard_state.term.max(meta.term);
+        self.snapshot = Some(snap);
+    }
+
+    /// The owner's snapshot of its state at `index` (applied): drop the log up to it.
+    pub(crate) fn compact(&mut self, index: u64, data: Vec<u8>) -> u64 {
+        assert!(index > self.snap_index && index <= self.last(), "compact to {index} outside the log");
+        let term = self.entries[(index - self.snap_index - 1) as usize].term;
+        self.entries.drain(..(index - self.snap_index) as usize);
+        self.snap_index = index;
+        self.snap_term = term;
+        self.snapshot = Some(snapshot_of(index, term, &self.conf_state, data));
+        term
+    }
+}
+
+pub(crate) fn snapshot_of(index: u64, term: u64, conf_state: &ConfState, data: Vec<u8>) -> Snapshot {
+    let mut meta = SnapshotMetadata::default();
+    meta.index = index;
+    meta.term = term;
+    meta.set_conf_state(conf_state.clone());
+    let mut snap = Snapshot::default();
+    snap.set_metadata(meta);
+    snap.data = data.into();
+    snap
+}
+
+impl raft::Storage for LogStore {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        Ok(RaftState::new(self.hard_state.clone(), self.conf_state.clone()))
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        _context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        if low <= self.snap_index {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if high > self.last() + 1 || low > high {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        let lo = (low - self.snap_index - 1) as usize;
+        let hi = (high - self.snap_index - 1) as usize;
+        let mut ents = self.entries[lo..hi].to_vec();
+        raft::util::limit_size(&mut ents, max_size.into());
+        Ok(ents)
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        if idx == self.snap_index {
+            return Ok(self.snap_term);
+        }
+        if idx < self.snap_index {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if idx > self.last() {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        Ok(self.entries[(idx - self.snap_index - 1) as usize].term)
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(self.snap_index + 1)
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(self.last())
+    }
+
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        match &self.snapshot {
+            Some(s) if s.get_metadata().index >= request_index => Ok(s.clone()),
+            _ => {
+                self.snapshot_asked.set(true);
+                Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable))
+            }
+        }
+    }
+}
