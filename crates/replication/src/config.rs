@@ -85,6 +85,9 @@ pub struct GroupConfig {
     pub snapshot_bytes_max: u64,
     /// Ask the owner for a snapshot once this many entries were applied since the last one.
     pub snapshot_every_entries: u64,
+    /// Entries kept before a snapshot, so that a follower a little behind gets entries rather
+    /// than the whole snapshot.
+    pub compact_keep_entries: u64,
     /// A leader that sent a snapshot and heard nothing back for this long sends it again.
     pub snapshot_retry_ticks: u64,
 }
@@ -106,6 +109,7 @@ impl GroupConfig {
             snapshot_chunk_bytes: SNAPSHOT_CHUNK_BYTES_DEFAULT,
             snapshot_bytes_max: SNAPSHOT_BYTES_MAX_DEFAULT,
             snapshot_every_entries: 10_000,
+            compact_keep_entries: 5_000,
             snapshot_retry_ticks: 40,
         }
     }

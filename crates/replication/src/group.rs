@@ -18,7 +18,9 @@ struct Assembly {
     index: u64,
     term: u64,
     header: Vec<u8>,
-    data: Vec<u8>,
+    /// offset → bytes.
+    chunks: BTreeMap<u64, Vec<u8>>,
+    held_bytes: u64,
     total_bytes: u64,
 }
 
@@ -315,7 +317,8 @@ impl ReplicaGroup {
     /// The owner took the snapshot asked for by [`Ready::snapshot_wanted`] (or one of its own
     /// accord) of its state with everything up to `index` applied. The group drops its log up
     /// to `index` and sends these bytes to members that need them. The owner then persists the
-    /// snapshot and may drop its durable log up to `index`.
+    /// snapshot and may drop its durable log up to `index` (a restart needs only the entries
+    /// after the snapshot; the group keeps `compact_keep_entries` before it in memory).
     pub fn snapshot_taken(&mut self, index: LogIndex, data: Vec<u8>) -> Result<SnapshotMeta, Error> {
         let store = self.raw.store();
         if index > self.applied || index > self.raw.raft.raft_log.persisted {
@@ -328,7 +331,8 @@ impl ReplicaGroup {
             return Err(Error::Invalid(format!("snapshot at {index} is not after {}", store.snap_index())));
         }
         self.snapshot_asked = false;
-        let term = self.raw.mut_store().compact(index, data);
+        let keep = self.cfg.compact_keep_entries;
+        let term = self.raw.mut_store().compact(index, data, keep);
         Ok(SnapshotMeta { index, term })
     }
 
@@ -394,6 +398,8 @@ impl ReplicaGroup {
             return;
         }
         let msg_term = m.term;
+        let mut m = m;
+        self.repair_after_data_loss(wm.from, wm.rejoined, &mut m);
         if ty == MessageType::MsgSnapshot {
             self.stats.snapshots_installed += 1;
         }
@@ -471,37 +477,80 @@ impl ReplicaGroup {
         true
     }
 
-    fn reassemble(&mut self, from: ReplicaId, c: SnapshotChunk) -> Option<Message> {
-        if c.offset == 0 {
-            if c.total_bytes > self.cfg.snapshot_bytes_max || c.header.is_empty() {
-                self.stats.chunks_dropped += 1;
-                return None;
+    /// raft-rs assumes a member never loses what it acknowledged. A member that lost its data
+    /// directory breaks that, which raft-rs meets with a panic (a heartbeat committing past its
+    /// log) or a stall (its leader never sends below the old match index). Both are repaired
+    /// here: a heartbeat's commit is clamped to the local log (it only ever informs), and a
+    /// leader that sees a rejection below a peer's match index, from a peer that says it
+    /// rejoined without its data, starts probing that peer afresh. (Without the peer's word a
+    /// late rejection, reordered by the network, looks the same.)
+    fn repair_after_data_loss(&mut self, from: ReplicaId, rejoined: bool, m: &mut Message) {
+        match m.get_msg_type() {
+            MessageType::MsgHeartbeat => {
+                let last = self.raw.raft.raft_log.last_index();
+                if m.commit > last {
+                    m.commit = last;
+                }
             }
-            let data = Vec::with_capacity(c.total_bytes.min(64 << 20) as usize);
-            let a = Assembly { index: c.index, term: c.term, header: c.header, data, total_bytes: c.total_bytes };
+            MessageType::MsgAppendResponse if rejoined && m.reject && self.raw.raft.state == StateRole::Leader => {
+                if let Some(pr) = self.raw.raft.mut_prs().get_mut(from.0) {
+                    if m.reject_hint < pr.matched {
+                        pr.matched = m.reject_hint;
+                        pr.become_probe();
+                        self.stats.peers_lost_data += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Collects a snapshot's chunks (the network may reorder or duplicate them); returns the
+    /// snapshot message once every byte and the header are in.
+    fn reassemble(&mut self, from: ReplicaId, c: SnapshotChunk) -> Option<Message> {
+        let fits = c.total_bytes <= self.cfg.snapshot_bytes_max
+            && c.offset.checked_add(c.data.len() as u64).is_some_and(|end| end <= c.total_bytes)
+            && (c.offset == 0) == !c.header.is_empty()
+            && (!c.data.is_empty() || c.total_bytes == 0);
+        if !fits {
+            self.stats.chunks_dropped += 1;
+            return None;
+        }
+        let same = |a: &Assembly| a.index == c.index && a.term == c.term && a.total_bytes == c.total_bytes;
+        if !self.assemblies.get(&from).is_some_and(same) {
+            let a = Assembly {
+                index: c.index,
+                term: c.term,
+                header: Vec::new(),
+                chunks: BTreeMap::new(),
+                held_bytes: 0,
+                total_bytes: c.total_bytes,
+            };
             self.assemblies.insert(from, a);
         }
-        let Some(a) = self.assemblies.get_mut(&from) else {
-            self.stats.chunks_dropped += 1;
+        let a = self.assemblies.get_mut(&from).expect("just inserted");
+        if !c.header.is_empty() {
+            a.header = c.header;
+        }
+        if let std::collections::btree_map::Entry::Vacant(v) = a.chunks.entry(c.offset) {
+            a.held_bytes += c.data.len() as u64;
+            v.insert(c.data);
+        } else {
+            self.stats.chunks_dropped += 1; // a duplicate
             return None;
-        };
-        let continues = a.index == c.index
-            && a.term == c.term
-            && a.total_bytes == c.total_bytes
-            && a.data.len() as u64 == c.offset
-            && c.offset + c.data.len() as u64 <= a.total_bytes;
-        if !continues {
-            self.stats.chunks_dropped += 1;
-            if c.offset != 0 {
-                self.assemblies.remove(&from);
+        }
+        if a.header.is_empty() || a.held_bytes < a.total_bytes {
+            return None;
+        }
+        let a = self.assemblies.remove(&from).expect("looked up above");
+        let mut data = Vec::with_capacity(a.total_bytes as usize);
+        for (offset, bytes) in a.chunks {
+            if offset != data.len() as u64 {
+                self.stats.chunks_dropped += 1; // overlapping chunks: not from a correct peer
+                return None;
             }
-            return None;
+            data.extend_from_slice(&bytes);
         }
-        a.data.extend_from_slice(&c.data);
-        if (a.data.len() as u64) < a.total_bytes {
-            return None;
-        }
-        let a = self.assemblies.remove(&from).expect("just looked up");
         let mut m = match Message::parse_from_bytes(&a.header) {
             Ok(m) => m,
             Err(_) => {
@@ -509,12 +558,15 @@ impl ReplicaGroup {
                 return None;
             }
         };
-        let meta_ok = m.snapshot.as_ref().is_some_and(|s| s.get_metadata().index == a.index && s.get_metadata().term == a.term);
+        let meta_ok = m
+            .snapshot
+            .as_ref()
+            .is_some_and(|s| s.get_metadata().index == a.index && s.get_metadata().term == a.term);
         if m.get_msg_type() != MessageType::MsgSnapshot || !meta_ok {
             self.stats.refused += 1;
             return None;
         }
-        m.mut_snapshot().data = a.data.into();
+        m.mut_snapshot().data = data.into();
         Some(m)
     }
 
@@ -644,7 +696,8 @@ impl ReplicaGroup {
         for mut m in msgs {
             let to = ReplicaId(m.to);
             let echo = if m.to == leader && r.state == StateRole::Follower { self.echo.filter(|e| e.term == r.term) } else { None };
-            let envelope = |body| WireMessage { from: self.cfg.id, to, stamp, echo, body };
+            let rejoined = self.abstain;
+            let envelope = |body| WireMessage { from: self.cfg.id, to, stamp, echo, rejoined, body };
             if m.get_msg_type() == MessageType::MsgSnapshot {
                 let data = std::mem::take(&mut m.mut_snapshot().data);
                 let meta = m.get_snapshot().get_metadata();

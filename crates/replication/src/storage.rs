@@ -11,12 +11,15 @@ use std::cell::Cell;
 pub(crate) struct LogStore {
     pub(crate) hard_state: HardState,
     conf_state: ConfState,
-    /// The latest snapshot, with its data (served to lagging followers). `None` before the
-    /// first compaction: the log then starts at index 1.
+    /// The latest snapshot, with its data (served to followers that need entries before
+    /// `offset`). `None` before the first one: the log then starts at index 1.
     snapshot: Option<Snapshot>,
     snap_index: u64,
-    snap_term: u64,
-    /// `entries[i].index == snap_index + 1 + i`.
+    /// The log starts after `offset` (`offset <= snap_index`: a tail before the snapshot is
+    /// kept so that followers a little behind get entries, not a snapshot).
+    offset: u64,
+    offset_term: u64,
+    /// `entries[i].index == offset + 1 + i`.
     entries: Vec<Entry>,
     /// Set when raft asked for a snapshot newer than the one held.
     pub(crate) snapshot_asked: Cell<bool>,
@@ -29,7 +32,8 @@ impl LogStore {
             conf_state,
             snapshot: None,
             snap_index: 0,
-            snap_term: 0,
+            offset: 0,
+            offset_term: 0,
             entries: Vec::new(),
             snapshot_asked: Cell::new(false),
         }
@@ -40,7 +44,7 @@ impl LogStore {
     }
 
     pub(crate) fn last(&self) -> u64 {
-        self.snap_index + self.entries.len() as u64
+        self.offset + self.entries.len() as u64
     }
 
     /// Appends entries, replacing any suffix from the first one's index (raft's conflict rule).
@@ -52,10 +56,10 @@ impl LogStore {
             first.index,
             self.last()
         );
-        let skip = self.snap_index.saturating_sub(first.index - 1) as usize;
+        let skip = self.offset.saturating_sub(first.index - 1) as usize;
         let ents = &ents[skip.min(ents.len())..];
         let Some(first) = ents.first() else { return };
-        self.entries.truncate((first.index - self.snap_index - 1) as usize);
+        self.entries.truncate((first.index - self.offset - 1) as usize);
         self.entries.extend_from_slice(ents);
     }
 
@@ -63,7 +67,8 @@ impl LogStore {
     pub(crate) fn install(&mut self, snap: Snapshot) {
         let meta = snap.get_metadata();
         self.snap_index = meta.index;
-        self.snap_term = meta.term;
+        self.offset = meta.index;
+        self.offset_term = meta.term;
         self.conf_state = meta.get_conf_state().clone();
         self.entries.clear();
         self.hard_state.commit = self.hard_state.commit.max(meta.index);
@@ -71,14 +76,19 @@ impl LogStore {
         self.snapshot = Some(snap);
     }
 
-    /// The owner's snapshot of its state at `index` (applied): drop the log up to it.
-    pub(crate) fn compact(&mut self, index: u64, data: Vec<u8>) -> u64 {
-        assert!(index > self.snap_index && index <= self.last(), "compact to {index} outside the log");
-        let term = self.entries[(index - self.snap_index - 1) as usize].term;
-        self.entries.drain(..(index - self.snap_index) as usize);
+    /// The owner's snapshot of its state at `index` (applied): keep it, and drop the log up
+    /// to `keep_entries` before it.
+    pub(crate) fn compact(&mut self, index: u64, data: Vec<u8>, keep_entries: u64) -> u64 {
+        assert!(index > self.snap_index && index <= self.last(), "snapshot at {index} outside the log");
+        let term = self.entries[(index - self.offset - 1) as usize].term;
         self.snap_index = index;
-        self.snap_term = term;
         self.snapshot = Some(snapshot_of(index, term, &self.conf_state, data));
+        let to = index.saturating_sub(keep_entries);
+        if to > self.offset {
+            self.offset_term = self.entries[(to - self.offset - 1) as usize].term;
+            self.entries.drain(..(to - self.offset) as usize);
+            self.offset = to;
+        }
         term
     }
 }
@@ -106,34 +116,34 @@ impl raft::Storage for LogStore {
         max_size: impl Into<Option<u64>>,
         _context: GetEntriesContext,
     ) -> raft::Result<Vec<Entry>> {
-        if low <= self.snap_index {
+        if low <= self.offset {
             return Err(raft::Error::Store(StorageError::Compacted));
         }
         if high > self.last() + 1 || low > high {
             return Err(raft::Error::Store(StorageError::Unavailable));
         }
-        let lo = (low - self.snap_index - 1) as usize;
-        let hi = (high - self.snap_index - 1) as usize;
+        let lo = (low - self.offset - 1) as usize;
+        let hi = (high - self.offset - 1) as usize;
         let mut ents = self.entries[lo..hi].to_vec();
         raft::util::limit_size(&mut ents, max_size.into());
         Ok(ents)
     }
 
     fn term(&self, idx: u64) -> raft::Result<u64> {
-        if idx == self.snap_index {
-            return Ok(self.snap_term);
+        if idx == self.offset {
+            return Ok(self.offset_term);
         }
-        if idx < self.snap_index {
+        if idx < self.offset {
             return Err(raft::Error::Store(StorageError::Compacted));
         }
         if idx > self.last() {
             return Err(raft::Error::Store(StorageError::Unavailable));
         }
-        Ok(self.entries[(idx - self.snap_index - 1) as usize].term)
+        Ok(self.entries[(idx - self.offset - 1) as usize].term)
     }
 
     fn first_index(&self) -> raft::Result<u64> {
-        Ok(self.snap_index + 1)
+        Ok(self.offset + 1)
     }
 
     fn last_index(&self) -> raft::Result<u64> {

@@ -127,4 +127,6 @@ pub struct Stats {
     /// Snapshots sent to lagging members (counted once per snapshot, not per chunk).
     pub snapshots_sent: u64,
     pub snapshots_installed: u64,
+    /// Peers found holding less than they had acknowledged (a lost data directory).
+    pub peers_lost_data: u64,
 }

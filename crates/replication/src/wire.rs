@@ -13,6 +13,9 @@ pub struct WireMessage {
     /// Set by a follower: the newest `stamp` it got from the leader it follows, in a message
     /// that restarted its election timer. The leader's lease runs from that tick.
     pub echo: Option<LeaseStamp>,
+    /// The sender rejoined after losing its data directory: it may hold less than it once
+    /// acknowledged, so its leader must not trust the old match index.
+    pub rejoined: bool,
     pub body: WireBody,
 }
 
@@ -26,9 +29,9 @@ pub struct LeaseStamp {
 pub enum WireBody {
     /// A raft `eraftpb::Message`, protobuf-encoded, with no snapshot data in it.
     Raft(Vec<u8>),
-    /// A piece of a snapshot message. The chunks of one snapshot are sent in order; the
-    /// receiver drops a chunk that does not continue what it holds, and the leader sends the
-    /// whole snapshot again after `snapshot_retry_ticks`.
+    /// A piece of a snapshot message. The receiver collects the chunks of one snapshot in any
+    /// order (one snapshot per sender at a time: a newer one replaces it); if some are lost the
+    /// leader sends the whole snapshot again after `snapshot_retry_ticks`.
     SnapshotChunk(SnapshotChunk),
 }
 

@@ -1,0 +1,149 @@
+//! Seeded simulations of one replica group (see `harness` for the model and the checks).
+//! Each test names the rule it checks; each check is also shown to fail with its rule broken.
+
+mod harness;
+
+use harness::{first_failure, sweep, Sim, SimConfig};
+use litmus_replication::{ReadMode, FRAME_BYTES_MAX};
+
+const SWEEP_SEEDS: u64 = 12;
+
+#[test]
+fn raft_5_2_a_leader_is_elected_and_commands_commit() {
+    for members in [1, 3, 5] {
+        let runs = sweep("raft_5_2", &SimConfig::calm(members), 3);
+        for sim in runs {
+            assert!(sim.stats.elections >= 1, "members {members}: {}", sim.report());
+            assert!(sim.stats.acked > 1000, "members {members}: {}", sim.report());
+        }
+    }
+}
+
+#[test]
+fn raft_5_3_and_5_4_agreement_and_durability_under_faults() {
+    for members in [3, 5] {
+        let runs = sweep("raft_5_3_and_5_4", &SimConfig::new(members), SWEEP_SEEDS);
+        let crashes: u64 = runs.iter().map(|s| s.stats.crashes).sum();
+        let parts: u64 = runs.iter().map(|s| s.stats.partitions).sum();
+        let elections: u64 = runs.iter().map(|s| s.stats.elections).sum();
+        assert!(crashes > 0 && parts > 0 && elections > runs.len() as u64, "faults were injected");
+    }
+}
+
+#[test]
+fn all_members_crash_and_restart_lose_nothing_acknowledged() {
+    let cfg = SimConfig { crash_weight: 0, partition_weight: 0, data_loss_weight: 0, crash_all_weight: 1, ..SimConfig::new(3) };
+    let runs = sweep("all_members_crash", &cfg, SWEEP_SEEDS);
+    assert!(runs.iter().all(|s| s.stats.crashes >= 3 && s.stats.acked > 100));
+}
+
+#[test]
+fn raft_6_4_read_index_reads_are_linearizable() {
+    let cfg = SimConfig { read_mode: ReadMode::ReadIndex, ..SimConfig::new(3) };
+    let runs = sweep("raft_6_4_read_index", &cfg, SWEEP_SEEDS);
+    assert!(runs.iter().all(|s| s.stats.reads_served > 100 && s.stats.lease_reads == 0));
+}
+
+#[test]
+fn raft_6_4_1_lease_reads_are_linearizable_under_faults_and_clock_drift() {
+    let cfg = SimConfig { clock_drift: 0.08, ..SimConfig::new(3) };
+    let runs = sweep("raft_6_4_1_lease_reads", &cfg, SWEEP_SEEDS);
+    assert!(runs.iter().all(|s| s.stats.lease_reads > 100));
+}
+
+/// A leader cut off from its group keeps its lease only until its followers' promises run
+/// out; the others elect a new leader after that. Reads keep coming to the old leader.
+fn isolated_leader(cfg: SimConfig, seed: u64) -> Sim {
+    let mut sim = Sim::new(seed, cfg);
+    sim.run_until(2_000_000);
+    let old = sim.leader().expect("a leader after 2 s");
+    sim.isolate(old);
+    sim.run_until(5_000_000);
+    let new = sim.leader().filter(|l| *l != old);
+    assert!(new.is_some() || !sim.violations.is_empty(), "seed {seed}: no new leader: {}", sim.report());
+    sim.heal_all();
+    sim.run_until(8_000_000);
+    sim
+}
+
+fn lease_scenario() -> SimConfig {
+    SimConfig { fault_phase_us: 0, loss: 0.0, duplication: 0.0, fault_every_us: 0, ..SimConfig::new(3) }
+}
+
+#[test]
+fn raft_6_4_1_isolated_leader_stops_serving_before_a_new_leader_is_elected() {
+    for seed in harness::seeds(10) {
+        let sim = isolated_leader(lease_scenario(), seed);
+        assert!(sim.violations.is_empty(), "seed {seed}: {}", sim.report());
+        assert!(sim.stats.lease_reads > 50, "seed {seed}: {}", sim.report());
+    }
+}
+
+#[test]
+fn broken_lease_longer_than_the_election_timeout_is_caught() {
+    let cfg = SimConfig { lease_ticks_unchecked: Some(60), ..lease_scenario() };
+    let caught = harness::seeds(10).into_iter().find_map(|seed| {
+        let sim = isolated_leader(cfg.clone(), seed);
+        (!sim.violations.is_empty()).then_some((seed, sim.violations))
+    });
+    let (seed, v) = caught.expect("a lease longer than the election timeout must serve a stale read");
+    assert!(v.iter().any(|v| v.contains("lease") || v.contains("linearizability")), "seed {seed}: {v:?}");
+}
+
+#[test]
+fn broken_acknowledge_before_commit_is_caught() {
+    let cfg = SimConfig { ack_before_commit: true, ..SimConfig::new(3) };
+    let (seed, v) = first_failure(&cfg, 20).expect("acknowledging at propose must lose a command");
+    assert!(v.iter().any(|v| v.contains("durability") || v.contains("linearizability")), "seed {seed}: {v:?}");
+}
+
+#[test]
+fn broken_send_before_persist_is_caught() {
+    let cfg = SimConfig {
+        send_before_sync: true,
+        fsync_us: 20_000,
+        crash_weight: 0,
+        partition_weight: 0,
+        data_loss_weight: 0,
+        crash_all_weight: 1,
+        fault_every_us: 300_000,
+        ..SimConfig::new(3)
+    };
+    let (seed, v) = first_failure(&cfg, 30).expect("acknowledging entries before they are durable must lose one");
+    assert!(!v.is_empty(), "seed {seed}");
+}
+
+#[test]
+fn broken_liveness_with_a_majority_down_is_caught() {
+    let cfg = SimConfig { keep_majority_down: true, ..SimConfig::calm(3) };
+    let (_, v) = first_failure(&cfg, 1).expect("no progress without a majority");
+    assert!(v.iter().any(|v| v.contains("liveness")), "{v:?}");
+}
+
+#[test]
+fn lost_data_dir_catches_up_by_chunked_snapshots_under_the_frame_limit() {
+    let cfg = SimConfig { payload_bytes: 256, ..SimConfig::calm(3) };
+    let mut sim = Sim::new(7, cfg);
+    sim.run_until(3_000_000);
+    let follower = (0..3).find(|i| Some(*i) != sim.leader()).expect("a follower");
+    sim.crash(follower);
+    sim.run_until(5_000_000);
+    sim.restart_with_data_loss(follower);
+    sim.run_until(9_000_000);
+    assert!(sim.violations.is_empty(), "{}", sim.report());
+    let top = (0..3).map(|i| sim.applied(i)).max().unwrap();
+    assert!(sim.applied(follower) + 64 >= top, "caught up: {} of {top}", sim.applied(follower));
+    assert!(sim.member(follower).unwrap().is_abstaining());
+    assert!(sim.stats.snapshots_installed >= 1 && sim.stats.chunks > 4, "{}", sim.report());
+    assert!(sim.stats.max_frame_bytes < FRAME_BYTES_MAX, "{}", sim.report());
+}
+
+#[test]
+fn same_seed_replays_bit_for_bit() {
+    let a = Sim::new(3, SimConfig::new(3)).run();
+    let b = Sim::new(3, SimConfig::new(3)).run();
+    assert_eq!(a.trace, b.trace);
+    assert_eq!(a.acked, b.acked);
+    let c = Sim::new(4, SimConfig::new(3)).run();
+    assert_ne!(a.trace, c.trace);
+}
