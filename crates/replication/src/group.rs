@@ -62,19 +62,23 @@ pub struct ReplicaGroup {
 impl ReplicaGroup {
     /// Starts a member from what its owner made durable (`Durable::default()` the first time).
     /// `seed` drives the election-timeout jitter: the same seed and inputs replay exactly.
+    /// A member whose durable state is marked `abstaining` keeps abstaining.
     pub fn start(cfg: GroupConfig, durable: Durable, seed: u64) -> Result<Self, Error> {
-        Self::boot(cfg, durable, seed, false)
+        Self::boot(cfg, durable, seed)
     }
 
     /// Starts a member whose data directory was lost. It catches up from the leader (by
     /// snapshot if the log was compacted) but never votes or campaigns: it may have voted or
     /// acknowledged entries before the loss, and raft's safety rests on both being durable.
     /// Giving it a vote back is a membership change (remove and re-add), which is not built.
+    /// The owner must first make `Durable { abstaining: true, ..Default::default() }` durable,
+    /// so that later restarts through [`Self::start`] go on abstaining.
     pub fn rejoin_after_data_loss(cfg: GroupConfig, seed: u64) -> Result<Self, Error> {
-        Self::boot(cfg, Durable::default(), seed, true)
+        Self::boot(cfg, Durable { abstaining: true, ..Durable::default() }, seed)
     }
 
-    fn boot(cfg: GroupConfig, durable: Durable, seed: u64, abstain: bool) -> Result<Self, Error> {
+    fn boot(cfg: GroupConfig, durable: Durable, seed: u64) -> Result<Self, Error> {
+        let abstain = durable.abstaining;
         cfg.validate()?;
         let mut conf_state = ConfState::default();
         conf_state.voters = cfg.voters.iter().map(|v| v.0).collect();

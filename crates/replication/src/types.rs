@@ -41,6 +41,10 @@ pub struct Durable {
     pub snapshot: Option<(SnapshotMeta, Vec<u8>)>,
     /// The log after the snapshot, contiguous.
     pub entries: Vec<LogEntry>,
+    /// The member rejoined after losing its data directory and must go on abstaining from
+    /// votes after every later restart too: the owner writes this mark before it starts the
+    /// member with [`crate::ReplicaGroup::rejoin_after_data_loss`].
+    pub abstaining: bool,
 }
 
 /// Changes to make durable, in this order, **before** any message of the same [`Ready`] is sent

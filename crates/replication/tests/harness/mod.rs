@@ -38,7 +38,8 @@ pub struct SimConfig {
     pub latency_us: (u64, u64),
     pub loss: f64,
     pub duplication: f64,
-    pub fsync_us: u64,
+    /// Each sync takes a time drawn from this range (syncs of one member finish in order).
+    pub fsync_us: (u64, u64),
     /// Length of the phase with faults; then everything heals.
     pub fault_phase_us: Time,
     /// Mean time between fault events in that phase (0: no faults).
@@ -72,7 +73,7 @@ impl SimConfig {
             latency_us: (200, 5_000),
             loss: 0.02,
             duplication: 0.02,
-            fsync_us: 2_000,
+            fsync_us: (500, 4_000),
             fault_phase_us: 20_000_000,
             fault_every_us: 700_000,
             crash_weight: 4,
@@ -270,6 +271,7 @@ impl Sim {
     }
 
     fn boot(&mut self, i: usize, lost_data: bool) {
+        self.log(format_args!("member {i} boots (lost data: {lost_data}), disk {:?} {:?} entries {:?}", self.members[i].disk.synced.hard_state, self.members[i].disk.synced.snapshot.as_ref().map(|s| s.0), self.members[i].disk.synced.entries.first().map(|e| e.index)..=self.members[i].disk.synced.entries.last().map(|e| e.index)));
         let cfg = self.group_config(i);
         let seed = self.seed ^ ((i as u64 + 1) << 48) ^ (self.members[i].incarnation << 32);
         let m = &mut self.members[i];
@@ -279,7 +281,8 @@ impl Sim {
         m.reads_ready.clear();
         m.pending_writes = 0;
         let group = if lost_data {
-            m.disk.synced = Durable::default();
+            // The owner marks the fresh data directory before the member starts.
+            m.disk.synced = Durable { abstaining: !self.cfg.rejoin_lost_data_as_voter, ..Durable::default() };
             m.lost_data = true;
             if self.cfg.rejoin_lost_data_as_voter {
                 ReplicaGroup::start(cfg, Durable::default(), seed)
@@ -319,12 +322,12 @@ impl Sim {
     pub fn run(mut self) -> Self {
         let end_faults = self.cfg.fault_phase_us;
         self.run_until(end_faults);
-        // Liveness: from the heal, a command proposed now must be acknowledged within the bound.
+        // Liveness: a command proposed after the heal must be acknowledged within the bound.
         let healed_at = self.faults_over_at.unwrap_or(end_faults);
-        let acked_before = self.acked.len();
+        let first_after_heal = self.next_cmd;
         let deadline = healed_at + self.cfg.liveness_bound_us;
         self.run_until(deadline);
-        let progressed = self.acked.values().any(|(_, t)| *t > healed_at) && self.acked.len() > acked_before;
+        let progressed = self.acked.range(first_after_heal..).any(|(_, (_, t))| *t <= deadline);
         if !progressed {
             self.violation(format!(
                 "liveness: no command acknowledged within {} ms of the heal at {} ms",
@@ -336,6 +339,12 @@ impl Sim {
         self.run_until(deadline + 3_000_000);
         self.check_end();
         self
+    }
+
+    fn log(&self, what: std::fmt::Arguments) {
+        if std::env::var_os("REPLICATION_TRACE").is_some() {
+            eprintln!("[{:>8.3} ms] {what}", self.now as f64 / 1000.0);
+        }
     }
 
     fn violation(&mut self, v: String) {
@@ -432,6 +441,7 @@ impl Sim {
             if self.faulty() < f {
                 let i = up[self.rng.gen_range(0..up.len())];
                 if self.isolated.insert(i) {
+                    self.log(format_args!("member {i} isolated"));
                     self.stats.partitions += 1;
                     self.at(self.now + outage, Event::Heal([i].into()));
                 }
@@ -440,7 +450,7 @@ impl Sim {
         }
         pick -= c.partition_weight;
         if pick < c.data_loss_weight {
-            let any_lost = self.members.iter().any(|m| m.lost_data);
+            let any_lost = self.members.iter().any(|m| m.lost_data) && !self.cfg.rejoin_lost_data_as_voter;
             if self.faulty() < f && !any_lost {
                 let i = up[self.rng.gen_range(0..up.len())];
                 self.crash(i);
@@ -461,6 +471,7 @@ impl Sim {
 
     pub fn crash(&mut self, i: usize) {
         if self.down.insert(i) {
+            self.log(format_args!("member {i} crashes"));
             self.stats.crashes += 1;
             let m = &mut self.members[i];
             m.incarnation += 1; // pending syncs and ticks of the old life are void
@@ -502,13 +513,15 @@ impl Sim {
         }
         // Record elections and lease reads at the moment the member decides.
         for lc in &rd.leader_changes {
+            self.log(format_args!("member {i}: term {} leader {:?}", lc.term, lc.leader));
             if lc.leader == Some(ReplicaId(i as u64 + 1)) {
                 self.elections.push((self.now, lc.term));
                 self.stats.elections += 1;
             }
         }
         let mut rd = rd;
-        let sync_at = if rd.persist.is_empty() { self.now } else { self.now + self.cfg.fsync_us };
+        let fsync = self.rng.gen_range(self.cfg.fsync_us.0..=self.cfg.fsync_us.1);
+        let sync_at = if rd.persist.is_empty() { self.now } else { self.now + fsync };
         let sync_at = sync_at.max(self.members[i].last_sync_at);
         self.members[i].last_sync_at = sync_at;
         let mut sent = false;
@@ -739,7 +752,7 @@ impl Sim {
         }
     }
 
-    fn check_end(&mut self) {
+    pub fn check_end(&mut self) {
         // Durability: every acknowledged command sits where it was acknowledged.
         let acked: Vec<(u64, LogIndex)> = self.acked.iter().map(|(id, (ix, _))| (*id, *ix)).collect();
         for (id, index) in &acked {
@@ -781,6 +794,17 @@ impl Sim {
 
     pub fn leader(&self) -> Option<usize> {
         (0..self.cfg.members).find(|i| self.members[*i].group.as_ref().is_some_and(|g| g.role() == Role::Leader))
+    }
+
+    pub fn restart(&mut self, i: usize) {
+        if self.down.remove(&i) {
+            self.restart_pending.remove(&i);
+            self.boot(i, false);
+        }
+    }
+
+    pub fn heal(&mut self, i: usize) {
+        self.isolated.remove(&i);
     }
 
     pub fn restart_with_data_loss(&mut self, i: usize) {
