@@ -87,6 +87,7 @@ fn broken_lease_longer_than_the_election_timeout_is_caught() {
         (!sim.violations.is_empty()).then_some((seed, sim.violations))
     });
     let (seed, v) = caught.expect("a lease longer than the election timeout must serve a stale read");
+    eprintln!("caught at seed {seed}: {}", v[0]);
     assert!(v.iter().any(|v| v.contains("lease") || v.contains("linearizability")), "seed {seed}: {v:?}");
 }
 
@@ -94,6 +95,7 @@ fn broken_lease_longer_than_the_election_timeout_is_caught() {
 fn broken_acknowledge_before_commit_is_caught() {
     let cfg = SimConfig { ack_before_commit: true, ..SimConfig::new(3) };
     let (seed, v) = first_failure(&cfg, 20).expect("acknowledging at propose must lose a command");
+    eprintln!("caught at seed {seed}: {}", v[0]);
     assert!(v.iter().any(|v| v.contains("durability") || v.contains("linearizability")), "seed {seed}: {v:?}");
 }
 
@@ -110,6 +112,7 @@ fn broken_send_before_persist_is_caught() {
         ..SimConfig::new(3)
     };
     let (seed, v) = first_failure(&cfg, 30).expect("acknowledging entries before they are durable must lose one");
+    eprintln!("caught at seed {seed}: {}", v[0]);
     assert!(!v.is_empty(), "seed {seed}");
 }
 
@@ -153,12 +156,14 @@ fn broken_lost_data_rejoining_as_a_voter_is_caught() {
     let sim = data_loss_then_leader_crash(cfg, 0);
     let v = &sim.violations;
     assert!(v.iter().any(|v| v.contains("agreement") || v.contains("durability")), "{}", sim.report());
+    eprintln!("caught: {}", v[0]);
 }
 
 #[test]
 fn broken_liveness_with_a_majority_down_is_caught() {
     let cfg = SimConfig { keep_majority_down: true, ..SimConfig::calm(3) };
     let (_, v) = first_failure(&cfg, 1).expect("no progress without a majority");
+    eprintln!("caught: {}", v[0]);
     assert!(v.iter().any(|v| v.contains("liveness")), "{v:?}");
 }
 
