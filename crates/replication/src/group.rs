@@ -80,21 +80,18 @@ impl ReplicaGroup {
     fn boot(cfg: GroupConfig, durable: Durable, seed: u64) -> Result<Self, Error> {
         let abstain = durable.abstaining;
         cfg.validate()?;
-        let mut conf_state = ConfState::default();
-        conf_state.voters = cfg.voters.iter().map(|v| v.0).collect();
+        let conf_state = ConfState { voters: cfg.voters.iter().map(|v| v.0).collect(), ..Default::default() };
         let mut store = LogStore::new(conf_state.clone());
         let mut applied = 0;
         if let Some((meta, data)) = durable.snapshot {
             store.install(snapshot_of(meta.index, meta.term, &conf_state, data));
             applied = meta.index;
         }
-        let mut expect = store.last() + 1;
         let mut ents = Vec::with_capacity(durable.entries.len());
-        for e in durable.entries {
+        for (expect, e) in (store.last() + 1..).zip(durable.entries) {
             if e.index != expect {
                 return Err(Error::Corrupt(format!("entry {} where {expect} was expected", e.index)));
             }
-            expect += 1;
             ents.push(to_raft_entry(e));
         }
         store.append(&ents);
@@ -412,7 +409,8 @@ impl ReplicaGroup {
         }
         // A message that restarted this follower's election timer extends its promise to the
         // leader: echo the leader's send tick back (in the answer raft is about to emit).
-        let restarts_timer = matches!(ty, MessageType::MsgAppend | MessageType::MsgHeartbeat | MessageType::MsgSnapshot);
+        let restarts_timer =
+            matches!(ty, MessageType::MsgAppend | MessageType::MsgHeartbeat | MessageType::MsgSnapshot);
         let r = &self.raw.raft;
         if let Some(stamp) = wm.stamp {
             if restarts_timer
@@ -514,7 +512,7 @@ impl ReplicaGroup {
     fn reassemble(&mut self, from: ReplicaId, c: SnapshotChunk) -> Option<Message> {
         let fits = c.total_bytes <= self.cfg.snapshot_bytes_max
             && c.offset.checked_add(c.data.len() as u64).is_some_and(|end| end <= c.total_bytes)
-            && (c.offset == 0) == !c.header.is_empty()
+            && (c.offset == 0) != c.header.is_empty()
             && (!c.data.is_empty() || c.total_bytes == 0);
         if !fits {
             self.stats.chunks_dropped += 1;
@@ -562,10 +560,8 @@ impl ReplicaGroup {
                 return None;
             }
         };
-        let meta_ok = m
-            .snapshot
-            .as_ref()
-            .is_some_and(|s| s.get_metadata().index == a.index && s.get_metadata().term == a.term);
+        let meta_ok =
+            m.snapshot.as_ref().is_some_and(|s| s.get_metadata().index == a.index && s.get_metadata().term == a.term);
         if m.get_msg_type() != MessageType::MsgSnapshot || !meta_ok {
             self.stats.refused += 1;
             return None;
@@ -656,8 +652,7 @@ impl ReplicaGroup {
 
     fn persist_hard_state(&mut self) {
         let hs = &self.raw.store().hard_state;
-        self.out.persist.hard_state =
-            Some(HardState { term: hs.term, vote: hs.vote, raft_commit_index: hs.commit });
+        self.out.persist.hard_state = Some(HardState { term: hs.term, vote: hs.vote, raft_commit_index: hs.commit });
     }
 
     fn emit_committed(&mut self, ents: Vec<Entry>) {
@@ -699,7 +694,11 @@ impl ReplicaGroup {
         let leader = r.leader_id;
         for mut m in msgs {
             let to = ReplicaId(m.to);
-            let echo = if m.to == leader && r.state == StateRole::Follower { self.echo.filter(|e| e.term == r.term) } else { None };
+            let echo = if m.to == leader && r.state == StateRole::Follower {
+                self.echo.filter(|e| e.term == r.term)
+            } else {
+                None
+            };
             let rejoined = self.abstain;
             let envelope = |body| WireMessage { from: self.cfg.id, to, stamp, echo, rejoined, body };
             if m.get_msg_type() == MessageType::MsgSnapshot {
@@ -740,10 +739,5 @@ fn from_raft_entry(e: &Entry) -> LogEntry {
 }
 
 fn to_raft_entry(e: LogEntry) -> Entry {
-    let mut r = Entry::default();
-    r.index = e.index;
-    r.term = e.term;
-    r.data = e.data.into();
-    r
+    Entry { index: e.index, term: e.term, data: e.data.into(), ..Default::default() }
 }
-

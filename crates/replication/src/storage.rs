@@ -50,12 +50,7 @@ impl LogStore {
     /// Appends entries, replacing any suffix from the first one's index (raft's conflict rule).
     pub(crate) fn append(&mut self, ents: &[Entry]) {
         let Some(first) = ents.first() else { return };
-        assert!(
-            first.index <= self.last() + 1,
-            "append at {} leaves a gap after {}",
-            first.index,
-            self.last()
-        );
+        assert!(first.index <= self.last() + 1, "append at {} leaves a gap after {}", first.index, self.last());
         let skip = self.offset.saturating_sub(first.index - 1) as usize;
         let ents = &ents[skip.min(ents.len())..];
         let Some(first) = ents.first() else { return };
@@ -94,13 +89,10 @@ impl LogStore {
 }
 
 pub(crate) fn snapshot_of(index: u64, term: u64, conf_state: &ConfState, data: Vec<u8>) -> Snapshot {
-    let mut meta = SnapshotMetadata::default();
-    meta.index = index;
-    meta.term = term;
+    let mut meta = SnapshotMetadata { index, term, ..Default::default() };
     meta.set_conf_state(conf_state.clone());
-    let mut snap = Snapshot::default();
+    let mut snap = Snapshot { data: data.into(), ..Default::default() };
     snap.set_metadata(meta);
-    snap.data = data.into();
     snap
 }
 

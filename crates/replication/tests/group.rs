@@ -66,7 +66,14 @@ fn bad_input_is_counted_never_a_panic() {
     let mut m = member(1, 3, 1);
     m.step_bytes(&[0xff, 0x13, 0x37]);
     m.step_bytes(&[]);
-    let good = WireMessage { from: ReplicaId(2), to: ReplicaId(1), stamp: None, echo: None, rejoined: false, body: WireBody::Raft(vec![0xff; 9]) };
+    let good = WireMessage {
+        from: ReplicaId(2),
+        to: ReplicaId(1),
+        stamp: None,
+        echo: None,
+        rejoined: false,
+        body: WireBody::Raft(vec![0xff; 9]),
+    };
     m.step(good.clone());
     assert_eq!(m.stats().undecodable, 3);
     m.step(WireMessage { to: ReplicaId(3), ..good.clone() }); // not for us
@@ -157,8 +164,11 @@ fn snapshots_travel_in_chunks_under_the_frame_limit() {
         c.snapshot_every_entries = 10;
         c.compact_keep_entries = 0;
     }
-    let mut ms: Vec<ReplicaGroup> =
-        cfgs.into_iter().enumerate().map(|(i, c)| ReplicaGroup::start(c, Durable::default(), i as u64).unwrap()).collect();
+    let mut ms: Vec<ReplicaGroup> = cfgs
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| ReplicaGroup::start(c, Durable::default(), i as u64).unwrap())
+        .collect();
     settle(&mut ms, 40);
     let l = ms.iter().position(|m| m.role() == Role::Leader).unwrap();
     let lagging = (l + 1) % 3;

@@ -32,7 +32,13 @@ fn raft_5_3_and_5_4_agreement_and_durability_under_faults() {
 
 #[test]
 fn all_members_crash_and_restart_lose_nothing_acknowledged() {
-    let cfg = SimConfig { crash_weight: 0, partition_weight: 0, data_loss_weight: 0, crash_all_weight: 1, ..SimConfig::new(3) };
+    let cfg = SimConfig {
+        crash_weight: 0,
+        partition_weight: 0,
+        data_loss_weight: 0,
+        crash_all_weight: 1,
+        ..SimConfig::new(3)
+    };
     let runs = sweep("all_members_crash", &cfg, SWEEP_SEEDS);
     assert!(runs.iter().all(|s| s.stats.crashes >= 3 && s.stats.acked > 100));
 }

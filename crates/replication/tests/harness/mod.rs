@@ -271,7 +271,13 @@ impl Sim {
     }
 
     fn boot(&mut self, i: usize, lost_data: bool) {
-        self.log(format_args!("member {i} boots (lost data: {lost_data}), disk {:?} {:?} entries {:?}", self.members[i].disk.synced.hard_state, self.members[i].disk.synced.snapshot.as_ref().map(|s| s.0), self.members[i].disk.synced.entries.first().map(|e| e.index)..=self.members[i].disk.synced.entries.last().map(|e| e.index)));
+        self.log(format_args!(
+            "member {i} boots (lost data: {lost_data}), disk {:?} {:?} entries {:?}",
+            self.members[i].disk.synced.hard_state,
+            self.members[i].disk.synced.snapshot.as_ref().map(|s| s.0),
+            self.members[i].disk.synced.entries.first().map(|e| e.index)
+                ..=self.members[i].disk.synced.entries.last().map(|e| e.index)
+        ));
         let cfg = self.group_config(i);
         let seed = self.seed ^ ((i as u64 + 1) << 48) ^ (self.members[i].incarnation << 32);
         let m = &mut self.members[i];
@@ -628,7 +634,10 @@ impl Sim {
                         self.history.insert(e.index, cmd.id);
                     }
                     Some(h) if *h != cmd.id => {
-                        let v = format!("agreement: member {i} applied command {} at {} where another applied {h}", cmd.id, e.index);
+                        let v = format!(
+                            "agreement: member {i} applied command {} at {} where another applied {h}",
+                            cmd.id, e.index
+                        );
                         self.violation(v);
                     }
                     Some(_) => {}
@@ -649,7 +658,9 @@ impl Sim {
                 for (index, id) in &sm.cmds {
                     if let Some(h) = self.history.get(index) {
                         if h != id {
-                            let v = format!("agreement: snapshot to member {i} holds {id} at {index} where another applied {h}");
+                            let v = format!(
+                                "agreement: snapshot to member {i} holds {id} at {index} where another applied {h}"
+                            );
                             self.violation(v);
                         }
                     }
@@ -759,7 +770,9 @@ impl Sim {
             match self.history.get(index) {
                 Some(h) if h == id => {}
                 other => {
-                    let v = format!("durability: command {id} acknowledged at index {index}, but the log holds {other:?} there");
+                    let v = format!(
+                        "durability: command {id} acknowledged at index {index}, but the log holds {other:?} there"
+                    );
                     self.violation(v);
                 }
             }
@@ -774,7 +787,8 @@ impl Sim {
                 found.push(format!("member {i} applied only {} of {top} after the heal", sm.applied));
             }
             let applied = sm.applied;
-            let missing = acked.iter().filter(|(_, ix)| *ix <= applied).filter(|(id, ix)| !sm.cmds.contains(&(*ix, *id))).count();
+            let missing =
+                acked.iter().filter(|(_, ix)| *ix <= applied).filter(|(id, ix)| !sm.cmds.contains(&(*ix, *id))).count();
             if missing > 0 {
                 found.push(format!("durability: member {i} lacks {missing} acknowledged commands"));
             }
@@ -870,6 +884,6 @@ pub fn sweep(test: &str, cfg: &SimConfig, count: u64) -> Vec<Sim> {
 pub fn first_failure(cfg: &SimConfig, count: u64) -> Option<(u64, Vec<String>)> {
     (0..count).find_map(|seed| {
         let sim = Sim::new(seed, cfg.clone()).run();
-        (!sim.violations.is_empty()).then(|| (seed, sim.violations))
+        (!sim.violations.is_empty()).then_some((seed, sim.violations))
     })
 }
