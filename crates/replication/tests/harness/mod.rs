@@ -33,8 +33,10 @@ pub struct SimConfig {
     pub members: usize,
     pub read_mode: ReadMode,
     pub tick_us: u64,
-    /// Each member's clock runs at `1 ± drift` of real time.
+    /// Each member's clock runs at `1 ± drift` of real time...
     pub clock_drift: f64,
+    /// ...or at these rates.
+    pub clock_rates: Option<Vec<f64>>,
     pub latency_us: (u64, u64),
     pub loss: f64,
     pub duplication: f64,
@@ -58,6 +60,7 @@ pub struct SimConfig {
     pub ack_before_commit: bool,
     pub send_before_sync: bool,
     pub lease_ticks_unchecked: Option<usize>,
+    pub lease_margin_ticks: Option<usize>,
     pub rejoin_lost_data_as_voter: bool,
     /// Leave a majority down after the fault phase (liveness cannot hold).
     pub keep_majority_down: bool,
@@ -70,6 +73,7 @@ impl SimConfig {
             read_mode: ReadMode::Lease,
             tick_us: 10_000,
             clock_drift: 0.05,
+            clock_rates: None,
             latency_us: (200, 5_000),
             loss: 0.02,
             duplication: 0.02,
@@ -89,6 +93,7 @@ impl SimConfig {
             ack_before_commit: false,
             send_before_sync: false,
             lease_ticks_unchecked: None,
+            lease_margin_ticks: None,
             rejoin_lost_data_as_voter: false,
             keep_majority_down: false,
         }
@@ -194,7 +199,7 @@ impl Sim {
     pub fn new(seed: u64, cfg: SimConfig) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let members = (0..cfg.members)
-            .map(|_| Member {
+            .map(|i| Member {
                 group: None,
                 incarnation: 0,
                 disk: Disk { synced: Durable::default() },
@@ -204,7 +209,10 @@ impl Sim {
                 reads: BTreeMap::new(),
                 reads_ready: Vec::new(),
                 last_sync_at: 0,
-                clock_rate: 1.0 + rng.gen_range(-cfg.clock_drift..=cfg.clock_drift),
+                clock_rate: match &cfg.clock_rates {
+                    Some(r) => r[i],
+                    None => 1.0 + rng.gen_range(-cfg.clock_drift..=cfg.clock_drift),
+                },
                 lost_data: false,
             })
             .collect();
@@ -256,6 +264,9 @@ impl Sim {
         g.compact_keep_entries = self.cfg.snapshot_every_entries / 2;
         g.snapshot_chunk_bytes = self.cfg.snapshot_chunk_bytes;
         g.lease_ticks_unchecked = self.cfg.lease_ticks_unchecked;
+        if let Some(m) = self.cfg.lease_margin_ticks {
+            g.lease_margin_ticks = m;
+        }
         g
     }
 
@@ -366,6 +377,7 @@ impl Sim {
                     return;
                 }
                 self.group(i).tick();
+                self.check_lease(i);
                 self.pump(i);
                 let next = self.now + self.tick_interval(i);
                 self.at(next, Event::Tick(i, inc));
@@ -738,6 +750,26 @@ impl Sim {
         self.pump(i);
     }
 
+    /// Leases (§6.4.1), whether or not a read comes: a member may hold a lease in term T only
+    /// while no leader of a later term has been elected.
+    fn check_lease(&mut self, i: usize) {
+        if self.cfg.read_mode != ReadMode::Lease {
+            return;
+        }
+        let g = self.members[i].group.as_ref().expect("live");
+        if !g.holds_lease() {
+            return;
+        }
+        let term = g.term();
+        if let Some((t, newer)) = self.elections.iter().find(|(_, t)| *t > term).copied() {
+            let v = format!(
+                "lease: member {i} holds a lease in term {term} after a leader of term {newer} was elected at {} ms",
+                t / 1000
+            );
+            self.violation(v);
+        }
+    }
+
     fn serve_reads(&mut self, i: usize) {
         let m = &mut self.members[i];
         let applied = m.sm.applied;
@@ -827,6 +859,17 @@ impl Sim {
             self.stats.data_losses += 1;
             self.boot(i, true);
         }
+    }
+
+    pub fn rates(&self) -> Vec<f64> {
+        self.members.iter().map(|m| (m.clock_rate * 100.0).round() / 100.0).collect()
+    }
+
+    /// Asks the leader to hand its leadership to `to`.
+    pub fn transfer(&mut self, to: usize) {
+        let l = self.leader().expect("a leader");
+        self.group(l).transfer_leadership(ReplicaId(to as u64 + 1)).expect("transfer starts");
+        self.pump(l);
     }
 
     pub fn isolate(&mut self, i: usize) {
