@@ -69,6 +69,8 @@ pub struct GroupConfig {
     /// Ticks between a leader's heartbeats.
     pub heartbeat_ticks: usize,
     pub read_mode: ReadMode,
+    /// Reads waiting for a read-index round before `read` refuses more (retryable).
+    pub reads_pending_max: usize,
     /// A lease lasts `election_ticks - lease_margin_ticks` from the send time of the heartbeat a
     /// quorum answered: the margin absorbs clock-rate drift between members.
     pub lease_margin_ticks: usize,
@@ -100,6 +102,7 @@ impl GroupConfig {
             election_ticks: 10,
             heartbeat_ticks: 2,
             read_mode: ReadMode::Lease,
+            reads_pending_max: 10_000,
             lease_margin_ticks: 2,
             lease_ticks_unchecked: None,
             append_bytes_max: APPEND_BYTES_MAX_DEFAULT,
@@ -162,8 +165,8 @@ impl GroupConfig {
         if self.proposal_bytes_max as u64 + self.append_bytes_max + 64 * 1024 > FRAME_BYTES_MAX as u64 {
             return bad("proposal_bytes_max + append_bytes_max must stay under a frame".into());
         }
-        if self.snapshot_every_entries == 0 || self.inflight_appends_max == 0 {
-            return bad("snapshot_every_entries and inflight_appends_max must be positive".into());
+        if self.snapshot_every_entries == 0 || self.inflight_appends_max == 0 || self.reads_pending_max == 0 {
+            return bad("snapshot_every_entries, inflight_appends_max and reads_pending_max must be positive".into());
         }
         Ok(())
     }

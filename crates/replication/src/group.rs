@@ -273,6 +273,9 @@ impl ReplicaGroup {
             self.out.reads.push(ReadReady { id, index: self.raft_commit_index() });
             return Ok(());
         }
+        if self.pending_reads.len() >= self.cfg.reads_pending_max {
+            return Err(Error::Dropped(format!("{} reads already wait for a quorum", self.pending_reads.len())));
+        }
         self.pending_reads.insert(id);
         self.raw.read_index(id.to_le_bytes().to_vec());
         self.drain();
@@ -401,9 +404,6 @@ impl ReplicaGroup {
         let msg_term = m.term;
         let mut m = m;
         self.repair_after_data_loss(wm.from, wm.rejoined, &mut m);
-        if ty == MessageType::MsgSnapshot {
-            self.stats.snapshots_installed += 1;
-        }
         if self.raw.step(m).is_err() {
             self.stats.refused += 1;
         }
@@ -603,6 +603,7 @@ impl ReplicaGroup {
                 self.out.persist.entries.clear();
                 self.out.apply.push(Apply::Snapshot { meta, data });
                 self.applied = meta.index;
+                self.stats.snapshots_installed += 1;
                 self.persist_hard_state();
             }
             let committed = rd.take_committed_entries();
