@@ -152,3 +152,82 @@ impl raft::Storage for LogStore {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The log store against a naive model: a full vector of the log that never compacts
+    //! (etcd raft's `quorum/quick_test.go` habit).
+
+    use super::*;
+    use raft::Storage;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    fn entry(index: u64, term: u64) -> Entry {
+        Entry { index, term, data: vec![index as u8, term as u8].into(), ..Default::default() }
+    }
+
+    #[test]
+    fn log_store_matches_a_naive_log_under_appends_compactions_and_installs() {
+        for seed in 0..200 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut store = LogStore::new(ConfState::default());
+            let mut model: Vec<Entry> = Vec::new(); // model[i].index == i + 1
+            let mut floor = 0; // entries at or below `floor` may be gone from the store
+            let mut term = 1;
+            for _ in 0..200 {
+                match rng.gen_range(0..10) {
+                    0..=6 => {
+                        // Append from anywhere after the floor (a conflicting suffix is replaced).
+                        let from = rng.gen_range(floor + 1..=model.len() as u64 + 1);
+                        term += rng.gen_range(0..2);
+                        let n = rng.gen_range(1..5);
+                        let ents: Vec<Entry> = (from..from + n).map(|i| entry(i, term)).collect();
+                        store.append(&ents);
+                        model.truncate(from as usize - 1);
+                        model.extend(ents);
+                    }
+                    7..=8 if model.len() as u64 > store.snap_index() => {
+                        let index = rng.gen_range(store.snap_index() + 1..=model.len() as u64);
+                        let keep = rng.gen_range(0..4);
+                        let t = store.compact(index, vec![1], keep);
+                        assert_eq!(t, model[index as usize - 1].term);
+                        floor = index;
+                    }
+                    9 => {
+                        // A snapshot from a leader, past the end of the log or inside it.
+                        let index = rng.gen_range(floor + 1..=model.len() as u64 + 3);
+                        term += 1;
+                        store.install(snapshot_of(index, term, &ConfState::default(), vec![2]));
+                        model.truncate(index as usize);
+                        while (model.len() as u64) < index {
+                            model.push(entry(model.len() as u64 + 1, term));
+                        }
+                        model[index as usize - 1] = entry(index, term);
+                        floor = index;
+                    }
+                    _ => {}
+                }
+                let first = store.first_index().unwrap();
+                assert!(first <= floor + 1, "seed {seed}: the log starts by the floor");
+                assert_eq!(store.last_index().unwrap(), model.len() as u64, "seed {seed}");
+                for i in first..=model.len() as u64 {
+                    assert_eq!(store.term(i).unwrap(), model[i as usize - 1].term, "seed {seed}: term({i})");
+                }
+                if first - 1 > 0 {
+                    assert_eq!(store.term(first - 1).unwrap(), model[first as usize - 2].term, "seed {seed}");
+                }
+                let got = store.entries(first, model.len() as u64 + 1, None, GetEntriesContext::empty(false));
+                let got = got.unwrap();
+                let want = &model[first as usize - 1..];
+                assert_eq!(got.len(), want.len(), "seed {seed}");
+                for (g, w) in got.iter().zip(want) {
+                    assert_eq!((g.index, g.term), (w.index, w.term), "seed {seed}");
+                }
+                if first > 1 {
+                    assert!(store.entries(first - 1, first, None, GetEntriesContext::empty(false)).is_err());
+                }
+            }
+        }
+    }
+}
