@@ -240,7 +240,7 @@ impl ReplicaGroup {
     /// Proposes a command. `Ok` is the position it will have if it commits: the owner
     /// acknowledges it only when [`Apply::Entry`] comes out with this index **and** term
     /// (another term's entry at that index means this proposal was lost with a leader change).
-    pub fn propose(&mut self, data: Vec<u8>) -> Result<SnapshotMeta, Error> {
+    pub fn propose(&mut self, data: Vec<u8>) -> Result<LogPosition, Error> {
         if self.raw.raft.state != StateRole::Leader {
             return Err(self.not_leader());
         }
@@ -259,7 +259,7 @@ impl ReplicaGroup {
         assert_eq!(index, before + 1, "a proposal appends exactly one entry");
         let term = self.raw.raft.term;
         self.drain();
-        Ok(SnapshotMeta { index, term })
+        Ok(LogPosition { index, term })
     }
 
     /// Asks for a linearizable read. The read may be served once [`Ready::reads`] names it and

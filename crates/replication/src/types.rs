@@ -27,11 +27,16 @@ pub struct LogEntry {
     pub data: Vec<u8>,
 }
 
+/// A place in the log: an index and the term of the entry there. Raft §5.3: two logs with an
+/// entry of the same index and term agree on every entry up to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SnapshotMeta {
+pub struct LogPosition {
     pub index: LogIndex,
     pub term: u64,
 }
+
+/// The log position a snapshot covers.
+pub type SnapshotMeta = LogPosition;
 
 /// What the owner keeps on disk for one member, handed back on a restart.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
