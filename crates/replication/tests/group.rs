@@ -225,3 +225,43 @@ fn snapshots_travel_in_chunks_under_the_frame_limit() {
     assert!(installed, "the lagging member installed the snapshot");
     assert_eq!(ms[lagging].raft_commit_index(), ms[l].raft_commit_index());
 }
+
+#[test]
+fn raft_6_4_1_a_member_just_booted_withholds_its_vote_for_an_election_timeout() {
+    // Member 2 campaigns; member 1 has just (re)started and forgot any promise it made.
+    let mut m1 = member(1, 3, 1);
+    let mut m2 = member(2, 3, 2);
+    while m2.role() != Role::Candidate {
+        m2.tick();
+    }
+    let asks: Vec<WireMessage> = m2.take_ready().messages.into_iter().filter(|w| w.to == ReplicaId(1)).collect();
+    assert!(!asks.is_empty());
+    for w in &asks {
+        m1.step(w.clone());
+    }
+    assert_eq!(m1.stats().votes_withheld, asks.len() as u64);
+    assert!(m1.take_ready().messages.is_empty(), "no vote while quiet");
+    for _ in 0..m1.config().election_ticks {
+        m1.tick();
+    }
+    m1.take_ready();
+    for w in asks {
+        m1.step(w);
+    }
+    assert!(!m1.take_ready().messages.is_empty(), "answers once the quiet period is over");
+}
+
+#[test]
+fn a_member_that_lost_its_data_never_campaigns_nor_votes() {
+    let cfg = GroupConfig::new(ReplicaId(1), voters(3));
+    let mut m = ReplicaGroup::rejoin_after_data_loss(cfg.clone(), 7).unwrap();
+    for _ in 0..1000 {
+        m.tick();
+    }
+    assert_eq!(m.role(), Role::Follower);
+    assert!(m.take_ready().messages.is_empty());
+    // And a restart from its durable state keeps it so.
+    let d = Durable { abstaining: true, ..Durable::default() };
+    let m = ReplicaGroup::start(cfg, d, 8).unwrap();
+    assert!(m.is_abstaining());
+}
