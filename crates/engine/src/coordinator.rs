@@ -114,6 +114,9 @@ enum Source {
     Interactive,
     /// A one-round transaction the engine took whole ([`crate::fragment`]).
     OneRound,
+    /// A one-round read transaction of one page ([`RequestBody::Read`]): its fragments' values
+    /// merge into the page of `table` by `shape` ([`crate::page::merge_fragment_pages`]).
+    OneRoundRead { table: litmus_core::TableId, shape: Shape },
 }
 
 #[derive(Debug)]
@@ -319,6 +322,28 @@ impl Coordinator {
                 let txn = self.new_txn(now, from, Some(id), Source::Procedure { fut, ctx }, opts, out);
                 self.drive(now, txn, out);
             }
+            RequestBody::Read { op } => {
+                if !self.cfg.engine.capabilities().one_round {
+                    let what = "one-round read transactions (read in an interactive transaction)".into();
+                    let e = InvalidInput::Unsupported { engine: self.cfg.engine.name().into(), what };
+                    return self.respond(out, from, id, Err(e.into()));
+                }
+                let planned =
+                    crate::page::one_round_read(&self.cfg.catalog, self.cfg.partitions, self.cfg.preferred, &op);
+                let (plan, shape, table) = match planned {
+                    Ok(p) => p,
+                    Err(e) => return self.respond(out, from, id, Err(e)),
+                };
+                let opts = TxnOptions {
+                    isolation: litmus_core::Isolation::ReadCommitted,
+                    base: false,
+                    procedure: None,
+                    first_attempt: now,
+                    coordination: None,
+                };
+                let txn = self.new_txn(now, from, Some(id), Source::OneRoundRead { table, shape }, opts, out);
+                self.with_engine(now, out, |e, ctx| e.one_round(txn, plan, ctx));
+            }
             RequestBody::Begin { isolation } => {
                 let opts =
                     TxnOptions { isolation, base: false, procedure: None, first_attempt: now, coordination: None };
@@ -511,8 +536,15 @@ impl Coordinator {
                     }
                     Event::OneRoundDone { txn, result } => {
                         if let Some(t) = self.txns.remove(&txn) {
+                            let result = match t.source {
+                                Source::OneRoundRead { table, shape } => result.and_then(|values| {
+                                    let page = crate::page::merge_fragment_pages(&self.cfg.catalog, table, values, shape);
+                                    page.map(|p| ResponseBody::Op(crate::op::OpResult::Page(p)))
+                                }),
+                                _ => result.map(ResponseBody::Returned),
+                            };
                             if let Some(request) = t.request {
-                                self.respond(out, t.client, request, result.map(ResponseBody::Returned));
+                                self.respond(out, t.client, request, result);
                             }
                         }
                     }
@@ -563,7 +595,7 @@ impl Coordinator {
         let client = t.client;
         match &t.source {
             // A one-round transaction issues no operations through the coordinator.
-            Source::OneRound => {}
+            Source::OneRound | Source::OneRoundRead { .. } => {}
             Source::Procedure { ctx, .. } => {
                 ctx.io().complete(id.op, result);
                 if !to_drive.contains(&id.txn) {
@@ -627,6 +659,7 @@ impl Coordinator {
         let response = match (outcome, result) {
             (Outcome::Commit(values), Ok(())) => match t.source {
                 Source::Procedure { .. } | Source::OneRound => Ok(ResponseBody::Returned(values)),
+                Source::OneRoundRead { .. } => Err(Error::Internal("a one-round read finished as a commit".into())),
                 Source::Interactive => Ok(ResponseBody::Committed),
             },
             (Outcome::Commit(_), Err(e)) => Err(e),

@@ -122,6 +122,11 @@ pub enum RequestBody {
     Commit { txn: TxnId },
     /// Abort an interactive transaction.
     Rollback { txn: TxnId },
+    /// A read as its own one-round read transaction, on the engines that take one-round
+    /// transactions whole (the only way to read on those that run nothing else, e.g.
+    /// `granola`): today an [`Op::ScanPage`], answered `Op(OpResult::Page)` (see
+    /// [`crate::page`]). Elsewhere refused as `Unsupported`: read in an interactive transaction.
+    Read { op: Op },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
