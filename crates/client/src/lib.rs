@@ -65,6 +65,41 @@ impl Paging {
     }
 }
 
+/// Rows of the first page of a range read, before any row's size is known.
+pub const PAGE_ROWS_FIRST: u32 = 16;
+
+/// The size of each next page of one range read: [`PAGE_ROWS_FIRST`] rows first, then as many
+/// rows of the largest row seen so far as fit in `bytes_max` (at most `rows_max`). The server
+/// cuts a page at `bytes_max`, but each partition answers the coordinator up to the page's
+/// rows: sizing the rows by the rows seen keeps every partition's answer near `bytes_max` too,
+/// under the frame limit, whatever the table's row size.
+#[derive(Clone, Copy, Debug)]
+pub struct PageSizer {
+    paging: Paging,
+    rows: u32,
+}
+
+impl PageSizer {
+    pub fn new(paging: Paging) -> Self {
+        PageSizer { paging, rows: PAGE_ROWS_FIRST.min(paging.rows_max).max(1) }
+    }
+
+    /// The paging of the next page.
+    pub fn next(&self) -> Paging {
+        Paging { rows_max: self.rows, bytes_max: self.paging.bytes_max }
+    }
+
+    /// Learns the row size from a page just read.
+    pub fn saw(&mut self, page: &Page) {
+        let Some(widest) = page.rows.iter().map(litmus_engine::page::row_bytes).max() else { return };
+        // Half the page per partition: a partition answers up to the page's rows, the page is cut
+        // at its bytes.
+        let fit = (self.paging.bytes_max as usize / 2 / widest.max(1)).max(1);
+        let grown = (self.rows as usize).max(fit.min(self.rows as usize * 4));
+        self.rows = grown.min(fit).clamp(1, self.paging.rows_max as usize) as u32;
+    }
+}
+
 /// Whether `e` is the server's refusal of a reply over its frame limit.
 pub fn is_reply_oversized(e: &Error) -> bool {
     matches!(e, Error::Invalid(InvalidInput::Oversized { what, .. }) if what == litmus_runtime::tcp::REPLY_OVERSIZED)
@@ -112,8 +147,9 @@ impl Client {
         start: &[Value],
         end: Option<&[Value]>,
         after: Option<&Key>,
+        paging: Paging,
     ) -> Result<Page, Error> {
-        halving(self.paging, |paging| {
+        halving(paging, |paging| {
             let op = scan_page_op(table, start, end, after, paging);
             match self.request(RequestBody::Read { op })? {
                 ResponseBody::Op(OpResult::Page(page)) => Ok(page),
@@ -303,10 +339,12 @@ impl Transaction<'_> {
     pub fn scan(&mut self, table: &str, start: &[Value], end: Option<&[Value]>, limit: u32) -> Result<Vec<Row>, Error> {
         let mut rows: Vec<Row> = Vec::new();
         let mut after: Option<Key> = None;
+        let mut sizer = PageSizer::new(self.client.paging);
         while rows.len() < limit as usize {
-            let mut paging = self.client.paging;
+            let mut paging = sizer.next();
             paging.rows_max = paging.rows_max.min(limit - rows.len() as u32);
-            let page = halving(paging, |paging| self.scan_page_with(table, start, end, after.as_ref(), paging))?;
+            let page = self.scan_page(table, start, end, after.as_ref(), paging)?;
+            sizer.saw(&page);
             rows.extend(page.rows);
             match page.resume {
                 Some(key) => after = Some(key),
@@ -317,20 +355,21 @@ impl Transaction<'_> {
     }
 
     /// One page of the range `start..end` (as in [`Transaction::scan`]) after `after` (a
-    /// previous page's [`Page::resume`]; `None` from the start), of the client's [`Paging`]
-    /// (halved after a reply over the frame limit).
+    /// previous page's [`Page::resume`]; `None` from the start) of at most `paging` (halved
+    /// after a reply over the frame limit; [`PageSizer`] sizes a sequence of pages).
     pub fn scan_page(
         &mut self,
         table: &str,
         start: &[Value],
         end: Option<&[Value]>,
         after: Option<&Key>,
+        paging: Paging,
     ) -> Result<Page, Error> {
-        halving(self.client.paging, |paging| self.scan_page_with(table, start, end, after, paging))
+        halving(paging, |paging| self.scan_page_once(table, start, end, after, paging))
     }
 
     /// One page of exactly `paging` (not adapted: a reply over the frame limit is an error).
-    pub fn scan_page_with(
+    pub fn scan_page_once(
         &mut self,
         table: &str,
         start: &[Value],
