@@ -533,7 +533,11 @@ fn dump_of_several_mib_through_a_three_node_cluster(engine: &str) {
         args.extend_from_slice(extra);
         let out = common::run(&args, "");
         let stdout = String::from_utf8(out.stdout).unwrap();
-        assert!(out.status.success(), "{engine}: litmus dump {extra:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{engine}: litmus dump {extra:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         stdout
     };
     let started = Instant::now();

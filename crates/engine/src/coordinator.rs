@@ -116,7 +116,10 @@ enum Source {
     OneRound,
     /// A one-round read transaction of one page ([`RequestBody::Read`]): its fragments' values
     /// merge into the page of `table` by `shape` ([`crate::page::merge_fragment_pages`]).
-    OneRoundRead { table: litmus_core::TableId, shape: Shape },
+    OneRoundRead {
+        table: litmus_core::TableId,
+        shape: Shape,
+    },
 }
 
 #[derive(Debug)]
@@ -538,7 +541,8 @@ impl Coordinator {
                         if let Some(t) = self.txns.remove(&txn) {
                             let result = match t.source {
                                 Source::OneRoundRead { table, shape } => result.and_then(|values| {
-                                    let page = crate::page::merge_fragment_pages(&self.cfg.catalog, table, values, shape);
+                                    let page =
+                                        crate::page::merge_fragment_pages(&self.cfg.catalog, table, values, shape);
                                     page.map(|p| ResponseBody::Op(crate::op::OpResult::Page(p)))
                                 }),
                                 _ => result.map(ResponseBody::Returned),

@@ -28,19 +28,6 @@ pub enum Op {
     /// Range read: keys `>= start` and `< end` (both key prefixes). With `end: None` every key
     /// that starts with `start`. At most `limit` rows, in key order.
     Scan { table: String, start: Vec<Value>, end: Option<Vec<Value>>, limit: u32 },
-    /// One page of the range read `start..end` (as in [`Op::Scan`]): the rows after `after`
-    /// (a [`crate::page::Page::resume`] key; `None` from the start), at most `rows_max` rows
-    /// and about `bytes_max` bytes of them, answered as [`OpResult::Page`] (see
-    /// [`crate::page`]). Inside a one-round fragment it reads the fragment's partition's share
-    /// of the range.
-    ScanPage {
-        table: String,
-        start: Vec<Value>,
-        end: Option<Vec<Value>>,
-        after: Option<Key>,
-        rows_max: u32,
-        bytes_max: u32,
-    },
     /// Insert or replace a whole row.
     Write { table: String, row: Row },
     /// Insert a row; fails with `DuplicateKey` if the key exists.
@@ -56,6 +43,19 @@ pub enum Op {
     /// [`crate::Capabilities::batches`]; [`crate::Ctx::write_many`] falls back to single writes
     /// elsewhere.
     WriteMany { table: String, writes: Vec<Op> },
+    /// One page of the range read `start..end` (as in [`Op::Scan`]): the rows after `after` (a
+    /// [`crate::page::Page::resume`] key; `None` from the start), at most `rows_max` rows and
+    /// about `bytes_max` bytes of them, answered as [`OpResult::Page`] (see [`crate::page`]).
+    /// Inside a one-round fragment it reads the fragment's partition's share of the range.
+    /// (The last variant, so the older variants keep their encoding.)
+    ScanPage {
+        table: String,
+        start: Vec<Value>,
+        end: Option<Vec<Value>>,
+        after: Option<Key>,
+        rows_max: u32,
+        bytes_max: u32,
+    },
 }
 
 impl Op {
@@ -558,7 +558,11 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
         }
         Op::Delete { table, key } => {
             let (table, key, targets) = point(table, key)?;
-            Resolved { op: PartOp { table, kind: OpKind::Delete { key } }, targets: writes_replicated(targets), merge_as: None }
+            Resolved {
+                op: PartOp { table, kind: OpKind::Delete { key } },
+                targets: writes_replicated(targets),
+                merge_as: None,
+            }
         }
         Op::Update { table: name, key, updates } => {
             let (table, key, targets) = point(name, key)?;

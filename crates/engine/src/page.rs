@@ -184,11 +184,10 @@ pub fn one_round_read(
     let resolved = resolve(catalog, partitions, op)?;
     let shape = resolved.shape();
     let parts = resolved.partitions(partitions, preferred);
-    let arg = Value::Bytes(postcard::to_stdvec(op).map_err(|e| Error::Internal(format!("encode a scan page: {e}")))?.into());
-    let fragments: Vec<(PartitionId, FragmentCall)> = parts
-        .iter()
-        .map(|p| (*p, FragmentCall::new(SCAN_FRAGMENT, table, vec![], vec![arg.clone()])))
-        .collect();
+    let arg =
+        Value::Bytes(postcard::to_stdvec(op).map_err(|e| Error::Internal(format!("encode a scan page: {e}")))?.into());
+    let fragments: Vec<(PartitionId, FragmentCall)> =
+        parts.iter().map(|p| (*p, FragmentCall::new(SCAN_FRAGMENT, table, vec![], vec![arg.clone()]))).collect();
     let class = if fragments.len() == 1 { OneRoundClass::Single } else { OneRoundClass::Independent };
     Ok((OneRoundPlan { class, fragments }, shape, resolved.op.table))
 }
@@ -222,7 +221,9 @@ pub fn merge_fragment_pages(
 pub(crate) fn scan_fragment() -> Procedure {
     Procedure::fragment(SCAN_FRAGMENT, vec![ColumnType::Bytes], |ctx: Ctx, args: Vec<Value>| async move {
         let Some(Value::Bytes(bytes)) = args.first() else {
-            return Err(InvalidInput::WrongArity { what: "arguments of a scan page".into(), expected: 1, got: 0 }.into());
+            return Err(
+                InvalidInput::WrongArity { what: "arguments of a scan page".into(), expected: 1, got: 0 }.into()
+            );
         };
         let op: Op = postcard::from_bytes(bytes)
             .map_err(|e| InvalidInput::MalformedFrame(format!("a scan page's operation: {e}")))?;
