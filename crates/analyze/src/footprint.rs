@@ -462,6 +462,13 @@ impl Run<'_> {
                 let rows = (0..n).map(|_| self.row(&t, start)).collect();
                 Ok(OpResult::Rows(rows))
             }
+            Op::ScanPage { table, start, rows_max, .. } => {
+                // A page reads like a scan of its rows; the recorded run needs no second page.
+                self.accesses.insert(Access::Read { table: table.clone() });
+                let t = schema_of(table);
+                let rows = (0..2.min(*rows_max)).map(|_| self.row(&t, start)).collect();
+                Ok(OpResult::Page(litmus_protocol::page::Page { rows, resume: None }))
+            }
             Op::Insert { table, row } | Op::Write { table, row } => {
                 self.inserts.push((table.clone(), matches!(op, Op::Write { .. }), row.clone()));
                 Ok(OpResult::Done)

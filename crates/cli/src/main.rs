@@ -116,6 +116,14 @@ enum Command {
     /// (commands from stdin, one a line; `help` lists them).
     Shell(shell::ShellArgs),
     /// Write a table of a running cluster as CSV or JSON lines to stdout.
+    ///
+    /// Any size: the table is read in pages (--page-rows, --page-bytes) and each page is written
+    /// before the next is read. What the dump sees depends on the engine: one snapshot on omid
+    /// (snapshot isolation) and basic (the transaction's timestamp); read-committed pages of one
+    /// read-committed transaction on acid, salt, salt-local, coordfree and base (no locks held
+    /// between pages); whatever is stored on nocc; on granola, granola-locking and sinfonia,
+    /// which run one-round transactions only, each page is its own one-round read transaction
+    /// (consistent in itself, pages read committed).
     Dump(shell::DumpArgs),
     /// Measure the CPU time of each machine step on the embedded runtime and write the cost
     /// table the simulator charges (`litmus bench --runtime sim`).

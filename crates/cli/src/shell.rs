@@ -9,6 +9,26 @@
 //!
 //! The schema is the one `litmus server` runs (`litmus_bench::full_schema`), so the shell knows
 //! column names and types without asking the server.
+//!
+//! ## Reads of any size, on every engine
+//!
+//! `scan` and `litmus dump` read in pages (`litmus_protocol::page`): each reply holds at most
+//! `--page-rows` rows and `--page-bytes` bytes of rows, and the next page resumes after the
+//! last key sent, so a table of any size streams through in constant memory and no reply
+//! outgrows the server's frame limit. Where they run, and what a dump sees:
+//!
+//! | engines | pages read in | a dump sees |
+//! | --- | --- | --- |
+//! | `omid` | one interactive transaction | one snapshot (snapshot isolation) |
+//! | `basic` | one interactive transaction | one snapshot (the transaction's timestamp) |
+//! | `acid`, `salt`, `salt-local` | one read-committed interactive transaction | read-committed pages: each row committed, no locks held between pages, rows written meanwhile may or may not appear |
+//! | `coordfree`, `base` | one interactive transaction | read-committed pages |
+//! | `nocc` | one interactive transaction | whatever is stored (no concurrency control) |
+//! | `granola`, `granola-locking`, `sinfonia` | one one-round read transaction per page (a read-only fragment per partition; these engines run no interactive transactions) | each page consistent in itself (one timestamp or one lock set), pages read committed |
+//!
+//! The choice is made by trying: an engine that refuses interactive operations
+//! (`Unsupported`) is read with one-round read transactions. The shell's `get` and `scan`
+//! outside `begin` fall back the same way, so a `granola` cluster's data can be looked at.
 
 use anyhow::Context;
 use litmus_client::{Client, Transaction};
@@ -61,9 +81,16 @@ pub struct DumpArgs {
     /// csv (a header line, then one row a line) or jsonl (one JSON object a row).
     #[arg(long, value_enum, default_value = "csv")]
     format: DumpFormat,
-    /// Most rows to write (read in one read-committed scan; the server caps a scan at 100000).
-    #[arg(long, default_value_t = 100_000)]
-    limit: u32,
+    /// Most rows to write (default: the whole table).
+    #[arg(long)]
+    limit: Option<u64>,
+    /// Most rows in one page (one reply of the server).
+    #[arg(long, default_value_t = litmus_client::PAGE_ROWS_DEFAULT)]
+    page_rows: u32,
+    /// Most bytes of rows in one page (kept under the server's max_frame_bytes; a reply over it
+    /// is refused and the page asked again at half the size).
+    #[arg(long, default_value_t = litmus_client::PAGE_BYTES_DEFAULT)]
+    page_bytes: u32,
 }
 
 const HELP: &str = "commands:
@@ -332,12 +359,59 @@ fn command(catalog: &Catalog, client: &mut Client, words: &[String]) -> anyhow::
                 Ok(()) => txn.commit()?,
                 Err(e) => {
                     let _ = txn.rollback();
+                    let unsupported = matches!(
+                        e.downcast_ref::<Error>(),
+                        Some(Error::Invalid(litmus_core::InvalidInput::Unsupported { .. }))
+                    );
+                    if unsupported && matches!(words[0].as_str(), "get" | "scan") {
+                        // An engine without interactive transactions: a one-round read.
+                        return one_round_command(catalog, client, words);
+                    }
                     return Err(e);
                 }
             }
         }
     }
     Ok(())
+}
+
+/// `get` or `scan` as one-round read transactions (`Client::read_page`), for the engines that
+/// run nothing else.
+fn one_round_command(catalog: &Catalog, client: &mut Client, words: &[String]) -> anyhow::Result<()> {
+    let t = table(catalog, words)?;
+    if words[0] == "get" {
+        // The range of keys starting with a whole key holds that key's row alone.
+        let key = key_of(t, &words[2..])?;
+        let one = litmus_client::Paging { rows_max: 1, ..client.paging() };
+        match client.read_page(&t.name, &key, None, None, one)?.rows.into_iter().next() {
+            Some(row) => print_rows(t, &[row]),
+            None => say!("(no row)"),
+        }
+        return Ok(());
+    }
+    let limit = scan_limit(words)? as usize;
+    let mut rows = Vec::new();
+    let mut after = None;
+    let mut sizer = litmus_client::PageSizer::new(client.paging());
+    while rows.len() < limit {
+        let page = client.read_page(&t.name, &[], None, after.as_ref(), sizer.next())?;
+        sizer.saw(&page);
+        rows.extend(page.rows);
+        match page.resume {
+            Some(k) => after = Some(k),
+            None => break,
+        }
+    }
+    rows.truncate(limit);
+    print_rows(t, &rows);
+    Ok(())
+}
+
+fn scan_limit(words: &[String]) -> anyhow::Result<u32> {
+    match words.get(2) {
+        Some(l) => l.parse().context("scan TABLE [LIMIT]"),
+        None => Ok(20),
+    }
 }
 
 fn txn_command(catalog: &Catalog, txn: &mut Transaction<'_>, words: &[String]) -> anyhow::Result<()> {
@@ -352,10 +426,7 @@ fn txn_command(catalog: &Catalog, txn: &mut Transaction<'_>, words: &[String]) -
         }
         "scan" => {
             let t = table(catalog, words)?;
-            let limit = match words.get(2) {
-                Some(l) => l.parse().context("scan TABLE [LIMIT]")?,
-                None => 20,
-            };
+            let limit = scan_limit(words)?;
             let rows = txn.scan(&t.name, &[], None, limit)?;
             print_rows(t, &rows);
         }
@@ -411,44 +482,96 @@ fn print_table(head: &[String], rows: &[Vec<String>]) {
     }
 }
 
-/// `litmus dump`: the whole table (up to `--limit` rows) in one read-committed scan.
+/// `litmus dump`: the table (up to `--limit` rows) page by page, each page written before the
+/// next is read (see the module doc for what each engine's dump sees).
 pub fn run_dump(args: DumpArgs) -> anyhow::Result<()> {
     let (catalog, _) = litmus_bench::full_schema();
     let t = catalog.table_by_name(&args.table)?.clone();
     let mut client =
         Client::connect_any_with(std::slice::from_ref(&args.connect), &args.tls.credentials(args.token.as_deref())?)
             .with_context(|| format!("connecting to {}", args.connect))?;
+    client.set_paging(litmus_client::Paging { rows_max: args.page_rows, bytes_max: args.page_bytes });
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.format == DumpFormat::Csv {
         writeln!(out, "{}", t.columns.iter().map(|c| csv_field(&c.name)).collect::<Vec<_>>().join(","))?;
     }
-    // One scan: a scan's start key pages in key order only within a partition, so paging a
-    // hash-partitioned table by its last key would skip rows.
-    let rows = (|| -> Result<Vec<Row>, Error> {
-        let mut txn = client.begin_with(Isolation::ReadCommitted)?;
-        let rows = txn.scan(&t.name, &[], None, args.limit)?;
-        txn.commit()?;
-        Ok(rows)
-    })()
-    .with_context(|| format!("scanning {}", t.name))?;
-    for row in &rows {
-        match args.format {
-            DumpFormat::Csv => {
-                writeln!(out, "{}", row.iter().map(|v| csv_field(&plain(v))).collect::<Vec<_>>().join(","))?
-            }
-            DumpFormat::Jsonl => {
-                let obj: serde_json::Map<String, serde_json::Value> =
-                    t.columns.iter().zip(row.iter()).map(|(c, v)| (c.name.clone(), json(v))).collect();
-                writeln!(out, "{}", serde_json::Value::Object(obj))?
+    let limit = args.limit.unwrap_or(u64::MAX);
+    let written = for_each_page(&mut client, &t.name, limit, |rows| {
+        for row in rows {
+            match args.format {
+                DumpFormat::Csv => {
+                    writeln!(out, "{}", row.iter().map(|v| csv_field(&plain(v))).collect::<Vec<_>>().join(","))?
+                }
+                DumpFormat::Jsonl => {
+                    let obj: serde_json::Map<String, serde_json::Value> =
+                        t.columns.iter().zip(row.iter()).map(|(c, v)| (c.name.clone(), json(v))).collect();
+                    writeln!(out, "{}", serde_json::Value::Object(obj))?
+                }
             }
         }
-    }
-    if rows.len() as u64 >= args.limit as u64 {
-        eprintln!("litmus dump: stopped at --limit {} rows", args.limit);
+        Ok(())
+    })
+    .with_context(|| format!("scanning {}", t.name))?;
+    if args.limit.is_some_and(|l| written >= l) {
+        eprintln!("litmus dump: stopped at --limit {limit} rows");
     }
     out.flush()?;
     Ok(())
+}
+
+/// Hands `emit` the rows of `table` in key order, a page at a time, up to `limit` rows; the
+/// rows handed out. Pages come from one read-committed interactive transaction, or, on an
+/// engine that refuses interactive operations, from one-round read transactions (one a page).
+pub fn for_each_page(
+    client: &mut Client,
+    table: &str,
+    limit: u64,
+    mut emit: impl FnMut(Vec<Row>) -> anyhow::Result<()>,
+) -> anyhow::Result<u64> {
+    let mut written = 0u64;
+    let mut take = |mut rows: Vec<Row>, written: &mut u64| -> anyhow::Result<bool> {
+        let room = limit - *written;
+        if rows.len() as u64 > room {
+            rows.truncate(room as usize);
+        }
+        *written += rows.len() as u64;
+        emit(rows)?;
+        Ok(*written < limit)
+    };
+    if limit == 0 {
+        return Ok(0);
+    }
+    let mut sizer = litmus_client::PageSizer::new(client.paging());
+    {
+        let mut txn = client.begin_with(Isolation::ReadCommitted)?;
+        let mut after = None;
+        loop {
+            match txn.scan_page(table, &[], None, after.as_ref(), sizer.next()) {
+                Err(Error::Invalid(litmus_core::InvalidInput::Unsupported { .. })) if after.is_none() => break,
+                Err(e) => return Err(e.into()),
+                Ok(page) => {
+                    sizer.saw(&page);
+                    if !take(page.rows, &mut written)? || page.resume.is_none() {
+                        txn.commit()?;
+                        return Ok(written);
+                    }
+                    after = page.resume;
+                }
+            }
+        }
+        let _ = txn.rollback();
+    }
+    // An engine that runs one-round transactions only.
+    let mut after = None;
+    loop {
+        let page = client.read_page(table, &[], None, after.as_ref(), sizer.next())?;
+        sizer.saw(&page);
+        if !take(page.rows, &mut written)? || page.resume.is_none() {
+            return Ok(written);
+        }
+        after = page.resume;
+    }
 }
 
 fn plain(v: &Value) -> String {

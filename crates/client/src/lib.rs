@@ -7,6 +7,16 @@
 //! * [`Client::call`] — run a registered stored procedure as one transaction;
 //! * [`Client::begin`] — an interactive [`Transaction`] with read / scan / write / insert /
 //!   delete / formula update, then commit or rollback.
+//! * [`Client::read_page`] — one page of a range read as its own one-round read transaction,
+//!   for engines that run nothing else (`granola`, `granola-locking`, `sinfonia`).
+//!
+//! A range read of any size is read in pages ([`litmus_protocol::page`]) of at most
+//! [`Paging::rows_max`] rows and [`Paging::bytes_max`] bytes each ([`Client::set_paging`];
+//! defaults [`PAGE_ROWS_DEFAULT`], [`PAGE_BYTES_DEFAULT`]): [`Transaction::scan`] pages through
+//! its range, [`Transaction::scan_page`] and [`Client::read_page`] hand out one page and the key
+//! to resume after. A reply over the server's frame limit comes back as a typed `Oversized`
+//! error ([`litmus_runtime::tcp::REPLY_OVERSIZED`]) on a connection that stays usable; scans and
+//! `read_many` then ask again for half as much.
 //!
 //! Every failure is a typed [`litmus_core::Error`]: [`Error::is_retryable`] tells whether to try
 //! again. Bad input (unknown table or procedure, wrong types, oversized values) is rejected by the
@@ -22,23 +32,130 @@
 //! # Ok(()) }
 //! ```
 
-use litmus_core::{Error, Formula, Isolation, Row, TxnId, Value};
+use litmus_core::{Error, Formula, InvalidInput, Isolation, Key, Row, TxnId, Value};
 use litmus_protocol::message::{RequestBody, ResponseBody};
 use litmus_protocol::op::{Op, OpResult};
 use std::time::Duration;
+
+pub use litmus_protocol::page::{Page, PAGE_BYTES_DEFAULT, PAGE_ROWS_DEFAULT};
 
 pub use litmus_runtime::tcp::Credentials;
 pub use litmus_runtime::tls::ClientTls;
 pub use litmus_runtime::transport::Transport;
 
+/// How much one page of a range read may hold (see [`litmus_protocol::page`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Paging {
+    /// Most rows of one page.
+    pub rows_max: u32,
+    /// Most bytes of rows of one page (estimated as their encoded size).
+    pub bytes_max: u32,
+}
+
+impl Default for Paging {
+    fn default() -> Self {
+        Paging { rows_max: PAGE_ROWS_DEFAULT, bytes_max: PAGE_BYTES_DEFAULT }
+    }
+}
+
+impl Paging {
+    /// Half the page, at least one row and one byte: what to ask for after a reply was too large.
+    pub fn halved(self) -> Paging {
+        Paging { rows_max: (self.rows_max / 2).max(1), bytes_max: (self.bytes_max / 2).max(1) }
+    }
+}
+
+/// Rows of the first page of a range read, before any row's size is known.
+pub const PAGE_ROWS_FIRST: u32 = 16;
+
+/// The size of each next page of one range read: [`PAGE_ROWS_FIRST`] rows first, then as many
+/// rows of the largest row seen so far as fit in `bytes_max` (at most `rows_max`). The server
+/// cuts a page at `bytes_max`, but each partition answers the coordinator up to the page's
+/// rows: sizing the rows by the rows seen keeps every partition's answer near `bytes_max` too,
+/// under the frame limit, whatever the table's row size.
+#[derive(Clone, Copy, Debug)]
+pub struct PageSizer {
+    paging: Paging,
+    rows: u32,
+}
+
+impl PageSizer {
+    pub fn new(paging: Paging) -> Self {
+        PageSizer { paging, rows: PAGE_ROWS_FIRST.min(paging.rows_max).max(1) }
+    }
+
+    /// The paging of the next page.
+    pub fn next(&self) -> Paging {
+        Paging { rows_max: self.rows, bytes_max: self.paging.bytes_max }
+    }
+
+    /// Learns the row size from a page just read.
+    pub fn saw(&mut self, page: &Page) {
+        let Some(widest) = page.rows.iter().map(litmus_protocol::page::row_bytes).max() else { return };
+        // Half the page per partition: a partition answers up to the page's rows, the page is cut
+        // at its bytes.
+        let fit = (self.paging.bytes_max as usize / 2 / widest.max(1)).max(1);
+        let grown = (self.rows as usize).max(fit.min(self.rows as usize * 4));
+        self.rows = grown.min(fit).clamp(1, self.paging.rows_max as usize) as u32;
+    }
+}
+
+/// Whether `e` is the server's refusal of a reply over its frame limit.
+pub fn is_reply_oversized(e: &Error) -> bool {
+    matches!(e, Error::Invalid(InvalidInput::Oversized { what, .. }) if what == litmus_runtime::tcp::REPLY_OVERSIZED)
+}
+
+/// Runs `read` with `paging`, halving it after each reply refused as too large (until one row).
+fn halving<T>(mut paging: Paging, mut read: impl FnMut(Paging) -> Result<T, Error>) -> Result<T, Error> {
+    loop {
+        match read(paging) {
+            Err(e) if is_reply_oversized(&e) && paging.rows_max > 1 => paging = paging.halved(),
+            other => return other,
+        }
+    }
+}
+
 /// A client session with one coordinator.
 pub struct Client {
     transport: Box<dyn Transport>,
+    paging: Paging,
 }
 
 impl Client {
     pub fn new(transport: Box<dyn Transport>) -> Self {
-        Client { transport }
+        Client { transport, paging: Paging::default() }
+    }
+
+    /// The page size range reads ask for.
+    pub fn paging(&self) -> Paging {
+        self.paging
+    }
+
+    /// Sets the page size range reads ask for (a test sets it small to page small data).
+    pub fn set_paging(&mut self, paging: Paging) {
+        self.paging = Paging { rows_max: paging.rows_max.max(1), bytes_max: paging.bytes_max.max(1) };
+    }
+
+    /// One page of the range `start..end` of `table` (as in [`Transaction::scan`]) after
+    /// `after`, read as its own one-round read transaction: one read-only fragment per
+    /// partition of the range. For engines that take one-round transactions whole; the
+    /// others refuse it (`Unsupported`): read in a [`Transaction`] there. Each page is
+    /// consistent in itself; successive pages are read committed.
+    pub fn read_page(
+        &mut self,
+        table: &str,
+        start: &[Value],
+        end: Option<&[Value]>,
+        after: Option<&Key>,
+        paging: Paging,
+    ) -> Result<Page, Error> {
+        halving(paging, |paging| {
+            let op = scan_page_op(table, start, end, after, paging);
+            match self.request(RequestBody::Read { op })? {
+                ResponseBody::Op(OpResult::Page(page)) => Ok(page),
+                other => Err(unexpected(other)),
+            }
+        })
     }
 
     /// Connects to a `litmus server` over TCP.
@@ -127,6 +244,17 @@ impl Client {
     }
 }
 
+fn scan_page_op(table: &str, start: &[Value], end: Option<&[Value]>, after: Option<&Key>, paging: Paging) -> Op {
+    Op::ScanPage {
+        table: table.into(),
+        start: start.to_vec(),
+        end: end.map(<[Value]>::to_vec),
+        after: after.cloned(),
+        rows_max: paging.rows_max,
+        bytes_max: paging.bytes_max,
+    }
+}
+
 fn unexpected(body: ResponseBody) -> Error {
     Error::Internal(format!("unexpected response {body:?}"))
 }
@@ -172,16 +300,25 @@ impl Transaction<'_> {
             return Ok(vec![]);
         }
         let mut rows = Vec::with_capacity(keys.len());
-        // More keys than one operation may name go as several.
-        for chunk in keys.chunks(litmus_protocol::op::BATCH_LEN_MAX) {
-            match self.op(Op::ReadMany { table: table.into(), keys: chunk.to_vec() }) {
+        // More keys than one operation may name go as several; a reply over the server's frame
+        // limit, as two of half as many.
+        let mut chunk = keys.len().min(litmus_protocol::op::BATCH_LEN_MAX);
+        let mut at = 0;
+        while at < keys.len() {
+            let these = &keys[at..(at + chunk).min(keys.len())];
+            match self.op(Op::ReadMany { table: table.into(), keys: these.to_vec() }) {
                 Ok(OpResult::Many(found)) => rows.extend(found),
                 Ok(other) => return Err(Error::Internal(format!("read_many returned {other:?}"))),
-                Err(Error::Invalid(litmus_core::InvalidInput::Unsupported { .. })) if rows.is_empty() => {
+                Err(Error::Invalid(InvalidInput::Unsupported { .. })) if rows.is_empty() => {
                     return keys.iter().map(|k| self.read(table, k)).collect();
+                }
+                Err(e) if is_reply_oversized(&e) && chunk > 1 => {
+                    chunk /= 2;
+                    continue;
                 }
                 Err(e) => return Err(e),
             }
+            at += these.len();
         }
         Ok(rows)
     }
@@ -196,11 +333,53 @@ impl Transaction<'_> {
         }
     }
 
+    /// Range read: keys `>= start` and `< end` (key prefixes; `end: None` — every key starting
+    /// with `start`), at most `limit` rows in key order, read in pages of the client's
+    /// [`Paging`] so that no reply outgrows the server's frame limit.
     pub fn scan(&mut self, table: &str, start: &[Value], end: Option<&[Value]>, limit: u32) -> Result<Vec<Row>, Error> {
-        let op = Op::Scan { table: table.into(), start: start.to_vec(), end: end.map(<[Value]>::to_vec), limit };
-        match self.op(op)? {
-            OpResult::Rows(r) => Ok(r),
-            other => Err(Error::Internal(format!("scan returned {other:?}"))),
+        let mut rows: Vec<Row> = Vec::new();
+        let mut after: Option<Key> = None;
+        let mut sizer = PageSizer::new(self.client.paging);
+        while rows.len() < limit as usize {
+            let mut paging = sizer.next();
+            paging.rows_max = paging.rows_max.min(limit - rows.len() as u32);
+            let page = self.scan_page(table, start, end, after.as_ref(), paging)?;
+            sizer.saw(&page);
+            rows.extend(page.rows);
+            match page.resume {
+                Some(key) => after = Some(key),
+                None => break,
+            }
+        }
+        Ok(rows)
+    }
+
+    /// One page of the range `start..end` (as in [`Transaction::scan`]) after `after` (a
+    /// previous page's [`Page::resume`]; `None` from the start) of at most `paging` (halved
+    /// after a reply over the frame limit; [`PageSizer`] sizes a sequence of pages).
+    pub fn scan_page(
+        &mut self,
+        table: &str,
+        start: &[Value],
+        end: Option<&[Value]>,
+        after: Option<&Key>,
+        paging: Paging,
+    ) -> Result<Page, Error> {
+        halving(paging, |paging| self.scan_page_once(table, start, end, after, paging))
+    }
+
+    /// One page of exactly `paging` (not adapted: a reply over the frame limit is an error).
+    pub fn scan_page_once(
+        &mut self,
+        table: &str,
+        start: &[Value],
+        end: Option<&[Value]>,
+        after: Option<&Key>,
+        paging: Paging,
+    ) -> Result<Page, Error> {
+        match self.op(scan_page_op(table, start, end, after, paging))? {
+            OpResult::Page(page) => Ok(page),
+            other => Err(Error::Internal(format!("scan page returned {other:?}"))),
         }
     }
 

@@ -114,6 +114,12 @@ enum Source {
     Interactive,
     /// A one-round transaction the engine took whole ([`crate::fragment`]).
     OneRound,
+    /// A one-round read transaction of one page ([`RequestBody::Read`]): its fragments' values
+    /// merge into the page of `table` by `shape` ([`crate::page::merge_fragment_pages`]).
+    OneRoundRead {
+        table: litmus_core::TableId,
+        shape: Shape,
+    },
 }
 
 #[derive(Debug)]
@@ -307,10 +313,7 @@ impl Coordinator {
                         Err(e) => return self.respond(out, from, id, Err(e)),
                         Ok(Some(plan)) => {
                             let txn = self.new_txn(now, from, Some(id), Source::OneRound, opts, out);
-                            return self.with_engine(now, out, |e, ctx| match e.one_round_transactions() {
-                                Some(o) => o.one_round(txn, plan, ctx),
-                                None => unreachable!("{} declares one-round transactions but takes none", ctx.me),
-                            });
+                            return self.one_round(now, txn, plan, out);
                         }
                         Ok(None) => {}
                     }
@@ -321,6 +324,28 @@ impl Coordinator {
                 };
                 let txn = self.new_txn(now, from, Some(id), Source::Procedure { fut, ctx }, opts, out);
                 self.drive(now, txn, out);
+            }
+            RequestBody::Read { op } => {
+                if !self.cfg.engine.capabilities().one_round {
+                    let what = "one-round read transactions (read in an interactive transaction)".into();
+                    let e = InvalidInput::Unsupported { engine: self.cfg.engine.name().into(), what };
+                    return self.respond(out, from, id, Err(e.into()));
+                }
+                let planned =
+                    crate::page::one_round_read(&self.cfg.catalog, self.cfg.partitions, self.cfg.preferred, &op);
+                let (plan, shape, table) = match planned {
+                    Ok(p) => p,
+                    Err(e) => return self.respond(out, from, id, Err(e)),
+                };
+                let opts = TxnOptions {
+                    isolation: litmus_core::Isolation::ReadCommitted,
+                    base: false,
+                    procedure: None,
+                    first_attempt: now,
+                    coordination: None,
+                };
+                let txn = self.new_txn(now, from, Some(id), Source::OneRoundRead { table, shape }, opts, out);
+                self.one_round(now, txn, plan, out);
             }
             RequestBody::Begin { isolation } => {
                 let opts =
@@ -357,6 +382,16 @@ impl Coordinator {
                 self.finish(now, txn, outcome, out);
             }
         }
+    }
+
+    /// Hands a one-round transaction to the engine whole; only called for an engine that
+    /// declares [`crate::engine::Capabilities::one_round`], which has the capability (a registry
+    /// test checks the two agree).
+    fn one_round(&mut self, now: Time, txn: TxnId, plan: crate::fragment::OneRoundPlan, out: &mut Effects) {
+        self.with_engine(now, out, |e, ctx| match e.one_round_transactions() {
+            Some(o) => o.one_round(txn, plan, ctx),
+            None => unreachable!("{} declares one-round transactions but takes none", ctx.me),
+        });
     }
 
     /// The transaction issued everything it will before it hears back (see
@@ -532,8 +567,16 @@ impl Coordinator {
                     }
                     Event::OneRoundDone { txn, result } => {
                         if let Some(t) = self.txns.remove(&txn) {
+                            let result = match t.source {
+                                Source::OneRoundRead { table, shape } => result.and_then(|values| {
+                                    let page =
+                                        crate::page::merge_fragment_pages(&self.cfg.catalog, table, values, shape);
+                                    page.map(|p| ResponseBody::Op(crate::op::OpResult::Page(p)))
+                                }),
+                                _ => result.map(ResponseBody::Returned),
+                            };
                             if let Some(request) = t.request {
-                                self.respond(out, t.client, request, result.map(ResponseBody::Returned));
+                                self.respond(out, t.client, request, result);
                             }
                         }
                     }
@@ -584,7 +627,7 @@ impl Coordinator {
         let client = t.client;
         match &t.source {
             // A one-round transaction issues no operations through the coordinator.
-            Source::OneRound => {}
+            Source::OneRound | Source::OneRoundRead { .. } => {}
             Source::Procedure { ctx, .. } => {
                 ctx.io().complete(id.op, result);
                 if !to_drive.contains(&id.txn) {
@@ -648,6 +691,7 @@ impl Coordinator {
         let response = match (outcome, result) {
             (Outcome::Commit(values), Ok(())) => match t.source {
                 Source::Procedure { .. } | Source::OneRound => Ok(ResponseBody::Returned(values)),
+                Source::OneRoundRead { .. } => Err(Error::Internal("a one-round read finished as a commit".into())),
                 Source::Interactive => Ok(ResponseBody::Committed),
             },
             (Outcome::Commit(_), Err(e)) => Err(e),

@@ -194,7 +194,11 @@ fn local_op(
         // A write of a replicated table writes this partition's copy: the plan must send the
         // same write to every partition (as a load of TPC-C's ITEM does), one fragment each.
         Targets::All if replicated => true,
-        Targets::All => !resolved.op.kind.is_write() && partitions == 1,
+        // A page of a range read reads this partition's share of the range (a one-round page
+        // read sends one to every partition of the range, `crate::page`).
+        Targets::All => {
+            !resolved.op.kind.is_write() && (partitions == 1 || matches!(op, crate::op::Op::ScanPage { .. }))
+        }
         Targets::Split(_) => false, // keys on several partitions
     };
     if !local {
@@ -204,6 +208,7 @@ fn local_op(
         .into());
     }
     let table = resolved.op.table;
+    let shape = resolved.shape();
     let current = |buffer: &BTreeMap<(TableId, Key), Option<Row>>, key: &Key| match buffer.get(&(table, key.clone())) {
         Some(own) => own.clone(),
         None => store.latest(table, key).and_then(|(_, r)| r.cloned()),
@@ -249,7 +254,7 @@ fn local_op(
             PartResult::Done
         }
     };
-    merge(kind.shape(), vec![part])
+    merge(shape, vec![part])
 }
 
 #[cfg(test)]

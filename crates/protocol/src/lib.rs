@@ -26,6 +26,7 @@ pub mod fragment;
 pub mod machine;
 pub mod message;
 pub mod op;
+pub mod page;
 pub mod partition;
 pub mod payload;
 pub mod procedure;

@@ -85,6 +85,9 @@ pub enum Batched {
 
 impl Message {
     /// The message as a batch item, if it is one that batches (partition requests and replies).
+    /// A message that does not batch comes back whole, by value: boxing it would cost an
+    /// allocation per unbatched message on the send path.
+    #[allow(clippy::result_large_err)]
     pub fn into_batched(self) -> Result<Batched, Message> {
         match self {
             Message::PartitionRequest(r) => Ok(Batched::Request(r)),
@@ -122,6 +125,11 @@ pub enum RequestBody {
     Commit { txn: TxnId },
     /// Abort an interactive transaction.
     Rollback { txn: TxnId },
+    /// A read as its own one-round read transaction, on the engines that take one-round
+    /// transactions whole (the only way to read on those that run nothing else, e.g.
+    /// `granola`): today an [`Op::ScanPage`], answered `Op(OpResult::Page)` (see
+    /// [`crate::page`]). Elsewhere refused as `Unsupported`: read in an interactive transaction.
+    Read { op: Op },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

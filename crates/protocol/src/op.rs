@@ -43,11 +43,27 @@ pub enum Op {
     /// [`crate::Capabilities::batches`]; [`crate::Ctx::write_many`] falls back to single writes
     /// elsewhere.
     WriteMany { table: String, writes: Vec<Op> },
+    /// One page of the range read `start..end` (as in [`Op::Scan`]): the rows after `after` (a
+    /// [`crate::page::Page::resume`] key; `None` from the start), at most `rows_max` rows and
+    /// about `bytes_max` bytes of them, answered as [`OpResult::Page`] (see [`crate::page`]).
+    /// Inside a one-round fragment it reads the fragment's partition's share of the range.
+    /// (The last variant, so the older variants keep their encoding.)
+    ScanPage {
+        table: String,
+        start: Vec<Value>,
+        end: Option<Vec<Value>>,
+        after: Option<Key>,
+        rows_max: u32,
+        bytes_max: u32,
+    },
 }
 
 impl Op {
     pub fn is_write(&self) -> bool {
-        !matches!(self, Op::Read { .. } | Op::ReadColumns { .. } | Op::ReadMany { .. } | Op::Scan { .. })
+        !matches!(
+            self,
+            Op::Read { .. } | Op::ReadColumns { .. } | Op::ReadMany { .. } | Op::Scan { .. } | Op::ScanPage { .. }
+        )
     }
 }
 
@@ -107,6 +123,8 @@ pub enum OpResult {
     Done,
     /// An [`Op::ReadMany`]'s rows, in the order of its keys.
     Many(Vec<Option<Row>>),
+    /// An [`Op::ScanPage`]'s rows and where to resume.
+    Page(crate::page::Page),
 }
 
 /// The resolved, validated body of an operation, as sent to a partition.
@@ -157,6 +175,11 @@ pub enum Shape {
     },
     Scan {
         limit: u32,
+    },
+    /// An [`Op::ScanPage`] ([`crate::page::merge_page`]).
+    Page {
+        rows_max: u32,
+        bytes_max: u32,
     },
     Write,
     /// [`OpKind::ReadMany`] of `n` keys in all.
@@ -246,9 +269,17 @@ pub enum Targets {
 pub struct Resolved {
     pub op: PartOp,
     pub targets: Targets,
+    /// How the pieces merge when not by the shape of `op.kind` (an [`Op::ScanPage`] travels as
+    /// a scan and merges as a page).
+    pub merge_as: Option<Shape>,
 }
 
 impl Resolved {
+    /// The shape the operation's pieces merge by.
+    pub fn shape(&self) -> Shape {
+        self.merge_as.unwrap_or_else(|| self.op.kind.shape())
+    }
+
     /// The concrete partitions to contact; `preferred` picks the copy of a replicated read.
     pub fn partitions(&self, partitions: u32, preferred: PartitionId) -> Vec<PartitionId> {
         self.targets.partitions(partitions, preferred)
@@ -258,8 +289,8 @@ impl Resolved {
     /// pieces merge by. A split read sends each partition its own keys; anything else goes
     /// whole to every target.
     pub fn pieces(self, partitions: u32, preferred: PartitionId) -> (Shape, Vec<(PartitionId, PartOp)>) {
-        let shape = self.op.kind.shape();
-        let Resolved { op, targets } = self;
+        let shape = self.shape();
+        let Resolved { op, targets, .. } = self;
         let table = op.table;
         let (op, parts) = match (targets, op.kind) {
             (Targets::Split(of_key), OpKind::ReadMany { keys }) => {
@@ -446,6 +477,7 @@ pub fn op_table(op: &Op) -> &str {
         | Op::ReadColumns { table, .. }
         | Op::ReadMany { table, .. }
         | Op::Scan { table, .. }
+        | Op::ScanPage { table, .. }
         | Op::Write { table, .. }
         | Op::Insert { table, .. }
         | Op::Delete { table, .. }
@@ -473,13 +505,13 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
     let resolved = match op {
         Op::Read { table, key } => {
             let (table, key, targets) = point(table, key)?;
-            Resolved { op: PartOp { table, kind: OpKind::Read { key, cols: ColMask::ALL } }, targets }
+            Resolved { op: PartOp { table, kind: OpKind::Read { key, cols: ColMask::ALL } }, targets, merge_as: None }
         }
         Op::ReadColumns { table: name, key, columns } => {
             let (table, key, targets) = point(name, key)?;
             let schema = catalog.table(table)?;
             let cols = ColMask::of(columns.iter().map(|c| schema.column(c)).collect::<Result<Vec<_>, _>>()?);
-            Resolved { op: PartOp { table, kind: OpKind::Read { key, cols } }, targets }
+            Resolved { op: PartOp { table, kind: OpKind::Read { key, cols } }, targets, merge_as: None }
         }
         Op::ReadMany { table: name, keys } => {
             check_batch_len("keys of a read_many", keys.len())?;
@@ -496,7 +528,7 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
                 Some(first) if of_key.iter().all(|p| *p == Some(first)) => Targets::One(first),
                 Some(_) => Targets::Split(of_key.into_iter().map(|p| p.expect("a partitioned table")).collect()),
             };
-            Resolved { op: PartOp { table: t.id, kind: OpKind::ReadMany { keys: encoded } }, targets }
+            Resolved { op: PartOp { table: t.id, kind: OpKind::ReadMany { keys: encoded } }, targets, merge_as: None }
         }
         Op::WriteMany { table: name, writes } => {
             check_batch_len("writes of a write_many", writes.len())?;
@@ -522,11 +554,15 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
                 Some(&first) if of_write.iter().all(|p| *p == first) => Targets::One(first),
                 _ => Targets::Split(of_write),
             };
-            Resolved { op: PartOp { table: t.id, kind: OpKind::WriteMany { writes: kinds } }, targets }
+            Resolved { op: PartOp { table: t.id, kind: OpKind::WriteMany { writes: kinds } }, targets, merge_as: None }
         }
         Op::Delete { table, key } => {
             let (table, key, targets) = point(table, key)?;
-            Resolved { op: PartOp { table, kind: OpKind::Delete { key } }, targets: writes_replicated(targets) }
+            Resolved {
+                op: PartOp { table, kind: OpKind::Delete { key } },
+                targets: writes_replicated(targets),
+                merge_as: None,
+            }
         }
         Op::Update { table: name, key, updates } => {
             let (table, key, targets) = point(name, key)?;
@@ -539,6 +575,7 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
             Resolved {
                 op: PartOp { table, kind: OpKind::Update { key, updates } },
                 targets: writes_replicated(targets),
+                merge_as: None,
             }
         }
         Op::Write { table, row } | Op::Insert { table, row } => {
@@ -555,7 +592,18 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
             } else {
                 OpKind::Insert { key, row: row.clone() }
             };
-            Resolved { op: PartOp { table: t.id, kind }, targets }
+            Resolved { op: PartOp { table: t.id, kind }, targets, merge_as: None }
+        }
+        Op::ScanPage { table, start, end, after, rows_max, bytes_max } => {
+            let (rows_max, bytes_max) = crate::page::clamp(*rows_max, *bytes_max);
+            let range = Op::Scan { table: table.clone(), start: start.clone(), end: end.clone(), limit: rows_max };
+            let Resolved { op, targets, .. } = resolve(catalog, partitions, &range)?;
+            let kind = crate::page::resume_from(op.kind, after.as_ref());
+            Resolved {
+                op: PartOp { table: op.table, kind },
+                targets,
+                merge_as: Some(Shape::Page { rows_max, bytes_max }),
+            }
         }
         Op::Scan { table, start, end, limit } => {
             let t = catalog.table_by_name(table)?;
@@ -598,6 +646,7 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
             Resolved {
                 op: PartOp { table: t.id, kind: OpKind::Scan { start: start_key, end: end_key, limit: *limit } },
                 targets,
+                merge_as: None,
             }
         }
     };
@@ -625,6 +674,19 @@ pub fn merge(shape: Shape, mut parts: Vec<PartResult>) -> Result<OpResult, Error
             rows.sort_by(|a, b| a.0.cmp(&b.0));
             rows.truncate(limit as usize);
             OpResult::Rows(rows.into_iter().map(|(_, r)| r).collect())
+        }
+        Shape::Page { rows_max, bytes_max } => {
+            let mut pages = Vec::with_capacity(parts.len());
+            for part in parts {
+                match part {
+                    PartResult::Rows(rows) => {
+                        let full = rows.len() >= rows_max as usize;
+                        pages.push((rows, full));
+                    }
+                    other => return Err(malformed("scan page", &other)),
+                }
+            }
+            OpResult::Page(crate::page::merge_page(pages, rows_max, bytes_max))
         }
         Shape::Read { cols } => match parts.pop() {
             Some(PartResult::Row(r)) => OpResult::Row(r.map(|r| cols.project(r))),

@@ -134,6 +134,30 @@ impl Procedure {
     pub fn start(&self, ctx: Ctx, args: Vec<Value>) -> ProcFuture {
         (self.body)(ctx, args)
     }
+
+    /// A fragment (see [`Registry::register_fragment`]) named `name`.
+    pub(crate) fn fragment<F, Fut>(name: &str, params: Vec<ColumnType>, body: F) -> Procedure
+    where
+        F: Fn(Ctx, Vec<Value>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ProcResult> + Send + 'static,
+    {
+        let body: Arc<ProcFn> = Arc::new(move |ctx, args| Box::pin(body(ctx, args)));
+        Procedure {
+            name: name.to_string(),
+            params,
+            options: ProcOptions::default(),
+            body,
+            one_round: None,
+            coordination: None,
+        }
+    }
+}
+
+/// The fragments every registry holds: [`crate::page::SCAN_FRAGMENT`], the read-only fragment
+/// of a one-round page read.
+fn builtin_fragment(name: &str) -> Option<&'static Procedure> {
+    static SCAN: std::sync::OnceLock<Procedure> = std::sync::OnceLock::new();
+    (name == crate::page::SCAN_FRAGMENT).then(|| SCAN.get_or_init(crate::page::scan_fragment))
 }
 
 /// Procedures by name. Built once at startup and shared read-only by every coordinator.
@@ -177,16 +201,8 @@ impl Registry {
         F: Fn(Ctx, Vec<Value>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ProcResult> + Send + 'static,
     {
-        let body: Arc<ProcFn> = Arc::new(move |ctx, args| Box::pin(body(ctx, args)));
-        let frag = Procedure {
-            name: name.to_string(),
-            params,
-            options: ProcOptions::default(),
-            body,
-            one_round: None,
-            coordination: None,
-        };
-        let prev = self.fragments.insert(name.to_string(), frag);
+        assert!(builtin_fragment(name).is_none(), "fragment {name} is a built-in one");
+        let prev = self.fragments.insert(name.to_string(), Procedure::fragment(name, params, body));
         assert!(prev.is_none(), "fragment {name} registered twice");
     }
 
@@ -221,8 +237,12 @@ impl Registry {
         assert!(prev.is_none(), "procedure {name} registered twice");
     }
 
+    /// A registered fragment, or a built-in one ([`crate::page::SCAN_FRAGMENT`]).
     pub fn fragment(&self, name: &str) -> Result<&Procedure, InvalidInput> {
-        self.fragments.get(name).ok_or_else(|| InvalidInput::UnknownProcedure(format!("fragment {name}")))
+        match self.fragments.get(name) {
+            Some(f) => Ok(f),
+            None => builtin_fragment(name).ok_or_else(|| InvalidInput::UnknownProcedure(format!("fragment {name}"))),
+        }
     }
 
     /// The plan of a one-round procedure's call: its fragments, checked (names, argument types)

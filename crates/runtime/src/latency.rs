@@ -30,7 +30,7 @@ fn kind_of(body: &RequestBody) -> usize {
     match body {
         RequestBody::Call { .. } => 0,
         RequestBody::Begin { .. } => 1,
-        RequestBody::Op { .. } => 2,
+        RequestBody::Op { .. } | RequestBody::Read { .. } => 2,
         RequestBody::Commit { .. } => 3,
         RequestBody::Rollback { .. } => 4,
     }

@@ -722,14 +722,49 @@ impl TcpRouter {
 }
 
 impl TcpRouter {
+    /// Sends `env` where it goes. No frame over `max_frame_bytes` leaves this node (the codec
+    /// would refuse it and close the connection under everything else it carries): a batch
+    /// over the limit goes as its items, one frame each; a client response over it is answered
+    /// instead with a typed `Oversized` error for the same request (the connection stays
+    /// usable); any other frame over it is dropped, as the network may drop it. Every refused
+    /// frame is logged (peer, size, limit) and counted in `frames_rejected`.
     fn route(&self, env: Envelope) {
+        let limit = self.cfg.max_frame_bytes;
         match self.topology.host_of(env.to) {
             NetHost::Node(n) if n == self.me => {
                 let _ = self.inbox.send(env);
             }
             NetHost::Node(n) => {
-                if let Some(Some(tx)) = self.peers.get(n.0 as usize) {
-                    let _ = tx.send(frame_bytes(&Frame::Envelope(env)));
+                let Some(Some(tx)) = self.peers.get(n.0 as usize) else { return };
+                let frame = Frame::Envelope(env);
+                let bytes = frame_bytes(&frame);
+                if bytes.len() <= limit {
+                    let _ = tx.send(bytes);
+                    return;
+                }
+                let Frame::Envelope(env) = frame else { unreachable!("built above") };
+                let peer = self.cfg.peers.get(n.0 as usize).map_or("?", String::as_str);
+                match env.msg {
+                    Message::Batch(items) if items.len() > 1 => {
+                        for item in items {
+                            let msg = match item {
+                                litmus_protocol::message::Batched::Request(r) => Message::PartitionRequest(r),
+                                litmus_protocol::message::Batched::Reply(r) => Message::PartitionReply(r),
+                            };
+                            self.route(Envelope { from: env.from, to: env.to, msg });
+                        }
+                    }
+                    _ => {
+                        self.metrics.frames_rejected.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(
+                            peer = %format!("node {} at {peer}", n.0),
+                            size = bytes.len(),
+                            limit,
+                            from = %env.from,
+                            to = %env.to,
+                            "refused to send a frame over max_frame_bytes; dropped"
+                        );
+                    }
                 }
             }
             NetHost::Clients => {
@@ -738,13 +773,37 @@ impl TcpRouter {
                     self.metrics.on_response(&resp.result);
                     self.metrics.latency.finish(c, resp.id, Instant::now());
                 }
+                let frame = Frame::Envelope(env);
+                let mut bytes = frame_bytes(&frame);
+                if bytes.len() > limit {
+                    self.metrics.frames_rejected.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        peer = %format!("client {c}"),
+                        size = bytes.len(),
+                        limit,
+                        "refused to send a frame over max_frame_bytes; answered with an Oversized error"
+                    );
+                    let Frame::Envelope(env) = frame else { unreachable!("built above") };
+                    let Message::ClientResponse(resp) = env.msg else { return }; // nothing else is sent to clients
+                    let e = InvalidInput::Oversized { what: REPLY_OVERSIZED.into(), size: bytes.len(), limit };
+                    let msg = Message::ClientResponse(litmus_protocol::message::ClientResponse {
+                        id: resp.id,
+                        result: Err(e.into()),
+                    });
+                    bytes = frame_bytes(&Frame::Envelope(Envelope { from: env.from, to: env.to, msg }));
+                }
                 if let Some(tx) = self.clients.read().expect("clients lock").get(&c) {
-                    let _ = tx.send(frame_bytes(&Frame::Envelope(env)));
+                    let _ = tx.send(bytes);
                 }
             }
         }
     }
 }
+
+/// The `what` of the `Oversized` error a client gets instead of a reply larger than the
+/// server's `max_frame_bytes` (e.g. a page of rows each near the limit: ask for fewer rows).
+/// A procedure's reply refused so has still committed.
+pub const REPLY_OVERSIZED: &str = "reply (over the server's max_frame_bytes; a procedure it answered did commit)";
 
 /// Runs one node until the process is killed. Opens (and recovers) the node's machines from
 /// `cfg.data_dir` before it accepts connections.
