@@ -18,8 +18,12 @@
 //! op [client=1] read|write|insert|delete|scan TABLE VALUE...
 //! op [client=1] add TABLE KEY... COLUMN=N              an update by the formula `COLUMN += N`
 //! commit [client=1] / rollback [client=1]              end the client's interactive transaction
-//! deliver [N]                                          deliver the next message (or N), printing
-//!                                                      each as `from -> to: summary`
+//! deliver [N] [from=ADDR] [to=ADDR] [match=TEXT]       deliver the next message (or N), printing
+//!                                                      each as `from -> to: summary`; with a
+//!                                                      filter, the first that matches overtakes
+//!                                                      the others (addresses as printed: c1,
+//!                                                      coord-n0, p1, role-0; TEXT a part of the
+//!                                                      summary)
 //! stabilize                                            deliver until the queue is empty
 //! tick [ms=5]                                          advance time and tick every machine
 //! crash coordinator | partition=N | all                restart from the log; messages to the
@@ -253,14 +257,25 @@ impl ScriptRunner {
             Some(a) => a.parse()?,
             None => 1,
         };
+        let from = args.lookup("from").map(|a| a.value.clone());
+        let to = args.lookup("to").map(|a| a.value.clone());
+        let text = args.lookup("match").map(|a| a.value.clone());
         args.reject_rest()?;
         let c = self.cluster()?;
+        let wanted = |env: &Envelope| {
+            from.as_ref().is_none_or(|f| *f == addr(env.from))
+                && to.as_ref().is_none_or(|t| *t == addr(env.to))
+                && text.as_ref().is_none_or(|t| render_message(&env.msg).contains(t.as_str()))
+        };
         let mut out = String::new();
         for _ in 0..n {
-            let Some(env) = c.queue.front().cloned() else {
+            // The first queued message that matches overtakes the ones before it.
+            let Some(i) = c.queue.iter().position(wanted) else {
                 out.push_str("(nothing to deliver)\n");
                 break;
             };
+            let env = c.queue.remove(i).expect("a queued message");
+            c.queue.push_front(env.clone());
             c.deliver_one();
             writeln!(out, "{}", render_envelope(&env))?;
         }
@@ -351,7 +366,7 @@ impl ScriptRunner {
         if c.queue.is_empty() {
             return Ok("(empty)\n".into());
         }
-        Ok(c.queue.iter().map(|e| render_envelope(e) + "\n").collect())
+        Ok(c.queue.iter().map(|e| format!("queued {}\n", render_envelope(e))).collect())
     }
 
     fn cmd_status(&mut self) -> CmdResult {
