@@ -306,7 +306,7 @@ impl ScriptRunner {
         c.tick(ms);
         let queued = c.queue.len() - before;
         let now = c.now.as_nanos() / 1_000_000;
-        Ok(format!("now {now}ms, {queued} messages queued\n"))
+        Ok(format!("now {now}ms, queued {queued}\n"))
     }
 
     fn cmd_crash(&mut self, cmd: &Command) -> CmdResult {
