@@ -624,9 +624,9 @@ fn render_message(msg: &Message) -> String {
 }
 
 /// Shortens the `Debug` of engine payloads: transaction ids, node / partition / table ids,
-/// timestamps and integer values to their short forms.
+/// timestamps, integer values, printable bytes and the all-columns mask to their short forms.
 pub fn compact(s: &str) -> String {
-    let mut s = replace_bytes(&replace_txn_ids(s));
+    let mut s = replace_bytes(&replace_txn_ids(s)).replace("ColMask(18446744073709551615)", "ColMask::ALL");
     for (name, short) in [
         ("NodeId", "n"),
         ("PartitionId", "p"),
