@@ -1,6 +1,11 @@
 //! A synchronous, in-order test cluster: one coordinator and a few partitions, messages
 //! delivered one at a time from a FIFO queue, every logged record treated as synced, and a
 //! "crash" that rebuilds every machine from its log. Tests can stop between any two messages.
+//!
+//! [`script`] runs scenario files over it (goldenscript): a schedule of client calls, crashes
+//! and deliveries in, the message trace and outcomes out.
+
+pub mod script;
 
 use crate::message::{ClientRequest, RequestBody, ResponseBody};
 use crate::{
@@ -164,6 +169,23 @@ impl SyncCluster {
             self.tick(60);
         }
         while self.deliver_one() {}
+    }
+
+    /// Every answer a client received so far, by (client, request id).
+    pub fn responses(&self) -> &BTreeMap<(u64, u64), Result<ResponseBody, Error>> {
+        &self.responses
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub fn engine(&self) -> EngineKind {
+        self.engine
     }
 
     pub fn response(&self, client: u64, id: u64) -> Option<&Result<ResponseBody, Error>> {
