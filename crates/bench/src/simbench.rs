@@ -30,9 +30,7 @@
 //! `--sync-latency-us`), log bytes per transaction, faults during a benchmark.
 
 use crate::harness::{self, BenchConfig, BenchError, BenchReport, Verdict};
-use crate::mix::Deck;
 use crate::terminal::{Control, Terminals, TimeWindow};
-use crate::workload::{RunStats, Workload};
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use litmus_client::Client;
@@ -42,6 +40,8 @@ use litmus_protocol::message::{RequestBody, ResponseBody};
 use litmus_runtime::cost::CostTable;
 use litmus_runtime::sim::{CpuModel, SimConfig, Simulator};
 use litmus_runtime::{ClusterSpec, Topology, Transport};
+use litmus_workloads::mix::Deck;
+use litmus_workloads::workload::{RunStats, Workload};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -18,12 +18,12 @@
 //! A sweep over `clients` also draws latency (p50, every kind) against throughput, one curve
 //! per engine with a point per client count (`fig-latency.svg`), the shape of Figs. 7–8.
 //! `omid-oracle` has no cluster or workload: its sweeps (Omid Figs. 7–10, 12) run in
-//! [`crate::omid_oracle`] with these parameters, axes and [`write_json`], one line per
+//! [`crate::figures::omid_oracle`] with these parameters, axes and [`write_json`], one line per
 //! replication setting instead of per engine.
 
+use crate::figures::omid_oracle::NAME as ORACLE;
+use crate::figures::{self, FigureAxis};
 use crate::harness::{self, BenchReport};
-use crate::omid_oracle::NAME as ORACLE;
-use crate::salt_micro::{SaltMicroKind, CONTENTION_OPS};
 use crate::{config, workload, BenchArgs};
 use anyhow::Context as _;
 use serde::Serialize;
@@ -118,21 +118,12 @@ impl SweepParam {
     /// Whether the parameter changes anything for `workload` (a sweep over a flag the workload
     /// ignores would run the same benchmark over and over).
     pub fn applies_to(self, workload: &str) -> bool {
-        let salt = SaltMicroKind::from_name(workload);
         match self {
             SweepParam::Clients => true,
             SweepParam::Nodes | SweepParam::Partitions => workload != ORACLE,
             SweepParam::WriteSet | SweepParam::Outstanding | SweepParam::Duration => workload == ORACLE,
-            SweepParam::Rows => matches!(salt, Some(SaltMicroKind::Contention | SaltMicroKind::ReadWrite)),
-            SweepParam::After | SweepParam::ColdRows => salt == Some(SaltMicroKind::Position),
-            SweepParam::ReadFraction => salt == Some(SaltMicroKind::ReadWrite),
-            SweepParam::Records | SweepParam::ReadRatio | SweepParam::TxnSize | SweepParam::ZipfTheta => {
-                workload == "ycsb"
-            }
-            SweepParam::BaseTxns => workload == "tpcc" || workload == "ticketing",
-            SweepParam::Warehouses => workload == "tpcc",
-            SweepParam::Distributed => workload == crate::granola_counters::NAME || workload == "tpcc-neworder",
-            SweepParam::Conflict | SweepParam::LockCostUs => workload == crate::granola_counters::NAME,
+            // A workload's own flags: the ones its registry entry says a sweep may vary.
+            p => litmus_workloads::by_name(workload).is_ok_and(|w| w.sweeps(p.name())),
         }
     }
 
@@ -228,127 +219,6 @@ pub struct SweepPoint {
     pub report: BenchReport,
 }
 
-/// How a sweep is drawn: the title, the x axis, and how a value maps onto it.
-#[derive(Clone, Copy, Debug)]
-pub struct FigureAxis {
-    pub title: &'static str,
-    pub x_label: &'static str,
-    /// Short table column for `x` when it differs from the value.
-    pub x_column: Option<&'static str>,
-    x_of: fn(f64) -> f64,
-}
-
-impl FigureAxis {
-    /// The figure for sweeping `param` of workload `workload` (Salt's figures for its
-    /// microbenchmarks; a generic one otherwise).
-    pub fn of(workload: &str, param: SweepParam) -> FigureAxis {
-        let generic = |title, x_label| FigureAxis { title, x_label, x_column: None, x_of: |v| v };
-        if workload == ORACLE {
-            match param {
-                SweepParam::Clients => {
-                    return generic("Omid Figs. 7-8: replication cost as clients grow", "clients (oracle sessions)")
-                }
-                SweepParam::Outstanding => {
-                    return generic("Omid Fig. 9: scalability with load", "outstanding transactions per client")
-                }
-                SweepParam::WriteSet => {
-                    return generic("Omid Fig. 10: scalability with write-set size", "rows per write set")
-                }
-                SweepParam::Duration => {
-                    return generic("Omid Fig. 12: recovery vs run length", "run length before the crash (s)")
-                }
-                _ => {}
-            }
-        }
-        if workload == crate::tpcc_neworder::NAME {
-            match param {
-                SweepParam::Distributed => {
-                    return FigureAxis {
-                        title: "Granola Fig. 13 and VLDB'15 §6.2: New-Order as transactions span warehouses",
-                        x_label: "distributed New-Orders (%)",
-                        x_column: Some("dist %"),
-                        x_of: |f| 100.0 * f,
-                    }
-                }
-                SweepParam::Nodes => return generic("VLDB'15 Fig. 6: New-Order scale-out", "nodes"),
-                SweepParam::Clients => {
-                    return generic("VLDB'15 Fig. 5: New-Order, clients to saturation", "closed-loop clients")
-                }
-                _ => {}
-            }
-        }
-        match (SaltMicroKind::from_name(workload), param) {
-            (_, SweepParam::Clients) if workload == "ycsb-t" => {
-                generic("Omid Fig. 11: overhead over the store without transactions", "closed-loop clients")
-            }
-            (Some(SaltMicroKind::Contention), SweepParam::Rows) => FigureAxis {
-                title: "Salt Fig. 11: contention ratio",
-                x_label: "contention ratio (5 / rows)",
-                x_column: Some("ratio"),
-                x_of: |rows| CONTENTION_OPS as f64 / rows,
-            },
-            (Some(SaltMicroKind::Position), SweepParam::After) => {
-                generic("Salt Fig. 12: contention position", "operations after the contended update")
-            }
-            (Some(SaltMicroKind::ReadWrite), SweepParam::ReadFraction) => FigureAxis {
-                title: "Salt Fig. 13: read-write ratio",
-                x_label: "read-only transactions (%)",
-                x_column: Some("read %"),
-                x_of: |f| 100.0 * f,
-            },
-            (_, SweepParam::Rows) => generic("throughput vs rows", "rows"),
-            (_, SweepParam::After) => generic("throughput vs after", "operations after the contended update"),
-            (_, SweepParam::ColdRows) => generic("throughput vs cold rows", "cold rows"),
-            (_, SweepParam::ReadFraction) => generic("throughput vs read fraction", "read-only fraction"),
-            (_, SweepParam::Clients) => generic("throughput vs clients", "closed-loop clients"),
-            (_, SweepParam::Nodes) => generic("throughput vs nodes", "nodes"),
-            (_, SweepParam::Partitions) => generic("throughput vs partitions", "partitions"),
-            (_, SweepParam::Records) => generic("throughput vs records", "records"),
-            (_, SweepParam::ReadRatio) => generic("throughput vs read ratio", "read ratio"),
-            (_, SweepParam::TxnSize) => generic("throughput vs transaction size", "keys per transaction"),
-            (_, SweepParam::ZipfTheta) => generic("throughput vs zipf theta", "zipf theta"),
-            (_, SweepParam::BaseTxns) if workload == "ticketing" => {
-                generic("Salt Fig. 10: incremental BASE-ification", "BASE-ified transactions (create-order, ...)")
-            }
-            (_, SweepParam::BaseTxns) => {
-                generic("Salt Fig. 9: incremental BASE-ification", "BASE-ified transactions (new-order, payment, ...)")
-            }
-            (_, SweepParam::Warehouses) => generic("throughput vs warehouses", "warehouses"),
-            (_, SweepParam::WriteSet) => generic("throughput vs write-set size", "rows per write set"),
-            (_, SweepParam::Outstanding) => generic("throughput vs outstanding", "outstanding transactions"),
-            (_, SweepParam::Duration) => generic("throughput vs run length", "run length (s)"),
-            (_, SweepParam::Distributed) if workload == "tpcc-neworder" => FigureAxis {
-                title: "Granola Fig. 13: TPC-C new_order, remote items",
-                x_label: "distributed new_order transactions (%)",
-                x_column: Some("dist %"),
-                x_of: |f| 100.0 * f,
-            },
-            (_, SweepParam::Distributed) => FigureAxis {
-                title: "Granola Fig. 9: distributed transactions",
-                x_label: "distributed transactions (%)",
-                x_column: Some("dist %"),
-                x_of: |f| 100.0 * f,
-            },
-            (_, SweepParam::Conflict) => {
-                generic("Granola Fig. 11: lock conflict rate", "conflict rate (shared counter)")
-            }
-            (_, SweepParam::LockCostUs) => {
-                generic("Granola Fig. 10: lock management cost", "lock cost per lock (us; --exec-cost-us per fragment)")
-            }
-        }
-    }
-
-    pub fn x(&self, value: f64) -> f64 {
-        (self.x_of)(value)
-    }
-
-    /// The figure title with the workload named: `"Salt Fig. 11: contention ratio
-    /// (salt-contention)"`.
-    pub fn full_title(&self, workload: &str) -> String {
-        format!("{} ({workload})", self.title)
-    }
-}
-
 /// Where the figure goes: `--plot`, or the `--json` path with `.svg`; `None` when neither.
 pub fn figure_path(args: &BenchArgs) -> Option<PathBuf> {
     args.plot.clone().or_else(|| args.json.as_ref().map(|j| j.with_extension("svg")))
@@ -366,11 +236,7 @@ pub fn latency_figure_path(figure: &Path) -> PathBuf {
 pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow::Result<()> {
     let engines = crate::engines(args);
     let axis = FigureAxis::of(&args.workload, sweep.param);
-    // The workload as figure titles name it (ycsb-t draws one figure per mix).
-    let label = match args.workload.as_str() {
-        "ycsb-t" => format!("ycsb-t --mix {}", args.ycsb_t.mix.as_deref().unwrap_or("complex")),
-        w => w.to_string(),
-    };
+    let label = figures::label(args);
     let name = sweep.param.name();
 
     // Every point's flags are checked before the first run: a typo in the last value should not
@@ -548,8 +414,7 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
         if sweep.param == SweepParam::Clients {
             // Salt Figs. 7-8: latency against throughput as the load grows.
             let latency = latency_figure_path(&path);
-            let paper = if args.workload == "ycsb-t" { "Omid Fig. 11" } else { "Salt Figs. 7-8" };
-            let title = format!("{paper}: latency vs throughput ({label})");
+            let title = figures::latency_title(&args.workload, &label);
             crate::plot::plot_latency_throughput(&points, &latency, &title)
                 .with_context(|| format!("draw {}", latency.display()))?;
             writeln!(out, "figure: {}", latency.display())?;
@@ -768,7 +633,7 @@ mod tests {
         assert!(SweepParam::ReadFraction.applies_to("salt-rw") && !SweepParam::ReadFraction.applies_to("ycsb"));
         assert!(SweepParam::Records.applies_to("ycsb") && !SweepParam::Records.applies_to("salt-rw"));
         assert!(SweepParam::BaseTxns.applies_to("ticketing") && !SweepParam::BaseTxns.applies_to("ycsb"));
-        for w in crate::WORKLOADS {
+        for w in litmus_workloads::bench_names() {
             assert!(SweepParam::Clients.applies_to(w));
         }
         for p in [SweepParam::BaseTxns, SweepParam::Warehouses] {
@@ -789,7 +654,7 @@ mod tests {
 
     #[test]
     fn granola_sweeps_set_their_flags_and_draw_figs_9_to_11_and_13() {
-        let counters = crate::granola_counters::NAME;
+        let counters = litmus_workloads::granola_counters::NAME;
         for p in [SweepParam::Distributed, SweepParam::Conflict, SweepParam::LockCostUs] {
             assert!(p.applies_to(counters) && !p.applies_to("ycsb") && !p.applies_to("tpcc"), "{}", p.name());
         }
@@ -814,7 +679,7 @@ mod tests {
 
     #[test]
     fn omid_sweeps_turn_the_oracle_knobs_and_draw_the_omid_figures() {
-        let oracle = crate::omid_oracle::NAME;
+        let oracle = crate::figures::omid_oracle::NAME;
         for p in [SweepParam::WriteSet, SweepParam::Outstanding, SweepParam::Duration] {
             assert!(p.applies_to(oracle) && !p.applies_to("ycsb") && !p.applies_to("ycsb-t"), "{}", p.name());
         }
