@@ -605,19 +605,12 @@ enum Hosting<'a> {
     Hosted(&'a EmbeddedCluster, Vec<NodeId>),
 }
 
-/// How long hosted terminals may take beyond their own bounds before the run is declared stuck.
-const HOSTED_SLACK: Duration = Duration::from_secs(10);
-
-fn drive(
+/// `--reset` (with `--connect`), then the workload's initial data; the seconds loading took.
+fn load(
     cfg: &BenchConfig,
-    shared_workload: &Arc<dyn Workload>,
+    workload: &dyn Workload,
     clients: &mut dyn FnMut() -> Result<Client, Error>,
-    mode: Hosting<'_>,
-    counters: &dyn Fn() -> Option<Cost>,
-) -> anyhow::Result<BenchReport> {
-    let workload = shared_workload.as_ref();
-    install_stop_handler();
-    set_setup_deadline(None);
+) -> anyhow::Result<f64> {
     if cfg.reset {
         let tables: Vec<String> = workload.catalog().tables().map(|t| t.name.clone()).collect();
         let mut client = clients().context("open the reset client")?;
@@ -630,8 +623,12 @@ fn drive(
     let load_started = Instant::now();
     workload.prepare(clients).with_context(|| format!("prepare {}", workload.name()))?;
     let load_secs = load_started.elapsed().as_secs_f64();
+    Ok(load_secs)
+}
 
-    let history = match &cfg.history {
+/// The `--history` writer and the process count after which its ids start, if asked for.
+fn open_history(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<Option<(HistoryWriter, u64)>> {
+    Ok(match &cfg.history {
         None => None,
         Some(_) if !workload.records_history() => {
             return Err(BenchError::Config(format!("{} cannot record a --history (ycsb-t can)", workload.name())).into())
@@ -640,7 +637,90 @@ fn drive(
             let file = std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
             Some((HistoryWriter::new(Box::new(std::io::BufWriter::new(file))), cfg.clients as u64))
         }
+    })
+}
+
+/// The terminals' tallies summed: outcomes per kind and the merged latency histograms.
+#[allow(clippy::type_complexity)] // the two halves of a run's record, named at the one call
+fn merge_tallies(
+    cfg: &BenchConfig,
+    tallies: Vec<terminal::Terminals>,
+) -> anyhow::Result<(RunStats, BTreeMap<&'static str, Histogram<u64>>)> {
+    let mut stats = RunStats { measured_secs: cfg.duration.as_secs_f64(), ..RunStats::default() };
+    let mut histograms: BTreeMap<&'static str, Histogram<u64>> = BTreeMap::new();
+    for (tally, unfinished) in tallies.into_iter().map(terminal::Terminals::into_tally) {
+        stats.unfinished += unfinished;
+        for (kind, t) in tally {
+            stats.measured.entry(kind).or_default().add(&t.measured);
+            stats.total.entry(kind).or_default().add(&t.total);
+            histograms.entry(kind).or_insert_with(new_histogram).add(&t.latency_us).context("merge histograms")?;
+        }
+    }
+    Ok((stats, histograms))
+}
+
+/// The workload's verify on a fresh client, its setup calls bounded by [`VERIFY_GRACE`].
+fn verify_run(
+    workload: &dyn Workload,
+    clients: &mut dyn FnMut() -> Result<Client, Error>,
+    stats: &RunStats,
+) -> Verdict {
+    let verify_started = Instant::now();
+    set_setup_deadline(Some(verify_started + VERIFY_GRACE));
+    let verdict = match clients().context("open the verification client") {
+        Err(e) => Verdict { ok: false, message: format!("{e:#}") },
+        Ok(mut checker) => match workload.verify(&mut checker, stats) {
+            Ok(message) => Verdict { ok: true, message },
+            Err(e) => Verdict {
+                ok: false,
+                message: format!("{e:#} (verification gave up after {:.1} s)", verify_started.elapsed().as_secs_f64()),
+            },
+        },
     };
+    set_setup_deadline(None);
+    verdict
+}
+
+impl BenchReport {
+    /// The report with what the window cost per committed transaction (of `committed`).
+    fn with_cost(mut self, cost: &WindowCost, committed: u64) -> BenchReport {
+        self.cpu_us_per_txn = cost.cpu_us.filter(|_| committed > 0).map(|c| c as f64 / committed as f64);
+        let cluster = cost.cluster.as_ref().filter(|_| committed > 0);
+        self.msgs_per_txn = cluster.map(|c| c.msgs as f64 / committed as f64);
+        self.log_bytes_per_txn = cluster.map(|c| c.log_bytes as f64 / committed as f64);
+        self.engine_counts_per_txn = cluster
+            .map(|c| c.engine.iter().map(|(name, n)| (name.to_string(), *n as f64 / committed as f64)).collect())
+            .unwrap_or_default();
+        self
+    }
+}
+
+/// How long hosted terminals may take beyond their own bounds before the run is declared stuck.
+const HOSTED_SLACK: Duration = Duration::from_secs(10);
+
+/// How long hosted terminals get after the window: each ends its last transaction within the
+/// grace (a retrying TPC-C terminal: within its starvation bound) plus one request deadline.
+fn hosted_bound(workload: &dyn Workload) -> Duration {
+    let starving = match workload.retry_policy() {
+        RetryPolicy::UntilCommitted { bound } => bound,
+        RetryPolicy::GiveUpAfter { .. } => Duration::ZERO,
+    };
+    STRAGGLER_GRACE + starving + litmus_protocol::client::REQUEST_TIMEOUT_DEFAULT + HOSTED_SLACK
+}
+
+fn drive(
+    cfg: &BenchConfig,
+    shared_workload: &Arc<dyn Workload>,
+    clients: &mut dyn FnMut() -> Result<Client, Error>,
+    mode: Hosting<'_>,
+    counters: &dyn Fn() -> Option<Cost>,
+) -> anyhow::Result<BenchReport> {
+    let workload = shared_workload.as_ref();
+    install_stop_handler();
+    set_setup_deadline(None);
+    let load_secs = load(cfg, workload, clients)?;
+
+    let history = open_history(cfg, workload)?;
     let control = Arc::new(Control::new(history));
     let spec = workload.mix();
     let deck = spec.as_ref().filter(|m| m.deck).map(|m| Arc::new(Deck::new(m, cfg.seed)));
@@ -698,14 +778,7 @@ fn drive(
             if stop_requested() {
                 control.stop.store(true, Ordering::Relaxed);
             }
-            // Each terminal ends its last transaction within the grace (a retrying TPC-C
-            // terminal: within its starvation bound) plus one request deadline.
-            let starving = match workload.retry_policy() {
-                RetryPolicy::UntilCommitted { bound } => bound,
-                RetryPolicy::GiveUpAfter { .. } => Duration::ZERO,
-            };
-            let bound = STRAGGLER_GRACE + starving + litmus_protocol::client::REQUEST_TIMEOUT_DEFAULT + HOSTED_SLACK;
-            (run.wait(bound).context("the benchmark terminals")?, cost)
+            (run.wait(hosted_bound(workload)).context("the benchmark terminals")?, cost)
         }
     };
     if let Some(failure) = control.take_failure() {
@@ -715,16 +788,7 @@ fn drive(
         history.flush().with_context(|| format!("write {}", path.display()))?;
     }
 
-    let mut stats = RunStats { measured_secs: cfg.duration.as_secs_f64(), ..RunStats::default() };
-    let mut histograms: BTreeMap<&'static str, Histogram<u64>> = BTreeMap::new();
-    for (tally, unfinished) in tallies.into_iter().map(terminal::Terminals::into_tally) {
-        stats.unfinished += unfinished;
-        for (kind, t) in tally {
-            stats.measured.entry(kind).or_default().add(&t.measured);
-            stats.total.entry(kind).or_default().add(&t.total);
-            histograms.entry(kind).or_insert_with(new_histogram).add(&t.latency_us).context("merge histograms")?;
-        }
-    }
+    let (stats, histograms) = merge_tallies(cfg, tallies)?;
 
     if stop_requested() {
         anyhow::bail!(
@@ -733,30 +797,10 @@ fn drive(
             stats.unfinished
         );
     }
-    let verify_started = Instant::now();
-    set_setup_deadline(Some(verify_started + VERIFY_GRACE));
-    let verify = match clients().context("open the verification client") {
-        Err(e) => Verdict { ok: false, message: format!("{e:#}") },
-        Ok(mut checker) => match workload.verify(&mut checker, &stats) {
-            Ok(message) => Verdict { ok: true, message },
-            Err(e) => Verdict {
-                ok: false,
-                message: format!("{e:#} (verification gave up after {:.1} s)", verify_started.elapsed().as_secs_f64()),
-            },
-        },
-    };
-    set_setup_deadline(None);
+    let verify = verify_run(workload, clients, &stats);
 
-    let m = stats.measured_all();
-    let mut report = BenchReport::of_run(workload, cfg, load_secs, &stats, &histograms, spec, verify)?;
-    report.cpu_us_per_txn = cost.cpu_us.filter(|_| m.committed > 0).map(|c| c as f64 / m.committed as f64);
-    let cluster = cost.cluster.as_ref().filter(|_| m.committed > 0);
-    report.msgs_per_txn = cluster.map(|c| c.msgs as f64 / m.committed as f64);
-    report.log_bytes_per_txn = cluster.map(|c| c.log_bytes as f64 / m.committed as f64);
-    report.engine_counts_per_txn = cluster
-        .map(|c| c.engine.iter().map(|(name, n)| (name.to_string(), *n as f64 / m.committed as f64)).collect())
-        .unwrap_or_default();
-    Ok(report)
+    let report = BenchReport::of_run(workload, cfg, load_secs, &stats, &histograms, spec, verify)?;
+    Ok(report.with_cost(&cost, stats.measured_all().committed))
 }
 
 impl BenchReport {

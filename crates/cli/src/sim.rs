@@ -34,7 +34,7 @@ pub struct SimArgs {
     /// workload also checks liveness:
     /// after the faults heal, every request a live coordinator received is answered in bounded
     /// time.
-    #[arg(long, default_value = "acked")]
+    #[arg(long, default_value = litmus_workloads::sim_checks::ACKED.name)]
     workload: String,
     /// Nodes in the cluster (default 3; under `ycsb-t`, 1 for every third seed — the oracle
     /// without its standby — and 3 otherwise).

@@ -193,3 +193,45 @@ pub fn full_schema() -> (Catalog, Registry) {
     crate::reset::register(&catalog, &mut registry);
     (catalog, registry)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_each_command_finds_its_workloads() {
+        for (i, w) in crate::ALL.iter().enumerate() {
+            assert!(crate::ALL[..i].iter().all(|v| v.name != w.name), "{} registered twice", w.name);
+            assert!(w.benchable() || w.sim.is_some(), "{} runs nowhere", w.name);
+            if w.benchable() {
+                assert_eq!(by_name(w.name).unwrap().name, w.name);
+            }
+            if w.sim.is_some() {
+                assert_eq!(sim_by_name(w.name).unwrap().name, w.name);
+            }
+        }
+        assert_eq!(analyzable_names(), ["ticketing", "tpcc", "ycsb"]);
+    }
+
+    #[test]
+    fn unknown_names_list_the_known_ones() {
+        assert_eq!(
+            by_name("tpch").unwrap_err().to_string(),
+            "unknown workload \"tpch\" (known: ycsb, salt-contention, salt-position, salt-rw, tpcc, ticketing, \
+             ycsb-t, basic-ycsb, tpcc-neworder, granola-counters)"
+        );
+        assert_eq!(
+            sim_by_name("ycsb").unwrap_err().to_string(),
+            "unknown simulation workload \"ycsb\" (known: acked, bank, salt-chains, ycsb-t, basic-ycsb, tpcc-neworder)"
+        );
+        assert!(by_name("acked").is_err(), "a simulator-only workload is not a bench workload");
+        assert!(analysis("salt-rw").is_err());
+    }
+
+    #[test]
+    fn sweeps_name_only_flags_of_the_workload() {
+        assert!(by_name("ycsb").unwrap().sweeps("records") && !by_name("ycsb").unwrap().sweeps("rows"));
+        assert!(by_name("salt-rw").unwrap().sweeps("read-fraction"));
+        assert!(by_name("tpcc-neworder").unwrap().sweeps("distributed"));
+    }
+}

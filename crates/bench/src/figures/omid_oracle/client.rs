@@ -4,16 +4,16 @@
 //! measures recovery from the oracle's log afterwards ([`measure_recovery`]).
 
 use super::*;
+use std::thread::JoinHandle;
 
 fn free_loopback_port() -> anyhow::Result<String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").context("find a free port")?;
     Ok(l.local_addr()?.to_string())
 }
 
-pub(super) fn run_one(spec: &RunSpec, replication: bool, dir: &Path) -> anyhow::Result<OracleReport> {
-    if dir.exists() && dir.read_dir()?.next().is_some() {
-        return Err(config_error(format!("{} is not empty", dir.display())));
-    }
+/// Starts the oracle's server on a free loopback port with its log in `dir`, and waits until it
+/// accepts connections; its address, the flag that stops it, and its thread.
+fn start_server(spec: &RunSpec, dir: &Path) -> anyhow::Result<(String, Arc<AtomicBool>, JoinHandle<()>)> {
     let listen = free_loopback_port()?;
     let cfg = NodeConfig {
         fsync: spec.fsync,
@@ -39,12 +39,20 @@ pub(super) fn run_one(spec: &RunSpec, replication: bool, dir: &Path) -> anyhow::
         anyhow::ensure!(started.elapsed() < SERVER_START_TIMEOUT, "server on {listen} did not start");
         std::thread::sleep(Duration::from_millis(20));
     }
+    Ok((listen, server_stop, server))
+}
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let measuring = Arc::new(AtomicBool::new(false));
+/// One thread per client of `spec`, each running [`client_loop`] against `listen` until `stop`.
+fn spawn_clients(
+    spec: &RunSpec,
+    replication: bool,
+    listen: &str,
+    stop: &Arc<AtomicBool>,
+    measuring: &Arc<AtomicBool>,
+) -> anyhow::Result<Vec<JoinHandle<anyhow::Result<ClientResult>>>> {
     let mut handles = Vec::new();
     for c in 0..spec.clients {
-        let (listen, stop, measuring) = (listen.clone(), stop.clone(), measuring.clone());
+        let (listen, stop, measuring) = (listen.to_string(), stop.clone(), measuring.clone());
         let client = ClientSpec {
             replication,
             slow: c < spec.slow_clients,
@@ -62,6 +70,18 @@ pub(super) fn run_one(spec: &RunSpec, replication: bool, dir: &Path) -> anyhow::
             .context("spawn a client thread")?;
         handles.push(handle);
     }
+    Ok(handles)
+}
+
+pub(super) fn run_one(spec: &RunSpec, replication: bool, dir: &Path) -> anyhow::Result<OracleReport> {
+    if dir.exists() && dir.read_dir()?.next().is_some() {
+        return Err(config_error(format!("{} is not empty", dir.display())));
+    }
+    let (listen, server_stop, server) = start_server(spec, dir)?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let measuring = Arc::new(AtomicBool::new(false));
+    let handles = spawn_clients(spec, replication, &listen, &stop, &measuring)?;
     std::thread::sleep(spec.warmup);
     measuring.store(true, Ordering::SeqCst);
     let window = Instant::now();
