@@ -65,3 +65,7 @@ pub const ALL: &[&WorkloadDef] = &[
     &tpcc_neworder::DEF,         // VLDB'15 §6.2, Granola Fig. 13
     &granola_counters::DEF,      // Granola §6.1
 ];
+
+/// The workloads `litmus analyze` knows, in the order it lists them (TPC-C, its main subject,
+/// first); exactly the entries of [`ALL`] with an `analysis` (a registry test checks it).
+pub const ANALYZED: &[&WorkloadDef] = &[&tpcc::DEF, &ticketing::DEF, &ycsb::DEF];
