@@ -29,7 +29,7 @@
 //! Throughput is committed transactions of the window over the window's length.
 //! [`RunStats::total`] counts the whole run for the invariant. A workload with a defined mix
 //! ([`Workload::mix`]) gets the completed share of each kind and a verdict in
-//! [`BenchReport::mix`] ([`crate::mix`]); `cpu` is the process's user + system CPU time over
+//! [`BenchReport::mix`] ([`litmus_workloads::mix`]); `cpu` is the process's user + system CPU time over
 //! the window (`/proc/self/stat`, Linux only) per committed transaction — the embedded cluster
 //! and the clients together; on an embedded cluster `msgs_per_txn` (messages routed: client
 //! requests and responses and every message between machines) and `log_bytes_per_txn` (bytes
@@ -69,24 +69,30 @@
 //! In `--connect` mode the servers' engine (announced in the TCP hello) must match `--engine`.
 
 use crate::history::HistoryWriter;
-use crate::mix::{self, Deck, MixReport};
 use crate::terminal::{self, new_histogram, Control, TimeWindow};
-use crate::workload::{Outcomes, RetryPolicy, RunStats, Workload};
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use litmus_client::Client;
 use litmus_core::{Error, NodeId, Time};
 use litmus_protocol::{builtin, EngineKind};
 use litmus_runtime::embedded::{DelayModel, EmbeddedCluster, EmbeddedConfig};
 use litmus_runtime::{ClusterSpec, Topology};
 use litmus_storage::wal::FsyncPolicy;
+pub use litmus_workloads::mix::LatencySummary;
+use litmus_workloads::mix::{self, Deck, MixReport};
+use litmus_workloads::setup::set_setup_deadline;
+pub use litmus_workloads::setup::{
+    backoff_cap_us, call_idempotent, install_stop_handler, join_loaders, load_in_batches, progress_bar, stop_requested,
+    BACKOFF_BASE_US, BACKOFF_MAX_US, BAR_COUNTED, BAR_TIMED, LOAD_CLIENTS_MAX, LOAD_PROGRESS_ROWS_MIN, RETRIES_MAX,
+    SETUP_RETRIES_MAX,
+};
+use litmus_workloads::workload::{Outcomes, RetryPolicy, RunStats, Workload};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// After the window, a transaction still retrying stops retrying after this long (each call
@@ -95,42 +101,6 @@ pub const STRAGGLER_GRACE: Duration = Duration::from_secs(2);
 /// The verification (every check call and its retries) gives up after this long.
 pub const VERIFY_GRACE: Duration = Duration::from_secs(30);
 
-/// Set by SIGINT / SIGTERM: every phase stops at its next call.
-static STOP: AtomicBool = AtomicBool::new(false);
-/// Retries of idempotent setup calls stop after this instant (the verification's budget).
-static SETUP_DEADLINE: Mutex<Option<Instant>> = Mutex::new(None);
-
-/// Installs (once per process) a SIGINT / SIGTERM handler: the first signal stops the run at
-/// its next call (the report says so); a second one exits with status 130.
-pub fn install_stop_handler() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let _ = ctrlc::set_handler(|| {
-            if STOP.swap(true, Ordering::SeqCst) {
-                std::process::exit(130);
-            }
-            eprintln!("litmus bench: stopping (signal); a second signal exits at once");
-        });
-    });
-}
-
-/// True once a stop signal arrived.
-pub fn stop_requested() -> bool {
-    STOP.load(Ordering::Relaxed)
-}
-
-fn setup_deadline_passed() -> bool {
-    SETUP_DEADLINE.lock().map(|d| d.is_some_and(|d| Instant::now() >= d)).unwrap_or(false)
-}
-
-/// Most retries of one transaction after retryable failures.
-pub const RETRIES_MAX: u32 = 8;
-/// First backoff before a retry; doubles per retry.
-pub const BACKOFF_BASE_US: u64 = 100;
-/// Longest backoff before a retry.
-pub const BACKOFF_MAX_US: u64 = 10_000;
-/// Most retries of an idempotent setup call (load, check); these may also retry timeouts.
-pub const SETUP_RETRIES_MAX: u32 = 20;
 /// Largest latency the histograms hold (larger values are clamped to it).
 pub const LATENCY_US_MAX: u64 = 60_000_000;
 /// Significant decimal digits of the latency histograms.
@@ -141,10 +111,6 @@ pub const CLIENTS_MAX: usize = 1024;
 pub const DURATION_MAX: Duration = Duration::from_secs(24 * 3600);
 /// How often the live progress bar is redrawn.
 pub const PROGRESS_REFRESH: Duration = Duration::from_millis(200);
-/// Clients loading initial data in parallel ([`load_in_batches`]).
-pub const LOAD_CLIENTS_MAX: usize = 4;
-/// Rows above which loading shows a progress bar.
-pub const LOAD_PROGRESS_ROWS_MIN: u64 = 10_000;
 
 /// Everything one run needs besides the workload itself.
 #[derive(Clone, Debug, PartialEq)]
@@ -177,7 +143,7 @@ pub struct BenchConfig {
     pub sim: Option<crate::simbench::SimSettings>,
     /// Write the run's transactions here as an Elle rw-register history ([`crate::history`]).
     pub history: Option<PathBuf>,
-    /// With `connect`: empty the workload's tables before loading ([`crate::reset`]).
+    /// With `connect`: empty the workload's tables before loading ([`litmus_workloads::reset`]).
     pub reset: bool,
     /// With `connect`: the cluster's shared token.
     pub token: Option<String>,
@@ -320,33 +286,6 @@ pub enum BenchError {
     History(String),
     #[error("a {kind} transaction ({procedure}) could not commit in {waited_secs:.1} s ({attempts} attempts, last: {last}); the run cannot measure the workload's mix without it")]
     Starved { kind: &'static str, procedure: &'static str, waited_secs: f64, attempts: u64, last: Error },
-}
-
-/// Latency of one kind of transaction over the measured window, microseconds.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct LatencySummary {
-    /// Committed transactions of this kind in the window.
-    pub count: u64,
-    pub mean_us: f64,
-    pub p50_us: u64,
-    pub p90_us: u64,
-    pub p95_us: u64,
-    pub p99_us: u64,
-    pub max_us: u64,
-}
-
-impl LatencySummary {
-    pub(crate) fn of(h: &Histogram<u64>) -> LatencySummary {
-        LatencySummary {
-            count: h.len(),
-            mean_us: h.mean(),
-            p50_us: h.value_at_quantile(0.50),
-            p90_us: h.value_at_quantile(0.90),
-            p95_us: h.value_at_quantile(0.95),
-            p99_us: h.value_at_quantile(0.99),
-            max_us: h.max(),
-        }
-    }
 }
 
 /// The settings a report was produced with (flat, for JSON consumers).
@@ -619,127 +558,6 @@ fn home_address(workload: &dyn Workload, topology: &Topology, nodes: &[Option<No
         .unwrap_or(i)
 }
 
-/// Calls an idempotent procedure (a load batch, a read-only check), retrying retryable errors
-/// and timeouts alike, at most [`SETUP_RETRIES_MAX`] times. Never use it for a procedure whose
-/// effect must happen once.
-pub fn call_idempotent(
-    client: &mut Client,
-    procedure: &str,
-    args: Vec<litmus_core::Value>,
-) -> Result<Vec<litmus_core::Value>, Error> {
-    let mut attempt = 0;
-    loop {
-        if stop_requested() {
-            return Err(Error::unavailable("stopped by a signal"));
-        }
-        match client.call(procedure, args.clone()) {
-            Ok(v) => return Ok(v),
-            Err(e)
-                if attempt < SETUP_RETRIES_MAX
-                    && !setup_deadline_passed()
-                    && !stop_requested()
-                    && (e.is_retryable() || matches!(e, Error::Unavailable { .. })) =>
-            {
-                attempt += 1;
-                std::thread::sleep(Duration::from_micros(backoff_cap_us(attempt)));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Loads rows `0..rows` by calling the idempotent `procedure` with `args(start, count)` for
-/// batches of at most `batch_rows`, from up to [`LOAD_CLIENTS_MAX`] clients in parallel threads
-/// (each batch retried by [`call_idempotent`]). Shows a progress bar labelled `load` when
-/// `progress` and there are at least [`LOAD_PROGRESS_ROWS_MIN`] rows. Stops at the first failure.
-pub fn load_in_batches(
-    clients: &mut dyn FnMut() -> Result<Client, Error>,
-    rows: u64,
-    batch_rows: u64,
-    progress: bool,
-    procedure: &str,
-    args: &(dyn Fn(u64, u64) -> Vec<litmus_core::Value> + Sync),
-) -> anyhow::Result<()> {
-    assert!(batch_rows > 0, "load batches must hold at least one row");
-    let batches = rows.div_ceil(batch_rows);
-    let threads = (batches as usize).clamp(1, LOAD_CLIENTS_MAX);
-    let mut sessions = Vec::with_capacity(threads);
-    for _ in 0..threads {
-        sessions.push(clients().context("open a load client")?);
-        // A transport that runs one request at a time gains nothing from parallel loaders, and
-        // a deterministic one (the simulator's) must see the batches in one order.
-        if sessions[0].serialises() {
-            break;
-        }
-    }
-    let bar = progress_bar(rows, "load", BAR_COUNTED, !progress || rows < LOAD_PROGRESS_ROWS_MIN);
-    let next_batch = AtomicU64::new(0);
-    let failed = AtomicBool::new(false);
-    let result = std::thread::scope(|s| {
-        let mut handles = Vec::with_capacity(threads);
-        for (i, client) in sessions.iter_mut().enumerate() {
-            let (next_batch, failed, bar) = (&next_batch, &failed, &bar);
-            let load = move || -> anyhow::Result<()> {
-                while !failed.load(Ordering::Relaxed) {
-                    let start = next_batch.fetch_add(1, Ordering::Relaxed) * batch_rows;
-                    if start >= rows {
-                        break;
-                    }
-                    let count = batch_rows.min(rows - start);
-                    if let Err(e) = call_idempotent(client, procedure, args(start, count)) {
-                        failed.store(true, Ordering::Relaxed);
-                        return Err(e).with_context(|| format!("load rows {start}..{}", start + count));
-                    }
-                    bar.inc(count);
-                }
-                Ok(())
-            };
-            let handle = std::thread::Builder::new()
-                .name(format!("load-{i}"))
-                .spawn_scoped(s, load)
-                .context("spawn a load thread")?;
-            handles.push(handle);
-        }
-        join_loaders(handles)
-    });
-    bar.finish_and_clear();
-    result
-}
-
-/// Waits for every load thread; the first error (or panic) wins.
-pub(crate) fn join_loaders(handles: Vec<std::thread::ScopedJoinHandle<'_, anyhow::Result<()>>>) -> anyhow::Result<()> {
-    let mut first = Ok(());
-    for h in handles {
-        let r = h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a load thread panicked")));
-        if first.is_ok() {
-            first = r;
-        }
-    }
-    first
-}
-
-/// The backoff ceiling before retry number `attempt` (1-based).
-pub(crate) fn backoff_cap_us(attempt: u32) -> u64 {
-    BACKOFF_BASE_US.saturating_mul(1 << attempt.saturating_sub(1).min(20)).min(BACKOFF_MAX_US)
-}
-
-/// Progress bar template for counted work (rows loaded).
-pub(crate) const BAR_COUNTED: &str = "{prefix:>7} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} {msg}";
-/// Progress bar template for a timed run (position in milliseconds, not shown).
-pub(crate) const BAR_TIMED: &str = "{prefix:>7} [{elapsed_precise}] {wide_bar} {msg}";
-
-/// A progress bar on stderr drawn with `template`; hidden when asked or when stderr is not a
-/// terminal.
-pub(crate) fn progress_bar(len: u64, prefix: &'static str, template: &str, hidden: bool) -> ProgressBar {
-    if hidden || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
-    bar.set_style(ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()));
-    bar.set_prefix(prefix);
-    bar
-}
-
 /// The measured window.
 #[derive(Clone, Copy)]
 struct Window {
@@ -787,8 +605,108 @@ enum Hosting<'a> {
     Hosted(&'a EmbeddedCluster, Vec<NodeId>),
 }
 
+/// `--reset` (with `--connect`), then the workload's initial data; the seconds loading took.
+fn load(
+    cfg: &BenchConfig,
+    workload: &dyn Workload,
+    clients: &mut dyn FnMut() -> Result<Client, Error>,
+) -> anyhow::Result<f64> {
+    if cfg.reset {
+        let tables: Vec<String> = workload.catalog().tables().map(|t| t.name.clone()).collect();
+        let mut client = clients().context("open the reset client")?;
+        let deleted = litmus_workloads::reset::reset(&mut client, &tables).context("--reset")?;
+        if !cfg.quiet {
+            let list: Vec<String> = deleted.iter().map(|(t, n)| format!("{t} {n}")).collect();
+            eprintln!("reset: rows deleted: {}", list.join(", "));
+        }
+    }
+    let load_started = Instant::now();
+    workload.prepare(clients).with_context(|| format!("prepare {}", workload.name()))?;
+    let load_secs = load_started.elapsed().as_secs_f64();
+    Ok(load_secs)
+}
+
+/// The `--history` writer and the process count after which its ids start, if asked for.
+fn open_history(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<Option<(HistoryWriter, u64)>> {
+    Ok(match &cfg.history {
+        None => None,
+        Some(_) if !workload.records_history() => {
+            return Err(BenchError::Config(format!("{} cannot record a --history (ycsb-t can)", workload.name())).into())
+        }
+        Some(path) => {
+            let file = std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
+            Some((HistoryWriter::new(Box::new(std::io::BufWriter::new(file))), cfg.clients as u64))
+        }
+    })
+}
+
+/// The terminals' tallies summed: outcomes per kind and the merged latency histograms.
+#[allow(clippy::type_complexity)] // the two halves of a run's record, named at the one call
+fn merge_tallies(
+    cfg: &BenchConfig,
+    tallies: Vec<terminal::Terminals>,
+) -> anyhow::Result<(RunStats, BTreeMap<&'static str, Histogram<u64>>)> {
+    let mut stats = RunStats { measured_secs: cfg.duration.as_secs_f64(), ..RunStats::default() };
+    let mut histograms: BTreeMap<&'static str, Histogram<u64>> = BTreeMap::new();
+    for (tally, unfinished) in tallies.into_iter().map(terminal::Terminals::into_tally) {
+        stats.unfinished += unfinished;
+        for (kind, t) in tally {
+            stats.measured.entry(kind).or_default().add(&t.measured);
+            stats.total.entry(kind).or_default().add(&t.total);
+            histograms.entry(kind).or_insert_with(new_histogram).add(&t.latency_us).context("merge histograms")?;
+        }
+    }
+    Ok((stats, histograms))
+}
+
+/// The workload's verify on a fresh client, its setup calls bounded by [`VERIFY_GRACE`].
+fn verify_run(
+    workload: &dyn Workload,
+    clients: &mut dyn FnMut() -> Result<Client, Error>,
+    stats: &RunStats,
+) -> Verdict {
+    let verify_started = Instant::now();
+    set_setup_deadline(Some(verify_started + VERIFY_GRACE));
+    let verdict = match clients().context("open the verification client") {
+        Err(e) => Verdict { ok: false, message: format!("{e:#}") },
+        Ok(mut checker) => match workload.verify(&mut checker, stats) {
+            Ok(message) => Verdict { ok: true, message },
+            Err(e) => Verdict {
+                ok: false,
+                message: format!("{e:#} (verification gave up after {:.1} s)", verify_started.elapsed().as_secs_f64()),
+            },
+        },
+    };
+    set_setup_deadline(None);
+    verdict
+}
+
+impl BenchReport {
+    /// The report with what the window cost per committed transaction (of `committed`).
+    fn with_cost(mut self, cost: &WindowCost, committed: u64) -> BenchReport {
+        self.cpu_us_per_txn = cost.cpu_us.filter(|_| committed > 0).map(|c| c as f64 / committed as f64);
+        let cluster = cost.cluster.as_ref().filter(|_| committed > 0);
+        self.msgs_per_txn = cluster.map(|c| c.msgs as f64 / committed as f64);
+        self.log_bytes_per_txn = cluster.map(|c| c.log_bytes as f64 / committed as f64);
+        self.engine_counts_per_txn = cluster
+            .map(|c| c.engine.iter().map(|(name, n)| (name.to_string(), *n as f64 / committed as f64)).collect())
+            .unwrap_or_default();
+        self
+    }
+}
+
 /// How long hosted terminals may take beyond their own bounds before the run is declared stuck.
 const HOSTED_SLACK: Duration = Duration::from_secs(10);
+
+/// How long hosted terminals get after the window: each ends its last transaction within the
+/// grace (a retrying TPC-C terminal: within its starvation bound) plus one request deadline.
+fn hosted_bound(workload: &dyn Workload) -> Duration {
+    let starving = match workload.retry_policy() {
+        RetryPolicy::UntilCommitted { bound } => bound,
+        RetryPolicy::GiveUpAfter { .. } => Duration::ZERO,
+    };
+    STRAGGLER_GRACE + starving + litmus_protocol::client::REQUEST_TIMEOUT_DEFAULT + HOSTED_SLACK
+}
 
 fn drive(
     cfg: &BenchConfig,
@@ -799,32 +717,10 @@ fn drive(
 ) -> anyhow::Result<BenchReport> {
     let workload = shared_workload.as_ref();
     install_stop_handler();
-    if let Ok(mut d) = SETUP_DEADLINE.lock() {
-        *d = None;
-    }
-    if cfg.reset {
-        let tables: Vec<String> = workload.catalog().tables().map(|t| t.name.clone()).collect();
-        let mut client = clients().context("open the reset client")?;
-        let deleted = crate::reset::reset(&mut client, &tables).context("--reset")?;
-        if !cfg.quiet {
-            let list: Vec<String> = deleted.iter().map(|(t, n)| format!("{t} {n}")).collect();
-            eprintln!("reset: rows deleted: {}", list.join(", "));
-        }
-    }
-    let load_started = Instant::now();
-    workload.prepare(clients).with_context(|| format!("prepare {}", workload.name()))?;
-    let load_secs = load_started.elapsed().as_secs_f64();
+    set_setup_deadline(None);
+    let load_secs = load(cfg, workload, clients)?;
 
-    let history = match &cfg.history {
-        None => None,
-        Some(_) if !workload.records_history() => {
-            return Err(BenchError::Config(format!("{} cannot record a --history (ycsb-t can)", workload.name())).into())
-        }
-        Some(path) => {
-            let file = std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
-            Some((HistoryWriter::new(Box::new(std::io::BufWriter::new(file))), cfg.clients as u64))
-        }
-    };
+    let history = open_history(cfg, workload)?;
     let control = Arc::new(Control::new(history));
     let spec = workload.mix();
     let deck = spec.as_ref().filter(|m| m.deck).map(|m| Arc::new(Deck::new(m, cfg.seed)));
@@ -882,14 +778,7 @@ fn drive(
             if stop_requested() {
                 control.stop.store(true, Ordering::Relaxed);
             }
-            // Each terminal ends its last transaction within the grace (a retrying TPC-C
-            // terminal: within its starvation bound) plus one request deadline.
-            let starving = match workload.retry_policy() {
-                RetryPolicy::UntilCommitted { bound } => bound,
-                RetryPolicy::GiveUpAfter { .. } => Duration::ZERO,
-            };
-            let bound = STRAGGLER_GRACE + starving + litmus_protocol::client::REQUEST_TIMEOUT_DEFAULT + HOSTED_SLACK;
-            (run.wait(bound).context("the benchmark terminals")?, cost)
+            (run.wait(hosted_bound(workload)).context("the benchmark terminals")?, cost)
         }
     };
     if let Some(failure) = control.take_failure() {
@@ -899,16 +788,7 @@ fn drive(
         history.flush().with_context(|| format!("write {}", path.display()))?;
     }
 
-    let mut stats = RunStats { measured_secs: cfg.duration.as_secs_f64(), ..RunStats::default() };
-    let mut histograms: BTreeMap<&'static str, Histogram<u64>> = BTreeMap::new();
-    for (tally, unfinished) in tallies.into_iter().map(terminal::Terminals::into_tally) {
-        stats.unfinished += unfinished;
-        for (kind, t) in tally {
-            stats.measured.entry(kind).or_default().add(&t.measured);
-            stats.total.entry(kind).or_default().add(&t.total);
-            histograms.entry(kind).or_insert_with(new_histogram).add(&t.latency_us).context("merge histograms")?;
-        }
-    }
+    let (stats, histograms) = merge_tallies(cfg, tallies)?;
 
     if stop_requested() {
         anyhow::bail!(
@@ -917,34 +797,10 @@ fn drive(
             stats.unfinished
         );
     }
-    let verify_started = Instant::now();
-    if let Ok(mut d) = SETUP_DEADLINE.lock() {
-        *d = Some(verify_started + VERIFY_GRACE);
-    }
-    let verify = match clients().context("open the verification client") {
-        Err(e) => Verdict { ok: false, message: format!("{e:#}") },
-        Ok(mut checker) => match workload.verify(&mut checker, &stats) {
-            Ok(message) => Verdict { ok: true, message },
-            Err(e) => Verdict {
-                ok: false,
-                message: format!("{e:#} (verification gave up after {:.1} s)", verify_started.elapsed().as_secs_f64()),
-            },
-        },
-    };
-    if let Ok(mut d) = SETUP_DEADLINE.lock() {
-        *d = None;
-    }
+    let verify = verify_run(workload, clients, &stats);
 
-    let m = stats.measured_all();
-    let mut report = BenchReport::of_run(workload, cfg, load_secs, &stats, &histograms, spec, verify)?;
-    report.cpu_us_per_txn = cost.cpu_us.filter(|_| m.committed > 0).map(|c| c as f64 / m.committed as f64);
-    let cluster = cost.cluster.as_ref().filter(|_| m.committed > 0);
-    report.msgs_per_txn = cluster.map(|c| c.msgs as f64 / m.committed as f64);
-    report.log_bytes_per_txn = cluster.map(|c| c.log_bytes as f64 / m.committed as f64);
-    report.engine_counts_per_txn = cluster
-        .map(|c| c.engine.iter().map(|(name, n)| (name.to_string(), *n as f64 / m.committed as f64)).collect())
-        .unwrap_or_default();
-    Ok(report)
+    let report = BenchReport::of_run(workload, cfg, load_secs, &stats, &histograms, spec, verify)?;
+    Ok(report.with_cost(&cost, stats.measured_all().committed))
 }
 
 impl BenchReport {
@@ -957,7 +813,7 @@ impl BenchReport {
         load_secs: f64,
         stats: &RunStats,
         histograms: &BTreeMap<&'static str, Histogram<u64>>,
-        spec: Option<crate::mix::MixSpec>,
+        spec: Option<litmus_workloads::mix::MixSpec>,
         verify: Verdict,
     ) -> anyhow::Result<BenchReport> {
         let mut all = new_histogram();
@@ -1165,8 +1021,9 @@ mod tests {
 
     #[test]
     fn a_connected_terminal_dials_its_home_warehouses_server_first() {
-        let opts = crate::tpcc::TpccOptions { scale_div: 10, ..crate::tpcc::TpccOptions::DEFAULT };
-        let tpcc = crate::tpcc::Tpcc::new(&opts, false).unwrap();
+        let opts =
+            litmus_workloads::tpcc::TpccOptions { scale_div: 10, ..litmus_workloads::tpcc::TpccOptions::DEFAULT };
+        let tpcc = litmus_workloads::tpcc::Tpcc::new(&opts, false).unwrap();
         // 2 warehouses on 2 nodes, 4 partitions: warehouse 1 on partition 1 (node 1), warehouse
         // 2 on partition 2 (node 0). The servers were listed node 1 first.
         let topology = litmus_runtime::Topology::new(2, 4).unwrap();

@@ -21,7 +21,7 @@
 //!   transaction id as the row's stamp), so a checker can tell which write a read saw; the
 //!   loaded initial value reads as `nil`.
 //!
-//! Only workloads that implement [`crate::Workload::history`] can record one (ycsb-t).
+//! Only workloads that implement [`litmus_workloads::Workload::history`] can record one (ycsb-t).
 //! [`check`] is a small in-repo check of a history's shape and of its reads (no read of a value
 //! never written, nor of a failed transaction's write); the full isolation analysis is Elle's.
 
@@ -31,14 +31,7 @@ use std::io::{BufRead, Write};
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// One read or write of a transaction, keys and values as integers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MicroOp {
-    /// `[:r k v]`; `None` is `nil` (unknown in an invocation, the initial value in a completion).
-    Read { key: i64, value: Option<i64> },
-    /// `[:w k v]`.
-    Write { key: i64, value: i64 },
-}
+pub use litmus_workloads::workload::MicroOp;
 
 /// An operation's `:type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

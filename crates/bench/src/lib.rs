@@ -1,4 +1,4 @@
-//! # litmus-bench: workloads and the closed-loop benchmark harness
+//! # litmus-bench: the closed-loop benchmark harness
 //!
 //! `litmus bench <workload>` loads a workload into a fresh cluster, drives it with closed-loop
 //! clients for a measured window, prints throughput and per-kind latency percentiles and abort
@@ -10,17 +10,12 @@
 //!   (clap flags)   (validated)    (workload())         (one engine)     (stdout table, --json)
 //! ```
 //!
-//! * [`mod@workload`] — the [`Workload`] trait (toydb's prepare / generate / verify shape) and the
-//!   outcome counts ([`RunStats`]) a workload's invariant is checked against.
-//! * [`ycsb`] — YCSB (workloads A/B/C, uniform or scrambled-zipfian keys, multi-key
-//!   transactions), with an update-counter invariant.
-//! * [`salt_micro`] — Salt's contention microbenchmarks (§8.3, Figs. 11–13): `salt-contention`,
-//!   `salt-position`, `salt-rw`, every operation its own alkaline subtransaction.
-//! * [`ticketing`] — Salt's Fusion Ticket experiment (§8, Figs. 8 and 10): 11 booking
-//!   transactions, the contended `create-order` BASE-ifiable (`--base-txns`), seat invariants.
-//! * [`ycsb_t`] — Omid §V's transactional YCSB (four mixes, 8 rows per transaction on
-//!   average) with a snapshot-isolation check; Fig. 11 was `--compare nocc,omid --sweep clients=...` (nocc now refuses ycsb-t: `Workload::needs_isolation`).
-//! * [`omid_oracle`] — the Omid status oracle alone over TCP loopback (not a [`Workload`]: no
+//! The workloads themselves (schema, generator, checker, invariants, simulator driver) are
+//! `litmus-workloads`' registry: `litmus bench <workload>` finds one with
+//! [`litmus_workloads::by_name`] and builds it from the flags ([`workload_for`]).
+//!
+//! * [`figures`] — the papers' figures (titles and axes of the sweeps that reproduce them) and
+//!   [`omid_oracle`], the Omid status oracle alone over TCP loopback (not a [`Workload`]: no
 //!   cluster): commit rate, latency, piggyback size, recovery; its own sweeps and Table I
 //!   (Omid Figs. 7–10, 12).
 //! * [`sweep`] and [`plot`] — `--sweep PARAM=v1,v2,...`: a run per value (and engine), a table,
@@ -28,9 +23,10 @@
 //! * [`harness`] — the runner: embedded cluster or `--connect` to `litmus server`s, warmup,
 //!   retries with backoff (give up after 8, or — TPC-C — until commit), HDR histograms, the
 //!   report and its printing (`mix:`, `tpmC:`, `p90:`, `cpu:` lines where they apply).
-//! * [`mix`] — a workload's defined mix, the shared deck TPC-C's terminals deal from, and the
-//!   verdict on a run's completed mix against the minimums; a sweep's `ratio of peaks` counts
-//!   only points whose mix holds.
+//! * [`terminal`], [`simbench`] — clients as state machines on the runtime's workers, and the
+//!   same bench in the simulator's virtual time (`--runtime sim`).
+//! * [`history`] — `--history`: Elle rw-register histories, written and checked.
+//! * [`calibrate`] — `litmus calibrate`: the simulator's CPU cost table.
 //!
 //! `--compare a,b[,c...]` runs the same settings on each engine in turn, each on a fresh
 //! cluster, and prints the throughput ratio of every later engine over the first, ending with
@@ -47,61 +43,34 @@
 //! For `--connect`, the servers must know the workload's tables and procedures: build their
 //! catalog and registry with [`full_schema`] (`litmus server` does).
 
-pub mod analysis;
-pub mod basic_ycsb;
-pub mod basic_ycsb_sim;
 pub mod calibrate;
-pub mod granola_counters;
+pub mod figures;
 pub mod harness;
 pub mod history;
-pub mod mix;
-pub mod omid_oracle;
 pub mod plot;
-pub mod reset;
-pub mod salt_micro;
 pub mod simbench;
 pub mod sweep;
 pub mod terminal;
-pub mod ticketing;
-pub mod tpcc;
-pub mod tpcc_neworder;
-pub mod workload;
-pub mod ycsb;
-pub mod ycsb_t;
-pub mod ycsb_t_sim;
 
+pub use figures::omid_oracle::{self, OmidOracleOptions};
 pub use harness::{BenchConfig, BenchError, BenchReport, ClientTlsArgs};
-pub use omid_oracle::OmidOracleOptions;
-pub use salt_micro::{SaltMicro, SaltMicroKind, SaltMicroOptions};
+pub use litmus_workloads::salt_micro::{SaltMicro, SaltMicroKind, SaltMicroOptions};
+pub use litmus_workloads::ticketing::{Ticketing, TicketingOptions};
+pub use litmus_workloads::tpcc::{Tpcc, TpccOptions};
+pub use litmus_workloads::workload::{Outcomes, RetryPolicy, RunStats, TxnRequest, Workload};
+pub use litmus_workloads::ycsb::{Ycsb, YcsbOptions};
+pub use litmus_workloads::ycsb_t::{YcsbT, YcsbTOptions};
+pub use litmus_workloads::{full_schema, UnknownWorkload};
+use litmus_workloads::{granola_counters, tpcc_neworder};
 pub use sweep::{Sweep, SweepParam, SweepPoint};
-pub use ticketing::{Ticketing, TicketingOptions};
-pub use tpcc::{Tpcc, TpccOptions};
-pub use workload::{Outcomes, RetryPolicy, RunStats, TxnRequest, Workload};
-pub use ycsb::{Ycsb, YcsbOptions};
-pub use ycsb_t::{YcsbT, YcsbTOptions};
 
 use anyhow::Context as _;
-use litmus_core::Catalog;
-use litmus_protocol::{builtin, EngineKind, Registry};
+use litmus_protocol::EngineKind;
 use litmus_storage::wal::FsyncPolicy;
 use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// Names of the workloads [`workload()`] knows.
-pub const WORKLOADS: &[&str] = &[
-    "ycsb",
-    "salt-contention",
-    "salt-position",
-    "salt-rw",
-    "tpcc",
-    "ticketing",
-    "ycsb-t",
-    "basic-ycsb",
-    "tpcc-neworder",
-    "granola-counters",
-];
 
 /// Most engines one `--compare` runs: every registered engine in one figure, and a few repeats.
 pub const COMPARE_ENGINES_MAX: usize = 16;
@@ -351,106 +320,36 @@ impl BenchArgs {
             simbench::RuntimeKind::Sim => self.nodes.max(4),
         })
     }
+
+    /// The flags a workload is built from.
+    pub fn options(&self) -> litmus_workloads::Options<'_> {
+        litmus_workloads::Options {
+            ycsb: &self.ycsb,
+            salt: &self.salt,
+            base_txns: self.base_txns,
+            tpcc: &self.tpcc,
+            ticketing: &self.ticketing,
+            ycsb_t: &self.ycsb_t,
+            neworder: &self.neworder,
+            counters: &self.counters,
+            distributed: self.distributed,
+            nodes: self.nodes,
+            partitions: self.partitions(),
+            progress: !self.quiet,
+        }
+    }
 }
 
-/// Unknown workload name.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown workload {0:?} (known: {known})", known = WORKLOADS.join(", "))]
-pub struct UnknownWorkload(pub String);
-
-/// Builds the named workload from the flags.
+/// Builds the named workload from the flags (the registry's [`litmus_workloads::by_name`]).
 pub fn workload(name: &str, args: &BenchArgs) -> anyhow::Result<Box<dyn Workload>> {
-    match name {
-        "ycsb" => Ok(Box::new(Ycsb::new(args.ycsb.clone(), !args.quiet)?)),
-        "tpcc" => {
-            let mut opts = args.tpcc.clone();
-            opts.base_txns = args.base_txns.or(opts.base_txns);
-            Ok(Box::new(Tpcc::new(&opts, !args.quiet)?))
-        }
-        "ticketing" => {
-            let mut opts = args.ticketing.clone();
-            opts.base_txns = args.base_txns.unwrap_or(opts.base_txns);
-            Ok(Box::new(Ticketing::new(opts, !args.quiet)?))
-        }
-        "ycsb-t" => Ok(Box::new(YcsbT::new(args.ycsb_t.clone(), args.ycsb.records, !args.quiet)?)),
-        "basic-ycsb" => Ok(Box::new(basic_ycsb::BasicYcsb::new(
-            args.ycsb_t.mix.as_deref().unwrap_or("read-heavy"),
-            args.partitions(),
-            args.ycsb.records,
-            args.ycsb.distribution,
-            args.ycsb.zipf_theta,
-            !args.quiet,
-        )?)),
-        tpcc_neworder::NAME => {
-            let mut opts = args.neworder.clone();
-            opts.distributed = args.distributed.unwrap_or(opts.distributed);
-            opts.nodes = args.nodes;
-            Ok(Box::new(tpcc_neworder::TpccNewOrder::new(&opts, &args.tpcc, args.partitions(), !args.quiet)?))
-        }
-        granola_counters::NAME => {
-            let mut opts = args.counters.clone();
-            opts.distributed = args.distributed.unwrap_or(opts.distributed);
-            Ok(Box::new(granola_counters::Counters::new(opts, args.partitions())?))
-        }
-        other => match SaltMicroKind::from_name(other) {
-            Some(kind) => Ok(Box::new(SaltMicro::new(kind, args.salt.clone(), !args.quiet)?)),
-            None => Err(UnknownWorkload(other.into()).into()),
-        },
-    }
+    litmus_workloads::by_name(name)?.build(&args.options())
 }
 
-/// Builds the named workload for a run on `engine`: TPC-C in its one-round form on an engine
-/// that runs one-round transactions only (or with `--one-round`), and YCSB likewise.
+/// Builds the named workload for a run on `engine`: the form the registry picks for it (TPC-C
+/// and YCSB in their one-round forms on an engine that runs one-round transactions only, or
+/// TPC-C with `--one-round`).
 pub fn workload_for(name: &str, args: &BenchArgs, engine: EngineKind) -> anyhow::Result<Box<dyn Workload>> {
-    if name == "tpcc" && (args.tpcc.one_round || !engine.capabilities().interactive) {
-        let mut opts = args.tpcc.clone();
-        opts.base_txns = args.base_txns.or(opts.base_txns);
-        return Ok(Box::new(Tpcc::new(&opts, !args.quiet)?.with_one_round(args.partitions())));
-    }
-    if name == tpcc_neworder::NAME && !engine.capabilities().interactive {
-        let mut opts = args.neworder.clone();
-        opts.distributed = args.distributed.unwrap_or(opts.distributed);
-        let w = tpcc_neworder::TpccNewOrder::new(&opts, &args.tpcc, args.partitions(), !args.quiet)?;
-        return Ok(Box::new(w.with_one_round(args.partitions())));
-    }
-    if name == "ycsb" && !engine.capabilities().interactive {
-        return Ok(Box::new(Ycsb::new(args.ycsb.clone(), !args.quiet)?.with_one_round()));
-    }
-    workload(name, args)
-}
-
-/// Every table and procedure a `litmus server` needs to serve any workload: the built-ins and
-/// each workload's (their schemas and procedures do not depend on workload options).
-pub fn full_schema() -> (Catalog, Registry) {
-    let mut catalog = builtin::catalog();
-    let mut registry = builtin::registry();
-    let ycsb = Ycsb::new(YcsbOptions::default(), false).expect("default options are valid");
-    catalog.merge(&ycsb.catalog());
-    ycsb.register(&mut registry);
-    // The three Salt microbenchmarks share one table and one set of procedures.
-    let salt = SaltMicro::new(SaltMicroKind::Contention, SaltMicroOptions::default(), false)
-        .expect("default options are valid");
-    catalog.merge(&salt.catalog());
-    salt.register(&mut registry);
-    catalog.merge(&tpcc::schema::catalog());
-    tpcc::register(&mut registry);
-    analysis::declare_tpcc_verdicts(&mut registry); // coordfree refuses what needs coordination
-    let ticketing = Ticketing::new(TicketingOptions::default(), false).expect("default options are valid");
-    catalog.merge(&ticketing.catalog());
-    ticketing.register(&mut registry);
-    let ycsb_t = YcsbT::new(YcsbTOptions { mix: None }, YcsbOptions::default().records, false)
-        .expect("default options are valid");
-    catalog.merge(&ycsb_t.catalog());
-    ycsb_t.register(&mut registry);
-    catalog.add(basic_ycsb::table());
-    let basic = basic_ycsb::BasicYcsb::new("read-heavy", 4, 1000, ycsb::KeyDistribution::Uniform, 0.99, false)
-        .expect("default options are valid");
-    basic.register(&mut registry);
-    let counters = granola_counters::Counters::new(Default::default(), 1).expect("default options are valid");
-    catalog.merge(&counters.catalog());
-    counters.register(&mut registry);
-    reset::register(&catalog, &mut registry);
-    (catalog, registry)
+    litmus_workloads::by_name(name)?.build_for(&args.options(), engine)
 }
 
 pub(crate) fn seconds(flag: &str, secs: f64) -> Result<Duration, BenchError> {
@@ -613,7 +512,7 @@ pub(crate) mod tests {
 
     #[test]
     fn every_workload_builds_from_default_flags_and_the_server_schema_has_tpcc() {
-        for w in WORKLOADS {
+        for w in litmus_workloads::bench_names() {
             let args = default_args(w);
             workload(w, &args).unwrap_or_else(|e| panic!("{w}: {e}"));
         }
@@ -623,11 +522,11 @@ pub(crate) mod tests {
                 .args;
         assert_eq!((args.tpcc.warehouses, args.tpcc.variant.as_deref(), args.tpcc.scale_div), (3, Some("acid"), 10));
         let (catalog, registry) = full_schema();
-        assert!(catalog.table_by_name(tpcc::schema::STOCK).is_ok());
+        assert!(catalog.table_by_name(litmus_workloads::tpcc::schema::STOCK).is_ok());
         let per_node =
             Cli::try_parse_from(["bench", "tpcc-neworder", "--nodes", "4", "--clients-per-node", "3"]).unwrap();
         assert_eq!(config(&per_node.args, litmus_engines::COORDFREE).unwrap().clients, 12);
         assert_eq!(config(&default_args("ycsb"), litmus_engines::ACID).unwrap().clients, 8);
-        assert!(registry.get(tpcc::txns::NEW_ORDER_BASE_PROC).is_ok());
+        assert!(registry.get(litmus_workloads::tpcc::txns::NEW_ORDER_BASE_PROC).is_ok());
     }
 }

@@ -30,9 +30,7 @@
 //! `--sync-latency-us`), log bytes per transaction, faults during a benchmark.
 
 use crate::harness::{self, BenchConfig, BenchError, BenchReport, Verdict};
-use crate::mix::Deck;
-use crate::terminal::{Control, Terminals, TimeWindow};
-use crate::workload::{RunStats, Workload};
+use crate::terminal::{Control, KindTally, Terminals, TimeWindow};
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use litmus_client::Client;
@@ -42,6 +40,8 @@ use litmus_protocol::message::{RequestBody, ResponseBody};
 use litmus_runtime::cost::CostTable;
 use litmus_runtime::sim::{CpuModel, SimConfig, Simulator};
 use litmus_runtime::{ClusterSpec, Topology, Transport};
+use litmus_workloads::mix::Deck;
+use litmus_workloads::workload::{RunStats, Workload};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -128,13 +128,9 @@ fn sim_config(cfg: &BenchConfig, settings: &SimSettings, table: Arc<CostTable>) 
     Ok(s)
 }
 
-/// Runs `workload` once on a simulated cluster as `cfg` says (`cfg.sim` must be set).
-pub fn run(cfg: &BenchConfig, workload: Arc<dyn Workload>) -> anyhow::Result<BenchReport> {
-    let terminals_workload = workload.clone();
-    let workload = workload.as_ref();
-    cfg.validate()?;
-    harness::check_isolation(cfg, workload)?;
-    let settings = cfg.sim.clone().ok_or_else(|| BenchError::Config("not a simulated run".into()))?;
+/// The CPU cost table a simulated run charges (`--costs`, or the built-in one) and its name
+/// for the report.
+fn cost_table(settings: &SimSettings) -> anyhow::Result<(CostTable, String)> {
     let table = match &settings.costs {
         Some(path) => CostTable::load(path)?,
         None => CostTable::builtin(),
@@ -143,17 +139,50 @@ pub fn run(cfg: &BenchConfig, workload: Arc<dyn Workload>) -> anyhow::Result<Ben
         Some(path) => format!("{} ({})", table.name, path.display()),
         None => table.name.clone(),
     };
+    Ok((table, table_name))
+}
+
+/// The simulated cluster: the built-ins and the workload's tables and procedures.
+fn cluster_spec(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<ClusterSpec> {
     let mut catalog = builtin::catalog();
     catalog.merge(&workload.catalog());
     let mut registry = builtin::registry();
     workload.register(&mut registry);
-    let spec = ClusterSpec {
+    Ok(ClusterSpec {
         engine: cfg.engine,
         topology: Topology::new(cfg.nodes, cfg.partitions)?,
         catalog: Arc::new(catalog),
         registry: Arc::new(registry),
         seed: cfg.seed,
-    };
+    })
+}
+
+/// The terminals' tally as run statistics and per-kind latency histograms.
+#[allow(clippy::type_complexity)] // the two halves of a run's record, named at the one call
+fn tally_stats(
+    cfg: &BenchConfig,
+    tally: BTreeMap<&'static str, KindTally>,
+    unfinished: u64,
+) -> (RunStats, BTreeMap<&'static str, Histogram<u64>>) {
+    let mut stats = RunStats { measured_secs: cfg.duration.as_secs_f64(), unfinished, ..RunStats::default() };
+    let mut histograms: BTreeMap<&'static str, Histogram<u64>> = BTreeMap::new();
+    for (kind, t) in tally {
+        stats.measured.entry(kind).or_default().add(&t.measured);
+        stats.total.entry(kind).or_default().add(&t.total);
+        histograms.insert(kind, t.latency_us);
+    }
+    (stats, histograms)
+}
+
+/// Runs `workload` once on a simulated cluster as `cfg` says (`cfg.sim` must be set).
+pub fn run(cfg: &BenchConfig, workload: Arc<dyn Workload>) -> anyhow::Result<BenchReport> {
+    let terminals_workload = workload.clone();
+    let workload = workload.as_ref();
+    cfg.validate()?;
+    harness::check_isolation(cfg, workload)?;
+    let settings = cfg.sim.clone().ok_or_else(|| BenchError::Config("not a simulated run".into()))?;
+    let (table, table_name) = cost_table(&settings)?;
+    let spec = cluster_spec(cfg, workload)?;
     let wall = Instant::now();
     let mut sim_cfg = sim_config(cfg, &settings, Arc::new(table))?;
     // Each client on its home partition's node, as the embedded harness attaches it.
@@ -194,13 +223,7 @@ pub fn run(cfg: &BenchConfig, workload: Arc<dyn Workload>) -> anyhow::Result<Ben
     }
     let (tally, unfinished) = driver.into_tally();
 
-    let mut stats = RunStats { measured_secs: cfg.duration.as_secs_f64(), unfinished, ..RunStats::default() };
-    let mut histograms: BTreeMap<&'static str, Histogram<u64>> = BTreeMap::new();
-    for (kind, t) in tally {
-        stats.measured.entry(kind).or_default().add(&t.measured);
-        stats.total.entry(kind).or_default().add(&t.total);
-        histograms.insert(kind, t.latency_us);
-    }
+    let (stats, histograms) = tally_stats(cfg, tally, unfinished);
     let verify = match clients() {
         Err(e) => Verdict { ok: false, message: format!("{e:#}") },
         Ok(mut checker) => match workload.verify(&mut checker, &stats) {

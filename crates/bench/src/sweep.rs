@@ -18,14 +18,15 @@
 //! A sweep over `clients` also draws latency (p50, every kind) against throughput, one curve
 //! per engine with a point per client count (`fig-latency.svg`), the shape of Figs. 7–8.
 //! `omid-oracle` has no cluster or workload: its sweeps (Omid Figs. 7–10, 12) run in
-//! [`crate::omid_oracle`] with these parameters, axes and [`write_json`], one line per
+//! [`crate::figures::omid_oracle`] with these parameters, axes and [`write_json`], one line per
 //! replication setting instead of per engine.
 
+use crate::figures::omid_oracle::NAME as ORACLE;
+use crate::figures::{self, FigureAxis};
 use crate::harness::{self, BenchReport};
-use crate::omid_oracle::NAME as ORACLE;
-use crate::salt_micro::{SaltMicroKind, CONTENTION_OPS};
 use crate::{config, workload, BenchArgs};
 use anyhow::Context as _;
+use litmus_protocol::EngineKind;
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -118,21 +119,12 @@ impl SweepParam {
     /// Whether the parameter changes anything for `workload` (a sweep over a flag the workload
     /// ignores would run the same benchmark over and over).
     pub fn applies_to(self, workload: &str) -> bool {
-        let salt = SaltMicroKind::from_name(workload);
         match self {
             SweepParam::Clients => true,
             SweepParam::Nodes | SweepParam::Partitions => workload != ORACLE,
             SweepParam::WriteSet | SweepParam::Outstanding | SweepParam::Duration => workload == ORACLE,
-            SweepParam::Rows => matches!(salt, Some(SaltMicroKind::Contention | SaltMicroKind::ReadWrite)),
-            SweepParam::After | SweepParam::ColdRows => salt == Some(SaltMicroKind::Position),
-            SweepParam::ReadFraction => salt == Some(SaltMicroKind::ReadWrite),
-            SweepParam::Records | SweepParam::ReadRatio | SweepParam::TxnSize | SweepParam::ZipfTheta => {
-                workload == "ycsb"
-            }
-            SweepParam::BaseTxns => workload == "tpcc" || workload == "ticketing",
-            SweepParam::Warehouses => workload == "tpcc",
-            SweepParam::Distributed => workload == crate::granola_counters::NAME || workload == "tpcc-neworder",
-            SweepParam::Conflict | SweepParam::LockCostUs => workload == crate::granola_counters::NAME,
+            // A workload's own flags: the ones its registry entry says a sweep may vary.
+            p => litmus_workloads::by_name(workload).is_ok_and(|w| w.sweeps(p.name())),
         }
     }
 
@@ -228,127 +220,6 @@ pub struct SweepPoint {
     pub report: BenchReport,
 }
 
-/// How a sweep is drawn: the title, the x axis, and how a value maps onto it.
-#[derive(Clone, Copy, Debug)]
-pub struct FigureAxis {
-    pub title: &'static str,
-    pub x_label: &'static str,
-    /// Short table column for `x` when it differs from the value.
-    pub x_column: Option<&'static str>,
-    x_of: fn(f64) -> f64,
-}
-
-impl FigureAxis {
-    /// The figure for sweeping `param` of workload `workload` (Salt's figures for its
-    /// microbenchmarks; a generic one otherwise).
-    pub fn of(workload: &str, param: SweepParam) -> FigureAxis {
-        let generic = |title, x_label| FigureAxis { title, x_label, x_column: None, x_of: |v| v };
-        if workload == ORACLE {
-            match param {
-                SweepParam::Clients => {
-                    return generic("Omid Figs. 7-8: replication cost as clients grow", "clients (oracle sessions)")
-                }
-                SweepParam::Outstanding => {
-                    return generic("Omid Fig. 9: scalability with load", "outstanding transactions per client")
-                }
-                SweepParam::WriteSet => {
-                    return generic("Omid Fig. 10: scalability with write-set size", "rows per write set")
-                }
-                SweepParam::Duration => {
-                    return generic("Omid Fig. 12: recovery vs run length", "run length before the crash (s)")
-                }
-                _ => {}
-            }
-        }
-        if workload == crate::tpcc_neworder::NAME {
-            match param {
-                SweepParam::Distributed => {
-                    return FigureAxis {
-                        title: "Granola Fig. 13 and VLDB'15 §6.2: New-Order as transactions span warehouses",
-                        x_label: "distributed New-Orders (%)",
-                        x_column: Some("dist %"),
-                        x_of: |f| 100.0 * f,
-                    }
-                }
-                SweepParam::Nodes => return generic("VLDB'15 Fig. 6: New-Order scale-out", "nodes"),
-                SweepParam::Clients => {
-                    return generic("VLDB'15 Fig. 5: New-Order, clients to saturation", "closed-loop clients")
-                }
-                _ => {}
-            }
-        }
-        match (SaltMicroKind::from_name(workload), param) {
-            (_, SweepParam::Clients) if workload == "ycsb-t" => {
-                generic("Omid Fig. 11: overhead over the store without transactions", "closed-loop clients")
-            }
-            (Some(SaltMicroKind::Contention), SweepParam::Rows) => FigureAxis {
-                title: "Salt Fig. 11: contention ratio",
-                x_label: "contention ratio (5 / rows)",
-                x_column: Some("ratio"),
-                x_of: |rows| CONTENTION_OPS as f64 / rows,
-            },
-            (Some(SaltMicroKind::Position), SweepParam::After) => {
-                generic("Salt Fig. 12: contention position", "operations after the contended update")
-            }
-            (Some(SaltMicroKind::ReadWrite), SweepParam::ReadFraction) => FigureAxis {
-                title: "Salt Fig. 13: read-write ratio",
-                x_label: "read-only transactions (%)",
-                x_column: Some("read %"),
-                x_of: |f| 100.0 * f,
-            },
-            (_, SweepParam::Rows) => generic("throughput vs rows", "rows"),
-            (_, SweepParam::After) => generic("throughput vs after", "operations after the contended update"),
-            (_, SweepParam::ColdRows) => generic("throughput vs cold rows", "cold rows"),
-            (_, SweepParam::ReadFraction) => generic("throughput vs read fraction", "read-only fraction"),
-            (_, SweepParam::Clients) => generic("throughput vs clients", "closed-loop clients"),
-            (_, SweepParam::Nodes) => generic("throughput vs nodes", "nodes"),
-            (_, SweepParam::Partitions) => generic("throughput vs partitions", "partitions"),
-            (_, SweepParam::Records) => generic("throughput vs records", "records"),
-            (_, SweepParam::ReadRatio) => generic("throughput vs read ratio", "read ratio"),
-            (_, SweepParam::TxnSize) => generic("throughput vs transaction size", "keys per transaction"),
-            (_, SweepParam::ZipfTheta) => generic("throughput vs zipf theta", "zipf theta"),
-            (_, SweepParam::BaseTxns) if workload == "ticketing" => {
-                generic("Salt Fig. 10: incremental BASE-ification", "BASE-ified transactions (create-order, ...)")
-            }
-            (_, SweepParam::BaseTxns) => {
-                generic("Salt Fig. 9: incremental BASE-ification", "BASE-ified transactions (new-order, payment, ...)")
-            }
-            (_, SweepParam::Warehouses) => generic("throughput vs warehouses", "warehouses"),
-            (_, SweepParam::WriteSet) => generic("throughput vs write-set size", "rows per write set"),
-            (_, SweepParam::Outstanding) => generic("throughput vs outstanding", "outstanding transactions"),
-            (_, SweepParam::Duration) => generic("throughput vs run length", "run length (s)"),
-            (_, SweepParam::Distributed) if workload == "tpcc-neworder" => FigureAxis {
-                title: "Granola Fig. 13: TPC-C new_order, remote items",
-                x_label: "distributed new_order transactions (%)",
-                x_column: Some("dist %"),
-                x_of: |f| 100.0 * f,
-            },
-            (_, SweepParam::Distributed) => FigureAxis {
-                title: "Granola Fig. 9: distributed transactions",
-                x_label: "distributed transactions (%)",
-                x_column: Some("dist %"),
-                x_of: |f| 100.0 * f,
-            },
-            (_, SweepParam::Conflict) => {
-                generic("Granola Fig. 11: lock conflict rate", "conflict rate (shared counter)")
-            }
-            (_, SweepParam::LockCostUs) => {
-                generic("Granola Fig. 10: lock management cost", "lock cost per lock (us; --exec-cost-us per fragment)")
-            }
-        }
-    }
-
-    pub fn x(&self, value: f64) -> f64 {
-        (self.x_of)(value)
-    }
-
-    /// The figure title with the workload named: `"Salt Fig. 11: contention ratio
-    /// (salt-contention)"`.
-    pub fn full_title(&self, workload: &str) -> String {
-        format!("{} ({workload})", self.title)
-    }
-}
-
 /// Where the figure goes: `--plot`, or the `--json` path with `.svg`; `None` when neither.
 pub fn figure_path(args: &BenchArgs) -> Option<PathBuf> {
     args.plot.clone().or_else(|| args.json.as_ref().map(|j| j.with_extension("svg")))
@@ -366,69 +237,11 @@ pub fn latency_figure_path(figure: &Path) -> PathBuf {
 pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow::Result<()> {
     let engines = crate::engines(args);
     let axis = FigureAxis::of(&args.workload, sweep.param);
-    // The workload as figure titles name it (ycsb-t draws one figure per mix).
-    let label = match args.workload.as_str() {
-        "ycsb-t" => format!("ycsb-t --mix {}", args.ycsb_t.mix.as_deref().unwrap_or("complex")),
-        w => w.to_string(),
-    };
+    let label = figures::label(args);
     let name = sweep.param.name();
-
-    // Every point's flags are checked before the first run: a typo in the last value should not
-    // cost the whole sweep.
-    if !sweep.param.applies_to(&args.workload) {
-        return Err(crate::BenchError::Config(format!(
-            "--sweep {name}: workload {} does not use --{name}",
-            args.workload
-        ))
-        .into());
-    }
     let peak_clients = args.peak_clients.clone().unwrap_or_default();
-    if sweep.param == SweepParam::Clients && !peak_clients.is_empty() {
-        return Err(
-            crate::BenchError::Config("--peak-clients with --sweep clients: sweep one or the other".into()).into()
-        );
-    }
-    if peak_clients.contains(&0) {
-        return Err(crate::BenchError::Config("--peak-clients: client counts must be at least 1".into()).into());
-    }
-    let mut plans = Vec::with_capacity(sweep.values.len());
-    for &value in &sweep.values {
-        let mut point = args.clone();
-        sweep.param.apply(&mut point, value);
-        workload(&args.workload, &point).with_context(|| format!("--sweep {name}={value}"))?;
-        for &engine in &engines {
-            config(&point, engine).with_context(|| format!("--sweep {name}={value}"))?;
-            for &clients in &peak_clients {
-                let at = BenchArgs { clients, ..point.clone() };
-                config(&at, engine).with_context(|| format!("--sweep {name}={value} --peak-clients {clients}"))?;
-            }
-        }
-        plans.push((value, point));
-    }
-
-    let engine_names: Vec<&str> = engines.iter().map(|e| e.name()).collect();
-    let peak_note = match peak_clients.as_slice() {
-        [] => String::new(),
-        counts => {
-            let counts: Vec<String> = counts.iter().map(|c| c.to_string()).collect();
-            format!(", each engine's best of clients={} per point", counts.join(","))
-        }
-    };
-    writeln!(
-        out,
-        "{}: sweep {name} over {} values on {}, {} s per run{peak_note}",
-        axis.full_title(&label),
-        sweep.values.len(),
-        engine_names.join(","),
-        args.duration
-    )?;
-    let x_header = axis.x_column.map_or(String::new(), |c| format!(" {c:>9}"));
-    writeln!(
-        out,
-        "{name:>13}{x_header}  {:<12} {:>11} {:>9} {:>9} {:>9}  verify",
-        "engine", "txn/s", "p50_us", "p99_us", "vs first"
-    )?;
-    out.flush()?;
+    let plans = plan(args, sweep, &engines, &peak_clients)?;
+    print_header(out, args, sweep, &axis, &label, &engines, &peak_clients)?;
 
     let mut points: Vec<SweepPoint> = Vec::with_capacity(plans.len() * engines.len());
     // Points whose run stopped because a transaction could not commit (no report).
@@ -436,41 +249,8 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
     for (j, &(value, ref point)) in plans.iter().enumerate() {
         let first_at = points.len();
         for (i, &engine) in engines.iter().enumerate() {
-            let run = |point: &BenchArgs, dir: String| -> anyhow::Result<BenchReport> {
-                let mut cfg = config(point, engine)?;
-                cfg.data_dir = cfg.data_dir.map(|d| {
-                    d.join(format!("point{}-{name}={value}", j + 1)).join(format!("run{}-{engine}{dir}", i + 1))
-                });
-                let w = crate::workload_for(&point.workload, point, engine)?;
-                harness::run(&cfg, std::sync::Arc::from(w))
-            };
-            let result = if peak_clients.is_empty() {
-                run(point, String::new())
-            } else {
-                // The engine's best run over the client counts: the highest throughput among
-                // runs whose mix and checks hold (else the best of any, so that it shows).
-                let mut best: Option<BenchReport> = None;
-                let mut last_err = None;
-                for &clients in &peak_clients {
-                    let at = BenchArgs { clients, ..point.clone() };
-                    match run(&at, format!("-clients{clients}")) {
-                        Ok(r) => {
-                            let key =
-                                |r: &BenchReport| (r.verify.ok && r.mix.as_ref().is_none_or(|m| m.holds), r.throughput);
-                            if best.as_ref().is_none_or(|b| key(&r) > key(b)) {
-                                best = Some(r);
-                            }
-                        }
-                        Err(e) => last_err = Some(e),
-                    }
-                }
-                match (best, last_err) {
-                    (Some(r), _) => Ok(r),
-                    (None, Some(e)) => Err(e),
-                    (None, None) => unreachable!("at least one client count"),
-                }
-            };
-            let report = match result {
+            let at = PointRun { point, engine, engine_index: i, point_index: j, param: name, value };
+            let report = match at.best_of(&peak_clients) {
                 Ok(report) => report,
                 Err(e) if matches!(e.downcast_ref::<crate::BenchError>(), Some(crate::BenchError::Starved { .. })) => {
                     // A transaction that could not commit: the point has no valid mix. It is
@@ -501,29 +281,7 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
                 p99_us: report.latency_all.p99_us,
                 report,
             };
-            let x_cell = axis.x_column.map_or(String::new(), |_| format!(" {:>9}", format_number(p.x)));
-            let vs = vs_first.map_or("n/a".to_string(), |r| format!("{r:.2}"));
-            let verify = if p.report.verify.ok { "ok" } else { "FAILED" };
-            let at =
-                if peak_clients.is_empty() { String::new() } else { format!("  clients={}", p.report.config.clients) };
-            writeln!(
-                out,
-                "{:>13}{x_cell}  {:<12} {:>11.1} {:>9} {:>9} {vs:>9}  {verify}{at}",
-                format_number(value),
-                p.engine,
-                p.throughput,
-                p.p50_us,
-                p.p99_us
-            )?;
-            let costs = matches!(sweep.param, SweepParam::Distributed | SweepParam::Nodes);
-            if let Some(line) = cost_line(&p, points.iter().find(|q| q.engine_index == i)).filter(|_| costs) {
-                writeln!(out, "{:>13}  {line}", "")?;
-            }
-            if let Some(m) = &p.report.mix {
-                let tpm = m.per_minute.as_ref().map_or(String::new(), |pm| format!(" {}: {:.0}", pm.name, pm.value));
-                writeln!(out, "{:>13}  mix: {}  gave up: {}{tpm}", "", m.line(), p.report.gave_up)?;
-            }
-            out.flush()?;
+            print_row(out, &p, &axis, vs_first, !peak_clients.is_empty(), points.iter().find(|q| q.engine_index == i))?;
             points.push(p);
         }
     }
@@ -532,30 +290,229 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
         write_json(path, &points)?;
     }
     if let Some(path) = figure_path(args) {
-        crate::plot::plot_sweep(&points, &path, &axis.full_title(&label), axis.x_label)
-            .with_context(|| format!("draw {}", path.display()))?;
-        writeln!(out, "figure: {}", path.display())?;
-        if sweep.param == SweepParam::Nodes {
-            // VLDB'15 Fig. 6: throughput per node, flat when the engine scales out.
-            let per_node = per_node_figure_path(&path);
-            let points: Vec<SweepPoint> =
-                points.iter().map(|p| SweepPoint { throughput: compared(p), ..p.clone() }).collect();
-            let title = format!("{} per node", axis.full_title(&label));
-            crate::plot::plot_sweep(&points, &per_node, &title, axis.x_label)
-                .with_context(|| format!("draw {}", per_node.display()))?;
-            writeln!(out, "figure: {}", per_node.display())?;
+        draw_figures(out, args, sweep, &axis, &label, &points, &path)?;
+    }
+    let failed = print_summary(out, sweep, engines.len(), &points, &starved)?;
+    out.flush()?;
+    if !failed.is_empty() {
+        return Err(crate::BenchError::Verify(failed.join("; ")).into());
+    }
+    Ok(())
+}
+
+/// Checks every point's flags before the first run (a typo in the last value should not cost
+/// the whole sweep); the value and flags of each point.
+fn plan(
+    args: &BenchArgs,
+    sweep: &Sweep,
+    engines: &[EngineKind],
+    peak_clients: &[usize],
+) -> anyhow::Result<Vec<(f64, BenchArgs)>> {
+    let name = sweep.param.name();
+    if !sweep.param.applies_to(&args.workload) {
+        return Err(crate::BenchError::Config(format!(
+            "--sweep {name}: workload {} does not use --{name}",
+            args.workload
+        ))
+        .into());
+    }
+    if sweep.param == SweepParam::Clients && !peak_clients.is_empty() {
+        return Err(
+            crate::BenchError::Config("--peak-clients with --sweep clients: sweep one or the other".into()).into()
+        );
+    }
+    if peak_clients.contains(&0) {
+        return Err(crate::BenchError::Config("--peak-clients: client counts must be at least 1".into()).into());
+    }
+    let mut plans = Vec::with_capacity(sweep.values.len());
+    for &value in &sweep.values {
+        let mut point = args.clone();
+        sweep.param.apply(&mut point, value);
+        workload(&args.workload, &point).with_context(|| format!("--sweep {name}={value}"))?;
+        for &engine in engines {
+            config(&point, engine).with_context(|| format!("--sweep {name}={value}"))?;
+            for &clients in peak_clients {
+                let at = BenchArgs { clients, ..point.clone() };
+                config(&at, engine).with_context(|| format!("--sweep {name}={value} --peak-clients {clients}"))?;
+            }
         }
-        if sweep.param == SweepParam::Clients {
-            // Salt Figs. 7-8: latency against throughput as the load grows.
-            let latency = latency_figure_path(&path);
-            let paper = if args.workload == "ycsb-t" { "Omid Fig. 11" } else { "Salt Figs. 7-8" };
-            let title = format!("{paper}: latency vs throughput ({label})");
-            crate::plot::plot_latency_throughput(&points, &latency, &title)
-                .with_context(|| format!("draw {}", latency.display()))?;
-            writeln!(out, "figure: {}", latency.display())?;
+        plans.push((value, point));
+    }
+    Ok(plans)
+}
+
+/// The sweep's title line and its table's header.
+fn print_header(
+    out: &mut dyn Write,
+    args: &BenchArgs,
+    sweep: &Sweep,
+    axis: &FigureAxis,
+    label: &str,
+    engines: &[EngineKind],
+    peak_clients: &[usize],
+) -> anyhow::Result<()> {
+    let name = sweep.param.name();
+    let engine_names: Vec<&str> = engines.iter().map(|e| e.name()).collect();
+    let peak_note = match peak_clients {
+        [] => String::new(),
+        counts => {
+            let counts: Vec<String> = counts.iter().map(|c| c.to_string()).collect();
+            format!(", each engine's best of clients={} per point", counts.join(","))
+        }
+    };
+    writeln!(
+        out,
+        "{}: sweep {name} over {} values on {}, {} s per run{peak_note}",
+        axis.full_title(label),
+        sweep.values.len(),
+        engine_names.join(","),
+        args.duration
+    )?;
+    let x_header = axis.x_column.map_or(String::new(), |c| format!(" {c:>9}"));
+    writeln!(
+        out,
+        "{name:>13}{x_header}  {:<12} {:>11} {:>9} {:>9} {:>9}  verify",
+        "engine", "txn/s", "p50_us", "p99_us", "vs first"
+    )?;
+    out.flush()?;
+    Ok(())
+}
+
+/// One engine's run at one point of a sweep.
+struct PointRun<'a> {
+    point: &'a BenchArgs,
+    engine: EngineKind,
+    engine_index: usize,
+    point_index: usize,
+    param: &'static str,
+    value: f64,
+}
+
+impl PointRun<'_> {
+    /// The run, or with `--peak-clients` the engine's best run over those client counts: the
+    /// highest throughput among runs whose mix and checks hold (else the best of any, so that it
+    /// shows).
+    fn best_of(&self, peak_clients: &[usize]) -> anyhow::Result<BenchReport> {
+        if peak_clients.is_empty() {
+            return self.run(self.point, String::new());
+        }
+        let mut best: Option<BenchReport> = None;
+        let mut last_err = None;
+        for &clients in peak_clients {
+            let at = BenchArgs { clients, ..self.point.clone() };
+            match self.run(&at, format!("-clients{clients}")) {
+                Ok(r) => {
+                    let key = |r: &BenchReport| (r.verify.ok && r.mix.as_ref().is_none_or(|m| m.holds), r.throughput);
+                    if best.as_ref().is_none_or(|b| key(&r) > key(b)) {
+                        best = Some(r);
+                    }
+                }
+                Err(e) => last_err = Some(e),
+            }
+        }
+        match (best, last_err) {
+            (Some(r), _) => Ok(r),
+            (None, Some(e)) => Err(e),
+            (None, None) => unreachable!("at least one client count"),
         }
     }
 
+    /// One run with `point`'s flags, its data (if kept) under a directory of its own.
+    fn run(&self, point: &BenchArgs, dir: String) -> anyhow::Result<BenchReport> {
+        let (engine, name, value) = (self.engine, self.param, self.value);
+        let mut cfg = config(point, engine)?;
+        cfg.data_dir = cfg.data_dir.map(|d| {
+            d.join(format!("point{}-{name}={value}", self.point_index + 1))
+                .join(format!("run{}-{engine}{dir}", self.engine_index + 1))
+        });
+        let w = crate::workload_for(&point.workload, point, engine)?;
+        harness::run(&cfg, std::sync::Arc::from(w))
+    }
+}
+
+/// A point's table row (with `peaks`, the `--peak-clients` count it kept), its cost line
+/// (distribution and nodes sweeps, against `first`, the engine's point at the first value) and
+/// its mix line.
+fn print_row(
+    out: &mut dyn Write,
+    p: &SweepPoint,
+    axis: &FigureAxis,
+    vs_first: Option<f64>,
+    peaks: bool,
+    first: Option<&SweepPoint>,
+) -> anyhow::Result<()> {
+    let value = p.value;
+    let x_cell = axis.x_column.map_or(String::new(), |_| format!(" {:>9}", format_number(p.x)));
+    let vs = vs_first.map_or("n/a".to_string(), |r| format!("{r:.2}"));
+    let verify = if p.report.verify.ok { "ok" } else { "FAILED" };
+    let at = if !peaks { String::new() } else { format!("  clients={}", p.report.config.clients) };
+    writeln!(
+        out,
+        "{:>13}{x_cell}  {:<12} {:>11.1} {:>9} {:>9} {vs:>9}  {verify}{at}",
+        format_number(value),
+        p.engine,
+        p.throughput,
+        p.p50_us,
+        p.p99_us
+    )?;
+    let costs = matches!(p.param, SweepParam::Distributed | SweepParam::Nodes);
+    if let Some(line) = cost_line(p, first).filter(|_| costs) {
+        writeln!(out, "{:>13}  {line}", "")?;
+    }
+    if let Some(m) = &p.report.mix {
+        let tpm = m.per_minute.as_ref().map_or(String::new(), |pm| format!(" {}: {:.0}", pm.name, pm.value));
+        writeln!(out, "{:>13}  mix: {}  gave up: {}{tpm}", "", m.line(), p.report.gave_up)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// The sweep's figure at `path`, and with a nodes sweep throughput per node, with a clients
+/// sweep latency against throughput.
+fn draw_figures(
+    out: &mut dyn Write,
+    args: &BenchArgs,
+    sweep: &Sweep,
+    axis: &FigureAxis,
+    label: &str,
+    points: &[SweepPoint],
+    path: &Path,
+) -> anyhow::Result<()> {
+    crate::plot::plot_sweep(points, path, &axis.full_title(label), axis.x_label)
+        .with_context(|| format!("draw {}", path.display()))?;
+    writeln!(out, "figure: {}", path.display())?;
+    if sweep.param == SweepParam::Nodes {
+        // VLDB'15 Fig. 6: throughput per node, flat when the engine scales out.
+        let per_node = per_node_figure_path(path);
+        let points: Vec<SweepPoint> =
+            points.iter().map(|p| SweepPoint { throughput: compared(p), ..p.clone() }).collect();
+        let title = format!("{} per node", axis.full_title(label));
+        crate::plot::plot_sweep(&points, &per_node, &title, axis.x_label)
+            .with_context(|| format!("draw {}", per_node.display()))?;
+        writeln!(out, "figure: {}", per_node.display())?;
+    }
+    if sweep.param == SweepParam::Clients {
+        // Salt Figs. 7-8: latency against throughput as the load grows.
+        let latency = latency_figure_path(path);
+        let title = figures::latency_title(&args.workload, label);
+        crate::plot::plot_latency_throughput(points, &latency, &title)
+            .with_context(|| format!("draw {}", latency.display()))?;
+        writeln!(out, "figure: {}", latency.display())?;
+    }
+    Ok(())
+}
+
+/// The failed verifications, the loss lines of a distribution or nodes sweep and, comparing
+/// engines, the ratio of peaks (the second over the first last: scripts read the last line).
+/// Returns the failures.
+fn print_summary(
+    out: &mut dyn Write,
+    sweep: &Sweep,
+    engines: usize,
+    points: &[SweepPoint],
+    starved: &[String],
+) -> anyhow::Result<Vec<String>> {
+    let name = sweep.param.name();
     let failed: Vec<String> = points
         .iter()
         .filter(|p| !p.report.verify.ok)
@@ -565,27 +522,22 @@ pub fn run_sweep(args: &BenchArgs, sweep: &Sweep, out: &mut dyn Write) -> anyhow
         writeln!(out, "verify FAILED: {f}")?;
     }
     if matches!(sweep.param, SweepParam::Distributed | SweepParam::Nodes) {
-        for i in 0..engines.len() {
-            if let Some(line) = loss_line(&points, i, name) {
+        for i in 0..engines {
+            if let Some(line) = loss_line(points, i, name) {
                 writeln!(out, "{line}")?;
             }
         }
     }
-    if engines.len() >= 2 {
+    if engines >= 2 {
         // The second engine over the first is printed last: scripts read the last line.
-        for f in &starved {
+        for f in starved {
             writeln!(out, "left out of the peaks, a transaction could not commit: {f}")?;
         }
-        for i in (2..engines.len()).chain([1]) {
-            writeln!(out, "{}", peaks_line(&points, 0, i, name))?;
+        for i in (2..engines).chain([1]) {
+            writeln!(out, "{}", peaks_line(points, 0, i, name))?;
         }
     }
-
-    out.flush()?;
-    if !failed.is_empty() {
-        return Err(crate::BenchError::Verify(failed.join("; ")).into());
-    }
-    Ok(())
+    Ok(failed)
 }
 
 /// `cost: C µs CPU, M msgs per committed txn; T txn/s per node; vs first: -L%` under a row
@@ -768,7 +720,7 @@ mod tests {
         assert!(SweepParam::ReadFraction.applies_to("salt-rw") && !SweepParam::ReadFraction.applies_to("ycsb"));
         assert!(SweepParam::Records.applies_to("ycsb") && !SweepParam::Records.applies_to("salt-rw"));
         assert!(SweepParam::BaseTxns.applies_to("ticketing") && !SweepParam::BaseTxns.applies_to("ycsb"));
-        for w in crate::WORKLOADS {
+        for w in litmus_workloads::bench_names() {
             assert!(SweepParam::Clients.applies_to(w));
         }
         for p in [SweepParam::BaseTxns, SweepParam::Warehouses] {
@@ -789,7 +741,7 @@ mod tests {
 
     #[test]
     fn granola_sweeps_set_their_flags_and_draw_figs_9_to_11_and_13() {
-        let counters = crate::granola_counters::NAME;
+        let counters = litmus_workloads::granola_counters::NAME;
         for p in [SweepParam::Distributed, SweepParam::Conflict, SweepParam::LockCostUs] {
             assert!(p.applies_to(counters) && !p.applies_to("ycsb") && !p.applies_to("tpcc"), "{}", p.name());
         }
@@ -814,7 +766,7 @@ mod tests {
 
     #[test]
     fn omid_sweeps_turn_the_oracle_knobs_and_draw_the_omid_figures() {
-        let oracle = crate::omid_oracle::NAME;
+        let oracle = crate::figures::omid_oracle::NAME;
         for p in [SweepParam::WriteSet, SweepParam::Outstanding, SweepParam::Duration] {
             assert!(p.applies_to(oracle) && !p.applies_to("ycsb") && !p.applies_to("ycsb-t"), "{}", p.name());
         }

@@ -38,11 +38,11 @@
 
 use crate::harness::{self, BenchError, STRAGGLER_GRACE};
 use crate::history::{HistoryWriter, OpType};
-use crate::mix::Deck;
-use crate::workload::{Outcomes, RetryPolicy, TxnRequest, Workload};
 use hdrhistogram::Histogram;
 use litmus_core::{Error, Time, Value};
 use litmus_protocol::message::{RequestBody, ResponseBody};
+use litmus_workloads::mix::Deck;
+use litmus_workloads::workload::{Outcomes, RetryPolicy, TxnRequest, Workload};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -391,10 +391,10 @@ impl litmus_runtime::sim::SimDriver for Terminals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::RunStats;
     use litmus_core::Catalog;
     use litmus_core::{AbortReason, InvalidInput};
     use litmus_protocol::Registry;
+    use litmus_workloads::workload::RunStats;
 
     /// One kind, one procedure, the retry policy under test; `steps`: a business transaction
     /// of that many steps (`p` with argument 0, 1, ...) instead of one call of a random argument.

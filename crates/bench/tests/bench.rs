@@ -2,14 +2,14 @@
 
 use clap::{CommandFactory, Parser};
 use litmus_bench::harness::{self, BenchConfig};
-use litmus_bench::salt_micro;
-use litmus_bench::workload::{Outcomes, RunStats, Workload};
-use litmus_bench::ycsb::{self, KeyDistribution, Ycsb, YcsbOptions};
 use litmus_bench::{BenchArgs, CompareList, EngineList};
 use litmus_client::Client;
 use litmus_core::{Formula, Value};
 use litmus_protocol::{builtin, EngineKind};
 use litmus_runtime::embedded::EmbeddedCluster;
+use litmus_workloads::salt_micro;
+use litmus_workloads::workload::{Outcomes, RunStats, Workload};
+use litmus_workloads::ycsb::{self, KeyDistribution, Ycsb, YcsbOptions};
 use std::time::Duration;
 
 #[derive(Parser)]
@@ -145,7 +145,7 @@ fn single_run_prints_percentiles_and_writes_json_with_throughput() {
 
 /// A small cluster with the ycsb tables, loaded, for poking at `verify` directly.
 fn loaded_cluster(w: &Ycsb) -> EmbeddedCluster {
-    litmus_bench::workload::loaded_cluster(w, litmus_engines::NOCC, 1, 2).unwrap()
+    litmus_workloads::workload::loaded_cluster(w, litmus_engines::NOCC, 1, 2).unwrap()
 }
 
 #[test]
@@ -272,10 +272,10 @@ fn full_schema_covers_the_workloads() {
     {
         assert!(registry.get(name).is_ok(), "{name}");
     }
-    for t in litmus_bench::ticketing::tables() {
+    for t in litmus_workloads::ticketing::tables() {
         assert!(catalog.table_by_name(&t.name).is_ok(), "{}", t.name);
     }
-    for t in litmus_bench::ticketing::TRANSACTIONS {
+    for t in litmus_workloads::ticketing::TRANSACTIONS {
         assert!(registry.get(t.procedure).is_ok(), "{}", t.procedure);
         if let Some(base) = t.base_procedure {
             assert!(registry.get(base).unwrap().options.base, "{base}");
@@ -287,7 +287,7 @@ fn full_schema_covers_the_workloads() {
 /// verdict holds (no fractured read, no lost update, atomic pairs) under 6 concurrent clients.
 #[test]
 fn ycsb_t_on_omid_passes_the_snapshot_isolation_check() {
-    use litmus_bench::ycsb_t::{Mix, YcsbT, YcsbTOptions};
+    use litmus_workloads::ycsb_t::{Mix, YcsbT, YcsbTOptions};
     for mix in [Mix::Complex, Mix::Mixed] {
         let cfg = BenchConfig { workload: "ycsb-t".into(), net_delay_us: Some(0), ..small_config(6, 400) };
         let cfg = BenchConfig { engine: litmus_engines::OMID, ..cfg };
@@ -308,7 +308,7 @@ fn ycsb_t_on_omid_passes_the_snapshot_isolation_check() {
 /// report counts those retries, and an engine that counts nothing reports nothing.
 #[test]
 fn engine_counts_report_the_conflicts_the_client_proxy_retried() {
-    use litmus_bench::granola_counters::{Counters, CountersOptions};
+    use litmus_workloads::granola_counters::{Counters, CountersOptions};
     let opts = CountersOptions { distributed: 1.0, coordinated: true, conflict: 1.0, ..CountersOptions::default() };
     let engine: EngineKind = litmus_engines::by_name("granola-locking").unwrap();
     let cfg = BenchConfig { partitions: 2, engine, workload: "granola-counters".into(), ..small_config(8, 600) };

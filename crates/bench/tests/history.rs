@@ -3,8 +3,8 @@
 
 use litmus_bench::harness::{self, BenchConfig};
 use litmus_bench::history::{self, MicroOp, OpType};
-use litmus_bench::ycsb_t::{YcsbT, YcsbTOptions};
 use litmus_bench::{Ycsb, YcsbOptions};
+use litmus_workloads::ycsb_t::{YcsbT, YcsbTOptions};
 use std::time::Duration;
 
 fn config(path: &std::path::Path) -> BenchConfig {

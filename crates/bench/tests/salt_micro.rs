@@ -3,12 +3,12 @@
 
 use clap::Parser;
 use litmus_bench::harness::{self, BenchConfig};
-use litmus_bench::salt_micro::{self, SaltMicro, SaltMicroKind, SaltMicroOptions, HOT_ROWS};
-use litmus_bench::workload::{Outcomes, RunStats, Workload};
 use litmus_bench::BenchArgs;
 use litmus_client::Client;
 use litmus_core::{Formula, Value};
 use litmus_runtime::embedded::EmbeddedCluster;
+use litmus_workloads::salt_micro::{self, SaltMicro, SaltMicroKind, SaltMicroOptions, HOT_ROWS};
+use litmus_workloads::workload::{Outcomes, RunStats, Workload};
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
@@ -75,7 +75,7 @@ fn salt_rw_mixes_reads_and_writes() {
 
 /// A small nocc cluster with salt_rows loaded for `w`.
 fn loaded_cluster(w: &SaltMicro) -> EmbeddedCluster {
-    litmus_bench::workload::loaded_cluster(w, litmus_engines::NOCC, 1, 2).unwrap()
+    litmus_workloads::workload::loaded_cluster(w, litmus_engines::NOCC, 1, 2).unwrap()
 }
 
 fn updates(committed: u64, errors: u64) -> RunStats {
@@ -270,7 +270,7 @@ fn salt_flags_parse_with_defaults() {
     assert_eq!((args.salt.rows, args.salt.after, args.salt.read_fraction), (100, 9, 0.5));
     let args = parse(&["salt-rw", "--rows", "50", "--read-fraction", "0.95", "--after", "3", "--cold-rows", "1000"]);
     assert_eq!(args.salt, SaltMicroOptions { rows: 50, read_fraction: 0.95, after: 3, cold_rows: 1000 });
-    for name in litmus_bench::WORKLOADS {
+    for name in litmus_workloads::bench_names() {
         assert!(litmus_bench::workload(name, &parse(&[name])).is_ok(), "{name}");
     }
     let err = litmus_bench::workload("salt-rw", &parse(&["salt-rw", "--read-fraction", "2"])).err().unwrap();

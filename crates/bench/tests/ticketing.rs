@@ -3,13 +3,13 @@
 //! have exactly their tickets).
 
 use litmus_bench::harness::{self, BenchConfig};
-use litmus_bench::ticketing::{self, Ticketing, TicketingOptions};
-use litmus_bench::workload::{RunStats, Workload};
 use litmus_bench::BenchReport;
 use litmus_client::Client;
 use litmus_core::{Error, Value};
 use litmus_protocol::EngineKind;
 use litmus_runtime::embedded::EmbeddedCluster;
+use litmus_workloads::ticketing::{self, Ticketing, TicketingOptions};
+use litmus_workloads::workload::{RunStats, Workload};
 use std::time::Duration;
 
 fn run(engine: EngineKind, seats_per_category: u64, base_txns: u32, clients: usize) -> BenchReport {
@@ -75,7 +75,7 @@ fn a_tiny_event_wraps_around_without_losing_a_seat() {
 
 /// A one-node cluster running `engine` with the ticketing tables loaded for `w`.
 fn loaded_cluster(w: &Ticketing, engine: EngineKind) -> EmbeddedCluster {
-    litmus_bench::workload::loaded_cluster(w, engine, 1, 2).unwrap()
+    litmus_workloads::workload::loaded_cluster(w, engine, 1, 2).unwrap()
 }
 
 /// Free seats of category 0, read without locks (after Salt's background work settles).

@@ -3,12 +3,12 @@
 //! database is caught, condition by condition.
 
 use litmus_bench::harness::{self, BenchConfig};
-use litmus_bench::tpcc::schema::*;
-use litmus_bench::tpcc::{self, Tpcc, TpccOptions};
 use litmus_client::Client;
 use litmus_core::{Decimal, Formula, Value};
 use litmus_protocol::EngineKind;
 use litmus_runtime::embedded::EmbeddedCluster;
+use litmus_workloads::tpcc::schema::*;
+use litmus_workloads::tpcc::{self, Tpcc, TpccOptions};
 use std::time::Duration;
 
 /// 2 warehouses, 30 customers per district, 1,000 items.
@@ -23,7 +23,7 @@ fn small_with(base_txns: u32, delivery_txns: u32) -> Tpcc {
 }
 
 fn loaded_cluster(w: &Tpcc, engine: EngineKind) -> EmbeddedCluster {
-    litmus_bench::workload::loaded_cluster(w, engine, 2, 3).unwrap()
+    litmus_workloads::workload::loaded_cluster(w, engine, 2, 3).unwrap()
 }
 
 fn run(engine: EngineKind, base_txns: u32) -> litmus_bench::BenchReport {
@@ -265,8 +265,8 @@ fn snapshot(client: &mut Client, w: i64, tables: &[&str]) -> Vec<Vec<litmus_core
 /// and `next_step` walks the districts 1 to 10 and stops.
 #[test]
 fn clause_2_7_4_1_a_delivery_as_ten_district_transactions_leaves_what_one_transaction_leaves() {
-    use litmus_bench::tpcc::txns::{DELIVERY_DISTRICT_PROC, DELIVERY_PROC};
-    use litmus_bench::workload::{TxnRequest, Workload};
+    use litmus_workloads::tpcc::txns::{DELIVERY_DISTRICT_PROC, DELIVERY_PROC};
+    use litmus_workloads::workload::{TxnRequest, Workload};
     let w = small(0);
     let tables = [NEW_ORDER, ORDERS, ORDER_LINE, CUSTOMER];
     let (carrier, date) = (int(4), int(20_261_127));

@@ -5,12 +5,12 @@
 //! Deliveries up is flagged below the minimums on its `mix:` line.
 
 use litmus_bench::harness::{self, BenchConfig, BenchError};
-use litmus_bench::mix::MixSpec;
-use litmus_bench::tpcc::{self, txns, Tpcc, TpccOptions};
-use litmus_bench::workload::{RetryPolicy, RunStats, TxnRequest, Workload};
 use litmus_client::Client;
 use litmus_core::{AbortReason, Catalog, Error};
 use litmus_protocol::{EngineKind, Registry};
+use litmus_workloads::mix::MixSpec;
+use litmus_workloads::tpcc::{self, txns, Tpcc, TpccOptions};
+use litmus_workloads::workload::{RetryPolicy, RunStats, TxnRequest, Workload};
 use rand_chacha::ChaCha8Rng;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -5,11 +5,11 @@
 //! invariant, and bad settings are typed errors.
 
 use litmus_bench::harness::{self, BenchConfig};
-use litmus_bench::tpcc::TpccOptions;
-use litmus_bench::tpcc_neworder::{NewOrderConfigError, NewOrderOptions, TpccNewOrder};
 use litmus_client::Client;
 use litmus_core::{Error, InvalidInput, Value};
 use litmus_protocol::EngineKind;
+use litmus_workloads::tpcc::TpccOptions;
+use litmus_workloads::tpcc_neworder::{NewOrderConfigError, NewOrderOptions, TpccNewOrder};
 use std::time::Duration;
 
 fn small(partitions: u32, distributed: f64) -> TpccNewOrder {
@@ -53,7 +53,7 @@ fn acid_new_orders_keep_the_consistency_conditions() {
 #[test]
 fn coordfree_returns_the_real_order_id_to_the_client() {
     let w = small(2, 0.0);
-    let cluster = litmus_bench::workload::loaded_cluster(&w, litmus_engines::COORDFREE, 1, 2).unwrap();
+    let cluster = litmus_workloads::workload::loaded_cluster(&w, litmus_engines::COORDFREE, 1, 2).unwrap();
     let mut client = Client::new(Box::new(cluster.transport()));
     let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(3);
     let mut ids = std::collections::BTreeMap::<(i64, i64), Vec<i64>>::new();
@@ -84,18 +84,18 @@ fn coordfree_returns_the_real_order_id_to_the_client() {
 #[test]
 fn coordfree_refuses_tpcc_delivery_naming_the_invariant() {
     let w = small(2, 0.0);
-    let cluster = litmus_bench::workload::loaded_cluster(&w, litmus_engines::COORDFREE, 1, 2).unwrap();
+    let cluster = litmus_workloads::workload::loaded_cluster(&w, litmus_engines::COORDFREE, 1, 2).unwrap();
     let mut client = Client::new(Box::new(cluster.transport()));
-    let r = client.call(litmus_bench::tpcc::txns::DELIVERY_PROC, vec![Value::Int(1), Value::Int(3), Value::Int(7)]);
+    let r = client.call(litmus_workloads::tpcc::txns::DELIVERY_PROC, vec![Value::Int(1), Value::Int(3), Value::Int(7)]);
     match r {
         Err(Error::Invalid(InvalidInput::NeedsCoordination { invariant, procedure, .. })) => {
             assert!(invariant.contains("3.3.2.2") || invariant.contains("3.3.2.3"), "{invariant}");
-            assert_eq!(&*procedure, litmus_bench::tpcc::txns::DELIVERY_PROC);
+            assert_eq!(&*procedure, litmus_workloads::tpcc::txns::DELIVERY_PROC);
         }
         other => panic!("delivery was not refused: {other:?}"),
     }
-    let verdicts = litmus_bench::analysis::tpcc_verdicts();
-    let payment = verdicts.iter().find(|(p, _)| p == litmus_bench::tpcc::txns::PAYMENT_PROC).unwrap();
+    let verdicts = litmus_workloads::analysis::tpcc_verdicts();
+    let payment = verdicts.iter().find(|(p, _)| p == litmus_workloads::tpcc::txns::PAYMENT_PROC).unwrap();
     assert_eq!(payment.1, litmus_protocol::procedure::Coordination::Free);
 }
 
@@ -126,7 +126,7 @@ fn bad_settings_are_typed_errors() {
 #[test]
 fn break_the_rule_without_the_nested_increment_the_check_sees_broken_ids() {
     struct NoVerdicts(TpccNewOrder);
-    impl litmus_bench::workload::Workload for NoVerdicts {
+    impl litmus_workloads::workload::Workload for NoVerdicts {
         fn name(&self) -> &'static str {
             "tpcc-neworder"
         }
@@ -137,7 +137,7 @@ fn break_the_rule_without_the_nested_increment_the_check_sees_broken_ids() {
             self.0.catalog()
         }
         fn register(&self, registry: &mut litmus_protocol::Registry) {
-            litmus_bench::tpcc::register(registry); // no declare_tpcc_verdicts
+            litmus_workloads::tpcc::register(registry); // no declare_tpcc_verdicts
         }
         fn prepare(&self, clients: &mut dyn FnMut() -> Result<Client, Error>) -> anyhow::Result<()> {
             self.0.prepare(clients)
@@ -189,7 +189,8 @@ fn simulated_new_orders_keep_the_conditions_under_faults() {
     for (engine, seeds) in engines {
         for seed in seeds {
             let topology = litmus_runtime::Topology::new(3, 6).unwrap();
-            let outcome = litmus_bench::tpcc_neworder::simulate(engine, topology, SimConfig::new(seed).with_faults());
+            let outcome =
+                litmus_workloads::tpcc_neworder::simulate(engine, topology, SimConfig::new(seed).with_faults());
             match outcome {
                 Ok(line) => assert!(line.contains("hold"), "{line}"),
                 Err(e) => panic!("{engine} seed {seed}: {e}\nreplay: litmus sim --seed {seed} --faults --engine {engine} --workload tpcc-neworder"),
@@ -207,8 +208,11 @@ fn acid_new_orders_survive_lost_operations_and_restarted_partitions() {
     use litmus_runtime::sim::SimConfig;
     for seed in [20001, 30186] {
         let topology = litmus_runtime::Topology::new(3, 6).unwrap();
-        let outcome =
-            litmus_bench::tpcc_neworder::simulate(litmus_engines::ACID, topology, SimConfig::new(seed).with_faults());
+        let outcome = litmus_workloads::tpcc_neworder::simulate(
+            litmus_engines::ACID,
+            topology,
+            SimConfig::new(seed).with_faults(),
+        );
         match outcome {
             Ok(line) => assert!(line.contains("hold"), "{line}"),
             Err(e) => panic!(
@@ -223,7 +227,7 @@ fn acid_new_orders_survive_lost_operations_and_restarted_partitions() {
 /// option the same client orders for every node's warehouses (the check sees it).
 #[test]
 fn home_routing_keeps_each_client_on_its_nodes_warehouses() {
-    use litmus_bench::tpcc::txns::NewOrderInput;
+    use litmus_workloads::tpcc::txns::NewOrderInput;
     use rand::SeedableRng;
     let tpcc = TpccOptions { scale_div: 100, ..TpccOptions::DEFAULT };
     let (partitions, nodes) = (6u32, 3u32);

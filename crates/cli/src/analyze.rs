@@ -36,7 +36,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
             litmus_analyze::analyze_declared(&name, &read(schema)?, &declared)?
         }
         (Some(workload), None, schema) => {
-            let mut spec = litmus_bench::analysis::spec(workload)?;
+            let mut spec = litmus_workloads::analysis_of(workload)?;
             if let Some(path) = schema {
                 spec.ddl = read(path)?;
             }
@@ -50,7 +50,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
         }
         _ => anyhow::bail!(
             "name a workload ({}) or give --schema FILE.sql --procedures FILE.toml",
-            litmus_bench::analysis::ANALYZABLE.join(", ")
+            litmus_workloads::analyzable_names().join(", ")
         ),
     };
     print!("{}", report.text());

@@ -133,7 +133,7 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
         "starting (config {})",
         args.config.display()
     );
-    let (catalog, registry) = litmus_bench::full_schema();
+    let (catalog, registry) = litmus_workloads::full_schema();
     // SIGTERM / SIGINT: the node finishes the step at hand, makes what it logged durable,
     // answers what that released and exits 0.
     let stop = Arc::new(AtomicBool::new(false));

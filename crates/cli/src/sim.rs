@@ -1,13 +1,10 @@
 //! `litmus sim`: deterministic simulation runs of the durability check.
 
 use anyhow::bail;
-use litmus_bench::ycsb_t_sim;
-use litmus_protocol::engine::Guarantee;
-use litmus_protocol::{builtin, EngineKind};
-use litmus_runtime::sim::chains::SaltChains;
-use litmus_runtime::sim::workload::{AckedWrites, Bank};
-use litmus_runtime::sim::{SimConfig, Simulator};
-use litmus_runtime::{ClusterSpec, Topology};
+use litmus_protocol::EngineKind;
+use litmus_runtime::sim::{CpuModel, SimConfig};
+use litmus_runtime::Topology;
+use litmus_workloads::{SimDef, SimRun, WorkloadDef};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,7 +34,7 @@ pub struct SimArgs {
     /// workload also checks liveness:
     /// after the faults heal, every request a live coordinator received is answered in bounded
     /// time.
-    #[arg(long, default_value = "acked")]
+    #[arg(long, default_value = litmus_workloads::sim_checks::ACKED.name)]
     workload: String,
     /// Nodes in the cluster (default 3; under `ycsb-t`, 1 for every third seed — the oracle
     /// without its standby — and 3 otherwise).
@@ -75,7 +72,7 @@ pub struct SimArgs {
     #[arg(long, value_name = "TOML", requires = "cores_per_node")]
     costs: Option<std::path::PathBuf>,
     /// `ycsb-t`: rows in the table (even).
-    #[arg(long, default_value_t = litmus_bench::ycsb_t_sim::SIM_ROWS)]
+    #[arg(long, default_value_t = litmus_workloads::ycsb_t_sim::SIM_ROWS)]
     rows: u64,
     /// Print nothing but failures and the summary.
     #[arg(long)]
@@ -86,9 +83,6 @@ pub struct SimArgs {
     trace: bool,
 }
 
-/// `--step-cost-us` under `ycsb-t`.
-const YCSBT_STEP_COST_US: u64 = 20;
-
 fn check_probability(name: &str, p: Option<f64>) -> anyhow::Result<()> {
     if let Some(p) = p {
         if !(0.0..=1.0).contains(&p) {
@@ -98,44 +92,60 @@ fn check_probability(name: &str, p: Option<f64>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The weakest guarantee under which a simulation workload's checks hold, and why: run on an
-/// engine that does not give it, its "failures" would be the workload's, not the engine's
-/// (as `litmus bench` refuses such a pairing, `Workload::needs_isolation`).
-fn sim_needs(workload: &str) -> Option<(Guarantee, &'static str)> {
-    match workload {
-        "bank" => Some((Guarantee::SnapshotIsolation, "a lost update changes the bank's total")),
-        "salt-chains" => Some((Guarantee::SnapshotIsolation, "its ACID checks read no uncommitted or lost step")),
-        "ycsb-t" => Some((Guarantee::SnapshotIsolation, "its check is snapshot isolation")),
-        "tpcc-neworder" => Some((Guarantee::ReadAtomic, "its order ids need sequential assignment")),
-        _ => None,
-    }
-}
-
-fn refuse_uncovered(engine: EngineKind, workload: &str) -> anyhow::Result<()> {
-    let Some((needed, why)) = sim_needs(workload) else { return Ok(()) };
+/// Refuses an engine whose guarantee does not cover what the workload's checks need
+/// ([`SimDef::needs`]): its "failures" would be the workload's, not the engine's (as `litmus
+/// bench` refuses such a pairing, `Workload::needs_isolation`).
+fn refuse_uncovered(engine: EngineKind, workload: &WorkloadDef, sim: &SimDef) -> anyhow::Result<()> {
+    let Some((needed, why)) = sim.needs else { return Ok(()) };
     if engine.capabilities().guarantee.covers(needed) {
         return Ok(());
     }
     let fit: Vec<&str> =
         litmus_engines::ALL.iter().filter(|e| e.capabilities().guarantee.covers(needed)).map(|e| e.name()).collect();
     bail!(
-        "engine {} provides {}, and the {workload} simulation needs at least {}: {why}. Choose one of: {}",
+        "engine {} provides {}, and the {} simulation needs at least {}: {why}. Choose one of: {}",
         engine.name(),
         engine.guarantee(),
+        workload.name,
         needed.label(),
         fit.join(", ")
     )
 }
 
+/// The CPU model `--cores-per-node` and `--costs` ask for, if any.
+fn cpu_model(args: &SimArgs) -> anyhow::Result<Option<CpuModel>> {
+    let Some(k) = args.cores_per_node else { return Ok(None) };
+    let table = match &args.costs {
+        Some(path) => litmus_runtime::cost::CostTable::load(path)?,
+        None => litmus_runtime::cost::CostTable::builtin(),
+    };
+    Ok(Some(CpuModel::new(k, Arc::new(table))?))
+}
+
+/// The simulator's settings for `seed` from the flags (the workload's defaults where a flag is
+/// not given).
+fn sim_config(args: &SimArgs, sim: &SimDef, seed: u64, cpu: &Option<CpuModel>) -> SimConfig {
+    let mut cfg = SimConfig::new(seed);
+    if args.faults {
+        cfg = cfg.with_faults();
+    }
+    cfg.net.loss = args.loss.unwrap_or(cfg.net.loss);
+    cfg.net.duplicate = args.duplicate.unwrap_or(cfg.net.duplicate);
+    cfg.faults.crash = args.crash.unwrap_or(cfg.faults.crash);
+    cfg.faults.partition = args.partition.unwrap_or(cfg.faults.partition);
+    cfg.clients = args.clients;
+    cfg.trace = args.trace;
+    cfg.duration = Duration::from_millis(args.duration_ms);
+    cfg.step_cost = Duration::from_micros(args.step_cost_us.unwrap_or(sim.step_cost_us));
+    cfg.cpu = cpu.clone();
+    cfg
+}
+
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let engine: EngineKind = args.engine;
-    if !["acked", "bank", "salt-chains", "ycsb-t", "basic-ycsb", "tpcc-neworder"].contains(&args.workload.as_str()) {
-        bail!(
-            "unknown simulation workload {:?} (known: acked, bank, salt-chains, ycsb-t, basic-ycsb, tpcc-neworder)",
-            args.workload
-        );
-    }
-    refuse_uncovered(engine, &args.workload)?;
+    let workload = litmus_workloads::sim_by_name(&args.workload)?;
+    let sim = workload.sim.as_ref().expect("sim_by_name finds simulated workloads only");
+    refuse_uncovered(engine, workload, sim)?;
     Topology::new(args.nodes.unwrap_or(3), args.partitions)?;
     for (n, p) in
         [("loss", args.loss), ("duplicate", args.duplicate), ("crash", args.crash), ("partition", args.partition)]
@@ -145,97 +155,13 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     if args.clients == 0 || args.clients > 10_000 {
         bail!("--clients must be in 1..=10000");
     }
-    let cpu = match args.cores_per_node {
-        None => None,
-        Some(k) => {
-            let table = match &args.costs {
-                Some(path) => litmus_runtime::cost::CostTable::load(path)?,
-                None => litmus_runtime::cost::CostTable::builtin(),
-            };
-            Some(litmus_runtime::sim::CpuModel::new(k, std::sync::Arc::new(table))?)
-        }
-    };
+    let cpu = cpu_model(&args)?;
     let mut failures = 0;
     for seed in args.seed..args.seed.saturating_add(args.seeds.max(1)) {
-        let ycsbt = args.workload == "ycsb-t";
-        let nodes = args.nodes.unwrap_or(if ycsbt && seed % 3 == 0 { 1 } else { 3 });
+        let nodes = args.nodes.unwrap_or((sim.nodes)(seed));
         let topology = Topology::new(nodes, args.partitions)?;
-        let mut cfg = SimConfig::new(seed);
-        if args.faults {
-            cfg = cfg.with_faults();
-        }
-        cfg.net.loss = args.loss.unwrap_or(cfg.net.loss);
-        cfg.net.duplicate = args.duplicate.unwrap_or(cfg.net.duplicate);
-        cfg.faults.crash = args.crash.unwrap_or(cfg.faults.crash);
-        cfg.faults.partition = args.partition.unwrap_or(cfg.faults.partition);
-        cfg.clients = args.clients;
-        cfg.trace = args.trace;
-        cfg.duration = Duration::from_millis(args.duration_ms);
-        cfg.step_cost = Duration::from_micros(args.step_cost_us.unwrap_or(if ycsbt { YCSBT_STEP_COST_US } else { 0 }));
-        cfg.cpu = cpu.clone();
-        if ycsbt {
-            let outcome = ycsb_t_sim::simulate(engine, nodes, args.partitions, cfg, args.rows).map(|(r, d)| {
-                let written = d.tally.as_ref().map_or(0, |t| t.written);
-                format!(
-                    "{r} | nodes {nodes} | ycsb-t commits {} failed {} | pairs written {written}",
-                    d.committed, d.failed
-                )
-            });
-            failures += report(seed, nodes, outcome, args.quiet);
-            continue;
-        }
-        if args.workload == "basic-ycsb" {
-            let outcome = litmus_bench::basic_ycsb_sim::simulate(engine, nodes, args.partitions, cfg).map(|(r, d)| {
-                let (reads, multi, bad) = d.seen;
-                format!("{r} | basic-ycsb ok {} failed {} | reads {reads} ({multi} multi-partition, {bad} mixed) | columns agree", d.committed, d.failed)
-            });
-            failures += report(seed, nodes, outcome, args.quiet);
-            continue;
-        }
-        if args.workload == litmus_bench::tpcc_neworder::NAME {
-            let outcome = litmus_bench::tpcc_neworder::simulate(engine, topology, cfg);
-            failures += report(seed, nodes, outcome, args.quiet);
-            continue;
-        }
-        let mut catalog = builtin::catalog();
-        catalog.merge(&builtin::bank::catalog());
-        catalog.merge(&builtin::chains::catalog());
-        let mut registry = builtin::registry();
-        registry.merge(&builtin::bank::registry());
-        registry.merge(&builtin::chains::registry());
-        let spec = ClusterSpec { engine, topology, catalog: Arc::new(catalog), registry: Arc::new(registry), seed };
-        let mut sim = Simulator::new(spec, cfg)?;
-        let mut acked = AckedWrites::for_engine(engine);
-        let caps = engine.capabilities();
-        // The transfer each engine runs best: Salt's BASE one, the whole one-round form where the
-        // engine takes one-round transactions (with the one-round total), else the ACID one.
-        let mut bank = if caps.base_transactions {
-            Bank::new(8, "bank_transfer")
-        } else if caps.one_round {
-            Bank::one_round(8, args.partitions)
-        } else {
-            Bank::new(8, "bank_transfer_acid")
-        };
-        let mut chains = SaltChains::new(2 * args.partitions as i64);
-        let outcome = match args.workload.as_str() {
-            "acked" => sim
-                .run(&mut acked)
-                .map(|r| format!("{r} | acked writes {} | reads checked {}", acked.acked(), acked.reads_checked)),
-            "salt-chains" => sim.run(&mut chains).map(|r| {
-                format!(
-                    "{r} | chain steps acked {} | ACID checks {} over {} tags | final check {} tags",
-                    chains.steps_acked, chains.checks, chains.tags_checked, chains.final_tags
-                )
-            }),
-            _ => sim.run(&mut bank).map(|r| {
-                format!(
-                    "{r} | bank: accounts {} | totals compared {} (each: row count, sum, no negative balance) | final total {}",
-                    bank.accounts,
-                    bank.totals_checked,
-                    if bank.final_checked { "compared" } else { "NOT compared" }
-                )
-            }),
-        };
+        let cfg = sim_config(&args, sim, seed, &cpu);
+        let outcome = (sim.run)(&SimRun { engine, topology, seed, rows: args.rows }, cfg)?;
         failures += report(seed, nodes, outcome, args.quiet);
     }
     println!("{} passed, {} failed", args.seeds.max(1) - failures, failures);

@@ -202,7 +202,7 @@
 //!   at commit to the latest row; one that no longer applies then (its row deleted in between)
 //!   is dropped.
 //! * A procedure without a registered verdict runs as if coordination-free (the engine cannot
-//!   know its invariants); `litmus-bench` registers verdicts from the analyzer for TPC-C.
+//!   know its invariants); `litmus-workloads` registers verdicts from the analyzer for TPC-C.
 //! * One replica per partition, as everywhere.
 //! * One-round transactions run op by op (`Capabilities::one_round` false).
 //! * CF-4g knows one unseen change, the id counter under the temporary id; a handed row whose

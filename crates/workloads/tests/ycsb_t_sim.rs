@@ -1,7 +1,7 @@
 //! Omid §V's ycsb-t on the simulator while the oracle's node crashes mid-commit.
 
-use litmus_bench::ycsb_t_sim::{simulate, SIM_ROWS};
 use litmus_runtime::sim::SimConfig;
+use litmus_workloads::ycsb_t_sim::{simulate, SIM_ROWS};
 use std::time::Duration;
 
 fn replay(seed: u64, extra: &str) -> String {

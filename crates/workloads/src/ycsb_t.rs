@@ -35,15 +35,15 @@
 //! * **atomic pairs**: `sum(v) = 0` and, in the final state, both rows of every pair carry the
 //!   same stamp.
 //!
-//! `--history` records each transaction for Elle's rw-register checker ([`crate::history`]):
+//! `--history` records each transaction for Elle's rw-register checker (`litmus_bench::history`):
 //! rows are registers whose value is the `stamp` (the writer's unique id), which is why
 //! `ycsbt_txn` returns the stamps it read.
 //!
 //! Write skew cannot show here (every write set covers what it read of a pair); `nocc`, which
 //! isolates nothing, fails the first check under concurrency — which is the point of checking.
 
-use crate::harness::{call_idempotent, load_in_batches};
-use crate::history::MicroOp;
+use crate::setup::{call_idempotent, load_in_batches};
+use crate::workload::MicroOp;
 use crate::workload::{RunStats, TxnRequest, Workload};
 use anyhow::Context as _;
 use litmus_client::Client;
@@ -505,6 +505,41 @@ impl Tally {
         violations
     }
 }
+
+/// `--step-cost-us` of a ycsb-t simulation.
+const SIM_STEP_COST_US: u64 = 20;
+
+/// `ycsb-t` in the workload registry ([`crate::ALL`]).
+pub const DEF: crate::WorkloadDef = crate::WorkloadDef {
+    name: "ycsb-t",
+    about: "Omid §V's transactional YCSB (four mixes), checked for snapshot isolation",
+    sweeps: &[],
+    build: Some(|o| Ok(Box::new(YcsbT::new(o.ycsb_t.clone(), o.ycsb.records, o.progress)?))),
+    build_for: None,
+    schema: Some(|catalog, registry| {
+        let ycsb_t = YcsbT::new(YcsbTOptions { mix: None }, crate::ycsb::YcsbOptions::default().records, false)
+            .expect("default options are valid");
+        catalog.merge(&ycsb_t.catalog());
+        ycsb_t.register(registry);
+    }),
+    analysis: None,
+    sim: Some(crate::SimDef {
+        needs: Some((Guarantee::SnapshotIsolation, "its check is snapshot isolation")),
+        // Every third seed runs the oracle alone, without its standby.
+        nodes: |seed| if seed % 3 == 0 { 1 } else { 3 },
+        step_cost_us: SIM_STEP_COST_US,
+        run: |run, cfg| {
+            let nodes = run.topology.nodes;
+            Ok(crate::ycsb_t_sim::simulate(run.engine, nodes, run.topology.partitions, cfg, run.rows).map(|(r, d)| {
+                let written = d.tally.as_ref().map_or(0, |t| t.written);
+                format!(
+                    "{r} | nodes {nodes} | ycsb-t commits {} failed {} | pairs written {written}",
+                    d.committed, d.failed
+                )
+            }))
+        },
+    }),
+};
 
 #[cfg(test)]
 mod tests {

@@ -1,16 +1,16 @@
 //! `--reset`: `litmus_reset_chunk` empties a table in chunks, and refuses bad
 //! input with typed errors.
 
-use litmus_bench::reset::{self, RESET_CHUNK_ROWS, RESET_PROCEDURE};
 use litmus_client::Client;
 use litmus_core::{Error, InvalidInput, Value};
 use litmus_runtime::embedded::{DelayModel, EmbeddedCluster, EmbeddedConfig};
 use litmus_runtime::{ClusterSpec, Topology};
+use litmus_workloads::reset::{self, RESET_CHUNK_ROWS, RESET_PROCEDURE};
 use std::sync::Arc;
 
 #[test]
 fn reset_empties_a_table_in_chunks_and_refuses_bad_input() {
-    let (catalog, registry) = litmus_bench::full_schema();
+    let (catalog, registry) = litmus_workloads::full_schema();
     let spec = ClusterSpec {
         engine: litmus_engines::ACID,
         topology: Topology::new(2, 4).unwrap(),

@@ -342,3 +342,34 @@ pub fn simulate(
         driver.verdict.unwrap_or_default()
     ))
 }
+
+/// `tpcc-neworder` in the workload registry ([`crate::ALL`]); its schema is `tpcc`'s.
+pub const DEF: crate::WorkloadDef = crate::WorkloadDef {
+    name: NAME,
+    about: "VLDB'15 §6.2 / Granola Fig. 13: TPC-C New-Orders only, a warehouse per partition",
+    sweeps: &["distributed"],
+    build: Some(|o| {
+        let mut opts = o.neworder.clone();
+        opts.distributed = o.distributed.unwrap_or(opts.distributed);
+        opts.nodes = o.nodes;
+        Ok(Box::new(TpccNewOrder::new(&opts, o.tpcc, o.partitions, o.progress)?))
+    }),
+    // The one-round form on an engine that runs only one-round transactions.
+    build_for: Some(|o, engine| {
+        if engine.capabilities().interactive {
+            return DEF.build(o);
+        }
+        let mut opts = o.neworder.clone();
+        opts.distributed = o.distributed.unwrap_or(opts.distributed);
+        let w = TpccNewOrder::new(&opts, o.tpcc, o.partitions, o.progress)?;
+        Ok(Box::new(w.with_one_round(o.partitions)))
+    }),
+    schema: None,
+    analysis: None,
+    sim: Some(crate::SimDef {
+        needs: Some((Guarantee::ReadAtomic, "its order ids need sequential assignment")),
+        nodes: crate::registry::three_nodes,
+        step_cost_us: 0,
+        run: |run, cfg| Ok(simulate(run.engine, run.topology, cfg)),
+    }),
+};

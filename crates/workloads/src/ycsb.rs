@@ -32,7 +32,7 @@
 //! read that finds no row aborts the transaction ([`litmus_core::Error::UserAbort`]).
 //!
 //! Loading uses `ycsb_load(start, count, field_size)`, which writes `count` initial rows
-//! ([`LOAD_BATCH_ROWS`] per call, [`crate::harness::LOAD_CLIENTS_MAX`] clients in parallel). It overwrites, so a
+//! ([`LOAD_BATCH_ROWS`] per call, [`crate::setup::LOAD_CLIENTS_MAX`] clients in parallel). It overwrites, so a
 //! load retried after a timeout is harmless. `ycsb_check(start, end)` scans a key range and
 //! returns `[rows, sum(ycsb_updates), bad_rows, first_bad_key]` for [`Ycsb::verify`].
 //!
@@ -61,7 +61,7 @@
 //! Inserts, scans and read-modify-write transactions (YCSB workloads D, E, F); the latest
 //! distribution; fields other than `field0` are never updated.
 
-use crate::harness::{call_idempotent, load_in_batches};
+use crate::setup::{call_idempotent, load_in_batches};
 use crate::workload::{RunStats, TxnRequest, Workload};
 use anyhow::Context as _;
 use litmus_client::Client;
@@ -676,6 +676,26 @@ impl Workload for Ycsb {
         ))
     }
 }
+
+/// `ycsb` in the workload registry ([`crate::ALL`]).
+pub const DEF: crate::WorkloadDef = crate::WorkloadDef {
+    name: "ycsb",
+    about: "YCSB A/B/C over uniform or zipfian keys, multi-key transactions; update-counter invariant",
+    sweeps: &["records", "read-ratio", "txn-size", "zipf-theta"],
+    build: Some(|o| Ok(Box::new(Ycsb::new(o.ycsb.clone(), o.progress)?))),
+    // An engine that runs one-round transactions only gets YCSB's one-round form.
+    build_for: Some(|o, engine| {
+        let w = Ycsb::new(o.ycsb.clone(), o.progress)?;
+        Ok(if engine.capabilities().interactive { Box::new(w) } else { Box::new(w.with_one_round()) })
+    }),
+    schema: Some(|catalog, registry| {
+        let ycsb = Ycsb::new(YcsbOptions::default(), false).expect("default options are valid");
+        catalog.merge(&ycsb.catalog());
+        ycsb.register(registry);
+    }),
+    analysis: Some(crate::analysis::ycsb_spec),
+    sim: None,
+};
 
 #[cfg(test)]
 mod tests {

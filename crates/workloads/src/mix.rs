@@ -24,14 +24,41 @@
 //! each type within 5 s, Stock-Level 20 s, Delivery 80 s); the report gives each kind's 90th
 //! percentile against its limit.
 
-use crate::harness::LatencySummary;
 use crate::workload::Outcomes;
+use hdrhistogram::Histogram;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+
+/// Latency of one kind of transaction over the measured window, microseconds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LatencySummary {
+    /// Committed transactions of this kind in the window.
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub p95_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+impl LatencySummary {
+    pub fn of(h: &Histogram<u64>) -> LatencySummary {
+        LatencySummary {
+            count: h.len(),
+            mean_us: h.mean(),
+            p50_us: h.value_at_quantile(0.50),
+            p90_us: h.value_at_quantile(0.90),
+            p95_us: h.value_at_quantile(0.95),
+            p99_us: h.value_at_quantile(0.99),
+            max_us: h.max(),
+        }
+    }
+}
 
 /// One kind of a defined mix.
 #[derive(Clone, Debug, PartialEq, Serialize)]

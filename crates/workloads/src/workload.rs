@@ -30,7 +30,6 @@
 //! atomicity (nocc) keeps the writes made before the failure, and a timed-out commit may or may
 //! not have happened. Invariants must hold for every resolution of the indeterminate ones.
 
-use crate::history::MicroOp;
 use crate::mix::MixSpec;
 use litmus_client::Client;
 use litmus_core::{Catalog, Error, PartitionId, Value};
@@ -96,7 +95,7 @@ pub trait Workload: Send + Sync {
 
     /// What the harness does when an attempt fails with a retryable error.
     fn retry_policy(&self) -> RetryPolicy {
-        RetryPolicy::GiveUpAfter { retries: crate::harness::RETRIES_MAX }
+        RetryPolicy::GiveUpAfter { retries: crate::setup::RETRIES_MAX }
     }
 
     /// The weakest guarantee the workload runs correctly under, and why, or `None` when it
@@ -115,13 +114,23 @@ pub trait Workload: Send + Sync {
         false
     }
 
-    /// `--history` ([`crate::history`]): the reads and writes of `req` as rw-register micro-ops,
+    /// `--history` (`litmus_bench::history`): the reads and writes of `req` as rw-register micro-ops,
     /// with written values unique per key — for the invocation (`result: None`, reads unknown)
     /// or for the committed call that returned `result`. `Err`: a result this cannot read.
     fn history(&self, req: &TxnRequest, result: Option<&[Value]>) -> Result<Vec<MicroOp>, String> {
         let _ = (req, result);
         Err(format!("{} records no history", self.name()))
     }
+}
+
+/// One read or write of a transaction, keys and values as integers: a micro-op of an Elle
+/// rw-register history (`litmus_bench::history` writes and checks those).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MicroOp {
+    /// `[:r k v]`; `None` is `nil` (unknown in an invocation, the initial value in a completion).
+    Read { key: i64, value: Option<i64> },
+    /// `[:w k v]`.
+    Write { key: i64, value: i64 },
 }
 
 /// What the harness does with a transaction whose attempt failed with a retryable error.
@@ -131,7 +140,7 @@ pub enum RetryPolicy {
     GiveUpAfter { retries: u32 },
     /// Retry until it commits or aborts itself, keeping its first attempt's priority (TPC-C's
     /// terminals: no transaction is ever given up). One still failing after `bound` fails the
-    /// run with [`crate::BenchError::Starved`], naming it.
+    /// run with `litmus_bench::BenchError::Starved`, naming it.
     UntilCommitted { bound: Duration },
 }
 

@@ -222,7 +222,7 @@
 //!   `--delivery-txns 1`.
 //! * **A BASE New-Order starves at 128 clients on 2 warehouses** (`--scale-div 10`, salt):
 //!   its first subtransaction dies as a deadlock victim again and again although its retries
-//!   keep their age; the run stops with [`crate::BenchError::Starved`] and a sweep marks the
+//!   keep their age; the run stops with `litmus_bench::BenchError::Starved` and a sweep marks the
 //!   point. Not investigated.
 //! * A lost operation message stalls an ACID transaction until the coordinator's stall timeout
 //!   (10 s) while it holds its locks, so the simulation tests lower message loss to 0.2%.
@@ -905,6 +905,37 @@ pub(crate) fn row_dec(row: &Row, i: usize) -> Result<Decimal, Error> {
 pub(crate) fn row_str(row: &Row, i: usize) -> Result<&str, Error> {
     row.get(i).and_then(Value::as_str).ok_or_else(|| bad_row(row, i, "a string"))
 }
+
+/// TPC-C's settings from the flags (`--base-txns` over the TPC-C options' own).
+fn options(o: &crate::Options) -> TpccOptions {
+    let mut opts = o.tpcc.clone();
+    opts.base_txns = o.base_txns.or(opts.base_txns);
+    opts
+}
+
+/// `tpcc` in the workload registry ([`crate::ALL`]).
+pub const DEF: crate::WorkloadDef = crate::WorkloadDef {
+    name: "tpcc",
+    about: "TPC-C's five transactions with its mix, terminals and consistency conditions",
+    sweeps: &["base-txns", "warehouses"],
+    build: Some(|o| Ok(Box::new(Tpcc::new(&options(o), o.progress)?))),
+    // The one-round form with --one-round, or on an engine that runs only one-round transactions.
+    build_for: Some(|o, engine| {
+        let w = Tpcc::new(&options(o), o.progress)?;
+        Ok(if o.tpcc.one_round || !engine.capabilities().interactive {
+            Box::new(w.with_one_round(o.partitions))
+        } else {
+            Box::new(w)
+        })
+    }),
+    schema: Some(|catalog, registry| {
+        catalog.merge(&schema::catalog());
+        register(registry);
+        crate::analysis::declare_tpcc_verdicts(registry); // coordfree refuses what needs coordination
+    }),
+    analysis: Some(crate::analysis::tpcc_spec),
+    sim: None,
+};
 
 #[cfg(test)]
 mod tests {

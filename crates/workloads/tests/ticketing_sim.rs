@@ -3,13 +3,13 @@
 //! transactions roll forward, no seat is sold twice or lost and the counters match the seats.
 //! A failure prints the seed to replay.
 
-use litmus_bench::ticketing::{self, Ticketing, TicketingOptions};
-use litmus_bench::workload::Workload;
 use litmus_core::{Error, Value};
 use litmus_protocol::message::{RequestBody, ResponseBody};
 use litmus_protocol::{builtin, EngineKind, Registry};
 use litmus_runtime::sim::{SimConfig, SimDriver, Simulator};
 use litmus_runtime::{ClusterSpec, Topology};
+use litmus_workloads::ticketing::{self, Ticketing, TicketingOptions};
+use litmus_workloads::workload::Workload;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;

@@ -11,7 +11,7 @@
 //! The procedure scans, so it needs an engine that runs interactive procedures (not the
 //! one-round-only `granola` family, which refuses it with a typed error).
 
-use crate::harness::call_idempotent;
+use crate::setup::call_idempotent;
 use litmus_client::Client;
 use litmus_core::{Catalog, ColumnType, Error, InvalidInput, Value};
 use litmus_protocol::{Ctx, Op, Registry};

@@ -153,21 +153,19 @@ impl NewOrderInput {
     }
 }
 
-/// New-Order (clause 2.4.2) in the shape of Salt Fig. 6. Returns `[o_id, total]` (a BASE
-/// transaction's client gets an empty answer at accept).
-async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
-    let inp = NewOrderInput::parse(&args)?;
+/// What New-Order's first alkaline subtransaction (Salt Fig. 6 lines 2–7) read.
+struct NewOrderHead {
+    item_rows: Vec<Row>,
+    w_tax: Decimal,
+    o_id: i64,
+    d_tax: Decimal,
+}
+
+/// New-Order's first alkaline subtransaction (see [`new_order`]): the items, the warehouse tax
+/// and the district's next order id, bumped.
+async fn new_order_head(ctx: &Ctx, inp: &NewOrderInput, base: bool) -> Result<NewOrderHead, Error> {
     let (w, d) = (Value::Int(inp.w), Value::Int(inp.d));
-    // Fig. 6 lines 2–7, one alkaline subtransaction in a BASE transaction: every item must
-    // exist, else the whole transaction rolls back (the 1% of New-Orders with an unused item);
-    // the warehouse tax; the district's next order id. The three are issued at once (the
-    // district lock is still held while the warehouse read waits, e.g. behind a Payment's
-    // `w_ytd` update). Keeping the district
-    // in the *first* subtransaction matters: until it commits the transaction can still die
-    // for wait-die, so an ACID Delivery or Stock-Level holding the district row makes it wait
-    // or retry; an accepted (later) subtransaction would instead wound them (LK-5b),
-    // which starved Delivery. The abort for an unused item comes before accept.
-    begin(&ctx, base).await?;
+    begin(ctx, base).await?;
     let dkey = vec![w.clone(), d.clone()];
     let bump = ctx.op(update_op(DISTRICT, dkey.clone(), &[("d_next_o_id", Formula::Add(Value::Int(1)))]));
     // Clause 2.4.2.2 selects W_TAX, D_TAX and D_NEXT_O_ID, and C_DISCOUNT, C_LAST and
@@ -176,7 +174,7 @@ async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     let warehouse =
         ctx.op(Op::ReadColumns { table: WAREHOUSE.into(), key: vec![w.clone()], columns: vec!["w_tax".into()] });
     let item_keys: Vec<Vec<Value>> = inp.lines.iter().map(|l| vec![Value::Int(l.item)]).collect();
-    let items = read_many(&ctx, ITEM, &item_keys).await?; // polled last: all three are out
+    let items = read_many(ctx, ITEM, &item_keys).await?; // polled last: all three are out
     bump.await?;
     let warehouse = match warehouse.await? {
         OpResult::Row(Some(r)) => r,
@@ -193,33 +191,23 @@ async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
     let w_tax = row_dec(&warehouse, col::W_TAX)?;
     let district = ctx.read_columns(DISTRICT, &dkey, &["d_tax", "d_next_o_id"]).await?;
     let district = district.ok_or_else(|| ctx.abort(format!("{DISTRICT} row {dkey:?} is missing")))?;
-    end(&ctx, base).await?;
+    end(ctx, base).await?;
     let o_id = row_int(&district, col::D_NEXT_O_ID)? - 1;
     let d_tax = row_dec(&district, col::D_TAX)?;
+    Ok(NewOrderHead { item_rows, w_tax, o_id, d_tax })
+}
 
-    // Lines 8–11: saline-protected in a BASE transaction (an implicit alkaline subtransaction
-    // to the end of the procedure).
-    let c = Value::Int(inp.c);
-    let all_local = inp.lines.iter().all(|l| l.supply_w == inp.w);
-    let o = Value::Int(o_id);
-    let mut ops = vec![
-        Op::Insert {
-            table: ORDERS.into(),
-            row: vec![
-                w.clone(),
-                d.clone(),
-                o.clone(),
-                c.clone(),
-                Value::Int(inp.entry_d),
-                Value::Null,
-                Value::Int(inp.lines.len() as i64),
-                Value::Int(i64::from(all_local)),
-            ]
-            .into(),
-        },
-        Op::Insert { table: NEW_ORDER.into(), row: vec![w.clone(), d.clone(), o.clone()].into() },
-        Op::Write { table: CUSTOMER_LAST_ORDER.into(), row: vec![w.clone(), d.clone(), c.clone(), o.clone()].into() },
-    ];
+/// New-Order's order lines (Salt Fig. 6 lines 9–11): the stock counters' update, the quantities,
+/// and each line's stock update and ORDER-LINE row pushed onto `ops`; returns the lines' total
+/// before tax and discount.
+async fn stock_and_lines(
+    ctx: &Ctx,
+    inp: &NewOrderInput,
+    item_rows: &[Row],
+    o: &Value,
+    ops: &mut Vec<Op>,
+) -> Result<Decimal, Error> {
+    let (w, d) = (Value::Int(inp.w), Value::Int(inp.d));
     // Stock: take the write locks with the counters' update, then read the quantities.
     let stock_keys: Vec<Vec<Value>> =
         inp.lines.iter().map(|l| vec![Value::Int(l.supply_w), Value::Int(l.item)]).collect();
@@ -239,10 +227,10 @@ async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
             )
         })
         .collect();
-    run_all(&ctx, counter_updates).await?;
-    let stocks = read_many(&ctx, STOCK, &stock_keys).await?;
+    run_all(ctx, counter_updates).await?;
+    let stocks = read_many(ctx, STOCK, &stock_keys).await?;
     let mut total = Decimal::ZERO;
-    for (n, ((l, item), stock)) in inp.lines.iter().zip(&item_rows).zip(stocks).enumerate() {
+    for (n, ((l, item), stock)) in inp.lines.iter().zip(item_rows).zip(stocks).enumerate() {
         let stock = stock.ok_or_else(|| ctx.abort(format!("stock ({}, {}) is missing", l.supply_w, l.item)))?;
         let q = row_int(&stock, col::S_QUANTITY)?;
         let new_q = if q >= l.quantity + 10 { q - l.quantity } else { q - l.quantity + 91 };
@@ -269,6 +257,49 @@ async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
             .into(),
         });
     }
+    Ok(total)
+}
+
+/// New-Order (clause 2.4.2) in the shape of Salt Fig. 6. Returns `[o_id, total]` (a BASE
+/// transaction's client gets an empty answer at accept).
+async fn new_order(ctx: Ctx, args: Vec<Value>, base: bool) -> ProcResult {
+    let inp = NewOrderInput::parse(&args)?;
+    let (w, d) = (Value::Int(inp.w), Value::Int(inp.d));
+    // Fig. 6 lines 2–7, one alkaline subtransaction in a BASE transaction: every item must
+    // exist, else the whole transaction rolls back (the 1% of New-Orders with an unused item);
+    // the warehouse tax; the district's next order id. The three are issued at once (the
+    // district lock is still held while the warehouse read waits, e.g. behind a Payment's
+    // `w_ytd` update). Keeping the district
+    // in the *first* subtransaction matters: until it commits the transaction can still die
+    // for wait-die, so an ACID Delivery or Stock-Level holding the district row makes it wait
+    // or retry; an accepted (later) subtransaction would instead wound them (LK-5b),
+    // which starved Delivery. The abort for an unused item comes before accept.
+    let NewOrderHead { item_rows, w_tax, o_id, d_tax } = new_order_head(&ctx, &inp, base).await?;
+
+    // Lines 8–11: saline-protected in a BASE transaction (an implicit alkaline subtransaction
+    // to the end of the procedure).
+    let c = Value::Int(inp.c);
+    let all_local = inp.lines.iter().all(|l| l.supply_w == inp.w);
+    let o = Value::Int(o_id);
+    let mut ops = vec![
+        Op::Insert {
+            table: ORDERS.into(),
+            row: vec![
+                w.clone(),
+                d.clone(),
+                o.clone(),
+                c.clone(),
+                Value::Int(inp.entry_d),
+                Value::Null,
+                Value::Int(inp.lines.len() as i64),
+                Value::Int(i64::from(all_local)),
+            ]
+            .into(),
+        },
+        Op::Insert { table: NEW_ORDER.into(), row: vec![w.clone(), d.clone(), o.clone()].into() },
+        Op::Write { table: CUSTOMER_LAST_ORDER.into(), row: vec![w.clone(), d.clone(), c.clone(), o.clone()].into() },
+    ];
+    let total = stock_and_lines(&ctx, &inp, &item_rows, &o, &mut ops).await?;
     run_all(&ctx, ops).await?;
     // Fig. 6 line 8, moved after the inserts: a BASE Delivery holds the NEW-ORDER range it
     // scanned and then updates a customer; reading the customer first and then inserting into

@@ -25,7 +25,7 @@
 //! process that runs it: an embedded cluster or the simulator. Against `--connect`ed servers it
 //! sees nothing and says `inconsistency: unknown`.
 
-use crate::harness::{call_idempotent, load_in_batches};
+use crate::setup::{call_idempotent, load_in_batches};
 use crate::workload::{RunStats, TxnRequest, Workload};
 use crate::ycsb::{KeyChooser, KeyDistribution};
 use anyhow::Context as _;
@@ -422,6 +422,43 @@ impl Workload for BasicYcsb {
         ))
     }
 }
+
+/// `basic-ycsb` in the workload registry ([`crate::ALL`]).
+pub const DEF: crate::WorkloadDef = crate::WorkloadDef {
+    name: "basic-ycsb",
+    about: "BASIC §V's operations over column groups: no mixed read, no diverged item",
+    sweeps: &[],
+    build: Some(|o| {
+        Ok(Box::new(BasicYcsb::new(
+            o.ycsb_t.mix.as_deref().unwrap_or("read-heavy"),
+            o.partitions,
+            o.ycsb.records,
+            o.ycsb.distribution,
+            o.ycsb.zipf_theta,
+            o.progress,
+        )?))
+    }),
+    build_for: None,
+    schema: Some(|catalog, registry| {
+        catalog.add(table());
+        let basic = BasicYcsb::new("read-heavy", 4, 1000, KeyDistribution::Uniform, 0.99, false)
+            .expect("default options are valid");
+        basic.register(registry);
+    }),
+    analysis: None,
+    sim: Some(crate::SimDef {
+        needs: None,
+        nodes: crate::registry::three_nodes,
+        step_cost_us: 0,
+        run: |run, cfg| {
+            let (nodes, partitions) = (run.topology.nodes, run.topology.partitions);
+            Ok(crate::basic_ycsb_sim::simulate(run.engine, nodes, partitions, cfg).map(|(r, d)| {
+                let (reads, multi, bad) = d.seen;
+                format!("{r} | basic-ycsb ok {} failed {} | reads {reads} ({multi} multi-partition, {bad} mixed) | columns agree", d.committed, d.failed)
+            }))
+        },
+    }),
+};
 
 #[cfg(test)]
 mod tests {

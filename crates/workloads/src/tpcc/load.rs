@@ -10,7 +10,7 @@
 use super::gen::{self, astring, data_with_original, money, nstring, rate, zip};
 use super::schema::*;
 use super::{arg_int, bad_arg, Scale, DISTRICTS};
-use crate::harness::{call_idempotent, progress_bar, BAR_COUNTED, LOAD_PROGRESS_ROWS_MIN};
+use crate::setup::{call_idempotent, progress_bar, BAR_COUNTED, LOAD_PROGRESS_ROWS_MIN};
 use anyhow::Context as _;
 use litmus_client::Client;
 use litmus_core::{ColumnType, Decimal, Error, Value};
@@ -392,7 +392,7 @@ pub fn load_calls(
                 })
             })
             .collect();
-        crate::harness::join_loaders(handles)
+        crate::setup::join_loaders(handles)
     });
     bar.finish_and_clear();
     result

@@ -265,7 +265,7 @@ impl Workload for Counters {
         litmus_granola::cost::set(exec, lock);
         let mut client = clients()?;
         let args = vec![Value::Int(self.partitions as i64), Value::Int(PRIVATE_COUNTERS)];
-        crate::harness::call_idempotent(&mut client, LOAD, args)?;
+        crate::setup::call_idempotent(&mut client, LOAD, args)?;
         Ok(())
     }
 
@@ -291,8 +291,7 @@ impl Workload for Counters {
         let span = u64::from(self.opts.span);
         let low = single.committed + span * dist.committed;
         let high = low + single.indeterminate() + span * dist.indeterminate();
-        let out =
-            crate::harness::call_idempotent(client, SUM, vec![Value::Int(self.partitions as i64), Value::Int(0)])?;
+        let out = crate::setup::call_idempotent(client, SUM, vec![Value::Int(self.partitions as i64), Value::Int(0)])?;
         let (mut rows, mut sum) = (0i64, 0i64);
         for pair in out.chunks(2) {
             rows += pair[0].as_int().unwrap_or(0);
@@ -309,6 +308,26 @@ impl Workload for Counters {
         Ok(format!("{rows} counters, sum {sum} in [{low}, {high}] (committed increments, plus indeterminate ones)"))
     }
 }
+
+/// `granola-counters` in the workload registry ([`crate::ALL`]).
+pub const DEF: crate::WorkloadDef = crate::WorkloadDef {
+    name: NAME,
+    about: "Granola §6.1's microbenchmark: single-partition and distributed counter increments",
+    sweeps: &["distributed", "conflict", "lock-cost-us"],
+    build: Some(|o| {
+        let mut opts = o.counters.clone();
+        opts.distributed = o.distributed.unwrap_or(opts.distributed);
+        Ok(Box::new(Counters::new(opts, o.partitions)?))
+    }),
+    build_for: None,
+    schema: Some(|catalog, registry| {
+        let counters = Counters::new(Default::default(), 1).expect("default options are valid");
+        catalog.merge(&counters.catalog());
+        counters.register(registry);
+    }),
+    analysis: None,
+    sim: None,
+};
 
 #[cfg(test)]
 mod tests {

@@ -1,12 +1,12 @@
 //! The built-in workloads as `litmus analyze` sees them: each one's DDL with its declared
 //! invariants, its catalog and procedures, and argument samples drawn from the workload's own
 //! generator (so the recorded footprints are those of the transactions a benchmark runs).
+//! Each is a workload's `analysis` in the registry ([`crate::WorkloadDef::analysis`]).
 
 use crate::ticketing::{self, Ticketing, TicketingOptions};
 use crate::tpcc::{self, Tpcc, TpccOptions, TxnType};
 use crate::workload::Workload;
 use crate::ycsb::{self, Ycsb, YcsbOptions};
-use crate::UnknownWorkload;
 use litmus_analyze::{analyze, ProcSpec, WorkloadSpec};
 use litmus_protocol::procedure::Coordination;
 use litmus_protocol::Registry;
@@ -17,24 +17,12 @@ use rand_chacha::ChaCha8Rng;
 pub const SAMPLES: usize = 48;
 /// Seed of the argument samples.
 pub const SEED: u64 = 17;
-/// Workloads `litmus analyze` knows.
-pub const ANALYZABLE: &[&str] = &["tpcc", "ticketing", "ycsb"];
 
 /// TPC-C's tables and its consistency conditions 3.3.2.1–12 (and keys, foreign keys).
 pub const TPCC_DDL: &str = include_str!("tpcc/invariants.sql");
 
-/// The analyzer's view of a built-in workload.
-pub fn spec(workload: &str) -> anyhow::Result<WorkloadSpec> {
-    match workload {
-        "tpcc" => tpcc_spec(),
-        "ticketing" => ticketing_spec(),
-        "ycsb" => ycsb_spec(),
-        other => Err(UnknownWorkload(other.into()).into()),
-    }
-}
-
 /// Ticketing's invariants (the ones its `verify` checks that the DDL can state).
-pub const TICKETING_DDL: &str = include_str!("ticketing_invariants.sql");
+pub const TICKETING_DDL: &str = include_str!("ticketing/invariants.sql");
 /// Ticketing's flows run through queues of earlier transactions' orders: more samples.
 pub const TICKETING_SAMPLES: usize = 160;
 

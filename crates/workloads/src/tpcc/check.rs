@@ -117,6 +117,43 @@ pub(crate) async fn check_district(ctx: Ctx, args: Vec<Value>) -> ProcResult {
         .collect::<Result<_, _>>()?;
     let lines = scan_district(&ctx, ORDER_LINE, w, d, 4).await?;
 
+    check_order_ids(&orders, &new_orders, next_o_id, &at, &mut v);
+    let delivered = check_orders_and_lines(&orders, &new_orders, &lines, &at, &mut v)?;
+    // 3.3.2.11 (fresh database only)
+    if let Some(expected) = fresh_delivered {
+        let diff = orders.len() as i64 - new_orders.len() as i64;
+        if diff != expected {
+            v.add(|| format!("3.3.2.11 at {at}: count(order) - count(new-order) = {diff}, expected {expected}"));
+        }
+    }
+    let (paid, by_payer) = history_sums(&scan_district(&ctx, HISTORY, w, d, 4).await?)?;
+    // 3.3.2.10 and 3.3.2.12
+    let customers = scan_district(&ctx, CUSTOMER, w, d, 3).await?;
+    check_customers(&customers, &delivered, &paid, &at, &mut v)?;
+
+    let mut out = vec![
+        Value::Decimal(d_ytd),
+        Value::Int(v.count),
+        Value::Int(orders.len() as i64),
+        Value::Int(lines.len() as i64),
+        Value::Int(customers.len() as i64),
+        Value::Int(v.messages.len() as i64),
+    ];
+    out.extend(v.messages.into_iter().map(Value::from));
+    for ((hw, hd), s) in by_payer {
+        out.extend([Value::Int(hw), Value::Int(hd), Value::Decimal(s)]);
+    }
+    Ok(out)
+}
+
+/// 3.3.2.2 and 3.3.2.3: the district's next order id against its orders and new-orders.
+fn check_order_ids(
+    orders: &BTreeMap<i64, (i64, bool, i64)>,
+    new_orders: &BTreeSet<i64>,
+    next_o_id: i64,
+    at: &str,
+    v: &mut Violations,
+) {
     // 3.3.2.2
     let max_o = orders.keys().next_back().copied();
     if max_o.unwrap_or(0) != next_o_id - 1 {
@@ -137,13 +174,25 @@ pub(crate) async fn check_district(ctx: Ctx, args: Vec<Value>) -> ProcResult {
             });
         }
     }
+}
+
+/// 3.3.2.4 to 3.3.2.7 over a district's orders (order id -> customer, carrier is null,
+/// ol_cnt), new-orders and order lines; returns the delivered amount per customer (for 3.3.2.10
+/// and 3.3.2.12).
+fn check_orders_and_lines(
+    orders: &BTreeMap<i64, (i64, bool, i64)>,
+    new_orders: &BTreeSet<i64>,
+    lines: &[Row],
+    at: &str,
+    v: &mut Violations,
+) -> Result<BTreeMap<i64, Decimal>, Error> {
     // 3.3.2.4
     let ol_cnt_sum: i64 = orders.values().map(|o| o.2).sum();
     if ol_cnt_sum != lines.len() as i64 {
         v.add(|| format!("3.3.2.4 at {at}: sum(o_ol_cnt) = {ol_cnt_sum} but {} order-line rows", lines.len()));
     }
     // 3.3.2.5
-    for (o_id, (_, carrier_null, _)) in &orders {
+    for (o_id, (_, carrier_null, _)) in orders {
         if *carrier_null != new_orders.contains(o_id) {
             v.add(|| {
                 format!(
@@ -159,7 +208,7 @@ pub(crate) async fn check_district(ctx: Ctx, args: Vec<Value>) -> ProcResult {
     // 3.3.2.6, 3.3.2.7, and the delivered amounts per customer for 10 and 12.
     let mut line_counts: BTreeMap<i64, i64> = BTreeMap::new();
     let mut delivered: BTreeMap<i64, Decimal> = BTreeMap::new();
-    for l in &lines {
+    for l in lines {
         let o_id = row_int(l, col::OL_O_ID)?;
         *line_counts.entry(o_id).or_default() += 1;
         let delivery_null = l[col::OL_DELIVERY_D].is_null();
@@ -182,32 +231,40 @@ pub(crate) async fn check_district(ctx: Ctx, args: Vec<Value>) -> ProcResult {
             }
         }
     }
-    for (o_id, (_, _, ol_cnt)) in &orders {
+    for (o_id, (_, _, ol_cnt)) in orders {
         let n = line_counts.get(o_id).copied().unwrap_or(0);
         if n != *ol_cnt {
             v.add(|| format!("3.3.2.6 at {at}: order {o_id} has o_ol_cnt = {ol_cnt} but {n} order lines"));
         }
     }
-    // 3.3.2.11 (fresh database only)
-    if let Some(expected) = fresh_delivered {
-        let diff = orders.len() as i64 - new_orders.len() as i64;
-        if diff != expected {
-            v.add(|| format!("3.3.2.11 at {at}: count(order) - count(new-order) = {diff}, expected {expected}"));
-        }
-    }
-    // History: per customer of this district, and per paying district.
+    Ok(delivered)
+}
+
+/// A district's history rows summed per customer, and per paying (warehouse, district).
+#[allow(clippy::type_complexity)] // two maps, named at the one call
+fn history_sums(rows: &[Row]) -> Result<(BTreeMap<i64, Decimal>, BTreeMap<(i64, i64), Decimal>), Error> {
     let mut paid: BTreeMap<i64, Decimal> = BTreeMap::new();
     let mut by_payer: BTreeMap<(i64, i64), Decimal> = BTreeMap::new();
-    for h in scan_district(&ctx, HISTORY, w, d, 4).await? {
-        let amount = row_dec(&h, col::H_AMOUNT)?;
-        let e = paid.entry(row_int(&h, col::H_C_ID)?).or_insert(Decimal::ZERO);
+    for h in rows {
+        let amount = row_dec(h, col::H_AMOUNT)?;
+        let e = paid.entry(row_int(h, col::H_C_ID)?).or_insert(Decimal::ZERO);
         *e = sum(*e, amount);
-        let e = by_payer.entry((row_int(&h, col::H_W_ID)?, row_int(&h, col::H_D_ID)?)).or_insert(Decimal::ZERO);
+        let e = by_payer.entry((row_int(h, col::H_W_ID)?, row_int(h, col::H_D_ID)?)).or_insert(Decimal::ZERO);
         *e = sum(*e, amount);
     }
-    // 3.3.2.10 and 3.3.2.12
-    let customers = scan_district(&ctx, CUSTOMER, w, d, 3).await?;
-    for cu in &customers {
+    Ok((paid, by_payer))
+}
+
+/// 3.3.2.10 and 3.3.2.12: each customer's balance and year-to-date payment against what was
+/// delivered to it and what it paid.
+fn check_customers(
+    customers: &[Row],
+    delivered: &BTreeMap<i64, Decimal>,
+    paid: &BTreeMap<i64, Decimal>,
+    at: &str,
+    v: &mut Violations,
+) -> Result<(), Error> {
+    for cu in customers {
         let c = row_int(cu, col::C_ID)?;
         let balance = row_dec(cu, col::C_BALANCE)?;
         let ytd = row_dec(cu, col::C_YTD_PAYMENT)?;
@@ -232,20 +289,7 @@ pub(crate) async fn check_district(ctx: Ctx, args: Vec<Value>) -> ProcResult {
             });
         }
     }
-
-    let mut out = vec![
-        Value::Decimal(d_ytd),
-        Value::Int(v.count),
-        Value::Int(orders.len() as i64),
-        Value::Int(lines.len() as i64),
-        Value::Int(customers.len() as i64),
-        Value::Int(v.messages.len() as i64),
-    ];
-    out.extend(v.messages.into_iter().map(Value::from));
-    for ((hw, hd), s) in by_payer {
-        out.extend([Value::Int(hw), Value::Int(hd), Value::Decimal(s)]);
-    }
-    Ok(out)
+    Ok(())
 }
 
 /// `tpcc_check_warehouse(w)` -> `[w_ytd, sum(d_ytd), districts]`.

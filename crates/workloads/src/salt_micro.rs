@@ -93,7 +93,7 @@
 //! transactions have no exception handlers (an alkaline subtransaction that fails fails the
 //! transaction), since a counter increment has no constraint to violate.
 
-use crate::harness::{call_idempotent, load_in_batches};
+use crate::setup::{call_idempotent, load_in_batches};
 use crate::workload::{RunStats, TxnRequest, Workload};
 use crate::ycsb::KeyChooser;
 use anyhow::Context as _;
@@ -628,6 +628,53 @@ impl Workload for SaltMicro {
         ))
     }
 }
+
+/// The Salt microbenchmark `kind` built from the flags.
+fn build_kind(kind: SaltMicroKind, o: &crate::Options) -> anyhow::Result<Box<dyn Workload>> {
+    Ok(Box::new(SaltMicro::new(kind, o.salt.clone(), o.progress)?))
+}
+
+/// `salt-contention` in the workload registry ([`crate::ALL`]); it also registers the table
+/// and procedures the three microbenchmarks share.
+pub const CONTENTION_DEF: crate::WorkloadDef = crate::WorkloadDef {
+    name: "salt-contention",
+    about: "Salt Fig. 11: five updates per transaction over few rows, every operation alkaline",
+    sweeps: &["rows"],
+    build: Some(|o| build_kind(SaltMicroKind::Contention, o)),
+    build_for: None,
+    schema: Some(|catalog, registry| {
+        let salt = SaltMicro::new(SaltMicroKind::Contention, SaltMicroOptions::default(), false)
+            .expect("default options are valid");
+        catalog.merge(&salt.catalog());
+        salt.register(registry);
+    }),
+    analysis: None,
+    sim: None,
+};
+
+/// `salt-position` in the workload registry (its schema is `salt-contention`'s).
+pub const POSITION_DEF: crate::WorkloadDef = crate::WorkloadDef {
+    name: "salt-position",
+    about: "Salt Fig. 12: where in the transaction the contended update sits",
+    sweeps: &["after", "cold-rows"],
+    build: Some(|o| build_kind(SaltMicroKind::Position, o)),
+    build_for: None,
+    schema: None,
+    analysis: None,
+    sim: None,
+};
+
+/// `salt-rw` in the workload registry (its schema is `salt-contention`'s).
+pub const READ_WRITE_DEF: crate::WorkloadDef = crate::WorkloadDef {
+    name: "salt-rw",
+    about: "Salt Fig. 13: read-only against read-write transactions on contended rows",
+    sweeps: &["rows", "read-fraction"],
+    build: Some(|o| build_kind(SaltMicroKind::ReadWrite, o)),
+    build_for: None,
+    schema: None,
+    analysis: None,
+    sim: None,
+};
 
 #[cfg(test)]
 mod tests {

@@ -2,12 +2,12 @@
 //! crashes, partitions), on `acid` and `salt`, over a handful of seeds; every run ends with the
 //! full consistency check. A failure prints the seed to replay.
 
-use litmus_bench::tpcc::sim::TpccSim;
-use litmus_bench::tpcc::{Tpcc, TpccOptions};
-use litmus_bench::workload::Workload;
 use litmus_protocol::{builtin, EngineKind};
 use litmus_runtime::sim::{SimConfig, Simulator};
 use litmus_runtime::{ClusterSpec, Topology};
+use litmus_workloads::tpcc::sim::TpccSim;
+use litmus_workloads::tpcc::{Tpcc, TpccOptions};
+use litmus_workloads::workload::Workload;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,7 +55,7 @@ fn run_with(engine: EngineKind, base_txns: u32, delivery_txns: u32, seed: u64) -
     let report = sim.run(&mut driver).unwrap_or_else(|e| panic!("{replay} failed: {e}"));
     let verdict = driver.verdict.clone().expect("verify ran");
     eprintln!("{replay}: {report}\n  {:?}\n  {verdict}", driver.outcomes);
-    let deliveries = driver.outcomes.get(litmus_bench::tpcc::KIND_DELIVERY).map_or(0, |o| o.0);
+    let deliveries = driver.outcomes.get(litmus_workloads::tpcc::KIND_DELIVERY).map_or(0, |o| o.0);
     (driver.committed(), verdict, deliveries)
 }
 
