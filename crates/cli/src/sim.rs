@@ -42,6 +42,10 @@ pub struct SimArgs {
     nodes: Option<u32>,
     #[arg(long, default_value_t = 6)]
     partitions: u32,
+    /// Replicas of each partition (a raft group per partition; 1: not replicated). The node
+    /// count rises to it when --nodes is not given.
+    #[arg(long, default_value_t = 1)]
+    replicas: u32,
     #[arg(long, default_value_t = 4)]
     clients: usize,
     /// Virtual duration of the workload phase, in milliseconds.
@@ -146,7 +150,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let workload = litmus_workloads::sim_by_name(&args.workload)?;
     let sim = workload.sim.as_ref().expect("sim_by_name finds simulated workloads only");
     refuse_uncovered(engine, workload, sim)?;
-    Topology::new(args.nodes.unwrap_or(3), args.partitions)?;
+    Topology::new(args.nodes.unwrap_or(3).max(args.replicas), args.partitions)?.with_replicas(args.replicas)?;
     for (n, p) in
         [("loss", args.loss), ("duplicate", args.duplicate), ("crash", args.crash), ("partition", args.partition)]
     {
@@ -158,8 +162,8 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let cpu = cpu_model(&args)?;
     let mut failures = 0;
     for seed in args.seed..args.seed.saturating_add(args.seeds.max(1)) {
-        let nodes = args.nodes.unwrap_or((sim.nodes)(seed));
-        let topology = Topology::new(nodes, args.partitions)?;
+        let nodes = args.nodes.unwrap_or_else(|| (sim.nodes)(seed).max(args.replicas));
+        let topology = Topology::new(nodes, args.partitions)?.with_replicas(args.replicas)?;
         let cfg = sim_config(&args, sim, seed, &cpu);
         let outcome = (sim.run)(&SimRun { engine, topology, seed, rows: args.rows }, cfg)?;
         failures += report(seed, nodes, outcome, args.quiet);

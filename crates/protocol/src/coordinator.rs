@@ -808,7 +808,7 @@ impl Machine for Coordinator {
                     }
                 }),
                 // Anything else is a stray (e.g. duplicated) message: drop it.
-                Message::ClientResponse(_) | Message::PartitionRequest(_) => {}
+                Message::ClientResponse(_) | Message::PartitionRequest(_) | Message::Raft(_) => {}
             },
         }
         self.process_events(now, out);

@@ -27,6 +27,12 @@ pub enum Addr {
     /// A role an engine adds to the cluster (e.g. Omid's status oracle and its standby), placed
     /// by [`RoleId::node`]; the engine's [`crate::engine::EngineDef::roles`] builds its machines.
     Role(RoleId),
+    /// One replica of a replicated partition: the member on a given node of the partition's
+    /// replica group (see `docs/replication.md`). Coordinators never address it: they send to
+    /// [`Addr::Partition`], which reaches the partition's preferred replica, and that one serves
+    /// or forwards to its leader. Replicas address each other (raft traffic, forwarded requests)
+    /// this way.
+    Replica(PartitionId, NodeId),
 }
 
 /// An engine-defined role. Role `r` runs on node `r mod nodes`.
@@ -47,6 +53,7 @@ impl fmt::Display for Addr {
             Addr::Coordinator(n) => write!(f, "coord-{n}"),
             Addr::Partition(p) => write!(f, "{p}"),
             Addr::Role(r) => write!(f, "role-{}", r.0),
+            Addr::Replica(p, n) => write!(f, "{p}@node-{}", n.0),
         }
     }
 }
@@ -74,6 +81,10 @@ pub enum Message {
     /// handles the items in order, as it would the messages one by one. Its items are not
     /// messages, so a batch cannot nest.
     Batch(Vec<Batched>),
+    /// Traffic between the replicas of one partition's replica group: an encoded
+    /// `litmus_replication::WireMessage` (raft messages and snapshot chunks, each under the
+    /// frame limit).
+    Raft(Vec<u8>),
 }
 
 /// One item of a [`Message::Batch`].

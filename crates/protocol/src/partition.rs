@@ -24,6 +24,8 @@ use std::sync::Arc;
 
 pub struct Partition {
     id: PartitionId,
+    kind: EngineKind,
+    seed: u64,
     catalog: Arc<Catalog>,
     registry: Arc<Registry>,
     partitions: u32,
@@ -42,6 +44,8 @@ impl Partition {
     pub fn new(id: PartitionId, engine: EngineKind, catalog: Arc<Catalog>, seed: u64) -> Self {
         Partition {
             id,
+            kind: engine,
+            seed,
             catalog,
             registry: Arc::new(Registry::new()),
             partitions: id.0 + 1,
@@ -62,6 +66,14 @@ impl Partition {
 
     pub fn id(&self) -> PartitionId {
         self.id
+    }
+
+    /// Builds this partition afresh, empty, in the same cluster: what a replica rebuilds from
+    /// when its speculative state must be dropped (`litmus_runtime::replica`).
+    pub fn template(&self) -> impl Fn() -> Partition + Send + 'static {
+        let (id, kind, seed, catalog) = (self.id, self.kind, self.seed, self.catalog.clone());
+        let (registry, partitions) = (self.registry.clone(), self.partitions);
+        move || Partition::new(id, kind, catalog.clone(), seed).in_cluster(registry.clone(), partitions)
     }
 
     /// Read-only access to the store, for tests and verification.

@@ -124,7 +124,8 @@ impl SyncCluster {
                 Some(m) => m.step(self.now, input, &mut out),
                 None => return,
             },
-            Addr::Client(_) => unreachable!(),
+            // The test cluster does not replicate partitions.
+            Addr::Client(_) | Addr::Replica(..) => unreachable!(),
         }
         self.logs.entry(to).or_default().append(&mut out.persist);
         self.queue.extend(out.send);

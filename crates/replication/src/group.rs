@@ -199,6 +199,15 @@ impl ReplicaGroup {
         self.now_ticks
     }
 
+    /// Leader: the highest log index `peer` is known to hold (`None` elsewhere, or for a
+    /// member that is not a voter).
+    pub fn matched(&self, peer: ReplicaId) -> Option<LogIndex> {
+        if self.raw.raft.state != StateRole::Leader {
+            return None;
+        }
+        self.raw.raft.prs().get(peer.0).map(|p| p.matched)
+    }
+
     pub fn is_abstaining(&self) -> bool {
         self.abstain
     }

@@ -45,7 +45,7 @@ pub const DEFAULT_STEP_NS: u64 = 10_000;
 pub fn role_of(addr: Addr) -> String {
     match addr {
         Addr::Coordinator(_) => "coordinator".into(),
-        Addr::Partition(_) => "partition".into(),
+        Addr::Partition(_) | Addr::Replica(..) => "partition".into(),
         Addr::Role(r) => format!("role{}", r.0),
         Addr::Client(_) => "client".into(),
     }
@@ -77,6 +77,7 @@ pub fn step_key(to: Addr, input: &Input) -> String {
             }
             // A batch is named by its items (`step_keys`); as one step, "<role> batch".
             Message::Batch(_) => key.push_str("batch"),
+            Message::Raft(_) => key.push_str("raft"),
         },
     }
     key

@@ -302,7 +302,7 @@ impl Router {
                 None => {}
             },
             to => {
-                if let Some(&w) = self.machines.get(&to) {
+                if let Some(&w) = self.machines.get(&self.spec_topology.machine_addr(to)) {
                     self.workers[w].push((at, env));
                 }
             }
@@ -348,7 +348,7 @@ impl Router {
                         None => {}
                     }
                 }
-                to => match self.machines.get(&to) {
+                to => match self.machines.get(&self.spec_topology.machine_addr(to)) {
                     Some(&w) if w == me => local.push((at, env)),
                     Some(&w) => scratch.per_worker[w].push((at, env)),
                     None => {}
@@ -458,6 +458,9 @@ fn worker_placement(
         .map(|a| match (a, topology.host_of(a)) {
             (_, crate::topology::Host::Node(n)) if by_node => n.0 as usize % workers,
             (Addr::Partition(p), _) => p.0 as usize % workers,
+            // A partition's replicas on consecutive workers, its home's where its partition
+            // would be without replication.
+            (Addr::Replica(p, n), _) => (p.0 + n.0 + topology.nodes - p.0 % topology.nodes) as usize % workers,
             _ => {
                 others += 1;
                 (others - 1) % workers
@@ -508,7 +511,7 @@ impl EmbeddedCluster {
         }
         let mut hosts = Vec::new();
         for ms in per_worker {
-            hosts.push(Host::open(ms, cfg.data_dir.as_deref(), cfg.fsync)?);
+            hosts.push(Host::open(ms, cfg.data_dir.as_deref(), cfg.fsync)?.with_topology(spec.topology));
         }
         let inboxes: Vec<Arc<Inbox>> = (0..workers).map(|_| Arc::new(Mailbox::new())).collect();
         let router = Arc::new(Router {

@@ -72,6 +72,11 @@ pub struct Host {
     /// while `profiling`.
     profile: Option<crate::cost::ProfileData>,
     profiling: bool,
+    /// Where [`Addr::Partition`] is delivered when partitions are replicated
+    /// ([`crate::Topology::machine_addr`]); `None`: as addressed.
+    topology: Option<crate::Topology>,
+    /// Replicated partitions: the leaders this host's replicas know, where its requests go.
+    leaders: crate::replica::LeaderCache,
 }
 
 /// The directory of one machine's log inside a node's data directory.
@@ -81,6 +86,7 @@ pub fn machine_dir(data_dir: &Path, addr: Addr) -> PathBuf {
         Addr::Partition(p) => format!("partition-{}", p.0),
         Addr::Client(c) => format!("client-{}", c.0),
         Addr::Role(r) => format!("role-{}", r.0),
+        Addr::Replica(p, n) => format!("partition-{}-replica-{}", p.0, n.0),
     })
 }
 
@@ -127,7 +133,16 @@ impl Host {
             counts: BTreeMap::new(),
             profile: None,
             profiling: false,
+            topology: None,
+            leaders: Default::default(),
         })
+    }
+
+    /// Delivers messages to the machines of `topology`'s layout: a replicated partition's
+    /// requests to its replica ([`crate::Topology::machine_addr`]).
+    pub fn with_topology(mut self, topology: crate::Topology) -> Host {
+        self.topology = Some(topology).filter(|t| t.replicated());
+        self
     }
 
     /// What [`Host::open`] recovered from the data directory (nothing without one).
@@ -173,6 +188,7 @@ impl Host {
     /// Delivers one input to one machine. Its records are buffered and its messages held until
     /// the next [`Host::flush`].
     pub fn step(&mut self, now: Time, to: Addr, input: Input) -> Result<(), Error> {
+        let to = self.topology.map_or(to, |t| t.machine_addr(to));
         let Some(slot) = self.slots.get_mut(&to) else {
             return Ok(()); // not ours (e.g. a stale route): drop, like a lost packet
         };
@@ -199,6 +215,12 @@ impl Host {
                 let end = clock();
                 profile.probe_ns +=
                     end.saturating_sub(start).saturating_sub(t1.saturating_sub(t0)) + 2 * profile.clock_ns;
+            }
+        }
+        if self.topology.is_some() {
+            self.leaders.observe(slot.machine.as_ref());
+            for env in self.scratch.send.iter_mut() {
+                self.leaders.route(env);
             }
         }
         if !self.scratch.persist.is_empty() {

@@ -16,6 +16,7 @@ pub mod embedded;
 pub mod host;
 pub mod latency;
 pub mod ports;
+pub mod replica;
 pub mod sim;
 pub mod tcp;
 pub mod tls;

@@ -841,7 +841,7 @@ pub fn serve_until(
     let me = NodeId(cfg.node);
     let spec = ClusterSpec { engine, topology, catalog, registry, seed: cfg.seed };
     let opened = Instant::now();
-    let host = Host::open(spec.machines_of(me), Some(&cfg.data_dir), cfg.fsync)?;
+    let host = Host::open(spec.machines_of(me), Some(&cfg.data_dir), cfg.fsync)?.with_topology(spec.topology);
     let recovery = host.recovery();
     for m in &recovery.machines {
         tracing::debug!(

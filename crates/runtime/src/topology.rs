@@ -1,8 +1,14 @@
 //! Where each role runs: nodes, partitions, coordinators.
 //!
-//! A cluster has `nodes` servers and `partitions` partitions. Partition `p` lives on node
-//! `p mod nodes`; every node runs one coordinator. Clients live on their own hosts. All three
-//! runtimes use the same layout, so a workload runs unchanged on any of them.
+//! A cluster has `nodes` servers and `partitions` partitions, each kept by `replicas` nodes.
+//! Partition `p`'s replicas sit on nodes `p, p+1, …, p+replicas-1 (mod nodes)`: distinct nodes,
+//! the first (`p mod nodes`, the partition's *home*) its preferred leader, so leaders spread as
+//! the partitions do. Every node runs one coordinator. Clients live on their own hosts. All
+//! three runtimes use the same layout, so a workload runs unchanged on any of them.
+//!
+//! Coordinators address a partition as [`Addr::Partition`], which reaches its home node; with
+//! `replicas > 1` the replica there serves the request or forwards it to the group's leader
+//! ([`crate::replica`]). Replicas address each other as [`Addr::Replica`].
 
 use litmus_core::{Catalog, InvalidInput, NodeId, PartitionId};
 use litmus_protocol::{Addr, Coordinator, CoordinatorConfig, EngineKind, Machine, Partition, Registry};
@@ -13,6 +19,12 @@ use std::sync::Arc;
 pub const PARTITIONS_MAX: u32 = 4096;
 /// Largest number of nodes a cluster may have.
 pub const NODES_MAX: u32 = 256;
+/// Largest replication factor (a raft group of more members only adds latency).
+pub const REPLICAS_MAX: u32 = 7;
+
+fn one() -> u32 {
+    1
+}
 
 /// A host on the (real or simulated) network.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -26,6 +38,9 @@ pub enum Host {
 pub struct Topology {
     pub nodes: u32,
     pub partitions: u32,
+    /// Members of each partition's replica group (1: no replication, today's single owner).
+    #[serde(default = "one")]
+    pub replicas: u32,
 }
 
 impl Topology {
@@ -36,11 +51,47 @@ impl Topology {
         if partitions == 0 || partitions > PARTITIONS_MAX {
             return Err(InvalidInput::Config(format!("partitions must be in 1..={PARTITIONS_MAX}, got {partitions}")));
         }
-        Ok(Topology { nodes, partitions })
+        Ok(Topology { nodes, partitions, replicas: 1 })
     }
 
+    /// The same layout with each partition kept by `replicas` distinct nodes.
+    pub fn with_replicas(mut self, replicas: u32) -> Result<Topology, InvalidInput> {
+        if replicas == 0 || replicas > REPLICAS_MAX {
+            return Err(InvalidInput::Config(format!("replicas must be in 1..={REPLICAS_MAX}, got {replicas}")));
+        }
+        if replicas > self.nodes {
+            return Err(InvalidInput::Config(format!(
+                "replicas ({replicas}) cannot exceed the number of nodes ({}): each replica of a partition \
+                 needs a node of its own",
+                self.nodes
+            )));
+        }
+        self.replicas = replicas;
+        Ok(self)
+    }
+
+    /// Whether partitions are replica groups (more than one replica each).
+    pub fn replicated(&self) -> bool {
+        self.replicas > 1
+    }
+
+    /// The partition's home: its preferred leader, where [`Addr::Partition`] is delivered.
     pub fn node_of(&self, p: PartitionId) -> NodeId {
         NodeId(p.0 % self.nodes)
+    }
+
+    /// The nodes that keep partition `p`, its home first.
+    pub fn replicas_of(&self, p: PartitionId) -> Vec<NodeId> {
+        (0..self.replicas).map(|i| NodeId((p.0 + i) % self.nodes)).collect()
+    }
+
+    /// The machine a message to `to` is delivered to on the node [`Topology::host_of`] names:
+    /// with replicated partitions, a partition's requests go to the replica on its home node.
+    pub fn machine_addr(&self, to: Addr) -> Addr {
+        match to {
+            Addr::Partition(p) if self.replicated() => Addr::Replica(p, self.node_of(p)),
+            other => other,
+        }
     }
 
     pub fn host_of(&self, addr: Addr) -> Host {
@@ -51,6 +102,7 @@ impl Topology {
             // An engine's role (placed by the one rule; a role the engine does not run on that
             // node, e.g. Omid's standby in a one-node cluster, loses its messages there).
             Addr::Role(r) => Host::Node(r.node(self.nodes)),
+            Addr::Replica(_, n) => Host::Node(n),
         }
     }
 
@@ -58,8 +110,14 @@ impl Topology {
         (0..self.nodes).map(NodeId)
     }
 
+    /// The partitions whose home is `node`.
     pub fn partitions_of(&self, node: NodeId) -> Vec<PartitionId> {
         (0..self.partitions).map(PartitionId).filter(|&p| self.node_of(p) == node).collect()
+    }
+
+    /// The partitions `node` keeps a replica of (its home partitions among them).
+    pub fn replicas_on(&self, node: NodeId) -> Vec<PartitionId> {
+        (0..self.partitions).map(PartitionId).filter(|&p| self.replicas_of(p).contains(&node)).collect()
     }
 
     /// The partition a coordinator reads replicated tables from: its first local one.
@@ -96,9 +154,19 @@ impl ClusterSpec {
             registry: self.registry.clone(),
             seed: self.seed,
         }))];
-        for p in self.topology.partitions_of(node) {
-            let partition = Partition::new(p, self.engine, self.catalog.clone(), self.seed);
-            out.push(Box::new(partition.in_cluster(self.registry.clone(), self.topology.partitions)));
+        let partition = |p| {
+            Partition::new(p, self.engine, self.catalog.clone(), self.seed)
+                .in_cluster(self.registry.clone(), self.topology.partitions)
+        };
+        if self.topology.replicated() {
+            for p in self.topology.replicas_on(node) {
+                let voters = self.topology.replicas_of(p);
+                out.push(Box::new(crate::replica::ReplicatedPartition::new(partition(p), node, voters, self.seed)));
+            }
+        } else {
+            for p in self.topology.partitions_of(node) {
+                out.push(Box::new(partition(p)));
+            }
         }
         out.extend(self.engine.roles(node, self.topology.nodes, self.topology.partitions));
         out
@@ -117,5 +185,30 @@ mod tests {
         assert_eq!(t.host_of(Addr::Partition(PartitionId(4))), Host::Node(NodeId(1)));
         assert!(Topology::new(0, 1).is_err());
         assert!(Topology::new(1, PARTITIONS_MAX + 1).is_err());
+    }
+
+    #[test]
+    fn replicas_sit_on_distinct_nodes_with_the_home_first() {
+        let t = Topology::new(3, 6).unwrap().with_replicas(3).unwrap();
+        assert_eq!(t.replicas_of(PartitionId(4)), vec![NodeId(1), NodeId(2), NodeId(0)]);
+        assert_eq!(t.replicas_on(NodeId(0)).len(), 6);
+        assert_eq!(t.machine_addr(Addr::Partition(PartitionId(4))), Addr::Replica(PartitionId(4), NodeId(1)));
+        assert_eq!(t.host_of(Addr::Replica(PartitionId(4), NodeId(2))), Host::Node(NodeId(2)));
+        let two = Topology::new(4, 8).unwrap().with_replicas(2).unwrap();
+        for p in 0..8 {
+            let r = two.replicas_of(PartitionId(p));
+            assert_ne!(r[0], r[1]);
+        }
+        // Leaders (homes) spread evenly: each node is home to two of the eight partitions.
+        for n in two.node_ids() {
+            assert_eq!(two.partitions_of(n).len(), 2);
+        }
+        let err = Topology::new(2, 4).unwrap().with_replicas(3).unwrap_err();
+        assert!(err.to_string().contains("cannot exceed the number of nodes"), "{err}");
+        assert!(Topology::new(3, 3).unwrap().with_replicas(0).is_err());
+        assert_eq!(
+            Topology::new(3, 3).unwrap().machine_addr(Addr::Partition(PartitionId(1))),
+            Addr::Partition(PartitionId(1))
+        );
     }
 }

@@ -451,8 +451,8 @@ pub const DEF: crate::WorkloadDef = crate::WorkloadDef {
         nodes: crate::registry::three_nodes,
         step_cost_us: 0,
         run: |run, cfg| {
-            let (nodes, partitions) = (run.topology.nodes, run.topology.partitions);
-            Ok(crate::basic_ycsb_sim::simulate(run.engine, nodes, partitions, cfg).map(|(r, d)| {
+            let require = run.engine.capabilities().guarantee != litmus_protocol::engine::Guarantee::None;
+            Ok(crate::basic_ycsb_sim::simulate_in(run.engine, run.topology, cfg, require).map(|(r, d)| {
                 let (reads, multi, bad) = d.seen;
                 format!("{r} | basic-ycsb ok {} failed {} | reads {reads} ({multi} multi-partition, {bad} mixed) | columns agree", d.committed, d.failed)
             }))

@@ -112,8 +112,19 @@ pub fn simulate_checking(
     cfg: SimConfig,
     require_instant: bool,
 ) -> Result<(SimReport, BasicYcsbSim), String> {
-    use litmus_protocol::builtin;
     let topology = litmus_runtime::Topology::new(nodes, partitions).map_err(|e| e.to_string())?;
+    simulate_in(engine, topology, cfg, require_instant)
+}
+
+/// [`simulate_checking`] on a given layout (e.g. with replicated partitions).
+pub fn simulate_in(
+    engine: EngineKind,
+    topology: litmus_runtime::Topology,
+    cfg: SimConfig,
+    require_instant: bool,
+) -> Result<(SimReport, BasicYcsbSim), String> {
+    use litmus_protocol::builtin;
+    let partitions = topology.partitions;
     let mut driver = BasicYcsbSim::new(partitions, require_instant).map_err(|e| e.to_string())?;
     let mut catalog = builtin::catalog();
     catalog.merge(&driver.workload().catalog());

@@ -530,7 +530,7 @@ pub const DEF: crate::WorkloadDef = crate::WorkloadDef {
         step_cost_us: SIM_STEP_COST_US,
         run: |run, cfg| {
             let nodes = run.topology.nodes;
-            Ok(crate::ycsb_t_sim::simulate(run.engine, nodes, run.topology.partitions, cfg, run.rows).map(|(r, d)| {
+            Ok(crate::ycsb_t_sim::simulate_in(run.engine, run.topology, cfg, run.rows).map(|(r, d)| {
                 let written = d.tally.as_ref().map_or(0, |t| t.written);
                 format!(
                     "{r} | nodes {nodes} | ycsb-t commits {} failed {} | pairs written {written}",

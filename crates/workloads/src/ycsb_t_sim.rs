@@ -143,6 +143,17 @@ pub fn simulate(
     engine: litmus_protocol::EngineKind,
     nodes: u32,
     partitions: u32,
+    cfg: litmus_runtime::sim::SimConfig,
+    rows: u64,
+) -> Result<(litmus_runtime::sim::SimReport, YcsbTSim), String> {
+    let topology = litmus_runtime::Topology::new(nodes, partitions).map_err(|e| e.to_string())?;
+    simulate_in(engine, topology, cfg, rows)
+}
+
+/// [`simulate`] on a given layout (e.g. with replicated partitions).
+pub fn simulate_in(
+    engine: litmus_protocol::EngineKind,
+    topology: litmus_runtime::Topology,
     mut cfg: litmus_runtime::sim::SimConfig,
     rows: u64,
 ) -> Result<(litmus_runtime::sim::SimReport, YcsbTSim), String> {
@@ -153,7 +164,6 @@ pub fn simulate(
         cfg.liveness_bound = OMID_LIVENESS_BOUND;
     }
     let seed = cfg.seed;
-    let topology = litmus_runtime::Topology::new(nodes, partitions).map_err(|e| e.to_string())?;
     let mut driver = YcsbTSim::new(rows).map_err(|e| e.to_string())?;
     let mut catalog = builtin::catalog();
     catalog.merge(&driver.workload().catalog());

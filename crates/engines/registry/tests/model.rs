@@ -70,6 +70,7 @@ impl Cluster {
                     self.logs[p.0 as usize].append(&mut out.persist);
                 }
                 Addr::Role(_) => unreachable!("the model runs engines without roles"),
+                Addr::Replica(..) => unreachable!("the model does not replicate partitions"),
             }
             queue.extend(out.send);
         }

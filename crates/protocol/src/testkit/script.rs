@@ -621,6 +621,7 @@ fn render_message(msg: &Message) -> String {
                 .collect();
             format!("batch[{}]", items.join("; "))
         }
+        Message::Raft(bytes) => format!("raft {} bytes", bytes.len()),
     }
 }
 

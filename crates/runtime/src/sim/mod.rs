@@ -269,7 +269,9 @@ impl std::fmt::Display for SimReport {
 
 #[derive(Debug)]
 enum Event {
-    Deliver(Envelope),
+    /// A message arriving, and the host it left from (a replica's partition sends as
+    /// [`Addr::Partition`], which names its home, not necessarily the node it runs on).
+    Deliver(Host, Envelope),
     Tick(NodeId),
     ClientTick,
     Sync {
@@ -283,6 +285,8 @@ enum Event {
         until: Time,
     },
     Restart(NodeId),
+    /// A scripted network partition: the node cut off from every other one.
+    Isolate(NodeId),
     Heal,
     FaultCheck,
     /// A core of the node finished its step ([`SimConfig::cpu`]): run what waits.
@@ -329,6 +333,8 @@ struct SimNode {
     cores: Vec<Time>,
     runq: VecDeque<(Addr, Input)>,
     wake_at: Option<Time>,
+    /// The partition leaders this node's replicas know: where its requests go.
+    leaders: crate::replica::LeaderCache,
 }
 
 /// A request not answered yet by its coordinator (the liveness check).
@@ -384,6 +390,8 @@ pub struct Simulator {
     /// [`SimConfig::cpu`]'s costs for this cluster's engine.
     costs: Option<crate::cost::CostResolver>,
     client_tick_on: bool,
+    /// Replicated partitions: the newest term in which a replica of each partition served.
+    served_terms: BTreeMap<litmus_core::PartitionId, u64>,
 }
 
 impl Simulator {
@@ -406,6 +414,7 @@ impl Simulator {
                 cores: vec![Time::ZERO; cfg.cpu.as_ref().map_or(0, |c| c.cores_per_node as usize)],
                 runq: VecDeque::new(),
                 wake_at: None,
+                leaders: Default::default(),
             };
             for m in spec.machines_of(node) {
                 n.disks.insert(m.addr(), SimDisk::default());
@@ -450,6 +459,7 @@ impl Simulator {
             trigger: None,
             costs,
             client_tick_on: false,
+            served_terms: BTreeMap::new(),
         };
         for node in sim.spec.topology.node_ids() {
             sim.start_node(node)?;
@@ -475,6 +485,13 @@ impl Simulator {
         self.schedule(after + down_for, Event::Restart(node));
     }
 
+    /// Scripts a network partition on top of the random faults: `node` is cut off from every
+    /// other node `after` from now, for `lasts` (the network then heals whole).
+    pub fn schedule_isolation(&mut self, node: NodeId, after: Duration, lasts: Duration) {
+        self.schedule(after, Event::Isolate(node));
+        self.schedule(after + lasts, Event::Heal);
+    }
+
     /// Scripts a crash "while something is in flight": from `after` on, the first message
     /// delivered to `node` that `matches` crashes the node up to `jitter_max` later (so the
     /// message's records may or may not be synced, its answer sent or held); it stays down for
@@ -491,7 +508,9 @@ impl Simulator {
     }
 
     /// The machine at `addr`, if its node is up (for checks that inspect state).
+    /// With replicated partitions, [`Addr::Partition`] names the replica on the partition's home.
     pub fn machine(&self, addr: Addr) -> Option<&dyn Machine> {
+        let addr = self.spec.topology.machine_addr(addr);
         self.nodes.iter().filter(|n| n.up).find_map(|n| n.machines.get(&addr)).map(|m| m.as_ref())
     }
 
@@ -670,7 +689,7 @@ impl Simulator {
         debug_assert!(s.at >= self.now);
         self.now = s.at;
         match s.item {
-            Event::Deliver(env) => self.deliver(env, driver)?,
+            Event::Deliver(src, env) => self.deliver(src, env, driver)?,
             Event::Tick(node) => {
                 if self.nodes[node.0 as usize].up {
                     let addrs: Vec<Addr> = self.nodes[node.0 as usize].machines.keys().copied().collect();
@@ -705,6 +724,14 @@ impl Simulator {
                     self.start_node(node)?;
                 }
             }
+            Event::Isolate(node) => {
+                self.trace_line(|| format!("PARTITION nodes {{{}}} | the rest", node.0));
+                for other in self.spec.topology.node_ids().filter(|&o| o != node) {
+                    self.blocked.insert((node, other));
+                    self.blocked.insert((other, node));
+                }
+                self.report.partitions += 1;
+            }
             Event::Heal => {
                 self.trace_line(|| "HEAL network".to_string());
                 self.blocked.clear()
@@ -726,7 +753,7 @@ impl Simulator {
                 let n = &self.nodes[node.0 as usize];
                 // A step whose node crashed before it ended never sent anything.
                 if n.up && n.incarnation == incarnation {
-                    self.send(env);
+                    self.send_from(Host::Node(node), env);
                 }
             }
             Event::ClientIssue(c) => {
@@ -791,6 +818,7 @@ impl Simulator {
         n.up = false;
         n.incarnation += 1;
         n.machines.clear();
+        n.leaders.clear();
         n.held.clear();
         n.sync_pending = false;
         n.runq.clear();
@@ -832,7 +860,7 @@ impl Simulator {
                 let incarnation = self.nodes[node.0 as usize].incarnation;
                 self.schedule(Duration::from_nanos(not_before.0 - self.now.0), Event::Send { node, incarnation, env });
             } else {
-                self.send(env);
+                self.send_from(Host::Node(node), env);
             }
         }
     }
@@ -857,6 +885,26 @@ impl Simulator {
         let Some(m) = n.machines.get_mut(&addr) else { return (false, 0) };
         let mut out = Effects::default();
         m.step(now, input, &mut out);
+        if self.spec.topology.replicated() {
+            // One leader at a time: no replica serves in a term older than one that served.
+            let replica = m.as_any().and_then(|a| a.downcast_ref::<crate::replica::ReplicatedPartition>());
+            if let Some((p, term)) = replica.and_then(|r| r.served_in_last_step().map(|t| (r.id(), t))) {
+                let newest = self.served_terms.entry(p).or_insert(term);
+                if term < *newest && self.violation.is_none() {
+                    self.violation = Some(format!(
+                        "{addr} at {:.3} ms served in term {term} after a leader of term {} had served: \
+                         two leaders of {p}",
+                        now.0 as f64 / 1e6,
+                        *newest
+                    ));
+                }
+                *newest = (*newest).max(term);
+            }
+            n.leaders.observe(m.as_ref());
+            for env in out.send.iter_mut() {
+                n.leaders.route(env);
+            }
+        }
         let cost_ns = match (keys, self.costs.as_mut()) {
             (Some(keys), Some(costs)) => costs.envelope_ns(keys, out.work),
             _ => 0,
@@ -895,7 +943,7 @@ impl Simulator {
         }
         for env in ready {
             if cost_ns == 0 {
-                self.send(env);
+                self.send_from(Host::Node(node), env);
             } else {
                 self.schedule(Duration::from_nanos(cost_ns), Event::Send { node, incarnation, env });
             }
@@ -974,11 +1022,18 @@ impl Simulator {
         &self.report
     }
 
+    /// Sends a client's message.
     fn send(&mut self, env: Envelope) {
+        let from = self.spec.topology.host_of(env.from);
+        self.send_from(from, env)
+    }
+
+    /// Sends a message that leaves host `from`.
+    fn send_from(&mut self, from: Host, env: Envelope) {
         let t = self.spec.topology;
-        let (from, to) = (t.host_of(env.from), t.host_of(env.to));
+        let to = t.host_of(env.to);
         if from == to {
-            self.schedule(Duration::from_micros(1), Event::Deliver(env));
+            self.schedule(Duration::from_micros(1), Event::Deliver(from, env));
             return;
         }
         if let (Host::Node(a), Host::Node(b)) = (from, to) {
@@ -999,11 +1054,11 @@ impl Simulator {
         }
         for _ in 0..copies {
             let lat = self.rng.gen_range(net.latency_min.as_nanos() as u64..=net.latency_max.as_nanos() as u64);
-            self.schedule(Duration::from_nanos(lat), Event::Deliver(env.clone()));
+            self.schedule(Duration::from_nanos(lat), Event::Deliver(from, env.clone()));
         }
     }
 
-    fn deliver(&mut self, env: Envelope, driver: &mut dyn SimDriver) -> Result<(), Error> {
+    fn deliver(&mut self, src: Host, env: Envelope, driver: &mut dyn SimDriver) -> Result<(), Error> {
         let t = self.spec.topology;
         if let Host::Node(node) = t.host_of(env.to) {
             if !self.cfg.step_cost.is_zero() && self.costs.is_none() {
@@ -1011,13 +1066,13 @@ impl Simulator {
                 if n.busy_until > self.now {
                     // The node is still busy: the message waits its turn (FIFO by sequence).
                     let wait = Duration::from_nanos(n.busy_until.0 - self.now.0);
-                    self.schedule(wait, Event::Deliver(env));
+                    self.schedule(wait, Event::Deliver(src, env));
                     return Ok(());
                 }
                 n.busy_until = self.now + self.cfg.step_cost;
             }
         }
-        if let (Host::Node(a), Host::Node(b)) = (t.host_of(env.from), t.host_of(env.to)) {
+        if let (Host::Node(a), Host::Node(b)) = (src, t.host_of(env.to)) {
             if self.blocked.contains(&(a, b)) {
                 self.report.dropped += 1;
                 self.trace_line(|| format!("drop {} -> {} (partitioned): {}", env.from, env.to, brief(&env.msg)));
@@ -1054,7 +1109,7 @@ impl Simulator {
                         .trigger
                         .as_ref()
                         .is_some_and(|t| t.node == node && self.now >= t.armed_at && (t.matches)(&env));
-                    self.step_machine(node, env.to, Input::Message(env));
+                    self.step_machine(node, t.machine_addr(env.to), Input::Message(env));
                     if fire {
                         let t = self.trigger.take().expect("checked");
                         let jitter = Duration::from_nanos(self.rng.gen_range(0..=t.jitter_max.as_nanos() as u64));

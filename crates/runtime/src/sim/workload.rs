@@ -33,6 +33,9 @@ pub struct AckedWrites {
     /// Violations found during the run.
     violations: Vec<String>,
     pub reads_checked: u64,
+    /// The key acknowledged last: half the reads ask for it, so a read served from a state
+    /// older than the newest acknowledged write (a stale leader) is likely to be caught.
+    newest: Option<i64>,
 }
 
 impl AckedWrites {
@@ -82,9 +85,11 @@ impl SimDriver for AckedWrites {
             Some(RequestBody::Call { procedure, args, retrying_for: Duration::ZERO })
         };
         if roll < 0.2 && !self.acked.is_empty() {
-            // Read back a random acknowledged key.
-            let idx = rng.gen_range(0..self.acked.len());
-            let key = *self.acked.keys().nth(idx).expect("in range");
+            // Read back the newest acknowledged key, or a random one.
+            let key = match self.newest {
+                Some(k) if roll < 0.1 => k,
+                _ => *self.acked.keys().nth(rng.gen_range(0..self.acked.len())).expect("in range"),
+            };
             return call("kv_get", vec![Value::Int(key)]);
         }
         if roll < 0.4 {
@@ -109,11 +114,13 @@ impl SimDriver for AckedWrites {
         match procedure.strip_suffix(self.suffix).unwrap_or(procedure) {
             "kv_put" => {
                 self.acked.insert(args_int(args, 0), Self::value_of(args_int(args, 0)));
+                self.newest = Some(args_int(args, 0));
             }
             "kv_put2" => {
                 for i in [0, 2] {
                     self.acked.insert(args_int(args, i), Self::value_of(args_int(args, i)));
                 }
+                self.newest = Some(args_int(args, 2));
             }
             "kv_get" => {
                 self.reads_checked += 1;
