@@ -119,6 +119,8 @@ pub struct BenchConfig {
     pub engine: EngineKind,
     pub nodes: u32,
     pub partitions: u32,
+    /// Replicas of each partition (1: not replicated).
+    pub replicas: u32,
     pub clients: usize,
     /// Length of the measured window.
     pub duration: Duration,
@@ -201,6 +203,7 @@ impl BenchConfig {
             engine,
             nodes: 2,
             partitions: 4,
+            replicas: 1,
             clients: 8,
             duration: Duration::from_secs(10),
             warmup: Duration::from_secs(1),
@@ -246,9 +249,14 @@ impl BenchConfig {
                 return bad("--connect needs a comma-separated list of host:port addresses".into());
             }
         } else {
-            Topology::new(self.nodes, self.partitions).map_err(|e| BenchError::Config(e.to_string()))?;
+            self.topology().map_err(|e| BenchError::Config(e.to_string()))?;
         }
         Ok(())
+    }
+
+    /// The cluster's layout: nodes, partitions and replicas.
+    pub fn topology(&self) -> Result<Topology, litmus_core::InvalidInput> {
+        Topology::new(self.nodes, self.partitions)?.with_replicas(self.replicas)
     }
 
     /// The embedded cluster's network delay model.
@@ -293,6 +301,7 @@ pub enum BenchError {
 pub struct ReportConfig {
     pub nodes: u32,
     pub partitions: u32,
+    pub replicas: u32,
     pub clients: usize,
     pub duration_secs: f64,
     pub warmup_secs: f64,
@@ -310,6 +319,7 @@ impl ReportConfig {
         ReportConfig {
             nodes: cfg.nodes,
             partitions: cfg.partitions,
+            replicas: cfg.replicas,
             clients: cfg.clients,
             duration_secs: cfg.duration.as_secs_f64(),
             warmup_secs: cfg.warmup.as_secs_f64(),
@@ -484,7 +494,7 @@ fn run_embedded(
     workload.register(&mut registry);
     let spec = ClusterSpec {
         engine: cfg.engine,
-        topology: Topology::new(cfg.nodes, cfg.partitions)?,
+        topology: cfg.topology()?,
         catalog: Arc::new(catalog),
         registry: Arc::new(registry),
         seed: cfg.seed,
@@ -512,7 +522,7 @@ fn run_embedded(
     };
     // Benchmark client i on its home partition's node when the workload gives it one, else on
     // node i mod nodes, as in the simulator (`--home-routing`).
-    let topology = Topology::new(cfg.nodes, cfg.partitions)?;
+    let topology = cfg.topology()?;
     let home = |i: usize| match workload.home_partition(i as u64, cfg.partitions) {
         Some(p) => topology.node_of(p),
         None => NodeId((i % cfg.nodes as usize) as u32),
@@ -920,7 +930,10 @@ pub fn print_report(out: &mut dyn Write, r: &BenchReport) -> std::io::Result<()>
             "SIMULATED {} nodes x {} cores, {} partitions, cost table {}",
             c.nodes, s.cores_per_node, c.partitions, s.cost_table
         ),
-        (None, None) => format!("{} nodes, {} partitions, {} workers", c.nodes, c.partitions, c.workers),
+        (None, None) => {
+            let replicas = if c.replicas > 1 { format!(" x {} replicas", c.replicas) } else { String::new() };
+            format!("{} nodes, {} partitions{replicas}, {} workers", c.nodes, c.partitions, c.workers)
+        }
     };
     writeln!(
         out,

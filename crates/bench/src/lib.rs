@@ -169,8 +169,14 @@ pub struct BenchArgs {
     pub compare: Option<CompareList>,
 
     /// Nodes of the embedded cluster (each runs a coordinator and its share of partitions).
-    #[arg(long, default_value_t = 2)]
-    pub nodes: u32,
+    /// Default: 2, or --replicas when that is larger.
+    #[arg(long)]
+    pub nodes: Option<u32>,
+
+    /// Replicas of each partition: a raft group per partition on this many distinct nodes
+    /// (1: not replicated). At most --nodes.
+    #[arg(long, default_value_t = 1)]
+    pub replicas: u32,
 
     /// Partitions of the cluster (partition p lives on node p mod nodes). Default: 4, or one
     /// per node (at least 4) with --runtime sim.
@@ -314,10 +320,14 @@ pub struct BenchArgs {
 impl BenchArgs {
     /// `--partitions`, or its default: 4 on the embedded runtime, one per node (at least 4)
     /// on the simulator.
+    pub fn nodes(&self) -> u32 {
+        self.nodes.unwrap_or(self.replicas.max(2))
+    }
+
     pub fn partitions(&self) -> u32 {
         self.partitions.unwrap_or(match self.sim.runtime {
             simbench::RuntimeKind::Embedded => 4,
-            simbench::RuntimeKind::Sim => self.nodes.max(4),
+            simbench::RuntimeKind::Sim => self.nodes().max(4),
         })
     }
 
@@ -333,7 +343,7 @@ impl BenchArgs {
             neworder: &self.neworder,
             counters: &self.counters,
             distributed: self.distributed,
-            nodes: self.nodes,
+            nodes: self.nodes(),
             partitions: self.partitions(),
             progress: !self.quiet,
         }
@@ -362,9 +372,10 @@ pub fn config(args: &BenchArgs, engine: EngineKind) -> Result<BenchConfig, Bench
     let cfg = BenchConfig {
         workload: args.workload.clone(),
         engine,
-        nodes: args.nodes,
+        nodes: args.nodes(),
         partitions: args.partitions(),
-        clients: args.clients_per_node.map_or(args.clients, |k| k.saturating_mul(args.nodes as usize)),
+        replicas: args.replicas,
+        clients: args.clients_per_node.map_or(args.clients, |k| k.saturating_mul(args.nodes() as usize)),
         duration: seconds("duration", args.duration)?,
         warmup: seconds("warmup", args.warmup)?,
         net_delay_us: args.net_delay_us,

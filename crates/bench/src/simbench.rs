@@ -39,7 +39,7 @@ use litmus_protocol::builtin;
 use litmus_protocol::message::{RequestBody, ResponseBody};
 use litmus_runtime::cost::CostTable;
 use litmus_runtime::sim::{CpuModel, SimConfig, Simulator};
-use litmus_runtime::{ClusterSpec, Topology, Transport};
+use litmus_runtime::{ClusterSpec, Transport};
 use litmus_workloads::mix::Deck;
 use litmus_workloads::workload::{RunStats, Workload};
 use serde::Serialize;
@@ -150,7 +150,7 @@ fn cluster_spec(cfg: &BenchConfig, workload: &dyn Workload) -> anyhow::Result<Cl
     workload.register(&mut registry);
     Ok(ClusterSpec {
         engine: cfg.engine,
-        topology: Topology::new(cfg.nodes, cfg.partitions)?,
+        topology: cfg.topology()?,
         catalog: Arc::new(catalog),
         registry: Arc::new(registry),
         seed: cfg.seed,

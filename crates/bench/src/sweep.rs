@@ -45,6 +45,8 @@ pub enum SweepParam {
     Clients,
     Nodes,
     Partitions,
+    /// Replicas of each partition.
+    Replicas,
     Records,
     ReadRatio,
     TxnSize,
@@ -69,7 +71,7 @@ pub enum SweepParam {
 }
 
 impl SweepParam {
-    pub const ALL: [SweepParam; 19] = [
+    pub const ALL: [SweepParam; 20] = [
         SweepParam::Rows,
         SweepParam::After,
         SweepParam::ColdRows,
@@ -77,6 +79,7 @@ impl SweepParam {
         SweepParam::Clients,
         SweepParam::Nodes,
         SweepParam::Partitions,
+        SweepParam::Replicas,
         SweepParam::Records,
         SweepParam::ReadRatio,
         SweepParam::TxnSize,
@@ -101,6 +104,7 @@ impl SweepParam {
             SweepParam::Clients => "clients",
             SweepParam::Nodes => "nodes",
             SweepParam::Partitions => "partitions",
+            SweepParam::Replicas => "replicas",
             SweepParam::Records => "records",
             SweepParam::ReadRatio => "read-ratio",
             SweepParam::TxnSize => "txn-size",
@@ -121,7 +125,7 @@ impl SweepParam {
     pub fn applies_to(self, workload: &str) -> bool {
         match self {
             SweepParam::Clients => true,
-            SweepParam::Nodes | SweepParam::Partitions => workload != ORACLE,
+            SweepParam::Nodes | SweepParam::Partitions | SweepParam::Replicas => workload != ORACLE,
             SweepParam::WriteSet | SweepParam::Outstanding | SweepParam::Duration => workload == ORACLE,
             // A workload's own flags: the ones its registry entry says a sweep may vary.
             p => litmus_workloads::by_name(workload).is_ok_and(|w| w.sweeps(p.name())),
@@ -150,7 +154,8 @@ impl SweepParam {
             SweepParam::ColdRows => args.salt.cold_rows = value as u64,
             SweepParam::ReadFraction => args.salt.read_fraction = value,
             SweepParam::Clients => args.clients = value as usize,
-            SweepParam::Nodes => args.nodes = value as u32,
+            SweepParam::Nodes => args.nodes = Some(value as u32),
+            SweepParam::Replicas => args.replicas = value as u32,
             SweepParam::Partitions => args.partitions = Some(value as u32),
             SweepParam::Records => args.ycsb.records = value as u64,
             SweepParam::ReadRatio => args.ycsb.read_ratio = value,

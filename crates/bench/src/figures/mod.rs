@@ -108,6 +108,7 @@ impl FigureAxis {
             (_, SweepParam::ReadFraction) => generic("throughput vs read fraction", "read-only fraction"),
             (_, SweepParam::Clients) => generic("throughput vs clients", "closed-loop clients"),
             (_, SweepParam::Nodes) => generic("throughput vs nodes", "nodes"),
+            (_, SweepParam::Replicas) => generic("throughput vs replicas", "replicas per partition"),
             (_, SweepParam::Partitions) => generic("throughput vs partitions", "partitions"),
             (_, SweepParam::Records) => generic("throughput vs records", "records"),
             (_, SweepParam::ReadRatio) => generic("throughput vs read ratio", "read ratio"),
