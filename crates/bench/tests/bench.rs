@@ -197,7 +197,7 @@ fn flags_parse_with_defaults_and_reject_nonsense() {
     Cli::command().debug_assert();
     let args = parse(&["ycsb"]).unwrap();
     assert_eq!(args.engine, litmus_engines::ACID, "the default engine is a safe one");
-    assert_eq!((args.nodes, args.partitions, args.clients, args.workers, args.seed), (2, None, 8, 2, 1));
+    assert_eq!((args.nodes(), args.partitions, args.clients, args.workers, args.seed), (2, None, 8, 2, 1));
     assert_eq!(litmus_bench::config(&args, litmus_engines::ACID).unwrap().partitions, 4, "4 partitions by default");
     assert_eq!((args.duration, args.warmup), (10.0, 1.0));
     assert_eq!(args.ycsb, YcsbOptions::DEFAULT);

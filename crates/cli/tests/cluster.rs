@@ -3,78 +3,17 @@
 use litmus_client::Client;
 use litmus_core::{Formula, Value};
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{free_port, Server, LITMUS};
+use common::{connect, free_port, start, wait_bounded, write_engine_config, Server, LITMUS};
 
 fn write_config(dir: &Path, node: usize, peers: &[String], partitions: u32, fsync: &str) -> std::path::PathBuf {
     write_engine_config(dir, node, peers, partitions, fsync, "nocc")
-}
-
-fn write_engine_config(
-    dir: &Path,
-    node: usize,
-    peers: &[String],
-    partitions: u32,
-    fsync: &str,
-    engine: &str,
-) -> std::path::PathBuf {
-    let path = dir.join(format!("node{node}.toml"));
-    let peers_toml = peers.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>().join(", ");
-    let text = format!(
-        "node = {node}\nlisten = {:?}\ndata_dir = {:?}\nengine = \"{engine}\"\npartitions = {partitions}\nfsync = \"{fsync}\"\npeers = [{peers_toml}]\n",
-        peers[node],
-        dir.join(format!("data{node}")).display().to_string(),
-    );
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-/// Waits for a bench started at `started` whose window (warmup included) is `window_secs`
-/// long: it must end within that plus a bounded grace (load, recovery, verify), or the test
-/// fails naming `what` (and the bench is killed).
-fn wait_bounded(bench: &mut std::process::Child, started: Instant, window_secs: f64, what: &str) -> ExitStatus {
-    let bound = Duration::from_secs_f64(window_secs) + Duration::from_secs(30);
-    loop {
-        if let Some(status) = bench.try_wait().unwrap() {
-            return status;
-        }
-        if started.elapsed() > bound {
-            let _ = bench.kill();
-            panic!("{what} still running {:?} after it started", started.elapsed());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn start(config: &Path) -> Server {
-    let child = Command::new(LITMUS)
-        .args(["server", "--config"])
-        .arg(config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn litmus server");
-    Server(child)
-}
-
-fn connect(addr: &str) -> Client {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match Client::connect(addr) {
-            Ok(c) => return c,
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => panic!("could not connect to {addr}: {e}"),
-        }
-    }
 }
 
 /// `kill -9` during a write-heavy run, restart: nothing acknowledged is lost.

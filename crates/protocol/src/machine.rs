@@ -126,6 +126,14 @@ pub trait Machine: Send {
     /// a snapshot needs. Called once, before the first step. By default nothing changes.
     fn never_snapshotted(&mut self) {}
 
+    /// The node is about to stop: start handing over any leadership this machine holds (a
+    /// replica of a replicated partition), so that its group need not wait out an election.
+    /// Returns whether it still leads; the runtime goes on stepping and ticking it, for a
+    /// bounded time, until none of its machines does. By default: leads nothing.
+    fn hand_over(&mut self) -> bool {
+        false
+    }
+
     /// The machine's internal invariants, checked by the simulator after every step; `Err`
     /// names the first violation.
     fn check_invariants(&self) -> Result<(), String> {

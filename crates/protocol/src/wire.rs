@@ -38,6 +38,13 @@ pub struct ClusterIdentity {
     pub nodes: u32,
     pub partitions: u32,
     pub engine: String,
+    /// Replicas of each partition (1 when the record predates replication).
+    #[serde(default = "one_replica")]
+    pub replicas: u32,
+}
+
+fn one_replica() -> u32 {
+    1
 }
 
 impl ClusterIdentity {
@@ -53,6 +60,7 @@ impl ClusterIdentity {
         cmp("nodes", self.nodes.to_string(), theirs.nodes.to_string());
         cmp("partitions", self.partitions.to_string(), theirs.partitions.to_string());
         cmp("engine", self.engine.clone(), theirs.engine.clone());
+        cmp("replicas", self.replicas.to_string(), theirs.replicas.to_string());
         d
     }
 }

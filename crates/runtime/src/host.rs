@@ -298,6 +298,12 @@ impl Host {
         }
     }
 
+    /// Starts handing over every leadership this host's machines hold ([`Machine::hand_over`]);
+    /// returns how many still lead.
+    pub fn hand_over(&mut self) -> usize {
+        self.slots.values_mut().map(|s| s.machine.hand_over()).filter(|&leads| leads).count()
+    }
+
     /// Whether messages are waiting for a flush.
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty() || self.slots.values().any(|s| s.dirty)

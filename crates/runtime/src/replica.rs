@@ -147,6 +147,8 @@ pub struct ReplicatedPartition {
     /// the last step served one: the simulator checks that no replica serves in a term older
     /// than one another replica of the partition already served in.
     served: (u64, bool),
+    /// A leadership transfer was started for a node about to stop ([`Machine::hand_over`]).
+    handing_over: bool,
 }
 
 impl ReplicatedPartition {
@@ -180,6 +182,7 @@ impl ReplicatedPartition {
             fault: None,
             deposed: false,
             served: (0, false),
+            handing_over: false,
         }
     }
 
@@ -205,13 +208,6 @@ impl ReplicatedPartition {
     /// The leader this replica knows of.
     pub fn leader(&self) -> Option<NodeId> {
         self.group.as_ref().and_then(|g| g.leader()).map(ReplicaId::node)
-    }
-
-    /// Hands leadership to another replica (a node about to stop): `Ok(true)` if a transfer
-    /// started.
-    pub fn hand_over(&mut self) -> Result<bool, Error> {
-        let Some(g) = self.group.as_mut() else { return Ok(false) };
-        g.hand_over().map(|to| to.is_some()).map_err(|e| Error::Storage(format!("{}: {e}", self.id)))
     }
 
     fn group(&mut self) -> &mut ReplicaGroup {
@@ -584,6 +580,19 @@ impl Machine for ReplicatedPartition {
 
     fn never_snapshotted(&mut self) {
         self.volatile = true;
+    }
+
+    fn hand_over(&mut self) -> bool {
+        if !self.is_leader() {
+            return false;
+        }
+        if !self.handing_over {
+            self.handing_over = true;
+            if let Err(e) = self.group().hand_over() {
+                tracing::warn!(partition = %self.id, error = %e, "could not hand leadership over");
+            }
+        }
+        true
     }
 
     fn check_invariants(&self) -> Result<(), String> {

@@ -60,6 +60,11 @@ pub struct NodeConfig {
     pub fsync: FsyncPolicy,
     /// Addresses of all nodes, indexed by node id (this node's own entry included).
     pub peers: Vec<String>,
+    /// Replicas of each partition: a raft group per partition on this many distinct nodes
+    /// (1, the default: not replicated). At most the number of peers; recorded in the data
+    /// dir with the partition count.
+    #[serde(default = "default_replicas")]
+    pub replicas: u32,
     #[serde(default)]
     pub seed: u64,
     /// The cluster's name, recorded in the data dir at first start and carried by every hello.
@@ -120,6 +125,10 @@ fn default_hello_timeout_ms() -> u64 {
     10_000
 }
 
+fn default_replicas() -> u32 {
+    1
+}
+
 fn default_engine() -> String {
     "acid".into()
 }
@@ -129,7 +138,7 @@ fn default_fsync() -> FsyncPolicy {
 
 impl NodeConfig {
     pub fn topology(&self) -> Result<Topology, InvalidInput> {
-        let t = Topology::new(self.peers.len() as u32, self.partitions)?;
+        let t = Topology::new(self.peers.len() as u32, self.partitions)?.with_replicas(self.replicas)?;
         if self.node >= t.nodes {
             return Err(InvalidInput::Config(format!("node {} but only {} peers listed", self.node, t.nodes)));
         }
@@ -153,6 +162,7 @@ impl NodeConfig {
             partitions,
             fsync: default_fsync(),
             peers,
+            replicas: 1,
             seed: 0,
             cluster: None,
             max_connections: MAX_CONNECTIONS_DEFAULT,
@@ -212,6 +222,7 @@ impl NodeConfig {
             nodes: self.peers.len() as u32,
             partitions: self.partitions,
             engine: self.engine.clone(),
+            replicas: self.replicas,
         }
     }
 }
@@ -494,7 +505,8 @@ impl Transport for TcpTransport {
 
     fn server_layout(&self) -> Option<(NodeId, Topology)> {
         let Addr::Coordinator(node) = self.session.coordinator() else { return None };
-        Some((node, Topology::new(self.cluster.nodes, self.cluster.partitions).ok()?))
+        let t = Topology::new(self.cluster.nodes, self.cluster.partitions).ok()?;
+        Some((node, t.with_replicas(self.cluster.replicas).ok()?))
     }
 
     fn request(&mut self, body: RequestBody) -> Result<ResponseBody, Error> {
@@ -1015,22 +1027,33 @@ async fn serve_metrics(listener: tokio::net::TcpListener, router: Arc<TcpRouter>
     }
 }
 
+/// How long a stopping node waits for the replicas it leads to hand their leadership over:
+/// two election timeouts.
+pub const HAND_OVER_MAX: Duration =
+    Duration::from_millis(2 * crate::replica::ELECTION_TICKS as u64 * litmus_protocol::machine::TICK_INTERVAL_MS);
+
 /// The node's single protocol thread: step, tick, group commit, send.
 fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop: &AtomicBool) -> Result<(), Error> {
     let start = Instant::now();
     let now = || Time(start.elapsed().as_nanos() as u64);
     let tick = Duration::from_millis(litmus_protocol::machine::TICK_INTERVAL_MS);
     let mut next_tick = now() + tick;
+    let mut handing_over: Option<Instant> = None;
     loop {
         if let Some(e) = router.fatal.lock().expect("fatal lock").take() {
             let _ = host.flush();
             return Err(e);
         }
         if stop.load(Ordering::Relaxed) {
-            for env in host.flush()? {
-                router.route(env);
+            // Replicas this node leads hand their groups over first, so that no partition
+            // waits out an election timeout for this node's planned stop.
+            let until = *handing_over.get_or_insert_with(|| Instant::now() + HAND_OVER_MAX);
+            if host.hand_over() == 0 || Instant::now() >= until {
+                for env in host.flush()? {
+                    router.route(env);
+                }
+                return Ok(());
             }
-            return Ok(());
         }
         let t = now();
         let first = if next_tick > t {

@@ -243,7 +243,13 @@ fn a_peer_hello_over_tls_without_a_node_certificate_is_refused() {
     let hello = Frame::HelloNode {
         version: PROTOCOL_VERSION,
         node: NodeId(1),
-        cluster: ClusterIdentity { cluster_id: "x".into(), nodes: 2, partitions: 4, engine: "nocc".into() },
+        cluster: ClusterIdentity {
+            cluster_id: "x".into(),
+            nodes: 2,
+            partitions: 4,
+            engine: "nocc".into(),
+            replicas: 1,
+        },
         token: None,
     };
     let mut buf = Vec::new();
