@@ -104,3 +104,43 @@ fn two_nodes_down_is_unavailable_then_serves_again_and_the_third_catches_up() {
         }
     }
 }
+
+/// Failover on real processes: a writer on node 1 puts keys over every partition one after
+/// another; node 0, which leads some partitions, is killed with `kill -9`. The longest wait
+/// for a write after the kill is the failover of the partitions node 0 led (raft elects a new
+/// leader 100–300 ms after the last heartbeat; the coordinator's resend then reaches it). It
+/// must stay under a few seconds: a call that found no leader would wait out the client's
+/// deadline instead. The measured figure is printed (`docs/results/replication.md`).
+#[test]
+fn writes_resume_promptly_after_a_leader_is_killed() {
+    let (_dir, peers, _configs, mut servers) = cluster("acid");
+    let mut c = connect(&peers[1]);
+    let put = |c: &mut litmus_client::Client, k: i64| {
+        c.call("kv_put", vec![litmus_core::Value::Int(k), litmus_core::Value::Bytes(vec![7; 8].into())])
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut k = 0;
+    // Every partition has a leader once 60 consecutive keys went through.
+    let mut streak = 0;
+    while streak < 60 {
+        assert!(Instant::now() < deadline, "the cluster never settled");
+        k += 1;
+        streak = if put(&mut c, k).is_ok() { streak + 1 } else { 0 };
+    }
+    servers[0].0.kill().unwrap();
+    servers[0].0.wait().unwrap();
+    let killed = Instant::now();
+    let (mut longest, mut last) = (Duration::ZERO, killed);
+    while killed.elapsed() < Duration::from_secs(5) {
+        k += 1;
+        let t = Instant::now();
+        if put(&mut c, k).is_ok() {
+            longest = longest.max(Instant::now() - last);
+            last = Instant::now();
+        } else {
+            eprintln!("write {k} failed after {:?}", t.elapsed());
+        }
+    }
+    eprintln!("failover: longest wait for a write after the kill {longest:?}");
+    assert!(longest < Duration::from_secs(3), "writes stalled {longest:?} after a leader was killed");
+}

@@ -531,6 +531,10 @@ impl Simulator {
         for mut m in machines {
             let disk = n.disks.entry(m.addr()).or_default();
             m.recover(disk.snapshot.as_deref(), &disk.records)?;
+            if !self.cfg.keep_logs {
+                // Nothing is stored, so nothing is ever snapshotted (a crash-free benchmark).
+                m.never_snapshotted();
+            }
             n.machines.insert(m.addr(), m);
         }
         n.up = true;
