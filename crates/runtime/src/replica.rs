@@ -305,7 +305,16 @@ impl ReplicatedPartition {
             self.record(WalRecord::Entries(p.entries.clone()), out);
         }
         if let Some(hs) = p.hard_state {
-            self.record(WalRecord::HardState(hs), out);
+            // Only the term and the vote must be durable before anything is sent (raft's
+            // commit index is volatile state: a restarted member learns it from the leader).
+            // A change of the commit index alone is kept for the next record or snapshot, so
+            // committing costs no sync of its own.
+            let was = self.mirror.hard_state;
+            if (hs.term, hs.vote) != (was.term, was.vote) {
+                self.record(WalRecord::HardState(hs), out);
+            } else {
+                self.mirror.hard_state = hs;
+            }
         }
     }
 
