@@ -50,6 +50,12 @@ pub struct ServerArgs {
     /// Set `tls_client_auth`: every client must present a certificate signed by the CA.
     #[arg(long)]
     tls_client_auth: bool,
+    /// This node lost its data directory and rejoins its running cluster (`replicas > 1`):
+    /// each of its replicas catches up from the others but never votes again, since it may
+    /// have voted or acknowledged entries before the loss. Replicas that find their data
+    /// ignore it. Giving such a replica its vote back needs a membership change (not built).
+    #[arg(long)]
+    rejoin_after_data_loss: bool,
 }
 
 pub fn load_config(args: &ServerArgs) -> anyhow::Result<NodeConfig> {
@@ -88,6 +94,7 @@ pub fn load_config(args: &ServerArgs) -> anyhow::Result<NodeConfig> {
     if args.tls_client_auth {
         cfg.tls_client_auth = true;
     }
+    cfg.rejoin_after_data_loss = args.rejoin_after_data_loss;
     if let Ok(token) = std::env::var("LITMUS_TOKEN") {
         if !token.is_empty() {
             cfg.token = Some(token);

@@ -86,6 +86,11 @@ pub const BREAK_SEND_BEFORE_COMMIT: u8 = 1;
 #[doc(hidden)]
 pub const BREAK_SERVE_WITHOUT_LEASE: u8 = 2;
 
+/// [`BREAK_RULE`]: a deposed leader keeps its partition as it is, effects of proposals that
+/// never committed included, instead of rebuilding it from the committed log.
+#[doc(hidden)]
+pub const BREAK_KEEP_SPECULATIVE_STATE: u8 = 3;
+
 fn broken(rule: u8) -> bool {
     BREAK_RULE.load(std::sync::atomic::Ordering::Relaxed) == rule
 }
@@ -101,6 +106,8 @@ enum WalRecord {
         meta: SnapshotMeta,
         data: Vec<u8>,
     },
+    /// This replica restarted without its data (`rejoining`): it never votes again.
+    Abstaining,
 }
 
 /// A leader's proposal not applied yet, with the messages that wait for it.
@@ -149,6 +156,11 @@ pub struct ReplicatedPartition {
     served: (u64, bool),
     /// A leadership transfer was started for a node about to stop ([`Machine::hand_over`]).
     handing_over: bool,
+    /// The node lost its data directory: a replica with no durable state starts as a member
+    /// that catches up but never votes ([`ReplicaGroup::rejoin_after_data_loss`]).
+    rejoining: bool,
+    /// The abstaining mark is still to be logged (in the first step, before any send).
+    mark_abstaining: bool,
 }
 
 impl ReplicatedPartition {
@@ -183,7 +195,19 @@ impl ReplicatedPartition {
             deposed: false,
             served: (0, false),
             handing_over: false,
+            rejoining: false,
+            mark_abstaining: false,
         }
+    }
+
+    /// The node restarts after losing its data directory (`litmus server
+    /// --rejoin-after-data-loss`): if this replica finds no durable state, it may have voted or
+    /// acknowledged entries before the loss, so it rejoins as a member that never votes
+    /// again (raft's safety rests on votes and acknowledgements being durable). A replica that
+    /// finds its state ignores this.
+    pub fn rejoining(mut self) -> Self {
+        self.rejoining = true;
+        self
     }
 
     /// `Some(term)` if the last step ran an input on the partition, as leader of `term`.
@@ -198,6 +222,11 @@ impl ReplicatedPartition {
     /// The partition machine (a follower's is the committed state; a leader's may be ahead).
     pub fn partition(&self) -> &Partition {
         &self.inner
+    }
+
+    /// The last log index whose effect the partition holds.
+    pub fn applied(&self) -> LogIndex {
+        self.applied
     }
 
     /// Whether this replica leads its group now.
@@ -394,6 +423,9 @@ impl ReplicatedPartition {
     fn step_down(&mut self) {
         self.leading = None;
         self.pending.clear();
+        if broken(BREAK_KEEP_SPECULATIVE_STATE) {
+            return;
+        }
         let mut p = (self.fresh)();
         let base_index = self.base.as_ref().map_or(0, |(m, _)| m.index);
         let mut result = p.recover(self.base.as_ref().map(|(_, d)| d.as_slice()), &[]);
@@ -522,6 +554,7 @@ fn apply_record(d: &mut Durable, r: WalRecord) {
             d.entries.clear();
             d.snapshot = Some((meta, data));
         }
+        WalRecord::Abstaining => d.abstaining = true,
     }
 }
 
@@ -546,7 +579,14 @@ impl Machine for ReplicatedPartition {
         self.applied = durable.snapshot.as_ref().map_or(0, |(m, _)| m.index);
         self.base = durable.snapshot.clone();
         self.mirror = durable.clone();
-        self.group = Some(ReplicaGroup::start(self.cfg.clone(), durable, self.seed).map_err(|e| corrupt("state", &e))?);
+        let group = if self.rejoining && durable == Durable::default() {
+            self.mark_abstaining = true;
+            tracing::warn!(partition = %self.id, "rejoining without data: this replica will never vote again");
+            ReplicaGroup::rejoin_after_data_loss(self.cfg.clone(), self.seed)
+        } else {
+            ReplicaGroup::start(self.cfg.clone(), durable, self.seed)
+        };
+        self.group = Some(group.map_err(|e| corrupt("state", &e))?);
         Ok(())
     }
 
@@ -555,6 +595,9 @@ impl Machine for ReplicatedPartition {
             return; // never recovered: the runtime broke its contract; serve nothing
         }
         self.served.1 = false;
+        if std::mem::take(&mut self.mark_abstaining) {
+            self.record(WalRecord::Abstaining, out);
+        }
         self.advance_clock(now);
         match input {
             Input::Tick => {

@@ -65,6 +65,10 @@ pub struct NodeConfig {
     /// dir with the partition count.
     #[serde(default = "default_replicas")]
     pub replicas: u32,
+    /// This node lost its data directory and rejoins a running cluster: its replicas rejoin
+    /// their groups without a vote (`litmus server --rejoin-after-data-loss`; not a config key).
+    #[serde(skip)]
+    pub rejoin_after_data_loss: bool,
     #[serde(default)]
     pub seed: u64,
     /// The cluster's name, recorded in the data dir at first start and carried by every hello.
@@ -163,6 +167,7 @@ impl NodeConfig {
             fsync: default_fsync(),
             peers,
             replicas: 1,
+            rejoin_after_data_loss: false,
             seed: 0,
             cluster: None,
             max_connections: MAX_CONNECTIONS_DEFAULT,
@@ -853,7 +858,8 @@ pub fn serve_until(
     let me = NodeId(cfg.node);
     let spec = ClusterSpec { engine, topology, catalog, registry, seed: cfg.seed };
     let opened = Instant::now();
-    let host = Host::open(spec.machines_of(me), Some(&cfg.data_dir), cfg.fsync)?.with_topology(spec.topology);
+    let machines = spec.machines_of_node(me, cfg.rejoin_after_data_loss);
+    let host = Host::open(machines, Some(&cfg.data_dir), cfg.fsync)?.with_topology(spec.topology);
     let recovery = host.recovery();
     for m in &recovery.machines {
         tracing::debug!(

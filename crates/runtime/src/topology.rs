@@ -145,6 +145,13 @@ impl ClusterSpec {
     /// The machines a node runs: its coordinator, its partitions, and the roles the engine adds
     /// there ([`litmus_protocol::EngineDef::roles`], e.g. Omid's status oracle and its standby).
     pub fn machines_of(&self, node: NodeId) -> Vec<Box<dyn Machine>> {
+        self.machines_of_node(node, false)
+    }
+
+    /// [`ClusterSpec::machines_of`] for a node that lost its data directory: its replicas
+    /// that find no durable state rejoin without a vote
+    /// ([`crate::replica::ReplicatedPartition::rejoining`]).
+    pub fn machines_of_node(&self, node: NodeId, rejoining: bool) -> Vec<Box<dyn Machine>> {
         let mut out: Vec<Box<dyn Machine>> = vec![Box::new(Coordinator::new(CoordinatorConfig {
             node,
             engine: self.engine,
@@ -161,7 +168,8 @@ impl ClusterSpec {
         if self.topology.replicated() {
             for p in self.topology.replicas_on(node) {
                 let voters = self.topology.replicas_of(p);
-                out.push(Box::new(crate::replica::ReplicatedPartition::new(partition(p), node, voters, self.seed)));
+                let replica = crate::replica::ReplicatedPartition::new(partition(p), node, voters, self.seed);
+                out.push(Box::new(if rejoining { replica.rejoining() } else { replica }));
             }
         } else {
             for p in self.topology.partitions_of(node) {

@@ -287,6 +287,9 @@ enum Event {
     Restart(NodeId),
     /// A scripted network partition: the node cut off from every other one.
     Isolate(NodeId),
+    /// A scripted loss of the node's data directory: it crashes, its disks are wiped, and
+    /// its replicas rejoin without a vote when it restarts.
+    LoseData(NodeId),
     Heal,
     FaultCheck,
     /// A core of the node finished its step ([`SimConfig::cpu`]): run what waits.
@@ -392,6 +395,8 @@ pub struct Simulator {
     client_tick_on: bool,
     /// Replicated partitions: the newest term in which a replica of each partition served.
     served_terms: BTreeMap<litmus_core::PartitionId, u64>,
+    /// Nodes whose data directory was lost ([`Simulator::schedule_data_loss`]).
+    rejoining: BTreeSet<NodeId>,
 }
 
 impl Simulator {
@@ -460,6 +465,7 @@ impl Simulator {
             costs,
             client_tick_on: false,
             served_terms: BTreeMap::new(),
+            rejoining: BTreeSet::new(),
         };
         for node in sim.spec.topology.node_ids() {
             sim.start_node(node)?;
@@ -480,6 +486,17 @@ impl Simulator {
     /// down for `down_for` (a random restart in between is ignored; healing at the end of the
     /// workload phase still restarts it).
     pub fn schedule_outage(&mut self, node: NodeId, after: Duration, down_for: Duration) {
+        let until = self.now + after + down_for;
+        self.schedule(after, Event::Outage { node, until });
+        self.schedule(after + down_for, Event::Restart(node));
+    }
+
+    /// Scripts the loss of `node`'s data directory `after` from now: the node crashes, every
+    /// record and snapshot on its disks is gone, and `down_for` later it restarts empty, its
+    /// replicas rejoining their groups without a vote (`litmus server
+    /// --rejoin-after-data-loss`).
+    pub fn schedule_data_loss(&mut self, node: NodeId, after: Duration, down_for: Duration) {
+        self.schedule(after, Event::LoseData(node));
         let until = self.now + after + down_for;
         self.schedule(after, Event::Outage { node, until });
         self.schedule(after + down_for, Event::Restart(node));
@@ -525,7 +542,7 @@ impl Simulator {
     }
 
     fn start_node(&mut self, node: NodeId) -> Result<(), Error> {
-        let machines = self.spec.machines_of(node);
+        let machines = self.spec.machines_of_node(node, self.rejoining.contains(&node));
         let n = &mut self.nodes[node.0 as usize];
         n.machines.clear();
         for mut m in machines {
@@ -580,7 +597,50 @@ impl Simulator {
         if let Some(v) = self.violation.take() {
             return Err(format!("invariant violated: {v}\n     run so far: {}", self.report));
         }
+        if let Err(e) = self.check_replicas_agree() {
+            return Err(format!("{e}\n     run so far: {}", self.report));
+        }
         Ok(self.report.clone())
+    }
+
+    /// Replicated partitions, after the heal and the idle time of the liveness check: every
+    /// replica of a partition has applied the same log prefix and holds the same rows (raft's
+    /// state-machine safety, and catch-up of the replicas that were down or lost their data).
+    fn check_replicas_agree(&self) -> Result<(), String> {
+        let mut seen: BTreeMap<litmus_core::PartitionId, (NodeId, u64, Vec<u8>)> = BTreeMap::new();
+        for (i, n) in self.nodes.iter().enumerate().filter(|(_, n)| n.up) {
+            for m in n.machines.values() {
+                let Some(r) = m.as_any().and_then(|a| a.downcast_ref::<crate::replica::ReplicatedPartition>()) else {
+                    continue;
+                };
+                let rows = r.partition().store().encode_snapshot();
+                let here = (NodeId(i as u32), r.applied(), rows);
+                match seen.get(&r.id()) {
+                    None => {
+                        seen.insert(r.id(), here);
+                    }
+                    Some((first, applied, _)) if *applied != here.1 => {
+                        return Err(format!(
+                            "replicas disagree: {} applied {applied} entries on node {} and {} on node {}",
+                            r.id(),
+                            first.0,
+                            here.1,
+                            here.0 .0
+                        ));
+                    }
+                    Some((first, applied, rows)) if *rows != here.2 => {
+                        return Err(format!(
+                            "replicas disagree: {} holds different rows on nodes {} and {} after {applied} entries",
+                            r.id(),
+                            first.0,
+                            here.0 .0
+                        ));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Ok(())
     }
 
     /// See the module doc, "Liveness".
@@ -727,6 +787,15 @@ impl Simulator {
                     self.trace_line(|| format!("RESTART node {}", node.0));
                     self.start_node(node)?;
                 }
+            }
+            Event::LoseData(node) => {
+                self.trace_line(|| format!("DATA LOSS node {}", node.0));
+                self.crash(node);
+                let n = &mut self.nodes[node.0 as usize];
+                for disk in n.disks.values_mut() {
+                    *disk = SimDisk::default();
+                }
+                self.rejoining.insert(node);
             }
             Event::Isolate(node) => {
                 self.trace_line(|| format!("PARTITION nodes {{{}}} | the rest", node.0));
