@@ -29,8 +29,10 @@ pub const CHECK_DISTRICT: &str = "tpcc_check_district";
 pub const CHECK_WAREHOUSE: &str = "tpcc_check_warehouse";
 pub const QUIESCE: &str = "tpcc_quiesce";
 
-/// Rows per scan of a check procedure.
-pub const CHECK_SCAN_ROWS: u32 = 10_000;
+/// Rows per scan of a check procedure: a partition answers a scan whole, so its answer must fit
+/// a frame (1 MiB by default) even for the widest rows (`tpcc_customer`, up to ~700 bytes
+/// encoded): 1,000 rows stay under it, as a page does ([`litmus_protocol::page::PAGE_ROWS_DEFAULT`]).
+pub const CHECK_SCAN_ROWS: u32 = litmus_protocol::page::PAGE_ROWS_DEFAULT;
 /// Violation messages a district check returns (it counts all of them).
 pub const CHECK_MESSAGES_MAX: usize = 8;
 
