@@ -687,7 +687,17 @@ impl Coordinator {
 
     fn on_txn_done(&mut self, txn: TxnId, result: Result<(), Error>, out: &mut Effects) {
         let Some(t) = self.txns.remove(&txn) else { return };
-        let outcome = t.finishing.expect("TxnDone for a transaction that was not finishing");
+        // An engine may end a transaction that was still running (a participant that lost it,
+        // e.g. to a restart or a leader change, answers that it is gone): that is an abort
+        // with the engine's error.
+        let outcome = t.finishing.unwrap_or_else(|| {
+            Outcome::Abort(
+                result
+                    .clone()
+                    .err()
+                    .unwrap_or_else(|| Error::Internal("the engine ended a transaction that was still running".into())),
+            )
+        });
         let response = match (outcome, result) {
             (Outcome::Commit(values), Ok(())) => match t.source {
                 Source::Procedure { .. } | Source::OneRound => Ok(ResponseBody::Returned(values)),

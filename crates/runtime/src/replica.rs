@@ -56,11 +56,13 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::time::Duration;
 
-/// Election timeout in ticks of [`TICK_INTERVAL_MS`]: 100 ms, so a new leader is elected
-/// within 100–300 ms of the old one's last heartbeat, well inside a one-second failover.
-pub const ELECTION_TICKS: usize = 20;
-/// Heartbeat interval in ticks: 15 ms, several heartbeats per lease.
-pub const HEARTBEAT_TICKS: usize = 3;
+/// Election timeout in ticks of [`TICK_INTERVAL_MS`]: 250 ms, so a new leader is elected
+/// within 250–600 ms of the old one's last heartbeat, inside a one-second failover, while a
+/// node thread descheduled for a tenth of a second on a loaded machine does not lose its
+/// leaderships (100 ms did, over and over, on two shared cores).
+pub const ELECTION_TICKS: usize = 50;
+/// Heartbeat interval in ticks: 25 ms, ten heartbeats per election timeout.
+pub const HEARTBEAT_TICKS: usize = 5;
 /// The largest proposal: a step's records past it are split over several proposals. Raft
 /// still sends one entry past its append limit, so this plus that limit (256 KiB) stays under
 /// the 1 MiB frame limit.
@@ -363,11 +365,13 @@ impl ReplicatedPartition {
         if now == self.leading {
             return;
         }
-        if self.leading.is_some() {
+        if let Some(term) = self.leading {
+            tracing::info!(partition = %self.id, term, dropped = self.pending.len(), "replica stepped down");
             self.step_down();
             self.deposed = true;
         }
         if let Some(term) = now {
+            tracing::info!(partition = %self.id, term, "replica leads");
             self.term_start = self.group().last_index();
             self.leading = Some(term);
         }

@@ -36,20 +36,31 @@ fn crashes(seed: u64) -> SimConfig {
     cfg.net.duplicate = 0.0;
     cfg.faults.partition = 0.0;
     cfg.faults.crash = 0.4;
+    cfg.duration = Duration::from_secs(4);
     cfg
 }
 
 /// Crashes and network partitions, no loss or duplication.
+/// Outages long enough (0.4–1.2 s) for a cut-off leader's group to elect another one.
 fn crashes_and_cuts(seed: u64) -> SimConfig {
     let mut cfg = crashes(seed);
-    cfg.faults.partition = 0.3;
+    cfg.faults.crash = 0.2;
+    cfg.faults.partition = 0.4;
+    cfg.faults.outage_min = Duration::from_millis(400);
+    cfg.faults.outage_max = Duration::from_millis(1200);
     cfg
 }
 
 /// No random faults; node 0 (leader of some partitions in most seeds) is cut off from the
-/// others for 800 ms, 800 ms in.
+/// others for 1.5 s once the groups have settled, 1.5 s in (of a 4 s run).
 fn isolation(sim: &mut Simulator) {
-    sim.schedule_isolation(NodeId(0), Duration::from_millis(800), Duration::from_millis(800));
+    sim.schedule_isolation(NodeId(0), Duration::from_millis(1500), Duration::from_millis(1500));
+}
+
+fn long_run(seed: u64) -> SimConfig {
+    let mut cfg = SimConfig::new(seed);
+    cfg.duration = Duration::from_secs(4);
+    cfg
 }
 
 fn run(engine: EngineKind, seed: u64, cfg: SimConfig, script: fn(&mut Simulator)) -> Result<(), String> {
@@ -83,7 +94,7 @@ fn replication_rules_broken_on_purpose_are_caught() {
     // A leader cut off from its group that serves without a lease serves beside the new
     // leader: the simulator's one-leader check (no replica serves in a term older than one
     // that already served) fails the run.
-    let stale = first_failure(BREAK_SERVE_WITHOUT_LEASE, litmus_engines::NOCC, n, SimConfig::new, isolation);
+    let stale = first_failure(BREAK_SERVE_WITHOUT_LEASE, litmus_engines::NOCC, n, long_run, isolation);
     let stale = stale.unwrap_or_else(|| panic!("no seed of {n} caught a leader serving without a lease"));
     // A deposed leader that keeps effects of proposals that never committed ends up holding
     // rows its group never agreed on: the simulator's end-of-run check that every replica of
@@ -94,7 +105,7 @@ fn replication_rules_broken_on_purpose_are_caught() {
     run(litmus_engines::ACID, diverged, crashes_and_cuts(diverged), |_| {}).unwrap();
     // The same schedules pass with the rules kept.
     run(litmus_engines::ACID, early, crashes(early), |_| {}).unwrap();
-    run(litmus_engines::NOCC, stale, SimConfig::new(stale), isolation).unwrap();
+    run(litmus_engines::NOCC, stale, long_run(stale), isolation).unwrap();
 }
 
 /// A node loses its data directory mid-run and restarts empty: its replicas rejoin without a
