@@ -242,6 +242,13 @@ impl Client {
             other => Err(unexpected(other)),
         }
     }
+
+    /// Takes up again a transaction this client began and then [`Transaction::detach`]ed (a
+    /// session that spans requests, such as a SQL connection's open transaction). The caller
+    /// must name a transaction of this client that is still open.
+    pub fn resume(&mut self, txn: TxnId) -> Transaction<'_> {
+        Transaction { client: self, txn, done: false }
+    }
 }
 
 fn scan_page_op(table: &str, start: &[Value], end: Option<&[Value]>, after: Option<&Key>, paging: Paging) -> Op {
@@ -269,6 +276,19 @@ pub struct Transaction<'a> {
 impl Transaction<'_> {
     pub fn id(&self) -> TxnId {
         self.txn
+    }
+
+    /// Lets go of the transaction without ending it: it stays open on the server, and
+    /// [`Client::resume`] takes it up again. Returns its id.
+    pub fn detach(mut self) -> TxnId {
+        self.done = true;
+        self.txn
+    }
+
+    /// Whether the server already ended this transaction (an abort or a lost connection on an
+    /// operation): it must not be resumed.
+    pub fn is_ended(&self) -> bool {
+        self.done
     }
 
     fn op(&mut self, op: Op) -> Result<OpResult, Error> {

@@ -1,0 +1,76 @@
+//! # litmus-sql: SQL over the engines
+//!
+//! A [`Session`] runs SQL statements (parsed by `sqlparser`'s PostgreSQL dialect) for one
+//! connection, over a [`litmus_client::Client`]: every statement is planned here and executed
+//! as reads and writes of an interactive transaction, so it runs under whatever concurrency
+//! control the cluster's engine gives (see `docs/sql.md` for what each engine guarantees).
+//!
+//! * **Storage** ([`catalog`]): every SQL table lives in one built-in table, keyed by (table
+//!   id, encoded primary key); the catalog is rows of the same table, written by ordinary
+//!   transactions, so it is durable, the same on every node and replicated with the data.
+//! * **Transactions**: outside `BEGIN` each statement is its own transaction (autocommit);
+//!   inside, statements share one until `COMMIT` or `ROLLBACK`. A statement that fails fails
+//!   its transaction (PostgreSQL's rule: later statements get `25P02` until `ROLLBACK`), so no
+//!   statement is ever half applied.
+//! * **Errors** ([`SqlError`]) carry PostgreSQL's SQLSTATEs: `0A000` for what is not
+//!   supported (naming it), `23505`/`23502`/`23514` for constraints, `40001` for a retryable
+//!   abort, `40003` when a commit's outcome is unknown, `42P01` for a missing table, `42601`
+//!   for bad syntax.
+//!
+//! What is left out: subqueries, outer joins, `UNION`, `DISTINCT`, secondary indexes,
+//! `UNIQUE` other than the primary key and foreign keys (refused at `CREATE TABLE`), range
+//! access by a key column's bounds (a range is read only for an equality-fixed key prefix).
+
+pub mod catalog;
+mod describe;
+mod dml;
+pub mod error;
+pub mod expr;
+pub mod query;
+mod session;
+pub mod store;
+pub mod types;
+
+pub use catalog::{rows_table, ROWS_TABLE};
+pub use error::{sqlstate, SqlError};
+pub use session::{Output, Session, TxnStatus};
+pub use types::{Datum, SqlType};
+
+use std::cell::Cell;
+
+/// What `version()` and the `server_version` setting report: a PostgreSQL version that
+/// clients accept, and our name.
+pub const SERVER_VERSION: &str = "15.0";
+pub const SERVER_VERSION_STRING: &str = "PostgreSQL 15.0 (LitmusDB)";
+
+/// A result column.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Column {
+    pub name: String,
+    pub ty: SqlType,
+}
+
+/// What one statement's execution knows besides the data.
+pub struct StatementCtx {
+    pub params: Vec<Datum>,
+    /// The parameters' types as far as known (for typing results).
+    pub param_types: Vec<SqlType>,
+    /// The statement's timestamp, microseconds since 1970.
+    pub now_us: i64,
+    rowid_next: Cell<i64>,
+}
+
+impl StatementCtx {
+    /// A fresh hidden row id (unique within the session; sessions start far apart).
+    pub fn next_rowid(&self) -> i64 {
+        let id = self.rowid_next.get();
+        self.rowid_next.set(id + 1);
+        id
+    }
+}
+
+/// Parses SQL text into statements; bad syntax is `42601`.
+pub fn parse(sql: &str) -> Result<Vec<sqlparser::ast::Statement>, SqlError> {
+    sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::PostgreSqlDialect {}, sql)
+        .map_err(|e| SqlError::syntax(format!("syntax error: {e}")))
+}
