@@ -403,6 +403,25 @@ impl Transaction<'_> {
         }
     }
 
+    /// Point writes of one table (`Op::Write`, `Op::Insert`, `Op::Delete`, `Op::Update`),
+    /// applied in order. On an engine that takes `Op::WriteMany` whole they travel as one
+    /// request per partition (each partition's share applied whole or not at all); an engine
+    /// that does not refuses it (`Unsupported`, nothing applied) and they go one by one. At
+    /// most `op::BATCH_LEN_MAX` writes, and few enough bytes for the server's frame limit (the
+    /// caller sizes the batch).
+    pub fn write_many(&mut self, table: &str, writes: Vec<Op>) -> Result<(), Error> {
+        if writes.len() > 1 {
+            match self.op(Op::WriteMany { table: table.into(), writes: writes.clone() }) {
+                Err(Error::Invalid(InvalidInput::Unsupported { .. })) => {}
+                other => return other.map(drop),
+            }
+        }
+        for w in writes {
+            self.op(w)?;
+        }
+        Ok(())
+    }
+
     pub fn write(&mut self, table: &str, row: impl Into<Row>) -> Result<(), Error> {
         self.op(Op::Write { table: table.into(), row: row.into() }).map(drop)
     }

@@ -11,27 +11,37 @@
 //! tokio's blocking pool; the protocol tasks never block. A connection that goes away with a
 //! transaction open rolls it back.
 //!
-//! Not built: `COPY`, cancel requests, password authentication, TLS on this port.
+//! `COPY ... FROM STDIN` (text format) is collected until the client's CopyDone and then
+//! inserted as one statement.
+//!
+//! Not built: `COPY ... TO`, cancel requests, password authentication, TLS on this port.
 
 mod wire;
 
 use async_trait::async_trait;
 use bytes::BytesMut;
 use futures_util::stream;
+use futures_util::{Sink, SinkExt};
 use litmus_client::Client;
+use litmus_sql::copy::CopySpec;
 use litmus_sql::{Column, Output, Session, SqlError, SqlType};
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::StartupHandler;
+use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::CopyResponse;
 use pgwire::api::results::{
     DescribePortalResponse, DescribeStatementResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag,
 };
 use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::{ClientInfo, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::data::DataRow;
+use pgwire::messages::PgWireBackendMessage;
 use sqlparser::ast::Statement;
+use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -45,9 +55,10 @@ pub struct Prepared {
     described: Mutex<Option<Vec<SqlType>>>,
 }
 
-/// What one connection holds: its session, made on first use.
+/// What one connection holds: its session, made on first use, and a `COPY` in progress.
 struct Conn {
     session: Arc<Mutex<Option<Session>>>,
+    copy: Mutex<Option<(CopySpec, Vec<u8>)>>,
     connect: Connector,
     seed: u64,
     parser: Arc<Parser>,
@@ -140,6 +151,12 @@ impl SimpleQueryHandler for Conn {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
+        if let Some(tag) = litmus_sql::maintenance_tag(query) {
+            return Ok(vec![Response::Execution(Tag::new(tag))]);
+        }
+        if let Some(copy) = litmus_sql::copy::parse_copy(query) {
+            return Ok(vec![self.start_copy(copy).await]);
+        }
         let stmts = match litmus_sql::parse(query) {
             Ok(s) => s,
             Err(e) => return Ok(vec![Response::Error(Box::new(error_info(e)))]),
@@ -168,6 +185,77 @@ impl SimpleQueryHandler for Conn {
                 Err(e) => Response::Error(Box::new(error_info(e))),
             })
             .collect())
+    }
+}
+
+impl Conn {
+    /// Answers a `COPY ... FROM STDIN` with CopyIn (the data follows) or its error.
+    async fn start_copy(&self, copy: Result<CopySpec, SqlError>) -> Response {
+        let spec = match copy {
+            Ok(spec) => spec,
+            Err(e) => return Response::Error(Box::new(error_info(e))),
+        };
+        let probe = spec.clone();
+        match self.with_session(move |s| s.copy_width(&probe)).await {
+            Ok(width) => {
+                if let Ok(mut c) = self.copy.lock() {
+                    *c = Some((spec, Vec::new()));
+                }
+                Response::CopyIn(CopyResponse::new(0, width, stream::empty()))
+            }
+            Err(e) => Response::Error(Box::new(error_info(e))),
+        }
+    }
+}
+
+#[async_trait]
+impl CopyHandler for Conn {
+    async fn on_copy_data<C>(&self, _client: &mut C, copy_data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let mut guard = self.copy.lock().map_err(|_| user_error(SqlError::internal("copy lock poisoned")))?;
+        let Some((_, buf)) = guard.as_mut() else {
+            return Err(user_error(SqlError::new("08P01", "COPY data without COPY".into())));
+        };
+        if buf.len() + copy_data.data.len() > litmus_sql::copy::COPY_BYTES_MAX {
+            *guard = None;
+            return Err(user_error(SqlError::new(
+                "54000",
+                format!("COPY data over {} bytes", litmus_sql::copy::COPY_BYTES_MAX),
+            )));
+        }
+        buf.extend_from_slice(&copy_data.data);
+        Ok(())
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let taken = self.copy.lock().ok().and_then(|mut c| c.take());
+        let Some((spec, data)) = taken else {
+            return Err(user_error(SqlError::new("08P01", "COPY done without COPY".into())));
+        };
+        let rows = self.with_session(move |s| s.copy_in(&spec, &data)).await.map_err(user_error)?;
+        client.send(PgWireBackendMessage::CommandComplete(Tag::new("COPY").with_rows(rows).into())).await?;
+        Ok(())
+    }
+
+    async fn on_copy_fail<C>(&self, _client: &mut C, fail: CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if let Ok(mut c) = self.copy.lock() {
+            *c = None;
+        }
+        user_error(SqlError::new("57014", format!("COPY from stdin failed: {}", fail.message)))
     }
 }
 
@@ -309,6 +397,9 @@ impl PgWireServerHandlers for Handlers {
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
         self.0.clone()
     }
+    fn copy_handler(&self) -> Arc<impl CopyHandler> {
+        self.0.clone()
+    }
 }
 
 /// Serves PostgreSQL clients on `listener` until the task is dropped.
@@ -325,7 +416,13 @@ pub async fn serve(listener: tokio::net::TcpListener, connect: Connector) {
             }
         };
         let seed = CONNECTIONS.fetch_add(1, Ordering::Relaxed);
-        let conn = Conn { session: Arc::new(Mutex::new(None)), connect: connect.clone(), seed, parser: parser.clone() };
+        let conn = Conn {
+            session: Arc::new(Mutex::new(None)),
+            copy: Mutex::new(None),
+            connect: connect.clone(),
+            seed,
+            parser: parser.clone(),
+        };
         let handlers = Arc::new(Handlers(Arc::new(conn)));
         tokio::spawn(async move {
             if let Err(e) = pgwire::tokio::process_socket(socket, None, handlers).await {

@@ -25,7 +25,7 @@ fn parse_expr(text: &str) -> Result<Expr, SqlError> {
 }
 
 /// Casts a full row to the table's types and checks `NOT NULL` and the `CHECK`s.
-fn check_row(ctx: &StatementCtx, def: &TableDef, row: Vec<Datum>) -> Result<Vec<Datum>, SqlError> {
+pub(crate) fn check_row(ctx: &StatementCtx, def: &TableDef, row: Vec<Datum>) -> Result<Vec<Datum>, SqlError> {
     let mut out = Vec::with_capacity(row.len());
     for (v, c) in row.into_iter().zip(&def.columns) {
         let v = v.cast(&c.ty)?;
@@ -225,8 +225,73 @@ pub fn delete_all(tx: &mut Tx, def: &TableDef) -> Result<usize, SqlError> {
         }
         Ok(true)
     })?;
-    for k in &keys {
-        tx.delete(def, k)?;
-    }
+    tx.delete_many(def, &keys)?;
     Ok(keys.len())
+}
+
+/// Inserts the rows of a `COPY`, in batches.
+pub fn copy_rows(
+    tx: &mut Tx,
+    ctx: &StatementCtx,
+    spec: &crate::copy::CopySpec,
+    data: &[u8],
+) -> Result<usize, SqlError> {
+    let def = tx.table(&spec.table)?;
+    let targets = crate::copy::targets(spec, &def)?;
+    let mut rows = vec![];
+    for values in crate::copy::parse_text(data, targets.len())? {
+        let row = full_row(ctx, &def, &targets, values)?;
+        rows.push(check_row(ctx, &def, row)?);
+        if rows.len() > STATEMENT_ROWS_MAX {
+            return Err(too_many());
+        }
+    }
+    tx.insert_many(&def, &rows, false)?;
+    Ok(rows.len())
+}
+
+/// `ALTER TABLE t ADD PRIMARY KEY (cols)` on a table created without one: every row is
+/// re-keyed by the new key (refused with `23505` / `23502` when the rows are not unique and
+/// non-null on it), and the hidden row id goes away.
+pub fn add_primary_key(tx: &mut Tx, name: &str, columns: &[String]) -> Result<(), SqlError> {
+    let def = tx.table(name)?;
+    if !def.has_rowid() {
+        return Err(SqlError::new(
+            sqlstate::INVALID_TABLE_DEFINITION,
+            format!("multiple primary keys for table \"{name}\" are not allowed"),
+        ));
+    }
+    let mut new = def.clone();
+    let rowid = new.columns.iter().position(|c| c.hidden).expect("has_rowid");
+    new.columns.remove(rowid);
+    new.primary_key = columns.iter().map(|c| new.column(c)).collect::<Result<_, _>>()?;
+    for &k in &new.primary_key {
+        new.columns[k].not_null = true;
+    }
+    let mut old_keys = vec![];
+    let mut rows = vec![];
+    let mut seen = std::collections::HashSet::new();
+    tx.scan(&def, &[], &mut |key, mut row| {
+        row.remove(rowid);
+        for &k in &new.primary_key {
+            if row[k].is_null() {
+                return Err(SqlError::new(
+                    sqlstate::NOT_NULL_VIOLATION,
+                    format!("column \"{}\" of relation \"{name}\" contains null values", new.columns[k].name),
+                ));
+            }
+        }
+        if !seen.insert(new.key_of(&row)?) {
+            return Err(crate::store::duplicate(&new, &row));
+        }
+        old_keys.push(key);
+        rows.push(row);
+        if rows.len() > STATEMENT_ROWS_MAX {
+            return Err(too_many());
+        }
+        Ok(true)
+    })?;
+    tx.delete_many(&def, &old_keys)?;
+    tx.insert_many(&new, &rows, true)?;
+    tx.replace_table(&new)
 }

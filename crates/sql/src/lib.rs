@@ -22,6 +22,7 @@
 //! access by a key column's bounds (a range is read only for an equality-fixed key prefix).
 
 pub mod catalog;
+pub mod copy;
 mod describe;
 mod dml;
 pub mod error;
@@ -73,4 +74,16 @@ impl StatementCtx {
 pub fn parse(sql: &str) -> Result<Vec<sqlparser::ast::Statement>, SqlError> {
     sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::PostgreSqlDialect {}, sql)
         .map_err(|e| SqlError::syntax(format!("syntax error: {e}")))
+}
+
+/// `VACUUM ...` and `ANALYZE ...` (forms the parser does not know, such as `VACUUM ANALYZE t`)
+/// are accepted as no-ops: there is no heap to vacuum and no planner statistics. The command
+/// tag to answer, when `sql` is one of them.
+pub fn maintenance_tag(sql: &str) -> Option<&'static str> {
+    let first = sql.trim_start().split(|c: char| c.is_whitespace() || c == ';').next()?.to_ascii_lowercase();
+    match first.as_str() {
+        "vacuum" => Some("VACUUM"),
+        "analyze" | "analyse" => Some("ANALYZE"),
+        _ => None,
+    }
 }

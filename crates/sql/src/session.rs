@@ -130,12 +130,7 @@ impl Session {
         match stmt {
             Statement::Commit { chain: false, .. } => return self.commit(),
             Statement::Rollback { chain: false, savepoint: None } => return self.rollback(),
-            _ if matches!(self.state, State::Failed) => {
-                return Err(SqlError::new(
-                    sqlstate::IN_FAILED_TRANSACTION,
-                    "current transaction is aborted, commands ignored until end of transaction block".into(),
-                ))
-            }
+            _ if matches!(self.state, State::Failed) => return Err(failed_txn()),
             Statement::StartTransaction { modes, statements, exception: None, .. } if statements.is_empty() => {
                 return self.begin(modes)
             }
@@ -149,6 +144,31 @@ impl Session {
         let out = self.in_txn(|tx| run_statement(tx, &ctx, stmt));
         self.rowid_next = ctx.rowid_next.get();
         out
+    }
+
+    /// Checks a `COPY ... FROM STDIN` before its data comes: the number of fields a line has.
+    pub fn copy_width(&mut self, spec: &crate::copy::CopySpec) -> Result<usize, SqlError> {
+        self.check_not_failed()?;
+        self.in_txn(|tx| {
+            let def = tx.table(&spec.table)?;
+            Ok(crate::copy::targets(spec, &def)?.len())
+        })
+    }
+
+    /// Runs a `COPY ... FROM STDIN` with all its data; the number of rows.
+    pub fn copy_in(&mut self, spec: &crate::copy::CopySpec, data: &[u8]) -> Result<usize, SqlError> {
+        self.check_not_failed()?;
+        let ctx = self.ctx(&[], &[]);
+        let out = self.in_txn(|tx| dml::copy_rows(tx, &ctx, spec, data));
+        self.rowid_next = ctx.rowid_next.get();
+        out
+    }
+
+    fn check_not_failed(&self) -> Result<(), SqlError> {
+        if matches!(self.state, State::Failed) {
+            return Err(failed_txn());
+        }
+        Ok(())
     }
 
     fn ctx(&self, params: &[Datum], param_types: &[SqlType]) -> StatementCtx {
@@ -292,6 +312,13 @@ impl Session {
     }
 }
 
+fn failed_txn() -> SqlError {
+    SqlError::new(
+        sqlstate::IN_FAILED_TRANSACTION,
+        "current transaction is aborted, commands ignored until end of transaction block".into(),
+    )
+}
+
 fn parse_isolation(v: &str) -> Result<Isolation, SqlError> {
     match v.to_lowercase().replace(['-', '_'], " ").as_str() {
         "read uncommitted" => Ok(Isolation::ReadUncommitted),
@@ -352,8 +379,28 @@ fn run_statement(tx: &mut Tx, ctx: &StatementCtx, stmt: &Statement) -> Result<Ou
             }
             Output::Command("TRUNCATE TABLE".into())
         }
+        Statement::AlterTable(at) => alter_table(tx, at)?,
         other => return Err(SqlError::unsupported(statement_kind(other))),
     })
+}
+
+fn alter_table(tx: &mut Tx, at: &sqlparser::ast::AlterTable) -> Result<Output, SqlError> {
+    use sqlparser::ast::{AlterTableOperation, TableConstraint};
+    let name = object_name(&at.name)?;
+    for op in &at.operations {
+        match op {
+            AlterTableOperation::AddConstraint { constraint: TableConstraint::PrimaryKey(pk), .. } => {
+                let cols: Vec<String> = pk
+                    .columns
+                    .iter()
+                    .map(|c| c.column.expr.to_string().to_lowercase().trim_matches('"').to_string())
+                    .collect();
+                dml::add_primary_key(tx, &name, &cols)?;
+            }
+            other => return Err(SqlError::unsupported(format!("ALTER TABLE {other}"))),
+        }
+    }
+    Ok(Output::Command("ALTER TABLE".into()))
 }
 
 fn create_table(tx: &mut Tx, ct: &sqlparser::ast::CreateTable) -> Result<Output, SqlError> {

@@ -7,9 +7,14 @@ use crate::error::SqlError;
 use crate::types::Datum;
 use litmus_client::{PageSizer, Paging, Transaction};
 use litmus_core::{Row, Value};
+use litmus_protocol::op::{Op, BATCH_LEN_MAX};
 
 /// The most rows one statement may touch or return (a bound on the memory a statement holds).
 pub const STATEMENT_ROWS_MAX: usize = 2_000_000;
+
+/// The most bytes of rows one batch of writes carries: well under the servers' frame limit
+/// (`max_frame_bytes`, 1 MiB by default).
+pub const BATCH_BYTES_MAX: usize = 256 * 1024;
 
 /// The transaction a statement runs in.
 pub struct Tx<'t, 'c> {
@@ -145,6 +150,60 @@ impl Tx<'_, '_> {
 
     pub fn delete(&mut self, def: &TableDef, key: &[u8]) -> Result<(), SqlError> {
         self.txn.delete(ROWS_TABLE, &[Value::Int(def.id), Value::Bytes(key.into())])?;
+        Ok(())
+    }
+
+    /// Writes many rows in batches (`Op::WriteMany` where the engine takes it): inserts
+    /// (`23505` on an existing key) or, with `replace`, writes.
+    pub fn insert_many(&mut self, def: &TableDef, rows: &[Vec<Datum>], replace: bool) -> Result<(), SqlError> {
+        let mut ops = Vec::with_capacity(rows.len());
+        for r in rows {
+            let row: Row = self.stored_row(def, r)?.into();
+            ops.push(if replace {
+                Op::Write { table: ROWS_TABLE.into(), row }
+            } else {
+                Op::Insert { table: ROWS_TABLE.into(), row }
+            });
+        }
+        self.write_batches(ops).map_err(|e| match e {
+            litmus_core::Error::Invalid(litmus_core::InvalidInput::DuplicateKey(_)) => SqlError::new(
+                crate::error::sqlstate::UNIQUE_VIOLATION,
+                format!("duplicate key value violates unique constraint \"{}_pkey\"", def.name),
+            ),
+            other => other.into(),
+        })
+    }
+
+    /// Deletes many rows by encoded key, in batches.
+    pub fn delete_many(&mut self, def: &TableDef, keys: &[Vec<u8>]) -> Result<(), SqlError> {
+        let ops = keys
+            .iter()
+            .map(|k| Op::Delete {
+                table: ROWS_TABLE.into(),
+                key: vec![Value::Int(def.id), Value::Bytes(k.as_slice().into())],
+            })
+            .collect();
+        Ok(self.write_batches(ops)?)
+    }
+
+    fn write_batches(&mut self, ops: Vec<Op>) -> Result<(), litmus_core::Error> {
+        let mut batch = vec![];
+        let mut bytes = 0;
+        for op in ops {
+            let size = match &op {
+                Op::Write { row, .. } | Op::Insert { row, .. } => litmus_protocol::page::row_bytes(row),
+                _ => 64,
+            };
+            if !batch.is_empty() && (batch.len() >= BATCH_LEN_MAX || bytes + size > BATCH_BYTES_MAX) {
+                self.txn.write_many(ROWS_TABLE, std::mem::take(&mut batch))?;
+                bytes = 0;
+            }
+            bytes += size;
+            batch.push(op);
+        }
+        if !batch.is_empty() {
+            self.txn.write_many(ROWS_TABLE, batch)?;
+        }
         Ok(())
     }
 
