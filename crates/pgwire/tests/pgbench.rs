@@ -23,7 +23,11 @@ fn pgbench(addr: SocketAddr, args: &[&str]) -> Option<String> {
 
 fn sum(addr: SocketAddr, sql: &str) -> Option<i64> {
     let bin = common::program("psql")?;
-    let out = Command::new(bin).args(pg_args(addr)).args(["-X", "-A", "-t", "-d", "bench", "-c", sql]).output().expect("running psql");
+    let out = Command::new(bin)
+        .args(pg_args(addr))
+        .args(["-X", "-A", "-t", "-d", "bench", "-c", sql])
+        .output()
+        .expect("running psql");
     let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
     assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
     Some(if text.is_empty() { 0 } else { text.parse().unwrap_or_else(|_| panic!("{sql}: {text}")) })

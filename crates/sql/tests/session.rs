@@ -156,3 +156,29 @@ fn joins_group_by_parameters_and_hidden_row_ids() {
     assert_eq!(code(&mut s, "SELECT * FROM a"), "42P01");
     c.shutdown().unwrap();
 }
+
+/// Every engine that runs interactive transactions serves the same statements with the same
+/// answers; the one-round-only engines refuse them with 0A000 naming themselves.
+#[test]
+fn every_engine_serves_sql_or_refuses_it_by_name() {
+    for &engine in litmus_engines::ALL {
+        let c = cluster(engine);
+        let mut s = session(&c, 6);
+        let created = run(&mut s, "CREATE TABLE e (id INT PRIMARY KEY, v INT)");
+        if !engine.capabilities().interactive {
+            let e = created.expect_err(engine.name());
+            assert_eq!(e.code, "0A000", "{}: {e}", engine.name());
+            assert!(e.message.contains(engine.name()), "{}: {e}", engine.name());
+            c.shutdown().unwrap();
+            continue;
+        }
+        created.unwrap_or_else(|e| panic!("{}: {e}", engine.name()));
+        run(
+            &mut s,
+            "INSERT INTO e VALUES (1, 10), (2, 20); UPDATE e SET v = v + 1 WHERE id = 1; DELETE FROM e WHERE id = 2",
+        )
+        .unwrap();
+        assert_eq!(rows(&mut s, "SELECT id, v FROM e"), vec![vec!["1", "11"]], "{}", engine.name());
+        c.shutdown().unwrap();
+    }
+}
