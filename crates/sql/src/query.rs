@@ -5,7 +5,7 @@
 use crate::catalog::{ident, object_name, TableDef};
 use crate::error::{sqlstate, SqlError};
 use crate::expr::{column_ref, function_args, is_aggregate, type_of, Env, Scope, Source};
-use crate::store::{Tx, STATEMENT_ROWS_MAX};
+use crate::store::{KeyRange, Tx, STATEMENT_ROWS_MAX};
 use crate::types::{Datum, SqlType};
 use crate::{Column, StatementCtx};
 use sqlparser::ast::{
@@ -106,8 +106,40 @@ fn join_level(
         return each(row);
     }
     let def = scope.sources[level].def.clone();
-    let prefix = key_prefix(ctx, scope, conds, level, row)?;
-    let fetched = fetch(tx, &def, &prefix)?;
+    let range = access(ctx, scope, conds, level, row)?;
+    if level + 1 == scope.sources.len() {
+        // The innermost level streams: a LIMIT or a stop ends the read early.
+        let env_scope = scope;
+        let mut go_on = true;
+        let mut visit = |r: Vec<Datum>, row: &mut Vec<Datum>| -> Result<bool, SqlError> {
+            let at = row.len();
+            row.extend(r);
+            let env = Env { scope: env_scope, row, params: &ctx.params, aggregates: None, now_us: ctx.now_us };
+            let mut keep = true;
+            for c in conds {
+                if !env.truth(c)? {
+                    keep = false;
+                    break;
+                }
+            }
+            let more = if keep { each(row)? } else { true };
+            row.truncate(at);
+            Ok(more)
+        };
+        match range {
+            Access::Point(key) => {
+                if let Some(r) = tx.get(&def, &key)? {
+                    go_on = visit(r, row)?;
+                }
+            }
+            Access::Range(range) => tx.scan_range(&def, &range, &mut |_, r| {
+                go_on = visit(r, row)?;
+                Ok(go_on)
+            })?,
+        }
+        return Ok(go_on);
+    }
+    let fetched = fetch(tx, &def, &range)?;
     for r in fetched {
         let at = row.len();
         row.extend(r);
@@ -120,14 +152,123 @@ fn join_level(
     Ok(true)
 }
 
-/// Rows of `def` with the key prefix (a point read for a whole key).
-fn fetch(tx: &mut Tx, def: &TableDef, prefix: &[Datum]) -> Result<Vec<Vec<Datum>>, SqlError> {
+/// How a level reads its table: one key, or a range of keys.
+pub enum Access {
+    Point(Vec<u8>),
+    Range(KeyRange),
+}
+
+/// The access path of source `level`: a point read when equalities fix the whole key, else the
+/// range their key prefix and any bounds on the next key column allow.
+fn access(
+    ctx: &StatementCtx,
+    scope: &Scope,
+    conds: &[Expr],
+    level: usize,
+    outer: &[Datum],
+) -> Result<Access, SqlError> {
+    let def = &scope.sources[level].def;
+    let prefix = key_prefix(ctx, scope, conds, level, outer)?;
     if prefix.len() == def.primary_key.len() {
-        let key = crate::catalog::encode_key(prefix)?;
-        return Ok(tx.get(def, &key)?.into_iter().collect());
+        return Ok(Access::Point(crate::catalog::encode_key(&prefix)?));
     }
+    let mut range = KeyRange::prefix(&prefix)?;
+    let (lo, hi) = bounds(ctx, scope, conds, level, outer, def.primary_key[prefix.len()])?;
+    let with = |v: Datum, past: bool| -> Result<Vec<u8>, SqlError> {
+        let mut vals = prefix.clone();
+        vals.push(v);
+        let mut k = crate::catalog::encode_key(&vals)?;
+        if past {
+            k.push(0xFF);
+        }
+        Ok(k)
+    };
+    if let Some((v, inclusive)) = lo {
+        range.lo = Some(with(v, !inclusive)?);
+    }
+    if let Some((v, inclusive)) = hi {
+        range.hi = Some(with(v, inclusive)?);
+    }
+    Ok(Access::Range(range))
+}
+
+/// Bounds (value, inclusive) on column `col` of source `level` from `col < v`, `v >= col`,
+/// `col BETWEEN a AND b` with `v` known before the level is read. A bound whose value the
+/// column's type would change (5.5 for an integer) is not used: the filter still applies.
+fn bounds(
+    ctx: &StatementCtx,
+    scope: &Scope,
+    conds: &[Expr],
+    level: usize,
+    outer: &[Datum],
+    col: usize,
+) -> Result<(Bound, Bound), SqlError> {
+    let outer_scope = Scope::new(scope.sources[..level].to_vec());
+    let offset: usize = scope.sources[..level].iter().map(|s| s.def.columns.len()).sum();
+    let ty = &scope.sources[level].def.columns[col].ty;
+    let env = Env { scope: &outer_scope, row: outer, params: &ctx.params, aggregates: None, now_us: ctx.now_us };
+    let is_col = |e: &Expr| {
+        column_ref(e).and_then(|(q, n)| scope.resolve(q.as_deref(), &n).ok()).map(|r| r.0) == Some(offset + col)
+    };
+    let known = |e: &Expr| -> Option<Datum> {
+        let v = env.eval(e).ok().filter(|v| !v.is_null())?;
+        let cast = v.clone().cast(ty).ok()?;
+        (cast.compare(&v).ok()? == Some(Ordering::Equal)).then_some(cast)
+    };
+    let (mut lo, mut hi) = (None, None);
+    for c in conds {
+        match c {
+            Expr::BinaryOp { left, op, right } => {
+                let (op, other) = if is_col(left) {
+                    (op.clone(), right)
+                } else if is_col(right) {
+                    (flip(op), left)
+                } else {
+                    continue;
+                };
+                let Some(v) = known(other) else { continue };
+                match op {
+                    BinaryOperator::Gt => lo = lo.or(Some((v, false))),
+                    BinaryOperator::GtEq => lo = lo.or(Some((v, true))),
+                    BinaryOperator::Lt => hi = hi.or(Some((v, false))),
+                    BinaryOperator::LtEq => hi = hi.or(Some((v, true))),
+                    _ => {}
+                }
+            }
+            Expr::Between { expr, negated: false, low, high } if is_col(expr) => {
+                if let (Some(a), Some(b)) = (known(low), known(high)) {
+                    lo = lo.or(Some((a, true)));
+                    hi = hi.or(Some((b, true)));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((lo, hi))
+}
+
+/// A bound on a key column: its value and whether it is inclusive.
+type Bound = Option<(Datum, bool)>;
+
+/// `a < b` read from b's side: `b > a`.
+fn flip(op: &BinaryOperator) -> BinaryOperator {
+    match op {
+        BinaryOperator::Gt => BinaryOperator::Lt,
+        BinaryOperator::GtEq => BinaryOperator::LtEq,
+        BinaryOperator::Lt => BinaryOperator::Gt,
+        BinaryOperator::LtEq => BinaryOperator::GtEq,
+        other => other.clone(),
+    }
+}
+
+/// The rows of `def` an access path reads (for an outer level of a join).
+fn fetch(tx: &mut Tx, def: &TableDef, access: &Access) -> Result<Vec<Vec<Datum>>, SqlError> {
+    let range = match access {
+        Access::Point(key) => return Ok(tx.get(def, key)?.into_iter().collect()),
+        Access::Range(range) => range,
+    };
     let mut out = vec![];
-    tx.scan(def, prefix, &mut |_, r| {
+    tx.scan_range(def, range, &mut |_, r| {
         out.push(r);
         if out.len() > STATEMENT_ROWS_MAX {
             return Err(too_many());
@@ -143,7 +284,7 @@ pub fn too_many() -> SqlError {
 
 /// The values of the longest primary-key prefix of source `level` that `conds` fix by
 /// equalities whose other side is known from the outer levels (or the parameters).
-pub fn key_prefix(
+fn key_prefix(
     ctx: &StatementCtx,
     scope: &Scope,
     conds: &[Expr],

@@ -16,6 +16,28 @@ pub const STATEMENT_ROWS_MAX: usize = 2_000_000;
 /// (`max_frame_bytes`, 1 MiB by default).
 pub const BATCH_BYTES_MAX: usize = 256 * 1024;
 
+/// A range of a table's encoded primary keys: `lo` inclusive (`None`: from the first key),
+/// `hi` exclusive (`None`: to the last).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyRange {
+    pub lo: Option<Vec<u8>>,
+    pub hi: Option<Vec<u8>>,
+}
+
+impl KeyRange {
+    /// Every key that starts with the key values `prefix`: `[enc(p), enc(p) ++ 0xFF)` (the
+    /// encoding's tags are all below 0xFF).
+    pub fn prefix(prefix: &[Datum]) -> Result<KeyRange, SqlError> {
+        if prefix.is_empty() {
+            return Ok(KeyRange::default());
+        }
+        let lo = catalog::encode_key(prefix)?;
+        let mut hi = lo.clone();
+        hi.push(0xFF);
+        Ok(KeyRange { lo: Some(lo), hi: Some(hi) })
+    }
+}
+
 /// The transaction a statement runs in.
 pub struct Tx<'t, 'c> {
     pub txn: &'t mut Transaction<'c>,
@@ -105,14 +127,27 @@ impl Tx<'_, '_> {
         prefix: &[Datum],
         each: &mut dyn FnMut(Vec<u8>, Vec<Datum>) -> Result<bool, SqlError>,
     ) -> Result<(), SqlError> {
+        self.scan_range(def, &KeyRange::prefix(prefix)?, each)
+    }
+
+    /// Calls `each` with every row whose encoded key is in `range`, in key order, page by
+    /// page; `each` returns false to stop.
+    pub fn scan_range(
+        &mut self,
+        def: &TableDef,
+        range: &KeyRange,
+        each: &mut dyn FnMut(Vec<u8>, Vec<Datum>) -> Result<bool, SqlError>,
+    ) -> Result<(), SqlError> {
         let tid = Value::Int(def.id);
-        let (start, end) = if prefix.is_empty() {
-            (vec![tid], None)
-        } else {
-            let lo = catalog::encode_key(prefix)?;
-            let mut hi = lo.clone();
-            hi.push(0xFF);
-            (vec![tid.clone(), Value::Bytes(lo.into())], Some(vec![tid, Value::Bytes(hi.into())]))
+        let mut start = vec![tid.clone()];
+        if let Some(lo) = &range.lo {
+            start.push(Value::Bytes(lo.as_slice().into()));
+        }
+        let end = match (&range.lo, &range.hi) {
+            (_, Some(hi)) => Some(vec![tid, Value::Bytes(hi.as_slice().into())]),
+            // From a key to the table's end: every key below the next table id.
+            (Some(_), None) => Some(vec![Value::Int(def.id + 1)]),
+            (None, None) => None,
         };
         let mut after = None;
         let mut sizer = PageSizer::new(self.paging);
