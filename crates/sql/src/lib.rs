@@ -18,8 +18,9 @@
 //!   for bad syntax.
 //!
 //! What is left out: subqueries, outer joins, `UNION`, `DISTINCT`, secondary indexes,
-//! `UNIQUE` other than the primary key and foreign keys (refused at `CREATE TABLE`), range
-//! access by a key column's bounds (a range is read only for an equality-fixed key prefix).
+//! `UNIQUE` other than the primary key and foreign keys (refused at `CREATE TABLE`), engine
+//! transaction classes (BASE, one-round) in SQL, update formulas (an `UPDATE` reads, then
+//! writes the row).
 
 pub mod catalog;
 pub mod copy;
