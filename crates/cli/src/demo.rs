@@ -45,19 +45,22 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let on_signal = stop.clone();
     ctrlc::set_handler(move || on_signal.store(true, Ordering::Relaxed)).context("installing the signal handler")?;
+    // The banner is best effort: a reader that stops reading (closes the pipe) must not stop
+    // the demo.
+    let banner = [
+        format!(
+            "LitmusDB demo: engine {}, {} node(s), {} partitions, in memory",
+            args.engine.name(),
+            args.nodes,
+            args.partitions
+        ),
+        format!("SQL (PostgreSQL wire protocol) at {addr}"),
+        format!("connect with:  psql -h {} -p {} -U litmus litmus", addr.ip(), addr.port()),
+        format!("or the URL:    postgresql://litmus@{addr}/litmus?sslmode=disable"),
+        "Ctrl-C stops the demo (and forgets its data).".to_string(),
+    ];
     let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "LitmusDB demo: engine {}, {} node(s), {} partitions, in memory",
-        args.engine.name(),
-        args.nodes,
-        args.partitions
-    )?;
-    writeln!(out, "SQL (PostgreSQL wire protocol) at {addr}")?;
-    writeln!(out, "connect with:  psql -h {} -p {} -U litmus litmus", addr.ip(), addr.port())?;
-    writeln!(out, "or the URL:    postgresql://litmus@{addr}/litmus?sslmode=disable")?;
-    writeln!(out, "Ctrl-C stops the demo (and forgets its data).")?;
-    out.flush()?;
+    let _ = writeln!(out, "{}", banner.join("\n")).and_then(|_| out.flush());
     drop(out);
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(std::time::Duration::from_millis(100));

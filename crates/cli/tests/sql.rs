@@ -45,11 +45,10 @@ fn demo_prints_a_psql_line_that_creates_a_table_and_reads_it_back() {
         .expect("starting litmus demo");
     let mut demo = Reaped(child);
     let stdout = demo.0.stdout.take().expect("piped");
-    let line = BufReader::new(stdout)
-        .lines()
-        .map_while(Result::ok)
-        .find(|l| l.contains("psql -h"))
-        .expect("the demo prints how to connect");
+    let mut lines = BufReader::new(stdout).lines().map_while(Result::ok);
+    let line = lines.by_ref().find(|l| l.contains("psql -h")).expect("the demo prints how to connect");
+    // Keep reading, as a terminal would.
+    std::thread::spawn(move || lines.for_each(drop));
     // "connect with:  psql -h HOST -p PORT -U litmus litmus"
     let words: Vec<&str> = line.split_whitespace().collect();
     let at = |flag: &str| words[words.iter().position(|w| *w == flag).expect(flag) + 1];
