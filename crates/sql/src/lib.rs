@@ -38,7 +38,8 @@ pub use error::{sqlstate, SqlError};
 pub use session::{Output, Session, TxnStatus};
 pub use types::{Datum, SqlType};
 
-use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 /// What `version()` and the `server_version` setting report: a PostgreSQL version that
 /// clients accept, and our name.
@@ -59,15 +60,26 @@ pub struct StatementCtx {
     pub param_types: Vec<SqlType>,
     /// The statement's timestamp, microseconds since 1970.
     pub now_us: i64,
-    rowid_next: Cell<i64>,
 }
 
 impl StatementCtx {
-    /// A fresh hidden row id (unique within the session; sessions start far apart).
+    /// A fresh hidden row id: one counter for every session of the process (so no two
+    /// sessions of a server ever share one), started at a point drawn from the clock and the
+    /// process id (so servers' ranges are far apart).
     pub fn next_rowid(&self) -> i64 {
-        let id = self.rowid_next.get();
-        self.rowid_next.set(id + 1);
-        id
+        static NEXT: OnceLock<AtomicU64> = OnceLock::new();
+        let next = NEXT.get_or_init(|| {
+            let nanos =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos()
+                    as u64;
+            // splitmix64 of the clock and the pid: a start anywhere in the positive i64 range.
+            let mut z = nanos ^ (u64::from(std::process::id()) << 32);
+            z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            AtomicU64::new((z ^ (z >> 31)) >> 2)
+        });
+        next.fetch_add(1, Ordering::Relaxed) as i64
     }
 }
 

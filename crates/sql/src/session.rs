@@ -20,7 +20,6 @@ use crate::{dml, query, Column, StatementCtx};
 use litmus_client::{Client, Transaction};
 use litmus_core::{Isolation, TxnId};
 use sqlparser::ast::{ObjectType, Set, Statement, TransactionIsolationLevel, TransactionMode};
-use std::cell::Cell;
 use std::collections::BTreeMap;
 
 /// What a statement produced.
@@ -56,7 +55,7 @@ pub struct Session {
     state: State,
     settings: BTreeMap<String, String>,
     isolation: Isolation,
-    rowid_next: i64,
+    id: u64,
 }
 
 fn isolation_of(level: &TransactionIsolationLevel) -> Isolation {
@@ -97,18 +96,15 @@ const SETTINGS: [(&str, &str); 10] = [
 ];
 
 impl Session {
-    /// A session over `client`. `seed` spreads the hidden row ids of sessions apart (any value
-    /// that differs between sessions: a connection counter, a clock reading).
-    pub fn new(client: Client, seed: u64) -> Session {
+    /// A session over `client`. `id` names it (a connection counter).
+    pub fn new(client: Client, id: u64) -> Session {
         let settings = SETTINGS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let spread = (seed ^ now_us() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 33;
-        Session {
-            client,
-            state: State::Idle,
-            settings,
-            isolation: Isolation::Serializable,
-            rowid_next: (spread as i64) << 32,
-        }
+        Session { client, state: State::Idle, settings, isolation: Isolation::Serializable, id }
+    }
+
+    /// The id the session was made with.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     pub fn status(&self) -> TxnStatus {
@@ -141,9 +137,7 @@ impl Session {
             _ => {}
         }
         let ctx = self.ctx(params, param_types);
-        let out = self.in_txn(|tx| run_statement(tx, &ctx, stmt));
-        self.rowid_next = ctx.rowid_next.get();
-        out
+        self.in_txn(|tx| run_statement(tx, &ctx, stmt))
     }
 
     /// Checks a `COPY ... FROM STDIN` before its data comes: the number of fields a line has.
@@ -159,9 +153,7 @@ impl Session {
     pub fn copy_in(&mut self, spec: &crate::copy::CopySpec, data: &[u8]) -> Result<usize, SqlError> {
         self.check_not_failed()?;
         let ctx = self.ctx(&[], &[]);
-        let out = self.in_txn(|tx| dml::copy_rows(tx, &ctx, spec, data));
-        self.rowid_next = ctx.rowid_next.get();
-        out
+        self.in_txn(|tx| dml::copy_rows(tx, &ctx, spec, data))
     }
 
     fn check_not_failed(&self) -> Result<(), SqlError> {
@@ -172,12 +164,7 @@ impl Session {
     }
 
     fn ctx(&self, params: &[Datum], param_types: &[SqlType]) -> StatementCtx {
-        StatementCtx {
-            params: params.to_vec(),
-            param_types: param_types.to_vec(),
-            now_us: now_us(),
-            rowid_next: Cell::new(self.rowid_next),
-        }
+        StatementCtx { params: params.to_vec(), param_types: param_types.to_vec(), now_us: now_us() }
     }
 
     /// The types of a statement's parameters (`$n`: inferred from what they are compared
