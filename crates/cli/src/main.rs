@@ -2,13 +2,15 @@
 //!
 //! * `litmus bench <workload>` — run a workload on an embedded cluster (default) or against
 //!   running servers (`--connect`), print throughput and latency percentiles.
-//! * `litmus server --config node.toml` — run one node of a TCP cluster.
+//! * `litmus server --config node.toml` — run one node of a TCP cluster (`--pg-listen`: SQL).
+//! * `litmus demo` — an in-memory cluster with a PostgreSQL endpoint; prints how to connect.
 //! * `litmus sim --seed N` — run (or replay) a deterministic simulation with faults.
 //! * `litmus analyze <workload> [--json out.json]` — which transactions need coordination, and
 //!   why (invariant confluence, Bailis et al. VLDB'15 Table 2).
 //! * `litmus shell --connect ADDR` / `litmus dump --connect ADDR --table T` — look at the data.
 
 mod analyze;
+mod demo;
 mod server;
 mod shell;
 mod sim;
@@ -95,6 +97,7 @@ litmus bench basic-ycsb --compare base,basic --mix write-heavy   BASIC vs BASE, 
 litmus sim --seed 7 --faults                 one deterministic simulation with crashes, partitions, loss\n  \
 litmus analyze tpcc                          which transactions need coordination, and why\n  \
 litmus server --config examples/cluster-3/node0.toml   one node of a TCP cluster (see README)\n  \
+litmus demo                                  an in-memory cluster speaking SQL; prints the psql line\n  \
 litmus shell --connect 127.0.0.1:7100       look at its data (commands from stdin; help lists them)"
 )]
 struct Cli {
@@ -108,6 +111,8 @@ enum Command {
     Bench(Box<litmus_bench::BenchArgs>),
     /// Run one node of a TCP cluster (configuration from a TOML file, flags override it).
     Server(server::ServerArgs),
+    /// Start an in-memory cluster with a PostgreSQL endpoint and print how to connect (psql).
+    Demo(demo::DemoArgs),
     /// Run deterministic simulations: a seed replays bit for bit.
     Sim(sim::SimArgs),
     /// Invariant confluence: which of a workload's transactions need coordination, and why.
@@ -136,6 +141,7 @@ fn main() {
     let result = match cli.command {
         Command::Bench(args) => litmus_bench::run(&args),
         Command::Server(args) => server::run(args),
+        Command::Demo(args) => demo::run(args),
         Command::Sim(args) => sim::run(args),
         Command::Analyze(args) => analyze::run(args),
         Command::Shell(args) => shell::run_shell(args),

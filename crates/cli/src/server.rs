@@ -10,7 +10,7 @@ use std::sync::Arc;
 #[derive(clap::Args)]
 pub struct ServerArgs {
     /// Node configuration (TOML): node, listen, data_dir, engine, partitions, fsync, peers,
-    /// and optionally cluster, max_connections, max_frame_bytes, metrics_addr, log, token,
+    /// and optionally cluster, max_connections, max_frame_bytes, metrics_addr, pg_listen, log, token,
     /// tls_cert, tls_key, tls_ca, tls_client_auth (see examples/cluster-3/).
     #[arg(long)]
     config: PathBuf,
@@ -33,6 +33,10 @@ pub struct ServerArgs {
     /// Override `metrics_addr`: serve Prometheus text at http://ADDR/metrics and /health.
     #[arg(long)]
     metrics_addr: Option<String>,
+    /// Override `pg_listen`: serve SQL over the PostgreSQL wire protocol at ADDR (psql,
+    /// pgbench and PostgreSQL drivers connect there; see docs/sql.md).
+    #[arg(long, value_name = "ADDR")]
+    pg_listen: Option<String>,
     /// Override `fsync` (always: fdatasync every group commit; never: leave it to the OS).
     #[arg(long)]
     fsync: Option<String>,
@@ -79,6 +83,9 @@ pub fn load_config(args: &ServerArgs) -> anyhow::Result<NodeConfig> {
     if let Some(m) = &args.metrics_addr {
         cfg.metrics_addr = Some(m.clone());
     }
+    if let Some(p) = &args.pg_listen {
+        cfg.pg_listen = Some(p.clone());
+    }
     if let Some(f) = &args.fsync {
         cfg.fsync = f.parse()?;
     }
@@ -103,6 +110,18 @@ pub fn load_config(args: &ServerArgs) -> anyhow::Result<NodeConfig> {
     cfg.topology()?;
     cfg.tls_files()?;
     Ok(cfg)
+}
+
+/// How a SQL session reaches this node's coordinator: a client of the node's own address (as
+/// its peers know it, so its certificate names it), with the cluster's token and TLS.
+fn own_client(cfg: &NodeConfig) -> anyhow::Result<litmus_pgwire::Connector> {
+    let addr = cfg.peers.get(cfg.node as usize).cloned().context("this node is not in peers")?;
+    let tls = match cfg.tls_files()? {
+        Some(files) => Some(litmus_client::ClientTls::load(&files.ca, Some((&files.cert, &files.key)), None)?),
+        None => None,
+    };
+    let credentials = litmus_client::Credentials { token: cfg.token.clone(), tls };
+    Ok(Arc::new(move || litmus_client::Client::connect_any_with(std::slice::from_ref(&addr), &credentials)))
 }
 
 /// Sends `tracing` events to stderr, filtered by `RUST_LOG` when set, else by the config's
@@ -140,7 +159,13 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
         "starting (config {})",
         args.config.display()
     );
-    let (catalog, registry) = litmus_workloads::full_schema();
+    let (mut catalog, registry) = litmus_workloads::full_schema();
+    // SQL tables and their catalog live in one built-in table (litmus_sql::catalog).
+    catalog.add(litmus_sql::rows_table());
+    if let Some(pg) = &cfg.pg_listen {
+        let addr = litmus_pgwire::spawn(pg, own_client(&cfg)?).with_context(|| format!("pg_listen {pg}"))?;
+        tracing::info!(%addr, "serving SQL over the PostgreSQL wire protocol");
+    }
     // SIGTERM / SIGINT: the node finishes the step at hand, makes what it logged durable,
     // answers what that released and exits 0.
     let stop = Arc::new(AtomicBool::new(false));

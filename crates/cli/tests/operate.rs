@@ -34,6 +34,7 @@ impl Example {
         t.insert("listen".into(), self.peers[n].clone().into());
         t.insert("peers".into(), toml::Value::Array(self.peers.iter().map(|p| p.clone().into()).collect()));
         t.insert("metrics_addr".into(), self.metrics[n].clone().into());
+        t.insert("pg_listen".into(), format!("127.0.0.1:{}", free_port()).into());
         t.insert("fsync".into(), "never".into());
         t.insert("data_dir".into(), self.dir.path().join(format!("data{n}")).display().to_string().into());
         edit(&mut t);

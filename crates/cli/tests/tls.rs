@@ -36,6 +36,7 @@ fn config(dir: &Path, n: usize, peers: &[String], edit: impl FnOnce(&mut toml::T
     t.insert("listen".into(), peers[n].clone().into());
     t.insert("peers".into(), toml::Value::Array(peers.iter().map(|p| p.clone().into()).collect()));
     t.insert("metrics_addr".into(), format!("127.0.0.1:{}", free_port()).into());
+    t.insert("pg_listen".into(), format!("127.0.0.1:{}", free_port()).into());
     t.insert("fsync".into(), "never".into());
     t.insert("partitions".into(), 4.into());
     t.insert("data_dir".into(), dir.join(format!("data{n}")).display().to_string().into());

@@ -242,6 +242,13 @@ impl Client {
             other => Err(unexpected(other)),
         }
     }
+
+    /// Takes up again a transaction this client began and then [`Transaction::detach`]ed (a
+    /// session that spans requests, such as a SQL connection's open transaction). The caller
+    /// must name a transaction of this client that is still open.
+    pub fn resume(&mut self, txn: TxnId) -> Transaction<'_> {
+        Transaction { client: self, txn, done: false }
+    }
 }
 
 fn scan_page_op(table: &str, start: &[Value], end: Option<&[Value]>, after: Option<&Key>, paging: Paging) -> Op {
@@ -269,6 +276,19 @@ pub struct Transaction<'a> {
 impl Transaction<'_> {
     pub fn id(&self) -> TxnId {
         self.txn
+    }
+
+    /// Lets go of the transaction without ending it: it stays open on the server, and
+    /// [`Client::resume`] takes it up again. Returns its id.
+    pub fn detach(mut self) -> TxnId {
+        self.done = true;
+        self.txn
+    }
+
+    /// Whether the server already ended this transaction (an abort or a lost connection on an
+    /// operation): it must not be resumed.
+    pub fn is_ended(&self) -> bool {
+        self.done
     }
 
     fn op(&mut self, op: Op) -> Result<OpResult, Error> {
@@ -381,6 +401,25 @@ impl Transaction<'_> {
             OpResult::Page(page) => Ok(page),
             other => Err(Error::Internal(format!("scan page returned {other:?}"))),
         }
+    }
+
+    /// Point writes of one table (`Op::Write`, `Op::Insert`, `Op::Delete`, `Op::Update`),
+    /// applied in order. On an engine that takes `Op::WriteMany` whole they travel as one
+    /// request per partition (each partition's share applied whole or not at all); an engine
+    /// that does not refuses it (`Unsupported`, nothing applied) and they go one by one. At
+    /// most `op::BATCH_LEN_MAX` writes, and few enough bytes for the server's frame limit (the
+    /// caller sizes the batch).
+    pub fn write_many(&mut self, table: &str, writes: Vec<Op>) -> Result<(), Error> {
+        if writes.len() > 1 {
+            match self.op(Op::WriteMany { table: table.into(), writes: writes.clone() }) {
+                Err(Error::Invalid(InvalidInput::Unsupported { .. })) => {}
+                other => return other.map(drop),
+            }
+        }
+        for w in writes {
+            self.op(w)?;
+        }
+        Ok(())
     }
 
     pub fn write(&mut self, table: &str, row: impl Into<Row>) -> Result<(), Error> {

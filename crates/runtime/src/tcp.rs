@@ -89,6 +89,10 @@ pub struct NodeConfig {
     /// Serve Prometheus text at `http://ADDR/metrics` and a health check at `/health`.
     #[serde(default)]
     pub metrics_addr: Option<String>,
+    /// Serve the PostgreSQL wire protocol (SQL) at this address (`litmus server` starts it; the
+    /// runtime itself does not read it).
+    #[serde(default)]
+    pub pg_listen: Option<String>,
     /// Log filter (`tracing` directives: `info`, `debug`, `warn,litmus_runtime=debug`); the
     /// `RUST_LOG` environment variable overrides it. Default: `info`.
     #[serde(default)]
@@ -174,6 +178,7 @@ impl NodeConfig {
             max_frame_bytes: MAX_FRAME_BYTES_DEFAULT,
             hello_timeout_ms: default_hello_timeout_ms(),
             metrics_addr: None,
+            pg_listen: None,
             log: None,
             token: None,
             tls_cert: None,

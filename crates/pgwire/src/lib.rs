@@ -1,0 +1,452 @@
+//! # litmus-pgwire: the PostgreSQL wire protocol in front of the cluster
+//!
+//! Each accepted connection gets its own [`litmus_sql::Session`] over its own
+//! [`litmus_client::Client`] (made by the [`Connector`] the server was given: a TCP client to
+//! the node's own coordinator in `litmus server`, an in-process one in `litmus demo`). The
+//! `pgwire` crate speaks the protocol: startup (any user and database are accepted: there are
+//! no SQL users yet), the simple query protocol and the extended one (parse, bind, describe,
+//! execute: prepared statements with typed parameters, results in text or binary format).
+//!
+//! The session is synchronous (the client blocks on each request), so every statement runs on
+//! tokio's blocking pool; the protocol tasks never block. A connection that goes away with a
+//! transaction open rolls it back.
+//!
+//! `COPY ... FROM STDIN` (text format) is collected until the client's CopyDone and then
+//! inserted as one statement.
+//!
+//! Not built: `COPY ... TO`, cancel requests, password authentication, TLS on this port.
+
+mod wire;
+
+use async_trait::async_trait;
+use bytes::BytesMut;
+use futures_util::stream;
+use futures_util::{Sink, SinkExt};
+use litmus_client::Client;
+use litmus_sql::copy::CopySpec;
+use litmus_sql::{Column, Output, Session, SqlError, SqlType};
+use pgwire::api::auth::noop::NoopStartupHandler;
+use pgwire::api::auth::StartupHandler;
+use pgwire::api::copy::CopyHandler;
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::CopyResponse;
+use pgwire::api::results::{
+    DescribePortalResponse, DescribeStatementResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag,
+};
+use pgwire::api::stmt::{QueryParser, StoredStatement};
+use pgwire::api::{ClientInfo, PgWireServerHandlers, Type};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
+use pgwire::messages::data::DataRow;
+use pgwire::messages::PgWireBackendMessage;
+use sqlparser::ast::Statement;
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Makes the cluster client a new connection's session runs over.
+pub type Connector = Arc<dyn Fn() -> Result<Client, litmus_core::Error> + Send + Sync>;
+
+/// A parsed statement of the extended protocol, with the parameter types described for it.
+#[derive(Debug)]
+pub struct Prepared {
+    stmt: Option<Statement>,
+    described: Mutex<Option<Vec<SqlType>>>,
+}
+
+/// What one connection holds: its session, made on first use, and a `COPY` in progress.
+struct Conn {
+    session: Arc<Mutex<Option<Session>>>,
+    copy: Mutex<Option<(CopySpec, Vec<u8>)>>,
+    connect: Connector,
+    seed: u64,
+    parser: Arc<Parser>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // The session's drop rolls back an open transaction: a blocking request, so off the
+        // protocol's threads when there are any.
+        let session = self.session.lock().map(|mut s| s.take()).unwrap_or(None);
+        if let (Some(s), Ok(rt)) = (session, tokio::runtime::Handle::try_current()) {
+            rt.spawn_blocking(move || drop(s));
+        }
+    }
+}
+
+fn user_error(e: SqlError) -> PgWireError {
+    PgWireError::UserError(Box::new(error_info(e)))
+}
+
+fn error_info(e: SqlError) -> ErrorInfo {
+    ErrorInfo::new("ERROR".into(), e.code.into(), e.message)
+}
+
+impl Conn {
+    /// Runs `f` with the session on the blocking pool.
+    async fn with_session<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Session) -> Result<T, SqlError> + Send + 'static,
+    ) -> Result<T, SqlError> {
+        let (slot, connect, seed) = (self.session.clone(), self.connect.clone(), self.seed);
+        tokio::task::spawn_blocking(move || {
+            let mut guard = slot.lock().map_err(|_| SqlError::internal("session lock poisoned"))?;
+            if guard.is_none() {
+                let client = connect().map_err(SqlError::from)?;
+                *guard = Some(Session::new(client, seed));
+            }
+            f(guard.as_mut().expect("made above"))
+        })
+        .await
+        .map_err(|e| SqlError::internal(format!("statement task: {e}")))?
+    }
+}
+
+fn fields(columns: &[Column], format: &Format) -> Vec<FieldInfo> {
+    columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| FieldInfo::new(c.name.clone(), None, None, wire::pg_type(&c.ty), format.format_for(i)))
+        .collect()
+}
+
+/// A statement's output as a protocol response.
+fn response(out: Output, format: &Format) -> Response {
+    match out {
+        Output::Rows { columns, rows } => {
+            let schema = Arc::new(fields(&columns, format));
+            let binary: Vec<bool> = (0..columns.len()).map(|i| format.format_for(i) == FieldFormat::Binary).collect();
+            let encoded: Vec<PgWireResult<DataRow>> = rows
+                .iter()
+                .map(|r| {
+                    let mut buf = BytesMut::with_capacity(16 * r.len());
+                    for ((d, c), b) in r.iter().zip(&columns).zip(&binary) {
+                        wire::put_field(&mut buf, d, &c.ty, *b);
+                    }
+                    Ok(DataRow::new(buf, r.len() as i16))
+                })
+                .collect();
+            Response::Query(QueryResponse::new(schema, stream::iter(encoded)))
+        }
+        Output::Command(tag) => Response::Execution(command_tag(&tag)),
+        Output::Begin => Response::TransactionStart(Tag::new("BEGIN")),
+        Output::End(tag) => Response::TransactionEnd(Tag::new(tag)),
+    }
+}
+
+/// `INSERT 0 3` → command INSERT, oid 0, 3 rows.
+fn command_tag(tag: &str) -> Tag {
+    let parts: Vec<&str> = tag.split(' ').collect();
+    match parts.as_slice() {
+        ["INSERT", oid, n] => Tag::new("INSERT").with_oid(oid.parse().unwrap_or(0)).with_rows(n.parse().unwrap_or(0)),
+        [cmd @ ("UPDATE" | "DELETE"), n] => Tag::new(cmd).with_rows(n.parse().unwrap_or(0)),
+        _ => Tag::new(tag),
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Conn {
+    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        if let Some(tag) = litmus_sql::maintenance_tag(query) {
+            return Ok(vec![Response::Execution(Tag::new(tag))]);
+        }
+        if let Some(copy) = litmus_sql::copy::parse_copy(query) {
+            return Ok(vec![self.start_copy(copy).await]);
+        }
+        let stmts = match litmus_sql::parse(query) {
+            Ok(s) => s,
+            Err(e) => return Ok(vec![Response::Error(Box::new(error_info(e)))]),
+        };
+        let outs = self
+            .with_session(move |s| {
+                // Statements run in order; the first failure ends the query string.
+                let mut outs = vec![];
+                for stmt in &stmts {
+                    match s.execute(stmt, &[], &[]) {
+                        Ok(o) => outs.push(Ok(o)),
+                        Err(e) => {
+                            outs.push(Err(e));
+                            break;
+                        }
+                    }
+                }
+                Ok(outs)
+            })
+            .await
+            .map_err(user_error)?;
+        Ok(outs
+            .into_iter()
+            .map(|o| match o {
+                Ok(o) => response(o, &Format::UnifiedText),
+                Err(e) => Response::Error(Box::new(error_info(e))),
+            })
+            .collect())
+    }
+}
+
+impl Conn {
+    /// Answers a `COPY ... FROM STDIN` with CopyIn (the data follows) or its error.
+    async fn start_copy(&self, copy: Result<CopySpec, SqlError>) -> Response {
+        let spec = match copy {
+            Ok(spec) => spec,
+            Err(e) => return Response::Error(Box::new(error_info(e))),
+        };
+        let probe = spec.clone();
+        match self.with_session(move |s| s.copy_width(&probe)).await {
+            Ok(width) => {
+                if let Ok(mut c) = self.copy.lock() {
+                    *c = Some((spec, Vec::new()));
+                }
+                Response::CopyIn(CopyResponse::new(0, width, stream::empty()))
+            }
+            Err(e) => Response::Error(Box::new(error_info(e))),
+        }
+    }
+}
+
+#[async_trait]
+impl CopyHandler for Conn {
+    async fn on_copy_data<C>(&self, _client: &mut C, copy_data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let mut guard = self.copy.lock().map_err(|_| user_error(SqlError::internal("copy lock poisoned")))?;
+        let Some((_, buf)) = guard.as_mut() else {
+            return Err(user_error(SqlError::new("08P01", "COPY data without COPY".into())));
+        };
+        if buf.len() + copy_data.data.len() > litmus_sql::copy::COPY_BYTES_MAX {
+            *guard = None;
+            return Err(user_error(SqlError::new(
+                "54000",
+                format!("COPY data over {} bytes", litmus_sql::copy::COPY_BYTES_MAX),
+            )));
+        }
+        buf.extend_from_slice(&copy_data.data);
+        Ok(())
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let taken = self.copy.lock().ok().and_then(|mut c| c.take());
+        let Some((spec, data)) = taken else {
+            return Err(user_error(SqlError::new("08P01", "COPY done without COPY".into())));
+        };
+        let rows = self.with_session(move |s| s.copy_in(&spec, &data)).await.map_err(user_error)?;
+        client.send(PgWireBackendMessage::CommandComplete(Tag::new("COPY").with_rows(rows).into())).await?;
+        Ok(())
+    }
+
+    async fn on_copy_fail<C>(&self, _client: &mut C, fail: CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if let Ok(mut c) = self.copy.lock() {
+            *c = None;
+        }
+        user_error(SqlError::new("57014", format!("COPY from stdin failed: {}", fail.message)))
+    }
+}
+
+/// Parses one statement for the extended protocol.
+#[derive(Debug, Default)]
+struct Parser;
+
+#[async_trait]
+impl QueryParser for Parser {
+    type Statement = Arc<Prepared>;
+
+    async fn parse_sql<C>(
+        &self,
+        _client: &C,
+        sql: &str,
+        _types: &[Option<Type>],
+    ) -> PgWireResult<Option<Self::Statement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let mut stmts = litmus_sql::parse(sql).map_err(user_error)?;
+        if stmts.len() > 1 {
+            return Err(user_error(SqlError::syntax("cannot insert multiple commands into a prepared statement")));
+        }
+        Ok(Some(Arc::new(Prepared { stmt: stmts.pop(), described: Mutex::new(None) })))
+    }
+
+    fn get_parameter_types(&self, _stmt: &Self::Statement) -> PgWireResult<Vec<Type>> {
+        Ok(vec![])
+    }
+
+    fn get_result_schema(&self, _stmt: &Self::Statement, _format: Option<&Format>) -> PgWireResult<Vec<FieldInfo>> {
+        Ok(vec![])
+    }
+}
+
+impl Conn {
+    /// Parameter types (the client's where it named them, else inferred) and result columns.
+    async fn describe(&self, stored: &StoredStatement<Arc<Prepared>>) -> Result<(Vec<SqlType>, Vec<Column>), SqlError> {
+        let prepared = stored.statement.clone();
+        let Some(stmt) = prepared.stmt.clone() else { return Ok((vec![], vec![])) };
+        let (inferred, columns) = self.with_session(move |s| s.describe(&stmt)).await?;
+        let n = inferred.len().max(stored.parameter_types.len());
+        let types: Vec<SqlType> = (0..n)
+            .map(|i| {
+                let named = stored.parameter_types.get(i).cloned().flatten().and_then(|t| wire::sql_type(&t));
+                named.or_else(|| inferred.get(i).cloned()).unwrap_or(SqlType::Text)
+            })
+            .collect();
+        if let Ok(mut d) = prepared.described.lock() {
+            *d = Some(types.clone());
+        }
+        Ok((types, columns.unwrap_or_default()))
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Conn {
+    type Statement = Arc<Prepared>;
+    type QueryParser = Parser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        self.parser.clone()
+    }
+
+    async fn do_describe_statement<C>(
+        &self,
+        _client: &mut C,
+        target: &StoredStatement<Self::Statement>,
+    ) -> PgWireResult<DescribeStatementResponse>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let (types, columns) = self.describe(target).await.map_err(user_error)?;
+        Ok(DescribeStatementResponse::new(
+            types.iter().map(wire::pg_type).collect(),
+            fields(&columns, &Format::UnifiedText),
+        ))
+    }
+
+    async fn do_describe_portal<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Self::Statement>,
+    ) -> PgWireResult<DescribePortalResponse>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let (_, columns) = self.describe(&portal.statement).await.map_err(user_error)?;
+        Ok(DescribePortalResponse::new(fields(&columns, &portal.result_column_format)))
+    }
+
+    async fn do_query<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Self::Statement>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let Some(stmt) = portal.statement.statement.stmt.clone() else { return Ok(Response::EmptyQuery) };
+        let known = portal.statement.statement.described.lock().ok().and_then(|d| d.clone());
+        let types = match known {
+            Some(t) => t,
+            None => match self.describe(&portal.statement).await {
+                Ok((t, _)) => t,
+                Err(e) => return Ok(Response::Error(Box::new(error_info(e)))),
+            },
+        };
+        let mut params = Vec::with_capacity(portal.parameters.len());
+        for (i, p) in portal.parameters.iter().enumerate() {
+            let ty = types.get(i).cloned().unwrap_or(SqlType::Text);
+            match wire::param(p.as_deref(), portal.parameter_format.is_binary(i), &ty) {
+                Ok(d) => params.push(d),
+                Err(e) => return Ok(Response::Error(Box::new(error_info(e)))),
+            }
+        }
+        let out = self.with_session(move |s| s.execute(&stmt, &params, &types)).await;
+        Ok(match out {
+            Ok(o) => response(o, &portal.result_column_format),
+            Err(e) => Response::Error(Box::new(error_info(e))),
+        })
+    }
+}
+
+#[async_trait]
+impl NoopStartupHandler for Conn {}
+
+struct Handlers(Arc<Conn>);
+
+impl PgWireServerHandlers for Handlers {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        self.0.clone()
+    }
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        self.0.clone()
+    }
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        self.0.clone()
+    }
+    fn copy_handler(&self) -> Arc<impl CopyHandler> {
+        self.0.clone()
+    }
+}
+
+/// Serves PostgreSQL clients on `listener` until the task is dropped.
+pub async fn serve(listener: tokio::net::TcpListener, connect: Connector) {
+    static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+    let parser = Arc::new(Parser);
+    loop {
+        let (socket, peer) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "pg accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let seed = CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+        let conn = Conn {
+            session: Arc::new(Mutex::new(None)),
+            copy: Mutex::new(None),
+            connect: connect.clone(),
+            seed,
+            parser: parser.clone(),
+        };
+        let handlers = Arc::new(Handlers(Arc::new(conn)));
+        tokio::spawn(async move {
+            if let Err(e) = pgwire::tokio::process_socket(socket, None, handlers).await {
+                tracing::debug!(%peer, error = %e, "pg connection ended");
+            }
+        });
+    }
+}
+
+/// Binds `listen` and serves PostgreSQL clients from a runtime of its own on a new thread;
+/// returns the bound address.
+pub fn spawn(listen: &str, connect: Connector) -> std::io::Result<std::net::SocketAddr> {
+    let std_listener = std::net::TcpListener::bind(listen)?;
+    std_listener.set_nonblocking(true)?;
+    let addr = std_listener.local_addr()?;
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("pgwire").build()?;
+    std::thread::Builder::new().name("pgwire".into()).spawn(move || {
+        rt.block_on(async move {
+            match tokio::net::TcpListener::from_std(std_listener) {
+                Ok(listener) => serve(listener, connect).await,
+                Err(e) => tracing::error!(error = %e, "pg listener"),
+            }
+        })
+    })?;
+    Ok(addr)
+}

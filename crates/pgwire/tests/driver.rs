@@ -1,0 +1,61 @@
+//! A PostgreSQL driver we did not write (tokio-postgres) against the endpoint: prepared
+//! statements with binary parameters and results, transactions, and SQLSTATEs.
+
+mod common;
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::NoTls;
+
+async fn connect(addr: std::net::SocketAddr) -> tokio_postgres::Client {
+    let url = format!("host={} port={} user=test dbname=test", addr.ip(), addr.port());
+    let (client, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    client
+}
+
+#[tokio::test]
+async fn tokio_postgres_prepares_binds_reads_and_sees_sqlstates() {
+    let addr = common::start(litmus_engines::ACID);
+    let c = connect(addr).await;
+    c.batch_execute("CREATE TABLE users (id BIGINT PRIMARY KEY, name TEXT NOT NULL, score INT, joined TIMESTAMP)")
+        .await
+        .unwrap();
+    let insert = c.prepare("INSERT INTO users (id, name, score) VALUES ($1, $2, $3)").await.unwrap();
+    assert_eq!(
+        insert.params(),
+        &[tokio_postgres::types::Type::INT8, tokio_postgres::types::Type::TEXT, tokio_postgres::types::Type::INT4]
+    );
+    for (id, name, score) in [(1i64, "ada", 10i32), (2, "bo", 20), (3, "cy", 30)] {
+        assert_eq!(c.execute(&insert, &[&id, &name, &score]).await.unwrap(), 1);
+    }
+    let rows = c.query("SELECT id, name, score FROM users WHERE score >= $1 ORDER BY id", &[&20i32]).await.unwrap();
+    let got: Vec<(i64, String, i32)> = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect();
+    assert_eq!(got, vec![(2, "bo".to_string(), 20), (3, "cy".to_string(), 30)]);
+    let total: i64 = c.query_one("SELECT count(*) FROM users", &[]).await.unwrap().get(0);
+    assert_eq!(total, 3);
+
+    // x = x + $1 in a transaction that rolls back, then in one that commits.
+    c.batch_execute("BEGIN").await.unwrap();
+    c.execute("UPDATE users SET score = score + $1 WHERE id = $2", &[&5i32, &1i64]).await.unwrap();
+    c.batch_execute("ROLLBACK").await.unwrap();
+    c.execute("UPDATE users SET score = score + $1 WHERE id = $2", &[&7i32, &1i64]).await.unwrap();
+    let score: i32 = c.query_one("SELECT score FROM users WHERE id = $1", &[&1i64]).await.unwrap().get(0);
+    assert_eq!(score, 17);
+
+    let dup = c.execute(&insert, &[&1i64, &"again", &0i32]).await.unwrap_err();
+    assert_eq!(dup.code(), Some(&SqlState::UNIQUE_VIOLATION));
+    let missing = c.query("SELECT * FROM nowhere", &[]).await.unwrap_err();
+    assert_eq!(missing.code(), Some(&SqlState::UNDEFINED_TABLE));
+    let bad = c.batch_execute("SELEKT 1").await.unwrap_err();
+    assert_eq!(bad.code(), Some(&SqlState::SYNTAX_ERROR));
+    let unsupported = c.batch_execute("SELECT id FROM users UNION SELECT id FROM users").await.unwrap_err();
+    assert_eq!(unsupported.code(), Some(&SqlState::FEATURE_NOT_SUPPORTED));
+
+    // A connection dropped mid-transaction leaves nothing behind.
+    let gone = connect(addr).await;
+    gone.batch_execute("BEGIN; INSERT INTO users (id, name) VALUES (9, 'ghost')").await.unwrap();
+    drop(gone);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let ghosts: i64 = c.query_one("SELECT count(*) FROM users WHERE id = 9", &[]).await.unwrap().get(0);
+    assert_eq!(ghosts, 0);
+}

@@ -1,0 +1,426 @@
+//! One connection's SQL session: its transaction state, its settings, and the dispatch of each
+//! statement to the planner inside the right transaction.
+//!
+//! ```text
+//!            BEGIN                     a statement fails
+//!   Idle ───────────► Open(txn) ───────────────────────► Failed
+//!    ▲                  │  COMMIT / ROLLBACK               │ COMMIT / ROLLBACK
+//!    └──────────────────┴──────────────────────────────────┘ (both roll back)
+//! ```
+//!
+//! Outside `BEGIN` every statement begins, runs and commits its own transaction. A failed
+//! statement rolls back its transaction (or finds it already aborted by the engine), so
+//! nothing of it stays. Dropping a session with an open transaction rolls it back.
+
+use crate::catalog::{object_name, table_def};
+use crate::error::{sqlstate, SqlError};
+use crate::store::Tx;
+use crate::types::{Datum, SqlType};
+use crate::{dml, query, Column, StatementCtx};
+use litmus_client::{Client, Transaction};
+use litmus_core::{Isolation, TxnId};
+use sqlparser::ast::{ObjectType, Set, Statement, TransactionIsolationLevel, TransactionMode};
+use std::collections::BTreeMap;
+
+/// What a statement produced.
+#[derive(Debug, PartialEq)]
+pub enum Output {
+    /// A result set.
+    Rows { columns: Vec<Column>, rows: Vec<Vec<Datum>> },
+    /// A command's completion tag (`INSERT 0 3`, `CREATE TABLE`, ...).
+    Command(String),
+    /// A transaction began (`BEGIN`).
+    Begin,
+    /// A transaction ended: `COMMIT` or `ROLLBACK`.
+    End(&'static str),
+}
+
+/// Where the session is, as the wire protocol reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxnStatus {
+    Idle,
+    InTransaction,
+    Failed,
+}
+
+enum State {
+    Idle,
+    Open(TxnId),
+    Failed,
+}
+
+/// One connection's session.
+pub struct Session {
+    client: Client,
+    state: State,
+    settings: BTreeMap<String, String>,
+    isolation: Isolation,
+    id: u64,
+}
+
+fn isolation_of(level: &TransactionIsolationLevel) -> Isolation {
+    match level {
+        TransactionIsolationLevel::ReadUncommitted => Isolation::ReadUncommitted,
+        TransactionIsolationLevel::ReadCommitted => Isolation::ReadCommitted,
+        TransactionIsolationLevel::RepeatableRead | TransactionIsolationLevel::Snapshot => Isolation::RepeatableRead,
+        TransactionIsolationLevel::Serializable => Isolation::Serializable,
+    }
+}
+
+fn isolation_name(i: Isolation) -> &'static str {
+    match i {
+        Isolation::ReadUncommitted => "read uncommitted",
+        Isolation::ReadCommitted => "read committed",
+        Isolation::RepeatableRead => "repeatable read",
+        Isolation::Serializable => "serializable",
+    }
+}
+
+fn now_us() -> i64 {
+    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    d.as_micros() as i64
+}
+
+/// The settings a client may `SHOW` at connect, with PostgreSQL's values.
+const SETTINGS: [(&str, &str); 10] = [
+    ("server_version", crate::SERVER_VERSION),
+    ("server_encoding", "UTF8"),
+    ("client_encoding", "UTF8"),
+    ("datestyle", "ISO, MDY"),
+    ("timezone", "UTC"),
+    ("integer_datetimes", "on"),
+    ("standard_conforming_strings", "on"),
+    ("search_path", "public"),
+    ("application_name", ""),
+    ("extra_float_digits", "1"),
+];
+
+impl Session {
+    /// A session over `client`. `id` names it (a connection counter).
+    pub fn new(client: Client, id: u64) -> Session {
+        let settings = SETTINGS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Session { client, state: State::Idle, settings, isolation: Isolation::Serializable, id }
+    }
+
+    /// The id the session was made with.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn status(&self) -> TxnStatus {
+        match self.state {
+            State::Idle => TxnStatus::Idle,
+            State::Open(_) => TxnStatus::InTransaction,
+            State::Failed => TxnStatus::Failed,
+        }
+    }
+
+    /// The engine the cluster runs, when known.
+    pub fn engine(&self) -> Option<&str> {
+        self.client.server_engine()
+    }
+
+    /// Runs one statement with its parameters (`$1` is `params[0]`; `param_types` types the
+    /// results of expressions over them, as far as known).
+    pub fn execute(&mut self, stmt: &Statement, params: &[Datum], param_types: &[SqlType]) -> Result<Output, SqlError> {
+        match stmt {
+            Statement::Commit { chain: false, .. } => return self.commit(),
+            Statement::Rollback { chain: false, savepoint: None } => return self.rollback(),
+            _ if matches!(self.state, State::Failed) => return Err(failed_txn()),
+            Statement::StartTransaction { modes, statements, exception: None, .. } if statements.is_empty() => {
+                return self.begin(modes)
+            }
+            Statement::Set(s) => return self.set(s),
+            Statement::ShowVariable { variable } => return self.show(variable),
+            Statement::Vacuum(_) => return Ok(Output::Command("VACUUM".into())),
+            Statement::Analyze(_) => return Ok(Output::Command("ANALYZE".into())),
+            _ => {}
+        }
+        let ctx = self.ctx(params, param_types);
+        self.in_txn(|tx| run_statement(tx, &ctx, stmt))
+    }
+
+    /// Checks a `COPY ... FROM STDIN` before its data comes: the number of fields a line has.
+    pub fn copy_width(&mut self, spec: &crate::copy::CopySpec) -> Result<usize, SqlError> {
+        self.check_not_failed()?;
+        self.in_txn(|tx| {
+            let def = tx.table(&spec.table)?;
+            Ok(crate::copy::targets(spec, &def)?.len())
+        })
+    }
+
+    /// Runs a `COPY ... FROM STDIN` with all its data; the number of rows.
+    pub fn copy_in(&mut self, spec: &crate::copy::CopySpec, data: &[u8]) -> Result<usize, SqlError> {
+        self.check_not_failed()?;
+        let ctx = self.ctx(&[], &[]);
+        self.in_txn(|tx| dml::copy_rows(tx, &ctx, spec, data))
+    }
+
+    fn check_not_failed(&self) -> Result<(), SqlError> {
+        if matches!(self.state, State::Failed) {
+            return Err(failed_txn());
+        }
+        Ok(())
+    }
+
+    fn ctx(&self, params: &[Datum], param_types: &[SqlType]) -> StatementCtx {
+        StatementCtx { params: params.to_vec(), param_types: param_types.to_vec(), now_us: now_us() }
+    }
+
+    /// The types of a statement's parameters (`$n`: inferred from what they are compared
+    /// with or assigned to, else text) and its result columns (`None`: no rows).
+    pub fn describe(&mut self, stmt: &Statement) -> Result<(Vec<SqlType>, Option<Vec<Column>>), SqlError> {
+        let count = crate::describe::placeholders(stmt);
+        if !matches!(stmt, Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)) {
+            return Ok((vec![SqlType::Text; count], None));
+        }
+        if matches!(self.state, State::Failed) {
+            return Ok((vec![SqlType::Text; count], None));
+        }
+        let ctx = self.ctx(&vec![Datum::Null; count], &[]);
+        self.in_txn(|tx| crate::describe::describe(tx, &ctx, stmt, count))
+    }
+
+    /// Runs `f` in the open transaction, or in one of its own that commits after it.
+    fn in_txn<T>(&mut self, f: impl FnOnce(&mut Tx) -> Result<T, SqlError>) -> Result<T, SqlError> {
+        let explicit = matches!(self.state, State::Open(_));
+        let paging = self.client.paging();
+        let mut txn: Transaction<'_> = match self.state {
+            State::Open(id) => self.client.resume(id),
+            _ => self.client.begin_with(self.isolation).map_err(begin_error)?,
+        };
+        let out = f(&mut Tx { txn: &mut txn, paging });
+        match (out, explicit) {
+            (Ok(v), true) => {
+                self.state = State::Open(txn.detach());
+                Ok(v)
+            }
+            (Ok(v), false) => {
+                txn.commit()?;
+                Ok(v)
+            }
+            (Err(e), explicit) => {
+                if txn.is_ended() {
+                    txn.detach();
+                } else {
+                    let _ = txn.rollback();
+                }
+                self.state = if explicit { State::Failed } else { State::Idle };
+                Err(e)
+            }
+        }
+    }
+
+    fn begin(&mut self, modes: &[TransactionMode]) -> Result<Output, SqlError> {
+        if matches!(self.state, State::Open(_)) {
+            // PostgreSQL warns and carries on in the open transaction.
+            return Ok(Output::Begin);
+        }
+        let mut isolation = self.isolation;
+        for m in modes {
+            if let TransactionMode::IsolationLevel(level) = m {
+                isolation = isolation_of(level);
+            }
+        }
+        let txn = self.client.begin_with(isolation).map_err(begin_error)?;
+        self.state = State::Open(txn.detach());
+        Ok(Output::Begin)
+    }
+
+    fn commit(&mut self) -> Result<Output, SqlError> {
+        match std::mem::replace(&mut self.state, State::Idle) {
+            State::Idle => Ok(Output::End("COMMIT")),
+            State::Failed => Ok(Output::End("ROLLBACK")),
+            State::Open(id) => {
+                self.client.resume(id).commit()?;
+                Ok(Output::End("COMMIT"))
+            }
+        }
+    }
+
+    fn rollback(&mut self) -> Result<Output, SqlError> {
+        if let State::Open(id) = std::mem::replace(&mut self.state, State::Idle) {
+            let _ = self.client.resume(id).rollback();
+        }
+        Ok(Output::End("ROLLBACK"))
+    }
+
+    fn set(&mut self, s: &Set) -> Result<Output, SqlError> {
+        let tag = Output::Command("SET".into());
+        match s {
+            Set::SingleAssignment { variable, values, .. } => {
+                let name = variable.to_string().to_lowercase();
+                let value =
+                    values.iter().map(|v| v.to_string().trim_matches('\'').to_string()).collect::<Vec<_>>().join(", ");
+                if name == "default_transaction_isolation" || name == "transaction_isolation" {
+                    self.isolation = parse_isolation(&value)?;
+                }
+                self.settings.insert(name, value);
+                Ok(tag)
+            }
+            Set::SetTimeZone { value, .. } => {
+                self.settings.insert("timezone".into(), value.to_string().trim_matches('\'').to_string());
+                Ok(tag)
+            }
+            Set::SetNames { charset_name, .. } => {
+                self.settings.insert("client_encoding".into(), charset_name.value.clone());
+                Ok(tag)
+            }
+            Set::SetTransaction { modes, .. } => {
+                for m in modes {
+                    if let TransactionMode::IsolationLevel(level) = m {
+                        if matches!(self.state, State::Open(_)) {
+                            return Err(SqlError::unsupported(
+                                "SET TRANSACTION ISOLATION LEVEL inside a transaction; use BEGIN ISOLATION LEVEL",
+                            ));
+                        }
+                        self.isolation = isolation_of(level);
+                    }
+                }
+                Ok(tag)
+            }
+            other => Err(SqlError::unsupported(format!("{other}"))),
+        }
+    }
+
+    fn show(&mut self, variable: &[sqlparser::ast::Ident]) -> Result<Output, SqlError> {
+        let name = variable.iter().map(|i| i.value.to_lowercase()).collect::<Vec<_>>().join(" ");
+        let value =
+            match name.as_str() {
+                "transaction isolation level" | "transaction_isolation" | "default_transaction_isolation" => {
+                    isolation_name(self.isolation).to_string()
+                }
+                _ => self.settings.get(&name).cloned().ok_or_else(|| {
+                    SqlError::new("42704", format!("unrecognized configuration parameter \"{name}\""))
+                })?,
+            };
+        let column = Column { name: name.replace(' ', "_"), ty: SqlType::Text };
+        Ok(Output::Rows { columns: vec![column], rows: vec![vec![Datum::Text(value)]] })
+    }
+}
+
+fn failed_txn() -> SqlError {
+    SqlError::new(
+        sqlstate::IN_FAILED_TRANSACTION,
+        "current transaction is aborted, commands ignored until end of transaction block".into(),
+    )
+}
+
+fn parse_isolation(v: &str) -> Result<Isolation, SqlError> {
+    match v.to_lowercase().replace(['-', '_'], " ").as_str() {
+        "read uncommitted" => Ok(Isolation::ReadUncommitted),
+        "read committed" => Ok(Isolation::ReadCommitted),
+        "repeatable read" => Ok(Isolation::RepeatableRead),
+        "serializable" => Ok(Isolation::Serializable),
+        other => Err(SqlError::new("22023", format!("invalid value for transaction isolation: \"{other}\""))),
+    }
+}
+
+/// An engine that takes no interactive transactions refuses `BEGIN`: `0A000` naming it.
+fn begin_error(e: litmus_core::Error) -> SqlError {
+    match e {
+        litmus_core::Error::Invalid(litmus_core::InvalidInput::Unsupported { engine, what }) => {
+            SqlError::unsupported(format!("SQL on engine {engine}: it runs one-round transactions only ({what})"))
+        }
+        other => other.into(),
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // A connection that goes away mid-transaction leaves nothing behind.
+        if let State::Open(id) = std::mem::replace(&mut self.state, State::Idle) {
+            let _ = self.client.resume(id).rollback();
+        }
+    }
+}
+
+fn run_statement(tx: &mut Tx, ctx: &StatementCtx, stmt: &Statement) -> Result<Output, SqlError> {
+    Ok(match stmt {
+        Statement::Query(q) => {
+            let r = query::run(tx, ctx, q)?;
+            Output::Rows { columns: r.columns, rows: r.rows }
+        }
+        Statement::Insert(i) => Output::Command(format!("INSERT 0 {}", dml::insert(tx, ctx, i)?)),
+        Statement::Update(u) => Output::Command(format!("UPDATE {}", dml::update(tx, ctx, u)?)),
+        Statement::Delete(d) => Output::Command(format!("DELETE {}", dml::delete(tx, ctx, d)?)),
+        Statement::CreateTable(ct) => create_table(tx, ct)?,
+        Statement::Drop { object_type: ObjectType::Table, if_exists, names, cascade: false, .. } => {
+            for n in names {
+                let name = object_name(n)?;
+                match tx.find_table(&name)? {
+                    Some(def) => {
+                        dml::delete_all(tx, &def)?;
+                        tx.drop_table(&def)?;
+                    }
+                    None if *if_exists => {}
+                    None => return Err(SqlError::no_table(&name)),
+                }
+            }
+            Output::Command("DROP TABLE".into())
+        }
+        Statement::Truncate(t) => {
+            for target in &t.table_names {
+                let def = tx.table(&object_name(&target.name)?)?;
+                dml::delete_all(tx, &def)?;
+            }
+            Output::Command("TRUNCATE TABLE".into())
+        }
+        Statement::AlterTable(at) => alter_table(tx, at)?,
+        other => return Err(SqlError::unsupported(statement_kind(other))),
+    })
+}
+
+fn alter_table(tx: &mut Tx, at: &sqlparser::ast::AlterTable) -> Result<Output, SqlError> {
+    use sqlparser::ast::{AlterTableOperation, TableConstraint};
+    let name = object_name(&at.name)?;
+    for op in &at.operations {
+        match op {
+            AlterTableOperation::AddConstraint { constraint: TableConstraint::PrimaryKey(pk), .. } => {
+                let cols: Vec<String> = pk
+                    .columns
+                    .iter()
+                    .map(|c| c.column.expr.to_string().to_lowercase().trim_matches('"').to_string())
+                    .collect();
+                dml::add_primary_key(tx, &name, &cols)?;
+            }
+            other => return Err(SqlError::unsupported(format!("ALTER TABLE {other}"))),
+        }
+    }
+    Ok(Output::Command("ALTER TABLE".into()))
+}
+
+fn create_table(tx: &mut Tx, ct: &sqlparser::ast::CreateTable) -> Result<Output, SqlError> {
+    use sqlparser::ast::{CreateTableOptions, SqlOption};
+    if ct.temporary || ct.or_replace || ct.like.is_some() || ct.partition_by.is_some() {
+        return Err(SqlError::unsupported("CREATE TEMPORARY / OR REPLACE / LIKE / PARTITION BY"));
+    }
+    if let CreateTableOptions::With(opts) = &ct.table_options {
+        // Storage parameters are page-layout hints of PostgreSQL's heap, which has no
+        // counterpart here; `fillfactor` (pgbench sends it) is accepted, others refused.
+        for o in opts {
+            match o {
+                SqlOption::KeyValue { key, .. } if key.value.eq_ignore_ascii_case("fillfactor") => {}
+                other => return Err(SqlError::unsupported(format!("table option {other}"))),
+            }
+        }
+    } else if !matches!(ct.table_options, CreateTableOptions::None) {
+        return Err(SqlError::unsupported(format!("table options {}", ct.table_options)));
+    }
+    let def = table_def(ct)?;
+    if tx.find_table(&def.name)?.is_some() {
+        if ct.if_not_exists {
+            return Ok(Output::Command("CREATE TABLE".into()));
+        }
+        return Err(SqlError::new(sqlstate::DUPLICATE_TABLE, format!("relation \"{}\" already exists", def.name)));
+    }
+    tx.create_table(def)?;
+    Ok(Output::Command("CREATE TABLE".into()))
+}
+
+/// The statement's leading words, to name it in `0A000`.
+fn statement_kind(s: &Statement) -> String {
+    let text = s.to_string();
+    let words: Vec<&str> = text.split_whitespace().take(2).collect();
+    format!("statement {}", words.join(" "))
+}

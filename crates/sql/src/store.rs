@@ -1,0 +1,264 @@
+//! Reading and writing SQL rows and catalog entries inside one client transaction, over the
+//! built-in table (`catalog::ROWS_TABLE`). Range reads go page by page
+//! (`Transaction::scan_page`), so a table of any size is read in bounded replies.
+
+use crate::catalog::{self, TableDef, CATALOG_TID, COUNTER_TID, ROWS_TABLE, TABLE_ID_FIRST};
+use crate::error::SqlError;
+use crate::types::Datum;
+use litmus_client::{PageSizer, Paging, Transaction};
+use litmus_core::{Row, Value};
+use litmus_protocol::op::{Op, BATCH_LEN_MAX};
+
+/// The most rows one statement may touch or return (a bound on the memory a statement holds).
+pub const STATEMENT_ROWS_MAX: usize = 2_000_000;
+
+/// The most bytes of rows one batch of writes carries: well under the servers' frame limit
+/// (`max_frame_bytes`, 1 MiB by default).
+pub const BATCH_BYTES_MAX: usize = 256 * 1024;
+
+/// A range of a table's encoded primary keys: `lo` inclusive (`None`: from the first key),
+/// `hi` exclusive (`None`: to the last).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyRange {
+    pub lo: Option<Vec<u8>>,
+    pub hi: Option<Vec<u8>>,
+}
+
+impl KeyRange {
+    /// Every key that starts with the key values `prefix`: `[enc(p), enc(p) ++ 0xFF)` (the
+    /// encoding's tags are all below 0xFF).
+    pub fn prefix(prefix: &[Datum]) -> Result<KeyRange, SqlError> {
+        if prefix.is_empty() {
+            return Ok(KeyRange::default());
+        }
+        let lo = catalog::encode_key(prefix)?;
+        let mut hi = lo.clone();
+        hi.push(0xFF);
+        Ok(KeyRange { lo: Some(lo), hi: Some(hi) })
+    }
+}
+
+/// The transaction a statement runs in.
+pub struct Tx<'t, 'c> {
+    pub txn: &'t mut Transaction<'c>,
+    pub paging: Paging,
+}
+
+fn bytes_of(v: &Value, what: &str) -> Result<Vec<u8>, SqlError> {
+    match v {
+        Value::Bytes(b) => Ok(b.to_vec()),
+        other => Err(SqlError::internal(format!("{what}: expected bytes, found {other:?}"))),
+    }
+}
+
+fn stored(row: &Row, what: &str) -> Result<Vec<u8>, SqlError> {
+    row.get(2).map_or_else(|| Err(SqlError::internal(format!("{what}: short row"))), |v| bytes_of(v, what))
+}
+
+impl Tx<'_, '_> {
+    /// The definition of table `name`, or `42P01`.
+    pub fn table(&mut self, name: &str) -> Result<TableDef, SqlError> {
+        self.find_table(name)?.ok_or_else(|| SqlError::no_table(name))
+    }
+
+    pub fn find_table(&mut self, name: &str) -> Result<Option<TableDef>, SqlError> {
+        let key = [Value::Int(CATALOG_TID), Value::Bytes(name.as_bytes().into())];
+        match self.txn.read(ROWS_TABLE, &key)? {
+            Some(row) => Ok(Some(catalog::decode_def(&stored(&row, "catalog")?)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Records a new table under a fresh id (the counter row is read and written in this
+    /// transaction, so two concurrent creates conflict rather than share an id).
+    pub fn create_table(&mut self, mut def: TableDef) -> Result<TableDef, SqlError> {
+        let counter = [Value::Int(COUNTER_TID), Value::Bytes(b"table_id".as_slice().into())];
+        let next = match self.txn.read(ROWS_TABLE, &counter)? {
+            Some(row) => {
+                let b = stored(&row, "table id counter")?;
+                i64::from_le_bytes(b.try_into().map_err(|_| SqlError::internal("table id counter: bad width"))?)
+            }
+            None => TABLE_ID_FIRST,
+        };
+        def.id = next;
+        let bump =
+            vec![counter[0].clone(), counter[1].clone(), Value::Bytes((next + 1).to_le_bytes().as_slice().into())];
+        self.txn.write(ROWS_TABLE, bump)?;
+        let entry = vec![
+            Value::Int(CATALOG_TID),
+            Value::Bytes(def.name.as_bytes().into()),
+            Value::Bytes(catalog::encode_def(&def)?.into()),
+        ];
+        self.txn.insert(ROWS_TABLE, entry)?;
+        Ok(def)
+    }
+
+    /// Rewrites a table's definition (same id).
+    pub fn replace_table(&mut self, def: &TableDef) -> Result<(), SqlError> {
+        let entry = vec![
+            Value::Int(CATALOG_TID),
+            Value::Bytes(def.name.as_bytes().into()),
+            Value::Bytes(catalog::encode_def(def)?.into()),
+        ];
+        self.txn.write(ROWS_TABLE, entry)?;
+        Ok(())
+    }
+
+    /// Deletes a table's catalog entry.
+    pub fn drop_table(&mut self, def: &TableDef) -> Result<(), SqlError> {
+        self.txn.delete(ROWS_TABLE, &[Value::Int(CATALOG_TID), Value::Bytes(def.name.as_bytes().into())])?;
+        Ok(())
+    }
+
+    /// The row with primary key `key` (encoded), if any.
+    pub fn get(&mut self, def: &TableDef, key: &[u8]) -> Result<Option<Vec<Datum>>, SqlError> {
+        match self.txn.read(ROWS_TABLE, &[Value::Int(def.id), Value::Bytes(key.into())])? {
+            Some(row) => Ok(Some(catalog::decode_row(&stored(&row, &def.name)?, def)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Calls `each` with every row whose encoded key starts with the key values `prefix`
+    /// (every row for an empty prefix), in key order, page by page; `each` returns false to
+    /// stop.
+    pub fn scan(
+        &mut self,
+        def: &TableDef,
+        prefix: &[Datum],
+        each: &mut dyn FnMut(Vec<u8>, Vec<Datum>) -> Result<bool, SqlError>,
+    ) -> Result<(), SqlError> {
+        self.scan_range(def, &KeyRange::prefix(prefix)?, each)
+    }
+
+    /// Calls `each` with every row whose encoded key is in `range`, in key order, page by
+    /// page; `each` returns false to stop.
+    pub fn scan_range(
+        &mut self,
+        def: &TableDef,
+        range: &KeyRange,
+        each: &mut dyn FnMut(Vec<u8>, Vec<Datum>) -> Result<bool, SqlError>,
+    ) -> Result<(), SqlError> {
+        let tid = Value::Int(def.id);
+        let mut start = vec![tid.clone()];
+        if let Some(lo) = &range.lo {
+            start.push(Value::Bytes(lo.as_slice().into()));
+        }
+        let end = match (&range.lo, &range.hi) {
+            (_, Some(hi)) => Some(vec![tid, Value::Bytes(hi.as_slice().into())]),
+            // From a key to the table's end: every key below the next table id.
+            (Some(_), None) => Some(vec![Value::Int(def.id + 1)]),
+            (None, None) => None,
+        };
+        let mut after = None;
+        let mut sizer = PageSizer::new(self.paging);
+        loop {
+            let page = self.txn.scan_page(ROWS_TABLE, &start, end.as_deref(), after.as_ref(), sizer.next())?;
+            sizer.saw(&page);
+            for row in &page.rows {
+                let key = bytes_of(&row[1], &def.name)?;
+                if !each(key, catalog::decode_row(&stored(row, &def.name)?, def)?)? {
+                    return Ok(());
+                }
+            }
+            match page.resume {
+                Some(k) => after = Some(k),
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Writes a full row (insert or replace).
+    pub fn put(&mut self, def: &TableDef, row: &[Datum]) -> Result<(), SqlError> {
+        let stored = self.stored_row(def, row)?;
+        self.txn.write(ROWS_TABLE, stored)?;
+        Ok(())
+    }
+
+    /// Inserts a row; an existing key is `23505`.
+    pub fn insert(&mut self, def: &TableDef, row: &[Datum]) -> Result<(), SqlError> {
+        let stored = self.stored_row(def, row)?;
+        match self.txn.insert(ROWS_TABLE, stored) {
+            Err(litmus_core::Error::Invalid(litmus_core::InvalidInput::DuplicateKey(_))) => Err(duplicate(def, row)),
+            other => other.map_err(SqlError::from),
+        }
+    }
+
+    pub fn delete(&mut self, def: &TableDef, key: &[u8]) -> Result<(), SqlError> {
+        self.txn.delete(ROWS_TABLE, &[Value::Int(def.id), Value::Bytes(key.into())])?;
+        Ok(())
+    }
+
+    /// Writes many rows in batches (`Op::WriteMany` where the engine takes it): inserts
+    /// (`23505` on an existing key) or, with `replace`, writes.
+    pub fn insert_many(&mut self, def: &TableDef, rows: &[Vec<Datum>], replace: bool) -> Result<(), SqlError> {
+        let mut ops = Vec::with_capacity(rows.len());
+        for r in rows {
+            let row: Row = self.stored_row(def, r)?.into();
+            ops.push(if replace {
+                Op::Write { table: ROWS_TABLE.into(), row }
+            } else {
+                Op::Insert { table: ROWS_TABLE.into(), row }
+            });
+        }
+        self.write_batches(ops).map_err(|e| match e {
+            litmus_core::Error::Invalid(litmus_core::InvalidInput::DuplicateKey(_)) => SqlError::new(
+                crate::error::sqlstate::UNIQUE_VIOLATION,
+                format!("duplicate key value violates unique constraint \"{}_pkey\"", def.name),
+            ),
+            other => other.into(),
+        })
+    }
+
+    /// Deletes many rows by encoded key, in batches.
+    pub fn delete_many(&mut self, def: &TableDef, keys: &[Vec<u8>]) -> Result<(), SqlError> {
+        let ops = keys
+            .iter()
+            .map(|k| Op::Delete {
+                table: ROWS_TABLE.into(),
+                key: vec![Value::Int(def.id), Value::Bytes(k.as_slice().into())],
+            })
+            .collect();
+        Ok(self.write_batches(ops)?)
+    }
+
+    fn write_batches(&mut self, ops: Vec<Op>) -> Result<(), litmus_core::Error> {
+        let mut batch = vec![];
+        let mut bytes = 0;
+        for op in ops {
+            let size = match &op {
+                Op::Write { row, .. } | Op::Insert { row, .. } => litmus_protocol::page::row_bytes(row),
+                _ => 64,
+            };
+            if !batch.is_empty() && (batch.len() >= BATCH_LEN_MAX || bytes + size > BATCH_BYTES_MAX) {
+                self.txn.write_many(ROWS_TABLE, std::mem::take(&mut batch))?;
+                bytes = 0;
+            }
+            bytes += size;
+            batch.push(op);
+        }
+        if !batch.is_empty() {
+            self.txn.write_many(ROWS_TABLE, batch)?;
+        }
+        Ok(())
+    }
+
+    fn stored_row(&self, def: &TableDef, row: &[Datum]) -> Result<Vec<Value>, SqlError> {
+        let key = def.key_of(row)?;
+        Ok(vec![Value::Int(def.id), Value::Bytes(key.into()), Value::Bytes(catalog::encode_row(row)?.into())])
+    }
+}
+
+/// `23505` naming the key, as PostgreSQL does.
+pub fn duplicate(def: &TableDef, row: &[Datum]) -> SqlError {
+    let cols: Vec<&str> = def.primary_key.iter().map(|&i| def.columns[i].name.as_str()).collect();
+    let vals: Vec<String> = def.primary_key.iter().map(|&i| row[i].to_text()).collect();
+    SqlError::new(
+        crate::error::sqlstate::UNIQUE_VIOLATION,
+        format!(
+            "duplicate key value violates unique constraint \"{}_pkey\": Key ({})=({}) already exists",
+            def.name,
+            cols.join(", "),
+            vals.join(", ")
+        ),
+    )
+}
