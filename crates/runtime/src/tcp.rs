@@ -642,6 +642,14 @@ mod tests {
             assert!(matches!(call("kv_get", vec![Value::Int(2)]), Ok(ResponseBody::Returned(_))), "served meanwhile");
         }
         assert_eq!(metric(&metrics_addr, disconnected), Some(1));
+        // The server lets go of the connection without waiting for the client to read: only the
+        // good client's stays open.
+        let open = "litmus_connections_open{node=\"0\",engine=\"nocc\"}";
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while metric(&metrics_addr, open) != Some(1) {
+            assert!(std::time::Instant::now() < deadline, "the slow client's connection is still open");
+            std::thread::sleep(Duration::from_millis(50));
+        }
         // Its connection ends: what it reads runs out (end of stream or reset), it does not hang.
         let mut rest = Vec::new();
         if let Err(e) = slow.read_to_end(&mut rest) {

@@ -305,8 +305,15 @@ async fn client_writer<S>(
         }
     }
     if gone.is_cancelled() {
+        // The client stopped reading: say why if its socket takes it within a second, then
+        // drop the connection without waiting for the client (a flush could wait forever).
         let last = frame_bytes(&Frame::Rejected(Error::unavailable(super::SLOW_CLIENT)));
-        let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(last)).await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            sink.send(last).await?;
+            sink.close().await
+        })
+        .await;
+        return;
     }
     let _ = sink.close().await;
 }
