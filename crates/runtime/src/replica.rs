@@ -224,7 +224,7 @@ impl ReplicatedPartition {
             && g.role() == Role::Leader
             && self.applied >= self.term_start
             && (g.holds_lease() || broken(BREAK_SERVE_WITHOUT_LEASE))
-            && !(self.snapshot_due && !self.pending.is_empty())
+            && (!self.snapshot_due || self.pending.is_empty())
             && self.fault.is_none()
     }
 

@@ -93,7 +93,7 @@ pub(super) fn deliver(inbox: &Sender<Envelope>, env: Envelope, metrics: &ServerM
         Err(TrySendError::Disconnected(_)) => false,
         Err(TrySendError::Full(env)) => {
             metrics.inbox_full_waits.fetch_add(1, Ordering::Relaxed);
-            tokio::task::block_in_place(|| inbox.send(env)).is_ok()
+            tokio::task::block_in_place(|| inbox.send(env).is_ok())
         }
     }
 }
