@@ -254,7 +254,23 @@ impl Builder<'_> {
         self.out.push(Invariant { name, named, table: self.table.clone(), sql, clauses });
     }
 
+    /// The invariants a `CREATE TABLE` declares: its key and NOT NULL columns, then each column
+    /// option and each table constraint.
     fn table_invariants(&mut self, ct: &sqlparser::ast::CreateTable) -> Result<(), DdlError> {
+        self.key_invariants();
+        for c in &ct.columns {
+            for o in &c.options {
+                self.column_option_invariants(&c.name.value, o)?;
+            }
+        }
+        for tc in &ct.constraints {
+            self.table_constraint_invariants(tc)?;
+        }
+        Ok(())
+    }
+
+    /// The primary key, and NOT NULL over the other columns that are not nullable.
+    fn key_invariants(&mut self) {
         let t = self.table.clone();
         let pk = self.this().primary_key.clone();
         self.push(
@@ -274,102 +290,99 @@ impl Builder<'_> {
             let clauses = not_null.iter().map(|c| Clause::NotNull { col: ColRef::new(&t, c) }).collect();
             self.push(None, format!("{t}: NOT NULL"), format!("NOT NULL ({})", not_null.join(", ")), clauses);
         }
-        for c in &ct.columns {
-            for o in &c.options {
-                let col = c.name.value.clone();
-                match &o.option {
-                    ColumnOption::Unique(_) => self.push(
-                        o.name.as_ref(),
-                        format!("{t}: UNIQUE ({col})"),
-                        format!("{col} UNIQUE"),
-                        vec![Clause::Unique { table: t.clone(), columns: vec![col] }],
-                    ),
-                    ColumnOption::ForeignKey(fk) => {
-                        let clause = self.foreign_key(
-                            std::slice::from_ref(&col),
-                            &fk.foreign_table,
-                            &fk.referred_columns,
-                            fk.on_delete,
-                        )?;
-                        self.push(
-                            o.name.as_ref(),
-                            format!("{t}: FOREIGN KEY ({col})"),
-                            format!("{col} {fk}"),
-                            vec![clause],
-                        );
-                    }
-                    ColumnOption::Check(ch) => {
-                        let clauses = self.check(&ch.expr)?;
-                        self.push(
-                            o.name.as_ref().or(ch.name.as_ref()),
-                            format!("{t}: CHECK ({})", ch.expr),
-                            format!("CHECK ({})", ch.expr),
-                            clauses,
-                        );
-                    }
-                    ColumnOption::Generated { .. } | ColumnOption::Identity(_) => self.auto_increment(&col, o),
-                    ColumnOption::DialectSpecific(tokens)
-                        if tokens.iter().any(|tok| tok.to_string().eq_ignore_ascii_case("AUTO_INCREMENT")) =>
-                    {
-                        self.auto_increment(&col, o)
-                    }
-                    ColumnOption::Default(Expr::Function(f)) => {
-                        let fname = object_name(&f.name).to_ascii_uppercase();
-                        if fname.starts_with("LITMUS_") && fname != "LITMUS_UNIQUE_ID" {
-                            return Err(DdlError::BadExtension {
-                                table: t.clone(),
-                                function: fname,
-                                why: "only LITMUS_UNIQUE_ID() is a DEFAULT".into(),
-                            });
-                        }
-                    }
-                    ColumnOption::Null
-                    | ColumnOption::NotNull
-                    | ColumnOption::PrimaryKey(_)
-                    | ColumnOption::Default(_)
-                    | ColumnOption::Comment(_) => {}
-                    other => {
-                        return Err(DdlError::Unsupported {
-                            table: t.clone(),
-                            what: format!("column option {other} on {col}"),
-                        })
-                    }
+    }
+
+    /// What one column option declares (UNIQUE, REFERENCES, CHECK, AUTO_INCREMENT); an option
+    /// the analyzer does not read is an error, one that declares nothing is skipped.
+    fn column_option_invariants(&mut self, col: &str, o: &sqlparser::ast::ColumnOptionDef) -> Result<(), DdlError> {
+        let t = self.table.clone();
+        let col = col.to_string();
+        match &o.option {
+            ColumnOption::Unique(_) => self.push(
+                o.name.as_ref(),
+                format!("{t}: UNIQUE ({col})"),
+                format!("{col} UNIQUE"),
+                vec![Clause::Unique { table: t.clone(), columns: vec![col] }],
+            ),
+            ColumnOption::ForeignKey(fk) => {
+                let clause = self.foreign_key(
+                    std::slice::from_ref(&col),
+                    &fk.foreign_table,
+                    &fk.referred_columns,
+                    fk.on_delete,
+                )?;
+                self.push(o.name.as_ref(), format!("{t}: FOREIGN KEY ({col})"), format!("{col} {fk}"), vec![clause]);
+            }
+            ColumnOption::Check(ch) => {
+                let clauses = self.check(&ch.expr)?;
+                self.push(
+                    o.name.as_ref().or(ch.name.as_ref()),
+                    format!("{t}: CHECK ({})", ch.expr),
+                    format!("CHECK ({})", ch.expr),
+                    clauses,
+                );
+            }
+            ColumnOption::Generated { .. } | ColumnOption::Identity(_) => self.auto_increment(&col, o),
+            ColumnOption::DialectSpecific(tokens)
+                if tokens.iter().any(|tok| tok.to_string().eq_ignore_ascii_case("AUTO_INCREMENT")) =>
+            {
+                self.auto_increment(&col, o)
+            }
+            ColumnOption::Default(Expr::Function(f)) => {
+                let fname = object_name(&f.name).to_ascii_uppercase();
+                if fname.starts_with("LITMUS_") && fname != "LITMUS_UNIQUE_ID" {
+                    return Err(DdlError::BadExtension {
+                        table: t.clone(),
+                        function: fname,
+                        why: "only LITMUS_UNIQUE_ID() is a DEFAULT".into(),
+                    });
                 }
+            }
+            ColumnOption::Null
+            | ColumnOption::NotNull
+            | ColumnOption::PrimaryKey(_)
+            | ColumnOption::Default(_)
+            | ColumnOption::Comment(_) => {}
+            other => {
+                return Err(DdlError::Unsupported { table: t.clone(), what: format!("column option {other} on {col}") })
             }
         }
-        for tc in &ct.constraints {
-            match tc {
-                TableConstraint::PrimaryKey(_) => {}
-                TableConstraint::Unique(u) => {
-                    let mut cols = Vec::new();
-                    for ic in &u.columns {
-                        cols.push(column_ident(&ic.column.expr, self.this(), "UNIQUE")?);
-                    }
-                    self.push(
-                        u.name.as_ref(),
-                        format!("{t}: UNIQUE ({})", cols.join(", ")),
-                        tc.to_string(),
-                        vec![Clause::Unique { table: t.clone(), columns: cols }],
-                    );
+        Ok(())
+    }
+
+    /// What one table constraint declares (UNIQUE, FOREIGN KEY, CHECK; the primary key is read
+    /// with the columns).
+    fn table_constraint_invariants(&mut self, tc: &TableConstraint) -> Result<(), DdlError> {
+        let t = self.table.clone();
+        match tc {
+            TableConstraint::PrimaryKey(_) => {}
+            TableConstraint::Unique(u) => {
+                let mut cols = Vec::new();
+                for ic in &u.columns {
+                    cols.push(column_ident(&ic.column.expr, self.this(), "UNIQUE")?);
                 }
-                TableConstraint::ForeignKey(fk) => {
-                    let cols: Vec<String> = fk.columns.iter().map(|i| i.value.clone()).collect();
-                    let clause = self.foreign_key(&cols, &fk.foreign_table, &fk.referred_columns, fk.on_delete)?;
-                    self.push(
-                        fk.name.as_ref(),
-                        format!("{t}: FOREIGN KEY ({})", cols.join(", ")),
-                        tc.to_string(),
-                        vec![clause],
-                    );
-                }
-                TableConstraint::Check(ch) => {
-                    let clauses = self.check(&ch.expr)?;
-                    self.push(ch.name.as_ref(), format!("{t}: CHECK ({})", ch.expr), tc.to_string(), clauses);
-                }
-                other => {
-                    return Err(DdlError::Unsupported { table: t.clone(), what: format!("table constraint {other}") })
-                }
+                self.push(
+                    u.name.as_ref(),
+                    format!("{t}: UNIQUE ({})", cols.join(", ")),
+                    tc.to_string(),
+                    vec![Clause::Unique { table: t.clone(), columns: cols }],
+                );
             }
+            TableConstraint::ForeignKey(fk) => {
+                let cols: Vec<String> = fk.columns.iter().map(|i| i.value.clone()).collect();
+                let clause = self.foreign_key(&cols, &fk.foreign_table, &fk.referred_columns, fk.on_delete)?;
+                self.push(
+                    fk.name.as_ref(),
+                    format!("{t}: FOREIGN KEY ({})", cols.join(", ")),
+                    tc.to_string(),
+                    vec![clause],
+                );
+            }
+            TableConstraint::Check(ch) => {
+                let clauses = self.check(&ch.expr)?;
+                self.push(ch.name.as_ref(), format!("{t}: CHECK ({})", ch.expr), tc.to_string(), clauses);
+            }
+            other => return Err(DdlError::Unsupported { table: t.clone(), what: format!("table constraint {other}") }),
         }
         Ok(())
     }

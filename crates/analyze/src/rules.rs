@@ -48,8 +48,9 @@
 //! valid state, leaves it valid. It does not check that; the workloads' `verify` does.
 
 use crate::footprint::{Access, Change, Footprint, Source};
-use crate::invariant::{Clause, ColRef};
+use crate::invariant::{Clause, Cmp, ColRef};
 use serde::Serialize;
+use std::collections::BTreeSet;
 use std::fmt;
 
 /// Ordered from best to worst: the verdict of several pairs is their maximum.
@@ -127,32 +128,9 @@ pub fn judge(clause: &Clause, access: &Access, txn: &Footprint) -> Option<Judgem
         return None;
     }
     match clause {
-        Clause::PrimaryKey { table, columns } | Clause::Unique { table, columns } => match access {
-            Access::Insert { table: t, upsert, columns: cols } if t == table => {
-                let primary = matches!(clause, Clause::PrimaryKey { .. });
-                let sources: Vec<&Source> = columns.iter().filter_map(|c| source_of(cols, c)).collect();
-                if let Some(s) = sources.iter().find(|s| matches!(s, Source::Assigned { .. } | Source::Token)) {
-                    yes("Claim 4", format!("the database chooses some unique value: key column {s}"))
-                } else if *upsert && primary {
-                    yes(
-                        "Claim 4",
-                        "an upsert replaces the row with its key and merge keeps one row per key: no duplicate can \
-                         arise (as Claim 4)",
-                    )
-                } else {
-                    no(
-                        "Claim 3",
-                        format!("inserts a specific value of ({}) chosen by the transaction", columns.join(", ")),
-                    )
-                }
-            }
-            Access::Update { col, change } if col.table == *table && columns.contains(&col.column) => match change {
-                Change::Touch => None,
-                _ => no("Claim 3", format!("{change} of unique column {col} chooses a specific value")),
-            },
-            Access::Delete { table: t } if t == table => yes("Claim 3", "deletions cannot introduce duplicates (§5.1)"),
-            _ => None,
-        },
+        Clause::PrimaryKey { table, columns } | Clause::Unique { table, columns } => {
+            judge_unique(clause, table, columns, access)
+        }
         Clause::NotNull { col } if writes_col(access, col) => yes("Claim 2", "per-record inequality (≠ NULL)"),
         Clause::Equality { col, equal: true, .. } if writes_col(access, col) => {
             yes("Claim 1", "per-record attribute equality")
@@ -161,204 +139,18 @@ pub fn judge(clause: &Clause, access: &Access, txn: &Footprint) -> Option<Judgem
             yes("Claim 2", "per-record attribute inequality")
         }
         Clause::NotNull { .. } | Clause::Equality { .. } => None,
-        Clause::ForeignKey { table, columns, ref_table, ref_columns, cascade } => match access {
-            Access::Insert { table: t, .. } if t == table || t == ref_table => {
-                yes("Claim 6", "insertions under a foreign key: merge removes no referenced row")
-            }
-            Access::Update { col, change } if col.table == *table && columns.contains(&col.column) => match change {
-                Change::Touch => None,
-                _ => yes("Claim 6", "re-pointing a reference is an insertion of a reference (§5.1)"),
-            },
-            Access::Update { col, change } if col.table == *ref_table && ref_columns.contains(&col.column) => {
-                match change {
-                    Change::Touch => None,
-                    _ => no("Claim 7", format!("{change} of referenced column {col} removes a referenced value")),
-                }
-            }
-            Access::Delete { table: t } if t == ref_table && *cascade => {
-                yes("Claim 8", "cascading delete removes every referencing row, concurrent ones included")
-            }
-            Access::Delete { table: t } if t == ref_table => no(
-                "Claim 7",
-                format!("deleting a referenced {t} row while another transaction inserts a {table} row referencing it"),
-            ),
-            Access::Delete { table: t } if t == table => {
-                yes("Claim 7", "deleting a referencing row leaves no dangling reference (only referenced rows can)")
-            }
-            _ => None,
-        },
-        Clause::Threshold { col, cmp, bound } => {
-            let lower = cmp.is_lower_bound();
-            let (ok_claim, inv) = if lower {
-                ("Claim 11", format!("{col} {cmp} {bound}"))
-            } else {
-                ("Claim 14", format!("{col} {cmp} {bound}"))
-            };
-            match access {
-                Access::Insert { table, .. } if *table == col.table => {
-                    yes(ok_claim, format!("a new row's value is checked where it is written ({inv})"))
-                }
-                Access::Update { col: c, change } if c == col => match (change, lower) {
-                    (Change::Touch, _) => None,
-                    (Change::Increment, true) => yes("Claim 11", format!("increments keep {inv}")),
-                    (Change::Increment, false) => {
-                        no("Claim 12", format!("two increments, each valid alone, can together break {inv}"))
-                    }
-                    (Change::Decrement, true) => {
-                        no("Claim 13", format!("two decrements, each valid alone, can together break {inv}"))
-                    }
-                    (Change::Decrement, false) => yes("Claim 14", format!("decrements keep {inv}")),
-                    (Change::Assign | Change::AssignNull, _) => {
-                        yes(ok_claim, format!("an assigned value is checked where it is written ({inv})"))
-                    }
-                    (other, _) => unknown(format!("{other} of {col} under {inv}: no rule")),
-                },
-                _ => None,
-            }
+        Clause::ForeignKey { table, columns, ref_table, ref_columns, cascade } => {
+            judge_foreign_key(access, table, columns, ref_table, ref_columns, *cascade)
         }
-        Clause::Counter { col } => match access {
-            Access::Insert { table, upsert: false, .. } if *table == col.table => {
-                yes("Claims 11, 14", "a new counter starts at its inserted value")
-            }
-            Access::Insert { table, upsert: true, .. } if *table == col.table => {
-                unknown(format!("an upsert replaces counter {col}: concurrent increments would be lost (§5.2)"))
-            }
-            Access::Update { col: c, change } if c == col => match change {
-                Change::Touch => None,
-                Change::Increment | Change::Decrement => {
-                    yes("Claims 11, 14", format!("counter {change}s merge by addition (§5.2), no bound to cross"))
-                }
-                other => unknown(format!(
-                    "{other} of counter {col}: last-writer-wins merge loses concurrent increments (§5.2)"
-                )),
-            },
-            _ => None,
-        },
-        Clause::Sequential { col, .. } => match access {
-            Access::Insert { table, columns, upsert: true }
-                if *table == col.table && rewrites(columns, &col.column) =>
-            {
-                None
-            }
-            Access::Insert { table, columns, .. } if *table == col.table => {
-                let s = source_of(columns, &col.column).cloned().unwrap_or(Source::Chosen);
-                no(
-                    "Claim 5",
-                    format!(
-                        "insert with {} = {s}: the next value of a sequence is known only after every concurrent \
-                         insert (AUTO_INCREMENT)",
-                        col.column
-                    ),
-                )
-            }
-            Access::Update { col: c, change } if c == col && *change != Change::Touch => {
-                unknown(format!("{change} of sequential column {col}: no rule"))
-            }
-            Access::Delete { table } if *table == col.table => {
-                unknown(format!("delete from {table} under a gap-free sequence of {}: no rule", col.column))
-            }
-            _ => None,
-        },
-        Clause::NextId { counter, id } => match access {
-            Access::Update { col, change } if col == counter => match change {
-                Change::Touch => None,
-                Change::Increment => no(
-                    "Claim 5",
-                    format!("increments {counter} to assign the next {}: two replicas hand out the same id", id.column),
-                ),
-                other => unknown(format!("{other} of id counter {counter}: no rule")),
-            },
-            Access::Insert { table, columns, upsert: true } if *table == id.table && rewrites(columns, &id.column) => {
-                None
-            }
-            Access::Insert { table, columns, .. } if *table == id.table => {
-                let s = source_of(columns, &id.column).cloned().unwrap_or(Source::Chosen);
-                no("Claim 5", format!("insert with {} {s}: sequential assignment (AUTO_INCREMENT)", id.column))
-            }
-            Access::Insert { table, .. } if *table == counter.table => {
-                unknown(format!("inserting an id counter row of {table}: no rule"))
-            }
-            Access::Delete { table } if *table == id.table || *table == counter.table => {
-                unknown(format!("delete from {table} under sequential ids {id} (counter {counter}): no rule"))
-            }
-            _ => None,
-        },
-        Clause::RollUp { values, filters, tables, not_null_filters } => match access {
-            Access::Insert { table, upsert, columns } if tables.contains(table) => {
-                let outside = not_null_filters
-                    .iter()
-                    .any(|f| f.table == *table && source_of(columns, &f.column) == Some(&Source::Null));
-                if outside {
-                    None
-                } else if *upsert && values.iter().any(|v| v.table == *table) {
-                    unknown(format!(
-                        "an upsert into {table} replaces summed values: concurrent deltas would be lost (§5.2)"
-                    ))
-                } else {
-                    yes("Claim 10", format!("a new {table} row and the view change together, atomically visible"))
-                }
-            }
-            Access::Delete { table } if tables.contains(table) => {
-                yes("Claim 10", format!("a deleted {table} row and the view change together, atomically visible"))
-            }
-            Access::Update { col, change } if values.contains(col) => match change {
-                Change::Touch => None,
-                Change::Increment | Change::Decrement => yes(
-                    "Claim 10",
-                    format!("view maintenance by a delta ({change} of {col}); deltas merge by addition"),
-                ),
-                other => unknown(format!(
-                    "{other} of summed column {col}: an assigned total replaces concurrent deltas under \
-                     last-writer-wins (§5.2); maintain roll-ups with increments"
-                )),
-            },
-            Access::Update { col, change } if filters.contains(col) => match change {
-                Change::Touch => None,
-                _ => yes(
-                    "Claim 10",
-                    format!("{col} moves a row into or out of the view, maintained in the same transaction"),
-                ),
-            },
-            _ => None,
-        },
-        Clause::SecondaryIndex { index, base, cols } => match access {
-            Access::Insert { table, .. } | Access::Delete { table } if table == index || table == base => {
-                yes("Claim 9", format!("secondary index {index} maintained in the same transaction as {base}"))
-            }
-            Access::Update { col, change }
-                if (col.table == *index || cols.contains(col)) && *change != Change::Touch =>
-            {
-                yes("Claim 9", format!("secondary index {index} maintained in the same transaction as {base}"))
-            }
-            _ => None,
-        },
-        Clause::Correspondence { cols, tables } => {
-            let touches = |a: &Access| match a {
-                Access::Insert { table, .. } | Access::Delete { table } => tables.contains(table),
-                Access::Update { col, change } => cols.contains(col) && *change != Change::Touch,
-                Access::Read { .. } => false,
-            };
-            match access {
-                Access::Insert { table, .. } if tables.contains(table) => {
-                    yes("Claim 6", "insertions: correspondence constrains only the visibility of related writes")
-                }
-                Access::Update { col, change } if cols.contains(col) => match change {
-                    Change::Touch => None,
-                    Change::AssignNull => unknown(format!("clearing {col}: no rule")),
-                    Change::Assign => yes("Claim 6", format!("setting {col} is an insertion of the related fact")),
-                    other => unknown(format!("{other} of {col}: no rule")),
-                },
-                Access::Delete { table } if tables.contains(table) => {
-                    let matched = txn.writes().any(|a| a != access && touches(a));
-                    if matched {
-                        yes("Claim 8", format!("deleting from {table} with the matching change in the same transaction (a cascading delete)"))
-                    } else {
-                        no("Claim 7", format!("deleting from {table} without the matching change"))
-                    }
-                }
-                _ => None,
-            }
+        Clause::Threshold { col, cmp, bound } => judge_threshold(access, col, cmp, bound),
+        Clause::Counter { col } => judge_counter(access, col),
+        Clause::Sequential { col, .. } => judge_sequential(access, col),
+        Clause::NextId { counter, id } => judge_next_id(access, counter, id),
+        Clause::RollUp { values, filters, tables, not_null_filters } => {
+            judge_roll_up(access, values, filters, tables, not_null_filters)
         }
+        Clause::SecondaryIndex { index, base, cols } => judge_secondary_index(access, index, base, cols),
+        Clause::Correspondence { cols, tables } => judge_correspondence(access, cols, tables, txn),
         Clause::Contains { col, negated: true, .. } if writes_col(access, col) => {
             yes("Claim 16", "NOT CONTAINS holds under any operation")
         }
@@ -366,18 +158,291 @@ pub fn judge(clause: &Clause, access: &Access, txn: &Footprint) -> Option<Judgem
             yes("Claim 15", "CONTAINS holds under any operation")
         }
         Clause::Contains { .. } => None,
-        Clause::Size { col, size } => match access {
-            Access::Insert { table, upsert: false, .. } if *table == col.table => {
-                yes("Claim 2", "a new row's set is checked where it is written (per record)")
+        Clause::Size { col, size } => judge_size(access, col, size),
+    }
+}
+
+/// (Claims 3, 4) A primary key or unique constraint.
+fn judge_unique(clause: &Clause, table: &str, columns: &[String], access: &Access) -> Option<Judgement> {
+    match access {
+        Access::Insert { table: t, upsert, columns: cols } if t == table => {
+            let primary = matches!(clause, Clause::PrimaryKey { .. });
+            let sources: Vec<&Source> = columns.iter().filter_map(|c| source_of(cols, c)).collect();
+            if let Some(s) = sources.iter().find(|s| matches!(s, Source::Assigned { .. } | Source::Token)) {
+                yes("Claim 4", format!("the database chooses some unique value: key column {s}"))
+            } else if *upsert && primary {
+                yes(
+                    "Claim 4",
+                    "an upsert replaces the row with its key and merge keeps one row per key: no duplicate can \
+                     arise (as Claim 4)",
+                )
+            } else {
+                no("Claim 3", format!("inserts a specific value of ({}) chosen by the transaction", columns.join(", ")))
             }
-            Access::Update { col: c, change } if c == col && *change != Change::Touch => {
-                no("Claim 17", format!("{change} of {col}: concurrent mutations change SIZE (= {size}) together"))
+        }
+        Access::Update { col, change } if col.table == *table && columns.contains(&col.column) => match change {
+            Change::Touch => None,
+            _ => no("Claim 3", format!("{change} of unique column {col} chooses a specific value")),
+        },
+        Access::Delete { table: t } if t == table => yes("Claim 3", "deletions cannot introduce duplicates (§5.1)"),
+        _ => None,
+    }
+}
+
+/// (Claims 6–8) A foreign key.
+fn judge_foreign_key(
+    access: &Access,
+    table: &str,
+    columns: &[String],
+    ref_table: &str,
+    ref_columns: &[String],
+    cascade: bool,
+) -> Option<Judgement> {
+    match access {
+        Access::Insert { table: t, .. } if t == table || t == ref_table => {
+            yes("Claim 6", "insertions under a foreign key: merge removes no referenced row")
+        }
+        Access::Update { col, change } if col.table == *table && columns.contains(&col.column) => match change {
+            Change::Touch => None,
+            _ => yes("Claim 6", "re-pointing a reference is an insertion of a reference (§5.1)"),
+        },
+        Access::Update { col, change } if col.table == *ref_table && ref_columns.contains(&col.column) => {
+            match change {
+                Change::Touch => None,
+                _ => no("Claim 7", format!("{change} of referenced column {col} removes a referenced value")),
             }
-            Access::Insert { table, upsert: true, .. } if *table == col.table => {
-                no("Claim 17", format!("an upsert replaces the set {col} (SIZE = {size})"))
+        }
+        Access::Delete { table: t } if t == ref_table && cascade => {
+            yes("Claim 8", "cascading delete removes every referencing row, concurrent ones included")
+        }
+        Access::Delete { table: t } if t == ref_table => no(
+            "Claim 7",
+            format!("deleting a referenced {t} row while another transaction inserts a {table} row referencing it"),
+        ),
+        Access::Delete { table: t } if t == table => {
+            yes("Claim 7", "deleting a referencing row leaves no dangling reference (only referenced rows can)")
+        }
+        _ => None,
+    }
+}
+
+/// (Claims 11–14) A bound on a column.
+fn judge_threshold(access: &Access, col: &ColRef, cmp: &Cmp, bound: &str) -> Option<Judgement> {
+    {
+        let lower = cmp.is_lower_bound();
+        let (ok_claim, inv) = if lower {
+            ("Claim 11", format!("{col} {cmp} {bound}"))
+        } else {
+            ("Claim 14", format!("{col} {cmp} {bound}"))
+        };
+        match access {
+            Access::Insert { table, .. } if *table == col.table => {
+                yes(ok_claim, format!("a new row's value is checked where it is written ({inv})"))
+            }
+            Access::Update { col: c, change } if c == col => match (change, lower) {
+                (Change::Touch, _) => None,
+                (Change::Increment, true) => yes("Claim 11", format!("increments keep {inv}")),
+                (Change::Increment, false) => {
+                    no("Claim 12", format!("two increments, each valid alone, can together break {inv}"))
+                }
+                (Change::Decrement, true) => {
+                    no("Claim 13", format!("two decrements, each valid alone, can together break {inv}"))
+                }
+                (Change::Decrement, false) => yes("Claim 14", format!("decrements keep {inv}")),
+                (Change::Assign | Change::AssignNull, _) => {
+                    yes(ok_claim, format!("an assigned value is checked where it is written ({inv})"))
+                }
+                (other, _) => unknown(format!("{other} of {col} under {inv}: no rule")),
+            },
+            _ => None,
+        }
+    }
+}
+
+/// (Claims 11, 14; §5.2) A counter column.
+fn judge_counter(access: &Access, col: &ColRef) -> Option<Judgement> {
+    match access {
+        Access::Insert { table, upsert: false, .. } if *table == col.table => {
+            yes("Claims 11, 14", "a new counter starts at its inserted value")
+        }
+        Access::Insert { table, upsert: true, .. } if *table == col.table => {
+            unknown(format!("an upsert replaces counter {col}: concurrent increments would be lost (§5.2)"))
+        }
+        Access::Update { col: c, change } if c == col => match change {
+            Change::Touch => None,
+            Change::Increment | Change::Decrement => {
+                yes("Claims 11, 14", format!("counter {change}s merge by addition (§5.2), no bound to cross"))
+            }
+            other => {
+                unknown(format!("{other} of counter {col}: last-writer-wins merge loses concurrent increments (§5.2)"))
+            }
+        },
+        _ => None,
+    }
+}
+
+/// (Claim 5) A gap-free sequence.
+fn judge_sequential(access: &Access, col: &ColRef) -> Option<Judgement> {
+    match access {
+        Access::Insert { table, columns, upsert: true } if *table == col.table && rewrites(columns, &col.column) => {
+            None
+        }
+        Access::Insert { table, columns, .. } if *table == col.table => {
+            let s = source_of(columns, &col.column).cloned().unwrap_or(Source::Chosen);
+            no(
+                "Claim 5",
+                format!(
+                    "insert with {} = {s}: the next value of a sequence is known only after every concurrent \
+                     insert (AUTO_INCREMENT)",
+                    col.column
+                ),
+            )
+        }
+        Access::Update { col: c, change } if c == col && *change != Change::Touch => {
+            unknown(format!("{change} of sequential column {col}: no rule"))
+        }
+        Access::Delete { table } if *table == col.table => {
+            unknown(format!("delete from {table} under a gap-free sequence of {}: no rule", col.column))
+        }
+        _ => None,
+    }
+}
+
+/// (Claim 5) Ids taken from a counter row.
+fn judge_next_id(access: &Access, counter: &ColRef, id: &ColRef) -> Option<Judgement> {
+    match access {
+        Access::Update { col, change } if col == counter => match change {
+            Change::Touch => None,
+            Change::Increment => no(
+                "Claim 5",
+                format!("increments {counter} to assign the next {}: two replicas hand out the same id", id.column),
+            ),
+            other => unknown(format!("{other} of id counter {counter}: no rule")),
+        },
+        Access::Insert { table, columns, upsert: true } if *table == id.table && rewrites(columns, &id.column) => None,
+        Access::Insert { table, columns, .. } if *table == id.table => {
+            let s = source_of(columns, &id.column).cloned().unwrap_or(Source::Chosen);
+            no("Claim 5", format!("insert with {} {s}: sequential assignment (AUTO_INCREMENT)", id.column))
+        }
+        Access::Insert { table, .. } if *table == counter.table => {
+            unknown(format!("inserting an id counter row of {table}: no rule"))
+        }
+        Access::Delete { table } if *table == id.table || *table == counter.table => {
+            unknown(format!("delete from {table} under sequential ids {id} (counter {counter}): no rule"))
+        }
+        _ => None,
+    }
+}
+
+/// (Claim 10) A materialized roll-up.
+fn judge_roll_up(
+    access: &Access,
+    values: &BTreeSet<ColRef>,
+    filters: &BTreeSet<ColRef>,
+    tables: &BTreeSet<String>,
+    not_null_filters: &BTreeSet<ColRef>,
+) -> Option<Judgement> {
+    match access {
+        Access::Insert { table, upsert, columns } if tables.contains(table) => {
+            let outside = not_null_filters
+                .iter()
+                .any(|f| f.table == *table && source_of(columns, &f.column) == Some(&Source::Null));
+            if outside {
+                None
+            } else if *upsert && values.iter().any(|v| v.table == *table) {
+                unknown(format!(
+                    "an upsert into {table} replaces summed values: concurrent deltas would be lost (§5.2)"
+                ))
+            } else {
+                yes("Claim 10", format!("a new {table} row and the view change together, atomically visible"))
+            }
+        }
+        Access::Delete { table } if tables.contains(table) => {
+            yes("Claim 10", format!("a deleted {table} row and the view change together, atomically visible"))
+        }
+        Access::Update { col, change } if values.contains(col) => match change {
+            Change::Touch => None,
+            Change::Increment | Change::Decrement => {
+                yes("Claim 10", format!("view maintenance by a delta ({change} of {col}); deltas merge by addition"))
+            }
+            other => unknown(format!(
+                "{other} of summed column {col}: an assigned total replaces concurrent deltas under \
+                 last-writer-wins (§5.2); maintain roll-ups with increments"
+            )),
+        },
+        Access::Update { col, change } if filters.contains(col) => match change {
+            Change::Touch => None,
+            _ => yes(
+                "Claim 10",
+                format!("{col} moves a row into or out of the view, maintained in the same transaction"),
+            ),
+        },
+        _ => None,
+    }
+}
+
+/// (Claim 9) A secondary index table.
+fn judge_secondary_index(access: &Access, index: &str, base: &str, cols: &BTreeSet<ColRef>) -> Option<Judgement> {
+    match access {
+        Access::Insert { table, .. } | Access::Delete { table } if table == index || table == base => {
+            yes("Claim 9", format!("secondary index {index} maintained in the same transaction as {base}"))
+        }
+        Access::Update { col, change } if (col.table == *index || cols.contains(col)) && *change != Change::Touch => {
+            yes("Claim 9", format!("secondary index {index} maintained in the same transaction as {base}"))
+        }
+        _ => None,
+    }
+}
+
+/// (Claims 6–8) Rows that must correspond across tables.
+fn judge_correspondence(
+    access: &Access,
+    cols: &BTreeSet<ColRef>,
+    tables: &BTreeSet<String>,
+    txn: &Footprint,
+) -> Option<Judgement> {
+    {
+        let touches = |a: &Access| match a {
+            Access::Insert { table, .. } | Access::Delete { table } => tables.contains(table),
+            Access::Update { col, change } => cols.contains(col) && *change != Change::Touch,
+            Access::Read { .. } => false,
+        };
+        match access {
+            Access::Insert { table, .. } if tables.contains(table) => {
+                yes("Claim 6", "insertions: correspondence constrains only the visibility of related writes")
+            }
+            Access::Update { col, change } if cols.contains(col) => match change {
+                Change::Touch => None,
+                Change::AssignNull => unknown(format!("clearing {col}: no rule")),
+                Change::Assign => yes("Claim 6", format!("setting {col} is an insertion of the related fact")),
+                other => unknown(format!("{other} of {col}: no rule")),
+            },
+            Access::Delete { table } if tables.contains(table) => {
+                let matched = txn.writes().any(|a| a != access && touches(a));
+                if matched {
+                    yes("Claim 8", format!("deleting from {table} with the matching change in the same transaction (a cascading delete)"))
+                } else {
+                    no("Claim 7", format!("deleting from {table} without the matching change"))
+                }
             }
             _ => None,
-        },
+        }
+    }
+}
+
+/// (Claims 2, 17) The size of a set column.
+fn judge_size(access: &Access, col: &ColRef, size: &str) -> Option<Judgement> {
+    match access {
+        Access::Insert { table, upsert: false, .. } if *table == col.table => {
+            yes("Claim 2", "a new row's set is checked where it is written (per record)")
+        }
+        Access::Update { col: c, change } if c == col && *change != Change::Touch => {
+            no("Claim 17", format!("{change} of {col}: concurrent mutations change SIZE (= {size}) together"))
+        }
+        Access::Insert { table, upsert: true, .. } if *table == col.table => {
+            no("Claim 17", format!("an upsert replaces the set {col} (SIZE = {size})"))
+        }
+        _ => None,
     }
 }
 

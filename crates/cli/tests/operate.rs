@@ -189,6 +189,7 @@ fn shell_over_stdin_and_dump() {
     let ex = Example::new();
     let config = ex.config(0, |t| {
         t.insert("peers".into(), toml::Value::Array(vec![ex.peers[0].clone().into()]));
+        t.insert("replicas".into(), 1.into()); // one node: the example's 3 replicas need 3
         t.insert("partitions".into(), 2.into());
     });
     let _server = Server(spawn_logged(&config, ex.dir.path()));
@@ -237,6 +238,7 @@ fn a_client_completes_its_run_across_a_server_restart() {
     let ex = Example::new();
     let config = ex.config(0, |t| {
         t.insert("peers".into(), toml::Value::Array(vec![ex.peers[0].clone().into()]));
+        t.insert("replicas".into(), 1.into()); // one node: the example's 3 replicas need 3
         t.insert("partitions".into(), 2.into());
         t.insert("fsync".into(), "always".into());
     });
@@ -293,6 +295,7 @@ fn oversized_partial_frames_and_a_flood_are_rejected_and_the_server_still_serves
     let ex = Example::new();
     let config = ex.config(0, |t| {
         t.insert("peers".into(), toml::Value::Array(vec![ex.peers[0].clone().into()]));
+        t.insert("replicas".into(), 1.into()); // one node: the example's 3 replicas need 3
         t.insert("partitions".into(), 2.into());
         t.insert("max_connections".into(), 16.into());
         t.insert("max_frame_bytes".into(), 4096.into());
@@ -449,6 +452,7 @@ fn logs_report_recovery_and_peers_and_metrics_have_latency_histograms() {
     let two = |n: usize, log: Option<&str>| {
         ex.config(n, |t| {
             t.insert("peers".into(), toml::Value::Array(ex.peers[..2].iter().map(|p| p.clone().into()).collect()));
+            t.insert("replicas".into(), 1.into()); // two nodes: the example's 3 replicas need 3
             t.insert("partitions".into(), 2.into());
             if let Some(level) = log {
                 t.insert("log".into(), level.into());

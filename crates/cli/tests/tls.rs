@@ -39,6 +39,9 @@ fn config(dir: &Path, n: usize, peers: &[String], edit: impl FnOnce(&mut toml::T
     t.insert("pg_listen".into(), format!("127.0.0.1:{}", free_port()).into());
     t.insert("fsync".into(), "never".into());
     t.insert("partitions".into(), 4.into());
+    // The example's replica count, capped at the nodes these tests start.
+    let replicas = t.get("replicas").and_then(toml::Value::as_integer).unwrap_or(1).min(peers.len() as i64);
+    t.insert("replicas".into(), replicas.into());
     t.insert("data_dir".into(), dir.join(format!("data{n}")).display().to_string().into());
     edit(&mut t);
     let path = dir.join(format!("node{n}.toml"));

@@ -161,6 +161,19 @@ pub mod bank {
             let min = balances.iter().copied().min().map_or(Value::Null, Value::Int);
             Ok(vec![Value::Int(balances.iter().sum()), Value::Int(rows.len() as i64), min])
         });
+        register_transfer_1r(&mut r);
+        register_one_round_reads(&mut r);
+        // An insert, not a write: a late duplicate of an open whose answer was lost must not
+        // reset a balance that transfers have since changed.
+        r.register("bank_open", vec![ColumnType::Int, ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
+            ctx.insert(ACCOUNTS, args).await?;
+            Ok(vec![])
+        });
+        r
+    }
+
+    /// `bank_transfer_1r` and its debit and credit fragments.
+    fn register_transfer_1r(r: &mut Registry) {
         // The same transfer as one round (see `crate::fragment`): a debit fragment at the
         // sender's partition that votes abort on insufficient funds, and a credit fragment at the
         // receiver's. Engines that take one-round transactions run the fragments at the
@@ -203,6 +216,10 @@ pub mod bank {
                 ),
             ])
         });
+    }
+
+    /// `bank_open_1r`, `bank_balance_1r`, `bank_total_1r` and their fragments.
+    fn register_one_round_reads(r: &mut Registry) {
         // One-round forms of opening, reading and totalling, for engines that run one-round
         // transactions only (Granola). `bank_total_1r(accounts, partitions)` is independent: one
         // fragment per partition sums that partition's accounts (ids `p, p + partitions, ..`
@@ -277,13 +294,6 @@ pub mod bank {
                     .collect())
             },
         );
-        // An insert, not a write: a late duplicate of an open whose answer was lost must not
-        // reset a balance that transfers have since changed.
-        r.register("bank_open", vec![ColumnType::Int, ColumnType::Int], |ctx: Ctx, args: Vec<Value>| async move {
-            ctx.insert(ACCOUNTS, args).await?;
-            Ok(vec![])
-        });
-        r
     }
 }
 

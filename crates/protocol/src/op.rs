@@ -488,95 +488,38 @@ pub fn op_table(op: &Op) -> &str {
 
 /// Validates `op` against the catalog and routes it. Never panics on bad input.
 pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, Error> {
-    let point = |table: &str, key: &[Value]| -> Result<(TableId, Key, Targets), Error> {
-        let t = catalog.table_by_name(table)?;
-        t.validate_key(key, false)?;
-        let k = Key::encode(key)?;
-        let targets = match t.partition_of(key, partitions) {
-            Some(p) => Targets::One(p),
-            None => Targets::AnyReplica,
-        };
-        Ok((t.id, k, targets))
-    };
+    let single = |op: PartOp, targets: Targets| Resolved { op, targets, merge_as: None };
+    // A replicated table's row is on every copy: a read goes to any one, a write to all.
     let writes_replicated = |targets: Targets| match targets {
         Targets::AnyReplica => Targets::All,
         t => t,
     };
     let resolved = match op {
         Op::Read { table, key } => {
-            let (table, key, targets) = point(table, key)?;
-            Resolved { op: PartOp { table, kind: OpKind::Read { key, cols: ColMask::ALL } }, targets, merge_as: None }
+            let (table, key, targets) = resolve_point(catalog, partitions, table, key)?;
+            single(PartOp { table, kind: OpKind::Read { key, cols: ColMask::ALL } }, targets)
         }
         Op::ReadColumns { table: name, key, columns } => {
-            let (table, key, targets) = point(name, key)?;
+            let (table, key, targets) = resolve_point(catalog, partitions, name, key)?;
             let schema = catalog.table(table)?;
             let cols = ColMask::of(columns.iter().map(|c| schema.column(c)).collect::<Result<Vec<_>, _>>()?);
-            Resolved { op: PartOp { table, kind: OpKind::Read { key, cols } }, targets, merge_as: None }
+            single(PartOp { table, kind: OpKind::Read { key, cols } }, targets)
         }
-        Op::ReadMany { table: name, keys } => {
-            check_batch_len("keys of a read_many", keys.len())?;
-            let t = catalog.table_by_name(name)?;
-            let mut encoded = Vec::with_capacity(keys.len());
-            let mut of_key = Vec::with_capacity(keys.len());
-            for (i, key) in keys.iter().enumerate() {
-                t.validate_key(key, false)?;
-                encoded.push((i as u32, Key::encode(key)?));
-                of_key.push(t.partition_of(key, partitions));
-            }
-            let targets = match of_key.first().copied().flatten() {
-                None => Targets::AnyReplica, // a replicated table: every key is on every copy
-                Some(first) if of_key.iter().all(|p| *p == Some(first)) => Targets::One(first),
-                Some(_) => Targets::Split(of_key.into_iter().map(|p| p.expect("a partitioned table")).collect()),
-            };
-            Resolved { op: PartOp { table: t.id, kind: OpKind::ReadMany { keys: encoded } }, targets, merge_as: None }
-        }
-        Op::WriteMany { table: name, writes } => {
-            check_batch_len("writes of a write_many", writes.len())?;
-            let t = catalog.table_by_name(name)?;
-            let (mut kinds, mut of_write, mut everywhere) = (Vec::with_capacity(writes.len()), vec![], false);
-            for w in writes {
-                let point_write =
-                    matches!(w, Op::Write { .. } | Op::Insert { .. } | Op::Delete { .. } | Op::Update { .. });
-                if !point_write || op_table(w) != name {
-                    let (what, expected) =
-                        ("operation of a write_many".to_string(), format!("a point write of {name:?}"));
-                    return Err(InvalidInput::WrongType { what, expected, got: format!("{w:?}") }.into());
-                }
-                let r = resolve(catalog, partitions, w)?;
-                match r.targets {
-                    Targets::One(p) => of_write.push(p),
-                    _ => everywhere = true, // a replicated table: every copy takes every write
-                }
-                kinds.push(r.op.kind);
-            }
-            let targets = match of_write.first() {
-                _ if everywhere => Targets::All,
-                Some(&first) if of_write.iter().all(|p| *p == first) => Targets::One(first),
-                _ => Targets::Split(of_write),
-            };
-            Resolved { op: PartOp { table: t.id, kind: OpKind::WriteMany { writes: kinds } }, targets, merge_as: None }
-        }
+        Op::ReadMany { table, keys } => resolve_read_many(catalog, partitions, table, keys)?,
+        Op::WriteMany { table, writes } => resolve_write_many(catalog, partitions, table, writes)?,
         Op::Delete { table, key } => {
-            let (table, key, targets) = point(table, key)?;
-            Resolved {
-                op: PartOp { table, kind: OpKind::Delete { key } },
-                targets: writes_replicated(targets),
-                merge_as: None,
-            }
+            let (table, key, targets) = resolve_point(catalog, partitions, table, key)?;
+            single(PartOp { table, kind: OpKind::Delete { key } }, writes_replicated(targets))
         }
         Op::Update { table: name, key, updates } => {
-            let (table, key, targets) = point(name, key)?;
+            let (table, key, targets) = resolve_point(catalog, partitions, name, key)?;
             let schema = catalog.table(table)?;
             let updates = updates
                 .iter()
                 .map(|(col, f)| Ok(ColumnUpdate::new(schema.column(col)?, f.clone())))
                 .collect::<Result<Vec<_>, InvalidInput>>()?;
             schema.validate_updates(&updates)?;
-            Resolved {
-                op: PartOp { table, kind: OpKind::Update { key, updates } },
-                targets: writes_replicated(targets),
-                merge_as: None,
-            }
+            single(PartOp { table, kind: OpKind::Update { key, updates } }, writes_replicated(targets))
         }
         Op::Write { table, row } | Op::Insert { table, row } => {
             let t = catalog.table_by_name(table)?;
@@ -592,7 +535,7 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
             } else {
                 OpKind::Insert { key, row: row.clone() }
             };
-            Resolved { op: PartOp { table: t.id, kind }, targets, merge_as: None }
+            single(PartOp { table: t.id, kind }, targets)
         }
         Op::ScanPage { table, start, end, after, rows_max, bytes_max } => {
             let (rows_max, bytes_max) = crate::page::clamp(*rows_max, *bytes_max);
@@ -606,51 +549,124 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
             }
         }
         Op::Scan { table, start, end, limit } => {
-            let t = catalog.table_by_name(table)?;
-            t.validate_key(start, true)?;
-            if let Some(end) = end {
-                t.validate_key(end, true)?;
-            }
-            if *limit as usize > limits::SCAN_ROWS_MAX {
-                return Err(InvalidInput::Oversized {
-                    what: "scan limit".into(),
-                    size: *limit as usize,
-                    limit: limits::SCAN_ROWS_MAX,
-                }
-                .into());
-            }
-            let start_key = Key::encode(start)?;
-            let end_key = match end {
-                Some(e) => Some(Key::encode(e)?),
-                None => start_key.prefix_end(),
-            };
-            // A range read stays on one partition when both bounds share the partition prefix.
-            let targets = match &t.partitioning {
-                litmus_core::Partitioning::Replicated => Targets::AnyReplica,
-                litmus_core::Partitioning::KeyPrefix { prefix_len } => {
-                    let same_prefix = match end {
-                        None => start.len() >= *prefix_len,
-                        Some(e) => {
-                            start.len() >= *prefix_len
-                                && e.len() >= *prefix_len
-                                && start[..*prefix_len] == e[..*prefix_len]
-                        }
-                    };
-                    if same_prefix {
-                        Targets::One(t.partition_of(start, partitions).expect("partitioned table"))
-                    } else {
-                        Targets::All
-                    }
-                }
-            };
-            Resolved {
-                op: PartOp { table: t.id, kind: OpKind::Scan { start: start_key, end: end_key, limit: *limit } },
-                targets,
-                merge_as: None,
-            }
+            resolve_scan(catalog, partitions, table, start, end.as_deref(), *limit)?
         }
     };
     Ok(resolved)
+}
+
+/// One key of one table: the table, the encoded key and where it lives (any copy of a
+/// replicated table).
+fn resolve_point(
+    catalog: &Catalog,
+    partitions: u32,
+    table: &str,
+    key: &[Value],
+) -> Result<(TableId, Key, Targets), Error> {
+    let t = catalog.table_by_name(table)?;
+    t.validate_key(key, false)?;
+    let k = Key::encode(key)?;
+    let targets = match t.partition_of(key, partitions) {
+        Some(p) => Targets::One(p),
+        None => Targets::AnyReplica,
+    };
+    Ok((t.id, k, targets))
+}
+
+/// Many keys of one table: one piece per partition they fall on.
+fn resolve_read_many(catalog: &Catalog, partitions: u32, name: &str, keys: &[Vec<Value>]) -> Result<Resolved, Error> {
+    check_batch_len("keys of a read_many", keys.len())?;
+    let t = catalog.table_by_name(name)?;
+    let mut encoded = Vec::with_capacity(keys.len());
+    let mut of_key = Vec::with_capacity(keys.len());
+    for (i, key) in keys.iter().enumerate() {
+        t.validate_key(key, false)?;
+        encoded.push((i as u32, Key::encode(key)?));
+        of_key.push(t.partition_of(key, partitions));
+    }
+    let targets = match of_key.first().copied().flatten() {
+        None => Targets::AnyReplica, // a replicated table: every key is on every copy
+        Some(first) if of_key.iter().all(|p| *p == Some(first)) => Targets::One(first),
+        Some(_) => Targets::Split(of_key.into_iter().map(|p| p.expect("a partitioned table")).collect()),
+    };
+    Ok(Resolved { op: PartOp { table: t.id, kind: OpKind::ReadMany { keys: encoded } }, targets, merge_as: None })
+}
+
+/// Many point writes of one table, each resolved as on its own; one piece per partition.
+fn resolve_write_many(catalog: &Catalog, partitions: u32, name: &str, writes: &[Op]) -> Result<Resolved, Error> {
+    check_batch_len("writes of a write_many", writes.len())?;
+    let t = catalog.table_by_name(name)?;
+    let (mut kinds, mut of_write, mut everywhere) = (Vec::with_capacity(writes.len()), vec![], false);
+    for w in writes {
+        let point_write = matches!(w, Op::Write { .. } | Op::Insert { .. } | Op::Delete { .. } | Op::Update { .. });
+        if !point_write || op_table(w) != name {
+            let (what, expected) = ("operation of a write_many".to_string(), format!("a point write of {name:?}"));
+            return Err(InvalidInput::WrongType { what, expected, got: format!("{w:?}") }.into());
+        }
+        let r = resolve(catalog, partitions, w)?;
+        match r.targets {
+            Targets::One(p) => of_write.push(p),
+            _ => everywhere = true, // a replicated table: every copy takes every write
+        }
+        kinds.push(r.op.kind);
+    }
+    let targets = match of_write.first() {
+        _ if everywhere => Targets::All,
+        Some(&first) if of_write.iter().all(|p| *p == first) => Targets::One(first),
+        _ => Targets::Split(of_write),
+    };
+    Ok(Resolved { op: PartOp { table: t.id, kind: OpKind::WriteMany { writes: kinds } }, targets, merge_as: None })
+}
+
+/// A range read: its bounds checked and encoded, its limit bounded; it stays on one partition
+/// when both bounds share the partition prefix.
+fn resolve_scan(
+    catalog: &Catalog,
+    partitions: u32,
+    table: &str,
+    start: &[Value],
+    end: Option<&[Value]>,
+    limit: u32,
+) -> Result<Resolved, Error> {
+    let t = catalog.table_by_name(table)?;
+    t.validate_key(start, true)?;
+    if let Some(end) = end {
+        t.validate_key(end, true)?;
+    }
+    if limit as usize > limits::SCAN_ROWS_MAX {
+        return Err(InvalidInput::Oversized {
+            what: "scan limit".into(),
+            size: limit as usize,
+            limit: limits::SCAN_ROWS_MAX,
+        }
+        .into());
+    }
+    let start_key = Key::encode(start)?;
+    let end_key = match end {
+        Some(e) => Some(Key::encode(e)?),
+        None => start_key.prefix_end(),
+    };
+    let targets = match &t.partitioning {
+        litmus_core::Partitioning::Replicated => Targets::AnyReplica,
+        litmus_core::Partitioning::KeyPrefix { prefix_len } => {
+            let same_prefix = match end {
+                None => start.len() >= *prefix_len,
+                Some(e) => {
+                    start.len() >= *prefix_len && e.len() >= *prefix_len && start[..*prefix_len] == e[..*prefix_len]
+                }
+            };
+            if same_prefix {
+                Targets::One(t.partition_of(start, partitions).expect("partitioned table"))
+            } else {
+                Targets::All
+            }
+        }
+    };
+    Ok(Resolved {
+        op: PartOp { table: t.id, kind: OpKind::Scan { start: start_key, end: end_key, limit } },
+        targets,
+        merge_as: None,
+    })
 }
 
 /// Merges per-partition results of one op into the op's result. Scans are merged in key order

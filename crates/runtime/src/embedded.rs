@@ -535,20 +535,12 @@ impl EmbeddedCluster {
             let handle = std::thread::Builder::new()
                 .name(format!("litmus-worker-{i}"))
                 .spawn(move || {
-                    let Some(profile) = profile else { return worker_loop(i, host, rx, router, stop, seed, records) };
+                    let args = WorkerArgs { me: i, inbox: rx, router, stop, seed, records };
+                    let Some(profile) = profile else { return worker_loop(host, args) };
                     let mut host = host;
                     host.enable_profile();
                     let mut window = WorkerWindow::default();
-                    let r = worker_loop_counted(
-                        i,
-                        &mut host,
-                        rx,
-                        router,
-                        stop,
-                        seed,
-                        records,
-                        Some((&profile, &mut window)),
-                    );
+                    let r = worker_loop_counted(&mut host, args, Some((&profile, &mut window)));
                     window.observe(&mut host, false, window.seen);
                     let mut data = host.take_profile();
                     (data.worker_steps, data.worker_cpu_ns) = (window.steps, window.cpu_ns);
@@ -661,16 +653,21 @@ impl Drop for EmbeddedCluster {
     }
 }
 
-fn worker_loop(
+fn worker_loop(mut host: Host, args: WorkerArgs) -> Result<(), Error> {
+    worker_loop_counted(&mut host, args, None)
+}
+
+/// What a worker thread is given besides its host.
+struct WorkerArgs {
+    /// The worker's index (its mailbox in `router.workers`).
     me: usize,
-    mut host: Host,
     inbox: Arc<Inbox>,
     router: Arc<Router>,
     stop: Arc<AtomicBool>,
+    /// Seeds the worker's RNG (the network delays it samples).
     seed: u64,
+    /// The cluster's count of records logged, which the worker adds to.
     records: Arc<AtomicU64>,
-) -> Result<(), Error> {
-    worker_loop_counted(me, &mut host, inbox, router, stop, seed, records, None)
 }
 
 /// A profiled worker's CPU time and steps inside the measured window (`litmus calibrate`).
@@ -702,96 +699,153 @@ impl WorkerWindow {
     }
 }
 
-/// The worker loop; with a profile, measures its window ([`WorkerWindow`]).
-#[allow(clippy::too_many_arguments)]
+/// The worker loop; with a profile, measures its window ([`WorkerWindow`]). Each round: wait
+/// for messages (or the next deadline), adopt terminals handed over, step what is due, wake
+/// and tick, flush and route, hand finished terminals back, publish counters.
 fn worker_loop_counted(
-    me: usize,
     host: &mut Host,
-    inbox: Arc<Inbox>,
-    router: Arc<Router>,
-    stop: Arc<AtomicBool>,
-    seed: u64,
-    records: Arc<AtomicU64>,
+    args: WorkerArgs,
     mut profile: Option<(&crate::cost::CostProfile, &mut WorkerWindow)>,
 ) -> Result<(), Error> {
-    let mut steps = 0u64;
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut queue = DelayQueue::default();
-    let mut scratch = RouteScratch::default();
-    let tick = Duration::from_millis(litmus_protocol::machine::TICK_INTERVAL_MS);
-    let mut next_tick = router.now() + tick;
-    let (mut recorded, mut logged) = (0, 0);
-    let mut arrived: Vec<(Time, Envelope)> = Vec::new();
-    let mut spin_policy = SpinPolicy::default();
-    // Benchmark terminals this worker hosts ([`terminals`]) and the requests they just made.
-    let mut hosted: Vec<Box<dyn terminals::Hosted>> = Vec::new();
-    let mut requests: Vec<Envelope> = Vec::new();
-    while !stop.load(Ordering::Relaxed) {
+    let router = &args.router;
+    let mut w = WorkerState::new(router, args.seed);
+    while !args.stop.load(Ordering::Relaxed) {
+        let poked = w.wait_for_messages(&args.inbox, router);
         let now = router.now();
-        let mut deadline = queue.next_at().map_or(next_tick, |at| at.min(next_tick));
-        for h in &hosted {
+        if poked {
+            w.adopt_terminals(&args, now);
+        }
+        w.steps += w.step_due(host, now)? as u64;
+        if let Some((p, window)) = profile.as_mut() {
+            window.observe(host, p.active(), w.steps);
+        }
+        for h in &mut w.hosted {
+            h.wake(now, &mut w.requests);
+        }
+        if now >= w.next_tick {
+            w.steps += host.addrs().count() as u64;
+            host.tick(now)?;
+            for h in &mut w.hosted {
+                h.tick(now, &mut w.requests);
+            }
+            w.next_tick = now + w.tick;
+        }
+        w.flush_and_route(host, &args)?;
+        w.hand_back_finished(router);
+        w.publish(host, &args);
+    }
+    Ok(())
+}
+
+/// A worker loop's state between rounds.
+struct WorkerState {
+    steps: u64,
+    rng: ChaCha8Rng,
+    queue: DelayQueue,
+    scratch: RouteScratch,
+    tick: Duration,
+    next_tick: Time,
+    /// Records and log bytes already added to the cluster's counters.
+    recorded: u64,
+    logged: u64,
+    /// Messages taken from the mailbox or sent to this worker's own machines, not yet queued.
+    arrived: Vec<(Time, Envelope)>,
+    spin_policy: SpinPolicy,
+    /// Benchmark terminals this worker hosts ([`terminals`]) and the requests they just made.
+    hosted: Vec<Box<dyn terminals::Hosted>>,
+    requests: Vec<Envelope>,
+}
+
+impl WorkerState {
+    fn new(router: &Router, seed: u64) -> WorkerState {
+        let tick = Duration::from_millis(litmus_protocol::machine::TICK_INTERVAL_MS);
+        WorkerState {
+            steps: 0,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            queue: DelayQueue::default(),
+            scratch: RouteScratch::default(),
+            tick,
+            next_tick: router.now() + tick,
+            recorded: 0,
+            logged: 0,
+            arrived: Vec::new(),
+            spin_policy: SpinPolicy::default(),
+            hosted: Vec::new(),
+            requests: Vec::new(),
+        }
+    }
+
+    /// Waits for a message or the next deadline and queues what arrived; `true` when the
+    /// mailbox was poked (terminals may be waiting to be adopted).
+    fn wait_for_messages(&mut self, inbox: &Inbox, router: &Router) -> bool {
+        let now = router.now();
+        let mut deadline = self.queue.next_at().map_or(self.next_tick, |at| at.min(self.next_tick));
+        for h in &self.hosted {
             deadline = h.next_wake().map_or(deadline, |at| at.min(deadline));
         }
         // Wait for a message or the deadline (at most 50 ms so `stop` is noticed); messages
         // this worker sent itself are in `arrived` already and need no wait.
-        let wait = if deadline > now && arrived.is_empty() {
+        let wait = if deadline > now && self.arrived.is_empty() {
             (deadline - now).min(Duration::from_millis(50))
         } else {
             Duration::ZERO
         };
         // Nothing queued for later: the gap ends with a message, and most come within
         // microseconds (`SPIN_BEFORE_SLEEP`).
-        let spin = queue.next_at().is_none().then_some(&mut spin_policy);
-        let poked = inbox.take_all(&mut arrived, wait, spin);
-        for (at, env) in arrived.drain(..) {
-            queue.push(at, env);
+        let spin = self.queue.next_at().is_none().then_some(&mut self.spin_policy);
+        let poked = inbox.take_all(&mut self.arrived, wait, spin);
+        for (at, env) in self.arrived.drain(..) {
+            self.queue.push(at, env);
         }
-        let now = router.now();
-        if poked {
-            let adopted = std::mem::take(&mut *router.adopt[me].lock().expect("adopt lock"));
-            for mut h in adopted {
-                h.start(now, &mut requests);
-                hosted.push(h);
-            }
+        poked
+    }
+
+    /// Starts the terminals handed to this worker.
+    fn adopt_terminals(&mut self, args: &WorkerArgs, now: Time) {
+        let adopted = std::mem::take(&mut *args.router.adopt[args.me].lock().expect("adopt lock"));
+        for mut h in adopted {
+            h.start(now, &mut self.requests);
+            self.hosted.push(h);
         }
+    }
+
+    /// Steps up to [`WORKER_BATCH_MAX`] messages due at `now`; returns how many.
+    fn step_due(&mut self, host: &mut Host, now: Time) -> Result<usize, Error> {
         let mut stepped = 0;
         while stepped < WORKER_BATCH_MAX {
-            let Some(env) = queue.pop_due(now) else { break };
+            let Some(env) = self.queue.pop_due(now) else { break };
             match env.to {
                 Addr::Client(c) => {
-                    if let Some(h) = hosted.iter_mut().find(|h| h.owns(c)) {
-                        h.deliver(env, now, &mut requests);
+                    if let Some(h) = self.hosted.iter_mut().find(|h| h.owns(c)) {
+                        h.deliver(env, now, &mut self.requests);
                     }
                 }
                 to => host.step(now, to, Input::Message(env))?,
             }
             stepped += 1;
         }
-        steps += stepped as u64;
-        if let Some((p, w)) = profile.as_mut() {
-            w.observe(host, p.active(), steps);
-        }
-        for h in &mut hosted {
-            h.wake(now, &mut requests);
-        }
-        if now >= next_tick {
-            steps += host.addrs().count() as u64;
-            host.tick(now)?;
-            for h in &mut hosted {
-                h.tick(now, &mut requests);
-            }
-            next_tick = now + tick;
-        }
+        Ok(stepped)
+    }
+
+    /// Makes what the machines logged durable, then routes what that released and what the
+    /// terminals asked.
+    fn flush_and_route(&mut self, host: &mut Host, args: &WorkerArgs) -> Result<(), Error> {
+        let (router, me) = (&args.router, args.me);
         if host.has_pending() {
             let mut out = host.flush()?;
-            out.append(&mut requests);
-            router.route_batch(me, &mut out, &mut arrived, &mut scratch, &mut rng);
+            out.append(&mut self.requests);
+            router.route_batch(me, &mut out, &mut self.arrived, &mut self.scratch, &mut self.rng);
             host.recycle(out);
-        } else if !requests.is_empty() {
-            router.route_batch(me, &mut requests, &mut arrived, &mut scratch, &mut rng);
+        } else if !self.requests.is_empty() {
+            router.route_batch(me, &mut self.requests, &mut self.arrived, &mut self.scratch, &mut self.rng);
         }
-        if hosted.iter().any(|h| h.finished()) {
-            for h in hosted.extract_if(.., |h| h.finished()) {
+        Ok(())
+    }
+
+    /// Hands finished terminals back to the bench, forgetting their clients.
+    fn hand_back_finished(&mut self, router: &Router) {
+        if self.hosted.iter().any(|h| h.finished()) {
+            for h in self.hosted.extract_if(.., |h| h.finished()) {
                 let mut clients = router.clients.write().expect("clients lock");
                 for c in h.clients() {
                     clients.remove(&ClientId(c));
@@ -800,13 +854,18 @@ fn worker_loop_counted(
                 h.hand_back();
             }
         }
+    }
+
+    /// Adds this round's records, log bytes and engine counts to the cluster's counters.
+    fn publish(&mut self, host: &mut Host, args: &WorkerArgs) {
+        let router = &args.router;
         let total = host.records_total();
-        records.fetch_add(total - recorded, Ordering::Relaxed);
-        recorded = total;
+        args.records.fetch_add(total - self.recorded, Ordering::Relaxed);
+        self.recorded = total;
         let bytes = host.record_bytes_total();
-        if bytes != logged {
-            router.counters.log_bytes.fetch_add(bytes - logged, Ordering::Relaxed);
-            logged = bytes;
+        if bytes != self.logged {
+            router.counters.log_bytes.fetch_add(bytes - self.logged, Ordering::Relaxed);
+            self.logged = bytes;
         }
         let counts = host.take_counts();
         if !counts.is_empty() {
@@ -816,7 +875,6 @@ fn worker_loop_counted(
             }
         }
     }
-    Ok(())
 }
 
 /// A client session of an embedded cluster.

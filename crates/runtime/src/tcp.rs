@@ -13,28 +13,48 @@
 //!   requests addressed to its own coordinator (or to a role the engine adds, e.g. Omid's oracle).
 //! * A frame that does not decode or is too large is answered with `Rejected(error)` and the
 //!   connection is closed; nothing it carried is applied.
+//! * Every queue has a named bound (`queues`): a connection's reader waits for room in the
+//!   node's inbox ([`INBOX_MAX`]; its socket then pushes back on the sender), while the node
+//!   thread never waits for room anywhere — a full peer link queue ([`PEER_QUEUE_MAX`]) drops
+//!   the frame as the network may, and a client that leaves [`CLIENT_QUEUE_MAX`] replies
+//!   unread is disconnected ([`SLOW_CLIENT`]). Every chain of waits therefore ends at a node
+//!   thread, which waits for nobody, so full queues cannot deadlock two nodes (the argument in
+//!   full is in `tcp/queues.rs`).
+//!
+//! Layout: `client` (the blocking [`TcpTransport`]), `connection` (accepting, hellos, serving
+//! a peer or a client), `peer` (dialing peers), `router` (where an envelope leaving the node
+//! goes), `queues` (bounds and what a full queue does), `metrics` ([`ServerMetrics`],
+//! `/metrics`); the node's config, its startup and its loop are here.
+
+mod client;
+mod connection;
+mod metrics;
+mod peer;
+mod queues;
+mod router;
+
+pub use client::{Credentials, TcpTransport};
+pub use metrics::ServerMetrics;
+pub use queues::{CLIENT_QUEUE_MAX, INBOX_MAX, LOCAL_QUEUE_MAX, PEER_QUEUE_MAX, SLOW_CLIENT};
+pub use router::REPLY_OVERSIZED;
 
 use crate::host::Host;
-use crate::topology::{ClusterSpec, Host as NetHost, Topology};
-use crate::transport::Transport;
+use crate::topology::{ClusterSpec, Topology};
 use bytes::Bytes;
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use futures_util::{SinkExt, StreamExt};
-use litmus_core::{Catalog, ClientId, Error, InvalidInput, NodeId, Time};
-use litmus_protocol::message::{RequestBody, ResponseBody};
-use litmus_protocol::wire::{self, ClusterIdentity, Frame, FRAME_SIZE_MAX, PROTOCOL_VERSION};
-use litmus_protocol::{Addr, ClientSession, EngineKind, Envelope, Input, Message, Registry};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use litmus_core::{Catalog, Error, InvalidInput, NodeId, Time};
+use litmus_protocol::wire::{self, ClusterIdentity, Frame, FRAME_SIZE_MAX};
+use litmus_protocol::{EngineKind, Envelope, Input, Registry};
 use litmus_storage::wal::FsyncPolicy;
+use queues::QueueBounds;
+use router::TcpRouter;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
-use std::net::TcpStream;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
-use tokio_util::codec::{Framed, LengthDelimitedCodec};
+use tokio_util::codec::LengthDelimitedCodec;
 
 /// A node's configuration file (`litmus server --config node.toml`).
 ///
@@ -288,326 +308,6 @@ pub fn check_data_dir(cfg: &NodeConfig) -> Result<ClusterIdentity, Error> {
     }
 }
 
-/// A blocking client connection to a `litmus server`. Every request has a deadline (the
-/// connection's timeout, counted from the send): when it passes the call returns
-/// `Unavailable { outcome_unknown: true }` — whatever else the server sends meanwhile (late
-/// answers to earlier requests) does not extend it, and a frame cut by the deadline stays
-/// buffered, so the stream never loses its framing.
-pub struct TcpTransport {
-    stream: Conn,
-    engine: String,
-    cluster: ClusterIdentity,
-    session: ClientSession,
-    timeout: Duration,
-    buf: Vec<u8>,
-    /// Bytes received and not yet decoded (at most part of one frame between requests).
-    inbox: Vec<u8>,
-    /// Coordinators to (re)connect to, tried in turn from the one last connected.
-    addrs: Vec<String>,
-    current: usize,
-    /// The connection was lost: the next request reconnects first (with backoff, to any of
-    /// `addrs`), as a new client session.
-    broken: bool,
-    /// The cluster's shared token (sent in every hello) and TLS settings.
-    auth: Credentials,
-}
-
-/// How a client proves itself to a cluster: the shared token (sent in the hello) and, for a
-/// cluster with TLS, the CA to verify servers against and an optional client certificate.
-#[derive(Clone, Debug, Default)]
-pub struct Credentials {
-    pub token: Option<String>,
-    pub tls: Option<crate::tls::ClientTls>,
-}
-
-/// A client's byte stream: plain TCP or TLS over it (rustls's blocking `StreamOwned`).
-enum Conn {
-    Plain(TcpStream),
-    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
-}
-
-impl Conn {
-    fn tcp(&self) -> &TcpStream {
-        match self {
-            Conn::Plain(s) => s,
-            Conn::Tls(s) => &s.sock,
-        }
-    }
-
-    /// Writes all of `buf` and pushes it (and TLS's record around it) onto the socket.
-    fn send(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        match self {
-            Conn::Plain(s) => s.write_all(buf),
-            Conn::Tls(s) => {
-                s.write_all(buf)?;
-                s.flush()
-            }
-        }
-    }
-}
-
-impl std::io::Read for Conn {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            Conn::Plain(s) => s.read(buf),
-            Conn::Tls(s) => s.read(buf),
-        }
-    }
-}
-
-impl TcpTransport {
-    pub fn connect(addr: &str) -> Result<TcpTransport, Error> {
-        Self::connect_with_timeout(addr, litmus_protocol::client::REQUEST_TIMEOUT_DEFAULT)
-    }
-
-    pub fn connect_with_timeout(addr: &str, timeout: Duration) -> Result<TcpTransport, Error> {
-        Self::connect_any(&[addr.to_string()], timeout)
-    }
-
-    /// Connects to the first of `addrs` that answers; after a lost connection the transport
-    /// reconnects (with backoff) to the same coordinator or, failing that, to the next one.
-    pub fn connect_any(addrs: &[String], timeout: Duration) -> Result<TcpTransport, Error> {
-        Self::connect_any_with_token(addrs, timeout, None)
-    }
-
-    /// [`TcpTransport::connect_any`] to a cluster that requires the shared `token`.
-    pub fn connect_any_with_token(
-        addrs: &[String],
-        timeout: Duration,
-        token: Option<&str>,
-    ) -> Result<TcpTransport, Error> {
-        let auth = Credentials { token: token.map(str::to_string), tls: None };
-        Self::connect_any_with(addrs, timeout, &auth)
-    }
-
-    /// [`TcpTransport::connect_any`] with a token and/or TLS. A refused certificate or token is
-    /// `Invalid(Unauthenticated)` naming the cause; it is not retried on the other addresses.
-    pub fn connect_any_with(addrs: &[String], timeout: Duration, auth: &Credentials) -> Result<TcpTransport, Error> {
-        let mut last = Error::unavailable("no coordinator address given");
-        for (i, addr) in addrs.iter().enumerate() {
-            match Self::handshake(addr, timeout, auth) {
-                Ok((stream, engine, cluster, session)) => {
-                    return Ok(TcpTransport {
-                        stream,
-                        engine,
-                        cluster,
-                        session,
-                        timeout,
-                        buf: Vec::new(),
-                        inbox: Vec::new(),
-                        addrs: addrs.to_vec(),
-                        current: i,
-                        broken: false,
-                        auth: auth.clone(),
-                    })
-                }
-                Err(e @ Error::Invalid(InvalidInput::Unauthenticated(_))) => return Err(e),
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
-    }
-
-    /// Reconnects after a lost connection: each address in turn from the current one, with
-    /// backoff, for at most the request timeout. Nothing was sent yet, so a failure here is a
-    /// plain (retryable) `Unavailable`.
-    fn reconnect(&mut self) -> Result<(), Error> {
-        let deadline = Instant::now() + self.timeout;
-        let mut backoff = Duration::from_millis(20);
-        let mut last = None;
-        for attempt in 0.. {
-            let i = (self.current + attempt) % self.addrs.len();
-            match Self::handshake(&self.addrs[i], self.timeout, &self.auth) {
-                Ok((stream, engine, cluster, session)) => {
-                    (self.stream, self.engine, self.cluster, self.session) = (stream, engine, cluster, session);
-                    self.inbox.clear();
-                    self.current = i;
-                    self.broken = false;
-                    return Ok(());
-                }
-                Err(e) => last = Some(e),
-            }
-            if Instant::now() + backoff > deadline {
-                break;
-            }
-            std::thread::sleep(backoff);
-            backoff = (backoff * 2).min(Duration::from_millis(500));
-        }
-        let reason = match last {
-            Some(Error::Unavailable { reason, .. }) => reason,
-            Some(other) => other.to_string(),
-            None => "no address".into(),
-        };
-        Err(Error::unavailable(format!("reconnecting: {reason}")))
-    }
-
-    fn handshake(
-        addr: &str,
-        timeout: Duration,
-        auth: &Credentials,
-    ) -> Result<(Conn, String, ClusterIdentity, ClientSession), Error> {
-        let io = |e: std::io::Error| Error::unavailable(format!("connect {addr}: {e}"));
-        let stream = TcpStream::connect(addr).map_err(io)?;
-        stream.set_nodelay(true).map_err(io)?;
-        stream.set_read_timeout(Some(timeout)).map_err(io)?;
-        stream.set_write_timeout(Some(timeout)).map_err(io)?;
-        let mut conn = match &auth.tls {
-            None => Conn::Plain(stream),
-            Some(tls) => {
-                let tls_conn = rustls::ClientConnection::new(tls.config(), tls.server_name(addr)?)
-                    .map_err(|e| Error::Internal(format!("tls: {e}")))?;
-                let mut s = rustls::StreamOwned::new(tls_conn, stream);
-                while s.conn.is_handshaking() {
-                    s.conn.complete_io(&mut s.sock).map_err(|e| crate::tls::client_error(addr, &e))?;
-                }
-                Conn::Tls(Box::new(s))
-            }
-        };
-        let mut buf = Vec::new();
-        let hello = Frame::HelloClient { version: PROTOCOL_VERSION, expect: None, token: auth.token.clone() };
-        wire::write_frame(&mut buf, &hello);
-        conn.send(&buf).map_err(|e| crate::tls::client_error(addr, &e))?;
-        // Read the answer by hand, not with `wire::read_frame`, to keep a TLS alert's cause
-        // (under TLS 1.3 a refused client certificate surfaces here, after the handshake).
-        let mut len = [0u8; 4];
-        let read = |conn: &mut Conn, buf: &mut [u8]| {
-            std::io::Read::read_exact(conn, buf).map_err(|e| match e.kind() {
-                std::io::ErrorKind::UnexpectedEof => {
-                    Error::unavailable(format!("connect {addr}: the server closed the connection during the hello"))
-                }
-                _ => crate::tls::client_error(addr, &e),
-            })
-        };
-        read(&mut conn, &mut len)?;
-        let n = u32::from_be_bytes(len) as usize;
-        if len[0] == crate::tls::TLS_HANDSHAKE_BYTE && auth.tls.is_none() {
-            return Err(InvalidInput::Unauthenticated(format!(
-                "the server at {addr} answered in TLS: connect with --tls-ca"
-            ))
-            .into());
-        }
-        if n > FRAME_SIZE_MAX {
-            return Err(InvalidInput::Oversized { what: "frame".into(), size: n, limit: FRAME_SIZE_MAX }.into());
-        }
-        let mut payload = vec![0u8; n];
-        read(&mut conn, &mut payload)?;
-        match wire::decode(&payload)? {
-            Frame::Welcome { client, node, engine, cluster } => {
-                Ok((conn, engine, cluster, ClientSession::new(client, Addr::Coordinator(node), timeout)))
-            }
-            Frame::Rejected(e) => Err(e),
-            other => Err(Error::Internal(format!("unexpected handshake frame {other:?}"))),
-        }
-    }
-}
-
-impl TcpTransport {
-    /// The identity of the cluster the server belongs to (from its `Welcome`).
-    pub fn cluster(&self) -> &ClusterIdentity {
-        &self.cluster
-    }
-}
-
-impl Transport for TcpTransport {
-    fn server_engine(&self) -> Option<&str> {
-        Some(&self.engine)
-    }
-
-    fn server_layout(&self) -> Option<(NodeId, Topology)> {
-        let Addr::Coordinator(node) = self.session.coordinator() else { return None };
-        let t = Topology::new(self.cluster.nodes, self.cluster.partitions).ok()?;
-        Some((node, t.with_replicas(self.cluster.replicas).ok()?))
-    }
-
-    fn request(&mut self, body: RequestBody) -> Result<ResponseBody, Error> {
-        if self.broken {
-            self.reconnect()?;
-        }
-        let started = Instant::now();
-        let deadline = started + self.timeout;
-        let (id, env) = self.session.request(Time::ZERO, body);
-        self.buf.clear();
-        wire::write_frame(&mut self.buf, &Frame::Envelope(env));
-        let sent = self.stream.tcp().set_write_timeout(Some(self.timeout)).and_then(|()| self.stream.send(&self.buf));
-        if let Err(e) = sent {
-            // Part of the request may have reached the server: its outcome is unknown.
-            self.broken = true;
-            let _ = self.session.tick(Time::ZERO + self.timeout);
-            return Err(Error::Unavailable {
-                reason: format!("connection lost while sending: {e}"),
-                outcome_unknown: true,
-            });
-        }
-        loop {
-            let frame = match self.next_frame(deadline) {
-                Ok(f) => f,
-                Err(Error::Unavailable { reason, .. }) => {
-                    // Forget the request: a late answer is dropped as unknown.
-                    let _ = self.session.tick(Time::ZERO + self.timeout);
-                    return Err(Error::Unavailable { reason, outcome_unknown: true });
-                }
-                Err(e) => return Err(e),
-            };
-            match frame {
-                Frame::Envelope(Envelope { msg: Message::ClientResponse(resp), .. }) => {
-                    if let Some((rid, result)) = self.session.on_response(resp) {
-                        if rid == id {
-                            return result;
-                        }
-                    }
-                }
-                Frame::Rejected(e) => return Err(e),
-                _ => {}
-            }
-        }
-    }
-}
-
-impl TcpTransport {
-    /// The next whole frame, or `Unavailable` once `deadline` passes (or the connection ends).
-    fn next_frame(&mut self, deadline: Instant) -> Result<Frame, Error> {
-        let mut chunk = [0u8; 64 * 1024];
-        loop {
-            if self.inbox.len() >= 4 {
-                let len = u32::from_be_bytes(self.inbox[..4].try_into().expect("4 bytes")) as usize;
-                if len > FRAME_SIZE_MAX {
-                    return Err(
-                        InvalidInput::Oversized { what: "frame".into(), size: len, limit: FRAME_SIZE_MAX }.into()
-                    );
-                }
-                if self.inbox.len() >= 4 + len {
-                    let frame = wire::decode(&self.inbox[4..4 + len]);
-                    self.inbox.drain(..4 + len);
-                    return Ok(frame?);
-                }
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(Error::unavailable(format!("no answer within {:?}", self.timeout)));
-            }
-            self.stream
-                .tcp()
-                .set_read_timeout(Some(left))
-                .map_err(|e| Error::unavailable(format!("connection: {e}")))?;
-            match std::io::Read::read(&mut self.stream, &mut chunk) {
-                Ok(0) => {
-                    self.broken = true;
-                    return Err(Error::unavailable("connection closed by the server"));
-                }
-                Ok(n) => self.inbox.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
-                    return Err(Error::unavailable(format!("no answer within {:?}", self.timeout)));
-                }
-                Err(e) => {
-                    self.broken = true;
-                    return Err(Error::unavailable(format!("connection lost: {e}")));
-                }
-            }
-        }
-    }
-}
-
 fn codec(max_frame: usize) -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder().max_frame_length(max_frame.min(FRAME_SIZE_MAX)).new_codec()
 }
@@ -615,217 +315,6 @@ fn codec(max_frame: usize) -> LengthDelimitedCodec {
 fn frame_bytes(frame: &Frame) -> Bytes {
     Bytes::from(wire::encode(frame))
 }
-
-/// Counters a server exposes at `/metrics` (Prometheus text exposition, written by hand: a
-/// handful of counters do not need the `metrics` crates' dependency tree).
-#[derive(Default)]
-pub struct ServerMetrics {
-    /// Transactions (procedure calls and interactive commits) that committed.
-    pub txn_committed: AtomicU64,
-    /// Interactive transactions rolled back by the client.
-    pub txn_rolled_back: AtomicU64,
-    /// Failed requests by cause: abort, user_abort, invalid, unavailable, storage, internal.
-    pub failed: [AtomicU64; 6],
-    pub connections_open: AtomicU64,
-    pub connections_accepted: AtomicU64,
-    /// Connections refused at `max_connections`.
-    pub connections_rejected: AtomicU64,
-    /// Frames answered `Rejected` (oversized, malformed, bad hello).
-    pub frames_rejected: AtomicU64,
-    pub peer_links_up: AtomicU64,
-    /// Client request latency by kind.
-    pub latency: crate::latency::RequestLatency,
-    /// Retryable aborts by cause.
-    pub aborts: crate::latency::AbortCounts,
-    /// Events the engine counted (`CoordCtx::count`, e.g. Granola's CONFLICT retries), by name.
-    pub engine: Mutex<BTreeMap<&'static str, u64>>,
-}
-
-const FAILURE_CAUSES: [&str; 6] = ["abort", "user_abort", "invalid", "unavailable", "storage", "internal"];
-
-impl ServerMetrics {
-    fn on_response(&self, result: &Result<ResponseBody, Error>) {
-        let i = match result {
-            Ok(ResponseBody::Returned(_)) | Ok(ResponseBody::Committed) => {
-                self.txn_committed.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            Ok(ResponseBody::RolledBack) => {
-                self.txn_rolled_back.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            Ok(_) => return,
-            Err(Error::Abort(reason)) => {
-                self.aborts.count(reason);
-                0
-            }
-            Err(Error::UserAbort(_)) => 1,
-            Err(Error::Invalid(_)) => 2,
-            Err(Error::Unavailable { .. }) => 3,
-            Err(Error::Storage(_)) => 4,
-            Err(Error::Internal(_)) => 5,
-        };
-        self.failed[i].fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The Prometheus text exposition of these counters.
-    pub fn render(&self, node: NodeId, engine: &str) -> String {
-        use std::fmt::Write as _;
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let l = format!("node=\"{}\",engine=\"{engine}\"", node.0);
-        let mut o = String::new();
-        let _ = writeln!(o, "# HELP litmus_transactions_total Transactions and failed requests, by outcome.");
-        let _ = writeln!(o, "# TYPE litmus_transactions_total counter");
-        let _ = writeln!(o, "litmus_transactions_total{{{l},outcome=\"committed\"}} {}", g(&self.txn_committed));
-        let _ = writeln!(o, "litmus_transactions_total{{{l},outcome=\"rolled_back\"}} {}", g(&self.txn_rolled_back));
-        for (cause, n) in FAILURE_CAUSES.iter().zip(&self.failed) {
-            let _ = writeln!(o, "litmus_transactions_total{{{l},outcome=\"{cause}\"}} {}", g(n));
-        }
-        let _ = writeln!(o, "# HELP litmus_connections_open Client and peer connections open now.");
-        let _ = writeln!(o, "# TYPE litmus_connections_open gauge");
-        let _ = writeln!(o, "litmus_connections_open{{{l}}} {}", g(&self.connections_open));
-        let _ = writeln!(o, "# TYPE litmus_connections_accepted_total counter");
-        let _ = writeln!(o, "litmus_connections_accepted_total{{{l}}} {}", g(&self.connections_accepted));
-        let _ = writeln!(o, "# TYPE litmus_connections_rejected_total counter");
-        let _ = writeln!(o, "litmus_connections_rejected_total{{{l}}} {}", g(&self.connections_rejected));
-        let _ = writeln!(o, "# TYPE litmus_frames_rejected_total counter");
-        let _ = writeln!(o, "litmus_frames_rejected_total{{{l}}} {}", g(&self.frames_rejected));
-        let _ = writeln!(o, "# TYPE litmus_peer_links_up gauge");
-        let _ = writeln!(o, "litmus_peer_links_up{{{l}}} {}", g(&self.peer_links_up));
-        let engine = self.engine.lock().expect("engine counts lock");
-        if !engine.is_empty() {
-            let _ = writeln!(
-                o,
-                "# HELP litmus_protocol_events_total Events the engine counted inside (e.g. granola.conflict_retries)."
-            );
-            let _ = writeln!(o, "# TYPE litmus_protocol_events_total counter");
-            for (name, n) in engine.iter() {
-                let _ = writeln!(o, "litmus_protocol_events_total{{{l},event=\"{name}\"}} {n}");
-            }
-        }
-        drop(engine);
-        self.aborts.render(&mut o, &l);
-        self.latency.render(&mut o, &l);
-        o
-    }
-}
-
-/// Routes envelopes leaving the node loop: local machines, peer links, client connections.
-struct TcpRouter {
-    me: NodeId,
-    engine: EngineKind,
-    topology: Topology,
-    identity: ClusterIdentity,
-    cfg: NodeConfig,
-    inbox: Sender<Envelope>,
-    peers: Vec<Option<UnboundedSender<Bytes>>>,
-    clients: RwLock<HashMap<ClientId, UnboundedSender<Bytes>>>,
-    metrics: Arc<ServerMetrics>,
-    /// Set when the node must stop serving (a peer refused our identity).
-    fatal: Mutex<Option<Error>>,
-    /// Some peer has agreed with our identity. A node that has never agreed with any peer and
-    /// meets a different identity is the odd one out and stops; one that has (a healthy member
-    /// dialing a misconfigured newcomer) keeps serving and logs the refusal.
-    confirmed: AtomicBool,
-    /// TLS on every client and peer connection, when configured.
-    tls: Option<crate::tls::ServerTls>,
-}
-
-impl TcpRouter {
-    /// A peer disagrees with us: stop serving if we never agreed with anyone.
-    fn peer_mismatch(&self, what: String) {
-        if self.confirmed.load(Ordering::Relaxed) {
-            tracing::warn!("{what}; still serving (other peers agree with this node)");
-        } else {
-            *self.fatal.lock().expect("fatal lock") =
-                Some(InvalidInput::Config(format!("{what}; refusing to serve")).into());
-        }
-    }
-}
-
-impl TcpRouter {
-    /// Sends `env` where it goes. No frame over `max_frame_bytes` leaves this node (the codec
-    /// would refuse it and close the connection under everything else it carries): a batch
-    /// over the limit goes as its items, one frame each; a client response over it is answered
-    /// instead with a typed `Oversized` error for the same request (the connection stays
-    /// usable); any other frame over it is dropped, as the network may drop it. Every refused
-    /// frame is logged (peer, size, limit) and counted in `frames_rejected`.
-    fn route(&self, env: Envelope) {
-        let limit = self.cfg.max_frame_bytes;
-        match self.topology.host_of(env.to) {
-            NetHost::Node(n) if n == self.me => {
-                let _ = self.inbox.send(env);
-            }
-            NetHost::Node(n) => {
-                let Some(Some(tx)) = self.peers.get(n.0 as usize) else { return };
-                let frame = Frame::Envelope(env);
-                let bytes = frame_bytes(&frame);
-                if bytes.len() <= limit {
-                    let _ = tx.send(bytes);
-                    return;
-                }
-                let Frame::Envelope(env) = frame else { unreachable!("built above") };
-                let peer = self.cfg.peers.get(n.0 as usize).map_or("?", String::as_str);
-                match env.msg {
-                    Message::Batch(items) if items.len() > 1 => {
-                        for item in items {
-                            let msg = match item {
-                                litmus_protocol::message::Batched::Request(r) => Message::PartitionRequest(r),
-                                litmus_protocol::message::Batched::Reply(r) => Message::PartitionReply(r),
-                            };
-                            self.route(Envelope { from: env.from, to: env.to, msg });
-                        }
-                    }
-                    _ => {
-                        self.metrics.frames_rejected.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(
-                            peer = %format!("node {} at {peer}", n.0),
-                            size = bytes.len(),
-                            limit,
-                            from = %env.from,
-                            to = %env.to,
-                            "refused to send a frame over max_frame_bytes; dropped"
-                        );
-                    }
-                }
-            }
-            NetHost::Clients => {
-                let Addr::Client(c) = env.to else { unreachable!("client host") };
-                if let Message::ClientResponse(resp) = &env.msg {
-                    self.metrics.on_response(&resp.result);
-                    self.metrics.latency.finish(c, resp.id, Instant::now());
-                }
-                let frame = Frame::Envelope(env);
-                let mut bytes = frame_bytes(&frame);
-                if bytes.len() > limit {
-                    self.metrics.frames_rejected.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(
-                        peer = %format!("client {c}"),
-                        size = bytes.len(),
-                        limit,
-                        "refused to send a frame over max_frame_bytes; answered with an Oversized error"
-                    );
-                    let Frame::Envelope(env) = frame else { unreachable!("built above") };
-                    let Message::ClientResponse(resp) = env.msg else { return }; // nothing else is sent to clients
-                    let e = InvalidInput::Oversized { what: REPLY_OVERSIZED.into(), size: bytes.len(), limit };
-                    let msg = Message::ClientResponse(litmus_protocol::message::ClientResponse {
-                        id: resp.id,
-                        result: Err(e.into()),
-                    });
-                    bytes = frame_bytes(&Frame::Envelope(Envelope { from: env.from, to: env.to, msg }));
-                }
-                if let Some(tx) = self.clients.read().expect("clients lock").get(&c) {
-                    let _ = tx.send(bytes);
-                }
-            }
-        }
-    }
-}
-
-/// The `what` of the `Oversized` error a client gets instead of a reply larger than the
-/// server's `max_frame_bytes` (e.g. a page of rows each near the limit: ask for fewer rows).
-/// A procedure's reply refused so has still committed.
-pub const REPLY_OVERSIZED: &str = "reply (over the server's max_frame_bytes; a procedure it answered did commit)";
 
 /// Runs one node until the process is killed. Opens (and recovers) the node's machines from
 /// `cfg.data_dir` before it accepts connections.
@@ -846,6 +335,68 @@ pub fn serve_until(
     registry: Arc<Registry>,
     stop: Arc<AtomicBool>,
 ) -> Result<(), Error> {
+    serve_bounded(cfg, catalog, registry, stop, QueueBounds::default())
+}
+
+/// [`serve_until`] with the given queue bounds (tests fill small ones).
+pub(crate) fn serve_bounded(
+    cfg: NodeConfig,
+    catalog: Arc<Catalog>,
+    registry: Arc<Registry>,
+    stop: Arc<AtomicBool>,
+    bounds: QueueBounds,
+) -> Result<(), Error> {
+    let opened = open_node(&cfg, catalog, registry)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("litmus-net")
+        .build()
+        .map_err(|e| Error::Internal(format!("tokio runtime: {e}")))?;
+    let (inbox_tx, inbox_rx) = crossbeam_channel::bounded(bounds.inbox_max);
+    let mut peers = Vec::new();
+    let mut dialers = Vec::new();
+    for (i, addr) in cfg.peers.iter().enumerate() {
+        if i as u32 == cfg.node {
+            peers.push(None);
+            continue;
+        }
+        let (queue, rx) = router::PeerQueue::new(bounds.peer_queue_max);
+        peers.push(Some(queue));
+        dialers.push((addr.clone(), rx));
+    }
+    let router = Arc::new(TcpRouter {
+        me: NodeId(cfg.node),
+        engine: opened.engine,
+        topology: opened.topology,
+        identity: opened.identity,
+        cfg: cfg.clone(),
+        bounds,
+        peers,
+        clients: RwLock::new(HashMap::new()),
+        metrics: Arc::new(ServerMetrics::default()),
+        fatal: Mutex::new(None),
+        confirmed: AtomicBool::new(false),
+        tls: opened.tls,
+    });
+    start_network(&rt, &router, inbox_tx, dialers)?;
+    let result = node_loop(opened.host, inbox_rx, &router, &stop);
+    rt.shutdown_background();
+    result
+}
+
+/// A node's machines, recovered, and what its config resolved to.
+struct OpenedNode {
+    host: Host,
+    topology: Topology,
+    engine: EngineKind,
+    identity: ClusterIdentity,
+    tls: Option<crate::tls::ServerTls>,
+}
+
+/// Checks `cfg` (limits, TLS files, the cluster recorded in the data dir), then opens and
+/// recovers the node's machines, logging what recovery read.
+fn open_node(cfg: &NodeConfig, catalog: Arc<Catalog>, registry: Arc<Registry>) -> Result<OpenedNode, Error> {
     let topology = cfg.topology()?;
     let engine: EngineKind = litmus_engines::by_name(&cfg.engine)?;
     if cfg.max_frame_bytes == 0 || cfg.max_frame_bytes > FRAME_SIZE_MAX {
@@ -859,7 +410,7 @@ pub fn serve_until(
         Some(files) => Some(crate::tls::ServerTls::load(&files)?),
         None => None,
     };
-    let identity = check_data_dir(&cfg)?;
+    let identity = check_data_dir(cfg)?;
     let me = NodeId(cfg.node);
     let spec = ClusterSpec { engine, topology, catalog, registry, seed: cfg.seed };
     let opened = Instant::now();
@@ -887,40 +438,18 @@ pub fn serve_until(
         elapsed = ?opened.elapsed(),
         "recovered"
     );
+    Ok(OpenedNode { host, topology, engine, identity, tls })
+}
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .thread_name("litmus-net")
-        .build()
-        .map_err(|e| Error::Internal(format!("tokio runtime: {e}")))?;
-    let (inbox_tx, inbox_rx) = crossbeam_channel::unbounded();
-    let mut peers = Vec::new();
-    let mut dialers = Vec::new();
-    for (i, addr) in cfg.peers.iter().enumerate() {
-        if i as u32 == cfg.node {
-            peers.push(None);
-            continue;
-        }
-        let (tx, rx) = unbounded_channel();
-        peers.push(Some(tx));
-        dialers.push((addr.clone(), rx));
-    }
-    let router = Arc::new(TcpRouter {
-        me,
-        engine,
-        topology,
-        identity: identity.clone(),
-        cfg: cfg.clone(),
-        inbox: inbox_tx.clone(),
-        peers,
-        clients: RwLock::new(HashMap::new()),
-        metrics: Arc::new(ServerMetrics::default()),
-        fatal: Mutex::new(None),
-        confirmed: AtomicBool::new(false),
-        tls,
-    });
-
+/// Binds the listener (and the metrics endpoint, if configured), starts a dialer per peer and
+/// the accept loop, and logs what the node serves.
+fn start_network(
+    rt: &tokio::runtime::Runtime,
+    router: &Arc<TcpRouter>,
+    inbox: crossbeam_channel::Sender<Envelope>,
+    dialers: Vec<(String, tokio::sync::mpsc::Receiver<Bytes>)>,
+) -> Result<(), Error> {
+    let cfg = &router.cfg;
     let listener = rt
         .block_on(tokio::net::TcpListener::bind(&cfg.listen))
         .map_err(|e| Error::unavailable(format!("bind {}: {e}", cfg.listen)))?;
@@ -933,47 +462,14 @@ pub fn serve_until(
         let l = rt
             .block_on(tokio::net::TcpListener::bind(addr))
             .map_err(|e| Error::unavailable(format!("bind metrics {addr}: {e}")))?;
-        rt.spawn(serve_metrics(l, router.clone()));
+        rt.spawn(metrics::serve_metrics(l, router.clone()));
         tracing::info!("metrics at http://{addr}/metrics, health at http://{addr}/health");
     }
     for (addr, rx) in dialers {
-        rt.spawn(dial_peer(addr, router.clone(), rx));
+        rt.spawn(peer::dial_peer(addr, router.clone(), rx));
     }
-    let accept_router = router.clone();
-    rt.spawn(async move {
-        let next_client = Arc::new(AtomicU64::new(0));
-        let mut backoff = Duration::from_millis(5);
-        let (mut last_log, mut suppressed) = (None::<Instant>, 0u64);
-        loop {
-            match listener.accept().await {
-                Ok((stream, _)) => {
-                    backoff = Duration::from_millis(5);
-                    let _ = stream.set_nodelay(true);
-                    tokio::spawn(accept_connection(
-                        stream,
-                        accept_router.clone(),
-                        inbox_tx.clone(),
-                        next_client.clone(),
-                    ));
-                }
-                Err(e) => {
-                    // Out of descriptors (or similar): back off instead of spinning, and log at
-                    // most once a second.
-                    if last_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                        tracing::warn!(
-                            "accept failed: {e} ({suppressed} more failures not logged); backing off {backoff:?}"
-                        );
-                        last_log = Some(Instant::now());
-                        suppressed = 0;
-                    } else {
-                        suppressed += 1;
-                    }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(1));
-                }
-            }
-        }
-    });
+    let ctx = connection::ConnCtx { router: router.clone(), inbox, next_client: Arc::new(AtomicU64::new(0)) };
+    rt.spawn(connection::accept_loop(listener, ctx));
     tracing::info!(
         "node {} listening on {}{} (cluster {}, {} engine, {} nodes, {} partitions, fsync {:?}, max {} connections, frames ≤ {} bytes)",
         cfg.node,
@@ -983,59 +479,15 @@ pub fn serve_until(
             Some(_) => " with TLS",
             None => " in plaintext",
         },
-        identity.cluster_id,
-        engine,
-        topology.nodes,
-        topology.partitions,
+        router.identity.cluster_id,
+        router.engine,
+        router.topology.nodes,
+        router.topology.partitions,
         cfg.fsync,
         cfg.max_connections,
         cfg.max_frame_bytes
     );
-    let result = node_loop(host, inbox_rx, &router, &stop);
-    rt.shutdown_background();
-    result
-}
-
-/// Answers `GET /metrics` (Prometheus text) and `GET /health` (`ok`) on `listener`.
-async fn serve_metrics(listener: tokio::net::TcpListener, router: Arc<TcpRouter>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    loop {
-        let Ok((mut s, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let router = router.clone();
-        tokio::spawn(async move {
-            // Read the whole request head (it may arrive in pieces; closing with unread bytes
-            // would reset the connection under the reply).
-            let mut buf = [0u8; 4096];
-            let mut n = 0;
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-            while n < buf.len() && !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                match tokio::time::timeout_at(deadline, s.read(&mut buf[n..])).await {
-                    Ok(Ok(0)) => break,
-                    Ok(Ok(k)) => n += k,
-                    _ => return,
-                }
-            }
-            let req = String::from_utf8_lossy(&buf[..n]);
-            let path = req.split_whitespace().nth(1).unwrap_or("/");
-            let (status, ctype, body) = match path {
-                "/metrics" => {
-                    ("200 OK", "text/plain; version=0.0.4", router.metrics.render(router.me, router.engine.name()))
-                }
-                "/health" | "/ready" => ("200 OK", "text/plain", "ok\n".to_string()),
-                _ => ("404 Not Found", "text/plain", "try /metrics or /health\n".to_string()),
-            };
-            let head = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = s.write_all(head.as_bytes()).await;
-            let _ = s.write_all(body.as_bytes()).await;
-            let _ = s.shutdown().await;
-        });
-    }
+    Ok(())
 }
 
 /// How long a stopping node waits for the replicas it leads to hand their leadership over:
@@ -1043,8 +495,12 @@ async fn serve_metrics(listener: tokio::net::TcpListener, router: Arc<TcpRouter>
 pub const HAND_OVER_MAX: Duration =
     Duration::from_millis(2 * crate::replica::ELECTION_TICKS as u64 * litmus_protocol::machine::TICK_INTERVAL_MS);
 
-/// The node's single protocol thread: step, tick, group commit, send.
+/// The node's single protocol thread: step, tick, group commit, send. Messages between its own
+/// machines stay on this thread (`queues::LocalQueue`) and are stepped before new input from
+/// the inbox, so work in flight finishes before more is taken in; this thread never waits for
+/// room in any queue (`queues`).
 fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop: &AtomicBool) -> Result<(), Error> {
+    let mut local = queues::LocalQueue::new(router.bounds.local_queue_max);
     let start = Instant::now();
     let now = || Time(start.elapsed().as_nanos() as u64);
     let tick = Duration::from_millis(litmus_protocol::machine::TICK_INTERVAL_MS);
@@ -1061,13 +517,13 @@ fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop
             let until = *handing_over.get_or_insert_with(|| Instant::now() + HAND_OVER_MAX);
             if host.hand_over() == 0 || Instant::now() >= until {
                 for env in host.flush()? {
-                    router.route(env);
+                    let _ = router.route_out(env); // what is left for this node's machines goes with it
                 }
                 return Ok(());
             }
         }
         let t = now();
-        let first = if next_tick > t {
+        let first = if next_tick > t && local.is_empty() {
             match inbox.recv_timeout(next_tick - t) {
                 Ok(env) => Some(env),
                 Err(RecvTimeoutError::Timeout) => None,
@@ -1078,7 +534,8 @@ fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop
         };
         let t = now();
         let mut stepped = 0;
-        for env in first.into_iter().chain(std::iter::from_fn(|| inbox.try_recv().ok())) {
+        let taken = std::iter::from_fn(|| local.pop()).chain(std::iter::from_fn(|| inbox.try_recv().ok()));
+        for env in first.into_iter().chain(taken) {
             host.step(t, env.to, Input::Message(env))?;
             stepped += 1;
             if stepped >= crate::embedded::WORKER_BATCH_MAX {
@@ -1091,7 +548,9 @@ fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop
         }
         if host.has_pending() {
             for env in host.flush()? {
-                router.route(env);
+                if let Some(env) = router.route_out(env) {
+                    local.push(env, &router.metrics);
+                }
             }
         }
         let counts = host.take_counts();
@@ -1104,392 +563,112 @@ fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop
     }
 }
 
-/// Keeps a link to one peer: dial (with backoff), say hello, wait for the peer's hello, forward
-/// frames. Frames queued while the link is down are dropped, like packets on a broken network.
-/// A peer that answers with a different cluster identity stops this node unless another peer
-/// agreed with it ([`TcpRouter::peer_mismatch`]).
-async fn dial_peer(addr: String, router: Arc<TcpRouter>, mut rx: UnboundedReceiver<Bytes>) {
-    let mut backoff = Duration::from_millis(50);
-    let hello = Frame::HelloNode {
-        version: PROTOCOL_VERSION,
-        node: router.me,
-        cluster: router.identity.clone(),
-        token: router.cfg.token.clone(),
-    };
-    loop {
-        if let Ok(stream) = tokio::net::TcpStream::connect(&addr).await {
-            let _ = stream.set_nodelay(true);
-            match &router.tls {
-                None => peer_link(stream, &addr, &router, &hello, &mut rx, &mut backoff).await,
-                Some(tls) => {
-                    let connector = tokio_rustls::TlsConnector::from(tls.peers.config());
-                    let handshake = match tls.peers.server_name(&addr) {
-                        Ok(name) => {
-                            tokio::time::timeout(Duration::from_secs(10), connector.connect(name, stream)).await
-                        }
-                        Err(e) => {
-                            tracing::warn!("peer {addr}: {e}");
-                            Ok(Err(std::io::Error::other(e.to_string())))
-                        }
-                    };
-                    match handshake {
-                        Ok(Ok(s)) => peer_link(s, &addr, &router, &hello, &mut rx, &mut backoff).await,
-                        Ok(Err(e)) => tracing::warn!("TLS handshake with peer {addr} failed: {}", tls_cause(&e)),
-                        Err(_) => tracing::warn!("TLS handshake with peer {addr} timed out"),
-                    }
-                }
-            }
-            if rx.is_closed() {
-                return;
-            }
-        }
-        while rx.try_recv().is_ok() {}
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(1));
-    }
-}
-
-/// The cause of a server-side TLS failure, for the log.
-fn tls_cause(e: &std::io::Error) -> String {
-    match crate::tls::rustls_cause(e) {
-        Some(cause) => cause.to_string(),
-        None => e.to_string(),
-    }
-}
-
-/// One peer link's life on an established stream: hello both ways, then forward frames until
-/// it breaks.
-async fn peer_link<S>(
-    stream: S,
-    addr: &str,
-    router: &TcpRouter,
-    hello: &Frame,
-    rx: &mut UnboundedReceiver<Bytes>,
-    backoff: &mut Duration,
-) where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    {
-        {
-            let mut framed = Framed::new(stream, codec(router.cfg.max_frame_bytes));
-            if framed.send(frame_bytes(hello)).await.is_ok() {
-                let answer = tokio::time::timeout(Duration::from_secs(10), framed.next()).await;
-                match answer.ok().flatten().map(|r| r.map(|b| wire::decode(&b))) {
-                    Some(Ok(Ok(Frame::HelloNode { node, cluster, token, .. }))) => {
-                        let diffs = router.identity.differences(&cluster, "ours", "theirs");
-                        if !wire::token_accepted(router.cfg.token.as_deref(), token.as_deref()) {
-                            router.peer_mismatch(format!(
-                                "peer node {} at {addr} does not have this cluster's token",
-                                node.0
-                            ));
-                        } else if !diffs.is_empty() {
-                            router.peer_mismatch(format!(
-                                "peer node {} at {addr} belongs to a different cluster ({})",
-                                node.0,
-                                diffs.join("; ")
-                            ));
-                        } else {
-                            router.confirmed.store(true, Ordering::Relaxed);
-                            *backoff = Duration::from_millis(50);
-                            tracing::info!("peer link to node {} at {addr} up", node.0);
-                            router.metrics.peer_links_up.fetch_add(1, Ordering::Relaxed);
-                            // The peer sends nothing after its hello: anything read (EOF, an
-                            // error) means the link is gone — noticed at once, not after
-                            // frames were written into a dead socket and lost.
-                            loop {
-                                tokio::select! {
-                                    next = rx.recv() => match next {
-                                        Some(bytes) => {
-                                            if framed.send(bytes).await.is_err() {
-                                                break;
-                                            }
-                                        }
-                                        None => return, // the node is stopping
-                                    },
-                                    _ = framed.next() => break,
-                                }
-                            }
-                            router.metrics.peer_links_up.fetch_sub(1, Ordering::Relaxed);
-                            tracing::warn!("peer link to {addr} down; redialing");
-                        }
-                    }
-                    Some(Ok(Ok(Frame::Rejected(Error::Invalid(
-                        e @ (InvalidInput::Config(_) | InvalidInput::Unauthenticated(_)),
-                    ))))) => {
-                        router.peer_mismatch(format!("peer at {addr} refused this node: {e}"));
-                    }
-                    _ => {} // not up yet, or confused: redial
-                }
-            }
-        }
-    }
-}
-
-/// Counts a connection while it lives.
-struct ConnGuard(Arc<ServerMetrics>);
-impl Drop for ConnGuard {
-    fn drop(&mut self) {
-        self.0.connections_open.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// A new connection: counted from the start (a pending TLS handshake holds a connection
-/// too), then, on a TLS server, refused in plaintext if it does not open with a TLS handshake
-/// and otherwise handshaken before [`handle_connection`] reads its hello.
-async fn accept_connection(
-    stream: tokio::net::TcpStream,
-    router: Arc<TcpRouter>,
-    inbox: Sender<Envelope>,
-    next_client: Arc<AtomicU64>,
-) {
-    let metrics = router.metrics.clone();
-    metrics.connections_accepted.fetch_add(1, Ordering::Relaxed);
-    let open = metrics.connections_open.fetch_add(1, Ordering::Relaxed) + 1;
-    let _guard = ConnGuard(metrics.clone());
-    let Some(tls) = router.tls.clone() else {
-        return handle_connection(stream, false, open, router, inbox, next_client).await;
-    };
-    let peer = stream.peer_addr().map_or_else(|_| "?".to_string(), |a| a.to_string());
-    let hello_timeout = Duration::from_millis(router.cfg.hello_timeout_ms);
-    let mut first = [0u8; 1];
-    match tokio::time::timeout(hello_timeout, stream.peek(&mut first)).await {
-        Ok(Ok(1..)) if first[0] == crate::tls::TLS_HANDSHAKE_BYTE => {}
-        Ok(Ok(1..)) => {
-            // A plaintext client: tell it why, in plaintext, and close.
-            metrics.frames_rejected.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!("refused a plaintext connection from {peer}: this server requires TLS");
-            let e = InvalidInput::Unauthenticated(
-                "this server requires TLS: connect with --tls-ca (and --tls-cert/--tls-key if it requires client \
-                 certificates)"
-                    .into(),
-            );
-            let mut framed = Framed::new(stream, codec(router.cfg.max_frame_bytes));
-            let _ = tokio::time::timeout(Duration::from_secs(1), framed.send(frame_bytes(&Frame::Rejected(e.into()))))
-                .await;
-            return;
-        }
-        _ => return, // closed, failed or silent before saying anything
-    }
-    match tokio::time::timeout(hello_timeout, tls.acceptor.accept(stream)).await {
-        Ok(Ok(s)) => {
-            let certified = s.get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty());
-            handle_connection(s, certified, open, router, inbox, next_client).await
-        }
-        Ok(Err(e)) => {
-            metrics.frames_rejected.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!("TLS handshake with {peer} failed: {}", tls_cause(&e));
-        }
-        Err(_) => tracing::warn!("TLS handshake with {peer} timed out"),
-    }
-}
-
-/// Serves one connection (plain or TLS) from its hello on. `certified`: the connection
-/// presented a client certificate that `tls_ca` verified.
-async fn handle_connection<S>(
-    stream: S,
-    certified: bool,
-    open: u64,
-    router: Arc<TcpRouter>,
-    inbox: Sender<Envelope>,
-    next_client: Arc<AtomicU64>,
-) where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let metrics = router.metrics.clone();
-    let mut framed = Framed::new(stream, codec(router.cfg.max_frame_bytes));
-    let reject = |e: Error| {
-        metrics.frames_rejected.fetch_add(1, Ordering::Relaxed);
-        frame_bytes(&Frame::Rejected(e))
-    };
-    if open as usize > router.cfg.max_connections {
-        metrics.connections_rejected.fetch_add(1, Ordering::Relaxed);
-        let e = Error::unavailable(format!(
-            "server at its connection limit (max_connections = {})",
-            router.cfg.max_connections
-        ));
-        let _ = tokio::time::timeout(Duration::from_secs(1), framed.send(frame_bytes(&Frame::Rejected(e)))).await;
-        return;
-    }
-    let hello = match tokio::time::timeout(Duration::from_millis(router.cfg.hello_timeout_ms), framed.next()).await {
-        Ok(Some(Ok(bytes))) => wire::decode(&bytes),
-        Ok(Some(Err(e))) => Err(frame_error(e, router.cfg.max_frame_bytes)),
-        Ok(None) => return,
-        Err(_) => {
-            let e = InvalidInput::MalformedFrame(format!("no hello within {} ms", router.cfg.hello_timeout_ms));
-            let _ = framed.send(reject(e.into())).await;
-            return;
-        }
-    };
-    match hello {
-        Ok(Frame::HelloNode { version, node, cluster, token }) if version == PROTOCOL_VERSION => {
-            if router.tls.is_some() && !certified {
-                // Peers dial with their node certificate: a node hello without one is refused.
-                tracing::warn!("refused peer node {}: no client certificate (peer links are mutual TLS)", node.0);
-                let e = InvalidInput::Unauthenticated("a peer link needs a certificate signed by tls_ca".into());
-                let _ = framed.send(reject(e.into())).await;
-                return;
-            }
-            if !wire::token_accepted(router.cfg.token.as_deref(), token.as_deref()) {
-                tracing::warn!("refused peer node {}: wrong or missing cluster token", node.0);
-                let e = InvalidInput::Unauthenticated("wrong or missing cluster token".into());
-                let _ = framed.send(reject(e.into())).await;
-                return;
-            }
-            let diffs =
-                router.identity.differences(&cluster, &format!("node {}", router.me.0), &format!("node {}", node.0));
-            if !diffs.is_empty() {
-                tracing::warn!("refused peer node {}: different cluster ({})", node.0, diffs.join("; "));
-                let e = InvalidInput::Config(format!("different cluster: {}", diffs.join("; ")));
-                let _ = framed.send(reject(e.into())).await;
-                return;
-            }
-            router.confirmed.store(true, Ordering::Relaxed);
-            let me = Frame::HelloNode {
-                version: PROTOCOL_VERSION,
-                node: router.me,
-                cluster: router.identity.clone(),
-                token: router.cfg.token.clone(),
-            };
-            if framed.send(frame_bytes(&me)).await.is_err() {
-                return;
-            }
-            tracing::info!("peer node {} connected", node.0);
-            // A peer: everything it sends goes to our machines.
-            while let Some(Ok(bytes)) = framed.next().await {
-                match wire::decode(&bytes) {
-                    Ok(Frame::Envelope(env)) if router.topology.host_of(env.to) == NetHost::Node(router.me) => {
-                        let _ = inbox.send(env);
-                    }
-                    _ => break, // a confused peer: drop the link, it will redial
-                }
-            }
-            tracing::warn!("peer node {} disconnected", node.0);
-        }
-        Ok(Frame::HelloClient { version, expect, token }) if version == PROTOCOL_VERSION => {
-            if !wire::token_accepted(router.cfg.token.as_deref(), token.as_deref()) {
-                let what = if token.is_some() { "wrong cluster token" } else { "this server requires a cluster token" };
-                let _ = framed.send(reject(InvalidInput::Unauthenticated(what.into()).into())).await;
-                return;
-            }
-            if let Some(expect) = expect {
-                let diffs = router.identity.differences(&expect, "server", "client expects");
-                if !diffs.is_empty() {
-                    let e = InvalidInput::Config(format!("different cluster: {}", diffs.join("; ")));
-                    let _ = framed.send(reject(e.into())).await;
-                    return;
-                }
-            }
-            let client = ClientId(((router.me.0 as u64) << 48) | next_client.fetch_add(1, Ordering::Relaxed));
-            let (tx, mut rx) = unbounded_channel::<Bytes>();
-            router.clients.write().expect("clients lock").insert(client, tx);
-            let welcome = Frame::Welcome {
-                client,
-                node: router.me,
-                engine: router.engine.name().into(),
-                cluster: router.identity.clone(),
-            };
-            if framed.send(frame_bytes(&welcome)).await.is_err() {
-                router.clients.write().expect("clients lock").remove(&client);
-                return;
-            }
-            let (mut sink, mut stream) = framed.split();
-            let writer = tokio::spawn(async move {
-                while let Some(bytes) = rx.recv().await {
-                    if sink.send(bytes).await.is_err() {
-                        break;
-                    }
-                }
-                let _ = sink.close().await;
-            });
-            let me = Addr::Coordinator(router.me);
-            while let Some(next) = stream.next().await {
-                let frame = match next {
-                    Ok(bytes) => wire::decode(&bytes),
-                    Err(e) => Err(frame_error(e, router.cfg.max_frame_bytes)),
-                };
-                match frame {
-                    Ok(Frame::Envelope(Envelope { msg: msg @ Message::ClientRequest(_), .. })) => {
-                        if let Message::ClientRequest(req) = &msg {
-                            router.metrics.latency.start(client, req.id, &req.body, Instant::now());
-                        }
-                        // The server, not the client, says who is speaking and to whom.
-                        let _ = inbox.send(Envelope { from: Addr::Client(client), to: me, msg });
-                    }
-                    Ok(Frame::Envelope(Envelope { to: to @ Addr::Role(_), msg: msg @ Message::Role(_), .. })) => {
-                        // A client talking to an engine's role directly (e.g. the Omid oracle
-                        // benchmark); routed to the role's node, dropped if the engine has no
-                        // such role.
-                        router.route(Envelope { from: Addr::Client(client), to, msg });
-                    }
-                    Ok(other) => {
-                        let e = InvalidInput::MalformedFrame(format!("unexpected frame from a client: {other:?}"));
-                        router.route_reject(client, reject(e.into()));
-                        break;
-                    }
-                    Err(e) => {
-                        router.route_reject(client, reject(e.into()));
-                        break;
-                    }
-                }
-            }
-            // Closing the sender ends the writer after it flushed what was queued.
-            router.clients.write().expect("clients lock").remove(&client);
-            router.metrics.latency.forget(client);
-            let _ = writer.await;
-        }
-        Ok(Frame::HelloNode { version, .. } | Frame::HelloClient { version, .. }) => {
-            let e = InvalidInput::MalformedFrame(format!(
-                "protocol version {version} is not this server's version {PROTOCOL_VERSION}"
-            ));
-            let _ = framed.send(reject(e.into())).await;
-        }
-        Ok(_) => {
-            let e = InvalidInput::MalformedFrame(format!("expected a hello of protocol version {PROTOCOL_VERSION}"));
-            let _ = framed.send(reject(e.into())).await;
-        }
-        Err(e) => {
-            let _ = framed.send(reject(e.into())).await;
-        }
-    }
-}
-
-/// A codec error as a typed rejection: a length prefix over the limit is `Oversized`.
-fn frame_error(e: std::io::Error, limit: usize) -> InvalidInput {
-    let text = e.to_string();
-    if text.contains("frame size too big") {
-        InvalidInput::Oversized { what: "frame".into(), size: limit + 1, limit }
-    } else {
-        InvalidInput::MalformedFrame(text)
-    }
-}
-
-impl TcpRouter {
-    fn route_reject(&self, client: ClientId, frame: Bytes) {
-        if let Some(tx) = self.clients.read().expect("clients lock").get(&client) {
-            let _ = tx.send(frame);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::ServerMetrics;
-    use litmus_core::NodeId;
+    use super::*;
+    use crate::ports::free_port;
+    use crate::Transport;
+    use litmus_core::{RequestId, Value};
+    use litmus_protocol::message::{ClientRequest, RequestBody, ResponseBody};
+    use litmus_protocol::wire::PROTOCOL_VERSION;
+    use litmus_protocol::{Addr, Message};
+    use std::io::{Read, Write};
 
-    /// Engine counts appear on `/metrics` as one counter per event, and not at all when the
-    /// engine counted nothing.
+    fn metric(metrics_addr: &str, line: &str) -> Option<u64> {
+        let mut s = std::net::TcpStream::connect(metrics_addr).ok()?;
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).ok()?;
+        text.lines().find(|l| l.starts_with(line))?.rsplit(' ').next()?.parse().ok()
+    }
+
+    /// One node with tiny queues: a client that sends hundreds of requests for large replies and
+    /// reads none fills its queue and is disconnected (the connection closes, the cause is
+    /// counted), while the inbox of two envelopes makes readers wait, and a well-behaved client
+    /// is answered before, during and after.
     #[test]
-    fn metrics_render_the_engines_counted_events() {
-        let m = ServerMetrics::default();
-        assert!(!m.render(NodeId(0), "granola").contains("litmus_protocol_events_total"));
-        m.engine.lock().unwrap().insert("granola.conflict_retries", 7);
-        let text = m.render(NodeId(2), "granola");
-        assert!(text.contains("# TYPE litmus_protocol_events_total counter"), "{text}");
-        assert!(
-            text.contains(
-                "litmus_protocol_events_total{node=\"2\",engine=\"granola\",event=\"granola.conflict_retries\"} 7"
-            ),
-            "{text}"
-        );
+    fn a_client_that_stops_reading_is_disconnected_and_the_node_keeps_serving() {
+        let dir = tempfile::tempdir().unwrap();
+        let listen = format!("127.0.0.1:{}", free_port());
+        let metrics_addr = format!("127.0.0.1:{}", free_port());
+        let cfg = NodeConfig {
+            fsync: FsyncPolicy::Never,
+            metrics_addr: Some(metrics_addr.clone()),
+            ..NodeConfig::new(0, listen.clone(), dir.path().join("n0"), "nocc", 2, vec![listen.clone()])
+        };
+        let bounds =
+            QueueBounds { inbox_max: 2, peer_queue_max: 2, client_queue_max: 4, local_queue_max: LOCAL_QUEUE_MAX };
+        let stop = Arc::new(AtomicBool::new(false));
+        let server = {
+            let stop = stop.clone();
+            let (catalog, registry) = (litmus_protocol::builtin::catalog(), litmus_protocol::builtin::registry());
+            std::thread::spawn(move || serve_bounded(cfg, Arc::new(catalog), Arc::new(registry), stop, bounds))
+        };
+        let mut good = (0..100)
+            .find_map(|_| {
+                let t = TcpTransport::connect(&listen).ok();
+                if t.is_none() {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                t
+            })
+            .expect("the server comes up");
+        let mut call = |procedure: &str, args: Vec<Value>| {
+            good.request(RequestBody::Call { procedure: procedure.into(), args, retrying_for: Duration::ZERO })
+        };
+        let big = Value::Bytes(vec![7u8; litmus_core::limits::VALUE_SIZE_MAX - 1024].into());
+        assert!(matches!(call("kv_put", vec![Value::Int(1), big]), Ok(ResponseBody::Returned(_))));
+
+        // The slow client: hello, then requests for ~63 KiB replies, never reading one.
+        let mut slow = std::net::TcpStream::connect(&listen).unwrap();
+        let mut buf = Vec::new();
+        wire::write_frame(&mut buf, &Frame::HelloClient { version: PROTOCOL_VERSION, expect: None, token: None });
+        slow.write_all(&buf).unwrap();
+        slow.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let Frame::Welcome { client, .. } = wire::read_frame(&mut slow).unwrap() else { panic!("welcome") };
+        let get = |n: u64| {
+            let body = RequestBody::Call {
+                procedure: "kv_get".into(),
+                args: vec![Value::Int(1)],
+                retrying_for: Duration::ZERO,
+            };
+            let msg = Message::ClientRequest(ClientRequest { id: RequestId(n), body });
+            let env = Envelope { from: Addr::Client(client), to: Addr::Coordinator(NodeId(0)), msg };
+            wire::encode(&Frame::Envelope(env))
+        };
+        let disconnected = "litmus_queue_full_total{node=\"0\",engine=\"nocc\",queue=\"client\"";
+        let mut sent = 0u64;
+        while metric(&metrics_addr, disconnected) != Some(1) {
+            assert!(sent < 20_000, "the slow client was never disconnected");
+            let mut frames = Vec::new();
+            for _ in 0..50 {
+                sent += 1;
+                let f = get(sent);
+                frames.extend_from_slice(&(f.len() as u32).to_be_bytes());
+                frames.extend_from_slice(&f);
+            }
+            if slow.write_all(&frames).is_err() {
+                break; // closed under us: disconnected
+            }
+            assert!(matches!(call("kv_get", vec![Value::Int(2)]), Ok(ResponseBody::Returned(_))), "served meanwhile");
+        }
+        assert_eq!(metric(&metrics_addr, disconnected), Some(1));
+        // The server lets go of the connection without waiting for the client to read: only the
+        // good client's stays open.
+        let open = "litmus_connections_open{node=\"0\",engine=\"nocc\"}";
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while metric(&metrics_addr, open) != Some(1) {
+            assert!(std::time::Instant::now() < deadline, "the slow client's connection is still open");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Its connection ends: what it reads runs out (end of stream or reset), it does not hang.
+        let mut rest = Vec::new();
+        if let Err(e) = slow.read_to_end(&mut rest) {
+            assert!(!matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut), "{e}");
+        }
+        assert!(matches!(call("kv_get", vec![Value::Int(1)]), Ok(ResponseBody::Returned(_))), "still serving");
+        assert!(metric(&metrics_addr, "litmus_queue_full_total{node=\"0\",engine=\"nocc\",queue=\"inbox\"").is_some());
+        stop.store(true, Ordering::Relaxed);
+        server.join().unwrap().unwrap();
     }
 }

@@ -166,60 +166,92 @@ pub struct Wal {
     poisoned: Option<String>,
 }
 
+/// Drops the segments wholly covered by the caller's snapshot: garbage left by a crash in
+/// `truncate_prefix`, which the next segment starting at or below `after_lsn + 1` proves. Fails
+/// when the log starts after the records needed. Returns whether a segment was removed.
+fn drop_covered_segments(
+    dir: &Path,
+    segments: &mut Vec<Lsn>,
+    after_lsn: Lsn,
+    resume_lsn: Lsn,
+) -> Result<bool, StorageError> {
+    let mut dir_changed = false;
+    while segments.len() >= 2 && segments[1] <= resume_lsn {
+        remove_segment(dir, segments.remove(0))?;
+        dir_changed = true;
+    }
+    if let Some(&first) = segments.first() {
+        if first > resume_lsn {
+            return Err(StorageError::Corrupt(format!(
+                "log in {} starts at lsn {first} but records after lsn {after_lsn} are needed",
+                dir.display()
+            )));
+        }
+    }
+    Ok(dir_changed)
+}
+
+/// Reads segments in order, stopping at the first bad frame or lsn gap (a torn or corrupt tail
+/// is cut off its segment). Returns the records after `after_lsn`, the lsn after the last
+/// intact one, and how many segments the log keeps.
+fn read_segments(
+    dir: &Path,
+    segments: &[Lsn],
+    after_lsn: Lsn,
+    resume_lsn: Lsn,
+    policy: FsyncPolicy,
+) -> Result<(Records, Lsn, usize), StorageError> {
+    let mut records = Vec::new();
+    let mut next_lsn = segments.first().copied().unwrap_or(resume_lsn);
+    let mut kept = 0;
+    for (i, &first_lsn) in segments.iter().enumerate() {
+        if first_lsn != next_lsn {
+            break; // A gap or overlap between segments: the log ended in the previous one.
+        }
+        kept = i + 1;
+        let path = segment_path(dir, first_lsn);
+        let bytes = read_file(&path)?;
+        let end = parse_frames(&bytes, first_lsn, |lsn, payload| {
+            if lsn > after_lsn {
+                records.push((lsn, payload.to_vec()));
+            }
+            next_lsn = lsn + 1;
+        });
+        if end < bytes.len() {
+            // Torn or corrupt tail: cut the segment to its last good frame.
+            let file = OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .context(|| format!("opening {} to cut its tail", path.display()))?;
+            file.set_len(end as u64).context(|| format!("truncating {} to {end} bytes", path.display()))?;
+            if policy == FsyncPolicy::Always {
+                file.sync_all().context(|| format!("syncing truncated {}", path.display()))?;
+            }
+            break;
+        }
+    }
+    Ok((records, next_lsn, kept))
+}
+
+/// The last segment, opened for appending at its end.
+fn open_active(dir: &Path, segments: &[Lsn]) -> Result<File, StorageError> {
+    let active_path = segment_path(dir, *segments.last().expect("at least one segment"));
+    let mut active =
+        OpenOptions::new().write(true).open(&active_path).context(|| format!("opening {}", active_path.display()))?;
+    active.seek(SeekFrom::End(0)).context(|| format!("seeking to the end of {}", active_path.display()))?;
+    Ok(active)
+}
+
 impl Wal {
     /// Opens (creating if needed) the log in `dir`, recovers it (see the module doc) and returns
     /// it with every intact record with lsn `> after_lsn`, in lsn order.
     pub fn open(dir: &Path, policy: FsyncPolicy, after_lsn: Lsn) -> Result<(Wal, Records), StorageError> {
         fs::create_dir_all(dir).context(|| format!("creating log directory {}", dir.display()))?;
         let mut segments = list_segments(dir)?;
-        let mut dir_changed = false;
         let resume_lsn = after_lsn.checked_add(1).ok_or_else(|| StorageError::Corrupt("after_lsn overflows".into()))?;
 
-        // Segments wholly covered by the caller's snapshot are garbage left by a crash in
-        // `truncate_prefix`: the next segment starting at or below after_lsn + 1 proves it.
-        while segments.len() >= 2 && segments[1] <= resume_lsn {
-            remove_segment(dir, segments.remove(0))?;
-            dir_changed = true;
-        }
-        if let Some(&first) = segments.first() {
-            if first > resume_lsn {
-                return Err(StorageError::Corrupt(format!(
-                    "log in {} starts at lsn {first} but records after lsn {after_lsn} are needed",
-                    dir.display()
-                )));
-            }
-        }
-
-        // Read segments in order, stopping at the first bad frame or lsn gap.
-        let mut records = Vec::new();
-        let mut next_lsn = segments.first().copied().unwrap_or(resume_lsn);
-        let mut kept = 0;
-        for (i, &first_lsn) in segments.iter().enumerate() {
-            if first_lsn != next_lsn {
-                break; // A gap or overlap between segments: the log ended in the previous one.
-            }
-            kept = i + 1;
-            let path = segment_path(dir, first_lsn);
-            let bytes = read_file(&path)?;
-            let end = parse_frames(&bytes, first_lsn, |lsn, payload| {
-                if lsn > after_lsn {
-                    records.push((lsn, payload.to_vec()));
-                }
-                next_lsn = lsn + 1;
-            });
-            if end < bytes.len() {
-                // Torn or corrupt tail: cut the segment to its last good frame.
-                let file = OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .context(|| format!("opening {} to cut its tail", path.display()))?;
-                file.set_len(end as u64).context(|| format!("truncating {} to {end} bytes", path.display()))?;
-                if policy == FsyncPolicy::Always {
-                    file.sync_all().context(|| format!("syncing truncated {}", path.display()))?;
-                }
-                break;
-            }
-        }
+        let mut dir_changed = drop_covered_segments(dir, &mut segments, after_lsn, resume_lsn)?;
+        let (records, next_lsn, kept) = read_segments(dir, &segments, after_lsn, resume_lsn, policy)?;
         // Everything after the end of the log is unreachable; later appends reuse those lsns.
         for first_lsn in segments.drain(kept..) {
             remove_segment(dir, first_lsn)?;
@@ -243,12 +275,7 @@ impl Wal {
             sync_dir(dir)?;
         }
 
-        let active_path = segment_path(dir, *segments.last().expect("at least one segment"));
-        let mut active = OpenOptions::new()
-            .write(true)
-            .open(&active_path)
-            .context(|| format!("opening {}", active_path.display()))?;
-        active.seek(SeekFrom::End(0)).context(|| format!("seeking to the end of {}", active_path.display()))?;
+        let active = open_active(dir, &segments)?;
 
         // Postconditions: records are the contiguous range after_lsn+1 ..= last_lsn.
         assert!(last_lsn >= after_lsn);

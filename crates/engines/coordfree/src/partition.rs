@@ -158,91 +158,102 @@ impl CoordfreePartition {
                 self.decide(txn, Decision::Aborted);
                 Ok(vec![])
             }
-            Record::Committed { txn, ids, at } => {
-                let Some(intent) = self.intents.remove(&txn) else {
-                    return match self.decided.get(&txn) {
-                        Some(Decision::Committed { ids }) => Ok(ids.clone()),
-                        _ => Err(Error::Internal(format!("coordfree: commit of {txn} without a prepared version"))),
-                    };
-                };
-                // The nested atomic increment (VLDB'15 §6.2): the counter's value before this
-                // commit's increment is the real id; serial at this partition, so ids are
-                // sequential and every one is used by the commit that takes it.
-                let ids = match &intent.assign {
-                    Some(a) => {
-                        let current = store.latest(a.table, &a.key).and_then(|(_, r)| r.cloned());
-                        match current.as_ref().and_then(|r| r.get(a.column)) {
-                            Some(Value::Int(real)) => vec![(a.tmp, *real)],
-                            other => {
-                                return Err(Error::Internal(format!(
-                                    "coordfree: id counter of {txn} is not an integer: {other:?}"
-                                )))
-                            }
-                        }
-                    }
-                    None => ids,
-                };
-                self.last_ts = self.last_ts.next();
-                let ts = self.last_ts;
-                let meta = if ids.is_empty() {
-                    intent.meta.clone()
-                } else {
-                    let mut keys: Vec<(TableId, Key)> =
-                        intent.meta.keys.iter().map(|(t, k)| (*t, rewrite_key(k, &ids))).collect();
-                    keys.sort_unstable(); // real ids sort elsewhere than temporary ones
-                    Arc::new(WriteMeta::new(txn, keys))
-                };
-                for w in intent.writes.iter() {
-                    // Only the writes that carry the temporary id are rewritten (copied): a
-                    // New-Order's stock updates are not.
-                    let (key, mut ops) = if ids.iter().any(|&(tmp, _)| super::contains_id(&w.key, &w.ops, tmp)) {
-                        let (key, ops) = rewrite_writes(&w.key, w.ops.clone(), &ids);
-                        (key, Cow::Owned(ops))
-                    } else {
-                        (w.key.clone(), Cow::Borrowed(&w.ops[..]))
-                    };
-                    if let Some(stamp) = w.lww {
-                        // CF-2b: a later writer's row is installed already; this write lost.
-                        let slot = self.lww.entry((w.table, key.clone())).or_insert(stamp);
-                        if *slot > stamp {
-                            continue;
-                        }
-                        *slot = stamp;
-                        // Whole-row ops: an insert validated when prepared replaces what an
-                        // older writer installed since, as a write would.
-                        for op in ops.to_mut() {
-                            if let OpKind::Insert { key, row } = op {
-                                *op = OpKind::Write { key: key.clone(), row: row.clone() };
-                            }
-                        }
-                    }
-                    let name = catalog.and_then(|c| c.table(w.table).ok()).map_or("?", |t| t.name.as_str());
-                    // A write that no longer applies (an update of a row deleted since it was
-                    // prepared) is dropped: documented in the module doc. So is a deletion of
-                    // no row.
-                    let image = |current: Option<&Row>| {
-                        let existed = current.is_some();
-                        let image = fold(&ops, current.cloned(), name).ok()?;
-                        (image.is_some() || existed).then_some(image)
-                    };
-                    // CF-8b: the newest VERSIONS_KEPT, and those of the last VERSIONS_RECENT
-                    // commits here up to VERSIONS_KEPT_MAX (newest first).
-                    let recent = Timestamp(ts.0.saturating_sub(VERSIONS_RECENT));
-                    let prune = |i: usize, t: Timestamp| i >= VERSIONS_KEPT && (i >= VERSIONS_KEPT_MAX || t <= recent);
-                    store.install(w.table, key, ts, image, prune);
+            Record::Committed { txn, ids, at } => self.apply_commit(txn, ids, at, store, catalog),
+        }
+    }
+
+    /// A commit: the prepared writes installed at the next timestamp, with the real ids when
+    /// this partition assigns them; returns the ids (temporary, real) the commit used.
+    fn apply_commit(
+        &mut self,
+        txn: TxnId,
+        ids: Vec<(i64, i64)>,
+        at: Time,
+        store: &mut MvccStore,
+        catalog: Option<&litmus_core::Catalog>,
+    ) -> Result<Vec<(i64, i64)>, Error> {
+        let Some(intent) = self.intents.remove(&txn) else {
+            return match self.decided.get(&txn) {
+                Some(Decision::Committed { ids }) => Ok(ids.clone()),
+                _ => Err(Error::Internal(format!("coordfree: commit of {txn} without a prepared version"))),
+            };
+        };
+        let ids = match &intent.assign {
+            Some(a) => vec![assigned_id(txn, a, store)?],
+            None => ids,
+        };
+        self.last_ts = self.last_ts.next();
+        let ts = self.last_ts;
+        let meta = if ids.is_empty() {
+            intent.meta.clone()
+        } else {
+            let mut keys: Vec<(TableId, Key)> =
+                intent.meta.keys.iter().map(|(t, k)| (*t, rewrite_key(k, &ids))).collect();
+            keys.sort_unstable(); // real ids sort elsewhere than temporary ones
+            Arc::new(WriteMeta::new(txn, keys))
+        };
+        for w in intent.writes.iter() {
+            self.install_write(w, ts, &ids, store, catalog);
+        }
+        if intent.participants.len() > 1 {
+            self.undone.insert(ts);
+        } else {
+            self.done.push_back((at, ts)); // committed everywhere with this commit
+        }
+        let participants = intent.participants;
+        self.metas.insert(ts, Kept { meta, participants, at, confirmed: vec![], last_ask: None });
+        self.ts_of.insert(txn, ts);
+        self.decide(txn, Decision::Committed { ids: ids.clone() });
+        Ok(ids)
+    }
+
+    /// Installs one key's committed writes at `ts`, its temporary id rewritten to the real one,
+    /// unless a later writer's row is there already (CF-2b).
+    fn install_write(
+        &mut self,
+        w: &KeyWrites,
+        ts: Timestamp,
+        ids: &[(i64, i64)],
+        store: &mut MvccStore,
+        catalog: Option<&litmus_core::Catalog>,
+    ) {
+        // Only the writes that carry the temporary id are rewritten (copied): a
+        // New-Order's stock updates are not.
+        let (key, mut ops) = if ids.iter().any(|&(tmp, _)| super::contains_id(&w.key, &w.ops, tmp)) {
+            let (key, ops) = rewrite_writes(&w.key, w.ops.clone(), ids);
+            (key, Cow::Owned(ops))
+        } else {
+            (w.key.clone(), Cow::Borrowed(&w.ops[..]))
+        };
+        if let Some(stamp) = w.lww {
+            // CF-2b: a later writer's row is installed already; this write lost.
+            let slot = self.lww.entry((w.table, key.clone())).or_insert(stamp);
+            if *slot > stamp {
+                return;
+            }
+            *slot = stamp;
+            // Whole-row ops: an insert validated when prepared replaces what an
+            // older writer installed since, as a write would.
+            for op in ops.to_mut() {
+                if let OpKind::Insert { key, row } = op {
+                    *op = OpKind::Write { key: key.clone(), row: row.clone() };
                 }
-                if intent.participants.len() > 1 {
-                    self.undone.insert(ts);
-                } else {
-                    self.done.push_back((at, ts)); // committed everywhere with this commit
-                }
-                let participants = intent.participants;
-                self.metas.insert(ts, Kept { meta, participants, at, confirmed: vec![], last_ask: None });
-                self.ts_of.insert(txn, ts);
-                self.decide(txn, Decision::Committed { ids: ids.clone() });
-                Ok(ids)
             }
         }
+        let name = catalog.and_then(|c| c.table(w.table).ok()).map_or("?", |t| t.name.as_str());
+        // A write that no longer applies (an update of a row deleted since it was
+        // prepared) is dropped: documented in the module doc. So is a deletion of
+        // no row.
+        let image = |current: Option<&Row>| {
+            let existed = current.is_some();
+            let image = fold(&ops, current.cloned(), name).ok()?;
+            (image.is_some() || existed).then_some(image)
+        };
+        // CF-8b: the newest VERSIONS_KEPT, and those of the last VERSIONS_RECENT
+        // commits here up to VERSIONS_KEPT_MAX (newest first).
+        let recent = Timestamp(ts.0.saturating_sub(VERSIONS_RECENT));
+        let prune = |i: usize, t: Timestamp| i >= VERSIONS_KEPT && (i >= VERSIONS_KEPT_MAX || t <= recent);
+        store.install(w.table, key, ts, image, prune);
     }
 
     fn log_apply(&mut self, record: Record, ctx: &mut PartCtx) -> Result<Vec<(i64, i64)>, Error> {
@@ -717,5 +728,16 @@ impl PartitionEngine for CoordfreePartition {
             return Err("coordfree: decided map and its order disagree".into());
         }
         Ok(())
+    }
+}
+
+/// The nested atomic increment (VLDB'15 §6.2): the counter's value before this commit's
+/// increment is the real id; serial at this partition, so ids are sequential and every one is
+/// used by the commit that takes it. Returns (temporary id, real id).
+fn assigned_id(txn: TxnId, a: &IdAssign, store: &MvccStore) -> Result<(i64, i64), Error> {
+    let current = store.latest(a.table, &a.key).and_then(|(_, r)| r.cloned());
+    match current.as_ref().and_then(|r| r.get(a.column)) {
+        Some(Value::Int(real)) => Ok((a.tmp, *real)),
+        other => Err(Error::Internal(format!("coordfree: id counter of {txn} is not an integer: {other:?}"))),
     }
 }

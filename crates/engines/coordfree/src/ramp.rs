@@ -31,6 +31,8 @@ use std::sync::Arc;
 pub type ReadSet = FxHashMap<(TableId, Key), Seen>;
 /// A batch's keys.
 pub type KeySet = FxHashSet<(TableId, Key)>;
+/// Keys to ask for, each with the writers to ask about, in key order.
+type Wants = BTreeMap<(TableId, Key), BTreeSet<TxnId>>;
 
 /// The second-round requests for a read set: for every key in `seen` that `fixable` allows (the
 /// reads not yet handed to the procedure), the writers other read versions name as having
@@ -356,11 +358,20 @@ impl ReadIndex {
         scans: &[Scanned],
         part_of: &dyn Fn(&(TableId, Key)) -> Option<PartitionId>,
     ) -> Vec<Want> {
-        let mut wants: BTreeMap<(TableId, Key), BTreeSet<TxnId>> = BTreeMap::new();
-        // Range reads handed over before: a writer learnt since that wrote a key inside one,
-        // not returned by it, unless the range was read at or after the writer's commit on its
-        // partition (CF-4c). The key is asked for versions newer than the range's point (below):
-        // one found means the range missed a row the procedure now sees the writer of.
+        let mut wants = Wants::new();
+        self.want_in_handed_scans(&mut wants, part_of);
+        self.want_for_handed_keys(&mut wants);
+        self.want_for_batch(&mut wants, seen, batch, part_of);
+        self.want_in_batch_scans(&mut wants, seen, scans);
+        self.not_asked_before(wants, seen, part_of)
+    }
+
+    /// Range reads handed over before: a writer learnt since that wrote a key inside one,
+    /// not returned by it, unless the range was read at or after the writer's commit on its
+    /// partition (CF-4c). The key is asked for versions newer than the range's point
+    /// ([`Self::not_asked_before`]): one found means the range missed a row the procedure now
+    /// sees the writer of.
+    fn want_in_handed_scans(&mut self, wants: &mut Wants, part_of: &dyn Fn(&(TableId, Key)) -> Option<PartitionId>) {
         let learnt = self.writers.len();
         for (h, checked) in self.handed_scans.iter_mut().filter(|(_, n)| *n < learnt) {
             for w in &self.writers[*checked..] {
@@ -377,9 +388,11 @@ impl ReadIndex {
             }
             *checked = learnt;
         }
-        // Key by key: the version read is looked up, and the key hashed, once for all writers.
-        // Keys handed over before: against the writers learnt since (a key read again in this
-        // batch, CF-4a, may be checked twice; the wants are a set).
+    }
+
+    /// Keys handed over before: against the writers learnt since (a key read again in this
+    /// batch, CF-4a, may be checked twice; the wants are a set).
+    fn want_for_handed_keys(&mut self, wants: &mut Wants) {
         let learnt = self.writers.len();
         for h in self.handed.iter_mut().filter(|h| h.checked < learnt) {
             for w in &self.writers[h.checked..] {
@@ -395,6 +408,17 @@ impl ReadIndex {
             }
             h.checked = learnt;
         }
+    }
+
+    /// The batch's keys, key by key: the version read is looked up, and the key hashed, once
+    /// for all writers not checked against it yet.
+    fn want_for_batch(
+        &mut self,
+        wants: &mut Wants,
+        seen: &ReadSet,
+        batch: &KeySet,
+        part_of: &dyn Fn(&(TableId, Key)) -> Option<PartitionId>,
+    ) {
         let learnt = self.writers.len();
         for k in batch {
             let Some(s) = seen.get(k) else { continue };
@@ -421,6 +445,10 @@ impl ReadIndex {
                 }
             }
         }
+    }
+
+    /// The batch's range reads: a key some writer wrote inside one that the read did not return.
+    fn want_in_batch_scans(&mut self, wants: &mut Wants, seen: &ReadSet, scans: &[Scanned]) {
         self.scans_checked = self.writers.len();
         for Writer { meta, .. } in &self.writers {
             let txn = &meta.txn;
@@ -433,6 +461,16 @@ impl ReadIndex {
                 }
             }
         }
+    }
+
+    /// The wants as requests, less the (key, writer) pairs asked before, which are recorded as
+    /// asked now.
+    fn not_asked_before(
+        &mut self,
+        wants: Wants,
+        seen: &ReadSet,
+        part_of: &dyn Fn(&(TableId, Key)) -> Option<PartitionId>,
+    ) -> Vec<Want> {
         let mut out = Vec::with_capacity(wants.len());
         for ((table, key), writers) in wants {
             let writers: Vec<TxnId> =

@@ -126,6 +126,19 @@ struct PTxn {
     open: bool,
 }
 
+/// The fields of a [`Request::Op`], as [`LockingPartition::on_op`] takes them.
+struct OpRequest {
+    id: SubOpId,
+    unit: Unit,
+    attempt: u32,
+    class: TxnClass,
+    op: PartOp,
+    local_commit: bool,
+    after: Vec<RemoteDep>,
+    resent: bool,
+    incarnation: Option<u64>,
+}
+
 /// An operation waiting for locks.
 #[derive(Debug)]
 struct Parked {
@@ -473,48 +486,15 @@ impl LockingPartition {
         ctx.reply(from, Reply::op_failed(id, attempt, e, self.state.incarnation));
     }
 
-    #[allow(clippy::too_many_arguments)] // the fields of one `Request::Op`
-    fn on_op(
-        &mut self,
-        from: Addr,
-        id: SubOpId,
-        unit: Unit,
-        attempt: u32,
-        class: TxnClass,
-        op: PartOp,
-        local_commit: bool,
-        after: Vec<RemoteDep>,
-        (resent, incarnation): (bool, Option<u64>),
-        ctx: &mut PartCtx,
-    ) {
+    /// An operation arrives: answered from what is decided already, refused when its
+    /// transaction cannot go on here, ignored when stale or duplicated; otherwise it waits
+    /// for its locks ([`Self::advance`]).
+    fn on_op(&mut self, from: Addr, req: OpRequest, ctx: &mut PartCtx) {
+        if self.answer_decided(from, &req, ctx) {
+            return;
+        }
+        let OpRequest { id, unit, attempt, class, op, local_commit, after, resent, incarnation } = req;
         let txn = unit.txn;
-        if let Some(results) = self.state.committed.get(&unit) {
-            // Roll-forward re-sent an operation of a subtransaction we committed locally.
-            let result = results.iter().find(|(o, _)| *o == id.op).map(|(_, r)| r.clone());
-            let result = result.ok_or_else(|| Error::Internal(format!("{unit:?} committed without op {}", id.op)));
-            return ctx.reply(
-                from,
-                Reply::Op {
-                    id,
-                    attempt,
-                    result,
-                    writes: vec![],
-                    committed: true,
-                    read_taint: None,
-                    incarnation: self.state.incarnation,
-                },
-            );
-        }
-        if unit.sub > 0 && self.state.base_aborted.get(&txn).is_some_and(|&a| (attempt, unit.sub) <= a) {
-            return; // an operation of a subtransaction rolled back already (`State::base_aborted`)
-        }
-        let ended = self.finished.contains_key(&txn)
-            || self.state.base_ended.contains(&txn)
-            || self.state.acid_committed.contains(&txn);
-        if ended || self.epochs.get(&txn.node).is_some_and(|&e| e > txn.epoch && !class.base) {
-            let e = Error::Abort(AbortReason::Failure);
-            return ctx.reply(from, Reply::op_failed(id, attempt, e, self.state.incarnation));
-        }
         let t = self.txns.entry(txn).or_insert(PTxn {
             class,
             sub: unit.sub,
@@ -561,29 +541,7 @@ impl LockingPartition {
             return; // a stale operation of an earlier run
         }
         if attempt > t.attempt || unit.sub != t.sub {
-            // A new run (roll-forward/retry) or a new subtransaction: what the previous one left
-            // unfinished here is rolled back (its saline locks stay).
-            let fresh_run = attempt > t.attempt;
-            t.attempt = attempt;
-            t.sub = unit.sub;
-            t.buffer.clear();
-            t.ops = 0;
-            if fresh_run {
-                // The earlier run's unfinished work goes, its logged locks with it (a restart
-                // must not relock them: others may take them from now on). A new run starts
-                // only once every decision of the earlier runs has been delivered (see the
-                // coordinator's `send_op`), so nothing decided is pending here.
-                let stale: Vec<Unit> = self.state.pending.keys().filter(|u| u.txn == txn).copied().collect();
-                for u in stale {
-                    let record = Record::Aborted { unit: u };
-                    ctx.log(&record);
-                    self.apply_record(record, ctx.store);
-                }
-                let mut grants = self.locks.cancel_waits(txn);
-                self.parked.retain(|_, p| p.unit.txn != txn);
-                grants.extend(self.locks.release_non_saline(txn));
-                self.resume(grants, ctx);
-            }
+            self.start_run(unit, attempt, ctx);
         }
         if let Some(t) = self.txns.get_mut(&txn) {
             t.ops += 1;
@@ -613,6 +571,72 @@ impl LockingPartition {
             out_since: None,
         };
         self.advance(parked, ctx);
+    }
+
+    /// Answers an operation whose fate is decided already, and says whether it did: one of a
+    /// subtransaction committed here (its result again, for roll-forward), of one rolled back
+    /// (ignored), or of a transaction that ended here or whose coordinator restarted since
+    /// (refused with a retryable abort).
+    fn answer_decided(&mut self, from: Addr, req: &OpRequest, ctx: &mut PartCtx) -> bool {
+        let (id, unit, attempt, txn) = (req.id, req.unit, req.attempt, req.unit.txn);
+        if let Some(results) = self.state.committed.get(&unit) {
+            // Roll-forward re-sent an operation of a subtransaction we committed locally.
+            let result = results.iter().find(|(o, _)| *o == id.op).map(|(_, r)| r.clone());
+            let result = result.ok_or_else(|| Error::Internal(format!("{unit:?} committed without op {}", id.op)));
+            ctx.reply(
+                from,
+                Reply::Op {
+                    id,
+                    attempt,
+                    result,
+                    writes: vec![],
+                    committed: true,
+                    read_taint: None,
+                    incarnation: self.state.incarnation,
+                },
+            );
+            return true;
+        }
+        if unit.sub > 0 && self.state.base_aborted.get(&txn).is_some_and(|&a| (attempt, unit.sub) <= a) {
+            return true; // an operation of a subtransaction rolled back already (`State::base_aborted`)
+        }
+        let ended = self.finished.contains_key(&txn)
+            || self.state.base_ended.contains(&txn)
+            || self.state.acid_committed.contains(&txn);
+        if ended || self.epochs.get(&txn.node).is_some_and(|&e| e > txn.epoch && !req.class.base) {
+            let e = Error::Abort(AbortReason::Failure);
+            ctx.reply(from, Reply::op_failed(id, attempt, e, self.state.incarnation));
+            return true;
+        }
+        false
+    }
+
+    /// A new run (roll-forward/retry) or a new subtransaction of `unit`'s transaction: what the
+    /// previous one left unfinished here is rolled back (its saline locks stay).
+    fn start_run(&mut self, unit: Unit, attempt: u32, ctx: &mut PartCtx) {
+        let txn = unit.txn;
+        let t = self.txns.get_mut(&txn).expect("the transaction was entered");
+        let fresh_run = attempt > t.attempt;
+        t.attempt = attempt;
+        t.sub = unit.sub;
+        t.buffer.clear();
+        t.ops = 0;
+        if fresh_run {
+            // The earlier run's unfinished work goes, its logged locks with it (a restart
+            // must not relock them: others may take them from now on). A new run starts
+            // only once every decision of the earlier runs has been delivered (see the
+            // coordinator's `send_op`), so nothing decided is pending here.
+            let stale: Vec<Unit> = self.state.pending.keys().filter(|u| u.txn == txn).copied().collect();
+            for u in stale {
+                let record = Record::Aborted { unit: u };
+                ctx.log(&record);
+                self.apply_record(record, ctx.store);
+            }
+            let mut grants = self.locks.cancel_waits(txn);
+            self.parked.retain(|_, p| p.unit.txn != txn);
+            grants.extend(self.locks.release_non_saline(txn));
+            self.resume(grants, ctx);
+        }
     }
 
     /// Acquires the remaining locks of `p`, then executes it; parks it if it must wait.
@@ -1784,7 +1808,8 @@ impl LockingPartition {
     fn dispatch(&mut self, from: Addr, req: Request, ctx: &mut PartCtx) {
         match req {
             Request::Op { id, unit, attempt, class, op, local_commit, after, resent, incarnation } => {
-                self.on_op(from, id, unit, attempt, class, op, local_commit, after, (resent, incarnation), ctx)
+                let req = OpRequest { id, unit, attempt, class, op, local_commit, after, resent, incarnation };
+                self.on_op(from, req, ctx)
             }
             Request::Commit { unit, writes, ops } => self.on_commit(from, unit, writes, ops, ctx),
             Request::Decision { unit, commit: true, writes } => self.on_commit(from, unit, writes, None, ctx),
