@@ -128,7 +128,9 @@ enum Command {
     /// read-committed transaction on acid, salt, salt-local, coordfree and base (no locks held
     /// between pages); whatever is stored on nocc; on granola, granola-locking and sinfonia,
     /// which run one-round transactions only, each page is its own one-round read transaction
-    /// (consistent in itself, pages read committed).
+    /// (consistent in itself, pages read committed). A transaction that fails retryably mid-dump
+    /// (coordfree bounds how long one may read) is replaced by a new one that goes on from the
+    /// last key written, so a long dump's pages are read committed across transactions.
     Dump(shell::DumpArgs),
     /// Measure the CPU time of each machine step on the embedded runtime and write the cost
     /// table the simulator charges (`litmus bench --runtime sim`).

@@ -520,6 +520,9 @@ pub fn run_dump(args: DumpArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Retryable failures in a row after which a dump gives up (each restarts its transaction).
+const DUMP_RESTARTS_MAX: u32 = 10;
+
 /// Hands `emit` the rows of `table` in key order, a page at a time, up to `limit` rows; the
 /// rows handed out. Pages come from one read-committed interactive transaction, or, on an
 /// engine that refuses interactive operations, from one-round read transactions (one a page).
@@ -543,14 +546,24 @@ pub fn for_each_page(
         return Ok(0);
     }
     let mut sizer = litmus_client::PageSizer::new(client.paging());
-    {
+    let mut after = None;
+    let mut restarts = 0;
+    'transactions: loop {
         let mut txn = client.begin_with(Isolation::ReadCommitted)?;
-        let mut after = None;
         loop {
             match txn.scan_page(table, &[], None, after.as_ref(), sizer.next()) {
                 Err(Error::Invalid(litmus_core::InvalidInput::Unsupported { .. })) if after.is_none() => break,
+                // A dump that outlives what one transaction may last (coordfree's metadata
+                // window) goes on in a new transaction from the last key written: pages are
+                // read committed on those engines anyway.
+                Err(e) if e.is_retryable() && restarts < DUMP_RESTARTS_MAX => {
+                    let _ = txn.rollback();
+                    restarts += 1;
+                    continue 'transactions;
+                }
                 Err(e) => return Err(e.into()),
                 Ok(page) => {
+                    restarts = 0;
                     sizer.saw(&page);
                     if !take(page.rows, &mut written)? || page.resume.is_none() {
                         txn.commit()?;
@@ -561,6 +574,7 @@ pub fn for_each_page(
             }
         }
         let _ = txn.rollback();
+        break;
     }
     // An engine that runs one-round transactions only.
     let mut after = None;

@@ -112,6 +112,47 @@ enum WalRecord {
     Abstaining,
 }
 
+/// What one raft entry carries: a step's records, or a piece of one record too large for an
+/// entry ([`PROPOSAL_BYTES_MAX`]), the pieces in consecutive entries, the record applied with
+/// its last piece.
+#[derive(Serialize, Deserialize)]
+enum EntryData {
+    Records(Vec<Vec<u8>>),
+    Piece { last: bool, bytes: Vec<u8> },
+}
+
+/// Decodes one entry's data: the records to apply now, if any. `assembling` holds the pieces of
+/// a large record received so far.
+fn entry_records(data: &[u8], assembling: &mut Vec<u8>) -> Result<Vec<Vec<u8>>, Error> {
+    match postcard::from_bytes::<EntryData>(data).map_err(|e| Error::Storage(e.to_string()))? {
+        EntryData::Records(records) => Ok(records),
+        EntryData::Piece { last, bytes } => {
+            assembling.extend_from_slice(&bytes);
+            Ok(if last { vec![std::mem::take(assembling)] } else { Vec::new() })
+        }
+    }
+}
+
+/// The entries that carry `records`: whole records packed up to `max` bytes each, a record
+/// over `max` alone cut into pieces.
+fn entries_of(records: Vec<Vec<u8>>, max: usize) -> Vec<Vec<u8>> {
+    let encode = |d: &EntryData| postcard::to_stdvec(d).expect("entries serialize");
+    let mut out = Vec::new();
+    for chunk in split(records, max) {
+        match <[Vec<u8>; 1]>::try_from(chunk) {
+            Ok([big]) if big.len() > max => {
+                let n = big.len().div_ceil(max);
+                for (i, piece) in big.chunks(max).enumerate() {
+                    out.push(encode(&EntryData::Piece { last: i + 1 == n, bytes: piece.to_vec() }));
+                }
+            }
+            Ok([one]) => out.push(encode(&EntryData::Records(vec![one]))),
+            Err(chunk) => out.push(encode(&EntryData::Records(chunk))),
+        }
+    }
+    out
+}
+
 /// A leader's proposal not applied yet, with the messages that wait for it.
 struct Pending {
     pos: LogPosition,
@@ -152,6 +193,8 @@ pub struct ReplicatedPartition {
     fault: Option<String>,
     /// Lost its leadership and has heard of no new leader yet ([`BREAK_SERVE_WITHOUT_LEASE`]).
     deposed: bool,
+    /// The pieces of a large record applied so far ([`EntryData::Piece`]).
+    assembling: Vec<u8>,
     /// The term of the last input this replica served (ran on its partition), and whether
     /// the last step served one: the simulator checks that no replica serves in a term older
     /// than one another replica of the partition already served in.
@@ -195,6 +238,7 @@ impl ReplicatedPartition {
             volatile: false,
             fault: None,
             deposed: false,
+            assembling: Vec::new(),
             served: (0, false),
             handing_over: false,
             rejoining: false,
@@ -280,8 +324,7 @@ impl ReplicatedPartition {
         out.work += step.work;
         let records = std::mem::take(&mut step.persist);
         if !records.is_empty() {
-            for chunk in split(records, PROPOSAL_BYTES_MAX - 1024) {
-                let bytes = postcard::to_stdvec(&chunk).expect("records serialize");
+            for bytes in entries_of(records, PROPOSAL_BYTES_MAX - 1024) {
                 match self.group().propose(bytes) {
                     Ok(pos) => self.pending.push_back(Pending { pos, held: Vec::new() }),
                     Err(e) => {
@@ -399,6 +442,7 @@ impl ReplicatedPartition {
             }
             Apply::Snapshot { meta, data } => {
                 self.pending.clear();
+                self.assembling.clear();
                 let mut p = (self.fresh)();
                 match p.recover(Some(&data), &[]) {
                     Ok(()) => self.inner = p,
@@ -415,9 +459,8 @@ impl ReplicatedPartition {
         if e.data.is_empty() {
             return; // a new leader's no-op
         }
-        let applied = postcard::from_bytes::<Vec<Vec<u8>>>(&e.data)
-            .map_err(|err| Error::Storage(err.to_string()))
-            .and_then(|records| self.inner.recover(None, &records));
+        let applied =
+            entry_records(&e.data, &mut self.assembling).and_then(|records| self.inner.recover(None, &records));
         if let Err(err) = applied {
             self.fault = Some(format!("{}: entry {} does not apply: {err}", self.id, e.index));
         }
@@ -433,24 +476,28 @@ impl ReplicatedPartition {
         let mut p = (self.fresh)();
         let base_index = self.base.as_ref().map_or(0, |(m, _)| m.index);
         let mut result = p.recover(self.base.as_ref().map(|(_, d)| d.as_slice()), &[]);
+        let mut assembling = Vec::new();
         for e in self.mirror.entries.iter().filter(|e| e.index > base_index && e.index <= self.applied) {
             if result.is_err() {
                 break;
             }
             if !e.data.is_empty() {
-                result = postcard::from_bytes::<Vec<Vec<u8>>>(&e.data)
-                    .map_err(|err| Error::Storage(err.to_string()))
-                    .and_then(|records| p.recover(None, &records));
+                result = entry_records(&e.data, &mut assembling).and_then(|records| p.recover(None, &records));
             }
         }
         match result {
-            Ok(()) => self.inner = p,
+            Ok(()) => {
+                self.inner = p;
+                self.assembling = assembling;
+            }
             Err(e) => self.fault = Some(format!("{}: rebuilding after a leader change: {e}", self.id)),
         }
     }
 
     fn take_snapshot_if_due(&mut self) {
-        if !self.snapshot_due || !self.pending.is_empty() || self.applied == 0 {
+        // Never between the pieces of a large record: a restart from the snapshot could not
+        // assemble it.
+        if !self.snapshot_due || !self.pending.is_empty() || !self.assembling.is_empty() || self.applied == 0 {
             return;
         }
         self.snapshot_due = false;
@@ -528,8 +575,7 @@ impl LeaderCache {
     }
 }
 
-/// Splits records into chunks of at most `max` bytes (a record alone may exceed it: raft
-/// then refuses the proposal).
+/// Splits records into chunks of at most `max` bytes (a record over `max` alone in its chunk).
 fn split(records: Vec<Vec<u8>>, max: usize) -> Vec<Vec<Vec<u8>>> {
     let mut out = vec![Vec::new()];
     let mut size = 0;
@@ -577,6 +623,7 @@ impl Machine for ReplicatedPartition {
         for r in records {
             apply_record(&mut durable, postcard::from_bytes(r).map_err(|e| corrupt("record", &e))?);
         }
+        self.assembling.clear();
         let mut inner = (self.fresh)();
         inner.recover(durable.snapshot.as_ref().map(|(_, d)| d.as_slice()), &[])?;
         self.inner = inner;
@@ -663,5 +710,32 @@ impl Machine for ReplicatedPartition {
 
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record too large for one entry travels in pieces and applies whole with the last one;
+    /// small records share entries; nothing is applied from a piece that is not the last.
+    #[test]
+    fn a_record_over_the_entry_limit_travels_in_pieces_and_applies_whole() {
+        let big: Vec<u8> = (0..2500u32).map(|i| (i % 251) as u8).collect();
+        let records = vec![vec![1; 10], vec![2; 20], big.clone(), vec![3; 5]];
+        let entries = entries_of(records.clone(), 1000);
+        assert!(entries.len() >= 5, "{} entries", entries.len());
+        assert!(entries.iter().all(|e| e.len() <= 1100));
+        let mut assembling = Vec::new();
+        let mut applied = Vec::new();
+        for e in &entries {
+            let got = entry_records(e, &mut assembling).unwrap();
+            if !got.is_empty() {
+                assert!(assembling.is_empty(), "a record applied while pieces are held");
+            }
+            applied.extend(got);
+        }
+        assert_eq!(applied, records);
+        assert!(entry_records(b"\xff\xff", &mut assembling).is_err(), "bad bytes are an error, not a panic");
     }
 }
