@@ -107,11 +107,11 @@ impl ServerMetrics {
         if !engine.is_empty() {
             let _ = writeln!(
                 o,
-                "# HELP litmus_protocol_events_total Events the engine counted inside (e.g. granola.conflict_retries)."
+                "# HELP litmus_engine_events_total Events the engine counted inside (e.g. granola.conflict_retries)."
             );
-            let _ = writeln!(o, "# TYPE litmus_protocol_events_total counter");
+            let _ = writeln!(o, "# TYPE litmus_engine_events_total counter");
             for (name, n) in engine.iter() {
-                let _ = writeln!(o, "litmus_protocol_events_total{{{l},event=\"{name}\"}} {n}");
+                let _ = writeln!(o, "litmus_engine_events_total{{{l},event=\"{name}\"}} {n}");
             }
         }
         drop(engine);
@@ -173,13 +173,13 @@ mod tests {
     #[test]
     fn metrics_render_the_engines_counted_events() {
         let m = ServerMetrics::default();
-        assert!(!m.render(NodeId(0), "granola").contains("litmus_protocol_events_total"));
+        assert!(!m.render(NodeId(0), "granola").contains("litmus_engine_events_total"));
         m.engine.lock().unwrap().insert("granola.conflict_retries", 7);
         let text = m.render(NodeId(2), "granola");
-        assert!(text.contains("# TYPE litmus_protocol_events_total counter"), "{text}");
+        assert!(text.contains("# TYPE litmus_engine_events_total counter"), "{text}");
         assert!(
             text.contains(
-                "litmus_protocol_events_total{node=\"2\",engine=\"granola\",event=\"granola.conflict_retries\"} 7"
+                "litmus_engine_events_total{node=\"2\",engine=\"granola\",event=\"granola.conflict_retries\"} 7"
             ),
             "{text}"
         );
