@@ -1065,6 +1065,10 @@ impl CoordinatorEngine for LockingCoordinator {
 }
 
 impl BaseTransactions for LockingCoordinator {
+    fn accepted(&self, txn: TxnId) -> bool {
+        self.txns.get(&txn).is_some_and(|t| t.base && t.accepted)
+    }
+
     fn issue_unit(&mut self, id: SubOpId, op: PartOp, ctx: &mut CoordCtx) {
         let Some(t) = self.txns.get_mut(&id.txn) else {
             return ctx.op_done(id, Err(Error::Abort(AbortReason::Failure)));

@@ -603,6 +603,20 @@ impl Simulator {
         Ok(self.report.clone())
     }
 
+    /// Replicated partitions: the node whose replica leads each partition now (up nodes only).
+    pub fn leaders(&self) -> BTreeMap<litmus_core::PartitionId, NodeId> {
+        let mut out = BTreeMap::new();
+        for (i, n) in self.nodes.iter().enumerate().filter(|(_, n)| n.up) {
+            for m in n.machines.values() {
+                let replica = m.as_any().and_then(|a| a.downcast_ref::<crate::replica::ReplicatedPartition>());
+                if let Some(r) = replica.filter(|r| r.is_leader()) {
+                    out.insert(r.id(), NodeId(i as u32));
+                }
+            }
+        }
+        out
+    }
+
     /// Replicated partitions, after the heal and the idle time of the liveness check: every
     /// replica of a partition has applied the same log prefix and holds the same rows (raft's
     /// state-machine safety, and catch-up of the replicas that were down or lost their data).
