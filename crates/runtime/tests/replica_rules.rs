@@ -132,7 +132,7 @@ fn leaders_return_to_their_home_nodes_after_a_failover() {
     for seed in 0..seeds(4) {
         let engine = litmus_engines::ACID;
         let spec = spec(engine, seed);
-        let topology = spec.topology.clone();
+        let topology = spec.topology;
         let mut sim = Simulator::new(spec, SimConfig::new(seed)).unwrap();
         sim.schedule_outage(NodeId(seed as u32 % 3), Duration::from_millis(400), Duration::from_millis(600));
         let mut driver = AckedWrites::for_engine(engine);
