@@ -311,6 +311,18 @@ impl Transaction<'_> {
         }
     }
 
+    /// Point read of a row the transaction means to write (`SELECT ... FOR UPDATE`, the read of
+    /// an `UPDATE`): on an engine that declares `Capabilities::reads_for_update` (the locking
+    /// ones) it takes the write lock at once, so two such transactions queue on the row instead
+    /// of both read-locking it and deadlocking when each wants to write; elsewhere it is a
+    /// plain [`Transaction::read`].
+    pub fn read_for_update(&mut self, table: &str, key: &[Value]) -> Result<Option<Row>, Error> {
+        match self.op(Op::ReadForUpdate { table: table.into(), key: key.to_vec() })? {
+            OpResult::Row(r) => Ok(r),
+            other => Err(Error::Internal(format!("read for update returned {other:?}"))),
+        }
+    }
+
     /// Point reads of many keys of one table, in the order of `keys` (`None`: no such row). On
     /// an engine that takes `Op::ReadMany` whole this is one round trip; an engine that does
     /// not refuses it (`InvalidInput::Unsupported`, nothing read) and the keys are read one by

@@ -118,6 +118,15 @@ impl Tx<'_, '_> {
         }
     }
 
+    /// The row with primary key `key` (encoded), if any, read under the lock a write of it
+    /// takes (`Transaction::read_for_update`; a plain read on engines without locks).
+    pub fn get_for_update(&mut self, def: &TableDef, key: &[u8]) -> Result<Option<Vec<Datum>>, SqlError> {
+        match self.txn.read_for_update(ROWS_TABLE, &[Value::Int(def.id), Value::Bytes(key.into())])? {
+            Some(row) => Ok(Some(catalog::decode_row(&stored(&row, &def.name)?, def)?)),
+            None => Ok(None),
+        }
+    }
+
     /// Calls `each` with every row whose encoded key starts with the key values `prefix`
     /// (every row for an empty prefix), in key order, page by page; `each` returns false to
     /// stop.

@@ -205,3 +205,107 @@ fn key_ranges_return_what_the_filter_keeps() {
     assert_eq!(rows(&mut s, "SELECT a, b FROM r WHERE a >= 3 LIMIT 2"), vec![vec!["3", "0"], vec!["3", "1"]]);
     c.shutdown().unwrap();
 }
+
+/// `SELECT ... FOR UPDATE [OF t]` returns the rows it locks; what it cannot do is refused with
+/// PostgreSQL's codes and changes nothing: `FOR SHARE`, `NOWAIT`, `SKIP LOCKED`, aggregates
+/// (`0A000`), an `OF` naming no table of the query (`42P01`).
+#[test]
+fn select_for_update_returns_its_rows_and_refuses_what_it_cannot_lock() {
+    let c = cluster(litmus_engines::ACID);
+    let mut s = session(&c, 8);
+    run(&mut s, "CREATE TABLE acc (id INT PRIMARY KEY, bal INT, tag TEXT)").unwrap();
+    run(&mut s, "INSERT INTO acc VALUES (1, 10, 'a'), (2, 20, 'b'), (3, 30, 'a')").unwrap();
+    assert_eq!(rows(&mut s, "SELECT bal FROM acc WHERE id = 2 FOR UPDATE"), vec![vec!["20"]]);
+    assert_eq!(
+        rows(&mut s, "SELECT x.id FROM acc x WHERE x.tag = 'a' ORDER BY x.id FOR UPDATE OF x"),
+        vec![vec!["1"], vec!["3"]],
+        "a range read for update keeps only the rows that match"
+    );
+    assert_eq!(rows(&mut s, "SELECT id FROM acc WHERE id >= 2 ORDER BY id LIMIT 1 FOR UPDATE"), vec![vec!["2"]]);
+    for refused in [
+        "SELECT bal FROM acc WHERE id = 1 FOR SHARE",
+        "SELECT bal FROM acc WHERE id = 1 FOR UPDATE NOWAIT",
+        "SELECT bal FROM acc WHERE id = 1 FOR UPDATE SKIP LOCKED",
+        "SELECT count(*) FROM acc FOR UPDATE",
+    ] {
+        assert_eq!(code(&mut s, refused), "0A000", "{refused}");
+    }
+    assert_eq!(code(&mut s, "SELECT bal FROM acc WHERE id = 1 FOR UPDATE OF nope"), "42P01");
+    // In a transaction: the refusal fails it, as any error does, and nothing was written.
+    run(&mut s, "BEGIN; UPDATE acc SET bal = 0 WHERE id = 1").unwrap();
+    assert_eq!(code(&mut s, "SELECT bal FROM acc FOR SHARE"), "0A000");
+    assert_eq!(run(&mut s, "COMMIT").unwrap(), Output::End("ROLLBACK"));
+    assert_eq!(rows(&mut s, "SELECT sum(bal) FROM acc"), vec![vec!["60"]]);
+    c.shutdown().unwrap();
+}
+
+/// The read of an `UPDATE` (and `SELECT ... FOR UPDATE`) holds the row's write lock to the end
+/// of its transaction: a transaction that reads the row meanwhile waits for the commit and then
+/// sees the new value. (Under a read lock, as before, the read would have been answered at
+/// once with the old value, and two updaters of the row would each wait to upgrade.) The
+/// reader began first, so it is the older: wait-die lets it wait as long as it takes.
+#[test]
+fn an_updated_row_stays_write_locked_until_commit_so_an_older_reader_waits_for_the_new_value() {
+    let c = cluster(litmus_engines::ACID);
+    let mut setup = session(&c, 9);
+    run(&mut setup, "CREATE TABLE hot (k INT PRIMARY KEY, v INT); INSERT INTO hot VALUES (1, 100)").unwrap();
+    for lock in ["UPDATE hot SET v = v + 1 WHERE k = 1", "SELECT v FROM hot WHERE k = 1 FOR UPDATE"] {
+        let mut reader = session(&c, 10);
+        let mut writer = session(&c, 11);
+        run(&mut reader, "BEGIN").unwrap(); // older
+        run(&mut writer, "BEGIN").unwrap();
+        run(&mut writer, lock).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiting = std::thread::spawn(move || {
+            let read = rows(&mut reader, "SELECT v FROM hot WHERE k = 1");
+            tx.send(read).unwrap();
+            run(&mut reader, "COMMIT").unwrap();
+        });
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(300)).is_err(),
+            "{lock}: the reader is answered only after the writer ends"
+        );
+        run(&mut writer, "UPDATE hot SET v = v + 10 WHERE k = 1; COMMIT").unwrap();
+        let seen = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("answered after the commit");
+        waiting.join().unwrap();
+        assert_eq!(seen, vec![vec![rows(&mut setup, "SELECT v FROM hot WHERE k = 1")[0][0].clone()]], "{lock}");
+    }
+    assert_eq!(rows(&mut setup, "SELECT v FROM hot"), vec![vec!["121"]]);
+    c.shutdown().unwrap();
+}
+
+/// A transport whose commits reach the cluster but whose answers are lost on the way back: the
+/// client cannot know whether the commit happened.
+struct LostCommitReplies(Box<dyn litmus_client::Transport>);
+
+impl litmus_client::Transport for LostCommitReplies {
+    fn request(
+        &mut self,
+        body: litmus_protocol::message::RequestBody,
+    ) -> Result<litmus_protocol::message::ResponseBody, litmus_core::Error> {
+        let commit = matches!(body, litmus_protocol::message::RequestBody::Commit { .. });
+        let answer = self.0.request(body);
+        if commit {
+            let reason = "no response before the deadline".into();
+            return Err(litmus_core::Error::Unavailable { reason, outcome_unknown: true });
+        }
+        answer
+    }
+}
+
+/// A commit whose outcome is unknown is `40003` (statement completion unknown), never `40001`:
+/// a driver that retries serialization failures would apply `x = x + 1` twice. Here the commit
+/// did happen, which is exactly why a retry would be wrong. Autocommit and `COMMIT` alike.
+#[test]
+fn a_commit_whose_outcome_is_unknown_is_40003_never_a_retryable_40001() {
+    let c = cluster(litmus_engines::ACID);
+    let mut s = session(&c, 12);
+    run(&mut s, "CREATE TABLE n (k INT PRIMARY KEY, v INT); INSERT INTO n VALUES (1, 0)").unwrap();
+    let mut lossy = Session::new(Client::new(Box::new(LostCommitReplies(Box::new(c.transport())))), 13);
+    assert_eq!(code(&mut lossy, "UPDATE n SET v = v + 1 WHERE k = 1"), "40003");
+    run(&mut lossy, "BEGIN; UPDATE n SET v = v + 1 WHERE k = 1").unwrap();
+    assert_eq!(code(&mut lossy, "COMMIT"), "40003");
+    assert_eq!(lossy.status(), litmus_sql::TxnStatus::Idle, "the session goes on");
+    assert_eq!(rows(&mut s, "SELECT v FROM n"), vec![vec!["2"]], "both commits happened");
+    c.shutdown().unwrap();
+}
