@@ -119,11 +119,21 @@ fn halving<T>(mut paging: Paging, mut read: impl FnMut(Paging) -> Result<T, Erro
 pub struct Client {
     transport: Box<dyn Transport>,
     paging: Paging,
+    /// The engine, named by whoever made the client, for a transport that does not learn it.
+    engine: Option<String>,
 }
 
 impl Client {
     pub fn new(transport: Box<dyn Transport>) -> Self {
-        Client { transport, paging: Paging::default() }
+        Client { transport, paging: Paging::default(), engine: None }
+    }
+
+    /// Names the engine the cluster runs, for a transport that does not learn it (the embedded
+    /// one): what [`Client::server_engine`] answers then. A transport that learns it (TCP's
+    /// hello) is believed over this.
+    pub fn with_engine(mut self, engine: &str) -> Self {
+        self.engine = Some(engine.into());
+        self
     }
 
     /// The page size range reads ask for.
@@ -193,7 +203,7 @@ impl Client {
 
     /// The engine the server runs, when the transport knows it (TCP connections do).
     pub fn server_engine(&self) -> Option<&str> {
-        self.transport.server_engine()
+        self.transport.server_engine().or(self.engine.as_deref())
     }
 
     /// The node this session's coordinator runs on and the cluster's layout, when the

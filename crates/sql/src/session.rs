@@ -153,7 +153,14 @@ impl Session {
     pub fn copy_in(&mut self, spec: &crate::copy::CopySpec, data: &[u8]) -> Result<usize, SqlError> {
         self.check_not_failed()?;
         let ctx = self.ctx(&[], &[]);
-        self.in_txn(|tx| dml::copy_rows(tx, &ctx, spec, data))
+        self.in_txn(|tx| {
+            if ctx.refuse_coordination {
+                // Judged as the INSERT of chosen values it is.
+                let insert = crate::copy::as_insert(spec, &tx.table(&spec.table)?)?;
+                crate::coordination::check(tx, &insert)?;
+            }
+            dml::copy_rows(tx, &ctx, spec, data)
+        })
     }
 
     fn check_not_failed(&self) -> Result<(), SqlError> {
@@ -164,7 +171,12 @@ impl Session {
     }
 
     fn ctx(&self, params: &[Datum], param_types: &[SqlType]) -> StatementCtx {
-        StatementCtx { params: params.to_vec(), param_types: param_types.to_vec(), now_us: now_us() }
+        StatementCtx {
+            params: params.to_vec(),
+            param_types: param_types.to_vec(),
+            now_us: now_us(),
+            refuse_coordination: self.client.server_engine() == Some("coordfree"),
+        }
     }
 
     /// The types of a statement's parameters (`$n`: inferred from what they are compared
@@ -336,6 +348,9 @@ impl Drop for Session {
 }
 
 fn run_statement(tx: &mut Tx, ctx: &StatementCtx, stmt: &Statement) -> Result<Output, SqlError> {
+    if ctx.refuse_coordination {
+        crate::coordination::check(tx, stmt)?;
+    }
     Ok(match stmt {
         Statement::Query(q) => {
             let r = query::run(tx, ctx, q)?;

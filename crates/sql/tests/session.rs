@@ -24,6 +24,11 @@ fn session(c: &EmbeddedCluster, seed: u64) -> Session {
     Session::new(Client::new(Box::new(c.transport())), seed)
 }
 
+/// A session that knows the cluster's engine (as a TCP client learns it from the server).
+fn session_on(c: &EmbeddedCluster, engine: litmus_protocol::EngineKind, seed: u64) -> Session {
+    Session::new(Client::new(Box::new(c.transport())).with_engine(engine.name()), seed)
+}
+
 /// Runs every statement of `sql`; the last one's output.
 fn run(s: &mut Session, sql: &str) -> Result<Output, SqlError> {
     let mut last = Output::Command(String::new());
@@ -158,12 +163,28 @@ fn joins_group_by_parameters_and_hidden_row_ids() {
 }
 
 /// Every engine that runs interactive transactions serves the same statements with the same
-/// answers; the one-round-only engines refuse them with 0A000 naming themselves.
+/// answers; the one-round-only engines refuse them with 0A000 naming themselves, and
+/// `coordfree` refuses the insert of chosen primary keys (it would need coordination), so its
+/// table is keyed by hidden row ids.
 #[test]
 fn every_engine_serves_sql_or_refuses_it_by_name() {
     for &engine in litmus_engines::ALL {
         let c = cluster(engine);
-        let mut s = session(&c, 6);
+        let mut s = session_on(&c, engine, 6);
+        if engine.name() == "coordfree" {
+            run(&mut s, "CREATE TABLE e (id INT, v INT)").unwrap();
+            assert_eq!(code(&mut s, "INSERT INTO e2 VALUES (1)"), "42P01");
+            run(&mut s, "CREATE TABLE k (id INT PRIMARY KEY)").unwrap();
+            assert_eq!(code(&mut s, "INSERT INTO k VALUES (1)"), "0A000");
+            run(
+                &mut s,
+                "INSERT INTO e VALUES (1, 10), (2, 20); UPDATE e SET v = v + 1 WHERE id = 1; DELETE FROM e WHERE id = 2",
+            )
+            .unwrap();
+            assert_eq!(rows(&mut s, "SELECT id, v FROM e"), vec![vec!["1", "11"]], "coordfree");
+            c.shutdown().unwrap();
+            continue;
+        }
         let created = run(&mut s, "CREATE TABLE e (id INT PRIMARY KEY, v INT)");
         if !engine.capabilities().interactive {
             let e = created.expect_err(engine.name());
@@ -307,5 +328,47 @@ fn a_commit_whose_outcome_is_unknown_is_40003_never_a_retryable_40001() {
     assert_eq!(code(&mut lossy, "COMMIT"), "40003");
     assert_eq!(lossy.status(), litmus_sql::TxnStatus::Idle, "the session goes on");
     assert_eq!(rows(&mut s, "SELECT v FROM n"), vec![vec!["2"]], "both commits happened");
+    c.shutdown().unwrap();
+}
+
+/// On `coordfree` a write is judged before it runs (VLDB'15 Table 2, as `litmus analyze` judges
+/// procedures) and refused with `0A000` naming the invariant when keeping it would need
+/// coordination: the insert of a chosen primary key (Claim 3), by `INSERT` or `COPY`, and a
+/// decrement under a lower bound (Claim 13), a parameter of unknown sign included. Row ids
+/// (Claim 4) and increments under a lower bound (Claim 11) run. A refused statement changes
+/// nothing. The same statements run on `acid`, which keeps invariants by locking.
+#[test]
+fn coordfree_refuses_writes_that_need_coordination_naming_the_invariant() {
+    let c = cluster(litmus_engines::COORDFREE);
+    let mut s = session_on(&c, litmus_engines::COORDFREE, 14);
+    run(&mut s, "CREATE TABLE acct (id INT, bal INT CHECK (bal >= 0)); CREATE TABLE keyed (id INT PRIMARY KEY, v INT)")
+        .unwrap();
+    run(&mut s, "INSERT INTO acct VALUES (1, 10)").unwrap();
+    run(&mut s, "UPDATE acct SET bal = bal + 5 WHERE id = 1").unwrap();
+    let refused = |s: &mut Session, sql: &str, params: &[Datum]| {
+        let stmt = &parse(sql).unwrap()[0];
+        s.execute(stmt, params, &[]).expect_err(sql)
+    };
+    let e = refused(&mut s, "UPDATE acct SET bal = bal - 1 WHERE id = 1", &[]);
+    assert_eq!(e.code, "0A000", "{e}");
+    assert!(e.message.contains("CHECK (bal >= 0)") && e.message.contains("Claim 13"), "{e}");
+    let e = refused(&mut s, "UPDATE acct SET bal = bal + $1 WHERE id = 1", &[Datum::Int(3)]);
+    assert!(e.code == "0A000" && e.message.contains("Claim 13"), "a parameter may be negative: {e}");
+    let e = refused(&mut s, "INSERT INTO keyed VALUES (1, 1)", &[]);
+    assert!(e.code == "0A000" && e.message.contains("PRIMARY KEY") && e.message.contains("Claim 3"), "{e}");
+    let spec = litmus_sql::copy::CopySpec { table: "keyed".into(), columns: vec![] };
+    let e = s.copy_in(&spec, b"2\t2\n").expect_err("COPY of chosen keys");
+    assert!(e.code == "0A000" && e.message.contains("Claim 3"), "{e}");
+    assert_eq!(rows(&mut s, "SELECT bal FROM acct"), vec![vec!["15"]]);
+    assert!(rows(&mut s, "SELECT * FROM keyed").is_empty());
+    c.shutdown().unwrap();
+
+    let c = cluster(litmus_engines::ACID);
+    let mut s = session_on(&c, litmus_engines::ACID, 15);
+    run(&mut s, "CREATE TABLE acct (id INT, bal INT CHECK (bal >= 0)); CREATE TABLE keyed (id INT PRIMARY KEY, v INT)")
+        .unwrap();
+    run(&mut s, "INSERT INTO acct VALUES (1, 10); UPDATE acct SET bal = bal - 1; INSERT INTO keyed VALUES (1, 1)")
+        .unwrap();
+    assert_eq!(rows(&mut s, "SELECT bal FROM acct"), vec![vec!["9"]]);
     c.shutdown().unwrap();
 }
