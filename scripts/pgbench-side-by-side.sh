@@ -178,9 +178,13 @@ EOF
       PIDS+=($!)
       server_pids+=($!)
     done
-    wait_sql "${pgs[0]}"
-    init "${pgs[0]}"
-    for mode in simple prepared; do bench "litmus $engine" "$n" "$mode" "${pgs[0]}" "${server_pids[@]}"; done
+    if wait_sql "${pgs[0]}" && init "${pgs[0]}"; then
+      for mode in simple prepared; do bench "litmus $engine" "$n" "$mode" "${pgs[0]}" "${server_pids[@]}"; done
+    else
+      # Reported, not fatal: the other configurations still run.
+      why=$(grep -h -m1 -E "error|ERROR" "$WORK/init-${pgs[0]}.txt" 2>/dev/null | tr '|' '/' || true)
+      ROWS+=("litmus $engine|$n|pgbench -i failed: ${why:-no SQL port}||||||||||")
+    fi
     for pid in "${server_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     for pid in "${server_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
     PIDS=()
@@ -197,7 +201,10 @@ table() {
   done
   for row in "${ROWS[@]}"; do
     IFS='|' read -r system nodes mode tps avg p50 p99 cpu txns retried retries failed <<<"$row"
-    ratio=$(python3 -c "print(f'{$tps / ${pg_tps[$mode]:-0}:.2f}' if ${pg_tps[$mode]:-0} else '')")
+    ratio=""
+    if [ -n "$tps" ] && [ -n "${pg_tps[$mode]:-}" ]; then
+      ratio=$(python3 -c "print(f'{$tps / ${pg_tps[$mode]}:.2f}')")
+    fi
     echo "| $system | $nodes | $mode | $tps | $ratio | $avg | $p50 | $p99 | $cpu | $txns | $retried | $retries | $failed |"
   done
 }

@@ -192,7 +192,12 @@ impl Client {
     /// that signed the servers' certificates, and a client certificate for servers that
     /// require one). A refused certificate or token is `Invalid(Unauthenticated)` naming why.
     pub fn connect_any_with(addrs: &[String], auth: &Credentials) -> Result<Client, Error> {
-        let timeout = litmus_protocol::client::REQUEST_TIMEOUT_DEFAULT;
+        Client::connect_any_with_timeout(addrs, auth, litmus_protocol::client::REQUEST_TIMEOUT_DEFAULT)
+    }
+
+    /// [`Client::connect_any_with`], waiting up to `timeout` for each answer (then
+    /// `Unavailable { outcome_unknown: true }`) instead of the default.
+    pub fn connect_any_with_timeout(addrs: &[String], auth: &Credentials, timeout: Duration) -> Result<Client, Error> {
         let transport = litmus_runtime::tcp::TcpTransport::connect_any_with(addrs, timeout, auth)?;
         Ok(Client::new(Box::new(transport)))
     }
