@@ -78,15 +78,18 @@ struct Conn {
     cancel: Arc<AtomicBool>,
     keys: Arc<CancelKeys>,
     /// The cancel key this connection was given, forgotten when it closes.
-    issued: Mutex<Option<(i32, Vec<u8>)>>,
+    issued: Mutex<Option<CancelKey>>,
 }
+
+/// A connection's cancel key: its process id and its secret's bytes.
+type CancelKey = (i32, Vec<u8>);
 
 /// The cancel keys of the open connections (PostgreSQL's `BackendKeyData`): a process id and a
 /// secret per connection, which a `CancelRequest` on a new connection must present. At most one
 /// per open connection (bounded by the server's connection limit).
 #[derive(Default)]
 struct CancelKeys {
-    keys: Mutex<HashMap<(i32, Vec<u8>), Arc<AtomicBool>>>,
+    keys: Mutex<HashMap<CancelKey, Arc<AtomicBool>>>,
     next_pid: AtomicI32,
 }
 
@@ -108,7 +111,7 @@ impl CancelKeys {
         (pid, secret)
     }
 
-    fn forget(&self, key: &(i32, Vec<u8>)) {
+    fn forget(&self, key: &CancelKey) {
         if let Ok(mut keys) = self.keys.lock() {
             keys.remove(key);
         }
