@@ -436,7 +436,7 @@ impl Run<'_> {
         }
         let schema_of = |t: &str| self.catalog.table_by_name(t).expect("resolved").clone();
         match op {
-            Op::Read { table, key } | Op::ReadColumns { table, key, .. } => {
+            Op::Read { table, key } | Op::ReadColumns { table, key, .. } | Op::ReadForUpdate { table, key } => {
                 self.accesses.insert(Access::Read { table: table.clone() });
                 let missing = self.variant > 0 && self.mix.chance(20);
                 if missing {
@@ -490,7 +490,10 @@ impl Run<'_> {
         let table = op_table(op).to_string();
         let t = self.catalog.table_by_name(&table).expect("resolved").clone();
         match (op, kind) {
-            (Op::Read { key, .. } | Op::ReadColumns { key, .. }, OpKind::Read { key: k, .. }) => {
+            (
+                Op::Read { key, .. } | Op::ReadColumns { key, .. } | Op::ReadForUpdate { key, .. },
+                OpKind::Read { key: k, .. } | OpKind::ReadForUpdate { key: k },
+            ) => {
                 self.accesses.insert(Access::Read { table: table.clone() });
                 Ok(OpResult::Row(Some(project(kind, self.stored_row(&t, k, key)))))
             }

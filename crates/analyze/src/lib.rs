@@ -40,6 +40,9 @@
 //!
 //! * [`declared`] — footprints declared in TOML for a user's procedures that LitmusDB cannot
 //!   run (`litmus analyze --schema my.sql --procedures my.toml`).
+//! * [`sql`] — footprints of SQL transactions (a pgbench script: `litmus analyze --schema
+//!   my.sql --sql txns.sql`), and of single statements, which the SQL front end judges on
+//!   `coordfree` before it runs them.
 //!
 //! What the analysis assumes (§4.1, §4.3): the invariants are complete and each transaction
 //! run alone preserves them. It judges concurrency, not sequential correctness.
@@ -50,9 +53,10 @@ pub mod footprint;
 pub mod invariant;
 pub mod report;
 pub mod rules;
+pub mod sql;
 
 pub use ddl::DdlError;
 pub use footprint::{Access, Change, Footprint, Recorder, Source};
 pub use invariant::{Clause, Cmp, ColRef, Invariant, Schema};
-pub use report::{analyze, analyze_declared, AnalyzeError, Class, ProcSpec, Report, WorkloadSpec};
+pub use report::{analyze, analyze_declared, analyze_sql, AnalyzeError, Class, ProcSpec, Report, WorkloadSpec};
 pub use rules::{judge, Judgement, Verdict};

@@ -42,6 +42,8 @@ pub enum AnalyzeError {
     UnknownProcedure(String),
     #[error("{0}")]
     Declared(#[from] crate::declared::DeclError),
+    #[error("{0}")]
+    SqlScript(#[from] crate::sql::SqlScriptError),
 }
 
 /// One (invariant, procedure, operation) pair with its judgement.
@@ -163,6 +165,28 @@ pub fn analyze_declared(
 ) -> Result<Report, AnalyzeError> {
     let schema = ddl::parse(ddl_text).map_err(|error| AnalyzeError::Ddl { workload: name.into(), error })?;
     let footprints = declared.footprints(&schema)?;
+    let spec = WorkloadSpec {
+        name: name.into(),
+        named_as: "Named invariants".into(),
+        ddl: ddl_text.into(),
+        catalog: Catalog::new(),
+        registry: Registry::new(),
+        procedures: footprints
+            .iter()
+            .map(|f| ProcSpec { procedure: f.procedure.clone(), label: f.procedure.clone(), samples: vec![] })
+            .collect(),
+    };
+    let pairs = spec.procedures.iter().zip(footprints).collect();
+    Ok(judge_all(&spec, &schema, pairs))
+}
+
+/// Analyzes a script of SQL transactions (`litmus analyze --schema my.sql --sql txns.sql`)
+/// against the invariants of `ddl_text`, both as LitmusDB's SQL reads them ([`crate::sql`]).
+pub fn analyze_sql(name: &str, ddl_text: &str, script: &str) -> Result<Report, AnalyzeError> {
+    let schema =
+        crate::sql::sql_schema(ddl_text).map_err(|error| AnalyzeError::Ddl { workload: name.into(), error })?;
+    let txns = crate::sql::parse_script(script)?;
+    let footprints = crate::sql::footprints(&schema, &txns)?;
     let spec = WorkloadSpec {
         name: name.into(),
         named_as: "Named invariants".into(),

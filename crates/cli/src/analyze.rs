@@ -1,5 +1,6 @@
 //! `litmus analyze <workload>`: which of a workload's transactions need coordination, and why
-//! (invariant confluence; see `litmus_analyze`).
+//! (invariant confluence; see `litmus_analyze`). Also a user's own: `--schema my.sql` with
+//! declared footprints (`--procedures my.toml`) or SQL transactions (`--sql txns.sql`).
 
 use anyhow::Context;
 use clap::Args;
@@ -24,11 +25,22 @@ pub struct AnalyzeArgs {
     /// needs --schema and no workload.
     #[arg(long, value_name = "FILE.toml", requires = "schema", conflicts_with = "workload")]
     pub procedures: Option<PathBuf>,
+
+    /// SQL transactions to judge against --schema's invariants: `BEGIN ... COMMIT` blocks
+    /// (each statement outside one is its own transaction), `-- transaction: NAME` naming the
+    /// next; a pgbench script works as it is (see `litmus_analyze::sql`).
+    #[arg(long, value_name = "FILE.sql", requires = "schema", conflicts_with_all = ["workload", "procedures"])]
+    pub sql: Option<PathBuf>,
 }
 
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
     let read = |path: &PathBuf| std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()));
     let report = match (&args.workload, &args.procedures, &args.schema) {
+        (None, None, Some(schema)) if args.sql.is_some() => {
+            let script = args.sql.as_ref().expect("matched");
+            let name = script.file_stem().map_or("sql".into(), |s| s.to_string_lossy().into_owned());
+            litmus_analyze::analyze_sql(&name, &read(schema)?, &read(script)?)?
+        }
         (None, Some(procs), Some(schema)) => {
             let declared: litmus_analyze::declared::DeclaredProcedures =
                 toml::from_str(&read(procs)?).with_context(|| format!("parsing {}", procs.display()))?;
@@ -49,7 +61,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
             report?
         }
         _ => anyhow::bail!(
-            "name a workload ({}) or give --schema FILE.sql --procedures FILE.toml",
+            "name a workload ({}) or give --schema FILE.sql with --procedures FILE.toml or --sql FILE.sql",
             litmus_workloads::analyzable_names().join(", ")
         ),
     };

@@ -38,8 +38,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     };
     let cluster = Arc::new(EmbeddedCluster::start(spec, EmbeddedConfig::default()).context("starting the cluster")?);
     let sessions = cluster.clone();
+    let engine = args.engine.name();
     let connect: litmus_pgwire::Connector =
-        Arc::new(move || Ok(litmus_client::Client::new(Box::new(sessions.transport()))));
+        Arc::new(move || Ok(litmus_client::Client::new(Box::new(sessions.transport())).with_engine(engine)));
     let addr =
         litmus_pgwire::spawn(&args.pg_listen, connect).with_context(|| format!("listening on {}", args.pg_listen))?;
     let stop = Arc::new(AtomicBool::new(false));

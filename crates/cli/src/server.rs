@@ -112,6 +112,12 @@ pub fn load_config(args: &ServerArgs) -> anyhow::Result<NodeConfig> {
     Ok(cfg)
 }
 
+/// How long a SQL session waits for one answer from its coordinator. One SQL statement can be a
+/// large transaction (`pgbench -i`'s `ALTER TABLE ... ADD PRIMARY KEY` re-keys 100,000 rows, and
+/// its commit carries all of them), which the default 5 s took for a lost answer (`40003`) on a
+/// loaded 3-node cluster.
+const SQL_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// How a SQL session reaches this node's coordinator: a client of the node's own address (as
 /// its peers know it, so its certificate names it), with the cluster's token and TLS.
 fn own_client(cfg: &NodeConfig) -> anyhow::Result<litmus_pgwire::Connector> {
@@ -121,7 +127,9 @@ fn own_client(cfg: &NodeConfig) -> anyhow::Result<litmus_pgwire::Connector> {
         None => None,
     };
     let credentials = litmus_client::Credentials { token: cfg.token.clone(), tls };
-    Ok(Arc::new(move || litmus_client::Client::connect_any_with(std::slice::from_ref(&addr), &credentials)))
+    Ok(Arc::new(move || {
+        litmus_client::Client::connect_any_with_timeout(std::slice::from_ref(&addr), &credentials, SQL_REQUEST_TIMEOUT)
+    }))
 }
 
 /// Sends `tracing` events to stderr, filtered by `RUST_LOG` when set, else by the config's

@@ -2,6 +2,8 @@
 //! it (the address it prints is the one to connect to), and `litmus server --pg-listen`.
 //! Skips, saying why, when psql is not installed.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
@@ -95,4 +97,104 @@ fn server_with_pg_listen_serves_sql_that_survives_a_restart() {
     let _server = start();
     assert_eq!(psql(psql_bin, "127.0.0.1", &pg, "SELECT v FROM kept WHERE k = 7"), "durable");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `pgbench` (TPC-B-like, 8 clients, simple and prepared) against a 3-node `acid` cluster with
+/// every partition on all three nodes (`replicas = 3`), through one node's SQL port. Every
+/// transaction updates the one branch row at scale 1; the updates read it for update, so they
+/// queue on it and none fails after its tries (they once deadlocked on the lock upgrade and 2–5%
+/// failed). The TPC-B identity holds after each run: the accounts', tellers' and branches'
+/// totals moved by the history's sum of deltas. Skips, saying why, without pgbench or psql.
+///
+/// It fails today, and is run by `cargo test -p litmus-cli --test sql -- --ignored`: no
+/// transaction deadlocks on a lock upgrade any more, but wait-die's patience (`litmus-locking`
+/// LK-5a) still kills a queued updater that waited 7 ms for an older holder, and a retry is a
+/// new, younger transaction: on a loaded 2-core machine 0.1–1.2% of transactions fail after 10
+/// tries (docs/results/sql.md).
+#[test]
+#[ignore = "fails today: wait-die's patience (LK-5a) fails ~1% of pgbench's transactions after 10 tries on 3 nodes"]
+fn pgbench_on_a_replicated_three_node_acid_cluster_fails_no_transaction_and_balances_agree() {
+    let (Some(psql_bin), Some(pgbench_bin)) = (psql_path(), pgbench_path()) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let peers: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", common::free_port())).collect();
+    let pg: Vec<String> = (0..3).map(|_| common::free_port().to_string()).collect();
+    let _servers: Vec<common::Server> = (0..3)
+        .map(|n| {
+            let config = common::write_replicated_config(dir.path(), n, &peers, 6, "acid", 3);
+            let text = std::fs::read_to_string(&config).unwrap();
+            // 16 MiB frames: pgbench -i loads its 100,000 accounts in one transaction.
+            let extra = format!("pg_listen = \"127.0.0.1:{}\"\nmax_frame_bytes = 16777216\n", pg[n]);
+            std::fs::write(&config, format!("{text}{extra}")).unwrap();
+            common::start(&config)
+        })
+        .collect();
+    let port = pg[0].as_str();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::process::Command::new(psql_bin)
+        .args(["-X", "-h", "127.0.0.1", "-p", port, "-U", "litmus", "-d", "litmus", "-c", "SELECT 1"])
+        .output()
+        .map_or(true, |o| !o.status.success())
+    {
+        assert!(std::time::Instant::now() < deadline, "the cluster never answered SQL");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let pgbench = |args: &[&str]| -> String {
+        let out = Command::new(pgbench_bin)
+            .args(["-h", "127.0.0.1", "-p", port, "-U", "bench"])
+            .args(args)
+            .arg("bench")
+            .output()
+            .expect("running pgbench");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "pgbench {args:?} failed:\n{text}");
+        text
+    };
+    let sum = |sql: &str| -> i64 {
+        let text = psql(psql_bin, "127.0.0.1", port, sql);
+        if text.is_empty() {
+            0
+        } else {
+            text.parse().unwrap_or_else(|_| panic!("{sql}: {text}"))
+        }
+    };
+    let totals = || {
+        [
+            sum("SELECT sum(abalance) FROM pgbench_accounts"),
+            sum("SELECT sum(tbalance) FROM pgbench_tellers"),
+            sum("SELECT sum(bbalance) FROM pgbench_branches"),
+        ]
+    };
+    let init = pgbench(&["-i", "-s", "1"]);
+    assert!(init.contains("creating primary keys"), "{init}");
+    for mode in ["simple", "prepared"] {
+        let before = totals();
+        let report = pgbench(&["-c", "8", "-j", "2", "-T", "10", "-M", mode, "--max-tries", "10"]);
+        println!("{report}");
+        let processed = field(&report, "number of transactions actually processed:");
+        let failed = field(&report, "number of failed transactions:");
+        assert!(processed > 0, "{report}");
+        assert_eq!(failed, 0, "{mode}: no transaction fails after its tries\n{report}");
+        assert_eq!(sum("SELECT count(*) FROM pgbench_history"), processed, "{report}");
+        let delta = sum("SELECT sum(delta) FROM pgbench_history");
+        let after = totals();
+        for (b, a) in before.iter().zip(after) {
+            assert_eq!(a - b, delta, "{mode}: totals {before:?} -> {after:?}, history {delta}");
+        }
+    }
+}
+
+fn pgbench_path() -> Option<&'static str> {
+    let found = ["/usr/bin/pgbench", "/usr/lib/postgresql/15/bin/pgbench"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    if found.is_none() {
+        println!("SKIPPED: pgbench is not installed (apt-get install postgresql-contrib)");
+    }
+    found
+}
+
+/// The number after `name` in a pgbench report.
+fn field(report: &str, name: &str) -> i64 {
+    let line = report.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name:?} in:\n{report}"));
+    line[name.len()..].split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{line}"))
 }

@@ -119,11 +119,21 @@ fn halving<T>(mut paging: Paging, mut read: impl FnMut(Paging) -> Result<T, Erro
 pub struct Client {
     transport: Box<dyn Transport>,
     paging: Paging,
+    /// The engine, named by whoever made the client, for a transport that does not learn it.
+    engine: Option<String>,
 }
 
 impl Client {
     pub fn new(transport: Box<dyn Transport>) -> Self {
-        Client { transport, paging: Paging::default() }
+        Client { transport, paging: Paging::default(), engine: None }
+    }
+
+    /// Names the engine the cluster runs, for a transport that does not learn it (the embedded
+    /// one): what [`Client::server_engine`] answers then. A transport that learns it (TCP's
+    /// hello) is believed over this.
+    pub fn with_engine(mut self, engine: &str) -> Self {
+        self.engine = Some(engine.into());
+        self
     }
 
     /// The page size range reads ask for.
@@ -182,7 +192,12 @@ impl Client {
     /// that signed the servers' certificates, and a client certificate for servers that
     /// require one). A refused certificate or token is `Invalid(Unauthenticated)` naming why.
     pub fn connect_any_with(addrs: &[String], auth: &Credentials) -> Result<Client, Error> {
-        let timeout = litmus_protocol::client::REQUEST_TIMEOUT_DEFAULT;
+        Client::connect_any_with_timeout(addrs, auth, litmus_protocol::client::REQUEST_TIMEOUT_DEFAULT)
+    }
+
+    /// [`Client::connect_any_with`], waiting up to `timeout` for each answer (then
+    /// `Unavailable { outcome_unknown: true }`) instead of the default.
+    pub fn connect_any_with_timeout(addrs: &[String], auth: &Credentials, timeout: Duration) -> Result<Client, Error> {
         let transport = litmus_runtime::tcp::TcpTransport::connect_any_with(addrs, timeout, auth)?;
         Ok(Client::new(Box::new(transport)))
     }
@@ -193,7 +208,7 @@ impl Client {
 
     /// The engine the server runs, when the transport knows it (TCP connections do).
     pub fn server_engine(&self) -> Option<&str> {
-        self.transport.server_engine()
+        self.transport.server_engine().or(self.engine.as_deref())
     }
 
     /// The node this session's coordinator runs on and the cluster's layout, when the
@@ -308,6 +323,18 @@ impl Transaction<'_> {
         match self.op(Op::Read { table: table.into(), key: key.to_vec() })? {
             OpResult::Row(r) => Ok(r),
             other => Err(Error::Internal(format!("read returned {other:?}"))),
+        }
+    }
+
+    /// Point read of a row the transaction means to write (`SELECT ... FOR UPDATE`, the read of
+    /// an `UPDATE`): on an engine that declares `Capabilities::reads_for_update` (the locking
+    /// ones) it takes the write lock at once, so two such transactions queue on the row instead
+    /// of both read-locking it and deadlocking when each wants to write; elsewhere it is a
+    /// plain [`Transaction::read`].
+    pub fn read_for_update(&mut self, table: &str, key: &[Value]) -> Result<Option<Row>, Error> {
+        match self.op(Op::ReadForUpdate { table: table.into(), key: key.to_vec() })? {
+            OpResult::Row(r) => Ok(r),
+            other => Err(Error::Internal(format!("read for update returned {other:?}"))),
         }
     }
 

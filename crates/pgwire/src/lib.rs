@@ -14,7 +14,12 @@
 //! `COPY ... FROM STDIN` (text format) is collected until the client's CopyDone and then
 //! inserted as one statement.
 //!
-//! Not built: `COPY ... TO`, cancel requests, password authentication, TLS on this port.
+//! Cancel requests (psql's Ctrl-C): each connection is handed a key at startup
+//! (`BackendKeyData`: a process id and a random secret); a `CancelRequest` presenting it
+//! raises the connection's session canceller, and its statement stops before its next read or
+//! write with `57014` (one waiting for a lock notices when the wait ends).
+//!
+//! Not built: `COPY ... TO`, password authentication, TLS on this port.
 
 mod wire;
 
@@ -27,6 +32,7 @@ use litmus_sql::copy::CopySpec;
 use litmus_sql::{Column, Output, Session, SqlError, SqlType};
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::StartupHandler;
+use pgwire::api::cancel::CancelHandler;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
@@ -35,14 +41,18 @@ use pgwire::api::results::{
     DescribePortalResponse, DescribeStatementResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag,
 };
 use pgwire::api::stmt::{QueryParser, StoredStatement};
+use pgwire::api::PidSecretKeyGenerator;
 use pgwire::api::{ClientInfo, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::data::DataRow;
+use pgwire::messages::startup::SecretKey;
 use pgwire::messages::PgWireBackendMessage;
 use sqlparser::ast::Statement;
+use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Makes the cluster client a new connection's session runs over.
@@ -55,17 +65,87 @@ pub struct Prepared {
     described: Mutex<Option<Vec<SqlType>>>,
 }
 
-/// What one connection holds: its session, made on first use, and a `COPY` in progress.
+/// What one connection holds: its session, made on first use, a `COPY` in progress, and what
+/// cancels its statements.
 struct Conn {
     session: Arc<Mutex<Option<Session>>>,
     copy: Mutex<Option<(CopySpec, Vec<u8>)>>,
     connect: Connector,
     seed: u64,
     parser: Arc<Parser>,
+    /// The session's canceller ([`Session::canceller`]), made before the session: the cancel
+    /// key handed out at startup names it.
+    cancel: Arc<AtomicBool>,
+    keys: Arc<CancelKeys>,
+    /// The cancel key this connection was given, forgotten when it closes.
+    issued: Mutex<Option<CancelKey>>,
+}
+
+/// A connection's cancel key: its process id and its secret's bytes.
+type CancelKey = (i32, Vec<u8>);
+
+/// The cancel keys of the open connections (PostgreSQL's `BackendKeyData`): a process id and a
+/// secret per connection, which a `CancelRequest` on a new connection must present. At most one
+/// per open connection (bounded by the server's connection limit).
+#[derive(Default)]
+struct CancelKeys {
+    keys: Mutex<HashMap<CancelKey, Arc<AtomicBool>>>,
+    next_pid: AtomicI32,
+}
+
+impl CancelKeys {
+    /// A fresh key for a connection whose statements `flag` cancels. The secret is 64 bits of
+    /// the standard library's randomly keyed hasher (seeded from the OS) folded to 32, as the
+    /// protocol's version 3.0 key is an `int32`.
+    fn issue(&self, flag: Arc<AtomicBool>) -> (i32, SecretKey) {
+        use std::hash::{BuildHasher, Hasher};
+        let pid = self.next_pid.fetch_add(1, Ordering::Relaxed).wrapping_add(1) & i32::MAX;
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_i32(pid);
+        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+        let bits = h.finish();
+        let secret = SecretKey::I32((bits ^ (bits >> 32)) as i32);
+        if let Ok(mut keys) = self.keys.lock() {
+            keys.insert((pid, secret.to_bytes().to_vec()), flag);
+        }
+        (pid, secret)
+    }
+
+    fn forget(&self, key: &CancelKey) {
+        if let Ok(mut keys) = self.keys.lock() {
+            keys.remove(key);
+        }
+    }
+}
+
+#[async_trait]
+impl CancelHandler for CancelKeys {
+    /// Cancels the statement of the connection the key names; a wrong key does nothing (and,
+    /// as in PostgreSQL, the requester is told nothing either way).
+    async fn on_cancel_request(&self, request: CancelRequest) {
+        let flag =
+            self.keys.lock().ok().and_then(|k| k.get(&(request.pid, request.secret_key.to_bytes().to_vec())).cloned());
+        if let Some(flag) = flag {
+            flag.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl PidSecretKeyGenerator for Conn {
+    fn generate(&self, _client: &dyn ClientInfo) -> (i32, SecretKey) {
+        let (pid, secret) = self.keys.issue(self.cancel.clone());
+        if let Ok(mut issued) = self.issued.lock() {
+            *issued = Some((pid, secret.to_bytes().to_vec()));
+        }
+        (pid, secret)
+    }
 }
 
 impl Drop for Conn {
     fn drop(&mut self) {
+        if let Some(key) = self.issued.lock().ok().and_then(|mut k| k.take()) {
+            self.keys.forget(&key);
+        }
         // The session's drop rolls back an open transaction: a blocking request, so off the
         // protocol's threads when there are any.
         let session = self.session.lock().map(|mut s| s.take()).unwrap_or(None);
@@ -90,11 +170,12 @@ impl Conn {
         f: impl FnOnce(&mut Session) -> Result<T, SqlError> + Send + 'static,
     ) -> Result<T, SqlError> {
         let (slot, connect, seed) = (self.session.clone(), self.connect.clone(), self.seed);
+        let cancel = self.cancel.clone();
         tokio::task::spawn_blocking(move || {
             let mut guard = slot.lock().map_err(|_| SqlError::internal("session lock poisoned"))?;
             if guard.is_none() {
                 let client = connect().map_err(SqlError::from)?;
-                *guard = Some(Session::new(client, seed));
+                *guard = Some(Session::new(client, seed).with_canceller(cancel));
             }
             f(guard.as_mut().expect("made above"))
         })
@@ -383,7 +464,11 @@ impl ExtendedQueryHandler for Conn {
 }
 
 #[async_trait]
-impl NoopStartupHandler for Conn {}
+impl NoopStartupHandler for Conn {
+    fn pid_secret_key_generator(&self) -> &dyn PidSecretKeyGenerator {
+        self
+    }
+}
 
 struct Handlers(Arc<Conn>);
 
@@ -400,12 +485,16 @@ impl PgWireServerHandlers for Handlers {
     fn copy_handler(&self) -> Arc<impl CopyHandler> {
         self.0.clone()
     }
+    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
+        self.0.keys.clone()
+    }
 }
 
 /// Serves PostgreSQL clients on `listener` until the task is dropped.
 pub async fn serve(listener: tokio::net::TcpListener, connect: Connector) {
     static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
     let parser = Arc::new(Parser);
+    let keys = Arc::new(CancelKeys::default());
     loop {
         let (socket, peer) = match listener.accept().await {
             Ok(s) => s,
@@ -422,6 +511,9 @@ pub async fn serve(listener: tokio::net::TcpListener, connect: Connector) {
             connect: connect.clone(),
             seed,
             parser: parser.clone(),
+            cancel: Arc::new(AtomicBool::new(false)),
+            keys: keys.clone(),
+            issued: Mutex::new(None),
         };
         let handlers = Arc::new(Handlers(Arc::new(conn)));
         tokio::spawn(async move {

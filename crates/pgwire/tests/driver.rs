@@ -59,3 +59,43 @@ async fn tokio_postgres_prepares_binds_reads_and_sees_sqlstates() {
     let ghosts: i64 = c.query_one("SELECT count(*) FROM users WHERE id = 9", &[]).await.unwrap().get(0);
     assert_eq!(ghosts, 0);
 }
+
+/// A cancel request (`CancelToken::cancel_query`, what psql sends on Ctrl-C) stops the
+/// statement running on the connection whose key it presents: a long nested-loop join ends
+/// with `57014` well before it would have finished, its transaction is rolled back as after
+/// any error, and the connection serves the next statement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_request_stops_the_running_statement_with_57014() {
+    let addr = common::start(litmus_engines::ACID);
+    let c = connect(addr).await;
+    c.batch_execute("CREATE TABLE n (k INT PRIMARY KEY)").await.unwrap();
+    let values: Vec<String> = (0..400).map(|k| format!("({k})")).collect();
+    c.batch_execute(&format!("INSERT INTO n VALUES {}", values.join(", "))).await.unwrap();
+    // 400 × 400 × 400 rows by nested loops: far longer than this test waits.
+    let long = "SELECT count(*) FROM n a, n b, n c WHERE a.k + b.k + c.k < 0";
+    let token = c.cancel_token();
+    let started = std::time::Instant::now();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        token.cancel_query(NoTls).await.unwrap();
+    });
+    let e = c.query(long, &[]).await.expect_err("cancelled");
+    canceller.await.unwrap();
+    assert_eq!(e.code(), Some(&SqlState::QUERY_CANCELED), "{e}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "stopped at the cancel: {:?}", started.elapsed());
+    let n: i64 = c.query_one("SELECT count(*) FROM n", &[]).await.unwrap().get(0);
+    assert_eq!(n, 400, "the connection goes on");
+    // In a transaction: the cancel fails it, as any error does.
+    c.batch_execute("BEGIN; INSERT INTO n VALUES (1000)").await.unwrap();
+    let token = c.cancel_token();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        token.cancel_query(NoTls).await.unwrap();
+    });
+    assert_eq!(c.query(long, &[]).await.unwrap_err().code(), Some(&SqlState::QUERY_CANCELED));
+    let failed = c.query("SELECT 1", &[]).await.unwrap_err();
+    assert_eq!(failed.code(), Some(&SqlState::IN_FAILED_SQL_TRANSACTION));
+    c.batch_execute("ROLLBACK").await.unwrap();
+    let n: i64 = c.query_one("SELECT count(*) FROM n", &[]).await.unwrap().get(0);
+    assert_eq!(n, 400, "the cancelled transaction left nothing");
+}

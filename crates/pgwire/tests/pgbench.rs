@@ -1,8 +1,10 @@
 //! `pgbench`, unmodified: its default initialization (drop, create, COPY of 100,000 accounts,
 //! vacuum, primary keys added afterwards) and TPC-B-like runs with 8 clients, simple and
-//! prepared, retrying serialization failures. After each run the balances agree: every
-//! account, teller and branch change is in the history. Skips, saying why, when pgbench or
-//! psql is not installed.
+//! prepared, retrying serialization failures. No transaction fails after its tries (the
+//! updates read their rows for update, so updaters of the one branch row queue on it instead
+//! of deadlocking on a lock upgrade), and after each run the balances agree: every account,
+//! teller and branch change is in the history. Skips, saying why, when pgbench or psql is not
+//! installed.
 
 mod common;
 
@@ -60,6 +62,7 @@ fn pgbench_initializes_and_runs_tpcb_with_balances_that_agree() {
         let processed = field(&report, "number of transactions actually processed:");
         let failed = field(&report, "number of failed transactions:");
         assert!(processed > 0, "{report}");
+        assert_eq!(failed, 0, "{mode}: no transaction fails after 10 tries\n{report}");
         // pgbench empties the history before each run: it holds this run's deltas.
         assert_eq!(sum(addr, "SELECT count(*) FROM pgbench_history"), Some(processed), "{report}");
         let delta = sum(addr, "SELECT sum(delta) FROM pgbench_history").unwrap();
@@ -67,6 +70,6 @@ fn pgbench_initializes_and_runs_tpcb_with_balances_that_agree() {
         for (b, a) in before.iter().zip(after) {
             assert_eq!(a - b, delta, "totals {before:?} -> {after:?}, history {delta} ({mode})");
         }
-        println!("{mode}: {processed} transactions, {failed} failed after 10 tries, balances agree");
+        println!("{mode}: {processed} transactions, none failed, balances agree");
     }
 }

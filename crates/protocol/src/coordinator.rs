@@ -465,7 +465,11 @@ impl Coordinator {
             let what = "batched reads and writes (issue single ones)".into();
             return Err(InvalidInput::Unsupported { engine, what }.into());
         }
-        resolve(&self.cfg.catalog, self.cfg.partitions, op)
+        let mut resolved = resolve(&self.cfg.catalog, self.cfg.partitions, op)?;
+        if !self.cfg.engine.capabilities().reads_for_update {
+            resolved.op.kind = resolved.op.kind.without_update_intent();
+        }
+        Ok(resolved)
     }
 
     /// Polls a procedure until it waits on the network or finishes.
@@ -901,6 +905,7 @@ mod tests {
                 one_round: false,
                 interactive: true,
                 batches: false,
+                reads_for_update: false,
             }
         }
         fn coordinator(&self) -> Box<dyn crate::engine::CoordinatorEngine> {

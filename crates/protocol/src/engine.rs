@@ -365,6 +365,11 @@ pub struct Capabilities {
     /// [`crate::op::OpKind::WriteMany`]); otherwise `Ctx::read_many` and `Ctx::write_many`
     /// send one operation per key.
     pub batches: bool,
+    /// Takes [`crate::Op::ReadForUpdate`] as a read under a write lock (its partition half
+    /// answers [`crate::op::OpKind::ReadForUpdate`]); otherwise the coordinator sends it as a
+    /// plain read, which is all an engine without locks needs (it detects the conflict when
+    /// the row is written).
+    pub reads_for_update: bool,
 }
 
 /// An engine: its two halves, any roles it adds to the cluster, and what it guarantees.

@@ -215,7 +215,8 @@ fn local_op(
     };
     let kind = &resolved.op.kind;
     match kind {
-        OpKind::Read { key, .. } => reads.push((table, Some(key.clone()))),
+        // One fragment runs whole at its partition: a read for update is a read there.
+        OpKind::Read { key, .. } | OpKind::ReadForUpdate { key } => reads.push((table, Some(key.clone()))),
         OpKind::Scan { .. } => reads.push((table, None)),
         OpKind::ReadMany { keys } => reads.extend(keys.iter().map(|(_, k)| (table, Some(k.clone())))),
         OpKind::WriteMany { writes } => reads.extend(writes.iter().map(|w| (table, w.key().cloned()))),
@@ -223,7 +224,7 @@ fn local_op(
         kind => reads.push((table, kind.key().cloned())),
     }
     let part = match kind {
-        OpKind::Read { key, .. } => PartResult::Row(current(buffer, key)),
+        OpKind::Read { key, .. } | OpKind::ReadForUpdate { key } => PartResult::Row(current(buffer, key)),
         OpKind::ReadMany { keys } => PartResult::Many(keys.iter().map(|(i, k)| (*i, current(buffer, k))).collect()),
         OpKind::WriteMany { writes } => {
             let name = || catalog.table(table).map(|t| t.name.clone()).unwrap_or_default();

@@ -56,13 +56,26 @@ pub enum Op {
         rows_max: u32,
         bytes_max: u32,
     },
+    /// Point read by full primary key, declaring that the transaction will write the row
+    /// (`SELECT ... FOR UPDATE`, the read of an `UPDATE` or `DELETE`). An engine that declares
+    /// [`crate::Capabilities::reads_for_update`] takes the write lock at once, so two
+    /// transactions that read and then update one row queue on it instead of both taking a
+    /// read lock and deadlocking on the upgrade; any other engine gets a plain [`Op::Read`]
+    /// (the coordinator rewrites it). Answered as [`Op::Read`] is. (After `ScanPage`, so the
+    /// older variants keep their encoding.)
+    ReadForUpdate { table: String, key: Vec<Value> },
 }
 
 impl Op {
     pub fn is_write(&self) -> bool {
         !matches!(
             self,
-            Op::Read { .. } | Op::ReadColumns { .. } | Op::ReadMany { .. } | Op::Scan { .. } | Op::ScanPage { .. }
+            Op::Read { .. }
+                | Op::ReadColumns { .. }
+                | Op::ReadMany { .. }
+                | Op::Scan { .. }
+                | Op::ScanPage { .. }
+                | Op::ReadForUpdate { .. }
         )
     }
 }
@@ -163,6 +176,12 @@ pub enum OpKind {
     WriteMany {
         writes: Vec<OpKind>,
     },
+    /// [`Op::ReadForUpdate`]: a point read of the whole row under the lock a write of it would
+    /// take. Sent only to engines that declare [`crate::Capabilities::reads_for_update`]
+    /// (the coordinator turns it into [`OpKind::Read`] for the others).
+    ReadForUpdate {
+        key: Key,
+    },
 }
 
 /// What merging an operation's pieces needs of it ([`merge`]): its shape, without the keys and
@@ -192,6 +211,7 @@ impl OpKind {
     pub fn shape(&self) -> Shape {
         match self {
             OpKind::Read { cols, .. } => Shape::Read { cols: *cols },
+            OpKind::ReadForUpdate { .. } => Shape::Read { cols: ColMask::ALL },
             OpKind::Scan { limit, .. } => Shape::Scan { limit: *limit },
             // Of the whole operation (`Resolved::pieces` takes it before splitting).
             OpKind::ReadMany { keys } => Shape::ReadMany { n: keys.len() as u32 },
@@ -199,12 +219,24 @@ impl OpKind {
         }
     }
     pub fn is_write(&self) -> bool {
-        !matches!(self, OpKind::Read { .. } | OpKind::Scan { .. } | OpKind::ReadMany { .. })
+        !matches!(
+            self,
+            OpKind::Read { .. } | OpKind::Scan { .. } | OpKind::ReadMany { .. } | OpKind::ReadForUpdate { .. }
+        )
+    }
+    /// The operation with a read for update made a plain read: what an engine without
+    /// [`crate::Capabilities::reads_for_update`] is sent.
+    pub fn without_update_intent(self) -> OpKind {
+        match self {
+            OpKind::ReadForUpdate { key } => OpKind::Read { key, cols: ColMask::ALL },
+            other => other,
+        }
     }
     /// The key of a point operation.
     pub fn key(&self) -> Option<&Key> {
         match self {
             OpKind::Read { key, .. }
+            | OpKind::ReadForUpdate { key }
             | OpKind::Write { key, .. }
             | OpKind::Insert { key, .. }
             | OpKind::Delete { key }
@@ -369,9 +401,11 @@ pub fn write_image(kind: &OpKind, current: Option<Row>, table: impl FnOnce() -> 
             litmus_core::formula::apply_updates(&mut row, updates)?;
             Ok(Some(row))
         }
-        OpKind::Read { .. } | OpKind::Scan { .. } | OpKind::ReadMany { .. } | OpKind::WriteMany { .. } => {
-            Err(Error::Internal(format!("write_image of a read or a batch: {kind:?}")))
-        }
+        OpKind::Read { .. }
+        | OpKind::ReadForUpdate { .. }
+        | OpKind::Scan { .. }
+        | OpKind::ReadMany { .. }
+        | OpKind::WriteMany { .. } => Err(Error::Internal(format!("write_image of a read or a batch: {kind:?}"))),
     }
 }
 
@@ -404,7 +438,11 @@ pub fn check_writes<'a>(
                 let row = base.ok_or_else(|| InvalidInput::KeyNotFound(table()))?;
                 litmus_core::formula::stage_updates(row, updates, &mut staged)?;
             }
-            OpKind::Read { .. } | OpKind::Scan { .. } | OpKind::ReadMany { .. } | OpKind::WriteMany { .. } => {
+            OpKind::Read { .. }
+            | OpKind::ReadForUpdate { .. }
+            | OpKind::Scan { .. }
+            | OpKind::ReadMany { .. }
+            | OpKind::WriteMany { .. } => {
                 return Err(Error::Internal(format!("check_writes of a read or a batch: {op:?}")));
             }
         }
@@ -482,7 +520,8 @@ pub fn op_table(op: &Op) -> &str {
         | Op::Insert { table, .. }
         | Op::Delete { table, .. }
         | Op::Update { table, .. }
-        | Op::WriteMany { table, .. } => table,
+        | Op::WriteMany { table, .. }
+        | Op::ReadForUpdate { table, .. } => table,
     }
 }
 
@@ -498,6 +537,18 @@ pub fn resolve(catalog: &Catalog, partitions: u32, op: &Op) -> Result<Resolved, 
         Op::Read { table, key } => {
             let (table, key, targets) = resolve_point(catalog, partitions, table, key)?;
             single(PartOp { table, kind: OpKind::Read { key, cols: ColMask::ALL } }, targets)
+        }
+        Op::ReadForUpdate { table, key } => {
+            // A replicated table's row is locked on the first partition's copy, the same for
+            // every coordinator: two readers for update of it meet there (on copies of their
+            // own they would both lock and then deadlock writing each other's), and every
+            // write of it goes to every copy, so it meets the lock too.
+            let (table, key, targets) = resolve_point(catalog, partitions, table, key)?;
+            let targets = match targets {
+                Targets::AnyReplica => Targets::One(PartitionId(0)),
+                t => t,
+            };
+            single(PartOp { table, kind: OpKind::ReadForUpdate { key } }, targets)
         }
         Op::ReadColumns { table: name, key, columns } => {
             let (table, key, targets) = resolve_point(catalog, partitions, name, key)?;

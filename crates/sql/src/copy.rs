@@ -68,6 +68,14 @@ pub fn targets(spec: &CopySpec, def: &TableDef) -> Result<Vec<usize>, SqlError> 
     spec.columns.iter().map(|c| def.column(c)).collect()
 }
 
+/// The `INSERT` of chosen values a `COPY` amounts to (for judging it on `coordfree`).
+pub fn as_insert(spec: &CopySpec, def: &TableDef) -> Result<sqlparser::ast::Statement, SqlError> {
+    let cols: Vec<String> = targets(spec, def)?.iter().map(|&i| format!("\"{}\"", def.columns[i].name)).collect();
+    let values = vec!["0"; cols.len()].join(", ");
+    let sql = format!("INSERT INTO \"{}\" ({}) VALUES ({values})", def.name, cols.join(", "));
+    crate::parse(&sql)?.pop().ok_or_else(|| SqlError::internal("COPY as an INSERT"))
+}
+
 fn unescape(field: &str) -> String {
     let mut out = String::with_capacity(field.len());
     let mut chars = field.chars();

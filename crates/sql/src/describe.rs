@@ -87,7 +87,7 @@ fn table_scope(tx: &mut Tx, relation: &TableFactor) -> Result<Scope, SqlError> {
     let tname = object_name(name)?;
     let def = tx.table(&tname)?;
     let alias = alias.as_ref().map(|a| crate::catalog::ident(&a.name)).unwrap_or(tname);
-    Ok(Scope::new(vec![Source { alias, def }]))
+    Ok(Scope::new(vec![Source { alias, def, for_update: false }]))
 }
 
 /// Parameter types and result columns of `stmt` (`count` parameters).

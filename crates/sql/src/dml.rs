@@ -40,7 +40,7 @@ pub(crate) fn check_row(ctx: &StatementCtx, def: &TableDef, row: Vec<Datum>) -> 
         }
         out.push(v);
     }
-    let scope = Scope::new(vec![Source { alias: def.name.clone(), def: def.clone() }]);
+    let scope = Scope::new(vec![Source { alias: def.name.clone(), def: def.clone(), for_update: false }]);
     let env = Env { scope: &scope, row: &out, params: &[], aggregates: None, now_us: ctx.now_us };
     for check in &def.checks {
         // A CHECK passes unless it is false (NULL passes).
@@ -132,7 +132,9 @@ fn target_table(tx: &mut Tx, t: &sqlparser::ast::TableWithJoins) -> Result<Sourc
     };
     let tname = object_name(name)?;
     let def = tx.table(&tname)?;
-    Ok(Source { alias: alias.as_ref().map(|a| ident(&a.name)).unwrap_or(tname), def })
+    // The rows an UPDATE or DELETE reads are the rows it writes: read under the write's lock,
+    // so two statements on one row queue instead of deadlocking on a lock upgrade.
+    Ok(Source { alias: alias.as_ref().map(|a| ident(&a.name)).unwrap_or(tname), def, for_update: true })
 }
 
 /// The rows of `source` that satisfy `selection`.

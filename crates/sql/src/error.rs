@@ -37,6 +37,7 @@ pub mod sqlstate {
     pub const IO_ERROR: &str = "58030";
     pub const UNDEFINED_PARAMETER: &str = "42P02";
     pub const PROTOCOL_VIOLATION: &str = "08P01";
+    pub const QUERY_CANCELED: &str = "57014";
 }
 
 impl SqlError {

@@ -19,6 +19,9 @@ use std::collections::BTreeMap;
 pub struct Source {
     pub alias: String,
     pub def: TableDef,
+    /// Its rows are read for update (the target of an `UPDATE` or `DELETE`, a table `SELECT
+    /// ... FOR UPDATE` names): under the lock their write takes (`Transaction::read_for_update`).
+    pub for_update: bool,
 }
 
 /// The columns a row holds: each source's columns in order, concatenated.

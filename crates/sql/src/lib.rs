@@ -19,10 +19,11 @@
 //!
 //! What is left out: subqueries, outer joins, `UNION`, `DISTINCT`, secondary indexes,
 //! `UNIQUE` other than the primary key and foreign keys (refused at `CREATE TABLE`), engine
-//! transaction classes (BASE, one-round) in SQL, update formulas (an `UPDATE` reads, then
-//! writes the row).
+//! transaction classes (BASE, one-round) in SQL, update formulas (an `UPDATE` reads its row
+//! for update — under the write's lock on the locking engines — then writes it).
 
 pub mod catalog;
+mod coordination;
 pub mod copy;
 mod describe;
 mod dml;
@@ -60,6 +61,9 @@ pub struct StatementCtx {
     pub param_types: Vec<SqlType>,
     /// The statement's timestamp, microseconds since 1970.
     pub now_us: i64,
+    /// The engine keeps invariants by refusing what needs coordination (`coordfree`): each
+    /// write is judged before it runs ([`coordination`]).
+    pub refuse_coordination: bool,
 }
 
 impl StatementCtx {

@@ -9,8 +9,8 @@ use crate::store::{KeyRange, Tx, STATEMENT_ROWS_MAX};
 use crate::types::{Datum, SqlType};
 use crate::{Column, StatementCtx};
 use sqlparser::ast::{
-    BinaryOperator, Expr, GroupByExpr, JoinConstraint, JoinOperator, LimitClause, OrderByExpr, OrderByKind, Query,
-    SelectItem, SetExpr, TableFactor, TableWithJoins,
+    BinaryOperator, Expr, GroupByExpr, JoinConstraint, JoinOperator, LimitClause, LockType, OrderByExpr, OrderByKind,
+    Query, SelectItem, SetExpr, TableFactor, TableWithJoins,
 };
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
@@ -68,7 +68,7 @@ fn source(tx: &mut Tx, f: &TableFactor) -> Result<Source, SqlError> {
             }
             let def = tx.table(&tname)?;
             let alias = alias.as_ref().map(|a| ident(&a.name)).unwrap_or(tname);
-            Ok(Source { alias, def })
+            Ok(Source { alias, def, for_update: false })
         }
         other => Err(SqlError::unsupported(format!("FROM item {other}"))),
     }
@@ -106,14 +106,14 @@ fn join_level(
         return each(row);
     }
     let def = scope.sources[level].def.clone();
+    let for_update = scope.sources[level].for_update;
     let range = access(ctx, scope, conds, level, row)?;
     if level + 1 == scope.sources.len() {
         // The innermost level streams: a LIMIT or a stop ends the read early.
         let env_scope = scope;
-        let mut go_on = true;
-        let mut visit = |r: Vec<Datum>, row: &mut Vec<Datum>| -> Result<bool, SqlError> {
+        let holds = |r: &[Datum], row: &mut Vec<Datum>| -> Result<bool, SqlError> {
             let at = row.len();
-            row.extend(r);
+            row.extend_from_slice(r);
             let env = Env { scope: env_scope, row, params: &ctx.params, aggregates: None, now_us: ctx.now_us };
             let mut keep = true;
             for c in conds {
@@ -122,14 +122,50 @@ fn join_level(
                     break;
                 }
             }
-            let more = if keep { each(row)? } else { true };
+            row.truncate(at);
+            Ok(keep)
+        };
+        let mut go_on = true;
+        let mut visit = |r: Vec<Datum>, row: &mut Vec<Datum>| -> Result<bool, SqlError> {
+            if !holds(&r, row)? {
+                return Ok(true);
+            }
+            let at = row.len();
+            row.extend(r);
+            let more = each(row)?;
             row.truncate(at);
             Ok(more)
         };
         match range {
             Access::Point(key) => {
-                if let Some(r) = tx.get(&def, &key)? {
+                let found = if for_update { tx.get_for_update(&def, &key)? } else { tx.get(&def, &key)? };
+                if let Some(r) = found {
                     go_on = visit(r, row)?;
+                }
+            }
+            Access::Range(range) if for_update => {
+                // The keys of the rows that match as scanned; each is then read again under its
+                // write lock and matched again as locked (below serializable the scan's lock is
+                // short, and the row may have changed since), as PostgreSQL re-checks a row it
+                // had to wait for. The scan's own lock is a read lock: two statements that
+                // update one range can still deadlock on the upgrade (a key read is free of it).
+                let mut keys = vec![];
+                tx.scan_range(&def, &range, &mut |k, r| {
+                    if holds(&r, row)? {
+                        keys.push(k);
+                    }
+                    if keys.len() > STATEMENT_ROWS_MAX {
+                        return Err(too_many());
+                    }
+                    Ok(true)
+                })?;
+                for k in keys {
+                    if let Some(r) = tx.get_for_update(&def, &k)? {
+                        go_on = visit(r, row)?;
+                        if !go_on {
+                            break;
+                        }
+                    }
                 }
             }
             Access::Range(range) => tx.scan_range(&def, &range, &mut |_, r| {
@@ -139,7 +175,7 @@ fn join_level(
         }
         return Ok(go_on);
     }
-    let fetched = fetch(tx, &def, &range)?;
+    let fetched = fetch(tx, &def, &range, for_update)?;
     for r in fetched {
         let at = row.len();
         row.extend(r);
@@ -261,20 +297,32 @@ fn flip(op: &BinaryOperator) -> BinaryOperator {
     }
 }
 
-/// The rows of `def` an access path reads (for an outer level of a join).
-fn fetch(tx: &mut Tx, def: &TableDef, access: &Access) -> Result<Vec<Vec<Datum>>, SqlError> {
+/// The rows of `def` an access path reads (for an outer level of a join). For update, each row
+/// of a range is read again under its write lock, and the row as locked is the one the
+/// statement sees; every row of the range is locked (the join's conditions are checked only
+/// when the inner levels are read).
+fn fetch(tx: &mut Tx, def: &TableDef, access: &Access, for_update: bool) -> Result<Vec<Vec<Datum>>, SqlError> {
     let range = match access {
+        Access::Point(key) if for_update => return Ok(tx.get_for_update(def, key)?.into_iter().collect()),
         Access::Point(key) => return Ok(tx.get(def, key)?.into_iter().collect()),
         Access::Range(range) => range,
     };
     let mut out = vec![];
-    tx.scan_range(def, range, &mut |_, r| {
-        out.push(r);
-        if out.len() > STATEMENT_ROWS_MAX {
+    let mut keys = vec![];
+    tx.scan_range(def, range, &mut |k, r| {
+        if for_update {
+            keys.push(k);
+        } else {
+            out.push(r);
+        }
+        if out.len().max(keys.len()) > STATEMENT_ROWS_MAX {
             return Err(too_many());
         }
         Ok(true)
     })?;
+    for k in keys {
+        out.extend(tx.get_for_update(def, &k)?);
+    }
     Ok(out)
 }
 
@@ -449,6 +497,9 @@ pub fn run(tx: &mut Tx, ctx: &StatementCtx, q: &Query) -> Result<Rows, SqlError>
     }
     let select = match q.body.as_ref() {
         SetExpr::Select(s) => s,
+        SetExpr::Query(_) if !q.locks.is_empty() => {
+            return Err(SqlError::unsupported("FOR UPDATE on a parenthesized query"))
+        }
         SetExpr::Query(inner) => return run(tx, ctx, inner),
         other => return Err(SqlError::unsupported(format!("query form {}", set_expr_kind(other)))),
     };
@@ -456,7 +507,8 @@ pub fn run(tx: &mut Tx, ctx: &StatementCtx, q: &Query) -> Result<Rows, SqlError>
         return Err(SqlError::unsupported("DISTINCT"));
     }
     let mut conds = vec![];
-    let sources = sources(tx, &select.from, &mut conds)?;
+    let mut sources = sources(tx, &select.from, &mut conds)?;
+    lock_clauses(q, &mut sources)?;
     if let Some(w) = &select.selection {
         conjuncts(w, &mut conds);
     }
@@ -482,6 +534,10 @@ pub fn run(tx: &mut Tx, ctx: &StatementCtx, q: &Query) -> Result<Rows, SqlError>
         .map(|(e, name)| Ok(Column { name: name.clone(), ty: type_of(e, &scope, &ctx.param_types)? }))
         .collect::<Result<Vec<_>, SqlError>>()?;
     let grouped = !group_by.is_empty() || !aggs.is_empty();
+    if grouped && !q.locks.is_empty() {
+        // PostgreSQL's rule: the locked rows would not be the rows returned.
+        return Err(SqlError::unsupported("FOR UPDATE with GROUP BY or aggregate functions"));
+    }
     let mut out = if grouped {
         grouped_rows(tx, ctx, &scope, &conds, &group_by, &aggs, select.having.as_ref(), &proj)?
     } else {
@@ -490,6 +546,35 @@ pub fn run(tx: &mut Tx, ctx: &StatementCtx, q: &Query) -> Result<Rows, SqlError>
     sort(ctx, &scope, &proj, &order, &mut out)?;
     let rows = cut(ctx, q, out.into_iter().map(|(r, _, _)| r).collect())?;
     Ok(Rows { columns, rows })
+}
+
+/// `FOR UPDATE [OF t, ...]`: the sources it names (all without `OF`) are read for update, each
+/// row under the lock its write would take, held to the end of the transaction on the engines
+/// that lock. `FOR SHARE` and `NOWAIT` / `SKIP LOCKED` are refused (`0A000`); an `OF` naming no
+/// table of the `FROM` list is `42P01`.
+fn lock_clauses(q: &Query, sources: &mut [Source]) -> Result<(), SqlError> {
+    for clause in &q.locks {
+        if clause.nonblock.is_some() {
+            return Err(SqlError::unsupported(format!("{clause} (NOWAIT and SKIP LOCKED)")));
+        }
+        if matches!(clause.lock_type, LockType::Share) {
+            return Err(SqlError::unsupported("SELECT ... FOR SHARE"));
+        }
+        match &clause.of {
+            None => sources.iter_mut().for_each(|s| s.for_update = true),
+            Some(name) => {
+                let name = object_name(name)?;
+                let source = sources.iter_mut().find(|s| s.alias == name).ok_or_else(|| {
+                    SqlError::new(
+                        sqlstate::UNDEFINED_TABLE,
+                        format!("relation \"{name}\" in FOR UPDATE clause not found in FROM clause"),
+                    )
+                })?;
+                source.for_update = true;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn set_expr_kind(e: &SetExpr) -> &'static str {

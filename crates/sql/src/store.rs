@@ -8,6 +8,7 @@ use crate::types::Datum;
 use litmus_client::{PageSizer, Paging, Transaction};
 use litmus_core::{Row, Value};
 use litmus_protocol::op::{Op, BATCH_LEN_MAX};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The most rows one statement may touch or return (a bound on the memory a statement holds).
 pub const STATEMENT_ROWS_MAX: usize = 2_000_000;
@@ -42,6 +43,9 @@ impl KeyRange {
 pub struct Tx<'t, 'c> {
     pub txn: &'t mut Transaction<'c>,
     pub paging: Paging,
+    /// Set by a cancel request (the client's `CancelRequest`, psql's Ctrl-C): the statement
+    /// stops before its next operation with `57014`.
+    pub cancel: Option<&'t AtomicBool>,
 }
 
 fn bytes_of(v: &Value, what: &str) -> Result<Vec<u8>, SqlError> {
@@ -55,7 +59,18 @@ fn stored(row: &Row, what: &str) -> Result<Vec<u8>, SqlError> {
     row.get(2).map_or_else(|| Err(SqlError::internal(format!("{what}: short row"))), |v| bytes_of(v, what))
 }
 
-impl Tx<'_, '_> {
+impl<'c> Tx<'_, 'c> {
+    /// The transaction, unless the statement was cancelled (`57014`).
+    fn live(&mut self) -> Result<&mut Transaction<'c>, SqlError> {
+        if self.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+            return Err(SqlError::new(
+                crate::error::sqlstate::QUERY_CANCELED,
+                "canceling statement due to user request".into(),
+            ));
+        }
+        Ok(self.txn)
+    }
+
     /// The definition of table `name`, or `42P01`.
     pub fn table(&mut self, name: &str) -> Result<TableDef, SqlError> {
         self.find_table(name)?.ok_or_else(|| SqlError::no_table(name))
@@ -63,7 +78,7 @@ impl Tx<'_, '_> {
 
     pub fn find_table(&mut self, name: &str) -> Result<Option<TableDef>, SqlError> {
         let key = [Value::Int(CATALOG_TID), Value::Bytes(name.as_bytes().into())];
-        match self.txn.read(ROWS_TABLE, &key)? {
+        match self.live()?.read(ROWS_TABLE, &key)? {
             Some(row) => Ok(Some(catalog::decode_def(&stored(&row, "catalog")?)?)),
             None => Ok(None),
         }
@@ -73,7 +88,7 @@ impl Tx<'_, '_> {
     /// transaction, so two concurrent creates conflict rather than share an id).
     pub fn create_table(&mut self, mut def: TableDef) -> Result<TableDef, SqlError> {
         let counter = [Value::Int(COUNTER_TID), Value::Bytes(b"table_id".as_slice().into())];
-        let next = match self.txn.read(ROWS_TABLE, &counter)? {
+        let next = match self.live()?.read(ROWS_TABLE, &counter)? {
             Some(row) => {
                 let b = stored(&row, "table id counter")?;
                 i64::from_le_bytes(b.try_into().map_err(|_| SqlError::internal("table id counter: bad width"))?)
@@ -83,13 +98,13 @@ impl Tx<'_, '_> {
         def.id = next;
         let bump =
             vec![counter[0].clone(), counter[1].clone(), Value::Bytes((next + 1).to_le_bytes().as_slice().into())];
-        self.txn.write(ROWS_TABLE, bump)?;
+        self.live()?.write(ROWS_TABLE, bump)?;
         let entry = vec![
             Value::Int(CATALOG_TID),
             Value::Bytes(def.name.as_bytes().into()),
             Value::Bytes(catalog::encode_def(&def)?.into()),
         ];
-        self.txn.insert(ROWS_TABLE, entry)?;
+        self.live()?.insert(ROWS_TABLE, entry)?;
         Ok(def)
     }
 
@@ -100,19 +115,28 @@ impl Tx<'_, '_> {
             Value::Bytes(def.name.as_bytes().into()),
             Value::Bytes(catalog::encode_def(def)?.into()),
         ];
-        self.txn.write(ROWS_TABLE, entry)?;
+        self.live()?.write(ROWS_TABLE, entry)?;
         Ok(())
     }
 
     /// Deletes a table's catalog entry.
     pub fn drop_table(&mut self, def: &TableDef) -> Result<(), SqlError> {
-        self.txn.delete(ROWS_TABLE, &[Value::Int(CATALOG_TID), Value::Bytes(def.name.as_bytes().into())])?;
+        self.live()?.delete(ROWS_TABLE, &[Value::Int(CATALOG_TID), Value::Bytes(def.name.as_bytes().into())])?;
         Ok(())
     }
 
     /// The row with primary key `key` (encoded), if any.
     pub fn get(&mut self, def: &TableDef, key: &[u8]) -> Result<Option<Vec<Datum>>, SqlError> {
-        match self.txn.read(ROWS_TABLE, &[Value::Int(def.id), Value::Bytes(key.into())])? {
+        match self.live()?.read(ROWS_TABLE, &[Value::Int(def.id), Value::Bytes(key.into())])? {
+            Some(row) => Ok(Some(catalog::decode_row(&stored(&row, &def.name)?, def)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The row with primary key `key` (encoded), if any, read under the lock a write of it
+    /// takes (`Transaction::read_for_update`; a plain read on engines without locks).
+    pub fn get_for_update(&mut self, def: &TableDef, key: &[u8]) -> Result<Option<Vec<Datum>>, SqlError> {
+        match self.live()?.read_for_update(ROWS_TABLE, &[Value::Int(def.id), Value::Bytes(key.into())])? {
             Some(row) => Ok(Some(catalog::decode_row(&stored(&row, &def.name)?, def)?)),
             None => Ok(None),
         }
@@ -152,7 +176,7 @@ impl Tx<'_, '_> {
         let mut after = None;
         let mut sizer = PageSizer::new(self.paging);
         loop {
-            let page = self.txn.scan_page(ROWS_TABLE, &start, end.as_deref(), after.as_ref(), sizer.next())?;
+            let page = self.live()?.scan_page(ROWS_TABLE, &start, end.as_deref(), after.as_ref(), sizer.next())?;
             sizer.saw(&page);
             for row in &page.rows {
                 let key = bytes_of(&row[1], &def.name)?;
@@ -170,21 +194,21 @@ impl Tx<'_, '_> {
     /// Writes a full row (insert or replace).
     pub fn put(&mut self, def: &TableDef, row: &[Datum]) -> Result<(), SqlError> {
         let stored = self.stored_row(def, row)?;
-        self.txn.write(ROWS_TABLE, stored)?;
+        self.live()?.write(ROWS_TABLE, stored)?;
         Ok(())
     }
 
     /// Inserts a row; an existing key is `23505`.
     pub fn insert(&mut self, def: &TableDef, row: &[Datum]) -> Result<(), SqlError> {
         let stored = self.stored_row(def, row)?;
-        match self.txn.insert(ROWS_TABLE, stored) {
+        match self.live()?.insert(ROWS_TABLE, stored) {
             Err(litmus_core::Error::Invalid(litmus_core::InvalidInput::DuplicateKey(_))) => Err(duplicate(def, row)),
             other => other.map_err(SqlError::from),
         }
     }
 
     pub fn delete(&mut self, def: &TableDef, key: &[u8]) -> Result<(), SqlError> {
-        self.txn.delete(ROWS_TABLE, &[Value::Int(def.id), Value::Bytes(key.into())])?;
+        self.live()?.delete(ROWS_TABLE, &[Value::Int(def.id), Value::Bytes(key.into())])?;
         Ok(())
     }
 
@@ -200,7 +224,7 @@ impl Tx<'_, '_> {
                 Op::Insert { table: ROWS_TABLE.into(), row }
             });
         }
-        self.write_batches(ops).map_err(|e| match e {
+        self.write_batches(ops, |e| match e {
             litmus_core::Error::Invalid(litmus_core::InvalidInput::DuplicateKey(_)) => SqlError::new(
                 crate::error::sqlstate::UNIQUE_VIOLATION,
                 format!("duplicate key value violates unique constraint \"{}_pkey\"", def.name),
@@ -218,10 +242,10 @@ impl Tx<'_, '_> {
                 key: vec![Value::Int(def.id), Value::Bytes(k.as_slice().into())],
             })
             .collect();
-        Ok(self.write_batches(ops)?)
+        self.write_batches(ops, SqlError::from)
     }
 
-    fn write_batches(&mut self, ops: Vec<Op>) -> Result<(), litmus_core::Error> {
+    fn write_batches(&mut self, ops: Vec<Op>, error: impl Fn(litmus_core::Error) -> SqlError) -> Result<(), SqlError> {
         let mut batch = vec![];
         let mut bytes = 0;
         for op in ops {
@@ -230,14 +254,14 @@ impl Tx<'_, '_> {
                 _ => 64,
             };
             if !batch.is_empty() && (batch.len() >= BATCH_LEN_MAX || bytes + size > BATCH_BYTES_MAX) {
-                self.txn.write_many(ROWS_TABLE, std::mem::take(&mut batch))?;
+                self.live()?.write_many(ROWS_TABLE, std::mem::take(&mut batch)).map_err(&error)?;
                 bytes = 0;
             }
             bytes += size;
             batch.push(op);
         }
         if !batch.is_empty() {
-            self.txn.write_many(ROWS_TABLE, batch)?;
+            self.live()?.write_many(ROWS_TABLE, batch).map_err(&error)?;
         }
         Ok(())
     }

@@ -143,6 +143,7 @@ impl EngineDef for BasicEngine {
             one_round: false,
             interactive: true,
             batches: false,
+            reads_for_update: false,
         }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {

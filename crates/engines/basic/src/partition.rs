@@ -438,7 +438,11 @@ impl BasicPartition {
                 }
                 ItemFormula::Update(updates)
             }
-            OpKind::Read { .. } | OpKind::Scan { .. } | OpKind::ReadMany { .. } | OpKind::WriteMany { .. } => {
+            OpKind::Read { .. }
+            | OpKind::ReadForUpdate { .. }
+            | OpKind::Scan { .. }
+            | OpKind::ReadMany { .. }
+            | OpKind::WriteMany { .. } => {
                 unreachable!("point writes only (checked above)")
             }
         };

@@ -306,6 +306,7 @@ impl EngineDef for CoordfreeEngine {
             one_round: false,
             interactive: true,
             batches: true,
+            reads_for_update: false,
         }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {

@@ -598,7 +598,11 @@ fn rewrite_writes(key: &Key, mut ops: Vec<OpKind>, ids: &[(i64, i64)]) -> (Key, 
                     }
                 }
             }
-            OpKind::Read { .. } | OpKind::Scan { .. } | OpKind::ReadMany { .. } | OpKind::WriteMany { .. } => {}
+            OpKind::Read { .. }
+            | OpKind::ReadForUpdate { .. }
+            | OpKind::Scan { .. }
+            | OpKind::ReadMany { .. }
+            | OpKind::WriteMany { .. } => {}
         }
     }
     (key, ops)

@@ -265,6 +265,7 @@ impl EngineDef for GranolaEngine {
             one_round: true,
             interactive: false,
             batches: false,
+            reads_for_update: false,
         }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {

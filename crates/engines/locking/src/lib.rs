@@ -320,6 +320,8 @@ impl EngineDef for LockingEngine {
             one_round: false,
             interactive: true,
             batches: true,
+            // UPDATE and SELECT ... FOR UPDATE lock for writing at their read (no upgrade deadlock).
+            reads_for_update: true,
         }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {
@@ -376,6 +378,7 @@ impl TxnClass {
         let access = match op {
             OpKind::Read { .. } | OpKind::ReadMany { .. } => Access::Read,
             OpKind::Scan { .. } => Access::RangeRead,
+            // Writes, and reads for update (which take a write's lock).
             _ => Access::Write,
         };
         self.lock_free &= !self.isolation.long_term(access);

@@ -413,6 +413,8 @@ impl LockingPartition {
         let mut locked_to = None;
         let (access, target) = match kind {
             OpKind::Read { key, .. } => (Access::Read, Target::Key(key.clone())),
+            // The lock the coming write takes, at once: no shared lock to upgrade later.
+            OpKind::ReadForUpdate { key } => (Access::Write, Target::Key(key.clone())),
             OpKind::Scan { start, end, limit } => {
                 // The guess costs a store scan: only where a range lock is taken at all.
                 if class.isolation.locked(Access::RangeRead) {
@@ -893,7 +895,7 @@ fn execute_op(
         store.latest(table, key).and_then(|(_, r)| r.cloned())
     };
     let image = match &op.kind {
-        OpKind::Read { key, .. } => return Ok(PartResult::Row(current(buffer, key))),
+        OpKind::Read { key, .. } | OpKind::ReadForUpdate { key } => return Ok(PartResult::Row(current(buffer, key))),
         OpKind::ReadMany { keys } => {
             return Ok(PartResult::Many(keys.iter().map(|(i, k)| (*i, current(buffer, k))).collect()))
         }

@@ -816,3 +816,59 @@ fn salt_6_2_a_commit_resent_after_the_transaction_ended_is_not_applied_again() {
     r.request(0, commit);
     assert_eq!(row_of(&r, 1), Some(row), "the late commit changed nothing");
 }
+
+/// A read for update (`OpKind::ReadForUpdate`, the read of a SQL `UPDATE` or `SELECT ... FOR
+/// UPDATE`) takes at once the lock the coming write takes (LK-1, `Access::Write`): a second
+/// reader for update of the row queues behind the first, which then writes under the lock it
+/// holds, commits, and hands the row on; the second reads the committed write. With plain reads
+/// both would hold read locks and each would wait to upgrade: the younger dies (LK-5a) although
+/// only one row is involved, which is what two concurrent `UPDATE t SET x = x + 1` met.
+#[test]
+fn rule_lk1_a_read_for_update_takes_the_write_lock_so_updaters_of_one_row_queue_without_an_upgrade() {
+    let bump = OpKind::Update {
+        key: key(1),
+        updates: vec![litmus_core::ColumnUpdate::new(1, litmus_core::Formula::Add(Value::Int(5)))],
+    };
+    let row = |v: i64| Ok(PartResult::Row(Some(Row::from(vec![Value::Int(1), Value::Int(v)]))));
+
+    // Plain reads, then writes: the upgrade deadlock.
+    let mut h = H::new(&[1]);
+    let (a, b) = (txn(0, 1), txn(1, 2));
+    h.op(a, 0, OpKind::Read { key: key(1), cols: ColMask::ALL });
+    h.op(b, 0, OpKind::Read { key: key(1), cols: ColMask::ALL });
+    assert_eq!(h.results(b), vec![&row(100)], "read locks are shared");
+    h.op(a, 1, bump.clone());
+    h.op(b, 1, bump.clone());
+    h.tick(patience() * 3);
+    assert!(h.died(b), "each waits to upgrade past the other's read lock: the younger dies");
+
+    // Reads for update: a queue.
+    let mut h = H::new(&[1]);
+    let (a, b) = (txn(0, 1), txn(1, 2));
+    h.op(a, 0, OpKind::ReadForUpdate { key: key(1) });
+    assert_eq!(h.results(a), vec![&row(100)]);
+    assert!(h.replies.iter().all(|r| r.2.is_empty()), "a read for update writes nothing");
+    h.op(b, 0, OpKind::ReadForUpdate { key: key(1) });
+    assert!(h.results(b).is_empty(), "b waits for a's write lock");
+    h.op(a, 1, bump.clone());
+    assert_eq!(h.results(a).len(), 2, "a writes under the lock it holds: no upgrade to wait for");
+    assert!(h.results(a)[1].is_ok());
+    h.commit(a, 2);
+    assert_eq!(h.results(b), vec![&row(105)], "b reads a's committed write");
+    h.op(b, 1, bump);
+    h.commit(b, 2);
+    assert!(!h.died(b) && h.results(b)[1].is_ok());
+
+    // A plain reader waits for it too, and at read committed the lock still lasts to the end.
+    let mut h = H::new(&[1]);
+    let (a, r) = (txn(0, 1), txn(1, 2));
+    let rfu = OpKind::ReadForUpdate { key: key(1) };
+    assert!(!TxnClass::new(Isolation::ReadCommitted, false, 1).with_op(&rfu).lock_free, "a write's lock is long-term");
+    h.rc_op(a, 0, rfu);
+    assert_eq!(h.results(a), vec![&row(100)]);
+    assert_eq!(h.p.locks.held(a).len(), 1, "held after the read, as a write's lock is");
+    h.rc_op(r, 0, OpKind::Read { key: key(1), cols: ColMask::ALL });
+    assert!(h.results(r).is_empty(), "a reader waits for the write lock");
+    h.commit(a, 1);
+    assert_eq!(h.results(r), vec![&row(100)]);
+}

@@ -92,6 +92,7 @@ impl EngineDef for NoccEngine {
             one_round: true,
             interactive: true,
             batches: false,
+            reads_for_update: false,
         }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {

@@ -320,6 +320,7 @@ impl EngineDef for OmidEngine {
             one_round: false,
             interactive: true,
             batches: false,
+            reads_for_update: false,
         }
     }
     fn coordinator(&self) -> Box<dyn CoordinatorEngine> {

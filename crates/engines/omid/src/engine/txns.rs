@@ -12,7 +12,11 @@ impl OmidCoordinator {
         let reader_ts = t.start_ts.expect("started");
         let table = op.table;
         match op.kind {
-            OpKind::Read { key, .. } => self.read(id, table, key, Then::Return, None, ctx),
+            // (The coordinator sends a read for update as a plain read: no `reads_for_update`.
+            // Snapshot isolation finds the conflict when the row is written.)
+            OpKind::Read { key, .. } | OpKind::ReadForUpdate { key } => {
+                self.read(id, table, key, Then::Return, None, ctx)
+            }
             OpKind::Scan { start, end, limit } => {
                 let t = self.txns.get_mut(&id.txn).expect("live txn");
                 t.ops.insert(
