@@ -37,6 +37,11 @@ pub trait BaseTransactions {
     /// After `apply` has replayed the log: transactions to finish by re-running their
     /// procedure (Salt's roll-forward, §6.2), as (id, procedure, arguments), under their old ids.
     fn take_reruns(&mut self) -> Vec<(TxnId, String, Vec<Value>)>;
+    /// Whether the transaction is accepted (Salt §6.1: its commit is decided though it is not
+    /// finished). An accepted transaction runs to its end, however long a partition stays out
+    /// of reach: the front end never abandons it as stalled (aborting it would end it with
+    /// some of its subtransactions applied and the rest never run).
+    fn accepted(&self, txn: TxnId) -> bool;
 }
 
 /// What a [`BaseTransactions`] engine tells its coordinator.

@@ -734,6 +734,13 @@ impl Coordinator {
             })
             .map(|(id, _)| *id)
             .collect();
+        // An accepted BASE transaction is never abandoned: its engine drives it to its end.
+        let mut abandoned = Vec::with_capacity(idle.len());
+        self.with_engine(now, out, |e, _| match e.base_transactions() {
+            Some(b) => abandoned.extend(idle.into_iter().filter(|txn| !b.accepted(*txn))),
+            None => abandoned = idle,
+        });
+        let idle = abandoned;
         for txn in idle {
             // Late replies for the dropped ops are ignored (`on_op_done` finds no op).
             self.txns.get_mut(&txn).expect("listed").ops.clear();

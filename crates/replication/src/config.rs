@@ -85,8 +85,14 @@ pub struct GroupConfig {
     pub uncommitted_bytes_max: u64,
     pub snapshot_chunk_bytes: usize,
     pub snapshot_bytes_max: u64,
-    /// Ask the owner for a snapshot once this many entries were applied since the last one.
+    /// Ask the owner for a snapshot once this many entries were applied since the last one,
+    /// and their data is at least `snapshot_log_bytes_min` and the last snapshot's size.
     pub snapshot_every_entries: u64,
+    /// See `snapshot_every_entries`: a snapshot re-encodes the owner's whole state, so one
+    /// taken every so many entries would cost, per entry, in proportion to the state's size
+    /// (a full TPC-C partition of hundreds of megabytes every few seconds, stalling its node).
+    /// With the log as large as the last snapshot, a snapshot at most doubles the bytes written.
+    pub snapshot_log_bytes_min: u64,
     /// Entries kept before a snapshot, so that a follower a little behind gets entries rather
     /// than the whole snapshot.
     pub compact_keep_entries: u64,
@@ -112,6 +118,7 @@ impl GroupConfig {
             snapshot_chunk_bytes: SNAPSHOT_CHUNK_BYTES_DEFAULT,
             snapshot_bytes_max: SNAPSHOT_BYTES_MAX_DEFAULT,
             snapshot_every_entries: 10_000,
+            snapshot_log_bytes_min: 1 << 20,
             compact_keep_entries: 5_000,
             snapshot_retry_ticks: 40,
         }

@@ -13,6 +13,10 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Election timeouts after a leadership transfer started at which a leader that is still
+/// leading (the transfer failed; raft abandons one after an election timeout) steps down.
+pub const TRANSFER_ABANDON_ELECTIONS: usize = 3;
+
 /// A snapshot being received in chunks from one peer.
 struct Assembly {
     index: u64,
@@ -46,6 +50,9 @@ pub struct ReplicaGroup {
     lease_acks: BTreeMap<ReplicaId, u64>,
     /// A term in which this member started a leadership transfer: no lease reads in it again.
     lease_revoked_term: u64,
+    /// The tick at which the lease was revoked: a leader whose transfer failed gives up its
+    /// leadership [`TRANSFER_ABANDON_ELECTIONS`] election timeouts later (see `tick`).
+    lease_revoked_at: u64,
     /// Follower: the newest stamp from the leader of its term (a term has one leader).
     echo: Option<LeaseStamp>,
     pending_reads: BTreeSet<ReadId>,
@@ -53,6 +60,10 @@ pub struct ReplicaGroup {
     /// Leader: when the snapshot in flight to each follower was sent.
     snapshot_sent_at: BTreeMap<ReplicaId, u64>,
     snapshot_asked: bool,
+    /// Bytes of entry data applied since the last snapshot, and the last snapshot's size: the
+    /// periodic snapshot waits for the log to outgrow both (see [`GroupConfig::snapshot_log_bytes_min`]).
+    applied_bytes_since_snapshot: u64,
+    last_snapshot_bytes: u64,
     applied: LogIndex,
     /// Rejoined after losing its data: never votes nor campaigns (see the crate doc).
     abstain: bool,
@@ -135,11 +146,14 @@ impl ReplicaGroup {
             out: Ready::default(),
             lease_acks: BTreeMap::new(),
             lease_revoked_term: 0,
+            lease_revoked_at: 0,
             echo: None,
             pending_reads: BTreeSet::new(),
             assemblies: BTreeMap::new(),
             snapshot_sent_at: BTreeMap::new(),
             snapshot_asked: false,
+            applied_bytes_since_snapshot: 0,
+            last_snapshot_bytes: 0,
             applied,
             abstain,
             stats: Stats::default(),
@@ -206,6 +220,15 @@ impl ReplicaGroup {
             return None;
         }
         self.raw.raft.prs().get(peer.0).map(|p| p.matched)
+    }
+
+    /// Leader: whether `peer` holds every entry of this leader's log and echoed one of its
+    /// heartbeats within the last `within` ticks, so a transfer to it would complete at once.
+    pub fn is_caught_up(&self, peer: ReplicaId, within: u64) -> bool {
+        let r = &self.raw.raft;
+        r.state == StateRole::Leader
+            && r.prs().get(peer.0).is_some_and(|p| p.matched >= r.raft_log.last_index())
+            && self.lease_acks.get(&peer).is_some_and(|&t| t + within > self.now_ticks)
     }
 
     pub fn is_abstaining(&self) -> bool {
@@ -301,6 +324,7 @@ impl ReplicaGroup {
             return Err(Error::Invalid(format!("cannot transfer leadership to {to}")));
         }
         self.lease_revoked_term = self.raw.raft.term;
+        self.lease_revoked_at = self.now_ticks;
         self.raw.transfer_leader(to.0);
         self.drain();
         Ok(())
@@ -344,6 +368,8 @@ impl ReplicaGroup {
             return Err(Error::Invalid(format!("snapshot at {index} is not after {}", store.snap_index())));
         }
         self.snapshot_asked = false;
+        self.applied_bytes_since_snapshot = 0;
+        self.last_snapshot_bytes = data.len() as u64;
         let keep = self.cfg.compact_keep_entries;
         let term = self.raw.mut_store().compact(index, data, keep);
         Ok(SnapshotMeta { index, term })
@@ -356,6 +382,7 @@ impl ReplicaGroup {
         if !(self.abstain && follower) {
             self.raw.tick();
         }
+        self.abandon_failed_transfer();
         self.retry_snapshots();
         self.drain();
     }
@@ -610,6 +637,8 @@ impl ReplicaGroup {
                 self.raw.mut_store().install(snap);
                 self.out.persist.snapshot = Some(meta);
                 self.out.persist.entries.clear();
+                self.applied_bytes_since_snapshot = 0;
+                self.last_snapshot_bytes = data.len() as u64;
                 self.out.apply.push(Apply::Snapshot { meta, data });
                 self.applied = meta.index;
                 self.stats.snapshots_installed += 1;
@@ -654,9 +683,34 @@ impl ReplicaGroup {
             self.snapshot_asked = false; // raft wants one now: ask again below
         }
         let since = self.applied.saturating_sub(self.raw.store().snap_index());
-        if !self.snapshot_asked && since >= self.cfg.snapshot_every_entries {
+        // A snapshot costs its whole size; taken only once the log since the last one is as
+        // large (and past a floor), its cost per logged byte stays bounded however large the
+        // state grows.
+        let bytes_due = self.cfg.snapshot_log_bytes_min.max(self.last_snapshot_bytes);
+        if !self.snapshot_asked
+            && since >= self.cfg.snapshot_every_entries
+            && self.applied_bytes_since_snapshot >= bytes_due
+        {
             self.snapshot_asked = true;
             self.out.snapshot_wanted = Some(self.applied);
+        }
+    }
+
+    /// A leader that started a transfer revoked its lease for the term (the transferee may
+    /// campaign past the followers' promises), so it serves nothing more in this term. Raft
+    /// abandons a transfer that does not complete within an election timeout and the leader
+    /// stays: it would then lead without ever serving. Once the transfer is over and a few
+    /// election timeouts have passed, it steps down instead, and an ordinary election follows.
+    fn abandon_failed_transfer(&mut self) {
+        let r = &self.raw.raft;
+        let waited = (TRANSFER_ABANDON_ELECTIONS * self.cfg.election_ticks) as u64;
+        if r.state == StateRole::Leader
+            && self.lease_revoked_term == r.term
+            && r.lead_transferee.is_none()
+            && self.now_ticks >= self.lease_revoked_at + waited
+        {
+            let term = r.term;
+            self.raw.raft.become_follower(term, raft::INVALID_ID);
         }
     }
 
@@ -669,6 +723,7 @@ impl ReplicaGroup {
         for e in ents {
             assert!(e.index == self.applied + 1, "committed entry {} after applied {}", e.index, self.applied);
             self.applied = e.index;
+            self.applied_bytes_since_snapshot += e.data.len() as u64;
             self.out.apply.push(Apply::Entry(from_raft_entry(&e)));
         }
     }

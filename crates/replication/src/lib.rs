@@ -124,6 +124,6 @@ mod wire;
 
 pub use config::*;
 pub use error::Error;
-pub use group::{ReplicaGroup, Role};
+pub use group::{ReplicaGroup, Role, TRANSFER_ABANDON_ELECTIONS};
 pub use types::*;
 pub use wire::*;

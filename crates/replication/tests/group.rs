@@ -157,11 +157,58 @@ fn raft_3_10_leadership_handover_moves_the_leader_and_ends_the_lease() {
     assert_eq!(f.hand_over(), Ok(None));
 }
 
+/// Delivers messages among `ms` as `settle` does, dropping every one to or from `cut`.
+fn settle_without(ms: &mut [ReplicaGroup], cut: ReplicaId, ticks: usize) {
+    for _ in 0..ticks {
+        for m in ms.iter_mut() {
+            m.tick();
+        }
+        loop {
+            let mut inflight = Vec::new();
+            for m in ms.iter_mut() {
+                let from = m.id();
+                inflight.extend(m.take_ready().messages.into_iter().filter(|w| from != cut && w.to != cut));
+            }
+            if inflight.is_empty() {
+                break;
+            }
+            for w in inflight {
+                let to = (w.to.0 - 1) as usize;
+                ms[to].step_bytes(&w.encode());
+            }
+        }
+    }
+}
+
+/// A transfer to a member that never hears of it fails: raft abandons it after an election
+/// timeout, but the leader revoked its lease for the term and could never serve again, so it
+/// steps down after `TRANSFER_ABANDON_ELECTIONS` election timeouts and a member that can serve
+/// is elected.
+#[test]
+fn raft_3_10_a_leader_whose_transfer_failed_steps_down_for_an_election() {
+    let mut ms = elect(3);
+    let l = ms.iter().position(|m| m.role() == Role::Leader).unwrap();
+    let (old, old_term) = (ms[l].id(), ms[l].term());
+    let to = ms.iter().map(|m| m.id()).find(|&id| id != old).unwrap();
+    ms[l].transfer_leadership(to).unwrap();
+    let et = GroupConfig::new(ReplicaId(1), voters(3)).election_ticks;
+    settle_without(&mut ms, to, et * 2);
+    assert_eq!(ms[l].role(), Role::Leader, "still leading once raft abandoned the transfer");
+    assert!(!ms[l].holds_lease(), "but serving nothing");
+    settle_without(&mut ms, to, et * (TRANSFER_ABANDON_ELECTIONS + 4));
+    let leader = ms.iter().find(|m| m.role() == Role::Leader).expect("a leader after the failed transfer");
+    assert!(leader.term() > old_term, "a new election was held");
+    settle(&mut ms, 10);
+    let leader = ms.iter().find(|m| m.role() == Role::Leader).expect("a leader");
+    assert!(leader.holds_lease(), "the group serves again");
+}
+
 #[test]
 fn snapshots_travel_in_chunks_under_the_frame_limit() {
     let mut cfgs: Vec<GroupConfig> = (1..=3).map(|i| GroupConfig::new(ReplicaId(i), voters(3))).collect();
     for c in &mut cfgs {
         c.snapshot_every_entries = 10;
+        c.snapshot_log_bytes_min = 0;
         c.compact_keep_entries = 0;
     }
     let mut ms: Vec<ReplicaGroup> = cfgs
@@ -264,4 +311,59 @@ fn a_member_that_lost_its_data_never_campaigns_nor_votes() {
     let d = Durable { abstaining: true, ..Durable::default() };
     let m = ReplicaGroup::start(cfg, d, 8).unwrap();
     assert!(m.is_abstaining());
+}
+
+/// A periodic snapshot re-encodes the whole state, so it is asked for only once the entries
+/// applied since the last one add up to the last snapshot's size: its cost per logged byte
+/// stays bounded however large the state is.
+#[test]
+fn a_snapshot_is_asked_for_once_the_log_outgrew_the_last_one() {
+    let mut cfgs: Vec<GroupConfig> = (1..=3).map(|i| GroupConfig::new(ReplicaId(i), voters(3))).collect();
+    for c in &mut cfgs {
+        c.snapshot_every_entries = 1;
+        c.snapshot_log_bytes_min = 0;
+    }
+    let mut ms: Vec<ReplicaGroup> = cfgs
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| ReplicaGroup::start(c, Durable::default(), i as u64).unwrap())
+        .collect();
+    settle(&mut ms, 40);
+    let l = ms.iter().position(|m| m.role() == Role::Leader).unwrap();
+    ms[l].propose(vec![1; 10]).unwrap();
+    settle(&mut ms, 2);
+    let applied = ms[l].applied_index();
+    ms[l].snapshot_taken(applied, vec![0; 1000]).unwrap();
+    // Delivers until quiet, like `settle`, but notes the leader's snapshot requests.
+    let asked_now = |ms: &mut [ReplicaGroup]| {
+        let mut asked = false;
+        loop {
+            let mut inflight = Vec::new();
+            for (i, m) in ms.iter_mut().enumerate() {
+                let ready = m.take_ready();
+                asked |= i == l && ready.snapshot_wanted.is_some();
+                inflight.extend(ready.messages);
+            }
+            if inflight.is_empty() {
+                return asked;
+            }
+            for w in inflight {
+                let to = (w.to.0 - 1) as usize;
+                ms[to].step_bytes(&w.encode());
+            }
+        }
+    };
+    let mut asked_after = None;
+    for i in 1..=200u32 {
+        ms[l].propose(vec![2; 100]).unwrap();
+        for m in ms.iter_mut() {
+            m.tick();
+        }
+        if asked_now(&mut ms) {
+            asked_after = Some(i);
+            break;
+        }
+    }
+    let asked = asked_after.expect("a snapshot is asked for once the log outgrew the last one");
+    assert!((10..=11).contains(&asked), "asked after {asked} entries of 100 bytes; the last snapshot had 1,000");
 }

@@ -15,6 +15,11 @@ use std::path::{Path, PathBuf};
 /// A machine is snapshotted (and its log prefix dropped) after this many records.
 pub const SNAPSHOT_EVERY_RECORDS: u64 = 200_000;
 
+/// A step or snapshot that holds a node's thread this long is logged: every machine of the
+/// node, replicas' heartbeats included, waits behind it (a replica group's election timeout is
+/// 250 ms).
+pub const SLOW_STEP: std::time::Duration = std::time::Duration::from_millis(100);
+
 struct Slot {
     machine: Box<dyn Machine>,
     log: Option<DiskLog>,
@@ -193,6 +198,11 @@ impl Host {
             return Ok(()); // not ours (e.g. a stale route): drop, like a lost packet
         };
         self.scratch.clear();
+        let started = std::time::Instant::now();
+        let what = match &input {
+            Input::Tick => "tick",
+            Input::Message(_) => "message",
+        };
         match self.profile.as_mut().filter(|_| self.profiling) {
             None => slot.machine.step(now, input, &mut self.scratch),
             Some(profile) => {
@@ -216,6 +226,10 @@ impl Host {
                 profile.probe_ns +=
                     end.saturating_sub(start).saturating_sub(t1.saturating_sub(t0)) + 2 * profile.clock_ns;
             }
+        }
+        let took = started.elapsed();
+        if took >= SLOW_STEP {
+            tracing::warn!(machine = ?to, input = what, ms = took.as_millis() as u64, "slow step: every machine of this node waited");
         }
         if self.topology.is_some() {
             self.leaders.observe(slot.machine.as_ref());
@@ -267,10 +281,15 @@ impl Host {
                 slot.dirty = false;
             }
             if slot.records_since_snapshot >= SNAPSHOT_EVERY_RECORDS {
+                let started = std::time::Instant::now();
                 if let Some(bytes) = slot.machine.snapshot() {
                     log.snapshot(&bytes)?;
                 }
                 slot.records_since_snapshot = 0;
+                let took = started.elapsed();
+                if took >= SLOW_STEP {
+                    tracing::warn!(ms = took.as_millis() as u64, "slow snapshot: every machine of this node waited");
+                }
             }
         }
         if let (Some(profile), Some(t0)) = (self.profile.as_mut(), t0) {

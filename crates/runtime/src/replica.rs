@@ -72,6 +72,12 @@ pub const PROPOSAL_BYTES_MAX: usize = 512 * 1024;
 pub const PARKED_MAX_AGE: Duration = Duration::from_millis(500);
 /// Requests a replica parks at most; past it the oldest is dropped.
 pub const PARKED_MAX: usize = 4096;
+/// A leader that is not its partition's home hands leadership back to the home replica once it
+/// has led this long and the home is caught up and answering: leaders return to where the
+/// placement put them after a failover, which spreads them evenly over the nodes. Four
+/// election timeouts (1 s), so a home that restarts serves again soon after it caught up, but
+/// a node that flaps is not handed leaderships it loses at once.
+pub const RETURN_HOME_AFTER_TICKS: u64 = 4 * ELECTION_TICKS as u64;
 /// Ticks a replica catches up in one step after a pause (a stalled worker): raft needs the
 /// elapsed time, not every tick of it.
 const CATCH_UP_TICKS_MAX: u64 = 1000;
@@ -206,12 +212,18 @@ pub struct ReplicatedPartition {
     rejoining: bool,
     /// The abstaining mark is still to be logged (in the first step, before any send).
     mark_abstaining: bool,
+    /// The partition's home node (first in its placement): the replica that should lead.
+    home: NodeId,
+    /// The tick at which this replica last began to lead, or last tried to hand leadership
+    /// home: the return-home rule waits [`RETURN_HOME_AFTER_TICKS`] after either.
+    home_wait_from: u64,
 }
 
 impl ReplicatedPartition {
     /// The replica of `partition` on node `me`, in the group of `voters` (nodes).
     pub fn new(partition: Partition, me: NodeId, voters: Vec<NodeId>, seed: u64) -> Self {
         let id = partition.id();
+        let home = voters.first().copied().unwrap_or(me);
         let mut cfg = GroupConfig::new(ReplicaId::of_node(me), voters.into_iter().map(ReplicaId::of_node).collect());
         cfg.election_ticks = ELECTION_TICKS;
         cfg.heartbeat_ticks = HEARTBEAT_TICKS;
@@ -243,6 +255,8 @@ impl ReplicatedPartition {
             handing_over: false,
             rejoining: false,
             mark_abstaining: false,
+            home,
+            home_wait_from: 0,
         }
     }
 
@@ -332,7 +346,7 @@ impl ReplicatedPartition {
                         // rebuild, and drop the step's messages (their senders resend).
                         out.counts.push("replica proposal refused");
                         tracing::warn!(partition = %self.id, error = %e, "a proposal was refused; rebuilding the partition");
-                        self.step_down();
+                        self.rebuild();
                         return;
                     }
                 }
@@ -417,6 +431,7 @@ impl ReplicatedPartition {
             tracing::info!(partition = %self.id, term, "replica leads");
             self.term_start = self.group().last_index();
             self.leading = Some(term);
+            self.home_wait_from = self.ticks;
         }
     }
 
@@ -466,13 +481,30 @@ impl ReplicatedPartition {
         }
     }
 
-    /// Leadership lost (or a proposal refused): the partition goes back to the committed state.
+    /// Leadership lost: the partition goes back to the committed state, as after a restart.
+    /// With no proposal in flight the partition holds nothing uncommitted, and it restarts in
+    /// place (its rows kept, its volatile state dropped); otherwise it is rebuilt from the
+    /// group's snapshot and the committed entries.
     fn step_down(&mut self) {
         self.leading = None;
-        self.pending.clear();
         if broken(BREAK_KEEP_SPECULATIVE_STATE) {
+            self.pending.clear();
             return;
         }
+        if self.pending.is_empty() && self.assembling.is_empty() {
+            if let Err(e) = self.inner.restart_in_place() {
+                self.fault = Some(format!("{}: restarting after a leader change: {e}", self.id));
+            }
+            return;
+        }
+        self.rebuild();
+    }
+
+    /// The partition rebuilt from the group's snapshot and the committed entries after it:
+    /// whatever it applied beyond them (effects of proposals that never committed) is gone.
+    fn rebuild(&mut self) {
+        self.leading = None;
+        self.pending.clear();
         let mut p = (self.fresh)();
         let base_index = self.base.as_ref().map_or(0, |(m, _)| m.index);
         let mut result = p.recover(self.base.as_ref().map(|(_, d)| d.as_slice()), &[]);
@@ -511,6 +543,33 @@ impl ReplicatedPartition {
                 self.base = Some((meta, bytes));
             }
             Err(e) => tracing::debug!(partition = %self.id, error = %e, "snapshot not taken"),
+        }
+    }
+
+    /// A leader away from the partition's home hands leadership back to it once it has led
+    /// [`RETURN_HOME_AFTER_TICKS`] and the home replica holds the whole log and answers (see
+    /// the constant). Nothing is served from the moment the transfer starts (the group revokes
+    /// the lease); a transfer that fails ends in an ordinary election.
+    fn return_home(&mut self, out: &mut Effects) {
+        if self.leading.is_none()
+            || self.me == self.home
+            || self.handing_over
+            || self.ticks < self.home_wait_from + RETURN_HOME_AFTER_TICKS
+        {
+            return;
+        }
+        self.home_wait_from = self.ticks;
+        let home = ReplicaId::of_node(self.home);
+        let answering_within = self.cfg.election_ticks as u64;
+        if !self.group().is_caught_up(home, answering_within) {
+            return;
+        }
+        match self.group().transfer_leadership(home) {
+            Ok(()) => {
+                out.counts.push("replica leadership returned home");
+                tracing::info!(partition = %self.id, home = %self.home, "replica hands leadership home");
+            }
+            Err(e) => tracing::debug!(partition = %self.id, error = %e, "leadership not returned home"),
         }
     }
 
@@ -614,8 +673,8 @@ impl Machine for ReplicatedPartition {
     }
 
     fn recover(&mut self, snapshot: Option<&[u8]>, records: &[Vec<u8>]) -> Result<(), Error> {
-        let corrupt =
-            |what: &str, e: &dyn std::fmt::Display| Error::Storage(format!("{} replica {what}: {e}", self.id));
+        let id = self.id;
+        let corrupt = |what: &str, e: &dyn std::fmt::Display| Error::Storage(format!("{id} replica {what}: {e}"));
         let mut durable: Durable = match snapshot {
             Some(b) => postcard::from_bytes(b).map_err(|e| corrupt("snapshot", &e))?,
             None => Durable::default(),
@@ -638,6 +697,7 @@ impl Machine for ReplicatedPartition {
             ReplicaGroup::start(self.cfg.clone(), durable, self.seed)
         };
         self.group = Some(group.map_err(|e| corrupt("state", &e))?);
+
         Ok(())
     }
 
@@ -656,6 +716,7 @@ impl Machine for ReplicatedPartition {
                 if self.serving() {
                     self.run_inner(now, Input::Tick, out);
                 }
+                self.return_home(out);
             }
             Input::Message(env) => match env.msg {
                 Message::Raft(bytes) => self.group().step_bytes(&bytes),

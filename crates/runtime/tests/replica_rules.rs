@@ -122,3 +122,28 @@ fn a_node_that_lost_its_data_rejoins_and_catches_up() {
         }
     }
 }
+
+/// Leaders return home: a node is down for a while (its partitions fail over to the other
+/// replicas) and comes back; by the end of the run every partition is led again from its home
+/// node, the first of its placement, so leaders are spread over the nodes as the placement
+/// spreads homes.
+#[test]
+fn leaders_return_to_their_home_nodes_after_a_failover() {
+    for seed in 0..seeds(4) {
+        let engine = litmus_engines::ACID;
+        let spec = spec(engine, seed);
+        let topology = spec.topology;
+        let mut sim = Simulator::new(spec, SimConfig::new(seed)).unwrap();
+        sim.schedule_outage(NodeId(seed as u32 % 3), Duration::from_millis(400), Duration::from_millis(600));
+        let mut driver = AckedWrites::for_engine(engine);
+        if let Err(e) = sim.run(&mut driver) {
+            panic!("seed {seed}: {e}");
+        }
+        let leaders = sim.leaders();
+        for p in 0..6 {
+            let p = litmus_core::PartitionId(p);
+            let home = topology.replicas_of(p)[0];
+            assert_eq!(leaders.get(&p), Some(&home), "seed {seed}: {p} is led from its home {home}: {leaders:?}");
+        }
+    }
+}

@@ -1,5 +1,6 @@
 //! Tests of the lock manager's rules (`lock.rs`), one or more per rule of its module doc.
 
+use super::invariants::acyclic;
 use super::*;
 use litmus_core::NodeId;
 use proptest::prelude::*;

@@ -262,6 +262,7 @@ impl Sim {
         g.read_mode = self.cfg.read_mode;
         g.snapshot_every_entries = self.cfg.snapshot_every_entries;
         g.compact_keep_entries = self.cfg.snapshot_every_entries / 2;
+        g.snapshot_log_bytes_min = 0;
         g.snapshot_chunk_bytes = self.cfg.snapshot_chunk_bytes;
         g.lease_ticks_unchecked = self.cfg.lease_ticks_unchecked;
         if let Some(m) = self.cfg.lease_margin_ticks {

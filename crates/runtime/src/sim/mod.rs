@@ -62,6 +62,9 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::time::Duration;
 
+mod checks;
+mod faults;
+
 /// A machine's simulated log is snapshotted (at a sync) once it holds this many records.
 pub const SIM_SNAPSHOT_EVERY_RECORDS: usize = 512;
 /// Bound on simulated events per run, so a livelocked protocol fails instead of hanging.
@@ -603,70 +606,6 @@ impl Simulator {
         Ok(self.report.clone())
     }
 
-    /// Replicated partitions, after the heal and the idle time of the liveness check: every
-    /// replica of a partition has applied the same log prefix and holds the same rows (raft's
-    /// state-machine safety, and catch-up of the replicas that were down or lost their data).
-    fn check_replicas_agree(&self) -> Result<(), String> {
-        let mut seen: BTreeMap<litmus_core::PartitionId, (NodeId, u64, Vec<u8>)> = BTreeMap::new();
-        for (i, n) in self.nodes.iter().enumerate().filter(|(_, n)| n.up) {
-            for m in n.machines.values() {
-                let Some(r) = m.as_any().and_then(|a| a.downcast_ref::<crate::replica::ReplicatedPartition>()) else {
-                    continue;
-                };
-                let rows = r.partition().store().encode_snapshot();
-                let here = (NodeId(i as u32), r.applied(), rows);
-                match seen.get(&r.id()) {
-                    None => {
-                        seen.insert(r.id(), here);
-                    }
-                    Some((first, applied, _)) if *applied != here.1 => {
-                        return Err(format!(
-                            "replicas disagree: {} applied {applied} entries on node {} and {} on node {}",
-                            r.id(),
-                            first.0,
-                            here.1,
-                            here.0 .0
-                        ));
-                    }
-                    Some((first, applied, rows)) if *rows != here.2 => {
-                        return Err(format!(
-                            "replicas disagree: {} holds different rows on nodes {} and {} after {applied} entries",
-                            r.id(),
-                            first.0,
-                            here.0 .0
-                        ));
-                    }
-                    Some(_) => {}
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// See the module doc, "Liveness".
-    fn check_liveness(&mut self) -> Result<(), String> {
-        let Some(healed) = self.healed_at else { return Ok(()) };
-        let bound = self.cfg.liveness_bound;
-        self.report.unanswered = self
-            .unanswered
-            .values()
-            .filter(|u| {
-                self.nodes[u.node.0 as usize].incarnation == u.incarnation && self.now >= u.sent.max(healed) + bound
-            })
-            .count() as u64;
-        let mut stuck = self.unanswered.iter().filter(|(_, u)| {
-            self.nodes[u.node.0 as usize].incarnation == u.incarnation
-                && self.now >= u.sent.max(healed) + self.cfg.liveness_bound
-        });
-        let Some(((client, id), first)) = stuck.next() else { return Ok(()) };
-        let more = stuck.count();
-        Err(format!(
-            "liveness: request {} of client {client} ({}), sent at {} to node {}, was never answered \
-             ({more} more); faults healed at {healed}, bound {:?}",
-            id.0, first.what, first.sent, first.node.0, self.cfg.liveness_bound
-        ))
-    }
-
     /// Starts tracking a request for the liveness check.
     fn track(&mut self, client: usize, id: litmus_core::RequestId, env: &Envelope, body: &RequestBody) {
         let Host::Node(node) = self.spec.topology.host_of(env.to) else { return };
@@ -835,107 +774,6 @@ impl Simulator {
             }
         }
         Ok(true)
-    }
-
-    fn inject_faults(&mut self) {
-        let f = self.cfg.faults.clone();
-        let outage = |rng: &mut ChaCha8Rng| {
-            Duration::from_nanos(rng.gen_range(f.outage_min.as_nanos() as u64..=f.outage_max.as_nanos() as u64))
-        };
-        if self.rng.gen_bool(f.crash) {
-            let up: Vec<NodeId> = self.spec.topology.node_ids().filter(|n| self.nodes[n.0 as usize].up).collect();
-            if !up.is_empty() {
-                let victim = up[self.rng.gen_range(0..up.len())];
-                self.schedule(Duration::ZERO, Event::Crash(victim));
-                let d = outage(&mut self.rng);
-                self.schedule(d, Event::Restart(victim));
-            }
-        }
-        let n = self.spec.topology.nodes;
-        if n >= 2 && self.blocked.is_empty() && self.rng.gen_bool(f.partition) {
-            // A random non-trivial split into two groups.
-            let mask: u64 = self.rng.gen_range(1..(1u64 << n.min(63)) - 1);
-            for a in 0..n {
-                for b in 0..n {
-                    if (mask >> a) & 1 != (mask >> b) & 1 {
-                        self.blocked.insert((NodeId(a), NodeId(b)));
-                    }
-                }
-            }
-            self.report.partitions += 1;
-            self.trace_line(|| {
-                format!(
-                    "PARTITION nodes {{{}}} | the rest",
-                    (0..n).filter(|a| (mask >> a) & 1 == 1).map(|a| a.to_string()).collect::<Vec<_>>().join(",")
-                )
-            });
-            let d = outage(&mut self.rng);
-            self.schedule(d, Event::Heal);
-        }
-    }
-
-    /// One line of the `--trace` output, stamped with virtual time.
-    fn trace_line(&self, line: impl FnOnce() -> String) {
-        if self.cfg.trace {
-            println!("{:>12.3} ms  {}", self.now.0 as f64 / 1e6, line());
-        }
-    }
-
-    fn crash(&mut self, node: NodeId) {
-        let n = &mut self.nodes[node.0 as usize];
-        if !n.up {
-            return;
-        }
-        self.trace_line(|| format!("CRASH node {}", node.0));
-        let n = &mut self.nodes[node.0 as usize];
-        n.up = false;
-        n.incarnation += 1;
-        n.machines.clear();
-        n.leaders.clear();
-        n.held.clear();
-        n.sync_pending = false;
-        n.runq.clear();
-        n.wake_at = None;
-        let now = self.now;
-        n.cores.iter_mut().for_each(|c| *c = now);
-        for disk in n.disks.values_mut() {
-            disk.records.truncate(disk.synced); // the unsynced tail is lost
-        }
-        self.report.crashes += 1;
-    }
-
-    fn sync(&mut self, node: NodeId, incarnation: u64) {
-        let n = &mut self.nodes[node.0 as usize];
-        if !n.up || n.incarnation != incarnation {
-            return;
-        }
-        n.sync_pending = false;
-        for (addr, disk) in n.disks.iter_mut() {
-            disk.synced = disk.discarded + disk.records.len();
-            if disk.records.len() >= SIM_SNAPSHOT_EVERY_RECORDS {
-                if let Some(snap) = n.machines.get_mut(addr).and_then(|m| m.snapshot()) {
-                    disk.snapshot = Some(snap);
-                    disk.records.clear();
-                    disk.synced = 0;
-                    // Held messages of this machine now wait for nothing.
-                    for h in n.held.iter_mut().filter(|h| h.0 == *addr) {
-                        h.1 = 0;
-                    }
-                }
-            }
-        }
-        let held = std::mem::take(&mut n.held);
-        let (ready, waiting): (Vec<_>, Vec<_>) =
-            held.into_iter().partition(|(a, need, _, _)| n.disks[a].synced >= *need);
-        n.held = waiting;
-        for (_, _, not_before, env) in ready {
-            if not_before > self.now {
-                let incarnation = self.nodes[node.0 as usize].incarnation;
-                self.schedule(Duration::from_nanos(not_before.0 - self.now.0), Event::Send { node, incarnation, env });
-            } else {
-                self.send_from(Host::Node(node), env);
-            }
-        }
     }
 
     fn step_machine(&mut self, node: NodeId, addr: Addr, input: Input) {
