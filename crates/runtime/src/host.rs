@@ -198,7 +198,7 @@ impl Host {
             return Ok(()); // not ours (e.g. a stale route): drop, like a lost packet
         };
         self.scratch.clear();
-        let started = std::time::Instant::now();
+        let started = crate::cost::coarse_now_ns();
         let what = match &input {
             Input::Tick => "tick",
             Input::Message(_) => "message",
@@ -227,9 +227,9 @@ impl Host {
                     end.saturating_sub(start).saturating_sub(t1.saturating_sub(t0)) + 2 * profile.clock_ns;
             }
         }
-        let took = started.elapsed();
-        if took >= SLOW_STEP {
-            tracing::warn!(machine = ?to, input = what, ms = took.as_millis() as u64, "slow step: every machine of this node waited");
+        let took_ns = crate::cost::coarse_now_ns().saturating_sub(started);
+        if took_ns >= SLOW_STEP.as_nanos() as u64 {
+            tracing::warn!(machine = ?to, input = what, ms = took_ns / 1_000_000, "slow step: every machine of this node waited");
         }
         if self.topology.is_some() {
             self.leaders.observe(slot.machine.as_ref());
