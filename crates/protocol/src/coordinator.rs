@@ -734,6 +734,9 @@ impl Coordinator {
             })
             .map(|(id, _)| *id)
             .collect();
+        if idle.is_empty() {
+            return;
+        }
         // An accepted BASE transaction is never abandoned: its engine drives it to its end.
         let mut abandoned = Vec::with_capacity(idle.len());
         self.with_engine(now, out, |e, _| match e.base_transactions() {

@@ -10,26 +10,44 @@ fn member(id: u64, n: u64, seed: u64) -> ReplicaGroup {
     ReplicaGroup::start(GroupConfig::new(ReplicaId(id), voters(n)), Durable::default(), seed).expect("starts")
 }
 
-/// Delivers every message among `ms` until quiet; `ticks` ticks each member first.
-fn settle(ms: &mut [ReplicaGroup], ticks: usize) {
+/// Delivers every message among `ms` until quiet, dropping those `keep` refuses (from, to);
+/// `on_ready` sees each member's `Ready` (by index) before its messages go out.
+fn deliver(
+    ms: &mut [ReplicaGroup],
+    keep: &dyn Fn(ReplicaId, ReplicaId) -> bool,
+    on_ready: &mut dyn FnMut(usize, &Ready),
+) {
+    loop {
+        let mut inflight = Vec::new();
+        for (i, m) in ms.iter_mut().enumerate() {
+            let from = m.id();
+            let ready = m.take_ready();
+            on_ready(i, &ready);
+            inflight.extend(ready.messages.into_iter().filter(|w| keep(from, w.to)));
+        }
+        if inflight.is_empty() {
+            return;
+        }
+        for w in inflight {
+            let to = (w.to.0 - 1) as usize;
+            ms[to].step_bytes(&w.encode());
+        }
+    }
+}
+
+/// `ticks` rounds of: tick every member, then [`deliver`] until quiet.
+fn settle_with(ms: &mut [ReplicaGroup], ticks: usize, keep: &dyn Fn(ReplicaId, ReplicaId) -> bool) {
     for _ in 0..ticks {
         for m in ms.iter_mut() {
             m.tick();
         }
-        loop {
-            let mut inflight = Vec::new();
-            for m in ms.iter_mut() {
-                inflight.extend(m.take_ready().messages);
-            }
-            if inflight.is_empty() {
-                break;
-            }
-            for w in inflight {
-                let to = (w.to.0 - 1) as usize;
-                ms[to].step_bytes(&w.encode());
-            }
-        }
+        deliver(ms, keep, &mut |_, _| {});
     }
+}
+
+/// Delivers every message among `ms` until quiet; `ticks` ticks each member first.
+fn settle(ms: &mut [ReplicaGroup], ticks: usize) {
+    settle_with(ms, ticks, &|_, _| true);
 }
 
 fn elect(n: u64) -> Vec<ReplicaGroup> {
@@ -157,27 +175,9 @@ fn raft_3_10_leadership_handover_moves_the_leader_and_ends_the_lease() {
     assert_eq!(f.hand_over(), Ok(None));
 }
 
-/// Delivers messages among `ms` as `settle` does, dropping every one to or from `cut`.
+/// [`settle`], every message to or from `cut` dropped.
 fn settle_without(ms: &mut [ReplicaGroup], cut: ReplicaId, ticks: usize) {
-    for _ in 0..ticks {
-        for m in ms.iter_mut() {
-            m.tick();
-        }
-        loop {
-            let mut inflight = Vec::new();
-            for m in ms.iter_mut() {
-                let from = m.id();
-                inflight.extend(m.take_ready().messages.into_iter().filter(|w| from != cut && w.to != cut));
-            }
-            if inflight.is_empty() {
-                break;
-            }
-            for w in inflight {
-                let to = (w.to.0 - 1) as usize;
-                ms[to].step_bytes(&w.encode());
-            }
-        }
-    }
+    settle_with(ms, ticks, &|from, to| from != cut && to != cut);
 }
 
 /// A transfer to a member that never hears of it fails: raft abandons it after an election
@@ -313,11 +313,12 @@ fn a_member_that_lost_its_data_never_campaigns_nor_votes() {
     assert!(m.is_abstaining());
 }
 
-/// A periodic snapshot re-encodes the whole state, so it is asked for only once the entries
-/// applied since the last one add up to the last snapshot's size: its cost per logged byte
+/// Log compaction (Raft dissertation ch. 5, when to snapshot: once the log outgrows the last
+/// snapshot). A periodic snapshot re-encodes the whole state, so it is asked for only once the
+/// entries applied since the last one add up to the last snapshot's size: its cost per logged byte
 /// stays bounded however large the state is.
 #[test]
-fn a_snapshot_is_asked_for_once_the_log_outgrew_the_last_one() {
+fn raft_log_compaction_a_snapshot_is_asked_for_once_the_log_outgrew_the_last_one() {
     let mut cfgs: Vec<GroupConfig> = (1..=3).map(|i| GroupConfig::new(ReplicaId(i), voters(3))).collect();
     for c in &mut cfgs {
         c.snapshot_every_entries = 1;
@@ -334,32 +335,15 @@ fn a_snapshot_is_asked_for_once_the_log_outgrew_the_last_one() {
     settle(&mut ms, 2);
     let applied = ms[l].applied_index();
     ms[l].snapshot_taken(applied, vec![0; 1000]).unwrap();
-    // Delivers until quiet, like `settle`, but notes the leader's snapshot requests.
-    let asked_now = |ms: &mut [ReplicaGroup]| {
-        let mut asked = false;
-        loop {
-            let mut inflight = Vec::new();
-            for (i, m) in ms.iter_mut().enumerate() {
-                let ready = m.take_ready();
-                asked |= i == l && ready.snapshot_wanted.is_some();
-                inflight.extend(ready.messages);
-            }
-            if inflight.is_empty() {
-                return asked;
-            }
-            for w in inflight {
-                let to = (w.to.0 - 1) as usize;
-                ms[to].step_bytes(&w.encode());
-            }
-        }
-    };
     let mut asked_after = None;
     for i in 1..=200u32 {
         ms[l].propose(vec![2; 100]).unwrap();
         for m in ms.iter_mut() {
             m.tick();
         }
-        if asked_now(&mut ms) {
+        let mut asked = false;
+        deliver(&mut ms, &|_, _| true, &mut |i, ready| asked |= i == l && ready.snapshot_wanted.is_some());
+        if asked {
             asked_after = Some(i);
             break;
         }

@@ -128,7 +128,7 @@ fn a_node_that_lost_its_data_rejoins_and_catches_up() {
 /// node, the first of its placement, so leaders are spread over the nodes as the placement
 /// spreads homes.
 #[test]
-fn leaders_return_to_their_home_nodes_after_a_failover() {
+fn raft_3_10_leaders_return_to_their_home_nodes_after_a_failover() {
     for seed in 0..seeds(4) {
         let engine = litmus_engines::ACID;
         let spec = spec(engine, seed);
