@@ -232,7 +232,7 @@ struct Primary {
     oracle: StatusOracle,
     /// A newer epoch this replica heard of: it serves nothing and asks to join it.
     fenced_by: Option<u64>,
-    /// Last replication message sent (this incarnation).
+    /// Last replication message sent (this incarnation; the first is numbered from the clock).
     seq: u64,
     /// `seq` of the first message sent at or after the current step began.
     step_seq: u64,
@@ -303,7 +303,9 @@ impl Primary {
 
     /// The standby's acknowledgement: forget what it holds, release what it confirms.
     fn on_ack(&mut self, now: Time, me: Addr, peer: Addr, seq: u64, applied: u64, out: &mut Effects) {
-        if seq < self.acked_seq {
+        if seq < self.acked_seq || seq > self.seq {
+            // Older than the newest, or an answer to a message this incarnation never sent
+            // (one its previous incarnation sent before a crash): says nothing new.
             return;
         }
         self.acked_seq = seq;
@@ -751,6 +753,11 @@ impl Machine for OracleMachine {
 
     fn step(&mut self, now: Time, input: Input, out: &mut Effects) {
         if let Role::Primary(p) = &mut self.role {
+            if p.seq == 0 {
+                // Numbers start at the clock, so they rise across restarts (the simulator's
+                // network can still hold the previous incarnation's messages and their acks).
+                p.seq = now.as_nanos();
+            }
             p.step_seq = p.seq + 1;
         }
         let recovered = std::mem::take(&mut self.recovered);

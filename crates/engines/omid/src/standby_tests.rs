@@ -317,6 +317,25 @@ fn a_restarted_primary_resyncs_its_standby_by_state_transfer() {
     assert!(p.replicas[0].is_primary() && p.replicas[0].epoch() == 0);
 }
 
+/// OM-8: a restarted primary's lease is renewed by its own messages' acknowledgements only. An
+/// acknowledgement of the previous incarnation's message, still in flight when the primary
+/// crashed, names a number this incarnation has not reached: taken as the newest, it made every
+/// later acknowledgement look late, and the primary served nothing until its count caught up.
+#[test]
+fn a_restarted_primary_is_not_stalled_by_an_acknowledgement_sent_to_its_previous_incarnation() {
+    let mut p = Pair::new();
+    p.commit_one(0, 1).expect("committed");
+    // The standby's acknowledgement of the previous incarnation's thousandth message.
+    let ack = Replication::Ack { epoch: p.replicas[0].epoch(), seq: 1_000, applied: p.replicas[1].oracle().lsn() };
+    let late = Envelope { from: ADDRS[1], to: ADDRS[0], msg: OracleWire::Replication(ack).into_message() };
+    p.crash(0);
+    p.restart(0);
+    p.step(0, Input::Message(late));
+    p.deliver();
+    p.run(50);
+    assert!(p.commit_one(0, 2).is_some(), "the restarted primary serves within 50 ms");
+}
+
 impl Pair {
     /// Partition `part` reports to replica `i` that it purged what was asked.
     fn purged(&mut self, i: usize, part: u32, start_ts: Vec<Timestamp>, crashed: Vec<(Timestamp, Timestamp)>) {

@@ -19,8 +19,9 @@
 //! * **Clocks**: each node sees virtual time plus a fixed skew.
 //! * **Clients** live on their own host, never crash, and are driven by a [`SimDriver`] that
 //!   picks each client's next request and records what came back. After the workload phase the
-//!   simulator heals every fault, lets outstanding requests finish, and hands the driver a
-//!   [`Simulator`] handle to check its invariants ([`SimDriver::verify`]).
+//!   simulator heals every fault, lets outstanding requests finish (up to the liveness bound,
+//!   also those whose client gave up: a coordinator may still commit them), and hands the
+//!   driver a [`Simulator`] handle to check its invariants ([`SimDriver::verify`]).
 //! * **Liveness**, checked for every workload: a client's own timeout ends every call, so
 //!   that alone proves nothing. The simulator also tracks each request until its coordinator
 //!   *answers* it (even after the client gave up): once the faults heal, every request a live
@@ -584,6 +585,15 @@ impl Simulator {
         self.healed_at = Some(self.now);
         let drain_end = self.now + self.cfg.request_timeout * 2 + Duration::from_millis(100);
         self.run_until(drain_end, driver).map_err(fail)?;
+        // Quiescence: the checks read in several transactions (rows, then a log), so a
+        // workload transaction still inside a coordinator (its client gave up on it) would
+        // commit between them. Wait for every such request, up to the liveness bound (past
+        // it, the liveness check below names the request).
+        let quiet_by = self.now.max(self.healed_at.unwrap_or(self.now) + self.cfg.liveness_bound);
+        while self.workload_request_in_flight() && self.now < quiet_by {
+            let step_end = (self.now + Duration::from_millis(10)).min(quiet_by);
+            self.run_until(step_end, driver).map_err(fail)?;
+        }
         self.report.virtual_time = self.now;
         if let Some(v) = self.violation.take() {
             return Err(format!("invariant violated: {v}\n     run so far: {}", self.report));
@@ -604,6 +614,15 @@ impl Simulator {
             return Err(format!("{e}\n     run so far: {}", self.report));
         }
         Ok(self.report.clone())
+    }
+
+    /// Whether a live coordinator still holds a workload client's request (not the
+    /// verification client's): the check of [`Simulator::run`] waits for none.
+    fn workload_request_in_flight(&self) -> bool {
+        let verifier = (self.clients.len() - 1) as u64;
+        self.unanswered
+            .iter()
+            .any(|(&(client, _), u)| client != verifier && self.nodes[u.node.0 as usize].incarnation == u.incarnation)
     }
 
     /// Starts tracking a request for the liveness check.
