@@ -805,12 +805,14 @@ impl Machine for Coordinator {
         if !self.epoch_logged {
             // Logged before any message that carries a transaction id of this epoch.
             out.persist.push(postcard::to_stdvec(&CoordRecord::Epoch(self.epoch)).expect("serialize"));
+            out.barrier = true;
             self.epoch_logged = true;
         }
         for txn in std::mem::take(&mut self.to_roll_forward) {
             self.rerun(now, txn, out);
         }
         let sent_before = out.send.len();
+        let sent_now_before = out.send_now.len();
         match input {
             Input::Tick => self.on_tick(now, out),
             Input::Message(env) => match env.msg {
@@ -837,6 +839,7 @@ impl Machine for Coordinator {
         }
         self.process_events(now, out);
         out.batch_sends(sent_before);
+        out.batch_sends_now(sent_now_before);
         if self.kept.len() >= KEPT_RECORDS_COMPACT_AT.max(2 * self.kept_compacted) {
             self.kept = self.engine.compact(std::mem::take(&mut self.kept));
             self.kept_compacted = self.kept.len();

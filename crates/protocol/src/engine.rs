@@ -123,6 +123,13 @@ impl CoordCtx<'_> {
     pub fn send_to_partition(&mut self, p: PartitionId, body: impl PayloadData) {
         self.send(Addr::Partition(p), Message::PartitionRequest(PartitionRequest { body: Payload::new(body) }));
     }
+    /// [`CoordCtx::send_to_partition`] for a request that depends on nothing on the
+    /// coordinator's log ([`Effects::send_now`]): a transaction's request while the
+    /// transaction has logged nothing here. It does not wait for other transactions' records.
+    pub fn send_to_partition_now(&mut self, p: PartitionId, body: impl PayloadData) {
+        let msg = Message::PartitionRequest(PartitionRequest { body: Payload::new(body) });
+        self.out.send_now.push(Envelope { from: self.me, to: Addr::Partition(p), msg });
+    }
     /// Engine-defined traffic to one of the engine's roles (or a client that talks to them).
     pub fn send_role(&mut self, to: Addr, body: impl PayloadData) {
         self.send(to, Message::Role(Payload::new(body)));

@@ -41,6 +41,16 @@ pub struct Effects {
     pub persist: Vec<Vec<u8>>,
     /// Messages to send once `persist` (and everything before it) is durable.
     pub send: Vec<Envelope>,
+    /// Messages that depend on nothing this machine logged except its barrier records (see
+    /// `barrier`): they leave once those are durable, ahead of the rest of the log. A
+    /// coordinator's operations for a transaction that has logged nothing (an ACID one before
+    /// its decision) go here, so they do not wait for the log syncs of other transactions'
+    /// decisions. The embedded and TCP runtimes release them with `send`, at the group flush.
+    pub send_now: Vec<Envelope>,
+    /// The records of this step are barriers: no later message of this machine, `send_now`
+    /// included, leaves before they are durable (a coordinator's epoch record, which every
+    /// transaction id of the epoch relies on).
+    pub barrier: bool,
     /// Events the engine counts for reports (e.g. Granola's CONFLICT retries): not state, not
     /// logged; a runtime adds them up (`Host::counts`) or drops them.
     pub counts: Vec<&'static str>,
@@ -52,11 +62,13 @@ pub struct Effects {
 
 impl Effects {
     pub fn is_empty(&self) -> bool {
-        self.persist.is_empty() && self.send.is_empty()
+        self.persist.is_empty() && self.send.is_empty() && self.send_now.is_empty()
     }
     pub fn clear(&mut self) {
         self.persist.clear();
         self.send.clear();
+        self.send_now.clear();
+        self.barrier = false;
         self.counts.clear();
         self.work = 0;
     }
@@ -68,37 +80,47 @@ impl Effects {
     /// that does not batch closes the batch before it); messages to different destinations had
     /// none to keep.
     pub fn batch_sends(&mut self, start: usize) {
-        if self.send.len() <= start + 1 {
-            return;
-        }
-        let tail = self.send.split_off(start);
-        // (from, to) → index in `send` of the message (or batch) going there.
-        let mut slots: Vec<(Addr, Addr, usize)> = Vec::new();
-        for env in tail {
-            let batchable = matches!(env.to, Addr::Coordinator(_) | Addr::Partition(_))
-                && matches!(env.msg, Message::PartitionRequest(_) | Message::PartitionReply(_));
-            let slot = slots.iter().find(|(from, to, _)| *from == env.from && *to == env.to).map(|s| s.2);
-            match (batchable, slot) {
-                (true, Some(i)) => {
-                    let Ok(item) = env.msg.into_batched() else { unreachable!("checked batchable") };
-                    let first = &mut self.send[i].msg;
-                    if let Message::Batch(items) = first {
-                        items.push(item);
-                    } else {
-                        let prev = std::mem::replace(first, Message::Batch(Vec::new()));
-                        let Ok(prev) = prev.into_batched() else { unreachable!("only batchable messages get a slot") };
-                        *first = Message::Batch(vec![prev, item]);
-                    }
+        batch(&mut self.send, start)
+    }
+
+    /// [`Effects::batch_sends`] for `send_now[start..]`.
+    pub fn batch_sends_now(&mut self, start: usize) {
+        batch(&mut self.send_now, start)
+    }
+}
+
+/// [`Effects::batch_sends`] on one list of messages.
+fn batch(send: &mut Vec<Envelope>, start: usize) {
+    if send.len() <= start + 1 {
+        return;
+    }
+    let tail = send.split_off(start);
+    // (from, to) → index in `send` of the message (or batch) going there.
+    let mut slots: Vec<(Addr, Addr, usize)> = Vec::new();
+    for env in tail {
+        let batchable = matches!(env.to, Addr::Coordinator(_) | Addr::Partition(_))
+            && matches!(env.msg, Message::PartitionRequest(_) | Message::PartitionReply(_));
+        let slot = slots.iter().find(|(from, to, _)| *from == env.from && *to == env.to).map(|s| s.2);
+        match (batchable, slot) {
+            (true, Some(i)) => {
+                let Ok(item) = env.msg.into_batched() else { unreachable!("checked batchable") };
+                let first = &mut send[i].msg;
+                if let Message::Batch(items) = first {
+                    items.push(item);
+                } else {
+                    let prev = std::mem::replace(first, Message::Batch(Vec::new()));
+                    let Ok(prev) = prev.into_batched() else { unreachable!("only batchable messages get a slot") };
+                    *first = Message::Batch(vec![prev, item]);
                 }
-                (true, None) => {
-                    slots.push((env.from, env.to, self.send.len()));
-                    self.send.push(env);
-                }
-                (false, _) => {
-                    // Later requests and replies must not overtake it: they start a new batch.
-                    slots.retain(|(from, to, _)| !(*from == env.from && *to == env.to));
-                    self.send.push(env)
-                }
+            }
+            (true, None) => {
+                slots.push((env.from, env.to, send.len()));
+                send.push(env);
+            }
+            (false, _) => {
+                // Later requests and replies must not overtake it: they start a new batch.
+                slots.retain(|(from, to, _)| !(*from == env.from && *to == env.to));
+                send.push(env)
             }
         }
     }

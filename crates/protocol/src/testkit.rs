@@ -128,6 +128,7 @@ impl SyncCluster {
             Addr::Client(_) | Addr::Replica(..) => unreachable!(),
         }
         self.logs.entry(to).or_default().append(&mut out.persist);
+        self.queue.extend(out.send_now);
         self.queue.extend(out.send);
     }
 

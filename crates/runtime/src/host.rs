@@ -233,7 +233,7 @@ impl Host {
         }
         if self.topology.is_some() {
             self.leaders.observe(slot.machine.as_ref());
-            for env in self.scratch.send.iter_mut() {
+            for env in self.scratch.send.iter_mut().chain(self.scratch.send_now.iter_mut()) {
                 self.leaders.route(env);
             }
         }
@@ -248,6 +248,9 @@ impl Host {
                 slot.dirty = true;
             }
         }
+        // Messages that need not wait for the log leave with the rest at the group flush: a
+        // flush covers the whole node, so the batch they are part of waits for it anyway.
+        self.pending.append(&mut self.scratch.send_now);
         self.pending.append(&mut self.scratch.send);
         for name in self.scratch.counts.drain(..) {
             *self.counts.entry(name).or_default() += 1;

@@ -334,6 +334,11 @@ impl ReplicatedPartition {
         self.served = (self.group().term(), true);
         let mut step = Effects::default();
         self.inner.step(now, input, &mut step);
+        // Commit before send covers every message of a partition (none of its engines marks
+        // one as needing no log).
+        let mut now_sends = std::mem::take(&mut step.send_now);
+        now_sends.append(&mut step.send);
+        step.send = now_sends;
         out.counts.append(&mut step.counts);
         out.work += step.work;
         let records = std::mem::take(&mut step.persist);

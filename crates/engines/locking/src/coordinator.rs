@@ -273,7 +273,8 @@ impl LockingCoordinator {
         self.epoch_announced = true;
         self.last_announce = ctx.now;
         for p in 0..ctx.partitions {
-            ctx.send_to_partition(PartitionId(p), Request::Epoch { node: txn.node, epoch: txn.epoch });
+            // It depends only on the epoch record, a barrier: it leaves with the operations.
+            ctx.send_to_partition_now(PartitionId(p), Request::Epoch { node: txn.node, epoch: txn.epoch });
         }
     }
 
@@ -375,7 +376,13 @@ impl LockingCoordinator {
             incarnation,
         };
         t.in_flight.insert(id, InFlight { single, sent: ctx.now, req: Box::new(r.clone()) });
-        ctx.send_to_partition(id.part, r);
+        if t.logic_logged {
+            ctx.send_to_partition(id.part, r);
+        } else {
+            // Nothing of this transaction is on our log: the operation need not wait for
+            // other transactions' records to be synced.
+            ctx.send_to_partition_now(id.part, r);
+        }
     }
 
     /// The incarnation of `part` that answered an earlier operation of `unit` in this run.
@@ -411,7 +418,8 @@ impl LockingCoordinator {
         if parts.len() > 1 && !t.base {
             for p in &parts {
                 let ops = t.unit_ops.get(p).copied().unwrap_or_default();
-                ctx.send_to_partition(*p, Request::Prepare { unit, ops });
+                // Not logged here (presumed abort): it waits for no record.
+                ctx.send_to_partition_now(*p, Request::Prepare { unit, ops });
             }
             t.phase = Phase::Preparing { waiting: parts, then };
             return;
@@ -437,7 +445,12 @@ impl LockingCoordinator {
             // A one-phase commit is checked against what the participant received; a logged
             // decision is final (the participants' state for it is durable).
             let ops = (!logged).then(|| t.unit_ops.get(p).copied().unwrap_or_default());
-            ctx.send_to_partition(*p, Request::Commit { unit, writes, ops });
+            if logged {
+                ctx.send_to_partition(*p, Request::Commit { unit, writes, ops });
+            } else {
+                // A one-phase commit depends on no record of ours.
+                ctx.send_to_partition_now(*p, Request::Commit { unit, writes, ops });
+            }
         }
         if !logged {
             t.phase = Phase::Committing { waiting: parts, then };
@@ -511,7 +524,12 @@ impl LockingCoordinator {
         let t = self.txns.get_mut(&txn).expect("live txn");
         let unit = Self::unit(txn, t);
         for p in &t.unit_parts {
-            ctx.send_to_partition(*p, Request::Abort { unit, attempt: t.attempt });
+            let abort = Request::Abort { unit, attempt: t.attempt };
+            if t.logic_logged {
+                ctx.send_to_partition(*p, abort);
+            } else {
+                ctx.send_to_partition_now(*p, abort);
+            }
             if t.base {
                 self.aborts.insert((unit, *p), t.attempt);
             }

@@ -72,6 +72,7 @@ impl Cluster {
                 Addr::Role(_) => unreachable!("the model runs engines without roles"),
                 Addr::Replica(..) => unreachable!("the model does not replicate partitions"),
             }
+            queue.extend(out.send_now);
             queue.extend(out.send);
         }
         panic!("no response");
@@ -186,7 +187,7 @@ fn stalled_transaction_is_aborted_and_freed() {
         }),
     };
     c.coordinator.step(Time::from_millis(1), Input::Message(req), &mut out);
-    assert_eq!(out.send.len(), 1, "one read sent to a partition, which we drop");
+    assert_eq!(out.send.len() + out.send_now.len(), 1, "one read sent to a partition, which we drop");
     assert_eq!(c.coordinator.active_txns(), 1);
     let mut out = Effects::default();
     let later = Time::from_millis(2) + TXN_STALL_TIMEOUT + std::time::Duration::from_secs(1);

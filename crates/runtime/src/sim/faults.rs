@@ -67,6 +67,7 @@ impl Simulator {
         n.cores.iter_mut().for_each(|c| *c = now);
         for disk in n.disks.values_mut() {
             disk.records.truncate(disk.synced); // the unsynced tail is lost
+            disk.barrier = disk.barrier.min(disk.synced);
         }
         self.report.crashes += 1;
     }
@@ -84,6 +85,7 @@ impl Simulator {
                     disk.snapshot = Some(snap);
                     disk.records.clear();
                     disk.synced = 0;
+                    disk.barrier = 0;
                     // Held messages of this machine now wait for nothing.
                     for h in n.held.iter_mut().filter(|h| h.0 == *addr) {
                         h.1 = 0;

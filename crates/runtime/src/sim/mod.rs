@@ -319,6 +319,9 @@ struct SimDisk {
     /// is `discarded + records.len()`, and `synced` counts in the same terms.
     discarded: usize,
     synced: usize,
+    /// The log length up to which barrier records reach ([`litmus_protocol::Effects::barrier`]):
+    /// `send_now` messages wait for it alone.
+    barrier: usize,
 }
 
 struct SimNode {
@@ -831,7 +834,7 @@ impl Simulator {
                 *newest = (*newest).max(term);
             }
             n.leaders.observe(m.as_ref());
-            for env in out.send.iter_mut() {
+            for env in out.send.iter_mut().chain(out.send_now.iter_mut()) {
                 n.leaders.route(env);
             }
         }
@@ -854,9 +857,19 @@ impl Simulator {
             disk.discarded = need;
             disk.records.clear();
         }
-        let synced = disk.synced;
+        if out.barrier {
+            disk.barrier = need;
+        }
+        let (synced, barrier) = (disk.synced, disk.barrier);
         let end = self.now + Duration::from_nanos(cost_ns);
         let mut ready = Vec::new();
+        for env in out.send_now {
+            if barrier <= synced {
+                ready.push(env);
+            } else {
+                n.held.push((addr, barrier, end, env));
+            }
+        }
         for env in out.send {
             if need <= synced {
                 ready.push(env);
