@@ -546,6 +546,12 @@ fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop
             host.tick(t)?;
             next_tick = t + tick;
         }
+        // Messages that wait for no record leave before the log is synced.
+        for env in host.take_early() {
+            if let Some(env) = router.route_out(env) {
+                local.push(env, &router.metrics);
+            }
+        }
         if host.has_pending() {
             for env in host.flush()? {
                 if let Some(env) = router.route_out(env) {
