@@ -45,7 +45,8 @@ pub struct Effects {
     /// `barrier`): they leave once those are durable, ahead of the rest of the log. A
     /// coordinator's operations for a transaction that has logged nothing (an ACID one before
     /// its decision) go here, so they do not wait for the log syncs of other transactions'
-    /// decisions. The embedded and TCP runtimes release them with `send`, at the group flush.
+    /// decisions. The TCP runtime sends them before its group flush (`Host::take_early`), the
+    /// embedded one with the flush, the simulator as soon as the barriers are synced.
     pub send_now: Vec<Envelope>,
     /// The records of this step are barriers: no later message of this machine, `send_now`
     /// included, leaves before they are durable (a coordinator's epoch record, which every
