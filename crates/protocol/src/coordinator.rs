@@ -558,7 +558,7 @@ impl Coordinator {
                     }
                     Event::Base(BaseEvent::EarlyCommit { txn }) => self.on_early_commit(txn, out),
                     Event::Base(BaseEvent::Rerun { txn }) => self.rerun(now, txn, out),
-                    Event::TxnDone { txn, result } => self.on_txn_done(txn, result, out),
+                    Event::TxnDone { txn, result, unlogged } => self.on_txn_done(txn, result, unlogged, out),
                     Event::TxnDoneAssigned { txn, ids } => {
                         if let Some(Txn { finishing: Some(Outcome::Commit(values)), .. }) = self.txns.get_mut(&txn) {
                             for v in values.iter_mut() {
@@ -567,7 +567,7 @@ impl Coordinator {
                                 }
                             }
                         }
-                        self.on_txn_done(txn, Ok(()), out)
+                        self.on_txn_done(txn, Ok(()), false, out)
                     }
                     Event::OneRoundDone { txn, result } => {
                         if let Some(t) = self.txns.remove(&txn) {
@@ -689,7 +689,7 @@ impl Coordinator {
         self.drive(now, txn, out);
     }
 
-    fn on_txn_done(&mut self, txn: TxnId, result: Result<(), Error>, out: &mut Effects) {
+    fn on_txn_done(&mut self, txn: TxnId, result: Result<(), Error>, unlogged: bool, out: &mut Effects) {
         let Some(t) = self.txns.remove(&txn) else { return };
         // An engine may end a transaction that was still running (a participant that lost it,
         // e.g. to a restart or a leader change, answers that it is gone): that is an abort
@@ -713,7 +713,12 @@ impl Coordinator {
             (Outcome::Rollback, _) => Ok(ResponseBody::RolledBack),
         };
         if let Some(request) = t.request {
-            self.respond(out, t.client, request, response);
+            if unlogged {
+                let msg = Message::ClientResponse(ClientResponse { id: request, result: response });
+                out.send_now.push(Envelope { from: self.me(), to: t.client, msg });
+            } else {
+                self.respond(out, t.client, request, response);
+            }
         }
     }
 

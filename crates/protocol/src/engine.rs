@@ -57,7 +57,9 @@ pub enum Event {
     /// An event of Salt's BASE transactions ([`BaseTransactions`]).
     Base(BaseEvent),
     /// A commit (or abort) finished: `Ok` means committed (for an abort request: rolled back).
-    TxnDone { txn: TxnId, result: Result<(), Error> },
+    /// `unlogged`: the transaction has no record on the coordinator's log, so the answer
+    /// need not wait for the log ([`Effects::send_now`]).
+    TxnDone { txn: TxnId, result: Result<(), Error>, unlogged: bool },
     /// A commit finished and assigned ids at commit (VLDB'15 §6.2: the procedure ran with
     /// temporary ids): each `(tmp, real)` replaces `Value::Int(tmp)` in the procedure's return
     /// values by `Value::Int(real)` — the `[tmpID → realID]` lookup applied to what the client
@@ -150,7 +152,13 @@ impl CoordCtx<'_> {
         self.events.push(Event::OpDone { id, result });
     }
     pub fn txn_done(&mut self, txn: TxnId, result: Result<(), Error>) {
-        self.events.push(Event::TxnDone { txn, result });
+        self.events.push(Event::TxnDone { txn, result, unlogged: false });
+    }
+    /// [`CoordCtx::txn_done`] for a transaction with no record on the coordinator's log (one
+    /// whose commit no participant's answer makes final before its records are durable): its
+    /// client is answered without waiting for other transactions' records.
+    pub fn txn_done_unlogged(&mut self, txn: TxnId, result: Result<(), Error>) {
+        self.events.push(Event::TxnDone { txn, result, unlogged: true });
     }
     pub fn txn_done_assigned(&mut self, txn: TxnId, ids: Vec<(i64, i64)>) {
         self.events.push(Event::TxnDoneAssigned { txn, ids });

@@ -102,6 +102,8 @@ struct CTxn {
     context: BTreeMap<SubOpId, PartResult>,
     decided_subs: u32,
     logic_logged: bool,
+    /// An ACID transaction's two-phase decision is on the log: its answer waits for it.
+    decision_logged: bool,
     accepted: bool,
     phase: Phase,
     /// A re-run waiting out its backoff (after concurrency control aborted a subtransaction).
@@ -147,6 +149,7 @@ impl CTxn {
             context: BTreeMap::new(),
             decided_subs: 0,
             logic_logged: false,
+            decision_logged: false,
             accepted: false,
             phase: Phase::Running,
             retry_at: None,
@@ -434,6 +437,7 @@ impl LockingCoordinator {
         let parts = t.unit_parts.clone();
         let logged = t.base || parts.len() > 1;
         if logged {
+            t.decision_logged = true;
             // Every participant is listed, read-only ones with no writes: on replay the list is
             // who must still acknowledge (a missing one would never be sent the commit again).
             let results = if t.base { t.unit_results.as_slice() } else { &[] };
@@ -571,8 +575,12 @@ impl LockingCoordinator {
             }
             // An accepted BASE transaction has committed whatever its procedure did.
             ctx.txn_done(txn, if t.accepted { Ok(()) } else { result });
-        } else {
+        } else if t.decision_logged {
             ctx.txn_done(txn, result);
+        } else {
+            // Committed in one phase by its participant (which answered once its record was
+            // durable) or aborted: nothing of it is on our log.
+            ctx.txn_done_unlogged(txn, result);
         }
     }
 
