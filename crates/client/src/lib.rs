@@ -252,7 +252,14 @@ impl Client {
     /// Starts an interactive transaction at an isolation level (engines without a choice of
     /// level ignore it; see the engine's documentation for what it guarantees).
     pub fn begin_with(&mut self, isolation: Isolation) -> Result<Transaction<'_>, Error> {
-        match self.request(RequestBody::Begin { isolation })? {
+        self.begin_retry(isolation, Duration::ZERO)
+    }
+
+    /// Starts an interactive transaction again after a retryable failure; `retrying_for` is
+    /// the time since the first attempt began. As for [`Client::call_retry`], the server gives
+    /// the retry the priority of that first attempt.
+    pub fn begin_retry(&mut self, isolation: Isolation, retrying_for: Duration) -> Result<Transaction<'_>, Error> {
+        match self.request(RequestBody::Begin { isolation, retrying_for })? {
             ResponseBody::Begun(txn) => Ok(Transaction { client: self, txn, done: false }),
             other => Err(unexpected(other)),
         }

@@ -105,8 +105,10 @@ mod tests {
     #[test]
     fn responses_match_requests_once_and_deadlines_expire() {
         let mut s = ClientSession::new(ClientId(1), Addr::Coordinator(NodeId(0)), Duration::from_millis(10));
-        let (a, _) = s.request(Time::ZERO, RequestBody::Begin { isolation: Default::default() });
-        let (b, _) = s.request(Time::ZERO, RequestBody::Begin { isolation: Default::default() });
+        let (a, _) =
+            s.request(Time::ZERO, RequestBody::Begin { isolation: Default::default(), retrying_for: Duration::ZERO });
+        let (b, _) =
+            s.request(Time::ZERO, RequestBody::Begin { isolation: Default::default(), retrying_for: Duration::ZERO });
         assert_ne!(a, b);
         let resp = ClientResponse { id: a, result: Ok(ResponseBody::Committed) };
         assert!(s.on_response(resp.clone()).is_some());
@@ -122,7 +124,8 @@ mod tests {
     #[test]
     fn a_forgotten_request_neither_expires_nor_matches_a_late_response() {
         let mut s = ClientSession::new(ClientId(1), Addr::Coordinator(NodeId(0)), Duration::from_millis(10));
-        let (a, _) = s.request(Time::ZERO, RequestBody::Begin { isolation: Default::default() });
+        let (a, _) =
+            s.request(Time::ZERO, RequestBody::Begin { isolation: Default::default(), retrying_for: Duration::ZERO });
         s.forget(a);
         assert!(s.tick(Time::from_millis(50)).is_empty());
         assert!(s.on_response(ClientResponse { id: a, result: Ok(ResponseBody::Committed) }).is_none());

@@ -347,9 +347,14 @@ impl Coordinator {
                 let txn = self.new_txn(now, from, Some(id), Source::OneRoundRead { table, shape }, opts, out);
                 self.one_round(now, txn, plan, out);
             }
-            RequestBody::Begin { isolation } => {
-                let opts =
-                    TxnOptions { isolation, base: false, procedure: None, first_attempt: now, coordination: None };
+            RequestBody::Begin { isolation, retrying_for } => {
+                let opts = TxnOptions {
+                    isolation,
+                    base: false,
+                    procedure: None,
+                    first_attempt: now.earlier_by(retrying_for.min(RETRY_PRIORITY_CREDIT_MAX)),
+                    coordination: None,
+                };
                 let txn = self.new_txn(now, from, None, Source::Interactive, opts, out);
                 self.respond(out, from, id, Ok(ResponseBody::Begun(txn)));
             }

@@ -129,7 +129,13 @@ pub enum RequestBody {
         retrying_for: Duration,
     },
     /// Start an interactive transaction at an isolation level (engines without a choice ignore it).
-    Begin { isolation: Isolation },
+    Begin {
+        isolation: Isolation,
+        /// How long the client has been retrying this transaction after retryable aborts (zero
+        /// on a first attempt): the transaction's priority is backdated by it, as a
+        /// [`RequestBody::Call`]'s is.
+        retrying_for: Duration,
+    },
     /// One operation of an interactive transaction.
     Op { txn: TxnId, op: Op },
     /// Commit an interactive transaction.

@@ -209,7 +209,7 @@ impl SyncCluster {
 
     /// Begins an interactive transaction at `isolation`.
     pub fn begin(&mut self, client: u64, isolation: litmus_core::Isolation) -> litmus_core::TxnId {
-        match self.call(client, RequestBody::Begin { isolation }).unwrap() {
+        match self.call(client, RequestBody::Begin { isolation, retrying_for: Duration::ZERO }).unwrap() {
             ResponseBody::Begun(t) => t,
             other => panic!("not begun: {other:?}"),
         }

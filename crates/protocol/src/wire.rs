@@ -26,7 +26,8 @@ pub const FRAME_SIZE_MAX: usize = 16 * 1024 * 1024;
 /// `Rejected`).
 /// 6: hellos carry the cluster's shared token (`token` in a server's config); a server with a
 /// token refuses a hello without it, or with another, with `Rejected(Unauthenticated)`.
-pub const PROTOCOL_VERSION: u32 = 6;
+/// 7: a client's `Begin` carries `retrying_for`, as `Call` does.
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// What a cluster is: recorded in each node's data dir at first start, carried by every peer
 /// hello and every `Welcome`. Two nodes whose identities differ refuse to talk: a node with the

@@ -38,10 +38,11 @@ fn procedures_and_interactive_transactions() {
     assert_eq!(call(&mut t, "kv_get", vec![Value::Int(99)]).unwrap(), vec![Value::Null]);
 
     // Interactive: begin, scan across partitions, delete, commit.
-    let txn = match t.request(RequestBody::Begin { isolation: Default::default() }).unwrap() {
-        ResponseBody::Begun(txn) => txn,
-        other => panic!("{other:?}"),
-    };
+    let txn =
+        match t.request(RequestBody::Begin { isolation: Default::default(), retrying_for: Duration::ZERO }).unwrap() {
+            ResponseBody::Begun(txn) => txn,
+            other => panic!("{other:?}"),
+        };
     let scan = Op::Scan { table: "kv".into(), start: vec![], end: None, limit: 5 };
     match t.request(RequestBody::Op { txn, op: scan }).unwrap() {
         ResponseBody::Op(OpResult::Rows(rows)) => {
@@ -80,7 +81,10 @@ fn reads_and_writes_of_many_keys_span_partitions_or_are_refused_by_name() {
         for k in [2, 5, 7] {
             call(&mut t, "kv_put", vec![Value::Int(k), Value::Bytes(vec![k as u8].into())]).unwrap();
         }
-        let txn = match t.request(RequestBody::Begin { isolation: Default::default() }).unwrap() {
+        let txn = match t
+            .request(RequestBody::Begin { isolation: Default::default(), retrying_for: Duration::ZERO })
+            .unwrap()
+        {
             ResponseBody::Begun(txn) => txn,
             other => panic!("{other:?}"),
         };
@@ -103,7 +107,9 @@ fn reads_and_writes_of_many_keys_span_partitions_or_are_refused_by_name() {
         let put =
             |k: i64| Op::Write { table: "kv".into(), row: vec![Value::Int(k), Value::Bytes(vec![1].into())].into() };
         let dup7 = Op::Insert { table: "kv".into(), row: vec![Value::Int(7), Value::Bytes(vec![2].into())].into() };
-        let begin = |t: &mut dyn Transport| match t.request(RequestBody::Begin { isolation: Default::default() }) {
+        let begin = |t: &mut dyn Transport| match t
+            .request(RequestBody::Begin { isolation: Default::default(), retrying_for: Duration::ZERO })
+        {
             Ok(ResponseBody::Begun(txn)) => txn,
             other => panic!("{other:?}"),
         };
@@ -150,10 +156,11 @@ fn bad_input_gets_typed_errors_and_changes_nothing() {
     assert!(matches!(err, Error::Invalid(InvalidInput::Oversized { .. })), "{err}");
     assert_eq!(call(&mut t, "kv_get", vec![Value::Int(1)]).unwrap(), vec![Value::Null], "nothing was written");
 
-    let txn = match t.request(RequestBody::Begin { isolation: Default::default() }).unwrap() {
-        ResponseBody::Begun(txn) => txn,
-        other => panic!("{other:?}"),
-    };
+    let txn =
+        match t.request(RequestBody::Begin { isolation: Default::default(), retrying_for: Duration::ZERO }).unwrap() {
+            ResponseBody::Begun(txn) => txn,
+            other => panic!("{other:?}"),
+        };
     let op = Op::Write { table: "nope".into(), row: Row::new() };
     let err = t.request(RequestBody::Op { txn, op }).unwrap_err();
     assert!(matches!(err, Error::Invalid(InvalidInput::UnknownTable(_))));
@@ -214,7 +221,10 @@ fn a_replicated_read_goes_to_a_partition_the_transaction_already_uses() {
     // an item if `item`.
     let mut run = |k: i64, item: bool| {
         let before = cluster.messages_total();
-        let txn = match t.request(RequestBody::Begin { isolation: Default::default() }).unwrap() {
+        let txn = match t
+            .request(RequestBody::Begin { isolation: Default::default(), retrying_for: Duration::ZERO })
+            .unwrap()
+        {
             ResponseBody::Begun(txn) => txn,
             other => panic!("{other:?}"),
         };

@@ -70,6 +70,12 @@ impl SqlError {
         SqlError::new(sqlstate::INTERNAL_ERROR, message.into())
     }
 
+    /// Whether this is a retryable abort (`40001`, `40P01`): the transaction is gone and the
+    /// same transaction may succeed when run again.
+    pub fn is_retryable_abort(&self) -> bool {
+        matches!(self.code, sqlstate::SERIALIZATION_FAILURE | sqlstate::DEADLOCK_DETECTED)
+    }
+
     /// Whether the statement's transaction is gone on the server (so the session must not
     /// roll it back again): a concurrency-control abort, or an unknown outcome.
     pub fn ended_transaction(&self) -> bool {

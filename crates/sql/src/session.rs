@@ -11,6 +11,21 @@
 //! Outside `BEGIN` every statement begins, runs and commits its own transaction. A failed
 //! statement rolls back its transaction (or finds it already aborted by the engine), so
 //! nothing of it stays. Dropping a session with an open transaction rolls it back.
+//!
+//! ## Retries keep their age
+//!
+//! A PostgreSQL client retries a transaction that failed with `40001` or `40P01` by running it
+//! again (pgbench's `--max-tries`, drivers' retry loops), without saying so. The session infers
+//! it: when one of its transactions ended in a retryable abort and the session begins its next
+//! transaction within [`RETRY_INHERIT_WITHIN`] of that abort, the new transaction is taken as a
+//! retry and begun with the first attempt's age (`Client::begin_retry`, whose `retrying_for` is
+//! the time since the first attempt began; the coordinator caps the credit). Engines that
+//! resolve conflicts by age (wait-die on the locking engines) then let a retry that keeps
+//! losing become the oldest and win, instead of dying young again on every try — as a
+//! stored-procedure call's retries do, and as CockroachDB keeps a retried transaction's
+//! priority. The chain ends when a transaction commits, fails for another reason, or the next
+//! one begins later than the bound. A transaction that is not in fact a retry of the aborted
+//! one only runs with an older age: priority, never correctness.
 
 use crate::catalog::{object_name, table_def};
 use crate::error::{sqlstate, SqlError};
@@ -23,6 +38,7 @@ use sqlparser::ast::{ObjectType, Set, Statement, TransactionIsolationLevel, Tran
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// What a statement produced.
 #[derive(Debug, PartialEq)]
@@ -51,6 +67,29 @@ enum State {
     Failed,
 }
 
+/// How soon after a transaction's retryable abort the session's next transaction begins to
+/// count as its retry (see the module doc). pgbench and most drivers retry at once; the bound
+/// leaves room for a driver's backoff and ends the chain for a session that moved on.
+pub const RETRY_INHERIT_WITHIN: Duration = Duration::from_secs(1);
+
+/// A transaction of the session that ended in a retryable abort.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Aborted {
+    /// When the first attempt of the transaction began.
+    first_began: Instant,
+    /// When the abort was seen.
+    at: Instant,
+}
+
+/// When the first attempt of a transaction beginning `now` began: that of the aborted one
+/// before it if it began within [`RETRY_INHERIT_WITHIN`] of the abort (a retry), else `now`.
+fn first_attempt_began(aborted: Option<Aborted>, now: Instant) -> Instant {
+    match aborted {
+        Some(a) if now.saturating_duration_since(a.at) <= RETRY_INHERIT_WITHIN => a.first_began.min(now),
+        _ => now,
+    }
+}
+
 /// One connection's session.
 pub struct Session {
     client: Client,
@@ -60,6 +99,10 @@ pub struct Session {
     id: u64,
     /// Raised by a cancel request for the statement running (see [`Session::canceller`]).
     cancel: Arc<AtomicBool>,
+    /// When the first attempt of the transaction running (or last run) began.
+    first_began: Instant,
+    /// The last transaction, if it ended in a retryable abort.
+    aborted: Option<Aborted>,
 }
 
 fn isolation_of(level: &TransactionIsolationLevel) -> Isolation {
@@ -104,7 +147,16 @@ impl Session {
     pub fn new(client: Client, id: u64) -> Session {
         let settings = SETTINGS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let cancel = Arc::new(AtomicBool::new(false));
-        Session { client, state: State::Idle, settings, isolation: Isolation::Serializable, id, cancel }
+        Session {
+            client,
+            state: State::Idle,
+            settings,
+            isolation: Isolation::Serializable,
+            id,
+            cancel,
+            first_began: Instant::now(),
+            aborted: None,
+        }
     }
 
     /// The session, cancelled through `flag` (made before the session, as a connection hands
@@ -210,7 +262,12 @@ impl Session {
             return Ok((vec![SqlType::Text; count], None));
         }
         let ctx = self.ctx(&vec![Datum::Null; count], &[]);
-        self.in_txn(|tx| crate::describe::describe(tx, &ctx, stmt, count))
+        // Describing reads the catalog in a transaction of its own: no retry of the aborted
+        // transaction, and not the end of its retries either.
+        let aborted = self.aborted;
+        let out = self.in_txn(|tx| crate::describe::describe(tx, &ctx, stmt, count));
+        self.aborted = aborted;
+        out
     }
 
     /// Runs `f` in the open transaction, or in one of its own that commits after it.
@@ -219,30 +276,49 @@ impl Session {
         let paging = self.client.paging();
         self.cancel.store(false, Ordering::Relaxed);
         let cancel = self.cancel.clone();
-        let mut txn: Transaction<'_> = match self.state {
-            State::Open(id) => self.client.resume(id),
-            _ => self.client.begin_with(self.isolation).map_err(begin_error)?,
-        };
+        if !explicit {
+            self.start(self.isolation)?;
+        }
+        let State::Open(id) = self.state else { unreachable!("a transaction was just begun") };
+        let mut txn: Transaction<'_> = self.client.resume(id);
         let out = f(&mut Tx { txn: &mut txn, paging, cancel: Some(&cancel) });
-        match (out, explicit) {
-            (Ok(v), true) => {
-                self.state = State::Open(txn.detach());
-                Ok(v)
+        let out = match out {
+            Ok(v) if explicit => {
+                txn.detach();
+                return Ok(v);
             }
-            (Ok(v), false) => {
-                txn.commit()?;
-                Ok(v)
-            }
-            (Err(e), explicit) => {
+            Ok(v) => txn.commit().map(|()| v).map_err(SqlError::from),
+            Err(e) => {
                 if txn.is_ended() {
                     txn.detach();
                 } else {
                     let _ = txn.rollback();
                 }
-                self.state = if explicit { State::Failed } else { State::Idle };
                 Err(e)
             }
-        }
+        };
+        self.state = if out.is_err() && explicit { State::Failed } else { State::Idle };
+        self.ended(out.as_ref().err());
+        out
+    }
+
+    /// Begins a transaction at `isolation` and opens it: a retry of the last one, with its
+    /// first attempt's age, if that ended in a retryable abort just now (see the module doc).
+    fn start(&mut self, isolation: Isolation) -> Result<(), SqlError> {
+        let now = Instant::now();
+        self.first_began = first_attempt_began(self.aborted.take(), now);
+        let retrying_for = now.saturating_duration_since(self.first_began);
+        let txn = self.client.begin_retry(isolation, retrying_for).map_err(begin_error)?;
+        self.state = State::Open(txn.detach());
+        Ok(())
+    }
+
+    /// Notes how the session's transaction ended: committed (`None`) or failed with `error`.
+    fn ended(&mut self, error: Option<&SqlError>) {
+        self.aborted = match error {
+            Some(e) if e.is_retryable_abort() => Some(Aborted { first_began: self.first_began, at: Instant::now() }),
+            _ => None,
+        };
     }
 
     fn begin(&mut self, modes: &[TransactionMode]) -> Result<Output, SqlError> {
@@ -256,18 +332,19 @@ impl Session {
                 isolation = isolation_of(level);
             }
         }
-        let txn = self.client.begin_with(isolation).map_err(begin_error)?;
-        self.state = State::Open(txn.detach());
+        self.start(isolation)?;
         Ok(Output::Begin)
     }
 
     fn commit(&mut self) -> Result<Output, SqlError> {
         match std::mem::replace(&mut self.state, State::Idle) {
             State::Idle => Ok(Output::End("COMMIT")),
+            // The failure that failed the transaction already said how it ended.
             State::Failed => Ok(Output::End("ROLLBACK")),
             State::Open(id) => {
-                self.client.resume(id).commit()?;
-                Ok(Output::End("COMMIT"))
+                let out = self.client.resume(id).commit().map_err(SqlError::from);
+                self.ended(out.as_ref().err());
+                out.map(|()| Output::End("COMMIT"))
             }
         }
     }
@@ -275,6 +352,8 @@ impl Session {
     fn rollback(&mut self) -> Result<Output, SqlError> {
         if let State::Open(id) = std::mem::replace(&mut self.state, State::Idle) {
             let _ = self.client.resume(id).rollback();
+            // Rolled back by the client: no abort to retry.
+            self.aborted = None;
         }
         Ok(Output::End("ROLLBACK"))
     }
@@ -460,4 +539,29 @@ fn statement_kind(s: &Statement) -> String {
     let text = s.to_string();
     let words: Vec<&str> = text.split_whitespace().take(2).collect();
     format!("statement {}", words.join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The retry rule as a table: a transaction begun within the bound after a retryable abort
+    /// inherits the first attempt's start; later, or with no abort before it, it starts anew.
+    #[test]
+    fn a_retry_inherits_the_first_attempt_only_within_the_bound() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let aborted = |first: u64, at: u64| Some(Aborted { first_began: t0 + ms(first), at: t0 + ms(at) });
+        let bound = RETRY_INHERIT_WITHIN.as_millis() as u64;
+        let cases = [
+            (None, 50, 50),
+            (aborted(0, 40), 50, 0),
+            (aborted(0, 40), 40 + bound, 0),
+            (aborted(0, 40), 41 + bound, 41 + bound),
+            (aborted(10, 2_000), 2_001, 10),
+        ];
+        for (before, now, began) in cases {
+            assert_eq!(first_attempt_began(before, t0 + ms(now)), t0 + ms(began), "{before:?} at {now}");
+        }
+    }
 }

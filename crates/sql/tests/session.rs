@@ -372,3 +372,97 @@ fn coordfree_refuses_writes_that_need_coordination_naming_the_invariant() {
     assert_eq!(rows(&mut s, "SELECT bal FROM acct"), vec![vec!["9"]]);
     c.shutdown().unwrap();
 }
+
+/// A transport that answers the commits `abort_commits` names (by their order, from 0) with a
+/// retryable abort after rolling the transaction back, and records every `BEGIN`'s
+/// `retrying_for`.
+struct AbortingCommits {
+    inner: Box<dyn litmus_client::Transport>,
+    commits: usize,
+    abort_commits: Vec<usize>,
+    begins: Arc<std::sync::Mutex<Vec<std::time::Duration>>>,
+}
+
+impl litmus_client::Transport for AbortingCommits {
+    fn request(
+        &mut self,
+        body: litmus_protocol::message::RequestBody,
+    ) -> Result<litmus_protocol::message::ResponseBody, litmus_core::Error> {
+        use litmus_protocol::message::RequestBody;
+        match body {
+            RequestBody::Begin { retrying_for, .. } => self.begins.lock().unwrap().push(retrying_for),
+            RequestBody::Commit { txn } => {
+                self.commits += 1;
+                if self.abort_commits.contains(&(self.commits - 1)) {
+                    self.inner.request(RequestBody::Rollback { txn })?;
+                    return Err(litmus_core::Error::Abort(litmus_core::AbortReason::LockConflict));
+                }
+            }
+            _ => {}
+        }
+        self.inner.request(body)
+    }
+}
+
+/// A PostgreSQL client retries a `40001` by running the transaction again without saying so:
+/// the session takes a transaction begun right after a retryable abort as its retry and begins
+/// it with the time since the first attempt began (`retrying_for`), so wait-die gives it the
+/// first attempt's age. Explicit and autocommit transactions alike; describing a statement in
+/// between neither takes nor ends the chain; a commit ends it; so does beginning later than
+/// `RETRY_INHERIT_WITHIN` after the abort.
+#[test]
+fn a_transaction_begun_right_after_a_retryable_abort_keeps_the_first_attempts_age() {
+    use std::time::Duration;
+    let c = cluster(litmus_engines::ACID);
+    let mut setup = session(&c, 15);
+    run(&mut setup, "CREATE TABLE r (k INT PRIMARY KEY, v INT); INSERT INTO r VALUES (1, 0)").unwrap();
+    let begins = Arc::new(std::sync::Mutex::new(vec![]));
+    let transport = AbortingCommits {
+        inner: Box::new(c.transport()),
+        commits: 0,
+        abort_commits: vec![0, 2, 5, 8],
+        begins: begins.clone(),
+    };
+    let mut s = Session::new(Client::new(Box::new(transport)), 16);
+    let pause = Duration::from_millis(30);
+    let taken = |n: usize| -> Vec<Duration> { begins.lock().unwrap().drain(..).take(n).collect() };
+
+    // Commits 0 and 2 abort (1 and 3 are the describes), the third attempt commits.
+    for attempt in 0..3 {
+        run(&mut s, "BEGIN; UPDATE r SET v = v + 1 WHERE k = 1").unwrap();
+        let ended = run(&mut s, "COMMIT");
+        assert_eq!(ended.is_err(), attempt < 2, "attempt {attempt}: {ended:?}");
+        if attempt < 2 {
+            assert_eq!(ended.unwrap_err().code, "40001");
+            std::thread::sleep(pause);
+            let stmt = &parse("SELECT v FROM r WHERE k = $1").unwrap()[0];
+            s.describe(stmt).unwrap();
+        }
+    }
+    let seen = taken(usize::MAX);
+    assert_eq!(seen.len(), 5, "three attempts and two describes: {seen:?}");
+    let attempts: Vec<Duration> = [seen[0], seen[2], seen[4]].to_vec();
+    assert_eq!(attempts[0], Duration::ZERO, "a first attempt: {seen:?}");
+    assert!(attempts[1] >= pause && attempts[2] >= attempts[1] + pause, "retries keep the first age: {seen:?}");
+
+    // After a commit the chain is over.
+    run(&mut s, "BEGIN").unwrap();
+    run(&mut s, "ROLLBACK").unwrap();
+    assert_eq!(taken(1), vec![Duration::ZERO], "after a commit");
+
+    // An autocommit statement whose commit (5) aborts: the next statement is its retry.
+    assert_eq!(code(&mut s, "UPDATE r SET v = v + 1 WHERE k = 1"), "40001");
+    std::thread::sleep(pause);
+    run(&mut s, "UPDATE r SET v = v + 1 WHERE k = 1").unwrap();
+    let seen = taken(2);
+    assert!(seen[0] == Duration::ZERO && seen[1] >= pause, "autocommit retry: {seen:?}");
+
+    // Commit 8 aborts, and the next transaction begins only after the bound: a new first attempt.
+    run(&mut s, "UPDATE r SET v = v + 1 WHERE k = 1").unwrap();
+    assert_eq!(code(&mut s, "UPDATE r SET v = v + 1 WHERE k = 1"), "40001");
+    std::thread::sleep(litmus_sql::RETRY_INHERIT_WITHIN + pause);
+    run(&mut s, "UPDATE r SET v = v + 1 WHERE k = 1").unwrap();
+    assert_eq!(taken(3), vec![Duration::ZERO; 3], "a commit, then a begin past the bound");
+    assert_eq!(rows(&mut setup, "SELECT v FROM r"), vec![vec!["4"]], "aborted commits changed nothing");
+    c.shutdown().unwrap();
+}

@@ -265,8 +265,9 @@
 //!   deadlocks are common, as in the simulator's bank workload (every total reads every
 //!   account): requests that would die and retry at once wait out cross-partition deadlocks
 //!   instead. A stored-procedure call's retries keep their first attempt's age
-//!   (`RequestBody::Call::retrying_for`, credited up to 60 s, past the bench's 30 s starvation bound); interactive transactions get no
-//!   credit, accepted BASE transactions wound (after the patience) whatever their own age, and
+//!   (`RequestBody::Call::retrying_for`, credited up to 60 s, past the bench's 30 s starvation bound), and so do
+//!   interactive ones the client marks as retries (`Begin::retrying_for`: the SQL session does after `40001`/`40P01`);
+//!   accepted BASE transactions wound (after the patience) whatever their own age, and
 //!   ages compare each node's own clock (in the TCP runtime, time since that server started),
 //!   so across nodes the credit is approximate.
 //! * Next-key narrowing guesses the last row from committed data and rescans with the whole

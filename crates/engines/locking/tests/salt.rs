@@ -30,7 +30,7 @@ fn total(c: &mut SyncCluster) -> Result<(i64, i64), Error> {
 }
 
 fn try_balance(c: &mut SyncCluster, id: i64) -> Result<i64, Error> {
-    let body = RequestBody::Begin { isolation: Isolation::ReadCommitted };
+    let body = RequestBody::Begin { isolation: Isolation::ReadCommitted, retrying_for: Duration::ZERO };
     let ResponseBody::Begun(txn) = c.call(8, body).unwrap() else { panic!() };
     let r =
         c.call(8, RequestBody::Op { txn, op: Op::Read { table: bank::ACCOUNTS.into(), key: vec![Value::Int(id)] } })?;
@@ -42,7 +42,7 @@ fn try_balance(c: &mut SyncCluster, id: i64) -> Result<i64, Error> {
 }
 
 fn balance(c: &mut SyncCluster, id: i64) -> i64 {
-    let body = RequestBody::Begin { isolation: Isolation::ReadCommitted };
+    let body = RequestBody::Begin { isolation: Isolation::ReadCommitted, retrying_for: Duration::ZERO };
     let ResponseBody::Begun(txn) = c.call(8, body).unwrap() else { panic!() };
     let r =
         c.call(8, RequestBody::Op { txn, op: Op::Read { table: bank::ACCOUNTS.into(), key: vec![Value::Int(id)] } });

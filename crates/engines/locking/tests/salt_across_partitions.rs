@@ -127,7 +127,11 @@ impl Cut {
 /// An ACID read of `key` at `isolation` in its own interactive transaction: the value, or the
 /// error the read (or its commit) failed with.
 fn acid_read(c: &mut SyncCluster, cut: &mut Cut, isolation: Isolation, key: i64) -> Result<Option<Vec<u8>>, Error> {
-    let ResponseBody::Begun(txn) = cut.call(c, 7, RequestBody::Begin { isolation }).unwrap() else { panic!() };
+    let ResponseBody::Begun(txn) =
+        cut.call(c, 7, RequestBody::Begin { isolation, retrying_for: Duration::ZERO }).unwrap()
+    else {
+        panic!()
+    };
     let op = Op::Read { table: KV_TABLE.into(), key: vec![Value::Int(key)] };
     let r = cut.call(c, 7, RequestBody::Op { txn, op });
     let _ = cut.call(c, 7, RequestBody::Commit { txn });

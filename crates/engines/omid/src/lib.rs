@@ -359,8 +359,13 @@ pub const LAST_COMMIT_ROWS_MAX: usize = 1 << 20;
 pub const COMMIT_LIST_TXNS_MAX: usize = 1 << 18;
 /// Default bound on in-flight transactions.
 pub const UNCOMMITTED_TXNS_MAX: usize = 1 << 16;
-/// Largest write set a commit may name.
-pub const WRITE_SET_ROWS_MAX: usize = 1 << 16;
+/// Largest write set a commit may name: as many rows as `lastCommit` holds
+/// ([`LAST_COMMIT_ROWS_MAX`]). A larger one would evict its own rows from `lastCommit` as it
+/// commits; this bound keeps that from ever being needed. A `Commit` names each row in at most
+/// 10 bytes (a postcard varint of the 64-bit [`RowId`]), so the largest is about 10 MiB, under
+/// the 16 MiB frame limit; a coordinator on another node than the oracle needs the servers'
+/// `max_frame_bytes` above its commit's size (a 100,000-row commit is about 1 MB).
+pub const WRITE_SET_ROWS_MAX: usize = LAST_COMMIT_ROWS_MAX;
 /// Default bound on the shared replication buffer, in entries.
 pub const COMMITINFO_ENTRIES_MAX: usize = 1 << 20;
 /// Largest number of connected clients.

@@ -110,7 +110,7 @@ proptest! {
     fn coordinator_and_partitions_match_a_btreemap(ops in proptest::collection::vec(model_op(), 1..60)) {
         let mut c = Cluster::new();
         let mut model: BTreeMap<i64, u8> = BTreeMap::new();
-        let txn = match c.request(RequestBody::Begin { isolation: Default::default() }).unwrap() {
+        let txn = match c.request(RequestBody::Begin { isolation: Default::default(), retrying_for: Duration::ZERO }).unwrap() {
             ResponseBody::Begun(t) => t,
             other => panic!("{other:?}"),
         };

@@ -168,7 +168,11 @@ impl ScriptRunner {
             None => Isolation::Serializable,
         };
         args.reject_rest()?;
-        self.send(client, RequestBody::Begin { isolation }, format!("begin {isolation}"))
+        self.send(
+            client,
+            RequestBody::Begin { isolation, retrying_for: std::time::Duration::ZERO },
+            format!("begin {isolation}"),
+        )
     }
 
     /// The client's open transaction, once its `begin` was answered.
@@ -599,7 +603,7 @@ fn render_message(msg: &Message) -> String {
         Message::ClientRequest(r) => {
             let what = match &r.body {
                 RequestBody::Call { procedure, args, .. } => format!("call {procedure}({})", join(args)),
-                RequestBody::Begin { isolation } => format!("begin {isolation}"),
+                RequestBody::Begin { isolation, .. } => format!("begin {isolation}"),
                 RequestBody::Op { txn, op } => format!("{txn} {}", render_op(op)),
                 RequestBody::Commit { txn } => format!("{txn} commit"),
                 RequestBody::Rollback { txn } => format!("{txn} rollback"),
