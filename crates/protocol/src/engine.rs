@@ -315,6 +315,13 @@ pub trait PartitionEngine: Send {
         Ok(())
     }
     fn decode_state(&mut self, bytes: &[u8]) -> Result<(), Error>;
+    /// When the oldest transaction whose work here is volatile (not on the log, e.g. an
+    /// unprepared transaction's locks and buffered writes) began here: a leadership change
+    /// or a restart loses that work and aborts it. A replica about to hand its leadership
+    /// over without need (leaders returning home) waits for such long transactions.
+    fn volatile_since(&self) -> Option<Time> {
+        None
+    }
 }
 
 /// What an engine guarantees, in the terms the conformance suite checks.

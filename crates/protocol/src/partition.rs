@@ -90,6 +90,11 @@ impl Partition {
         Ok(())
     }
 
+    /// [`crate::engine::PartitionEngine::volatile_since`].
+    pub fn volatile_since(&self) -> Option<Time> {
+        self.engine.volatile_since()
+    }
+
     /// Read-only access to the store, for tests and verification.
     pub fn store(&self) -> &MvccStore {
         &self.store

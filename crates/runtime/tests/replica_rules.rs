@@ -150,3 +150,39 @@ fn raft_3_10_leaders_return_to_their_home_nodes_after_a_failover() {
         }
     }
 }
+
+/// Raft §3.10 used for leaders returning home: a hand-over loses what unprepared transactions
+/// hold on the partition, so the return home waits for a transaction that has run long (a bulk
+/// load, an index build) instead of aborting it, and goes home once it ended. Seen to fail
+/// without the wait: the transaction's commit is refused after the hand-over.
+#[test]
+fn raft_3_10_leaders_return_home_only_after_long_transactions_end() {
+    use litmus_core::{PartitionId, Value};
+    use litmus_protocol::message::{RequestBody, ResponseBody};
+    use litmus_protocol::op::{Op, OpResult};
+    let engine = litmus_engines::ACID;
+    let spec = spec(engine, 7);
+    let home = spec.topology.replicas_of(PartitionId(0))[0];
+    let mut sim = Simulator::new(spec, SimConfig::new(7)).unwrap();
+    // The home of partition 0 is down from 0.8 s to 3 s: another replica leads, and the
+    // transaction below starts there before the home is back.
+    sim.schedule_outage(home, Duration::from_millis(800), Duration::from_millis(2200));
+    sim.idle(Duration::from_millis(1200)).unwrap();
+    assert_ne!(sim.leaders().get(&PartitionId(0)), Some(&home), "led away from home during the outage");
+    let txn = match sim.request(RequestBody::Begin { isolation: Default::default(), retrying_for: Duration::ZERO }) {
+        Ok(ResponseBody::Begun(txn)) => txn,
+        other => panic!("{other:?}"),
+    };
+    // Keys 0, 6, 12, … of `kv` live on partition 0 (6 partitions): a write every 400 ms until
+    // 4.4 s, well past the moment the home is back and caught up (the leader would hand over).
+    for i in 0..8i64 {
+        let row = vec![Value::Int(6 * i), Value::Bytes(vec![1].into())].into();
+        let done = sim.request(RequestBody::Op { txn, op: Op::Write { table: "kv".into(), row } });
+        assert_eq!(done, Ok(ResponseBody::Op(OpResult::Done)), "write {i}");
+        sim.idle(Duration::from_millis(400)).unwrap();
+    }
+    assert_ne!(sim.leaders().get(&PartitionId(0)), Some(&home), "no hand-over while the transaction runs");
+    assert_eq!(sim.request(RequestBody::Commit { txn }), Ok(ResponseBody::Committed));
+    sim.idle(Duration::from_millis(2500)).unwrap();
+    assert_eq!(sim.leaders().get(&PartitionId(0)), Some(&home), "home again once it ended");
+}

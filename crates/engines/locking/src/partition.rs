@@ -125,6 +125,9 @@ struct PTxn {
     /// Relocked after our restart for a BASE subtransaction whose operations ran here (its
     /// `Locked` record): the locks are back, but not its run number or buffered writes.
     recovered: bool,
+    /// When its first operation reached this incarnation (a leadership change loses what an
+    /// unprepared transaction holds here: see [`PartitionEngine::volatile_since`]).
+    since: Time,
     /// BASE: an operation of subtransaction `sub` ran here in this incarnation and neither its
     /// commit nor its abort has arrived yet (see [`LockingPartition::after_undecided_sub`]).
     open: bool,
@@ -374,6 +377,7 @@ impl LockingPartition {
                 seen: BTreeSet::new(),
                 ops: 0,
                 recovered,
+                since: now,
                 open: false,
             });
             t.sub = t.sub.max(sub);
@@ -511,6 +515,7 @@ impl LockingPartition {
             seen: BTreeSet::new(),
             ops: 0,
             recovered: false,
+            since: ctx.now,
             open: false,
         });
         if !t.seen.insert((attempt, id.op)) {
@@ -1027,6 +1032,10 @@ impl LockingPartition {
 }
 
 impl PartitionEngine for LockingPartition {
+    fn volatile_since(&self) -> Option<Time> {
+        self.txns.values().filter(|t| !t.prepared).map(|t| t.since).min()
+    }
+
     fn on_request(&mut self, from: Addr, req: Payload, ctx: &mut PartCtx) {
         if self.relock_pending {
             self.relock(ctx);
