@@ -67,6 +67,9 @@ pub struct ReplicaGroup {
     applied: LogIndex,
     /// Rejoined after losing its data: never votes nor campaigns (see the crate doc).
     abstain: bool,
+    /// Booted with no term ever seen: it never acknowledged a leader, so it promised no lease
+    /// and may vote at once (a restarted member waits out an election timeout first).
+    fresh: bool,
     stats: Stats,
 }
 
@@ -115,6 +118,7 @@ impl ReplicaGroup {
             )));
         }
         store.hard_state.term = store.hard_state.term.max(hs.term);
+        let fresh = store.hard_state.term == 0;
         store.hard_state.vote = hs.vote;
         store.hard_state.commit = store.hard_state.commit.max(hs.raft_commit_index);
 
@@ -156,6 +160,7 @@ impl ReplicaGroup {
             last_snapshot_bytes: 0,
             applied,
             abstain,
+            fresh,
             stats: Stats::default(),
         };
         g.drain();
@@ -330,6 +335,18 @@ impl ReplicaGroup {
         Ok(())
     }
 
+    /// Campaigns now if this member has never seen a term (a cluster's first start): the
+    /// owner's preferred leader calls it so that it, not whichever member times out first,
+    /// leads from the start and no hand-over follows. Returns whether it campaigned.
+    pub fn campaign_if_new(&mut self) -> bool {
+        if self.raw.raft.term != 0 || self.abstain || self.raw.raft.state == StateRole::Leader {
+            return false;
+        }
+        let _ = self.raw.campaign();
+        self.drain();
+        true
+    }
+
     /// Hands leadership to the most up-to-date other voter (lowest id on ties), for a node that
     /// is about to stop. `Ok(None)` when this member is not the leader: nothing to hand over.
     pub fn hand_over(&mut self) -> Result<Option<ReplicaId>, Error> {
@@ -429,7 +446,7 @@ impl ReplicaGroup {
         }
         let ty = m.get_msg_type();
         let vote = matches!(ty, MessageType::MsgRequestVote | MessageType::MsgRequestPreVote);
-        if vote && (self.abstain || self.now_ticks < self.cfg.election_ticks as u64) {
+        if vote && (self.abstain || (!self.fresh && self.now_ticks < self.cfg.election_ticks as u64)) {
             self.stats.votes_withheld += 1;
             return;
         }

@@ -275,8 +275,10 @@ fn snapshots_travel_in_chunks_under_the_frame_limit() {
 
 #[test]
 fn raft_6_4_1_a_member_just_booted_withholds_its_vote_for_an_election_timeout() {
-    // Member 2 campaigns; member 1 has just (re)started and forgot any promise it made.
-    let mut m1 = member(1, 3, 1);
+    // Member 2 campaigns; member 1 has just restarted (it had seen term 1, so it may have
+    // promised a leader a lease) and forgot any promise it made.
+    let restarted = Durable { hard_state: HardState { term: 1, vote: 0, raft_commit_index: 0 }, ..Durable::default() };
+    let mut m1 = ReplicaGroup::start(GroupConfig::new(ReplicaId(1), voters(3)), restarted, 1).expect("starts");
     let mut m2 = member(2, 3, 2);
     while m2.role() != Role::Candidate {
         m2.tick();
@@ -296,6 +298,17 @@ fn raft_6_4_1_a_member_just_booted_withholds_its_vote_for_an_election_timeout() 
         m1.step(w);
     }
     assert!(!m1.take_ready().messages.is_empty(), "answers once the quiet period is over");
+}
+
+/// Raft §6.4.1's boot rule guards promises; a member that has never seen a term made none, so
+/// a brand-new group elects at once (its preferred leader campaigns on its first tick).
+#[test]
+fn raft_6_4_1_a_brand_new_member_votes_at_once_and_a_new_group_elects_its_campaigner() {
+    let mut ms: Vec<ReplicaGroup> = (1..=3).map(|id| member(id, 3, id)).collect();
+    assert!(ms[0].campaign_if_new(), "a member that never saw a term campaigns");
+    deliver(&mut ms, &|_, _| true, &mut |_, _| {});
+    assert_eq!(ms[0].role(), Role::Leader, "elected without waiting out an election timeout");
+    assert!(!ms[1].campaign_if_new(), "a member that saw a term does not");
 }
 
 #[test]

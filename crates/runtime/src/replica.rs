@@ -228,6 +228,8 @@ pub struct ReplicatedPartition {
     /// The tick at which the return home first waited for a long transaction (reset when it
     /// goes ahead or leadership changes): it waits at most [`RETURN_HOME_DEFER_MAX_TICKS`].
     home_deferred_from: Option<u64>,
+    /// The home campaigns on its first tick if its group is brand-new (`campaign_if_new`).
+    campaign_due: bool,
 }
 
 impl ReplicatedPartition {
@@ -269,6 +271,7 @@ impl ReplicatedPartition {
             home,
             home_wait_from: 0,
             home_deferred_from: None,
+            campaign_due: false,
         }
     }
 
@@ -726,7 +729,10 @@ impl Machine for ReplicatedPartition {
             ReplicaGroup::start(self.cfg.clone(), durable, self.seed)
         };
         self.group = Some(group.map_err(|e| corrupt("state", &e))?);
-
+        // A brand-new group: the home campaigns on its first tick, so that it leads from the
+        // start instead of whichever replica times out first (which would hand over a second
+        // later, aborting what runs on the partition then, as a cluster's first load).
+        self.campaign_due = self.me == self.home;
         Ok(())
     }
 
@@ -741,6 +747,9 @@ impl Machine for ReplicatedPartition {
         self.advance_clock(now);
         match input {
             Input::Tick => {
+                if std::mem::take(&mut self.campaign_due) {
+                    self.group().campaign_if_new();
+                }
                 self.pump(out);
                 if self.serving() {
                     self.run_inner(now, Input::Tick, out);

@@ -186,3 +186,26 @@ fn raft_3_10_leaders_return_home_only_after_long_transactions_end() {
     sim.idle(Duration::from_millis(2500)).unwrap();
     assert_eq!(sim.leaders().get(&PartitionId(0)), Some(&home), "home again once it ended");
 }
+
+/// A brand-new group's home campaigns at once (and its members, which never acknowledged a
+/// leader, may vote at once): every partition is led from its home from the start, so a
+/// cluster's first load meets no hand-over. Seen to fail without the campaign.
+#[test]
+fn a_new_cluster_s_partitions_are_led_from_their_homes_from_the_start() {
+    for seed in 0..seeds(8) {
+        let spec = spec(litmus_engines::ACID, seed);
+        let topology = spec.topology;
+        let mut sim = Simulator::new(spec, SimConfig::new(seed)).unwrap();
+        sim.idle(Duration::from_millis(200)).unwrap();
+        let leaders = sim.leaders();
+        for p in 0..6 {
+            let p = litmus_core::PartitionId(p);
+            let home = topology.replicas_of(p)[0];
+            assert_eq!(
+                leaders.get(&p),
+                Some(&home),
+                "seed {seed}: {p} is led from its home from the start: {leaders:?}"
+            );
+        }
+    }
+}
