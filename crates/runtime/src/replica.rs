@@ -78,13 +78,9 @@ pub const PARKED_MAX: usize = 4096;
 /// election timeouts (1 s), so a home that restarts serves again soon after it caught up, but
 /// a node that flaps is not handed leaderships it loses at once.
 pub const RETURN_HOME_AFTER_TICKS: u64 = 4 * ELECTION_TICKS as u64;
-/// A transaction whose work on the partition is volatile and that has run this long holds
-/// the return home back (`PartitionEngine::volatile_since`): handing leadership over would
-/// abort it, and a long one (a bulk load, `ALTER TABLE … ADD PRIMARY KEY`) would abort again
-/// at every return home after a failover.
-pub const RETURN_HOME_WAITS_FOR: Duration = Duration::from_secs(1);
-/// The return home waits for long transactions at most this long (in ticks, 30 s), so that a
-/// stream of them cannot keep a leader away from home for good.
+/// The return home waits while transactions hold volatile work on the partition (a hand-over
+/// would abort them: `PartitionEngine::volatile_since`), at most this long (in ticks, 30 s), so
+/// that a partition never idle still returns home.
 pub const RETURN_HOME_DEFER_MAX_TICKS: u64 = 30_000 / TICK_INTERVAL_MS;
 /// Ticks a replica catches up in one step after a pause (a stalled worker): raft needs the
 /// elapsed time, not every tick of it.
@@ -571,7 +567,7 @@ impl ReplicatedPartition {
     /// [`RETURN_HOME_AFTER_TICKS`] and the home replica holds the whole log and answers (see
     /// the constant). Nothing is served from the moment the transfer starts (the group revokes
     /// the lease); a transfer that fails ends in an ordinary election.
-    fn return_home(&mut self, now: Time, out: &mut Effects) {
+    fn return_home(&mut self, out: &mut Effects) {
         if self.leading.is_none()
             || self.me == self.home
             || self.handing_over
@@ -585,13 +581,14 @@ impl ReplicatedPartition {
         if !self.group().is_caught_up(home, answering_within) {
             return;
         }
-        // A hand-over loses what unprepared transactions hold here: one that has run for a
-        // while (a bulk load, an index build) is waited for, up to a bound; short ones retry.
-        let long = self.inner.volatile_since().is_some_and(|t| now.saturating_sub(t) >= RETURN_HOME_WAITS_FOR);
-        if long {
+        // A hand-over loses what unprepared transactions hold here (a bulk load, an index
+        // build, any transaction in flight): it waits for a moment with none, up to a bound.
+        if self.inner.volatile_since().is_some() {
             let from = *self.home_deferred_from.get_or_insert(self.ticks);
             if self.ticks < from + RETURN_HOME_DEFER_MAX_TICKS {
-                out.counts.push("replica return home waits for a long transaction");
+                out.counts.push("replica return home waits for transactions");
+                // Looks again on the next tick, not a second later: a quiet moment may be short.
+                self.home_wait_from = self.ticks.saturating_sub(RETURN_HOME_AFTER_TICKS);
                 return;
             }
         }
@@ -754,7 +751,7 @@ impl Machine for ReplicatedPartition {
                 if self.serving() {
                     self.run_inner(now, Input::Tick, out);
                 }
-                self.return_home(now, out);
+                self.return_home(out);
             }
             Input::Message(env) => match env.msg {
                 Message::Raft(bytes) => self.group().step_bytes(&bytes),

@@ -152,9 +152,10 @@ fn raft_3_10_leaders_return_to_their_home_nodes_after_a_failover() {
 }
 
 /// Raft §3.10 used for leaders returning home: a hand-over loses what unprepared transactions
-/// hold on the partition, so the return home waits for a transaction that has run long (a bulk
-/// load, an index build) instead of aborting it, and goes home once it ended. Seen to fail
-/// without the wait: the transaction's commit is refused after the hand-over.
+/// hold on the partition, so the return home waits for the transactions in flight there (here a
+/// long one, as a bulk load or an index build) instead of aborting them, and goes home once
+/// they ended. Seen to fail without the wait: the transaction's write after the hand-over is
+/// refused.
 #[test]
 fn raft_3_10_leaders_return_home_only_after_long_transactions_end() {
     use litmus_core::{PartitionId, Value};
