@@ -10,6 +10,17 @@ fn member(id: u64, n: u64, seed: u64) -> ReplicaGroup {
     ReplicaGroup::start(GroupConfig::new(ReplicaId(id), voters(n)), Durable::default(), seed).expect("starts")
 }
 
+/// `n` members started fresh, each config adjusted by `tune` first.
+fn members_with(n: u64, tune: impl Fn(&mut GroupConfig)) -> Vec<ReplicaGroup> {
+    (1..=n)
+        .map(|i| {
+            let mut c = GroupConfig::new(ReplicaId(i), voters(n));
+            tune(&mut c);
+            ReplicaGroup::start(c, Durable::default(), i - 1).unwrap()
+        })
+        .collect()
+}
+
 /// Delivers every message among `ms` until quiet, dropping those `keep` refuses (from, to);
 /// `on_ready` sees each member's `Ready` (by index) before its messages go out.
 fn deliver(
@@ -205,17 +216,11 @@ fn raft_3_10_a_leader_whose_transfer_failed_steps_down_for_an_election() {
 
 #[test]
 fn snapshots_travel_in_chunks_under_the_frame_limit() {
-    let mut cfgs: Vec<GroupConfig> = (1..=3).map(|i| GroupConfig::new(ReplicaId(i), voters(3))).collect();
-    for c in &mut cfgs {
+    let mut ms = members_with(3, |c| {
         c.snapshot_every_entries = 10;
         c.snapshot_log_bytes_min = 0;
         c.compact_keep_entries = 0;
-    }
-    let mut ms: Vec<ReplicaGroup> = cfgs
-        .into_iter()
-        .enumerate()
-        .map(|(i, c)| ReplicaGroup::start(c, Durable::default(), i as u64).unwrap())
-        .collect();
+    });
     settle(&mut ms, 40);
     let l = ms.iter().position(|m| m.role() == Role::Leader).unwrap();
     let lagging = (l + 1) % 3;
@@ -332,16 +337,10 @@ fn a_member_that_lost_its_data_never_campaigns_nor_votes() {
 /// stays bounded however large the state is.
 #[test]
 fn raft_log_compaction_a_snapshot_is_asked_for_once_the_log_outgrew_the_last_one() {
-    let mut cfgs: Vec<GroupConfig> = (1..=3).map(|i| GroupConfig::new(ReplicaId(i), voters(3))).collect();
-    for c in &mut cfgs {
+    let mut ms = members_with(3, |c| {
         c.snapshot_every_entries = 1;
         c.snapshot_log_bytes_min = 0;
-    }
-    let mut ms: Vec<ReplicaGroup> = cfgs
-        .into_iter()
-        .enumerate()
-        .map(|(i, c)| ReplicaGroup::start(c, Durable::default(), i as u64).unwrap())
-        .collect();
+    });
     settle(&mut ms, 40);
     let l = ms.iter().position(|m| m.role() == Role::Leader).unwrap();
     ms[l].propose(vec![1; 10]).unwrap();
