@@ -42,6 +42,12 @@ impl ClientSession {
         self.coordinator
     }
 
+    /// Sends the next requests to another coordinator (the client reconnected elsewhere: its
+    /// coordinator's node is down). Answers to requests already sent are still matched.
+    pub fn fail_over(&mut self, coordinator: Addr) {
+        self.coordinator = coordinator;
+    }
+
     pub fn outstanding(&self) -> usize {
         self.outstanding.len()
     }

@@ -224,6 +224,42 @@ impl Coordinator {
         }
     }
 
+    /// The node whose coordinator this is (where it runs unless its replica group's leader
+    /// moved).
+    pub fn node(&self) -> NodeId {
+        self.cfg.node
+    }
+
+    /// Builds this coordinator afresh, with nothing recovered: what a member of its replica
+    /// group restarts it from (`litmus_runtime::replica`).
+    pub fn template(&self) -> impl Fn() -> Coordinator + Send + 'static {
+        let cfg = self.cfg.clone();
+        move || Coordinator::new(cfg.clone())
+    }
+
+    /// This coordinator stops here (its replica group's leadership moved): every client
+    /// waiting on it is told that the outcome of what it asked is unknown, since the
+    /// coordinator that takes over presumes unlogged transactions aborted but may commit one
+    /// whose decision was being logged. Nothing else is sent.
+    pub fn abandon(&mut self, out: &mut Effects) {
+        let unknown = || Error::Unavailable {
+            reason: "the coordinator moved to another node (its replica group's leadership changed); outcome unknown"
+                .into(),
+            outcome_unknown: true,
+        };
+        for t in std::mem::take(&mut self.txns).into_values() {
+            let waiting = t.request.into_iter().chain(t.ops.values().filter_map(|op| op.reply));
+            for id in waiting {
+                self.respond(out, t.client, id, Err(unknown()));
+            }
+        }
+    }
+
+    /// Since when the oldest transaction in flight here has been active, if any.
+    pub fn busy_since(&self) -> Option<Time> {
+        self.txns.values().map(|t| t.last_active).min()
+    }
+
     /// Transactions in flight (for tests and metrics).
     pub fn active_txns(&self) -> usize {
         self.txns.len()
@@ -864,14 +900,13 @@ impl Machine for Coordinator {
 
     fn snapshot(&mut self) -> Option<Vec<u8>> {
         assert!(self.keeps_records, "a coordinator told it is never snapshotted kept no records for one");
-        // The snapshot covers every record emitted so far, so this incarnation's epoch must
-        // have been logged (it is, before the first step emits anything).
-        if !self.epoch_logged {
-            return None;
-        }
+        // The snapshot covers every record emitted (or replayed) so far: the newest epoch
+        // logged is this incarnation's once its first step logged it, else the one before (a
+        // recovered coordinator not stepped yet, as a replica group's follower keeps).
+        let epoch = if self.epoch_logged { self.epoch } else { self.epoch.saturating_sub(1) };
         self.kept = self.engine.compact(std::mem::take(&mut self.kept));
         self.kept_compacted = self.kept.len();
-        let snap = CoordSnapshot { epoch: self.epoch, engine: self.kept.clone() };
+        let snap = CoordSnapshot { epoch, engine: self.kept.clone() };
         Some(postcard::to_stdvec(&snap).expect("snapshot serializes"))
     }
 }

@@ -38,7 +38,7 @@ pub use client::ClientSession;
 pub use coordinator::{Coordinator, CoordinatorConfig};
 pub use engine::{EngineDef, EngineKind};
 pub use machine::{Effects, Input, Machine};
-pub use message::{Addr, Envelope, Message, Payload, RoleId};
+pub use message::{Addr, Envelope, GroupId, Message, Payload, RoleId};
 pub use op::{Op, OpResult};
 pub use partition::Partition;
 pub use procedure::{Ctx, Registry};

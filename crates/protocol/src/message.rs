@@ -27,12 +27,48 @@ pub enum Addr {
     /// A role an engine adds to the cluster (e.g. Omid's status oracle and its standby), placed
     /// by [`RoleId::node`]; the engine's [`crate::engine::EngineDef::roles`] builds its machines.
     Role(RoleId),
-    /// One replica of a replicated partition: the member on a given node of the partition's
-    /// replica group (see `docs/replication.md`). Coordinators never address it: they send to
-    /// [`Addr::Partition`], which reaches the partition's preferred replica, and that one serves
-    /// or forwards to its leader. Replicas address each other (raft traffic, forwarded requests)
-    /// this way.
-    Replica(PartitionId, NodeId),
+    /// One member of a replica group: the member on a given node of the group of a replicated
+    /// partition or coordinator (see `docs/replication.md`). Machines never address it: they
+    /// send to [`Addr::Partition`] or [`Addr::Coordinator`], which the runtime delivers to the
+    /// group's leader it knows or to the group's home member, and that one serves or forwards
+    /// to its leader. Replicas address each other (raft traffic, forwarded requests) this way.
+    Replica(GroupId, NodeId),
+}
+
+/// A replica group: what one raft group keeps, a partition or a coordinator's decisions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum GroupId {
+    Partition(PartitionId),
+    Coordinator(NodeId),
+}
+
+impl GroupId {
+    /// The address the group's machine answers to, whichever member leads.
+    pub fn addr(self) -> Addr {
+        match self {
+            GroupId::Partition(p) => Addr::Partition(p),
+            GroupId::Coordinator(n) => Addr::Coordinator(n),
+        }
+    }
+
+    /// The group whose machine answers to `addr`, if any machine of a group does.
+    pub fn of(addr: Addr) -> Option<GroupId> {
+        match addr {
+            Addr::Partition(p) => Some(GroupId::Partition(p)),
+            Addr::Coordinator(n) => Some(GroupId::Coordinator(n)),
+            Addr::Replica(g, _) => Some(g),
+            Addr::Client(_) | Addr::Role(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for GroupId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GroupId::Partition(p) => write!(f, "{p}"),
+            GroupId::Coordinator(n) => write!(f, "coord-{n}"),
+        }
+    }
 }
 
 /// An engine-defined role. Role `r` runs on node `r mod nodes`.
@@ -53,7 +89,7 @@ impl fmt::Display for Addr {
             Addr::Coordinator(n) => write!(f, "coord-{n}"),
             Addr::Partition(p) => write!(f, "{p}"),
             Addr::Role(r) => write!(f, "role-{}", r.0),
-            Addr::Replica(p, n) => write!(f, "{p}@node-{}", n.0),
+            Addr::Replica(g, n) => write!(f, "{g}@node-{}", n.0),
         }
     }
 }

@@ -27,7 +27,8 @@ pub const FRAME_SIZE_MAX: usize = 16 * 1024 * 1024;
 /// 6: hellos carry the cluster's shared token (`token` in a server's config); a server with a
 /// token refuses a hello without it, or with another, with `Rejected(Unauthenticated)`.
 /// 7: a client's `Begin` carries `retrying_for`, as `Call` does.
-pub const PROTOCOL_VERSION: u32 = 7;
+/// 8: a replica's address names its group ([`crate::GroupId`]): coordinators are replicated too.
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// What a cluster is: recorded in each node's data dir at first start, carried by every peer
 /// hello and every `Welcome`. Two nodes whose identities differ refuse to talk: a node with the

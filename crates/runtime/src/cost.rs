@@ -44,7 +44,7 @@ pub const DEFAULT_STEP_NS: u64 = 10_000;
 /// The role part of a step key.
 pub fn role_of(addr: Addr) -> String {
     match addr {
-        Addr::Coordinator(_) => "coordinator".into(),
+        Addr::Coordinator(_) | Addr::Replica(litmus_protocol::GroupId::Coordinator(_), _) => "coordinator".into(),
         Addr::Partition(_) | Addr::Replica(..) => "partition".into(),
         Addr::Role(r) => format!("role{}", r.0),
         Addr::Client(_) => "client".into(),

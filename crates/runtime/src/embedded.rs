@@ -460,7 +460,9 @@ fn worker_placement(
             (Addr::Partition(p), _) => p.0 as usize % workers,
             // A partition's replicas on consecutive workers, its home's where its partition
             // would be without replication.
-            (Addr::Replica(p, n), _) => (p.0 + n.0 + topology.nodes - p.0 % topology.nodes) as usize % workers,
+            (Addr::Replica(litmus_protocol::GroupId::Partition(p), n), _) => {
+                (p.0 + n.0 + topology.nodes - p.0 % topology.nodes) as usize % workers
+            }
             _ => {
                 others += 1;
                 (others - 1) % workers

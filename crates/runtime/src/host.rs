@@ -6,7 +6,7 @@
 //! fsync — group commit — and only then returns the messages those steps want sent.
 
 use litmus_core::{Error, Time};
-use litmus_protocol::{Addr, Effects, Envelope, Input, Machine};
+use litmus_protocol::{Addr, Effects, Envelope, GroupId, Input, Machine};
 use litmus_storage::disk::DiskLog;
 use litmus_storage::wal::FsyncPolicy;
 use std::collections::BTreeMap;
@@ -96,7 +96,8 @@ pub fn machine_dir(data_dir: &Path, addr: Addr) -> PathBuf {
         Addr::Partition(p) => format!("partition-{}", p.0),
         Addr::Client(c) => format!("client-{}", c.0),
         Addr::Role(r) => format!("role-{}", r.0),
-        Addr::Replica(p, n) => format!("partition-{}-replica-{}", p.0, n.0),
+        Addr::Replica(GroupId::Partition(p), n) => format!("partition-{}-replica-{}", p.0, n.0),
+        Addr::Replica(GroupId::Coordinator(c), n) => format!("coordinator-{}-replica-{}", c.0, n.0),
     })
 }
 

@@ -1,10 +1,24 @@
-//! # A replicated partition: the partition machine inside its replica group
+//! # A replicated machine: a partition or a coordinator inside its replica group
 //!
-//! With `replicas > 1` every node that keeps partition `p` runs a [`ReplicatedPartition`] at
-//! [`Addr::Replica`]`(p, node)`: the engine's [`Partition`] machine, unchanged, and one member
-//! of `p`'s raft group ([`litmus_replication::ReplicaGroup`]). It is itself a [`Machine`], so
-//! the simulator, the embedded runtime and the TCP runtime drive it as they drive any other,
+//! With `replicas > 1` every node that keeps partition `p` runs a [`Replica`] at
+//! [`Addr::Replica`]`(GroupId::Partition(p), node)`: the engine's [`Partition`] machine,
+//! unchanged, and one member of `p`'s raft group ([`litmus_replication::ReplicaGroup`]). Every
+//! coordinator is kept the same way, by the nodes that follow its own in the placement
+//! ([`GroupId::Coordinator`]), so a transaction's fate (the coordinator's logged decisions and
+//! Salt's accepted BASE transactions) outlives its node. A [`Replica`] is itself a [`Machine`],
+//! so the simulator, the embedded runtime and the TCP runtime drive it as they drive any other,
 //! with their one rule (persist before send) doing raft's durability for it.
+//!
+//! ## Followers: replay, or a restart when they come to lead
+//!
+//! A partition's followers apply each committed entry's records as they commit (the engine's
+//! replay function), so a follower's partition is the committed state. A coordinator's
+//! followers only keep the records: a coordinator's recovery is a restart (a new epoch, its
+//! logged decisions resent, Salt's accepted BASE transactions rolled forward, everything else
+//! presumed aborted), so a follower that comes to lead builds its coordinator from the group's
+//! snapshot and the committed records exactly as a restart on its home node would
+//! ([`Replicable::follows_by_replay`]). A coordinator's participants find it wherever it
+//! leads: messages to [`Addr::Coordinator`] go to the leader the sending node knows.
 //!
 //! ## What the log carries: the partition's records
 //!
@@ -45,9 +59,9 @@
 //! its own has been applied (its partition then holds exactly the applied state), serving
 //! nothing new in between.
 
-use litmus_core::{Error, NodeId, PartitionId, Time};
+use litmus_core::{Error, NodeId, Time};
 use litmus_protocol::machine::TICK_INTERVAL_MS;
-use litmus_protocol::{Addr, Effects, Envelope, Input, Machine, Message, Partition};
+use litmus_protocol::{Addr, Coordinator, Effects, Envelope, GroupId, Input, Machine, Message, Partition};
 use litmus_replication::{
     Apply, Durable, GroupConfig, HardState, LogEntry, LogIndex, LogPosition, ReplicaGroup, ReplicaId, Role,
     SnapshotMeta,
@@ -167,18 +181,98 @@ fn entries_of(records: Vec<Vec<u8>>, max: usize) -> Vec<Vec<u8>> {
 struct Pending {
     pos: LogPosition,
     held: Vec<Envelope>,
+    /// It carries a barrier record ([`Effects::barrier`]): the machine's `send_now` messages
+    /// wait for it too.
+    barrier: bool,
 }
 
-/// Builds the engine's partition machine afresh (at boot, and for a rebuild).
-type Fresh = Box<dyn Fn() -> Partition + Send>;
+/// Builds the machine afresh (at boot, and for a rebuild).
+pub type Fresh = Box<dyn Fn() -> Box<dyn Replicable> + Send>;
 
-pub struct ReplicatedPartition {
-    id: PartitionId,
+/// A machine a replica group can keep: its state is its snapshot plus the records it logged.
+pub trait Replicable: Machine {
+    /// The group that keeps it.
+    fn group(&self) -> GroupId;
+    /// Builds the same machine afresh, with nothing recovered.
+    fn fresh(&self) -> Fresh;
+    /// Whether followers apply committed records as they commit (`recover(None, records)` once
+    /// per entry), so that a follower's machine is the committed state; otherwise they keep
+    /// the records, and a member builds its machine from them (one `recover` call, a restart)
+    /// when it comes to lead or takes a snapshot.
+    fn follows_by_replay(&self) -> bool {
+        false
+    }
+    /// Drops volatile state in place, as a restart would (only asked of a machine that
+    /// follows by replay, when everything it holds was committed).
+    fn restart_in_place(&mut self) -> Result<(), Error> {
+        Err(Error::Internal("restart in place is only for machines that follow by replay".into()))
+    }
+    /// [`litmus_protocol::engine::PartitionEngine::volatile_since`]: a leadership hand-over
+    /// waits while it is `Some` (at most [`RETURN_HOME_DEFER_MAX_TICKS`]).
+    fn volatile_since(&self) -> Option<Time> {
+        None
+    }
+    /// This replica stops leading: the machine may answer whoever waits on it (its state is
+    /// dropped right after). By default nothing is sent.
+    fn abandon(&mut self, _out: &mut Effects) {}
+}
+
+impl Replicable for Partition {
+    fn group(&self) -> GroupId {
+        GroupId::Partition(self.id())
+    }
+    fn fresh(&self) -> Fresh {
+        let make = self.template();
+        Box::new(move || Box::new(make()))
+    }
+    fn follows_by_replay(&self) -> bool {
+        true
+    }
+    fn restart_in_place(&mut self) -> Result<(), Error> {
+        Partition::restart_in_place(self)
+    }
+    fn volatile_since(&self) -> Option<Time> {
+        Partition::volatile_since(self)
+    }
+}
+
+impl Replicable for Coordinator {
+    fn group(&self) -> GroupId {
+        GroupId::Coordinator(self.node())
+    }
+    fn fresh(&self) -> Fresh {
+        let make = self.template();
+        Box::new(move || Box::new(make()))
+    }
+    fn volatile_since(&self) -> Option<Time> {
+        self.busy_since()
+    }
+    fn abandon(&mut self, out: &mut Effects) {
+        Coordinator::abandon(self, out)
+    }
+}
+
+/// The seed of one member: the cluster's, mixed with the group and the node.
+fn member_seed(seed: u64, id: GroupId, me: NodeId) -> u64 {
+    let group = match id {
+        GroupId::Partition(p) => u64::from(p.0) << 32,
+        GroupId::Coordinator(n) => (0xC0 << 56) | (u64::from(n.0) << 32),
+    };
+    seed ^ group ^ u64::from(me.0).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+pub struct Replica {
+    id: GroupId,
     me: NodeId,
     cfg: GroupConfig,
     seed: u64,
     fresh: Fresh,
-    inner: Partition,
+    inner: Box<dyn Replicable>,
+    /// [`Replicable::follows_by_replay`].
+    replays: bool,
+    /// A machine that does not follow by replay is behind the committed entries: it is built
+    /// from them before it serves or is snapshotted.
+    stale: bool,
     group: Option<ReplicaGroup>,
     /// What the host has durably (log records and snapshot together), kept to rebuild the
     /// partition and to write [`Machine::snapshot`].
@@ -228,23 +322,25 @@ pub struct ReplicatedPartition {
     campaign_due: bool,
 }
 
-impl ReplicatedPartition {
-    /// The replica of `partition` on node `me`, in the group of `voters` (nodes).
-    pub fn new(partition: Partition, me: NodeId, voters: Vec<NodeId>, seed: u64) -> Self {
-        let id = partition.id();
+impl Replica {
+    /// The member on node `me` of the group of `voters` (nodes, the home first) keeping
+    /// `machine`.
+    pub fn new(machine: impl Replicable + 'static, me: NodeId, voters: Vec<NodeId>, seed: u64) -> Self {
+        let id = machine.group();
         let home = voters.first().copied().unwrap_or(me);
         let mut cfg = GroupConfig::new(ReplicaId::of_node(me), voters.into_iter().map(ReplicaId::of_node).collect());
         cfg.election_ticks = ELECTION_TICKS;
         cfg.heartbeat_ticks = HEARTBEAT_TICKS;
         cfg.proposal_bytes_max = PROPOSAL_BYTES_MAX;
-        let template = partition.template();
-        ReplicatedPartition {
+        Replica {
             id,
             me,
             cfg,
-            seed: seed ^ (u64::from(id.0) << 32) ^ u64::from(me.0).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-            fresh: Box::new(template),
-            inner: partition,
+            seed: member_seed(seed, id, me),
+            fresh: machine.fresh(),
+            replays: machine.follows_by_replay(),
+            stale: false,
+            inner: Box::new(machine),
             group: None,
             mirror: Durable::default(),
             base: None,
@@ -286,13 +382,14 @@ impl ReplicatedPartition {
         self.served.1.then_some(self.served.0)
     }
 
-    pub fn id(&self) -> PartitionId {
+    pub fn id(&self) -> GroupId {
         self.id
     }
 
-    /// The partition machine (a follower's is the committed state; a leader's may be ahead).
-    pub fn partition(&self) -> &Partition {
-        &self.inner
+    /// The partition this group keeps, if it keeps one (a follower's is the committed state;
+    /// a leader's may be ahead).
+    pub fn partition(&self) -> Option<&Partition> {
+        self.inner.as_any().and_then(|a| a.downcast_ref::<Partition>())
     }
 
     /// The last log index whose effect the partition holds.
@@ -345,23 +442,29 @@ impl ReplicatedPartition {
         self.served = (self.group().term(), true);
         let mut step = Effects::default();
         self.inner.step(now, input, &mut step);
-        // Commit before send covers every message of a partition (none of its engines marks
-        // one as needing no log).
-        let mut now_sends = std::mem::take(&mut step.send_now);
-        now_sends.append(&mut step.send);
-        step.send = now_sends;
+        // Commit before send, with the one exception a machine may claim: messages that
+        // depend on no record but barriers leave at once, unless a barrier is still to commit
+        // (a coordinator's epoch record); they then wait with the rest.
+        let barrier_due = step.barrier || self.pending.iter().any(|p| p.barrier);
+        if barrier_due || broken(BREAK_SEND_BEFORE_COMMIT) {
+            let mut now_sends = std::mem::take(&mut step.send_now);
+            now_sends.append(&mut step.send);
+            step.send = now_sends;
+        } else {
+            out.send.append(&mut step.send_now);
+        }
         out.counts.append(&mut step.counts);
         out.work += step.work;
         let records = std::mem::take(&mut step.persist);
         if !records.is_empty() {
             for bytes in entries_of(records, PROPOSAL_BYTES_MAX - 1024) {
                 match self.group().propose(bytes) {
-                    Ok(pos) => self.pending.push_back(Pending { pos, held: Vec::new() }),
+                    Ok(pos) => self.pending.push_back(Pending { pos, held: Vec::new(), barrier: step.barrier }),
                     Err(e) => {
                         // The partition applied records that cannot be logged: undo them by a
                         // rebuild, and drop the step's messages (their senders resend).
                         out.counts.push("replica proposal refused");
-                        tracing::warn!(partition = %self.id, error = %e, "a proposal was refused; rebuilding the partition");
+                        tracing::warn!(group = %self.id, error = %e, "a proposal was refused; rebuilding the partition");
                         self.rebuild();
                         return;
                     }
@@ -385,7 +488,7 @@ impl ReplicatedPartition {
                 let to = Addr::Replica(self.id, m.to.node());
                 out.send.push(Envelope { from, to, msg: Message::Raft(m.encode()) });
             }
-            self.follow_leadership();
+            self.follow_leadership(out);
             for a in ready.apply {
                 self.apply(a, out);
             }
@@ -429,7 +532,7 @@ impl ReplicatedPartition {
         apply_record(&mut self.mirror, r);
     }
 
-    fn follow_leadership(&mut self) {
+    fn follow_leadership(&mut self, out: &mut Effects) {
         let g = self.group.as_ref().expect("recovered");
         let now = (g.role() == Role::Leader).then(|| g.term());
         if g.leader().is_some() {
@@ -439,12 +542,15 @@ impl ReplicatedPartition {
             return;
         }
         if let Some(term) = self.leading {
-            tracing::info!(partition = %self.id, term, dropped = self.pending.len(), "replica stepped down");
+            tracing::info!(group = %self.id, term, dropped = self.pending.len(), "replica stepped down");
+            if !self.stale {
+                self.inner.abandon(out);
+            }
             self.step_down();
             self.deposed = true;
         }
         if let Some(term) = now {
-            tracing::info!(partition = %self.id, term, "replica leads");
+            tracing::info!(group = %self.id, term, "replica leads");
             self.term_start = self.group().last_index();
             self.leading = Some(term);
             self.home_wait_from = self.ticks;
@@ -477,7 +583,10 @@ impl ReplicatedPartition {
                 self.assembling.clear();
                 let mut p = (self.fresh)();
                 match p.recover(Some(&data), &[]) {
-                    Ok(()) => self.inner = p,
+                    Ok(()) => {
+                        self.inner = p;
+                        self.stale = false;
+                    }
                     Err(e) => self.fault = Some(format!("{}: installing a snapshot: {e}", self.id)),
                 }
                 self.applied = meta.index;
@@ -490,6 +599,10 @@ impl ReplicatedPartition {
         self.applied = e.index;
         if e.data.is_empty() {
             return; // a new leader's no-op
+        }
+        if !self.replays {
+            self.stale = true; // built from the entries when it serves next
+            return;
         }
         let applied =
             entry_records(&e.data, &mut self.assembling).and_then(|records| self.inner.recover(None, &records));
@@ -504,6 +617,10 @@ impl ReplicatedPartition {
     /// group's snapshot and the committed entries.
     fn step_down(&mut self) {
         self.leading = None;
+        if !self.replays {
+            self.rebuild();
+            return;
+        }
         if broken(BREAK_KEEP_SPECULATIVE_STATE) {
             self.pending.clear();
             return;
@@ -522,6 +639,13 @@ impl ReplicatedPartition {
     fn rebuild(&mut self) {
         self.leading = None;
         self.pending.clear();
+        if !self.replays {
+            // Dropped now (it may hold effects that never commit), built again from the
+            // committed entries when it is wanted.
+            self.inner = (self.fresh)();
+            self.stale = true;
+            return;
+        }
         let mut p = (self.fresh)();
         let base_index = self.base.as_ref().map_or(0, |(m, _)| m.index);
         let mut result = p.recover(self.base.as_ref().map(|(_, d)| d.as_slice()), &[]);
@@ -543,11 +667,60 @@ impl ReplicatedPartition {
         }
     }
 
+    /// A machine that does not follow by replay, built from the group's snapshot and every
+    /// committed record after it in one recovery: a restart's.
+    fn reload(&mut self) {
+        let base_index = self.base.as_ref().map_or(0, |(m, _)| m.index);
+        let mut records = Vec::new();
+        let mut assembling = Vec::new();
+        let mut result = Ok(());
+        for e in self.mirror.entries.iter().filter(|e| e.index > base_index && e.index <= self.applied) {
+            if !e.data.is_empty() {
+                match entry_records(&e.data, &mut assembling) {
+                    Ok(r) => records.extend(r),
+                    Err(err) => {
+                        result = Err(err);
+                        break;
+                    }
+                }
+            }
+        }
+        let mut m = (self.fresh)();
+        let result = result.and_then(|()| m.recover(self.base.as_ref().map(|(_, d)| d.as_slice()), &records));
+        match result {
+            Ok(()) => {
+                self.inner = m;
+                self.assembling = assembling;
+                self.stale = false;
+            }
+            Err(e) => self.fault = Some(format!("{}: rebuilding from the log: {e}", self.id)),
+        }
+    }
+
+    /// Whether this replica serves now ([`Replica::serving`]), its machine brought up to the
+    /// committed entries first if it fell behind them.
+    fn ready_to_serve(&mut self) -> bool {
+        if !self.serving() {
+            return false;
+        }
+        if self.stale {
+            tracing::info!(group = %self.id, applied = self.applied, "replica restarts its machine from the log to serve");
+            self.reload();
+        }
+        self.fault.is_none()
+    }
+
     fn take_snapshot_if_due(&mut self) {
         // Never between the pieces of a large record: a restart from the snapshot could not
         // assemble it.
         if !self.snapshot_due || !self.pending.is_empty() || !self.assembling.is_empty() || self.applied == 0 {
             return;
+        }
+        if self.stale {
+            self.reload();
+            if !self.assembling.is_empty() || self.fault.is_some() {
+                return;
+            }
         }
         self.snapshot_due = false;
         let Some(bytes) = self.inner.snapshot() else { return };
@@ -559,7 +732,7 @@ impl ReplicatedPartition {
                 }
                 self.base = Some((meta, bytes));
             }
-            Err(e) => tracing::debug!(partition = %self.id, error = %e, "snapshot not taken"),
+            Err(e) => tracing::debug!(group = %self.id, error = %e, "snapshot not taken"),
         }
     }
 
@@ -596,9 +769,24 @@ impl ReplicatedPartition {
         match self.group().transfer_leadership(home) {
             Ok(()) => {
                 out.counts.push("replica leadership returned home");
-                tracing::info!(partition = %self.id, home = %self.home, "replica hands leadership home");
+                tracing::info!(group = %self.id, home = %self.home, "replica hands leadership home");
             }
-            Err(e) => tracing::debug!(partition = %self.id, error = %e, "leadership not returned home"),
+            Err(e) => tracing::debug!(group = %self.id, error = %e, "leadership not returned home"),
+        }
+    }
+
+    /// Drops a parked request no leader took in time. A partition's requester resends or times
+    /// out as for a lost message; a client is told at once that its request did not run (it
+    /// may retry it), since nothing else would ever answer it.
+    fn expire(&mut self, env: Envelope, out: &mut Effects) {
+        out.counts.push("replica request expired");
+        if let Message::ClientRequest(req) = env.msg {
+            let reason = format!("{} has no leader its member on node {} can reach; the request did not run", self.id, self.me.0);
+            let msg = Message::ClientResponse(litmus_protocol::message::ClientResponse {
+                id: req.id,
+                result: Err(Error::unavailable(reason)),
+            });
+            out.send.push(Envelope { from: self.id.addr(), to: env.from, msg });
         }
     }
 
@@ -606,17 +794,18 @@ impl ReplicatedPartition {
     fn serve_parked(&mut self, now: Time, out: &mut Effects) {
         while let Some((at, _)) = self.parked.front() {
             if now.0.saturating_sub(at.0) > PARKED_MAX_AGE.as_nanos() as u64 {
-                self.parked.pop_front();
-                out.counts.push("replica request expired");
+                let (_, env) = self.parked.pop_front().expect("checked");
+                self.expire(env, out);
                 continue;
             }
-            if self.serving() {
+            if self.ready_to_serve() {
                 let (_, env) = self.parked.pop_front().expect("checked");
                 self.run_inner(now, Input::Message(env), out);
                 continue;
             }
             let leader = self.leader().filter(|&l| l != self.me);
-            let forwardable = matches!(self.parked.front(), Some((_, e)) if matches!(e.to, Addr::Partition(_)));
+            // Addressed to the group, not yet forwarded by a member.
+            let forwardable = matches!(self.parked.front(), Some((_, e)) if !matches!(e.to, Addr::Replica(..)));
             match leader {
                 Some(l) if forwardable => {
                     let (_, mut env) = self.parked.pop_front().expect("checked");
@@ -630,36 +819,56 @@ impl ReplicatedPartition {
     }
 }
 
-/// Where a node sends a partition's requests: to the leader its own replica of the partition
-/// knows, else to the partition's home ([`Addr::Partition`]), which forwards. Runtimes keep one
-/// per node, [`LeaderCache::observe`] every replica after its step and
-/// [`LeaderCache::route`] every message their machines send.
+/// Where a node sends messages to a replicated partition or coordinator: to the leader its own
+/// member of the group knows, else (for a coordinator's group it keeps no member of) to the
+/// node its last message from that coordinator came from, else to the group's home
+/// ([`Addr::Partition`], [`Addr::Coordinator`]), which forwards. Runtimes keep one per node,
+/// [`LeaderCache::observe`] every replica after its step, [`LeaderCache::learn`] from every
+/// message a peer sends, and [`LeaderCache::route`] every message their machines send.
 #[derive(Default)]
 pub struct LeaderCache {
-    leaders: std::collections::BTreeMap<PartitionId, NodeId>,
+    leaders: std::collections::BTreeMap<GroupId, NodeId>,
+    /// Groups this node keeps a member of: their leader is what the member knows.
+    members: std::collections::BTreeSet<GroupId>,
 }
 
 impl LeaderCache {
     /// Learns the leader `m` knows, if `m` is a replica.
     pub fn observe(&mut self, m: &dyn Machine) {
-        let Some(r) = m.as_any().and_then(|a| a.downcast_ref::<ReplicatedPartition>()) else { return };
+        let Some(r) = m.as_any().and_then(|a| a.downcast_ref::<Replica>()) else { return };
+        self.members.insert(r.id);
         match r.leader() {
             Some(l) => self.leaders.insert(r.id, l),
             None => self.leaders.remove(&r.id),
         };
     }
 
-    /// Sends a request for a partition straight to its leader, when known.
+    /// Learns where a coordinator leads from a message it sent, which node `sender` delivered:
+    /// a coordinator speaks only while its group's leader, so its participants answer it
+    /// there even when they keep no member of its group. (Partitions are not learned this way:
+    /// their requesters keep sending to a home that forwards, which a stale hint would not.)
+    pub fn learn(&mut self, from: Addr, sender: NodeId) {
+        if let Addr::Coordinator(n) = from {
+            let g = GroupId::Coordinator(n);
+            if !self.members.contains(&g) {
+                self.leaders.insert(g, sender);
+            }
+        }
+    }
+
+    /// Sends a message for a replicated partition or coordinator straight to its leader, when
+    /// known.
     pub fn route(&self, env: &mut Envelope) {
-        if let Addr::Partition(p) = env.to {
-            if let Some(&l) = self.leaders.get(&p) {
-                env.to = Addr::Replica(p, l);
+        if let Some(g) = GroupId::of(env.to).filter(|_| !matches!(env.to, Addr::Replica(..))) {
+            if let Some(&l) = self.leaders.get(&g) {
+                env.to = Addr::Replica(g, l);
             }
         }
     }
 
     pub fn clear(&mut self) {
         self.leaders.clear();
+        self.members.clear();
     }
 }
 
@@ -696,7 +905,7 @@ fn apply_record(d: &mut Durable, r: WalRecord) {
     }
 }
 
-impl Machine for ReplicatedPartition {
+impl Machine for Replica {
     fn addr(&self) -> Addr {
         Addr::Replica(self.id, self.me)
     }
@@ -715,12 +924,14 @@ impl Machine for ReplicatedPartition {
         let mut inner = (self.fresh)();
         inner.recover(durable.snapshot.as_ref().map(|(_, d)| d.as_slice()), &[])?;
         self.inner = inner;
+        // The entries after the snapshot are applied again as raft delivers them.
+        self.stale = !self.replays;
         self.applied = durable.snapshot.as_ref().map_or(0, |(m, _)| m.index);
         self.base = durable.snapshot.clone();
         self.mirror = durable.clone();
         let group = if self.rejoining && durable == Durable::default() {
             self.mark_abstaining = true;
-            tracing::warn!(partition = %self.id, "rejoining without data: this replica will never vote again");
+            tracing::warn!(group = %self.id, "rejoining without data: this replica will never vote again");
             ReplicaGroup::rejoin_after_data_loss(self.cfg.clone(), self.seed)
         } else {
             ReplicaGroup::start(self.cfg.clone(), durable, self.seed)
@@ -748,21 +959,20 @@ impl Machine for ReplicatedPartition {
                     self.group().campaign_if_new();
                 }
                 self.pump(out);
-                if self.serving() {
+                if self.ready_to_serve() {
                     self.run_inner(now, Input::Tick, out);
                 }
                 self.return_home(out);
             }
             Input::Message(env) => match env.msg {
                 Message::Raft(bytes) => self.group().step_bytes(&bytes),
-                Message::PartitionRequest(_) | Message::Batch(_) => {
+                _ => {
                     if self.parked.len() >= PARKED_MAX {
-                        self.parked.pop_front();
-                        out.counts.push("replica request expired");
+                        let (_, oldest) = self.parked.pop_front().expect("full");
+                        self.expire(oldest, out);
                     }
                     self.parked.push_back((now, env));
                 }
-                _ => {}
             },
         }
         self.pump(out);
@@ -788,7 +998,7 @@ impl Machine for ReplicatedPartition {
         if !self.handing_over {
             self.handing_over = true;
             if let Err(e) = self.group().hand_over() {
-                tracing::warn!(partition = %self.id, error = %e, "could not hand leadership over");
+                tracing::warn!(group = %self.id, error = %e, "could not hand leadership over");
             }
         }
         true

@@ -8,10 +8,12 @@
 //!
 //! Coordinators address a partition as [`Addr::Partition`], which reaches its home node; with
 //! `replicas > 1` the replica there serves the request or forwards it to the group's leader
-//! ([`crate::replica`]). Replicas address each other as [`Addr::Replica`].
+//! ([`crate::replica`]). Coordinators are replica groups too: coordinator `n`'s members sit on
+//! nodes `n, n+1, …` and [`Addr::Coordinator`] reaches the member on node `n`, which serves or
+//! forwards. Replicas address each other as [`Addr::Replica`].
 
 use litmus_core::{Catalog, InvalidInput, NodeId, PartitionId};
-use litmus_protocol::{Addr, Coordinator, CoordinatorConfig, EngineKind, Machine, Partition, Registry};
+use litmus_protocol::{Addr, Coordinator, CoordinatorConfig, EngineKind, GroupId, Machine, Partition, Registry};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -82,14 +84,30 @@ impl Topology {
 
     /// The nodes that keep partition `p`, its home first.
     pub fn replicas_of(&self, p: PartitionId) -> Vec<NodeId> {
-        (0..self.replicas).map(|i| NodeId((p.0 + i) % self.nodes)).collect()
+        self.members_of(GroupId::Partition(p))
+    }
+
+    /// The nodes that keep a replica group's members, its home first.
+    pub fn members_of(&self, g: GroupId) -> Vec<NodeId> {
+        let first = match g {
+            GroupId::Partition(p) => p.0,
+            GroupId::Coordinator(n) => n.0,
+        };
+        (0..self.replicas).map(|i| NodeId((first + i) % self.nodes)).collect()
+    }
+
+    /// The coordinators whose replica groups keep a member on `node` (its own among them).
+    pub fn coordinators_on(&self, node: NodeId) -> Vec<NodeId> {
+        self.node_ids().filter(|&n| self.members_of(GroupId::Coordinator(n)).contains(&node)).collect()
     }
 
     /// The machine a message to `to` is delivered to on the node [`Topology::host_of`] names:
-    /// with replicated partitions, a partition's requests go to the replica on its home node.
+    /// with replication, a partition's or a coordinator's messages go to its member on its
+    /// home node.
     pub fn machine_addr(&self, to: Addr) -> Addr {
         match to {
-            Addr::Partition(p) if self.replicated() => Addr::Replica(p, self.node_of(p)),
+            Addr::Partition(p) if self.replicated() => Addr::Replica(GroupId::Partition(p), self.node_of(p)),
+            Addr::Coordinator(n) if self.replicated() => Addr::Replica(GroupId::Coordinator(n), n),
             other => other,
         }
     }
@@ -150,28 +168,38 @@ impl ClusterSpec {
 
     /// [`ClusterSpec::machines_of`] for a node that lost its data directory: its replicas
     /// that find no durable state rejoin without a vote
-    /// ([`crate::replica::ReplicatedPartition::rejoining`]).
+    /// ([`crate::replica::Replica::rejoining`]).
     pub fn machines_of_node(&self, node: NodeId, rejoining: bool) -> Vec<Box<dyn Machine>> {
-        let mut out: Vec<Box<dyn Machine>> = vec![Box::new(Coordinator::new(CoordinatorConfig {
-            node,
-            engine: self.engine,
-            partitions: self.topology.partitions,
-            preferred: self.topology.preferred(node),
-            catalog: self.catalog.clone(),
-            registry: self.registry.clone(),
-            seed: self.seed,
-        }))];
+        let coordinator = |n| {
+            Coordinator::new(CoordinatorConfig {
+                node: n,
+                engine: self.engine,
+                partitions: self.topology.partitions,
+                preferred: self.topology.preferred(n),
+                catalog: self.catalog.clone(),
+                registry: self.registry.clone(),
+                seed: self.seed,
+            })
+        };
         let partition = |p| {
             Partition::new(p, self.engine, self.catalog.clone(), self.seed)
                 .in_cluster(self.registry.clone(), self.topology.partitions)
         };
+        let mut out: Vec<Box<dyn Machine>> = Vec::new();
         if self.topology.replicated() {
+            let member = |m: crate::replica::Replica| -> Box<dyn Machine> {
+                Box::new(if rejoining { m.rejoining() } else { m })
+            };
+            for n in self.topology.coordinators_on(node) {
+                let voters = self.topology.members_of(GroupId::Coordinator(n));
+                out.push(member(crate::replica::Replica::new(coordinator(n), node, voters, self.seed)));
+            }
             for p in self.topology.replicas_on(node) {
                 let voters = self.topology.replicas_of(p);
-                let replica = crate::replica::ReplicatedPartition::new(partition(p), node, voters, self.seed);
-                out.push(Box::new(if rejoining { replica.rejoining() } else { replica }));
+                out.push(member(crate::replica::Replica::new(partition(p), node, voters, self.seed)));
             }
         } else {
+            out.push(Box::new(coordinator(node)));
             for p in self.topology.partitions_of(node) {
                 out.push(Box::new(partition(p)));
             }
@@ -200,8 +228,16 @@ mod tests {
         let t = Topology::new(3, 6).unwrap().with_replicas(3).unwrap();
         assert_eq!(t.replicas_of(PartitionId(4)), vec![NodeId(1), NodeId(2), NodeId(0)]);
         assert_eq!(t.replicas_on(NodeId(0)).len(), 6);
-        assert_eq!(t.machine_addr(Addr::Partition(PartitionId(4))), Addr::Replica(PartitionId(4), NodeId(1)));
-        assert_eq!(t.host_of(Addr::Replica(PartitionId(4), NodeId(2))), Host::Node(NodeId(2)));
+        let p4 = GroupId::Partition(PartitionId(4));
+        assert_eq!(t.machine_addr(Addr::Partition(PartitionId(4))), Addr::Replica(p4, NodeId(1)));
+        assert_eq!(t.host_of(Addr::Replica(p4, NodeId(2))), Host::Node(NodeId(2)));
+        let c2 = GroupId::Coordinator(NodeId(2));
+        assert_eq!(t.members_of(c2), vec![NodeId(2), NodeId(0), NodeId(1)]);
+        assert_eq!(t.machine_addr(Addr::Coordinator(NodeId(2))), Addr::Replica(c2, NodeId(2)));
+        assert_eq!(Topology::new(4, 4).unwrap().with_replicas(2).unwrap().coordinators_on(NodeId(0)), vec![
+            NodeId(0),
+            NodeId(3)
+        ]);
         let two = Topology::new(4, 8).unwrap().with_replicas(2).unwrap();
         for p in 0..8 {
             let r = two.replicas_of(PartitionId(p));

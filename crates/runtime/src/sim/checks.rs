@@ -9,9 +9,11 @@ impl Simulator {
         let mut out = BTreeMap::new();
         for (i, n) in self.nodes.iter().enumerate().filter(|(_, n)| n.up) {
             for m in n.machines.values() {
-                let replica = m.as_any().and_then(|a| a.downcast_ref::<crate::replica::ReplicatedPartition>());
+                let replica = m.as_any().and_then(|a| a.downcast_ref::<crate::replica::Replica>());
                 if let Some(r) = replica.filter(|r| r.is_leader()) {
-                    out.insert(r.id(), NodeId(i as u32));
+                    if let litmus_protocol::GroupId::Partition(p) = r.id() {
+                        out.insert(p, NodeId(i as u32));
+                    }
                 }
             }
         }
@@ -22,13 +24,14 @@ impl Simulator {
     /// replica of a partition has applied the same log prefix and holds the same rows (raft's
     /// state-machine safety, and catch-up of the replicas that were down or lost their data).
     pub(super) fn check_replicas_agree(&self) -> Result<(), String> {
-        let mut seen: BTreeMap<litmus_core::PartitionId, (NodeId, u64, Vec<u8>)> = BTreeMap::new();
+        let mut seen: BTreeMap<litmus_protocol::GroupId, (NodeId, u64, Vec<u8>)> = BTreeMap::new();
         for (i, n) in self.nodes.iter().enumerate().filter(|(_, n)| n.up) {
             for m in n.machines.values() {
-                let Some(r) = m.as_any().and_then(|a| a.downcast_ref::<crate::replica::ReplicatedPartition>()) else {
+                let Some(r) = m.as_any().and_then(|a| a.downcast_ref::<crate::replica::Replica>()) else {
                     continue;
                 };
-                let rows = r.partition().store().encode_snapshot();
+                // A coordinator's members agree on their log; a partition's also on its rows.
+                let rows = r.partition().map(|p| p.store().encode_snapshot()).unwrap_or_default();
                 let here = (NodeId(i as u32), r.applied(), rows);
                 match seen.get(&r.id()) {
                     None => {
@@ -66,11 +69,11 @@ impl Simulator {
             .unanswered
             .values()
             .filter(|u| {
-                self.nodes[u.node.0 as usize].incarnation == u.incarnation && self.now >= u.sent.max(healed) + bound
+                u.owed(&self.nodes) && self.now >= u.sent.max(healed) + bound
             })
             .count() as u64;
         let mut stuck = self.unanswered.iter().filter(|(_, u)| {
-            self.nodes[u.node.0 as usize].incarnation == u.incarnation
+            u.owed(&self.nodes)
                 && self.now >= u.sent.max(healed) + self.cfg.liveness_bound
         });
         let Some(((client, id), first)) = stuck.next() else { return Ok(()) };

@@ -110,6 +110,11 @@ pub struct FaultConfig {
     /// How long a crashed node stays down, or a partition lasts: uniform in this range.
     pub outage_min: Duration,
     pub outage_max: Duration,
+    /// With three replicas or more: one node, picked at random, crashes for good while a
+    /// message to one of its coordinators is delivered, at a random time in the workload phase,
+    /// and is never restarted (not even by the heal before the checks). Its clients fail over
+    /// to other nodes' coordinators.
+    pub lose_a_node: bool,
 }
 
 impl FaultConfig {
@@ -120,6 +125,7 @@ impl FaultConfig {
             partition: 0.0,
             outage_min: Duration::from_millis(50),
             outage_max: Duration::from_millis(300),
+            lose_a_node: false,
         }
     }
 }
@@ -196,7 +202,7 @@ impl SimConfig {
     pub fn with_faults(mut self) -> Self {
         self.net.loss = 0.01;
         self.net.duplicate = 0.01;
-        self.faults = FaultConfig { crash: 0.15, partition: 0.1, ..FaultConfig::none() };
+        self.faults = FaultConfig { crash: 0.15, partition: 0.1, lose_a_node: true, ..FaultConfig::none() };
         self
     }
 }
@@ -351,8 +357,17 @@ struct SimNode {
 struct Unanswered {
     sent: Time,
     node: NodeId,
-    incarnation: u64,
+    /// The incarnation, when the request was sent, of every node that may serve it: its
+    /// coordinator's node, and with replication every member of the coordinator's group.
+    incarnations: Vec<(NodeId, u64)>,
     what: String,
+}
+
+impl Unanswered {
+    /// No node that may serve it crashed since it was sent: it must be answered.
+    fn owed(&self, nodes: &[SimNode]) -> bool {
+        self.incarnations.iter().all(|&(n, i)| nodes[n.0 as usize].incarnation == i)
+    }
 }
 
 /// A scripted crash armed by [`Simulator::crash_on_delivery`].
@@ -401,7 +416,7 @@ pub struct Simulator {
     costs: Option<crate::cost::CostResolver>,
     client_tick_on: bool,
     /// Replicated partitions: the newest term in which a replica of each partition served.
-    served_terms: BTreeMap<litmus_core::PartitionId, u64>,
+    served_terms: BTreeMap<litmus_protocol::GroupId, u64>,
     /// Nodes whose data directory was lost ([`Simulator::schedule_data_loss`]).
     rejoining: BTreeSet<NodeId>,
 }
@@ -531,6 +546,23 @@ impl Simulator {
         self.trigger = Some(CrashTrigger { node, armed_at: self.now + after, jitter_max, down_for, matches });
     }
 
+    /// [`Simulator::crash_on_delivery`], the node never restarted: it is lost for good, and
+    /// the checks run without it.
+    pub fn lose_on_delivery(
+        &mut self,
+        node: NodeId,
+        after: Duration,
+        jitter_max: Duration,
+        matches: Box<dyn Fn(&Envelope) -> bool + Send>,
+    ) {
+        self.crash_on_delivery(node, after, jitter_max, Duration::MAX, matches);
+    }
+
+    /// Whether `node` was lost for good ([`FaultConfig::lose_a_node`]).
+    pub fn lost_for_good(&self, node: NodeId) -> bool {
+        self.nodes[node.0 as usize].down_until == Time(u64::MAX)
+    }
+
     /// The machine at `addr`, if its node is up (for checks that inspect state).
     /// With replicated partitions, [`Addr::Partition`] names the replica on the partition's home.
     pub fn machine(&self, addr: Addr) -> Option<&dyn Machine> {
@@ -574,6 +606,15 @@ impl Simulator {
         self.faults_on = true;
         self.issuing = true;
         self.schedule(self.cfg.faults.period, Event::FaultCheck);
+        if self.cfg.faults.lose_a_node && self.spec.topology.replicas >= 3 && self.trigger.is_none() {
+            // Mid-transaction: as a message reaches one of the victim's coordinators.
+            let victim = NodeId(self.rng.gen_range(0..self.spec.topology.nodes));
+            let after = self.cfg.duration.mul_f64(self.rng.gen_range(0.1..0.6));
+            let to_coordinator = |env: &Envelope| {
+                matches!(env.to, Addr::Coordinator(_) | Addr::Replica(litmus_protocol::GroupId::Coordinator(_), _))
+            };
+            self.lose_on_delivery(victim, after, Duration::from_millis(2), Box::new(to_coordinator));
+        }
         self.start_client_ticks();
         for c in 0..self.cfg.clients {
             self.issue(c, driver);
@@ -585,6 +626,9 @@ impl Simulator {
         self.faults_on = false;
         self.trigger = None;
         self.heal_all().map_err(fail)?;
+        for c in 0..self.clients.len() {
+            self.fail_over_if_down(c);
+        }
         self.healed_at = Some(self.now);
         let drain_end = self.now + self.cfg.request_timeout * 2 + Duration::from_millis(100);
         self.run_until(drain_end, driver).map_err(fail)?;
@@ -625,7 +669,22 @@ impl Simulator {
         let verifier = (self.clients.len() - 1) as u64;
         self.unanswered
             .iter()
-            .any(|(&(client, _), u)| client != verifier && self.nodes[u.node.0 as usize].incarnation == u.incarnation)
+            .any(|(&(client, _), u)| client != verifier && u.owed(&self.nodes))
+    }
+
+    /// A client whose coordinator's node is down reconnects to the next node that is up, as a
+    /// real client's connection breaks and it dials the next address.
+    fn fail_over_if_down(&mut self, c: usize) {
+        let Addr::Coordinator(home) = self.clients[c].session.coordinator() else { return };
+        if self.nodes[home.0 as usize].up {
+            return;
+        }
+        let n = self.spec.topology.nodes;
+        let next = (1..n).map(|i| NodeId((home.0 + i) % n)).find(|o| self.nodes[o.0 as usize].up);
+        if let Some(next) = next {
+            self.trace_line(|| format!("client {c} fails over from node {} to node {}", home.0, next.0));
+            self.clients[c].session.fail_over(Addr::Coordinator(next));
+        }
     }
 
     /// Starts tracking a request for the liveness check.
@@ -635,8 +694,10 @@ impl Simulator {
             RequestBody::Call { procedure, .. } => format!("call {procedure}"),
             other => format!("{other:?}").chars().take(60).collect(),
         };
-        let incarnation = self.nodes[node.0 as usize].incarnation;
-        self.unanswered.insert((client as u64, id), Unanswered { sent: self.now, node, incarnation, what });
+        let t = self.spec.topology;
+        let servers = if t.replicated() { t.members_of(litmus_protocol::GroupId::Coordinator(node)) } else { vec![node] };
+        let incarnations = servers.into_iter().map(|n| (n, self.nodes[n.0 as usize].incarnation)).collect();
+        self.unanswered.insert((client as u64, id), Unanswered { sent: self.now, node, incarnations, what });
     }
 
     /// A client request or response that will never arrive: its request is exempt.
@@ -655,7 +716,7 @@ impl Simulator {
     fn heal_all(&mut self) -> Result<(), Error> {
         self.blocked.clear();
         for node in self.spec.topology.node_ids() {
-            if !self.nodes[node.0 as usize].up {
+            if !self.nodes[node.0 as usize].up && !self.lost_for_good(node) {
                 self.start_node(node)?;
             }
         }
@@ -729,7 +790,11 @@ impl Simulator {
                     if self.clients[c].session.outstanding() == 0 {
                         continue;
                     }
-                    for (id, e) in self.clients[c].session.tick(self.now) {
+                    let timed_out = self.clients[c].session.tick(self.now);
+                    if !timed_out.is_empty() {
+                        self.fail_over_if_down(c);
+                    }
+                    for (id, e) in timed_out {
                         self.client_done(c, id, Err(e), driver);
                     }
                 }
@@ -820,7 +885,7 @@ impl Simulator {
         m.step(now, input, &mut out);
         if self.spec.topology.replicated() {
             // One leader at a time: no replica serves in a term older than one that served.
-            let replica = m.as_any().and_then(|a| a.downcast_ref::<crate::replica::ReplicatedPartition>());
+            let replica = m.as_any().and_then(|a| a.downcast_ref::<crate::replica::Replica>());
             if let Some((p, term)) = replica.and_then(|r| r.served_in_last_step().map(|t| (r.id(), t))) {
                 let newest = self.served_terms.entry(p).or_insert(term);
                 if term < *newest && self.violation.is_none() {
@@ -982,6 +1047,8 @@ impl Simulator {
         if let (Host::Node(a), Host::Node(b)) = (from, to) {
             if self.blocked.contains(&(a, b)) {
                 self.report.dropped += 1;
+                // A client's request forwarded between members of its coordinator's group.
+                self.untrack_lost(&env);
                 return;
             }
         }
@@ -1019,6 +1086,7 @@ impl Simulator {
             if self.blocked.contains(&(a, b)) {
                 self.report.dropped += 1;
                 self.trace_line(|| format!("drop {} -> {} (partitioned): {}", env.from, env.to, brief(&env.msg)));
+                self.untrack_lost(&env);
                 return Ok(());
             }
         }
@@ -1048,6 +1116,9 @@ impl Simulator {
             }
             Host::Node(node) => {
                 if self.nodes[node.0 as usize].up {
+                    if let (Host::Node(sender), true) = (src, t.replicated()) {
+                        self.nodes[node.0 as usize].leaders.learn(env.from, sender);
+                    }
                     let fire = self
                         .trigger
                         .as_ref()
@@ -1056,9 +1127,14 @@ impl Simulator {
                     if fire {
                         let t = self.trigger.take().expect("checked");
                         let jitter = Duration::from_nanos(self.rng.gen_range(0..=t.jitter_max.as_nanos() as u64));
-                        let until = self.now + jitter + t.down_for;
-                        self.schedule(jitter, Event::Outage { node, until });
-                        self.schedule(jitter + t.down_for, Event::Restart(node));
+                        if t.down_for == Duration::MAX {
+                            self.trace_line(|| format!("node {} will be lost for good", node.0));
+                            self.schedule(jitter, Event::Outage { node, until: Time(u64::MAX) });
+                        } else {
+                            let until = self.now + jitter + t.down_for;
+                            self.schedule(jitter, Event::Outage { node, until });
+                            self.schedule(jitter + t.down_for, Event::Restart(node));
+                        }
                     }
                 } else {
                     self.report.dropped += 1;

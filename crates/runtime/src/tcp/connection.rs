@@ -224,6 +224,12 @@ where
                     return; // the node is stopping
                 }
             }
+            // An answer for a client of ours from a coordinator leading on the peer.
+            Ok(Frame::Envelope(env @ Envelope { to: Addr::Client(c), .. }))
+                if super::router::client_node(c) == router.me =>
+            {
+                router.to_client(env)
+            }
             _ => break, // a confused peer: drop the link, it will redial
         }
     }
@@ -254,7 +260,7 @@ where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let router = &ctx.router;
-    let client = ClientId(((router.me.0 as u64) << 48) | ctx.next_client.fetch_add(1, Ordering::Relaxed));
+    let client = ClientId((u64::from(router.me.0) << 48) | ctx.next_client.fetch_add(1, Ordering::Relaxed));
     let (tx, rx) = mpsc::channel::<Bytes>(router.bounds.client_queue_max);
     let gone = CancellationToken::new();
     router.clients.write().expect("clients lock").insert(client, ClientQueue { tx, gone: gone.clone() });

@@ -62,6 +62,12 @@ pub(super) struct ClientQueue {
     pub(super) gone: CancellationToken,
 }
 
+/// The node a client is connected to: the one that assigned its id (the node id in its top
+/// 16 bits).
+pub(super) fn client_node(c: ClientId) -> NodeId {
+    NodeId((c.0 >> 48) as u32)
+}
+
 impl TcpRouter {
     /// A peer disagrees with us: stop serving if we never agreed with anyone.
     pub(super) fn peer_mismatch(&self, what: String) {
@@ -153,9 +159,16 @@ impl TcpRouter {
         }
     }
 
-    fn to_client(&self, env: Envelope) {
+    /// Sends a message to a client connected here, or to the node the client is connected to
+    /// (a coordinator answers from wherever its replica group's leader is; clients connect to
+    /// the coordinator's home node).
+    pub(super) fn to_client(&self, env: Envelope) {
         let limit = self.cfg.max_frame_bytes;
         let Addr::Client(c) = env.to else { unreachable!("client host") };
+        let home = client_node(c);
+        if home != self.me && !self.clients.read().expect("clients lock").contains_key(&c) {
+            return self.to_peer(home, env);
+        }
         if let Message::ClientResponse(resp) = &env.msg {
             self.metrics.on_response(&resp.result);
             self.metrics.latency.finish(c, resp.id, Instant::now());
