@@ -412,7 +412,18 @@ pub trait EngineDef: Send + Sync + 'static {
     fn roles(&self, _node: NodeId, _nodes: u32, _partitions: u32) -> Vec<Box<dyn Machine>> {
         Vec::new()
     }
+    /// The roles this engine adds when roles are replica groups (`replicas > 1`), in place of
+    /// [`EngineDef::roles`]: each role and a builder of its machine as it runs alone. Its state
+    /// must be its snapshot plus its records, its recovery a restart: the runtime keeps it in a
+    /// replica group on the role's node and the ones after it, and a new leader recovers it
+    /// from the group's log.
+    fn replicated_roles(&self, _partitions: u32) -> Vec<(crate::message::RoleId, RoleBuilder)> {
+        Vec::new()
+    }
 }
+
+/// Builds one role's machine ([`EngineDef::replicated_roles`]).
+pub type RoleBuilder = std::sync::Arc<dyn Fn() -> Box<dyn Machine> + Send + Sync>;
 
 /// A handle on an engine (`litmus_engines::ALL` lists the registered ones); compared, hashed
 /// and serialized by name.
@@ -437,6 +448,9 @@ impl EngineKind {
     }
     pub fn roles(self, node: NodeId, nodes: u32, partitions: u32) -> Vec<Box<dyn Machine>> {
         self.0.roles(node, nodes, partitions)
+    }
+    pub fn replicated_roles(self, partitions: u32) -> Vec<(crate::message::RoleId, RoleBuilder)> {
+        self.0.replicated_roles(partitions)
     }
 }
 

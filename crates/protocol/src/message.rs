@@ -28,7 +28,7 @@ pub enum Addr {
     /// by [`RoleId::node`]; the engine's [`crate::engine::EngineDef::roles`] builds its machines.
     Role(RoleId),
     /// One member of a replica group: the member on a given node of the group of a replicated
-    /// partition or coordinator (see `docs/replication.md`). Machines never address it: they
+    /// partition, coordinator or role (see `docs/replication.md`). Machines never address it: they
     /// send to [`Addr::Partition`] or [`Addr::Coordinator`], which the runtime delivers to the
     /// group's leader it knows or to the group's home member, and that one serves or forwards
     /// to its leader. Replicas address each other (raft traffic, forwarded requests) this way.
@@ -40,6 +40,9 @@ pub enum Addr {
 pub enum GroupId {
     Partition(PartitionId),
     Coordinator(NodeId),
+    /// An engine's role ([`crate::engine::EngineDef::replicated_roles`]), e.g. Omid's status
+    /// oracle.
+    Role(RoleId),
 }
 
 impl GroupId {
@@ -48,6 +51,7 @@ impl GroupId {
         match self {
             GroupId::Partition(p) => Addr::Partition(p),
             GroupId::Coordinator(n) => Addr::Coordinator(n),
+            GroupId::Role(r) => Addr::Role(r),
         }
     }
 
@@ -56,8 +60,9 @@ impl GroupId {
         match addr {
             Addr::Partition(p) => Some(GroupId::Partition(p)),
             Addr::Coordinator(n) => Some(GroupId::Coordinator(n)),
+            Addr::Role(r) => Some(GroupId::Role(r)),
             Addr::Replica(g, _) => Some(g),
-            Addr::Client(_) | Addr::Role(_) => None,
+            Addr::Client(_) => None,
         }
     }
 }
@@ -67,6 +72,7 @@ impl fmt::Display for GroupId {
         match self {
             GroupId::Partition(p) => write!(f, "{p}"),
             GroupId::Coordinator(n) => write!(f, "coord-{n}"),
+            GroupId::Role(r) => write!(f, "role-{}", r.0),
         }
     }
 }

@@ -45,8 +45,8 @@ pub const DEFAULT_STEP_NS: u64 = 10_000;
 pub fn role_of(addr: Addr) -> String {
     match addr {
         Addr::Coordinator(_) | Addr::Replica(litmus_protocol::GroupId::Coordinator(_), _) => "coordinator".into(),
+        Addr::Role(r) | Addr::Replica(litmus_protocol::GroupId::Role(r), _) => format!("role{}", r.0),
         Addr::Partition(_) | Addr::Replica(..) => "partition".into(),
-        Addr::Role(r) => format!("role{}", r.0),
         Addr::Client(_) => "client".into(),
     }
 }

@@ -98,6 +98,7 @@ pub fn machine_dir(data_dir: &Path, addr: Addr) -> PathBuf {
         Addr::Role(r) => format!("role-{}", r.0),
         Addr::Replica(GroupId::Partition(p), n) => format!("partition-{}-replica-{}", p.0, n.0),
         Addr::Replica(GroupId::Coordinator(c), n) => format!("coordinator-{}-replica-{}", c.0, n.0),
+        Addr::Replica(GroupId::Role(r), n) => format!("role-{}-replica-{}", r.0, n.0),
     })
 }
 

@@ -252,11 +252,61 @@ impl Replicable for Coordinator {
     }
 }
 
+/// An engine's role kept by a replica group ([`litmus_protocol::EngineDef::replicated_roles`]):
+/// its machine as it runs alone, and how to build it afresh.
+pub struct RoleMachine {
+    role: litmus_protocol::RoleId,
+    build: litmus_protocol::engine::RoleBuilder,
+    inner: Box<dyn Machine>,
+}
+
+impl RoleMachine {
+    pub fn new(role: litmus_protocol::RoleId, build: litmus_protocol::engine::RoleBuilder) -> Self {
+        let inner = build();
+        RoleMachine { role, build, inner }
+    }
+}
+
+impl Machine for RoleMachine {
+    fn addr(&self) -> Addr {
+        self.inner.addr()
+    }
+    fn recover(&mut self, snapshot: Option<&[u8]>, records: &[Vec<u8>]) -> Result<(), Error> {
+        self.inner.recover(snapshot, records)
+    }
+    fn step(&mut self, now: Time, input: Input, out: &mut Effects) {
+        self.inner.step(now, input, out)
+    }
+    fn snapshot(&mut self) -> Option<Vec<u8>> {
+        self.inner.snapshot()
+    }
+    fn never_snapshotted(&mut self) {
+        self.inner.never_snapshotted()
+    }
+    fn check_invariants(&self) -> Result<(), String> {
+        self.inner.check_invariants()
+    }
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        self.inner.as_any()
+    }
+}
+
+impl Replicable for RoleMachine {
+    fn group(&self) -> GroupId {
+        GroupId::Role(self.role)
+    }
+    fn fresh(&self) -> Fresh {
+        let (role, build) = (self.role, self.build.clone());
+        Box::new(move || Box::new(RoleMachine::new(role, build.clone())))
+    }
+}
+
 /// The seed of one member: the cluster's, mixed with the group and the node.
 fn member_seed(seed: u64, id: GroupId, me: NodeId) -> u64 {
     let group = match id {
         GroupId::Partition(p) => u64::from(p.0) << 32,
         GroupId::Coordinator(n) => (0xC0 << 56) | (u64::from(n.0) << 32),
+        GroupId::Role(r) => (0xA0 << 56) | (u64::from(r.0) << 32),
     };
     seed ^ group ^ u64::from(me.0).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
@@ -843,13 +893,12 @@ impl LeaderCache {
         };
     }
 
-    /// Learns where a coordinator leads from a message it sent, which node `sender` delivered:
-    /// a coordinator speaks only while its group's leader, so its participants answer it
+    /// Learns where a coordinator (or a replicated role) leads from a message it sent, which
+    /// node `sender` delivered: it speaks only while its group's leader, so its participants answer it
     /// there even when they keep no member of its group. (Partitions are not learned this way:
     /// their requesters keep sending to a home that forwards, which a stale hint would not.)
     pub fn learn(&mut self, from: Addr, sender: NodeId) {
-        if let Addr::Coordinator(n) = from {
-            let g = GroupId::Coordinator(n);
+        if let (Addr::Coordinator(_) | Addr::Role(_), Some(g)) = (from, GroupId::of(from)) {
             if !self.members.contains(&g) {
                 self.leaders.insert(g, sender);
             }

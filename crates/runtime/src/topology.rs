@@ -92,6 +92,7 @@ impl Topology {
         let first = match g {
             GroupId::Partition(p) => p.0,
             GroupId::Coordinator(n) => n.0,
+            GroupId::Role(r) => r.node(self.nodes).0,
         };
         (0..self.replicas).map(|i| NodeId((first + i) % self.nodes)).collect()
     }
@@ -108,6 +109,7 @@ impl Topology {
         match to {
             Addr::Partition(p) if self.replicated() => Addr::Replica(GroupId::Partition(p), self.node_of(p)),
             Addr::Coordinator(n) if self.replicated() => Addr::Replica(GroupId::Coordinator(n), n),
+            Addr::Role(r) if self.replicated() => Addr::Replica(GroupId::Role(r), r.node(self.nodes)),
             other => other,
         }
     }
@@ -161,7 +163,8 @@ pub struct ClusterSpec {
 
 impl ClusterSpec {
     /// The machines a node runs: its coordinator, its partitions, and the roles the engine adds
-    /// there ([`litmus_protocol::EngineDef::roles`], e.g. Omid's status oracle and its standby).
+    /// there ([`litmus_protocol::EngineDef::roles`], e.g. Omid's status oracle); with
+    /// replication, its members of the replica groups of partitions, coordinators and roles.
     pub fn machines_of(&self, node: NodeId) -> Vec<Box<dyn Machine>> {
         self.machines_of_node(node, false)
     }
@@ -198,11 +201,18 @@ impl ClusterSpec {
                 let voters = self.topology.replicas_of(p);
                 out.push(member(crate::replica::Replica::new(partition(p), node, voters, self.seed)));
             }
-        } else {
-            out.push(Box::new(coordinator(node)));
-            for p in self.topology.partitions_of(node) {
-                out.push(Box::new(partition(p)));
+            for (r, build) in self.engine.replicated_roles(self.topology.partitions) {
+                let voters = self.topology.members_of(GroupId::Role(r));
+                if voters.contains(&node) {
+                    let role = crate::replica::RoleMachine::new(r, build);
+                    out.push(member(crate::replica::Replica::new(role, node, voters, self.seed)));
+                }
             }
+            return out;
+        }
+        out.push(Box::new(coordinator(node)));
+        for p in self.topology.partitions_of(node) {
+            out.push(Box::new(partition(p)));
         }
         out.extend(self.engine.roles(node, self.topology.nodes, self.topology.partitions));
         out

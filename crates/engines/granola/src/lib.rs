@@ -281,6 +281,15 @@ impl EngineDef for GranolaEngine {
             Vec::new()
         }
     }
+    /// With `replicas > 1` the relay is a replica group too, so that `sinfonia` outlives its
+    /// coordinator node (the relay logs nothing: its group only elects where it runs).
+    fn replicated_roles(&self, _partitions: u32) -> Vec<(litmus_protocol::RoleId, litmus_protocol::engine::RoleBuilder)> {
+        if !self.relay {
+            return Vec::new();
+        }
+        let build: litmus_protocol::engine::RoleBuilder = std::sync::Arc::new(|| Box::new(relay::Relay::default()));
+        vec![(relay::RELAY_ROLE, build)]
+    }
 }
 
 /// Serializable one-round transactions by timestamp voting (Granola ATC '12).

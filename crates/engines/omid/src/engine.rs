@@ -4,7 +4,7 @@
 //! the mapping and the rules; rule numbers OM-E1–OM-E6 below refer to it.
 
 use super::messages::{CrashRange, Delta, Fate, Reply as OracleBody, Request as OracleCall, FATES_PER_REQUEST_MAX};
-use super::node::{OracleReply, OracleRequest, OracleWire, ORACLE, ORACLE_STANDBY};
+use super::node::{OracleReply, OracleRequest, OracleWire, ORACLE};
 use super::replica::{ClientReplica, Visibility};
 use super::{OracleError, RowId};
 use litmus_core::{AbortReason, Error, InvalidInput, Key, PartitionId, Row, TableId, Time, Timestamp, TxnId};
@@ -29,9 +29,8 @@ pub const SCAN_PAGE_KEYS_MAX: u32 = 1024;
 pub const ORACLE_RESEND_AFTER: Duration = Duration::from_millis(200);
 /// A partition request unanswered this long is sent again (reads and puts are idempotent).
 pub const PARTITION_RESEND_AFTER: Duration = Duration::from_millis(100);
-/// An oracle that answers nothing this long while requests wait is given up for the other
-/// replica ([`ORACLE`] ↔ [`ORACLE_STANDBY`]; longer than
-/// [`super::node::PROMOTE_AFTER`], so a standby has promoted by then).
+/// An oracle that answers nothing this long while requests wait is reconnected to with a new
+/// session (it restarted, or its replica group elected a new leader, which recovered it).
 pub const ORACLE_FAILOVER_AFTER: Duration = Duration::from_millis(300);
 /// A delta gap (a lost reply that carried metadata) older than this resets the session.
 pub const DELTA_GAP_TIMEOUT: Duration = Duration::from_millis(500);
@@ -622,13 +621,12 @@ impl OmidCoordinator {
         self.call(OracleCall::Abort { start_ts }, Purpose::Finish, ctx);
     }
 
-    /// The oracle replica in use does not serve (it says so, or it is silent): the session
-    /// ends (OM-E4) and the coordinator reconnects — with a new session id — to the other replica.
-    /// Unanswered aborts and releases are dropped with the session: the new session's connect
-    /// ends the old one at a primary that knew it, and a promoted standby aborted everything
-    /// in flight at its promotion.
+    /// The oracle does not serve (it says so, or it is silent: it restarted, or its replica
+    /// group is electing a new leader, which recovers it as a restart): the session ends
+    /// (OM-E4) and the coordinator reconnects with a new session id. Unanswered aborts and
+    /// releases are dropped with the session: the new session's connect ends the old one at an
+    /// oracle that knew it, and a recovered oracle aborted everything in flight.
     fn fail_over(&mut self, ctx: &mut CoordCtx) {
-        self.oracle = if self.oracle == ORACLE { ORACLE_STANDBY } else { ORACLE };
         self.oracle_heard = ctx.now;
         self.session_lost(ctx);
     }

@@ -296,7 +296,7 @@ mod tests;
 use litmus_core::{Key, NodeId, TableId, Timestamp};
 use litmus_protocol::engine::{Capabilities, CoordinatorEngine, EngineDef, Guarantee, PartitionEngine};
 use litmus_protocol::machine::Machine;
-use node::{OracleMachine, ORACLE, ORACLE_ROLE, ORACLE_STANDBY, STANDBY_ROLE};
+use node::{OracleMachine, ORACLE_ROLE};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -329,25 +329,22 @@ impl EngineDef for OmidEngine {
     fn partition(&self) -> Box<dyn PartitionEngine> {
         Box::new(engine::OmidPartition::default())
     }
+    /// The oracle alone on node 0 (`replicas = 1`): its failover is its node restarting.
     fn roles(&self, node: NodeId, nodes: u32, partitions: u32) -> Vec<Box<dyn Machine>> {
-        let config = node::runtime_config();
-        let replica =
-            |me, peer| -> Box<dyn Machine> { Box::new(OracleMachine::replica(config.clone(), partitions, me, peer)) };
-        if nodes == 1 {
-            return if node == ORACLE_ROLE.node(1) {
-                vec![Box::new(OracleMachine::new(config, partitions))]
-            } else {
-                vec![]
-            };
-        }
-        let mut out = Vec::new();
         if node == ORACLE_ROLE.node(nodes) {
-            out.push(replica(ORACLE, Some(ORACLE_STANDBY)));
+            vec![Box::new(OracleMachine::new(node::runtime_config(), partitions))]
+        } else {
+            vec![]
         }
-        if node == STANDBY_ROLE.node(nodes) {
-            out.push(replica(ORACLE_STANDBY, Some(ORACLE)));
-        }
-        out
+    }
+    /// With `replicas > 1` the oracle is a replica group (node 0 and the ones after it): its
+    /// log is the group's, and a new leader recovers it as a restart does (OM-8: a new
+    /// timestamp range, what was in flight aborted).
+    fn replicated_roles(&self, partitions: u32) -> Vec<(litmus_protocol::RoleId, litmus_protocol::engine::RoleBuilder)> {
+        let config = node::runtime_config();
+        let build: litmus_protocol::engine::RoleBuilder =
+            std::sync::Arc::new(move || Box::new(OracleMachine::new(config.clone(), partitions)));
+        vec![(ORACLE_ROLE, build)]
     }
 }
 
