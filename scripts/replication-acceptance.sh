@@ -2,8 +2,12 @@
 # Replicated partitions on real processes: a 3-node TCP cluster on loopback, `replicas = 3`,
 # `partitions = 6`, `fsync = "always"`, for each engine and workload below:
 #
-#   left-down  clients dial nodes 1 and 2; node 0 is killed with `kill -9` KILL_AFTER seconds
-#              after the bench starts (default 4: loading or early in the window) and left down
+#   left-down  clients dial nodes 1 and 2; node 0 (where the Omid oracle starts) is killed
+#              with `kill -9` KILL_AFTER seconds after the bench starts (default 4: loading or
+#              early in the window) and left down
+#   coordinator-down
+#              clients dial all three nodes; node 0 is killed the same way and left down, so
+#              its coordinator dies with transactions in flight and its clients fail over
 #   all-down   (salt, tpcc) clients dial all three nodes; all three are killed 6 s in and
 #              restarted a second later
 #
@@ -11,10 +15,10 @@
 # line per run and exits non-zero if any failed. Uses target/release/litmus (built if missing;
 # LITMUS_BIN names another binary).
 #
-#   scripts/replication-acceptance.sh [left-down|all-down|both]
+#   scripts/replication-acceptance.sh [left-down|coordinator-down|all-down|all]
 set -uo pipefail
 
-MODE=${1:-both}
+MODE=${1:-all}
 DURATION=${DURATION:-12}
 KILL_AFTER=${KILL_AFTER:-4}
 ROOT=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
@@ -51,12 +55,12 @@ run() { # mode engine bench-args...
     for n in 0 1 2; do config $n "$engine"; start $n; done
     sleep 1
     local connect="127.0.0.1:$((BASE_PORT + 1)),127.0.0.1:$((BASE_PORT + 2))"
-    [ "$mode" = all-down ] && connect="127.0.0.1:$BASE_PORT,$connect"
+    [ "$mode" != left-down ] && connect="127.0.0.1:$BASE_PORT,$connect"
     local started=$SECONDS
     "$BIN" bench "$@" --engine "$engine" --duration "$DURATION" --quiet --connect "$connect" \
         > "$WORK/bench.out" 2>&1 &
     local bench=$!
-    if [ "$mode" = left-down ]; then
+    if [ "$mode" != all-down ]; then
         sleep "$KILL_AFTER"; { kill -9 "${PIDS[0]}"; wait "${PIDS[0]}"; } 2>/dev/null
     else
         sleep 6
@@ -76,14 +80,20 @@ run() { # mode engine bench-args...
     { for n in 0 1 2; do kill -9 "${PIDS[$n]}"; done; wait; } 2>/dev/null
 }
 
-if [ "$MODE" != all-down ]; then
+want() { [ "$MODE" = all ] || [ "$MODE" = "$1" ]; }
+if want left-down; then
+    run left-down omid ycsb-t
     run left-down acid ycsb --txn-size 4
     run left-down salt tpcc --warehouses 2 --scale-div 10
     run left-down granola tpcc --warehouses 2 --scale-div 10
     run left-down basic basic-ycsb
     run left-down coordfree tpcc-neworder --warehouses 2
 fi
-if [ "$MODE" != left-down ]; then
+if want coordinator-down; then
+    run coordinator-down acid ycsb --txn-size 4
+    run coordinator-down salt tpcc --warehouses 2 --scale-div 10
+fi
+if want all-down; then
     run all-down salt tpcc --warehouses 2 --scale-div 10
 fi
 exit $FAILED
