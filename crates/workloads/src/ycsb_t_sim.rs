@@ -16,9 +16,9 @@ use crate::workload::Workload;
 use crate::ycsb_t::{Mix, Tally, YcsbT, YcsbTOptions, LOAD_PROCEDURE};
 use litmus_core::{Error, NodeId, Value};
 use litmus_omid::messages::Request as OracleCall;
-use litmus_omid::node::{OracleRequest, OracleWire, ORACLE};
+use litmus_omid::node::{OracleRequest, OracleWire, ORACLE, ORACLE_ROLE};
 use litmus_protocol::message::{RequestBody, ResponseBody};
-use litmus_protocol::Envelope;
+use litmus_protocol::{Addr, Envelope, GroupId};
 use litmus_runtime::sim::{SimDriver, Simulator};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -71,10 +71,12 @@ impl YcsbTSim {
         Ok(())
     }
 
-    /// The oracle-crash schedule for `seed`: node 0 (the oracle's primary) crashes just after a
-    /// commit request with writes reaches the oracle, at a random point of the run, and stays
-    /// down for a while (restarted during the run) or until the faults heal.
-    pub fn schedule_oracle_crash(sim: &mut Simulator, seed: u64, duration: Duration) {
+    /// The oracle-crash schedule for `seed`: node 0 (where the oracle starts) crashes just
+    /// after a commit request with writes reaches the oracle, at a random point of the run.
+    /// With three replicas or more the node is lost for good (the oracle's replica group and
+    /// node 0's coordinator's group elect new leaders elsewhere); otherwise it stays down for a
+    /// while (restarted during the run) or until the faults heal.
+    pub fn schedule_oracle_crash(sim: &mut Simulator, seed: u64, duration: Duration, replicas: u32) {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6f6d_6964_6372_6173);
         let span = duration.as_millis().max(10) as u64;
         let after = Duration::from_millis(rng.gen_range(span / 5..=span * 3 / 5));
@@ -84,12 +86,16 @@ impl YcsbTSim {
             duration // restarted when the faults heal
         };
         let committing = |env: &Envelope| {
-            env.to == ORACLE
+            matches!(env.to, ORACLE | Addr::Replica(GroupId::Role(ORACLE_ROLE), _))
                 && matches!(OracleWire::peek(&env.msg),
                     Some(OracleWire::Request(OracleRequest { body: OracleCall::Commit { write_set, .. }, .. }))
                         if !write_set.is_empty())
         };
-        sim.crash_on_delivery(NodeId(0), after, Duration::from_millis(3), down_for, Box::new(committing));
+        if replicas >= 3 {
+            sim.lose_on_delivery(NodeId(0), after, Duration::from_millis(3), Box::new(committing));
+        } else {
+            sim.crash_on_delivery(NodeId(0), after, Duration::from_millis(3), down_for, Box::new(committing));
+        }
     }
 }
 
@@ -179,7 +185,7 @@ pub fn simulate_in(
     let duration = cfg.duration;
     let mut sim = Simulator::new(spec, cfg).map_err(|e| e.to_string())?;
     driver.load(&mut sim).map_err(|e| format!("ycsb-t load: {e}"))?;
-    YcsbTSim::schedule_oracle_crash(&mut sim, seed, duration);
+    YcsbTSim::schedule_oracle_crash(&mut sim, seed, duration, topology.replicas);
     let report = sim.run(&mut driver)?;
     Ok((report, driver))
 }

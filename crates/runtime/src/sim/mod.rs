@@ -249,6 +249,12 @@ pub struct SimReport {
     pub trace_hash: u64,
     /// Requests a live coordinator left unanswered past the liveness bound (the run fails).
     pub unanswered: u64,
+    /// The node lost for good ([`FaultConfig::lose_a_node`]) and when.
+    pub lost_node: Option<(NodeId, Time)>,
+    /// The groups the lost node led, and how long after the loss a member elsewhere first
+    /// served each (a coordinator's new leader restarts it then: its participants hear its
+    /// decisions and its new epoch within a round trip).
+    pub takeovers: Vec<(litmus_protocol::GroupId, Duration)>,
     /// Core time charged over all nodes, nanoseconds ([`SimConfig::cpu`]; zero without it).
     pub cpu_busy_ns: u64,
 }
@@ -272,6 +278,16 @@ impl std::fmt::Display for SimReport {
         )?;
         if self.unanswered > 0 {
             write!(f, " | UNANSWERED {}", self.unanswered)?;
+        }
+        if let Some((node, at)) = self.lost_node {
+            let slowest = self.takeovers.iter().map(|t| t.1).max().unwrap_or_default();
+            write!(
+                f,
+                " | lost node {} at {at}: {} groups it led served elsewhere within {:.0} ms",
+                node.0,
+                self.takeovers.len(),
+                slowest.as_secs_f64() * 1e3
+            )?;
         }
         Ok(())
     }
@@ -417,6 +433,8 @@ pub struct Simulator {
     client_tick_on: bool,
     /// Replicated partitions: the newest term in which a replica of each partition served.
     served_terms: BTreeMap<litmus_protocol::GroupId, u64>,
+    /// Groups the node lost for good led, not yet served elsewhere.
+    awaiting_takeover: BTreeSet<litmus_protocol::GroupId>,
     /// Nodes whose data directory was lost ([`Simulator::schedule_data_loss`]).
     rejoining: BTreeSet<NodeId>,
 }
@@ -487,6 +505,7 @@ impl Simulator {
             costs,
             client_tick_on: false,
             served_terms: BTreeMap::new(),
+            awaiting_takeover: BTreeSet::new(),
             rejoining: BTreeSet::new(),
         };
         for node in sim.spec.topology.node_ids() {
@@ -672,6 +691,19 @@ impl Simulator {
             .any(|(&(client, _), u)| client != verifier && u.owed(&self.nodes))
     }
 
+    /// Notes the groups a node lost for good leads, to time their takeover.
+    fn note_loss(&mut self, node: NodeId) {
+        let led = self.nodes[node.0 as usize]
+            .machines
+            .values()
+            .filter_map(|m| m.as_any().and_then(|a| a.downcast_ref::<crate::replica::Replica>()))
+            .filter(|r| r.is_leader())
+            .map(|r| r.id())
+            .collect();
+        self.report.lost_node = Some((node, self.now));
+        self.awaiting_takeover = led;
+    }
+
     /// A client whose coordinator's node is down reconnects to the next node that is up, as a
     /// real client's connection breaks and it dials the next address.
     fn fail_over_if_down(&mut self, c: usize) {
@@ -803,6 +835,9 @@ impl Simulator {
             Event::Sync { node, incarnation } => self.sync(node, incarnation),
             Event::Crash(node) => self.crash(node),
             Event::Outage { node, until } => {
+                if until == Time(u64::MAX) && self.nodes[node.0 as usize].up {
+                    self.note_loss(node);
+                }
                 let n = &mut self.nodes[node.0 as usize];
                 n.down_until = n.down_until.max(until);
                 self.crash(node);
@@ -897,6 +932,10 @@ impl Simulator {
                     ));
                 }
                 *newest = (*newest).max(term);
+                if self.awaiting_takeover.remove(&p) {
+                    let at = self.report.lost_node.map_or(now, |l| l.1);
+                    self.report.takeovers.push((p, Duration::from_nanos(self.now.0.saturating_sub(at.0))));
+                }
             }
             n.leaders.observe(m.as_ref());
             for env in out.send.iter_mut().chain(out.send_now.iter_mut()) {
