@@ -117,6 +117,11 @@ pub const BREAK_SERVE_WITHOUT_LEASE: u8 = 2;
 #[doc(hidden)]
 pub const BREAK_KEEP_SPECULATIVE_STATE: u8 = 3;
 
+/// [`BREAK_RULE`]: a member that does not follow by replay (a coordinator, a role) starts its
+/// machine empty when it comes to lead, instead of recovering it from the group's log.
+#[doc(hidden)]
+pub const BREAK_FORGET_ON_TAKEOVER: u8 = 4;
+
 fn broken(rule: u8) -> bool {
     BREAK_RULE.load(std::sync::atomic::Ordering::Relaxed) == rule
 }
@@ -736,7 +741,12 @@ impl Replica {
             }
         }
         let mut m = (self.fresh)();
-        let result = result.and_then(|()| m.recover(self.base.as_ref().map(|(_, d)| d.as_slice()), &records));
+        let base = self.base.as_ref().map(|(_, d)| d.as_slice());
+        let result = if broken(BREAK_FORGET_ON_TAKEOVER) {
+            m.recover(None, &[])
+        } else {
+            result.and_then(|()| m.recover(base, &records))
+        };
         match result {
             Ok(()) => {
                 self.inner = m;
