@@ -198,6 +198,14 @@ impl Host {
         self.record_bytes_total
     }
 
+    /// A message from `from` arrived from peer `sender`: where a replicated coordinator or role
+    /// leads ([`crate::replica::LeaderCache::learn`]).
+    pub fn learn(&mut self, from: Addr, sender: litmus_core::NodeId) {
+        if self.topology.is_some() {
+            self.leaders.learn(from, sender);
+        }
+    }
+
     /// Delivers one input to one machine. Its records are buffered and its messages held until
     /// the next [`Host::flush`].
     pub fn step(&mut self, now: Time, to: Addr, input: Input) -> Result<(), Error> {

@@ -841,7 +841,10 @@ impl Replica {
     fn expire(&mut self, env: Envelope, out: &mut Effects) {
         out.counts.push("replica request expired");
         if let Message::ClientRequest(req) = env.msg {
-            let reason = format!("{} has no leader its member on node {} can reach; the request did not run", self.id, self.me.0);
+            let reason = format!(
+                "{} has no leader its member on node {} can reach; the request did not run",
+                self.id, self.me.0
+            );
             let msg = Message::ClientResponse(litmus_protocol::message::ClientResponse {
                 id: req.id,
                 result: Err(Error::unavailable(reason)),

@@ -378,6 +378,8 @@ pub(crate) fn serve_bounded(
         fatal: Mutex::new(None),
         confirmed: AtomicBool::new(false),
         tls: opened.tls,
+        leader_hints: RwLock::new(HashMap::new()),
+        hints_version: Default::default(),
     });
     start_network(&rt, &router, inbox_tx, dialers)?;
     let result = node_loop(opened.host, inbox_rx, &router, &stop);
@@ -506,6 +508,7 @@ fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop
     let tick = Duration::from_millis(litmus_protocol::machine::TICK_INTERVAL_MS);
     let mut next_tick = now() + tick;
     let mut handing_over: Option<Instant> = None;
+    let mut hints_seen = 0;
     loop {
         if let Some(e) = router.fatal.lock().expect("fatal lock").take() {
             let _ = host.flush();
@@ -533,6 +536,13 @@ fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop
             None
         };
         let t = now();
+        let version = router.hints_version.load(Ordering::Relaxed);
+        if version != hints_seen {
+            hints_seen = version;
+            for (&from, &node) in router.leader_hints.read().expect("hints lock").iter() {
+                host.learn(from, node);
+            }
+        }
         let mut stepped = 0;
         let taken = std::iter::from_fn(|| local.pop()).chain(std::iter::from_fn(|| inbox.try_recv().ok()));
         for env in first.into_iter().chain(taken) {

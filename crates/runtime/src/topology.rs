@@ -244,10 +244,10 @@ mod tests {
         let c2 = GroupId::Coordinator(NodeId(2));
         assert_eq!(t.members_of(c2), vec![NodeId(2), NodeId(0), NodeId(1)]);
         assert_eq!(t.machine_addr(Addr::Coordinator(NodeId(2))), Addr::Replica(c2, NodeId(2)));
-        assert_eq!(Topology::new(4, 4).unwrap().with_replicas(2).unwrap().coordinators_on(NodeId(0)), vec![
-            NodeId(0),
-            NodeId(3)
-        ]);
+        assert_eq!(
+            Topology::new(4, 4).unwrap().with_replicas(2).unwrap().coordinators_on(NodeId(0)),
+            vec![NodeId(0), NodeId(3)]
+        );
         let two = Topology::new(4, 8).unwrap().with_replicas(2).unwrap();
         for p in 0..8 {
             let r = two.replicas_of(PartitionId(p));

@@ -62,7 +62,12 @@ const STEPS: &[(&str, fn(&Envelope) -> bool)] = &[
 
 /// Runs `engine` with node 0 lost for good at the first message `step` matches after `after`;
 /// `None` when no such message came (the engine has no such step).
-fn lose_node_0(engine: EngineKind, seed: u64, after: Duration, step: fn(&Envelope) -> bool) -> Option<Result<(), String>> {
+fn lose_node_0(
+    engine: EngineKind,
+    seed: u64,
+    after: Duration,
+    step: fn(&Envelope) -> bool,
+) -> Option<Result<(), String>> {
     let mut sim = Simulator::new(spec(engine, seed), SimConfig::new(seed)).unwrap();
     sim.lose_on_delivery(NodeId(0), after, Duration::from_millis(2), Box::new(step));
     let mut driver = AckedWrites::for_engine(engine);
@@ -70,13 +75,7 @@ fn lose_node_0(engine: EngineKind, seed: u64, after: Duration, step: fn(&Envelop
     if !sim.lost_for_good(NodeId(0)) {
         return None;
     }
-    Some(result.and_then(|()| {
-        if driver.acked() == 0 {
-            Err("no write was acknowledged".into())
-        } else {
-            Ok(())
-        }
-    }))
+    Some(result.and_then(|()| if driver.acked() == 0 { Err("no write was acknowledged".into()) } else { Ok(()) }))
 }
 
 #[test]
@@ -130,7 +129,11 @@ struct Timed {
 }
 
 impl litmus_runtime::sim::SimDriver for Timed {
-    fn next(&mut self, client: usize, rng: &mut rand_chacha::ChaCha8Rng) -> Option<litmus_protocol::message::RequestBody> {
+    fn next(
+        &mut self,
+        client: usize,
+        rng: &mut rand_chacha::ChaCha8Rng,
+    ) -> Option<litmus_protocol::message::RequestBody> {
         self.inner.next(client, rng)
     }
     fn next_at(
@@ -185,8 +188,11 @@ fn the_oracle_serves_again_within_a_second_of_losing_its_leader() {
         let takeover = report.takeovers.iter().find(|t| t.0 == oracle).map(|t| t.1);
         let takeover = takeover.unwrap_or_else(|| panic!("seed {seed}: the oracle's group never served again"));
         let first = driver.ok.iter().filter(|(sent, _)| *sent > lost_at).map(|(_, done)| done.0 - lost_at.0).min();
-        let first = Duration::from_nanos(first.unwrap_or_else(|| panic!("seed {seed}: nothing committed after the loss")));
-        eprintln!("seed {seed}: oracle's new leader serves {takeover:?} after the loss, first commit {first:?} after it");
+        let first =
+            Duration::from_nanos(first.unwrap_or_else(|| panic!("seed {seed}: nothing committed after the loss")));
+        eprintln!(
+            "seed {seed}: oracle's new leader serves {takeover:?} after the loss, first commit {first:?} after it"
+        );
         assert!(first < Duration::from_secs(1), "seed {seed}: first commit {first:?} after the oracle's loss");
     }
 }

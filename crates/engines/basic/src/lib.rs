@@ -85,11 +85,13 @@
 //!
 //! ## Not implemented (yet)
 //!
-//! * Replication of a partition and §IV's total-order multicast to replicas (the partition is a
-//!   deterministic function of its log, ready to be wrapped in a replica group).
+//! * §IV's total-order multicast to replicas: a partition's replicas are a raft group of the
+//!   runtime instead (`docs/replication.md`), which orders its log the same way.
 //! * `read_b4` as a stored fact that delays FORCE-WRITE (subsumed; see above).
-//! * Coordinator failover by consensus (§IV-D's Paxos remark): a restarted coordinator resends
-//!   its logged decisions and presumes every undecided operation revoked.
+//!
+//! Coordinator failover (§IV-D's Paxos remark) is the runtime's: with `replicas > 1` a
+//! coordinator's log is kept by its own raft group, and a new leader restarts it from that log
+//! (it resends its logged decisions and presumes every undecided operation revoked).
 //! * More than 256 coordinator nodes (the node takes the low 8 bits of a timestamp).
 
 pub mod coordinator;

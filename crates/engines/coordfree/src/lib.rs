@@ -203,7 +203,6 @@
 //!   is dropped.
 //! * A procedure without a registered verdict runs as if coordination-free (the engine cannot
 //!   know its invariants); `litmus-workloads` registers verdicts from the analyzer for TPC-C.
-//! * One replica per partition, as everywhere.
 //! * One-round transactions run op by op (`Capabilities::one_round` false).
 //! * CF-4g knows one unseen change, the id counter under the temporary id; a handed row whose
 //!   newer version differs only in columns the procedure did not read still makes it retry

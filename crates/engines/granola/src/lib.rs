@@ -96,8 +96,10 @@
 //!
 //! ## Not implemented (yet)
 //!
-//! * §5.1 replication (the partition is a deterministic function of its log so
-//!   it can be wrapped in a replica group) and §5.2's leases.
+//! * §5.1's replication protocol and §5.2's leases: a partition's replicas are a raft group of
+//!   the runtime instead (`docs/replication.md`), whose leader lease decides who serves; a
+//!   coordinator's (and `sinfonia`'s relay's) group restarts it on another node when its own is
+//!   lost, which is §5.4's recovery with the group's log in place of the coordinator's disk.
 //! * §5.4 for read-only independent transactions: they are forced like the others (plans do
 //!   not say they read only), not answered CONFLICT.
 //! * The read-only flag of Fig. 3: plans do not say whether they write, so a read-only
@@ -283,7 +285,10 @@ impl EngineDef for GranolaEngine {
     }
     /// With `replicas > 1` the relay is a replica group too, so that `sinfonia` outlives its
     /// coordinator node (the relay logs nothing: its group only elects where it runs).
-    fn replicated_roles(&self, _partitions: u32) -> Vec<(litmus_protocol::RoleId, litmus_protocol::engine::RoleBuilder)> {
+    fn replicated_roles(
+        &self,
+        _partitions: u32,
+    ) -> Vec<(litmus_protocol::RoleId, litmus_protocol::engine::RoleBuilder)> {
         if !self.relay {
             return Vec::new();
         }

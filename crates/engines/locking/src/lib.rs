@@ -247,10 +247,23 @@
 //!
 //! Under `acid`, BASE procedures run as ordinary ACID transactions (boundaries are no-ops).
 //!
+//! ## A coordinator's node lost
+//!
+//! With `replicas > 1` a coordinator's log (its epoch records, commit decisions and Salt's
+//! accepted BASE transactions) is kept by the coordinator's own replica group, on its node and
+//! the ones after it (`litmus_runtime::replica`). When its node is lost, another member leads
+//! the group and restarts the coordinator from that log, as a restart on its own node would:
+//! it announces its new epoch (participants abort the old epoch's unprepared work and release
+//! its locks), resends its logged decisions, answers participants' queries about prepared
+//! transactions (presumed abort where it logged none) and rolls its accepted BASE transactions
+//! forward. A participant reaches the coordinator wherever it leads: messages to
+//! [`litmus_protocol::Addr::Coordinator`] go to the leader its node knows. With `replicas = 1`
+//! the coordinator's log is on its node only, and its prepared transactions wait for that node
+//! to restart.
+//!
 //! ## Not implemented (yet)
 //!
-//! * Lock waits have no timeout beyond LK-5's patience; a transaction whose coordinator disappears
-//!   forever holds its locks until that coordinator restarts (its new epoch releases them).
+//! * Lock waits have no timeout beyond LK-5's patience.
 //! * A lost operation *reply* is not recovered: partitions keep no copy of replies (one per
 //!   operation would cost every transaction for a loss only a faulty network shows), so the
 //!   resent operation fails with a retryable abort and the transaction runs again.

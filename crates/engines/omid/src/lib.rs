@@ -340,7 +340,10 @@ impl EngineDef for OmidEngine {
     /// With `replicas > 1` the oracle is a replica group (node 0 and the ones after it): its
     /// log is the group's, and a new leader recovers it as a restart does (OM-8: a new
     /// timestamp range, what was in flight aborted).
-    fn replicated_roles(&self, partitions: u32) -> Vec<(litmus_protocol::RoleId, litmus_protocol::engine::RoleBuilder)> {
+    fn replicated_roles(
+        &self,
+        partitions: u32,
+    ) -> Vec<(litmus_protocol::RoleId, litmus_protocol::engine::RoleBuilder)> {
         let config = node::runtime_config();
         let build: litmus_protocol::engine::RoleBuilder =
             std::sync::Arc::new(move || Box::new(OracleMachine::new(config.clone(), partitions)));

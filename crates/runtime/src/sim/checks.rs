@@ -65,17 +65,13 @@ impl Simulator {
     pub(super) fn check_liveness(&mut self) -> Result<(), String> {
         let Some(healed) = self.healed_at else { return Ok(()) };
         let bound = self.cfg.liveness_bound;
-        self.report.unanswered = self
+        self.report.unanswered =
+            self.unanswered.values().filter(|u| u.owed(&self.nodes) && self.now >= u.sent.max(healed) + bound).count()
+                as u64;
+        let mut stuck = self
             .unanswered
-            .values()
-            .filter(|u| {
-                u.owed(&self.nodes) && self.now >= u.sent.max(healed) + bound
-            })
-            .count() as u64;
-        let mut stuck = self.unanswered.iter().filter(|(_, u)| {
-            u.owed(&self.nodes)
-                && self.now >= u.sent.max(healed) + self.cfg.liveness_bound
-        });
+            .iter()
+            .filter(|(_, u)| u.owed(&self.nodes) && self.now >= u.sent.max(healed) + self.cfg.liveness_bound);
         let Some(((client, id), first)) = stuck.next() else { return Ok(()) };
         let more = stuck.count();
         Err(format!(

@@ -686,9 +686,7 @@ impl Simulator {
     /// verification client's): the check of [`Simulator::run`] waits for none.
     fn workload_request_in_flight(&self) -> bool {
         let verifier = (self.clients.len() - 1) as u64;
-        self.unanswered
-            .iter()
-            .any(|(&(client, _), u)| client != verifier && u.owed(&self.nodes))
+        self.unanswered.iter().any(|(&(client, _), u)| client != verifier && u.owed(&self.nodes))
     }
 
     /// Notes the groups a node lost for good leads, to time their takeover.
@@ -727,7 +725,8 @@ impl Simulator {
             other => format!("{other:?}").chars().take(60).collect(),
         };
         let t = self.spec.topology;
-        let servers = if t.replicated() { t.members_of(litmus_protocol::GroupId::Coordinator(node)) } else { vec![node] };
+        let servers =
+            if t.replicated() { t.members_of(litmus_protocol::GroupId::Coordinator(node)) } else { vec![node] };
         let incarnations = servers.into_iter().map(|n| (n, self.nodes[n.0 as usize].incarnation)).collect();
         self.unanswered.insert((client as u64, id), Unanswered { sent: self.now, node, incarnations, what });
     }

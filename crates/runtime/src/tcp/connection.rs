@@ -220,6 +220,7 @@ where
     while let Some(Ok(bytes)) = framed.next().await {
         match wire::decode(&bytes) {
             Ok(Frame::Envelope(env)) if router.is_here(env.to) => {
+                router.heard_from(env.from, node);
                 if !deliver(&ctx.inbox, env, &router.metrics) {
                     return; // the node is stopping
                 }

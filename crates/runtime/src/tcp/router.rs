@@ -38,6 +38,10 @@ pub(super) struct TcpRouter {
     pub(super) confirmed: AtomicBool,
     /// TLS on every client and peer connection, when configured.
     pub(super) tls: Option<crate::tls::ServerTls>,
+    /// The peer each replicated coordinator or role last spoke from ([`TcpRouter::heard_from`]),
+    /// for the node thread's `LeaderCache`; `hints_version` counts changes.
+    pub(super) leader_hints: RwLock<HashMap<Addr, NodeId>>,
+    pub(super) hints_version: std::sync::atomic::AtomicU64,
 }
 
 /// A peer link's queue: frames for the link's writer, at most `PEER_QUEUE_MAX`.
@@ -69,6 +73,19 @@ pub(super) fn client_node(c: ClientId) -> NodeId {
 }
 
 impl TcpRouter {
+    /// A message from a replicated coordinator or role arrived from peer `node`: that is where
+    /// its group's leader runs now (`crate::replica::LeaderCache::learn`).
+    pub(super) fn heard_from(&self, from: Addr, node: NodeId) {
+        if !self.topology.replicated() || !matches!(from, Addr::Coordinator(_) | Addr::Role(_)) {
+            return;
+        }
+        if self.leader_hints.read().expect("hints lock").get(&from) == Some(&node) {
+            return;
+        }
+        self.leader_hints.write().expect("hints lock").insert(from, node);
+        self.hints_version.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A peer disagrees with us: stop serving if we never agreed with anyone.
     pub(super) fn peer_mismatch(&self, what: String) {
         if self.confirmed.load(Ordering::Relaxed) {
@@ -253,6 +270,8 @@ mod tests {
             fatal: Mutex::new(None),
             confirmed: AtomicBool::new(false),
             tls: None,
+            leader_hints: RwLock::new(HashMap::new()),
+            hints_version: Default::default(),
         };
         (router, rx)
     }
