@@ -24,6 +24,13 @@ fn cluster(engine: &str) -> (tempfile::TempDir, Vec<String>, Vec<std::path::Path
 /// Runs `bench ARGS` against nodes 1 and 2 while node 0 is killed with `kill -9` `kill_after`
 /// into the run and left down; the bench must exit 0 with `verify: ok`.
 fn bench_survives_a_node_left_down(engine: &str, args: &[&str], kill_after: Duration) {
+    bench_survives_node_0_left_down(engine, args, kill_after, false)
+}
+
+/// [`bench_survives_a_node_left_down`], with clients dialing all three nodes when `dial_all`:
+/// node 0's clients fail over to the others, and its coordinator dies with transactions in
+/// flight, which its replica group's new leader finishes.
+fn bench_survives_node_0_left_down(engine: &str, args: &[&str], kill_after: Duration, dial_all: bool) {
     let (_dir, peers, _configs, mut servers) = cluster(engine);
     let (duration, warmup) = (6.0, 0.5);
     let started = Instant::now();
@@ -32,7 +39,7 @@ fn bench_survives_a_node_left_down(engine: &str, args: &[&str], kill_after: Dura
         .args(args)
         .args(["--engine", engine, "--quiet", "--duration", &duration.to_string(), "--warmup", &warmup.to_string()])
         .arg("--connect")
-        .arg(format!("{},{}", peers[1], peers[2]))
+        .arg(if dial_all { peers.join(",") } else { format!("{},{}", peers[1], peers[2]) })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -49,6 +56,19 @@ fn bench_survives_a_node_left_down(engine: &str, args: &[&str], kill_after: Dura
 #[test]
 fn ycsb_on_acid_survives_a_node_killed_and_left_down() {
     bench_survives_a_node_left_down("acid", &["ycsb", "--txn-size", "4", "--records", "2000"], Duration::from_secs(4));
+}
+
+/// Omid's status oracle starts on node 0: its replica group elects a new leader, which
+/// recovers it from the group's log.
+#[test]
+fn ycsb_t_on_omid_survives_the_oracle_s_node_killed_and_left_down() {
+    bench_survives_a_node_left_down("omid", &["ycsb-t", "--records", "2000"], Duration::from_secs(3));
+}
+
+#[test]
+fn tpcc_on_salt_survives_a_coordinator_s_node_killed_with_its_clients() {
+    let args = ["tpcc", "--warehouses", "2", "--scale-div", "10", "--clients", "8"];
+    bench_survives_node_0_left_down("salt", &args, Duration::from_secs(4), true);
 }
 
 #[test]
@@ -113,7 +133,18 @@ fn two_nodes_down_is_unavailable_then_serves_again_and_the_third_catches_up() {
 /// deadline instead. The measured figure is printed (`docs/results/replication.md`).
 #[test]
 fn writes_resume_promptly_after_a_leader_is_killed() {
-    let (_dir, peers, _configs, mut servers) = cluster("acid");
+    writes_resume_after_node_0_is_killed("acid");
+}
+
+/// The same on omid, where node 0 also leads the status oracle's group: every transaction
+/// needs the oracle, so the longest wait is the oracle's failover (kill to first commit).
+#[test]
+fn writes_resume_promptly_after_the_oracle_s_leader_is_killed() {
+    writes_resume_after_node_0_is_killed("omid");
+}
+
+fn writes_resume_after_node_0_is_killed(engine: &str) {
+    let (_dir, peers, _configs, mut servers) = cluster(engine);
     let mut c = connect(&peers[1]);
     let put = |c: &mut litmus_client::Client, k: i64| {
         c.call("kv_put", vec![litmus_core::Value::Int(k), litmus_core::Value::Bytes(vec![7; 8].into())])
@@ -141,6 +172,46 @@ fn writes_resume_promptly_after_a_leader_is_killed() {
             eprintln!("write {k} failed after {:?}", t.elapsed());
         }
     }
-    eprintln!("failover: longest wait for a write after the kill {longest:?}");
+    eprintln!("{engine} failover: longest wait for a write after the kill {longest:?}");
     assert!(longest < Duration::from_secs(3), "writes stalled {longest:?} after a leader was killed");
+}
+
+/// A transaction of node 0's coordinator holds a row's lock when node 0 is killed: the
+/// coordinator's replica group elects a new leader on another node, which restarts the
+/// coordinator from the group's log and announces its new epoch, and the participant releases
+/// the dead transaction's lock. A writer of the same row on node 1 then succeeds; the wait is
+/// printed (`docs/results/replication.md`).
+#[test]
+fn a_dead_coordinator_s_locks_are_released_by_its_replica_group() {
+    use litmus_core::Value;
+    let (_dir, peers, _configs, mut servers) = cluster("acid");
+    let mut a = connect(&peers[0]);
+    let mut b = connect(&peers[1]);
+    let row = |v: u8| vec![Value::Int(1), Value::Bytes(vec![v; 8].into())];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut txn = loop {
+        assert!(Instant::now() < deadline, "node 0's coordinator never took the lock");
+        let Ok(mut txn) = a.begin() else { continue };
+        if txn.write("kv", row(1)).is_ok() {
+            break txn;
+        }
+    };
+    servers[0].0.kill().unwrap();
+    servers[0].0.wait().unwrap();
+    let killed = Instant::now();
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let done = b.begin().and_then(|mut t| {
+            t.write("kv", row(2))?;
+            t.commit()
+        });
+        if done.is_ok() {
+            break;
+        }
+        assert!(killed.elapsed() < Duration::from_secs(10), "the dead coordinator's lock is still held: {done:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!("a dead coordinator's lock released {:?} after the kill ({attempts} attempts)", killed.elapsed());
+    assert!(txn.commit().is_err(), "a transaction of the dead coordinator cannot commit");
 }
