@@ -189,7 +189,7 @@ fn a_dead_coordinator_s_locks_are_released_by_its_replica_group() {
     let mut b = connect(&peers[1]);
     let row = |v: u8| vec![Value::Int(1), Value::Bytes(vec![v; 8].into())];
     let deadline = Instant::now() + Duration::from_secs(20);
-    let mut txn = loop {
+    let txn = loop {
         assert!(Instant::now() < deadline, "node 0's coordinator never took the lock");
         let Ok(mut txn) = a.begin() else { continue };
         if txn.write("kv", row(1)).is_ok() {
