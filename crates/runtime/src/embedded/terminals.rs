@@ -246,7 +246,7 @@ impl super::EmbeddedCluster {
         let coordinators: Vec<_> = nodes.iter().map(|n| topology.coordinator_for(u64::from(n.0))).collect();
         let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
         for (i, c) in coordinators.iter().enumerate() {
-            let w = *router.machines.get(c).expect("every coordinator runs on a worker");
+            let w = *router.machines.get(&topology.machine_addr(*c)).expect("every coordinator runs on a worker");
             match groups.iter_mut().find(|(gw, _)| *gw == w) {
                 Some((_, g)) => g.push(i),
                 None => groups.push((w, vec![i])),
