@@ -112,7 +112,7 @@ fn acknowledged_writes_survive_faults_under_every_engine() {
 /// no writer cleaned up), and every version left at the partitions is committed.
 #[test]
 fn omid_leaves_no_garbage_once_faults_heal() {
-    use litmus_omid::node::{OracleMachine, ORACLE, ORACLE_STANDBY};
+    use litmus_omid::node::{OracleMachine, ORACLE};
     use litmus_protocol::{Addr, Partition};
     let seeds: u64 = std::env::var("LITMUS_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300) / 6;
     for seed in 0..seeds {
@@ -124,23 +124,7 @@ fn omid_leaves_no_garbage_once_faults_heal() {
         sim.run(&mut driver).unwrap_or_else(|e| panic!("seed {seed} failed: {e}\n{replay}"));
         sim.idle(Duration::from_secs(5)).unwrap();
         let machine = |addr| sim.machine(addr).and_then(|m| m.as_any()).expect("up and inspectable");
-        // Two oracle replicas (hot standby): check the serving one (newest epoch), and that the
-        // other, which tails its log, holds the same (empty) aborted list and crash ranges.
-        let replicas: Vec<&OracleMachine> = [ORACLE, ORACLE_STANDBY]
-            .into_iter()
-            .map(|addr| machine(addr).downcast_ref::<OracleMachine>().expect("an oracle replica"))
-            .collect();
-        let serving = replicas
-            .iter()
-            .filter(|r| r.is_primary())
-            .max_by_key(|r| r.epoch())
-            .unwrap_or_else(|| panic!("seed {seed}: no oracle replica serves"));
-        for other in replicas.iter().filter(|r| r.epoch() == serving.epoch() && !std::ptr::eq(**r, *serving)) {
-            let o = other.oracle();
-            assert_eq!(o.aborted().count(), 0, "seed {seed}: the standby's aborted list was not purged");
-            assert!(o.crash_ranges().is_empty(), "seed {seed}: the standby keeps crash ranges: {:?}", o.crash_ranges());
-        }
-        let oracle = serving.oracle();
+        let oracle = machine(ORACLE).downcast_ref::<OracleMachine>().expect("the oracle").oracle();
         let now = oracle.t_min();
         assert_eq!(oracle.in_flight(), 0, "seed {seed}: transactions still in flight");
         let aborted: Vec<_> = oracle.aborted().collect();
@@ -291,45 +275,53 @@ fn roll_forward_resumes_after_resent_decisions_land() {
     }
 }
 
-/// Omid's hot standby: node 0 — the primary status oracle, a coordinator and two of
-/// the six partitions — crashes 300 ms into the run and stays down for the rest of the workload
-/// phase, under loss, duplication and reordering. Without a standby no Omid transaction could
-/// commit after the crash; with it, the standby on node 1 promotes itself, coordinators fail
-/// over to it, and the cluster keeps committing (writes to the partitions still up). When node
-/// 0 returns (at heal), its oracle must not serve: it learns the newer epoch and rejoins as the
-/// standby. No acknowledged write is lost, and every total of the bank adds up.
+/// Omid's oracle as a replica group (`replicas = 3`): node 0 — the home of the oracle's group,
+/// a coordinator and two of the six partitions, all of them replicated — crashes 300 ms into the
+/// run and stays down for the rest of the workload phase, under loss, duplication and
+/// reordering. Alone on node 0 (`replicas = 1`) the oracle would serve nothing until the node
+/// came back; as a group, the members on nodes 1 and 2 elect a leader that recovers the oracle
+/// from the group's log (OM-8), coordinators reconnect to it, and the cluster keeps committing.
+/// When node 0 returns (at heal) it rejoins the groups as a follower. No acknowledged write is
+/// lost, and every total of the bank adds up.
 #[test]
-fn omid_keeps_committing_through_the_standby_while_node_0_is_down() {
+fn omid_keeps_committing_through_the_oracle_group_while_node_0_is_down() {
     let crash_at = Duration::from_millis(300);
+    let spec = |seed| {
+        let mut spec = spec(litmus_engines::OMID, seed, 3, 6);
+        spec.topology = spec.topology.with_replicas(3).unwrap();
+        spec
+    };
     for seed in 0..12 {
         let cfg = |duration| {
             let mut cfg = SimConfig::new(seed);
             cfg.net.loss = 0.01;
             cfg.net.duplicate = 0.01;
             cfg.duration = duration;
-            // Requests that touch node 0's partitions wait for the timeout: more clients and a
-            // shorter timeout keep the others busy.
+            // Requests that reach a group while it elects a leader wait for the timeout: more
+            // clients and a shorter timeout keep the others busy.
             cfg.clients = 8;
             cfg.request_timeout = Duration::from_millis(250);
             cfg
         };
         // The writes acknowledged before the crash (the same seed replays the same prefix).
-        let (_, before) = run_engine(litmus_engines::OMID, seed, cfg(crash_at));
-        let mut sim = Simulator::new(spec(litmus_engines::OMID, seed, 3, 6), cfg(Duration::from_millis(3000))).unwrap();
+        let mut sim = Simulator::new(spec(seed), cfg(crash_at)).unwrap();
+        let mut driver = AckedWrites::for_engine(litmus_engines::OMID);
+        sim.run(&mut driver).unwrap_or_else(|e| panic!("seed {seed} failed: {e}"));
+        let before = driver.acked();
+        let mut sim = Simulator::new(spec(seed), cfg(Duration::from_millis(3000))).unwrap();
         sim.schedule_outage(litmus_core::NodeId(0), crash_at, Duration::from_secs(10));
         let mut driver = AckedWrites::new();
         if let Err(e) = sim.run(&mut driver) {
             panic!("seed {seed} failed: {e}");
         }
-        // Node 0's partitions are down too, so many requests time out; but without the standby
-        // not one write could be acknowledged after the crash (`before` also counts the writes
-        // in flight at the crash: its run drains them).
+        // Without the oracle's group not one write could be acknowledged after the crash
+        // (`before` also counts the writes in flight at the crash: its run drains them).
         assert!(
             driver.acked() > before + 30,
             "seed {seed}: {} writes acknowledged, {before} of them possible before node 0 crashed",
             driver.acked()
         );
-        let mut sim = Simulator::new(spec(litmus_engines::OMID, seed, 3, 6), cfg(Duration::from_millis(3000))).unwrap();
+        let mut sim = Simulator::new(spec(seed), cfg(Duration::from_millis(3000))).unwrap();
         sim.schedule_outage(litmus_core::NodeId(0), crash_at, Duration::from_secs(10));
         let mut bank = litmus_runtime::sim::workload::Bank::new(8, "bank_transfer_acid");
         if let Err(e) = sim.run(&mut bank) {
