@@ -14,7 +14,7 @@
 # (its check is snapshot isolation), so they run `bench ycsb` with 8-row transactions at each
 # mix's read share instead (read-only 1.0, write-only 0.0, complex 0.5, mixed 0.75: half
 # read-only, half complex), the paper's comparison of Omid against HBase without transactions.
-#   omid-fig12-recovery.svg    Fig. 12: recovery (and standby promotion) time vs log size
+#   omid-fig12-recovery.svg    Fig. 12: recovery time vs log size
 # Usage: scripts/omid-figures.sh [RUNS] [SECONDS]
 #   RUNS × SECONDS for the medians (default 3 × 10); POINT_SECS (default 3) per figure point;
 #   REPEAT (default 3) runs per point of Figs. 9 and 10, the median drawn; MEDIANS=0 or
@@ -44,19 +44,17 @@ read_share() {
 if [ "${MEDIANS:-1}" = 1 ]; then
   {
     for ws in 2 8; do
-      rate=(); p50=(); p99=(); rec=(); promote=()
+      rate=(); p50=(); p99=(); rec=()
       for _ in $(seq 1 "$RUNS"); do
         out=$("$B" "${O[@]}" --write-set "$ws" --duration "$SECS" 2>/dev/null)
         rate+=("$(echo "$out" | awk '/^commits\/s:/ {print $2}')")
         p50+=("$(echo "$out" | awk '/^commit latency us:/ {print $5}')")
         p99+=("$(echo "$out" | awk '/^commit latency us:/ {print $9}')")
         rec+=("$(echo "$out" | awk '/^recovery:/ {print $2}')")
-        promote+=("$(echo "$out" | awk '/^standby promote\(\) call/ {print $(NF-1)}')")
       done
-      printf 'omid-oracle write-set=%s (8 clients x 64 outstanding, %s s): commits/s median %s (runs %s); commit p50 us median %s (%s); p99 us median %s (%s); recovery ms median %s (%s); standby promotion ms median %s (%s)\n' \
+      printf 'omid-oracle write-set=%s (8 clients x 64 outstanding, %s s): commits/s median %s (runs %s); commit p50 us median %s (%s); p99 us median %s (%s); recovery ms median %s (%s)\n' \
         "$ws" "$SECS" "$(printf '%s\n' "${rate[@]}" | median)" "${rate[*]}" "$(printf '%s\n' "${p50[@]}" | median)" "${p50[*]}" \
-        "$(printf '%s\n' "${p99[@]}" | median)" "${p99[*]}" "$(printf '%s\n' "${rec[@]}" | median)" "${rec[*]}" \
-        "$(printf '%s\n' "${promote[@]}" | median)" "${promote[*]}"
+        "$(printf '%s\n' "${p99[@]}" | median)" "${p99[*]}" "$(printf '%s\n' "${rec[@]}" | median)" "${rec[*]}"
     done
     ratios=()
     for _ in $(seq 1 "$RUNS"); do

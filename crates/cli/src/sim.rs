@@ -36,8 +36,8 @@ pub struct SimArgs {
     /// time.
     #[arg(long, default_value = litmus_workloads::sim_checks::ACKED.name)]
     workload: String,
-    /// Nodes in the cluster (default 3; under `ycsb-t`, 1 for every third seed — the oracle
-    /// without its standby — and 3 otherwise).
+    /// Nodes in the cluster (default 3; under `ycsb-t`, 1 for every third seed and 3
+    /// otherwise).
     #[arg(long)]
     nodes: Option<u32>,
     #[arg(long, default_value_t = 6)]

@@ -24,7 +24,7 @@ pub enum Addr {
     Client(ClientId),
     Coordinator(NodeId),
     Partition(PartitionId),
-    /// A role an engine adds to the cluster (e.g. Omid's status oracle and its standby), placed
+    /// A role an engine adds to the cluster (e.g. Omid's status oracle), placed
     /// by [`RoleId::node`]; the engine's [`crate::engine::EngineDef::roles`] builds its machines.
     Role(RoleId),
     /// One member of a replica group: the member on a given node of the group of a replicated

@@ -119,7 +119,7 @@ impl SyncCluster {
         match to {
             Addr::Coordinator(_) => self.coordinator.step(self.now, input, &mut out),
             Addr::Partition(p) => self.partitions[p.0 as usize].step(self.now, input, &mut out),
-            // A role the engine does not run on one node (Omid's standby) reaches nobody.
+            // A role the engine does not run on one node reaches nobody.
             Addr::Role(_) => match self.roles.get_mut(&to) {
                 Some(m) => m.step(self.now, input, &mut out),
                 None => return,

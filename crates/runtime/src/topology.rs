@@ -120,7 +120,7 @@ impl Topology {
             Addr::Coordinator(n) => Host::Node(n),
             Addr::Client(_) => Host::Clients,
             // An engine's role (placed by the one rule; a role the engine does not run on that
-            // node, e.g. Omid's standby in a one-node cluster, loses its messages there).
+            // node loses its messages there).
             Addr::Role(r) => Host::Node(r.node(self.nodes)),
             Addr::Replica(_, n) => Host::Node(n),
         }

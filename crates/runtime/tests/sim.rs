@@ -124,8 +124,7 @@ fn omid_leaves_no_garbage_once_faults_heal() {
         sim.run(&mut driver).unwrap_or_else(|e| panic!("seed {seed} failed: {e}\n{replay}"));
         sim.idle(Duration::from_secs(5)).unwrap();
         let machine = |addr| sim.machine(addr).and_then(|m| m.as_any()).expect("up and inspectable");
-        let serving = machine(ORACLE).downcast_ref::<OracleMachine>().expect("the oracle");
-        let oracle = serving.oracle();
+        let oracle = machine(ORACLE).downcast_ref::<OracleMachine>().expect("the oracle").oracle();
         let now = oracle.t_min();
         assert_eq!(oracle.in_flight(), 0, "seed {seed}: transactions still in flight");
         let aborted: Vec<_> = oracle.aborted().collect();
@@ -276,35 +275,39 @@ fn roll_forward_resumes_after_resent_decisions_land() {
     }
 }
 
-/// Omid with `replicas = 3`: node 0 — where the status oracle's replica group and node 0's
-/// coordinator's group are led, and the home of two of the six partitions — crashes 300 ms into
-/// the run and stays down for the rest of the workload phase, under loss, duplication and
-/// reordering. Every group it led elects a leader on another node (the oracle's recovers it from
-/// the group's log: a new timestamp range, what was in flight aborted), and the cluster keeps
-/// committing; without replication no Omid transaction could commit after the crash. No
-/// acknowledged write is lost, and every total of the bank adds up.
+/// Omid's oracle as a replica group (`replicas = 3`): node 0 — the home of the oracle's group,
+/// a coordinator and two of the six partitions, all of them replicated — crashes 300 ms into the
+/// run and stays down for the rest of the workload phase, under loss, duplication and
+/// reordering. Alone on node 0 (`replicas = 1`) the oracle would serve nothing until the node
+/// came back; as a group, the members on nodes 1 and 2 elect a leader that recovers the oracle
+/// from the group's log (OM-8), coordinators reconnect to it, and the cluster keeps committing.
+/// When node 0 returns (at heal) it rejoins the groups as a follower. No acknowledged write is
+/// lost, and every total of the bank adds up.
 #[test]
-fn omid_keeps_committing_through_the_oracle_s_group_while_node_0_is_down() {
-    let spec = |seed| {
-        let mut s = spec(litmus_engines::OMID, seed, 3, 6);
-        s.topology = s.topology.with_replicas(3).unwrap();
-        s
-    };
+fn omid_keeps_committing_through_the_oracle_group_while_node_0_is_down() {
     let crash_at = Duration::from_millis(300);
+    let spec = |seed| {
+        let mut spec = spec(litmus_engines::OMID, seed, 3, 6);
+        spec.topology = spec.topology.with_replicas(3).unwrap();
+        spec
+    };
     for seed in 0..12 {
         let cfg = |duration| {
             let mut cfg = SimConfig::new(seed);
             cfg.net.loss = 0.01;
             cfg.net.duplicate = 0.01;
             cfg.duration = duration;
-            // Requests that touch node 0's partitions wait for the timeout: more clients and a
-            // shorter timeout keep the others busy.
+            // Requests that reach a group while it elects a leader wait for the timeout: more
+            // clients and a shorter timeout keep the others busy.
             cfg.clients = 8;
             cfg.request_timeout = Duration::from_millis(250);
             cfg
         };
         // The writes acknowledged before the crash (the same seed replays the same prefix).
-        let (_, before) = run_engine(litmus_engines::OMID, seed, cfg(crash_at));
+        let mut sim = Simulator::new(spec(seed), cfg(crash_at)).unwrap();
+        let mut driver = AckedWrites::for_engine(litmus_engines::OMID);
+        sim.run(&mut driver).unwrap_or_else(|e| panic!("seed {seed} failed: {e}"));
+        let before = driver.acked();
         let mut sim = Simulator::new(spec(seed), cfg(Duration::from_millis(3000))).unwrap();
         sim.schedule_outage(litmus_core::NodeId(0), crash_at, Duration::from_secs(10));
         let mut driver = AckedWrites::new();

@@ -525,7 +525,7 @@ pub const DEF: crate::WorkloadDef = crate::WorkloadDef {
     analysis: None,
     sim: Some(crate::SimDef {
         needs: Some((Guarantee::SnapshotIsolation, "its check is snapshot isolation")),
-        // Every third seed runs the oracle alone, without its standby.
+        // Every third seed runs a one-node cluster.
         nodes: |seed| if seed % 3 == 0 { 1 } else { 3 },
         step_cost_us: SIM_STEP_COST_US,
         run: |run, cfg| {

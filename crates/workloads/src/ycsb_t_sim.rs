@@ -1,8 +1,8 @@
 //! `ycsb-t` on the deterministic simulator (`litmus sim --workload ycsb-t`): Omid §V's
 //! transactions ([`crate::ycsb_t`]) from every simulated client while a scripted crash takes
-//! down the oracle's node (node 0) just after a commit request reaches it — with the hot
-//! standby on node 1 in clusters of two nodes or more, alone in a one-node cluster — on top of
-//! the random faults. After the faults heal, every row and log row is read as the bench's
+//! down the oracle's node (node 0) just after a commit request reaches it — the oracle alone
+//! there (`replicas = 1`: its failover is the node's restart), or one member of its replica
+//! group (`replicas > 1`: another member takes over) — on top of the random faults. After the faults heal, every row and log row is read as the bench's
 //! verify does ([`Tally`]), and:
 //!
 //! * the snapshot-isolation verdict of [`crate::ycsb_t`] holds;

@@ -2,6 +2,12 @@
 //! Oracle in Action"). The coordinator half ([`OmidCoordinator`]) is the Omid *client*; the
 //! partition half ([`OmidPartition`]) is the data server. See the module doc of [`super`] for
 //! the mapping and the rules; rule numbers OM-E1–OM-E6 below refer to it.
+//!
+//! Every coordinator talks to the one status oracle at [`ORACLE`]. The oracle's failover is a
+//! restart ([`super::node`]: its node's, or a new leader of its replica group recovering it), so
+//! a coordinator that finds its session gone — refused as `NotConnected`, or the oracle silent
+//! for [`ORACLE_FAILOVER_AFTER`] while requests wait — reconnects to the same address with a
+//! new session (OM-E4).
 
 use super::messages::{CrashRange, Delta, Fate, Reply as OracleBody, Request as OracleCall, FATES_PER_REQUEST_MAX};
 use super::node::{OracleReply, OracleRequest, OracleWire, ORACLE};
@@ -40,7 +46,7 @@ pub const DELTA_GAP_TIMEOUT: Duration = Duration::from_millis(500);
 /// typed answer rather than a timeout, and nothing waits forever.
 pub const OP_DEADLINE: Duration = Duration::from_secs(3);
 /// A commit the oracle has not answered in this long is reported as outcome unknown (its
-/// fate is decided by the serving oracle alone; readers ask it, see the module doc, OM-E4).
+/// fate is decided by the oracle alone; readers ask it, see the module doc, OM-E4).
 pub const COMMIT_DEADLINE: Duration = Duration::from_secs(3);
 /// Final writer fates ([`Fate`]) a coordinator remembers across transactions and sessions.
 pub const FATES_CACHED_MAX: usize = 1 << 20;
@@ -511,8 +517,7 @@ enum Session {
 
 /// The Omid client inside a coordinator. See the module doc of [`super`] (OM-E1–OM-E3, OM-E6).
 pub struct OmidCoordinator {
-    /// The oracle replica this coordinator talks to, and when it last answered.
-    oracle: Addr,
+    /// When the oracle last answered.
     oracle_heard: Time,
     session: Session,
     replica: Option<ClientReplica>,
@@ -534,9 +539,10 @@ pub struct OmidCoordinator {
     /// as "invisible": a transaction that started later might have started after the commit).
     asking: BTreeMap<Timestamp, BTreeSet<TxnId>>,
     /// Final fates learned from the oracle: facts, valid for every reader, session and oracle
-    /// replica (the serving oracle answers only from state its standby holds), so each writer
-    /// is asked about at most once — not once per reader, which after a failover (an empty
-    /// replica with `T_init` above every earlier commit) made every scan ask about every row.
+    /// incarnation (the oracle answers only from durable state, which every later incarnation
+    /// recovers), so each writer is asked about at most once — not once per reader, which
+    /// after a failover (an empty replica with `T_init` above every earlier commit) would make
+    /// every scan ask about every row.
     fates: BTreeMap<Timestamp, Fate>,
 }
 
@@ -565,7 +571,6 @@ fn rows_by_partition(
 impl OmidCoordinator {
     pub fn new() -> OmidCoordinator {
         OmidCoordinator {
-            oracle: ORACLE,
             oracle_heard: Time::ZERO,
             session: Session::Disconnected,
             replica: None,
@@ -585,8 +590,8 @@ impl OmidCoordinator {
 
     // ---- talking to the oracle -----------------------------------------------------------------
 
-    fn send_oracle(ctx: &mut CoordCtx, oracle: Addr, tag: u64, body: OracleCall) {
-        ctx.send(oracle, OracleWire::Request(OracleRequest { tag, body }).into_message());
+    fn send_oracle(ctx: &mut CoordCtx, tag: u64, body: OracleCall) {
+        ctx.send(ORACLE, OracleWire::Request(OracleRequest { tag, body }).into_message());
     }
 
     fn call(&mut self, request: OracleCall, purpose: Purpose, ctx: &mut CoordCtx) {
@@ -601,13 +606,13 @@ impl OmidCoordinator {
         self.next_tag += 1;
         let tag = self.next_tag;
         let request = request(tag);
-        Self::send_oracle(ctx, self.oracle, tag, request.clone());
+        Self::send_oracle(ctx, tag, request.clone());
         self.calls.insert(tag, Call { request, purpose, sent_at: ctx.now, first_sent_at: ctx.now });
     }
 
     /// A request whose answer nobody waits for (tag 0 is never tracked).
-    fn notify(ctx: &mut CoordCtx, oracle: Addr, body: OracleCall) {
-        Self::send_oracle(ctx, oracle, 0, body);
+    fn notify(ctx: &mut CoordCtx, body: OracleCall) {
+        Self::send_oracle(ctx, 0, body);
     }
 
     /// Gives a start timestamp nobody will use back to the oracle: an empty commit takes it out
@@ -621,11 +626,11 @@ impl OmidCoordinator {
         self.call(OracleCall::Abort { start_ts }, Purpose::Finish, ctx);
     }
 
-    /// The oracle does not serve (it says so, or it is silent: it restarted, or its replica
-    /// group is electing a new leader, which recovers it as a restart): the session ends
-    /// (OM-E4) and the coordinator reconnects with a new session id. Unanswered aborts and
-    /// releases are dropped with the session: the new session's connect ends the old one at an
-    /// oracle that knew it, and a recovered oracle aborted everything in flight.
+    /// The oracle is silent while requests wait (it restarted, or its replica group is
+    /// electing a new leader, which recovers it as a restart does): the session ends (OM-E4)
+    /// and the coordinator reconnects to [`ORACLE`] with a new session id. Unanswered aborts
+    /// and releases are dropped with the session: the new session's connect ends the old one at
+    /// an oracle that knew it, and a recovered oracle aborted everything in flight.
     fn fail_over(&mut self, ctx: &mut CoordCtx) {
         self.oracle_heard = ctx.now;
         self.session_lost(ctx);
@@ -820,19 +825,8 @@ impl OmidCoordinator {
         }
     }
 
-    fn on_oracle_reply(&mut self, from: Addr, reply: OracleReply, ctx: &mut CoordCtx) {
-        if from != self.oracle {
-            return; // the replica this coordinator left: its session is over
-        }
+    fn on_oracle_reply(&mut self, reply: OracleReply, ctx: &mut CoordCtx) {
         self.oracle_heard = ctx.now;
-        if reply.body == OracleBody::Refused(OracleError::NotServing) {
-            // Only an answer to a request still waiting: a refusal of one sent before an
-            // earlier switch (its call died with that session) says nothing about now.
-            if reply.tag.is_some_and(|tag| self.calls.contains_key(&tag)) {
-                self.fail_over(ctx);
-            }
-            return;
-        }
         let purpose = reply.tag.and_then(|tag| self.calls.remove(&tag)).map(|c| c.purpose);
         match reply.body {
             OracleBody::Connected(c) => {
@@ -845,7 +839,7 @@ impl OmidCoordinator {
                 if self.replica.is_some() {
                     self.buffer_delta(delta);
                     self.drain_deltas(ctx);
-                    Self::notify(ctx, self.oracle, OracleCall::Ack);
+                    Self::notify(ctx, OracleCall::Ack);
                 }
             }
             OracleBody::Fates { fates } => {
@@ -965,7 +959,7 @@ impl CoordinatorEngine for OmidCoordinator {
                 waiting.remove(&from);
                 if waiting.is_empty() {
                     self.cleanups.remove(ts);
-                    Self::notify(ctx, self.oracle, OracleCall::CleanedUp { start_ts: *ts });
+                    Self::notify(ctx, OracleCall::CleanedUp { start_ts: *ts });
                 }
                 return;
             }
@@ -1039,7 +1033,7 @@ impl CoordinatorEngine for OmidCoordinator {
             let call = self.calls.get_mut(&tag).expect("listed");
             call.sent_at = now;
             let request = call.request.clone();
-            Self::send_oracle(ctx, self.oracle, tag, request);
+            Self::send_oracle(ctx, tag, request);
         }
         for (_, call) in self.parts.values_mut() {
             if now.saturating_sub(call.sent_at) >= PARTITION_RESEND_AFTER {
@@ -1061,8 +1055,8 @@ impl CoordinatorEngine for OmidCoordinator {
 }
 
 impl RoleTraffic for OmidCoordinator {
-    fn on_role_message(&mut self, from: Addr, msg: Payload, ctx: &mut CoordCtx) {
+    fn on_role_message(&mut self, _from: Addr, msg: Payload, ctx: &mut CoordCtx) {
         let Some(OracleWire::Reply(reply)) = OracleWire::from_payload(msg) else { return };
-        self.on_oracle_reply(from, reply, ctx)
+        self.on_oracle_reply(reply, ctx)
     }
 }

@@ -1,18 +1,19 @@
 //! # Omid: lock-free snapshot isolation through a status oracle (Omid ICDE'14 §II–§IV)
 //!
 //! **Guarantee: snapshot isolation** (lock-free; write skew is allowed — `tests/omid.rs` shows
-//! it). The engine `omid` ([`litmus_protocol::crate::OMID`]) has three parts, all pure state machines:
+//! it). The engine `omid` ([`OMID`]) has three parts, all pure state machines:
 //! no I/O, no clock reads (time is an argument), deterministic iteration. Clients read and write
 //! the multiversion store directly, tagging versions with their start timestamp `Ts`; the status
 //! oracle (SO) issues timestamps, detects write-write conflicts at commit and answers "is this
 //! version in my snapshot?".
 //!
-//! * [`oracle::StatusOracle`] — the SO, driven by [`oracle::StatusOracle::step`] (OM-1–OM-8);
-//!   [`oracle::Standby`] — a hot standby that applies the SO's batches as they are logged.
-//! * [`node::OracleMachine`] — the SO as a runtime role at [`node::ORACLE`]
-//!   (node 0), with its WAL as the machine's log (persist before send = OM-7), and, in clusters
-//!   of two nodes or more, its hot standby at [`node::ORACLE_STANDBY`] (node 1):
-//!   synchronous log shipping, promotion with a higher epoch, fencing (see its module doc).
+//! * [`oracle::StatusOracle`] — the SO, driven by [`oracle::StatusOracle::step`] (OM-1–OM-8),
+//!   rebuilt from its log by [`oracle::StatusOracle::recover`].
+//! * [`node::OracleMachine`] — the SO as a runtime role at [`node::ORACLE`] (node 0), with its
+//!   WAL as the machine's log (persist before send = OM-7). There is one oracle, and its
+//!   failover is a restart (OM-8): with `replicas = 1` it runs alone on node 0; with
+//!   `replicas > 1` the runtime keeps it in a raft replica group whose new leader recovers it
+//!   from the group's log (`docs/replication.md`; see the module doc of [`node`]).
 //! * [`replica::ClientReplica`] — a client's read-only copy of the SO metadata (§IV).
 //! * [`engine::OmidCoordinator`] — the Omid *client*: in LitmusDB the party that runs a
 //!   transaction is the node's coordinator, so each coordinator holds one oracle session and one
@@ -61,13 +62,13 @@
 //! otherwise resurrect a version after the SO forgot the abort). When the session ends (the SO
 //! restarted, dropped the client as silent, or a delta was lost for [`engine::DELTA_GAP_TIMEOUT`])
 //! the coordinator drops its replica, fails the transactions holding a snapshot of it with a
-//! retryable abort (a committing one: outcome unknown), and reconnects — to the other oracle
-//! replica when the one it used refused (`NotServing`) or was silent for
-//! [`engine::ORACLE_FAILOVER_AFTER`] while requests waited (hot standby, [`node`]); replies of
-//! the replica it left are ignored.
+//! retryable abort (a committing one: outcome unknown), and reconnects to [`node::ORACLE`] with
+//! a new session. An oracle silent for [`engine::ORACLE_FAILOVER_AFTER`] while requests wait
+//! is taken for restarted (alone, or as its replica group's new leader, [`node`]): the
+//! coordinator ends its session the same way.
 //!
 //! **Readers never wait on a writer (OM-E4b).** A version's writer has exactly one fate,
-//! and only the serving status oracle decides it (§II: the SO is the sole commit authority;
+//! and only the status oracle decides it (§II: the SO is the sole commit authority;
 //! Algorithm 3 commits by writing `Tc`). A reader whose replica cannot judge a version
 //! (`Tmax < Ts_f < T_init`, §IV "Client Startup": typically every version written before the
 //! coordinator's last reconnect — after a failover, all of them) asks the oracle the writer's
@@ -75,42 +76,39 @@
 //! page, answered from durable state — `Committed(Tc)`, `Aborted`, `Old` (at or below `Tmax`,
 //! OM-5's last line) or `NotCommitted` (in flight now: invisible to every reader that started
 //! before the answer, because its `Tc`, if it ever commits, will be larger). The first three are
-//! final, so the coordinator remembers them for every later reader, session and oracle replica
-//! ([`engine::FATES_CACHED_MAX`]); the paper asks `inSnapshot` per read, which after a failover
-//! (an empty replica, `Tmax` far below `T_init`) would turn a scan into one oracle round trip
-//! per row, each held for the standby's acknowledgement and resent every 200 ms — a storm that
-//! grows with every client retry until nothing answers. And nothing waits
+//! final, so the coordinator remembers them for every later reader, session and oracle
+//! incarnation ([`engine::FATES_CACHED_MAX`]); the paper asks `inSnapshot` per read, which
+//! after a failover (an empty replica, `Tmax` far below `T_init`) would turn a scan into one
+//! oracle round trip per row, each resent every 200 ms — a storm that grows with every client
+//! retry until nothing answers. And nothing waits
 //! without bound: an operation undecided after [`engine::OP_DEADLINE`] (a partition or the
 //! oracle unreachable) fails with a retryable `Unavailable`, and a commit unanswered after
 //! [`engine::COMMIT_DEADLINE`] returns `Unavailable { outcome_unknown: true }` — both before the
 //! client's own deadline.
 //!
-//! **The fate of a transaction committing at a crash** is decided by whichever oracle replica
-//! serves next, from its log alone — never by the writer's coordinator, and never by a reader:
+//! **The fate of a transaction committing at a crash** is decided by the oracle that recovers,
+//! from its log alone — never by the writer's coordinator, and never by a reader:
 //!
-//! * *Its `Committed` record is durable at the serving replica* — the primary recovering from
-//!   its WAL (§IV "SO Data Reliability": the commit is acknowledged only after its WAL write,
-//!   OM-7), or a promoted standby that had acknowledged the batch (synchronous shipping: the
-//!   primary answers nothing before the standby holds the batch, so every *acknowledged* commit
-//!   is there) — then it **committed** at that `Tc`, and the crash range lists it as committed.
-//! * *Otherwise* it is inside the crash range `(Tmax, reserved bound]` that the recovering or
-//!   promoted replica logs first (§IV "Recovery": "abort all the uncommitted transactions that
-//!   started before the failure", OM-8) — it **aborted**, for good: a late copy of its commit
-//!   request finds it out of flight (`NotInFlight`), and the fenced old primary can answer
-//!   nothing (its replies need the standby's acknowledgement, which now refuses it).
+//! * *Its `Committed` record is in the log* (§IV "SO Data Reliability": the commit is
+//!   acknowledged only after its WAL write, OM-7; with `replicas > 1`, only once the oracle's
+//!   replica group committed the batch, so a new leader's log holds every *acknowledged*
+//!   commit) — then it **committed** at that `Tc`, and the crash range lists it as committed.
+//! * *Otherwise* it is inside the crash range `(Tmax, reserved bound]` that the recovering
+//!   oracle logs first (§IV "Recovery": "abort all the uncommitted transactions that started
+//!   before the failure", OM-8) — it **aborted**, for good: a late copy of its commit request
+//!   finds it out of flight (`NotInFlight`).
 //!
 //! The writer's coordinator, if it lost the answer (oracle crash, failover, or its own
 //! `COMMIT_DEADLINE`), tells its client only "outcome unknown" and leaves the versions alone; if it
 //! died too, nothing changes — the decision never needed it, and its versions are invisible until
 //! readers learn the fate (`Aborted` versions are purged by GC, OM-E5). A reader learns the fate in
-//! one round trip to the serving replica; while no replica serves (a single node restarting, or a
-//! primary stalled by a silent in-sync standby), its operation fails retryably at `OP_DEADLINE`.
+//! one round trip to the oracle; while the oracle does not serve (its node restarting, or its
+//! replica group electing a leader), its operation fails retryably at `OP_DEADLINE`.
 //!
 //! **Sessions own their transactions.** The SO records which session began each `Ts`. A session
 //! ends when the SO drops it (silent, or lagging), or when the same client opens a newer one:
 //! a coordinator connects with `ConnectAs { session: (epoch, n) }` at startup (even idle) and
-//! after every lost session, a switch of oracle replica included (the new id goes to the replica
-//! it switched to). Then every `Ts` the old session began and did not finish is aborted,
+//! after every lost session, an oracle failover included. Then every `Ts` the old session began and did not finish is aborted,
 //! logged and replicated in deltas like any abort — nothing of it could finish: a restarted
 //! coordinator forgot it, a reconnecting one doomed it. A crashed coordinator so holds `Tmin` only
 //! until it restarts (or, if it never does, until the SO drops it as silent). A commit of the old
@@ -123,17 +121,15 @@
 //! earlier incarnation matches nothing. A crashed coordinator blocks nobody meanwhile: its
 //! versions are invisible, and there are no locks.
 //!
-//! Which session owns a `Ts` is not logged (like the uncommitted list itself), so a standby does
-//! not have it: it needs none. A promoted standby, like a restarted SO, aborts everything that
-//! was in flight by a crash range (OM-8), whoever owned it; sessions, session ids and `BeginAs`
-//! ids start empty there, and coordinators reconnect to it with new session ids. What a session's
-//! end decides (the `Aborted` records) is logged, so shipped like any batch.
+//! Which session owns a `Ts` is not logged (like the uncommitted list itself): a recovered SO
+//! needs none, since it aborts everything that was in flight by a crash range (OM-8), whoever
+//! owned it; sessions, session ids and `BeginAs` ids start empty there, and coordinators
+//! reconnect with new session ids. What a session's end decides (the `Aborted` records) is
+//! logged like any abort.
 //!
 //! **OM-E5 — garbage collection (§IV "HBase Garbage Collection").** Every
-//! [`node::GC_INTERVAL`] the serving SO replica ([`node`]: a primary alone, or one whose
-//! standby holds every batch, under a lease) sends `Tmin` (smallest in-flight `Ts`) to the
-//! partitions. After a
-//! commit the coordinator tells each written partition `(Ts, Tc, rows)`; a partition keeps these
+//! [`node::GC_INTERVAL`] the SO sends `Tmin` (smallest in-flight `Ts`) to the partitions. After
+//! a commit the coordinator tells each written partition `(Ts, Tc, rows)`; a partition keeps these
 //! notices in memory and, at a GC with mark `m`, for each noticed version with `Tc < m` deletes
 //! every *older* version (smaller `Ts`) of that row: every reader with `Ts_r ≥ m` sees the noticed
 //! version first (it is committed before the reader started), so it never reads past it. This is
@@ -147,11 +143,9 @@
 //! per `Ts`, found through an index `Ts → rows` it builds from its store at first use — so again
 //! after a restart — and keeps as versions come and go; a commit notice takes the committed
 //! writer out of it) and reports `Purged` to the SO. A late put of a purged `Ts` is refused: it is
-//! below the mark. Work whose report is lost is asked for again at the next round. A partition
-//! answers `Purged` to the replica that sent the `Gc`, and only a serving primary counts reports;
-//! who reported is volatile (not logged), so after a failover or restart the new primary asks
-//! for the work again (purging twice finds nothing) — only the conclusions, `Forgotten` and
-//! `CrashForgotten`, are logged, and so shipped to the standby.
+//! below the mark. Work whose report is lost is asked for again at the next round. Who reported
+//! is volatile (not logged), so a restarted SO asks for the work again (purging twice finds
+//! nothing) — only the conclusions, `Forgotten` and `CrashForgotten`, are logged.
 //!
 //! **OM-E6 — the replica and silent clients** are OM-6 and the oracle's idle push: a coordinator
 //! answers pushes with `Ack`.
@@ -269,18 +263,17 @@
 //!
 //! ## Not implemented
 //!
-//! The SO keeps no session state across its own crash or a failover to the standby (OM-8):
-//! the highest session id of each client is volatile, so a `ConnectAs` delayed across an SO
-//! restart or a promotion can end a newer session: the transactions in flight in it abort (their
+//! The SO keeps no session state across its own crash or failover (OM-8): the highest session
+//! id of each client is volatile, so a `ConnectAs` delayed across an SO restart can end a newer
+//! session: the transactions in flight in it abort (their
 //! commits get `NotInFlight`, which the coordinator reports as outcome unknown — never a wrong
 //! "committed"). A partition's `Ts → rows` index, rebuilt after a restart, holds every version
 //! until commit notices, GC or cleanups remove entries: memory proportional to the store until
 //! then.
 //!
-//! The hot standby ([`node`]) has two replicas and no third voter: a primary whose in-sync
-//! standby goes silent stalls until one of the two answers (it cannot tell a crash from a
-//! partition); a witness, or the oracle's log under Raft, would let it drop the standby instead.
-//! Single-node clusters run no standby (failover is the node restarting).
+//! With `replicas = 1` nothing takes over from the oracle while its node is down: no
+//! transaction starts or commits until node 0 restarts. Replica groups (`replicas > 1`)
+//! are the oracle's high availability.
 
 pub mod engine;
 pub mod messages;
@@ -289,7 +282,7 @@ pub mod oracle;
 pub mod replica;
 
 #[cfg(test)]
-mod standby_tests;
+mod node_tests;
 #[cfg(test)]
 mod tests;
 
@@ -301,8 +294,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// The registered engine `omid`: the coordinator and partition halves of [`engine`], plus the
-/// status oracle (role 0, node 0) and, in clusters of two nodes or more, its hot standby
-/// (role 1, node 1).
+/// status oracle (role 0, node 0; with `replicas > 1`, a replica group from node 0 on).
 #[derive(Clone, Copy, Debug)]
 pub struct OmidEngine;
 
@@ -473,10 +465,6 @@ pub enum OracleError {
     TooManyClients { limit: usize },
     #[error("write set of {rows} rows exceeds {limit}")]
     WriteSetTooLarge { rows: usize, limit: usize },
-    /// This oracle replica does not serve (a hot standby, or fenced by a newer epoch): ask the
-    /// other one.
-    #[error("this oracle replica is not serving")]
-    NotServing,
     /// A `ConnectAs` older than the client's current session (a late duplicate).
     #[error("session is older than the client's current one")]
     StaleSession,

@@ -111,98 +111,8 @@ pub struct StatusOracle {
     commitinfo: VecDeque<MetaChange>,
     commitinfo_base: u64,
     sessions: BTreeMap<ClientId, Session>,
-    // Hot standby ([`super::node`]): durable, replayed like the rest.
-    /// Batches emitted (or replayed) since the log began: the position in the primary's stream.
-    lsn: u64,
-    epoch: u64,
-    primary: u8,
-    standby_out: bool,
     /// The largest session id each client used: a late `ConnectAs` below it is stale.
     session_ids: BTreeMap<ClientId, u64>,
-}
-
-/// A hot standby (§V "Recovery": "a hot backup could continuously read the state from the
-/// WAL"): it starts from a checkpoint, applies each batch as the primary logs it, and on failover
-/// [`Standby::promote`]s itself with only OM-8's last step left — abort what was in flight —
-/// instead of reading the whole log tail first.
-#[derive(Debug)]
-pub struct Standby {
-    o: StatusOracle,
-}
-
-impl Standby {
-    pub fn new(config: OracleConfig, checkpoint: Option<&Checkpoint>) -> Standby {
-        let mut o = StatusOracle::new(config);
-        if let Some(c) = checkpoint {
-            o.reserved_upto = c.reserved_upto;
-            o.tmax = c.tmax;
-            for &(start_ts, commit_ts) in &c.commits {
-                o.insert_commit(start_ts, commit_ts);
-            }
-            o.aborted = c.aborted.iter().copied().collect();
-            o.crash_ranges = c.crash_ranges.clone();
-            o.lsn = c.lsn;
-            o.epoch = c.epoch;
-            o.primary = c.primary;
-            o.standby_out = c.standby_out;
-        }
-        Standby { o }
-    }
-
-    /// Applies one batch the primary logged (in log order). A batch holding a
-    /// [`Record::Install`] replaces the state instead (state transfer; not a batch of the
-    /// primary's stream, so it does not advance [`Standby::lsn`] past the checkpoint's).
-    pub fn tail(&mut self, batch: &Batch) {
-        for record in &batch.records {
-            self.o.replay(record);
-        }
-        if !matches!(batch.records.as_slice(), [Record::Install(_)]) {
-            self.o.lsn += 1;
-        }
-    }
-
-    /// State transfer: the state becomes the primary's checkpoint.
-    pub fn install(&mut self, checkpoint: &Checkpoint) {
-        *self = Standby::new(self.o.config.clone(), Some(checkpoint));
-    }
-
-    /// The durable state (for the standby's own snapshot, or for a state transfer).
-    pub fn checkpoint(&self) -> Checkpoint {
-        self.o.checkpoint().expect("a standby never has an open batch")
-    }
-
-    /// The state as tailed so far (read-only: for tests and snapshots).
-    pub fn oracle(&self) -> &StatusOracle {
-        &self.o
-    }
-
-    /// Batches of the primary's stream applied.
-    pub fn lsn(&self) -> u64 {
-        self.o.lsn
-    }
-    /// The epoch and the replica serving it, as last logged (see [`Record::Role`]).
-    pub fn epoch(&self) -> u64 {
-        self.o.epoch
-    }
-    pub fn primary(&self) -> u8 {
-        self.o.primary
-    }
-
-    /// The oracle takes over: timestamps resume above the last reservation and every
-    /// transaction that may have been in flight is aborted by a crash range. Persist the returned
-    /// batch before stepping the oracle.
-    pub fn promote(self) -> (StatusOracle, OracleEffects) {
-        let mut o = self.o;
-        o.next_ts = o.reserved_upto.next();
-        let (after, upto) = (o.tmax, o.reserved_upto);
-        if upto > after {
-            o.add_crash_range(after, upto);
-            o.log(Record::CrashAborted { after, upto });
-        }
-        let mut out = OracleEffects::default();
-        o.flush(&mut out);
-        (o, out)
-    }
 }
 
 impl StatusOracle {
@@ -236,30 +146,45 @@ impl StatusOracle {
             commitinfo: VecDeque::new(),
             commitinfo_base: 0,
             sessions: BTreeMap::new(),
-            lsn: 0,
-            epoch: 0,
-            primary: 0,
-            standby_out: false,
             session_ids: BTreeMap::new(),
         }
     }
 
-    /// OM-8: rebuilds the durable state from a checkpoint and the batches logged after it,
-    /// then aborts every transaction that was in flight at the crash. The returned effects hold
-    /// the crash-range batch; persist it before stepping the oracle. The same as feeding a
-    /// [`Standby`] the batches and promoting it.
+    /// OM-8: rebuilds the durable state from a checkpoint and the batches logged after it
+    /// (replayed forwards, in log order, record by record), then aborts every
+    /// transaction that was in flight at the crash: timestamps resume above the last
+    /// reservation, and a crash range covers everything issued but not committed. The
+    /// returned effects hold the crash-range batch; persist it before stepping the oracle.
     pub fn recover(
         config: OracleConfig,
         checkpoint: Option<&Checkpoint>,
         batches: &[Batch],
     ) -> (StatusOracle, OracleEffects) {
-        let mut standby = Standby::new(config, checkpoint);
-        for batch in batches {
-            standby.tail(batch);
+        let mut o = StatusOracle::new(config);
+        if let Some(c) = checkpoint {
+            o.reserved_upto = c.reserved_upto;
+            o.tmax = c.tmax;
+            for &(start_ts, commit_ts) in &c.commits {
+                o.insert_commit(start_ts, commit_ts);
+            }
+            o.aborted = c.aborted.iter().copied().collect();
+            o.crash_ranges = c.crash_ranges.clone();
         }
-        standby.promote()
+        for record in batches.iter().flat_map(|b| &b.records) {
+            o.replay(record);
+        }
+        o.next_ts = o.reserved_upto.next();
+        let (after, upto) = (o.tmax, o.reserved_upto);
+        if upto > after {
+            o.add_crash_range(after, upto);
+            o.log(Record::CrashAborted { after, upto });
+        }
+        let mut out = OracleEffects::default();
+        o.flush(&mut out);
+        (o, out)
     }
 
+    /// Applies one logged record to the durable state, as its first application did.
     fn replay(&mut self, record: &Record) {
         match *record {
             Record::Reserve { upto } => self.reserved_upto = self.reserved_upto.max(upto),
@@ -281,12 +206,7 @@ impl StatusOracle {
                 }
             }
             Record::CrashAborted { after, upto } => self.add_crash_range(after, upto),
-            Record::Role { epoch, primary, standby_out } => {
-                self.epoch = epoch;
-                self.primary = primary;
-                self.standby_out = standby_out;
-            }
-            Record::Install(ref checkpoint) => *self = Standby::new(self.config.clone(), Some(checkpoint)).o,
+            Record::Unassigned6(never) | Record::Unassigned7(never) => match never {},
             Record::CrashForgotten { after, upto } => self.crash_ranges.retain(|r| (r.after, r.upto) != (after, upto)),
         }
     }
@@ -303,20 +223,7 @@ impl StatusOracle {
             commits: self.commit_order.iter().map(|&(tc, ts)| (ts, tc)).collect(),
             aborted: self.aborted.iter().copied().collect(),
             crash_ranges: self.crash_ranges.clone(),
-            lsn: self.lsn,
-            epoch: self.epoch,
-            primary: self.primary,
-            standby_out: self.standby_out,
         })
-    }
-
-    /// Hot standby: logs (and emits at once, with the open batch) a new replica role
-    /// ([`Record::Role`]). Role changes are rare, so they do not wait for a batch trigger.
-    pub fn log_role(&mut self, epoch: u64, primary: u8, standby_out: bool, out: &mut OracleEffects) {
-        let record = Record::Role { epoch, primary, standby_out };
-        self.replay(&record);
-        self.log(record);
-        self.flush(out);
     }
 
     /// Handles one input at time `now`.
@@ -788,20 +695,6 @@ impl StatusOracle {
     pub fn is_connected(&self, client: ClientId) -> bool {
         self.sessions.contains_key(&client)
     }
-    /// Batches emitted since the log began (the position in the stream a standby tails).
-    pub fn lsn(&self) -> u64 {
-        self.lsn
-    }
-    /// The replica roles as last logged (see [`Record::Role`]).
-    pub fn epoch(&self) -> u64 {
-        self.epoch
-    }
-    pub fn primary(&self) -> u8 {
-        self.primary
-    }
-    pub fn standby_out(&self) -> bool {
-        self.standby_out
-    }
 
     // ---- OM-7: WAL batching -----------------------------------------------------------------
 
@@ -828,7 +721,6 @@ impl StatusOracle {
             }
         }
         out.persist.push(Batch { records });
-        self.lsn += 1;
         for (client, pending) in std::mem::take(&mut self.held) {
             self.render(client, pending, out);
         }
@@ -837,7 +729,8 @@ impl StatusOracle {
 
     fn meta_change(&self, record: &Record) -> Option<MetaChange> {
         Some(match *record {
-            Record::Reserve { .. } | Record::Role { .. } | Record::Install(_) => return None,
+            Record::Reserve { .. } => return None,
+            Record::Unassigned6(never) | Record::Unassigned7(never) => match never {},
             Record::Committed { start_ts, commit_ts } => MetaChange::Committed { start_ts, commit_ts },
             Record::Aborted { start_ts } => MetaChange::Aborted { start_ts },
             Record::Forgotten { start_ts } => MetaChange::Forgotten { start_ts },

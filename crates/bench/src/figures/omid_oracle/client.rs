@@ -1,5 +1,5 @@
 //! The oracle benchmark's clients and server: one run ([`run_one`]) starts a status oracle
-//! (and its standby) on loopback TCP, drives it from client threads that keep their write
+//! on loopback TCP, drives it from client threads that keep their write
 //! sets' transactions in flight ([`pipelined`]) or think between them ([`paced`]), and
 //! measures recovery from the oracle's log afterwards ([`measure_recovery`]).
 
@@ -121,7 +121,7 @@ pub(super) fn run_one(spec: &RunSpec, replication: bool, dir: &Path) -> anyhow::
     }
     server_stop.store(true, Ordering::SeqCst);
     server.join().map_err(|_| anyhow::anyhow!("the oracle server thread panicked"))?;
-    let (recovery, standby_promote, log_bytes) = measure_recovery(dir, spec)?;
+    let (recovery, log_bytes) = measure_recovery(dir, spec)?;
     Ok(OracleReport {
         replication,
         commits_per_sec: commits as f64 / measured_secs,
@@ -138,16 +138,14 @@ pub(super) fn run_one(spec: &RunSpec, replication: bool, dir: &Path) -> anyhow::
         pushes,
         measured_secs,
         recovery,
-        standby_promote,
         log_bytes,
     })
 }
 
 /// Fig. 12: copies the oracle's log directory (the server keeps running) and times a fresh
 /// oracle's recovery from it: open the log, load the checkpoint, replay the tail, log the crash
-/// range. Then the hot-standby variant: a [`Standby`] fed the same checkpoint and records
-/// (untimed: it does so while the primary runs) and promoted (timed).
-pub(super) fn measure_recovery(dir: &Path, spec: &RunSpec) -> anyhow::Result<(Duration, Duration, u64)> {
+/// range. Returns the time and the log directory's size in bytes.
+pub(super) fn measure_recovery(dir: &Path, spec: &RunSpec) -> anyhow::Result<(Duration, u64)> {
     let src = litmus_runtime::host::machine_dir(dir, ORACLE);
     let copy_root = dir.join("recovery-copy");
     let dst = litmus_runtime::host::machine_dir(&copy_root, ORACLE);
@@ -164,18 +162,8 @@ pub(super) fn measure_recovery(dir: &Path, spec: &RunSpec) -> anyhow::Result<(Du
     let host = Host::open(machines, Some(&copy_root), spec.fsync).context("recover the oracle")?;
     let elapsed = start.elapsed();
     drop(host);
-    let (_log, snapshot, records) = DiskLog::open(&dst, spec.fsync).context("reopen the log copy")?;
-    let checkpoint = snapshot.as_deref().map(Checkpoint::decode).transpose()?;
-    let mut standby = Standby::new(node::runtime_config(), checkpoint.as_ref());
-    for (_, record) in &records {
-        standby.tail(&Batch::decode(record)?);
-    }
-    let start = Instant::now();
-    let (promoted, _) = standby.promote();
-    let promote = start.elapsed();
-    drop(promoted);
     let _ = std::fs::remove_dir_all(&copy_root);
-    Ok((elapsed, promote, bytes))
+    Ok((elapsed, bytes))
 }
 
 /// What one client thread does.

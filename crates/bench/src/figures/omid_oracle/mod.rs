@@ -32,12 +32,11 @@
 //!   encoded bytes (postcard, as on the wire) per `Began`, mean and standard deviation (Fig. 8,
 //!   Table I), pushes, and the **recovery time** (Fig. 12): after the run the oracle's log
 //!   directory is copied and a fresh oracle is recovered from it (checkpoint + tail replay +
-//!   crash range), timed; and the time of a hot standby's `promote()` call ([`Standby`], fed the
-//!   same log): the in-memory promotion only. A real failover also waits `PROMOTE_AFTER`
-//!   (200 ms) of silence and the coordinators' reconnection: the runtime test
-//!   `oracle_node_killed_during_ycsb_t` times that end to end (about 0.3 s). The crash is of a
-//!   copy of the log directory, so the recovery reads exactly what a restarted node would; the
-//!   server itself is stopped at the end of each run (`serve_until`).
+//!   crash range), timed: the oracle's failover is this recovery (a restart, or a new leader of
+//!   its replica group), plus the coordinators' reconnection, which the cluster test
+//!   `oracle_node_killed_during_ycsb_t` times end to end. The crash is of a copy of the log
+//!   directory, so the recovery reads exactly what a restarted node would; the server itself is
+//!   stopped at the end of each run (`serve_until`).
 //! * The window counts what the clients received between its start and its end, nothing after:
 //!   replies still in flight when it closes are not counted.
 //!
@@ -53,7 +52,7 @@
 //! | `clients` (with `--think-ms`) | commits/s vs clients; `-latency.svg`: commit latency vs commits/s; `-piggyback.svg`: bytes per `Began` vs clients | Figs. 7, 8 |
 //! | `outstanding` | commits/s vs load; `-latency.svg` | Fig. 9 |
 //! | `write-set` | saturation commits/s vs rows per write set; `-latency.svg` | Fig. 10 |
-//! | `duration` | commits/s; `-recovery.svg`: recovery and standby promotion (ms) vs log size (MB) | Fig. 12 |
+//! | `duration` | commits/s; `-recovery.svg`: recovery (ms) vs log size (MB) | Fig. 12 |
 //!
 //! `--table slow-clients` prints Table I: four runs with the same clients and `--think-ms T` —
 //! every client `T` fixed; exponential with mean `T`; 10% of the clients 100× slower; 10% 1000×
@@ -79,16 +78,14 @@ use anyhow::Context as _;
 use client::run_one;
 use hdrhistogram::Histogram;
 use litmus_core::{Catalog, Timestamp};
-use litmus_omid::messages::{Batch, Checkpoint, Delta, Reply, Request};
+use litmus_omid::messages::{Delta, Reply, Request};
 use litmus_omid::node::{self, OracleMachine, OracleReply, OracleRequest, OracleWire, ORACLE};
-use litmus_omid::oracle::Standby;
 use litmus_omid::replica::ClientReplica;
 use litmus_omid::RowId;
 use litmus_protocol::wire::{self, Frame, PROTOCOL_VERSION};
 use litmus_protocol::{builtin, Addr, Envelope, Machine, Message};
 use litmus_runtime::host::Host;
 use litmus_runtime::tcp::{serve_until, NodeConfig};
-use litmus_storage::disk::DiskLog;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp};
@@ -353,8 +350,6 @@ pub struct OracleReport {
     pub pushes: u64,
     pub measured_secs: f64,
     pub recovery: Duration,
-    /// Failover to a standby that had tailed the whole log: its promotion alone.
-    pub standby_promote: Duration,
     pub log_bytes: u64,
 }
 
@@ -391,7 +386,6 @@ pub struct OracleSummary {
     pub pushes: u64,
     pub pushes_per_sec: f64,
     pub recovery_ms: f64,
-    pub standby_promote_ms: f64,
     pub log_bytes: u64,
 }
 
@@ -424,7 +418,6 @@ impl OracleSummary {
             pushes: r.pushes,
             pushes_per_sec: r.pushes as f64 / r.measured_secs.max(f64::MIN_POSITIVE),
             recovery_ms: r.recovery.as_secs_f64() * 1e3,
-            standby_promote_ms: r.standby_promote.as_secs_f64() * 1e3,
             log_bytes: r.log_bytes,
         }
     }
@@ -725,10 +718,6 @@ fn figures<'a>(
             s.label = format!("recover from the log ({})", s.label);
             lines.push(s);
         }
-        for mut s in series_by_mode(points, |p| (mb(p), p.summary.standby_promote_ms)) {
-            s.label = format!("hot standby promote() call ({})", s.label);
-            lines.push(s);
-        }
         for s in &mut lines {
             s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
         }
@@ -863,12 +852,7 @@ fn print_report(out: &mut dyn Write, spec: &RunSpec, r: &OracleReport) -> std::i
         r.piggyback_bytes.stdev(),
         r.pushes
     )?;
-    writeln!(out, "recovery: {:.1} ms from a {} byte log directory", r.recovery.as_secs_f64() * 1e3, r.log_bytes)?;
-    writeln!(
-        out,
-        "standby promote() call (in memory; a real failover adds PROMOTE_AFTER and reconnection): {:.3} ms",
-        r.standby_promote.as_secs_f64() * 1e3
-    )
+    writeln!(out, "recovery: {:.1} ms from a {} byte log directory", r.recovery.as_secs_f64() * 1e3, r.log_bytes)
 }
 
 #[cfg(test)]
