@@ -48,8 +48,11 @@ fn to_role(env: &Envelope) -> bool {
     matches!(env.to, Addr::Role(_) | Addr::Replica(GroupId::Role(_), _))
 }
 
+/// Which messages a step of commit is.
+type Step = fn(&Envelope) -> bool;
+
 /// The steps of commit node 0 dies at: as one of these messages reaches it.
-const STEPS: &[(&str, fn(&Envelope) -> bool)] = &[
+const STEPS: &[(&str, Step)] = &[
     ("a client's request reaches its coordinator", |e| to_coordinator(e) && matches!(e.msg, Message::ClientRequest(_))),
     ("a participant's answer (an operation's result, a vote, an acknowledgement) reaches the coordinator", |e| {
         to_coordinator(e) && matches!(e.msg, Message::PartitionReply(_) | Message::Batch(_))
