@@ -26,6 +26,18 @@
 //! priority. The chain ends when a transaction commits, fails for another reason, or the next
 //! one begins later than the bound. A transaction that is not in fact a retry of the aborted
 //! one only runs with an older age: priority, never correctness.
+//!
+//! ## Statements outside a transaction block retry themselves
+//!
+//! A statement outside `BEGIN … COMMIT` runs in a transaction of its own, and nothing of it
+//! reaches the client before that transaction commits. So when it ends in a retryable abort
+//! (nothing applied), the session runs it again, as CockroachDB retries implicit transactions:
+//! up to [`IMPLICIT_RETRIES_MAX`] attempts within [`IMPLICIT_RETRY_WITHIN`], each with the
+//! first attempt's age. Clients that retry nothing — `pgbench -i`'s `ALTER TABLE … ADD PRIMARY
+//! KEY`, a `psql` script — then see no abort a retry would have cured: a lock conflict, or a
+//! replica group's leader change under a long statement. A commit whose outcome is unknown
+//! (`40003`) is never retried, and a statement inside a block never is (the client owns that
+//! transaction).
 
 use crate::catalog::{object_name, table_def};
 use crate::error::{sqlstate, SqlError};
@@ -39,6 +51,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Attempts of a statement outside a transaction block (see the module doc).
+pub const IMPLICIT_RETRIES_MAX: u32 = 10;
+/// No attempt of a statement outside a transaction block begins this long after its first.
+pub const IMPLICIT_RETRY_WITHIN: Duration = Duration::from_secs(30);
 
 /// What a statement produced.
 #[derive(Debug, PartialEq)]
@@ -209,7 +226,7 @@ impl Session {
             _ => {}
         }
         let ctx = self.ctx(params, param_types);
-        self.in_txn(|tx| run_statement(tx, &ctx, stmt))
+        self.in_own_or_open_txn(|tx| run_statement(tx, &ctx, stmt))
     }
 
     /// Checks a `COPY ... FROM STDIN` before its data comes: the number of fields a line has.
@@ -225,7 +242,7 @@ impl Session {
     pub fn copy_in(&mut self, spec: &crate::copy::CopySpec, data: &[u8]) -> Result<usize, SqlError> {
         self.check_not_failed()?;
         let ctx = self.ctx(&[], &[]);
-        self.in_txn(|tx| {
+        self.in_own_or_open_txn(|tx| {
             if ctx.refuse_coordination {
                 // Judged as the INSERT of chosen values it is.
                 let insert = crate::copy::as_insert(spec, &tx.table(&spec.table)?)?;
@@ -268,6 +285,29 @@ impl Session {
         let out = self.in_txn(|tx| crate::describe::describe(tx, &ctx, stmt, count));
         self.aborted = aborted;
         out
+    }
+
+    /// [`Session::in_txn`], retrying a transaction of its own that ended in a retryable abort
+    /// (see the module doc, "Statements outside a transaction block retry themselves").
+    fn in_own_or_open_txn<T>(&mut self, mut f: impl FnMut(&mut Tx) -> Result<T, SqlError>) -> Result<T, SqlError> {
+        if matches!(self.state, State::Open(_)) {
+            return self.in_txn(f);
+        }
+        let first = Instant::now();
+        let mut attempts = 1;
+        loop {
+            match self.in_txn(&mut f) {
+                Err(e)
+                    if e.is_retryable_abort()
+                        && attempts < IMPLICIT_RETRIES_MAX
+                        && first.elapsed() < IMPLICIT_RETRY_WITHIN
+                        && !self.cancel.load(Ordering::Relaxed) =>
+                {
+                    attempts += 1;
+                }
+                out => return out,
+            }
+        }
     }
 
     /// Runs `f` in the open transaction, or in one of its own that commits after it.
