@@ -238,19 +238,30 @@ impl Coordinator {
     }
 
     /// This coordinator stops here (its replica group's leadership moved): every client
-    /// waiting on it is told that the outcome of what it asked is unknown, since the
-    /// coordinator that takes over presumes unlogged transactions aborted but may commit one
-    /// whose decision was being logged. Nothing else is sent.
+    /// waiting on it is answered. A transaction this coordinator alone drives and had not begun
+    /// to finish logged nothing that could commit it, and the coordinator that takes over
+    /// presumes it aborted: its client gets a retryable abort. Any other (finishing, where a
+    /// decision may be in the log; BASE, whose accepted steps roll forward; one-round, whose
+    /// participants decide) gets "outcome unknown". Nothing else is sent.
     pub fn abandon(&mut self, out: &mut Effects) {
-        let unknown = || Error::Unavailable {
-            reason: "the coordinator moved to another node (its replica group's leadership changed); outcome unknown"
-                .into(),
-            outcome_unknown: true,
-        };
         for t in std::mem::take(&mut self.txns).into_values() {
+            let presumed_aborted =
+                t.finishing.is_none() && !t.base && matches!(t.source, Source::Procedure { .. } | Source::Interactive);
+            let error = || {
+                if presumed_aborted {
+                    Error::Abort(litmus_core::AbortReason::Failure)
+                } else {
+                    Error::Unavailable {
+                        reason: "the coordinator moved to another node (its replica group's leadership changed); \
+                                 outcome unknown"
+                            .into(),
+                        outcome_unknown: true,
+                    }
+                }
+            };
             let waiting = t.request.into_iter().chain(t.ops.values().filter_map(|op| op.reply));
             for id in waiting {
-                self.respond(out, t.client, id, Err(unknown()));
+                self.respond(out, t.client, id, Err(error()));
             }
         }
     }
@@ -998,6 +1009,63 @@ mod tests {
         // Still logged (a log may yet be read by whoever wants it), but not kept in memory.
         assert_eq!(persist_one(&mut c).persist.len(), 1);
         assert!(c.kept.is_empty());
+    }
+
+    /// A coordinator whose replica group's leadership moves answers its waiting clients: an
+    /// operation of a transaction not finishing gets a retryable abort (the next leader
+    /// presumes it aborted), a commit being decided gets "outcome unknown".
+    #[test]
+    fn an_abandoned_coordinator_aborts_what_logged_nothing_and_leaves_commits_unknown() {
+        use crate::message::{ClientRequest, RequestBody, ResponseBody};
+        let mut c = Coordinator::new(CoordinatorConfig {
+            node: NodeId(0),
+            engine: EngineKind(&InertDef),
+            partitions: 1,
+            preferred: PartitionId(0),
+            catalog: Arc::new(crate::builtin::catalog()),
+            registry: Arc::new(crate::builtin::registry()),
+            seed: 1,
+        });
+        c.recover(None, &[]).unwrap();
+        let client = Addr::Client(litmus_core::ClientId(7));
+        let mut n = 0;
+        let mut ask = |c: &mut Coordinator, body: RequestBody| -> Vec<Envelope> {
+            n += 1;
+            let msg = Message::ClientRequest(ClientRequest { id: RequestId(n), body });
+            let mut out = Effects::default();
+            c.step(Time::ZERO, Input::Message(Envelope { from: client, to: c.me(), msg }), &mut out);
+            out.send.into_iter().filter(|e| e.to == client).collect()
+        };
+        let begin = || RequestBody::Begin { isolation: Default::default(), retrying_for: std::time::Duration::ZERO };
+        let begun = |sent: Vec<Envelope>| match &sent[..] {
+            [Envelope { msg: Message::ClientResponse(r), .. }] => match &r.result {
+                Ok(ResponseBody::Begun(txn)) => *txn,
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        };
+        let reading = begun(ask(&mut c, begin()));
+        let read = crate::op::Op::Read { table: "kv".into(), key: vec![litmus_core::Value::Int(1)] };
+        assert!(ask(&mut c, RequestBody::Op { txn: reading, op: read }).is_empty(), "the read waits");
+        let committing = begun(ask(&mut c, begin()));
+        assert!(ask(&mut c, RequestBody::Commit { txn: committing }).is_empty(), "the commit waits");
+        let mut out = Effects::default();
+        c.abandon(&mut out);
+        let answers: Vec<(RequestId, Result<ResponseBody, Error>)> = out
+            .send
+            .into_iter()
+            .map(|e| match e.msg {
+                Message::ClientResponse(r) => (r.id, r.result),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(answers.len(), 2, "{answers:?}");
+        assert_eq!(answers[0], (RequestId(2), Err(Error::Abort(litmus_core::AbortReason::Failure))));
+        assert!(
+            matches!(&answers[1], (RequestId(4), Err(Error::Unavailable { outcome_unknown: true, .. }))),
+            "{answers:?}"
+        );
+        assert_eq!(c.active_txns(), 0);
     }
 
     #[test]
