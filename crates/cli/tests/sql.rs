@@ -111,8 +111,8 @@ fn server_with_pg_listen_serves_sql_that_survives_a_restart() {
 ///
 /// Ignored, run by `cargo test -p litmus-cli --test sql -- --ignored` (it passes on an idle
 /// machine): on a loaded 2-core machine `pgbench -i` can still fail. Statements outside a
-/// transaction block retry their own retryable aborts (`ALTER TABLE ... ADD PRIMARY KEY` no
-/// longer fails on a leader change under it), but late heartbeats can still elect a new leader
+/// transaction block retry their own retryable aborts (so `ALTER TABLE ... ADD PRIMARY KEY`
+/// survives a leader change under it), but late heartbeats can still elect a new leader
 /// of a coordinator's replica group while it logs a commit decision; the statement's outcome is
 /// then unknown (`40003`, never retried), and pgbench stops (docs/results/sql.md).
 #[test]
