@@ -1,11 +1,12 @@
-//! # A replicated machine: a partition or a coordinator inside its replica group
+//! # A replicated machine: a partition, a coordinator or an engine role inside its replica group
 //!
 //! With `replicas > 1` every node that keeps partition `p` runs a [`Replica`] at
 //! [`Addr::Replica`]`(GroupId::Partition(p), node)`: the engine's [`Partition`] machine,
 //! unchanged, and one member of `p`'s raft group ([`litmus_replication::ReplicaGroup`]). Every
 //! coordinator is kept the same way, by the nodes that follow its own in the placement
 //! ([`GroupId::Coordinator`]), so a transaction's fate (the coordinator's logged decisions and
-//! Salt's accepted BASE transactions) outlives its node. A [`Replica`] is itself a [`Machine`],
+//! Salt's accepted BASE transactions) outlives its node; so is every role an engine adds
+//! ([`GroupId::Role`]: Omid's status oracle, Sinfonia's relay). A [`Replica`] is itself a [`Machine`],
 //! so the simulator, the embedded runtime and the TCP runtime drive it as they drive any other,
 //! with their one rule (persist before send) doing raft's durability for it.
 //!
@@ -500,13 +501,15 @@ impl Replica {
         // Commit before send, with the one exception a machine may claim: messages that
         // depend on no record but barriers leave at once, unless a barrier is still to commit
         // (a coordinator's epoch record); they then wait with the rest.
-        let barrier_due = step.barrier || self.pending.iter().any(|p| p.barrier);
-        if barrier_due || broken(BREAK_SEND_BEFORE_COMMIT) {
-            let mut now_sends = std::mem::take(&mut step.send_now);
-            now_sends.append(&mut step.send);
-            step.send = now_sends;
-        } else {
-            out.send.append(&mut step.send_now);
+        if !step.send_now.is_empty() {
+            let barrier_due = step.barrier || self.pending.iter().any(|p| p.barrier);
+            if barrier_due || broken(BREAK_SEND_BEFORE_COMMIT) {
+                let mut now_sends = std::mem::take(&mut step.send_now);
+                now_sends.append(&mut step.send);
+                step.send = now_sends;
+            } else {
+                out.send.append(&mut step.send_now);
+            }
         }
         out.counts.append(&mut step.counts);
         out.work += step.work;
@@ -598,10 +601,7 @@ impl Replica {
         }
         if let Some(term) = self.leading {
             tracing::info!(group = %self.id, term, dropped = self.pending.len(), "replica stepped down");
-            if !self.stale {
-                self.inner.abandon(out);
-            }
-            self.step_down();
+            self.step_down(out);
             self.deposed = true;
         }
         if let Some(term) = now {
@@ -628,7 +628,7 @@ impl Replica {
                     }
                     if front.pos.index <= e.index {
                         // Another leader's entry where ours was: ours is lost.
-                        self.step_down();
+                        self.step_down(out);
                     }
                 }
                 self.apply_entry(&e);
@@ -670,7 +670,11 @@ impl Replica {
     /// With no proposal in flight the partition holds nothing uncommitted, and it restarts in
     /// place (its rows kept, its volatile state dropped); otherwise it is rebuilt from the
     /// group's snapshot and the committed entries.
-    fn step_down(&mut self) {
+    fn step_down(&mut self, out: &mut Effects) {
+        if !self.stale {
+            // Whoever waits on the machine is answered before its state is dropped.
+            self.inner.abandon(out);
+        }
         self.leading = None;
         if !self.replays {
             self.rebuild();
