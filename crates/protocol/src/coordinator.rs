@@ -238,32 +238,62 @@ impl Coordinator {
     }
 
     /// This coordinator stops here (its replica group's leadership moved): every client
-    /// waiting on it is answered. A transaction this coordinator alone drives and had not begun
-    /// to finish logged nothing that could commit it, and the coordinator that takes over
-    /// presumes it aborted: its client gets a retryable abort. Any other (finishing, where a
-    /// decision may be in the log; BASE, whose accepted steps roll forward; one-round, whose
-    /// participants decide) gets "outcome unknown". Nothing else is sent.
-    pub fn abandon(&mut self, out: &mut Effects) {
-        for t in std::mem::take(&mut self.txns).into_values() {
-            let presumed_aborted =
-                t.finishing.is_none() && !t.base && matches!(t.source, Source::Procedure { .. } | Source::Interactive);
-            let error = || {
-                if presumed_aborted {
-                    Error::Abort(litmus_core::AbortReason::Failure)
-                } else {
-                    Error::Unavailable {
-                        reason: "the coordinator moved to another node (its replica group's leadership changed); \
-                                 outcome unknown"
-                            .into(),
-                        outcome_unknown: true,
-                    }
-                }
+    /// waiting on it is answered, now or once the group settles what it logged. Nothing else is
+    /// sent.
+    ///
+    /// * A transaction this coordinator alone drives that logged nothing that could commit it
+    ///   (not finishing, or a two-phase commit before its decision) is presumed aborted by the
+    ///   coordinator that takes over: a retryable abort, now.
+    /// * One being rolled back or aborted gets that answer, now (presumed abort agrees).
+    /// * One whose commit decision is logged ([`CoordinatorEngine::commit_logged`]) has
+    ///   committed if what this coordinator logged becomes durable: its answer is returned, to
+    ///   be sent once the group commits this leader's last proposal (the replica answers
+    ///   "outcome unknown" if the group drops it).
+    /// * Any other (BASE, whose accepted steps roll forward; one-round, whose participants
+    ///   decide; an engine that cannot say) gets "outcome unknown", now.
+    pub fn abandon(&mut self, out: &mut Effects) -> Vec<Envelope> {
+        let mut owed = Vec::new();
+        let me = self.me();
+        for (txn, t) in std::mem::take(&mut self.txns) {
+            let alone = !t.base && matches!(t.source, Source::Procedure { .. } | Source::Interactive);
+            let unknown = || Error::Unavailable {
+                reason: "the coordinator moved to another node (its replica group's leadership changed); \
+                         outcome unknown"
+                    .into(),
+                outcome_unknown: true,
             };
-            let waiting = t.request.into_iter().chain(t.ops.values().filter_map(|op| op.reply));
-            for id in waiting {
-                self.respond(out, t.client, id, Err(error()));
+            let presumed_aborted = || Err(Error::Abort(litmus_core::AbortReason::Failure));
+            // The answer to the request that finishes the transaction, and whether it holds
+            // only once what this coordinator logged is durable.
+            let (finish, after_log) = match (&t.finishing, alone) {
+                (None, true) => (presumed_aborted(), false),
+                (Some(Outcome::Rollback), true) => (Ok(ResponseBody::RolledBack), false),
+                (Some(Outcome::Abort(e)), true) => (Err(e.clone()), false),
+                (Some(Outcome::Commit(values)), true) => match self.engine.commit_logged(txn) {
+                    Some(false) => (presumed_aborted(), false),
+                    Some(true) => match t.source {
+                        Source::Interactive => (Ok(ResponseBody::Committed), true),
+                        _ => (Ok(ResponseBody::Returned(values.clone())), true),
+                    },
+                    None => (Err(unknown()), false),
+                },
+                _ => (Err(unknown()), false),
+            };
+            let op_error =
+                if alone && !after_log { Error::Abort(litmus_core::AbortReason::Failure) } else { unknown() };
+            let answers = t.request.map(|id| (id, finish)).into_iter();
+            let answers = answers.chain(t.ops.values().filter_map(|op| op.reply).map(|id| (id, Err(op_error.clone()))));
+            for (id, result) in answers {
+                let msg = Message::ClientResponse(ClientResponse { id, result });
+                let env = Envelope { from: me, to: t.client, msg };
+                if after_log {
+                    owed.push(env)
+                } else {
+                    out.send.push(env)
+                }
             }
         }
+        owed
     }
 
     /// Since when the oldest transaction in flight here has been active, if any.
@@ -1013,7 +1043,9 @@ mod tests {
 
     /// A coordinator whose replica group's leadership moves answers its waiting clients: an
     /// operation of a transaction not finishing gets a retryable abort (the next leader
-    /// presumes it aborted), a commit being decided gets "outcome unknown".
+    /// presumes it aborted), a commit being decided by an engine that cannot say whether its
+    /// decision is logged gets "outcome unknown" (the locking engine can:
+    /// `litmus-locking/tests/deposed_coordinator.rs`).
     #[test]
     fn an_abandoned_coordinator_aborts_what_logged_nothing_and_leaves_commits_unknown() {
         use crate::message::{ClientRequest, RequestBody, ResponseBody};

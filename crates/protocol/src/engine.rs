@@ -195,6 +195,14 @@ pub trait CoordinatorEngine: Send {
     fn compact(&self, records: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
         records
     }
+    /// Whether `txn`, being committed, has written the record that commits it (a two-phase
+    /// commit's decision), asked when this coordinator stops leading its replica group:
+    /// `Some(false)` when nothing that could commit it is on the log (the next leader presumes
+    /// it aborted), `Some(true)` when it commits once what this coordinator logged is durable,
+    /// `None` (the default) when the engine cannot say (its participants or a role decide).
+    fn commit_logged(&self, _txn: TxnId) -> Option<bool> {
+        None
+    }
 
     // Optional capabilities ([`crate::capability`]): what only some engines do, each behind a
     // trait of its own. `None` (the default) means the engine does not have it, and the

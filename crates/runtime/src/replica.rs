@@ -71,6 +71,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::time::Duration;
 
+mod owed;
+pub use owed::OWED_MAX_TICKS;
+
 /// Election timeout in ticks of [`TICK_INTERVAL_MS`]: 250 ms, so a new leader is elected
 /// within 250–600 ms of the old one's last heartbeat, inside a one-second failover, while a
 /// node thread descheduled for a tenth of a second on a loaded machine does not lose its
@@ -219,8 +222,11 @@ pub trait Replicable: Machine {
         None
     }
     /// This replica stops leading: the machine may answer whoever waits on it (its state is
-    /// dropped right after). By default nothing is sent.
-    fn abandon(&mut self, _out: &mut Effects) {}
+    /// dropped right after), in `out` now, or in the returned client answers, which hold only
+    /// once everything it logged is durable ([`owed`]). By default nothing is sent.
+    fn abandon(&mut self, _out: &mut Effects) -> Vec<Envelope> {
+        Vec::new()
+    }
 }
 
 impl Replicable for Partition {
@@ -253,7 +259,7 @@ impl Replicable for Coordinator {
     fn volatile_since(&self) -> Option<Time> {
         self.busy_since()
     }
-    fn abandon(&mut self, out: &mut Effects) {
+    fn abandon(&mut self, out: &mut Effects) -> Vec<Envelope> {
         Coordinator::abandon(self, out)
     }
 }
@@ -338,6 +344,8 @@ pub struct Replica {
     /// The last log index the partition holds the effect of (committed entries only).
     applied: LogIndex,
     pending: VecDeque<Pending>,
+    /// Client answers held for proposals this replica made as leader, still to settle ([`owed`]).
+    owed: owed::Owed,
     /// `Some(term)` while this replica leads in `term`.
     leading: Option<u64>,
     /// The index of the leader's first entry of its term: it serves once applied past it.
@@ -402,6 +410,7 @@ impl Replica {
             base: None,
             applied: 0,
             pending: VecDeque::new(),
+            owed: owed::Owed::default(),
             leading: None,
             term_start: 0,
             parked: VecDeque::new(),
@@ -619,21 +628,25 @@ impl Replica {
                 if e.index <= self.applied {
                     return;
                 }
-                if let Some(front) = self.pending.front() {
-                    if front.pos.index == e.index && front.pos.term == e.term {
+                match self.pending.front() {
+                    Some(front) if front.pos.index == e.index && front.pos.term == e.term => {
                         let done = self.pending.pop_front().expect("checked");
                         out.send.extend(done.held);
                         self.applied = e.index;
-                        return;
                     }
-                    if front.pos.index <= e.index {
-                        // Another leader's entry where ours was: ours is lost.
-                        self.step_down(out);
+                    front => {
+                        if front.is_some_and(|f| f.pos.index <= e.index) {
+                            // Another leader's entry where ours was: ours is lost.
+                            self.step_down(out);
+                        }
+                        self.apply_entry(&e);
                     }
                 }
-                self.apply_entry(&e);
+                self.owed.settle(e.index, Some(e.term), &mut out.send);
             }
             Apply::Snapshot { meta, data } => {
+                self.owe_held();
+                self.owed.settle(meta.index, None, &mut out.send);
                 self.pending.clear();
                 self.assembling.clear();
                 let mut p = (self.fresh)();
@@ -671,9 +684,15 @@ impl Replica {
     /// place (its rows kept, its volatile state dropped); otherwise it is rebuilt from the
     /// group's snapshot and the committed entries.
     fn step_down(&mut self, out: &mut Effects) {
+        let last = self.pending.back().map(|p| p.pos);
+        self.owe_held();
         if !self.stale {
             // Whoever waits on the machine is answered before its state is dropped.
-            self.inner.abandon(out);
+            let after_log = self.inner.abandon(out);
+            match last {
+                Some(pos) => after_log.into_iter().for_each(|a| self.owed.owe(pos, self.ticks, a)),
+                None => out.send.extend(after_log), // everything it logged is committed
+            }
         }
         self.leading = None;
         if !self.replays {
@@ -691,6 +710,15 @@ impl Replica {
             return;
         }
         self.rebuild();
+    }
+
+    /// The client answers held for proposals in flight wait for them to settle ([`owed`]).
+    fn owe_held(&mut self) {
+        for p in &mut self.pending {
+            for answer in p.held.drain(..) {
+                self.owed.owe(p.pos, self.ticks, answer);
+            }
+        }
     }
 
     /// The partition rebuilt from the group's snapshot and the committed entries after it:
@@ -1029,6 +1057,7 @@ impl Machine for Replica {
                     self.run_inner(now, Input::Tick, out);
                 }
                 self.return_home(out);
+                self.owed.expire(self.ticks, &mut out.send);
             }
             Input::Message(env) => match env.msg {
                 Message::Raft(bytes) => self.group().step_bytes(&bytes),

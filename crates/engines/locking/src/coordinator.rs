@@ -714,6 +714,17 @@ impl LockingCoordinator {
 }
 
 impl CoordinatorEngine for LockingCoordinator {
+    /// Presumed abort (the crate doc, "Commit"): an ACID transaction is committed by its
+    /// decision record, or, with one participant, by that participant's commit record.
+    fn commit_logged(&self, txn: TxnId) -> Option<bool> {
+        let t = self.txns.get(&txn).filter(|t| !t.base)?;
+        match t.phase {
+            _ if t.decision_logged => Some(true),
+            Phase::Running | Phase::Preparing { .. } => Some(false),
+            Phase::Committing { .. } => None, // one phase: the participant decides
+        }
+    }
+
     fn begin(&mut self, txn: TxnId, opts: &TxnOptions, ctx: &mut CoordCtx) {
         self.announce_epoch(txn, ctx);
         // Wait-die age: when the transaction's first attempt began, so a client's retry keeps
