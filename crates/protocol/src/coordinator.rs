@@ -498,6 +498,10 @@ impl Coordinator {
                     }))
                 }
             }
+            // Begun by an earlier incarnation of this coordinator (a restart, or its replica
+            // group's leader before this one): lost with it, and presumed aborted. The client
+            // may run it again.
+            None if txn.node == self.cfg.node && txn.epoch < self.epoch => Err(Error::Abort(AbortReason::Failure)),
             _ => Err(InvalidInput::UnknownTransaction.into()),
         }
     }
@@ -1098,6 +1102,35 @@ mod tests {
             "{answers:?}"
         );
         assert_eq!(c.active_txns(), 0);
+    }
+
+    /// An operation for a transaction an earlier incarnation began (a restart, or the replica
+    /// group's previous leader) is a retryable abort: the transaction was lost with it. One
+    /// this incarnation never began is invalid input.
+    #[test]
+    fn a_transaction_of_an_earlier_incarnation_is_presumed_aborted() {
+        use crate::message::{ClientRequest, RequestBody, ResponseBody};
+        let client = Addr::Client(litmus_core::ClientId(7));
+        let mut n = 0;
+        let mut ask = |c: &mut Coordinator, body: RequestBody| -> Result<ResponseBody, Error> {
+            n += 1;
+            let msg = Message::ClientRequest(ClientRequest { id: RequestId(n), body });
+            let mut out = Effects::default();
+            c.step(Time::ZERO, Input::Message(Envelope { from: client, to: c.me(), msg }), &mut out);
+            match out.send.into_iter().chain(out.send_now).find(|e| e.to == client).map(|e| e.msg) {
+                Some(Message::ClientResponse(r)) => r.result,
+                other => panic!("{other:?}"),
+            }
+        };
+        let mut first = coordinator();
+        let begin = RequestBody::Begin { isolation: Default::default(), retrying_for: Duration::ZERO };
+        let Ok(ResponseBody::Begun(txn)) = ask(&mut first, begin) else { panic!("not begun") };
+        let mut next = Coordinator::new(first.cfg.clone());
+        next.recover(None, &[postcard::to_stdvec(&CoordRecord::Epoch(txn.epoch)).unwrap()]).unwrap();
+        let op = |txn| RequestBody::Commit { txn };
+        assert_eq!(ask(&mut next, op(txn)), Err(Error::Abort(AbortReason::Failure)));
+        let never = TxnId { epoch: txn.epoch + 1, ..txn };
+        assert_eq!(ask(&mut next, op(never)), Err(InvalidInput::UnknownTransaction.into()));
     }
 
     #[test]
