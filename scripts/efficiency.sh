@@ -1,24 +1,35 @@
 #!/usr/bin/env bash
-# CPU cost per committed transaction: an older commit against this working tree.
+# Efficiency goals, an older commit against this working tree, in one run.
 #
-#   scripts/efficiency.sh [OLD_COMMIT] [RUNS]
+#   scripts/efficiency.sh [OLD_COMMIT] [RUNS]      # ROWS="..." narrows, KEEP=1 keeps the old worktree
 #
-# Builds OLD_COMMIT (default 6ef6ad0, a baseline without the hot-path work) in a git worktree under
-# /tmp and this working tree, then runs both binaries on the same workloads, alternating old
-# and new so that a change in the machine's load hits both alike:
+# Builds OLD_COMMIT (default 103af40) in a git worktree under /tmp and this working tree, then
+# runs both binaries on every row, alternating old and new so that a change in the machine's
+# load hits both alike, RUNS times (default 3), and prints the medians, old against new, with
+# each row's goal:
 #
-#   tpcc-acid   litmus bench tpcc --warehouses 2 --scale-div 10 --engine acid --clients 16 --net-delay-us 0
-#   tpcc-salt   the same with --engine salt
-#   ycsb-nocc   litmus bench ycsb --engine nocc --net-delay-us 0
+#   tpcc-acid          cpu µs/txn   bench tpcc --warehouses 2 --scale-div 10 --engine acid --clients 16 --net-delay-us 0
+#   ycsb-acid          cpu µs/txn   bench ycsb --engine acid --net-delay-us 0
+#   tpcc-salt-acid     ratio        bench tpcc --warehouses 2 --scale-div 10 --compare acid,salt --sweep clients=8,16,32,64,128 --duration 5
+#   ticketing-salt-acid ratio       bench ticketing --compare acid,salt --sweep clients=8,16,32,64,128 --duration 5
+#   tpcc-paper-sim     ratio        bench tpcc --runtime sim --nodes 10 --cores-per-node 4 --partitions 10 --warehouses 10
+#                                     --scale-div 10 --sync-latency-us 300 --compare acid,salt --sweep clients=64,256,1024 --duration 5
+#   neworder-coordfree ratio        bench tpcc-neworder --partitions 8 --warehouses 8 --compare acid,coordfree --sweep clients=8,32,128 --duration 5
+#   tpcc-granola       ratio        bench tpcc --warehouses 4 --partitions 4 --compare granola-locking,granola --sweep clients=8,32,128 --duration 5
+#   ycsb-omid          ratio        bench ycsb --compare nocc,omid
+#   ycsb8-omid         ratio        bench ycsb --txn-size 8 --compare nocc,omid
+#   oracle-200         commits/s    bench omid-oracle --clients 4 --outstanding 200 --write-set 2
+#   oracle-1           commits/s    bench omid-oracle --clients 4 --outstanding 1 --write-set 2
 #
-# RUNS (default 3) runs each, and prints the medians of the `cpu:` line (process user+sys CPU
-# per committed transaction over the measured window) and of throughput, old vs new, in one
-# table. CPU per transaction is the figure to compare: it changes little with other load on
-# the machine, throughput changes a lot. Environment: DURATION (s, default 10 for TPC-C, half
-# of it for YCSB), KEEP=1 keeps the old worktree.
+# Also by name (not in the default set): tpcc-salt (cpu, the first row with --engine salt) and
+# ycsb-nocc (cpu, bench ycsb --engine nocc --net-delay-us 0). A ratio is the command's last
+# `ratio` line (of peaks, for a sweep); cpu is the `cpu:` line (process user+sys CPU per
+# committed transaction over the measured window), which changes little with other load on
+# the machine, where throughput changes a lot. DURATION (s) sets the cpu rows' runs (default
+# 10 for TPC-C, half of it for YCSB); the other rows keep their commands' durations.
 set -euo pipefail
 
-OLD=${1:-6ef6ad0}
+OLD=${1:-103af40}
 RUNS=${2:-3}
 DURATION=${DURATION:-10}
 YCSB_DURATION=$(( DURATION / 2 > 0 ? DURATION / 2 : 1 ))
@@ -45,54 +56,73 @@ cleanup() {
 }
 trap cleanup EXIT
 
-workload_args() {
+DEFAULT_ROWS="tpcc-acid ycsb-acid tpcc-salt-acid ticketing-salt-acid tpcc-paper-sim neworder-coordfree tpcc-granola ycsb-omid ycsb8-omid oracle-200 oracle-1"
+ROWS=${ROWS:-$DEFAULT_ROWS}
+
+# "KIND GOAL ARGS...": KIND is what the row reads (cpu, ratio, commits).
+row_spec() {
     case $1 in
-        tpcc-acid) echo "tpcc --warehouses 2 --scale-div 10 --engine acid --clients 16 --net-delay-us 0 --duration $DURATION" ;;
-        tpcc-salt) echo "tpcc --warehouses 2 --scale-div 10 --engine salt --clients 16 --net-delay-us 0 --duration $DURATION" ;;
-        ycsb-nocc) echo "ycsb --engine nocc --net-delay-us 0 --duration $YCSB_DURATION" ;;
+        tpcc-acid) echo "cpu <=60 tpcc --warehouses 2 --scale-div 10 --engine acid --clients 16 --net-delay-us 0 --duration $DURATION" ;;
+        tpcc-salt) echo "cpu - tpcc --warehouses 2 --scale-div 10 --engine salt --clients 16 --net-delay-us 0 --duration $DURATION" ;;
+        ycsb-acid) echo "cpu <=20 ycsb --engine acid --net-delay-us 0 --duration $YCSB_DURATION" ;;
+        ycsb-nocc) echo "cpu - ycsb --engine nocc --net-delay-us 0 --duration $YCSB_DURATION" ;;
+        tpcc-salt-acid) echo "ratio >=2.5 tpcc --warehouses 2 --scale-div 10 --compare acid,salt --sweep clients=8,16,32,64,128 --duration 5" ;;
+        ticketing-salt-acid) echo "ratio >=3 ticketing --compare acid,salt --sweep clients=8,16,32,64,128 --duration 5" ;;
+        tpcc-paper-sim) echo "ratio >=3 tpcc --runtime sim --nodes 10 --cores-per-node 4 --partitions 10 --warehouses 10 --scale-div 10 --sync-latency-us 300 --compare acid,salt --sweep clients=64,256,1024 --duration 5" ;;
+        neworder-coordfree) echo "ratio >=4 tpcc-neworder --partitions 8 --warehouses 8 --compare acid,coordfree --sweep clients=8,32,128 --duration 5" ;;
+        tpcc-granola) echo "ratio >=2 tpcc --warehouses 4 --partitions 4 --compare granola-locking,granola --sweep clients=8,32,128 --duration 5" ;;
+        ycsb-omid) echo "ratio >=0.8 ycsb --compare nocc,omid" ;;
+        ycsb8-omid) echo "ratio >=0.8 ycsb --txn-size 8 --compare nocc,omid" ;;
+        oracle-200) echo "commits >=200000 omid-oracle --clients 4 --outstanding 200 --write-set 2" ;;
+        oracle-1) echo "commits >=30000 omid-oracle --clients 4 --outstanding 1 --write-set 2" ;;
+        *) echo "unknown row: $1" >&2; exit 2 ;;
     esac
 }
 
-# One run: prints "cpu_us txn_per_s" (cpu "nan" when the binary prints no cpu: line).
+# One run of one row: prints its value ("nan" when the run failed or printed none).
 one_run() {
-    local bin=$1 w=$2 out
-    # shellcheck disable=SC2046
-    out=$("$bin" bench $(workload_args "$w") 2>&1) || { echo "run failed: $bin bench $(workload_args "$w")" >&2; echo "$out" | tail -5 >&2; echo "nan nan"; return; }
-    if ! echo "$out" | grep -q '^verify: ok'; then
-        echo "verification failed: $bin bench $(workload_args "$w")" >&2
+    local bin=$1 kind=$2 out value
+    shift 2
+    out=$("$bin" bench "$@" 2>&1) || { echo "run failed: $bin bench $*" >&2; echo "$out" | tail -5 >&2; echo nan; return; }
+    if echo "$out" | grep -q '^verify:' && echo "$out" | grep '^verify:' | grep -vq 'ok'; then
+        echo "verification failed: $bin bench $*" >&2
         echo "$out" | grep '^verify' >&2
     fi
-    local cpu tput
-    cpu=$(echo "$out" | sed -n 's/^cpu: \([0-9.]*\) µs.*/\1/p' | head -1)
-    tput=$(echo "$out" | sed -n 's/^throughput: \([0-9.]*\) txn\/s.*/\1/p' | head -1)
-    echo "${cpu:-nan} ${tput:-nan}"
+    case $kind in
+        cpu) value=$(echo "$out" | sed -n 's/^cpu: \([0-9.]*\) µs.*/\1/p' | head -1) ;;
+        ratio) value=$(echo "$out" | sed -n 's/^ratio [^=]*= \([0-9.]*\).*/\1/p' | tail -1) ;;
+        commits) value=$(echo "$out" | sed -n 's/^commits\/s: \([0-9.]*\).*/\1/p' | tail -1) ;;
+    esac
+    echo "${value:-nan}"
 }
 
 median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 
-WORKLOADS="tpcc-acid tpcc-salt ycsb-nocc"
 RESULTS=$(mktemp)
-for w in $WORKLOADS; do
+for r in $ROWS; do
+    read -r kind goal args <<<"$(row_spec "$r")"
     for i in $(seq 1 "$RUNS"); do
         for side in old new; do
             bin=$OLD_BIN
             [ $side = new ] && bin=$NEW_BIN
-            r=$(one_run "$bin" "$w")
-            echo "$w $side $r" >>"$RESULTS"
-            echo "  $w $side run $i: cpu ${r% *} µs/txn, ${r#* } txn/s" >&2
+            # shellcheck disable=SC2086
+            v=$(one_run "$bin" "$kind" $args)
+            echo "$r $side $v" >>"$RESULTS"
+            echo "  $r $side run $i: $kind $v" >&2
         done
     done
 done
 
-printf '\n%-10s %14s %14s %8s %12s %12s %8s\n' workload "old cpu µs/txn" "new cpu µs/txn" "cpu x" "old txn/s" "new txn/s" "tput x"
-for w in $WORKLOADS; do
-    oc=$(awk -v w="$w" '$1==w && $2=="old" {print $3}' "$RESULTS" | median)
-    nc=$(awk -v w="$w" '$1==w && $2=="new" {print $3}' "$RESULTS" | median)
-    ot=$(awk -v w="$w" '$1==w && $2=="old" {print $4}' "$RESULTS" | median)
-    nt=$(awk -v w="$w" '$1==w && $2=="new" {print $4}' "$RESULTS" | median)
-    cx=$(awk -v a="$oc" -v b="$nc" 'BEGIN {if (b+0 > 0) printf "%.2f", a/b; else print "n/a"}')
-    tx=$(awk -v a="$ot" -v b="$nt" 'BEGIN {if (a+0 > 0) printf "%.2f", b/a; else print "n/a"}')
-    printf '%-10s %14.0f %14.0f %8s %12.0f %12.0f %8s\n' "$w" "$oc" "$nc" "$cx" "$ot" "$nt" "$tx"
+printf '\n%-20s %-10s %12s %12s %8s %10s  %s\n' row measure old new "new/old" goal runs
+for r in $ROWS; do
+    read -r kind goal _ <<<"$(row_spec "$r")"
+    o=$(awk -v r="$r" '$1==r && $2=="old" {print $3}' "$RESULTS" | median)
+    n=$(awk -v r="$r" '$1==r && $2=="new" {print $3}' "$RESULTS" | median)
+    runs=$(awk -v r="$r" '$1==r {printf "%s%s", sep, $3; sep=" "}' "$RESULTS")
+    x=$(awk -v a="$o" -v b="$n" 'BEGIN {if (a+0 > 0) printf "%.2f", b/a; else print "n/a"}')
+    unit=$kind
+    [ "$kind" = cpu ] && unit="cpu µs/txn"
+    printf '%-20s %-10s %12s %12s %8s %10s  %s\n' "$r" "$unit" "$o" "$n" "$x" "$goal" "(old new alternated: $runs)"
 done
-echo "(medians of $RUNS runs; old = $OLD_SHA, new = $(git -C "$ROOT" rev-parse --short HEAD); cpu x = old/new, tput x = new/old)"
+echo "(medians of $RUNS runs; old = $OLD_SHA, new = $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet || echo '+dirty'); machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB)"
 rm -f "$RESULTS"
