@@ -10,7 +10,8 @@
 # (coordinator and partition code of an engine are in the engine's crate, the generic
 # coordinator in litmus_protocol, the node loop, queues and logs in litmus_runtime and
 # litmus_storage, raft in litmus_replication/raft), the allocator, the kernel (system calls,
-# page faults, wake-ups) and the rest of the standard library. The load and verify phases
+# page faults, wake-ups) and the rest of the standard library (generic code our crates
+# instantiate, iterator folds and `Arc` clones, lands there too). The load and verify phases
 # are sampled too: compare shares between runs of one workload, and read the bench's `cpu:`
 # line (measured window only) for the absolute cost. Environment: FREQ (Hz, default 999),
 # BIN (default target/release/litmus, built first), OUT (keeps perf.data there).
