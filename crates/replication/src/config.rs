@@ -64,8 +64,13 @@ pub struct GroupConfig {
     /// Every voter, this member included. Fixed: membership changes are not built.
     pub voters: Vec<ReplicaId>,
     /// Ticks without hearing from a leader before a follower campaigns (the randomized timeout is
-    /// drawn from `[election_ticks, 2 * election_ticks)` with the group's seeded RNG).
+    /// drawn from `[election_ticks, election_ticks + election_spread_ticks)` with the group's
+    /// seeded RNG).
     pub election_ticks: usize,
+    /// The width of the randomized election timeout's range: wide enough that two followers
+    /// rarely campaign at once (a split vote costs another timeout), narrow enough that the
+    /// longest timeout stays near the shortest (the failover time is the longest).
+    pub election_spread_ticks: usize,
     /// Ticks between a leader's heartbeats.
     pub heartbeat_ticks: usize,
     pub read_mode: ReadMode,
@@ -106,6 +111,7 @@ impl GroupConfig {
             id,
             voters,
             election_ticks: 10,
+            election_spread_ticks: 10,
             heartbeat_ticks: 2,
             read_mode: ReadMode::Lease,
             reads_pending_max: 10_000,
@@ -155,6 +161,9 @@ impl GroupConfig {
                 "election_ticks ({}) must exceed heartbeat_ticks ({}) > 0",
                 self.election_ticks, self.heartbeat_ticks
             ));
+        }
+        if self.election_spread_ticks == 0 {
+            return bad("election_spread_ticks must be at least 1".into());
         }
         if self.lease_margin_ticks == 0 || self.lease_margin_ticks >= self.election_ticks {
             return bad(format!(

@@ -128,7 +128,7 @@ impl ReplicaGroup {
             election_tick: et,
             heartbeat_tick: cfg.heartbeat_ticks,
             min_election_tick: et,
-            max_election_tick: 2 * et,
+            max_election_tick: et + cfg.election_spread_ticks,
             applied,
             max_size_per_msg: cfg.append_bytes_max,
             max_inflight_msgs: cfg.inflight_appends_max,
@@ -752,7 +752,7 @@ impl ReplicaGroup {
         let (term, state, leader) = (self.raw.raft.term, self.raw.raft.state, self.raw.raft.leader_id);
         if (term, state) != self.observed {
             let et = self.cfg.election_ticks;
-            let t = self.rng.gen_range(et..2 * et);
+            let t = self.rng.gen_range(et..et + self.cfg.election_spread_ticks);
             self.raw.raft.set_randomized_election_timeout(t);
             if state != StateRole::Leader || term != self.observed.0 {
                 self.lease_acks.clear();

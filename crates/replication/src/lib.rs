@@ -35,7 +35,8 @@
 //!   (hard state, the owner's latest snapshot, the entries after it). The owner's state
 //!   machine restarts from that snapshot; raft re-emits the committed entries after it.
 //! * **Time is ticks, randomness is a seed**: the election timeout is drawn from
-//!   `[election_ticks, 2 * election_ticks)` with a `ChaCha8Rng` seeded by the owner. raft-rs
+//!   `[election_ticks, election_ticks + election_spread_ticks)` with a `ChaCha8Rng` seeded by
+//!   the owner. raft-rs
 //!   draws it from a thread RNG on every change of term or role; [`ReplicaGroup`] redraws it
 //!   from the seeded RNG after every call in which term or role changed (raft-rs resets the
 //!   timeout only then), so the thread RNG's value is never used.

@@ -74,20 +74,30 @@ use std::time::Duration;
 mod owed;
 pub use owed::OWED_MAX_TICKS;
 
-/// Election timeout in ticks of [`TICK_INTERVAL_MS`]: 250 ms, so a new leader is elected
-/// within 250–600 ms of the old one's last heartbeat, inside a one-second failover, while a
-/// node thread descheduled for a tenth of a second on a loaded machine does not lose its
-/// leaderships (100 ms did, over and over, on two shared cores).
-pub const ELECTION_TICKS: usize = 50;
+/// Election timeout in ticks of [`TICK_INTERVAL_MS`]: 500 ms, drawn up to
+/// [`ELECTION_SPREAD_TICKS`] longer, so a new leader is elected 500–750 ms after the old one's
+/// last heartbeat, inside a one-second failover. A node's one protocol thread sends its
+/// leaders' heartbeats between steps, and on a machine whose cores are all busy a step can take
+/// 100–330 ms (a partition applying a 100,000-row entry): with 250 ms, leaders changed every
+/// second or so, and `pgbench -i` on 3 nodes failed 6 times in 6 with both cores busy beside
+/// it; with 500 ms it passed 7 in 7 (docs/results/sql.md). 100 ms lost leaderships even to a
+/// thread descheduled for a tenth of a second.
+pub const ELECTION_TICKS: usize = 100;
+/// The randomized election timeout's spread: 250 ms. Narrower, two followers campaigned close
+/// enough together to fail the first election now and then, and a second one costs a whole
+/// timeout more (100 ms: the simulated oracle failover took 1.2 s in 1 of 20 seeds; 250 ms:
+/// 0.5–0.81 s in all 20).
+pub const ELECTION_SPREAD_TICKS: usize = 50;
 /// Heartbeat interval in ticks: 25 ms, ten heartbeats per election timeout.
 pub const HEARTBEAT_TICKS: usize = 5;
 /// The largest proposal: a step's records past it are split over several proposals. Raft
 /// still sends one entry past its append limit, so this plus that limit (256 KiB) stays under
 /// the 1 MiB frame limit.
 pub const PROPOSAL_BYTES_MAX: usize = 512 * 1024;
-/// Requests waiting for a leader (or for this leader's lease) are dropped after this long:
+/// Requests waiting for a leader (or for this leader's lease) are dropped after this long (two
+/// election timeouts, so a failover does not drop them):
 /// coordinators resend or time out as for a lost message.
-pub const PARKED_MAX_AGE: Duration = Duration::from_millis(500);
+pub const PARKED_MAX_AGE: Duration = Duration::from_millis(2 * ELECTION_TICKS as u64 * TICK_INTERVAL_MS);
 /// Requests a replica parks at most; past it the oldest is dropped.
 pub const PARKED_MAX: usize = 4096;
 /// A leader that is not its partition's home hands leadership back to the home replica once it
@@ -394,6 +404,7 @@ impl Replica {
         let home = voters.first().copied().unwrap_or(me);
         let mut cfg = GroupConfig::new(ReplicaId::of_node(me), voters.into_iter().map(ReplicaId::of_node).collect());
         cfg.election_ticks = ELECTION_TICKS;
+        cfg.election_spread_ticks = ELECTION_SPREAD_TICKS;
         cfg.heartbeat_ticks = HEARTBEAT_TICKS;
         cfg.proposal_bytes_max = PROPOSAL_BYTES_MAX;
         Replica {
