@@ -36,7 +36,7 @@ pub mod types;
 
 pub use catalog::{rows_table, ROWS_TABLE};
 pub use error::{sqlstate, SqlError};
-pub use session::{Output, Session, TxnStatus, RETRY_INHERIT_WITHIN};
+pub use session::{Output, Session, TxnStatus, IMPLICIT_RETRIES_MAX, RETRY_INHERIT_WITHIN};
 pub use types::{Datum, SqlType};
 
 use std::sync::atomic::{AtomicU64, Ordering};

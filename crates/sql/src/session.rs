@@ -37,7 +37,10 @@
 //! KEY`, a `psql` script — then see no abort a retry would have cured: a lock conflict, or a
 //! replica group's leader change under a long statement. A commit whose outcome is unknown
 //! (`40003`) is never retried, and a statement inside a block never is (the client owns that
-//! transaction).
+//! transaction). Nor is a statement whose begin did not run because no coordinator leader
+//! was reachable (an election: `Unavailable`, nothing begun) failed at once: it begins again
+//! after a pause that grows by [`BEGIN_UNAVAILABLE_PAUSE`] per attempt, within the same bounds,
+//! so an election of 0.5–0.75 s is waited out.
 
 use crate::catalog::{object_name, table_def};
 use crate::error::{sqlstate, SqlError};
@@ -56,6 +59,9 @@ use std::time::{Duration, Instant};
 pub const IMPLICIT_RETRIES_MAX: u32 = 10;
 /// No attempt of a statement outside a transaction block begins this long after its first.
 pub const IMPLICIT_RETRY_WITHIN: Duration = Duration::from_secs(30);
+/// How much longer each pause before beginning again grows, when a statement outside a
+/// transaction block found no coordinator leader to begin with (see the module doc).
+pub const BEGIN_UNAVAILABLE_PAUSE: Duration = Duration::from_millis(100);
 
 /// What a statement produced.
 #[derive(Debug, PartialEq)]
@@ -120,6 +126,8 @@ pub struct Session {
     first_began: Instant,
     /// The last transaction, if it ended in a retryable abort.
     aborted: Option<Aborted>,
+    /// The last begin did not run (no coordinator leader was reachable): nothing was begun.
+    begin_did_not_run: bool,
 }
 
 fn isolation_of(level: &TransactionIsolationLevel) -> Isolation {
@@ -173,6 +181,7 @@ impl Session {
             cancel,
             first_began: Instant::now(),
             aborted: None,
+            begin_did_not_run: false,
         }
     }
 
@@ -296,17 +305,17 @@ impl Session {
         let first = Instant::now();
         let mut attempts = 1;
         loop {
-            match self.in_txn(&mut f) {
-                Err(e)
-                    if e.is_retryable_abort()
-                        && attempts < IMPLICIT_RETRIES_MAX
-                        && first.elapsed() < IMPLICIT_RETRY_WITHIN
-                        && !self.cancel.load(Ordering::Relaxed) =>
-                {
-                    attempts += 1;
-                }
+            self.begin_did_not_run = false;
+            let out = self.in_txn(&mut f);
+            let again = attempts < IMPLICIT_RETRIES_MAX
+                && first.elapsed() < IMPLICIT_RETRY_WITHIN
+                && !self.cancel.load(Ordering::Relaxed);
+            match out {
+                Err(e) if again && e.is_retryable_abort() => {}
+                Err(_) if again && self.begin_did_not_run => std::thread::sleep(BEGIN_UNAVAILABLE_PAUSE * attempts),
                 out => return out,
             }
+            attempts += 1;
         }
     }
 
@@ -348,7 +357,10 @@ impl Session {
         let now = Instant::now();
         self.first_began = first_attempt_began(self.aborted.take(), now);
         let retrying_for = now.saturating_duration_since(self.first_began);
-        let txn = self.client.begin_retry(isolation, retrying_for).map_err(begin_error)?;
+        let txn = self.client.begin_retry(isolation, retrying_for).map_err(|e| {
+            self.begin_did_not_run = matches!(e, litmus_core::Error::Unavailable { outcome_unknown: false, .. });
+            begin_error(e)
+        })?;
         self.state = State::Open(txn.detach());
         Ok(())
     }

@@ -467,3 +467,56 @@ fn a_transaction_begun_right_after_a_retryable_abort_keeps_the_first_attempts_ag
     assert_eq!(rows(&mut setup, "SELECT v FROM r"), vec![vec!["3"]], "aborted commits changed nothing");
     c.shutdown().unwrap();
 }
+
+/// A transport whose first `fail_begins` begins find no coordinator leader (`Unavailable`, the
+/// request did not run), as during an election of the coordinator's replica group.
+struct LeaderlessBegins {
+    inner: Box<dyn litmus_client::Transport>,
+    fail_begins: usize,
+    begins: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl litmus_client::Transport for LeaderlessBegins {
+    fn request(
+        &mut self,
+        body: litmus_protocol::message::RequestBody,
+    ) -> Result<litmus_protocol::message::ResponseBody, litmus_core::Error> {
+        if let litmus_protocol::message::RequestBody::Begin { .. } = body {
+            let n = self.begins.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if n < self.fail_begins {
+                return Err(litmus_core::Error::unavailable("no leader reachable; the request did not run"));
+            }
+        }
+        self.inner.request(body)
+    }
+}
+
+/// A statement outside a block whose begin found no coordinator leader begins again after a
+/// pause (nothing was begun), so an election does not fail it; inside a block the client's
+/// `BEGIN` is not retried; past `IMPLICIT_RETRIES_MAX` attempts the error reaches the client.
+#[test]
+fn a_statement_whose_begin_found_no_leader_begins_again() {
+    let c = cluster(litmus_engines::ACID);
+    let mut setup = session(&c, 15);
+    run(&mut setup, "CREATE TABLE e (k INT PRIMARY KEY, v INT); INSERT INTO e VALUES (1, 0)").unwrap();
+    let leaderless = |fail_begins| {
+        let begins = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let transport = LeaderlessBegins { inner: Box::new(c.transport()), fail_begins, begins: begins.clone() };
+        (Session::new(Client::new(Box::new(transport)), 16), begins)
+    };
+    let begun = |b: &Arc<std::sync::atomic::AtomicUsize>| b.load(std::sync::atomic::Ordering::Relaxed);
+
+    let (mut s, begins) = leaderless(2);
+    run(&mut s, "UPDATE e SET v = v + 1 WHERE k = 1").unwrap();
+    assert_eq!(begun(&begins), 3, "two begins that did not run, then one that did");
+
+    let (mut s, begins) = leaderless(1);
+    assert_eq!(code(&mut s, "BEGIN"), "08006", "the client's own BEGIN is its to retry");
+    assert_eq!(begun(&begins), 1);
+
+    let (mut s, begins) = leaderless(usize::MAX);
+    assert_eq!(code(&mut s, "UPDATE e SET v = v + 1 WHERE k = 1"), "08006");
+    assert_eq!(begun(&begins), litmus_sql::IMPLICIT_RETRIES_MAX as usize);
+    assert_eq!(rows(&mut setup, "SELECT v FROM e"), vec![vec!["1"]], "applied once");
+    c.shutdown().unwrap();
+}
