@@ -103,7 +103,7 @@ pub const PARKED_MAX: usize = 4096;
 /// A leader that is not its partition's home hands leadership back to the home replica once it
 /// has led this long and the home is caught up and answering: leaders return to where the
 /// placement put them after a failover, which spreads them evenly over the nodes. Four
-/// election timeouts (1 s), so a home that restarts serves again soon after it caught up, but
+/// election timeouts (2 s), so a home that restarts serves again soon after it caught up, but
 /// a node that flaps is not handed leaderships it loses at once.
 pub const RETURN_HOME_AFTER_TICKS: u64 = 4 * ELECTION_TICKS as u64;
 /// The return home waits while transactions hold volatile work on the partition (a hand-over
