@@ -15,6 +15,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The tests take turns: one of them breaks rules process-wide.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn seeds(default: u64) -> u64 {
     std::env::var("REPLICA_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
@@ -47,9 +50,11 @@ fn crashes(seed: u64) -> SimConfig {
 fn crashes_and_cuts(seed: u64) -> SimConfig {
     let mut cfg = crashes(seed);
     cfg.faults.crash = 0.2;
-    cfg.faults.partition = 0.4;
-    cfg.faults.outage_min = Duration::from_millis(400);
-    cfg.faults.outage_max = Duration::from_millis(1200);
+    cfg.faults.partition = 0.8;
+    // Frequent cuts, most outlasting an election timeout (500–750 ms), so cut-off leaders are
+    // deposed with proposals in flight.
+    cfg.faults.outage_min = Duration::from_millis(600);
+    cfg.faults.outage_max = Duration::from_millis(1800);
     cfg
 }
 
@@ -88,6 +93,7 @@ fn first_failure(
 
 #[test]
 fn replication_rules_broken_on_purpose_are_caught() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let n = seeds(30);
     // A leader that answers before its records commit loses acknowledged writes when it
     // crashes and a replica that never had them takes over.
@@ -104,9 +110,13 @@ fn replication_rules_broken_on_purpose_are_caught() {
     // A deposed leader that keeps effects of proposals that never committed ends up holding
     // rows its group never agreed on: the simulator's end-of-run check that every replica of
     // a partition applied the same entries and holds the same rows fails.
-    let diverged = first_failure(BREAK_KEEP_SPECULATIVE_STATE, litmus_engines::ACID, n, crashes_and_cuts, |_| {});
+    // On the current schedules the first seed that catches it is 37.
+    let n_diverged = seeds(60);
     let diverged =
-        diverged.unwrap_or_else(|| panic!("no seed of {n} caught a deposed leader keeping uncommitted state"));
+        first_failure(BREAK_KEEP_SPECULATIVE_STATE, litmus_engines::ACID, n_diverged, crashes_and_cuts, |_| {});
+    let diverged =
+        diverged.unwrap_or_else(|| panic!("no seed of {n_diverged} caught a deposed leader keeping uncommitted state"));
+    eprintln!("caught: answering before commit at seed {early}, serving without a lease at {stale}, keeping uncommitted state at {diverged}");
     run(litmus_engines::ACID, diverged, crashes_and_cuts(diverged), |_| {}).unwrap();
     // The same schedules pass with the rules kept.
     run(litmus_engines::ACID, early, crashes(early), |_| {}).unwrap();
@@ -117,6 +127,7 @@ fn replication_rules_broken_on_purpose_are_caught() {
 /// vote and catch up, no acknowledged write is lost, and at the end every replica agrees.
 #[test]
 fn a_node_that_lost_its_data_rejoins_and_catches_up() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for seed in 0..seeds(6) {
         let engine = litmus_engines::ACID;
         let mut sim = Simulator::new(spec(engine, seed), SimConfig::new(seed)).unwrap();
@@ -134,6 +145,7 @@ fn a_node_that_lost_its_data_rejoins_and_catches_up() {
 /// spreads homes.
 #[test]
 fn raft_3_10_leaders_return_to_their_home_nodes_after_a_failover() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for seed in 0..seeds(4) {
         let engine = litmus_engines::ACID;
         let spec = spec(engine, seed);
@@ -160,6 +172,7 @@ fn raft_3_10_leaders_return_to_their_home_nodes_after_a_failover() {
 /// refused.
 #[test]
 fn raft_3_10_leaders_return_home_only_after_long_transactions_end() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     use litmus_core::{PartitionId, Value};
     use litmus_protocol::message::{RequestBody, ResponseBody};
     use litmus_protocol::op::{Op, OpResult};
@@ -195,6 +208,7 @@ fn raft_3_10_leaders_return_home_only_after_long_transactions_end() {
 /// cluster's first load meets no hand-over. Seen to fail without the campaign.
 #[test]
 fn a_new_cluster_s_partitions_are_led_from_their_homes_from_the_start() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for seed in 0..seeds(8) {
         let spec = spec(litmus_engines::ACID, seed);
         let topology = spec.topology;
