@@ -103,6 +103,10 @@ fn compare_replication_prints_the_ratio_last_and_writes_both_runs() {
     let last = out.lines().last().unwrap();
     assert!(last.starts_with("ratio replication-on/replication-off = "), "{out}");
     assert!(out.contains("piggyback bytes:"), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("cpu: ") && l.contains("µs per commit on the oracle's node thread")),
+        "{out}"
+    );
     let v = read_json(&json);
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2);
@@ -111,6 +115,9 @@ fn compare_replication_prints_the_ratio_last_and_writes_both_runs() {
         assert!(r["commits"].as_u64().unwrap() > 0, "{r}");
         assert!(r["recovery_ms"].as_f64().unwrap() > 0.0 && r["log_bytes"].as_u64().unwrap() > 0, "{r}");
     }
+    // The server's threads did the commits' work (the clients' threads are not counted).
+    let server_cpu: f64 = runs.iter().map(|r| r["server_cpu_us_per_commit"].as_f64().unwrap()).sum();
+    assert!(server_cpu > 0.0, "{runs:?}");
     // Without replication nothing is piggybacked; with it every commit of the other client is.
     assert_eq!(runs[0]["piggyback_entries_mean"].as_f64(), Some(0.0));
     assert!(runs[1]["piggyback_entries_mean"].as_f64().unwrap() > 0.5, "{}", runs[1]);

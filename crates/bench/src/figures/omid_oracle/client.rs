@@ -27,7 +27,7 @@ fn start_server(spec: &RunSpec, dir: &Path) -> anyhow::Result<(String, Arc<Atomi
     let server_stop = Arc::new(AtomicBool::new(false));
     let server_stopping = server_stop.clone();
     let server = std::thread::Builder::new()
-        .name("omid-oracle-server".into())
+        .name(SERVER_THREAD.into())
         .spawn(move || {
             if let Err(e) = serve_until(cfg, catalog, registry, server_stopping) {
                 eprintln!("{NAME}: server failed: {e}");
@@ -85,10 +85,13 @@ pub(super) fn run_one(spec: &RunSpec, replication: bool, dir: &Path) -> anyhow::
     std::thread::sleep(spec.warmup);
     measuring.store(true, Ordering::SeqCst);
     let window = Instant::now();
+    let cpu_before = server_cpu();
     std::thread::sleep(spec.duration);
     // Close the window first: a reply that arrives after it is not counted.
     measuring.store(false, Ordering::SeqCst);
+    let cpu_after = server_cpu();
     let measured_secs = window.elapsed().as_secs_f64();
+
     stop.store(true, Ordering::SeqCst);
     let (mut commits, mut aborts, mut pushes, mut normal_commits) = (0, 0, 0, 0);
     let (mut entries, mut bytes, mut slow_bytes) = (Moments::default(), Moments::default(), Moments::default());
@@ -139,7 +142,54 @@ pub(super) fn run_one(spec: &RunSpec, replication: bool, dir: &Path) -> anyhow::
         measured_secs,
         recovery,
         log_bytes,
+        oracle_thread_cpu_us_per_commit: per_commit(cpu_before, cpu_after, |c| c.0, commits),
+        server_cpu_us_per_commit: per_commit(cpu_before, cpu_after, |c| c.1, commits),
     })
+}
+
+/// The server's thread that runs the node (the oracle's machine): [`server_cpu`] finds it by
+/// this name (a thread's name in `/proc` keeps its first 15 bytes).
+const SERVER_THREAD: &str = "omid-oracle-server";
+
+/// Microseconds of CPU per commit between two [`server_cpu`] readings, of the part `pick` takes.
+fn per_commit(
+    before: Option<(u64, u64)>,
+    after: Option<(u64, u64)>,
+    pick: fn((u64, u64)) -> u64,
+    commits: u64,
+) -> Option<f64> {
+    let ticks = pick(after?).saturating_sub(pick(before?));
+    (commits > 0).then(|| ticks as f64 * 10_000.0 / commits as f64)
+}
+
+/// CPU (user + system, in clock ticks of 10 ms, Linux's `USER_HZ`) of the server's threads in
+/// this process, from `/proc/self/task`: its node thread (named by [`start_server`]), and it
+/// plus every other thread that is not a client's (`omid-client-*`) or this one. `None` where
+/// the files cannot be read.
+fn server_cpu() -> Option<(u64, u64)> {
+    let me = std::fs::read_to_string("/proc/thread-self/comm").ok()?;
+    let (mut node, mut server) = (0, 0);
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let dir = task.ok()?.path();
+        let (Ok(comm), Ok(stat)) =
+            (std::fs::read_to_string(dir.join("comm")), std::fs::read_to_string(dir.join("stat")))
+        else {
+            continue; // the thread ended meanwhile
+        };
+        // Fields after the command's closing parenthesis: state is the 3rd field, utime the
+        // 14th and stime the 15th.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        let comm = comm.trim_end();
+        if comm.starts_with("omid-client") || comm == me.trim_end() {
+            continue;
+        }
+        if SERVER_THREAD.starts_with(comm) {
+            node += ticks;
+        }
+        server += ticks;
+    }
+    Some((node, server))
 }
 
 /// Fig. 12: copies the oracle's log directory (the server keeps running) and times a fresh

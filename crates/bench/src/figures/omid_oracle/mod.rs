@@ -351,6 +351,12 @@ pub struct OracleReport {
     pub measured_secs: f64,
     pub recovery: Duration,
     pub log_bytes: u64,
+    /// CPU per commit in the measured window (µs, user + system): the oracle's node thread
+    /// (which steps the oracle, logs and answers), and every server thread (the node thread
+    /// and the I/O threads that read and write the clients' connections). `None` where
+    /// `/proc/self/task` cannot be read.
+    pub oracle_thread_cpu_us_per_commit: Option<f64>,
+    pub server_cpu_us_per_commit: Option<f64>,
 }
 
 /// [`OracleReport`] as written to `--json`: settings and headline numbers.
@@ -387,6 +393,9 @@ pub struct OracleSummary {
     pub pushes_per_sec: f64,
     pub recovery_ms: f64,
     pub log_bytes: u64,
+    /// [`OracleReport::oracle_thread_cpu_us_per_commit`], [`OracleReport::server_cpu_us_per_commit`].
+    pub oracle_thread_cpu_us_per_commit: Option<f64>,
+    pub server_cpu_us_per_commit: Option<f64>,
 }
 
 impl OracleSummary {
@@ -419,6 +428,8 @@ impl OracleSummary {
             pushes_per_sec: r.pushes as f64 / r.measured_secs.max(f64::MIN_POSITIVE),
             recovery_ms: r.recovery.as_secs_f64() * 1e3,
             log_bytes: r.log_bytes,
+            oracle_thread_cpu_us_per_commit: r.oracle_thread_cpu_us_per_commit,
+            server_cpu_us_per_commit: r.server_cpu_us_per_commit,
         }
     }
 }
@@ -852,6 +863,12 @@ fn print_report(out: &mut dyn Write, spec: &RunSpec, r: &OracleReport) -> std::i
         r.piggyback_bytes.stdev(),
         r.pushes
     )?;
+    if let (Some(oracle), Some(server)) = (r.oracle_thread_cpu_us_per_commit, r.server_cpu_us_per_commit) {
+        writeln!(
+            out,
+            "cpu: {oracle:.2} µs per commit on the oracle's node thread, {server:.2} µs on every server thread (node and I/O)"
+        )?;
+    }
     writeln!(out, "recovery: {:.1} ms from a {} byte log directory", r.recovery.as_secs_f64() * 1e3, r.log_bytes)
 }
 
