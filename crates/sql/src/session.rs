@@ -312,7 +312,17 @@ impl Session {
                 && !self.cancel.load(Ordering::Relaxed);
             match out {
                 Err(e) if again && e.is_retryable_abort() => {}
-                Err(_) if again && self.begin_did_not_run => std::thread::sleep(BEGIN_UNAVAILABLE_PAUSE * attempts),
+                Err(_) if again && self.begin_did_not_run => {
+                    std::thread::sleep(BEGIN_UNAVAILABLE_PAUSE * attempts);
+                    // A cancel during the pause ends the statement (the next attempt would
+                    // clear the flag before looking at it).
+                    if self.cancel.load(Ordering::Relaxed) {
+                        return Err(SqlError::new(
+                            sqlstate::QUERY_CANCELED,
+                            "canceling statement due to user request".into(),
+                        ));
+                    }
+                }
                 out => return out,
             }
             attempts += 1;

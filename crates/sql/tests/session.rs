@@ -517,6 +517,17 @@ fn a_statement_whose_begin_found_no_leader_begins_again() {
     let (mut s, begins) = leaderless(usize::MAX);
     assert_eq!(code(&mut s, "UPDATE e SET v = v + 1 WHERE k = 1"), "08006");
     assert_eq!(begun(&begins), litmus_sql::IMPLICIT_RETRIES_MAX as usize);
+
+    // A cancel during a pause ends the statement there.
+    let (mut s, begins) = leaderless(usize::MAX);
+    let cancel = s.canceller();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    assert_eq!(code(&mut s, "UPDATE e SET v = v + 1 WHERE k = 1"), "57014");
+    canceller.join().unwrap();
+    assert!(begun(&begins) < litmus_sql::IMPLICIT_RETRIES_MAX as usize, "ended at the cancel");
     assert_eq!(rows(&mut setup, "SELECT v FROM e"), vec![vec!["1"]], "applied once");
     c.shutdown().unwrap();
 }

@@ -86,7 +86,7 @@ fn opened(c: &mut SyncCluster) -> bool {
 }
 
 #[test]
-fn a_deposed_coordinator_aborts_a_commit_its_decision_record_did_not_reach() {
+fn presumed_abort_a_deposed_coordinator_aborts_a_commit_its_decision_record_did_not_reach() {
     let mut c = SyncCluster::new(litmus_locking::ACID, bank::catalog(), bank::registry(), PARTITIONS);
     committing(&mut c, false);
     let mut out = Effects::default();
@@ -97,7 +97,7 @@ fn a_deposed_coordinator_aborts_a_commit_its_decision_record_did_not_reach() {
 }
 
 #[test]
-fn a_deposed_coordinator_owes_committed_to_a_commit_whose_decision_it_logged() {
+fn presumed_abort_a_deposed_coordinator_owes_committed_to_a_commit_whose_decision_it_logged() {
     let mut c = SyncCluster::new(litmus_locking::ACID, bank::catalog(), bank::registry(), PARTITIONS);
     committing(&mut c, true);
     let mut out = Effects::default();

@@ -99,11 +99,12 @@ mod tests {
             .collect()
     }
 
-    /// The answer held for an entry is sent when the group commits that entry in the term it
-    /// was proposed in, and becomes "outcome unknown" when another leader's entry takes its
+    /// Raft §3.5 (an entry is known by its index and term; a new leader overwrites a
+    /// follower's entries that conflict with its own): the answer held for an entry is sent
+    /// when the group commits that entry in the term it was proposed in, and becomes "outcome unknown" when another leader's entry takes its
     /// place or a snapshot covers it; answers for later entries wait.
     #[test]
-    fn an_owed_answer_is_sent_only_if_its_entry_commits_in_its_term() {
+    fn raft_3_5_an_owed_answer_is_sent_only_if_its_entry_commits_in_its_term() {
         let mut owed = Owed::default();
         owed.owe(LogPosition { index: 5, term: 2 }, 0, answer(1));
         owed.owe(LogPosition { index: 6, term: 2 }, 0, answer(2));
