@@ -80,7 +80,7 @@ pub use owed::OWED_MAX_TICKS;
 /// leaders' heartbeats between steps, and on a machine whose cores are all busy a step can take
 /// 100–330 ms (a partition applying a 100,000-row entry): with 250 ms, leaders changed every
 /// second or so, and `pgbench -i` on 3 nodes failed 6 times in 6 with both cores busy beside
-/// it; with 500 ms it passed 7 in 7 (docs/results/sql.md). 100 ms lost leaderships even to a
+/// it; with 500 ms it passed 10 in 10 (docs/results/sql.md). 100 ms lost leaderships even to a
 /// thread descheduled for a tenth of a second.
 pub const ELECTION_TICKS: usize = 100;
 /// The randomized election timeout's spread: 250 ms. Narrower, two followers campaigned close
