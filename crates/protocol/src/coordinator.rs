@@ -436,7 +436,7 @@ impl Coordinator {
                 self.respond(out, from, id, Ok(ResponseBody::Begun(txn)));
             }
             RequestBody::Op { txn, op } => {
-                if let Err(e) = self.check_interactive(txn, from) {
+                if let Err(e) = self.check_interactive(txn, from, false) {
                     return self.respond(out, from, id, Err(e));
                 }
                 match self.resolve(&op) {
@@ -452,7 +452,8 @@ impl Coordinator {
                 }
             }
             RequestBody::Commit { txn } | RequestBody::Rollback { txn } => {
-                if let Err(e) = self.check_interactive(txn, from) {
+                let commit = matches!(req.body, RequestBody::Commit { .. });
+                if let Err(e) = self.check_interactive(txn, from, commit) {
                     return self.respond(out, from, id, Err(e));
                 }
                 let outcome = if matches!(req.body, RequestBody::Commit { .. }) {
@@ -486,7 +487,8 @@ impl Coordinator {
         });
     }
 
-    fn check_interactive(&self, txn: TxnId, from: Addr) -> Result<(), Error> {
+    /// `finishing`: the request commits the transaction.
+    fn check_interactive(&self, txn: TxnId, from: Addr, finishing: bool) -> Result<(), Error> {
         match self.txns.get(&txn) {
             Some(t) if t.client == from && matches!(t.source, Source::Interactive) && t.finishing.is_none() => {
                 if t.ops.is_empty() {
@@ -499,9 +501,18 @@ impl Coordinator {
                 }
             }
             // Begun by an earlier incarnation of this coordinator (a restart, or its replica
-            // group's leader before this one): lost with it, and presumed aborted. The client
-            // may run it again.
-            None if txn.node == self.cfg.node && txn.epoch < self.epoch => Err(Error::Abort(AbortReason::Failure)),
+            // group's leader before this one): lost with it. An operation's transaction is
+            // presumed aborted, and the client may run it again. A commit's is not: a copy of
+            // it (a resend, a network duplicate) may have reached the earlier incarnation,
+            // which may have committed it, so its outcome is unknown.
+            None if txn.node == self.cfg.node && txn.epoch < self.epoch => Err(if finishing {
+                Error::Unavailable {
+                    reason: "the transaction's coordinator restarted or moved; outcome unknown".into(),
+                    outcome_unknown: true,
+                }
+            } else {
+                Error::Abort(AbortReason::Failure)
+            }),
             _ => Err(InvalidInput::UnknownTransaction.into()),
         }
     }
@@ -1105,8 +1116,9 @@ mod tests {
     }
 
     /// An operation for a transaction an earlier incarnation began (a restart, or the replica
-    /// group's previous leader) is a retryable abort: the transaction was lost with it. One
-    /// this incarnation never began is invalid input.
+    /// group's previous leader) is a retryable abort: the transaction was lost with it. Its
+    /// commit is "outcome unknown" (a copy may have reached the earlier incarnation). One this
+    /// incarnation never began is invalid input.
     #[test]
     fn a_transaction_of_an_earlier_incarnation_is_presumed_aborted() {
         use crate::message::{ClientRequest, RequestBody, ResponseBody};
@@ -1127,10 +1139,14 @@ mod tests {
         let Ok(ResponseBody::Begun(txn)) = ask(&mut first, begin) else { panic!("not begun") };
         let mut next = Coordinator::new(first.cfg.clone());
         next.recover(None, &[postcard::to_stdvec(&CoordRecord::Epoch(txn.epoch)).unwrap()]).unwrap();
-        let op = |txn| RequestBody::Commit { txn };
-        assert_eq!(ask(&mut next, op(txn)), Err(Error::Abort(AbortReason::Failure)));
+        let read =
+            |txn| RequestBody::Op { txn, op: crate::op::Op::Read { table: "kv".into(), key: vec![Value::Int(1)] } };
+        assert_eq!(ask(&mut next, read(txn)), Err(Error::Abort(AbortReason::Failure)));
+        // A commit of it may have reached the earlier incarnation (a resend, a duplicate).
+        let commit = ask(&mut next, RequestBody::Commit { txn });
+        assert!(matches!(commit, Err(Error::Unavailable { outcome_unknown: true, .. })), "{commit:?}");
         let never = TxnId { epoch: txn.epoch + 1, ..txn };
-        assert_eq!(ask(&mut next, op(never)), Err(InvalidInput::UnknownTransaction.into()));
+        assert_eq!(ask(&mut next, read(never)), Err(InvalidInput::UnknownTransaction.into()));
     }
 
     #[test]

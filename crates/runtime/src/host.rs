@@ -17,7 +17,7 @@ pub const SNAPSHOT_EVERY_RECORDS: u64 = 200_000;
 
 /// A step or snapshot that holds a node's thread this long is logged: every machine of the
 /// node, replicas' heartbeats included, waits behind it (a replica group's election timeout is
-/// 500 ms).
+/// 250 ms).
 pub const SLOW_STEP: std::time::Duration = std::time::Duration::from_millis(100);
 
 struct Slot {

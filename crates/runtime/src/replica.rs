@@ -74,19 +74,16 @@ use std::time::Duration;
 mod owed;
 pub use owed::OWED_MAX_TICKS;
 
-/// Election timeout in ticks of [`TICK_INTERVAL_MS`]: 500 ms, drawn up to
-/// [`ELECTION_SPREAD_TICKS`] longer, so a new leader is elected 500–750 ms after the old one's
-/// last heartbeat, inside a one-second failover. A node's one protocol thread sends its
-/// leaders' heartbeats between steps, and on a machine whose cores are all busy a step can take
-/// 100–330 ms (a partition applying a 100,000-row entry): with 250 ms, leaders changed every
-/// second or so, and `pgbench -i` on 3 nodes failed 6 times in 6 with both cores busy beside
-/// it; with 500 ms it passed 10 in 10 (docs/results/sql.md). 100 ms lost leaderships even to a
-/// thread descheduled for a tenth of a second.
-pub const ELECTION_TICKS: usize = 100;
-/// The randomized election timeout's spread: 250 ms. Narrower, two followers campaigned close
-/// enough together to fail the first election now and then, and a second one costs a whole
-/// timeout more (100 ms: the simulated oracle failover took 1.2 s in 1 of 20 seeds; 250 ms:
-/// 0.5–0.81 s in all 20).
+/// Election timeout in ticks of [`TICK_INTERVAL_MS`]: 250 ms, drawn up to
+/// [`ELECTION_SPREAD_TICKS`] longer, so a new leader is elected within 250–600 ms of the old
+/// one's last heartbeat, inside a one-second failover, while a node thread descheduled for a
+/// tenth of a second on a loaded machine does not lose its leaderships (100 ms did, over and
+/// over, on two shared cores). Steps of 100–330 ms on fully busy cores still cost leaderships
+/// (`pgbench -i` on 3 nodes, docs/results/sql.md); 500–750 ms kept them, but made
+/// `litmus sim --engine omid --workload ycsb-t --replicas 3 --faults` fail 6 of 500 seeds
+/// (from 100000) with lost or phantom updates, not yet traced, so the timeout stays here.
+pub const ELECTION_TICKS: usize = 50;
+/// The randomized election timeout's spread: one election timeout.
 pub const ELECTION_SPREAD_TICKS: usize = 50;
 /// Heartbeat interval in ticks: 25 ms, ten heartbeats per election timeout.
 pub const HEARTBEAT_TICKS: usize = 5;
@@ -103,7 +100,7 @@ pub const PARKED_MAX: usize = 4096;
 /// A leader that is not its partition's home hands leadership back to the home replica once it
 /// has led this long and the home is caught up and answering: leaders return to where the
 /// placement put them after a failover, which spreads them evenly over the nodes. Four
-/// election timeouts (2 s), so a home that restarts serves again soon after it caught up, but
+/// election timeouts (1 s), so a home that restarts serves again soon after it caught up, but
 /// a node that flaps is not handed leaderships it loses at once.
 pub const RETURN_HOME_AFTER_TICKS: u64 = 4 * ELECTION_TICKS as u64;
 /// The return home waits while transactions hold volatile work on the partition (a hand-over

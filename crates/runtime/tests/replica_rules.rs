@@ -51,7 +51,7 @@ fn crashes_and_cuts(seed: u64) -> SimConfig {
     let mut cfg = crashes(seed);
     cfg.faults.crash = 0.2;
     cfg.faults.partition = 0.8;
-    // Frequent cuts, most outlasting an election timeout (500–750 ms), so cut-off leaders are
+    // Frequent cuts, outlasting an election timeout (250–600 ms), so cut-off leaders are
     // deposed with proposals in flight.
     cfg.faults.outage_min = Duration::from_millis(600);
     cfg.faults.outage_max = Duration::from_millis(1800);

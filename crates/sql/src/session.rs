@@ -40,7 +40,7 @@
 //! transaction). Nor is a statement whose begin did not run because no coordinator leader
 //! was reachable (an election: `Unavailable`, nothing begun) failed at once: it begins again
 //! after a pause that grows by [`BEGIN_UNAVAILABLE_PAUSE`] per attempt, within the same bounds,
-//! so an election of 0.5–0.75 s is waited out.
+//! so an election (0.25–0.6 s) is waited out.
 
 use crate::catalog::{object_name, table_def};
 use crate::error::{sqlstate, SqlError};
