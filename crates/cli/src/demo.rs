@@ -41,8 +41,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let engine = args.engine.name();
     let connect: litmus_pgwire::Connector =
         Arc::new(move || Ok(litmus_client::Client::new(Box::new(sessions.transport())).with_engine(engine)));
-    let addr =
-        litmus_pgwire::spawn(&args.pg_listen, connect).with_context(|| format!("listening on {}", args.pg_listen))?;
+    let addr = litmus_pgwire::spawn(&args.pg_listen, connect, Default::default())
+        .with_context(|| format!("listening on {}", args.pg_listen))?;
     let stop = Arc::new(AtomicBool::new(false));
     let on_signal = stop.clone();
     ctrlc::set_handler(move || on_signal.store(true, Ordering::Relaxed)).context("installing the signal handler")?;

@@ -132,6 +132,9 @@ enum Command {
     /// (coordfree bounds how long one may read) is replaced by a new one that goes on from the
     /// last key written, so a long dump's pages are read committed across transactions.
     Dump(shell::DumpArgs),
+    /// Print the SCRAM-SHA-256 verifier of a password read from stdin (one line), for a SQL
+    /// user's entry in the node config's `pg_users` (`alice = "SCRAM-SHA-256$4096:..."`).
+    PgPassword,
     /// Measure the CPU time of each machine step on the embedded runtime and write the cost
     /// table the simulator charges (`litmus bench --runtime sim`).
     Calibrate(litmus_bench::calibrate::CalibrateArgs),
@@ -148,6 +151,7 @@ fn main() {
         Command::Analyze(args) => analyze::run(args),
         Command::Shell(args) => shell::run_shell(args),
         Command::Dump(args) => shell::run_dump(args),
+        Command::PgPassword => server::pg_password(),
         Command::Calibrate(args) => {
             let command: Vec<String> = std::env::args().collect();
             litmus_bench::calibrate::run(&args, &command.join(" "), &mut std::io::stdout().lock())

@@ -10,7 +10,7 @@ use std::sync::Arc;
 #[derive(clap::Args)]
 pub struct ServerArgs {
     /// Node configuration (TOML): node, listen, data_dir, engine, partitions, fsync, peers,
-    /// and optionally cluster, max_connections, max_frame_bytes, metrics_addr, pg_listen, log, token,
+    /// and optionally cluster, max_connections, max_frame_bytes, metrics_addr, pg_listen, pg_users, log, token,
     /// tls_cert, tls_key, tls_ca, tls_client_auth (see examples/cluster-3/).
     #[arg(long)]
     config: PathBuf,
@@ -132,6 +132,35 @@ fn own_client(cfg: &NodeConfig) -> anyhow::Result<litmus_pgwire::Connector> {
     }))
 }
 
+/// Who the SQL port admits: the config's `pg_users` (SCRAM-SHA-256), over TLS with the node's
+/// certificate when TLS is on.
+fn sql_security(cfg: &NodeConfig) -> anyhow::Result<litmus_pgwire::auth::Security> {
+    let users = if cfg.pg_users.is_empty() {
+        None
+    } else {
+        Some(Arc::new(litmus_pgwire::auth::Users::from_config(&cfg.pg_users).map_err(anyhow::Error::msg)?))
+    };
+    let tls = match cfg.tls_files()? {
+        Some(files) => {
+            let (acceptor, cert_pem) = litmus_runtime::tls::ServerTls::acceptor_for(&files, b"postgresql")?;
+            Some(litmus_pgwire::auth::SqlTls { acceptor, cert_pem })
+        }
+        None => None,
+    };
+    Ok(litmus_pgwire::auth::Security { users, tls })
+}
+
+/// `litmus pg-password`: the verifier of the password on stdin's first line (its line ending
+/// dropped), so the password itself never reaches a config file or a shell history.
+pub fn pg_password() -> anyhow::Result<()> {
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).context("reading the password from stdin")?;
+    let password = line.strip_suffix('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).unwrap_or(&line);
+    anyhow::ensure!(!password.is_empty(), "no password on stdin");
+    println!("{}", litmus_pgwire::auth::Verifier::of_password(password));
+    Ok(())
+}
+
 /// Sends `tracing` events to stderr, filtered by `RUST_LOG` when set, else by the config's
 /// `log` (default `info`).
 fn init_logging(cfg: &NodeConfig) -> anyhow::Result<()> {
@@ -171,8 +200,10 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     // SQL tables and their catalog live in one built-in table (litmus_sql::catalog).
     catalog.add(litmus_sql::rows_table());
     if let Some(pg) = &cfg.pg_listen {
-        let addr = litmus_pgwire::spawn(pg, own_client(&cfg)?).with_context(|| format!("pg_listen {pg}"))?;
-        tracing::info!(%addr, "serving SQL over the PostgreSQL wire protocol");
+        let security = sql_security(&cfg)?;
+        let (users, tls) = (security.users.as_ref().map_or(0, |u| u.len()), security.tls.is_some());
+        let addr = litmus_pgwire::spawn(pg, own_client(&cfg)?, security).with_context(|| format!("pg_listen {pg}"))?;
+        tracing::info!(%addr, users, tls, "serving SQL over the PostgreSQL wire protocol");
     }
     // SIGTERM / SIGINT: the node finishes the step at hand, makes what it logged durable,
     // answers what that released and exits 0.

@@ -99,6 +99,74 @@ fn server_with_pg_listen_serves_sql_that_survives_a_restart() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// SQL users and TLS on the SQL port: a node with `pg_users` (one user's password given as the
+/// verifier `litmus pg-password` printed, one in clear) and its TLS keys. psql verifies the
+/// server's certificate and authenticates with SCRAM-SHA-256, and with SCRAM-SHA-256-PLUS
+/// when it asks for channel binding; a wrong password and a user that does not exist get the
+/// same `28P01`; a plaintext connection is refused, saying TLS is required.
+#[test]
+fn sql_users_authenticate_with_scram_over_tls_and_plaintext_is_refused() {
+    let Some(psql_bin) = psql_path() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    common::certs(d, &["node0"]);
+    let verifier = common::run(&["pg-password"], "correct horse\n");
+    assert!(verifier.status.success(), "{}", String::from_utf8_lossy(&verifier.stderr));
+    let verifier = String::from_utf8(verifier.stdout).unwrap().trim().to_string();
+    assert!(verifier.starts_with("SCRAM-SHA-256$4096:"), "{verifier}");
+    let (listen, pg) = (format!("127.0.0.1:{}", common::free_port()), common::free_port());
+    let config = d.join("node.toml");
+    let path = |name: &str| d.join(name).display().to_string();
+    std::fs::write(
+        &config,
+        format!(
+            "node = 0\nlisten = \"{listen}\"\ndata_dir = \"{}\"\nengine = \"acid\"\npartitions = 2\nfsync = \"never\"\n\
+             peers = [\"{listen}\"]\npg_listen = \"127.0.0.1:{pg}\"\n\
+             tls_cert = \"{}\"\ntls_key = \"{}\"\ntls_ca = \"{}\"\n\
+             [pg_users]\nalice = \"{verifier}\"\nbob = \"battery staple\"\n",
+            path("data"),
+            path("node0.pem"),
+            path("node0.key"),
+            path("ca.pem"),
+        ),
+    )
+    .unwrap();
+    let _server = common::start(&config);
+    let ca = path("ca.pem");
+    let run = |user: &str, password: &str, options: &str| {
+        let url = format!("host=localhost port={pg} dbname=litmus user={user} {options}");
+        let out = Command::new(psql_bin)
+            .args(["-X", "-A", "-t", "-w", "-d", &url, "-c", "SELECT 1 + 1"])
+            .env("PGPASSWORD", password)
+            .output()
+            .expect("running psql");
+        (
+            out.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        )
+    };
+    let verified = format!("sslmode=verify-full sslrootcert={ca}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (ok, text) = run("alice", "correct horse", &verified);
+        if ok {
+            assert_eq!(text.trim(), "2");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "alice never got in: {text}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let (ok, text) = run("bob", "battery staple", &format!("{verified} channel_binding=require"));
+    assert!(ok, "SCRAM-SHA-256-PLUS: {text}");
+    for (user, password) in [("alice", "wrong"), ("mallory", "correct horse")] {
+        let (ok, text) = run(user, password, &verified);
+        assert!(!ok, "{user} got in with {password:?}");
+        assert!(text.contains(&format!("password authentication failed for user \"{user}\"")), "{user}: {text}");
+    }
+    let (ok, text) = run("alice", "correct horse", "sslmode=disable");
+    assert!(!ok && text.contains("this server requires TLS"), "plaintext: {text}");
+}
+
 /// `pgbench` (TPC-B-like, 8 clients, simple and prepared) against a 3-node `acid` cluster with
 /// every partition on all three nodes (`replicas = 3`), through one node's SQL port. Every
 /// transaction updates the one branch row at scale 1; the updates read it for update, so they

@@ -3,31 +3,13 @@
 //! and `shell` over TLS, a plaintext shell refused with a clear error, mutual TLS, and the loud
 //! warning of a plaintext server listening beyond loopback.
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{free_port, run, Server, LITMUS};
-
-/// Writes `ca.pem` and, per name, `NAME.pem`/`NAME.key` for 127.0.0.1 and localhost.
-fn certs(dir: &Path, names: &[&str]) {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, "litmus test CA");
-    let ca = params.self_signed(&ca_key).unwrap();
-    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-    for name in names {
-        let key = KeyPair::generate().unwrap();
-        let params = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
-        let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
-        std::fs::write(dir.join(format!("{name}.pem")), cert.pem()).unwrap();
-        std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
-    }
-}
+use common::{certs, free_port, run, Server, LITMUS};
 
 /// Node `n`'s config: the example's, on free ports and a temp dir, with `edit` applied.
 fn config(dir: &Path, n: usize, peers: &[String], edit: impl FnOnce(&mut toml::Table)) -> PathBuf {

@@ -3,9 +3,10 @@
 //! Each accepted connection gets its own [`litmus_sql::Session`] over its own
 //! [`litmus_client::Client`] (made by the [`Connector`] the server was given: a TCP client to
 //! the node's own coordinator in `litmus server`, an in-process one in `litmus demo`). The
-//! `pgwire` crate speaks the protocol: startup (any user and database are accepted: there are
-//! no SQL users yet), the simple query protocol and the extended one (parse, bind, describe,
-//! execute: prepared statements with typed parameters, results in text or binary format).
+//! `pgwire` crate speaks the protocol: startup (SCRAM-SHA-256 for the configured SQL users, TLS
+//! with the node's certificate: [`auth`]), the simple query protocol and the extended one
+//! (parse, bind, describe, execute: prepared statements with typed parameters, results in text
+//! or binary format).
 //!
 //! The session is synchronous (the client blocks on each request), so every statement runs on
 //! tokio's blocking pool; the protocol tasks never block. A connection that goes away with a
@@ -19,8 +20,9 @@
 //! raises the connection's session canceller, and its statement stops before its next read or
 //! write with `57014` (one waiting for a lock notices when the wait ends).
 //!
-//! Not built: `COPY ... TO`, password authentication, TLS on this port.
+//! Not built: `COPY ... TO`.
 
+pub mod auth;
 mod wire;
 
 use async_trait::async_trait;
@@ -31,6 +33,7 @@ use litmus_client::Client;
 use litmus_sql::copy::CopySpec;
 use litmus_sql::{Column, Output, Session, SqlError, SqlType};
 use pgwire::api::auth::noop::NoopStartupHandler;
+use pgwire::api::auth::sasl::scram::ScramAuth;
 use pgwire::api::auth::StartupHandler;
 use pgwire::api::cancel::CancelHandler;
 use pgwire::api::copy::CopyHandler;
@@ -470,7 +473,7 @@ impl NoopStartupHandler for Conn {
     }
 }
 
-struct Handlers(Arc<Conn>);
+struct Handlers(Arc<Conn>, Arc<auth::Gate<Conn>>);
 
 impl PgWireServerHandlers for Handlers {
     fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
@@ -480,7 +483,7 @@ impl PgWireServerHandlers for Handlers {
         self.0.clone()
     }
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
-        self.0.clone()
+        self.1.clone()
     }
     fn copy_handler(&self) -> Arc<impl CopyHandler> {
         self.0.clone()
@@ -488,13 +491,23 @@ impl PgWireServerHandlers for Handlers {
     fn cancel_handler(&self) -> Arc<impl CancelHandler> {
         self.0.keys.clone()
     }
+    fn error_handler(&self) -> Arc<impl pgwire::api::ErrorHandler> {
+        Arc::new(auth::Errors)
+    }
 }
 
-/// Serves PostgreSQL clients on `listener` until the task is dropped.
-pub async fn serve(listener: tokio::net::TcpListener, connect: Connector) {
+/// Serves PostgreSQL clients on `listener` until the task is dropped, admitting them as
+/// `security` says.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    connect: Connector,
+    security: auth::Security,
+    scram: Option<ScramAuth>,
+) {
     static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
     let parser = Arc::new(Parser);
     let keys = Arc::new(CancelKeys::default());
+    let acceptor = security.tls.as_ref().map(|t| t.acceptor.clone());
     loop {
         let (socket, peer) = match listener.accept().await {
             Ok(s) => s,
@@ -515,9 +528,12 @@ pub async fn serve(listener: tokio::net::TcpListener, connect: Connector) {
             keys: keys.clone(),
             issued: Mutex::new(None),
         };
-        let handlers = Arc::new(Handlers(Arc::new(conn)));
+        let conn = Arc::new(conn);
+        let gate = Arc::new(auth::Gate::new(&security, scram.as_ref(), conn.clone()));
+        let handlers = Arc::new(Handlers(conn, gate));
+        let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            if let Err(e) = pgwire::tokio::process_socket(socket, None, handlers).await {
+            if let Err(e) = pgwire::tokio::process_socket(socket, acceptor, handlers).await {
                 tracing::debug!(%peer, error = %e, "pg connection ended");
             }
         });
@@ -525,8 +541,10 @@ pub async fn serve(listener: tokio::net::TcpListener, connect: Connector) {
 }
 
 /// Binds `listen` and serves PostgreSQL clients from a runtime of its own on a new thread;
-/// returns the bound address.
-pub fn spawn(listen: &str, connect: Connector) -> std::io::Result<std::net::SocketAddr> {
+/// returns the bound address. A `security` the server cannot use (a certificate SCRAM's channel
+/// binding cannot read) is an `InvalidInput` error, before anything is bound.
+pub fn spawn(listen: &str, connect: Connector, security: auth::Security) -> std::io::Result<std::net::SocketAddr> {
+    let scram = security.scram().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let std_listener = std::net::TcpListener::bind(listen)?;
     std_listener.set_nonblocking(true)?;
     let addr = std_listener.local_addr()?;
@@ -535,7 +553,7 @@ pub fn spawn(listen: &str, connect: Connector) -> std::io::Result<std::net::Sock
     std::thread::Builder::new().name("pgwire".into()).spawn(move || {
         rt.block_on(async move {
             match tokio::net::TcpListener::from_std(std_listener) {
-                Ok(listener) => serve(listener, connect).await,
+                Ok(listener) => serve(listener, connect, security, scram).await,
                 Err(e) => tracing::error!(error = %e, "pg listener"),
             }
         })

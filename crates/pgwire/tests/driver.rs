@@ -99,3 +99,35 @@ async fn a_cancel_request_stops_the_running_statement_with_57014() {
     let n: i64 = c.query_one("SELECT count(*) FROM n", &[]).await.unwrap().get(0);
     assert_eq!(n, 400, "the cancelled transaction left nothing");
 }
+
+/// SQL users: tokio-postgres authenticates with SCRAM-SHA-256 against a verifier (as `litmus
+/// pg-password` prints one) and against a password given in clear; a wrong password and an
+/// unknown user are both refused with `28P01`, and no statement runs without a password.
+#[tokio::test]
+async fn tokio_postgres_authenticates_with_scram_and_a_wrong_password_gets_28p01() {
+    use litmus_pgwire::auth::{Security, Users, Verifier};
+    let users = std::collections::BTreeMap::from([
+        ("alice".to_string(), Verifier::of_password("s3cret").to_string()),
+        ("bob".to_string(), "hunter2".to_string()),
+    ]);
+    let security = Security { users: Some(std::sync::Arc::new(Users::from_config(&users).unwrap())), tls: None };
+    let addr = common::start_with(litmus_engines::ACID, security);
+    let login = |user: &str, password: &str| {
+        format!("host={} port={} user={user} password={password} dbname=app", addr.ip(), addr.port())
+    };
+    for (user, password) in [("alice", "s3cret"), ("bob", "hunter2")] {
+        let (c, conn) = tokio_postgres::connect(&login(user, password), NoTls).await.unwrap();
+        tokio::spawn(conn);
+        let two: i32 = c.query_one("SELECT 1 + 1", &[]).await.unwrap().get(0);
+        assert_eq!(two, 2, "{user}");
+    }
+    for (user, password) in [("alice", "hunter2"), ("mallory", "s3cret")] {
+        let e = tokio_postgres::connect(&login(user, password), NoTls).await.err().expect("refused");
+        assert_eq!(e.code(), Some(&SqlState::INVALID_PASSWORD), "{user}: {e}");
+        let message = e.as_db_error().map(|d| d.message().to_string()).unwrap_or_default();
+        assert_eq!(message, format!("password authentication failed for user \"{user}\""));
+    }
+    let url = format!("host={} port={} user=alice dbname=app", addr.ip(), addr.port());
+    let e = tokio_postgres::connect(&url, NoTls).await.err().expect("no password");
+    assert!(format!("{e:?}").contains("password missing"), "{e:?}");
+}

@@ -113,6 +113,11 @@ pub struct NodeConfig {
     /// runtime itself does not read it).
     #[serde(default)]
     pub pg_listen: Option<String>,
+    /// SQL users of the PostgreSQL port (`litmus server` reads it): each name maps to its
+    /// password, as a SCRAM-SHA-256 verifier (`litmus pg-password` prints one) or in clear.
+    /// Empty (the default): any user and database name are accepted. Distinct from `token`.
+    #[serde(default)]
+    pub pg_users: std::collections::BTreeMap<String, String>,
     /// Log filter (`tracing` directives: `info`, `debug`, `warn,litmus_runtime=debug`); the
     /// `RUST_LOG` environment variable overrides it. Default: `info`.
     #[serde(default)]
@@ -199,6 +204,7 @@ impl NodeConfig {
             hello_timeout_ms: default_hello_timeout_ms(),
             metrics_addr: None,
             pg_listen: None,
+            pg_users: Default::default(),
             log: None,
             token: None,
             tls_cert: None,

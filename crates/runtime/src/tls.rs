@@ -177,20 +177,42 @@ impl ServerTls {
         roots: RootCertStore,
         client_auth: bool,
     ) -> Result<ServerTls, Error> {
-        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots.clone()), provider());
-        // Client certificates are always verified when offered (peers always offer theirs);
-        // with `client_auth` they are also required.
-        let verifier = if client_auth { verifier } else { verifier.allow_unauthenticated() };
-        let verifier = verifier.build().map_err(|e| InvalidInput::Config(format!("tls_ca: {e}")))?;
-        let config = ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| Error::Internal(format!("tls: {e}")))?
-            .with_client_cert_verifier(verifier)
-            .with_single_cert(chain.clone(), key.clone_key())
-            .map_err(|e| InvalidInput::Config(format!("tls_cert and tls_key do not fit together: {e}")))?;
+        let config = server_config(chain.clone(), key.clone_key(), roots.clone(), client_auth)?;
         let peers = ClientTls::from_parts(roots, Some((chain, key)), None)?;
         Ok(ServerTls { acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)), peers, client_auth })
     }
+
+    /// An acceptor for another protocol served beside the node's own (the SQL port), with the
+    /// same certificate and client verification, offering `alpn` (PostgreSQL's direct TLS
+    /// requires `postgresql`). Returns it with the certificate chain's PEM text.
+    pub fn acceptor_for(files: &TlsFiles, alpn: &[u8]) -> Result<(tokio_rustls::TlsAcceptor, Vec<u8>), Error> {
+        let chain = load_certs("tls_cert", &files.cert)?;
+        let key = load_key("tls_key", &files.key)?;
+        let roots = load_roots("tls_ca", &files.ca)?;
+        let mut config = server_config(chain, key, roots, files.client_auth)?;
+        config.alpn_protocols = vec![alpn.to_vec()];
+        let pem = std::fs::read(&files.cert).map_err(|e| config_error("tls_cert", &files.cert, e))?;
+        Ok((tokio_rustls::TlsAcceptor::from(Arc::new(config)), pem))
+    }
+}
+
+fn server_config(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    roots: RootCertStore,
+    client_auth: bool,
+) -> Result<ServerConfig, Error> {
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider());
+    // Client certificates are always verified when offered (peers always offer theirs);
+    // with `client_auth` they are also required.
+    let verifier = if client_auth { verifier } else { verifier.allow_unauthenticated() };
+    let verifier = verifier.build().map_err(|e| InvalidInput::Config(format!("tls_ca: {e}")))?;
+    ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Internal(format!("tls: {e}")))?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .map_err(|e| InvalidInput::Config(format!("tls_cert and tls_key do not fit together: {e}")).into())
 }
 
 /// The first byte of a TLS record carrying a handshake (a ClientHello starts with it). A

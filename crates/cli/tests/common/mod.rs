@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use litmus_client::Client;
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use std::io::Write as _;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -110,5 +111,22 @@ pub fn connect(addr: &str) -> Client {
             }
             Err(e) => panic!("could not connect to {addr}: {e}"),
         }
+    }
+}
+
+/// Writes `ca.pem` and, per name, `NAME.pem`/`NAME.key` for 127.0.0.1 and localhost.
+pub fn certs(dir: &Path, names: &[&str]) {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, "litmus test CA");
+    let ca = params.self_signed(&ca_key).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    for name in names {
+        let key = KeyPair::generate().unwrap();
+        let params = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+        let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+        std::fs::write(dir.join(format!("{name}.pem")), cert.pem()).unwrap();
+        std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
     }
 }

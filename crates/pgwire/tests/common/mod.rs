@@ -6,6 +6,14 @@ use std::sync::Arc;
 
 /// Starts a 2-node cluster of `engine` and serves SQL on a free loopback port; its address.
 pub fn start(engine: litmus_protocol::EngineKind) -> std::net::SocketAddr {
+    start_with(engine, Default::default())
+}
+
+/// The same, admitting connections as `security` says.
+pub fn start_with(
+    engine: litmus_protocol::EngineKind,
+    security: litmus_pgwire::auth::Security,
+) -> std::net::SocketAddr {
     let mut catalog = litmus_protocol::builtin::catalog();
     catalog.add(litmus_sql::rows_table());
     let spec = ClusterSpec {
@@ -18,7 +26,7 @@ pub fn start(engine: litmus_protocol::EngineKind) -> std::net::SocketAddr {
     let cluster = Arc::new(EmbeddedCluster::start(spec, EmbeddedConfig::default()).unwrap());
     let connect: litmus_pgwire::Connector =
         Arc::new(move || Ok(litmus_client::Client::new(Box::new(cluster.transport()))));
-    litmus_pgwire::spawn("127.0.0.1:0", connect).unwrap()
+    litmus_pgwire::spawn("127.0.0.1:0", connect, security).unwrap()
 }
 
 /// The path of a PostgreSQL client program, or `None` with the reason printed.
