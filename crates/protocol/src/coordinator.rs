@@ -936,7 +936,10 @@ impl Machine for Coordinator {
                     }
                 }),
                 // Anything else is a stray (e.g. duplicated) message: drop it.
-                Message::ClientResponse(_) | Message::PartitionRequest(_) | Message::Raft(_) => {}
+                Message::ClientResponse(_)
+                | Message::PartitionRequest(_)
+                | Message::Raft(_)
+                | Message::Fortify { .. } => {}
             },
         }
         self.process_events(now, out);

@@ -157,6 +157,14 @@ pub trait Machine: Send {
         false
     }
 
+    /// Messages that may keep this machine's followers from campaigning while the node's thread
+    /// is busy ([`crate::Message::Fortify`]): the runtime sends them from another thread, only
+    /// while this thread is in a long step, and asks for them again at every tick. By default
+    /// none (only a replica group's leader has followers).
+    fn fortify(&self) -> Vec<crate::Envelope> {
+        Vec::new()
+    }
+
     /// The machine's internal invariants, checked by the simulator after every step; `Err`
     /// names the first violation.
     fn check_invariants(&self) -> Result<(), String> {

@@ -127,6 +127,14 @@ pub enum Message {
     /// `litmus_replication::WireMessage` (raft messages and snapshot chunks, each under the
     /// frame limit).
     Raft(Vec<u8>),
+    /// From a replica group's leader to a follower, sent by its node's runtime from outside the
+    /// node's protocol thread while that thread is busy in a long step (`docs/replication.md`,
+    /// "Fortification"): the leader of `term` is alive and its node is making progress, so the
+    /// follower holds off its election timer for a short while instead of campaigning against a
+    /// leader that is only slow.
+    Fortify {
+        term: u64,
+    },
 }
 
 /// One item of a [`Message::Batch`].

@@ -394,10 +394,26 @@ impl ReplicaGroup {
 
     /// Advances this member's clock by one tick.
     pub fn tick(&mut self) {
-        self.now_ticks += 1;
+        self.advance(1, 1);
+    }
+
+    /// Advances this member's clock by `ticks` that passed, of which raft's own clock (election
+    /// and heartbeat timers) counts at most `raft_ticks`.
+    ///
+    /// The two clocks part when the member's thread was stalled (a long step of another machine
+    /// on its node): the stall is real time, so the lease clock counts all of it, and a leader's
+    /// lease ends when it would have; but raft's timers count only the time the member ran, so
+    /// a member does not wake to find its election timeout past (and campaign, or step down for
+    /// want of a quorum) before it has read the heartbeats that queued for it meanwhile. That is
+    /// safe: raft's safety needs no clock, and a clock that runs slow only makes a follower
+    /// withhold its vote from a new candidate for longer, which keeps leases sound.
+    pub fn advance(&mut self, ticks: u64, raft_ticks: u64) {
+        self.now_ticks += ticks;
         let follower = self.raw.raft.state == StateRole::Follower;
         if !(self.abstain && follower) {
-            self.raw.tick();
+            for _ in 0..raft_ticks.min(ticks) {
+                self.raw.tick();
+            }
         }
         self.abandon_failed_transfer();
         self.retry_snapshots();

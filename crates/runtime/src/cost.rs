@@ -78,6 +78,7 @@ pub fn step_key(to: Addr, input: &Input) -> String {
             // A batch is named by its items (`step_keys`); as one step, "<role> batch".
             Message::Batch(_) => key.push_str("batch"),
             Message::Raft(_) => key.push_str("raft"),
+            Message::Fortify { .. } => key.push_str("fortify"),
         },
     }
     key

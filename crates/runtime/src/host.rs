@@ -359,6 +359,12 @@ impl Host {
         self.slots.values_mut().map(|s| s.machine.hand_over()).filter(|&leads| leads).count()
     }
 
+    /// What this node's leaders send their followers while its thread is busy
+    /// ([`Machine::fortify`]).
+    pub fn fortifications(&self) -> Vec<Envelope> {
+        self.slots.values().flat_map(|s| s.machine.fortify()).collect()
+    }
+
     /// Whether messages are waiting for a flush.
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty() || !self.early.is_empty() || self.slots.values().any(|s| s.dirty)

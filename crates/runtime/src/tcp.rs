@@ -28,6 +28,7 @@
 
 mod client;
 mod connection;
+mod fortify;
 mod metrics;
 mod peer;
 mod queues;
@@ -388,7 +389,11 @@ pub(crate) fn serve_bounded(
         hints_version: Default::default(),
     });
     start_network(&rt, &router, inbox_tx, dialers)?;
-    let result = node_loop(opened.host, inbox_rx, &router, &stop);
+    let fortifier = fortify::Fortifier::new();
+    let fortifying = fortifier.spawn(router.clone()).map_err(|e| Error::Internal(format!("fortify thread: {e}")))?;
+    let result = node_loop(opened.host, inbox_rx, &router, &fortifier, &stop);
+    fortifier.stop();
+    let _ = fortifying.join();
     rt.shutdown_background();
     result
 }
@@ -503,11 +508,32 @@ fn start_network(
 pub const HAND_OVER_MAX: Duration =
     Duration::from_millis(2 * crate::replica::ELECTION_TICKS as u64 * litmus_protocol::machine::TICK_INTERVAL_MS);
 
+/// A test's request that one node's protocol thread stall once, as in a long step:
+/// `(node + 1) << 32 | milliseconds` (0: none). Process-wide; never set outside tests.
+#[doc(hidden)]
+pub static STALL_ONCE: AtomicU64 = AtomicU64::new(0);
+
+fn stall_if_asked(me: NodeId) {
+    let asked = STALL_ONCE.load(Ordering::Relaxed);
+    if asked != 0
+        && asked >> 32 == me.0 as u64 + 1
+        && STALL_ONCE.compare_exchange(asked, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+    {
+        std::thread::sleep(Duration::from_millis(asked & 0xffff_ffff));
+    }
+}
+
 /// The node's single protocol thread: step, tick, group commit, send. Messages between its own
 /// machines stay on this thread (`queues::LocalQueue`) and are stepped before new input from
 /// the inbox, so work in flight finishes before more is taken in; this thread never waits for
 /// room in any queue (`queues`).
-fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop: &AtomicBool) -> Result<(), Error> {
+fn node_loop(
+    mut host: Host,
+    inbox: Receiver<Envelope>,
+    router: &TcpRouter,
+    fortifier: &fortify::Fortifier,
+    stop: &AtomicBool,
+) -> Result<(), Error> {
     let mut local = queues::LocalQueue::new(router.bounds.local_queue_max);
     let start = Instant::now();
     let now = || Time(start.elapsed().as_nanos() as u64);
@@ -531,6 +557,8 @@ fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop
                 return Ok(());
             }
         }
+        stall_if_asked(router.me);
+        fortifier.progress();
         let t = now();
         let first = if next_tick > t && local.is_empty() {
             match inbox.recv_timeout(next_tick - t) {
@@ -552,6 +580,7 @@ fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop
         let mut stepped = 0;
         let taken = std::iter::from_fn(|| local.pop()).chain(std::iter::from_fn(|| inbox.try_recv().ok()));
         for env in first.into_iter().chain(taken) {
+            fortifier.progress();
             host.step(t, env.to, Input::Message(env))?;
             stepped += 1;
             if stepped >= crate::embedded::WORKER_BATCH_MAX {
@@ -559,7 +588,9 @@ fn node_loop(mut host: Host, inbox: Receiver<Envelope>, router: &TcpRouter, stop
             }
         }
         if t >= next_tick {
+            fortifier.progress();
             host.tick(t)?;
+            fortifier.publish(host.fortifications());
             next_tick = t + tick;
         }
         // Messages that wait for no record leave before the log is synced.

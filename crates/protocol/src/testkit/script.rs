@@ -626,6 +626,7 @@ fn render_message(msg: &Message) -> String {
             format!("batch[{}]", items.join("; "))
         }
         Message::Raft(bytes) => format!("raft {} bytes", bytes.len()),
+        Message::Fortify { term } => format!("fortify term {term}"),
     }
 }
 
