@@ -79,9 +79,8 @@ pub use owed::OWED_MAX_TICKS;
 /// one's last heartbeat, inside a one-second failover, while a node thread descheduled for a
 /// tenth of a second on a loaded machine does not lose its leaderships (100 ms did, over and
 /// over, on two shared cores). Steps of 100–330 ms on fully busy cores still cost leaderships
-/// (`pgbench -i` on 3 nodes, docs/results/sql.md); 500–750 ms kept them, but made
-/// `litmus sim --engine omid --workload ycsb-t --replicas 3 --faults` fail 6 of 500 seeds
-/// (from 100000) with lost or phantom updates, not yet traced, so the timeout stays here.
+/// (`pgbench -i` on 3 nodes, docs/results/sql.md); 500–750 ms kept them, at the cost of a
+/// slower failover (docs/results/replication.md).
 pub const ELECTION_TICKS: usize = 50;
 /// The randomized election timeout's spread: one election timeout.
 pub const ELECTION_SPREAD_TICKS: usize = 50;
@@ -463,6 +462,21 @@ impl Replica {
     /// a leader's may be ahead).
     pub fn partition(&self) -> Option<&Partition> {
         self.inner.as_any().and_then(|a| a.downcast_ref::<Partition>())
+    }
+
+    /// Whether this member still holds `client`'s request `id`: parked until a leader is
+    /// known, run by its coordinator, or its answer owed. A member that did not crash keeps it
+    /// whatever happened to the others: it forwards a parked request to the next leader it
+    /// learns of, which runs it then.
+    pub fn holds_request(&self, client: Addr, id: litmus_core::RequestId) -> bool {
+        let is_it = |env: &Envelope| env.from == client && matches!(&env.msg, Message::ClientRequest(r) if r.id == id);
+        self.parked.iter().any(|(_, env)| is_it(env))
+            || self.owed.answers_request(client, id)
+            || self
+                .inner
+                .as_any()
+                .and_then(|a| a.downcast_ref::<Coordinator>())
+                .is_some_and(|c| c.holds_request(client, id))
     }
 
     /// The last log index whose effect the partition holds.
