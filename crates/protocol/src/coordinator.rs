@@ -237,6 +237,16 @@ impl Coordinator {
         move || Coordinator::new(cfg.clone())
     }
 
+    /// Whether one of this coordinator's transactions still serves `client`'s request `id`:
+    /// the procedure it runs, the commit or rollback it finishes, or an operation it waits
+    /// for. Such a request may still change data, so the simulator waits for it before its
+    /// checks read.
+    pub fn holds_request(&self, client: Addr, id: RequestId) -> bool {
+        self.txns
+            .values()
+            .any(|t| t.client == client && (t.request == Some(id) || t.ops.values().any(|op| op.reply == Some(id))))
+    }
+
     /// This coordinator stops here (its replica group's leadership moved): every client
     /// waiting on it is answered, now or once the group settles what it logged. Nothing else is
     /// sent.
@@ -949,6 +959,10 @@ impl Machine for Coordinator {
             self.kept = self.engine.compact(std::mem::take(&mut self.kept));
             self.kept_compacted = self.kept.len();
         }
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 
     fn never_snapshotted(&mut self) {

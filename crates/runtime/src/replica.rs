@@ -480,6 +480,21 @@ impl Replica {
         self.inner.as_any().and_then(|a| a.downcast_ref::<Partition>())
     }
 
+    /// Whether this member still holds `client`'s request `id`: parked until a leader is
+    /// known, run by its coordinator, or its answer owed. A member that did not crash keeps it
+    /// whatever happened to the others: it forwards a parked request to the next leader it
+    /// learns of, which runs it then.
+    pub fn holds_request(&self, client: Addr, id: litmus_core::RequestId) -> bool {
+        let is_it = |env: &Envelope| env.from == client && matches!(&env.msg, Message::ClientRequest(r) if r.id == id);
+        self.parked.iter().any(|(_, env)| is_it(env))
+            || self.owed.answers_request(client, id)
+            || self
+                .inner
+                .as_any()
+                .and_then(|a| a.downcast_ref::<Coordinator>())
+                .is_some_and(|c| c.holds_request(client, id))
+    }
+
     /// The last log index whose effect the partition holds.
     pub fn applied(&self) -> LogIndex {
         self.applied

@@ -14,9 +14,9 @@
 //! So a client whose commit decision was being replicated when its coordinator's leadership
 //! moved learns that it committed, instead of `outcome unknown`, whenever the group kept it.
 
-use litmus_core::Error;
+use litmus_core::{Error, RequestId};
 use litmus_protocol::message::ClientResponse;
-use litmus_protocol::{Envelope, Message};
+use litmus_protocol::{Addr, Envelope, Message};
 use litmus_replication::{LogIndex, LogPosition};
 
 /// How long an owed answer waits for its entry to settle (ticks): ten election timeouts.
@@ -39,6 +39,13 @@ impl Owed {
     #[cfg(test)]
     pub(super) fn is_empty(&self) -> bool {
         self.answers.is_empty()
+    }
+
+    /// Whether an answer to `client`'s request `id` is kept here.
+    pub(super) fn answers_request(&self, client: Addr, id: RequestId) -> bool {
+        self.answers
+            .iter()
+            .any(|(_, _, a)| a.to == client && matches!(&a.msg, Message::ClientResponse(r) if r.id == id))
     }
 
     /// The group committed the entry at `index`, of `term` (`None`: a snapshot covers it and

@@ -65,6 +65,8 @@ use std::time::Duration;
 
 mod checks;
 mod faults;
+#[cfg(test)]
+mod tests;
 
 /// A machine's simulated log is snapshotted (at a sync) once it holds this many records.
 pub const SIM_SNAPSHOT_EVERY_RECORDS: usize = 512;
@@ -654,7 +656,11 @@ impl Simulator {
         // Quiescence: the checks read in several transactions (rows, then a log), so a
         // workload transaction still inside a coordinator (its client gave up on it) would
         // commit between them. Wait for every such request, up to the liveness bound (past
-        // it, the liveness check below names the request).
+        // it, the liveness check below names the request): one that no member of its
+        // coordinator's group crashed since it was sent, and, crash or not, one that a live node
+        // or the network still holds (a member of a replicated coordinator's group keeps a
+        // request it parked through another member's crash, and forwards it to the next
+        // leader, which runs it).
         let quiet_by = self.now.max(self.healed_at.unwrap_or(self.now) + self.cfg.liveness_bound);
         while self.workload_request_in_flight() && self.now < quiet_by {
             let step_end = (self.now + Duration::from_millis(10)).min(quiet_by);
@@ -682,11 +688,31 @@ impl Simulator {
         Ok(self.report.clone())
     }
 
-    /// Whether a live coordinator still holds a workload client's request (not the
-    /// verification client's): the check of [`Simulator::run`] waits for none.
+    /// Whether a workload client's request (not the verification client's) may still run: the
+    /// check of [`Simulator::run`] waits for none.
     fn workload_request_in_flight(&self) -> bool {
         let verifier = (self.clients.len() - 1) as u64;
-        self.unanswered.iter().any(|(&(client, _), u)| client != verifier && u.owed(&self.nodes))
+        self.unanswered
+            .iter()
+            .any(|(&(client, id), u)| client != verifier && (u.owed(&self.nodes) || self.holds_request(client, id)))
+    }
+
+    /// Whether a copy of `client`'s request `id` is still somewhere it may run from: on the
+    /// network, waiting on a live node (for a sync or a core), or in one of its machines (a
+    /// replica that parked it, a coordinator that runs it, an answer a replica owes).
+    fn holds_request(&self, client: u64, id: litmus_core::RequestId) -> bool {
+        let from = Addr::Client(ClientId(client));
+        let is_it = |env: &Envelope| env.from == from && matches!(&env.msg, Message::ClientRequest(r) if r.id == id);
+        let in_network = self.queue.iter().any(|d| match &d.item {
+            Event::Deliver(_, env) | Event::Send { env, .. } => is_it(env),
+            _ => false,
+        });
+        in_network
+            || self.nodes.iter().filter(|n| n.up).any(|n| {
+                n.held.iter().any(|(_, _, _, env)| is_it(env))
+                    || n.runq.iter().any(|(_, input)| matches!(input, Input::Message(env) if is_it(env)))
+                    || n.machines.values().any(|m| machine_holds_request(m.as_ref(), from, id))
+            })
     }
 
     /// Notes the groups a node lost for good leads, to time their takeover.
@@ -1226,6 +1252,15 @@ impl Simulator {
             }
         }
     }
+}
+
+/// Whether `m` (a replica, or a coordinator kept alone) holds `client`'s request `id`.
+fn machine_holds_request(m: &dyn Machine, client: Addr, id: litmus_core::RequestId) -> bool {
+    let Some(any) = m.as_any() else { return false };
+    if let Some(r) = any.downcast_ref::<crate::replica::Replica>() {
+        return r.holds_request(client, id);
+    }
+    any.downcast_ref::<litmus_protocol::Coordinator>().is_some_and(|c| c.holds_request(client, id))
 }
 
 /// The driver used while verification requests run: no workload clients are active.
