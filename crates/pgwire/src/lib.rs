@@ -172,6 +172,14 @@ impl Conn {
         &self,
         f: impl FnOnce(&mut Session) -> Result<T, SqlError> + Send + 'static,
     ) -> Result<T, SqlError> {
+        joined(self.spawn_session(f).await)
+    }
+
+    /// Starts `f` with the session on the blocking pool.
+    fn spawn_session<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Session) -> Result<T, SqlError> + Send + 'static,
+    ) -> tokio::task::JoinHandle<Result<T, SqlError>> {
         let (slot, connect, seed) = (self.session.clone(), self.connect.clone(), self.seed);
         let cancel = self.cancel.clone();
         tokio::task::spawn_blocking(move || {
@@ -182,9 +190,93 @@ impl Conn {
             }
             f(guard.as_mut().expect("made above"))
         })
-        .await
-        .map_err(|e| SqlError::internal(format!("statement task: {e}")))?
     }
+
+    /// Runs one statement, a query's rows streamed to the client as they are read
+    /// ([`Session::execute_streaming`]): the statement goes on on the blocking pool while the
+    /// rows it has read so far are sent, at most [`ROWS_IN_FLIGHT`] ahead of the client. An
+    /// error after the first row ends the result with that error, as PostgreSQL's does.
+    async fn execute_streaming(
+        &self,
+        stmt: Statement,
+        params: Vec<litmus_sql::Datum>,
+        types: Vec<SqlType>,
+        format: Format,
+    ) -> Response {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(ROWS_IN_FLIGHT);
+        let binary = format.clone();
+        let task = self.spawn_session(move |s| {
+            let mut sink = ChannelSink { tx, format: binary, columns: Vec::new() };
+            s.execute_streaming(&stmt, &params, &types, &mut sink)
+        });
+        match rx.recv().await {
+            Some(Piece::Columns(columns)) => {
+                let schema = Arc::new(fields(&columns, &format));
+                let rows = stream::unfold((rx, Some(task)), |(mut rx, task)| async move {
+                    match rx.recv().await {
+                        Some(Piece::Row(row)) => Some((Ok(row), (rx, task))),
+                        Some(Piece::Columns(_)) => {
+                            Some((Err(user_error(SqlError::internal("columns twice"))), (rx, None)))
+                        }
+                        None => match joined(task?.await) {
+                            Ok(_) => None,
+                            Err(e) => Some((Err(user_error(e)), (rx, None))),
+                        },
+                    }
+                });
+                Response::Query(QueryResponse::new(schema, rows))
+            }
+            Some(Piece::Row(_)) => {
+                Response::Error(Box::new(error_info(SqlError::internal("a row before its columns"))))
+            }
+            None => match joined(task.await) {
+                Ok(out) => response(out, &format),
+                Err(e) => Response::Error(Box::new(error_info(e))),
+            },
+        }
+    }
+}
+
+/// Rows of a streamed result read ahead of the client: a bound on what a slow reader makes the
+/// server hold.
+pub const ROWS_IN_FLIGHT: usize = 1024;
+
+/// What a streamed statement sends the protocol task.
+enum Piece {
+    Columns(Vec<Column>),
+    Row(DataRow),
+}
+
+/// Encodes each row of a streamed result and hands it to the protocol task.
+struct ChannelSink {
+    tx: tokio::sync::mpsc::Sender<Piece>,
+    format: Format,
+    columns: Vec<Column>,
+}
+
+impl litmus_sql::query::RowSink for ChannelSink {
+    fn columns(&mut self, columns: &[Column]) -> Result<(), SqlError> {
+        self.columns = columns.to_vec();
+        self.tx.blocking_send(Piece::Columns(self.columns.clone())).map_err(|_| gone())
+    }
+
+    fn row(&mut self, row: Vec<litmus_sql::Datum>) -> Result<(), SqlError> {
+        let mut buf = BytesMut::with_capacity(16 * row.len());
+        for (i, (d, c)) in row.iter().zip(&self.columns).enumerate() {
+            wire::put_field(&mut buf, d, &c.ty, self.format.format_for(i) == FieldFormat::Binary);
+        }
+        self.tx.blocking_send(Piece::Row(DataRow::new(buf, row.len() as i16))).map_err(|_| gone())
+    }
+}
+
+/// The client stopped reading a streamed result (it went away): the statement stops.
+fn gone() -> SqlError {
+    SqlError::new("08006", "the client went away while its result was sent".into())
+}
+
+/// A blocking task's result, its panic as an internal error.
+fn joined<T>(r: Result<Result<T, SqlError>, tokio::task::JoinError>) -> Result<T, SqlError> {
+    r.map_err(|e| SqlError::internal(format!("statement task: {e}")))?
 }
 
 fn fields(columns: &[Column], format: &Format) -> Vec<FieldInfo> {
@@ -216,6 +308,7 @@ fn response(out: Output, format: &Format) -> Response {
         Output::Command(tag) => Response::Execution(command_tag(&tag)),
         Output::Begin => Response::TransactionStart(Tag::new("BEGIN")),
         Output::End(tag) => Response::TransactionEnd(Tag::new(tag)),
+        Output::Streamed(n) => Response::Execution(Tag::new("SELECT").with_rows(n)),
     }
 }
 
@@ -241,10 +334,14 @@ impl SimpleQueryHandler for Conn {
         if let Some(copy) = litmus_sql::copy::parse_copy(query) {
             return Ok(vec![self.start_copy(copy).await]);
         }
-        let stmts = match litmus_sql::parse(query) {
+        let mut stmts = match litmus_sql::parse(query) {
             Ok(s) => s,
             Err(e) => return Ok(vec![Response::Error(Box::new(error_info(e)))]),
         };
+        if let [Statement::Query(_)] = stmts.as_slice() {
+            let stmt = stmts.pop().expect("one");
+            return Ok(vec![self.execute_streaming(stmt, vec![], vec![], Format::UnifiedText).await]);
+        }
         let outs = self
             .with_session(move |s| {
                 // Statements run in order; the first failure ends the query string.
@@ -458,11 +555,7 @@ impl ExtendedQueryHandler for Conn {
                 Err(e) => return Ok(Response::Error(Box::new(error_info(e)))),
             }
         }
-        let out = self.with_session(move |s| s.execute(&stmt, &params, &types)).await;
-        Ok(match out {
-            Ok(o) => response(o, &portal.result_column_format),
-            Err(e) => Response::Error(Box::new(error_info(e))),
-        })
+        Ok(self.execute_streaming(stmt, params, types, portal.result_column_format.clone()).await)
     }
 }
 

@@ -491,7 +491,33 @@ fn column_name(e: &Expr) -> String {
 }
 
 /// Runs a query.
+/// Where a streamed query's result goes, as it is read.
+pub trait RowSink {
+    /// The result's columns, before any row.
+    fn columns(&mut self, columns: &[Column]) -> Result<(), SqlError>;
+    /// One result row. An error (the client went away) stops the statement.
+    fn row(&mut self, row: Vec<Datum>) -> Result<(), SqlError>;
+}
+
+/// What [`run_to`] did: built the result, or handed it to the sink row by row.
+pub enum Ran {
+    Rows(Rows),
+    /// This many rows went to the sink.
+    Streamed(usize),
+}
+
 pub fn run(tx: &mut Tx, ctx: &StatementCtx, q: &Query) -> Result<Rows, SqlError> {
+    match run_to(tx, ctx, q, None)? {
+        Ran::Rows(r) => Ok(r),
+        Ran::Streamed(_) => unreachable!("no sink, nothing streamed"),
+    }
+}
+
+/// Runs a query. With a `sink`, a query whose rows need no sorting or grouping (no `ORDER BY`,
+/// aggregate or `GROUP BY`) streams: each row goes to the sink as soon as it is read, so a
+/// result of any size is sent in the pages it is read in, never held whole. The others are
+/// built (bounded by [`STATEMENT_ROWS_MAX`]) and returned.
+pub fn run_to(tx: &mut Tx, ctx: &StatementCtx, q: &Query, sink: Option<&mut dyn RowSink>) -> Result<Ran, SqlError> {
     if q.with.is_some() || q.fetch.is_some() || !q.pipe_operators.is_empty() {
         return Err(SqlError::unsupported("WITH, FETCH and pipe operators"));
     }
@@ -500,7 +526,10 @@ pub fn run(tx: &mut Tx, ctx: &StatementCtx, q: &Query) -> Result<Rows, SqlError>
         SetExpr::Query(_) if !q.locks.is_empty() => {
             return Err(SqlError::unsupported("FOR UPDATE on a parenthesized query"))
         }
-        SetExpr::Query(inner) => return run(tx, ctx, inner),
+        SetExpr::Query(_) if q.order_by.is_some() || q.limit_clause.is_some() => {
+            return Err(SqlError::unsupported("ORDER BY, LIMIT or OFFSET outside a parenthesized query"))
+        }
+        SetExpr::Query(inner) => return run_to(tx, ctx, inner, sink),
         other => return Err(SqlError::unsupported(format!("query form {}", set_expr_kind(other)))),
     };
     if select.distinct.is_some() || select.having.is_some() && matches!(select.group_by, GroupByExpr::All(_)) {
@@ -538,6 +567,11 @@ pub fn run(tx: &mut Tx, ctx: &StatementCtx, q: &Query) -> Result<Rows, SqlError>
         // PostgreSQL's rule: the locked rows would not be the rows returned.
         return Err(SqlError::unsupported("FOR UPDATE with GROUP BY or aggregate functions"));
     }
+    if let Some(sink) = sink.filter(|_| !grouped && order.is_empty()) {
+        sink.columns(&columns)?;
+        let (limit, offset) = limit_offset(ctx, q)?;
+        return streamed_rows(tx, ctx, &scope, &conds, &proj, (offset, limit), sink).map(Ran::Streamed);
+    }
     let mut out = if grouped {
         grouped_rows(tx, ctx, &scope, &conds, &group_by, &aggs, select.having.as_ref(), &proj)?
     } else {
@@ -545,7 +579,36 @@ pub fn run(tx: &mut Tx, ctx: &StatementCtx, q: &Query) -> Result<Rows, SqlError>
     };
     sort(ctx, &scope, &proj, &order, &mut out)?;
     let rows = cut(ctx, q, out.into_iter().map(|(r, _, _)| r).collect())?;
-    Ok(Rows { columns, rows })
+    Ok(Ran::Rows(Rows { columns, rows }))
+}
+
+/// The rows of a query without sorting or grouping, each to `sink` as it is read, `offset`
+/// skipped and at most `limit` sent (the read stops there); how many were sent.
+fn streamed_rows(
+    tx: &mut Tx,
+    ctx: &StatementCtx,
+    scope: &Scope,
+    conds: &[Expr],
+    proj: &[(Expr, String)],
+    (offset, limit): (usize, Option<usize>),
+    sink: &mut dyn RowSink,
+) -> Result<usize, SqlError> {
+    let limit = limit.unwrap_or(usize::MAX);
+    let (mut seen, mut sent) = (0usize, 0usize);
+    if limit == 0 {
+        return Ok(0);
+    }
+    for_each_match(tx, ctx, &scope.sources, conds, &mut |row| {
+        seen += 1;
+        if seen <= offset {
+            return Ok(true);
+        }
+        let env = Env { scope, row, params: &ctx.params, aggregates: None, now_us: ctx.now_us };
+        sink.row(proj.iter().map(|(e, _)| env.eval(e)).collect::<Result<Vec<_>, _>>()?)?;
+        sent += 1;
+        Ok(sent < limit)
+    })?;
+    Ok(sent)
 }
 
 /// `FOR UPDATE [OF t, ...]`: the sources it names (all without `OF`) are read for update, each

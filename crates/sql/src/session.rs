@@ -74,6 +74,8 @@ pub enum Output {
     Begin,
     /// A transaction ended: `COMMIT` or `ROLLBACK`.
     End(&'static str),
+    /// This many rows went to the sink of [`Session::execute_streaming`], after the columns.
+    Streamed(usize),
 }
 
 /// Where the session is, as the wire protocol reports it.
@@ -238,6 +240,39 @@ impl Session {
         self.in_own_or_open_txn(|tx| run_statement(tx, &ctx, stmt))
     }
 
+    /// [`Session::execute`], a query's rows handed to `sink` as they are read when it needs no
+    /// sorting or grouping ([`query::run_to`]): `Output::Streamed` then says how many. A
+    /// statement outside a transaction block retries its retryable aborts only until its
+    /// columns went to the sink: the client has begun to read it.
+    pub fn execute_streaming(
+        &mut self,
+        stmt: &Statement,
+        params: &[Datum],
+        param_types: &[SqlType],
+        sink: &mut dyn query::RowSink,
+    ) -> Result<Output, SqlError> {
+        let Statement::Query(q) = stmt else { return self.execute(stmt, params, param_types) };
+        if matches!(self.state, State::Failed) {
+            return Err(failed_txn());
+        }
+        let ctx = self.ctx(params, param_types);
+        let mut started = false;
+        let mut sink = Started { sink, started: &mut started };
+        self.in_own_or_open_txn_until(
+            |tx, sink| {
+                if ctx.refuse_coordination {
+                    crate::coordination::check(tx, stmt)?;
+                }
+                Ok(match query::run_to(tx, &ctx, q, Some(sink))? {
+                    query::Ran::Rows(r) => Output::Rows { columns: r.columns, rows: r.rows },
+                    query::Ran::Streamed(n) => Output::Streamed(n),
+                })
+            },
+            |sink| *sink.started,
+            &mut sink,
+        )
+    }
+
     /// Checks a `COPY ... FROM STDIN` before its data comes: the number of fields a line has.
     pub fn copy_width(&mut self, spec: &crate::copy::CopySpec) -> Result<usize, SqlError> {
         self.check_not_failed()?;
@@ -299,17 +334,29 @@ impl Session {
     /// [`Session::in_txn`], retrying a transaction of its own that ended in a retryable abort
     /// (see the module doc, "Statements outside a transaction block retry themselves").
     fn in_own_or_open_txn<T>(&mut self, mut f: impl FnMut(&mut Tx) -> Result<T, SqlError>) -> Result<T, SqlError> {
+        self.in_own_or_open_txn_until(|tx, ()| f(tx), |()| false, &mut ())
+    }
+
+    /// [`Session::in_own_or_open_txn`] with state `s` that `f` works on, which stops the
+    /// retries once `settled(s)`.
+    fn in_own_or_open_txn_until<S, T>(
+        &mut self,
+        mut f: impl FnMut(&mut Tx, &mut S) -> Result<T, SqlError>,
+        settled: impl Fn(&S) -> bool,
+        s: &mut S,
+    ) -> Result<T, SqlError> {
         if matches!(self.state, State::Open(_)) {
-            return self.in_txn(f);
+            return self.in_txn(|tx| f(tx, s));
         }
         let first = Instant::now();
         let mut attempts = 1;
         loop {
             self.begin_did_not_run = false;
-            let out = self.in_txn(&mut f);
+            let out = self.in_txn(|tx| f(tx, s));
             let again = attempts < IMPLICIT_RETRIES_MAX
                 && first.elapsed() < IMPLICIT_RETRY_WITHIN
-                && !self.cancel.load(Ordering::Relaxed);
+                && !self.cancel.load(Ordering::Relaxed)
+                && !settled(s);
             match out {
                 Err(e) if again && e.is_retryable_abort() => {}
                 Err(_) if again && self.begin_did_not_run => {
@@ -507,6 +554,22 @@ impl Drop for Session {
         if let State::Open(id) = std::mem::replace(&mut self.state, State::Idle) {
             let _ = self.client.resume(id).rollback();
         }
+    }
+}
+
+/// A sink that notes when the columns went out.
+struct Started<'a, 'b> {
+    sink: &'a mut dyn query::RowSink,
+    started: &'b mut bool,
+}
+
+impl query::RowSink for Started<'_, '_> {
+    fn columns(&mut self, columns: &[Column]) -> Result<(), SqlError> {
+        *self.started = true;
+        self.sink.columns(columns)
+    }
+    fn row(&mut self, row: Vec<Datum>) -> Result<(), SqlError> {
+        self.sink.row(row)
     }
 }
 

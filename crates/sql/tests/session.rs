@@ -531,3 +531,76 @@ fn a_statement_whose_begin_found_no_leader_begins_again() {
     assert_eq!(rows(&mut setup, "SELECT v FROM e"), vec![vec!["1"]], "applied once");
     c.shutdown().unwrap();
 }
+
+/// Collects what a streamed query sends, and can stop it after `fail_after` rows (as a client
+/// that goes away does).
+#[derive(Default)]
+struct Collect {
+    columns: usize,
+    rows: Vec<Vec<Datum>>,
+    fail_after: Option<usize>,
+}
+
+impl litmus_sql::query::RowSink for Collect {
+    fn columns(&mut self, _columns: &[litmus_sql::Column]) -> Result<(), SqlError> {
+        self.columns += 1;
+        Ok(())
+    }
+    fn row(&mut self, row: Vec<Datum>) -> Result<(), SqlError> {
+        if self.fail_after == Some(self.rows.len()) {
+            return Err(SqlError::new("08006", "gone".into()));
+        }
+        self.rows.push(row);
+        Ok(())
+    }
+}
+
+/// A query that needs no sorting or grouping streams: its rows go to the sink as the scan
+/// reads them, with OFFSET and LIMIT applied on the way, and the scan stops at the limit; one
+/// that sorts or groups is built whole. A sink that fails stops the statement, and a
+/// retryable abort after the columns went out is the client's to retry (the session cannot
+/// take back what it sent), where the same abort before any output is retried by the session.
+#[test]
+fn a_query_without_sorting_streams_its_rows_as_they_are_read() {
+    let c = cluster(litmus_engines::ACID);
+    let mut s = session(&c, 21);
+    run(&mut s, "CREATE TABLE big (k INT PRIMARY KEY, v TEXT)").unwrap();
+    let values: Vec<String> = (0..2500).map(|k| format!("({k}, 'row {k}')")).collect();
+    run(&mut s, &format!("INSERT INTO big VALUES {}", values.join(", "))).unwrap();
+    let stream = |s: &mut Session, sql: &str, sink: &mut Collect| {
+        let stmt = &parse(sql).unwrap()[0];
+        s.execute_streaming(stmt, &[], &[], sink)
+    };
+
+    let mut sink = Collect::default();
+    let out = stream(&mut s, "SELECT k, v FROM big WHERE k % 2 = 0 OFFSET 10 LIMIT 600", &mut sink).unwrap();
+    assert!(matches!(out, Output::Streamed(600)), "{out:?}");
+    assert_eq!(sink.columns, 1);
+    let keys: Vec<i64> = sink.rows.iter().map(|r| r[0].to_text().parse().unwrap()).collect();
+    assert_eq!(keys, (10..610).map(|i| 2 * i).collect::<Vec<_>>(), "in key order, offset and limit applied");
+
+    let mut sink = Collect::default();
+    let out = stream(&mut s, "SELECT k FROM big ORDER BY k DESC LIMIT 2", &mut sink).unwrap();
+    assert!(matches!(&out, Output::Rows { rows, .. } if rows.len() == 2), "sorted: built whole, {out:?}");
+    assert_eq!((sink.columns, sink.rows.len()), (0, 0));
+
+    let mut sink = Collect { fail_after: Some(1500), ..Default::default() };
+    let e = stream(&mut s, "SELECT k FROM big", &mut sink).unwrap_err();
+    assert_eq!((e.code, sink.columns, sink.rows.len()), ("08006", 1, 1500), "the sink's failure stops the scan");
+    assert_eq!(rows(&mut s, "SELECT count(*) FROM big"), vec![vec!["2500"]], "and changes nothing");
+
+    // Commits 0 and 1 abort: the first is a streamed query's (its columns went out: not
+    // retried), the second an update's (nothing sent: retried, commit 2 succeeds).
+    let transport = AbortingCommits {
+        inner: Box::new(c.transport()),
+        commits: 0,
+        abort_commits: vec![0, 1],
+        begins: Default::default(),
+    };
+    let mut s = Session::new(Client::new(Box::new(transport)), 22);
+    let mut sink = Collect::default();
+    let e = stream(&mut s, "SELECT k FROM big WHERE k < 3", &mut sink).unwrap_err();
+    assert_eq!((e.code, sink.columns, sink.rows.len()), ("40001", 1, 3), "sent once, the abort is the client's");
+    run(&mut s, "UPDATE big SET v = 'x' WHERE k = 1").unwrap();
+    c.shutdown().unwrap();
+}
