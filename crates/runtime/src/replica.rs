@@ -132,7 +132,7 @@ pub const BREAK_SERVE_WITHOUT_LEASE: u8 = 2;
 /// [`BREAK_RULE`]: leaders send no [`Message::Fortify`], so a follower campaigns against a
 /// leader whose node is only busy.
 #[doc(hidden)]
-pub const BREAK_NO_FORTIFY: u8 = 4;
+pub const BREAK_NO_FORTIFY: u8 = 5;
 
 /// [`BREAK_RULE`]: a deposed leader keeps its partition as it is, effects of proposals that
 /// never committed included, instead of rebuilding it from the committed log.

@@ -604,3 +604,20 @@ fn a_query_without_sorting_streams_its_rows_as_they_are_read() {
     run(&mut s, "UPDATE big SET v = 'x' WHERE k = 1").unwrap();
     c.shutdown().unwrap();
 }
+
+/// An interactive transaction that waits for its client longer than a participant's orphan
+/// timeout (2 s, `litmus-locking` LK-7) keeps its locks, because its coordinator vouches for
+/// it, and commits; and a serializable read of every row of a table stays one transaction
+/// while it reads partition after partition.
+#[test]
+fn a_transaction_idle_past_the_orphan_timeout_keeps_its_locks_and_commits() {
+    let c = cluster(litmus_engines::ACID);
+    let mut s = session(&c, 31);
+    run(&mut s, "CREATE TABLE idle (k INT PRIMARY KEY, v INT); INSERT INTO idle VALUES (1, 0), (2, 0)").unwrap();
+    run(&mut s, "BEGIN; UPDATE idle SET v = v + 1 WHERE k = 1; SELECT * FROM idle").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(3000));
+    run(&mut s, "UPDATE idle SET v = v + 1 WHERE k = 2").unwrap();
+    assert!(matches!(run(&mut s, "COMMIT").unwrap(), Output::End("COMMIT")));
+    assert_eq!(rows(&mut s, "SELECT v FROM idle ORDER BY k"), vec![vec!["1"], vec!["1"]]);
+    c.shutdown().unwrap();
+}

@@ -43,6 +43,12 @@ pub const RESEND_INTERVAL: Duration = Duration::from_millis(50);
 /// a simulated TPC-C load, whose batches send hundreds of messages over a lossy network, would
 /// never finish (`litmus sim --seed 20001 --engine acid --workload tpcc-neworder --faults`).
 pub const OP_RESEND_AFTER: Duration = Duration::from_millis(100);
+/// LK-7: how long this coordinator vouches for a running ACID transaction it has heard
+/// nothing about (no operation reply: its client sends nothing), when a participant asks
+/// (`Reply::QueryIdle`). Past it the transaction loses its unprepared work where it is idle,
+/// and fails at its next operation or commit: a bound on how long a forgotten interactive
+/// transaction holds its locks (PostgreSQL's `idle_in_transaction_session_timeout`, fixed here).
+pub const IDLE_TRANSACTION_MAX: Duration = Duration::from_secs(60);
 
 /// An operation sent and not yet answered.
 #[derive(Debug)]
@@ -793,6 +799,7 @@ impl CoordinatorEngine for LockingCoordinator {
             }
             Reply::Query { unit } => self.on_query(unit, from, ctx),
             Reply::QueryBase { txn } => self.on_query_base(txn, from, ctx),
+            Reply::QueryIdle { txn } => self.on_query_idle(txn, from, ctx),
             Reply::Wound { txn } => self.on_wound(txn, ctx),
             Reply::BaseEnded { txn } => {
                 if let Some(waiting) = self.ending.get_mut(&txn) {

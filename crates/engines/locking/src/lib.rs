@@ -60,6 +60,21 @@
 //! lost operation would hold its transaction until the front end's stall timeout, and a load
 //! over a lossy network would never finish.
 //!
+//! **LK-7 — an idle participant asks before it rolls back.** Unprepared ACID work that has
+//! heard nothing for `partition::ORPHAN_TIMEOUT` (2 s) is rolled back: its coordinator is
+//! gone, cut off, or its abort was lost. But a transaction can be silent on one participant
+//! and alive: a serializable scan of a large table holds its range locks on the partitions it
+//! has read while it reads the others (a 2,100,000-row `SELECT` took longer than that, and
+//! died as a deadlock victim with nobody else running), and an interactive transaction waits
+//! for its client. So from `partition::ORPHAN_ASK_AFTER` (500 ms) of silence, the participant
+//! asks the coordinator (`Reply::QueryIdle`) every `QUERY_INTERVAL`; the coordinator answers
+//! `Request::Alive` for a transaction it runs and has heard from within
+//! `coordinator::IDLE_TRANSACTION_MAX` (60 s), and the answer counts as a message. A dead
+//! coordinator answers nothing, so its transactions' work is still released after 2 s. A
+//! transaction whose operation waits here for a lock is not asked about: its wait still ends
+//! at the orphan timeout (a reader queued behind a BASE transaction held back by a network cut
+//! would otherwise wait for as long as the cut lasts).
+//!
 //! Recovery: a participant relocks its in-doubt transactions and asks
 //! the coordinator (`Query`); the coordinator answers from its log, and resends `Commit` for
 //! every decision without `Ended`. A coordinator that restarts tells every partition its new
@@ -512,6 +527,8 @@ pub enum Request {
     Epoch { node: NodeId, epoch: u32 },
     /// Answer to a participant's `Query`: the decision for an in-doubt unit.
     Decision { unit: Unit, commit: bool, writes: Vec<WriteImage> },
+    /// LK-7: the answer to `Reply::QueryIdle`: `txn` is alive, keep what it holds.
+    Alive { txn: TxnId },
     /// Partition → partition (LK-6b across partitions): tell me once `txn`'s BASE reads here
     /// up to grant number `upto` are settled (`LockManager::reads_settled`). Answered at once
     /// if they are, else when they become so; the asker repeats it while it still waits.
@@ -555,6 +572,12 @@ pub enum Reply {
     /// A participant asks about an in-doubt unit (after its restart).
     Query {
         unit: Unit,
+    },
+    /// LK-7: unprepared work of ACID transaction `txn` has been idle here for
+    /// `partition::ORPHAN_ASK_AFTER`: is the transaction alive? Answered `Request::Alive` if
+    /// so; unanswered, the participant rolls it back at `partition::ORPHAN_TIMEOUT`.
+    QueryIdle {
+        txn: TxnId,
     },
     /// A partition holds work of BASE transaction `txn`, begun by an earlier incarnation of
     /// this coordinator: is it still alive? Unknown to the coordinator's log means it was never

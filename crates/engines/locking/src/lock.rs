@@ -917,6 +917,12 @@ impl LockManager {
             return Decision::Granted;
         }
         let seq = self.seq_next;
+        if let Some(id) = self.adjacent_own_range(owner.txn, table, &target, mode) {
+            if self.blockers(owner.txn, table, &target, mode, seq).is_empty() {
+                self.extend_range(id, &target);
+                return Decision::Granted;
+            }
+        }
         let queue_len_max = if target.is_range() { RANGE_QUEUE_LEN_MAX } else { OBJECT_QUEUE_LEN_MAX };
         if self.queue_len(table, &target) >= queue_len_max {
             return Decision::Die;
@@ -935,6 +941,49 @@ impl LockManager {
             }
             _ => Decision::Die,
         }
+    }
+
+    /// LK-4a: a held ACID range lock of `txn` on `table` with exactly `mode` that `target`
+    /// touches or overlaps, with no LK-6 bookkeeping (ACID locks have none). A serializable scan
+    /// reads a table page by page and locks each page's range: merged into one lock, a scan of
+    /// any length holds one range lock per table, not one per page (which
+    /// [`RANGE_QUEUE_LEN_MAX`] would refuse past 1,024 pages, aborting a lone 2,000,000-row
+    /// `SELECT` as a deadlock victim).
+    fn adjacent_own_range(&self, txn: TxnId, table: TableId, target: &Target, mode: LockMode) -> Option<u64> {
+        let Target::Range { start, end } = target else { return None };
+        if mode.class != LockClass::Acid {
+            return None;
+        }
+        self.by_txn.get(&txn)?.iter().copied().find(|id| {
+            let e = &self.entries[id];
+            let Target::Range { start: s2, end: e2 } = &e.target else { return false };
+            let touches = e2.as_ref().is_none_or(|e2| start <= e2) && end.as_ref().is_none_or(|end| s2 <= end);
+            e.table == table
+                && e.mode == mode
+                && e.state == State::Held
+                && e.deps.is_empty()
+                && e.dependents.is_empty()
+                && e.remote.is_empty()
+                && touches
+        })
+    }
+
+    /// Widens range lock `id` to also cover `target` (LK-4a); a tracked set of held locks sees
+    /// the change.
+    fn extend_range(&mut self, id: u64, target: &Target) {
+        let Target::Range { start, end } = target else { return };
+        let e = self.entries.get_mut(&id).expect("found by adjacent_own_range");
+        let txn = e.owner.txn;
+        if let Target::Range { start: s2, end: e2 } = &mut e.target {
+            if start < s2 {
+                *s2 = start.clone();
+            }
+            *e2 = match (e2.take(), end) {
+                (Some(a), Some(b)) => Some(if *b > a { b.clone() } else { a }),
+                _ => None,
+            };
+        }
+        self.touch(txn, id);
     }
 
     /// Releases one held lock of `txn` on (`table`, `target`) with exactly `mode` (a short-term

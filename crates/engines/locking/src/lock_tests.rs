@@ -344,6 +344,29 @@ fn rule_lk4_range_lock_blocks_writes_inside_the_range_no_phantom() {
     assert_eq!(lm.release_all(txn(2)), vec![grant(1, 2)]);
 }
 
+/// LK-4a: a serializable scan's page locks, each starting where the last ended, merge into one
+/// range lock, so a scan of any number of pages holds one lock per table (one lock per page
+/// would meet `RANGE_QUEUE_LEN_MAX` and die); the merged lock keeps out writes anywhere in the
+/// pages read; a page that does not touch the lock, or that another transaction's write
+/// blocks, gets a lock of its own (or waits) as before.
+#[test]
+fn rule_lk4a_a_scans_adjacent_page_locks_merge_into_one_range_lock() {
+    let mut lm = LockManager::new();
+    let pages = RANGE_QUEUE_LEN_MAX as i64 * 2;
+    for p in 0..pages {
+        assert_eq!(acq(&mut lm, 1, range(p * 10, Some(p * 10 + 10)), ACID_RR, p as u64), Decision::Granted, "page {p}");
+    }
+    assert_eq!(lm.queue_len(TableId(1), &range(0, None)), 1, "one range lock");
+    assert_eq!(acq(&mut lm, 2, key(5), ACID_W, 100_000), Decision::Waiting, "the first page is still locked");
+    assert_eq!(acq(&mut lm, 3, key(pages * 10 - 1), ACID_W, 100_001), Decision::Waiting, "and the last");
+    assert_eq!(acq(&mut lm, 4, key(pages * 10), ACID_W, 100_002), Decision::Granted, "past the last page");
+    // A gap: its own lock. Blocked by another's write: it waits, unmerged.
+    assert_eq!(acq(&mut lm, 1, range(pages * 10 + 5, Some(pages * 10 + 9)), ACID_RR, 100_003), Decision::Granted);
+    assert_eq!(lm.queue_len(TableId(1), &range(0, None)), 2);
+    assert_eq!(acq(&mut lm, 1, range(pages * 10, Some(pages * 10 + 5)), ACID_RR, 100_004), Decision::Waiting);
+    assert_eq!(lm.release_all(txn(1)).len(), 2, "the two waiting writers get their locks");
+}
+
 /// LK-4 + 1: range locks follow the class rules (a BASE scan does not block saline writes;
 /// an ACID scan blocks them; an alkaline write waits for a held range).
 #[test]

@@ -29,10 +29,16 @@ fn sorted(mut txns: Vec<TxnId>) -> Vec<TxnId> {
 
 /// How many finished transactions a partition remembers, to ignore their late messages.
 pub const FINISHED_MEMORY_MAX: usize = 100_000;
-/// An unprepared ACID transaction with no message for this long is rolled back here (its
-/// coordinator is gone or cut off, or its abort was lost; it can still abort, so this is safe —
-/// an interactive transaction idle this long loses its locks and fails at its next operation).
+/// LK-7: an unprepared ACID transaction with no message for this long is rolled back here:
+/// its coordinator is gone or cut off, or its abort was lost (it can still abort, so this is
+/// safe). "No message" counts [`Request::Alive`]: a transaction busy elsewhere (a scan of the
+/// other partitions) or waiting for its client keeps what it holds here while its coordinator
+/// says it is alive ([`ORPHAN_ASK_AFTER`]).
 pub const ORPHAN_TIMEOUT: Duration = Duration::from_secs(2);
+/// LK-7: after this long without a message, a participant asks the coordinator of an
+/// unprepared ACID transaction whether it is alive (`Reply::QueryIdle`), every
+/// [`QUERY_INTERVAL`], until it hears, rolls it back, or the transaction goes on.
+pub const ORPHAN_ASK_AFTER: Duration = Duration::from_millis(500);
 /// How often an in-doubt participant asks its coordinator for the decision.
 pub const QUERY_INTERVAL: Duration = Duration::from_millis(100);
 /// How long a participant waits for the decision after voting yes before it starts asking
@@ -112,6 +118,10 @@ struct PTxn {
     buffer: BTreeMap<(TableId, Key), Option<Row>>,
     prepared: bool,
     last_active: Time,
+    /// LK-7: when its coordinator last said it is alive (`Request::Alive`). Only the orphan
+    /// timeout counts it: an idle transaction is alive, not running (LK-5a's exception judges
+    /// blockers by `last_active`).
+    vouched: Time,
     /// Operations already received, by (attempt, op): a duplicated message is ignored (a
     /// formula must not apply twice).
     seen: BTreeSet<(u32, u32)>,
@@ -374,6 +384,7 @@ impl LockingPartition {
                 buffer: BTreeMap::new(),
                 prepared,
                 last_active: now,
+                vouched: now,
                 seen: BTreeSet::new(),
                 ops: 0,
                 recovered,
@@ -512,6 +523,7 @@ impl LockingPartition {
             buffer: BTreeMap::new(),
             prepared: false,
             last_active: ctx.now,
+            vouched: ctx.now,
             seen: BTreeSet::new(),
             ops: 0,
             recovered: false,
@@ -1014,6 +1026,11 @@ impl LockingPartition {
             Request::EndBase { txn, .. } => {
                 self.on_end_base(txn, ctx);
                 ctx.reply(from, Reply::BaseEnded { txn });
+            }
+            Request::Alive { txn } => {
+                if let Some(t) = self.txns.get_mut(&txn).filter(|t| !t.prepared) {
+                    t.vouched = ctx.now;
+                }
             }
             Request::Epoch { node, epoch } => self.on_epoch(node, epoch, ctx),
             Request::AwaitReads { txn, upto } => {

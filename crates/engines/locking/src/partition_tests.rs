@@ -872,3 +872,54 @@ fn rule_lk1_a_read_for_update_takes_the_write_lock_so_updaters_of_one_row_queue_
     h.commit(a, 1);
     assert_eq!(h.results(r), vec![&row(100)]);
 }
+
+/// LK-7: unprepared work idle past `ORPHAN_ASK_AFTER` makes the participant ask its
+/// coordinator; while the coordinator answers `Alive` the work stays past
+/// `ORPHAN_TIMEOUT` (its lock still blocks a younger writer), and once the answers stop it is
+/// rolled back at `ORPHAN_TIMEOUT` after the last one (the writer gets the lock).
+#[test]
+fn rule_lk7_an_idle_transaction_keeps_its_locks_while_its_coordinator_vouches_for_it() {
+    let mut h = H::new(&[1]);
+    let (reader, writer) = (txn(0, 1), txn(1, 2));
+    let bump = || OpKind::Update {
+        key: key(1),
+        updates: vec![litmus_core::ColumnUpdate::new(1, litmus_core::Formula::Add(Value::Int(5)))],
+    };
+    h.op(reader, 0, OpKind::Read { key: key(1), cols: ColMask::ALL });
+    assert!(h.results(reader)[0].is_ok());
+    let asked = |h: &mut H, d: Duration| -> usize {
+        let mut n = 0;
+        let end = h.ctx.now + d;
+        while h.ctx.now < end {
+            h.ctx.now = h.ctx.now + TICK;
+            let out = h.ctx.run(&mut h.p, |p, ctx| p.on_tick(ctx));
+            n += out
+                .send
+                .iter()
+                .filter(|e| match &e.msg {
+                    Message::PartitionReply(r) => {
+                        matches!(r.body.clone().decode::<Reply>(), Ok(Reply::QueryIdle { txn }) if txn == reader)
+                    }
+                    _ => false,
+                })
+                .count();
+        }
+        n
+    };
+    assert_eq!(asked(&mut h, ORPHAN_ASK_AFTER - TICK), 0, "not asked while recently active");
+    // Each answer counts as a message: asked again once idle that long again; five rounds
+    // outlast the orphan timeout.
+    for _ in 0..5 {
+        assert!(asked(&mut h, ORPHAN_ASK_AFTER + QUERY_INTERVAL) > 0, "asked while idle");
+        h.request(0, Request::Alive { txn: reader });
+    }
+    assert!(5 * ORPHAN_ASK_AFTER > ORPHAN_TIMEOUT);
+    h.op(writer, 0, bump());
+    h.tick(patience() + TICK);
+    assert!(h.died(writer), "the vouched-for reader still holds its lock past ORPHAN_TIMEOUT");
+    // No more answers: rolled back ORPHAN_TIMEOUT after the last.
+    asked(&mut h, ORPHAN_TIMEOUT);
+    let writer = txn(1, 3);
+    h.op(writer, 0, bump());
+    assert!(h.results(writer).first().is_some_and(|r| r.is_ok()), "the orphan's lock is gone: {:?}", h.results(writer));
+}

@@ -110,6 +110,21 @@ impl LockingCoordinator {
         ctx.send_to_partition(from, decision);
     }
 
+    /// LK-7: a participant asks whether `txn`, idle there, is alive: yes while this
+    /// coordinator runs it and heard from it within [`IDLE_TRANSACTION_MAX`] (a reply, a
+    /// client's operation). Otherwise no answer, and the participant's orphan timeout rolls
+    /// its work there back.
+    pub(super) fn on_query_idle(&mut self, txn: TxnId, from: PartitionId, ctx: &mut CoordCtx) {
+        let alive = self.txns.get(&txn).is_some_and(|t| {
+            !t.base
+                && matches!(t.phase, Phase::Running)
+                && ctx.now.saturating_sub(t.last_progress) < IDLE_TRANSACTION_MAX
+        });
+        if alive {
+            ctx.send_to_partition(from, Request::Alive { txn });
+        }
+    }
+
     /// A partition asks about a BASE transaction of an earlier incarnation of ours (see
     /// [`Reply::QueryBase`]).
     pub(super) fn on_query_base(&mut self, txn: TxnId, from: PartitionId, ctx: &mut CoordCtx) {

@@ -252,12 +252,25 @@ impl LockingPartition {
         for (txn, all) in waiting {
             self.wound_blockers(txn, all, ctx);
         }
-        let orphans: Vec<TxnId> = self
-            .txns
-            .iter()
-            .filter(|(_, t)| !t.prepared && !t.class.base && ctx.now.saturating_sub(t.last_active) > ORPHAN_TIMEOUT)
-            .map(|(id, _)| *id)
-            .collect();
+        // LK-7: idle unprepared ACID work is asked about, then rolled back if nobody vouches.
+        let now = ctx.now;
+        let idle = |t: &PTxn| {
+            if !t.prepared && !t.class.base {
+                Some(now.saturating_sub(t.last_active.max(t.vouched)))
+            } else {
+                None
+            }
+        };
+        // A transaction whose operation waits here for a lock is not idle but stuck: it is not
+        // asked about, and its wait ends at the orphan timeout as before.
+        let waiting: BTreeSet<TxnId> = self.parked.values().map(|p| p.unit.txn).collect();
+        for (txn, _) in
+            self.txns.iter().filter(|(id, t)| !waiting.contains(id) && idle(t).is_some_and(|d| d > ORPHAN_ASK_AFTER))
+        {
+            ctx.reply(Addr::Coordinator(txn.node), Reply::QueryIdle { txn: *txn });
+        }
+        let orphans: Vec<TxnId> =
+            self.txns.iter().filter(|(_, t)| idle(t).is_some_and(|d| d > ORPHAN_TIMEOUT)).map(|(id, _)| *id).collect();
         for txn in sorted(orphans) {
             self.on_abort(None, Unit { txn, sub: 0 }, ctx);
         }
