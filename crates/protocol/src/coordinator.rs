@@ -1166,6 +1166,19 @@ mod tests {
         assert_eq!(ask(&mut next, read(never)), Err(InvalidInput::UnknownTransaction.into()));
     }
 
+    /// A replica group's member that does not lead snapshots the coordinator rebuilt from the
+    /// group's log and never stepped: the snapshot holds the epoch the log holds, not the one
+    /// this rebuild would log at its first step (the leader goes on in the logged one).
+    #[test]
+    fn a_snapshot_before_the_first_step_holds_the_logged_epoch_only() {
+        let mut follower = coordinator();
+        follower.recover(None, &[postcard::to_stdvec(&CoordRecord::Epoch(3)).unwrap()]).unwrap();
+        let snapshot = follower.snapshot().expect("a coordinator snapshots");
+        let mut next = coordinator();
+        next.recover(Some(&snapshot), &[]).unwrap();
+        assert_eq!(next.epoch, 4, "one restart after the logged epoch 3");
+    }
+
     #[test]
     #[should_panic(expected = "never snapshotted")]
     fn a_snapshot_after_never_snapshotted_is_a_bug() {

@@ -141,6 +141,10 @@ pub trait Machine: Send {
 
     /// A snapshot of the state produced by every record emitted so far, or `None` when this
     /// role keeps no durable state. The runtime writes it and drops the log prefix it covers.
+    /// Between `recover` and the first step that is the state the recovered snapshot and
+    /// records imply, without what the restart logs at its first step (a coordinator's new
+    /// epoch, Omid's crash range): a replica group's member that does not lead takes the
+    /// group's snapshots from a machine so recovered, while its leader goes on logging.
     /// Takes `&mut self` so a machine may compact what it keeps for the next one.
     fn snapshot(&mut self) -> Option<Vec<u8>>;
 

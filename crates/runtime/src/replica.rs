@@ -73,6 +73,8 @@ use std::time::Duration;
 
 mod owed;
 pub use owed::OWED_MAX_TICKS;
+#[cfg(test)]
+mod snapshot_tests;
 
 /// Election timeout in ticks of [`TICK_INTERVAL_MS`]: 250 ms, drawn up to
 /// [`ELECTION_SPREAD_TICKS`] longer, so a new leader is elected within 250–600 ms of the old
@@ -225,7 +227,9 @@ pub trait Replicable: Machine {
     /// Whether followers apply committed records as they commit (`recover(None, records)` once
     /// per entry), so that a follower's machine is the committed state; otherwise they keep
     /// the records, and a member builds its machine from them (one `recover` call, a restart)
-    /// when it comes to lead or takes a snapshot.
+    /// when it comes to lead or takes a snapshot. A snapshot is taken before the machine's
+    /// first step, so it holds what the records hold and nothing the restart adds to log at
+    /// that step ([`Machine::snapshot`]): the leader, still serving, never logged it.
     fn follows_by_replay(&self) -> bool {
         false
     }

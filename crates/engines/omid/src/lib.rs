@@ -251,8 +251,10 @@
 //! same code that applied them. The paper reads the log backwards until `Tc < Tmax` and keeps a
 //! light checkpoint of long-lived aborts; replaying forwards from a full (small: no `lastCommit`)
 //! checkpoint gives the same state and is simpler to get right; the runtime decides how often to
-//! checkpoint. Then, as in the paper, every transaction that started before the crash and did not
-//! commit is aborted: the SO does not know their ids (the uncommitted list is not logged), so it
+//! checkpoint. This half, [`oracle::StatusOracle::rebuild`], gives exactly the state of the
+//! log. Then, as in the paper, every transaction that started before the crash and did not
+//! commit is aborted ([`oracle::StatusOracle::fence`], by the oracle that is to serve only):
+//! the SO does not know their ids (the uncommitted list is not logged), so it
 //! logs a crash range `(Tmax, bound]` — "whatever is not committed nor aborted" — whose members,
 //! except the committed ones it lists, are aborted for good (the range is dropped only once GC
 //! purged their versions everywhere, OM-4). `lastCommit` starts empty: new

@@ -12,8 +12,11 @@
 //!   disconnections are untagged.
 //! * **Log.** Each WAL [`Batch`] is one log record (one per step: see [`runtime_config`]); a
 //!   [`Checkpoint`] is the snapshot (none while a batch is open). The runtime's persist-before-send
-//!   rule is exactly OM-7's "no reply before its batch is durable". Recovery replays through
-//!   [`StatusOracle::recover`]; the crash-range batch it produces is emitted at the first step.
+//!   rule is exactly OM-7's "no reply before its batch is durable". Recovery rebuilds the
+//!   log's state ([`StatusOracle::rebuild`]); the crash range that fences off what was in
+//!   flight is added and logged at the first step ([`StatusOracle::fence`]), so a snapshot
+//!   taken before it (a replica group's member that does not lead takes one so) holds what the
+//!   log holds and nothing more.
 //! * **Garbage collection (§IV "HBase Garbage Collection").** Every [`GC_INTERVAL`] the oracle
 //!   sends `Gc { low_water: Tmin }` to every partition, where `Tmin` is the smallest start
 //!   timestamp still in flight (or the next timestamp), with up to [`PURGE_TXNS_MAX`] aborted
@@ -27,8 +30,8 @@
 //! ## Failover is a restart
 //!
 //! The oracle's failover is its recovery (OM-8, §IV "Recovery"): [`Machine::recover`] rebuilds
-//! the durable state from the checkpoint and the batches after it, then logs a crash range that
-//! aborts whatever was in flight, and timestamps resume above the last reservation. Sessions,
+//! the durable state from the checkpoint and the batches after it; the first step logs a crash
+//! range that aborts whatever was in flight, and timestamps resume above the last reservation. Sessions,
 //! session ids and `BeginAs` ids start empty; coordinators ([`super::engine::OmidCoordinator`])
 //! find their session gone — the oracle answers nothing for
 //! [`super::engine::ORACLE_FAILOVER_AFTER`] while requests wait, or refuses them as
@@ -44,7 +47,10 @@
 //!   only once the group has committed the step's batch (commit before send, the replicated
 //!   form of OM-7), so every acknowledged commit is in the log a new leader recovers from. A
 //!   new leader starts its machine as a restart does; [`ORACLE`] reaches whichever member
-//!   leads. The machine itself knows nothing of the group.
+//!   leads. The group's snapshot may be taken by a member that does not lead, from the
+//!   machine rebuilt from the log and never stepped: it holds no crash range, since the
+//!   leader, which goes on committing in its reserved range, never logged one. The machine
+//!   itself knows nothing of the group.
 
 use super::engine;
 use super::messages::{Batch, Checkpoint, OracleEffects, Outbound, Reply, Request};
@@ -130,8 +136,8 @@ pub struct OracleMachine {
     addrs: BTreeMap<ClientId, Addr>,
     tags: BTreeMap<ClientId, VecDeque<u64>>,
     next_id: u64,
-    /// Records produced by recovery, emitted at the first step.
-    recovered: Vec<Batch>,
+    /// Rebuilt from its log and not fenced yet: the first step fences it (OM-8).
+    fence_due: bool,
     last_gc: Time,
     scratch: OracleEffects,
 }
@@ -147,7 +153,7 @@ impl OracleMachine {
             addrs: BTreeMap::new(),
             tags: BTreeMap::new(),
             next_id: 0,
-            recovered: Vec::new(),
+            fence_due: false,
             last_gc: Time::ZERO,
             scratch: OracleEffects::default(),
         }
@@ -244,15 +250,13 @@ impl Machine for OracleMachine {
         ORACLE
     }
 
-    /// OM-8: the durable state from the log, what was in flight aborted by a crash range
-    /// (emitted at the first step), and no sessions.
+    /// OM-8: the durable state from the log and no sessions; what was in flight is aborted by
+    /// a crash range at the first step, which logs it.
     fn recover(&mut self, snapshot: Option<&[u8]>, records: &[Vec<u8>]) -> Result<(), Error> {
         let checkpoint = snapshot.map(Checkpoint::decode).transpose()?;
         let batches = records.iter().map(|r| Batch::decode(r)).collect::<Result<Vec<_>, _>>()?;
-        let (oracle, effects) = StatusOracle::recover(self.config.clone(), checkpoint.as_ref(), &batches);
-        assert!(effects.send.is_empty(), "recovery sends nothing");
-        self.oracle = oracle;
-        self.recovered = effects.persist;
+        self.oracle = StatusOracle::rebuild(self.config.clone(), checkpoint.as_ref(), &batches);
+        self.fence_due = true;
         self.ids.clear();
         self.addrs.clear();
         self.tags.clear();
@@ -260,7 +264,11 @@ impl Machine for OracleMachine {
     }
 
     fn step(&mut self, now: Time, input: Input, out: &mut Effects) {
-        out.persist.extend(std::mem::take(&mut self.recovered).iter().map(Batch::encode));
+        if std::mem::take(&mut self.fence_due) {
+            self.oracle.fence(&mut self.scratch);
+            assert!(self.scratch.send.is_empty(), "fencing sends nothing");
+            self.emit(out);
+        }
         match input {
             Input::Tick => self.tick(now, out),
             Input::Message(env) => match env.msg {
@@ -279,6 +287,8 @@ impl Machine for OracleMachine {
         }
     }
 
+    /// The state of every record emitted so far: before the first step, the log's state
+    /// without the crash range the first step will log.
     fn snapshot(&mut self) -> Option<Vec<u8>> {
         self.oracle.checkpoint().map(|c| c.encode())
     }

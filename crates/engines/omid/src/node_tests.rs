@@ -2,8 +2,9 @@
 //! durable, crashes that rebuild it from its log (its failover, OM-8).
 
 use super::engine;
-use super::messages::{Batch, Record, Reply, Request};
+use super::messages::{Batch, Checkpoint, Fate, Record, Reply, Request};
 use super::node::{runtime_config, OracleMachine, OracleReply, OracleRequest, OracleWire, GC_INTERVAL, ORACLE};
+use super::replica::{ClientReplica, Visibility};
 use super::{OracleError, RowId};
 use litmus_core::{ClientId, PartitionId, Time, Timestamp};
 use litmus_protocol::machine::{Effects, Input, Machine};
@@ -227,6 +228,7 @@ fn gc_purges_what_ended_sessions_and_crashes_left_and_the_oracle_forgets_it() {
     // purges the range through GC, and forgets it once both partitions report.
     let in_flight = l.begin(2);
     l.restart();
+    l.step(Input::Tick); // the first step logs the crash range
     let ranges: Vec<_> = l.oracle.oracle().crash_ranges().iter().map(|r| (r.after, r.upto)).collect();
     assert!(ranges.iter().any(|&(after, upto)| after < in_flight && in_flight <= upto), "{ranges:?}");
     let (_, _, crashed) = l.next_gc();
@@ -236,4 +238,75 @@ fn gc_purges_what_ended_sessions_and_crashes_left_and_the_oracle_forgets_it() {
     l.purged(1, Vec::new(), crashed);
     assert!(l.oracle.oracle().crash_ranges().is_empty(), "the purged range is forgotten");
     assert!(records(&l.log).iter().any(|r| matches!(r, Record::CrashForgotten { .. })), "and that is logged");
+}
+
+/// OM-8 in a replica group: a member that does not lead keeps the oracle's log, and when the
+/// group wants a snapshot it rebuilds the oracle from that log without stepping it and takes
+/// the snapshot from it. That snapshot holds what the log holds and nothing the rebuild would
+/// add as a new incarnation: no crash range, since the leader never logged one and goes on
+/// committing transactions in its reserved range. An oracle later recovered from that
+/// snapshot and the records after it keeps every such commit committed: a new client's
+/// replica does not judge it aborted (OM-5), and no crash range hands it to GC to purge (OM-4);
+/// what was in flight when it took over is aborted by the crash range it logs itself.
+#[test]
+fn a_snapshot_of_the_oracle_rebuilt_from_its_log_holds_only_what_the_log_holds() {
+    let mut l = Lone::new();
+    let c = l.send(Request::ConnectAs { session: 1 });
+    assert!(matches!(l.answer(c), Some(Reply::Connected(_))));
+    let commit = |l: &mut Lone, id: u64| {
+        let start_ts = l.begin(id);
+        let t = l.send(Request::Commit { start_ts, write_set: vec![RowId(id)] });
+        let Some(Reply::Committed { commit_ts, .. }) = l.answer(t).cloned() else { panic!("committed") };
+        (start_ts, commit_ts)
+    };
+    let (early, _) = commit(&mut l, 1);
+    let in_flight = l.begin(2);
+    let leaders = l.oracle.snapshot().expect("no open batch between steps");
+
+    // A follower rebuilds the oracle from the log so far and snapshots it, unstepped.
+    let cut = l.log.len();
+    let mut follower = OracleMachine::new(runtime_config(), PARTITIONS);
+    follower.recover(None, &l.log[..cut]).unwrap();
+    let snapshot = follower.snapshot().expect("a rebuilt oracle has no open batch");
+    assert_eq!(
+        Checkpoint::decode(&snapshot).unwrap(),
+        Checkpoint::decode(&leaders).unwrap(),
+        "the follower's snapshot is the leader's state at the same point of the log"
+    );
+
+    // The leader goes on: a transaction in its reserved range commits, the in-flight one too.
+    let (late, late_tc) = commit(&mut l, 3);
+    let t = l.send(Request::Commit { start_ts: in_flight, write_set: vec![RowId(2)] });
+    assert!(matches!(l.answer(t), Some(Reply::Committed { .. })));
+    let orphan = l.begin(5);
+
+    // A member recovers from the follower's snapshot and the records after it, and serves.
+    let mut next = OracleMachine::new(runtime_config(), PARTITIONS);
+    next.recover(Some(&snapshot), &l.log[cut..]).unwrap();
+    l.oracle = next;
+    l.step(Input::Tick);
+    for ts in [early, late, in_flight] {
+        assert!(!l.oracle.oracle().is_aborted(ts), "{ts:?} committed, yet the recovered oracle aborts it");
+    }
+    assert_eq!(l.oracle.oracle().fate(late), Fate::Committed(late_tc));
+    assert!(l.oracle.oracle().is_aborted(orphan), "the new incarnation still fences off what was in flight");
+    let c = l.send(Request::ConnectAs { session: 2 });
+    let Some(Reply::Connected(connected)) = l.answer(c).cloned() else { panic!("connected") };
+    let replica = ClientReplica::new(&connected);
+    let reader = l.begin(4);
+    for ts in [late, in_flight] {
+        assert_ne!(
+            replica.in_snapshot(ts, reader),
+            Visibility::Invisible,
+            "a new client's replica judges the committed {ts:?} aborted"
+        );
+    }
+    // What GC purges is what `is_aborted` says: the members of the crash ranges it names,
+    // except the commits each range lists (OM-4). None of the commits above is among them.
+    let (_, _, crashed) = l.next_gc();
+    let ranges = l.oracle.oracle().crash_ranges();
+    for ts in [early, late, in_flight] {
+        let purged = ranges.iter().filter(|r| crashed.contains(&(r.after, r.upto))).any(|r| r.aborts(ts));
+        assert!(!purged, "GC purges the committed {ts:?}: {ranges:?}");
+    }
 }

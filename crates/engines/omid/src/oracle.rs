@@ -113,6 +113,9 @@ pub struct StatusOracle {
     sessions: BTreeMap<ClientId, Session>,
     /// The largest session id each client used: a late `ConnectAs` below it is stale.
     session_ids: BTreeMap<ClientId, u64>,
+    /// False between [`StatusOracle::rebuild`] and [`StatusOracle::fence`]: the oracle holds
+    /// the log's state and must not serve (OM-8).
+    fenced: bool,
 }
 
 impl StatusOracle {
@@ -147,19 +150,32 @@ impl StatusOracle {
             commitinfo_base: 0,
             sessions: BTreeMap::new(),
             session_ids: BTreeMap::new(),
+            fenced: true,
         }
     }
 
     /// OM-8: rebuilds the durable state from a checkpoint and the batches logged after it
-    /// (replayed forwards, in log order, record by record), then aborts every
-    /// transaction that was in flight at the crash: timestamps resume above the last
-    /// reservation, and a crash range covers everything issued but not committed. The
-    /// returned effects hold the crash-range batch; persist it before stepping the oracle.
+    /// ([`StatusOracle::rebuild`]), then fences off every transaction that was in flight at
+    /// the crash ([`StatusOracle::fence`]). The returned effects hold the crash-range batch;
+    /// persist it before stepping the oracle.
     pub fn recover(
         config: OracleConfig,
         checkpoint: Option<&Checkpoint>,
         batches: &[Batch],
     ) -> (StatusOracle, OracleEffects) {
+        let mut o = StatusOracle::rebuild(config, checkpoint, batches);
+        let mut out = OracleEffects::default();
+        o.fence(&mut out);
+        (o, out)
+    }
+
+    /// OM-8, first half: the durable state of a checkpoint and the batches logged after it
+    /// (replayed forwards, in log order, record by record), exactly what the oracle that wrote
+    /// them held: its [`StatusOracle::checkpoint`] is that oracle's at the end of the log.
+    /// Nothing more: it serves nothing until [`StatusOracle::fence`]d, so a member of the
+    /// oracle's replica group that does not lead may rebuild it to take the group's snapshot
+    /// while the leader goes on logging.
+    pub fn rebuild(config: OracleConfig, checkpoint: Option<&Checkpoint>, batches: &[Batch]) -> StatusOracle {
         let mut o = StatusOracle::new(config);
         if let Some(c) = checkpoint {
             o.reserved_upto = c.reserved_upto;
@@ -174,14 +190,24 @@ impl StatusOracle {
             o.replay(record);
         }
         o.next_ts = o.reserved_upto.next();
-        let (after, upto) = (o.tmax, o.reserved_upto);
+        o.fenced = false;
+        o
+    }
+
+    /// OM-8, second half: a rebuilt oracle becomes the one that serves. Every transaction
+    /// that started before and did not commit is aborted: timestamps resume above the last
+    /// reservation, and a crash range covers everything issued but not committed. Its batch
+    /// is in `out`; persist it before stepping the oracle.
+    pub fn fence(&mut self, out: &mut OracleEffects) {
+        assert!(!self.fenced, "an oracle is fenced once, after it is rebuilt");
+        assert!(self.batch.is_empty(), "a rebuilt oracle has logged nothing");
+        self.fenced = true;
+        let (after, upto) = (self.tmax, self.reserved_upto);
         if upto > after {
-            o.add_crash_range(after, upto);
-            o.log(Record::CrashAborted { after, upto });
+            self.add_crash_range(after, upto);
+            self.log(Record::CrashAborted { after, upto });
         }
-        let mut out = OracleEffects::default();
-        o.flush(&mut out);
-        (o, out)
+        self.flush(out);
     }
 
     /// Applies one logged record to the durable state, as its first application did.
@@ -228,6 +254,7 @@ impl StatusOracle {
 
     /// Handles one input at time `now`.
     pub fn step(&mut self, now: Time, input: Input, out: &mut OracleEffects) {
+        assert!(self.fenced, "a rebuilt oracle is fenced before it serves (OM-8)");
         assert!(now >= self.now, "time goes forward");
         self.now = now;
         match input {
