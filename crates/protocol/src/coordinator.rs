@@ -372,8 +372,24 @@ impl Coordinator {
         id
     }
 
+    /// [`RequestBody::Disconnected`]: the client's open interactive transactions roll back.
+    fn disconnected(&mut self, now: Time, from: Addr, out: &mut Effects) {
+        let open: Vec<TxnId> = self
+            .txns
+            .iter()
+            .filter(|(_, t)| t.client == from && matches!(t.source, Source::Interactive) && t.finishing.is_none())
+            .map(|(txn, _)| *txn)
+            .collect();
+        for txn in open {
+            self.finish(now, txn, Outcome::Rollback, out);
+        }
+    }
+
     fn on_client(&mut self, now: Time, from: Addr, req: ClientRequest, out: &mut Effects) {
         let id = req.id;
+        if matches!(req.body, RequestBody::Disconnected) {
+            return self.disconnected(now, from, out); // no id of the client's: never a duplicate
+        }
         if !self.seen_requests.insert(from, id) {
             return; // a duplicated request: its first copy is running or was answered
         }
@@ -461,6 +477,7 @@ impl Coordinator {
                     }
                 }
             }
+            RequestBody::Disconnected => self.disconnected(now, from, out),
             RequestBody::Commit { txn } | RequestBody::Rollback { txn } => {
                 let commit = matches!(req.body, RequestBody::Commit { .. });
                 if let Err(e) = self.check_interactive(txn, from, commit) {

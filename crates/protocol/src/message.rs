@@ -197,6 +197,10 @@ pub enum RequestBody {
     /// `granola`): today an [`Op::ScanPage`], answered `Op(OpResult::Page)` (see
     /// [`crate::page`]). Elsewhere refused as `Unsupported`: read in an interactive transaction.
     Read { op: Op },
+    /// The client's connection closed (the runtime says so, not the client): its interactive
+    /// transactions that have not begun to finish roll back, as PostgreSQL rolls back a closed
+    /// session's transaction, so their locks go at once. Never answered.
+    Disconnected,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

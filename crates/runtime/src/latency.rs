@@ -32,7 +32,7 @@ fn kind_of(body: &RequestBody) -> usize {
         RequestBody::Begin { .. } => 1,
         RequestBody::Op { .. } | RequestBody::Read { .. } => 2,
         RequestBody::Commit { .. } => 3,
-        RequestBody::Rollback { .. } => 4,
+        RequestBody::Rollback { .. } | RequestBody::Disconnected => 4,
     }
 }
 

@@ -97,3 +97,44 @@ fn three_node_cluster_on_loopback() {
         .unwrap();
     assert_eq!(r, ResponseBody::Returned(vec![Value::Bytes(vec![1].into())]));
 }
+
+/// A client whose connection closes with an interactive transaction open leaves no lock
+/// behind: the node rolls the transaction back at once (`RequestBody::Disconnected`), as
+/// PostgreSQL does a closed session's, instead of its coordinator vouching for it while its
+/// participants wait (`litmus-locking` LK-7). A younger writer of the same row gets it well
+/// within the participants' orphan timeout.
+#[test]
+fn a_closed_connection_rolls_back_its_open_transaction_at_once() {
+    use litmus_core::{Isolation, Row};
+    use litmus_protocol::op::Op;
+    let dir = tempfile::tempdir().unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let cfg = NodeConfig {
+        fsync: litmus_storage::wal::FsyncPolicy::Never,
+        ..NodeConfig::new(0, listen.clone(), dir.path().join("n0"), "acid", 2, vec![listen.clone()])
+    };
+    std::thread::spawn(move || serve(cfg, Arc::new(builtin::catalog()), Arc::new(builtin::registry())));
+    let write = |t: &mut TcpTransport, v: u8| -> Result<(), Error> {
+        let txn =
+            match t.request(RequestBody::Begin { isolation: Isolation::Serializable, retrying_for: Duration::ZERO })? {
+                ResponseBody::Begun(txn) => txn,
+                other => panic!("{other:?}"),
+            };
+        let row = Row::from(vec![Value::Int(1), Value::Bytes(vec![v].into())]);
+        t.request(RequestBody::Op { txn, op: Op::Write { table: builtin::KV_TABLE.into(), row } }).map(drop)
+    };
+    let mut first = connect_retry(&listen);
+    write(&mut first, 1).unwrap();
+    drop(first); // the write lock on row 1 is held by an open transaction
+    let mut second = connect_retry(&listen);
+    let started = std::time::Instant::now();
+    loop {
+        match write(&mut second, 2) {
+            Ok(()) => break,
+            Err(e) if e.is_retryable() && started.elapsed() < Duration::from_secs(1) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("the closed connection's lock is still held after {:?}: {e}", started.elapsed()),
+        }
+    }
+}

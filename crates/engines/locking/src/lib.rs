@@ -70,7 +70,9 @@
 //! asks the coordinator (`Reply::QueryIdle`) every `QUERY_INTERVAL`; the coordinator answers
 //! `Request::Alive` for a transaction it runs and has heard from within
 //! `coordinator::IDLE_TRANSACTION_MAX` (60 s), and the answer counts as a message. A dead
-//! coordinator answers nothing, so its transactions' work is still released after 2 s. A
+//! coordinator answers nothing, so its transactions' work is still released after 2 s; a
+//! client whose connection closes has its open transactions rolled back at once by the
+//! runtime (`RequestBody::Disconnected`), so vouching never keeps a departed client's locks. A
 //! transaction whose operation waits here for a lock is not asked about: its wait still ends
 //! at the orphan timeout (a reader queued behind a BASE transaction held back by a network cut
 //! would otherwise wait for as long as the cut lasts).

@@ -608,6 +608,7 @@ fn render_message(msg: &Message) -> String {
                 RequestBody::Commit { txn } => format!("{txn} commit"),
                 RequestBody::Rollback { txn } => format!("{txn} rollback"),
                 RequestBody::Read { op } => format!("one-round read {}", render_op(op)),
+                RequestBody::Disconnected => "disconnected".into(),
             };
             format!("#{} {what}", r.id.0)
         }

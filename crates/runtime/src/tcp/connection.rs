@@ -281,6 +281,16 @@ where
         () = client_reader(stream, client, &ctx) => {}
         () = gone.cancelled() => {}
     }
+    // The client's open interactive transactions roll back now, not when their locks time out.
+    let bye = Message::ClientRequest(litmus_protocol::message::ClientRequest {
+        id: litmus_core::RequestId(u64::MAX),
+        body: litmus_protocol::message::RequestBody::Disconnected,
+    });
+    if let Some(env) =
+        router.route_out(Envelope { from: Addr::Client(client), to: Addr::Coordinator(router.me), msg: bye })
+    {
+        deliver(&ctx.inbox, env, &router.metrics);
+    }
     // Closing the sender ends the writer after it flushed what was queued.
     router.clients.write().expect("clients lock").remove(&client);
     router.metrics.latency.forget(client);
@@ -340,6 +350,13 @@ where
             Err(e) => Err(frame_error(e, router.cfg.max_frame_bytes)),
         };
         let env = match frame {
+            Ok(Frame::Envelope(Envelope { msg: Message::ClientRequest(r), .. }))
+                if matches!(r.body, litmus_protocol::message::RequestBody::Disconnected) =>
+            {
+                let e = InvalidInput::MalformedFrame("a client does not say it disconnected: it closes".into());
+                router.route_reject(client, rejection(router, e.into()));
+                return;
+            }
             Ok(Frame::Envelope(Envelope { msg: msg @ Message::ClientRequest(_), .. })) => {
                 if let Message::ClientRequest(req) = &msg {
                     router.metrics.latency.start(client, req.id, &req.body, Instant::now());
