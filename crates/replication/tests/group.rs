@@ -363,3 +363,28 @@ fn raft_log_compaction_a_snapshot_is_asked_for_once_the_log_outgrew_the_last_one
     let asked = asked_after.expect("a snapshot is asked for once the log outgrew the last one");
     assert!((10..=11).contains(&asked), "asked after {asked} entries of 100 bytes; the last snapshot had 1,000");
 }
+
+/// Raft §6.4.1 (a lease rests on clocks) with raft's own timers on running time
+/// (`ReplicaGroup::advance`): a stall its member's thread sat through counts in full on the
+/// lease clock, but only as the ticks it is given on raft's election and heartbeat timers. A
+/// follower handed a stall of ten election timeouts as 4 raft ticks does not campaign (it has
+/// not yet read the heartbeats that queued meanwhile); handed it in full, it does. A leader
+/// handed it as 4 ticks keeps leading, but its lease is over, as real time says.
+#[test]
+fn raft_6_4_1_a_stall_counts_in_full_for_the_lease_and_little_for_raft_timers() {
+    let mut ms = elect(3);
+    let leader = ms.iter().position(|m| m.role() == Role::Leader).unwrap();
+    let follower = (leader + 1) % 3;
+    let (term, stall) = (ms[follower].term(), 10 * 20);
+    assert!(ms[leader].holds_lease());
+
+    ms[follower].advance(stall, 4);
+    assert_eq!((ms[follower].role(), ms[follower].term()), (Role::Follower, term), "4 raft ticks: no campaign");
+    assert!(ms[follower].take_ready().messages.is_empty(), "no vote asked for");
+    ms[follower].advance(stall, stall);
+    assert_ne!(ms[follower].role(), Role::Follower, "the whole stall on raft's timers: it campaigns");
+
+    ms[leader].advance(stall, 4);
+    assert_eq!(ms[leader].role(), Role::Leader, "4 raft ticks: no check-quorum step-down");
+    assert!(!ms[leader].holds_lease(), "the lease clock counted the whole stall");
+}

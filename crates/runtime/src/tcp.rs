@@ -580,7 +580,6 @@ fn node_loop(
         let mut stepped = 0;
         let taken = std::iter::from_fn(|| local.pop()).chain(std::iter::from_fn(|| inbox.try_recv().ok()));
         for env in first.into_iter().chain(taken) {
-            fortifier.progress();
             host.step(t, env.to, Input::Message(env))?;
             stepped += 1;
             if stepped >= crate::embedded::WORKER_BATCH_MAX {

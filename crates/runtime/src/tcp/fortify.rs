@@ -54,7 +54,10 @@ impl Fortifier {
         })
     }
 
-    /// The protocol thread made progress (called before each step and each wait).
+    /// The protocol thread made progress: called at the top of each loop iteration (before its
+    /// wait and its batch of steps) and before each tick, one clock read each, not one per step.
+    /// A batch of many short steps that outlasts [`BUSY_AFTER`] fortifies too, as it should: the
+    /// thread is busy.
     pub(super) fn progress(&self) {
         self.progress_ms.store(self.start.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
