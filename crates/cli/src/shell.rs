@@ -354,22 +354,22 @@ fn command(catalog: &Catalog, client: &mut Client, words: &[String]) -> anyhow::
         }
         _ => {
             // A single-statement transaction.
-            let mut txn = client.begin()?;
-            match txn_command(catalog, &mut txn, words) {
-                Ok(()) => txn.commit()?,
-                Err(e) => {
-                    let _ = txn.rollback();
-                    let unsupported = matches!(
-                        e.downcast_ref::<Error>(),
-                        Some(Error::Invalid(litmus_core::InvalidInput::Unsupported { .. }))
-                    );
-                    if unsupported && matches!(words[0].as_str(), "get" | "scan") {
-                        // An engine without interactive transactions: a one-round read.
-                        return one_round_command(catalog, client, words);
-                    }
-                    return Err(e);
+            let begun = client.begin().map(Transaction::detach);
+            let mut txn = match begun {
+                Ok(id) => client.resume(id),
+                // An engine without interactive transactions: a one-round read.
+                Err(Error::Invalid(litmus_core::InvalidInput::Unsupported { .. }))
+                    if matches!(words[0].as_str(), "get" | "scan") =>
+                {
+                    return one_round_command(catalog, client, words);
                 }
+                Err(e) => return Err(e.into()),
+            };
+            if let Err(e) = txn_command(catalog, &mut txn, words) {
+                let _ = txn.rollback();
+                return Err(e);
             }
+            txn.commit()?;
         }
     }
     Ok(())
@@ -549,7 +549,12 @@ pub fn for_each_page(
     let mut after = None;
     let mut restarts = 0;
     'transactions: loop {
-        let mut txn = client.begin_with(Isolation::ReadCommitted)?;
+        let mut txn = match client.begin_with(Isolation::ReadCommitted) {
+            Ok(txn) => txn,
+            // An engine that runs one-round transactions only: read below.
+            Err(Error::Invalid(litmus_core::InvalidInput::Unsupported { .. })) => break,
+            Err(e) => return Err(e.into()),
+        };
         loop {
             match txn.scan_page(table, &[], None, after.as_ref(), sizer.next()) {
                 Err(Error::Invalid(litmus_core::InvalidInput::Unsupported { .. })) if after.is_none() => break,

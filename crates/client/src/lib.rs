@@ -34,6 +34,7 @@
 
 use litmus_core::{Error, Formula, InvalidInput, Isolation, Key, Row, TxnId, Value};
 use litmus_protocol::message::{RequestBody, ResponseBody};
+use litmus_protocol::minitxn::Minitransaction;
 use litmus_protocol::op::{Op, OpResult};
 use std::time::Duration;
 
@@ -166,6 +167,26 @@ impl Client {
                 other => Err(unexpected(other)),
             }
         })
+    }
+
+    /// The row of `table` at `key`, read as its own one-round read transaction (as
+    /// [`Client::read_page`] reads a page): for engines that take one-round transactions whole.
+    pub fn read_row(&mut self, table: &str, key: &[Value]) -> Result<Option<Row>, Error> {
+        let op = Op::Read { table: table.into(), key: key.to_vec() };
+        match self.request(RequestBody::Read { op })? {
+            ResponseBody::Op(OpResult::Row(row)) => Ok(row),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Runs a minitransaction (Sinfonia §3, `litmus_protocol::minitxn`): its writes apply if
+    /// every compare holds, else nothing does and the answer is a retryable abort. For engines
+    /// that take one-round transactions whole; the others refuse it (`Unsupported`).
+    pub fn minitransaction(&mut self, mini: Minitransaction) -> Result<(), Error> {
+        match self.request(RequestBody::Minitransaction(mini))? {
+            ResponseBody::Returned(_) => Ok(()),
+            other => Err(unexpected(other)),
+        }
     }
 
     /// Connects to a `litmus server` over TCP.

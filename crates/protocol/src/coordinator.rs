@@ -450,7 +450,37 @@ impl Coordinator {
                 let txn = self.new_txn(now, from, Some(id), Source::OneRoundRead { table, shape }, opts, out);
                 self.one_round(now, txn, plan, out);
             }
+            RequestBody::Minitransaction(mini) => {
+                if !self.cfg.engine.capabilities().one_round {
+                    let what = "minitransactions (commit an interactive transaction)".into();
+                    let e = InvalidInput::Unsupported { engine: self.cfg.engine.name().into(), what };
+                    return self.respond(out, from, id, Err(e.into()));
+                }
+                let planned = crate::minitxn::plan(&self.cfg.catalog, self.cfg.partitions, self.cfg.preferred, &mini);
+                let plan = match planned {
+                    Ok(p) if p.fragments.is_empty() => {
+                        return self.respond(out, from, id, Ok(ResponseBody::Returned(vec![])))
+                    }
+                    Ok(p) => p,
+                    Err(e) => return self.respond(out, from, id, Err(e)),
+                };
+                let opts = TxnOptions {
+                    isolation: litmus_core::Isolation::Serializable,
+                    base: false,
+                    procedure: None,
+                    first_attempt: now,
+                    coordination: None,
+                };
+                let txn = self.new_txn(now, from, Some(id), Source::OneRound, opts, out);
+                self.one_round(now, txn, plan, out);
+            }
             RequestBody::Begin { isolation, retrying_for } => {
+                if !self.cfg.engine.capabilities().interactive {
+                    // Every operation would be refused: say so at the begin.
+                    let what = "interactive transactions (it runs one-round transactions only)".into();
+                    let e = InvalidInput::Unsupported { engine: self.cfg.engine.name().into(), what };
+                    return self.respond(out, from, id, Err(e.into()));
+                }
                 let opts = TxnOptions {
                     isolation,
                     base: false,
@@ -697,9 +727,9 @@ impl Coordinator {
                         if let Some(t) = self.txns.remove(&txn) {
                             let result = match t.source {
                                 Source::OneRoundRead { table, shape } => result.and_then(|values| {
-                                    let page =
+                                    let merged =
                                         crate::page::merge_fragment_pages(&self.cfg.catalog, table, values, shape);
-                                    page.map(|p| ResponseBody::Op(crate::op::OpResult::Page(p)))
+                                    merged.map(ResponseBody::Op)
                                 }),
                                 _ => result.map(ResponseBody::Returned),
                             };

@@ -25,6 +25,7 @@ pub mod engine;
 pub mod fragment;
 pub mod machine;
 pub mod message;
+pub mod minitxn;
 pub mod op;
 pub mod page;
 pub mod partition;

@@ -194,13 +194,18 @@ pub enum RequestBody {
     Rollback { txn: TxnId },
     /// A read as its own one-round read transaction, on the engines that take one-round
     /// transactions whole (the only way to read on those that run nothing else, e.g.
-    /// `granola`): today an [`Op::ScanPage`], answered `Op(OpResult::Page)` (see
-    /// [`crate::page`]). Elsewhere refused as `Unsupported`: read in an interactive transaction.
+    /// `granola`): an [`Op::ScanPage`], answered `Op(OpResult::Page)` (see [`crate::page`]), or
+    /// a point [`Op::Read`], answered `Op(OpResult::Row)`. Elsewhere refused as `Unsupported`: read in an interactive transaction.
     Read { op: Op },
     /// The client's connection closed (the runtime says so, not the client): its interactive
     /// transactions that have not begun to finish roll back, as PostgreSQL rolls back a closed
     /// session's transaction, so their locks go at once. Never answered.
     Disconnected,
+    /// A minitransaction (Sinfonia §3, [`crate::minitxn`]): compare items checked and write
+    /// items applied in one one-round transaction, on the engines that take one-round
+    /// transactions whole; answered `Returned([])`, or a retryable abort when a compare
+    /// failed. Elsewhere refused as `Unsupported`.
+    Minitransaction(crate::minitxn::Minitransaction),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -163,20 +163,20 @@ pub(crate) fn resume_from(kind: OpKind, after: Option<&Key>) -> OpKind {
     OpKind::Scan { start: from, end: end.clone(), limit: *limit }
 }
 
-/// A one-round read transaction for `op` (only [`Op::ScanPage`]): one read-only fragment
-/// ([`SCAN_FRAGMENT`]) at each partition the range touches (`preferred` for a replicated
-/// table), `Single` on one partition and `Independent` on several (a read cannot vote abort).
-/// Returns the plan, the shape its fragments' pages merge by and the table.
+/// A one-round read transaction for `op` (an [`Op::ScanPage`] or a point [`Op::Read`]): one
+/// read-only fragment ([`SCAN_FRAGMENT`]) at each partition the read touches (`preferred` for
+/// a replicated table), `Single` on one partition and `Independent` on several (a read cannot
+/// vote abort). Returns the plan, the shape its fragments' answers merge by and the table.
 pub fn one_round_read(
     catalog: &Catalog,
     partitions: u32,
     preferred: PartitionId,
     op: &Op,
 ) -> Result<(OneRoundPlan, Shape, TableId), Error> {
-    let Op::ScanPage { table, .. } = op else {
+    let (Op::ScanPage { table, .. } | Op::Read { table, .. }) = op else {
         return Err(InvalidInput::WrongType {
             what: "a one-round read".into(),
-            expected: "a scan page".into(),
+            expected: "a scan page or a point read".into(),
             got: format!("{op:?}"),
         }
         .into());
@@ -192,17 +192,15 @@ pub fn one_round_read(
     Ok((OneRoundPlan { class, fragments }, shape, resolved.op.table))
 }
 
-/// Merges the values of a one-round read's fragments (one [`PartPage`] each) into its page; a
+/// Merges the values of a one-round read's fragments (one [`PartPage`] each) into its answer:
+/// a page ([`OpResult::Page`]) for a scan page, a row ([`OpResult::Row`]) for a point read. A
 /// value that is not a part page is a typed `MalformedFrame` error.
 pub fn merge_fragment_pages(
     catalog: &Catalog,
     table: TableId,
     values: Vec<Value>,
     shape: Shape,
-) -> Result<Page, Error> {
-    let Shape::Page { rows_max, bytes_max } = shape else {
-        return Err(Error::Internal(format!("a one-round read merged as {shape:?}")));
-    };
+) -> Result<OpResult, Error> {
     let t = catalog.table(table)?;
     let mut parts = Vec::with_capacity(values.len());
     for v in values {
@@ -211,10 +209,20 @@ pub fn merge_fragment_pages(
         };
         let part: PartPage = postcard::from_bytes(&bytes)
             .map_err(|e| InvalidInput::MalformedFrame(format!("a scan fragment's page: {e}")))?;
-        let keyed = part.rows.into_iter().map(|r| Ok((t.row_key(&r)?, r))).collect::<Result<Vec<_>, Error>>()?;
-        parts.push((keyed, part.full));
+        parts.push(part);
     }
-    Ok(merge_page(parts, rows_max, bytes_max))
+    match shape {
+        Shape::Page { rows_max, bytes_max } => {
+            let mut keyed = Vec::with_capacity(parts.len());
+            for part in parts {
+                let rows = part.rows.into_iter().map(|r| Ok((t.row_key(&r)?, r))).collect::<Result<Vec<_>, Error>>()?;
+                keyed.push((rows, part.full));
+            }
+            Ok(OpResult::Page(merge_page(keyed, rows_max, bytes_max)))
+        }
+        Shape::Read { .. } => Ok(OpResult::Row(parts.into_iter().flat_map(|p| p.rows).next())),
+        other => Err(Error::Internal(format!("a one-round read merged as {other:?}"))),
+    }
 }
 
 /// The body of [`SCAN_FRAGMENT`]: the page of the range at this partition.
@@ -227,11 +235,12 @@ pub(crate) fn scan_fragment() -> Procedure {
         };
         let op: Op = postcard::from_bytes(bytes)
             .map_err(|e| InvalidInput::MalformedFrame(format!("a scan page's operation: {e}")))?;
-        if !matches!(op, Op::ScanPage { .. }) {
+        if !matches!(op, Op::ScanPage { .. } | Op::Read { .. }) {
             return Err(InvalidInput::MalformedFrame(format!("a scan fragment was sent {op:?}")).into());
         }
         let part = match ctx.op(op).await? {
             OpResult::Page(page) => PartPage { full: page.resume.is_some(), rows: page.rows },
+            OpResult::Row(row) => PartPage { full: false, rows: row.into_iter().collect() },
             other => return Err(Error::Internal(format!("a scan page answered {other:?}"))),
         };
         let bytes = postcard::to_stdvec(&part).map_err(|e| Error::Internal(format!("encode a page: {e}")))?;

@@ -154,10 +154,15 @@ impl Procedure {
 }
 
 /// The fragments every registry holds: [`crate::page::SCAN_FRAGMENT`], the read-only fragment
-/// of a one-round page read.
+/// of a one-round read, and [`crate::minitxn::MINI_FRAGMENT`], a minitransaction's share.
 fn builtin_fragment(name: &str) -> Option<&'static Procedure> {
     static SCAN: std::sync::OnceLock<Procedure> = std::sync::OnceLock::new();
-    (name == crate::page::SCAN_FRAGMENT).then(|| SCAN.get_or_init(crate::page::scan_fragment))
+    static MINI: std::sync::OnceLock<Procedure> = std::sync::OnceLock::new();
+    match name {
+        crate::page::SCAN_FRAGMENT => Some(SCAN.get_or_init(crate::page::scan_fragment)),
+        crate::minitxn::MINI_FRAGMENT => Some(MINI.get_or_init(crate::minitxn::mini_fragment)),
+        _ => None,
+    }
 }
 
 /// Procedures by name. Built once at startup and shared read-only by every coordinator.

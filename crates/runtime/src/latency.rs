@@ -31,7 +31,7 @@ fn kind_of(body: &RequestBody) -> usize {
         RequestBody::Call { .. } => 0,
         RequestBody::Begin { .. } => 1,
         RequestBody::Op { .. } | RequestBody::Read { .. } => 2,
-        RequestBody::Commit { .. } => 3,
+        RequestBody::Commit { .. } | RequestBody::Minitransaction(_) => 3,
         RequestBody::Rollback { .. } | RequestBody::Disconnected => 4,
     }
 }

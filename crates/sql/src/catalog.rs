@@ -37,6 +37,8 @@ pub const CATALOG_TID: i64 = 0;
 pub const COUNTER_TID: i64 = 1;
 /// The first id a user table gets.
 pub const TABLE_ID_FIRST: i64 = 16;
+/// [`ROWS_TABLE`]'s key columns: a row's first two values (`tid`, `pk`).
+pub const ROWS_KEY_COLUMNS: usize = 2;
 /// The hidden key column of a table declared without a primary key.
 pub const ROWID: &str = "rowid";
 

@@ -29,6 +29,7 @@ mod describe;
 mod dml;
 pub mod error;
 pub mod expr;
+pub mod one_round;
 pub mod query;
 mod session;
 pub mod store;

@@ -44,6 +44,7 @@
 
 use crate::catalog::{object_name, table_def};
 use crate::error::{sqlstate, SqlError};
+use crate::one_round::{OneRoundStore, OneRoundTxn};
 use crate::store::Tx;
 use crate::types::{Datum, SqlType};
 use crate::{dml, query, Column, StatementCtx};
@@ -88,8 +89,17 @@ pub enum TxnStatus {
 
 enum State {
     Idle,
-    Open(TxnId),
+    Open(Open),
     Failed,
+}
+
+/// An open transaction.
+enum Open {
+    /// An interactive transaction of the cluster's engine.
+    Server(TxnId),
+    /// An optimistic transaction, on an engine that runs one-round transactions only
+    /// ([`crate::one_round`]).
+    OneRound(Box<OneRoundTxn>),
 }
 
 /// How soon after a transaction's retryable abort the session's next transaction begins to
@@ -130,6 +140,9 @@ pub struct Session {
     aborted: Option<Aborted>,
     /// The last begin did not run (no coordinator leader was reachable): nothing was begun.
     begin_did_not_run: bool,
+    /// The engine runs one-round transactions only (it refused a begin): transactions are
+    /// optimistic, committed as minitransactions ([`crate::one_round`]).
+    one_round: bool,
 }
 
 fn isolation_of(level: &TransactionIsolationLevel) -> Isolation {
@@ -184,6 +197,7 @@ impl Session {
             first_began: Instant::now(),
             aborted: None,
             begin_did_not_run: false,
+            one_round: false,
         }
     }
 
@@ -385,23 +399,41 @@ impl Session {
         if !explicit {
             self.start(self.isolation)?;
         }
-        let State::Open(id) = self.state else { unreachable!("a transaction was just begun") };
-        let mut txn: Transaction<'_> = self.client.resume(id);
-        let out = f(&mut Tx { txn: &mut txn, paging, cancel: Some(&cancel) });
-        let out = match out {
-            Ok(v) if explicit => {
-                txn.detach();
-                return Ok(v);
-            }
-            Ok(v) => txn.commit().map(|()| v).map_err(SqlError::from),
-            Err(e) => {
-                if txn.is_ended() {
-                    txn.detach();
-                } else {
-                    let _ = txn.rollback();
+        let out = match &mut self.state {
+            State::Open(Open::Server(id)) => {
+                let mut txn: Transaction<'_> = self.client.resume(*id);
+                let out = f(&mut Tx { txn: &mut txn, paging, cancel: Some(&cancel) });
+                match out {
+                    Ok(v) if explicit => {
+                        txn.detach();
+                        return Ok(v);
+                    }
+                    Ok(v) => txn.commit().map(|()| v).map_err(SqlError::from),
+                    Err(e) => {
+                        if txn.is_ended() {
+                            txn.detach();
+                        } else {
+                            let _ = txn.rollback();
+                        }
+                        Err(e)
+                    }
                 }
-                Err(e)
             }
+            State::Open(Open::OneRound(t)) => {
+                let mut store = OneRoundStore { client: &mut self.client, txn: t };
+                let out = f(&mut Tx { txn: &mut store, paging, cancel: Some(&cancel) });
+                match out {
+                    Ok(v) if explicit => return Ok(v),
+                    Ok(v) => {
+                        let State::Open(Open::OneRound(t)) = std::mem::replace(&mut self.state, State::Idle) else {
+                            unreachable!("matched above")
+                        };
+                        t.commit(&mut self.client).map(|()| v).map_err(SqlError::from)
+                    }
+                    Err(e) => Err(reported(e, t, &mut self.client)),
+                }
+            }
+            _ => unreachable!("a transaction was just begun"),
         };
         self.state = if out.is_err() && explicit { State::Failed } else { State::Idle };
         self.ended(out.as_ref().err());
@@ -414,11 +446,22 @@ impl Session {
         let now = Instant::now();
         self.first_began = first_attempt_began(self.aborted.take(), now);
         let retrying_for = now.saturating_duration_since(self.first_began);
-        let txn = self.client.begin_retry(isolation, retrying_for).map_err(|e| {
-            self.begin_did_not_run = matches!(e, litmus_core::Error::Unavailable { outcome_unknown: false, .. });
-            begin_error(e)
-        })?;
-        self.state = State::Open(txn.detach());
+        if self.one_round {
+            self.state = State::Open(Open::OneRound(Box::default()));
+            return Ok(());
+        }
+        match self.client.begin_retry(isolation, retrying_for) {
+            Ok(txn) => self.state = State::Open(Open::Server(txn.detach())),
+            Err(litmus_core::Error::Invalid(litmus_core::InvalidInput::Unsupported { .. })) => {
+                // The engine runs one-round transactions only.
+                self.one_round = true;
+                self.state = State::Open(Open::OneRound(Box::default()));
+            }
+            Err(e) => {
+                self.begin_did_not_run = matches!(e, litmus_core::Error::Unavailable { outcome_unknown: false, .. });
+                return Err(e.into());
+            }
+        }
         Ok(())
     }
 
@@ -450,8 +493,12 @@ impl Session {
             State::Idle => Ok(Output::End("COMMIT")),
             // The failure that failed the transaction already said how it ended.
             State::Failed => Ok(Output::End("ROLLBACK")),
-            State::Open(id) => {
-                let out = self.client.resume(id).commit().map_err(SqlError::from);
+            State::Open(open) => {
+                let out = match open {
+                    Open::Server(id) => self.client.resume(id).commit(),
+                    Open::OneRound(t) => t.commit(&mut self.client),
+                }
+                .map_err(SqlError::from);
                 self.ended(out.as_ref().err());
                 out.map(|()| Output::End("COMMIT"))
             }
@@ -459,8 +506,10 @@ impl Session {
     }
 
     fn rollback(&mut self) -> Result<Output, SqlError> {
-        if let State::Open(id) = std::mem::replace(&mut self.state, State::Idle) {
-            let _ = self.client.resume(id).rollback();
+        if let State::Open(open) = std::mem::replace(&mut self.state, State::Idle) {
+            if let Open::Server(id) = open {
+                let _ = self.client.resume(id).rollback();
+            }
             // Rolled back by the client: no abort to retry.
             self.aborted = None;
         }
@@ -538,20 +587,26 @@ fn parse_isolation(v: &str) -> Result<Isolation, SqlError> {
     }
 }
 
-/// An engine that takes no interactive transactions refuses `BEGIN`: `0A000` naming it.
-fn begin_error(e: litmus_core::Error) -> SqlError {
-    match e {
-        litmus_core::Error::Invalid(litmus_core::InvalidInput::Unsupported { engine, what }) => {
-            SqlError::unsupported(format!("SQL on engine {engine}: it runs one-round transactions only ({what})"))
-        }
-        other => other.into(),
+/// The error an optimistic transaction's statement reports: `e`, unless `e` is not an abort
+/// and what the transaction read had already changed — then the statement computed on rows
+/// that never stood together, and the client gets the retryable abort instead (see
+/// [`crate::one_round`]).
+fn reported(e: SqlError, txn: &OneRoundTxn, client: &mut Client) -> SqlError {
+    if e.is_retryable_abort() || e.ended_transaction() {
+        return e;
+    }
+    match txn.still_current(client) {
+        Ok(false) => SqlError::from(litmus_core::Error::Abort(litmus_core::AbortReason::Other(
+            "what this transaction read changed while it ran".into(),
+        ))),
+        _ => e,
     }
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
         // A connection that goes away mid-transaction leaves nothing behind.
-        if let State::Open(id) = std::mem::replace(&mut self.state, State::Idle) {
+        if let State::Open(Open::Server(id)) = std::mem::replace(&mut self.state, State::Idle) {
             let _ = self.client.resume(id).rollback();
         }
     }

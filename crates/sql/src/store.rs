@@ -8,6 +8,7 @@ use crate::types::Datum;
 use litmus_client::{PageSizer, Paging, Transaction};
 use litmus_core::{Row, Value};
 use litmus_protocol::op::{Op, BATCH_LEN_MAX};
+use litmus_protocol::page::Page;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The most rows one statement may touch or return (a bound on the memory a statement holds).
@@ -39,9 +40,66 @@ impl KeyRange {
     }
 }
 
+/// What a statement reads and writes through: a transaction of the cluster's engine. An
+/// interactive transaction ([`Transaction`]) on the engines that take them; on the engines
+/// that run one-round transactions only, an optimistic transaction committed as one
+/// minitransaction ([`crate::one_round::OneRoundStore`]).
+pub trait RowStore {
+    fn read(&mut self, table: &str, key: &[Value]) -> Result<Option<Row>, litmus_core::Error>;
+    /// A read under the lock a write of the row takes (a plain read where there is none).
+    fn read_for_update(&mut self, table: &str, key: &[Value]) -> Result<Option<Row>, litmus_core::Error>;
+    /// Inserts or replaces a whole row.
+    fn write(&mut self, table: &str, row: Vec<Value>) -> Result<(), litmus_core::Error>;
+    /// Inserts a row; an existing key is `DuplicateKey`.
+    fn insert(&mut self, table: &str, row: Vec<Value>) -> Result<(), litmus_core::Error>;
+    fn delete(&mut self, table: &str, key: &[Value]) -> Result<(), litmus_core::Error>;
+    /// Point writes of one table, applied in order.
+    fn write_many(&mut self, table: &str, writes: Vec<Op>) -> Result<(), litmus_core::Error>;
+    /// One page of the range `start..end` after `after` (see [`Transaction::scan_page`]).
+    fn scan_page(
+        &mut self,
+        table: &str,
+        start: &[Value],
+        end: Option<&[Value]>,
+        after: Option<&litmus_core::Key>,
+        paging: Paging,
+    ) -> Result<Page, litmus_core::Error>;
+}
+
+impl RowStore for Transaction<'_> {
+    fn read(&mut self, table: &str, key: &[Value]) -> Result<Option<Row>, litmus_core::Error> {
+        Transaction::read(self, table, key)
+    }
+    fn read_for_update(&mut self, table: &str, key: &[Value]) -> Result<Option<Row>, litmus_core::Error> {
+        Transaction::read_for_update(self, table, key)
+    }
+    fn write(&mut self, table: &str, row: Vec<Value>) -> Result<(), litmus_core::Error> {
+        Transaction::write(self, table, row)
+    }
+    fn insert(&mut self, table: &str, row: Vec<Value>) -> Result<(), litmus_core::Error> {
+        Transaction::insert(self, table, row)
+    }
+    fn delete(&mut self, table: &str, key: &[Value]) -> Result<(), litmus_core::Error> {
+        Transaction::delete(self, table, key)
+    }
+    fn write_many(&mut self, table: &str, writes: Vec<Op>) -> Result<(), litmus_core::Error> {
+        Transaction::write_many(self, table, writes)
+    }
+    fn scan_page(
+        &mut self,
+        table: &str,
+        start: &[Value],
+        end: Option<&[Value]>,
+        after: Option<&litmus_core::Key>,
+        paging: Paging,
+    ) -> Result<Page, litmus_core::Error> {
+        Transaction::scan_page(self, table, start, end, after, paging)
+    }
+}
+
 /// The transaction a statement runs in.
-pub struct Tx<'t, 'c> {
-    pub txn: &'t mut Transaction<'c>,
+pub struct Tx<'t> {
+    pub txn: &'t mut dyn RowStore,
     pub paging: Paging,
     /// Set by a cancel request (the client's `CancelRequest`, psql's Ctrl-C): the statement
     /// stops before its next operation with `57014`.
@@ -59,9 +117,9 @@ fn stored(row: &Row, what: &str) -> Result<Vec<u8>, SqlError> {
     row.get(2).map_or_else(|| Err(SqlError::internal(format!("{what}: short row"))), |v| bytes_of(v, what))
 }
 
-impl<'c> Tx<'_, 'c> {
+impl Tx<'_> {
     /// The transaction, unless the statement was cancelled (`57014`).
-    fn live(&mut self) -> Result<&mut Transaction<'c>, SqlError> {
+    fn live(&mut self) -> Result<&mut dyn RowStore, SqlError> {
         if self.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
             return Err(SqlError::new(
                 crate::error::sqlstate::QUERY_CANCELED,

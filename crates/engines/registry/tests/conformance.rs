@@ -170,6 +170,21 @@ fn conformance_bad_input_is_rejected_and_changes_nothing() {
                 updates: vec![("no_such_column".into(), litmus_core::Formula::Add(Value::Int(1)))],
             },
         ];
+        let huge = Op::Write {
+            table: bank::ACCOUNTS.into(),
+            row: vec![Value::Int(0), Value::Bytes(vec![0u8; 1 << 24].into())].into(),
+        };
+        if !engine.capabilities().interactive {
+            // No interactive transactions: the same bad input as a minitransaction's items.
+            for op in bad_ops.into_iter().chain([huge]) {
+                let mini = litmus_protocol::minitxn::Minitransaction { compares: vec![], writes: vec![op.clone()] };
+                let r = run(&mut c, engine, 3, RequestBody::Minitransaction(mini));
+                assert!(matches!(r, Err(Error::Invalid(_))), "{engine}: {op:?} gave {r:?}");
+            }
+            c.settle();
+            assert_eq!(before, dump(&c), "{engine}: bad input changed the database");
+            continue;
+        }
         for op in bad_ops {
             let t = begin(&mut c, 3);
             let r = run(&mut c, engine, 3, RequestBody::Op { txn: t, op: op.clone() });
@@ -179,10 +194,6 @@ fn conformance_bad_input_is_rejected_and_changes_nothing() {
             let _ = run(&mut c, engine, 3, RequestBody::Commit { txn: t });
         }
         let t = begin(&mut c, 3);
-        let huge = Op::Write {
-            table: bank::ACCOUNTS.into(),
-            row: vec![Value::Int(0), Value::Bytes(vec![0u8; 1 << 24].into())].into(),
-        };
         let r = run(&mut c, engine, 3, RequestBody::Op { txn: t, op: huge });
         assert!(matches!(r, Err(Error::Invalid(_))), "{engine}: an oversized row gave {r:?}");
         let _ = run(&mut c, engine, 3, RequestBody::Rollback { txn: t });
@@ -361,8 +372,8 @@ fn conformance_one_round_procedures_match_their_op_by_op_form() {
     }
 }
 
-/// An engine without interactive transactions refuses an interactive operation and an op-by-op
-/// procedure with a typed error naming itself, and changes nothing.
+/// An engine without interactive transactions refuses an interactive transaction's begin and
+/// an op-by-op procedure with a typed error naming itself, and changes nothing.
 #[test]
 fn conformance_one_round_only_engines_refuse_interactive_operations() {
     for &engine in litmus_engines::ALL {
@@ -371,11 +382,10 @@ fn conformance_one_round_only_engines_refuse_interactive_operations() {
         }
         let mut c = cluster(engine, 1);
         let before = dump(&c);
-        let t = begin(&mut c, 1);
-        let r = run(&mut c, engine, 1, RequestBody::Op { txn: t, op: write(0, 7) });
+        let begin = RequestBody::Begin { isolation: Isolation::Serializable, retrying_for: Duration::ZERO };
+        let r = run(&mut c, engine, 1, begin);
         let named = |r: &Result<ResponseBody, Error>| matches!(r, Err(Error::Invalid(litmus_core::InvalidInput::Unsupported { engine: e, .. })) if e == engine.name());
-        assert!(named(&r), "{engine}: an interactive write gave {r:?}");
-        let _ = run(&mut c, engine, 1, RequestBody::Rollback { txn: t });
+        assert!(named(&r), "{engine}: an interactive begin gave {r:?}");
         let r = c.proc(1, "bank_transfer_acid", vec![Value::Int(0), Value::Int(0), Value::Int(1)]);
         assert!(named(&r.clone().map(ResponseBody::Returned)), "{engine}: an op-by-op procedure gave {r:?}");
         c.settle();

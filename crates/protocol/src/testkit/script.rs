@@ -609,6 +609,9 @@ fn render_message(msg: &Message) -> String {
                 RequestBody::Rollback { txn } => format!("{txn} rollback"),
                 RequestBody::Read { op } => format!("one-round read {}", render_op(op)),
                 RequestBody::Disconnected => "disconnected".into(),
+                RequestBody::Minitransaction(m) => {
+                    format!("minitransaction of {} compares and {} writes", m.compares.len(), m.writes.len())
+                }
             };
             format!("#{} {what}", r.id.0)
         }
