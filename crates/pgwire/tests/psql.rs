@@ -56,9 +56,17 @@ fn psql_file(addr: std::net::SocketAddr, script: &str) -> Option<(String, String
     Some((String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned()))
 }
 
+/// On a locking engine and on the two kinds of one-round engine (timestamp voting, locking
+/// two-phase commit), where SQL runs as optimistic transactions committed as minitransactions.
 #[test]
 fn psql_creates_inserts_selects_updates_rolls_back_and_sees_error_codes() {
-    let addr = common::start(litmus_engines::ACID);
+    for engine in [litmus_engines::ACID, litmus_engines::GRANOLA, litmus_engines::SINFONIA] {
+        psql_session(engine);
+    }
+}
+
+fn psql_session(engine: litmus_protocol::EngineKind) {
+    let addr = common::start(engine);
     let script = "\
 CREATE TABLE accounts (id INT PRIMARY KEY, owner VARCHAR(20) NOT NULL, balance NUMERIC(10,2) DEFAULT 0);
 INSERT INTO accounts VALUES (1, 'ann', 100.5), (2, 'bob', 50);
@@ -102,12 +110,12 @@ SELECT count(*) FROM accounts;
             "75.50",
             "2"
         ],
-        "stderr: {err}"
+        "{engine}: stderr: {err}"
     );
     for code in ["23505", "23502", "42P01", "42601", "0A000"] {
-        assert!(err.contains(&format!("ERROR:  {code}")), "no {code} in: {err}");
+        assert!(err.contains(&format!("ERROR:  {code}")), "{engine}: no {code} in: {err}");
     }
     // One psql call per statement too: a fresh connection sees the committed state.
     let Some((out, _)) = psql(addr, "SELECT owner FROM accounts WHERE id = 2") else { return };
-    assert_eq!(out.trim(), "bob");
+    assert_eq!(out.trim(), "bob", "{engine}");
 }

@@ -3,7 +3,9 @@
 //! A [`Session`] runs SQL statements (parsed by `sqlparser`'s PostgreSQL dialect) for one
 //! connection, over a [`litmus_client::Client`]: every statement is planned here and executed
 //! as reads and writes of an interactive transaction, so it runs under whatever concurrency
-//! control the cluster's engine gives (see `docs/sql.md` for what each engine guarantees).
+//! control the cluster's engine gives (see `docs/sql.md` for what each engine guarantees). On
+//! the engines that take no interactive transaction (the one-round ones) the transaction is
+//! optimistic and commits as one minitransaction ([`one_round`]).
 //!
 //! * **Storage** ([`catalog`]): every SQL table lives in one built-in table, keyed by (table
 //!   id, encoded primary key); the catalog is rows of the same table, written by ordinary
@@ -19,7 +21,7 @@
 //!
 //! What is left out: subqueries, outer joins, `UNION`, `DISTINCT`, secondary indexes,
 //! `UNIQUE` other than the primary key and foreign keys (refused at `CREATE TABLE`), engine
-//! transaction classes (BASE, one-round) in SQL, update formulas (an `UPDATE` reads its row
+//! transaction classes (BASE, one-round procedures) in SQL, update formulas (an `UPDATE` reads its row
 //! for update — under the write's lock on the locking engines — then writes it).
 
 pub mod catalog;
