@@ -28,7 +28,9 @@ pub struct DemoArgs {
 
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let (mut catalog, registry) = litmus_workloads::full_schema();
-    catalog.add(litmus_sql::rows_table());
+    for t in litmus_sql::rows_tables() {
+        catalog.add(t);
+    }
     let spec = ClusterSpec {
         engine: args.engine,
         topology: Topology::new(args.nodes, args.partitions)?,

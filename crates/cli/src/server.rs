@@ -198,7 +198,9 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     );
     let (mut catalog, registry) = litmus_workloads::full_schema();
     // SQL tables and their catalog live in one built-in table (litmus_sql::catalog).
-    catalog.add(litmus_sql::rows_table());
+    for t in litmus_sql::rows_tables() {
+        catalog.add(t);
+    }
     if let Some(pg) = &cfg.pg_listen {
         let security = sql_security(&cfg)?;
         let (users, tls) = (security.users.as_ref().map_or(0, |u| u.len()), security.tls.is_some());

@@ -273,6 +273,40 @@ impl Key {
         Ok(out)
     }
 
+    /// The length in bytes of the encoding of the first `n` values at the start of `bytes` (an
+    /// encoding by [`Key::encode`], possibly followed by anything); `None` when `bytes` does not
+    /// begin with `n` whole values.
+    pub fn values_len(bytes: &[u8], n: usize) -> Option<usize> {
+        let mut at = 0;
+        for _ in 0..n {
+            match *bytes.get(at)? {
+                TAG_NULL => at += 1,
+                TAG_INT | TAG_DECIMAL => {
+                    at += 9;
+                    if at > bytes.len() {
+                        return None;
+                    }
+                }
+                TAG_STRING | TAG_BYTES => {
+                    at += 1;
+                    loop {
+                        match bytes.get(at..)? {
+                            [0x00, 0x01, ..] => {
+                                at += 2;
+                                break;
+                            }
+                            [0x00, 0xFF, ..] => at += 2,
+                            [0x00, ..] | [] => return None,
+                            [_, ..] => at += 1,
+                        }
+                    }
+                }
+                _ => return None,
+            }
+        }
+        Some(at)
+    }
+
     /// The key with each integer column `i` for which `f(i)` is `Some(j)` holding `j` instead;
     /// `None` when `f` maps no column (or the bytes are no encoding). Works on the bytes: an
     /// integer's encoding has one width, so the key is copied once and the columns' bodies
@@ -406,6 +440,34 @@ fn encode_bytes(tag: u8, b: &[u8], out: &mut KeyBuf) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        /// The first `n` values' encoding is the encoding of those values alone, whatever
+        /// follows; a cut inside a value is no whole value.
+        #[test]
+        fn values_len_measures_the_encoding_of_the_first_values(
+            ints in proptest::collection::vec(any::<i64>(), 0..3),
+            texts in proptest::collection::vec("[a-c\\x00]{0,4}", 0..3),
+            tail in proptest::collection::vec(any::<u8>(), 0..4),
+        ) {
+            let values: Vec<Value> = ints.iter().map(|i| Value::Int(*i))
+                .chain(texts.iter().map(|t| Value::String(t.as_str().into())))
+                .chain([Value::Null])
+                .collect();
+            let whole = Key::encode(&values).unwrap();
+            let mut bytes = whole.as_bytes().to_vec();
+            bytes.extend(&tail);
+            for n in 0..=values.len() {
+                let first = Key::encode(&values[..n]).unwrap();
+                prop_assert_eq!(Key::values_len(&bytes, n), Some(first.as_bytes().len()));
+            }
+            // Cut one byte short of the first value (an int or a string: more than its tag).
+            let first = Key::encode(&values[..1]).unwrap().as_bytes().len();
+            if first > 1 {
+                prop_assert_eq!(Key::values_len(&bytes[..first - 1], 1), None);
+            }
+        }
+    }
 
     #[test]
     fn short_keys_are_inline_and_long_clones_share_their_bytes() {

@@ -37,7 +37,7 @@ mod session;
 pub mod store;
 pub mod types;
 
-pub use catalog::{rows_table, ROWS_TABLE};
+pub use catalog::{rows_tables, TablePartitioning, ROWS_TABLE};
 pub use error::{sqlstate, SqlError};
 pub use session::{Output, Session, TxnStatus, IMPLICIT_RETRIES_MAX, RETRY_INHERIT_WITHIN};
 pub use types::{Datum, SqlType};

@@ -25,7 +25,7 @@
 //! and write at most [`ONE_ROUND_BYTES_MAX`] bytes of them (`54000` beyond): a `COPY` of
 //! 100,000 rows is refused on these engines, where the interactive engines batch it.
 
-use crate::catalog::ROWS_KEY_COLUMNS;
+use crate::catalog::key_columns;
 use crate::store::RowStore;
 use litmus_client::{Client, Paging};
 use litmus_core::{AbortReason, Error, InvalidInput, Key, Row, Value};
@@ -58,8 +58,8 @@ pub struct OneRoundStore<'a> {
     pub txn: &'a mut OneRoundTxn,
 }
 
-fn key_of(row: &[Value]) -> Result<Key, Error> {
-    let Some(key) = row.get(..ROWS_KEY_COLUMNS) else {
+fn key_of(table: &str, row: &[Value]) -> Result<Key, Error> {
+    let Some(key) = row.get(..key_columns(table)) else {
         return Err(Error::Internal(format!("a row of {} values has no key", row.len())));
     };
     Ok(Key::encode(key)?)
@@ -169,13 +169,13 @@ impl RowStore for OneRoundStore<'_> {
     }
 
     fn write(&mut self, table: &str, row: Vec<Value>) -> Result<(), Error> {
-        let key = key_of(&row)?;
+        let key = key_of(table, &row)?;
         self.put(table, key, Some(row.into()))
     }
 
     fn insert(&mut self, table: &str, row: Vec<Value>) -> Result<(), Error> {
-        let key = key_of(&row)?;
-        if self.point_read(table, &row[..ROWS_KEY_COLUMNS])?.is_some() {
+        let key = key_of(table, &row)?;
+        if self.point_read(table, &row[..key_columns(table)])?.is_some() {
             return Err(InvalidInput::DuplicateKey(format!("{table} {key:?}")).into());
         }
         self.put(table, key, Some(row.into()))
@@ -209,7 +209,7 @@ impl RowStore for OneRoundStore<'_> {
         self.txn.reads_sent += 1;
         let mut found = Vec::with_capacity(page.rows.len());
         for row in &page.rows {
-            found.push((key_of(row)?, digest(row)));
+            found.push((key_of(table, row)?, digest(row)));
         }
         self.txn.grow(32 + found.iter().map(|(k, _)| 8 + k.as_bytes().len()).sum::<usize>())?;
         self.txn.compares.push(Compare::Range {

@@ -687,21 +687,8 @@ fn alter_table(tx: &mut Tx, at: &sqlparser::ast::AlterTable) -> Result<Output, S
 }
 
 fn create_table(tx: &mut Tx, ct: &sqlparser::ast::CreateTable) -> Result<Output, SqlError> {
-    use sqlparser::ast::{CreateTableOptions, SqlOption};
     if ct.temporary || ct.or_replace || ct.like.is_some() || ct.partition_by.is_some() {
         return Err(SqlError::unsupported("CREATE TEMPORARY / OR REPLACE / LIKE / PARTITION BY"));
-    }
-    if let CreateTableOptions::With(opts) = &ct.table_options {
-        // Storage parameters are page-layout hints of PostgreSQL's heap, which has no
-        // counterpart here; `fillfactor` (pgbench sends it) is accepted, others refused.
-        for o in opts {
-            match o {
-                SqlOption::KeyValue { key, .. } if key.value.eq_ignore_ascii_case("fillfactor") => {}
-                other => return Err(SqlError::unsupported(format!("table option {other}"))),
-            }
-        }
-    } else if !matches!(ct.table_options, CreateTableOptions::None) {
-        return Err(SqlError::unsupported(format!("table options {}", ct.table_options)));
     }
     let def = table_def(ct)?;
     if tx.find_table(&def.name)?.is_some() {

@@ -113,8 +113,9 @@ fn bytes_of(v: &Value, what: &str) -> Result<Vec<u8>, SqlError> {
     }
 }
 
+/// A stored row's payload: its last value (after the key columns).
 fn stored(row: &Row, what: &str) -> Result<Vec<u8>, SqlError> {
-    row.get(2).map_or_else(|| Err(SqlError::internal(format!("{what}: short row"))), |v| bytes_of(v, what))
+    row.last().map_or_else(|| Err(SqlError::internal(format!("{what}: empty row"))), |v| bytes_of(v, what))
 }
 
 impl Tx<'_> {
@@ -185,7 +186,7 @@ impl Tx<'_> {
 
     /// The row with primary key `key` (encoded), if any.
     pub fn get(&mut self, def: &TableDef, key: &[u8]) -> Result<Option<Vec<Datum>>, SqlError> {
-        match self.live()?.read(ROWS_TABLE, &[Value::Int(def.id), Value::Bytes(key.into())])? {
+        match self.live()?.read(def.physical_table(), &def.stored_key(key))? {
             Some(row) => Ok(Some(catalog::decode_row(&stored(&row, &def.name)?, def)?)),
             None => Ok(None),
         }
@@ -194,7 +195,7 @@ impl Tx<'_> {
     /// The row with primary key `key` (encoded), if any, read under the lock a write of it
     /// takes (`Transaction::read_for_update`; a plain read on engines without locks).
     pub fn get_for_update(&mut self, def: &TableDef, key: &[u8]) -> Result<Option<Vec<Datum>>, SqlError> {
-        match self.live()?.read_for_update(ROWS_TABLE, &[Value::Int(def.id), Value::Bytes(key.into())])? {
+        match self.live()?.read_for_update(def.physical_table(), &def.stored_key(key))? {
             Some(row) => Ok(Some(catalog::decode_row(&stored(&row, &def.name)?, def)?)),
             None => Ok(None),
         }
@@ -220,24 +221,25 @@ impl Tx<'_> {
         range: &KeyRange,
         each: &mut dyn FnMut(Vec<u8>, Vec<Datum>) -> Result<bool, SqlError>,
     ) -> Result<(), SqlError> {
-        let tid = Value::Int(def.id);
-        let mut start = vec![tid.clone()];
-        if let Some(lo) = &range.lo {
-            start.push(Value::Bytes(lo.as_slice().into()));
-        }
+        let start = match &range.lo {
+            Some(lo) => def.stored_bound(lo),
+            None => vec![Value::Int(def.id)],
+        };
         let end = match (&range.lo, &range.hi) {
-            (_, Some(hi)) => Some(vec![tid, Value::Bytes(hi.as_slice().into())]),
+            (_, Some(hi)) => Some(def.stored_bound(hi)),
             // From a key to the table's end: every key below the next table id.
             (Some(_), None) => Some(vec![Value::Int(def.id + 1)]),
             (None, None) => None,
         };
+        let table = def.physical_table();
+        let pk = catalog::key_columns(table) - 1;
         let mut after = None;
         let mut sizer = PageSizer::new(self.paging);
         loop {
-            let page = self.live()?.scan_page(ROWS_TABLE, &start, end.as_deref(), after.as_ref(), sizer.next())?;
+            let page = self.live()?.scan_page(table, &start, end.as_deref(), after.as_ref(), sizer.next())?;
             sizer.saw(&page);
             for row in &page.rows {
-                let key = bytes_of(&row[1], &def.name)?;
+                let key = bytes_of(&row[pk], &def.name)?;
                 if !each(key, catalog::decode_row(&stored(row, &def.name)?, def)?)? {
                     return Ok(());
                 }
@@ -252,21 +254,21 @@ impl Tx<'_> {
     /// Writes a full row (insert or replace).
     pub fn put(&mut self, def: &TableDef, row: &[Datum]) -> Result<(), SqlError> {
         let stored = self.stored_row(def, row)?;
-        self.live()?.write(ROWS_TABLE, stored)?;
+        self.live()?.write(def.physical_table(), stored)?;
         Ok(())
     }
 
     /// Inserts a row; an existing key is `23505`.
     pub fn insert(&mut self, def: &TableDef, row: &[Datum]) -> Result<(), SqlError> {
         let stored = self.stored_row(def, row)?;
-        match self.live()?.insert(ROWS_TABLE, stored) {
+        match self.live()?.insert(def.physical_table(), stored) {
             Err(litmus_core::Error::Invalid(litmus_core::InvalidInput::DuplicateKey(_))) => Err(duplicate(def, row)),
             other => other.map_err(SqlError::from),
         }
     }
 
     pub fn delete(&mut self, def: &TableDef, key: &[u8]) -> Result<(), SqlError> {
-        self.live()?.delete(ROWS_TABLE, &[Value::Int(def.id), Value::Bytes(key.into())])?;
+        self.live()?.delete(def.physical_table(), &def.stored_key(key))?;
         Ok(())
     }
 
@@ -276,13 +278,10 @@ impl Tx<'_> {
         let mut ops = Vec::with_capacity(rows.len());
         for r in rows {
             let row: Row = self.stored_row(def, r)?.into();
-            ops.push(if replace {
-                Op::Write { table: ROWS_TABLE.into(), row }
-            } else {
-                Op::Insert { table: ROWS_TABLE.into(), row }
-            });
+            let table = def.physical_table().into();
+            ops.push(if replace { Op::Write { table, row } } else { Op::Insert { table, row } });
         }
-        self.write_batches(ops, |e| match e {
+        self.write_batches(def.physical_table(), ops, |e| match e {
             litmus_core::Error::Invalid(litmus_core::InvalidInput::DuplicateKey(_)) => SqlError::new(
                 crate::error::sqlstate::UNIQUE_VIOLATION,
                 format!("duplicate key value violates unique constraint \"{}_pkey\"", def.name),
@@ -295,15 +294,17 @@ impl Tx<'_> {
     pub fn delete_many(&mut self, def: &TableDef, keys: &[Vec<u8>]) -> Result<(), SqlError> {
         let ops = keys
             .iter()
-            .map(|k| Op::Delete {
-                table: ROWS_TABLE.into(),
-                key: vec![Value::Int(def.id), Value::Bytes(k.as_slice().into())],
-            })
+            .map(|k| Op::Delete { table: def.physical_table().into(), key: def.stored_key(k) })
             .collect();
-        self.write_batches(ops, SqlError::from)
+        self.write_batches(def.physical_table(), ops, SqlError::from)
     }
 
-    fn write_batches(&mut self, ops: Vec<Op>, error: impl Fn(litmus_core::Error) -> SqlError) -> Result<(), SqlError> {
+    fn write_batches(
+        &mut self,
+        table: &str,
+        ops: Vec<Op>,
+        error: impl Fn(litmus_core::Error) -> SqlError,
+    ) -> Result<(), SqlError> {
         let mut batch = vec![];
         let mut bytes = 0;
         for op in ops {
@@ -312,21 +313,22 @@ impl Tx<'_> {
                 _ => 64,
             };
             if !batch.is_empty() && (batch.len() >= BATCH_LEN_MAX || bytes + size > BATCH_BYTES_MAX) {
-                self.live()?.write_many(ROWS_TABLE, std::mem::take(&mut batch)).map_err(&error)?;
+                self.live()?.write_many(table, std::mem::take(&mut batch)).map_err(&error)?;
                 bytes = 0;
             }
             bytes += size;
             batch.push(op);
         }
         if !batch.is_empty() {
-            self.live()?.write_many(ROWS_TABLE, batch).map_err(&error)?;
+            self.live()?.write_many(table, batch).map_err(&error)?;
         }
         Ok(())
     }
 
     fn stored_row(&self, def: &TableDef, row: &[Datum]) -> Result<Vec<Value>, SqlError> {
-        let key = def.key_of(row)?;
-        Ok(vec![Value::Int(def.id), Value::Bytes(key.into()), Value::Bytes(catalog::encode_row(row)?.into())])
+        let mut stored = def.stored_key(&def.key_of(row)?);
+        stored.push(Value::Bytes(catalog::encode_row(row)?.into()));
+        Ok(stored)
     }
 }
 

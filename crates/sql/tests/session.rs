@@ -570,3 +570,49 @@ fn a_transaction_idle_past_the_orphan_timeout_keeps_its_locks_and_commits() {
     assert_eq!(rows(&mut s, "SELECT v FROM idle ORDER BY k"), vec![vec!["1"], vec!["1"]]);
     c.shutdown().unwrap();
 }
+
+/// A table partitioned by a key prefix or replicated (`CREATE TABLE ... WITH (...)`) answers
+/// every statement as one partitioned by its whole key does, on a locking, a snapshot and a
+/// one-round engine; a prefix-partitioned and a replicated table join.
+#[test]
+fn tables_partitioned_by_a_key_prefix_or_replicated_answer_as_any_table_does() {
+    let script = [
+        "SELECT count(*) FROM o WHERE w = 2",
+        "SELECT id, v FROM o WHERE w = 2 AND id >= 3 ORDER BY id",
+        "UPDATE o SET v = v + 1 WHERE w = 1",
+        "DELETE FROM o WHERE w = 3 AND id < 3",
+        "SELECT w, count(*), sum(v) FROM o GROUP BY w ORDER BY w",
+        "SELECT o.w, o.id, n.name FROM o JOIN n ON o.w = n.w WHERE o.id = 4 ORDER BY o.w",
+        "SELECT * FROM o WHERE id = 5 ORDER BY w",
+    ];
+    for engine in [litmus_engines::ACID, litmus_engines::OMID, litmus_engines::GRANOLA] {
+        let mut answers: Vec<Vec<String>> = Vec::new();
+        for with in ["", "WITH (partition_prefix = 1)", "WITH (replicated = true)"] {
+            let c = cluster(engine);
+            let mut s = session(&c, 20);
+            run(&mut s, &format!("CREATE TABLE o (w INT, id INT, v INT, PRIMARY KEY (w, id)) {with}")).unwrap();
+            run(&mut s, "CREATE TABLE n (w INT PRIMARY KEY, name TEXT) WITH (replicated = true)").unwrap();
+            run(&mut s, "INSERT INTO n VALUES (1, 'one'), (2, 'two'), (3, 'three')").unwrap();
+            let values: Vec<String> =
+                (1..=3).flat_map(|w| (1..=5).map(move |id| format!("({w}, {id}, {})", w * 10 + id))).collect();
+            run(&mut s, &format!("INSERT INTO o VALUES {}", values.join(", "))).unwrap();
+            let mut got = Vec::new();
+            for sql in script {
+                got.push(match run(&mut s, sql).unwrap_or_else(|e| panic!("{engine} {with}: {sql}: {e}")) {
+                    Output::Rows { .. } => format!("{:?}", rows(&mut s, sql)),
+                    other => format!("{other:?}"),
+                });
+            }
+            match answers.first() {
+                None => answers.push(got),
+                Some(first) => assert_eq!(&got, first, "{engine} {with}"),
+            }
+            c.shutdown().unwrap();
+        }
+        let first = &answers[0];
+        assert_eq!(first[0], r#"[["5"]]"#);
+        assert_eq!(first[1], r#"[["3", "23"], ["4", "24"], ["5", "25"]]"#);
+        assert_eq!(first[4], r#"[["1", "5", "70"], ["2", "5", "115"], ["3", "3", "102"]]"#);
+        assert_eq!(first[5], r#"[["1", "4", "one"], ["2", "4", "two"], ["3", "4", "three"]]"#);
+    }
+}

@@ -15,7 +15,9 @@ pub fn start_with(
     security: litmus_pgwire::auth::Security,
 ) -> std::net::SocketAddr {
     let mut catalog = litmus_protocol::builtin::catalog();
-    catalog.add(litmus_sql::rows_table());
+    for t in litmus_sql::rows_tables() {
+        catalog.add(t);
+    }
     let spec = ClusterSpec {
         engine,
         topology: Topology::new(2, 4).unwrap(),

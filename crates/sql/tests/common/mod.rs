@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 pub fn cluster(engine: litmus_protocol::EngineKind) -> EmbeddedCluster {
     let mut catalog = litmus_protocol::builtin::catalog();
-    catalog.add(litmus_sql::rows_table());
+    for t in litmus_sql::rows_tables() {
+        catalog.add(t);
+    }
     let spec = ClusterSpec {
         engine,
         topology: Topology::new(2, 4).unwrap(),
