@@ -23,7 +23,9 @@ pub struct SimArgs {
     #[arg(long, default_value = "nocc", value_parser = litmus_bench::EngineParser)]
     engine: EngineKind,
     /// What the clients run: `acked` (every acknowledged write survives), `bank` (Salt Figs.
-    /// 1–2: ACID totals never see a BASE transfer in flight; money is conserved), `salt-chains`
+    /// 1–2: ACID totals never see a BASE transfer in flight; money is conserved), `minibank`
+    /// (Sinfonia §3 on the one-round engines: transfers as two one-round reads and a
+    /// minitransaction comparing them; the bank's totals hold), `salt-chains`
     /// (random BASE chains across partitions with provenance; no ACID read sees a value derived
     /// from a BASE transaction that has not ended, Salt §5.1), `tpcc-neworder` (VLDB'15 §6.2:
     /// New-Orders, a warehouse per partition; TPC-C's consistency conditions after heal) or

@@ -177,6 +177,38 @@ fn bank_totals_hold_under_faults() {
     }
 }
 
+/// Sinfonia §3 under faults: transfers that read both accounts in one-round reads and commit
+/// as one minitransaction comparing what they read (as SQL commits on the one-round engines)
+/// keep every total whole, on each one-round engine: a compare that let a changed row through
+/// would lose an update and change the total.
+#[test]
+fn minitransaction_transfers_keep_bank_totals_under_faults() {
+    let seeds: u64 = std::env::var("LITMUS_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300) / 15;
+    for engine in [litmus_engines::GRANOLA, litmus_engines::GRANOLA_LOCKING, litmus_engines::SINFONIA] {
+        let (mut committed, mut compare_aborts, mut totals) = (0, 0, 0);
+        for seed in 0..seeds {
+            let mut cfg = SimConfig::new(seed).with_faults();
+            cfg.faults.crash = 0.04;
+            cfg.faults.partition = 0.04;
+            cfg.duration = Duration::from_millis(1500);
+            let mut sim = Simulator::new(spec(engine, seed, 3, 6), cfg).unwrap();
+            let mut driver = litmus_runtime::sim::minibank::MiniBank::new(8, 6);
+            if let Err(e) = sim.run(&mut driver) {
+                panic!("{engine} seed {seed} failed: {e}\nreplay: litmus sim --seed {seed} --faults --engine {engine} --workload minibank");
+            }
+            assert!(driver.final_checked(), "{engine} seed {seed}: the final total was never compared");
+            (committed, compare_aborts, totals) = (
+                committed + driver.committed,
+                compare_aborts + driver.compare_aborts,
+                totals + driver.totals_checked(),
+            );
+        }
+        assert!(committed > seeds * 10, "{engine}: only {committed} minitransactions committed");
+        assert!(compare_aborts > 0, "{engine}: no compare ever failed, so none was tested");
+        assert!(totals > seeds, "{engine}: only {totals} totals checked");
+    }
+}
+
 /// Heavy faults (crash 0.15 per 100 ms, as `litmus sim --faults`) on the BASE engines, over a
 /// range of seeds plus the ones that once failed:
 /// * 1126, 1163, 1189 — a restarted coordinator's epoch made partitions roll back a BASE

@@ -424,8 +424,8 @@ mod tests {
     /// alone); rows that differ in it spread.
     #[test]
     fn rows_sharing_the_partition_prefix_share_a_partition_and_so_does_a_range_within_it() {
-        let mut def = create("CREATE TABLE s (w INT, d INT, o TEXT, PRIMARY KEY (w, d, o)) WITH (partition_prefix = 2)")
-            .unwrap();
+        let mut def =
+            create("CREATE TABLE s (w INT, d INT, o TEXT, PRIMARY KEY (w, d, o)) WITH (partition_prefix = 2)").unwrap();
         assert_eq!(def.partitioning, TablePartitioning::Prefix(2));
         def.id = 20;
         let schema = &rows_tables()[1];

@@ -292,10 +292,8 @@ impl Tx<'_> {
 
     /// Deletes many rows by encoded key, in batches.
     pub fn delete_many(&mut self, def: &TableDef, keys: &[Vec<u8>]) -> Result<(), SqlError> {
-        let ops = keys
-            .iter()
-            .map(|k| Op::Delete { table: def.physical_table().into(), key: def.stored_key(k) })
-            .collect();
+        let ops =
+            keys.iter().map(|k| Op::Delete { table: def.physical_table().into(), key: def.stored_key(k) }).collect();
         self.write_batches(def.physical_table(), ops, SqlError::from)
     }
 

@@ -53,6 +53,7 @@ pub use workload::{MicroOp, Outcomes, RetryPolicy, RunStats, TxnRequest, Workloa
 pub const ALL: &[&WorkloadDef] = &[
     &sim_checks::ACKED,          // every acknowledged write survives (simulator only)
     &sim_checks::BANK,           // Salt Figs. 1-2: BASE transfers, ACID totals (simulator only)
+    &sim_checks::MINIBANK,       // Sinfonia §3: transfers as reads + a minitransaction (simulator only)
     &sim_checks::SALT_CHAINS,    // Salt §5.1: BASE chains with provenance (simulator only)
     &ycsb::DEF,                  // YCSB A/B/C
     &salt_micro::CONTENTION_DEF, // Salt Fig. 11

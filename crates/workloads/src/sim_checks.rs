@@ -1,4 +1,4 @@
-//! # The simulator's own checks as workloads: `acked`, `bank`, `salt-chains`
+//! # The simulator's own checks as workloads: `acked`, `bank`, `minibank`, `salt-chains`
 //!
 //! Their drivers live in `litmus_runtime::sim` (they check the runtime and the engines, and
 //! the runtime's tests run them); these entries make them reachable through the registry for
@@ -8,6 +8,7 @@ use crate::registry::{three_nodes, SimDef, SimRun, WorkloadDef};
 use litmus_protocol::builtin;
 use litmus_protocol::engine::Guarantee;
 use litmus_runtime::sim::chains::SaltChains;
+use litmus_runtime::sim::minibank::MiniBank;
 use litmus_runtime::sim::workload::{AckedWrites, Bank};
 use litmus_runtime::sim::{SimConfig, Simulator};
 use litmus_runtime::ClusterSpec;
@@ -38,6 +39,19 @@ pub const BANK: WorkloadDef = sim_only(
         nodes: three_nodes,
         step_cost_us: 0,
         run: run_bank,
+    },
+);
+
+/// Sinfonia §3: transfers read both accounts in one-round reads and commit as one
+/// minitransaction comparing what they read (how SQL commits on the one-round engines).
+pub const MINIBANK: WorkloadDef = sim_only(
+    "minibank",
+    "transfers as two one-round reads and a minitransaction of compare and write items (Sinfonia §3)",
+    SimDef {
+        needs: Some((Guarantee::SnapshotIsolation, "a lost update changes the bank's total")),
+        nodes: three_nodes,
+        step_cost_us: 0,
+        run: run_minibank,
     },
 );
 
@@ -86,6 +100,23 @@ fn run_chains(run: &SimRun, cfg: SimConfig) -> Outcome {
         format!(
             "{r} | chain steps acked {} | ACID checks {} over {} tags | final check {} tags",
             chains.steps_acked, chains.checks, chains.tags_checked, chains.final_tags
+        )
+    }))
+}
+
+fn run_minibank(run: &SimRun, cfg: SimConfig) -> Outcome {
+    if !run.engine.capabilities().one_round {
+        anyhow::bail!("minibank needs an engine that takes one-round transactions whole (granola, granola-locking, sinfonia, nocc, base); {} does not", run.engine);
+    }
+    let mut sim = simulator(run, cfg)?;
+    let mut bank = MiniBank::new(8, run.topology.partitions);
+    Ok(sim.run(&mut bank).map(|r| {
+        format!(
+            "{r} | minibank: minitransactions committed {} aborted by a compare {} | totals compared {} | final total {}",
+            bank.committed,
+            bank.compare_aborts,
+            bank.totals_checked(),
+            if bank.final_checked() { "compared" } else { "NOT compared" }
         )
     }))
 }

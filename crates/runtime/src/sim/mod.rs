@@ -49,6 +49,7 @@
 
 pub mod chains;
 pub mod cpu;
+pub mod minibank;
 pub mod workload;
 
 pub use cpu::CpuModel;
