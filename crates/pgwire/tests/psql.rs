@@ -86,6 +86,11 @@ INSERT INTO accounts (id) VALUES (3);
 SELECT * FROM missing;
 SELEC 1;
 SELECT DISTINCT owner FROM accounts;
+CREATE PROCEDURE pay(who INT, amount NUMERIC(10,2)) LANGUAGE sql AS $$
+  UPDATE accounts SET balance = balance - amount WHERE id = who;
+$$;
+CALL pay(2, 5);
+SELECT balance FROM accounts WHERE id = 2;
 SELECT count(*) FROM accounts;
 ";
     let Some((out, err)) = psql_file(addr, script) else { return };
@@ -108,6 +113,9 @@ SELECT count(*) FROM accounts;
             "UPDATE 1",
             "COMMIT",
             "75.50",
+            "CREATE PROCEDURE",
+            "CALL",
+            "45.00",
             "2"
         ],
         "{engine}: stderr: {err}"

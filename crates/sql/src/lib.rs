@@ -33,6 +33,7 @@ pub mod error;
 pub mod expr;
 pub mod one_round;
 pub mod query;
+pub mod routine;
 mod session;
 pub mod store;
 pub mod types;
@@ -92,7 +93,8 @@ impl StatementCtx {
 
 /// Parses SQL text into statements; bad syntax is `42601`.
 pub fn parse(sql: &str) -> Result<Vec<sqlparser::ast::Statement>, SqlError> {
-    sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::PostgreSqlDialect {}, sql)
+    let rewritten = routine::rewrite(sql);
+    sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::PostgreSqlDialect {}, rewritten.as_deref().unwrap_or(sql))
         .map_err(|e| SqlError::syntax(format!("syntax error: {e}")))
 }
 

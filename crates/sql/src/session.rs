@@ -628,6 +628,39 @@ impl query::RowSink for Started<'_, '_> {
     }
 }
 
+fn no_procedure(name: &str) -> SqlError {
+    SqlError::new("42883", format!("procedure {name} does not exist"))
+}
+
+/// `CALL name(args)`: the procedure's body, with its parameters bound to the arguments, in the
+/// statement's transaction (see [`crate::routine`]).
+fn call(tx: &mut Tx, ctx: &StatementCtx, f: &sqlparser::ast::Function) -> Result<Output, SqlError> {
+    let name = object_name(&f.name)?;
+    let def = tx.find_procedure(&name)?.ok_or_else(|| no_procedure(&name))?;
+    let (args, star) = crate::expr::function_args(f)?;
+    if star || args.len() != def.params.len() {
+        return Err(SqlError::new(
+            "42883",
+            format!("procedure {name} takes {} arguments, not {}", def.params.len(), args.len()),
+        ));
+    }
+    let scope = crate::expr::Scope::new(vec![]);
+    let env = crate::expr::Env { scope: &scope, row: &[], params: &ctx.params, aggregates: None, now_us: ctx.now_us };
+    let params =
+        args.iter().zip(&def.params).map(|(e, (_, ty))| env.eval(e)?.cast(ty)).collect::<Result<Vec<_>, SqlError>>()?;
+    let inner = StatementCtx {
+        params,
+        param_types: def.params.iter().map(|(_, t)| t.clone()).collect(),
+        now_us: ctx.now_us,
+        refuse_coordination: ctx.refuse_coordination,
+    };
+    for stmt in crate::parse(&def.body)? {
+        run_statement(tx, &inner, &stmt)
+            .map_err(|e| SqlError::new(e.code, format!("{} (in procedure {name})", e.message)))?;
+    }
+    Ok(Output::Command("CALL".into()))
+}
+
 fn run_statement(tx: &mut Tx, ctx: &StatementCtx, stmt: &Statement) -> Result<Output, SqlError> {
     if ctx.refuse_coordination {
         crate::coordination::check(tx, stmt)?;
@@ -641,6 +674,26 @@ fn run_statement(tx: &mut Tx, ctx: &StatementCtx, stmt: &Statement) -> Result<Ou
         Statement::Update(u) => Output::Command(format!("UPDATE {}", dml::update(tx, ctx, u)?)),
         Statement::Delete(d) => Output::Command(format!("DELETE {}", dml::delete(tx, ctx, d)?)),
         Statement::CreateTable(ct) => create_table(tx, ct)?,
+        Statement::CreateFunction(cf) => {
+            let def = crate::routine::proc_def(cf)?;
+            if !cf.or_replace && tx.find_procedure(&def.name)?.is_some() {
+                return Err(SqlError::new("42723", format!("procedure \"{}\" already exists", def.name)));
+            }
+            tx.put_procedure(&def)?;
+            Output::Command("CREATE PROCEDURE".into())
+        }
+        Statement::DropProcedure { if_exists, proc_desc, .. } => {
+            for d in proc_desc {
+                let name = object_name(&d.name)?;
+                match tx.find_procedure(&name)? {
+                    Some(_) => tx.drop_procedure(&name)?,
+                    None if *if_exists => {}
+                    None => return Err(no_procedure(&name)),
+                }
+            }
+            Output::Command("DROP PROCEDURE".into())
+        }
+        Statement::Call(f) => call(tx, ctx, f)?,
         Statement::Drop { object_type: ObjectType::Table, if_exists, names, cascade: false, .. } => {
             for n in names {
                 let name = object_name(n)?;

@@ -130,6 +130,25 @@ impl Tx<'_> {
         Ok(self.txn)
     }
 
+    /// The payload of the system row (catalog, counter, procedure) at `key` of the rows table.
+    pub fn read_system(&mut self, key: &[Value]) -> Result<Option<Vec<u8>>, SqlError> {
+        match self.live()?.read(ROWS_TABLE, key)? {
+            Some(row) => Ok(Some(stored(&row, "a system row")?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Writes a system row (its key values and payload).
+    pub fn write_system(&mut self, row: Vec<Value>) -> Result<(), SqlError> {
+        self.live()?.write(ROWS_TABLE, row)?;
+        Ok(())
+    }
+
+    pub fn delete_system(&mut self, key: &[Value]) -> Result<(), SqlError> {
+        self.live()?.delete(ROWS_TABLE, key)?;
+        Ok(())
+    }
+
     /// The definition of table `name`, or `42P01`.
     pub fn table(&mut self, name: &str) -> Result<TableDef, SqlError> {
         self.find_table(name)?.ok_or_else(|| SqlError::no_table(name))

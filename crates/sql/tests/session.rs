@@ -616,3 +616,44 @@ fn tables_partitioned_by_a_key_prefix_or_replicated_answer_as_any_table_does() {
         assert_eq!(first[5], r#"[["1", "4", "one"], ["2", "4", "two"], ["3", "4", "three"]]"#);
     }
 }
+
+/// `CREATE PROCEDURE ... LANGUAGE sql` and `CALL`: the body runs whole in the caller's
+/// transaction, with its parameters bound, on every kind of engine; a body that fails part way
+/// leaves nothing; what a procedure cannot be is refused when it is created.
+#[test]
+fn procedures_run_their_body_whole_in_one_transaction() {
+    for engine in [litmus_engines::ACID, litmus_engines::OMID, litmus_engines::GRANOLA] {
+        let c = cluster(engine);
+        let mut s = session(&c, 21);
+        run(&mut s, "CREATE TABLE acct (id INT PRIMARY KEY, bal INT CHECK (bal >= 0)); CREATE TABLE hist (n INT, amount INT CHECK (amount < 50))")
+            .unwrap();
+        run(&mut s, "INSERT INTO acct VALUES (1, 100), (2, 0)").unwrap();
+        let create = "CREATE PROCEDURE transfer(src INT, dst INT, amount INT) LANGUAGE sql AS $$
+              UPDATE acct SET bal = bal - amount WHERE id = src;
+              UPDATE acct SET bal = bal + $3 WHERE id = dst;
+              INSERT INTO hist VALUES (src, amount);
+            $$";
+        assert_eq!(run(&mut s, create).unwrap(), Output::Command("CREATE PROCEDURE".into()), "{engine}");
+        assert_eq!(code(&mut s, create), "42723", "{engine}");
+        assert_eq!(run(&mut s, "CALL transfer(1, 2, 30)").unwrap(), Output::Command("CALL".into()), "{engine}");
+        assert_eq!(rows(&mut s, "SELECT id, bal FROM acct ORDER BY id"), vec![vec!["1", "70"], vec!["2", "30"]]);
+        // Both updates pass; the history's CHECK fails the third statement: nothing stays.
+        assert_eq!(code(&mut s, "CALL transfer(1, 2, 60)"), "23514", "{engine}");
+        run(&mut s, "BEGIN; CALL transfer(1, 2, 10); ROLLBACK").unwrap();
+        assert_eq!(rows(&mut s, "SELECT sum(bal), count(*) FROM acct"), vec![vec!["100", "2"]], "{engine}");
+        assert_eq!(rows(&mut s, "SELECT count(*) FROM hist"), vec![vec!["1"]], "{engine}");
+        assert_eq!(code(&mut s, "CALL transfer(1, 2)"), "42883", "{engine}");
+        assert_eq!(code(&mut s, "CALL nope()"), "42883", "{engine}");
+        run(&mut s, "CREATE OR REPLACE PROCEDURE transfer(src INT) LANGUAGE sql AS 'DELETE FROM hist WHERE n = src'")
+            .unwrap();
+        run(&mut s, "CALL transfer(1)").unwrap();
+        assert_eq!(rows(&mut s, "SELECT count(*) FROM hist"), vec![vec!["0"]], "{engine}");
+        assert_eq!(code(&mut s, "CREATE PROCEDURE p() LANGUAGE sql AS $$ CREATE TABLE x (a INT) $$"), "0A000");
+        assert_eq!(code(&mut s, "CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ BEGIN END $$"), "0A000");
+        assert_eq!(code(&mut s, "CREATE PROCEDURE p() LANGUAGE sql AS $$ SELEC 1 $$"), "42601");
+        run(&mut s, "DROP PROCEDURE transfer; DROP PROCEDURE IF EXISTS transfer").unwrap();
+        assert_eq!(code(&mut s, "CALL transfer(1)"), "42883", "{engine}");
+        assert_eq!(code(&mut s, "DROP PROCEDURE transfer"), "42883", "{engine}");
+        c.shutdown().unwrap();
+    }
+}
