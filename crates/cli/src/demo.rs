@@ -27,10 +27,8 @@ pub struct DemoArgs {
 }
 
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
-    let (mut catalog, registry) = litmus_workloads::full_schema();
-    for t in litmus_sql::rows_tables() {
-        catalog.add(t);
-    }
+    let (mut catalog, mut registry) = litmus_workloads::full_schema();
+    litmus_sql::install(&mut catalog, &mut registry);
     let spec = ClusterSpec {
         engine: args.engine,
         topology: Topology::new(args.nodes, args.partitions)?,

@@ -196,11 +196,10 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
         "starting (config {})",
         args.config.display()
     );
-    let (mut catalog, registry) = litmus_workloads::full_schema();
-    // SQL tables and their catalog live in one built-in table (litmus_sql::catalog).
-    for t in litmus_sql::rows_tables() {
-        catalog.add(t);
-    }
+    let (mut catalog, mut registry) = litmus_workloads::full_schema();
+    // SQL tables and their catalog live in built-in tables (litmus_sql::catalog); a planned
+    // CALL runs as a built-in one-round procedure (litmus_sql::call_one_round).
+    litmus_sql::install(&mut catalog, &mut registry);
     if let Some(pg) = &cfg.pg_listen {
         let security = sql_security(&cfg)?;
         let (users, tls) = (security.users.as_ref().map_or(0, |u| u.len()), security.tls.is_some());

@@ -17,7 +17,7 @@ use sqlparser::ast::{
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
 
-fn parse_expr(text: &str) -> Result<Expr, SqlError> {
+pub(crate) fn parse_expr(text: &str) -> Result<Expr, SqlError> {
     Parser::new(&PostgreSqlDialect {})
         .try_with_sql(text)
         .and_then(|mut p| p.parse_expr())
@@ -105,7 +105,12 @@ fn source_rows(tx: &mut Tx, ctx: &StatementCtx, source: &sqlparser::ast::Query) 
 
 /// A full row from the values given for `targets`: defaults (or NULL) elsewhere, a fresh row
 /// id for the hidden key.
-fn full_row(ctx: &StatementCtx, def: &TableDef, targets: &[usize], values: Vec<Datum>) -> Result<Vec<Datum>, SqlError> {
+pub(crate) fn full_row(
+    ctx: &StatementCtx,
+    def: &TableDef,
+    targets: &[usize],
+    values: Vec<Datum>,
+) -> Result<Vec<Datum>, SqlError> {
     let mut row: Vec<Option<Datum>> = vec![None; def.columns.len()];
     for (&t, v) in targets.iter().zip(values) {
         row[t] = Some(v);

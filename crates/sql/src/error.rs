@@ -38,6 +38,20 @@ pub mod sqlstate {
     pub const UNDEFINED_PARAMETER: &str = "42P02";
     pub const PROTOCOL_VIOLATION: &str = "08P01";
     pub const QUERY_CANCELED: &str = "57014";
+
+    /// Every SQLSTATE this crate raises: a code read back from a fragment's error is one of
+    /// them (`XX000` if not).
+    const KNOWN: [&str; 39] = [
+        "08006", "08P01", "0A000", "22001", "22003", "22012", "2201W", "22021", "22023", "22P02", "22P04", "23502",
+        "23503", "23505", "23514", "25P02", "28000", "40001", "40003", "40P01", "42601", "42701", "42702", "42703",
+        "42704", "42723", "42803", "42804", "42883", "42P01", "42P02", "42P07", "42P10", "42P13", "42P16", "54000",
+        "54023", "57014", "58030",
+    ];
+
+    /// `code` as a known SQLSTATE, else `XX000`.
+    pub fn known(code: &str) -> &'static str {
+        KNOWN.iter().find(|k| **k == code).copied().unwrap_or(INTERNAL_ERROR)
+    }
 }
 
 impl SqlError {
@@ -94,7 +108,13 @@ impl From<Error> for SqlError {
             Error::Abort(_) => sqlstate::SERIALIZATION_FAILURE,
             Error::Unavailable { outcome_unknown: true, .. } => sqlstate::STATEMENT_COMPLETION_UNKNOWN,
             Error::Unavailable { .. } => sqlstate::CONNECTION_FAILURE,
-            Error::UserAbort(_) => sqlstate::CHECK_VIOLATION,
+            // A SQL error from a fragment carries its SQLSTATE first (`call_one_round`).
+            Error::UserAbort(m) => match m.split_once(": ") {
+                Some((code, rest)) if code.len() == 5 && code.bytes().all(|b| b.is_ascii_alphanumeric()) => {
+                    return SqlError::new(sqlstate::known(code), rest.to_string());
+                }
+                _ => sqlstate::CHECK_VIOLATION,
+            },
             Error::Storage(_) => sqlstate::IO_ERROR,
             Error::Internal(_) => sqlstate::INTERNAL_ERROR,
             Error::Invalid(i) => invalid_code(i),

@@ -20,10 +20,11 @@
 //!   for bad syntax.
 //!
 //! What is left out: subqueries, outer joins, `UNION`, `DISTINCT`, secondary indexes,
-//! `UNIQUE` other than the primary key and foreign keys (refused at `CREATE TABLE`), engine
-//! transaction classes (BASE, one-round procedures) in SQL, update formulas (an `UPDATE` reads its row
+//! `UNIQUE` other than the primary key and foreign keys (refused at `CREATE TABLE`), Salt's
+//! BASE transactions in SQL, update formulas (an `UPDATE` reads its row
 //! for update — under the write's lock on the locking engines — then writes it).
 
+pub mod call_one_round;
 pub mod catalog;
 mod coordination;
 pub mod copy;
@@ -45,6 +46,15 @@ pub use types::{Datum, SqlType};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
+
+/// Adds what SQL needs to a server's catalog and registry: the built-in tables SQL tables
+/// live in ([`rows_tables`]) and the one-round `CALL` procedure ([`call_one_round`]).
+pub fn install(catalog: &mut litmus_core::Catalog, registry: &mut litmus_protocol::Registry) {
+    for t in rows_tables() {
+        catalog.add(t);
+    }
+    call_one_round::register(registry);
+}
 
 /// What `version()` and the `server_version` setting report: a PostgreSQL version that
 /// clients accept, and our name.

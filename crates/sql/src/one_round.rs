@@ -50,6 +50,8 @@ pub struct OneRoundTxn {
     reads_sent: usize,
     /// Estimated bytes of compare and write items.
     bytes: usize,
+    /// Begun by `BEGIN` (not a statement's own).
+    pub explicit: bool,
 }
 
 /// An optimistic transaction at work: its state and the session's client.
@@ -158,6 +160,20 @@ impl OneRoundStore<'_> {
 }
 
 impl RowStore for OneRoundStore<'_> {
+    fn takes_one_round_calls(&self) -> bool {
+        !self.txn.explicit && self.txn.writes.is_empty()
+    }
+
+    fn one_round_call(&mut self, args: Vec<Value>) -> Result<(), Error> {
+        self.client.call(crate::call_one_round::CALL_PROCEDURE, args)?;
+        // The call's catalog fragments checked what was read to plan it.
+        self.txn.compares.clear();
+        self.txn.read.clear();
+        self.txn.reads_sent = 0;
+        self.txn.bytes = 0;
+        Ok(())
+    }
+
     fn read(&mut self, table: &str, key: &[Value]) -> Result<Option<Row>, Error> {
         self.point_read(table, key)
     }

@@ -171,17 +171,21 @@ fn check_body_statement(stmt: &Statement) -> Result<(), SqlError> {
     }
 }
 
-fn key(name: &str) -> [Value; 2] {
+/// The key of procedure `name`'s catalog row.
+pub fn key(name: &str) -> [Value; 2] {
     [Value::Int(PROC_TID), Value::Bytes(name.as_bytes().into())]
+}
+
+/// A procedure from its catalog row.
+pub fn decode(name: &str, bytes: &[u8]) -> Result<ProcDef, SqlError> {
+    postcard::from_bytes(bytes).map_err(|e| SqlError::internal(format!("procedure {name}: {e}")))
 }
 
 impl Tx<'_> {
     /// The procedure `name`, if any.
     pub fn find_procedure(&mut self, name: &str) -> Result<Option<ProcDef>, SqlError> {
         match self.read_system(&key(name))? {
-            Some(bytes) => {
-                postcard::from_bytes(&bytes).map(Some).map_err(|e| SqlError::internal(format!("procedure {name}: {e}")))
-            }
+            Some(bytes) => decode(name, &bytes).map(Some),
             None => Ok(None),
         }
     }
@@ -204,7 +208,8 @@ mod tests {
 
     #[test]
     fn only_a_create_procedure_is_read_as_a_function() {
-        let sql = "create or replace procedure p() language sql as $$ SELECT 'create procedure' $$; SELECT procedure FROM t";
+        let sql =
+            "create or replace procedure p() language sql as $$ SELECT 'create procedure' $$; SELECT procedure FROM t";
         let out = rewrite(sql).unwrap();
         assert!(out.starts_with("create or replace FUNCTION p()"), "{out}");
         assert!(out.contains("$$ SELECT 'create procedure' $$; SELECT procedure FROM t"), "{out}");

@@ -485,6 +485,9 @@ impl Session {
             }
         }
         self.start(isolation)?;
+        if let State::Open(Open::OneRound(t)) = &mut self.state {
+            t.explicit = true;
+        }
         Ok(Output::Begin)
     }
 
@@ -636,7 +639,8 @@ fn no_procedure(name: &str) -> SqlError {
 /// statement's transaction (see [`crate::routine`]).
 fn call(tx: &mut Tx, ctx: &StatementCtx, f: &sqlparser::ast::Function) -> Result<Output, SqlError> {
     let name = object_name(&f.name)?;
-    let def = tx.find_procedure(&name)?.ok_or_else(|| no_procedure(&name))?;
+    let bytes = tx.read_system(&crate::routine::key(&name))?.ok_or_else(|| no_procedure(&name))?;
+    let def = crate::routine::decode(&name, &bytes)?;
     let (args, star) = crate::expr::function_args(f)?;
     if star || args.len() != def.params.len() {
         return Err(SqlError::new(
@@ -654,6 +658,14 @@ fn call(tx: &mut Tx, ctx: &StatementCtx, f: &sqlparser::ast::Function) -> Result
         now_us: ctx.now_us,
         refuse_coordination: ctx.refuse_coordination,
     };
+    if tx.txn.takes_one_round_calls() {
+        if let Some(calls) = crate::call_one_round::plan(tx, &def, &bytes, &inner)? {
+            let plan =
+                postcard::to_allocvec(&calls).map_err(|e| SqlError::internal(format!("encoding a plan: {e}")))?;
+            tx.txn.one_round_call(vec![litmus_core::Value::Bytes(plan.into())])?;
+            return Ok(Output::Command("CALL".into()));
+        }
+    }
     for stmt in crate::parse(&def.body)? {
         run_statement(tx, &inner, &stmt)
             .map_err(|e| SqlError::new(e.code, format!("{} (in procedure {name})", e.message)))?;

@@ -64,6 +64,18 @@ pub trait RowStore {
         after: Option<&litmus_core::Key>,
         paging: Paging,
     ) -> Result<Page, litmus_core::Error>;
+    /// Whether a `CALL` may run here as one one-round transaction of its own
+    /// ([`crate::call_one_round`]): an optimistic transaction of one statement, outside
+    /// `BEGIN`, on an engine that runs one-round transactions only.
+    fn takes_one_round_calls(&self) -> bool {
+        false
+    }
+    /// Runs the planned `CALL` (the arguments of `call_one_round::CALL_PROCEDURE`) as the
+    /// transaction; what the transaction read to plan it is then settled.
+    fn one_round_call(&mut self, args: Vec<Value>) -> Result<(), litmus_core::Error> {
+        let _ = args;
+        Err(litmus_core::Error::Internal("a one-round CALL outside a one-round transaction".into()))
+    }
 }
 
 impl RowStore for Transaction<'_> {

@@ -143,3 +143,94 @@ fn an_error_computed_from_rows_that_never_stood_together_is_a_retryable_abort() 
         c.shutdown().unwrap();
     }
 }
+
+/// Granola §2: a procedure whose body writes rows named by their whole key is planned as one
+/// one-round transaction — a fragment per row at its partition, and a catalog compare per
+/// definition the plan was made from; any other body is not.
+#[test]
+fn a_call_of_writes_by_key_is_planned_as_one_one_round_transaction() {
+    let c = cluster(litmus_engines::GRANOLA);
+    let mut s = session(&c, 30);
+    run(
+        &mut s,
+        "CREATE TABLE acct (id INT PRIMARY KEY, bal INT CHECK (bal >= 0));
+         CREATE TABLE hist (n INT, amount INT, PRIMARY KEY (n, amount)) WITH (partition_prefix = 1);
+         CREATE TABLE rates (k INT PRIMARY KEY, r INT) WITH (replicated = true);
+         CREATE PROCEDURE transfer(src INT, dst INT, amount INT) LANGUAGE sql AS $$
+           UPDATE acct SET bal = bal - amount WHERE id = src;
+           UPDATE acct SET bal = bal + amount WHERE id = dst AND bal < 1000;
+           INSERT INTO hist VALUES (src, amount), (dst, -amount);
+         $$;
+         CREATE PROCEDURE sweep() LANGUAGE sql AS $$ UPDATE acct SET bal = 0 WHERE bal < 10 $$;
+         CREATE PROCEDURE peek(k INT) LANGUAGE sql AS $$ SELECT bal FROM acct WHERE id = k $$;
+         CREATE PROCEDURE rate(k INT) LANGUAGE sql AS $$ UPDATE rates SET r = r + 1 WHERE k = k $$;",
+    )
+    .unwrap();
+    let mut client = litmus_client::Client::new(Box::new(c.transport()));
+    let paging = client.paging();
+    let mut plan = |name: &str, args: Vec<litmus_sql::Datum>| {
+        let mut txn = litmus_sql::one_round::OneRoundTxn::default();
+        let mut store = litmus_sql::one_round::OneRoundStore { client: &mut client, txn: &mut txn };
+        let mut tx = litmus_sql::store::Tx { txn: &mut store, paging, cancel: None };
+        let bytes = tx.read_system(&litmus_sql::routine::key(name)).unwrap().unwrap();
+        let def = litmus_sql::routine::decode(name, &bytes).unwrap();
+        let ctx = litmus_sql::StatementCtx { params: args, param_types: vec![], now_us: 0, refuse_coordination: false };
+        litmus_sql::call_one_round::plan(&mut tx, &def, &bytes, &ctx).unwrap()
+    };
+    use litmus_sql::call_one_round::{CATALOG_FRAGMENT, WRITE_FRAGMENT};
+    use litmus_sql::Datum::Int;
+    let calls = plan("transfer", vec![Int(1), Int(2), Int(5)]).expect("writes by key are one round");
+    let count = |f: &str| calls.iter().filter(|c| c.fragment == f).count();
+    assert_eq!((count(WRITE_FRAGMENT), count(CATALOG_FRAGMENT)), (4, 3), "{calls:#?}");
+    assert!(plan("sweep", vec![]).is_none(), "a range of rows is not named up front");
+    assert!(plan("peek", vec![Int(1)]).is_none(), "a read answers nothing in one round");
+    assert!(plan("rate", vec![Int(1)]).is_none(), "a replicated row is written on every partition");
+    // A plan made from a definition that changed since is refused whole, retryably.
+    run(&mut s, "INSERT INTO acct VALUES (1, 100), (2, 0)").unwrap();
+    let stale = plan("transfer", vec![Int(1), Int(2), Int(5)]).unwrap();
+    run(&mut s, "CREATE OR REPLACE PROCEDURE transfer(src INT, dst INT, amount INT) LANGUAGE sql AS 'SELECT 1'")
+        .unwrap();
+    let bytes = litmus_core::Value::Bytes(postcard::to_allocvec(&stale).unwrap().into());
+    let r = client.call(litmus_sql::call_one_round::CALL_PROCEDURE, vec![bytes]);
+    assert!(matches!(r, Err(litmus_core::Error::Abort(_))), "a stale plan gave {r:?}");
+    assert_eq!(rows(&mut s, "SELECT id, bal FROM acct ORDER BY id"), vec![vec!["1", "100"], vec!["2", "0"]]);
+    assert_eq!(rows(&mut s, "SELECT count(*) FROM hist"), vec![vec!["0"]]);
+    c.shutdown().unwrap();
+}
+
+/// One-round `CALL`s at once on one row count every increment once; a fragment's `CHECK`
+/// and duplicate key come back with their SQLSTATEs, and the call leaves nothing.
+#[test]
+fn one_round_calls_count_every_increment_once_and_fail_whole() {
+    for engine in ONE_ROUND {
+        let name = engine.name();
+        let c = cluster(engine);
+        let mut s = session(&c, 31);
+        run(
+            &mut s,
+            "CREATE TABLE n (id INT PRIMARY KEY, v INT CHECK (v < 1000)); INSERT INTO n VALUES (1, 0), (2, 0);
+             CREATE TABLE log (id INT PRIMARY KEY);
+             CREATE PROCEDURE bump(a INT, b INT, by INT) LANGUAGE sql AS $$
+               UPDATE n SET v = v + by WHERE id = a; UPDATE n SET v = v + by WHERE id = b $$;
+             CREATE PROCEDURE note(i INT) LANGUAGE sql AS $$
+               UPDATE n SET v = v + 1 WHERE id = 1; INSERT INTO log VALUES (i) $$;",
+        )
+        .unwrap();
+        std::thread::scope(|scope| {
+            for t in 0..4u64 {
+                let mut s = session(&c, 40 + t);
+                scope.spawn(move || {
+                    for _ in 0..20 {
+                        run(&mut s, "CALL bump(1, 2, 1)").unwrap_or_else(|e| panic!("{name}: {e}"));
+                    }
+                });
+            }
+        });
+        assert_eq!(rows(&mut s, "SELECT v FROM n ORDER BY id"), vec![vec!["80"], vec!["80"]], "{name}");
+        assert_eq!(code(&mut s, "CALL bump(2, 1, 930)"), "23514", "{name}");
+        run(&mut s, "CALL note(7)").unwrap();
+        assert_eq!(code(&mut s, "CALL note(7)"), "23505", "{name}");
+        assert_eq!(rows(&mut s, "SELECT v FROM n ORDER BY id"), vec![vec!["81"], vec!["80"]], "{name}: nothing stayed");
+        c.shutdown().unwrap();
+    }
+}

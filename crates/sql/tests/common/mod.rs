@@ -10,14 +10,13 @@ use std::sync::Arc;
 
 pub fn cluster(engine: litmus_protocol::EngineKind) -> EmbeddedCluster {
     let mut catalog = litmus_protocol::builtin::catalog();
-    for t in litmus_sql::rows_tables() {
-        catalog.add(t);
-    }
+    let mut registry = litmus_protocol::builtin::registry();
+    litmus_sql::install(&mut catalog, &mut registry);
     let spec = ClusterSpec {
         engine,
         topology: Topology::new(2, 4).unwrap(),
         catalog: Arc::new(catalog),
-        registry: Arc::new(litmus_protocol::builtin::registry()),
+        registry: Arc::new(registry),
         seed: 1,
     };
     EmbeddedCluster::start(spec, EmbeddedConfig::default()).unwrap()
