@@ -21,8 +21,10 @@
 //! abort), so no statement runs twice and no read goes out before the writes.
 //!
 //! Any other body, and any `CALL` inside `BEGIN`, runs as an ordinary transaction
-//! ([`crate::one_round`]). On the other engines a procedure always runs in the session's
-//! transaction.
+//! ([`crate::one_round`]). On the other engines a procedure runs in the session's transaction,
+//! except a BASE procedure ([`crate::routine::ProcClass::Base`]): planned the same way, its
+//! `COMMIT`s grouping the row writes, it runs as [`BASE_PROCEDURE`], one alkaline
+//! subtransaction per group (Salt §4).
 
 use crate::catalog::{decode_def, encode_key, object_name, TableDef, TablePartitioning, CATALOG_TID, ROWS_TABLE};
 use crate::dml::{check_row, full_row, parse_expr};
@@ -50,6 +52,9 @@ pub const CALL_PROCEDURE: &str = "litmus.sql_call";
 pub const WRITE_FRAGMENT: &str = "litmus.sql_write";
 /// A fragment comparing one catalog row with the digest the plan was made from.
 pub const CATALOG_FRAGMENT: &str = "litmus.sql_catalog";
+/// The BASE procedure a `CALL` of a BASE procedure runs: its one argument is the postcard
+/// bytes of its [`Planned`] row writes.
+pub const BASE_PROCEDURE: &str = "litmus.sql_base";
 
 /// Adds the one-round `CALL` procedure and its fragments to a server's registry.
 pub fn register(registry: &mut Registry) {
@@ -60,6 +65,12 @@ pub fn register(registry: &mut Registry) {
     registry.register_fragment(CATALOG_FRAGMENT, params, |ctx: Ctx, args: Vec<Value>| async move {
         catalog_fragment(ctx, args).await
     });
+    registry.register_with(
+        BASE_PROCEDURE,
+        vec![ColumnType::Bytes],
+        litmus_protocol::procedure::ProcOptions::base(),
+        |ctx: Ctx, args: Vec<Value>| async move { base_body(ctx, args).await },
+    );
     registry.register_one_round(CALL_PROCEDURE, vec![ColumnType::Bytes], OneRoundClass::Coordinated, |args| {
         let Some(Value::Bytes(b)) = args.first() else {
             return Err(litmus_core::InvalidInput::MalformedFrame("a planned CALL without its plan".into()).into());
@@ -119,6 +130,12 @@ async fn write_fragment(ctx: Ctx, args: Vec<Value>) -> litmus_protocol::procedur
     };
     let w: RowWrite =
         postcard::from_bytes(b).map_err(|e| litmus_core::InvalidInput::MalformedFrame(format!("a row write: {e}")))?;
+    apply(&ctx, &w).await
+}
+
+/// Writes one planned row: at its partition (a fragment) or through a procedure's context
+/// (a BASE procedure), which routes each operation.
+async fn apply(ctx: &Ctx, w: &RowWrite) -> litmus_protocol::procedure::ProcResult {
     let table = w.def.physical_table();
     let sctx =
         StatementCtx { params: w.params.clone(), param_types: vec![], now_us: w.now_us, refuse_coordination: false };
@@ -166,18 +183,52 @@ async fn catalog_fragment(ctx: Ctx, args: Vec<Value>) -> litmus_protocol::proced
     let [Value::Int(tid), Value::Bytes(name), Value::Int(expected)] = &args[..] else {
         return Err(litmus_core::InvalidInput::MalformedFrame(format!("a catalog compare {args:?}")).into());
     };
-    let row = ctx.read(ROWS_TABLE, &[Value::Int(*tid), Value::Bytes(name.clone())]).await?;
+    same_definition(&ctx, *tid, name, *expected).await?;
+    Ok(vec![])
+}
+
+/// The BASE procedure a `CALL` of a BASE procedure runs (Salt §4): each group of its planned
+/// row writes is one alkaline subtransaction, the first also comparing the catalog rows the
+/// plan was made from. The coordinator re-runs it whole after a crash (Salt §6.2): its one
+/// argument holds the plan.
+async fn base_body(ctx: Ctx, args: Vec<Value>) -> litmus_protocol::procedure::ProcResult {
+    let Some(Value::Bytes(b)) = args.first() else {
+        return Err(litmus_core::InvalidInput::MalformedFrame("a BASE CALL without its plan".into()).into());
+    };
+    let planned: Planned = postcard::from_bytes(b)
+        .map_err(|e| litmus_core::InvalidInput::MalformedFrame(format!("a BASE CALL's plan: {e}")))?;
+    for (i, group) in planned.groups.iter().enumerate() {
+        if i > 0 && group.is_empty() {
+            continue;
+        }
+        ctx.begin_alkaline().await?;
+        if i == 0 {
+            for (tid, name, d) in &planned.catalog {
+                same_definition(&ctx, *tid, name.as_bytes(), *d).await?;
+            }
+        }
+        for w in group {
+            apply(&ctx, w).await?;
+        }
+        ctx.end_alkaline().await?;
+    }
+    Ok(vec![])
+}
+
+/// A retryable abort unless the catalog row `(tid, name)` still has the digest `expected`.
+async fn same_definition(ctx: &Ctx, tid: i64, name: &[u8], expected: i64) -> Result<(), Error> {
+    let row = ctx.read(ROWS_TABLE, &[Value::Int(tid), Value::Bytes(name.into())]).await?;
     let now = match row {
         Some(r) => Some(digest(&stored_payload(&r)?)),
         None => None,
     };
-    if now != Some(*expected) {
+    if now != Some(expected) {
         let name = String::from_utf8_lossy(name);
         return Err(Error::Abort(AbortReason::Other(format!(
             "the definition of {name} changed while a CALL was planned from it"
         ))));
     }
-    Ok(vec![])
+    Ok(())
 }
 
 /// What a plan was made from: catalog rows and their digests.
@@ -254,6 +305,14 @@ fn target(up_table: &TableFactor) -> Option<(String, Option<String>)> {
     Some((object_name(name).ok()?, alias.as_ref().map(|a| crate::catalog::ident(&a.name))))
 }
 
+/// A body planned as row writes — in groups, a BASE body's `COMMIT`s ending each — and the
+/// catalog rows the plan was made from, with their digests.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Planned {
+    pub groups: Vec<Vec<RowWrite>>,
+    pub catalog: Vec<(i64, String, i64)>,
+}
+
 /// Plans `def`'s body, bound to `ctx.params`, as one one-round transaction: the fragment calls
 /// of [`CALL_PROCEDURE`], or `None` when the body is not of the forms in the module doc.
 /// `proc_bytes` is the procedure's catalog row as read.
@@ -263,11 +322,44 @@ pub fn plan(
     proc_bytes: &[u8],
     ctx: &StatementCtx,
 ) -> Result<Option<Vec<FragmentCall>>, SqlError> {
+    let Some(planned) = plan_writes(tx, def, proc_bytes, ctx)? else { return Ok(None) };
+    let mut calls = vec![];
+    for w in planned.groups.into_iter().flatten() {
+        let pk = match &w.kind {
+            RowWriteKind::Update { pk, .. } | RowWriteKind::Delete { pk, .. } => pk.clone(),
+            RowWriteKind::Insert { row } => w.def.key_of(row)?,
+        };
+        let route = w.def.stored_key(&pk);
+        let table = w.def.physical_table();
+        let bytes = postcard::to_allocvec(&w).map_err(|e| SqlError::internal(format!("encoding a row write: {e}")))?;
+        calls.push(FragmentCall::new(WRITE_FRAGMENT, table, route, vec![Value::Bytes(bytes.into())]));
+    }
+    for (tid, name, d) in planned.catalog {
+        let key = vec![Value::Int(tid), Value::Bytes(name.as_bytes().into())];
+        let args = vec![Value::Int(tid), Value::Bytes(name.as_bytes().into()), Value::Int(d)];
+        calls.push(FragmentCall::new(CATALOG_FRAGMENT, ROWS_TABLE, key, args));
+    }
+    Ok(Some(calls))
+}
+
+/// Plans `def`'s body as row writes (see [`Planned`]), or `None` when it is not of the forms in
+/// the module doc.
+pub fn plan_writes(
+    tx: &mut Tx,
+    def: &ProcDef,
+    proc_bytes: &[u8],
+    ctx: &StatementCtx,
+) -> Result<Option<Planned>, SqlError> {
     let mut p = Planner { tx, read: BTreeMap::new(), defs: BTreeMap::new() };
     p.read.insert((PROC_TID, def.name.clone()), digest(proc_bytes));
-    let mut writes: Vec<(TableDef, RowWriteKind)> = vec![];
+    let mut groups: Vec<Vec<(TableDef, RowWriteKind)>> = vec![vec![]];
     for stmt in crate::parse(&def.body)? {
+        let writes = groups.last_mut().expect("one group at least");
         match &stmt {
+            Statement::Commit { .. } => {
+                groups.push(vec![]);
+                continue;
+            }
             Statement::Update(up) => {
                 if up.from.is_some() || up.returning.is_some() || up.limit.is_some() || !up.table.joins.is_empty() {
                     return Ok(None);
@@ -333,26 +425,17 @@ pub fn plan(
             _ => return Ok(None),
         }
     }
-    let mut calls = vec![];
-    for (t, kind) in writes {
-        if t.partitioning == TablePartitioning::Replicated {
-            return Ok(None); // a write of every copy: one fragment per partition, not per row
+    let mut planned = Planned { groups: vec![], catalog: vec![] };
+    for group in groups {
+        let mut writes = vec![];
+        for (t, kind) in group {
+            if t.partitioning == TablePartitioning::Replicated {
+                return Ok(None); // a write of every copy: one fragment per partition, not per row
+            }
+            writes.push(RowWrite { def: t, params: ctx.params.clone(), now_us: ctx.now_us, kind });
         }
-        let pk = match &kind {
-            RowWriteKind::Update { pk, .. } | RowWriteKind::Delete { pk, .. } => pk.clone(),
-            RowWriteKind::Insert { row } => t.key_of(row)?,
-        };
-        let route = t.stored_key(&pk);
-        let table = t.physical_table();
-        let piece = RowWrite { def: t, params: ctx.params.clone(), now_us: ctx.now_us, kind };
-        let bytes =
-            postcard::to_allocvec(&piece).map_err(|e| SqlError::internal(format!("encoding a row write: {e}")))?;
-        calls.push(FragmentCall::new(WRITE_FRAGMENT, table, route, vec![Value::Bytes(bytes.into())]));
+        planned.groups.push(writes);
     }
-    for ((tid, name), d) in p.read {
-        let key = vec![Value::Int(tid), Value::Bytes(name.as_bytes().into())];
-        let args = vec![Value::Int(tid), Value::Bytes(name.as_bytes().into()), Value::Int(d)];
-        calls.push(FragmentCall::new(CATALOG_FRAGMENT, ROWS_TABLE, key, args));
-    }
-    Ok(Some(calls))
+    planned.catalog = p.read.into_iter().map(|((tid, name), d)| (tid, name, d)).collect();
+    Ok(Some(planned))
 }

@@ -44,7 +44,23 @@ pub struct ProcDef {
     pub params: Vec<(String, SqlType)>,
     /// The body, each parameter written `$n`.
     pub body: String,
+    pub class: ProcClass,
 }
+
+/// What kind of transaction a `CALL` runs (`SET litmus.transaction_class = '...'` in the
+/// `CREATE PROCEDURE`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProcClass {
+    /// `'acid'`, the default: the body is one transaction (or part of the caller's).
+    #[default]
+    Acid,
+    /// `'base'`: a Salt BASE transaction (Salt §4), each `COMMIT` in the body ending an
+    /// alkaline subtransaction ([`crate::call_one_round`]).
+    Base,
+}
+
+/// The setting that names a procedure's transaction class.
+pub const CLASS_SETTING: &str = "litmus.transaction_class";
 
 /// `sql` with each `CREATE [OR REPLACE] PROCEDURE` read as `CREATE ... FUNCTION` (see the
 /// module doc); `None` when there is none or the text does not tokenize (the parser reports
@@ -90,8 +106,25 @@ pub fn proc_def(cf: &CreateFunction) -> Result<ProcDef, SqlError> {
         Some(l) => return Err(SqlError::unsupported(format!("procedures in LANGUAGE {l} (LANGUAGE sql only)"))),
         None => return Err(SqlError::new("42P13", "no language specified (LANGUAGE sql)".into())),
     }
-    if !cf.set_params.is_empty() || cf.behavior.is_some() || cf.security.is_some() || cf.using.is_some() {
-        return Err(SqlError::unsupported("procedure options other than LANGUAGE"));
+    if cf.behavior.is_some() || cf.security.is_some() || cf.using.is_some() {
+        return Err(SqlError::unsupported(format!("procedure options other than LANGUAGE and SET {CLASS_SETTING}")));
+    }
+    let mut class = ProcClass::Acid;
+    for p in &cf.set_params {
+        let value = match &p.value {
+            sqlparser::ast::FunctionSetValue::Values(v) if v.len() == 1 => {
+                v[0].to_string().trim_matches('\'').to_lowercase()
+            }
+            _ => String::new(),
+        };
+        class = match (p.name.to_string().to_lowercase().as_str(), value.as_str()) {
+            (CLASS_SETTING, "acid") => ProcClass::Acid,
+            (CLASS_SETTING, "base") => ProcClass::Base,
+            (CLASS_SETTING, other) => {
+                return Err(SqlError::new("22023", format!("{CLASS_SETTING} is 'acid' or 'base', not '{other}'")))
+            }
+            (other, _) => return Err(SqlError::unsupported(format!("procedure setting {other}"))),
+        };
     }
     let mut params: Vec<(String, SqlType)> = Vec::new();
     for a in cf.args.iter().flatten() {
@@ -115,9 +148,9 @@ pub fn proc_def(cf: &CreateFunction) -> Result<ProcDef, SqlError> {
     };
     let body = with_placeholders(&text, &params)?;
     for stmt in crate::parse(&body)? {
-        check_body_statement(&stmt)?;
+        check_body_statement(&stmt, class)?;
     }
-    Ok(ProcDef { name, params, body })
+    Ok(ProcDef { name, params, body, class })
 }
 
 fn string_of(e: &Expr) -> Result<String, SqlError> {
@@ -157,9 +190,14 @@ fn with_placeholders(body: &str, params: &[(String, SqlType)]) -> Result<String,
     Ok(out)
 }
 
-fn check_body_statement(stmt: &Statement) -> Result<(), SqlError> {
+fn check_body_statement(stmt: &Statement, class: ProcClass) -> Result<(), SqlError> {
     match stmt {
         Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => Ok(()),
+        // Ends an alkaline subtransaction of a BASE procedure.
+        Statement::Commit { chain: false, .. } if class == ProcClass::Base => Ok(()),
+        Statement::Commit { .. } => Err(SqlError::unsupported(format!(
+            "COMMIT in the body of a procedure that is not BASE (SET {CLASS_SETTING} = 'base')"
+        ))),
         other => {
             let text = other.to_string();
             let head: Vec<&str> = text.split_whitespace().take(2).collect();

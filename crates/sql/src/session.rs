@@ -247,6 +247,10 @@ impl Session {
             Statement::Set(s) => return self.set(s),
             Statement::ShowVariable { variable } => return self.show(variable),
             Statement::Vacuum(_) => return Ok(Output::Command("VACUUM".into())),
+            Statement::Call(f) if !matches!(self.state, State::Open(_)) => {
+                let ctx = self.ctx(params, param_types);
+                return self.call_outside_block(f, &ctx);
+            }
             Statement::Analyze(_) => return Ok(Output::Command("ANALYZE".into())),
             _ => {}
         }
@@ -637,7 +641,63 @@ fn no_procedure(name: &str) -> SqlError {
 
 /// `CALL name(args)`: the procedure's body, with its parameters bound to the arguments, in the
 /// statement's transaction (see [`crate::routine`]).
-fn call(tx: &mut Tx, ctx: &StatementCtx, f: &sqlparser::ast::Function) -> Result<Output, SqlError> {
+/// How a `CALL` runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CallMode {
+    /// Inside `BEGIN`: in the open transaction; a BASE procedure, whose `COMMIT`s would end
+    /// it, is refused (`2D000`, as PostgreSQL refuses a procedure's `COMMIT` there).
+    InBlock,
+    /// Its own transaction: a BASE procedure is planned (and then run by the caller).
+    Own,
+    /// Its own transaction, every procedure run as one transaction (an engine without
+    /// stored procedures run op by op, where a BASE procedure cannot run).
+    AsOneTransaction,
+}
+
+/// What a `CALL` did: ran, or planned a BASE procedure for the caller to run.
+enum Called {
+    Ran,
+    Base(Vec<u8>),
+}
+
+/// `CALL` outside a transaction block: a BASE procedure is planned in a transaction of its
+/// own and then runs as a Salt BASE transaction (`call_one_round::BASE_PROCEDURE`); any other
+/// runs in the statement's transaction.
+impl Session {
+    fn call_outside_block(&mut self, f: &sqlparser::ast::Function, ctx: &StatementCtx) -> Result<Output, SqlError> {
+        let first = Instant::now();
+        let mut attempts = 0;
+        let mut mode = CallMode::Own;
+        loop {
+            attempts += 1;
+            let plan = match self.in_own_or_open_txn(|tx| call(tx, ctx, f, mode))? {
+                Called::Ran => return Ok(Output::Command("CALL".into())),
+                Called::Base(plan) => plan,
+            };
+            let args = vec![litmus_core::Value::Bytes(plan.into())];
+            let retrying_for = first.elapsed();
+            match self.client.call_retry(crate::call_one_round::BASE_PROCEDURE, args, retrying_for) {
+                Ok(_) => return Ok(Output::Command("CALL".into())),
+                Err(litmus_core::Error::Invalid(litmus_core::InvalidInput::Unsupported { .. })) => {
+                    mode = CallMode::AsOneTransaction;
+                }
+                Err(e) => {
+                    let e = SqlError::from(e);
+                    let again = attempts < IMPLICIT_RETRIES_MAX && first.elapsed() < IMPLICIT_RETRY_WITHIN;
+                    if !(again && e.is_retryable_abort()) {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn encode<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, SqlError> {
+    postcard::to_allocvec(v).map_err(|e| SqlError::internal(format!("encoding a plan: {e}")))
+}
+
+fn call(tx: &mut Tx, ctx: &StatementCtx, f: &sqlparser::ast::Function, mode: CallMode) -> Result<Called, SqlError> {
     let name = object_name(&f.name)?;
     let bytes = tx.read_system(&crate::routine::key(&name))?.ok_or_else(|| no_procedure(&name))?;
     let def = crate::routine::decode(&name, &bytes)?;
@@ -658,19 +718,37 @@ fn call(tx: &mut Tx, ctx: &StatementCtx, f: &sqlparser::ast::Function) -> Result
         now_us: ctx.now_us,
         refuse_coordination: ctx.refuse_coordination,
     };
+    match (def.class, mode) {
+        (crate::routine::ProcClass::Base, CallMode::InBlock) => {
+            return Err(SqlError::new(
+                "2D000",
+                format!("invalid transaction termination: BASE procedure {name} commits, so it cannot run inside a transaction block"),
+            ))
+        }
+        (crate::routine::ProcClass::Base, CallMode::Own) => {
+            return match crate::call_one_round::plan_writes(tx, &def, &bytes, &inner)? {
+                Some(planned) => Ok(Called::Base(encode(&planned)?)),
+                None => Err(SqlError::unsupported(format!(
+                    "a statement in BASE procedure {name} that does not write rows named by their whole key, or writes a replicated table"
+                ))),
+            };
+        }
+        _ => {}
+    }
     if tx.txn.takes_one_round_calls() {
         if let Some(calls) = crate::call_one_round::plan(tx, &def, &bytes, &inner)? {
-            let plan =
-                postcard::to_allocvec(&calls).map_err(|e| SqlError::internal(format!("encoding a plan: {e}")))?;
-            tx.txn.one_round_call(vec![litmus_core::Value::Bytes(plan.into())])?;
-            return Ok(Output::Command("CALL".into()));
+            tx.txn.one_round_call(vec![litmus_core::Value::Bytes(encode(&calls)?.into())])?;
+            return Ok(Called::Ran);
         }
     }
     for stmt in crate::parse(&def.body)? {
+        if matches!(stmt, Statement::Commit { .. }) {
+            continue; // a BASE procedure run as one transaction
+        }
         run_statement(tx, &inner, &stmt)
             .map_err(|e| SqlError::new(e.code, format!("{} (in procedure {name})", e.message)))?;
     }
-    Ok(Output::Command("CALL".into()))
+    Ok(Called::Ran)
 }
 
 fn run_statement(tx: &mut Tx, ctx: &StatementCtx, stmt: &Statement) -> Result<Output, SqlError> {
@@ -705,7 +783,10 @@ fn run_statement(tx: &mut Tx, ctx: &StatementCtx, stmt: &Statement) -> Result<Ou
             }
             Output::Command("DROP PROCEDURE".into())
         }
-        Statement::Call(f) => call(tx, ctx, f)?,
+        Statement::Call(f) => {
+            call(tx, ctx, f, CallMode::InBlock)?;
+            Output::Command("CALL".into())
+        }
         Statement::Drop { object_type: ObjectType::Table, if_exists, names, cascade: false, .. } => {
             for n in names {
                 let name = object_name(n)?;

@@ -657,3 +657,44 @@ fn procedures_run_their_body_whole_in_one_transaction() {
         c.shutdown().unwrap();
     }
 }
+
+/// `SET litmus.transaction_class = 'base'`: a Salt BASE transaction whose `COMMIT`s end its
+/// alkaline subtransactions (Salt §4), run at the coordinator, which re-runs it after a crash.
+/// Its first subtransaction decides: a failure there changes nothing. Inside `BEGIN` it is
+/// refused as PostgreSQL refuses a procedure's `COMMIT` there; an engine without BASE
+/// transactions runs it as one transaction (on the one-round engines, one round).
+#[test]
+fn a_base_procedure_runs_its_alkaline_subtransactions_as_one_base_transaction() {
+    for engine in [litmus_engines::SALT, litmus_engines::SALT_LOCAL, litmus_engines::ACID, litmus_engines::GRANOLA] {
+        let c = cluster(engine);
+        let mut s = session(&c, 22);
+        run(
+            &mut s,
+            "CREATE TABLE acct (id INT PRIMARY KEY, bal INT CHECK (bal >= 0));
+             CREATE TABLE hist (n INT PRIMARY KEY, amount INT);
+             INSERT INTO acct VALUES (1, 100), (2, 0);
+             CREATE PROCEDURE transfer(src INT, dst INT, amount INT, n INT) LANGUAGE sql
+               SET litmus.transaction_class = 'base' AS $$
+               UPDATE acct SET bal = bal - amount WHERE id = src;
+               COMMIT;
+               UPDATE acct SET bal = bal + amount WHERE id = dst;
+               INSERT INTO hist VALUES (n, amount);
+             $$;
+             CREATE PROCEDURE scan() LANGUAGE sql SET litmus.transaction_class = 'base'
+               AS $$ UPDATE acct SET bal = 0 WHERE bal > 1000 $$;",
+        )
+        .unwrap_or_else(|e| panic!("{engine}: {e}"));
+        run(&mut s, "CALL transfer(1, 2, 30, 1)").unwrap_or_else(|e| panic!("{engine}: {e}"));
+        assert_eq!(rows(&mut s, "SELECT id, bal FROM acct ORDER BY id"), vec![vec!["1", "70"], vec!["2", "30"]]);
+        assert_eq!(code(&mut s, "CALL transfer(1, 2, 71, 2)"), "23514", "{engine}: the first subtransaction fails");
+        assert_eq!(rows(&mut s, "SELECT sum(bal), count(*) FROM acct"), vec![vec!["100", "2"]], "{engine}");
+        assert_eq!(rows(&mut s, "SELECT n, amount FROM hist"), vec![vec!["1", "30"]], "{engine}");
+        run(&mut s, "BEGIN").unwrap();
+        assert_eq!(code(&mut s, "CALL transfer(1, 2, 1, 3)"), "2D000", "{engine}");
+        run(&mut s, "ROLLBACK").unwrap();
+        assert_eq!(code(&mut s, "CALL scan()"), "0A000", "{engine}: a range is not a BASE procedure's");
+        let bad = "CREATE PROCEDURE p() LANGUAGE sql AS $$ DELETE FROM hist WHERE n = 1; COMMIT $$";
+        assert_eq!(code(&mut s, bad), "0A000", "{engine}: COMMIT in a procedure that is not BASE");
+        c.shutdown().unwrap();
+    }
+}

@@ -231,7 +231,7 @@ mod tests {
         );
         assert_eq!(
             sim_by_name("ycsb").unwrap_err().to_string(),
-            "unknown simulation workload \"ycsb\" (known: acked, bank, salt-chains, ycsb-t, basic-ycsb, tpcc-neworder)"
+            "unknown simulation workload \"ycsb\" (known: acked, bank, minibank, salt-chains, ycsb-t, basic-ycsb, tpcc-neworder)"
         );
         assert!(by_name("acked").is_err(), "a simulator-only workload is not a bench workload");
         assert!(analysis("salt-rw").is_err());
