@@ -670,6 +670,10 @@ impl Session {
         let mut mode = CallMode::Own;
         loop {
             attempts += 1;
+            if self.one_round {
+                // No procedure runs op by op here, so no BASE one: one (one-round) transaction.
+                mode = CallMode::AsOneTransaction;
+            }
             let plan = match self.in_own_or_open_txn(|tx| call(tx, ctx, f, mode))? {
                 Called::Ran => return Ok(Output::Command("CALL".into())),
                 Called::Base(plan) => plan,
