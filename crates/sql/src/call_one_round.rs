@@ -55,6 +55,10 @@ pub const CATALOG_FRAGMENT: &str = "litmus.sql_catalog";
 /// The BASE procedure a `CALL` of a BASE procedure runs: its one argument is the postcard
 /// bytes of its [`Planned`] row writes.
 pub const BASE_PROCEDURE: &str = "litmus.sql_base";
+/// The procedure a `CALL` of writes by key runs, as one transaction, on the engines that run
+/// stored procedures op by op: its one argument is the postcard bytes of its [`Planned`] row
+/// writes.
+pub const PROC_PROCEDURE: &str = "litmus.sql_proc";
 
 /// Adds the one-round `CALL` procedure and its fragments to a server's registry.
 pub fn register(registry: &mut Registry) {
@@ -71,6 +75,9 @@ pub fn register(registry: &mut Registry) {
         litmus_protocol::procedure::ProcOptions::base(),
         |ctx: Ctx, args: Vec<Value>| async move { base_body(ctx, args).await },
     );
+    registry.register(PROC_PROCEDURE, vec![ColumnType::Bytes], |ctx: Ctx, args: Vec<Value>| async move {
+        proc_body(ctx, args).await
+    });
     registry.register_one_round(CALL_PROCEDURE, vec![ColumnType::Bytes], OneRoundClass::Coordinated, |args| {
         let Some(Value::Bytes(b)) = args.first() else {
             return Err(litmus_core::InvalidInput::MalformedFrame("a planned CALL without its plan".into()).into());
@@ -211,6 +218,23 @@ async fn base_body(ctx: Ctx, args: Vec<Value>) -> litmus_protocol::procedure::Pr
             apply(&ctx, w).await?;
         }
         ctx.end_alkaline().await?;
+    }
+    Ok(vec![])
+}
+
+/// The body of [`PROC_PROCEDURE`]: the catalog compares, then every planned row write, as one
+/// transaction of the engine's.
+async fn proc_body(ctx: Ctx, args: Vec<Value>) -> litmus_protocol::procedure::ProcResult {
+    let Some(Value::Bytes(b)) = args.first() else {
+        return Err(litmus_core::InvalidInput::MalformedFrame("a CALL without its plan".into()).into());
+    };
+    let planned: Planned = postcard::from_bytes(b)
+        .map_err(|e| litmus_core::InvalidInput::MalformedFrame(format!("a CALL's plan: {e}")))?;
+    for (tid, name, d) in &planned.catalog {
+        same_definition(&ctx, *tid, name.as_bytes(), *d).await?;
+    }
+    for w in planned.groups.iter().flatten() {
+        apply(&ctx, w).await?;
     }
     Ok(vec![])
 }

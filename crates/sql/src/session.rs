@@ -654,10 +654,11 @@ enum CallMode {
     AsOneTransaction,
 }
 
-/// What a `CALL` did: ran, or planned a BASE procedure for the caller to run.
+/// What a `CALL` did: ran, or planned its body for the caller to run at the coordinator as
+/// `procedure` (one request: `call_one_round::PROC_PROCEDURE`, or `BASE_PROCEDURE`).
 enum Called {
     Ran,
-    Base(Vec<u8>),
+    Planned { procedure: &'static str, plan: Vec<u8> },
 }
 
 /// `CALL` outside a transaction block: a BASE procedure is planned in a transaction of its
@@ -674,13 +675,13 @@ impl Session {
                 // No procedure runs op by op here, so no BASE one: one (one-round) transaction.
                 mode = CallMode::AsOneTransaction;
             }
-            let plan = match self.in_own_or_open_txn(|tx| call(tx, ctx, f, mode))? {
+            let (procedure, plan) = match self.in_own_or_open_txn(|tx| call(tx, ctx, f, mode))? {
                 Called::Ran => return Ok(Output::Command("CALL".into())),
-                Called::Base(plan) => plan,
+                Called::Planned { procedure, plan } => (procedure, plan),
             };
             let args = vec![litmus_core::Value::Bytes(plan.into())];
             let retrying_for = first.elapsed();
-            match self.client.call_retry(crate::call_one_round::BASE_PROCEDURE, args, retrying_for) {
+            match self.client.call_retry(procedure, args, retrying_for) {
                 Ok(_) => return Ok(Output::Command("CALL".into())),
                 Err(litmus_core::Error::Invalid(litmus_core::InvalidInput::Unsupported { .. })) => {
                     mode = CallMode::AsOneTransaction;
@@ -722,6 +723,9 @@ fn call(tx: &mut Tx, ctx: &StatementCtx, f: &sqlparser::ast::Function, mode: Cal
         now_us: ctx.now_us,
         refuse_coordination: ctx.refuse_coordination,
     };
+    // On `coordfree` each statement of the body is judged as it runs (run_statement): no
+    // planned body runs past that judgement.
+    let mode = if inner.refuse_coordination && mode == CallMode::Own { CallMode::AsOneTransaction } else { mode };
     match (def.class, mode) {
         (crate::routine::ProcClass::Base, CallMode::InBlock) => {
             return Err(SqlError::new(
@@ -729,13 +733,24 @@ fn call(tx: &mut Tx, ctx: &StatementCtx, f: &sqlparser::ast::Function, mode: Cal
                 format!("invalid transaction termination: BASE procedure {name} commits, so it cannot run inside a transaction block"),
             ))
         }
-        (crate::routine::ProcClass::Base, CallMode::Own) => {
-            return match crate::call_one_round::plan_writes(tx, &def, &bytes, &inner)? {
-                Some(planned) => Ok(Called::Base(encode(&planned)?)),
-                None => Err(SqlError::unsupported(format!(
+        (crate::routine::ProcClass::Base, CallMode::Own | CallMode::AsOneTransaction) => {
+            let Some(planned) = crate::call_one_round::plan_writes(tx, &def, &bytes, &inner)? else {
+                return Err(SqlError::unsupported(format!(
                     "a statement in BASE procedure {name} that does not write rows named by their whole key, or writes a replicated table"
-                ))),
+                )));
             };
+            if mode == CallMode::Own {
+                let plan = encode(&planned)?;
+                return Ok(Called::Planned { procedure: crate::call_one_round::BASE_PROCEDURE, plan });
+            }
+            // No BASE transactions here: one transaction, below.
+        }
+        // Writes by key, its own transaction: one request to the coordinator, which runs them.
+        (crate::routine::ProcClass::Acid, CallMode::Own) if !tx.txn.takes_one_round_calls() => {
+            if let Some(planned) = crate::call_one_round::plan_writes(tx, &def, &bytes, &inner)? {
+                let plan = encode(&planned)?;
+                return Ok(Called::Planned { procedure: crate::call_one_round::PROC_PROCEDURE, plan });
+            }
         }
         _ => {}
     }
