@@ -106,6 +106,11 @@ pub struct CoordinatorConfig {
     pub seed: u64,
 }
 
+/// The options of a one-round transaction a request stands for (no procedure, no retry).
+fn one_round_options(isolation: litmus_core::Isolation, now: Time) -> TxnOptions {
+    TxnOptions { isolation, base: false, procedure: None, first_attempt: now, coordination: None }
+}
+
 enum Source {
     Procedure {
         fut: ProcFuture,
@@ -429,10 +434,9 @@ impl Coordinator {
                 self.drive(now, txn, out);
             }
             RequestBody::Read { op } => {
-                if !self.cfg.engine.capabilities().one_round {
-                    let what = "one-round read transactions (read in an interactive transaction)".into();
-                    let e = InvalidInput::Unsupported { engine: self.cfg.engine.name().into(), what };
-                    return self.respond(out, from, id, Err(e.into()));
+                if let Err(e) = self.takes_one_round("one-round read transactions (read in an interactive transaction)")
+                {
+                    return self.respond(out, from, id, Err(e));
                 }
                 let planned =
                     crate::page::one_round_read(&self.cfg.catalog, self.cfg.partitions, self.cfg.preferred, &op);
@@ -440,21 +444,13 @@ impl Coordinator {
                     Ok(p) => p,
                     Err(e) => return self.respond(out, from, id, Err(e)),
                 };
-                let opts = TxnOptions {
-                    isolation: litmus_core::Isolation::ReadCommitted,
-                    base: false,
-                    procedure: None,
-                    first_attempt: now,
-                    coordination: None,
-                };
+                let opts = one_round_options(litmus_core::Isolation::ReadCommitted, now);
                 let txn = self.new_txn(now, from, Some(id), Source::OneRoundRead { table, shape }, opts, out);
                 self.one_round(now, txn, plan, out);
             }
             RequestBody::Minitransaction(mini) => {
-                if !self.cfg.engine.capabilities().one_round {
-                    let what = "minitransactions (commit an interactive transaction)".into();
-                    let e = InvalidInput::Unsupported { engine: self.cfg.engine.name().into(), what };
-                    return self.respond(out, from, id, Err(e.into()));
+                if let Err(e) = self.takes_one_round("minitransactions (commit an interactive transaction)") {
+                    return self.respond(out, from, id, Err(e));
                 }
                 let planned = crate::minitxn::plan(&self.cfg.catalog, self.cfg.partitions, self.cfg.preferred, &mini);
                 let plan = match planned {
@@ -464,13 +460,7 @@ impl Coordinator {
                     Ok(p) => p,
                     Err(e) => return self.respond(out, from, id, Err(e)),
                 };
-                let opts = TxnOptions {
-                    isolation: litmus_core::Isolation::Serializable,
-                    base: false,
-                    procedure: None,
-                    first_attempt: now,
-                    coordination: None,
-                };
+                let opts = one_round_options(litmus_core::Isolation::Serializable, now);
                 let txn = self.new_txn(now, from, Some(id), Source::OneRound, opts, out);
                 self.one_round(now, txn, plan, out);
             }
@@ -522,6 +512,14 @@ impl Coordinator {
                 self.finish(now, txn, outcome, out);
             }
         }
+    }
+
+    /// `Unsupported`, naming `what`, unless the engine takes one-round transactions whole.
+    fn takes_one_round(&self, what: &str) -> Result<(), Error> {
+        if self.cfg.engine.capabilities().one_round {
+            return Ok(());
+        }
+        Err(InvalidInput::Unsupported { engine: self.cfg.engine.name().into(), what: what.into() }.into())
     }
 
     /// Hands a one-round transaction to the engine whole; only called for an engine that

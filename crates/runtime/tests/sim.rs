@@ -140,6 +140,24 @@ fn omid_leaves_no_garbage_once_faults_heal() {
     }
 }
 
+/// Every fault on, with milder crashes and partitions than the durability test, so a bank
+/// gets work done.
+fn mild_faults(seed: u64) -> SimConfig {
+    let mut cfg = SimConfig::new(seed).with_faults();
+    cfg.faults.crash = 0.04;
+    cfg.faults.partition = 0.04;
+    cfg.duration = Duration::from_millis(1500);
+    cfg
+}
+
+/// How to replay a [`mild_faults`] run of `workload` on 3 nodes and 6 partitions.
+fn mild_replay(engine: EngineKind, seed: u64, workload: &str) -> String {
+    format!(
+        "replay: litmus sim --seed {seed} --faults --crash 0.04 --partition 0.04 --duration-ms 1500 \
+         --nodes 3 --partitions 6 --engine {engine} --workload {workload}"
+    )
+}
+
 /// Salt §5.1 under faults: ACID totals never see a BASE transfer's intermediate state, and the
 /// money is all there after roll-forward.
 #[test]
@@ -156,19 +174,14 @@ fn bank_totals_hold_under_faults() {
         let transfer = if caps.base_transactions { "bank_transfer" } else { "bank_transfer_acid" };
         let mut checked = 0;
         for seed in 0..seeds {
-            let mut cfg = SimConfig::new(seed).with_faults();
-            // Milder crashes and partitions than the durability test, so the bank gets work done.
-            cfg.faults.crash = 0.04;
-            cfg.faults.partition = 0.04;
-            cfg.duration = Duration::from_millis(1500);
-            let mut sim = Simulator::new(spec(engine, seed, 3, 6), cfg).unwrap();
+            let mut sim = Simulator::new(spec(engine, seed, 3, 6), mild_faults(seed)).unwrap();
             let mut driver = if caps.interactive {
                 litmus_runtime::sim::workload::Bank::new(8, transfer)
             } else {
                 litmus_runtime::sim::workload::Bank::one_round(8, 6)
             };
             if let Err(e) = sim.run(&mut driver) {
-                panic!("{engine} seed {seed} failed: {e}\nreplay: litmus sim --seed {seed} --faults --engine {engine} --workload bank");
+                panic!("{engine} seed {seed} failed: {e}\n{}", mild_replay(engine, seed, "bank"));
             }
             assert!(driver.final_checked, "{engine} seed {seed}: the final total was never compared");
             checked += driver.totals_checked;
@@ -187,14 +200,10 @@ fn minitransaction_transfers_keep_bank_totals_under_faults() {
     for engine in [litmus_engines::GRANOLA, litmus_engines::GRANOLA_LOCKING, litmus_engines::SINFONIA] {
         let (mut committed, mut compare_aborts, mut totals) = (0, 0, 0);
         for seed in 0..seeds {
-            let mut cfg = SimConfig::new(seed).with_faults();
-            cfg.faults.crash = 0.04;
-            cfg.faults.partition = 0.04;
-            cfg.duration = Duration::from_millis(1500);
-            let mut sim = Simulator::new(spec(engine, seed, 3, 6), cfg).unwrap();
+            let mut sim = Simulator::new(spec(engine, seed, 3, 6), mild_faults(seed)).unwrap();
             let mut driver = litmus_runtime::sim::minibank::MiniBank::new(8, 6);
             if let Err(e) = sim.run(&mut driver) {
-                panic!("{engine} seed {seed} failed: {e}\nreplay: litmus sim --seed {seed} --faults --engine {engine} --workload minibank");
+                panic!("{engine} seed {seed} failed: {e}\n{}", mild_replay(engine, seed, "minibank"));
             }
             assert!(driver.final_checked(), "{engine} seed {seed}: the final total was never compared");
             (committed, compare_aborts, totals) = (
