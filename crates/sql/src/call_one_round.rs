@@ -347,6 +347,12 @@ pub fn plan(
     ctx: &StatementCtx,
 ) -> Result<Option<Vec<FragmentCall>>, SqlError> {
     let Some(planned) = plan_writes(tx, def, proc_bytes, ctx)? else { return Ok(None) };
+    fragment_calls(planned).map(Some)
+}
+
+/// The fragment calls of [`CALL_PROCEDURE`] that run `planned` as one one-round transaction:
+/// a [`WRITE_FRAGMENT`] per row, a [`CATALOG_FRAGMENT`] per definition.
+pub fn fragment_calls(planned: Planned) -> Result<Vec<FragmentCall>, SqlError> {
     let mut calls = vec![];
     for w in planned.groups.into_iter().flatten() {
         let pk = match &w.kind {
@@ -363,7 +369,7 @@ pub fn plan(
         let args = vec![Value::Int(tid), Value::Bytes(name.as_bytes().into()), Value::Int(d)];
         calls.push(FragmentCall::new(CATALOG_FRAGMENT, ROWS_TABLE, key, args));
     }
-    Ok(Some(calls))
+    Ok(calls)
 }
 
 /// Plans `def`'s body as row writes (see [`Planned`]), or `None` when it is not of the forms in

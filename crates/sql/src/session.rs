@@ -743,7 +743,13 @@ fn call(tx: &mut Tx, ctx: &StatementCtx, f: &sqlparser::ast::Function, mode: Cal
                 let plan = encode(&planned)?;
                 return Ok(Called::Planned { procedure: crate::call_one_round::BASE_PROCEDURE, plan });
             }
-            // No BASE transactions here: one transaction, below.
+            // No BASE transactions here: one transaction — one round where the engine runs
+            // nothing else — else below.
+            if tx.txn.takes_one_round_calls() {
+                let calls = crate::call_one_round::fragment_calls(planned)?;
+                tx.txn.one_round_call(vec![litmus_core::Value::Bytes(encode(&calls)?.into())])?;
+                return Ok(Called::Ran);
+            }
         }
         // Writes by key, its own transaction: one request to the coordinator, which runs them.
         (crate::routine::ProcClass::Acid, CallMode::Own) if !tx.txn.takes_one_round_calls() => {
