@@ -195,7 +195,7 @@ fn bank_totals_hold_under_faults() {
 /// keep every total whole, on each one-round engine: a compare that let a changed row through
 /// would lose an update and change the total.
 #[test]
-fn minitransaction_transfers_keep_bank_totals_under_faults() {
+fn sinfonia_3_minitransaction_transfers_keep_bank_totals_under_faults() {
     let seeds: u64 = std::env::var("LITMUS_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300) / 15;
     for engine in [litmus_engines::GRANOLA, litmus_engines::GRANOLA_LOCKING, litmus_engines::SINFONIA] {
         let (mut committed, mut compare_aborts, mut totals) = (0, 0, 0);

@@ -92,16 +92,15 @@ impl OneRoundTxn {
     }
 
     /// The commit's minitransaction: every compare item, and every own write.
-    fn minitransaction(&self) -> Minitransaction {
-        let writes = self
-            .writes
-            .iter()
-            .map(|((table, key), row)| match row {
+    fn minitransaction(&self) -> Result<Minitransaction, Error> {
+        let mut writes = Vec::with_capacity(self.writes.len());
+        for ((table, key), row) in &self.writes {
+            writes.push(match row {
                 Some(row) => Op::Write { table: table.clone(), row: row.clone() },
-                None => Op::Delete { table: table.clone(), key: Key::decode(key.as_bytes()).unwrap_or_default() },
-            })
-            .collect();
-        Minitransaction { compares: self.compares.clone(), writes }
+                None => Op::Delete { table: table.clone(), key: Key::decode(key.as_bytes())? },
+            });
+        }
+        Ok(Minitransaction { compares: self.compares.clone(), writes })
     }
 
     /// Commits: the minitransaction, unless the transaction made no writes and at most one
@@ -110,7 +109,7 @@ impl OneRoundTxn {
         if self.writes.is_empty() && self.reads_sent <= 1 {
             return Ok(());
         }
-        client.minitransaction(self.minitransaction())
+        client.minitransaction(self.minitransaction()?)
     }
 
     /// Whether everything the transaction read is still current (a compare-only

@@ -113,7 +113,7 @@ impl SimDriver for SqlBank {
 }
 
 #[test]
-fn a_sql_base_procedure_keeps_the_bank_whole_under_faults() {
+fn salt_6_2_a_sql_base_procedure_keeps_the_bank_whole_under_faults() {
     let seeds: u64 = std::env::var("LITMUS_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300) / 15;
     let mut checked = 0;
     for seed in 0..seeds {

@@ -59,7 +59,7 @@ fn statements_and_transactions_run_with_their_usual_answers_and_errors() {
 /// Two transactions read the same row and both write it: the second to commit finds its read
 /// changed (`40001`), so the first one's increment is not lost.
 #[test]
-fn a_write_on_a_read_that_changed_aborts_and_no_update_is_lost() {
+fn sinfonia_3_a_write_on_a_read_that_changed_fails_its_compare_and_no_update_is_lost() {
     for engine in ONE_ROUND {
         let name = engine.name();
         let c = cluster(engine);
@@ -78,7 +78,7 @@ fn a_write_on_a_read_that_changed_aborts_and_no_update_is_lost() {
 /// A transaction counted the rows of a range; another inserted into the range before it
 /// committed: its commit aborts (the page it read no longer holds what it held).
 #[test]
-fn a_phantom_in_a_range_read_aborts_the_reader_that_writes() {
+fn sinfonia_3_a_phantom_in_a_range_read_fails_the_range_compare() {
     for engine in ONE_ROUND {
         let name = engine.name();
         let c = cluster(engine);
@@ -148,7 +148,7 @@ fn an_error_computed_from_rows_that_never_stood_together_is_a_retryable_abort() 
 /// one-round transaction — a fragment per row at its partition, and a catalog compare per
 /// definition the plan was made from; any other body is not.
 #[test]
-fn a_call_of_writes_by_key_is_planned_as_one_one_round_transaction() {
+fn granola_2_a_call_of_writes_by_key_is_planned_as_one_coordinated_one_round_transaction() {
     let c = cluster(litmus_engines::GRANOLA);
     let mut s = session(&c, 30);
     run(
@@ -201,7 +201,7 @@ fn a_call_of_writes_by_key_is_planned_as_one_one_round_transaction() {
 /// One-round `CALL`s at once on one row count every increment once; a fragment's `CHECK`
 /// and duplicate key come back with their SQLSTATEs, and the call leaves nothing.
 #[test]
-fn one_round_calls_count_every_increment_once_and_fail_whole() {
+fn granola_2_one_round_calls_count_every_increment_once_and_a_no_vote_aborts_them_whole() {
     for engine in ONE_ROUND {
         let name = engine.name();
         let c = cluster(engine);

@@ -664,7 +664,7 @@ fn procedures_run_their_body_whole_in_one_transaction() {
 /// refused as PostgreSQL refuses a procedure's `COMMIT` there; an engine without BASE
 /// transactions runs it as one transaction (on the one-round engines, one round).
 #[test]
-fn a_base_procedure_runs_its_alkaline_subtransactions_as_one_base_transaction() {
+fn salt_4_a_base_procedure_runs_its_alkaline_subtransactions_as_one_base_transaction() {
     for engine in [litmus_engines::SALT, litmus_engines::SALT_LOCAL, litmus_engines::ACID, litmus_engines::GRANOLA] {
         let c = cluster(engine);
         let mut s = session(&c, 22);
